@@ -1,0 +1,66 @@
+/* cli/cmd.h - the nprobe program's subcommand table and shared helpers.
+ * Each subcommand lives in its own cmd_*.c, handles its own --help (stdout)
+ * and returns the process exit code: 0 ok, 1 differences found, 2 usage or
+ * input error. Errors go to stderr as "nprobe: <what>". Only cli/ decides
+ * exit codes and prints; the libraries return statuses. */
+#ifndef NPROBE_CLI_CMD_H
+#define NPROBE_CLI_CMD_H
+
+#include "nprobe/common.h"
+
+enum { NP_EXIT_OK = 0, NP_EXIT_DIFF = 1, NP_EXIT_USAGE = 2 };
+
+/* argv[0] is the subcommand's name. */
+typedef int (*np_cmd_fn)(int argc, char **argv);
+
+typedef struct np_cmd {
+    const char *name;
+    np_cmd_fn fn;
+    const char *desc;
+} np_cmd;
+
+int np_cmd_train(int argc, char **argv);
+int np_cmd_dump(int argc, char **argv);
+int np_cmd_compare(int argc, char **argv);
+int np_cmd_config_check(int argc, char **argv);
+int np_cmd_ls(int argc, char **argv);
+int np_cmd_show(int argc, char **argv);
+
+/* Print "nprobe: <message>\n" to stderr. */
+void np_cli_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/* Print an np_error as "nprobe: [file[:line[:col]]: ][key: ]text". */
+void np_cli_report(const np_error *err);
+/* 1 if arg is -h or --help. */
+int np_cli_is_help(const char *arg);
+/* Parse a whole base-10 integer in [lo, hi]; 0 on success. On failure prints
+ * "nprobe: <opt>: expected an integer in [lo, hi], got 'text'". */
+int np_cli_parse_int(const char *opt, const char *text, long lo, long hi, long *out);
+/* 1 when stderr is a terminal (progress indicators are shown only then). */
+int np_cli_stderr_is_tty(void);
+
+/* ---- the probe inside `nprobe train` (implemented in probe_attach.c) ---- */
+struct np_ctx;
+typedef struct np_cli_probe np_cli_probe;
+
+typedef struct np_cli_run_meta {
+    const char *framework;  /* "nprobe-runtime" */
+    const char *device;     /* "cpu", "npu-sim" */
+    const char *precision;  /* "fp32", "bf16", "fp16" */
+    int rank, world_size;
+} np_cli_run_meta;
+
+/* Open the probe from `config_path`, validate it (nothing is written on a bad
+ * config) and register it on ctx's hook. On error prints the message and
+ * returns NP_EXIT_USAGE with *out = NULL. */
+int np_cli_probe_attach(np_cli_probe **out, struct np_ctx *ctx,
+                        const char *config_path, const np_cli_run_meta *meta);
+/* Close the probe (finishing the last step), print the dump summary to
+ * stderr, free. Returns 0, or NP_EXIT_USAGE if the dump failed. NULL is a
+ * no-op returning 0. */
+int np_cli_probe_detach(np_cli_probe *p);
+
+#endif

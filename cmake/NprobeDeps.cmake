@@ -1,0 +1,22 @@
+# All third-party lookups in one place. Every dependency is a Debian package
+# (scripts/install-deps.sh installs them); nothing is vendored.
+find_package(PkgConfig REQUIRED)
+find_package(HDF5 REQUIRED COMPONENTS C)
+find_package(OpenMP REQUIRED COMPONENTS C)
+find_package(ZLIB REQUIRED)
+find_package(Threads REQUIRED)
+pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
+pkg_check_modules(XLSXWRITER REQUIRED IMPORTED_TARGET xlsxwriter)
+pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+find_library(NP_LIBM m REQUIRED)
+
+# The Python that sees Debian's python3-* packages (numpy, h5py, torch,
+# openpyxl). A pyenv or venv python3 earlier on PATH would not.
+if(NOT NP_PYTHON)
+  if(EXISTS /usr/bin/python3)
+    set(NP_PYTHON /usr/bin/python3 CACHE FILEPATH "Python used by tests and samples")
+  else()
+    find_program(NP_PYTHON python3)
+  endif()
+endif()

@@ -1,0 +1,2 @@
+/* placeholder: replaced as compare/ is built */
+typedef int np_compare_placeholder_t;

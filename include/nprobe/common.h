@@ -1,0 +1,92 @@
+/* nprobe/common.h - status codes, the caller-owned error struct, version.
+ *
+ * Every nprobe library function that can fail returns an np_status (0 = ok),
+ * takes its outputs first and an optional `np_error *err` last. The error
+ * struct is owned by the caller; NULL is allowed; the first error set wins
+ * (later calls do not overwrite it). No library function prints or exits. */
+#ifndef NPROBE_COMMON_H
+#define NPROBE_COMMON_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NP_VERSION_STRING "0.1.0"
+#define NP_VERSION_MAJOR 0
+#define NP_VERSION_MINOR 1
+#define NP_VERSION_PATCH 0
+
+/* ---- status codes ------------------------------------------------------ */
+typedef enum np_status {
+    NP_OK = 0,
+    NP_ERR_NOMEM,       /* out of memory */
+    NP_ERR_ARG,         /* invalid argument */
+    NP_ERR_IO,          /* file system error (open, write, rename, ...) */
+    NP_ERR_NOSPACE,     /* disk full or file size limit reached */
+    NP_ERR_FORMAT,      /* a file is not in the expected format or is corrupt */
+    NP_ERR_CONFIG,      /* a configuration key or value is invalid */
+    NP_ERR_JSON,        /* JSON syntax error */
+    NP_ERR_HDF5,        /* the HDF5 library reported an error */
+    NP_ERR_ZIP,         /* the zip library reported an error */
+    NP_ERR_SHAPE,       /* tensor shapes do not fit */
+    NP_ERR_DTYPE,       /* tensor dtype not supported here */
+    NP_ERR_NOTFOUND,    /* a named item does not exist */
+    NP_ERR_UNSUPPORTED, /* valid but not supported */
+    NP_ERR_INCOMPLETE,  /* data is incomplete (a crashed run, a truncated file) */
+    NP_ERR_LIMIT,       /* a size or count limit was exceeded */
+    NP_ERR_INTERNAL,    /* a bug in nprobe */
+    NP_STATUS_COUNT
+} np_status;
+
+/* Static English text for a status; never NULL. */
+const char *np_strerror(np_status st);
+
+/* ---- the error struct -------------------------------------------------- */
+#define NP_ERROR_TEXT_MAX 1024
+
+typedef struct np_error {
+    np_status status;             /* NP_OK while no error was set */
+    char file[512];               /* file concerned, "" if none */
+    char key[256];                /* config key, tensor name or entry, "" if none */
+    long line;                    /* 1-based position in `file`, 0 if unknown */
+    long column;
+    char text[NP_ERROR_TEXT_MAX]; /* full human message, names what was expected */
+} np_error;
+
+/* Reset an error struct to "no error". NULL is a no-op. */
+void np_error_clear(np_error *err);
+
+/* Record an error (first one wins) and return `st`, so callers can write
+ * `return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open: %s", why);`.
+ * `file` and `key` may be NULL. `err` may be NULL. */
+np_status np_error_set(np_error *err, np_status st, const char *file,
+                       const char *key, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+
+/* Same with a position inside `file`. */
+np_status np_error_set_at(np_error *err, np_status st, const char *file,
+                          long line, long column, const char *key,
+                          const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 7, 8)))
+#endif
+    ;
+
+/* ---- small shared utilities -------------------------------------------- */
+
+/* Levenshtein distance between two strings (for "did you mean"). */
+size_t np_edit_distance(const char *a, const char *b);
+
+/* Index in `words[0..n)` of the closest word to `word` when close enough to be
+ * a plausible typo (distance <= max(2, strlen/3)), else -1. */
+int np_closest_word(const char *word, const char *const *words, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

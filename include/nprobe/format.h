@@ -1,0 +1,96 @@
+/* nprobe/format.h - the dump file, format version 1 (docs/FORMAT.md is the
+ * authoritative text). Shared by the writer (probe) and the reader (compare,
+ * ls, show) so both sides use one record layout and one set of names.
+ *
+ *   {dump_path}/step{S}/rank{R}/dump.h5
+ *     root attributes   NP_FMT_ATTR_*  (strings or int64)
+ *     /entries          compound table of np_entry_rec, one row per tensor leaf
+ *     /calls            compound table of np_call_rec, one row per call
+ *     /data/{leaf}      payloads (tensor task): float32 for bf16/fp16/fp32,
+ *                       float64, int64, int32, uint8 (bool); attribute "dtype"
+ */
+#ifndef NPROBE_FORMAT_H
+#define NPROBE_FORMAT_H
+
+#include <stdint.h>
+
+#include "nprobe/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NP_FMT_NAME "nprobe-dump"
+#define NP_FMT_VERSION 1
+#define NP_FMT_FILE "dump.h5"
+
+#define NP_FMT_NAME_LEN 256   /* leaf, call, parent names, NUL-terminated */
+#define NP_FMT_SITE_LEN 128
+#define NP_FMT_ROLE_LEN 16
+#define NP_FMT_DTYPE_LEN 16
+#define NP_FMT_KIND_LEN 8
+#define NP_FMT_MAX_DIMS 8
+
+/* Root attribute names. */
+#define NP_FMT_ATTR_FORMAT "format"                 /* string "nprobe-dump" */
+#define NP_FMT_ATTR_FORMAT_VERSION "format_version" /* int64 1 */
+#define NP_FMT_ATTR_NPROBE_VERSION "nprobe_version" /* string */
+#define NP_FMT_ATTR_TASK "task"                     /* statistics|tensor|md5|overflow_check */
+#define NP_FMT_ATTR_LEVEL "level"                   /* L0|L1|mix */
+#define NP_FMT_ATTR_FRAMEWORK "framework"           /* "nprobe-runtime", "pytorch", ... */
+#define NP_FMT_ATTR_DEVICE "device"                 /* "cpu", "npu-sim", ... */
+#define NP_FMT_ATTR_PRECISION "precision"           /* "fp32", "bf16", "fp16" */
+#define NP_FMT_ATTR_STEP "step"                     /* int64 */
+#define NP_FMT_ATTR_RANK "rank"                     /* int64 */
+#define NP_FMT_ATTR_WORLD_SIZE "world_size"         /* int64 */
+#define NP_FMT_ATTR_COMPLETE "complete"             /* int64: 1 once the step closed cleanly */
+
+#define NP_FMT_ENTRIES "entries"
+#define NP_FMT_CALLS "calls"
+#define NP_FMT_DATA "data"
+#define NP_FMT_DATA_DTYPE_ATTR "dtype"
+
+/* One row of /entries. Strings are NUL-terminated and NUL-padded. For a row
+ * of role "kwargs" (a scalar argument) ndim = 0, numel = 1 and the value is
+ * in max, min and mean. Statistics are over finite elements; when there are
+ * none, max/min/mean/norm are NaN. */
+typedef struct np_entry_rec {
+    int64_t seq;                         /* order of the call in the step (row of /calls) */
+    char name[NP_FMT_NAME_LEN];          /* the leaf: "{call}.{role}.{index|key}" */
+    char call[NP_FMT_NAME_LEN];          /* the call: "Functional.linear.3.forward" */
+    char role[NP_FMT_ROLE_LEN];          /* input|output|parameters|kwargs|parameters_grad */
+    char dtype[NP_FMT_DTYPE_LEN];        /* logical dtype name */
+    int32_t ndim;
+    int64_t shape[NP_FMT_MAX_DIMS];      /* unused dims are 0 */
+    int64_t numel;
+    double max, min, mean, norm;
+    int64_t nan_count, posinf_count, neginf_count;
+    uint32_t crc32;                      /* zlib crc32 of the stored bytes (md5/tensor tasks), else 0 */
+    int8_t has_data;                     /* 1 when /data/{name} holds the payload */
+    int8_t requires_grad;
+} np_entry_rec;
+
+/* One row of /calls. */
+typedef struct np_call_rec {
+    int64_t seq;
+    char call[NP_FMT_NAME_LEN];
+    char kind[NP_FMT_KIND_LEN];          /* "api" or "module" */
+    char parent[NP_FMT_NAME_LEN];        /* enclosing module call, "" at top level */
+    char callsite[NP_FMT_SITE_LEN];
+} np_call_rec;
+
+/* HDF5 type ids are int64_t (hid_t) in HDF5 >= 1.10; declared here without
+ * including hdf5.h so this header stays dependency-free. Each returns a new
+ * compound type id that the caller closes with H5Tclose, or a negative id on
+ * failure. Field names equal the struct member names. */
+int64_t np_fmt_entry_h5type(void);
+int64_t np_fmt_call_h5type(void);
+
+/* Copy `src` into a fixed field of `cap` bytes, NUL-padded; returns 1 if it
+ * had to be truncated. */
+int np_fmt_copy_name(char *dst, size_t cap, const char *src);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

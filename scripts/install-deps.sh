@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# install-deps.sh - install, from Debian's packages, exactly what nprobe's
+# build, tests, demo and benchmarks need. Idempotent: installs only what is
+# missing. Works as root or through sudo.
+set -euo pipefail
+
+packages=(
+  # build
+  gcc make cmake pkg-config
+  libhdf5-dev libxlsxwriter-dev libjansson-dev libopenblas-dev libzip-dev zlib1g-dev
+  # tests, samples and benchmarks: readers and references independent of nprobe
+  hdf5-tools unzip python3 python3-numpy python3-h5py python3-openpyxl python3-pandas python3-torch
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+    echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 2
+  fi
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"

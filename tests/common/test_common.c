@@ -1,0 +1,70 @@
+/* tests/common/test_common.c - the error convention, edit distance and the
+ * dump-format compound types. */
+#include <hdf5.h>
+
+#include "check.h"
+#include "nprobe/common.h"
+#include "nprobe/format.h"
+
+static void test_error_first_wins(void)
+{
+    np_error err;
+    np_error_clear(&err);
+    CHECK_EQ_INT(err.status, NP_OK);
+    np_status st = np_error_set(&err, NP_ERR_CONFIG, "cfg.json", "task", "bad value '%s'", "x");
+    CHECK_EQ_INT(st, NP_ERR_CONFIG);
+    np_error_set(&err, NP_ERR_IO, "other", NULL, "second");
+    CHECK_EQ_INT(err.status, NP_ERR_CONFIG);
+    CHECK_STREQ(err.file, "cfg.json");
+    CHECK_STREQ(err.key, "task");
+    CHECK_STREQ(err.text, "bad value 'x'");
+    CHECK_EQ_INT(np_error_set(NULL, NP_ERR_IO, NULL, NULL, "ignored"), NP_ERR_IO);
+    np_error_set_at(NULL, NP_ERR_JSON, "f", 3, 4, NULL, "x");
+    np_error e2;
+    np_error_clear(&e2);
+    np_error_set_at(&e2, NP_ERR_JSON, "f.json", 3, 14, NULL, "unexpected '}'");
+    CHECK_EQ_INT(e2.line, 3);
+    CHECK_EQ_INT(e2.column, 14);
+    for (int s = 0; s < NP_STATUS_COUNT; s++)
+        CHECK(np_strerror((np_status)s)[0] != '\0');
+    CHECK_STREQ(np_strerror((np_status)999), "unknown status");
+}
+
+static void test_edit_distance(void)
+{
+    CHECK_EQ_INT(np_edit_distance("kitten", "sitting"), 3);
+    CHECK_EQ_INT(np_edit_distance("", "abc"), 3);
+    CHECK_EQ_INT(np_edit_distance("same", "same"), 0);
+    const char *words[] = {"task", "dump_path", "level", "scope"};
+    CHECK_EQ_INT(np_closest_word("dump_pth", words, 4), 1);
+    CHECK_EQ_INT(np_closest_word("levle", words, 4), 2);
+    CHECK_EQ_INT(np_closest_word("completely_else", words, 4), -1);
+}
+
+static void test_format_types(void)
+{
+    hid_t et = (hid_t)np_fmt_entry_h5type();
+    hid_t ct = (hid_t)np_fmt_call_h5type();
+    CHECK(et >= 0);
+    CHECK(ct >= 0);
+    CHECK_EQ_INT(H5Tget_size(et), sizeof(np_entry_rec));
+    CHECK_EQ_INT(H5Tget_nmembers(et), 18);
+    CHECK_EQ_INT(H5Tget_member_index(et, "norm") >= 0, 1);
+    CHECK_EQ_INT(H5Tget_member_index(ct, "parent") >= 0, 1);
+    H5Tclose(et);
+    H5Tclose(ct);
+    char buf[8];
+    CHECK_EQ_INT(np_fmt_copy_name(buf, sizeof buf, "abc"), 0);
+    CHECK_STREQ(buf, "abc");
+    CHECK_EQ_INT(buf[7], 0);
+    CHECK_EQ_INT(np_fmt_copy_name(buf, sizeof buf, "abcdefghij"), 1);
+    CHECK_STREQ(buf, "abcdefg");
+}
+
+int main(void)
+{
+    test_error_first_wins();
+    test_edit_distance();
+    test_format_types();
+    return check_report();
+}
