@@ -1,0 +1,376 @@
+/* runtime/checkpoint.c - HDF5 checkpoints of a trainer (docs/CONTRACTS.md
+ * "Checkpoint file"): root attributes format/format_version/model/step/seed
+ * and the model configuration; /params/{name} float32 datasets with a
+ * `dtype` attribute; /optim with the optimizer's step count, kind and
+ * hyperparameters, one group per state slot (/optim/exp_avg/{name}, ...) and
+ * the loss scaler's state. Written to a temp file and renamed. */
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+#include "model_train_internal.h"
+
+#define CKPT_FORMAT "nprobe-checkpoint"
+#define CKPT_VERSION 1
+
+/* ---- attribute helpers -------------------------------------------------- */
+
+static int attr_write(hid_t obj, const char *name, hid_t type, const void *v)
+{
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = sp < 0 ? -1 : H5Acreate2(obj, name, type, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int ok = a >= 0 && H5Awrite(a, type, v) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    if (sp >= 0)
+        H5Sclose(sp);
+    return ok ? 0 : -1;
+}
+
+static int attr_i64(hid_t obj, const char *name, int64_t v)
+{
+    return attr_write(obj, name, H5T_NATIVE_INT64, &v);
+}
+
+static int attr_f64(hid_t obj, const char *name, double v)
+{
+    return attr_write(obj, name, H5T_NATIVE_DOUBLE, &v);
+}
+
+static int attr_str(hid_t obj, const char *name, const char *s)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(s) + 1);
+    H5Tset_strpad(t, H5T_STR_NULLTERM);
+    int r = attr_write(obj, name, t, s);
+    H5Tclose(t);
+    return r;
+}
+
+static int attr_read(hid_t obj, const char *name, hid_t type, void *v)
+{
+    if (H5Aexists(obj, name) <= 0)
+        return -1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    int ok = a >= 0 && H5Aread(a, type, v) >= 0;
+    if (a >= 0)
+        H5Aclose(a);
+    return ok ? 0 : -1;
+}
+
+static int attr_read_i64(hid_t obj, const char *name, int64_t *v)
+{
+    return attr_read(obj, name, H5T_NATIVE_INT64, v);
+}
+
+static int attr_read_str(hid_t obj, const char *name, char *buf, size_t cap)
+{
+    if (H5Aexists(obj, name) <= 0)
+        return -1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    hid_t ft = a >= 0 ? H5Aget_type(a) : -1;
+    int ok = ft >= 0 && H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft) &&
+             H5Tget_size(ft) <= cap;
+    if (ok) {
+        hid_t mt = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mt, H5Tget_size(ft));
+        memset(buf, 0, cap);
+        ok = H5Aread(a, mt, buf) >= 0;
+        H5Tclose(mt);
+        buf[cap - 1] = '\0';
+    }
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (a >= 0)
+        H5Aclose(a);
+    return ok ? 0 : -1;
+}
+
+/* ---- model configuration as attributes ---------------------------------- */
+
+typedef struct cfg_field {
+    const char *name;
+    size_t off;
+} cfg_field;
+
+#define CF(f) {#f, offsetof(np_model_config, f)}
+static const cfg_field cfg_fields[] = {
+    CF(in_dim), CF(hidden), CF(image_size), CF(channels), CF(n_classes),
+    CF(n_layer), CF(n_head), CF(n_embd), CF(block_size), CF(vocab_size),
+};
+#undef CF
+#define N_CFG ((int)(sizeof cfg_fields / sizeof cfg_fields[0]))
+
+static int cfg_get(const np_model_config *c, int i)
+{
+    return *(const int *)(const void *)((const char *)c + cfg_fields[i].off);
+}
+
+static void cfg_set(np_model_config *c, int i, int v)
+{
+    *(int *)(void *)((char *)c + cfg_fields[i].off) = v;
+}
+
+/* ---- datasets ----------------------------------------------------------- */
+
+static int write_f32(hid_t grp, const char *name, const np_tensor *shape_of, const float *data,
+                     const char *dtype_attr)
+{
+    hsize_t dims[NP_MAX_DIMS];
+    for (int d = 0; d < shape_of->ndim; d++)
+        dims[d] = (hsize_t)shape_of->shape[d];
+    hid_t sp = shape_of->ndim ? H5Screate_simple(shape_of->ndim, dims, NULL) : H5Screate(H5S_SCALAR);
+    hid_t ds = sp < 0 ? -1 : H5Dcreate2(grp, name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int ok = ds >= 0 && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+    if (ok && dtype_attr)
+        ok = attr_str(ds, "dtype", dtype_attr) == 0;
+    if (ds >= 0)
+        H5Dclose(ds);
+    if (sp >= 0)
+        H5Sclose(sp);
+    return ok ? 0 : -1;
+}
+
+/* Read dataset `name` of `grp` into data; its shape must equal t's. */
+static np_status read_f32(hid_t grp, const char *name, const np_tensor *t, float *data,
+                          const char *path, np_error *err)
+{
+    if (H5Lexists(grp, name, H5P_DEFAULT) <= 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, name, "missing in the checkpoint");
+    hid_t ds = H5Dopen2(grp, name, H5P_DEFAULT);
+    hid_t sp = ds >= 0 ? H5Dget_space(ds) : -1;
+    np_status st = NP_OK;
+    hsize_t dims[NP_MAX_DIMS];
+    int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    if (nd != t->ndim) {
+        st = np_error_set(err, NP_ERR_FORMAT, path, name, "expected %d dimensions, the file has %d",
+                          t->ndim, nd);
+    } else {
+        H5Sget_simple_extent_dims(sp, dims, NULL);
+        for (int d = 0; d < nd && !st; d++)
+            if ((int64_t)dims[d] != t->shape[d])
+                st = np_error_set(err, NP_ERR_FORMAT, path, name,
+                                  "expected size %lld in dimension %d, the file has %lld",
+                                  (long long)t->shape[d], d, (long long)dims[d]);
+        if (!st && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+            st = np_error_set(err, NP_ERR_HDF5, path, name, "cannot read the dataset");
+    }
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (ds >= 0)
+        H5Dclose(ds);
+    return st;
+}
+
+/* ---- save ---------------------------------------------------------------- */
+
+np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err)
+{
+    size_t len = strlen(path);
+    char *tmp = malloc(len + 16);
+    if (!tmp)
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    snprintf(tmp, len + 16, "%s.tmp", path);
+    H5E_auto2_t old_fn;
+    void *old_data;
+    H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    np_status st = NP_OK;
+    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t gp = -1, go = -1;
+    if (f < 0) {
+        st = np_error_set(err, NP_ERR_IO, path, NULL, "cannot create the checkpoint file");
+        goto done;
+    }
+    const np_model_config *c = np_model_get_config(tr->model);
+    char eps[32];
+    snprintf(eps, sizeof eps, "%.17g", c->ln_eps);
+    int bad = attr_str(f, "format", CKPT_FORMAT) || attr_i64(f, "format_version", CKPT_VERSION) ||
+              attr_str(f, "model", np_model_kind_name(c->kind)) ||
+              attr_i64(f, "step", tr->step) || attr_i64(f, "seed", (int64_t)tr->opts.seed) ||
+              attr_str(f, "ln_eps", eps) ||
+              attr_str(f, "data", np_data_kind_name(np_data_kind_of(tr->data)));
+    for (int i = 0; i < N_CFG && !bad; i++)
+        bad = attr_i64(f, cfg_fields[i].name, cfg_get(c, i));
+    gp = bad ? -1 : H5Gcreate2(f, "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int n = 0;
+    np_tensor *const *params = np_model_params(tr->model, &n);
+    bad = bad || gp < 0;
+    for (int i = 0; i < n && !bad; i++)
+        bad = write_f32(gp, params[i]->name, params[i], np_tensor_f32(params[i]),
+                        np_dtype_name(params[i]->dtype));
+    go = bad ? -1 : H5Gcreate2(f, "optim", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    bad = bad || go < 0;
+    const np_optim_config *oc = np_optim_get_config(tr->optim);
+    if (!bad)
+        bad = attr_str(go, "kind", np_optim_kind_name(oc->kind)) ||
+              attr_i64(go, "t", np_optim_steps(tr->optim)) || attr_f64(go, "lr", oc->lr) ||
+              attr_f64(go, "momentum", oc->momentum) || attr_f64(go, "beta1", oc->beta1) ||
+              attr_f64(go, "beta2", oc->beta2) || attr_f64(go, "eps", oc->eps) ||
+              attr_f64(go, "weight_decay", oc->weight_decay) ||
+              attr_i64(go, "scaler_enabled", tr->scaler.enabled) ||
+              attr_f64(go, "scaler_scale", tr->scaler.scale) ||
+              attr_i64(go, "scaler_good_steps", tr->scaler.good_steps) ||
+              attr_i64(go, "scaler_skipped", tr->scaler.skipped);
+    for (int s = 0; s < np_optim_n_slots(tr->optim) && !bad; s++) {
+        hid_t gs = H5Gcreate2(go, np_optim_slot_name(tr->optim, s), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        bad = gs < 0;
+        for (int i = 0; i < n && !bad; i++)
+            bad = write_f32(gs, params[i]->name, params[i], np_optim_slot(tr->optim, s, i), NULL);
+        if (gs >= 0)
+            H5Gclose(gs);
+    }
+    if (bad)
+        st = np_error_set(err, NP_ERR_HDF5, path, NULL, "cannot write the checkpoint");
+done:
+    if (go >= 0)
+        H5Gclose(go);
+    if (gp >= 0)
+        H5Gclose(gp);
+    if (f >= 0 && H5Fclose(f) < 0 && !st)
+        st = np_error_set(err, NP_ERR_IO, path, NULL, "cannot close the checkpoint file");
+    if (!st && rename(tmp, path) != 0)
+        st = np_error_set(err, NP_ERR_IO, path, NULL, "cannot rename the temp file into place");
+    if (st)
+        remove(tmp);
+    H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
+    free(tmp);
+    return st;
+}
+
+/* ---- load ---------------------------------------------------------------- */
+
+static np_status open_ckpt(hid_t *out, const char *path, np_error *err)
+{
+    *out = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (*out < 0)
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open as an HDF5 checkpoint");
+    char fmt[64];
+    int64_t ver = 0;
+    if (attr_read_str(*out, "format", fmt, sizeof fmt) || strcmp(fmt, CKPT_FORMAT) != 0 ||
+        attr_read_i64(*out, "format_version", &ver) || ver != CKPT_VERSION) {
+        H5Fclose(*out);
+        *out = -1;
+        return np_error_set(err, NP_ERR_FORMAT, path, "format",
+                            "expected an %s file of format_version %d", CKPT_FORMAT, CKPT_VERSION);
+    }
+    return NP_OK;
+}
+
+static np_status read_config(np_model_config *c, int64_t *step, uint64_t *seed, hid_t f,
+                             const char *path, np_error *err)
+{
+    char kind[16], eps[32];
+    int64_t v = 0;
+    if (attr_read_str(f, "model", kind, sizeof kind) || np_model_kind_from_name(kind) < 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, "model", "expected mlp, cnn or gpt");
+    np_model_config_default(c, (np_model_kind)np_model_kind_from_name(kind));
+    for (int i = 0; i < N_CFG; i++) {
+        if (attr_read_i64(f, cfg_fields[i].name, &v))
+            return np_error_set(err, NP_ERR_FORMAT, path, cfg_fields[i].name, "missing int64 attribute");
+        cfg_set(c, i, (int)v);
+    }
+    if (attr_read_str(f, "ln_eps", eps, sizeof eps))
+        return np_error_set(err, NP_ERR_FORMAT, path, "ln_eps", "missing string attribute");
+    c->ln_eps = strtod(eps, NULL);
+    if (attr_read_i64(f, "step", step))
+        return np_error_set(err, NP_ERR_FORMAT, path, "step", "missing int64 attribute");
+    if (attr_read_i64(f, "seed", &v))
+        return np_error_set(err, NP_ERR_FORMAT, path, "seed", "missing int64 attribute");
+    *seed = (uint64_t)v;
+    return NP_OK;
+}
+
+np_status np_checkpoint_read_config(np_model_config *c, int64_t *step, uint64_t *seed,
+                                    const char *path, np_error *err)
+{
+    H5E_auto2_t old_fn;
+    void *old_data;
+    H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = -1;
+    np_status st = open_ckpt(&f, path, err);
+    if (!st)
+        st = read_config(c, step, seed, f, path, err);
+    if (f >= 0)
+        H5Fclose(f);
+    H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
+    return st;
+}
+
+np_status np_trainer_load(np_trainer *tr, const char *path, np_error *err)
+{
+    H5E_auto2_t old_fn;
+    void *old_data;
+    H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = -1, gp = -1, go = -1;
+    np_model_config fc;
+    int64_t step = 0, v = 0;
+    uint64_t seed = 0;
+    np_status st = open_ckpt(&f, path, err);
+    if (!st)
+        st = read_config(&fc, &step, &seed, f, path, err);
+    const np_model_config *mc = np_model_get_config(tr->model);
+    if (!st && fc.kind != mc->kind)
+        st = np_error_set(err, NP_ERR_FORMAT, path, "model", "the checkpoint holds a %s, this run builds a %s",
+                          np_model_kind_name(fc.kind), np_model_kind_name(mc->kind));
+    for (int i = 0; i < N_CFG && !st; i++)
+        if (cfg_get(&fc, i) != cfg_get(mc, i))
+            st = np_error_set(err, NP_ERR_FORMAT, path, cfg_fields[i].name,
+                              "the checkpoint has %d, this run has %d", cfg_get(&fc, i), cfg_get(mc, i));
+    if (!st && (gp = H5Gopen2(f, "params", H5P_DEFAULT)) < 0)
+        st = np_error_set(err, NP_ERR_FORMAT, path, "params", "missing group /params");
+    int n = 0;
+    np_tensor *const *params = np_model_params(tr->model, &n);
+    for (int i = 0; i < n && !st; i++)
+        st = read_f32(gp, params[i]->name, params[i], np_tensor_f32(params[i]), path, err);
+    if (!st && (go = H5Gopen2(f, "optim", H5P_DEFAULT)) < 0)
+        st = np_error_set(err, NP_ERR_FORMAT, path, "optim", "missing group /optim");
+    char kind[16];
+    const np_optim_config *oc = np_optim_get_config(tr->optim);
+    if (!st && (attr_read_str(go, "kind", kind, sizeof kind) || strcmp(kind, np_optim_kind_name(oc->kind)) != 0))
+        st = np_error_set(err, NP_ERR_FORMAT, path, "optim.kind", "expected optimizer state of %s",
+                          np_optim_kind_name(oc->kind));
+    if (!st && attr_read_i64(go, "t", &v))
+        st = np_error_set(err, NP_ERR_FORMAT, path, "optim.t", "missing int64 attribute");
+    if (!st)
+        np_optim_set_steps(tr->optim, v);
+    for (int s = 0; s < np_optim_n_slots(tr->optim) && !st; s++) {
+        const char *sn = np_optim_slot_name(tr->optim, s);
+        hid_t gs = H5Lexists(go, sn, H5P_DEFAULT) > 0 ? H5Gopen2(go, sn, H5P_DEFAULT) : -1;
+        if (gs < 0) {
+            st = np_error_set(err, NP_ERR_FORMAT, path, sn, "missing optimizer state group /optim/%s", sn);
+            break;
+        }
+        for (int i = 0; i < n && !st; i++)
+            st = read_f32(gs, params[i]->name, params[i], np_optim_slot(tr->optim, s, i), path, err);
+        H5Gclose(gs);
+    }
+    if (!st && tr->scaler.enabled) {
+        double scale = 0;
+        int64_t good = 0, skipped = 0, en = 0;
+        if (attr_read_i64(go, "scaler_enabled", &en) ||
+            attr_read(go, "scaler_scale", H5T_NATIVE_DOUBLE, &scale) ||
+            attr_read_i64(go, "scaler_good_steps", &good) ||
+            attr_read_i64(go, "scaler_skipped", &skipped)) {
+            st = np_error_set(err, NP_ERR_FORMAT, path, "optim", "missing loss-scaler attributes");
+        } else if (en) {
+            tr->scaler.scale = scale;
+            tr->scaler.good_steps = (int)good;
+            tr->scaler.skipped = skipped;
+        }
+    }
+    if (!st)
+        tr->step = step;
+    if (go >= 0)
+        H5Gclose(go);
+    if (gp >= 0)
+        H5Gclose(gp);
+    if (f >= 0)
+        H5Fclose(f);
+    H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
+    return st;
+}

@@ -1,0 +1,246 @@
+/* runtime/model.c - model configuration, construction and initialisation;
+ * the MLP (fc1-relu-fc2-relu-fc3) and the CNN (conv1-relu-pool-conv2-relu-
+ * pool-fc); the GPT lives in model_gpt.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+
+static const char *const model_names[NP_MODEL_KIND_COUNT] = {
+    [NP_MODEL_MLP] = "mlp", [NP_MODEL_CNN] = "cnn", [NP_MODEL_GPT] = "gpt",
+};
+
+const char *np_model_kind_name(np_model_kind k)
+{
+    return (unsigned)k < NP_MODEL_KIND_COUNT ? model_names[k] : "unknown";
+}
+
+int np_model_kind_from_name(const char *name)
+{
+    for (int i = 0; name && i < NP_MODEL_KIND_COUNT; i++)
+        if (strcmp(name, model_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+void np_model_config_default(np_model_config *c, np_model_kind kind)
+{
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->in_dim = 2;
+    c->hidden = 64;
+    c->image_size = 16;
+    c->channels = 8;
+    c->n_classes = kind == NP_MODEL_CNN ? 4 : 3;
+    c->n_layer = 2;
+    c->n_head = 2;
+    c->n_embd = 64;
+    c->block_size = 32;
+    c->vocab_size = 0;
+    c->ln_eps = 1e-5;
+}
+
+np_status np_model_config_check(const np_model_config *c, np_error *err)
+{
+#define NEED(cond, key, ...) \
+    if (!(cond)) return np_error_set(err, NP_ERR_ARG, NULL, key, __VA_ARGS__)
+    NEED((unsigned)c->kind < NP_MODEL_KIND_COUNT, "model", "unknown model kind %d", (int)c->kind);
+    if (c->kind == NP_MODEL_MLP) {
+        NEED(c->in_dim >= 1, "in_dim", "expected >= 1, got %d", c->in_dim);
+        NEED(c->hidden >= 1, "hidden", "expected >= 1, got %d", c->hidden);
+        NEED(c->n_classes >= 2, "n_classes", "expected >= 2, got %d", c->n_classes);
+    } else if (c->kind == NP_MODEL_CNN) {
+        NEED(c->image_size >= 4 && c->image_size % 4 == 0, "image_size",
+             "expected a multiple of 4, got %d", c->image_size);
+        NEED(c->channels >= 1, "channels", "expected >= 1, got %d", c->channels);
+        NEED(c->n_classes >= 2, "n_classes", "expected >= 2, got %d", c->n_classes);
+    } else {
+        NEED(c->n_layer >= 1, "layers", "expected >= 1, got %d", c->n_layer);
+        NEED(c->n_head >= 1, "heads", "expected >= 1, got %d", c->n_head);
+        NEED(c->n_embd >= 1 && c->n_embd % c->n_head == 0, "width",
+             "expected a multiple of heads (%d), got %d", c->n_head, c->n_embd);
+        NEED(c->block_size >= 1, "context", "expected >= 1, got %d", c->block_size);
+        NEED(c->vocab_size >= 2, "vocab_size", "expected >= 2, got %d", c->vocab_size);
+        NEED(c->ln_eps > 0, "ln_eps", "expected > 0, got %g", c->ln_eps);
+    }
+#undef NEED
+    return NP_OK;
+}
+
+/* PyTorch's default Linear/Conv2d init: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in))
+ * for weight and bias. Streams are the parameters' creation indices. */
+static void init_uniform_fanin(np_model *m)
+{
+    for (int i = 0; i < m->n_params; i++) {
+        np_tensor *p = m->params[i];
+        /* the weight precedes its bias: fan_in from the weight */
+        np_tensor *w = p->ndim >= 2 ? p : m->params[i - 1];
+        int64_t fan_in = w->numel / w->shape[0];
+        double bound = 1.0 / sqrt((double)fan_in);
+        np_tensor_fill_uniform(p, m->seed, (uint64_t)i, -bound, bound);
+        m->init_draws += (uint64_t)p->numel;
+    }
+}
+
+static np_status build_mlp(np_model *m, np_error *err)
+{
+    const np_model_config *c = &m->cfg;
+    np_status st;
+    if ((st = np_nn_linear_init(&m->fc1, m->ctx, "fc1", c->in_dim, c->hidden, 1, err)) ||
+        (st = np_nn_linear_init(&m->fc2, m->ctx, "fc2", c->hidden, c->hidden, 1, err)) ||
+        (st = np_nn_linear_init(&m->fc3, m->ctx, "fc3", c->hidden, c->n_classes, 1, err)))
+        return st;
+    return NP_OK;
+}
+
+static np_status build_cnn(np_model *m, np_error *err)
+{
+    const np_model_config *c = &m->cfg;
+    int c1 = c->channels, c2 = 2 * c->channels, s = c->image_size / 4;
+    np_status st;
+    if ((st = np_nn_conv2d_init(&m->conv1, m->ctx, "conv1", 1, c1, 3, 1, 1, err)))
+        return st;
+    if (!(m->pool = np_module_new(m->ctx, "pool", "MaxPool2d")))
+        return np_error_set(err, NP_ERR_NOMEM, NULL, "pool", "cannot register the module");
+    if ((st = np_nn_conv2d_init(&m->conv2, m->ctx, "conv2", c1, c2, 3, 1, 1, err)) ||
+        (st = np_nn_linear_init(&m->fc, m->ctx, "fc", c2 * s * s, c->n_classes, 1, err)))
+        return st;
+    return NP_OK;
+}
+
+np_status np_model_new(np_model **out, np_ctx *ctx, const np_model_config *c, uint64_t seed,
+                       np_error *err)
+{
+    *out = NULL;
+    np_status st = np_model_config_check(c, err);
+    if (st)
+        return st;
+    np_model *m = calloc(1, sizeof *m);
+    if (!m)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, "model", "out of memory");
+    m->ctx = ctx;
+    m->cfg = *c;
+    m->seed = seed;
+    int before = 0;
+    np_ctx_params(ctx, &before);
+    if (c->kind == NP_MODEL_MLP)
+        st = build_mlp(m, err);
+    else if (c->kind == NP_MODEL_CNN)
+        st = build_cnn(m, err);
+    else
+        st = np_model_gpt_build(m, err);
+    if (st) {
+        np_model_free(m);
+        return st;
+    }
+    int n = 0;
+    np_tensor *const *all = np_ctx_params(ctx, &n);
+    m->n_params = n - before;
+    m->params = malloc((size_t)(m->n_params > 0 ? m->n_params : 1) * sizeof *m->params);
+    if (!m->params) {
+        np_model_free(m);
+        return np_error_set(err, NP_ERR_NOMEM, NULL, "model", "out of memory");
+    }
+    for (int i = 0; i < m->n_params; i++)
+        m->params[i] = all[before + i];
+    if (c->kind == NP_MODEL_GPT) {
+        const np_model_config *g = c;
+        double std_res = 0.02 / sqrt(2.0 * g->n_layer);
+        for (int i = 0; i < m->n_params; i++) {
+            np_tensor *p = m->params[i];
+            const char *name = p->name ? p->name : "";
+            size_t len = strlen(name);
+            int is_weight = len >= 7 && strcmp(name + len - 7, ".weight") == 0;
+            if (p->ndim < 2 || !is_weight)
+                continue;   /* biases 0, layer norms 1/0 */
+            double std = strstr(name, ".c_proj.weight") ? std_res : 0.02;
+            np_tensor_fill_normal(p, seed, (uint64_t)i, 0.0, std);
+            m->init_draws += (uint64_t)p->numel;
+        }
+    } else {
+        init_uniform_fanin(m);
+    }
+    if (np_ctx_status(ctx)) {
+        np_error_set(err, np_ctx_status(ctx), NULL, "model", "%s", np_ctx_error(ctx)->text);
+        np_model_free(m);
+        return np_ctx_status(ctx);
+    }
+    *out = m;
+    return NP_OK;
+}
+
+void np_model_free(np_model *m)
+{
+    if (!m)
+        return;
+    free(m->h);
+    free(m->params);
+    free(m);
+}
+
+const np_model_config *np_model_get_config(const np_model *m) { return &m->cfg; }
+uint64_t np_model_init_draws(const np_model *m) { return m->init_draws; }
+
+np_tensor *const *np_model_params(const np_model *m, int *n)
+{
+    *n = m->n_params;
+    return m->params;
+}
+
+int64_t np_model_n_weights(const np_model *m)
+{
+    int64_t n = 0;
+    for (int i = 0; i < m->n_params; i++)
+        n += m->params[i]->numel;
+    return n;
+}
+
+np_tensor *np_model_gpt_block_output(const np_model *m, int i)
+{
+    if (m->cfg.kind != NP_MODEL_GPT || i < 0 || i >= m->cfg.n_layer)
+        return NULL;
+    return m->h[i].out;
+}
+
+static np_tensor *pool_forward(np_model *m, np_tensor *x)
+{
+    if (!x || np_module_begin(m->ctx, m->pool) != NP_OK)
+        return NULL;
+    np_tensor *y = np_max_pool2d(m->ctx, x, 2, 2);
+    np_module_end(m->ctx, m->pool, &x, 1, &y, 1);
+    return y;
+}
+
+np_tensor *np_model_forward(np_model *m, np_tensor *x)
+{
+    np_ctx *ctx = m->ctx;
+    switch (m->cfg.kind) {
+    case NP_MODEL_MLP: {
+        np_tensor *h = np_relu(ctx, np_nn_linear_forward(ctx, &m->fc1, x));
+        h = np_relu(ctx, np_nn_linear_forward(ctx, &m->fc2, h));
+        return np_nn_linear_forward(ctx, &m->fc3, h);
+    }
+    case NP_MODEL_CNN: {
+        np_tensor *h = pool_forward(m, np_relu(ctx, np_nn_conv2d_forward(ctx, &m->conv1, x)));
+        h = pool_forward(m, np_relu(ctx, np_nn_conv2d_forward(ctx, &m->conv2, h)));
+        h = h ? np_flatten(ctx, h, 1) : NULL;
+        return np_nn_linear_forward(ctx, &m->fc, h);
+    }
+    default:
+        return np_model_gpt_forward(m, x);
+    }
+}
+
+np_tensor *np_model_loss(np_model *m, np_tensor *x, np_tensor *y)
+{
+    np_tensor *logits = np_model_forward(m, x);
+    if (!logits || !y)
+        return NULL;
+    if (y->ndim > 1) {
+        int64_t n = y->numel;
+        y = np_view(m->ctx, y, 1, &n);
+    }
+    return np_cross_entropy(m->ctx, logits, y, -100);
+}

@@ -1,0 +1,44 @@
+/* runtime/model_internal.h - the model struct shared by model.c (MLP, CNN,
+ * common parts) and model_gpt.c (the GPT). Private to runtime/. */
+#ifndef NPROBE_RUNTIME_MODEL_INTERNAL_H
+#define NPROBE_RUNTIME_MODEL_INTERNAL_H
+
+#include "nprobe/model.h"
+
+typedef struct np_gpt_block {
+    np_module *mod;            /* "h.N" Block */
+    np_nn_layer_norm ln_1;
+    np_module *attn;           /* "h.N.attn" CausalSelfAttention */
+    np_nn_linear c_attn;       /* (3C, C) */
+    np_nn_linear attn_proj;    /* "h.N.attn.c_proj" (C, C) */
+    np_nn_layer_norm ln_2;
+    np_module *mlp;            /* "h.N.mlp" MLP */
+    np_nn_linear c_fc;         /* (4C, C) */
+    np_nn_linear mlp_proj;     /* "h.N.mlp.c_proj" (C, 4C) */
+    np_tensor *out;            /* block output of the last forward (B,T,C), step-scoped */
+} np_gpt_block;
+
+struct np_model {
+    np_ctx *ctx;
+    np_model_config cfg;
+    uint64_t seed;
+    uint64_t init_draws;
+    np_tensor **params;        /* creation order */
+    int n_params;
+    /* mlp */
+    np_nn_linear fc1, fc2, fc3;
+    /* cnn */
+    np_nn_conv2d conv1, conv2;
+    np_module *pool;
+    np_nn_linear fc;
+    /* gpt */
+    np_nn_embedding wte, wpe;
+    np_gpt_block *h;           /* n_layer blocks */
+    np_nn_layer_norm ln_f;
+    np_module *lm_head;        /* Linear without parameters of its own: tied to wte */
+};
+
+np_status np_model_gpt_build(np_model *m, np_error *err);
+np_tensor *np_model_gpt_forward(np_model *m, np_tensor *idx);
+
+#endif
