@@ -1,0 +1,245 @@
+/* runtime/ops_shape.c - the op name table and the shape ops: Tensor.view,
+ * Tensor.reshape, Torch.flatten (aliasing the input's data), Tensor.transpose
+ * and Tensor.split (contiguous copies). Their backward moves gradients back
+ * without arithmetic. */
+#include <string.h>
+
+#include "rt_internal.h"
+
+static const char *const op_api[RT_OP_COUNT] = {
+    [RT_OP_LINEAR] = "Functional.linear",
+    [RT_OP_MATMUL] = "Torch.matmul",
+    [RT_OP_CONV2D] = "Functional.conv2d",
+    [RT_OP_MAX_POOL2D] = "Functional.max_pool2d",
+    [RT_OP_RELU] = "Functional.relu",
+    [RT_OP_GELU] = "Functional.gelu",
+    [RT_OP_SILU] = "Functional.silu",
+    [RT_OP_LAYER_NORM] = "Functional.layer_norm",
+    [RT_OP_SOFTMAX] = "Functional.softmax",
+    [RT_OP_SDPA] = "Functional.scaled_dot_product_attention",
+    [RT_OP_EMBEDDING] = "Functional.embedding",
+    [RT_OP_DROPOUT] = "Functional.dropout",
+    [RT_OP_CROSS_ENTROPY] = "Functional.cross_entropy",
+    [RT_OP_ADD] = "Tensor.add",
+    [RT_OP_MUL] = "Tensor.mul",
+    [RT_OP_SCALE] = "Tensor.mul",
+    [RT_OP_SUM] = "Torch.sum",
+    [RT_OP_MEAN] = "Torch.mean",
+    [RT_OP_VIEW] = "Tensor.view",
+    [RT_OP_RESHAPE] = "Tensor.reshape",
+    [RT_OP_FLATTEN] = "Torch.flatten",
+    [RT_OP_TRANSPOSE] = "Tensor.transpose",
+    [RT_OP_SPLIT] = "Tensor.split",
+};
+_Static_assert(sizeof op_api / sizeof op_api[0] == RT_OP_COUNT, "op_api must name every op");
+
+const char *rt_op_api(rt_op op)
+{
+    return (unsigned)op < RT_OP_COUNT && op_api[op] ? op_api[op] : "Unknown.op";
+}
+
+/* ---- view / reshape / flatten ----------------------------------------------- */
+static void copy_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
+{
+    if (gin[0])
+        memcpy(gin[0], gout[0], (size_t)nd->in[0]->numel * sizeof(float));
+}
+
+static np_tensor *alias_op(np_ctx *ctx, rt_op op, np_tensor *x, int ndim, const int64_t *shape_in)
+{
+    const char *api = rt_op_api(op);
+    if (!x || ctx->err.status)
+        return NULL;
+    if (ndim < 0 || ndim > NP_MAX_DIMS || (ndim > 0 && !shape_in))
+        return rt_fail(ctx, NP_ERR_SHAPE, api, "%s: rank %d outside [0, %d]", api, ndim, NP_MAX_DIMS);
+    int64_t shape[NP_MAX_DIMS];
+    int infer = -1;
+    int64_t known = 1;
+    for (int i = 0; i < ndim; i++) {
+        shape[i] = shape_in[i];
+        if (shape[i] == -1) {
+            if (infer >= 0)
+                return rt_fail(ctx, NP_ERR_SHAPE, api, "%s: only one dimension can be -1", api);
+            infer = i;
+        } else if (shape[i] < 0) {
+            return rt_fail(ctx, NP_ERR_SHAPE, api, "%s: invalid size %lld", api, (long long)shape[i]);
+        } else {
+            known *= shape[i];
+        }
+    }
+    if (infer >= 0) {
+        if (known == 0 || x->numel % known != 0)
+            return rt_fail(ctx, NP_ERR_SHAPE, api, "%s: cannot infer -1 for %lld elements", api, (long long)x->numel);
+        shape[infer] = x->numel / known;
+        known *= shape[infer];
+    }
+    if (known != x->numel)
+        return rt_fail(ctx, NP_ERR_SHAPE, api, "%s: shape with %lld elements is invalid for input of size %lld", api,
+                       (long long)known, (long long)x->numel);
+    np_tensor *y = rt_wrap(ctx, x, x->data, x->dtype);
+    if (!y)
+        return NULL;
+    y->ndim = ndim;
+    for (int i = 0; i < ndim; i++)
+        y->shape[i] = shape[i];
+    for (int i = ndim; i < NP_MAX_DIMS; i++)
+        y->shape[i] = 0;
+    y->numel = known;
+    rt_node nd;
+    rt_node_init(ctx, &nd, op, &x, 1);
+    return rt_finish(ctx, &nd, y, copy_bwd);
+}
+
+np_tensor *np_view(np_ctx *ctx, np_tensor *x, int ndim, const int64_t *shape)
+{
+    return alias_op(ctx, RT_OP_VIEW, x, ndim, shape);
+}
+
+np_tensor *np_reshape(np_ctx *ctx, np_tensor *x, int ndim, const int64_t *shape)
+{
+    return alias_op(ctx, RT_OP_RESHAPE, x, ndim, shape);
+}
+
+np_tensor *np_flatten(np_ctx *ctx, np_tensor *x, int start_dim)
+{
+    if (!x || ctx->err.status)
+        return NULL;
+    if (start_dim < 0)
+        start_dim += x->ndim;
+    if (start_dim < 0 || (x->ndim > 0 && start_dim >= x->ndim) || (x->ndim == 0 && start_dim != 0))
+        return rt_fail(ctx, NP_ERR_ARG, "Torch.flatten", "Torch.flatten: start_dim %d out of range for rank %d", start_dim, x->ndim);
+    int64_t shape[NP_MAX_DIMS];
+    for (int i = 0; i < start_dim; i++)
+        shape[i] = x->shape[i];
+    shape[start_dim] = np_shape_numel(x->ndim - start_dim, x->shape + start_dim);
+    return alias_op(ctx, RT_OP_FLATTEN, x, start_dim + 1, shape);
+}
+
+/* ---- transpose ----------------------------------------------------------- */
+/* x seen as (pre, A, mid, B, post) -> y (pre, B, mid, A, post). */
+static void swap_copy(const float *x, float *y, int64_t pre, int64_t A, int64_t mid, int64_t B, int64_t post)
+{
+    int64_t outer = pre * B * mid * A;
+#pragma omp parallel for if (outer * post > RT_PAR_MIN)
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t a = o % A, m = (o / A) % mid, b = (o / (A * mid)) % B, p = o / (A * mid * B);
+        const float *src = x + (((p * A + a) * mid + m) * B + b) * post;
+        memcpy(y + o * post, src, (size_t)post * sizeof(float));
+    }
+}
+
+static void transpose_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
+{
+    if (gin[0])
+        swap_copy(gout[0], gin[0], nd->iv[0], nd->iv[3], nd->iv[2], nd->iv[1], nd->iv[4]);
+}
+
+np_tensor *np_transpose(np_ctx *ctx, np_tensor *x, int dim0, int dim1)
+{
+    static const char *api = "Tensor.transpose";
+    if (!x || ctx->err.status)
+        return NULL;
+    if (!rt_need_float(ctx, x, api, "input"))
+        return NULL;
+    int d0 = dim0 < 0 ? dim0 + x->ndim : dim0, d1 = dim1 < 0 ? dim1 + x->ndim : dim1;
+    if (d0 < 0 || d0 >= x->ndim || d1 < 0 || d1 >= x->ndim)
+        return rt_fail(ctx, NP_ERR_ARG, api, "%s: dims %d, %d out of range for rank %d", api, dim0, dim1, x->ndim);
+    if (d0 > d1) {
+        int t = d0;
+        d0 = d1;
+        d1 = t;
+    }
+    int64_t shape[NP_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    shape[d0] = x->shape[d1];
+    shape[d1] = x->shape[d0];
+    np_tensor *y = rt_new(ctx, x->dtype, x->ndim, shape);
+    if (!y)
+        return NULL;
+    int64_t pre = np_shape_numel(d0, x->shape), A = x->shape[d0];
+    int64_t mid = np_shape_numel(d1 - d0 - 1, x->shape + d0 + 1), B = x->shape[d1];
+    int64_t post = np_shape_numel(x->ndim - d1 - 1, x->shape + d1 + 1);
+    if (d0 == d1)
+        memcpy(y->data, x->data, np_tensor_nbytes(x));
+    else
+        swap_copy(x->data, y->data, pre, A, mid, B, post);
+    rt_node nd;
+    rt_node_init(ctx, &nd, RT_OP_TRANSPOSE, &x, 1);
+    rt_node_scalar(&nd, "dim0", dim0);
+    rt_node_scalar(&nd, "dim1", dim1);
+    if (d0 == d1) {
+        return rt_finish(ctx, &nd, y, copy_bwd);
+    }
+    nd.iv[0] = pre;
+    nd.iv[1] = A;
+    nd.iv[2] = mid;
+    nd.iv[3] = B;
+    nd.iv[4] = post;
+    return rt_finish(ctx, &nd, y, transpose_bwd);
+}
+
+/* ---- split --------------------------------------------------------------- */
+static void split_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
+{
+    int64_t pre = nd->iv[0], S = nd->iv[1], post = nd->iv[2], ss = nd->iv[3];
+    if (!gin[0])
+        return;
+    for (int j = 0; j < nd->n_out; j++) {
+        if (!gout[j])
+            continue;
+        int64_t off = j * ss, len = S - off < ss ? S - off : ss;
+        const float *g = gout[j];
+#pragma omp parallel for if (pre * len * post > RT_PAR_MIN)
+        for (int64_t p = 0; p < pre; p++)
+            memcpy(gin[0] + (p * S + off) * post, g + p * len * post, (size_t)(len * post) * sizeof(float));
+    }
+}
+
+int np_split(np_ctx *ctx, np_tensor *x, int64_t split_size, int dim, np_tensor **out, int max_out)
+{
+    static const char *api = "Tensor.split";
+    if (!x || ctx->err.status)
+        return -1;
+    if (!rt_need_float(ctx, x, api, "input"))
+        return -1;
+    int d = dim < 0 ? dim + x->ndim : dim;
+    if (d < 0 || d >= x->ndim || split_size <= 0) {
+        rt_fail(ctx, NP_ERR_ARG, api, "%s: dim %d (rank %d) or split_size %lld invalid", api, dim, x->ndim, (long long)split_size);
+        return -1;
+    }
+    int64_t S = x->shape[d];
+    int64_t n = S == 0 ? 1 : (S + split_size - 1) / split_size;
+    if (n > max_out) {
+        rt_fail(ctx, NP_ERR_ARG, api, "%s: %lld chunks but room for %d", api, (long long)n, max_out);
+        return -1;
+    }
+    np_tensor **outs = rt_alloc(ctx, sizeof *outs * (size_t)n);
+    if (!outs)
+        return -1;
+    int64_t pre = np_shape_numel(d, x->shape), post = np_shape_numel(x->ndim - d - 1, x->shape + d + 1);
+    const float *xd = x->data;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t off = j * split_size, len = S - off < split_size ? S - off : split_size;
+        int64_t shape[NP_MAX_DIMS];
+        memcpy(shape, x->shape, sizeof shape);
+        shape[d] = len;
+        outs[j] = rt_new(ctx, x->dtype, x->ndim, shape);
+        if (!outs[j])
+            return -1;
+        float *yd = outs[j]->data;
+#pragma omp parallel for if (pre * len * post > RT_PAR_MIN)
+        for (int64_t p = 0; p < pre; p++)
+            memcpy(yd + p * len * post, xd + (p * S + off) * post, (size_t)(len * post) * sizeof(float));
+        out[j] = outs[j];
+    }
+    rt_node nd;
+    rt_node_init(ctx, &nd, RT_OP_SPLIT, &x, 1);
+    rt_node_scalar(&nd, "split_size", (double)split_size);
+    rt_node_scalar(&nd, "dim", dim);
+    nd.iv[0] = pre;
+    nd.iv[1] = S;
+    nd.iv[2] = post;
+    nd.iv[3] = split_size;
+    rt_finish_multi(ctx, &nd, outs, (int)n, split_bwd);
+    return ctx->err.status ? -1 : (int)n;
+}

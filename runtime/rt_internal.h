@@ -1,0 +1,184 @@
+/* runtime/rt_internal.h - private structures of the runtime core: the
+ * context, the step arena, tape nodes, module calls, and the helpers every
+ * op source uses (node building, event emission, GEMM, rounding). */
+#ifndef NPROBE_RT_INTERNAL_H
+#define NPROBE_RT_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nprobe/runtime.h"
+
+/* ---- op table ------------------------------------------------------------ */
+typedef enum rt_op {
+    RT_OP_LINEAR = 0,
+    RT_OP_MATMUL,
+    RT_OP_CONV2D,
+    RT_OP_MAX_POOL2D,
+    RT_OP_RELU,
+    RT_OP_GELU,
+    RT_OP_SILU,
+    RT_OP_LAYER_NORM,
+    RT_OP_SOFTMAX,
+    RT_OP_SDPA,
+    RT_OP_EMBEDDING,
+    RT_OP_DROPOUT,
+    RT_OP_CROSS_ENTROPY,
+    RT_OP_ADD,
+    RT_OP_MUL,
+    RT_OP_SCALE,
+    RT_OP_SUM,
+    RT_OP_MEAN,
+    RT_OP_VIEW,
+    RT_OP_RESHAPE,
+    RT_OP_FLATTEN,
+    RT_OP_TRANSPOSE,
+    RT_OP_SPLIT,
+    RT_OP_COUNT
+} rt_op;
+
+/* API name ("Functional.linear") of an op. */
+const char *rt_op_api(rt_op op);
+
+/* ---- tensors ----------------------------------------------------------- */
+typedef struct rt_tensor {
+    np_tensor t;
+    int persistent;     /* 1: malloc'd, lives until freed; 0: arena */
+    int is_param;
+    float *swap;        /* grad set aside while a module call's backward runs */
+    int swapped;
+    char *name_copy;    /* persistent name storage */
+} rt_tensor;
+
+#define RT_T(t) ((rt_tensor *)(t)->rt)
+
+/* ---- tape ---------------------------------------------------------------- */
+enum { RT_NODE_API = 0, RT_NODE_MOD_BEGIN, RT_NODE_MOD_END };
+#define RT_MAX_IN 4
+#define RT_MAX_SC 6
+
+typedef struct rt_node rt_node;
+/* gout[j]: gradient at output j (NULL = none; never all NULL); gin[i]: zeroed
+ * float32 buffer to fill with the contribution for input i, NULL when input i
+ * needs no gradient. */
+typedef void (*rt_bwd_fn)(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin);
+
+struct rt_node {
+    int kind;
+    int op;
+    int n;              /* API counter */
+    int mcall;          /* API: enclosing module call (-1); markers: their call */
+    int record;         /* goes on the tape */
+    np_tensor *in[RT_MAX_IN];
+    int n_in;
+    np_tensor **out;
+    int n_out;
+    np_tensor *out1;
+    np_dtype gdt[RT_MAX_IN]; /* dtype input grads are rounded to */
+    np_hook_scalar sc[RT_MAX_SC];
+    int n_sc;
+    void *saved[6];
+    int64_t iv[8];
+    double dv[4];
+    rt_bwd_fn bwd;
+};
+
+typedef struct rt_mcall {
+    np_module *m;
+    int n;
+    int parent;
+    char *fwd_name, *bwd_name;
+    np_tensor **in, **out;
+    int n_in, n_out;
+} rt_mcall;
+
+struct np_module {
+    np_ctx *ctx;
+    char *path, *cls, *name;
+    int counter;
+    int n_params, cap_params;
+    char **keys;
+    np_tensor **params;
+};
+
+typedef struct rt_slab {
+    char *base;
+    size_t size, used;
+} rt_slab;
+
+#define RT_MAX_SLABS 64
+
+struct np_ctx {
+    np_ctx_opts o;
+    np_fault fault;     /* active fault */
+    np_hook_fn hook;
+    void *user;
+    int stop;
+    np_error err;
+    int grad_enabled;
+    const char *callsite;
+    int step, seq, in_step;
+    int counters[RT_OP_COUNT];
+    rt_slab slabs[RT_MAX_SLABS];
+    int n_slabs, cur_slab;
+    rt_node *nodes;
+    int n_nodes, cap_nodes;
+    rt_mcall *mc;
+    int n_mc, cap_mc, cur_mc;
+    rt_tensor **pers;
+    int n_pers, cap_pers;
+    np_tensor **params;
+    int n_params, cap_params;
+    np_module **mods;
+    int n_mods, cap_mods;
+    char name[512];
+};
+
+/* ---- helpers (ctx.c) ---------------------------------------------------- */
+void *rt_alloc(np_ctx *ctx, size_t bytes);   /* arena, 64-byte aligned, uninitialised; NULL + ctx error */
+void *rt_calloc(np_ctx *ctx, size_t bytes);
+/* Arena tensor with uninitialised data. */
+np_tensor *rt_new(np_ctx *ctx, np_dtype dt, int ndim, const int64_t *shape);
+/* Arena header aliasing `data` with `like`'s shape. */
+np_tensor *rt_wrap(np_ctx *ctx, const np_tensor *like, void *data, np_dtype dt);
+/* Record an error in ctx (first wins); returns NULL for `return rt_fail(...)`. */
+void *rt_fail(np_ctx *ctx, np_status st, const char *key, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+/* Autocast dtype in force (NP_FLOAT32 when off). */
+np_dtype rt_ac(const np_ctx *ctx);
+/* Promotion of two logical dtypes (equal -> same, else float32). */
+np_dtype rt_promote(np_dtype a, np_dtype b);
+/* Input data rounded to dt (a copy in the arena), or the data itself when no
+ * rounding is needed. */
+float *rt_rounded(np_ctx *ctx, const np_tensor *t, np_dtype dt);
+/* Round n floats in place to dt (no-op for float32). */
+void rt_round_buf(float *p, int64_t n, np_dtype dt);
+/* 1 if t is floating, non-NULL; sets ctx error naming `what` otherwise. */
+int rt_need_float(np_ctx *ctx, const np_tensor *t, const char *api, const char *what);
+
+/* Start a node for op with inputs (n counter assigned, record decided). */
+void rt_node_init(np_ctx *ctx, rt_node *nd, rt_op op, np_tensor *const *in, int n_in);
+void rt_node_scalar(rt_node *nd, const char *key, double v);
+/* Finish: mark outputs, push on the tape when recording, emit the forward
+ * event. Returns out (single output form). */
+np_tensor *rt_finish(np_ctx *ctx, rt_node *nd, np_tensor *out, rt_bwd_fn bwd);
+void rt_finish_multi(np_ctx *ctx, rt_node *nd, np_tensor **outs, int n_out, rt_bwd_fn bwd);
+
+/* ---- GEMM (gemm.c) ------------------------------------------------------- */
+/* Row-major C (M,N) = beta*C + op(A) op(B); op(A) (M,K), op(B) (K,N).
+ * cpu: cblas_sgemm; npu-sim: blocked accumulation (K blocks of 64 combined
+ * pairwise), own kernel. */
+void rt_gemm(np_ctx *ctx, int transA, int transB, int M, int N, int K,
+             const float *A, int lda, const float *B, int ldb, float beta,
+             float *C, int ldc);
+
+/* One softmax row (ops_norm.c); y may alias x; fp16_nomax = the fault's kernel. */
+void rt_softmax_row(const float *x, float *y, int64_t n, int fp16_nomax);
+
+/* Parallel loop helper: ranges are distributed by OpenMP inside kernels. */
+#define RT_PAR_MIN 4096
+
+#endif
