@@ -1,20 +1,79 @@
-/* cli/probe_attach.c - the probe inside `nprobe train`. (Skeleton.) */
-#include <stddef.h>
+/* cli/probe_attach.c - the probe inside `nprobe train`: open it from the
+ * config (validated before anything is written), register it on the
+ * runtime's hook, and at the end close it and print its summary to stderr. */
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "cmd.h"
+#include "nprobe/probe.h"
+#include "nprobe/runtime.h"
 
-int np_cli_probe_attach(np_cli_probe **out, struct np_ctx *ctx,
-                        const char *config_path, const np_cli_run_meta *meta)
+struct np_cli_probe {
+    np_probe *probe;
+    struct np_ctx *ctx;
+    char dump_path[4096];
+};
+
+int np_cli_probe_attach(np_cli_probe **out, struct np_ctx *ctx, const char *config_path,
+                        const np_cli_run_meta *meta)
 {
-    (void)ctx;
-    (void)meta;
     *out = NULL;
-    np_cli_error("%s: the probe is not available in this build yet", config_path);
-    return NP_EXIT_USAGE;
+    np_cli_probe *cp = calloc(1, sizeof *cp);
+    if (!cp) {
+        np_cli_error("out of memory");
+        return NP_EXIT_USAGE;
+    }
+    np_probe_meta pm = {"nprobe-runtime", "cpu", "fp32", 0, 1};
+    if (meta) {
+        if (meta->framework) pm.framework = meta->framework;
+        if (meta->device) pm.device = meta->device;
+        if (meta->precision) pm.precision = meta->precision;
+        pm.rank = meta->rank;
+        pm.world_size = meta->world_size;
+    }
+    np_error err;
+    np_error_clear(&err);
+    np_probe_config *cfg = NULL;
+    if (np_probe_config_load(&cfg, config_path, &err) ||
+        np_probe_open_config(&cp->probe, cfg, &pm, &err)) {
+        np_cli_report(&err);
+        np_probe_config_free(cfg);
+        free(cp);
+        return NP_EXIT_USAGE;
+    }
+    snprintf(cp->dump_path, sizeof cp->dump_path, "%s", np_probe_config_dump_path(cfg));
+    np_probe_config_free(cfg);
+    cp->ctx = ctx;
+    if (ctx)
+        np_ctx_set_hook(ctx, np_probe_on_event, cp->probe);
+    *out = cp;
+    return NP_EXIT_OK;
 }
 
-int np_cli_probe_detach(np_cli_probe *p)
+int np_cli_probe_detach(np_cli_probe *cp)
 {
-    (void)p;
-    return NP_EXIT_OK;
+    if (!cp)
+        return NP_EXIT_OK;
+    if (cp->ctx)
+        np_ctx_set_hook(cp->ctx, NULL, NULL);
+    np_probe_summary s;
+    np_error err;
+    np_error_clear(&err);
+    np_status st = np_probe_close(cp->probe, &s, &err);
+    fprintf(stderr,
+            "nprobe: dump: %lld step file(s), %lld call(s), %lld tensor(s), %lld payload "
+            "bytes, %lld file bytes in %s\n",
+            (long long)s.steps, (long long)s.calls, (long long)s.tensors,
+            (long long)s.data_bytes, (long long)s.bytes, cp->dump_path);
+    if (s.has_overflow)
+        fprintf(stderr, "nprobe: dump: first overflow: %s (step %d, rank %d%s%s), %lld call(s) "
+                        "with NaN/Inf\n",
+                s.overflow_call, s.overflow_step, s.overflow_rank,
+                s.overflow_module[0] ? ", module " : "", s.overflow_module,
+                (long long)s.overflows);
+    if (st)
+        np_cli_report(&err);
+    np_probe_free(cp->probe);
+    free(cp);
+    return st ? NP_EXIT_USAGE : NP_EXIT_OK;
 }

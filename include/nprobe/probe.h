@@ -1,0 +1,171 @@
+/* nprobe/probe.h - the probe: reads a config.json, selects tensors at the
+ * runtime's hook points (or from any C program through the embedding API),
+ * computes their statistics and writes them, with or without the payloads,
+ * into one HDF5 file per step and rank (docs/FORMAT.md, nprobe/format.h).
+ *
+ * Two ways in:
+ *
+ *   1. On the runtime's hook:
+ *        np_probe_open(&p, "config.json", &meta, &err);
+ *        np_ctx_set_hook(ctx, np_probe_on_event, p);
+ *        ... train ...
+ *        np_probe_close(p, &summary, &err); np_probe_free(p);
+ *
+ *   2. Embedded in a training loop of one's own (samples/embed/):
+ *        np_probe_step_begin(p, step, &err);
+ *        np_probe_dump(p, "Functional.linear.0.forward", NP_ROLE_INPUT, "0", &x, &err);
+ *        np_probe_step_end(p, &err);
+ *
+ * The probe never prints and never exits. A dump error (disk full, file size
+ * limit, unwritable file) stops the dump, is kept in the summary, and - only
+ * when the config says "on_error": "stop_training" - makes np_probe_on_event
+ * return non-zero. The probe ignores SIGXFSZ (if it was at its default) so a
+ * file size limit turns into an error instead of killing the program.
+ *
+ * Thread safety: one probe is fed by one thread at a time; with "async_dump"
+ * the probe owns a writer thread of its own. */
+#ifndef NPROBE_PROBE_H
+#define NPROBE_PROBE_H
+
+#include <stdint.h>
+
+#include "nprobe/common.h"
+#include "nprobe/format.h"
+#include "nprobe/hook.h"
+#include "nprobe/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== the config ========================================================= */
+
+typedef enum np_probe_task {
+    NP_TASK_STATISTICS = 0,
+    NP_TASK_TENSOR,
+    NP_TASK_MD5,
+    NP_TASK_OVERFLOW_CHECK,
+    NP_TASK_COUNT
+} np_probe_task;
+
+typedef enum np_probe_level {
+    NP_LEVEL_L0 = 0, /* module calls and parameter gradients */
+    NP_LEVEL_L1,     /* API calls */
+    NP_LEVEL_MIX,    /* both */
+    NP_LEVEL_COUNT
+} np_probe_level;
+
+/* "statistics", "tensor", "md5", "overflow_check". */
+const char *np_probe_task_name(np_probe_task t);
+/* "L0", "L1", "mix". */
+const char *np_probe_level_name(np_probe_level l);
+
+typedef struct np_probe_config np_probe_config;
+
+/* Read and validate a config file: JSON syntax (line and column), unknown
+ * keys ("did you mean"), types, values (with the allowed list), step ranges,
+ * scope names, and that dump_path can be created and written (checked
+ * without writing anything). *out is the caller's (np_probe_config_free).
+ * NP_ERR_JSON / NP_ERR_CONFIG / NP_ERR_IO with file, key and message. */
+np_status np_probe_config_load(np_probe_config **out, const char *path, np_error *err);
+/* Same from a JSON string; `source` names it in messages (NULL: "<string>").
+ * A relative dump_path is taken relative to the current directory. */
+np_status np_probe_config_parse(np_probe_config **out, const char *json_text,
+                                const char *source, np_error *err);
+void np_probe_config_free(np_probe_config *cfg);
+
+/* Accessors (borrowed strings, valid while cfg lives). */
+np_probe_task np_probe_config_task(const np_probe_config *cfg);
+np_probe_level np_probe_config_level(const np_probe_config *cfg);
+const char *np_probe_config_dump_path(const np_probe_config *cfg);
+
+/* ==== the probe ========================================================== */
+
+typedef struct np_probe np_probe;
+
+/* What the host says about the run; written as root attributes. */
+typedef struct np_probe_meta {
+    const char *framework;  /* NULL: "nprobe-runtime" */
+    const char *device;     /* NULL: "cpu" */
+    const char *precision;  /* NULL: "fp32" */
+    int rank;               /* this process's rank (files go to rank{R}/) */
+    int world_size;         /* <= 0 is taken as 1 */
+} np_probe_meta;
+
+/* Open a probe from a config file / a JSON string / a loaded config (copied;
+ * the caller keeps `cfg`). `meta` NULL means the defaults above with rank 0.
+ * Nothing is written before the first selected step begins. */
+np_status np_probe_open(np_probe **out, const char *config_path,
+                        const np_probe_meta *meta, np_error *err);
+np_status np_probe_open_json(np_probe **out, const char *json_text,
+                             const np_probe_meta *meta, np_error *err);
+np_status np_probe_open_config(np_probe **out, const np_probe_config *cfg,
+                               const np_probe_meta *meta, np_error *err);
+
+/* The hook: pass as np_hook_fn with the probe as `user`. Returns 0 to go on,
+ * non-zero only after a dump error with "on_error": "stop_training". */
+int np_probe_on_event(const np_hook_event *ev, void *probe);
+
+/* ---- embedding API (programs without the nprobe runtime) ---------------- */
+
+/* Start step `step` (from 0). An open step is ended first. */
+np_status np_probe_step_begin(np_probe *p, int step, np_error *err);
+/* Record tensor `t` as leaf "{call}.{role}.{key}" of call `call`
+ * ("Functional.linear.0.forward", "Module.fc1.Linear.forward.0", ...;
+ * names starting with "Module." are module calls, the others API calls;
+ * ".backward" in the name or role parameters_grad means the backward pass).
+ * `key` is the index ("0") or the parameter/keyword name. Consecutive dumps
+ * with the same call name form one call. `t` is borrowed for the call.
+ * The step must have begun. Selection follows the config like hook events. */
+np_status np_probe_dump(np_probe *p, const char *call, np_role role, const char *key,
+                        const np_tensor *t, np_error *err);
+/* Record a scalar argument as leaf "{call}.kwargs.{key}". */
+np_status np_probe_dump_scalar(np_probe *p, const char *call, const char *key,
+                               double value, np_error *err);
+/* End the step: its file is completed and renamed into place. */
+np_status np_probe_step_end(np_probe *p, np_error *err);
+
+/* ---- end ----------------------------------------------------------------- */
+
+typedef struct np_probe_summary {
+    int64_t steps;          /* step files completed */
+    int64_t ranks;          /* ranks that wrote at least one file (0 or 1 per process) */
+    int64_t calls;          /* rows written to /calls */
+    int64_t tensors;        /* rows written to /entries */
+    int64_t data_bytes;     /* payload bytes written under /data */
+    int64_t bytes;          /* size of the dump files written */
+    int64_t files;          /* dump files written (= steps) */
+    int64_t overflows;      /* overflow_check: calls found holding NaN/Inf */
+    int has_overflow;       /* 1 when overflow_* below are set */
+    char overflow_call[NP_FMT_NAME_LEN];   /* first call holding NaN/Inf */
+    char overflow_module[NP_FMT_NAME_LEN]; /* its module ("" at top level) */
+    int overflow_step, overflow_rank;
+    np_error error;         /* the dump error, status NP_OK if none */
+} np_probe_summary;
+
+/* Finish the step in progress, stop the writer thread, fill `out` (may be
+ * NULL). Returns the dump error if there was one (also in out->error). A
+ * closed probe ignores further events. */
+np_status np_probe_close(np_probe *p, np_probe_summary *out, np_error *err);
+/* Close if needed and free. NULL is a no-op. */
+void np_probe_free(np_probe *p);
+
+/* ==== statistics (exposed for tests and readers) ========================= */
+
+typedef struct np_probe_stats {
+    double max, min, mean, norm;   /* over finite elements; NaN when none */
+    int64_t nan_count, posinf_count, neginf_count;
+} np_probe_stats;
+
+/* One pass over `numel` elements of storage of logical dtype `dt`
+ * (`data` holds numel * np_dtype_storage_size(dt) bytes). Deterministic:
+ * large tensors are cut into fixed chunks whose partial results are
+ * combined in order, whatever the thread count. When `crc` is not NULL it
+ * receives zlib's crc32 of the bytes. */
+void np_probe_tensor_stats(np_probe_stats *out, uint32_t *crc, np_dtype dt,
+                           const void *data, int64_t numel);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

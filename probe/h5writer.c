@@ -1,0 +1,455 @@
+/* probe/h5writer.c - writes one step of one rank into HDF5 (format v1,
+ * nprobe/format.h, docs/FORMAT.md). Crash safety: the step is written to
+ * "dump.h5.partial" (root attribute complete=0), rows are appended to
+ * /entries and /calls in blocks, and every block ends with H5Fflush; the
+ * metadata cache is told never to evict between flushes, so what is on disk
+ * is always the state of the last flush plus unreferenced bytes. At the end
+ * of the step complete=1 is written, the file is closed and renamed to
+ * "dump.h5" - a dump.h5 is therefore always a complete step. Object times
+ * are not tracked, so an identical step gives identical bytes. */
+#include <errno.h>
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "probe_internal.h"
+
+#define ROW_BLOCK 256     /* rows buffered before an append (and a flush) */
+#define TABLE_CHUNK 64    /* rows per HDF5 chunk of /entries and /calls */
+#define PAYLOAD_CHUNK_BYTES ((size_t)1 << 20)
+
+struct np_h5w {
+    char *root;
+    int compression;
+    hid_t file, entries, calls, data, entry_mt, entry_ft, call_mt, call_ft;
+    char partial[4200], final[4200];
+    np_entry_rec *ebuf;
+    np_call_rec *cbuf;
+    int en, cn;
+    hsize_t e_rows, c_rows;  /* rows already in the file */
+    int in_step;
+    np_h5w_totals tot;
+};
+
+/* ---- HDF5 error text ---------------------------------------------------- */
+
+typedef struct h5msg {
+    char text[600];
+    int errnum;
+    int got;
+} h5msg;
+
+static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data)
+{
+    h5msg *m = data;
+    (void)n;
+    if (!m->got && e->desc) {
+        const char *em = strstr(e->desc, "error message = '");
+        const char *en = strstr(e->desc, "errno = ");
+        if (en)
+            m->errnum = atoi(en + 8);
+        if (em) {
+            em += 17;
+            const char *end = strchr(em, '\'');
+            int len = end ? (int)(end - em) : (int)strlen(em);
+            snprintf(m->text, sizeof m->text, "%.*s", len, em);
+        } else {
+            snprintf(m->text, sizeof m->text, "%s (%s)", e->desc,
+                     e->func_name ? e->func_name : "?");
+        }
+        m->got = 1;
+    }
+    return 0;
+}
+
+/* Turn the HDF5 error stack into an np_error. */
+static np_status h5fail(np_error *err, const char *path, const char *what)
+{
+    h5msg m = {{0}, 0, 0};
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, walk_cb, &m);
+    H5Eclear2(H5E_DEFAULT);
+    int nospace = m.errnum == EFBIG || m.errnum == ENOSPC || m.errnum == EDQUOT;
+    return np_error_set(err, nospace ? NP_ERR_NOSPACE : NP_ERR_HDF5, path, NULL,
+                        "%s failed: %s", what, m.got ? m.text : "HDF5 error");
+}
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static int mkdirs(char *path)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        int r = mkdir(path, 0777);
+        *p = '/';
+        if (r != 0 && errno != EEXIST)
+            return -1;
+    }
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static herr_t attr_str(hid_t obj, const char *name, const char *value)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, t, s, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t e = -1;
+    if (a >= 0) {
+        const char *v = value ? value : "";
+        e = H5Awrite(a, t, &v);
+        H5Aclose(a);
+    }
+    H5Sclose(s);
+    H5Tclose(t);
+    return e;
+}
+
+static herr_t attr_i64(hid_t obj, const char *name, int64_t value)
+{
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t e = -1;
+    if (a >= 0) {
+        e = H5Awrite(a, H5T_NATIVE_INT64, &value);
+        H5Aclose(a);
+    }
+    H5Sclose(s);
+    return e;
+}
+
+static hid_t table(hid_t file, const char *name, hid_t ftype, int compression)
+{
+    hsize_t dims = 0, maxd = H5S_UNLIMITED, chunk = TABLE_CHUNK;
+    hid_t s = H5Screate_simple(1, &dims, &maxd);
+    hid_t p = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(p, 1, &chunk);
+    H5Pset_obj_track_times(p, 0);
+    if (compression > 0)
+        H5Pset_deflate(p, (unsigned)compression);
+    hid_t d = H5Dcreate2(file, name, ftype, s, H5P_DEFAULT, p, H5P_DEFAULT);
+    H5Pclose(p);
+    H5Sclose(s);
+    return d;
+}
+
+static herr_t append(hid_t ds, hid_t mtype, hsize_t *rows, const void *buf, int n)
+{
+    if (n == 0)
+        return 0;
+    hsize_t start = *rows, count = (hsize_t)n, total = *rows + (hsize_t)n;
+    if (H5Dset_extent(ds, &total) < 0)
+        return -1;
+    hid_t fs = H5Dget_space(ds);
+    hid_t ms = H5Screate_simple(1, &count, NULL);
+    herr_t e = H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL);
+    if (e >= 0)
+        e = H5Dwrite(ds, mtype, ms, fs, H5P_DEFAULT, buf);
+    H5Sclose(ms);
+    H5Sclose(fs);
+    if (e >= 0)
+        *rows = total;
+    return e;
+}
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+np_status np_h5w_new(np_h5w **out, const char *dump_path, int compression, np_error *err)
+{
+    *out = NULL;
+    np_h5w *w = calloc(1, sizeof *w);
+    if (!w)
+        return np_error_set(err, NP_ERR_NOMEM, dump_path, NULL, NULL);
+    w->root = strdup(dump_path);
+    w->ebuf = calloc(ROW_BLOCK, sizeof *w->ebuf);
+    w->cbuf = calloc(ROW_BLOCK, sizeof *w->cbuf);
+    w->compression = compression;
+    w->file = w->entries = w->calls = w->data = -1;
+    w->entry_mt = np_fmt_entry_h5type();
+    w->call_mt = np_fmt_call_h5type();
+    w->entry_ft = w->entry_mt >= 0 ? H5Tcopy(w->entry_mt) : -1;
+    w->call_ft = w->call_mt >= 0 ? H5Tcopy(w->call_mt) : -1;
+    if (!w->root || !w->ebuf || !w->cbuf || w->entry_ft < 0 || w->call_ft < 0) {
+        np_h5w_free(w);
+        return np_error_set(err, NP_ERR_NOMEM, dump_path, NULL, "cannot set up the writer");
+    }
+    H5Tpack(w->entry_ft);
+    H5Tpack(w->call_ft);
+    *out = w;
+    return NP_OK;
+}
+
+static void close_handles(np_h5w *w)
+{
+    if (w->entries >= 0) H5Dclose(w->entries);
+    if (w->calls >= 0) H5Dclose(w->calls);
+    if (w->data >= 0) H5Gclose(w->data);
+    if (w->file >= 0) H5Fclose(w->file);
+    w->file = w->entries = w->calls = w->data = -1;
+    H5Eclear2(H5E_DEFAULT);
+}
+
+void np_h5w_abandon(np_h5w *w)
+{
+    if (!w || !w->in_step)
+        return;
+    close_handles(w);
+    w->in_step = 0;
+    w->en = w->cn = 0;
+}
+
+void np_h5w_free(np_h5w *w)
+{
+    if (!w)
+        return;
+    np_h5w_abandon(w);
+    if (w->entry_mt >= 0) H5Tclose(w->entry_mt);
+    if (w->entry_ft >= 0) H5Tclose(w->entry_ft);
+    if (w->call_mt >= 0) H5Tclose(w->call_mt);
+    if (w->call_ft >= 0) H5Tclose(w->call_ft);
+    free(w->root);
+    free(w->ebuf);
+    free(w->cbuf);
+    free(w);
+}
+
+int np_h5w_in_step(const np_h5w *w) { return w->in_step; }
+
+void np_h5w_totals_get(const np_h5w *w, np_h5w_totals *t) { *t = w->tot; }
+
+np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err)
+{
+    if (w->in_step)
+        np_h5w_abandon(w);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/step%lld/rank%lld", w->root, (long long)in->step,
+             (long long)in->rank);
+    if (mkdirs(dir) != 0)
+        return np_error_set(err, errno == ENOSPC ? NP_ERR_NOSPACE : NP_ERR_IO, dir, NULL,
+                            "cannot create the dump directory: %s", strerror(errno));
+    snprintf(w->partial, sizeof w->partial, "%s/%s.partial", dir, NP_FMT_FILE);
+    snprintf(w->final, sizeof w->final, "%s/%s", dir, NP_FMT_FILE);
+
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5AC_cache_config_t mdc;
+    memset(&mdc, 0, sizeof mdc);
+    mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+    if (H5Pget_mdc_config(fapl, &mdc) >= 0) {
+        mdc.evictions_enabled = 0;
+        mdc.incr_mode = H5C_incr__off;
+        mdc.flash_incr_mode = H5C_flash_incr__off;
+        mdc.decr_mode = H5C_decr__off;
+        H5Pset_mdc_config(fapl, &mdc);
+    }
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5Pset_obj_track_times(fcpl, 0);
+    w->file = H5Fcreate(w->partial, H5F_ACC_TRUNC, fcpl, fapl);
+    H5Pclose(fapl);
+    H5Pclose(fcpl);
+    if (w->file < 0)
+        return h5fail(err, w->partial, "creating the dump file");
+    w->in_step = 1;
+    w->e_rows = w->c_rows = 0;
+    w->en = w->cn = 0;
+
+    herr_t e = 0;
+    e |= attr_str(w->file, NP_FMT_ATTR_FORMAT, NP_FMT_NAME);
+    e |= attr_i64(w->file, NP_FMT_ATTR_FORMAT_VERSION, NP_FMT_VERSION);
+    e |= attr_str(w->file, NP_FMT_ATTR_NPROBE_VERSION, NP_VERSION_STRING);
+    e |= attr_str(w->file, NP_FMT_ATTR_TASK, in->task);
+    e |= attr_str(w->file, NP_FMT_ATTR_LEVEL, in->level);
+    e |= attr_str(w->file, NP_FMT_ATTR_FRAMEWORK, in->framework);
+    e |= attr_str(w->file, NP_FMT_ATTR_DEVICE, in->device);
+    e |= attr_str(w->file, NP_FMT_ATTR_PRECISION, in->precision);
+    e |= attr_i64(w->file, NP_FMT_ATTR_STEP, in->step);
+    e |= attr_i64(w->file, NP_FMT_ATTR_RANK, in->rank);
+    e |= attr_i64(w->file, NP_FMT_ATTR_WORLD_SIZE, in->world_size);
+    e |= attr_i64(w->file, NP_FMT_ATTR_COMPLETE, 0);
+    if (e < 0) {
+        np_status st = h5fail(err, w->partial, "writing the root attributes");
+        np_h5w_abandon(w);
+        return st;
+    }
+    w->entries = table(w->file, NP_FMT_ENTRIES, w->entry_ft, w->compression);
+    w->calls = table(w->file, NP_FMT_CALLS, w->call_ft, w->compression);
+    hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    H5Pset_obj_track_times(gcpl, 0);
+    w->data = H5Gcreate2(w->file, NP_FMT_DATA, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    H5Pclose(gcpl);
+    if (w->entries < 0 || w->calls < 0 || w->data < 0) {
+        np_status st = h5fail(err, w->partial, "creating the tables");
+        np_h5w_abandon(w);
+        return st;
+    }
+    return np_h5w_flush(w, err);
+}
+
+static np_status write_rows(np_h5w *w, np_error *err)
+{
+    if (append(w->calls, w->call_mt, &w->c_rows, w->cbuf, w->cn) < 0)
+        return h5fail(err, w->partial, "appending to /calls");
+    w->tot.calls += w->cn;
+    w->cn = 0;
+    if (append(w->entries, w->entry_mt, &w->e_rows, w->ebuf, w->en) < 0)
+        return h5fail(err, w->partial, "appending to /entries");
+    w->tot.entries += w->en;
+    w->en = 0;
+    return NP_OK;
+}
+
+np_status np_h5w_flush(np_h5w *w, np_error *err)
+{
+    if (!w->in_step)
+        return NP_OK;
+    np_status st = write_rows(w, err);
+    if (st)
+        return st;
+    if (H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)
+        return h5fail(err, w->partial, "flushing the dump file");
+    return NP_OK;
+}
+
+np_status np_h5w_call(np_h5w *w, const np_call_rec *rec, np_error *err)
+{
+    if (!w->in_step)
+        return np_error_set(err, NP_ERR_INTERNAL, NULL, rec->call, "call outside a step");
+    w->cbuf[w->cn++] = *rec;
+    if (w->cn == ROW_BLOCK)
+        return np_h5w_flush(w, err);
+    return NP_OK;
+}
+
+static hid_t mem_type(np_dtype dt)
+{
+    switch (dt) {
+    case NP_FLOAT64: return H5T_NATIVE_DOUBLE;
+    case NP_INT64: return H5T_NATIVE_INT64;
+    case NP_INT32: return H5T_NATIVE_INT32;
+    case NP_BOOL: return H5T_NATIVE_UINT8;
+    default: return H5T_NATIVE_FLOAT;
+    }
+}
+
+static hid_t file_type(np_dtype dt)
+{
+    switch (dt) {
+    case NP_FLOAT64: return H5T_IEEE_F64LE;
+    case NP_INT64: return H5T_STD_I64LE;
+    case NP_INT32: return H5T_STD_I32LE;
+    case NP_BOOL: return H5T_STD_U8LE;
+    default: return H5T_IEEE_F32LE;
+    }
+}
+
+static np_status write_payload(np_h5w *w, const np_entry_rec *rec, const void *data,
+                               np_error *err)
+{
+    int dt = np_dtype_from_name(rec->dtype);
+    if (dt < 0)
+        return np_error_set(err, NP_ERR_DTYPE, w->partial, rec->name, "unknown dtype %s",
+                            rec->dtype);
+    if (strchr(rec->name, '/'))
+        return np_error_set(err, NP_ERR_ARG, w->partial, rec->name,
+                            "a leaf name must not contain '/'");
+    hsize_t dims[NP_FMT_MAX_DIMS], chunk[NP_FMT_MAX_DIMS];
+    int nd = rec->ndim;
+    size_t es = np_dtype_storage_size((np_dtype)dt);
+    size_t bytes = es;
+    for (int i = 0; i < nd; i++) {
+        dims[i] = chunk[i] = (hsize_t)rec->shape[i];
+        bytes *= (size_t)rec->shape[i];
+    }
+    hid_t space = nd == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(nd, dims, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(dcpl, 0);
+    if (nd > 0 && rec->numel > 0) {
+        /* Chunks of at most PAYLOAD_CHUNK_BYTES, cut along the leading dims. */
+        for (int i = 0; i < nd && bytes > PAYLOAD_CHUNK_BYTES; i++) {
+            size_t rest = bytes / chunk[i];
+            hsize_t c = rest >= PAYLOAD_CHUNK_BYTES ? 1 : (hsize_t)(PAYLOAD_CHUNK_BYTES / rest);
+            if (c < 1)
+                c = 1;
+            if (c < chunk[i]) {
+                chunk[i] = c;
+                bytes = rest * c;
+            }
+        }
+        H5Pset_chunk(dcpl, nd, chunk);
+        if (w->compression > 0)
+            H5Pset_deflate(dcpl, (unsigned)w->compression);
+    }
+    hid_t ds = H5Dcreate2(w->data, rec->name, file_type((np_dtype)dt), space, H5P_DEFAULT,
+                          dcpl, H5P_DEFAULT);
+    H5Pclose(dcpl);
+    herr_t e = ds < 0 ? -1 : 0;
+    if (e >= 0 && rec->numel > 0)
+        e = H5Dwrite(ds, mem_type((np_dtype)dt), H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
+    if (e >= 0)
+        e = attr_str(ds, NP_FMT_DATA_DTYPE_ATTR, rec->dtype);
+    if (ds >= 0)
+        H5Dclose(ds);
+    H5Sclose(space);
+    if (e < 0)
+        return h5fail(err, w->partial, "writing a payload");
+    w->tot.data_bytes += (int64_t)es * rec->numel;
+    return NP_OK;
+}
+
+np_status np_h5w_entry(np_h5w *w, const np_entry_rec *rec, const void *data, np_error *err)
+{
+    if (!w->in_step)
+        return np_error_set(err, NP_ERR_INTERNAL, NULL, rec->name, "entry outside a step");
+    if (rec->has_data) {
+        np_status st = write_payload(w, rec, data, err);
+        if (st)
+            return st;
+    }
+    w->ebuf[w->en++] = *rec;
+    if (w->en == ROW_BLOCK)
+        return np_h5w_flush(w, err);
+    return NP_OK;
+}
+
+np_status np_h5w_step_end(np_h5w *w, np_error *err)
+{
+    if (!w->in_step)
+        return NP_OK;
+    np_status st = write_rows(w, err);
+    if (st) {
+        np_h5w_abandon(w);
+        return st;
+    }
+    int64_t one = 1;
+    hid_t a = H5Aopen(w->file, NP_FMT_ATTR_COMPLETE, H5P_DEFAULT);
+    herr_t e = a < 0 ? -1 : H5Awrite(a, H5T_NATIVE_INT64, &one);
+    if (a >= 0)
+        H5Aclose(a);
+    if (e < 0) {
+        st = h5fail(err, w->partial, "marking the step complete");
+        np_h5w_abandon(w);
+        return st;
+    }
+    H5Dclose(w->entries);
+    H5Dclose(w->calls);
+    H5Gclose(w->data);
+    w->entries = w->calls = w->data = -1;
+    e = H5Fclose(w->file);
+    w->file = -1;
+    w->in_step = 0;
+    if (e < 0)
+        return h5fail(err, w->partial, "closing the dump file");
+    if (rename(w->partial, w->final) != 0)
+        return np_error_set(err, NP_ERR_IO, w->final, NULL, "cannot rename %s: %s",
+                            w->partial, strerror(errno));
+    struct stat sb;
+    if (stat(w->final, &sb) == 0)
+        w->tot.bytes += (int64_t)sb.st_size;
+    w->tot.files++;
+    return NP_OK;
+}

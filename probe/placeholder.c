@@ -1,2 +1,0 @@
-/* placeholder: replaced as probe/ is built */
-typedef int np_probe_placeholder_t;

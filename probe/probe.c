@@ -1,0 +1,647 @@
+/* probe/probe.c - the probe: turns hook events (or embedding-API calls) into
+ * dump rows. Per call: level and scope decide whether the call counts; per
+ * leaf: data_mode and list decide; the statistics (and crc32) are computed
+ * on the training thread in one pass; rows and payloads go to the HDF5
+ * writer directly (sync) or through the bounded queue (async_dump). A dump
+ * error stops the dump and is kept for the summary; training goes on unless
+ * on_error is stop_training. */
+#include <hdf5.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "probe_internal.h"
+
+struct np_probe {
+    np_probe_config *cfg;
+    char framework[64], device[64], precision[16];
+    int rank, world_size;
+    np_h5w *w;           /* sync writer, or the one the async front owns */
+    np_aw *aw;           /* NULL in sync mode */
+    int closed;
+    int dump_off;        /* after an error or overflow_nums reached */
+    int failed;          /* a dump error happened */
+    np_error error;
+    int rank_selected;
+    /* step state */
+    int in_step, step, step_selected, file_open;
+    int scope_state;     /* 0 before scope[0], 1 inside, 2 after scope[1] */
+    int64_t seq;         /* next row of /calls in this step */
+    /* the call being recorded */
+    np_call_rec call;
+    int call_emitted;
+    int64_t call_seq;
+    /* embed API: the current call name (consecutive dumps share it) */
+    char embed_call[NP_FMT_NAME_LEN];
+    int embed_selected;
+    /* per-call buffer (hook path) */
+    np_entry_rec *recs;
+    const void **datas;
+    size_t *nbytes;
+    int nrec, caprec;
+    np_stats_scratch scratch;
+    /* results */
+    int64_t overflows;
+    int has_overflow;
+    char of_call[NP_FMT_NAME_LEN], of_module[NP_FMT_NAME_LEN];
+    int of_step, of_rank;
+    H5E_auto2_t old_efunc;
+    void *old_edata;
+};
+
+/* ---- errors -------------------------------------------------------------- */
+
+static void fail(np_probe *p, const np_error *e)
+{
+    if (!p->failed) {
+        p->failed = 1;
+        p->error = *e;
+    }
+    p->dump_off = 1;
+    if (!p->aw && p->w)
+        np_h5w_abandon(p->w);
+    p->file_open = 0;
+}
+
+/* ---- writer front ------------------------------------------------------- */
+
+static np_status w_step_begin(np_probe *p, np_error *e)
+{
+    np_h5w_step_info in = {np_probe_task_name(p->cfg->task), np_probe_level_name(p->cfg->level),
+                           p->framework, p->device, p->precision, p->step, p->rank,
+                           p->world_size};
+    return p->aw ? np_aw_step_begin(p->aw, &in, e) : np_h5w_step_begin(p->w, &in, e);
+}
+
+static np_status w_call(np_probe *p, const np_call_rec *r, np_error *e)
+{
+    return p->aw ? np_aw_call(p->aw, r, e) : np_h5w_call(p->w, r, e);
+}
+
+static np_status w_entry(np_probe *p, const np_entry_rec *r, const void *d, size_t n,
+                         np_error *e)
+{
+    return p->aw ? np_aw_entry(p->aw, r, d, n, e) : np_h5w_entry(p->w, r, d, e);
+}
+
+static np_status w_step_end(np_probe *p, np_error *e)
+{
+    return p->aw ? np_aw_step_end(p->aw, e) : np_h5w_step_end(p->w, e);
+}
+
+static int open_file(np_probe *p)
+{
+    if (p->file_open)
+        return 1;
+    if (p->dump_off)
+        return 0;
+    np_error e;
+    np_error_clear(&e);
+    if (w_step_begin(p, &e)) {
+        fail(p, &e);
+        return 0;
+    }
+    p->file_open = 1;
+    return 1;
+}
+
+/* ---- selection ---------------------------------------------------------- */
+
+static int step_in_config(const np_probe_config *c, int step)
+{
+    if (c->n_steps == 0)
+        return 1;
+    for (int i = 0; i < c->n_steps; i++)
+        if (step >= c->steps[i][0] && step <= c->steps[i][1])
+            return 1;
+    return 0;
+}
+
+static int level_ok(const np_probe_config *c, int is_module)
+{
+    return c->level == NP_LEVEL_MIX || (is_module ? c->level == NP_LEVEL_L0
+                                                  : c->level == NP_LEVEL_L1);
+}
+
+/* Scope bookkeeping for every call seen; returns 1 if the call is inside. */
+static int scope_enter(np_probe *p, const char *name)
+{
+    const np_probe_config *c = p->cfg;
+    if (c->n_scope == 0)
+        return 1;
+    if (p->scope_state == 0 && strcmp(name, c->scope[0]) == 0)
+        p->scope_state = 1;
+    return p->scope_state == 1;
+}
+
+static void scope_leave(np_probe *p, const char *name)
+{
+    const np_probe_config *c = p->cfg;
+    if (c->n_scope && p->scope_state == 1 && strcmp(name, c->scope[1]) == 0)
+        p->scope_state = 2;
+}
+
+static int role_ok(const np_probe_config *c, np_role role, int backward)
+{
+    if (c->dm_dirs && !(c->dm_dirs & (backward ? NP_DM_BACKWARD : NP_DM_FORWARD)))
+        return 0;
+    if (c->dm_roles) {
+        int is_out = role == NP_ROLE_OUTPUT || role == NP_ROLE_PARAMETERS_GRAD;
+        if (!(c->dm_roles & (is_out ? NP_DM_OUTPUT : NP_DM_INPUT)))
+            return 0;
+    }
+    return 1;
+}
+
+static int list_ok(const np_probe_config *c, const char *leaf)
+{
+    if (c->n_list == 0)
+        return 1;
+    for (int i = 0; i < c->n_list; i++)
+        if (strstr(leaf, c->list[i]))
+            return 1;
+    return 0;
+}
+
+/* ---- rows ---------------------------------------------------------------- */
+
+static void leaf_name(char *dst, const char *call, np_role role, int index, const char *key)
+{
+    char buf[NP_FMT_NAME_LEN * 2];
+    if (key)
+        snprintf(buf, sizeof buf, "%s.%s.%s", call, np_role_name(role), key);
+    else
+        snprintf(buf, sizeof buf, "%s.%s.%d", call, np_role_name(role), index);
+    np_fmt_copy_name(dst, NP_FMT_NAME_LEN, buf);
+}
+
+static int keeps_data(const np_probe_config *c)
+{
+    return c->task == NP_TASK_TENSOR || c->task == NP_TASK_OVERFLOW_CHECK;
+}
+
+static void fill_tensor_rec(np_probe *p, np_entry_rec *r, const np_tensor *t)
+{
+    np_fmt_copy_name(r->dtype, NP_FMT_DTYPE_LEN, np_dtype_name(t->dtype));
+    r->ndim = t->ndim;
+    memset(r->shape, 0, sizeof r->shape);
+    for (int i = 0; i < t->ndim && i < NP_FMT_MAX_DIMS; i++)
+        r->shape[i] = t->shape[i];
+    r->numel = t->numel;
+    np_probe_stats st;
+    uint32_t crc = 0;
+    int want_crc = p->cfg->task != NP_TASK_STATISTICS;
+    np_stats_compute(&st, want_crc ? &crc : NULL, t->dtype, t->data, t->numel, &p->scratch);
+    r->max = st.max;
+    r->min = st.min;
+    r->mean = st.mean;
+    r->norm = st.norm;
+    r->nan_count = st.nan_count;
+    r->posinf_count = st.posinf_count;
+    r->neginf_count = st.neginf_count;
+    r->crc32 = crc;
+    r->has_data = (int8_t)(keeps_data(p->cfg) && t->data != NULL);
+    r->requires_grad = (int8_t)(t->requires_grad != 0);
+}
+
+static void fill_scalar_rec(np_entry_rec *r, double v)
+{
+    np_fmt_copy_name(r->dtype, NP_FMT_DTYPE_LEN, "float64");
+    r->ndim = 0;
+    memset(r->shape, 0, sizeof r->shape);
+    r->numel = 1;
+    r->max = r->min = r->mean = v;
+    r->norm = fabs(v);
+    r->nan_count = isnan(v) ? 1 : 0;
+    r->posinf_count = isinf(v) && v > 0 ? 1 : 0;
+    r->neginf_count = isinf(v) && v < 0 ? 1 : 0;
+    r->crc32 = 0;
+    r->has_data = 0;
+    r->requires_grad = 0;
+}
+
+static int grow(np_probe *p)
+{
+    if (p->nrec < p->caprec)
+        return 1;
+    int cap = p->caprec ? p->caprec * 2 : 16;
+    np_entry_rec *r = realloc(p->recs, (size_t)cap * sizeof *r);
+    if (r)
+        p->recs = r;
+    const void **d = realloc(p->datas, (size_t)cap * sizeof *d);
+    if (d)
+        p->datas = d;
+    size_t *n = realloc(p->nbytes, (size_t)cap * sizeof *n);
+    if (n)
+        p->nbytes = n;
+    if (!r || !d || !n)
+        return 0;
+    p->caprec = cap;
+    return 1;
+}
+
+static void begin_call_rec(np_probe *p, const char *name, int is_module, const char *parent,
+                           const char *callsite)
+{
+    memset(&p->call, 0, sizeof p->call);
+    np_fmt_copy_name(p->call.call, NP_FMT_NAME_LEN, name);
+    np_fmt_copy_name(p->call.kind, NP_FMT_KIND_LEN, is_module ? "module" : "api");
+    np_fmt_copy_name(p->call.parent, NP_FMT_NAME_LEN, parent ? parent : "");
+    np_fmt_copy_name(p->call.callsite, NP_FMT_SITE_LEN,
+                     p->cfg->stack && callsite ? callsite : "");
+    p->call_emitted = 0;
+}
+
+/* Write the call row (once) and the buffered/one entry row. */
+static int emit_call(np_probe *p)
+{
+    if (p->call_emitted)
+        return 1;
+    if (!open_file(p))
+        return 0;
+    p->call.seq = p->seq;
+    np_error e;
+    np_error_clear(&e);
+    if (w_call(p, &p->call, &e)) {
+        fail(p, &e);
+        return 0;
+    }
+    p->call_seq = p->seq++;
+    p->call_emitted = 1;
+    return 1;
+}
+
+static int emit_entry(np_probe *p, np_entry_rec *r, const void *data, size_t nbytes)
+{
+    if (p->dump_off || !emit_call(p))
+        return 0;
+    r->seq = p->call_seq;
+    np_error e;
+    np_error_clear(&e);
+    if (w_entry(p, r, data, nbytes, &e)) {
+        fail(p, &e);
+        return 0;
+    }
+    return 1;
+}
+
+static int rec_overflows(const np_entry_rec *r)
+{
+    if (strcmp(r->role, "kwargs") == 0)
+        return 0;
+    return r->nan_count > 0 || r->posinf_count > 0 || r->neginf_count > 0;
+}
+
+static void note_overflow(np_probe *p, const char *call, const char *module)
+{
+    p->overflows++;
+    if (!p->has_overflow) {
+        p->has_overflow = 1;
+        np_fmt_copy_name(p->of_call, NP_FMT_NAME_LEN, call);
+        np_fmt_copy_name(p->of_module, NP_FMT_NAME_LEN, module ? module : "");
+        p->of_step = p->step;
+        p->of_rank = p->rank;
+    }
+    if (p->cfg->overflow_nums > 0 && p->overflows >= p->cfg->overflow_nums)
+        p->dump_off = 1; /* after this call: checked by the callers */
+}
+
+/* ---- steps --------------------------------------------------------------- */
+
+static void end_step(np_probe *p)
+{
+    if (p->in_step && p->file_open) {
+        np_error e;
+        np_error_clear(&e);
+        if (w_step_end(p, &e))
+            fail(p, &e);
+    }
+    p->in_step = 0;
+    p->file_open = 0;
+    p->embed_call[0] = '\0';
+}
+
+static void begin_step(np_probe *p, int step)
+{
+    if (p->in_step)
+        end_step(p);
+    p->in_step = 1;
+    p->step = step;
+    p->seq = 0;
+    p->scope_state = 0;
+    p->file_open = 0;
+    p->embed_call[0] = '\0';
+    p->step_selected = p->rank_selected && !p->dump_off && step_in_config(p->cfg, step);
+    if (p->step_selected && p->cfg->task != NP_TASK_OVERFLOW_CHECK)
+        open_file(p);
+}
+
+/* ---- the hook ------------------------------------------------------------ */
+
+static void on_call_event(np_probe *p, const np_hook_event *ev)
+{
+    int backward = ev->kind == NP_EV_API_BACKWARD || ev->kind == NP_EV_MODULE_BACKWARD ||
+                   ev->kind == NP_EV_PARAM_GRAD;
+    const char *name = ev->name ? ev->name : "";
+    int inside = scope_enter(p, name);
+    if (inside && level_ok(p->cfg, ev->is_module)) {
+        begin_call_rec(p, name, ev->is_module, ev->parent, ev->callsite);
+        int overflow = 0;
+        p->nrec = 0;
+        for (int i = 0; i < ev->n_tensors; i++) {
+            const np_hook_tensor *ht = &ev->tensors[i];
+            if (!ht->t || !role_ok(p->cfg, ht->role, backward) || !grow(p))
+                continue;
+            np_entry_rec *r = &p->recs[p->nrec];
+            leaf_name(r->name, name, ht->role, ht->index, ht->key);
+            if (!list_ok(p->cfg, r->name))
+                continue;
+            np_fmt_copy_name(r->call, NP_FMT_NAME_LEN, name);
+            np_fmt_copy_name(r->role, NP_FMT_ROLE_LEN, np_role_name(ht->role));
+            fill_tensor_rec(p, r, ht->t);
+            overflow |= rec_overflows(r);
+            p->datas[p->nrec] = ht->t->data;
+            p->nbytes[p->nrec] = np_tensor_nbytes(ht->t);
+            p->nrec++;
+        }
+        for (int i = 0; i < ev->n_scalars; i++) {
+            if (!role_ok(p->cfg, NP_ROLE_KWARGS, backward) || !grow(p))
+                continue;
+            np_entry_rec *r = &p->recs[p->nrec];
+            leaf_name(r->name, name, NP_ROLE_KWARGS, 0, ev->scalars[i].key);
+            if (!list_ok(p->cfg, r->name))
+                continue;
+            np_fmt_copy_name(r->call, NP_FMT_NAME_LEN, name);
+            np_fmt_copy_name(r->role, NP_FMT_ROLE_LEN, "kwargs");
+            fill_scalar_rec(r, ev->scalars[i].value);
+            p->datas[p->nrec] = NULL;
+            p->nbytes[p->nrec] = 0;
+            p->nrec++;
+        }
+        int keep = p->nrec > 0 && (p->cfg->task != NP_TASK_OVERFLOW_CHECK || overflow);
+        for (int i = 0; keep && i < p->nrec; i++)
+            if (!emit_entry(p, &p->recs[i], p->datas[i], p->nbytes[i]))
+                break;
+        if (keep && overflow && p->cfg->task == NP_TASK_OVERFLOW_CHECK)
+            note_overflow(p, name, ev->is_module ? name : ev->parent);
+    }
+    scope_leave(p, name);
+}
+
+int np_probe_on_event(const np_hook_event *ev, void *probe)
+{
+    np_probe *p = probe;
+    if (!p || !ev || p->closed)
+        return 0;
+    switch (ev->kind) {
+    case NP_EV_STEP_BEGIN:
+        begin_step(p, ev->step);
+        break;
+    case NP_EV_STEP_END:
+        if (!p->in_step)
+            begin_step(p, ev->step);
+        end_step(p);
+        break;
+    default:
+        if (!p->in_step || ev->step != p->step)
+            begin_step(p, ev->step);
+        if (p->step_selected && !p->dump_off)
+            on_call_event(p, ev);
+        break;
+    }
+    return p->failed && p->cfg->stop_training ? 1 : 0;
+}
+
+/* ---- embedding API --------------------------------------------------------- */
+
+np_status np_probe_step_begin(np_probe *p, int step, np_error *err)
+{
+    if (!p || p->closed)
+        return np_error_set(err, NP_ERR_ARG, NULL, NULL, "the probe is closed");
+    if (step < 0)
+        return np_error_set(err, NP_ERR_ARG, NULL, NULL, "step %d: expected >= 0", step);
+    begin_step(p, step);
+    return NP_OK;
+}
+
+np_status np_probe_step_end(np_probe *p, np_error *err)
+{
+    if (!p || p->closed)
+        return np_error_set(err, NP_ERR_ARG, NULL, NULL, "the probe is closed");
+    end_step(p);
+    if (p->failed && p->cfg->stop_training)
+        return np_error_set(err, p->error.status, p->error.file, p->error.key, "%s",
+                            p->error.text);
+    return NP_OK;
+}
+
+/* Position on call `call` for the embedding API; 1 if it is selected. */
+static int embed_call(np_probe *p, const char *call, np_role role)
+{
+    if (strcmp(call, p->embed_call) != 0) {
+        if (p->embed_call[0])
+            scope_leave(p, p->embed_call);
+        np_fmt_copy_name(p->embed_call, NP_FMT_NAME_LEN, call);
+        int is_module = strncmp(call, "Module.", 7) == 0;
+        p->embed_selected = scope_enter(p, call) && level_ok(p->cfg, is_module);
+        begin_call_rec(p, call, is_module, NULL, NULL);
+    }
+    (void)role;
+    return p->embed_selected;
+}
+
+static np_status embed_leaf(np_probe *p, const char *call, np_role role, const char *key,
+                            const np_tensor *t, double scalar, np_error *err)
+{
+    if (!p || p->closed)
+        return np_error_set(err, NP_ERR_ARG, NULL, NULL, "the probe is closed");
+    if (!call || !call[0] || !key || !key[0])
+        return np_error_set(err, NP_ERR_ARG, NULL, call, "a call name and a key are needed");
+    if (strchr(call, '/') || strchr(key, '/'))
+        return np_error_set(err, NP_ERR_ARG, NULL, call, "names must not contain '/'");
+    if (!p->in_step)
+        return np_error_set(err, NP_ERR_ARG, NULL, call,
+                            "no step has begun (call np_probe_step_begin first)");
+    if (t && (t->numel > 0 && !t->data))
+        return np_error_set(err, NP_ERR_ARG, NULL, call, "tensor without data");
+    if (!p->step_selected || p->dump_off)
+        return NP_OK;
+    int selected = embed_call(p, call, role);
+    int backward = role == NP_ROLE_PARAMETERS_GRAD || strstr(call, ".backward") != NULL;
+    if (!selected || !role_ok(p->cfg, role, backward))
+        return NP_OK;
+    np_entry_rec r;
+    leaf_name(r.name, call, role, 0, key);
+    if (!list_ok(p->cfg, r.name))
+        return NP_OK;
+    np_fmt_copy_name(r.call, NP_FMT_NAME_LEN, call);
+    np_fmt_copy_name(r.role, NP_FMT_ROLE_LEN, np_role_name(role));
+    if (t)
+        fill_tensor_rec(p, &r, t);
+    else
+        fill_scalar_rec(&r, scalar);
+    int overflow = rec_overflows(&r);
+    if (p->cfg->task == NP_TASK_OVERFLOW_CHECK && !overflow)
+        return NP_OK;
+    int was_emitted = p->call_emitted;
+    emit_entry(p, &r, t ? t->data : NULL, t ? np_tensor_nbytes(t) : 0);
+    if (p->cfg->task == NP_TASK_OVERFLOW_CHECK && !was_emitted && p->call_emitted)
+        note_overflow(p, call, NULL);
+    if (p->failed && p->cfg->stop_training)
+        return np_error_set(err, p->error.status, p->error.file, p->error.key, "%s",
+                            p->error.text);
+    return NP_OK;
+}
+
+np_status np_probe_dump(np_probe *p, const char *call, np_role role, const char *key,
+                        const np_tensor *t, np_error *err)
+{
+    if (!t)
+        return np_error_set(err, NP_ERR_ARG, NULL, call, "no tensor given");
+    if ((unsigned)role >= NP_ROLE_COUNT || role == NP_ROLE_KWARGS)
+        return np_error_set(err, NP_ERR_ARG, NULL, call,
+                            "role: expected input, output, parameters or parameters_grad "
+                            "(scalars go through np_probe_dump_scalar)");
+    return embed_leaf(p, call, role, key, t, 0.0, err);
+}
+
+np_status np_probe_dump_scalar(np_probe *p, const char *call, const char *key, double value,
+                               np_error *err)
+{
+    return embed_leaf(p, call, NP_ROLE_KWARGS, key, NULL, value, err);
+}
+
+/* ---- open / close -------------------------------------------------------------- */
+
+np_status np_probe_open_config(np_probe **out, const np_probe_config *cfg,
+                               const np_probe_meta *meta, np_error *err)
+{
+    *out = NULL;
+    np_probe *p = calloc(1, sizeof *p);
+    if (!p || !(p->cfg = np_probe_config_dup(cfg))) {
+        free(p);
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "cannot allocate the probe");
+    }
+    snprintf(p->framework, sizeof p->framework, "%s",
+             meta && meta->framework ? meta->framework : "nprobe-runtime");
+    snprintf(p->device, sizeof p->device, "%s", meta && meta->device ? meta->device : "cpu");
+    snprintf(p->precision, sizeof p->precision, "%s",
+             meta && meta->precision ? meta->precision : "fp32");
+    p->rank = meta ? meta->rank : 0;
+    p->world_size = meta && meta->world_size > 0 ? meta->world_size : 1;
+    p->rank_selected = p->cfg->n_ranks == 0;
+    for (int i = 0; i < p->cfg->n_ranks; i++)
+        p->rank_selected |= p->cfg->ranks[i] == p->rank;
+
+    np_status st = np_h5w_new(&p->w, p->cfg->dump_path, p->cfg->compression, err);
+    if (st == NP_OK && p->cfg->async_dump) {
+        st = np_aw_new(&p->aw, p->w, (size_t)p->cfg->queue_mb << 20, err);
+        if (st)
+            np_h5w_free(p->w);
+        p->w = NULL;
+    }
+    if (st) {
+        np_probe_config_free(p->cfg);
+        free(p);
+        return st;
+    }
+    /* A file size limit must give an error, not kill the program. */
+    struct sigaction sa;
+    if (sigaction(SIGXFSZ, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) {
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_IGN;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGXFSZ, &sa, NULL);
+    }
+    H5Eget_auto2(H5E_DEFAULT, &p->old_efunc, &p->old_edata);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    *out = p;
+    return NP_OK;
+}
+
+np_status np_probe_open(np_probe **out, const char *config_path, const np_probe_meta *meta,
+                        np_error *err)
+{
+    *out = NULL;
+    np_probe_config *cfg;
+    np_status st = np_probe_config_load(&cfg, config_path, err);
+    if (st)
+        return st;
+    st = np_probe_open_config(out, cfg, meta, err);
+    np_probe_config_free(cfg);
+    return st;
+}
+
+np_status np_probe_open_json(np_probe **out, const char *json_text, const np_probe_meta *meta,
+                             np_error *err)
+{
+    *out = NULL;
+    np_probe_config *cfg;
+    np_status st = np_probe_config_parse(&cfg, json_text, NULL, err);
+    if (st)
+        return st;
+    st = np_probe_open_config(out, cfg, meta, err);
+    np_probe_config_free(cfg);
+    return st;
+}
+
+np_status np_probe_close(np_probe *p, np_probe_summary *out, np_error *err)
+{
+    if (!p)
+        return NP_OK;
+    if (!p->closed) {
+        end_step(p);
+        np_error e;
+        np_error_clear(&e);
+        if (p->aw) {
+            p->w = np_aw_stop(p->aw, &e);
+            p->aw = NULL;
+            if (e.status)
+                fail(p, &e);
+        }
+        if (p->w)
+            np_h5w_abandon(p->w);
+        p->closed = 1;
+        H5Eset_auto2(H5E_DEFAULT, p->old_efunc, p->old_edata);
+    }
+    if (out) {
+        memset(out, 0, sizeof *out);
+        np_h5w_totals t = {0, 0, 0, 0, 0};
+        if (p->w)
+            np_h5w_totals_get(p->w, &t);
+        out->steps = out->files = t.files;
+        out->ranks = t.files > 0 ? 1 : 0;
+        out->calls = t.calls;
+        out->tensors = t.entries;
+        out->data_bytes = t.data_bytes;
+        out->bytes = t.bytes;
+        out->overflows = p->overflows;
+        out->has_overflow = p->has_overflow;
+        memcpy(out->overflow_call, p->of_call, sizeof out->overflow_call);
+        memcpy(out->overflow_module, p->of_module, sizeof out->overflow_module);
+        out->overflow_step = p->of_step;
+        out->overflow_rank = p->of_rank;
+        out->error = p->error;
+    }
+    if (p->failed) {
+        np_error_set(err, p->error.status, p->error.file, p->error.key, "%s", p->error.text);
+        return p->error.status;
+    }
+    return NP_OK;
+}
+
+void np_probe_free(np_probe *p)
+{
+    if (!p)
+        return;
+    np_probe_close(p, NULL, NULL);
+    np_h5w_free(p->w);
+    np_probe_config_free(p->cfg);
+    free(p->recs);
+    free(p->datas);
+    free(p->nbytes);
+    np_stats_scratch_free(&p->scratch);
+    free(p);
+}

@@ -1,0 +1,111 @@
+/* probe/probe_internal.h - what the probe's sources share: the parsed
+ * config, the statistics kernels, the HDF5 step writer and its asynchronous
+ * front (a writer thread fed through a bounded byte ring). */
+#ifndef NPROBE_PROBE_INTERNAL_H
+#define NPROBE_PROBE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nprobe/format.h"
+#include "nprobe/probe.h"
+
+/* data_mode bits */
+enum {
+    NP_DM_INPUT = 1,
+    NP_DM_OUTPUT = 2,
+    NP_DM_FORWARD = 4,
+    NP_DM_BACKWARD = 8,
+    NP_DM_ALL = 15
+};
+
+struct np_probe_config {
+    char source[512];        /* file name or "<string>" */
+    np_probe_task task;
+    np_probe_level level;
+    char *dump_path;         /* absolute */
+    int *ranks;              /* empty: all */
+    int n_ranks;
+    int (*steps)[2];         /* inclusive ranges; empty: all */
+    int n_steps;
+    char *scope[2];          /* [first, last] or NULL */
+    int n_scope;             /* 0 or 2 */
+    char **list;
+    int n_list;
+    unsigned dm_roles;       /* role constraint bits (NP_DM_INPUT|NP_DM_OUTPUT), 0 = any */
+    unsigned dm_dirs;        /* direction constraint bits, 0 = any */
+    long overflow_nums;      /* -1: no limit */
+    int async_dump;
+    long queue_mb;
+    int compression;         /* 0 none, 1..9 deflate level */
+    int stack;
+    int stop_training;       /* on_error */
+};
+
+/* Deep copy; NULL on out of memory. */
+np_probe_config *np_probe_config_dup(const np_probe_config *c);
+
+/* ---- statistics ------------------------------------------------------- */
+
+/* Fill the statistics fields of `rec` (and crc32 when `want_crc`). `scratch`
+ * holds per-chunk partials; grown as needed (realloc) and owned by the
+ * caller. Returns 0, or -1 on out of memory (rec then holds serial stats). */
+typedef struct np_stats_scratch {
+    void *buf;
+    size_t cap;
+} np_stats_scratch;
+
+void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void *data,
+                      int64_t numel, np_stats_scratch *scratch);
+void np_stats_scratch_free(np_stats_scratch *s);
+
+/* ---- the HDF5 step writer (not thread-safe; one owner) ----------------- */
+
+typedef struct np_h5w np_h5w;
+
+typedef struct np_h5w_step_info {
+    const char *task, *level, *framework, *device, *precision;
+    int64_t step, rank, world_size;
+} np_h5w_step_info;
+
+typedef struct np_h5w_totals {
+    int64_t files, calls, entries, data_bytes, bytes;
+} np_h5w_totals;
+
+np_status np_h5w_new(np_h5w **out, const char *dump_path, int compression, np_error *err);
+/* Create {dump_path}/step{S}/rank{R}/dump.h5.partial with complete=0. */
+np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *info, np_error *err);
+np_status np_h5w_call(np_h5w *w, const np_call_rec *rec, np_error *err);
+/* One /entries row; `data` (may be NULL) is written as /data/{rec->name}. */
+np_status np_h5w_entry(np_h5w *w, const np_entry_rec *rec, const void *data, np_error *err);
+/* Flush rows and HDF5 metadata so the partial file reads up to here. */
+np_status np_h5w_flush(np_h5w *w, np_error *err);
+/* complete=1, close, rename dump.h5.partial -> dump.h5. */
+np_status np_h5w_step_end(np_h5w *w, np_error *err);
+/* Close an open step without completing it (left as .partial). */
+void np_h5w_abandon(np_h5w *w);
+int np_h5w_in_step(const np_h5w *w);
+void np_h5w_totals_get(const np_h5w *w, np_h5w_totals *t);
+void np_h5w_free(np_h5w *w);
+
+/* ---- asynchronous front ------------------------------------------------ */
+
+typedef struct np_aw np_aw;
+
+/* Start a writer thread owning `w` (stolen) with a ring of `queue_bytes`. */
+np_status np_aw_new(np_aw **out, np_h5w *w, size_t queue_bytes, np_error *err);
+/* Each call enqueues (blocking while the ring is full). Any error the
+ * writer met earlier is returned instead (the first one). */
+np_status np_aw_step_begin(np_aw *a, const np_h5w_step_info *info, np_error *err);
+np_status np_aw_call(np_aw *a, const np_call_rec *rec, np_error *err);
+np_status np_aw_entry(np_aw *a, const np_entry_rec *rec, const void *data, size_t nbytes,
+                      np_error *err);
+np_status np_aw_step_end(np_aw *a, np_error *err);
+/* Wait until everything queued is written; returns the writer's error. */
+np_status np_aw_drain(np_aw *a, np_error *err);
+/* Peak bytes held in the ring. */
+size_t np_aw_peak_bytes(const np_aw *a);
+/* Drain, stop the thread, give the writer back (caller frees it). */
+np_h5w *np_aw_stop(np_aw *a, np_error *err);
+
+#endif

@@ -1,0 +1,249 @@
+/* probe/stats.c - one-pass tensor statistics in double (max, min, mean, L2
+ * norm over finite elements; NaN/+Inf/-Inf counts) and zlib's crc32 of the
+ * stored bytes. Tensors are cut into fixed chunks of CHUNK elements; chunks
+ * run in parallel (OpenMP) for large tensors and their partials are combined
+ * in chunk order, so the result never depends on the thread count. Inside a
+ * chunk four interleaved lanes keep the loop short of dependency chains. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "probe_internal.h"
+
+#define CHUNK ((int64_t)1 << 16)   /* elements per chunk; a multiple of LANES */
+#define PAR_MIN_CHUNKS 4           /* parallel only from this many chunks */
+#define LANES 4
+
+typedef struct part {
+    double max, min, sum, sumsq;
+    int64_t nfin, nan, pinf, ninf;
+    uint32_t crc;
+    size_t nbytes;
+} part;
+
+static void part_init(part *p)
+{
+    p->max = -INFINITY;
+    p->min = INFINITY;
+    p->sum = p->sumsq = 0.0;
+    p->nfin = p->nan = p->pinf = p->ninf = 0;
+    p->crc = 0;
+    p->nbytes = 0;
+}
+
+/* Lane-combine helper: lanes l=0..3 folded in order. */
+static void fold(part *p, const double *mx, const double *mn, const double *s,
+                 const double *q)
+{
+    for (int l = 0; l < LANES; l++) {
+        if (mx[l] > p->max) p->max = mx[l];
+        if (mn[l] < p->min) p->min = mn[l];
+    }
+    p->sum += (s[0] + s[1]) + (s[2] + s[3]);
+    p->sumsq += (q[0] + q[1]) + (q[2] + q[3]);
+}
+
+#define NONFINITE(p, v)                    \
+    do {                                   \
+        if (isnan(v)) (p)->nan++;          \
+        else if ((v) > 0) (p)->pinf++;     \
+        else (p)->ninf++;                  \
+    } while (0)
+
+/* x is (n,) float32 storage. */
+static void chunk_f32(part *p, const float *x, int64_t n)
+{
+    double mx[LANES], mn[LANES], s[LANES] = {0}, q[LANES] = {0};
+    for (int l = 0; l < LANES; l++) {
+        mx[l] = -INFINITY;
+        mn[l] = INFINITY;
+    }
+    int64_t nfin = 0, i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        for (int l = 0; l < LANES; l++) {
+            float v = x[i + l];
+            if (isfinite(v)) {
+                double d = (double)v;
+                s[l] += d;
+                q[l] += d * d;
+                mx[l] = d > mx[l] ? d : mx[l];
+                mn[l] = d < mn[l] ? d : mn[l];
+                nfin++;
+            } else {
+                NONFINITE(p, v);
+            }
+        }
+    }
+    for (; i < n; i++) {
+        float v = x[i];
+        if (isfinite(v)) {
+            double d = (double)v;
+            s[0] += d;
+            q[0] += d * d;
+            mx[0] = d > mx[0] ? d : mx[0];
+            mn[0] = d < mn[0] ? d : mn[0];
+            nfin++;
+        } else {
+            NONFINITE(p, v);
+        }
+    }
+    p->nfin += nfin;
+    fold(p, mx, mn, s, q);
+}
+
+/* x is (n,) float64 storage. */
+static void chunk_f64(part *p, const double *x, int64_t n)
+{
+    double mx[LANES], mn[LANES], s[LANES] = {0}, q[LANES] = {0};
+    for (int l = 0; l < LANES; l++) {
+        mx[l] = -INFINITY;
+        mn[l] = INFINITY;
+    }
+    int64_t nfin = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int l = (int)(i % LANES);
+        double d = x[i];
+        if (isfinite(d)) {
+            s[l] += d;
+            q[l] += d * d;
+            mx[l] = d > mx[l] ? d : mx[l];
+            mn[l] = d < mn[l] ? d : mn[l];
+            nfin++;
+        } else {
+            NONFINITE(p, d);
+        }
+    }
+    p->nfin += nfin;
+    fold(p, mx, mn, s, q);
+}
+
+#define CHUNK_INT(fname, type)                                              \
+    static void fname(part *p, const type *x, int64_t n)                    \
+    {                                                                       \
+        double mx[LANES], mn[LANES], s[LANES] = {0}, q[LANES] = {0};        \
+        for (int l = 0; l < LANES; l++) {                                   \
+            mx[l] = -INFINITY;                                              \
+            mn[l] = INFINITY;                                               \
+        }                                                                   \
+        for (int64_t i = 0; i < n; i++) {                                   \
+            int l = (int)(i % LANES);                                       \
+            double d = (double)x[i];                                        \
+            s[l] += d;                                                      \
+            q[l] += d * d;                                                  \
+            mx[l] = d > mx[l] ? d : mx[l];                                  \
+            mn[l] = d < mn[l] ? d : mn[l];                                  \
+        }                                                                   \
+        p->nfin += n;                                                       \
+        fold(p, mx, mn, s, q);                                              \
+    }
+CHUNK_INT(chunk_i64, int64_t)
+CHUNK_INT(chunk_i32, int32_t)
+CHUNK_INT(chunk_u8, uint8_t)
+
+static void run_chunk(part *p, np_dtype dt, const void *data, int64_t off, int64_t n,
+                      int want_crc)
+{
+    size_t es = np_dtype_storage_size(dt);
+    const unsigned char *bytes = (const unsigned char *)data + (size_t)off * es;
+    part_init(p);
+    switch (dt) {
+    case NP_FLOAT32:
+    case NP_BFLOAT16:
+    case NP_FLOAT16: chunk_f32(p, (const float *)(const void *)bytes, n); break;
+    case NP_FLOAT64: chunk_f64(p, (const double *)(const void *)bytes, n); break;
+    case NP_INT64: chunk_i64(p, (const int64_t *)(const void *)bytes, n); break;
+    case NP_INT32: chunk_i32(p, (const int32_t *)(const void *)bytes, n); break;
+    default: chunk_u8(p, bytes, n); break;
+    }
+    p->nbytes = (size_t)n * es;
+    if (want_crc)
+        p->crc = (uint32_t)crc32(0L, bytes, (uInt)p->nbytes);
+}
+
+static void combine(part *acc, const part *p, int want_crc)
+{
+    if (p->max > acc->max) acc->max = p->max;
+    if (p->min < acc->min) acc->min = p->min;
+    acc->sum += p->sum;
+    acc->sumsq += p->sumsq;
+    acc->nfin += p->nfin;
+    acc->nan += p->nan;
+    acc->pinf += p->pinf;
+    acc->ninf += p->ninf;
+    if (want_crc)
+        acc->crc = (uint32_t)crc32_combine(acc->crc, p->crc, (z_off_t)p->nbytes);
+    acc->nbytes += p->nbytes;
+}
+
+void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void *data,
+                      int64_t numel, np_stats_scratch *scratch)
+{
+    int want_crc = crc != NULL;
+    part acc;
+    part_init(&acc);
+    if (numel > 0 && data) {
+        int64_t nchunks = (numel + CHUNK - 1) / CHUNK;
+        part *parts = NULL;
+        if (nchunks >= PAR_MIN_CHUNKS && scratch) {
+            size_t need = (size_t)nchunks * sizeof(part);
+            if (scratch->cap < need) {
+                void *nb = realloc(scratch->buf, need);
+                if (nb) {
+                    scratch->buf = nb;
+                    scratch->cap = need;
+                }
+            }
+            if (scratch->cap >= need)
+                parts = scratch->buf;
+        }
+        if (parts) {
+#pragma omp parallel for schedule(static)
+            for (int64_t c = 0; c < nchunks; c++) {
+                int64_t off = c * CHUNK;
+                int64_t n = numel - off < CHUNK ? numel - off : CHUNK;
+                run_chunk(&parts[c], dt, data, off, n, want_crc);
+            }
+            for (int64_t c = 0; c < nchunks; c++)
+                combine(&acc, &parts[c], want_crc);
+        } else {
+            for (int64_t c = 0; c < nchunks; c++) {
+                part p;
+                int64_t off = c * CHUNK;
+                int64_t n = numel - off < CHUNK ? numel - off : CHUNK;
+                run_chunk(&p, dt, data, off, n, want_crc);
+                combine(&acc, &p, want_crc);
+            }
+        }
+    }
+    st->nan_count = acc.nan;
+    st->posinf_count = acc.pinf;
+    st->neginf_count = acc.ninf;
+    if (acc.nfin > 0) {
+        st->max = acc.max;
+        st->min = acc.min;
+        st->mean = acc.sum / (double)acc.nfin;
+        st->norm = sqrt(acc.sumsq);
+    } else {
+        st->max = st->min = st->mean = st->norm = NAN;
+    }
+    if (crc)
+        *crc = acc.crc;
+}
+
+void np_stats_scratch_free(np_stats_scratch *s)
+{
+    if (!s)
+        return;
+    free(s->buf);
+    s->buf = NULL;
+    s->cap = 0;
+}
+
+void np_probe_tensor_stats(np_probe_stats *out, uint32_t *crc, np_dtype dt, const void *data,
+                           int64_t numel)
+{
+    np_stats_scratch s = {NULL, 0};
+    np_stats_compute(out, crc, dt, data, numel, &s);
+    np_stats_scratch_free(&s);
+}
