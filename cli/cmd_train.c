@@ -1,24 +1,502 @@
-/* cli/cmd_train.c - `nprobe train`. (Skeleton: filled in by its issue.) */
+/* cli/cmd_train.c - `nprobe train`: train the runtime's MLP, CNN or GPT on
+ * cpu or npu-sim, printing one line per step; optionally with the probe
+ * attached (--dump-config / NPROBE_DUMP_CONFIG), a config_check pack of the
+ * run (--config-check-out) and checkpoints (--save / --load). */
+#include <math.h>
+#include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "cmd.h"
+#include "nprobe/configcheck.h"
+#include "nprobe/model.h"
+#include "nprobe/runtime.h"
+
+#define N_HASHED_BATCHES 4
+
+typedef struct train_args {
+    const char *model, *device, *precision, *fault, *optim;
+    const char *data, *save, *load, *dump_config, *cc_out;
+    long steps, seed, threads, batch, log_every, warmup;
+    long layers, heads, width, context;
+    double lr, grad_clip;
+    int list_faults;
+} train_args;
 
 static void help(FILE *out)
 {
-    fprintf(out, "usage: nprobe train --model mlp|cnn|gpt [options]\n");
+    fprintf(out,
+        "usage: nprobe train [--model mlp|cnn|gpt] [options]\n"
+        "\n"
+        "Train one of the runtime's models on generated data (or a text file) and\n"
+        "print 'step S loss L lr X  N tok/s' (samples/s for mlp/cnn) per step.\n"
+        "\n"
+        "model and data:\n"
+        "  --model NAME          mlp | cnn | gpt (default gpt)\n"
+        "  --layers L            gpt blocks (default 2)\n"
+        "  --heads H             gpt attention heads (default 2)\n"
+        "  --width C             gpt embedding width, a multiple of heads (default 64)\n"
+        "  --context T           gpt context length (default 32)\n"
+        "  --data FILE           gpt: train on a text file at char level (default: the\n"
+        "                        generated sum language '3+4=7;8+5=13;')\n"
+        "  --batch B             samples per step (default mlp 64, cnn 32, gpt 8)\n"
+        "\n"
+        "device and numerics:\n"
+        "  --device NAME         cpu | npu-sim (default cpu)\n"
+        "  --precision NAME      fp32 | bf16 | fp16 autocast (default fp32); fp16 uses\n"
+        "                        a dynamic loss scaler that skips overflowing steps\n"
+        "  --fault NAME          inject a fault of the npu-sim device (default none)\n"
+        "  --list-faults         print the fault catalog and exit\n"
+        "  --threads N           OpenMP and OpenBLAS threads (default 0: leave as set)\n"
+        "  --seed S              seed of initialisation and data (default 1234)\n"
+        "\n"
+        "optimization:\n"
+        "  --steps N             total steps, also the schedule length (default 100)\n"
+        "  --optim NAME          adamw | sgd (default adamw; sgd with momentum 0.9)\n"
+        "  --lr LR               peak learning rate (default mlp 0.01, cnn/gpt 0.003)\n"
+        "  --warmup N            linear warmup steps before the cosine decay (default steps/10)\n"
+        "  --grad-clip X         max global gradient norm, 0 = off (default gpt 1, others 0)\n"
+        "\n"
+        "files and probes:\n"
+        "  --save CKPT           write an HDF5 checkpoint at the end\n"
+        "  --load CKPT           resume from a checkpoint (model settings and seed come\n"
+        "                        from it; training continues up to --steps)\n"
+        "  --log-every K         print every K-th step (default 1)\n"
+        "  --dump-config FILE    attach the probe with this config.json (also env\n"
+        "                        NPROBE_DUMP_CONFIG; rank from NPROBE_RANK/NPROBE_WORLD_SIZE)\n"
+        "  --config-check-out PACK.zip\n"
+        "                        write a config_check pack of this run before step 0\n"
+        "  -h, --help            show this help\n"
+        "\n"
+        "exit codes: 0 run completed, 1 the loss became non-finite on the cpu fp32\n"
+        "reference, 2 usage or input error\n");
+}
+
+static int parse_choice(const char *opt, const char *text, const char *const *allowed, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(text, allowed[i]) == 0)
+            return i;
+    char list[256] = "";
+    for (int i = 0; i < n; i++) {
+        strncat(list, allowed[i], sizeof list - strlen(list) - 1);
+        if (i + 1 < n)
+            strncat(list, ", ", sizeof list - strlen(list) - 1);
+    }
+    np_cli_error("%s: expected one of %s, got '%s'", opt, list, text);
+    return -1;
+}
+
+static int parse_double(const char *opt, const char *text, double lo, double *out)
+{
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (!*text || *end || !isfinite(v) || v < lo) {
+        np_cli_error("%s: expected a number >= %g, got '%s'", opt, lo, text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static void list_faults(void)
+{
+    printf("faults of the npu-sim device (--device npu-sim --fault NAME):\n");
+    for (int i = 0; i < np_fault_count(); i++) {
+        const np_fault_info *f = np_fault_get(i);
+        if (!f)
+            continue;
+        printf("  %-26s %-44s %-17s %s\n", f->name, f->op ? f->op : "-",
+               f->pass ? f->pass : "-", f->description ? f->description : "");
+    }
+}
+
+/* Parse argv into a; returns 0, or an exit code + 1 to leave with. */
+static int parse_args(train_args *a, int argc, char **argv)
+{
+    memset(a, 0, sizeof *a);
+    a->model = "gpt";
+    a->device = "cpu";
+    a->precision = "fp32";
+    a->fault = "none";
+    a->optim = "adamw";
+    a->steps = 100;
+    a->seed = 1234;
+    a->batch = -1;
+    a->log_every = 1;
+    a->warmup = -1;
+    a->layers = a->heads = a->width = a->context = -1;
+    a->lr = -1;
+    a->grad_clip = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (np_cli_is_help(o)) {
+            help(stdout);
+            return NP_EXIT_OK + 1;
+        }
+        if (strcmp(o, "--list-faults") == 0) {
+            a->list_faults = 1;
+            continue;
+        }
+        if (strncmp(o, "--", 2) != 0) {
+            np_cli_error("train: unexpected argument '%s' (see 'nprobe train --help')", o);
+            return NP_EXIT_USAGE + 1;
+        }
+        if (i + 1 >= argc) {
+            np_cli_error("%s: missing value (see 'nprobe train --help')", o);
+            return NP_EXIT_USAGE + 1;
+        }
+        const char *v = argv[++i];
+        int bad = 0;
+        static const char *const models[] = {"mlp", "cnn", "gpt"};
+        static const char *const devices[] = {"cpu", "npu-sim"};
+        static const char *const precs[] = {"fp32", "bf16", "fp16"};
+        static const char *const optims[] = {"adamw", "sgd"};
+        if (strcmp(o, "--model") == 0) {
+            bad = parse_choice(o, v, models, 3) < 0;
+            a->model = v;
+        } else if (strcmp(o, "--device") == 0) {
+            bad = parse_choice(o, v, devices, 2) < 0;
+            a->device = v;
+        } else if (strcmp(o, "--precision") == 0) {
+            bad = parse_choice(o, v, precs, 3) < 0;
+            a->precision = v;
+        } else if (strcmp(o, "--optim") == 0) {
+            bad = parse_choice(o, v, optims, 2) < 0;
+            a->optim = v;
+        } else if (strcmp(o, "--fault") == 0) {
+            if (np_fault_from_name(v) < 0) {
+                const char *names[64];
+                int n = 0;
+                for (int k = 0; k < np_fault_count() && n < 64; k++)
+                    if (np_fault_get(k))
+                        names[n++] = np_fault_get(k)->name;
+                parse_choice(o, v, names, n);
+                bad = 1;
+            }
+            a->fault = v;
+        } else if (strcmp(o, "--steps") == 0) {
+            bad = np_cli_parse_int(o, v, 0, 100000000, &a->steps) != 0;
+        } else if (strcmp(o, "--seed") == 0) {
+            bad = np_cli_parse_int(o, v, 0, 2147483647L, &a->seed) != 0;
+        } else if (strcmp(o, "--threads") == 0) {
+            bad = np_cli_parse_int(o, v, 0, 1024, &a->threads) != 0;
+        } else if (strcmp(o, "--batch") == 0) {
+            bad = np_cli_parse_int(o, v, 1, 1 << 20, &a->batch) != 0;
+        } else if (strcmp(o, "--log-every") == 0) {
+            bad = np_cli_parse_int(o, v, 1, 100000000, &a->log_every) != 0;
+        } else if (strcmp(o, "--warmup") == 0) {
+            bad = np_cli_parse_int(o, v, 0, 100000000, &a->warmup) != 0;
+        } else if (strcmp(o, "--layers") == 0) {
+            bad = np_cli_parse_int(o, v, 1, 256, &a->layers) != 0;
+        } else if (strcmp(o, "--heads") == 0) {
+            bad = np_cli_parse_int(o, v, 1, 256, &a->heads) != 0;
+        } else if (strcmp(o, "--width") == 0) {
+            bad = np_cli_parse_int(o, v, 1, 65536, &a->width) != 0;
+        } else if (strcmp(o, "--context") == 0) {
+            bad = np_cli_parse_int(o, v, 1, 65536, &a->context) != 0;
+        } else if (strcmp(o, "--lr") == 0) {
+            bad = parse_double(o, v, 0.0, &a->lr) != 0;
+        } else if (strcmp(o, "--grad-clip") == 0) {
+            bad = parse_double(o, v, 0.0, &a->grad_clip) != 0;
+        } else if (strcmp(o, "--data") == 0) {
+            a->data = v;
+        } else if (strcmp(o, "--save") == 0) {
+            a->save = v;
+        } else if (strcmp(o, "--load") == 0) {
+            a->load = v;
+        } else if (strcmp(o, "--dump-config") == 0) {
+            a->dump_config = v;
+        } else if (strcmp(o, "--config-check-out") == 0) {
+            a->cc_out = v;
+        } else {
+            np_cli_error("train: unknown option '%s' (see 'nprobe train --help')", o);
+            return NP_EXIT_USAGE + 1;
+        }
+        if (bad)
+            return NP_EXIT_USAGE + 1;
+    }
+    if (a->width > 0 && a->heads > 0 && a->width % a->heads != 0) {
+        np_cli_error("--width: expected a multiple of --heads (%ld), got %ld", a->heads, a->width);
+        return NP_EXIT_USAGE + 1;
+    }
+    if (a->data && strcmp(a->model, "gpt") != 0) {
+        np_cli_error("--data: only the gpt model reads a text file (got --model %s)", a->model);
+        return NP_EXIT_USAGE + 1;
+    }
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int env_int(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    char *end = NULL;
+    long x = strtol(v, &end, 10);
+    return *end || x < 0 || x > 1 << 20 ? dflt : (int)x;
+}
+
+/* Write the config_check pack: hyperparameters, seeds, weights, batch hashes. */
+static int write_pack(const train_args *a, np_trainer *tr, int threads)
+{
+    const np_train_opts *o = np_trainer_opts(tr);
+    const np_model_config *mc = &o->model;
+    char buf[24][64];
+    int k = 0;
+    np_kv hp[24];
+#define HP(k_, ...) \
+    do { snprintf(buf[k], sizeof buf[k], __VA_ARGS__); hp[k].key = k_; hp[k].value = buf[k]; k++; } while (0)
+    HP("model", "%s", np_model_kind_name(mc->kind));
+    HP("device", "%s", a->device);
+    HP("precision", "%s", a->precision);
+    HP("fault", "%s", a->fault);
+    HP("optim", "%s", np_optim_kind_name(o->optim.kind));
+    HP("lr", "%.17g", o->optim.lr);
+    HP("weight_decay", "%.17g", o->optim.weight_decay);
+    if (o->optim.kind == NP_OPTIM_SGD)
+        HP("momentum", "%.17g", o->optim.momentum);
+    else
+        HP("betas", "%.17g,%.17g", o->optim.beta1, o->optim.beta2);
+    HP("steps", "%lld", (long long)o->steps);
+    HP("warmup", "%lld", (long long)o->warmup);
+    HP("min_lr_frac", "%.17g", o->min_lr_frac);
+    HP("grad_clip", "%.17g", o->grad_clip);
+    HP("batch", "%d", o->batch);
+    HP("threads", "%d", threads);
+    if (mc->kind == NP_MODEL_GPT) {
+        HP("layers", "%d", mc->n_layer);
+        HP("heads", "%d", mc->n_head);
+        HP("width", "%d", mc->n_embd);
+        HP("context", "%d", mc->block_size);
+        HP("vocab", "%d", mc->vocab_size);
+    }
+    HP("data", "%s", a->data ? a->data : np_data_kind_name(np_data_kind_of(np_trainer_data(tr))));
+#undef HP
+    int64_t start = np_trainer_next_step(tr);
+    char hashes[N_HASHED_BATCHES][65];
+    const char *hp_hashes[N_HASHED_BATCHES];
+    np_batch b;
+    memset(&b, 0, sizeof b);
+    np_error err;
+    np_error_clear(&err);
+    for (int i = 0; i < N_HASHED_BATCHES; i++) {
+        if (np_data_get_batch(&b, np_trainer_data(tr), start + i, o->batch, &err)) {
+            np_batch_free(&b);
+            np_cli_report(&err);
+            return NP_EXIT_USAGE;
+        }
+        np_data_batch_sha256(&b, hashes[i]);
+        hp_hashes[i] = hashes[i];
+    }
+    np_batch_free(&b);
+    char rbuf[3][32];
+    snprintf(rbuf[0], sizeof rbuf[0], "%lld", (long long)o->seed);
+    snprintf(rbuf[1], sizeof rbuf[1], "%llu", (unsigned long long)np_model_init_draws(np_trainer_model(tr)));
+    snprintf(rbuf[2], sizeof rbuf[2], "%llu", (unsigned long long)np_data_draws(np_trainer_data(tr)));
+    np_kv rnd[3] = {{"seed", rbuf[0]}, {"rng.init.draws", rbuf[1]}, {"rng.data.draws", rbuf[2]}};
+    int n = 0;
+    np_tensor *const *params = np_model_params(np_trainer_model(tr), &n);
+    np_named_tensor *w = calloc((size_t)(n > 0 ? n : 1), sizeof *w);
+    if (!w) {
+        np_cli_error("out of memory");
+        return NP_EXIT_USAGE;
+    }
+    for (int i = 0; i < n; i++) {
+        w[i].name = params[i]->name;
+        w[i].t = params[i];
+    }
+    const char *files[1] = {a->data};
+    np_run_info run = {
+        .hyperparams = hp, .n_hyperparams = k, .random = rnd, .n_random = 3,
+        .weights = w, .n_weights = n, .batch_hashes = hp_hashes,
+        .n_batches = N_HASHED_BATCHES, .data_files = files, .n_data_files = a->data ? 1 : 0,
+    };
+    np_status st = np_cc_pack_run(a->cc_out, &run, &err);
+    free(w);
+    if (st) {
+        np_cli_report(&err);
+        return NP_EXIT_USAGE;
+    }
+    return NP_EXIT_OK;
+}
+
+static int train(const train_args *a)
+{
+    np_error err;
+    np_error_clear(&err);
+    np_model_kind kind = (np_model_kind)np_model_kind_from_name(a->model);
+    np_train_opts o;
+    np_train_opts_default(&o, kind);
+    o.optim.kind = (np_optim_kind)np_optim_kind_from_name(a->optim);
+    if (o.optim.kind == NP_OPTIM_SGD) {
+        double lr = o.optim.lr;
+        np_optim_config_default(&o.optim, NP_OPTIM_SGD);
+        o.optim.lr = lr * 10.0;
+    }
+    if (a->lr > 0)
+        o.optim.lr = a->lr;
+    if (a->grad_clip >= 0)
+        o.grad_clip = a->grad_clip;
+    if (a->batch > 0)
+        o.batch = (int)a->batch;
+    o.steps = a->steps;
+    o.warmup = a->warmup;
+    o.seed = (uint64_t)a->seed;
+    o.data_path = a->data;
+    if (a->layers > 0) o.model.n_layer = (int)a->layers;
+    if (a->heads > 0) o.model.n_head = (int)a->heads;
+    if (a->width > 0) o.model.n_embd = (int)a->width;
+    if (a->context > 0) o.model.block_size = (int)a->context;
+    if (o.model.n_embd % o.model.n_head != 0) {
+        np_cli_error("--width: expected a multiple of --heads (%d), got %d", o.model.n_head, o.model.n_embd);
+        return NP_EXIT_USAGE;
+    }
+    if (a->load) {
+        np_model_config lc;
+        int64_t lstep = 0;
+        uint64_t lseed = 0;
+        if (np_checkpoint_read_config(&lc, &lstep, &lseed, a->load, &err)) {
+            np_cli_report(&err);
+            return NP_EXIT_USAGE;
+        }
+        if (lc.kind != kind) {
+            np_cli_error("%s: the checkpoint holds a %s model, --model is %s", a->load,
+                         np_model_kind_name(lc.kind), a->model);
+            return NP_EXIT_USAGE;
+        }
+        o.model = lc;
+        o.seed = lseed;
+    }
+
+    np_ctx_opts co;
+    np_ctx_opts_default(&co);
+    co.device = (np_device)np_device_from_name(a->device);
+    co.precision = (np_dtype)np_dtype_from_name(a->precision);
+    co.fault = (np_fault)np_fault_from_name(a->fault);
+    co.seed = o.seed;
+    co.threads = (int)a->threads;
+    int rank = env_int("NPROBE_RANK", 0), world = env_int("NPROBE_WORLD_SIZE", 1);
+    co.rank = rank;
+    if (co.fault != NP_FAULT_NONE && co.device != NP_DEVICE_NPU_SIM)
+        fprintf(stderr, "nprobe: warning: --fault %s acts on --device npu-sim only; "
+                        "the cpu reference runs without it\n", a->fault);
+    np_ctx *ctx = NULL;
+    np_trainer *tr = NULL;
+    np_cli_probe *probe = NULL;
+    int code = NP_EXIT_USAGE;
+    if (np_ctx_new(&ctx, &co, &err) || np_trainer_new(&tr, ctx, &o, &err)) {
+        np_cli_report(&err);
+        goto done;
+    }
+    if (a->load && np_trainer_load(tr, a->load, &err)) {
+        np_cli_report(&err);
+        goto done;
+    }
+    int threads = a->threads > 0 ? (int)a->threads : omp_get_max_threads();
+    const np_train_opts *to = np_trainer_opts(tr);
+    const np_model_config *mc = &to->model;
+    printf("nprobe train: model %s", a->model);
+    if (kind == NP_MODEL_GPT)
+        printf(" (%d layers, %d heads, width %d, context %d, vocab %d)", mc->n_layer, mc->n_head,
+               mc->n_embd, mc->block_size, mc->vocab_size);
+    printf(", %lld parameters, data %s, batch %d\n", (long long)np_model_n_weights(np_trainer_model(tr)),
+           a->data ? a->data : np_data_kind_name(np_data_kind_of(np_trainer_data(tr))), to->batch);
+    printf("device %s, precision %s, fault %s, optim %s, lr %g, steps %lld, seed %lld, threads %d\n",
+           a->device, a->precision, a->fault, a->optim, to->optim.lr, (long long)to->steps,
+           (long long)to->seed, threads);
+    fflush(stdout);
+
+    const char *dump_cfg = a->dump_config ? a->dump_config : getenv("NPROBE_DUMP_CONFIG");
+    if (dump_cfg && *dump_cfg) {
+        np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
+        if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
+            goto done;
+    }
+    if (a->cc_out && (code = write_pack(a, tr, threads)) != NP_EXIT_OK)
+        goto done;
+
+    code = NP_EXIT_OK;
+    const char *unit = kind == NP_MODEL_GPT ? "tok/s" : "samples/s";
+    int is_reference = co.device == NP_DEVICE_CPU && co.precision == NP_FLOAT32;
+    double last_loss = NAN;
+    int64_t done_steps = 0;
+    while (np_trainer_next_step(tr) < to->steps) {
+        np_step_result r;
+        double t0 = now_s();
+        if (np_trainer_step(tr, &r, &err)) {
+            np_cli_report(&err);
+            code = NP_EXIT_USAGE;
+            break;
+        }
+        double dt = now_s() - t0;
+        done_steps++;
+        last_loss = r.loss;
+        if (r.step % a->log_every == 0 || r.skipped || !isfinite(r.loss) ||
+            r.step + 1 == to->steps) {
+            printf("step %lld loss %.6f lr %.3e  %.0f %s", (long long)r.step, r.loss, r.lr,
+                   dt > 0 ? (double)r.items / dt : 0.0, unit);
+            if (r.skipped)
+                printf("  skipped (fp16 overflow, loss scale now %g)", np_trainer_scaler(tr)->scale);
+            printf("\n");
+            fflush(stdout);
+        }
+        if (!isfinite(r.loss) && is_reference) {
+            np_cli_error("step %lld: the loss is %s on the cpu fp32 reference: the run diverged "
+                         "(try a lower --lr or --grad-clip 1)", (long long)r.step,
+                         isnan(r.loss) ? "nan" : "inf");
+            code = NP_EXIT_DIFF;
+            break;
+        }
+        if (np_ctx_stop_requested(ctx)) {
+            np_cli_error("the probe asked to stop training after step %lld", (long long)r.step);
+            break;
+        }
+    }
+    if (code == NP_EXIT_OK) {
+        const np_scaler *sc = np_trainer_scaler(tr);
+        printf("done: %lld steps, final loss %.6f", (long long)done_steps, last_loss);
+        if (sc->enabled)
+            printf(", %lld steps skipped by the loss scaler (scale %g)", (long long)sc->skipped, sc->scale);
+        printf("\n");
+    }
+    if (code == NP_EXIT_OK && a->save) {
+        if (np_trainer_save(tr, a->save, &err)) {
+            np_cli_report(&err);
+            code = NP_EXIT_USAGE;
+        } else {
+            printf("saved %s (step %lld)\n", a->save, (long long)np_trainer_next_step(tr));
+        }
+    }
+done:
+    if (probe) {
+        int pc = np_cli_probe_detach(probe);
+        if (pc != NP_EXIT_OK && code == NP_EXIT_OK)
+            code = pc;
+    }
+    np_trainer_free(tr);
+    np_ctx_free(ctx);
+    return code;
 }
 
 int np_cmd_train(int argc, char **argv)
 {
-    if (argc < 2) {
-        help(stderr);
-        np_cli_error("train: missing arguments (see 'nprobe train --help')");
-        return NP_EXIT_USAGE;
-    }
-    if (np_cli_is_help(argv[1])) {
-        help(stdout);
+    train_args a;
+    int r = parse_args(&a, argc, argv);
+    if (r)
+        return r - 1;
+    if (a.list_faults) {
+        list_faults();
         return NP_EXIT_OK;
     }
-    np_cli_error("train: not available in this build yet");
-    return NP_EXIT_USAGE;
+    return train(&a);
 }
