@@ -1,7 +1,13 @@
 /* nprobe/configcheck.h - environment packs (zip) and their diff.
- * (Contract part fixed up front; the rest is added by the config_check issue.) */
+ *
+ * A pack is a zip of JSON members (manifest, env, libs, random, weights,
+ * dataset, hyperparameters) plus pip.txt; docs/CONFIG_CHECK.md describes
+ * each member and the levels the compare gives to differences. */
 #ifndef NPROBE_CONFIGCHECK_H
 #define NPROBE_CONFIGCHECK_H
+
+#include <stddef.h>
+#include <stdint.h>
 
 #include "nprobe/common.h"
 #include "nprobe/tensor.h"
@@ -32,6 +38,140 @@ typedef struct np_run_info {
 
 /* Write a complete pack for a run of the runtime to `zip_path`. */
 np_status np_cc_pack_run(const char *zip_path, const np_run_info *run, np_error *err);
+
+/* ==== SHA-256 (FIPS 180-4) ============================================== */
+
+typedef struct np_sha256 {
+    uint32_t h[8];
+    uint64_t nbytes;           /* message length so far */
+    unsigned char buf[64];
+    size_t nbuf;
+} np_sha256;
+
+void np_sha256_init(np_sha256 *s);
+void np_sha256_update(np_sha256 *s, const void *data, size_t n);
+/* Finish and write the 32-byte digest; `s` must be re-initialised to reuse. */
+void np_sha256_final(np_sha256 *s, unsigned char digest[32]);
+/* One-shot: 64 lowercase hex digits plus NUL into `hex`. */
+void np_sha256_hex(char hex[65], const void *data, size_t n);
+
+/* ==== pack ============================================================== */
+
+/* The pack format (manifest.json "format" / "format_version"). */
+#define NP_CC_FORMAT "nprobe-config-check"
+#define NP_CC_FORMAT_VERSION 1
+
+/* What `nprobe config_check pack` collects. Everything is borrowed. */
+typedef struct np_cc_pack_opts {
+    const char *weights_path;          /* checkpoint .h5 (docs/CONTRACTS.md), or NULL */
+    const char *dump_path;             /* dump.h5 or a dump folder, or NULL */
+    const char *const *datasets; int n_datasets; /* files or folders to hash */
+    const char *hyperparams_path;      /* JSON object or key=value lines, or NULL */
+    long long seed; int has_seed;      /* --seed */
+    const char *python;                /* interpreter for pip.txt; NULL: python3 on
+                                        * PATH if any; "" : no pip.txt */
+} np_cc_pack_opts;
+
+/* Write a pack from the current process's environment and `opts`. The zip
+ * appears at `zip_path` only when complete (written to a temporary name in
+ * the same folder, then renamed). */
+np_status np_cc_pack(const char *zip_path, const np_cc_pack_opts *opts, np_error *err);
+
+/* Both in one: `run` (may be NULL) fills random, weights, dataset batches and
+ * files, hyperparameters; `opts` (may be NULL) adds its files, seed and
+ * hyperparameter file and picks the Python for pip.txt. np_cc_pack() and
+ * np_cc_pack_run() call this. */
+np_status np_cc_pack_ex(const char *zip_path, const np_cc_pack_opts *opts,
+                        const np_run_info *run, np_error *err);
+
+/* The value stored in env.json for a variable whose name looks secret:
+ * "sha256:" + hex SHA-256 of (the fixed salt of this pack format || value).
+ * `out` needs 72 bytes. Exposed for tests. */
+void np_cc_mask_value(char out[72], const char *value);
+/* 1 when `name` looks like it holds a secret (KEY, TOKEN, SECRET, ...). */
+int np_cc_name_is_secret(const char *name);
+
+/* ==== compare =========================================================== */
+
+/* Level of one difference, and of an item (pass_check is PASS, WARNING or
+ * ERROR; INFO differences do not make an item fail). */
+typedef enum np_cc_level {
+    NP_CC_PASS = 0,
+    NP_CC_INFO,
+    NP_CC_WARNING,
+    NP_CC_ERROR,
+    NP_CC_LEVEL_COUNT
+} np_cc_level;
+
+/* "pass", "info", "warning", "error". */
+const char *np_cc_level_name(np_cc_level lv);
+
+/* The compared items, in report order. */
+typedef enum np_cc_item_id {
+    NP_CC_ENV = 0,
+    NP_CC_LIBS,
+    NP_CC_PIP,
+    NP_CC_RANDOM,
+    NP_CC_WEIGHTS,
+    NP_CC_DATASET,
+    NP_CC_HYPERPARAMS,
+    NP_CC_ITEM_COUNT
+} np_cc_item_id;
+
+/* "env", "libs", "pip", "random", "weights", "dataset", "hyperparameters". */
+const char *np_cc_item_name(np_cc_item_id id);
+
+typedef struct np_cc_row {
+    char *key;
+    char *bench;               /* NULL: absent from the bench pack */
+    char *cmp;                 /* NULL: absent from the compare pack */
+    np_cc_level level;         /* PASS when equal */
+} np_cc_row;
+
+typedef struct np_cc_item {
+    np_cc_level pass_check;    /* PASS, WARNING or ERROR */
+    char *note;                /* e.g. "weights.json is missing from CMP", or NULL */
+    np_cc_row *rows;           /* every key of either side, sorted */
+    int n_rows;
+} np_cc_item;
+
+typedef struct np_cc_result {
+    np_cc_item items[NP_CC_ITEM_COUNT];
+    char *bench_path, *cmp_path;
+} np_cc_result;
+
+/* Limits for reading packs from other people; 0 fields mean the defaults
+ * (64 MiB per entry, 256 MiB in total, 4096 entries). */
+typedef struct np_cc_limits {
+    size_t max_entry_bytes;
+    size_t max_total_bytes;
+    long max_entries;
+} np_cc_limits;
+
+#define NP_CC_DEFAULT_MAX_ENTRY ((size_t)64 << 20)
+#define NP_CC_DEFAULT_MAX_TOTAL ((size_t)256 << 20)
+#define NP_CC_DEFAULT_MAX_ENTRIES 4096L
+
+/* Diff two packs. Entries are read in memory (never extracted). A pack that
+ * is not a zip, is truncated, holds an entry name that is absolute, contains
+ * ".." or a backslash, an entry that expands past a limit, or malformed JSON
+ * is refused (NP_ERR_FORMAT / NP_ERR_LIMIT / NP_ERR_JSON, err->file = the
+ * pack, err->key = the entry). A member missing from one side is reported in
+ * its item, not refused. `lim` may be NULL. *out is the caller's to free. */
+np_status np_cc_compare(np_cc_result **out, const char *bench_zip, const char *cmp_zip,
+                        const np_cc_limits *lim, np_error *err);
+
+/* Worst pass_check over the items. */
+np_cc_level np_cc_result_level(const np_cc_result *r);
+
+/* Write the report: a "summary" sheet (item, pass_check) and one sheet per
+ * item (key, bench, cmp, level). */
+np_status np_cc_write_xlsx(const np_cc_result *r, const char *path, np_error *err);
+/* The same as JSON: {"summary": {item: level}, "items": {item: {...}}}. */
+np_status np_cc_write_json(const np_cc_result *r, const char *path, np_error *err);
+
+/* NULL is a no-op. */
+void np_cc_result_free(np_cc_result *r);
 
 #ifdef __cplusplus
 }

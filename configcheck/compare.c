@@ -1,0 +1,358 @@
+/* configcheck/compare.c - diff two packs item by item. Each member is
+ * flattened to "a/b/c" -> text, the keys of both sides are merged, and each
+ * difference gets a level from the documented lists below
+ * (docs/CONFIG_CHECK.md): what can change the numbers is an error. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "packread.h"
+
+/* ---- levels ------------------------------------------------------------ */
+
+/* A pattern ending in '*' is a prefix. */
+static int match_any(const char *name, const char *const *pats, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(pats[i]);
+        if (len && pats[i][len - 1] == '*') {
+            if (strncmp(name, pats[i], len - 1) == 0)
+                return 1;
+        } else if (strcmp(name, pats[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+#define MATCH(name, pats) match_any(name, pats, sizeof pats / sizeof pats[0])
+
+/* Environment variables that change numerics: thread counts, BLAS and math
+ * libraries, device visibility, framework switches, library loading. */
+static const char *const env_error[] = {
+    "OMP_*", "GOMP_*", "KMP_*", "OPENBLAS_*", "GOTO_*", "MKL_*", "BLIS_*", "VECLIB_*",
+    "DNNL_*", "ONEDNN_*", "CUDA_*", "CUBLAS_*", "CUDNN_*", "NCCL_*", "NVIDIA_TF32_OVERRIDE",
+    "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ASCEND_*", "HCCL_*", "NPU_*", "NPROBE_*",
+    "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONHASHSEED", "TORCH_*", "PYTORCH_*", "TF_*", "XLA_*",
+    "JAX_*", "MS_*", "MINDSPORE_*", "CUBLAS_WORKSPACE_CONFIG",
+};
+/* Variables that change which programs and libraries are found, or parsing. */
+static const char *const env_warning[] = {
+    "PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
+    "LANG", "LC_*", "TZ", "CC", "CFLAGS", "LDFLAGS", "MALLOC_*", "GLIBC_TUNABLES",
+};
+
+static np_cc_level env_level(const char *key)
+{
+    if (MATCH(key, env_error))
+        return NP_CC_ERROR;
+    if (MATCH(key, env_warning))
+        return NP_CC_WARNING;
+    return NP_CC_INFO;
+}
+
+static np_cc_level libs_level(const char *key)
+{
+    static const char *const info[] = {"openblas/num_procs", "openmp/num_procs"};
+    static const char *const warning[] = {"hdf5", "jansson", "libzip", "libxlsxwriter",
+                                          "openmp/version"};
+    static const char *const error[] = {"nprobe/*", "compiler", "libc/*", "openblas/*",
+                                        "openmp/max_threads"};
+    if (MATCH(key, info))
+        return NP_CC_INFO;
+    if (MATCH(key, warning))
+        return NP_CC_WARNING;
+    if (MATCH(key, error))
+        return NP_CC_ERROR;
+    return NP_CC_WARNING;
+}
+
+/* Python distributions that compute (normalised names). */
+static const char *const pip_error[] = {
+    "torch", "torch-npu", "torchvision", "torchaudio", "numpy", "scipy", "jax", "jaxlib",
+    "tensorflow", "tensorflow-cpu", "tensorflow-gpu", "mindspore", "paddlepaddle", "apex",
+    "deepspeed", "megatron-core", "transformers", "accelerate", "triton", "flash-attn",
+    "xformers", "mkl", "intel-openmp", "nvidia-*", "cupy*", "onnxruntime*", "scikit-learn",
+    "mindstudio-probe",
+};
+
+static np_cc_level pip_level(const char *key)
+{
+    return MATCH(key, pip_error) ? NP_CC_ERROR : NP_CC_WARNING;
+}
+
+static np_cc_level item_level(np_cc_item_id id, const char *key)
+{
+    switch (id) {
+    case NP_CC_ENV: return env_level(key);
+    case NP_CC_LIBS: return libs_level(key);
+    case NP_CC_PIP: return pip_level(key);
+    default: return NP_CC_ERROR;
+    }
+}
+
+/* Level when a member is in one pack only. */
+static np_cc_level missing_level(np_cc_item_id id)
+{
+    return id == NP_CC_PIP ? NP_CC_WARNING : NP_CC_ERROR;
+}
+
+/* ---- flattening --------------------------------------------------------- */
+
+static char *scalar_text(const json_t *v)
+{
+    if (json_is_string(v))
+        return strdup(json_string_value(v));
+    return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_SORT_KEYS);
+}
+
+static int all_scalars(const json_t *a)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v) if (json_is_object(v) || json_is_array(v)) return 0;
+    return 1;
+}
+
+/* flat[prefix/...] = text for every leaf of v. */
+static int flatten(json_t *flat, const char *prefix, const json_t *v)
+{
+    if (json_is_object(v) && json_object_size(v) > 0) {
+        const char *k;
+        json_t *c;
+        json_object_foreach((json_t *)v, k, c) {
+            size_t len = strlen(prefix) + strlen(k) + 2;
+            char *key = malloc(len);
+            if (!key)
+                return -1;
+            snprintf(key, len, "%s%s%s", prefix, *prefix ? "/" : "", k);
+            int r = flatten(flat, key, c);
+            free(key);
+            if (r)
+                return r;
+        }
+        return 0;
+    }
+    if (json_is_array(v) && !all_scalars(v)) {
+        size_t i;
+        json_t *c;
+        json_array_foreach(v, i, c) {
+            size_t len = strlen(prefix) + 32;
+            char *key = malloc(len);
+            if (!key)
+                return -1;
+            snprintf(key, len, "%s%s%zu", prefix, *prefix ? "/" : "", i);
+            int r = flatten(flat, key, c);
+            free(key);
+            if (r)
+                return r;
+        }
+        return 0;
+    }
+    if (!*prefix) /* an empty top-level object: nothing to compare */
+        return 0;
+    char *t = scalar_text(v);
+    if (!t)
+        return -1;
+    json_t *s = json_stringn_nocheck(t, strlen(t));
+    free(t);
+    return s ? json_object_set_new_nocheck(flat, prefix, s) : -1;
+}
+
+/* Lower-case, with runs of '-', '_', '.' as one '-' (PEP 503). */
+static void pip_normalise(char *s)
+{
+    char *w = s;
+    for (char *r = s; *r; r++) {
+        if (*r == '-' || *r == '_' || *r == '.') {
+            if (w == s || w[-1] != '-')
+                *w++ = '-';
+        } else {
+            *w++ = (char)tolower((unsigned char)*r);
+        }
+    }
+    *w = '\0';
+}
+
+/* pip.txt lines "name==version" or "name @ url" -> flat[name] = version. */
+static int flatten_pip(json_t *flat, const char *text)
+{
+    const char *p = text;
+    while (p && *p) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char *line = malloc(len + 1);
+        if (!line)
+            return -1;
+        memcpy(line, p, len);
+        line[len] = '\0';
+        while (len && (line[len - 1] == '\r' || line[len - 1] == ' '))
+            line[--len] = '\0';
+        p = nl ? nl + 1 : NULL;
+        if (!len || line[0] == '#') {
+            free(line);
+            continue;
+        }
+        char *sep = strstr(line, "==");
+        size_t seplen = 2;
+        if (!sep) {
+            sep = strstr(line, " @ ");
+            seplen = 3;
+        }
+        const char *ver = sep ? sep + seplen : "";
+        if (sep)
+            *sep = '\0';
+        char *name = line;
+        pip_normalise(name);
+        json_t *s = json_string(ver);
+        if (!s)
+            s = json_string("(not UTF-8)");
+        int bad = !*name || json_object_set_new(flat, name, s);
+        free(line);
+        if (bad && *name)
+            return -1;
+    }
+    return 0;
+}
+
+/* The part of each member that is compared. */
+static const json_t *compared_part(np_cc_item_id id, const json_t *doc)
+{
+    if (id == NP_CC_ENV)
+        return json_object_get(doc, "variables");
+    if (id == NP_CC_WEIGHTS)
+        return json_object_get(doc, "params");
+    return doc;
+}
+
+static int flatten_side(json_t *flat, np_cc_item_id id, const np_cc_packin *p)
+{
+    if (id == NP_CC_PIP)
+        return p->pip ? flatten_pip(flat, p->pip) : 0;
+    const json_t *part = p->docs[id] ? compared_part(id, p->docs[id]) : NULL;
+    return part ? flatten(flat, "", part) : 0;
+}
+
+/* ---- the diff ----------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static np_status diff_item(np_cc_item *it, np_cc_item_id id, const np_cc_packin *a,
+                           const np_cc_packin *b, np_error *err)
+{
+    json_t *fa = json_object(), *fb = json_object();
+    const char **keys = NULL;
+    np_status st = NP_OK;
+    if (!fa || !fb || flatten_side(fa, id, a) || flatten_side(fb, id, b)) {
+        st = np_error_set(err, NP_ERR_NOMEM, NULL, np_cc_member_names[id], "out of memory");
+        goto done;
+    }
+    size_t n = 0, cap = json_object_size(fa) + json_object_size(fb);
+    keys = malloc((cap ? cap : 1) * sizeof *keys);
+    if (!keys) {
+        st = np_error_set(err, NP_ERR_NOMEM, NULL, np_cc_member_names[id], "out of memory");
+        goto done;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(fa, k, v) keys[n++] = k;
+    json_object_foreach(fb, k, v) if (!json_object_get(fa, k)) keys[n++] = k;
+    qsort(keys, n, sizeof *keys, cmp_str);
+    it->rows = calloc(n ? n : 1, sizeof *it->rows);
+    if (!it->rows) {
+        st = np_error_set(err, NP_ERR_NOMEM, NULL, np_cc_member_names[id], "out of memory");
+        goto done;
+    }
+    np_cc_level worst = NP_CC_PASS;
+    for (size_t i = 0; i < n; i++) {
+        np_cc_row *r = &it->rows[it->n_rows++];
+        const char *va = json_string_value(json_object_get(fa, keys[i]));
+        const char *vb = json_string_value(json_object_get(fb, keys[i]));
+        r->key = strdup(keys[i]);
+        r->bench = va ? strdup(va) : NULL;
+        r->cmp = vb ? strdup(vb) : NULL;
+        if (!r->key || (va && !r->bench) || (vb && !r->cmp)) {
+            st = np_error_set(err, NP_ERR_NOMEM, NULL, np_cc_member_names[id], "out of memory");
+            goto done;
+        }
+        r->level = va && vb && strcmp(va, vb) == 0 ? NP_CC_PASS : item_level(id, keys[i]);
+        if (r->level > worst)
+            worst = r->level;
+    }
+    const char *name = np_cc_member_names[id];
+    char note[256] = "";
+    if (a->present[id] != b->present[id]) {
+        snprintf(note, sizeof note, "%s is missing from the %s pack", name,
+                 a->present[id] ? "compare" : "bench");
+        if (missing_level(id) > worst)
+            worst = missing_level(id);
+    } else if (!a->present[id]) {
+        snprintf(note, sizeof note, "%s is in neither pack", name);
+    }
+    if (note[0] && !(it->note = strdup(note)))
+        st = np_error_set(err, NP_ERR_NOMEM, NULL, name, "out of memory");
+    it->pass_check = worst == NP_CC_INFO ? NP_CC_PASS : worst;
+done:
+    free(keys);
+    json_decref(fa);
+    json_decref(fb);
+    return st;
+}
+
+np_cc_level np_cc_result_level(const np_cc_result *r)
+{
+    np_cc_level w = NP_CC_PASS;
+    for (int i = 0; r && i < NP_CC_ITEM_COUNT; i++)
+        if (r->items[i].pass_check > w)
+            w = r->items[i].pass_check;
+    return w;
+}
+
+void np_cc_result_free(np_cc_result *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < NP_CC_ITEM_COUNT; i++) {
+        np_cc_item *it = &r->items[i];
+        for (int j = 0; j < it->n_rows; j++) {
+            free(it->rows[j].key);
+            free(it->rows[j].bench);
+            free(it->rows[j].cmp);
+        }
+        free(it->rows);
+        free(it->note);
+    }
+    free(r->bench_path);
+    free(r->cmp_path);
+    free(r);
+}
+
+np_status np_cc_compare(np_cc_result **out, const char *bench_zip, const char *cmp_zip,
+                        const np_cc_limits *lim, np_error *err)
+{
+    *out = NULL;
+    np_cc_packin a, b;
+    np_status st = np_cc_packin_read(&a, bench_zip, lim, err);
+    if (st != NP_OK)
+        return st;
+    st = np_cc_packin_read(&b, cmp_zip, lim, err);
+    if (st != NP_OK) {
+        np_cc_packin_free(&a);
+        return st;
+    }
+    np_cc_result *r = calloc(1, sizeof *r);
+    if (!r || !(r->bench_path = strdup(bench_zip)) || !(r->cmp_path = strdup(cmp_zip)))
+        st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+    for (int i = 0; i < NP_CC_ITEM_COUNT && st == NP_OK; i++)
+        st = diff_item(&r->items[i], (np_cc_item_id)i, &a, &b, err);
+    np_cc_packin_free(&a);
+    np_cc_packin_free(&b);
+    if (st != NP_OK) {
+        np_cc_result_free(r);
+        return st;
+    }
+    *out = r;
+    return NP_OK;
+}

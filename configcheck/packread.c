@@ -1,0 +1,254 @@
+/* configcheck/packread.c - read a pack from someone else, safely: every entry
+ * name is checked (no absolute names, no "..", no backslashes, no drive
+ * letters, no duplicates), declared sizes are capped, the members are
+ * inflated in memory with a cap on the bytes actually produced (a zip bomb
+ * may lie about its size), and the JSON must parse. Nothing is extracted. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zip.h>
+
+#include "packread.h"
+
+static int name_is_unsafe(const char *name, const char **why)
+{
+    size_t n = strlen(name);
+    if (n == 0)
+        return *why = "an empty name", 1;
+    if (name[0] == '/')
+        return *why = "an absolute name", 1;
+    if (strchr(name, '\\'))
+        return *why = "a backslash in the name", 1;
+    if (n >= 2 && name[1] == ':')
+        return *why = "a drive letter", 1;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return *why = "a control character in the name", 1;
+    for (const char *p = name; *p;) {
+        const char *slash = strchr(p, '/');
+        size_t len = slash ? (size_t)(slash - p) : strlen(p);
+        if (len == 2 && p[0] == '.' && p[1] == '.')
+            return *why = "a '..' component (it would escape the output folder)", 1;
+        if (!slash)
+            break;
+        p = slash + 1;
+    }
+    return 0;
+}
+
+static np_status zip_open_error(const char *path, int code, np_error *err)
+{
+    zip_error_t ze;
+    zip_error_init_with_code(&ze, code);
+    const char *what;
+    np_status st = NP_ERR_FORMAT;
+    switch (code) {
+    case ZIP_ER_NOZIP: what = "not a zip archive"; break;
+    case ZIP_ER_INCONS: what = "inconsistent zip archive (truncated or corrupt)"; break;
+    case ZIP_ER_NOENT: what = "no such file"; st = NP_ERR_IO; break;
+    case ZIP_ER_OPEN: case ZIP_ER_READ: case ZIP_ER_SEEK: what = "cannot read"; st = NP_ERR_IO; break;
+    case ZIP_ER_MEMORY: what = "out of memory"; st = NP_ERR_NOMEM; break;
+    default: what = "cannot open as a zip archive"; break;
+    }
+    np_status r = np_error_set(err, st, path, NULL, "refused: %s (%s)", what, zip_error_strerror(&ze));
+    zip_error_fini(&ze);
+    return r;
+}
+
+/* Inflate entry `idx` into memory, at most `cap` bytes. */
+static np_status read_entry(char **out, size_t *len, zip_t *za, zip_int64_t idx,
+                            const char *name, uint64_t declared, size_t cap, size_t *budget,
+                            const char *path, np_error *err)
+{
+    *out = NULL;
+    *len = 0;
+    zip_file_t *zf = zip_fopen_index(za, (zip_uint64_t)idx, 0);
+    if (!zf)
+        return np_error_set(err, NP_ERR_FORMAT, path, name, "refused: cannot open the entry: %s",
+                            zip_strerror(za));
+    size_t alloc = (size_t)declared + 1;
+    char *buf = malloc(alloc + 1);
+    if (!buf) {
+        zip_fclose(zf);
+        return np_error_set(err, NP_ERR_NOMEM, path, name, "out of memory");
+    }
+    size_t n = 0;
+    np_status st = NP_OK;
+    for (;;) {
+        /* read one byte past the declared size, to catch an entry that lies */
+        zip_int64_t r = zip_fread(zf, buf + n, alloc - n);
+        if (r < 0) {
+            st = np_error_set(err, NP_ERR_FORMAT, path, name,
+                              "refused: the entry is corrupt or truncated: %s", zip_file_strerror(zf));
+            break;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+        if (n > declared || n > cap || n > *budget) {
+            st = np_error_set(err, NP_ERR_LIMIT, path, name,
+                              "refused: the entry inflates past its declared size of %llu bytes or "
+                              "the limit (%zu bytes per entry, %zu left in total): a zip bomb?",
+                              (unsigned long long)declared, cap, *budget);
+            break;
+        }
+    }
+    zip_fclose(zf);
+    if (st == NP_OK && n != declared)
+        st = np_error_set(err, NP_ERR_FORMAT, path, name,
+                          "refused: the entry holds %zu bytes, its header says %llu (truncated?)",
+                          n, (unsigned long long)declared);
+    if (st != NP_OK) {
+        free(buf);
+        return st;
+    }
+    *budget -= n;
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return NP_OK;
+}
+
+void np_cc_packin_free(np_cc_packin *p)
+{
+    if (!p)
+        return;
+    json_decref(p->manifest);
+    for (int i = 0; i < NP_CC_ITEM_COUNT; i++)
+        json_decref(p->docs[i]);
+    free(p->pip);
+    memset(p, 0, sizeof *p);
+}
+
+np_status np_cc_packin_read(np_cc_packin *p, const char *path, const np_cc_limits *lim,
+                            np_error *err)
+{
+    memset(p, 0, sizeof *p);
+    size_t max_entry = lim && lim->max_entry_bytes ? lim->max_entry_bytes : NP_CC_DEFAULT_MAX_ENTRY;
+    size_t max_total = lim && lim->max_total_bytes ? lim->max_total_bytes : NP_CC_DEFAULT_MAX_TOTAL;
+    long max_entries = lim && lim->max_entries ? lim->max_entries : NP_CC_DEFAULT_MAX_ENTRIES;
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open: %s", strerror(errno));
+    if (!S_ISREG(sb.st_mode))
+        return np_error_set(err, NP_ERR_FORMAT, path, NULL, "refused: not a regular file");
+    if ((uint64_t)sb.st_size > (uint64_t)max_total)
+        return np_error_set(err, NP_ERR_LIMIT, path, NULL,
+                            "refused: the pack is %lld bytes, over the %zu byte limit",
+                            (long long)sb.st_size, max_total);
+    int code = 0;
+    zip_t *za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &code);
+    if (!za)
+        return zip_open_error(path, code, err);
+    np_status st = NP_OK;
+    zip_int64_t n = zip_get_num_entries(za, 0);
+    if (n < 0 || n > max_entries) {
+        st = np_error_set(err, NP_ERR_LIMIT, path, NULL, "refused: %lld entries (limit %ld)",
+                          (long long)n, max_entries);
+        goto done;
+    }
+    uint64_t declared_total = 0;
+    for (zip_int64_t i = 0; i < n; i++) {
+        zip_stat_t zs;
+        const char *why = NULL;
+        if (zip_stat_index(za, (zip_uint64_t)i, 0, &zs) != 0 || !(zs.valid & ZIP_STAT_NAME) ||
+            !(zs.valid & ZIP_STAT_SIZE)) {
+            st = np_error_set(err, NP_ERR_FORMAT, path, NULL, "refused: entry %lld is unreadable",
+                              (long long)i);
+            goto done;
+        }
+        if (name_is_unsafe(zs.name, &why)) {
+            st = np_error_set(err, NP_ERR_FORMAT, path, zs.name,
+                              "refused: unsafe entry name: %s", why);
+            goto done;
+        }
+        if (zip_name_locate(za, zs.name, 0) != i) {
+            st = np_error_set(err, NP_ERR_FORMAT, path, zs.name, "refused: duplicate entry name");
+            goto done;
+        }
+        if ((zs.valid & ZIP_STAT_ENCRYPTION_METHOD) && zs.encryption_method != ZIP_EM_NONE) {
+            st = np_error_set(err, NP_ERR_FORMAT, path, zs.name, "refused: encrypted entry");
+            goto done;
+        }
+        if (zs.size > (uint64_t)max_entry) {
+            st = np_error_set(err, NP_ERR_LIMIT, path, zs.name,
+                              "refused: the entry declares %llu bytes, over the %zu byte limit "
+                              "per entry",
+                              (unsigned long long)zs.size, max_entry);
+            goto done;
+        }
+        declared_total += zs.size;
+        if (declared_total > (uint64_t)max_total) {
+            st = np_error_set(err, NP_ERR_LIMIT, path, zs.name,
+                              "refused: the entries declare more than %zu bytes in total", max_total);
+            goto done;
+        }
+    }
+    size_t budget = max_total;
+    for (int m = -1; m < NP_CC_ITEM_COUNT; m++) {
+        const char *name = m < 0 ? "manifest.json" : np_cc_member_names[m];
+        zip_int64_t idx = zip_name_locate(za, name, 0);
+        if (idx < 0) {
+            if (m < 0) {
+                st = np_error_set(err, NP_ERR_FORMAT, path, name,
+                                  "refused: not an nprobe config_check pack (manifest.json is "
+                                  "missing)");
+                goto done;
+            }
+            continue;
+        }
+        zip_stat_t zs;
+        zip_stat_index(za, (zip_uint64_t)idx, 0, &zs);
+        char *buf = NULL;
+        size_t len = 0;
+        st = read_entry(&buf, &len, za, idx, name, zs.size, max_entry, &budget, path, err);
+        if (st != NP_OK)
+            goto done;
+        if (m == NP_CC_PIP) {
+            p->pip = buf;
+            p->present[m] = 1;
+            continue;
+        }
+        json_error_t je;
+        json_t *doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+        free(buf);
+        if (!doc) {
+            st = np_error_set(err, NP_ERR_JSON, path, name,
+                              "refused: malformed JSON at line %d, column %d: %s", je.line,
+                              je.column, je.text);
+            goto done;
+        }
+        if (!json_is_object(doc)) {
+            json_decref(doc);
+            st = np_error_set(err, NP_ERR_FORMAT, path, name, "refused: expected a JSON object");
+            goto done;
+        }
+        if (m < 0)
+            p->manifest = doc;
+        else {
+            p->docs[m] = doc;
+            p->present[m] = 1;
+        }
+    }
+    const char *fmt = json_string_value(json_object_get(p->manifest, "format"));
+    json_t *ver = json_object_get(p->manifest, "format_version");
+    if (!fmt || strcmp(fmt, NP_CC_FORMAT) != 0) {
+        st = np_error_set(err, NP_ERR_FORMAT, path, "manifest.json",
+                          "refused: expected \"format\": \"%s\"", NP_CC_FORMAT);
+        goto done;
+    }
+    if (!json_is_integer(ver) || json_integer_value(ver) < 1 ||
+        json_integer_value(ver) > NP_CC_FORMAT_VERSION) {
+        st = np_error_set(err, NP_ERR_UNSUPPORTED, path, "manifest.json",
+                          "refused: format_version must be an integer from 1 to %d (a newer "
+                          "nprobe wrote this pack?)",
+                          NP_CC_FORMAT_VERSION);
+        goto done;
+    }
+done:
+    zip_discard(za);
+    if (st != NP_OK)
+        np_cc_packin_free(p);
+    return st;
+}
