@@ -706,16 +706,7 @@ void rt_finish_multi(np_ctx *ctx, rt_node *nd, np_tensor **outs, int n_out, rt_b
     for (int j = 0; j < n_out; j++)
         outs[j]->requires_grad = nd->record && np_dtype_is_floating(outs[j]->dtype);
     if (nd->record) {
-        if (outs == &nd->out1) {
-            /* the node is copied onto the tape: point at the copy's out1 */
-            push_node(ctx, nd);
-            if (ctx->n_nodes > 0) {
-                rt_node *t = &ctx->nodes[ctx->n_nodes - 1];
-                t->out = &t->out1;
-            }
-        } else {
-            push_node(ctx, nd);
-        }
+        push_node(ctx, nd); /* single-output nodes find out1 again in backward */
     }
     emit_api_forward(ctx, nd);
 }
@@ -972,6 +963,8 @@ static np_hook_tensor *grad_tensors(np_ctx *ctx, np_tensor *const *ts, int n, np
 
 static void run_api_backward(np_ctx *ctx, rt_node *nd)
 {
+    if (nd->out1)
+        nd->out = &nd->out1; /* the tape may have moved since the node was pushed */
     float *gout_stack[16];
     float **gout = nd->n_out <= 16 ? gout_stack : rt_alloc(ctx, sizeof(float *) * (size_t)nd->n_out);
     if (!gout)
