@@ -419,7 +419,7 @@ static np_status check_dump_path(parse_ctx *pc, const char *path)
                                     buf, strerror(errno));
             return NP_OK;
         }
-        if (errno != ENOENT)
+        if (errno != ENOENT && errno != ENOTDIR)
             return np_error_set(pc->err, NP_ERR_IO, pc->src, "dump_path",
                                 "\"%s\": cannot access \"%s\" (%s)", path, buf, strerror(errno));
         char *slash = strrchr(buf, '/');

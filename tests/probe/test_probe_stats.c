@@ -1,0 +1,180 @@
+/* tests/probe/test_probe_stats.c - the probe's one-pass statistics and crc32
+ * against independent references: a plain float64 loop over the finite
+ * elements and zlib's crc32 over the whole buffer, on crafted tensors (empty,
+ * one element, all NaN, mixed +-Inf, bf16/fp16-rounded values, float64 and
+ * integer storage) and on a large tensor cut into parallel chunks, whose
+ * result must not depend on the thread count. */
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "check.h"
+#include "nprobe/probe.h"
+
+typedef struct ref {
+    double max, min, mean, norm;
+    long long nan, pinf, ninf;
+} ref;
+
+/* Reference over doubles: finite elements only, naive sequential sums. */
+static ref reference(const double *x, size_t n)
+{
+    ref r = {NAN, NAN, NAN, NAN, 0, 0, 0};
+    double s = 0, q = 0, mx = -INFINITY, mn = INFINITY;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(x[i])) { r.nan++; continue; }
+        if (isinf(x[i])) { if (x[i] > 0) r.pinf++; else r.ninf++; continue; }
+        s += x[i];
+        q += x[i] * x[i];
+        if (x[i] > mx) mx = x[i];
+        if (x[i] < mn) mn = x[i];
+        k++;
+    }
+    if (k) {
+        r.max = mx;
+        r.min = mn;
+        r.mean = s / (double)k;
+        r.norm = sqrt(q);
+    }
+    return r;
+}
+
+static void check_f32(const float *x, size_t n, np_dtype dt, const char *what)
+{
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = x[i];
+    ref r = reference(d, n);
+    np_probe_stats st;
+    uint32_t crc = 12345;
+    np_probe_tensor_stats(&st, &crc, dt, x, (int64_t)n);
+    fprintf(stderr, "case %s (n=%zu)\n", what, n);
+    CHECK_EQ_FLOAT(st.max, r.max);
+    CHECK_EQ_FLOAT(st.min, r.min);
+    CHECK_CLOSE(st.mean, r.mean, 1e-300, 1e-12);
+    CHECK_CLOSE(st.norm, r.norm, 1e-300, 1e-12);
+    CHECK_EQ_INT(st.nan_count, r.nan);
+    CHECK_EQ_INT(st.posinf_count, r.pinf);
+    CHECK_EQ_INT(st.neginf_count, r.ninf);
+    uint32_t want = (uint32_t)crc32(0L, (const Bytef *)x, (uInt)(n * sizeof(float)));
+    CHECK_EQ_INT(crc, want);
+    free(d);
+}
+
+int main(void)
+{
+    /* empty */
+    check_f32(NULL, 0, NP_FLOAT32, "empty");
+    {
+        np_probe_stats st;
+        uint32_t crc = 7;
+        np_probe_tensor_stats(&st, &crc, NP_FLOAT32, NULL, 0);
+        CHECK(isnan(st.max) && isnan(st.min) && isnan(st.mean) && isnan(st.norm));
+        CHECK_EQ_INT(crc, 0);
+    }
+    /* one element, by hand */
+    {
+        float x = -2.5f;
+        np_probe_stats st;
+        np_probe_tensor_stats(&st, NULL, NP_FLOAT32, &x, 1);
+        CHECK_EQ_FLOAT(st.max, -2.5);
+        CHECK_EQ_FLOAT(st.min, -2.5);
+        CHECK_EQ_FLOAT(st.mean, -2.5);
+        CHECK_EQ_FLOAT(st.norm, 2.5);
+        check_f32(&x, 1, NP_FLOAT32, "single");
+    }
+    /* by hand: 3, 4 -> norm 5, mean 3.5, plus NaN and infinities */
+    {
+        float x[7] = {3.0f, NAN, INFINITY, 4.0f, -INFINITY, -INFINITY, NAN};
+        np_probe_stats st;
+        np_probe_tensor_stats(&st, NULL, NP_FLOAT32, x, 7);
+        CHECK_EQ_FLOAT(st.max, 4.0);
+        CHECK_EQ_FLOAT(st.min, 3.0);
+        CHECK_EQ_FLOAT(st.mean, 3.5);
+        CHECK_EQ_FLOAT(st.norm, 5.0);
+        CHECK_EQ_INT(st.nan_count, 2);
+        CHECK_EQ_INT(st.posinf_count, 1);
+        CHECK_EQ_INT(st.neginf_count, 2);
+        check_f32(x, 7, NP_FLOAT32, "mixed");
+    }
+    /* all NaN; all Inf */
+    {
+        float x[5] = {NAN, NAN, NAN, NAN, NAN};
+        check_f32(x, 5, NP_FLOAT32, "all-nan");
+        float y[3] = {INFINITY, -INFINITY, INFINITY};
+        np_probe_stats st;
+        np_probe_tensor_stats(&st, NULL, NP_FLOAT32, y, 3);
+        CHECK(isnan(st.mean) && isnan(st.norm));
+        CHECK_EQ_INT(st.posinf_count, 2);
+        CHECK_EQ_INT(st.neginf_count, 1);
+    }
+    /* bf16 and fp16 values stored as float32 (odd length: tail loop) */
+    {
+        size_t n = 1001;
+        float *b = malloc(n * sizeof *b), *h = malloc(n * sizeof *h);
+        for (size_t i = 0; i < n; i++) {
+            float v = (float)sin((double)i * 0.37) * 300.0f + 1e-3f * (float)i;
+            b[i] = np_round_bf16(v);
+            h[i] = np_round_f16(v * 300.0f); /* some overflow to inf in fp16 */
+        }
+        check_f32(b, n, NP_BFLOAT16, "bf16");
+        check_f32(h, n, NP_FLOAT16, "fp16-with-inf");
+        free(b);
+        free(h);
+    }
+    /* float64, int64, int32, bool */
+    {
+        double d[6] = {1e300, -1e-300, 2.0, NAN, -INFINITY, 7.0};
+        ref r = reference(d, 6);
+        np_probe_stats st;
+        uint32_t crc;
+        np_probe_tensor_stats(&st, &crc, NP_FLOAT64, d, 6);
+        CHECK_EQ_FLOAT(st.max, r.max);
+        CHECK_EQ_FLOAT(st.min, r.min);
+        CHECK_CLOSE(st.mean, r.mean, 0, 1e-15);
+        CHECK_EQ_INT(st.nan_count, 1);
+        CHECK_EQ_INT(st.neginf_count, 1);
+        CHECK_EQ_INT(crc, (uint32_t)crc32(0L, (const Bytef *)d, sizeof d));
+        int64_t i64[4] = {-3, 10, 0, 5};
+        np_probe_tensor_stats(&st, NULL, NP_INT64, i64, 4);
+        CHECK_EQ_FLOAT(st.max, 10.0);
+        CHECK_EQ_FLOAT(st.min, -3.0);
+        CHECK_EQ_FLOAT(st.mean, 3.0);
+        CHECK_CLOSE(st.norm, sqrt(134.0), 0, 1e-15);
+        int32_t i32[3] = {1, 2, 2};
+        np_probe_tensor_stats(&st, NULL, NP_INT32, i32, 3);
+        CHECK_EQ_FLOAT(st.norm, 3.0);
+        uint8_t bl[4] = {1, 0, 1, 1};
+        np_probe_tensor_stats(&st, &crc, NP_BOOL, bl, 4);
+        CHECK_EQ_FLOAT(st.mean, 0.75);
+        CHECK_EQ_FLOAT(st.max, 1.0);
+        CHECK_EQ_INT(crc, (uint32_t)crc32(0L, bl, 4));
+    }
+    /* Large: many chunks in parallel; same bits with 1 and 2 threads. */
+    {
+        size_t n = getenv("NP_SANITIZED") ? 300000 : 1500007;
+        float *x = malloc(n * sizeof *x);
+        uint32_t s = 1;
+        for (size_t i = 0; i < n; i++) {
+            s = s * 1664525u + 1013904223u;
+            x[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 8.0f;
+        }
+        x[12345] = NAN;
+        x[n - 1] = INFINITY;
+        check_f32(x, n, NP_FLOAT32, "large");
+        np_probe_stats a, b;
+        uint32_t ca, cb;
+        omp_set_num_threads(1);
+        np_probe_tensor_stats(&a, &ca, NP_FLOAT32, x, (int64_t)n);
+        omp_set_num_threads(2);
+        np_probe_tensor_stats(&b, &cb, NP_FLOAT32, x, (int64_t)n);
+        CHECK(memcmp(&a, &b, sizeof a) == 0);
+        CHECK_EQ_INT(ca, cb);
+        free(x);
+    }
+    return check_report();
+}
