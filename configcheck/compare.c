@@ -206,9 +206,10 @@ static int flatten_pip(json_t *flat, const char *text)
         json_t *s = json_string(ver);
         if (!s)
             s = json_string("(not UTF-8)");
-        int bad = !*name || json_object_set_new(flat, name, s);
+        int empty = !*name;
+        int bad = empty ? (json_decref(s), 0) : json_object_set_new(flat, name, s) != 0;
         free(line);
-        if (bad && *name)
+        if (bad)
             return -1;
     }
     return 0;

@@ -44,7 +44,7 @@ static np_status zip_open_error(const char *path, int code, np_error *err)
     const char *what;
     np_status st = NP_ERR_FORMAT;
     switch (code) {
-    case ZIP_ER_NOZIP: what = "not a zip archive"; break;
+    case ZIP_ER_NOZIP: what = "not a zip archive (or truncated: no end-of-central-directory record)"; break;
     case ZIP_ER_INCONS: what = "inconsistent zip archive (truncated or corrupt)"; break;
     case ZIP_ER_NOENT: what = "no such file"; st = NP_ERR_IO; break;
     case ZIP_ER_OPEN: case ZIP_ER_READ: case ZIP_ER_SEEK: what = "cannot read"; st = NP_ERR_IO; break;
