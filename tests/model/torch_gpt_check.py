@@ -1,0 +1,106 @@
+"""tests/model/torch_gpt_check.py CKPT RUNTIME_H5
+
+Rebuild the runtime's GPT in PyTorch from the weights in the nprobe
+checkpoint CKPT (GPT-2 names: wte, wpe, h.N.ln_1, h.N.attn.c_attn, ...,
+ln_f; lm head tied to wte; erf gelu; causal attention with scale
+1/sqrt(head_dim); layer-norm eps from the checkpoint), run the batch stored
+in RUNTIME_H5 in float64, and compare with what the runtime computed in
+float32: each block's output, the loss and every parameter gradient.
+Agreement means float32 rounding: max |runtime - torch| <= 1e-4 * max |torch|
+(+1e-7). Exit 0 on agreement, 1 otherwise, 77 when torch/h5py are missing.
+"""
+import math
+import sys
+
+try:
+    import h5py
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+except ImportError as e:  # pragma: no cover
+    print("SKIP:", e)
+    sys.exit(77)
+
+RTOL = 1e-4
+
+
+def load(ckpt):
+    with h5py.File(ckpt, "r") as f:
+        fmt = f.attrs["format"]
+        if (fmt.decode() if isinstance(fmt, bytes) else fmt) != "nprobe-checkpoint":
+            raise SystemExit(f"{ckpt}: not an nprobe checkpoint")
+        cfg = {k: int(f.attrs[k]) for k in ("n_layer", "n_head", "n_embd", "block_size", "vocab_size")}
+        eps = f.attrs["ln_eps"]
+        cfg["eps"] = float(eps.decode() if isinstance(eps, bytes) else eps)
+        params = {k: torch.tensor(np.array(v), dtype=torch.float64, requires_grad=True)
+                  for k, v in f["params"].items()}
+    return cfg, params
+
+
+def forward(cfg, P, idx):
+    B, T = idx.shape
+    C, H = cfg["n_embd"], cfg["n_head"]
+    D = C // H
+    eps = cfg["eps"]
+    x = P["wte.weight"][idx] + P["wpe.weight"][torch.arange(T)]
+    blocks = []
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool))
+    for i in range(cfg["n_layer"]):
+        p = lambda n: P[f"h.{i}.{n}"]
+        h = F.layer_norm(x, (C,), p("ln_1.weight"), p("ln_1.bias"), eps)
+        qkv = F.linear(h, p("attn.c_attn.weight"), p("attn.c_attn.bias"))
+        q, k, v = qkv.split(C, dim=2)
+        q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(D)
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + F.linear(y, p("attn.c_proj.weight"), p("attn.c_proj.bias"))
+        h = F.layer_norm(x, (C,), p("ln_2.weight"), p("ln_2.bias"), eps)
+        h = F.gelu(F.linear(h, p("mlp.c_fc.weight"), p("mlp.c_fc.bias")))
+        x = x + F.linear(h, p("mlp.c_proj.weight"), p("mlp.c_proj.bias"))
+        blocks.append(x)
+    x = F.layer_norm(x, (C,), P["ln_f.weight"], P["ln_f.bias"], eps)
+    logits = F.linear(x, P["wte.weight"])
+    return blocks, logits
+
+
+def close(name, got, want):
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape:
+        print(f"FAIL {name}: shape {got.shape} != {want.shape}")
+        return False
+    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    err = float(np.max(np.abs(got - want))) if want.size else 0.0
+    ok = err <= RTOL * scale + 1e-7
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: max abs err {err:.3g}, max |torch| {scale:.3g}")
+    return ok
+
+
+def main():
+    cfg, P = load(sys.argv[1])
+    with h5py.File(sys.argv[2], "r") as f:
+        idx = torch.tensor(np.array(f["idx"]))
+        tgt = torch.tensor(np.array(f["targets"]))
+        rt_blocks = [np.array(f["block"][str(i)]) for i in range(cfg["n_layer"])]
+        rt_loss = float(np.array(f["loss"]))
+        rt_grads = {k: np.array(v) for k, v in f["grad"].items()}
+    blocks, logits = forward(cfg, P, idx)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
+    loss.backward()
+    ok = True
+    for i, b in enumerate(blocks):
+        ok &= close(f"h.{i} output", rt_blocks[i], b.detach().numpy())
+    ok &= close("loss", rt_loss, loss.item())
+    if set(rt_grads) != set(P):
+        print("FAIL parameter names differ:", sorted(set(rt_grads) ^ set(P)))
+        ok = False
+    for k in sorted(P):
+        if k in rt_grads:
+            ok &= close(f"grad {k}", rt_grads[k], P[k].grad.numpy())
+    print("agreement" if ok else "DISAGREEMENT")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
