@@ -3,7 +3,9 @@
  * OMP/OpenBLAS thread counts (two `nprobe config_check pack` processes)
  * exactly env and libs; one changed data file exactly dataset; identical
  * packs pass everything. With the argument "xlsx": the report read back
- * with openpyxl (exit 77 when NP_PYTHON lacks it). */
+ * with openpyxl (exit 77 when NP_PYTHON lacks it). With "train": the same
+ * four cases with packs written by real `nprobe train --config-check-out`
+ * runs. */
 #include "check.h"
 #include "cc_util.h"
 #include "nprobe/configcheck.h"
@@ -200,11 +202,81 @@ static int run_xlsx(void)
     return 0;
 }
 
+/* One `nprobe train` run writing a pack; `env` is prepended to the command. */
+static void train_pack(const char *env, const char *args, const char *zip)
+{
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "cd '%s' && env %s '%s' train %s --steps 1 --config-check-out %s "
+             ">/dev/null 2>train.err", cc_tmp, env, getenv("NPROBE_BIN"), args, zip);
+    CHECK_MSG(cc_sh(cmd) == 0, "%s", cmd);
+}
+
+static int run_train(void)
+{
+    const char *bin = getenv("NPROBE_BIN");
+    char cmd[1200], a[600], b[600];
+    snprintf(cmd, sizeof cmd, "'%s' train --help >/dev/null 2>&1", bin ? bin : "/nonexistent");
+    if (!bin || cc_sh(cmd) != 0)
+        CHECK_SKIP("nprobe train is not available");
+    const char *one = "OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1";
+    const char *two = "OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2";
+    const char *mlp = "--model mlp --batch 8";
+    char args[256];
+    snprintf(args, sizeof args, "%s --seed 1", mlp);
+    train_pack(one, args, "s1.zip");
+    train_pack(one, args, "s1b.zip");
+    train_pack(two, args, "t2.zip");
+    snprintf(args, sizeof args, "%s --seed 2", mlp);
+    train_pack(one, args, "s2.zip");
+    const np_cc_level P = NP_CC_PASS, E = NP_CC_ERROR;
+    np_cc_level same[NP_CC_ITEM_COUNT] = {P, P, P, P, P, P, P};
+    np_cc_level seed[NP_CC_ITEM_COUNT] = {P, P, P, E, E, P, P};
+    np_cc_level dset[NP_CC_ITEM_COUNT] = {P, P, P, P, P, E, P};
+    expect(cc_path(a, sizeof a, "s1.zip"), cc_path(b, sizeof b, "s1b.zip"), same, "train: identical runs");
+    expect(a, cc_path(b, sizeof b, "s2.zip"), seed, "train: seed 1 vs 2");
+
+    /* thread counts: env and libs; train also records its effective thread
+     * count as the hyperparameter "threads", the only other difference allowed */
+    np_cc_result *r = NULL;
+    CHECK_EQ_INT(np_cc_compare(&r, a, cc_path(b, sizeof b, "t2.zip"), NULL, NULL), NP_OK);
+    if (r) {
+        CHECK_EQ_INT(r->items[NP_CC_ENV].pass_check, E);
+        CHECK_EQ_INT(r->items[NP_CC_LIBS].pass_check, E);
+        for (int i = NP_CC_PIP; i <= NP_CC_DATASET; i++)
+            CHECK_MSG(r->items[i].pass_check == P, "train threads: %s is %s",
+                      np_cc_item_name((np_cc_item_id)i), np_cc_level_name(r->items[i].pass_check));
+        const np_cc_item *h = &r->items[NP_CC_HYPERPARAMS];
+        for (int j = 0; j < h->n_rows; j++)
+            CHECK_MSG(h->rows[j].level == P || !strcmp(h->rows[j].key, "threads"),
+                      "train threads: hyperparameter %s differs", h->rows[j].key);
+        np_cc_result_free(r);
+    }
+
+    /* one data file changed (same path, same size) */
+    char data[600];
+    cc_path(data, sizeof data, "corpus.txt");
+    char text[2048];
+    for (int i = 0; i < 2047; i++)
+        text[i] = "abcdefgh ijkl\n"[i % 14];
+    cc_write_file(data, text, 2047);
+    const char *gpt = "--model gpt --layers 1 --heads 1 --width 16 --context 8 --batch 2 --seed 1 "
+                      "--data corpus.txt";
+    train_pack(one, gpt, "g1.zip");
+    text[100] = 'a'; /* was 'c': same vocabulary, same size */
+    cc_write_file(data, text, 2047);
+    train_pack(one, gpt, "g2.zip");
+    expect(cc_path(a, sizeof a, "g1.zip"), cc_path(b, sizeof b, "g2.zip"), dset,
+           "train: one data file changed");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     cc_mktemp();
     if (argc > 1 && !strcmp(argv[1], "xlsx"))
         run_xlsx();
+    else if (argc > 1 && !strcmp(argv[1], "train"))
+        run_train();
     else
         run_packs();
     return check_report();
