@@ -55,7 +55,7 @@ static void help(FILE *out)
         "optimization:\n"
         "  --steps N             total steps, also the schedule length (default 100)\n"
         "  --optim NAME          adamw | sgd (default adamw; sgd with momentum 0.9)\n"
-        "  --lr LR               peak learning rate (default mlp 0.01, cnn/gpt 0.003)\n"
+        "  --lr LR               peak learning rate (default mlp/cnn 0.01, gpt 0.003)\n"
         "  --warmup N            linear warmup steps before the cosine decay (default steps/10)\n"
         "  --grad-clip X         max global gradient norm, 0 = off (default gpt 1, others 0)\n"
         "\n"

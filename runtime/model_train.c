@@ -13,7 +13,7 @@ void np_train_opts_default(np_train_opts *o, np_model_kind kind)
     memset(o, 0, sizeof *o);
     np_model_config_default(&o->model, kind);
     np_optim_config_default(&o->optim, NP_OPTIM_ADAMW);
-    o->optim.lr = kind == NP_MODEL_MLP ? 1e-2 : 3e-3;
+    o->optim.lr = kind == NP_MODEL_GPT ? 3e-3 : 1e-2;
     o->batch = kind == NP_MODEL_MLP ? 64 : kind == NP_MODEL_CNN ? 32 : 8;
     o->steps = 200;
     o->warmup = -1;

@@ -312,7 +312,7 @@ typedef struct np_train_opts {
     double scaler_init;        /* initial loss scale (65536) */
 } np_train_opts;
 
-/* Defaults for a model kind (lr: mlp 1e-2, cnn 3e-3, gpt 3e-3 with AdamW). */
+/* Defaults for a model kind (AdamW; lr: mlp and cnn 1e-2, gpt 3e-3). */
 void np_train_opts_default(np_train_opts *o, np_model_kind kind);
 
 typedef struct np_trainer np_trainer;
