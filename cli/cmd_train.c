@@ -108,8 +108,12 @@ static void list_faults(void)
         const np_fault_info *f = np_fault_get(i);
         if (!f)
             continue;
-        printf("  %-26s %-44s %-17s %s\n", f->name, f->op ? f->op : "-",
-               f->pass ? f->pass : "-", f->description ? f->description : "");
+        if (i == 0) {
+            printf("  %-24s %s\n", f->name, f->description ? f->description : "");
+            continue;
+        }
+        printf("  %-24s %s (%s)\n  %-24s %s\n", f->name, f->op ? f->op : "-",
+               f->pass ? f->pass : "-", "", f->description ? f->description : "");
     }
 }
 
