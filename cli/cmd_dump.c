@@ -1,24 +1,249 @@
-/* cli/cmd_dump.c - `nprobe dump`. (Skeleton: filled in by its issue.) */
+/* cli/cmd_dump.c - `nprobe dump -c CONFIG -- CMD ARGS...`: validate the
+ * config (exit 2, nothing written, on a bad one), run CMD with
+ * NPROBE_DUMP_CONFIG=<absolute config path> (the runtime attaches the probe
+ * from it), wait, then summarise the dump files this run wrote, read back
+ * from disk: steps, ranks, calls, tensors, bytes, files, the first overflow
+ * and any incomplete step. The exit code is the program's. */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cmd.h"
+#include "nprobe/dumpfile.h"
+#include "nprobe/probe.h"
 
 static void help(FILE *out)
 {
-    fprintf(out, "usage: nprobe dump -c CONFIG.json -- COMMAND [ARGS...]\n");
+    fprintf(out,
+            "usage: nprobe dump -c CONFIG.json -- COMMAND [ARGS...]\n"
+            "\n"
+            "Run COMMAND with the probe on: the config is validated first (a bad one\n"
+            "exits with 2 and writes nothing), COMMAND runs with NPROBE_DUMP_CONFIG set\n"
+            "to the config's absolute path (`nprobe train` and programs using the probe\n"
+            "read it), and at the end the dump files written by this run are read\n"
+            "back and summarised: steps, ranks, calls, tensors, bytes, files, the first\n"
+            "overflow (overflow_check) and any incomplete step.\n"
+            "\n"
+            "options:\n"
+            "  -c, --config FILE   the dump config (docs/CONFIG.md)\n"
+            "  -h, --help          this help\n"
+            "\n"
+            "exit code: COMMAND's (128+N if it was killed by signal N); 2 on a bad config\n"
+            "or when COMMAND cannot be started.\n"
+            "example: nprobe dump -c samples/configs/statistics.json -- nprobe train --model gpt --steps 2\n");
+}
+
+typedef struct dump_sum {
+    long files, steps, ranks, calls, tensors, incomplete, unreadable;
+    long long bytes, data_bytes;
+    int has_overflow;
+    char of_call[NP_FMT_NAME_LEN], of_module[NP_FMT_NAME_LEN];
+    int of_step, of_rank;
+    char incomplete_list[1024];
+} dump_sum;
+
+static int newer(const char *path, const struct timespec *t0)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return 0;
+    if (sb.st_mtim.tv_sec != t0->tv_sec)
+        return sb.st_mtim.tv_sec > t0->tv_sec;
+    return sb.st_mtim.tv_nsec >= t0->tv_nsec;
+}
+
+static void add_incomplete(dump_sum *s, int step, int rank, const char *why)
+{
+    size_t used = strlen(s->incomplete_list);
+    if (used < sizeof s->incomplete_list - 80)
+        snprintf(s->incomplete_list + used, sizeof s->incomplete_list - used,
+                 "%sstep %d rank %d (%s)", used ? ", " : "", step, rank, why);
+    s->incomplete++;
+}
+
+static void summarize(dump_sum *s, const char *dump_path, const struct timespec *t0)
+{
+    memset(s, 0, sizeof *s);
+    np_dump_ref *refs = NULL;
+    size_t n = 0;
+    if (np_dump_find(&refs, &n, dump_path, NULL))
+        return;
+    int last_step = INT_MIN;
+    int ranks_seen[64];
+    int n_ranks = 0;
+    for (size_t i = 0; i < n; i++) {
+        const np_dump_ref *r = &refs[i];
+        if (!newer(r->path, t0))
+            continue;
+        np_dump *d = NULL;
+        if (np_dump_open(&d, r->path, NULL)) {
+            s->unreadable++;
+            add_incomplete(s, r->step, r->rank, "unreadable partial file");
+            continue;
+        }
+        const np_dump_info *in = np_dump_get_info(d);
+        s->files++;
+        struct stat sb;
+        if (stat(r->path, &sb) == 0)
+            s->bytes += (long long)sb.st_size;
+        if (r->step != last_step) {
+            s->steps++;
+            last_step = r->step;
+        }
+        int known = 0;
+        for (int k = 0; k < n_ranks; k++)
+            known |= ranks_seen[k] == r->rank;
+        if (!known && n_ranks < 64)
+            ranks_seen[n_ranks++] = r->rank;
+        if (r->partial || !in->complete)
+            add_incomplete(s, r->step, r->rank, "the run stopped during this step");
+        np_entry_rec *e = NULL;
+        np_call_rec *c = NULL;
+        size_t ne = 0, nc = 0;
+        np_dump_read_entries(&e, &ne, d, NULL);
+        np_dump_read_calls(&c, &nc, d, NULL);
+        s->tensors += (long)ne;
+        s->calls += (long)nc;
+        for (size_t k = 0; k < ne; k++) {
+            if (e[k].has_data) {
+                int dt = np_dtype_from_name(e[k].dtype);
+                s->data_bytes += (long long)e[k].numel *
+                                 (long long)np_dtype_storage_size(dt < 0 ? NP_FLOAT32 : (np_dtype)dt);
+            }
+            int bad = strcmp(e[k].role, "kwargs") != 0 &&
+                      (e[k].nan_count || e[k].posinf_count || e[k].neginf_count);
+            if (bad && !s->has_overflow && strcmp(in->task, "overflow_check") == 0) {
+                s->has_overflow = 1;
+                snprintf(s->of_call, sizeof s->of_call, "%s", e[k].call);
+                s->of_step = (int)in->step;
+                s->of_rank = (int)in->rank;
+                for (size_t j = 0; j < nc; j++)
+                    if (c[j].seq == e[k].seq)
+                        snprintf(s->of_module, sizeof s->of_module, "%s",
+                                 strcmp(c[j].kind, "module") == 0 ? c[j].call : c[j].parent);
+            }
+        }
+        free(e);
+        free(c);
+        np_dump_close(d);
+    }
+    s->ranks = n_ranks;
+    free(refs);
+}
+
+static void print_summary(const dump_sum *s, const char *dump_path, const char *task)
+{
+    printf("nprobe dump summary (%s, task %s)\n", dump_path, task);
+    printf("  steps      %ld\n", s->steps);
+    printf("  ranks      %ld\n", s->ranks);
+    printf("  files      %ld\n", s->files);
+    printf("  calls      %ld\n", s->calls);
+    printf("  tensors    %ld\n", s->tensors);
+    printf("  bytes      %lld (payloads %lld)\n", s->bytes, s->data_bytes);
+    if (strcmp(task, "overflow_check") == 0) {
+        if (s->has_overflow)
+            printf("  overflow   first at %s (step %d, rank %d%s%s)\n", s->of_call, s->of_step,
+                   s->of_rank, s->of_module[0] ? ", module " : "", s->of_module);
+        else
+            printf("  overflow   none found\n");
+    }
+    if (s->incomplete)
+        printf("  incomplete %ld: %s\n", s->incomplete, s->incomplete_list);
+    else
+        printf("  incomplete 0\n");
 }
 
 int np_cmd_dump(int argc, char **argv)
 {
-    if (argc < 2) {
+    const char *config = NULL;
+    int i = 1;
+    for (; i < argc; i++) {
+        if (np_cli_is_help(argv[i])) {
+            help(stdout);
+            return NP_EXIT_OK;
+        }
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) {
+            if (i + 1 >= argc) {
+                np_cli_error("dump: %s needs a config file (see 'nprobe dump --help')", argv[i]);
+                return NP_EXIT_USAGE;
+            }
+            config = argv[++i];
+        } else {
+            np_cli_error("dump: unexpected argument '%s'; put the command after '--' (see "
+                         "'nprobe dump --help')", argv[i]);
+            return NP_EXIT_USAGE;
+        }
+    }
+    if (!config) {
         help(stderr);
-        np_cli_error("dump: missing arguments (see 'nprobe dump --help')");
+        np_cli_error("dump: missing -c CONFIG.json (see 'nprobe dump --help')");
         return NP_EXIT_USAGE;
     }
-    if (np_cli_is_help(argv[1])) {
-        help(stdout);
-        return NP_EXIT_OK;
+    if (i >= argc) {
+        np_cli_error("dump: missing the command to run after '--' (see 'nprobe dump --help')");
+        return NP_EXIT_USAGE;
     }
-    np_cli_error("dump: not available in this build yet");
-    return NP_EXIT_USAGE;
+    np_error err;
+    np_error_clear(&err);
+    np_probe_config *cfg = NULL;
+    if (np_probe_config_load(&cfg, config, &err)) {
+        np_cli_report(&err);
+        return NP_EXIT_USAGE;
+    }
+    char abs_cfg[PATH_MAX], dump_path[4096], task[32];
+    if (config[0] == '/') {
+        snprintf(abs_cfg, sizeof abs_cfg, "%s", config);
+    } else {
+        char cwd[PATH_MAX / 2];
+        if (!getcwd(cwd, sizeof cwd)) {
+            np_cli_error("dump: cannot get the current directory: %s", strerror(errno));
+            np_probe_config_free(cfg);
+            return NP_EXIT_USAGE;
+        }
+        snprintf(abs_cfg, sizeof abs_cfg, "%s/%s", cwd, config);
+    }
+    snprintf(dump_path, sizeof dump_path, "%s", np_probe_config_dump_path(cfg));
+    snprintf(task, sizeof task, "%s", np_probe_task_name(np_probe_config_task(cfg)));
+    np_probe_config_free(cfg);
+
+    struct timespec t0;
+    clock_gettime(CLOCK_REALTIME, &t0);
+    t0.tv_nsec = 0; /* file times may be coarser than the clock */
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        np_cli_error("dump: cannot start '%s': %s", argv[i], strerror(errno));
+        return NP_EXIT_USAGE;
+    }
+    if (pid == 0) {
+        setenv("NPROBE_DUMP_CONFIG", abs_cfg, 1);
+        execvp(argv[i], argv + i);
+        np_cli_error("dump: cannot run '%s': %s", argv[i], strerror(errno));
+        _exit(127);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status)
+                                 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    if (WIFEXITED(status) && code == 127)
+        return code;
+    dump_sum s;
+    summarize(&s, dump_path, &t0);
+    print_summary(&s, dump_path, task);
+    if (WIFSIGNALED(status))
+        np_cli_error("dump: '%s' was killed by signal %d", argv[i], WTERMSIG(status));
+    return code;
 }

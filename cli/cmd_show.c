@@ -1,24 +1,144 @@
-/* cli/cmd_show.c - `nprobe show`. (Skeleton: filled in by its issue.) */
+/* cli/cmd_show.c - `nprobe show DUMP NAME [-n COUNT]`: one leaf's row
+ * (dtype, shape, statistics, counts, crc32) and, when the payload is
+ * stored, its first values - in every dump file under DUMP that holds it.
+ * Works on incomplete steps as far as they were flushed. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cmd.h"
+#include "nprobe/dumpfile.h"
 
 static void help(FILE *out)
 {
-    fprintf(out, "usage: nprobe show DUMP NAME\n");
+    fprintf(out,
+            "usage: nprobe show DUMP NAME [-n COUNT]\n"
+            "\n"
+            "Print the tensor leaf NAME (e.g. Functional.linear.0.forward.input.0):\n"
+            "its dtype, shape, max, min, mean, norm, NaN/Inf counts and crc32, then its\n"
+            "first COUNT values (default 16) when the dump holds its payload (tensor or\n"
+            "overflow_check task). DUMP is a dump.h5, a rank or step directory or a\n"
+            "dump root; every file holding NAME is shown.\n"
+            "\n"
+            "exit code: 0, or 2 when NAME is in none of the files.\n");
+}
+
+static int show_one(np_dump *d, const np_entry_rec *e, long count)
+{
+    printf("  name      %s\n  call      %s\n  role      %s\n  dtype     %s\n", e->name, e->call,
+           e->role, e->dtype);
+    printf("  shape     (");
+    for (int i = 0; i < e->ndim && i < NP_FMT_MAX_DIMS; i++)
+        printf("%s%lld", i ? ", " : "", (long long)e->shape[i]);
+    printf(")\n  numel     %lld\n", (long long)e->numel);
+    printf("  max       %.17g\n  min       %.17g\n  mean      %.17g\n  norm      %.17g\n", e->max,
+           e->min, e->mean, e->norm);
+    printf("  nan       %lld\n  +inf      %lld\n  -inf      %lld\n", (long long)e->nan_count,
+           (long long)e->posinf_count, (long long)e->neginf_count);
+    printf("  crc32     %08x\n  requires_grad %d\n", e->crc32, e->requires_grad);
+    if (!e->has_data) {
+        printf("  values    (not stored: task without payloads)\n");
+        return 0;
+    }
+    double *v = malloc((size_t)count * sizeof *v);
+    size_t got = 0;
+    int64_t numel = 0;
+    np_error err;
+    np_error_clear(&err);
+    if (!v || np_dump_read_values(v, (size_t)count, &got, &numel, d, e->name, &err)) {
+        if (v)
+            np_cli_report(&err);
+        free(v);
+        return 1;
+    }
+    printf("  values    first %zu of %lld:", got, (long long)numel);
+    for (size_t i = 0; i < got; i++)
+        printf("%s%.9g", i % 8 == 0 ? "\n    " : " ", v[i]);
+    printf("\n");
+    free(v);
+    return 0;
 }
 
 int np_cmd_show(int argc, char **argv)
 {
-    if (argc < 2) {
+    const char *path = NULL, *name = NULL;
+    long count = 16;
+    for (int i = 1; i < argc; i++) {
+        if (np_cli_is_help(argv[i])) {
+            help(stdout);
+            return NP_EXIT_OK;
+        }
+        if (strcmp(argv[i], "-n") == 0) {
+            if (i + 1 >= argc ||
+                np_cli_parse_int("-n", argv[i + 1], 0, 1000000, &count) != 0)
+                return NP_EXIT_USAGE;
+            i++;
+        } else if (!path) {
+            path = argv[i];
+        } else if (!name) {
+            name = argv[i];
+        } else {
+            np_cli_error("show: unexpected argument '%s' (see 'nprobe show --help')", argv[i]);
+            return NP_EXIT_USAGE;
+        }
+    }
+    if (!path || !name) {
         help(stderr);
         np_cli_error("show: missing arguments (see 'nprobe show --help')");
         return NP_EXIT_USAGE;
     }
-    if (np_cli_is_help(argv[1])) {
-        help(stdout);
-        return NP_EXIT_OK;
+    np_error err;
+    np_error_clear(&err);
+    np_dump_ref *refs = NULL;
+    size_t n = 0;
+    if (np_dump_find(&refs, &n, path, &err)) {
+        np_cli_report(&err);
+        return NP_EXIT_USAGE;
     }
-    np_cli_error("show: not available in this build yet");
-    return NP_EXIT_USAGE;
+    int found = 0, failed = 0;
+    char near[NP_FMT_NAME_LEN] = "";
+    size_t near_d = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        np_dump *d = NULL;
+        np_error_clear(&err);
+        if (np_dump_open(&d, refs[i].path, &err))
+            continue;
+        const np_dump_info *in = np_dump_get_info(d);
+        np_entry_rec *e = NULL;
+        size_t ne = 0;
+        np_dump_read_entries(&e, &ne, d, NULL);
+        for (size_t k = 0; k < ne; k++) {
+            if (strcmp(e[k].name, name) == 0) {
+                int complete = in->complete && !refs[i].partial;
+                printf("step %lld rank %lld: %s%s\n", (long long)in->step, (long long)in->rank,
+                       refs[i].path,
+                       complete ? "" : "  (INCOMPLETE step: the run stopped during it)");
+                failed |= show_one(d, &e[k], count);
+                found++;
+                break;
+            }
+            if (!found && strstr(e[k].name, name)) {
+                size_t dd = strlen(e[k].name) - strlen(name);
+                if (dd < near_d) {
+                    near_d = dd;
+                    snprintf(near, sizeof near, "%s", e[k].name);
+                }
+            } else if (!found && near_d == (size_t)-1 && ne) {
+                const char *one[1] = {e[k].name};
+                if (np_closest_word(name, one, 1) == 0)
+                    snprintf(near, sizeof near, "%s", e[k].name);
+            }
+        }
+        free(e);
+        np_dump_close(d);
+    }
+    free(refs);
+    if (!found) {
+        if (near[0])
+            np_cli_error("%s: no tensor named '%s'; did you mean '%s'?", path, name, near);
+        else
+            np_cli_error("%s: no tensor named '%s' (see 'nprobe ls %s')", path, name, path);
+        return NP_EXIT_USAGE;
+    }
+    return failed ? NP_EXIT_USAGE : NP_EXIT_OK;
 }
