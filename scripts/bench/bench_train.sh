@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# scripts/bench/bench_train.sh [--quick] - GPT training step time of
+# `nprobe train` against the same model in PyTorch CPU (torch_gpt.py), at
+# the same thread count, batch and size, for several model sizes. Prints a
+# Markdown section: one row per size with both medians and the ratio.
+# Env: NPROBE_BIN (default build/nprobe), NP_PYTHON (default /usr/bin/python3),
+# BENCH_THREADS (default: all cores).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${NPROBE_BIN:-$root/build/nprobe}
+py=${NP_PYTHON:-/usr/bin/python3}
+threads=${BENCH_THREADS:-$(nproc)}
+steps=30 warm=5
+# sizes: "layers heads width context batch"
+sizes=("2 2 64 32 8" "4 4 128 64 8" "6 6 192 128 8")
+if [ "${1:-}" = "--quick" ]; then
+  steps=6 warm=2
+  sizes=("2 2 64 32 8" "4 4 128 64 8")
+fi
+[ -x "$bin" ] || { echo "bench_train: $bin is not built (set NPROBE_BIN)" >&2; exit 2; }
+have_torch=1
+"$py" -c 'import torch' 2>/dev/null || have_torch=0
+
+# median ms per step of nprobe train: from the tok/s of each logged step
+nprobe_ms() {
+  local L=$1 H=$2 C=$3 T=$4 B=$5
+  OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads "$bin" train --model gpt \
+    --layers "$L" --heads "$H" --width "$C" --context "$T" --batch "$B" \
+    --steps $((steps + warm)) --threads "$threads" |
+    awk -v tok=$((B * T)) -v warm="$warm" '
+      /^step / { s = $2; r = 0; for (i = 1; i <= NF; i++) if ($i == "tok/s") r = $(i - 1);
+                 if (s >= warm && r > 0) printf "%.6f\n", 1000.0 * tok / r }' |
+    sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "nan"; exit }
+      m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.3f\n", m }'
+}
+
+echo "## GPT training step (nprobe train vs PyTorch CPU)"
+echo
+echo "Median milliseconds per training step (forward, backward, clipping, AdamW),"
+echo "$steps timed steps after $warm warmup steps, $threads thread(s), vocabulary 13."
+echo "Ratio = nprobe / PyTorch (target <= 1)."
+echo
+echo "| layers | heads | width | context | batch | nprobe ms | PyTorch ms | ratio | target |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+for s in "${sizes[@]}"; do
+  read -r L H C T B <<<"$s"
+  n_ms=$(nprobe_ms "$L" "$H" "$C" "$T" "$B")
+  if [ $have_torch = 1 ]; then
+    t_ms=$(OMP_NUM_THREADS=$threads "$py" "$root/scripts/bench/torch_gpt.py" --layers "$L" --heads "$H" \
+      --width "$C" --context "$T" --batch "$B" --vocab 13 --steps $steps --warmup $warm \
+      --threads "$threads" | awk '/^median_ms/ {print $2}')
+    ratio=$(awk -v a="$n_ms" -v b="$t_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
+  else
+    t_ms="(no torch)" ratio="n/a"
+  fi
+  echo "| $L | $H | $C | $T | $B | $n_ms | $t_ms | $ratio | <= 1 |"
+done
