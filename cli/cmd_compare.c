@@ -1,24 +1,294 @@
-/* cli/cmd_compare.c - `nprobe compare`. (Skeleton: filled in by its issue.) */
+/* cli/cmd_compare.c - `nprobe compare -b BENCH -c CMP [-o OUTDIR]`: pair two
+ * dumps, print the verdict counts and the first culprit, write the reports
+ * (xlsx by default; csv/json with --format). Exit 0 when no row is an
+ * error, 1 when differences are found, 2 on usage or input errors. */
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "cmd.h"
+#include "nprobe/compare.h"
 
 static void help(FILE *out)
 {
-    fprintf(out, "usage: nprobe compare -b BENCH -c CMP -o OUTDIR [options]\n");
+    fprintf(out,
+"usage: nprobe compare -b BENCH -c CMP [-o OUTDIR] [options]\n"
+"\n"
+"Pair two dumps tensor by tensor, compute msprobe's accuracy metrics, give each\n"
+"row a verdict (pass / warning / error), name the call where the departure\n"
+"starts (the first culprit) and write a report per step and rank:\n"
+"  OUTDIR/compare_result_rank{R}_step{S}_{YYYYmmddHHMMSS}.xlsx (.csv, .json)\n"
+"\n"
+"BENCH is the reference run, CMP the run under test (msprobe's \"NPU\" side).\n"
+"Each is a dump root (step*/rank*/dump.h5), a step directory, a rank directory\n"
+"or one dump.h5. Steps and ranks are paired by number; two single files are\n"
+"paired as they are.\n"
+"\n"
+"options:\n"
+"  -b, --bench PATH      the reference dump (required)\n"
+"  -c, --cmp PATH        the dump under test (required)\n"
+"  -o, --output DIR      where the reports go (default: the current directory;\n"
+"                        created if missing)\n"
+"      --step N          compare only step N\n"
+"      --rank N          compare only rank N\n"
+"      --fuzzy           match leaves with the call counters dropped, walking both\n"
+"                        sides in order, shapes equal (for runs whose call counts\n"
+"                        differ); rows say exact or fuzzy\n"
+"      --mapping FILE    JSON renames from cmp names to bench names:\n"
+"                        {\"modules\": {\"cmp.path\": \"bench.path\"},\n"
+"                         \"apis\": {\"Torch.matmul\": \"Functional.linear\"},\n"
+"                         \"names\": {\"cmp leaf or call\": \"bench leaf or call\"}}\n"
+"      --atol X          RMS floor: errors are relative to max(||bench||, X*sqrt(n))\n"
+"      --rtol X          error when the relative L2 error ||cmp-bench||/||bench||\n"
+"                        exceeds X (warning above X/3)\n"
+"      --cos X           error when the cosine similarity is below X\n"
+"                        (default tolerances come from the dtype under test and the\n"
+"                        run's precision: fp32 rtol 1e-4, fp16 0.03, bf16 0.15;\n"
+"                        docs/COMPARE.md gives the reasoning)\n"
+"      --format LIST     comma-separated report formats among xlsx, csv, json\n"
+"                        (default xlsx; e.g. --format xlsx,csv,json or --format csv)\n"
+"      --rows-per-sheet N  split the xlsx rows sheet every N rows (default 1000000)\n"
+"  -q, --quiet           print nothing on stdout\n"
+"  -h, --help            this help\n"
+"\n"
+"Modes: tensor (both dumps keep payloads: Cosine, EucDist, MaxAbsErr,\n"
+"MaxRelativeErr, One Thousandth / Five Thousandths Err Ratio), statistics\n"
+"(max/min/mean/norm diffs and relative errors; also used, with a note, when the\n"
+"two tasks differ), md5 (crc32 equality: pass/diff).\n"
+"\n"
+"Root cause: calls are walked in execution order (forward, then backward); a\n"
+"call whose inputs and parameters pass but whose outputs fail, by at least 3x\n"
+"the input error, is a culprit; a call whose inputs already fail is propagated.\n"
+"\n"
+"exit status: 0 no error row, 1 differences found (error rows, or a step/rank\n"
+"missing or unreadable on one side while others were compared), 2 usage or\n"
+"input error (nothing could be compared)\n");
+}
+
+static int parse_double(const char *opt, const char *text, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = text ? strtod(text, &end) : 0;
+    if (!text || !*text || *end || errno || !(v >= lo && v <= hi)) {
+        np_cli_error("compare: %s: expected a number in [%g, %g], got '%s'", opt, lo, hi,
+                     text ? text : "");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+enum { F_XLSX = 1, F_CSV = 2, F_JSON = 4 };
+
+static int parse_formats(const char *text, int *out)
+{
+    static const char *const names[] = {"xlsx", "csv", "json"};
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", text);
+    *out = 0;
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        int k = -1;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(tok, names[i]))
+                k = i;
+        if (k < 0) {
+            int near = np_closest_word(tok, names, 3);
+            np_cli_error("compare: --format: unknown format '%s'%s%s%s; expected xlsx, csv or json",
+                         tok, near >= 0 ? " (did you mean '" : "", near >= 0 ? names[near] : "",
+                         near >= 0 ? "'?)" : "");
+            return -1;
+        }
+        *out |= 1 << k;
+    }
+    if (!*out) {
+        np_cli_error("compare: --format: expected xlsx, csv or json");
+        return -1;
+    }
+    return 0;
+}
+
+static void progress(int pair, int n_pairs, uint64_t done, uint64_t total, void *user)
+{
+    (void)user;
+    double pct = total ? 100.0 * (double)done / (double)total : 100.0;
+    fprintf(stderr, "\rnprobe compare: pair %d/%d  %5.1f%%  (%.1f MB)", pair + 1, n_pairs, pct,
+            (double)done / 1e6);
+    if (done >= total)
+        fputs("\r\033[K", stderr);
+    fflush(stderr);
+}
+
+static int make_dir(const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) == 0)
+        return S_ISDIR(sb.st_mode) ? 0 : -1;
+    return mkdir(dir, 0777);
+}
+
+static void print_pair(const np_cmp_pair *p)
+{
+    printf("step %d rank %d (%s mode): %zu rows: %zu pass, %zu warning, %zu error "
+           "(%zu exact, %zu fuzzy, %zu mapping, %zu cmp-only, %zu bench-only)\n",
+           p->step, p->rank, np_cmp_mode_name(p->mode), p->n_rows,
+           p->count_verdict[NP_VERDICT_PASS], p->count_verdict[NP_VERDICT_WARNING],
+           p->count_verdict[NP_VERDICT_ERROR], p->count_match[NP_MATCH_EXACT],
+           p->count_match[NP_MATCH_FUZZY], p->count_match[NP_MATCH_MAPPING],
+           p->count_match[NP_MATCH_CMP_ONLY], p->count_match[NP_MATCH_BENCH_ONLY]);
+    if (p->notes[0])
+        printf("  note: %s\n", p->notes);
+    if (p->n_culprits) {
+        const np_cmp_call *c = &p->calls[p->culprits[0]];
+        printf("  first culprit: %s", c->name);
+        if (c->parent[0])
+            printf(" (in %s)", c->parent);
+        if (c->callsite[0])
+            printf(" at %s", c->callsite);
+        printf(": %s\n", c->reason);
+        if (c->worst_row >= 0 && p->rows[c->worst_row].cmp) {
+            const np_cmp_row *r = &p->rows[c->worst_row];
+            printf("    worst output %s: %s\n", r->cmp->name, r->reason);
+        }
+        for (size_t i = 1; i < p->n_culprits && i < 6; i++)
+            printf("  culprit: %s\n", p->calls[p->culprits[i]].name);
+        if (p->n_culprits > 6)
+            printf("  ... and %zu more culprits (see the report)\n", p->n_culprits - 6);
+    } else {
+        printf("  first culprit: none\n");
+    }
 }
 
 int np_cmd_compare(int argc, char **argv)
 {
     if (argc < 2) {
         help(stderr);
-        np_cli_error("compare: missing arguments (see 'nprobe compare --help')");
+        np_cli_error("compare: missing arguments -b BENCH -c CMP (see 'nprobe compare --help')");
         return NP_EXIT_USAGE;
     }
-    if (np_cli_is_help(argv[1])) {
-        help(stdout);
-        return NP_EXIT_OK;
+    np_cmp_options o;
+    np_cmp_options_init(&o);
+    const char *bench = NULL, *cmp = NULL, *outdir = ".";
+    int formats = F_XLSX, quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n;
+        if (np_cli_is_help(a)) {
+            help(stdout);
+            return NP_EXIT_OK;
+        }
+        int takes = !strcmp(a, "-b") || !strcmp(a, "--bench") || !strcmp(a, "-c") ||
+                    !strcmp(a, "--cmp") || !strcmp(a, "-o") || !strcmp(a, "--output") ||
+                    !strcmp(a, "--step") || !strcmp(a, "--rank") || !strcmp(a, "--mapping") ||
+                    !strcmp(a, "--atol") || !strcmp(a, "--rtol") || !strcmp(a, "--cos") ||
+                    !strcmp(a, "--format") || !strcmp(a, "--rows-per-sheet");
+        if (takes && !v) {
+            np_cli_error("compare: %s needs a value (see 'nprobe compare --help')", a);
+            return NP_EXIT_USAGE;
+        }
+        if (!strcmp(a, "-b") || !strcmp(a, "--bench"))
+            bench = argv[++i];
+        else if (!strcmp(a, "-c") || !strcmp(a, "--cmp"))
+            cmp = argv[++i];
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
+            outdir = argv[++i];
+        else if (!strcmp(a, "--step")) {
+            if (np_cli_parse_int("compare: --step", argv[++i], 0, 100000000, &n))
+                return NP_EXIT_USAGE;
+            o.step = (int)n;
+        } else if (!strcmp(a, "--rank")) {
+            if (np_cli_parse_int("compare: --rank", argv[++i], 0, 1000000, &n))
+                return NP_EXIT_USAGE;
+            o.rank = (int)n;
+        } else if (!strcmp(a, "--fuzzy"))
+            o.fuzzy = 1;
+        else if (!strcmp(a, "--mapping"))
+            o.mapping_path = argv[++i];
+        else if (!strcmp(a, "--atol")) {
+            if (parse_double("--atol", argv[++i], 0, 1e30, &o.atol))
+                return NP_EXIT_USAGE;
+        } else if (!strcmp(a, "--rtol")) {
+            if (parse_double("--rtol", argv[++i], 0, 1e30, &o.rtol))
+                return NP_EXIT_USAGE;
+        } else if (!strcmp(a, "--cos")) {
+            if (parse_double("--cos", argv[++i], -1, 1, &o.cos))
+                return NP_EXIT_USAGE;
+        } else if (!strcmp(a, "--format")) {
+            if (parse_formats(argv[++i], &formats))
+                return NP_EXIT_USAGE;
+        } else if (!strcmp(a, "--rows-per-sheet")) {
+            if (np_cli_parse_int("compare: --rows-per-sheet", argv[++i], 1, 1048575, &n))
+                return NP_EXIT_USAGE;
+            o.rows_per_sheet = n;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
+            quiet = 1;
+        else {
+            static const char *const opts[] = {"--bench", "--cmp", "--output", "--step", "--rank",
+                                               "--fuzzy", "--mapping", "--atol", "--rtol", "--cos",
+                                               "--format", "--rows-per-sheet", "--quiet", "--help"};
+            int near = np_closest_word(a, opts, (int)(sizeof opts / sizeof opts[0]));
+            if (near >= 0)
+                np_cli_error("compare: unknown option '%s'; did you mean '%s'?", a, opts[near]);
+            else
+                np_cli_error("compare: unknown option '%s' (see 'nprobe compare --help')", a);
+            return NP_EXIT_USAGE;
+        }
     }
-    np_cli_error("compare: not available in this build yet");
-    return NP_EXIT_USAGE;
+    if (!bench || !cmp) {
+        np_cli_error("compare: missing %s (see 'nprobe compare --help')",
+                     !bench && !cmp ? "-b BENCH and -c CMP" : !bench ? "-b BENCH" : "-c CMP");
+        return NP_EXIT_USAGE;
+    }
+    if (np_cli_stderr_is_tty())
+        o.progress = progress;
+    np_error err = {0};
+    np_cmp_result *r = NULL;
+    if (np_cmp_run(&r, bench, cmp, &o, &err) != NP_OK) {
+        np_cli_report(&err);
+        return NP_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < r->n_issues; i++)
+        np_cli_error("compare: %s", r->issues[i].text);
+    if (r->n_pairs == 0) {
+        np_cli_error("compare: nothing could be compared");
+        np_cmp_result_free(r);
+        return NP_EXIT_USAGE;
+    }
+    if (make_dir(outdir) != 0) {
+        np_cli_error("compare: %s: cannot create the output directory", outdir);
+        np_cmp_result_free(r);
+        return NP_EXIT_USAGE;
+    }
+    int rc = np_cmp_has_differences(r) ? NP_EXIT_DIFF : NP_EXIT_OK;
+    long long now = (long long)time(NULL);
+    for (size_t i = 0; i < r->n_pairs; i++) {
+        const np_cmp_pair *p = &r->pairs[i];
+        char base[256], path[4200];
+        np_cmp_report_basename(base, sizeof base, p, now);
+        if (!quiet)
+            print_pair(p);
+        static const char *const ext[] = {"xlsx", "csv", "json"};
+        for (int k = 0; k < 3; k++) {
+            if (!(formats & (1 << k)))
+                continue;
+            snprintf(path, sizeof path, "%s/%s.%s", outdir, base, ext[k]);
+            np_error e = {0};
+            np_status st = k == 0   ? np_cmp_write_xlsx(r, p, path, &e)
+                           : k == 1 ? np_cmp_write_csv(p, path, &e)
+                                    : np_cmp_write_json(r, p, path, &e);
+            if (st != NP_OK) {
+                np_cli_report(&e);
+                rc = NP_EXIT_USAGE;
+            } else if (!quiet) {
+                printf("  report: %s\n", path);
+            }
+        }
+    }
+    np_cmp_result_free(r);
+    return rc;
 }

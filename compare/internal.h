@@ -1,0 +1,124 @@
+/* compare/internal.h - private pieces of np_compare shared between its
+ * sources: string arena, string hash map, the dump reader, the payload
+ * reader and the per-pair storage. Not installed, not for other parts. */
+#ifndef NPROBE_COMPARE_INTERNAL_H
+#define NPROBE_COMPARE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nprobe/compare.h"
+
+/* ---- arena: many small strings and shape arrays, freed at once -------- */
+typedef struct cmp_arena_block cmp_arena_block;
+typedef struct cmp_arena {
+    cmp_arena_block *head;
+} cmp_arena;
+
+void *cmp_arena_alloc(cmp_arena *a, size_t n, size_t align); /* NULL on OOM */
+const char *cmp_arena_strdup(cmp_arena *a, const char *s);   /* NULL on OOM */
+void cmp_arena_free(cmp_arena *a);
+
+/* ---- string -> int map (open addressing; keys borrowed) ---------------- */
+typedef struct cmp_map {
+    const char **keys;
+    int *vals;
+    size_t cap, len;
+} cmp_map;
+
+int cmp_map_init(cmp_map *m, size_t expected);        /* 0 ok, -1 OOM */
+int cmp_map_put(cmp_map *m, const char *key, int val); /* replaces; -1 OOM */
+int cmp_map_get(const cmp_map *m, const char *key);    /* -1 if absent */
+void cmp_map_free(cmp_map *m);
+
+/* ---- a dump file ------------------------------------------------------- */
+typedef struct cmp_call_rec {
+    const char *name, *kind, *parent, *callsite;
+    int64_t seq;
+} cmp_call_rec;
+
+typedef struct cmp_dump {
+    char path[1024];
+    int64_t file_id;           /* hid_t */
+    int64_t data_group;        /* hid_t of /data, -1 if absent */
+    int fd;                    /* plain descriptor for direct payload reads, -1 if none */
+    char task[32], level[16], precision[16], device[32], format[32];
+    int64_t step, rank, complete, format_version;
+    np_cmp_side *entries; size_t n_entries;
+    cmp_call_rec *calls; size_t n_calls;
+} cmp_dump;
+
+/* Open `path`, check it is an nprobe dump, read its attributes, /entries
+ * (in chunks, into compact records stored in `arena`) and /calls. HDF5's
+ * error printing is silenced; failures name the file. */
+np_status cmp_dump_open(cmp_dump *d, const char *path, cmp_arena *arena, np_error *err);
+void cmp_dump_close(cmp_dump *d);
+
+/* ---- payloads ---------------------------------------------------------- */
+
+/* Where a side's elements come from: memory (float32 or float64) or file
+ * segments read with pread (uncompressed little-endian float32 storage). */
+typedef struct cmp_seg {
+    int64_t start, count;       /* flat element range */
+    uint64_t addr;              /* byte address in the file */
+} cmp_seg;
+
+enum { CMP_SRC_MEM_F32 = 0, CMP_SRC_MEM_F64, CMP_SRC_FILE_F32 };
+
+typedef struct cmp_src {
+    int kind;
+    const void *mem;
+    int fd;
+    const cmp_seg *segs;
+    int nseg;
+} cmp_src;
+
+/* The one-pass metric kernel over two sources of n elements; 0 ok, -1 when a
+ * file read failed (m is then undefined). */
+int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64_t n,
+                    int ndim, double atol);
+
+/* Reusable buffers of the payload reader, one per compare. */
+typedef struct cmp_buffers {
+    void *b, *c;
+    size_t cap_b, cap_c;       /* bytes */
+} cmp_buffers;
+void cmp_buffers_free(cmp_buffers *bufs);
+
+/* Compare the payloads of one matched pair of leaves (both have data):
+ * fills m (NaN where not applicable) and adds the bytes read. Returns
+ * NP_OK, or an error naming the file and leaf when a payload cannot be
+ * read (the row then becomes an error row). */
+np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side *bs,
+                              cmp_dump *cd, const np_cmp_side *cs, double atol,
+                              cmp_buffers *bufs, uint64_t *bytes, np_error *err);
+
+/* ---- analysis ---------------------------------------------------------- */
+
+/* Give every row its verdict and severity (rows' metrics filled). */
+void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o);
+/* Per-call statuses and the culprit list (rows' verdicts filled). */
+np_status cmp_root_cause(np_cmp_pair *p, np_error *err);
+
+/* Match the two dumps' entries into p->rows (rows get bench/cmp/match). */
+typedef struct cmp_mapping cmp_mapping;
+np_status cmp_mapping_load(cmp_mapping **out, const char *path, np_error *err);
+void cmp_mapping_free(cmp_mapping *m);
+np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c, int fuzzy,
+                    const cmp_mapping *map, cmp_arena *arena, np_error *err);
+
+/* The private part behind np_cmp_pair.priv. */
+typedef struct cmp_pair_priv {
+    cmp_arena arena;
+    np_cmp_side *bench_entries, *cmp_entries;
+    cmp_call_rec *bench_calls, *cmp_calls;
+} cmp_pair_priv;
+
+/* Name helpers. */
+int cmp_is_backward(const char *call);
+/* The forward call of a backward call name into buf; 0 if not a backward name. */
+int cmp_forward_of(char *buf, size_t cap, const char *call);
+/* Leaf name with call counters removed (fuzzy key) into buf. */
+void cmp_fuzzy_key(char *buf, size_t cap, const char *leaf);
+
+#endif

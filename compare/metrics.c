@@ -1,0 +1,304 @@
+/* compare/metrics.c - msprobe's tensor metrics in one pass, in float64:
+ * Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One Thousandth and Five
+ * Thousandths Err Ratio, plus the relative L2 error nprobe's verdict uses.
+ * Elements are processed in fixed blocks (read straight from the file with
+ * pread when the storage allows, else from memory); OpenMP spreads the
+ * blocks over threads and the per-block partials are combined in block
+ * order, so the numbers do not depend on the thread count. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define BLOCK 32768                      /* elements per block */
+#define REL_EPS 2.220446049250313e-16    /* msprobe's Const.FLOAT_EPSILON (float64 eps) */
+
+typedef struct part {
+    double dot, bb, cc, dd, max_abs, max_rel;
+    int64_t n1, n5, masked, mismatch;
+} part;
+
+/* NaN = 1, +inf = 2, -inf = 3, finite = 0. */
+static int fclass(double x)
+{
+    if (isnan(x))
+        return 1;
+    if (isinf(x))
+        return x > 0 ? 2 : 3;
+    return 0;
+}
+
+static void elem_slow(part *p, double b, double c)
+{
+    if (fclass(b) == fclass(c)) {
+        p->masked++;
+        p->n1++;
+        p->n5++;
+    } else {
+        p->mismatch++;
+    }
+}
+
+/* The per-element body; b and c are finite or handled by elem_slow. */
+#define KERNEL_BODY(LOADB, LOADC)                                                   \
+    for (int64_t i = 0; i < n; i++) {                                               \
+        double b = LOADB, c = LOADC;                                                \
+        if (!isfinite(b) || !isfinite(c)) {                                         \
+            elem_slow(&q, b, c);                                                    \
+            continue;                                                               \
+        }                                                                           \
+        double d = c - b;                                                           \
+        q.dot += b * c;                                                             \
+        q.bb += b * b;                                                              \
+        q.cc += c * c;                                                              \
+        q.dd += d * d;                                                              \
+        double ad = fabs(d);                                                        \
+        if (ad > q.max_abs)                                                         \
+            q.max_abs = ad;                                                         \
+        double rel = b != 0.0 ? ad / fabs(b) : fabs((c + REL_EPS) - REL_EPS) / REL_EPS; \
+        if (rel > q.max_rel)                                                        \
+            q.max_rel = rel;                                                        \
+        q.n1 += rel < 0.001;                                                        \
+        q.n5 += rel < 0.005;                                                        \
+    }
+
+static void kern_ff(part *out, const float *pb, const float *pc, int64_t n)
+{
+    part q = {0};
+    KERNEL_BODY((double)pb[i], (double)pc[i])
+    *out = q;
+}
+
+static void kern_dd(part *out, const double *pb, const double *pc, int64_t n)
+{
+    part q = {0};
+    KERNEL_BODY(pb[i], pc[i])
+    *out = q;
+}
+
+static void kern_fd(part *out, const float *pb, const double *pc, int64_t n)
+{
+    part q = {0};
+    KERNEL_BODY((double)pb[i], pc[i])
+    *out = q;
+}
+
+static void kern_df(part *out, const double *pb, const float *pc, int64_t n)
+{
+    part q = {0};
+    KERNEL_BODY(pb[i], (double)pc[i])
+    *out = q;
+}
+
+/* Read elements [lo, lo+cnt) of a file source into buf (float32). */
+static int read_file_block(const cmp_src *s, int64_t lo, int64_t cnt, float *buf)
+{
+    int64_t done = 0;
+    for (int k = 0; k < s->nseg && done < cnt; k++) {
+        const cmp_seg *g = &s->segs[k];
+        int64_t pos = lo + done;
+        if (pos < g->start || pos >= g->start + g->count)
+            continue;
+        int64_t take = g->start + g->count - pos;
+        if (take > cnt - done)
+            take = cnt - done;
+        size_t want = (size_t)take * sizeof(float);
+        char *dst = (char *)(buf + done);
+        off_t at = (off_t)(g->addr + (uint64_t)(pos - g->start) * sizeof(float));
+        while (want) {
+            ssize_t r = pread(s->fd, dst, want, at);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                return -1;
+            want -= (size_t)r;
+            dst += r;
+            at += r;
+        }
+        done += take;
+        k = -1; /* segments need not be in address order: rescan */
+    }
+    return done == cnt ? 0 : -1;
+}
+
+/* Pointer to a block of a side: memory directly, or read into tmp. */
+static const void *side_block(const cmp_src *s, int64_t lo, int64_t cnt, float *tmp, int *is_f64,
+                              int *bad)
+{
+    *is_f64 = s->kind == CMP_SRC_MEM_F64;
+    if (s->kind == CMP_SRC_MEM_F32)
+        return (const float *)s->mem + lo;
+    if (s->kind == CMP_SRC_MEM_F64)
+        return (const double *)s->mem + lo;
+    if (read_file_block(s, lo, cnt, tmp) != 0)
+        *bad = 1;
+    return tmp;
+}
+
+static void block_part(part *out, const cmp_src *b, const cmp_src *c, int64_t lo, int64_t cnt,
+                       float *tb, float *tc, int *bad)
+{
+    int fb, fc;
+    const void *pb = side_block(b, lo, cnt, tb, &fb, bad);
+    const void *pc = side_block(c, lo, cnt, tc, &fc, bad);
+    if (*bad) {
+        memset(out, 0, sizeof *out);
+        return;
+    }
+    if (!fb && !fc)
+        kern_ff(out, pb, pc, cnt);
+    else if (fb && fc)
+        kern_dd(out, pb, pc, cnt);
+    else if (!fb)
+        kern_fd(out, pb, pc, cnt);
+    else
+        kern_df(out, pb, pc, cnt);
+}
+
+static void combine(part *acc, const part *p)
+{
+    acc->dot += p->dot;
+    acc->bb += p->bb;
+    acc->cc += p->cc;
+    acc->dd += p->dd;
+    if (p->max_abs > acc->max_abs)
+        acc->max_abs = p->max_abs;
+    if (p->max_rel > acc->max_rel)
+        acc->max_rel = p->max_rel;
+    acc->n1 += p->n1;
+    acc->n5 += p->n5;
+    acc->masked += p->masked;
+    acc->mismatch += p->mismatch;
+}
+
+static void finish(np_cmp_metrics *m, const part *q, int64_t n, int ndim, double atol)
+{
+    m->n = n;
+    m->n_masked = q->masked;
+    m->n_mask_mismatch = q->mismatch;
+    m->note = "";
+    if (n == 0) {
+        m->note = "This is empty data, can not compare.";
+        return;
+    }
+    if (q->mismatch) {
+        m->note = "The position of inf or nan in NPU and bench Tensor do not match.";
+        return;
+    }
+    m->max_abs_err = q->max_abs;
+    m->max_rel_err = q->max_rel;
+    m->euc_dist = sqrt(q->dd);
+    m->bench_norm = sqrt(q->bb);
+    m->cmp_norm = sqrt(q->cc);
+    double floor = atol > 0 ? atol * sqrt((double)n) : 0.0;
+    double den = m->bench_norm > floor ? m->bench_norm : floor;
+    m->rel_l2 = den > 0 ? m->euc_dist / den : (m->euc_dist > 0 ? INFINITY : 0.0);
+    if (ndim == 0) {
+        m->note = "This is type of 0-d tensor, can not calculate 'Cosine', "
+                  "'One Thousandth Err Ratio' and 'Five Thousandths Err Ratio'. ";
+        return;
+    }
+    m->one_thousandth = (double)q->n1 / (double)n;
+    m->five_thousandths = (double)q->n5 / (double)n;
+    if (n == 1) {
+        m->note = "This is a 1-d tensor of length 1.";
+        return;
+    }
+    if (m->cmp_norm <= REL_EPS && m->bench_norm <= REL_EPS) {
+        m->cosine = 1.0;
+    } else if (m->cmp_norm <= REL_EPS) {
+        m->note = "Cannot compare by Cosine Similarity, All the data is Zero in npu dump data.";
+    } else if (m->bench_norm <= REL_EPS) {
+        m->note = "Cannot compare by Cosine Similarity, All the data is Zero in Bench dump data.";
+    } else {
+        m->cosine = q->dot / (m->cmp_norm * m->bench_norm);
+    }
+}
+
+static void metrics_nan(np_cmp_metrics *m)
+{
+    m->cosine = m->euc_dist = m->max_abs_err = m->max_rel_err = NAN;
+    m->one_thousandth = m->five_thousandths = NAN;
+    m->bench_norm = m->cmp_norm = m->rel_l2 = NAN;
+    m->n = m->n_masked = m->n_mask_mismatch = 0;
+    m->note = "";
+}
+
+int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64_t n, int ndim,
+                    double atol)
+{
+    metrics_nan(m);
+    int64_t nb = (n + BLOCK - 1) / BLOCK;
+    part acc = {0};
+    int bad = 0;
+    int need_tmp = b->kind == CMP_SRC_FILE_F32 || c->kind == CMP_SRC_FILE_F32;
+    if (nb <= 1) {
+        float *tb = NULL, *tc = NULL;
+        if (need_tmp && n > 0) {
+            tb = malloc((size_t)n * sizeof(float));
+            tc = malloc((size_t)n * sizeof(float));
+            if (!tb || !tc)
+                bad = 1;
+        }
+        if (!bad && n > 0)
+            block_part(&acc, b, c, 0, n, tb, tc, &bad);
+        free(tb);
+        free(tc);
+    } else {
+        part *parts = calloc((size_t)nb, sizeof *parts);
+        if (!parts)
+            return -1;
+#pragma omp parallel
+        {
+            float *tb = NULL, *tc = NULL;
+            int mybad = 0;
+            if (need_tmp) {
+                tb = malloc(BLOCK * sizeof(float));
+                tc = malloc(BLOCK * sizeof(float));
+                if (!tb || !tc)
+                    mybad = 1;
+            }
+#pragma omp for schedule(static)
+            for (int64_t k = 0; k < nb; k++) {
+                if (mybad)
+                    continue;
+                int64_t lo = k * BLOCK, cnt = n - lo < BLOCK ? n - lo : BLOCK;
+                block_part(&parts[k], b, c, lo, cnt, tb, tc, &mybad);
+            }
+            if (mybad) {
+#pragma omp atomic write
+                bad = 1;
+            }
+            free(tb);
+            free(tc);
+        }
+        for (int64_t k = 0; k < nb; k++)
+            combine(&acc, &parts[k]);
+        free(parts);
+    }
+    if (bad)
+        return -1;
+    finish(m, &acc, n, ndim, atol);
+    return 0;
+}
+
+void np_cmp_metrics_f32(np_cmp_metrics *out, const float *bench, const float *cmp, int64_t n,
+                        int ndim, double atol)
+{
+    cmp_src b = {CMP_SRC_MEM_F32, bench, -1, NULL, 0};
+    cmp_src c = {CMP_SRC_MEM_F32, cmp, -1, NULL, 0};
+    if (cmp_metrics_src(out, &b, &c, n, ndim, atol) != 0)
+        metrics_nan(out);
+}
+
+void np_cmp_metrics_f64(np_cmp_metrics *out, const double *bench, const double *cmp, int64_t n,
+                        int ndim, double atol)
+{
+    cmp_src b = {CMP_SRC_MEM_F64, bench, -1, NULL, 0};
+    cmp_src c = {CMP_SRC_MEM_F64, cmp, -1, NULL, 0};
+    if (cmp_metrics_src(out, &b, &c, n, ndim, atol) != 0)
+        metrics_nan(out);
+}

@@ -1,0 +1,189 @@
+/* compare/payload.c - locate a leaf's payload in /data and feed it to the
+ * metric kernel. Uncompressed little-endian float32 payloads (contiguous, or
+ * chunked with whole trailing dimensions per chunk) are read straight from
+ * the file with pread in parallel blocks, without a full-tensor buffer; any
+ * other layout or type (compressed chunks, integers, float64) is read with
+ * H5Dread into a reusable buffer that grows to the largest such tensor. */
+#include <hdf5.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void cmp_buffers_free(cmp_buffers *bufs)
+{
+    if (!bufs)
+        return;
+    free(bufs->b);
+    free(bufs->c);
+    memset(bufs, 0, sizeof *bufs);
+}
+
+/* File segments of an uncompressed float32 LE dataset, or 0 segments if the
+ * storage does not allow direct reads. *segs is malloc'ed. */
+static int direct_segments(hid_t ds, int64_t n, cmp_seg **segs)
+{
+    *segs = NULL;
+    hid_t t = H5Dget_type(ds);
+    int ok = t >= 0 && H5Tequal(t, H5T_IEEE_F32LE) > 0 && H5Tequal(H5T_NATIVE_FLOAT, H5T_IEEE_F32LE) > 0;
+    if (t >= 0)
+        H5Tclose(t);
+    if (!ok || n <= 0)
+        return 0;
+    hid_t dcpl = H5Dget_create_plist(ds);
+    if (dcpl < 0)
+        return 0;
+    H5D_layout_t layout = H5Pget_layout(dcpl);
+    int nseg = 0;
+    if (layout == H5D_CONTIGUOUS) {
+        haddr_t a = H5Dget_offset(ds);
+        if (a != HADDR_UNDEF && (*segs = malloc(sizeof **segs))) {
+            (*segs)[0] = (cmp_seg){0, n, (uint64_t)a};
+            nseg = 1;
+        }
+    } else if (layout == H5D_CHUNKED && H5Pget_nfilters(dcpl) == 0) {
+        hid_t space = H5Dget_space(ds);
+        int nd = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+        hsize_t dims[H5S_MAX_RANK], cdims[H5S_MAX_RANK];
+        hsize_t nchunks = 0;
+        int good = nd >= 1 && H5Sget_simple_extent_dims(space, dims, NULL) >= 0 &&
+                   H5Pget_chunk(dcpl, nd, cdims) == nd &&
+                   H5Dget_num_chunks(ds, H5S_ALL, &nchunks) >= 0 && nchunks > 0 &&
+                   nchunks < (1u << 20);
+        int64_t row = 1;
+        for (int i = 1; good && i < nd; i++) {
+            if (cdims[i] != dims[i])
+                good = 0;
+            row *= (int64_t)dims[i];
+        }
+        if (good && (*segs = malloc(nchunks * sizeof **segs))) {
+            int64_t total = 0;
+            for (hsize_t k = 0; k < nchunks; k++) {
+                hsize_t off[H5S_MAX_RANK];
+                unsigned mask = 0;
+                haddr_t addr = HADDR_UNDEF;
+                hsize_t size = 0;
+                if (H5Dget_chunk_info(ds, H5S_ALL, k, off, &mask, &addr, &size) < 0 ||
+                    addr == HADDR_UNDEF || mask != 0) {
+                    good = 0;
+                    break;
+                }
+                int64_t rows = (int64_t)cdims[0];
+                if ((int64_t)(off[0] + cdims[0]) > (int64_t)dims[0])
+                    rows = (int64_t)(dims[0] - off[0]);
+                (*segs)[k] = (cmp_seg){(int64_t)off[0] * row, rows * row, (uint64_t)addr};
+                total += rows * row;
+            }
+            if (good && total == n)
+                nseg = (int)nchunks;
+        }
+        if (space >= 0)
+            H5Sclose(space);
+    }
+    H5Pclose(dcpl);
+    if (!nseg) {
+        free(*segs);
+        *segs = NULL;
+    }
+    return nseg;
+}
+
+/* Read a whole dataset into *buf (grown as needed) as float32 when stored
+ * as a 4-byte float, else as float64. */
+static int read_whole(hid_t ds, int64_t n, void **buf, size_t *cap, int *is_f64)
+{
+    hid_t t = H5Dget_type(ds);
+    if (t < 0)
+        return -1;
+    *is_f64 = !(H5Tget_class(t) == H5T_FLOAT && H5Tget_size(t) == 4);
+    H5Tclose(t);
+    size_t need = (size_t)(n > 0 ? n : 1) * (*is_f64 ? sizeof(double) : sizeof(float));
+    if (need > *cap) {
+        void *p = realloc(*buf, need);
+        if (!p)
+            return -1;
+        *buf = p;
+        *cap = need;
+    }
+    if (n == 0)
+        return 0;
+    return H5Dread(ds, *is_f64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL,
+                   H5P_DEFAULT, *buf) < 0 ? -1 : 0;
+}
+
+static np_status open_payload(hid_t *ds, cmp_dump *d, const np_cmp_side *s, np_error *err)
+{
+    *ds = -1;
+    if (d->data_group < 0 || H5Lexists(d->data_group, s->name, H5P_DEFAULT) <= 0)
+        return np_error_set(err, NP_ERR_NOTFOUND, d->path, s->name,
+                            "/entries says the payload is stored, but /data has no such dataset");
+    *ds = H5Dopen2(d->data_group, s->name, H5P_DEFAULT);
+    if (*ds < 0)
+        return np_error_set(err, NP_ERR_FORMAT, d->path, s->name, "cannot open the payload dataset");
+    hid_t space = H5Dget_space(*ds);
+    hssize_t npts = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+    if (space >= 0)
+        H5Sclose(space);
+    if (npts != (hssize_t)s->numel) {
+        H5Dclose(*ds);
+        *ds = -1;
+        return np_error_set(err, NP_ERR_FORMAT, d->path, s->name,
+                            "payload has %lld elements, /entries says numel %lld", (long long)npts,
+                            (long long)s->numel);
+    }
+    return NP_OK;
+}
+
+np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side *bs, cmp_dump *cd,
+                              const np_cmp_side *cs, double atol, cmp_buffers *bufs,
+                              uint64_t *bytes, np_error *err)
+{
+    hid_t dsb = -1, dsc = -1;
+    cmp_seg *segb = NULL, *segc = NULL;
+    np_status st = open_payload(&dsb, bd, bs, err);
+    if (st == NP_OK)
+        st = open_payload(&dsc, cd, cs, err);
+    int64_t n = cs->numel;
+    cmp_src sb = {0}, sc = {0};
+    if (st == NP_OK) {
+        int nb = bd->fd >= 0 ? direct_segments(dsb, n, &segb) : 0;
+        int nc = cd->fd >= 0 ? direct_segments(dsc, n, &segc) : 0;
+        int f64 = 0;
+        if (nb) {
+            sb = (cmp_src){CMP_SRC_FILE_F32, NULL, bd->fd, segb, nb};
+        } else if (read_whole(dsb, n, &bufs->b, &bufs->cap_b, &f64) == 0) {
+            sb = (cmp_src){f64 ? CMP_SRC_MEM_F64 : CMP_SRC_MEM_F32, bufs->b, -1, NULL, 0};
+        } else {
+            st = np_error_set(err, NP_ERR_FORMAT, bd->path, bs->name,
+                              "cannot read the payload (truncated or corrupt file)");
+        }
+        if (st == NP_OK) {
+            if (nc) {
+                sc = (cmp_src){CMP_SRC_FILE_F32, NULL, cd->fd, segc, nc};
+            } else if (read_whole(dsc, n, &bufs->c, &bufs->cap_c, &f64) == 0) {
+                sc = (cmp_src){f64 ? CMP_SRC_MEM_F64 : CMP_SRC_MEM_F32, bufs->c, -1, NULL, 0};
+            } else {
+                st = np_error_set(err, NP_ERR_FORMAT, cd->path, cs->name,
+                                  "cannot read the payload (truncated or corrupt file)");
+            }
+        }
+    }
+    if (st == NP_OK) {
+        if (cmp_metrics_src(m, &sb, &sc, n, cs->ndim, atol) != 0)
+            st = np_error_set(err, NP_ERR_IO, cd->path, cs->name,
+                              "reading the payload failed (truncated file?) on one side "
+                              "(bench %s)", bd->path);
+        else if (bytes) {
+            size_t eb = sb.kind == CMP_SRC_MEM_F64 ? 8 : 4, ec = sc.kind == CMP_SRC_MEM_F64 ? 8 : 4;
+            *bytes += (uint64_t)n * (eb + ec);
+        }
+    }
+    free(segb);
+    free(segc);
+    if (dsb >= 0)
+        H5Dclose(dsb);
+    if (dsc >= 0)
+        H5Dclose(dsc);
+    return st;
+}

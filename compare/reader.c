@@ -1,0 +1,313 @@
+/* compare/reader.c - open an nprobe dump (format v1) for reading: check the
+ * format attribute, read the root attributes, and stream /entries and /calls
+ * in chunks into compact records. HDF5's own error printing is silenced and
+ * every failure becomes an np_error naming the file. */
+#include <fcntl.h>
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define ENTRY_CHUNK 2048
+
+static void silence_hdf5(void)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+/* Read a string attribute (fixed or variable length); 0 ok, -1 absent/bad. */
+static int attr_string(hid_t obj, const char *name, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (H5Aexists(obj, name) <= 0)
+        return -1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0)
+        return -1;
+    hid_t t = H5Aget_type(a);
+    int rc = -1;
+    if (t >= 0 && H5Tget_class(t) == H5T_STRING) {
+        if (H5Tis_variable_str(t) > 0) {
+            hid_t mt = H5Tcopy(H5T_C_S1);
+            H5Tset_size(mt, H5T_VARIABLE);
+            char *s = NULL;
+            if (H5Aread(a, mt, &s) >= 0 && s) {
+                snprintf(buf, cap, "%s", s);
+                H5free_memory(s);
+                rc = 0;
+            }
+            H5Tclose(mt);
+        } else {
+            size_t sz = H5Tget_size(t);
+            char *tmp = calloc(sz + 1, 1);
+            hid_t mt = H5Tcopy(H5T_C_S1);
+            H5Tset_size(mt, sz);
+            if (tmp && H5Aread(a, mt, tmp) >= 0) {
+                snprintf(buf, cap, "%s", tmp);
+                rc = 0;
+            }
+            H5Tclose(mt);
+            free(tmp);
+        }
+    }
+    if (t >= 0)
+        H5Tclose(t);
+    H5Aclose(a);
+    return rc;
+}
+
+static int attr_int(hid_t obj, const char *name, int64_t *out)
+{
+    if (H5Aexists(obj, name) <= 0)
+        return -1;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0)
+        return -1;
+    hid_t t = H5Aget_type(a);
+    int rc = -1;
+    if (t >= 0 && H5Tget_class(t) == H5T_INTEGER && H5Aread(a, H5T_NATIVE_INT64, out) >= 0)
+        rc = 0;
+    if (t >= 0)
+        H5Tclose(t);
+    H5Aclose(a);
+    return rc;
+}
+
+static const char *const known_roles[] = {"input", "output", "parameters", "kwargs",
+                                          "parameters_grad"};
+static const char *const known_dtypes[] = {"float32", "bfloat16", "float16", "float64",
+                                           "int64", "int32", "bool"};
+
+static const char *intern(cmp_arena *a, const char *s, const char *const *table, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(s, table[i]) == 0)
+            return table[i];
+    return cmp_arena_strdup(a, s);
+}
+
+static np_status read_entries(cmp_dump *d, cmp_arena *arena, np_error *err)
+{
+    if (H5Lexists(d->file_id, NP_FMT_ENTRIES, H5P_DEFAULT) <= 0)
+        return np_error_set(err, NP_ERR_FORMAT, d->path, NP_FMT_ENTRIES,
+                            "no /entries table (an incomplete step or not a dump)");
+    hid_t ds = H5Dopen2(d->file_id, NP_FMT_ENTRIES, H5P_DEFAULT);
+    hid_t space = ds >= 0 ? H5Dget_space(ds) : -1;
+    hid_t mt = np_fmt_entry_h5type();
+    np_entry_rec *buf = malloc(ENTRY_CHUNK * sizeof *buf);
+    np_status st = NP_OK;
+    hsize_t n = 0;
+    if (ds < 0 || space < 0 || mt < 0 || H5Sget_simple_extent_ndims(space) != 1 ||
+        H5Sget_simple_extent_dims(space, &n, NULL) < 0) {
+        st = np_error_set(err, NP_ERR_FORMAT, d->path, NP_FMT_ENTRIES,
+                          "cannot read /entries as a one-dimensional table (file corrupt?)");
+        goto done;
+    }
+    if (!buf || !(d->entries = calloc(n ? n : 1, sizeof *d->entries))) {
+        st = np_error_set(err, NP_ERR_NOMEM, d->path, NP_FMT_ENTRIES, "out of memory for %llu entries",
+                          (unsigned long long)n);
+        goto done;
+    }
+    const char *prev_call = NULL;
+    for (hsize_t off = 0; off < n; off += ENTRY_CHUNK) {
+        hsize_t cnt = n - off < ENTRY_CHUNK ? n - off : ENTRY_CHUNK;
+        hid_t ms = H5Screate_simple(1, &cnt, NULL);
+        herr_t e = H5Sselect_hyperslab(space, H5S_SELECT_SET, &off, NULL, &cnt, NULL);
+        memset(buf, 0, cnt * sizeof *buf);
+        if (e >= 0)
+            e = H5Dread(ds, mt, ms, space, H5P_DEFAULT, buf);
+        H5Sclose(ms);
+        if (e < 0) {
+            st = np_error_set(err, NP_ERR_FORMAT, d->path, NP_FMT_ENTRIES,
+                              "cannot read rows %llu..%llu of /entries (truncated or corrupt file)",
+                              (unsigned long long)off, (unsigned long long)(off + cnt - 1));
+            goto done;
+        }
+        for (hsize_t i = 0; i < cnt; i++) {
+            np_entry_rec *r = &buf[i];
+            np_cmp_side *s = &d->entries[off + i];
+            r->name[NP_FMT_NAME_LEN - 1] = r->call[NP_FMT_NAME_LEN - 1] = '\0';
+            r->role[NP_FMT_ROLE_LEN - 1] = r->dtype[NP_FMT_DTYPE_LEN - 1] = '\0';
+            if (r->ndim < 0 || r->ndim > NP_FMT_MAX_DIMS) {
+                st = np_error_set(err, NP_ERR_FORMAT, d->path, r->name,
+                                  "ndim %d out of range [0, %d] in /entries row %llu", r->ndim,
+                                  NP_FMT_MAX_DIMS, (unsigned long long)(off + i));
+                goto done;
+            }
+            s->name = cmp_arena_strdup(arena, r->name);
+            s->call = prev_call && strcmp(prev_call, r->call) == 0 ? prev_call
+                                                                    : cmp_arena_strdup(arena, r->call);
+            prev_call = s->call;
+            s->role = intern(arena, r->role, known_roles, 5);
+            s->dtype = intern(arena, r->dtype, known_dtypes, 7);
+            int64_t *shape = r->ndim ? cmp_arena_alloc(arena, (size_t)r->ndim * sizeof(int64_t),
+                                                       sizeof(int64_t))
+                                     : NULL;
+            if (!s->name || !s->call || !s->role || !s->dtype || (r->ndim && !shape)) {
+                st = np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory reading /entries");
+                goto done;
+            }
+            if (r->ndim)
+                memcpy(shape, r->shape, (size_t)r->ndim * sizeof(int64_t));
+            s->shape = shape;
+            s->ndim = (int8_t)r->ndim;
+            s->seq = r->seq;
+            s->numel = r->numel;
+            s->max = r->max;
+            s->min = r->min;
+            s->mean = r->mean;
+            s->norm = r->norm;
+            s->nan_count = r->nan_count;
+            s->inf_count = r->posinf_count + r->neginf_count;
+            s->crc32 = r->crc32;
+            s->has_data = r->has_data;
+            s->requires_grad = r->requires_grad;
+        }
+    }
+    d->n_entries = (size_t)n;
+done:
+    free(buf);
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (space >= 0)
+        H5Sclose(space);
+    if (ds >= 0)
+        H5Dclose(ds);
+    return st;
+}
+
+static np_status read_calls(cmp_dump *d, cmp_arena *arena, np_error *err)
+{
+    if (H5Lexists(d->file_id, NP_FMT_CALLS, H5P_DEFAULT) <= 0)
+        return NP_OK; /* optional for reading: rows then have no call tree */
+    hid_t ds = H5Dopen2(d->file_id, NP_FMT_CALLS, H5P_DEFAULT);
+    hid_t space = ds >= 0 ? H5Dget_space(ds) : -1;
+    hid_t mt = np_fmt_call_h5type();
+    np_call_rec *buf = malloc(ENTRY_CHUNK * sizeof *buf);
+    np_status st = NP_OK;
+    hsize_t n = 0;
+    if (ds < 0 || space < 0 || mt < 0 || H5Sget_simple_extent_ndims(space) != 1 ||
+        H5Sget_simple_extent_dims(space, &n, NULL) < 0) {
+        st = np_error_set(err, NP_ERR_FORMAT, d->path, NP_FMT_CALLS,
+                          "cannot read /calls as a one-dimensional table (file corrupt?)");
+        goto done;
+    }
+    if (!buf || !(d->calls = calloc(n ? n : 1, sizeof *d->calls))) {
+        st = np_error_set(err, NP_ERR_NOMEM, d->path, NP_FMT_CALLS, "out of memory");
+        goto done;
+    }
+    for (hsize_t off = 0; off < n; off += ENTRY_CHUNK) {
+        hsize_t cnt = n - off < ENTRY_CHUNK ? n - off : ENTRY_CHUNK;
+        hid_t ms = H5Screate_simple(1, &cnt, NULL);
+        herr_t e = H5Sselect_hyperslab(space, H5S_SELECT_SET, &off, NULL, &cnt, NULL);
+        memset(buf, 0, cnt * sizeof *buf);
+        if (e >= 0)
+            e = H5Dread(ds, mt, ms, space, H5P_DEFAULT, buf);
+        H5Sclose(ms);
+        if (e < 0) {
+            st = np_error_set(err, NP_ERR_FORMAT, d->path, NP_FMT_CALLS,
+                              "cannot read /calls (truncated or corrupt file)");
+            goto done;
+        }
+        for (hsize_t i = 0; i < cnt; i++) {
+            np_call_rec *r = &buf[i];
+            cmp_call_rec *c = &d->calls[off + i];
+            r->call[NP_FMT_NAME_LEN - 1] = r->parent[NP_FMT_NAME_LEN - 1] = '\0';
+            r->kind[NP_FMT_KIND_LEN - 1] = r->callsite[NP_FMT_SITE_LEN - 1] = '\0';
+            c->name = cmp_arena_strdup(arena, r->call);
+            c->kind = strcmp(r->kind, "module") == 0 ? "module" : "api";
+            c->parent = r->parent[0] ? cmp_arena_strdup(arena, r->parent) : "";
+            c->callsite = r->callsite[0] ? cmp_arena_strdup(arena, r->callsite) : "";
+            c->seq = r->seq;
+            if (!c->name || !c->parent || !c->callsite) {
+                st = np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory reading /calls");
+                goto done;
+            }
+        }
+    }
+    d->n_calls = (size_t)n;
+done:
+    free(buf);
+    if (mt >= 0)
+        H5Tclose(mt);
+    if (space >= 0)
+        H5Sclose(space);
+    if (ds >= 0)
+        H5Dclose(ds);
+    return st;
+}
+
+np_status cmp_dump_open(cmp_dump *d, const char *path, cmp_arena *arena, np_error *err)
+{
+    memset(d, 0, sizeof *d);
+    d->file_id = d->data_group = -1;
+    d->fd = -1;
+    snprintf(d->path, sizeof d->path, "%s", path);
+    silence_hdf5();
+    if (access(path, R_OK) != 0)
+        return np_error_set(err, NP_ERR_NOTFOUND, path, NULL, "cannot read the file");
+    htri_t is = H5Fis_hdf5(path);
+    if (is <= 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, NULL,
+                            "not an HDF5 file, or truncated (expected an nprobe dump, %s)",
+                            NP_FMT_FILE);
+    d->file_id = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (d->file_id < 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, NULL,
+                            "HDF5 cannot open the file (truncated or corrupt)");
+    if (attr_string(d->file_id, NP_FMT_ATTR_FORMAT, d->format, sizeof d->format) != 0 ||
+        strcmp(d->format, NP_FMT_NAME) != 0) {
+        np_status st = np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_FORMAT,
+                                    "not an nprobe dump: root attribute 'format' is '%s', expected '%s'",
+                                    d->format[0] ? d->format : "(missing)", NP_FMT_NAME);
+        cmp_dump_close(d);
+        return st;
+    }
+    d->format_version = -1;
+    attr_int(d->file_id, NP_FMT_ATTR_FORMAT_VERSION, &d->format_version);
+    if (d->format_version != NP_FMT_VERSION) {
+        np_status st = np_error_set(err, NP_ERR_UNSUPPORTED, path, NP_FMT_ATTR_FORMAT_VERSION,
+                                    "dump format version %lld, this nprobe reads version %d",
+                                    (long long)d->format_version, NP_FMT_VERSION);
+        cmp_dump_close(d);
+        return st;
+    }
+    attr_string(d->file_id, NP_FMT_ATTR_TASK, d->task, sizeof d->task);
+    attr_string(d->file_id, NP_FMT_ATTR_LEVEL, d->level, sizeof d->level);
+    attr_string(d->file_id, NP_FMT_ATTR_PRECISION, d->precision, sizeof d->precision);
+    attr_string(d->file_id, NP_FMT_ATTR_DEVICE, d->device, sizeof d->device);
+    d->step = d->rank = -1;
+    d->complete = 0;
+    attr_int(d->file_id, NP_FMT_ATTR_STEP, &d->step);
+    attr_int(d->file_id, NP_FMT_ATTR_RANK, &d->rank);
+    attr_int(d->file_id, NP_FMT_ATTR_COMPLETE, &d->complete);
+    np_status st = read_entries(d, arena, err);
+    if (st == NP_OK)
+        st = read_calls(d, arena, err);
+    if (st != NP_OK) {
+        cmp_dump_close(d);
+        return st;
+    }
+    if (H5Lexists(d->file_id, NP_FMT_DATA, H5P_DEFAULT) > 0)
+        d->data_group = H5Gopen2(d->file_id, NP_FMT_DATA, H5P_DEFAULT);
+    d->fd = open(path, O_RDONLY);
+    return NP_OK;
+}
+
+void cmp_dump_close(cmp_dump *d)
+{
+    if (!d)
+        return;
+    if (d->data_group >= 0)
+        H5Gclose(d->data_group);
+    if (d->file_id >= 0)
+        H5Fclose(d->file_id);
+    if (d->fd >= 0)
+        close(d->fd);
+    d->data_group = d->file_id = -1;
+    d->fd = -1;
+    /* entries and calls are handed over to the pair (or freed by it) */
+}

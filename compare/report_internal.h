@@ -1,0 +1,30 @@
+/* compare/report_internal.h - the cell model shared by the xlsx, csv and
+ * json writers, so all three carry the same values in the same order. */
+#ifndef NPROBE_COMPARE_REPORT_INTERNAL_H
+#define NPROBE_COMPARE_REPORT_INTERNAL_H
+
+#include "nprobe/compare.h"
+
+enum { CELL_NA = 0, CELL_NUM, CELL_STR };
+
+typedef struct cmp_cell {
+    int kind;
+    double num;
+    const char *str;
+} cmp_cell;
+
+#define CMP_MAX_COLS 40
+#define CMP_SCRATCH 4
+
+typedef struct cmp_cells {
+    cmp_cell c[CMP_MAX_COLS];
+    int n;
+    char scratch[CMP_SCRATCH][160];
+} cmp_cells;
+
+/* Fill the cells of one row in the column order of np_cmp_headers(p->mode). */
+void cmp_row_cells(cmp_cells *out, const np_cmp_pair *p, const np_cmp_row *r);
+/* The parent chain of a call, outermost first, joined by " > ", into buf. */
+void cmp_module_chain(char *buf, size_t cap, const np_cmp_pair *p, int call_index);
+
+#endif

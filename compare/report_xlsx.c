@@ -1,0 +1,279 @@
+/* compare/report_xlsx.c - the xlsx report (libxlsxwriter, constant-memory
+ * mode): a "summary" sheet (inputs, counts, first culprit and the others,
+ * advice, issues), the rows in msprobe's columns then nprobe's, split over
+ * "rows", "rows_2", ... before Excel's row limit, red rows for errors and
+ * yellow for warnings, frozen header and autofilter; and a "calls" sheet with
+ * the per-call error along execution order and its chart. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <xlsxwriter.h>
+
+#include "report_internal.h"
+
+#define RED 0xFF0000    /* msprobe's highlight colours */
+#define YELLOW 0xFFFF00
+
+typedef struct fmts {
+    lxw_format *bold, *red, *yellow, *plain, *header, *wrap;
+} fmts;
+
+static void put_cell(lxw_worksheet *ws, lxw_row_t row, lxw_col_t col, const cmp_cell *c, lxw_format *f)
+{
+    if (c->kind == CELL_NUM && isfinite(c->num))
+        worksheet_write_number(ws, row, col, c->num, f);
+    else if (c->kind == CELL_NUM)
+        worksheet_write_string(ws, row, col, isnan(c->num) ? "N/A" : c->num > 0 ? "inf" : "-inf", f);
+    else
+        worksheet_write_string(ws, row, col, c->kind == CELL_STR ? c->str : "N/A", f);
+}
+
+static double col_width(const char *h)
+{
+    static const struct { const char *name; double w; } w[] = {
+        {"NPU Name", 60}, {"Bench Name", 60}, {"Err_message", 40}, {"Reason", 50},
+        {"Module", 40}, {"NPU Tensor Shape", 18}, {"Bench Tensor Shape", 18}};
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        if (!strcmp(h, w[i].name))
+            return w[i].w;
+    double n = (double)strlen(h) + 2;
+    return n < 12 ? 12 : n;
+}
+
+static void write_rows_sheets(lxw_workbook *wb, const np_cmp_pair *p, long per_sheet, const fmts *F)
+{
+    int nh;
+    const char *const *h = np_cmp_headers(p->mode, &nh);
+    size_t n = p->n_rows, done = 0;
+    int sheet = 0;
+    cmp_cells cells;
+    do {
+        char name[32];
+        if (sheet == 0)
+            snprintf(name, sizeof name, "rows");
+        else
+            snprintf(name, sizeof name, "rows_%d", sheet + 1);
+        lxw_worksheet *ws = workbook_add_worksheet(wb, name);
+        if (!ws)
+            return;
+        size_t take = n - done < (size_t)per_sheet ? n - done : (size_t)per_sheet;
+        for (int k = 0; k < nh; k++)
+            worksheet_set_column(ws, (lxw_col_t)k, (lxw_col_t)k, col_width(h[k]), NULL);
+        worksheet_freeze_panes(ws, 1, 0);
+        worksheet_autofilter(ws, 0, 0, (lxw_row_t)take, (lxw_col_t)(nh - 1));
+        for (int k = 0; k < nh; k++)
+            worksheet_write_string(ws, 0, (lxw_col_t)k, h[k], F->header);
+        for (size_t i = 0; i < take; i++) {
+            const np_cmp_row *r = &p->rows[done + i];
+            lxw_format *f = r->verdict == NP_VERDICT_ERROR ? F->red
+                            : r->verdict == NP_VERDICT_WARNING ? F->yellow : NULL;
+            cmp_row_cells(&cells, p, r);
+            for (int k = 0; k < cells.n; k++)
+                put_cell(ws, (lxw_row_t)(i + 1), (lxw_col_t)k, &cells.c[k], f);
+        }
+        done += take;
+        sheet++;
+    } while (done < n);
+}
+
+static void kv(lxw_worksheet *ws, lxw_row_t *row, const char *k, const char *v, const fmts *F)
+{
+    worksheet_write_string(ws, *row, 0, k, F->bold);
+    worksheet_write_string(ws, *row, 1, v ? v : "", NULL);
+    (*row)++;
+}
+
+static void kvn(lxw_worksheet *ws, lxw_row_t *row, const char *k, double v, const fmts *F)
+{
+    worksheet_write_string(ws, *row, 0, k, F->bold);
+    cmp_cell c = {isnan(v) ? CELL_NA : CELL_NUM, v, NULL};
+    put_cell(ws, *row, 1, &c, NULL);
+    (*row)++;
+}
+
+static void culprit_block(lxw_worksheet *ws, lxw_row_t *row, const np_cmp_pair *p, int k, const fmts *F)
+{
+    const np_cmp_call *c = &p->calls[k];
+    char chain[2048];
+    cmp_module_chain(chain, sizeof chain, p, k);
+    kv(ws, row, "call", c->name, F);
+    kv(ws, row, "module path", chain[0] ? chain : "(top level)", F);
+    kv(ws, row, "callsite", c->callsite[0] ? c->callsite : "(not recorded)", F);
+    kv(ws, row, "why", c->reason, F);
+    kvn(ws, row, "input severity", c->sev_in, F);
+    kvn(ws, row, "output severity", c->sev_out, F);
+    if (c->worst_row >= 0) {
+        const np_cmp_row *r = &p->rows[c->worst_row];
+        kv(ws, row, "worst output", r->cmp ? r->cmp->name : "", F);
+        if (p->mode == NP_CMP_MODE_TENSOR) {
+            kvn(ws, row, "Cosine", r->m.cosine, F);
+            kvn(ws, row, "EucDist", r->m.euc_dist, F);
+            kvn(ws, row, "MaxAbsErr", r->m.max_abs_err, F);
+            kvn(ws, row, "MaxRelativeErr", r->m.max_rel_err, F);
+            kvn(ws, row, "relative L2 error", r->m.rel_l2, F);
+        }
+        kv(ws, row, "verdict reason", r->reason, F);
+    }
+}
+
+static void write_summary(lxw_worksheet *ws, const np_cmp_result *r, const np_cmp_pair *p, const fmts *F)
+{
+    lxw_row_t row = 0;
+    char buf[256];
+    worksheet_set_column(ws, 0, 0, 28, NULL);
+    worksheet_set_column(ws, 1, 1, 110, NULL);
+    worksheet_write_string(ws, row++, 0, "nprobe compare report", F->bold);
+    row++;
+    kv(ws, &row, "bench (reference)", r ? r->bench_input : p->bench_path, F);
+    kv(ws, &row, "cmp (under test)", r ? r->cmp_input : p->cmp_path, F);
+    kv(ws, &row, "bench file", p->bench_path, F);
+    kv(ws, &row, "cmp file", p->cmp_path, F);
+    snprintf(buf, sizeof buf, "step %d, rank %d", p->step, p->rank);
+    kv(ws, &row, "step / rank", buf, F);
+    kv(ws, &row, "mode", np_cmp_mode_name(p->mode), F);
+    snprintf(buf, sizeof buf, "task %s, device %s, precision %s", p->bench_task, p->bench_device,
+             p->bench_precision);
+    kv(ws, &row, "bench run", buf, F);
+    snprintf(buf, sizeof buf, "task %s, device %s, precision %s", p->cmp_task, p->cmp_device,
+             p->cmp_precision);
+    kv(ws, &row, "cmp run", buf, F);
+    kv(ws, &row, "notes", p->notes[0] ? p->notes : "none", F);
+    row++;
+    worksheet_write_string(ws, row++, 0, "rows by verdict", F->bold);
+    for (int v = 0; v < 3; v++)
+        kvn(ws, &row, np_cmp_verdict_name((np_cmp_verdict)v), (double)p->count_verdict[v], F);
+    worksheet_write_string(ws, row++, 0, "rows by match", F->bold);
+    for (int m = 0; m < 5; m++)
+        kvn(ws, &row, np_cmp_match_name((np_cmp_match)m), (double)p->count_match[m], F);
+    row++;
+    if (p->n_culprits) {
+        worksheet_write_string(ws, row++, 0, "FIRST CULPRIT", F->red);
+        culprit_block(ws, &row, p, p->culprits[0], F);
+        row++;
+        snprintf(buf, sizeof buf, "other culprits (%zu)", p->n_culprits - 1);
+        worksheet_write_string(ws, row++, 0, buf, F->bold);
+        for (size_t i = 1; i < p->n_culprits; i++) {
+            const np_cmp_call *c = &p->calls[p->culprits[i]];
+            worksheet_write_string(ws, row, 0, c->name, NULL);
+            char chain[2048];
+            cmp_module_chain(chain, sizeof chain, p, p->culprits[i]);
+            char line[2600];
+            int len = snprintf(line, sizeof line, "%s | %s | ", chain[0] ? chain : "(top level)",
+                               c->callsite[0] ? c->callsite : "-");
+            if (len > 0 && (size_t)len < sizeof line)
+                snprintf(line + len, sizeof line - (size_t)len, "%.200s", c->reason);
+            worksheet_write_string(ws, row++, 1, line, NULL);
+        }
+    } else {
+        kv(ws, &row, "first culprit", "none", F);
+    }
+    row++;
+    worksheet_write_string(ws, row, 0, "advice", F->bold);
+    worksheet_write_string(ws, row++, 1, np_cmp_advice(p), F->wrap);
+    if (r && r->n_issues) {
+        row++;
+        worksheet_write_string(ws, row++, 0, "issues", F->bold);
+        for (size_t i = 0; i < r->n_issues; i++)
+            worksheet_write_string(ws, row++, 1, r->issues[i].text, NULL);
+    }
+}
+
+static double clip_sev(double s)
+{
+    if (isnan(s) || s < 1e-6)
+        return 1e-6;
+    return s > 1e6 ? 1e6 : s;
+}
+
+static void write_calls(lxw_workbook *wb, const np_cmp_pair *p, const fmts *F)
+{
+    lxw_worksheet *ws = workbook_add_worksheet(wb, "calls");
+    if (!ws)
+        return;
+    static const char *const h[] = {"Order", "Seq", "Call", "Kind", "Status", "Input severity",
+                                    "Output severity", "Output severity (plotted)", "Error threshold",
+                                    "Module", "Callsite", "Reason"};
+    const int nh = (int)(sizeof h / sizeof h[0]);
+    worksheet_set_column(ws, 2, 2, 50, NULL);
+    worksheet_set_column(ws, 9, 9, 40, NULL);
+    worksheet_set_column(ws, 11, 11, 50, NULL);
+    worksheet_freeze_panes(ws, 1, 0);
+    worksheet_autofilter(ws, 0, 0, (lxw_row_t)p->n_calls, (lxw_col_t)(nh - 1));
+    for (int k = 0; k < nh; k++)
+        worksheet_write_string(ws, 0, (lxw_col_t)k, h[k], F->header);
+    for (size_t i = 0; i < p->n_calls; i++) {
+        const np_cmp_call *c = &p->calls[i];
+        lxw_row_t row = (lxw_row_t)(i + 1);
+        lxw_format *f = c->status == NP_CALL_CULPRIT ? F->red
+                        : c->n_error_out ? F->yellow : NULL;
+        worksheet_write_number(ws, row, 0, (double)i, f);
+        worksheet_write_number(ws, row, 1, (double)c->seq, f);
+        worksheet_write_string(ws, row, 2, c->name, f);
+        worksheet_write_string(ws, row, 3, c->kind, f);
+        worksheet_write_string(ws, row, 4, np_cmp_call_status_name(c->status), f);
+        cmp_cell a = {CELL_NUM, c->sev_in, NULL}, b = {CELL_NUM, c->sev_out, NULL};
+        put_cell(ws, row, 5, &a, f);
+        put_cell(ws, row, 6, &b, f);
+        worksheet_write_number(ws, row, 7, clip_sev(c->sev_out), f);
+        worksheet_write_number(ws, row, 8, 1.0, f);
+        worksheet_write_string(ws, row, 9, c->parent, f);
+        worksheet_write_string(ws, row, 10, c->callsite, f);
+        worksheet_write_string(ws, row, 11, c->reason, f);
+    }
+    if (!p->n_calls)
+        return;
+    lxw_chart *ch = workbook_add_chart(wb, LXW_CHART_SCATTER_STRAIGHT_WITH_MARKERS);
+    if (!ch)
+        return;
+    lxw_chart_series *s = chart_add_series(ch, NULL, NULL);
+    chart_series_set_categories(s, "calls", 1, 0, (lxw_row_t)p->n_calls, 0);
+    chart_series_set_values(s, "calls", 1, 7, (lxw_row_t)p->n_calls, 7);
+    chart_series_set_name(s, "output severity (error / tolerance)");
+    lxw_chart_series *t = chart_add_series(ch, NULL, NULL);
+    chart_series_set_categories(t, "calls", 1, 0, (lxw_row_t)p->n_calls, 0);
+    chart_series_set_values(t, "calls", 1, 8, (lxw_row_t)p->n_calls, 8);
+    chart_series_set_name(t, "error threshold");
+    chart_title_set_name(ch, "Per-call output error along execution order");
+    chart_axis_set_name(ch->x_axis, "call (execution order: forward, then backward)");
+    chart_axis_set_name(ch->y_axis, "severity (log scale)");
+    chart_axis_set_log_base(ch->y_axis, 10);
+    lxw_chart_options opt = {.x_scale = 2.5, .y_scale = 1.6};
+    worksheet_insert_chart_opt(ws, 1, (lxw_col_t)(nh + 1), ch, &opt);
+}
+
+np_status np_cmp_write_xlsx(const np_cmp_result *r, const np_cmp_pair *p, const char *path,
+                            np_error *err)
+{
+    lxw_workbook_options o = {.constant_memory = LXW_TRUE, .tmpdir = NULL};
+    lxw_workbook *wb = workbook_new_opt(path, &o);
+    if (!wb)
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot create the xlsx report");
+    fmts F;
+    F.bold = workbook_add_format(wb);
+    format_set_bold(F.bold);
+    F.header = workbook_add_format(wb);
+    format_set_bold(F.header);
+    format_set_bottom(F.header, LXW_BORDER_THIN);
+    F.red = workbook_add_format(wb);
+    format_set_pattern(F.red, LXW_PATTERN_SOLID);
+    format_set_bg_color(F.red, RED);
+    F.yellow = workbook_add_format(wb);
+    format_set_pattern(F.yellow, LXW_PATTERN_SOLID);
+    format_set_bg_color(F.yellow, YELLOW);
+    F.wrap = workbook_add_format(wb);
+    format_set_text_wrap(F.wrap);
+    F.plain = NULL;
+    long per = r && r->opts.rows_per_sheet > 0 ? r->opts.rows_per_sheet : 1000000;
+    if (per > 1048575)
+        per = 1048575;
+    lxw_worksheet *sum = workbook_add_worksheet(wb, "summary");
+    if (sum)
+        write_summary(sum, r, p, &F);
+    write_rows_sheets(wb, p, per, &F);
+    write_calls(wb, p, &F);
+    lxw_error e = workbook_close(wb);
+    if (e != LXW_NO_ERROR)
+        return np_error_set(err, NP_ERR_IO, path, NULL, "writing the xlsx report failed: %s",
+                            lxw_strerror(e));
+    return NP_OK;
+}

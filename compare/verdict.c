@@ -1,0 +1,411 @@
+/* compare/verdict.c - tolerances per dtype, the verdict of every row
+ * (pass / warning / error with a reason) and the root-cause walk over the
+ * calls in execution order (docs/COMPARE.md explains the rules). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* A call is a culprit only when its output error is at least this many
+ * times its input error (severity units), see docs/COMPARE.md. */
+#define AMPLIFICATION 3.0
+
+np_cmp_tolerance np_cmp_tolerance_for(const char *dtype)
+{
+    np_cmp_tolerance t = {1e-7, 1e-4, 1e-5, 0.99999, 0.999999}; /* float32 */
+    if (!dtype)
+        return t;
+    if (!strcmp(dtype, "bfloat16") || !strcmp(dtype, "bf16"))
+        t = (np_cmp_tolerance){1e-5, 0.15, 0.05, 0.99, 0.999};
+    else if (!strcmp(dtype, "float16") || !strcmp(dtype, "fp16"))
+        t = (np_cmp_tolerance){1e-6, 0.03, 0.01, 0.9995, 0.99995};
+    else if (!strcmp(dtype, "float64") || !strcmp(dtype, "fp64"))
+        t = (np_cmp_tolerance){1e-15, 1e-9, 1e-11, 1.0 - 1e-12, 1.0 - 1e-14};
+    else if (!strcmp(dtype, "int64") || !strcmp(dtype, "int32") || !strcmp(dtype, "bool"))
+        t = (np_cmp_tolerance){0, 0, 0, 1.0, 1.0};
+    return t;
+}
+
+static int is_int_dtype(const char *d)
+{
+    return d && (!strcmp(d, "int64") || !strcmp(d, "int32") || !strcmp(d, "bool"));
+}
+
+/* The looser of two tolerances (per field). */
+static np_cmp_tolerance looser(np_cmp_tolerance a, np_cmp_tolerance b)
+{
+    np_cmp_tolerance t = a;
+    t.atol = fmax(a.atol, b.atol);
+    t.rtol = fmax(a.rtol, b.rtol);
+    t.rtol_warn = fmax(a.rtol_warn, b.rtol_warn);
+    t.cos = fmin(a.cos, b.cos);
+    t.cos_warn = fmin(a.cos_warn, b.cos_warn);
+    return t;
+}
+
+/* Tolerance for a row: the cmp dtype's, loosened to the run's precision
+ * (a float32 tensor of a bf16 run carries bf16 noise), then the overrides. */
+static np_cmp_tolerance row_tolerance(const np_cmp_pair *p, const char *dtype, const np_cmp_options *o)
+{
+    np_cmp_tolerance t = np_cmp_tolerance_for(dtype);
+    if (!is_int_dtype(dtype)) {
+        if (p->cmp_precision[0])
+            t = looser(t, np_cmp_tolerance_for(p->cmp_precision));
+        if (p->bench_precision[0])
+            t = looser(t, np_cmp_tolerance_for(p->bench_precision));
+        if (!isnan(o->atol))
+            t.atol = o->atol;
+        if (!isnan(o->rtol)) {
+            t.rtol = o->rtol;
+            t.rtol_warn = o->rtol / 3.0;
+            if (isnan(o->cos)) { /* the cosine that goes with this L2 error: 1 - rtol^2 / 2 */
+                t.cos = 1.0 - o->rtol * o->rtol / 2.0;
+                t.cos_warn = 1.0 - t.rtol_warn * t.rtol_warn / 2.0;
+            }
+        }
+        if (!isnan(o->cos)) {
+            t.cos = o->cos;
+            t.cos_warn = 1.0 - (1.0 - o->cos) / 10.0;
+        }
+    }
+    return t;
+}
+
+static int shapes_equal(const np_cmp_side *a, const np_cmp_side *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i])
+            return 0;
+    return 1;
+}
+
+static void set(np_cmp_row *r, np_cmp_verdict v, double sev, const char *why)
+{
+    r->verdict = v;
+    r->severity = sev;
+    r->reason = why;
+}
+
+static const char *fmt_reason(cmp_arena *a, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static const char *fmt_reason(cmp_arena *a, const char *fmt, ...)
+{
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    const char *s = cmp_arena_strdup(a, buf);
+    return s ? s : "";
+}
+
+static void verdict_tensor(np_cmp_row *r, np_cmp_tolerance t, cmp_arena *a)
+{
+    const np_cmp_metrics *m = &r->m;
+    if (m->n == 0 && !m->n_mask_mismatch) {
+        set(r, NP_VERDICT_PASS, 0, m->note[0] ? m->note : "empty tensor");
+        return;
+    }
+    if (m->n_mask_mismatch) {
+        set(r, NP_VERDICT_ERROR, INFINITY,
+            fmt_reason(a, "NaN/Inf positions differ at %lld elements", (long long)m->n_mask_mismatch));
+        return;
+    }
+    if (is_int_dtype(r->cmp->dtype) || is_int_dtype(r->bench->dtype)) {
+        if (m->max_abs_err > 0)
+            set(r, NP_VERDICT_ERROR, INFINITY,
+                fmt_reason(a, "integer values differ (MaxAbsErr %.17g)", m->max_abs_err));
+        else
+            set(r, NP_VERDICT_PASS, 0, "");
+        return;
+    }
+    double floor = t.atol * sqrt((double)m->n);
+    double den = m->bench_norm > floor ? m->bench_norm : floor;
+    r->m.rel_l2 = den > 0 ? m->euc_dist / den : (m->euc_dist > 0 ? INFINITY : 0.0);
+    double sev = t.rtol > 0 ? m->rel_l2 / t.rtol : (m->rel_l2 > 0 ? INFINITY : 0);
+    int cos_ok = !isnan(m->cosine) && m->bench_norm > floor;
+    double cos_sev = cos_ok && t.cos < 1 ? (1.0 - m->cosine) / (1.0 - t.cos) : 0;
+    if (cos_sev > sev)
+        sev = cos_sev;
+    if (sev > 1) {
+        if (cos_sev >= sev)
+            set(r, NP_VERDICT_ERROR, sev,
+                fmt_reason(a, "Cosine %.9g below %.9g", m->cosine, t.cos));
+        else
+            set(r, NP_VERDICT_ERROR, sev,
+                fmt_reason(a, "relative L2 error %.3g above %.3g", m->rel_l2, t.rtol));
+    } else if (m->rel_l2 > t.rtol_warn) {
+        set(r, NP_VERDICT_WARNING, sev,
+            fmt_reason(a, "relative L2 error %.3g above the warning level %.3g", m->rel_l2, t.rtol_warn));
+    } else if (cos_ok && m->cosine < t.cos_warn) {
+        set(r, NP_VERDICT_WARNING, sev,
+            fmt_reason(a, "Cosine %.9g below the warning level %.9g", m->cosine, t.cos_warn));
+    } else {
+        set(r, NP_VERDICT_PASS, sev, m->note);
+    }
+}
+
+static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t, cmp_arena *a)
+{
+    const np_cmp_side *b = r->bench, *c = r->cmp;
+    double bv[4] = {b->max, b->min, b->mean, b->norm}, cv[4] = {c->max, c->min, c->mean, c->norm};
+    for (int i = 0; i < 4; i++) {
+        r->st.diff[i] = cv[i] - bv[i];
+        r->st.rel[i] = bv[i] != 0 && !isnan(r->st.diff[i]) ? fabs(r->st.diff[i] / bv[i]) : NAN;
+    }
+    if (b->nan_count != c->nan_count || b->inf_count != c->inf_count) {
+        set(r, NP_VERDICT_ERROR, INFINITY,
+            fmt_reason(a, "NaN/Inf counts differ (cmp %lld, bench %lld non-finite)",
+                       (long long)(c->nan_count + c->inf_count), (long long)(b->nan_count + b->inf_count)));
+        return;
+    }
+    if (is_int_dtype(c->dtype) || is_int_dtype(b->dtype)) {
+        int same = 1;
+        for (int i = 0; i < 4; i++)
+            same &= r->st.diff[i] == 0 || (isnan(bv[i]) && isnan(cv[i]));
+        set(r, same ? NP_VERDICT_PASS : NP_VERDICT_ERROR, same ? 0 : INFINITY,
+            same ? "" : "integer statistics differ");
+        return;
+    }
+    double n = (double)(b->numel > 0 ? b->numel : 1);
+    double floor = t.atol * sqrt(n);
+    double maxabs = fmax(fabs(b->max), fabs(b->min));
+    double den[4] = {fmax(maxabs, t.atol), fmax(maxabs, t.atol), fmax(b->norm / sqrt(n), t.atol),
+                     fmax(b->norm, floor)};
+    static const char *const what[4] = {"max", "min", "mean", "L2 norm"};
+    double worst = 0;
+    int wi = 0;
+    for (int i = 0; i < 4; i++) {
+        if (isnan(bv[i]) && isnan(cv[i]))
+            continue;
+        double e = den[i] > 0 ? fabs(r->st.diff[i]) / den[i] : (r->st.diff[i] != 0 ? INFINITY : 0);
+        if (isnan(e))
+            e = INFINITY;
+        if (e > worst) {
+            worst = e;
+            wi = i;
+        }
+    }
+    double sev = t.rtol > 0 ? worst / t.rtol : (worst > 0 ? INFINITY : 0);
+    if (sev > 1)
+        set(r, NP_VERDICT_ERROR, sev,
+            fmt_reason(a, "%s differs by %.3g (relative to the bench scale), above %.3g", what[wi],
+                       worst, t.rtol));
+    else if (worst > t.rtol_warn)
+        set(r, NP_VERDICT_WARNING, sev,
+            fmt_reason(a, "%s differs by %.3g (relative to the bench scale), above the warning level %.3g",
+                       what[wi], worst, t.rtol_warn));
+    else
+        set(r, NP_VERDICT_PASS, sev, "");
+}
+
+static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, cmp_arena *a)
+{
+    if (!r->bench || !r->cmp) {
+        set(r, NP_VERDICT_WARNING, 0,
+            r->bench ? "no cmp leaf matched this bench leaf" : "No bench data matched.");
+        return;
+    }
+    if (r->reason && r->reason[0] && r->verdict == NP_VERDICT_ERROR)
+        return; /* set earlier: payload read failure */
+    const np_cmp_side *b = r->bench, *c = r->cmp;
+    if (!strcmp(c->role, "kwargs") || !strcmp(b->role, "kwargs")) {
+        double bv = b->max, cv = c->max;
+        r->m.max_abs_err = fabs(cv - bv);
+        r->m.max_rel_err = bv != 0 ? fabs((cv - bv) / bv) : fabs(cv) / 2.220446049250313e-16;
+        if (bv == cv || (isnan(bv) && isnan(cv)) || fabs(cv - bv) <= 1e-12 * fabs(bv))
+            set(r, NP_VERDICT_PASS, 0, "");
+        else
+            set(r, NP_VERDICT_ERROR, INFINITY,
+                fmt_reason(a, "scalar argument differs: cmp %.17g, bench %.17g", cv, bv));
+        return;
+    }
+    if (!shapes_equal(b, c)) {
+        set(r, NP_VERDICT_ERROR, INFINITY, "Shape of NPU and bench Tensor do not match.");
+        return;
+    }
+    if (is_int_dtype(b->dtype) != is_int_dtype(c->dtype)) {
+        set(r, NP_VERDICT_ERROR, INFINITY, "Dtype of NPU and bench Tensor do not match.");
+        return;
+    }
+    np_cmp_tolerance t = row_tolerance(p, c->dtype, o);
+    if (p->mode == NP_CMP_MODE_MD5) {
+        if (b->crc32 == c->crc32)
+            set(r, NP_VERDICT_PASS, 0, "");
+        else
+            set(r, NP_VERDICT_ERROR, INFINITY, "crc32 differs");
+    } else if (p->mode == NP_CMP_MODE_TENSOR && b->has_data && c->has_data) {
+        verdict_tensor(r, t, a);
+    } else {
+        verdict_stats(r, t, a);
+    }
+}
+
+void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o)
+{
+    cmp_pair_priv *pv = p->priv;
+    memset(p->count_verdict, 0, sizeof p->count_verdict);
+    memset(p->count_match, 0, sizeof p->count_match);
+    for (size_t i = 0; i < p->n_rows; i++) {
+        np_cmp_row *r = &p->rows[i];
+        verdict_row(p, r, o, &pv->arena);
+        if (!r->reason)
+            r->reason = "";
+        p->count_verdict[r->verdict]++;
+        p->count_match[r->match]++;
+    }
+}
+
+/* ---- root cause ------------------------------------------------------------ */
+
+static int role_is_in(const char *role)
+{
+    return !strcmp(role, "input") || !strcmp(role, "parameters");
+}
+
+static int role_is_out(const char *role)
+{
+    return !strcmp(role, "output") || !strcmp(role, "parameters_grad");
+}
+
+np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
+{
+    cmp_pair_priv *pv = p->priv;
+    size_t nc = p->n_calls;
+    int *n_in = calloc(nc + 1, sizeof *n_in);
+    char *kw_bad = calloc(nc + 1, 1);
+    cmp_map byname = {0};
+    if (!n_in || !kw_bad || cmp_map_init(&byname, nc) != 0) {
+        free(n_in);
+        free(kw_bad);
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
+    }
+    for (size_t k = 0; k < nc; k++) {
+        np_cmp_call *c = &p->calls[k];
+        c->sev_in = c->sev_out = 0;
+        c->n_rows = c->n_error_out = 0;
+        c->worst_row = -1;
+        c->status = NP_CALL_PASS;
+        c->reason = "";
+        cmp_map_put(&byname, c->name, (int)k);
+    }
+    for (size_t i = 0; i < p->n_rows; i++) {
+        np_cmp_row *r = &p->rows[i];
+        if (r->call_index < 0)
+            continue;
+        np_cmp_call *c = &p->calls[r->call_index];
+        c->n_rows++;
+        if (!r->bench || !r->cmp)
+            continue;
+        const char *role = r->cmp->role;
+        if (!strcmp(role, "kwargs")) {
+            if (r->verdict == NP_VERDICT_ERROR)
+                kw_bad[r->call_index] = 1;
+        } else if (role_is_in(role)) {
+            n_in[r->call_index]++;
+            if (r->severity > c->sev_in)
+                c->sev_in = r->severity;
+        } else if (role_is_out(role)) {
+            if (r->verdict == NP_VERDICT_ERROR)
+                c->n_error_out++;
+            if (c->worst_row < 0 || r->severity > p->rows[c->worst_row].severity)
+                c->worst_row = (int)i;
+            if (r->severity > c->sev_out)
+                c->sev_out = r->severity;
+        }
+    }
+    /* A backward call also uses its forward's inputs and parameters. */
+    char fwd[2 * NP_FMT_NAME_LEN];
+    for (size_t k = 0; k < nc; k++) {
+        np_cmp_call *c = &p->calls[k];
+        if (!c->backward || !cmp_forward_of(fwd, sizeof fwd, c->name))
+            continue;
+        int f = cmp_map_get(&byname, fwd);
+        if (f < 0)
+            continue;
+        n_in[k] += n_in[f];
+        if (p->calls[f].sev_in > c->sev_in)
+            c->sev_in = p->calls[f].sev_in;
+    }
+    int failed_before = 0;
+    size_t n_cul = 0;
+    for (size_t k = 0; k < nc; k++) {
+        np_cmp_call *c = &p->calls[k];
+        int out_bad = c->n_error_out > 0;
+        if (kw_bad[k]) {
+            c->status = NP_CALL_CULPRIT;
+            c->reason = "a scalar argument differs from the bench";
+        } else if (!out_bad) {
+            c->status = NP_CALL_PASS;
+        } else if (n_in[k] == 0) {
+            c->status = failed_before ? NP_CALL_PROPAGATED : NP_CALL_CULPRIT;
+            c->reason = failed_before ? "no inputs recorded and an earlier call already fails"
+                                      : "outputs fail and no earlier call fails (no inputs recorded)";
+        } else if (c->sev_in > 1) {
+            c->status = NP_CALL_PROPAGATED;
+            c->reason = "its inputs already fail";
+        } else if (c->sev_out < AMPLIFICATION * c->sev_in) {
+            c->status = NP_CALL_PROPAGATED;
+            c->reason = fmt_reason(&pv->arena,
+                                   "outputs fail narrowly: error %.3g x the input error, "
+                                   "below the amplification threshold %.0f",
+                                   c->sev_in > 0 ? c->sev_out / c->sev_in : 0, AMPLIFICATION);
+        } else {
+            c->status = NP_CALL_CULPRIT;
+            c->reason = c->sev_in > 0 ? fmt_reason(&pv->arena, "inputs pass, outputs fail (%.3g x the input error)",
+                                                   c->sev_out / c->sev_in)
+                                      : "inputs pass, outputs fail";
+        }
+        if (out_bad || kw_bad[k])
+            failed_before = 1;
+    }
+    /* A module's failing outputs are explained by the calls inside it: a
+     * module enclosing a culprit "contains" it; a module whose inner calls
+     * fail but none is a culprit only propagates (noise grew narrowly at
+     * each inner call). Only a module whose inner calls all pass (or were
+     * not dumped) stays a culprit itself. */
+    for (size_t k = 0; k < nc; k++) {
+        const char *par = p->calls[k].parent;
+        int own_fail = p->calls[k].n_error_out > 0 || kw_bad[k];
+        int own_culprit = p->calls[k].status == NP_CALL_CULPRIT;
+        for (int depth = 0; (own_fail || own_culprit) && par && par[0] && depth < 64; depth++) {
+            int j = cmp_map_get(&byname, par);
+            if (j < 0)
+                break;
+            np_cmp_call *m = &p->calls[j];
+            if (!strcmp(m->kind, "module") && m->status != NP_CALL_PASS &&
+                m->status != NP_CALL_CONTAINS) {
+                if (own_culprit) {
+                    m->status = NP_CALL_CONTAINS;
+                    m->reason = "a call inside this module is the culprit";
+                } else if (m->status == NP_CALL_CULPRIT) {
+                    m->status = NP_CALL_PROPAGATED;
+                    m->reason = "the calls inside it fail, but none is a culprit (the error only grew)";
+                }
+            }
+            par = m->parent;
+        }
+    }
+    for (size_t k = 0; k < nc; k++)
+        if (p->calls[k].status == NP_CALL_CULPRIT)
+            n_cul++;
+    free(p->culprits);
+    p->culprits = malloc((n_cul + 1) * sizeof *p->culprits);
+    p->n_culprits = 0;
+    if (p->culprits)
+        for (size_t k = 0; k < nc; k++)
+            if (p->calls[k].status == NP_CALL_CULPRIT)
+                p->culprits[p->n_culprits++] = (int)k;
+    free(n_in);
+    free(kw_bad);
+    cmp_map_free(&byname);
+    return p->culprits ? NP_OK : np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+}

@@ -1,0 +1,247 @@
+/* nprobe/compare.h - pair two dumps tensor by tensor, compute msprobe's
+ * accuracy metrics, give every row a verdict, name the call where the
+ * departure starts, and write xlsx / csv / json reports (docs/COMPARE.md).
+ *
+ * Vocabulary: bench = the reference run (-b), cmp = the run under test (-c,
+ * msprobe's "NPU" columns).
+ *
+ *   np_cmp_options o; np_cmp_options_init(&o);
+ *   np_cmp_result *r = NULL;
+ *   np_cmp_run(&r, "bench_dump", "cmp_dump", &o, &err);   pairs steps/ranks
+ *   for each r->pairs[i]: np_cmp_write_xlsx(r, &r->pairs[i], path, &err) ...
+ *   np_cmp_result_free(r);
+ *
+ * The library never prints: problems with one side of one step/rank (a step
+ * missing on a side, a file that is not a dump, an incomplete or corrupt file)
+ * are kept as np_cmp_issue records; the rest is still compared. */
+#ifndef NPROBE_COMPARE_H
+#define NPROBE_COMPARE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nprobe/common.h"
+#include "nprobe/format.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ==== enums ============================================================== */
+
+typedef enum np_cmp_verdict { NP_VERDICT_PASS = 0, NP_VERDICT_WARNING, NP_VERDICT_ERROR } np_cmp_verdict;
+/* "pass", "warning", "error". */
+const char *np_cmp_verdict_name(np_cmp_verdict v);
+
+typedef enum np_cmp_match {
+    NP_MATCH_EXACT = 0, /* same leaf name, same shape */
+    NP_MATCH_FUZZY,     /* same name with the call counters dropped, in order, same shape */
+    NP_MATCH_MAPPING,   /* matched after renaming through --mapping */
+    NP_MATCH_CMP_ONLY,  /* no bench row for this cmp row */
+    NP_MATCH_BENCH_ONLY /* no cmp row for this bench row */
+} np_cmp_match;
+/* "exact", "fuzzy", "mapping", "cmp-only", "bench-only". */
+const char *np_cmp_match_name(np_cmp_match m);
+
+typedef enum np_cmp_mode {
+    NP_CMP_MODE_TENSOR = 0, /* payloads on both sides: msprobe's "all" columns */
+    NP_CMP_MODE_STATISTICS, /* statistics only: msprobe's "summary" columns */
+    NP_CMP_MODE_MD5         /* crc32 equality: msprobe's "md5" columns */
+} np_cmp_mode;
+/* "tensor", "statistics", "md5". */
+const char *np_cmp_mode_name(np_cmp_mode m);
+
+typedef enum np_cmp_call_status {
+    NP_CALL_PASS = 0,      /* no output of the call is an error */
+    NP_CALL_CULPRIT,       /* inputs pass, outputs fail: the departure starts here */
+    NP_CALL_PROPAGATED,    /* outputs fail, but its inputs already failed (or only noise grew) */
+    NP_CALL_CONTAINS       /* a module whose failing outputs come from a culprit inside it */
+} np_cmp_call_status;
+/* "pass", "culprit", "propagated", "contains-culprit". */
+const char *np_cmp_call_status_name(np_cmp_call_status s);
+
+/* ==== options ============================================================ */
+
+/* Progress: `done` of `total` units (payload bytes in tensor mode, rows
+ * otherwise) of the pair `pair_index` of `n_pairs`. */
+typedef void (*np_cmp_progress_fn)(int pair_index, int n_pairs, uint64_t done,
+                                   uint64_t total, void *user);
+
+typedef struct np_cmp_options {
+    int step;                 /* only this step, -1 = all */
+    int rank;                 /* only this rank, -1 = all */
+    int fuzzy;                /* 1: match with call counters dropped, in order */
+    const char *mapping_path; /* JSON renames (docs/COMPARE.md), NULL = none; borrowed */
+    double atol, rtol, cos;   /* NaN = derived from the cmp dtype (np_cmp_tolerance) */
+    long rows_per_sheet;      /* xlsx rows per sheet before a split (default 1000000) */
+    np_cmp_progress_fn progress;
+    void *progress_user;
+} np_cmp_options;
+
+/* Defaults: all steps and ranks, exact matching, per-dtype tolerances. */
+void np_cmp_options_init(np_cmp_options *o);
+
+/* ==== tolerances ========================================================= */
+
+typedef struct np_cmp_tolerance {
+    double atol;     /* RMS floor: errors are relative to max(||bench||, atol*sqrt(n)) */
+    double rtol;     /* error when the relative L2 error exceeds it */
+    double rtol_warn;/* warning above this */
+    double cos;      /* error when cosine < cos (and the bench is above the floor) */
+    double cos_warn; /* warning when cosine < cos_warn */
+} np_cmp_tolerance;
+
+/* Default tolerance for a cmp logical dtype name ("float32", "bfloat16",
+ * "float16", "float64", ints/bool: exact). Unknown names get float32's. */
+np_cmp_tolerance np_cmp_tolerance_for(const char *dtype);
+
+/* ==== metrics ============================================================ */
+
+/* msprobe's tensor-mode metrics in float64 (docs/COMPARE.md). A metric that
+ * does not apply is NaN and `note` says why ("unsupported" in msprobe). */
+typedef struct np_cmp_metrics {
+    double cosine, euc_dist, max_abs_err, max_rel_err;
+    double one_thousandth, five_thousandths; /* fraction of elements with rel err < 0.001 / 0.005 */
+    double bench_norm, cmp_norm;             /* L2 norms over the compared elements */
+    double rel_l2;                           /* nprobe: ||cmp-bench|| / max(||bench||, atol*sqrt(n)) */
+    int64_t n;                               /* elements compared */
+    int64_t n_masked;                        /* NaN/Inf positions equal on both sides (excluded) */
+    int64_t n_mask_mismatch;                 /* positions where NaN/Inf differ: an error */
+    const char *note;                        /* msprobe-style message (static), "" if none */
+} np_cmp_metrics;
+
+/* Metrics of two float32 arrays of `n` elements (`ndim` is the logical rank:
+ * 0 for a 0-d tensor). bench (n), cmp (n). `atol` is the RMS floor for
+ * rel_l2. OpenMP over fixed element blocks, partials combined in block order:
+ * the result does not depend on the thread count. */
+void np_cmp_metrics_f32(np_cmp_metrics *out, const float *bench, const float *cmp,
+                        int64_t n, int ndim, double atol);
+/* Same for float64 arrays. */
+void np_cmp_metrics_f64(np_cmp_metrics *out, const double *bench, const double *cmp,
+                        int64_t n, int ndim, double atol);
+
+/* ==== results ============================================================ */
+
+/* One side of a row: one row of that side's /entries. */
+typedef struct np_cmp_side {
+    const char *name;             /* leaf name */
+    const char *call;             /* the call it belongs to */
+    const char *role;             /* input|output|parameters|kwargs|parameters_grad */
+    const char *dtype;            /* logical dtype */
+    const int64_t *shape;         /* ndim dims */
+    int64_t seq, numel;
+    double max, min, mean, norm;  /* from the dump (over finite elements) */
+    int64_t nan_count, inf_count;
+    uint32_t crc32;
+    int8_t ndim, requires_grad, has_data;
+} np_cmp_side;
+
+/* Statistics-mode numbers of a row. */
+typedef struct np_cmp_stats {
+    double diff[4];               /* cmp - bench of max, min, mean, norm */
+    double rel[4];                /* |diff / bench|, NaN ("N/A") when bench is 0 */
+} np_cmp_stats;
+
+/* One row of the report: a matched pair, or one side alone. All pointers
+ * are borrowed from the pair that holds the row. */
+typedef struct np_cmp_row {
+    const np_cmp_side *bench;     /* NULL for cmp-only rows */
+    const np_cmp_side *cmp;       /* NULL for bench-only rows */
+    np_cmp_match match;
+    np_cmp_verdict verdict;
+    int call_index;               /* into pair->calls, -1 if the call is unknown */
+    double severity;              /* >= 1: error; 0 for exact agreement */
+    const char *reason;           /* why (error/warning) or a note; "" if none */
+    np_cmp_metrics m;             /* tensor mode (NaN where not computed) */
+    np_cmp_stats st;              /* statistics mode */
+} np_cmp_row;
+
+typedef struct np_cmp_call {
+    const char *name;             /* "Functional.linear.3.forward" */
+    const char *kind;             /* "api" | "module" */
+    const char *parent;           /* enclosing module call, "" at the top */
+    const char *callsite;
+    int64_t seq;
+    int backward;                 /* 1 for backward calls and parameter gradients */
+    double sev_in, sev_out;       /* worst severity of inputs(+params) and of outputs */
+    int n_rows, n_error_out;
+    np_cmp_call_status status;
+    const char *reason;           /* why culprit/propagated; borrowed */
+    int worst_row;                /* row index of the worst output, -1 if none */
+} np_cmp_call;
+
+typedef struct np_cmp_issue {
+    np_status status;             /* what kind of problem */
+    int step, rank;               /* -1 if not known */
+    char text[NP_ERROR_TEXT_MAX]; /* names the file or directory and what was expected */
+} np_cmp_issue;
+
+typedef struct np_cmp_pair {
+    int step, rank;
+    char bench_path[1024], cmp_path[1024];
+    np_cmp_mode mode;
+    char bench_task[32], cmp_task[32], bench_precision[16], cmp_precision[16];
+    char bench_device[32], cmp_device[32];
+    np_cmp_row *rows; size_t n_rows;
+    np_cmp_call *calls; size_t n_calls;   /* in execution order (seq) */
+    int *culprits; size_t n_culprits;     /* indices into calls, first = the first culprit */
+    size_t count_verdict[3];              /* by np_cmp_verdict */
+    size_t count_match[5];                /* by np_cmp_match */
+    uint64_t bytes_read;                  /* payload bytes over both sides */
+    char notes[1024];                     /* task mismatch, incomplete step, ... */
+    void *priv;                           /* string storage; library-private */
+} np_cmp_pair;
+
+typedef struct np_cmp_result {
+    char bench_input[1024], cmp_input[1024];
+    np_cmp_pair *pairs; size_t n_pairs;
+    np_cmp_issue *issues; size_t n_issues;
+    np_cmp_options opts;                  /* as used (mapping_path borrowed) */
+} np_cmp_result;
+
+/* Compare `bench` with `cmp` (each a dump root, a step directory, a rank
+ * directory or one dump.h5). On success *out (the caller's, free with
+ * np_cmp_result_free) holds every comparable pair and every issue. Fails
+ * (NP_ERR_NOTFOUND/NP_ERR_ARG/NP_ERR_JSON/...) only when nothing can be
+ * compared at all: a path that does not exist, a bad mapping file, no step
+ * or rank in common (the issues are then in err's text). */
+np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
+                     const np_cmp_options *opts, np_error *err);
+void np_cmp_result_free(np_cmp_result *r);
+
+/* Compare exactly two dump files (no directory walk); *out is the caller's
+ * (np_cmp_pair_free). Used by np_cmp_run and by tests. */
+np_status np_cmp_compare_files(np_cmp_pair *out, const char *bench_h5, const char *cmp_h5,
+                               const np_cmp_options *opts, np_error *err);
+void np_cmp_pair_free(np_cmp_pair *p);
+
+/* 1 when some row of some pair is an error, or some issue was recorded. */
+int np_cmp_has_differences(const np_cmp_result *r);
+
+/* ==== reports ============================================================ */
+
+/* "compare_result_rank{R}_step{S}_{YYYYmmddHHMMSS}" (no extension) into buf. */
+void np_cmp_report_basename(char *buf, size_t cap, const np_cmp_pair *p, long long unix_time);
+
+/* msprobe's column headers for a mode, then nprobe's (Match, Verdict,
+ * Culprit, Module). Static strings; *n receives the count. */
+const char *const *np_cmp_headers(np_cmp_mode mode, int *n);
+
+/* xlsx: a "summary" sheet, the rows sheet(s) ("rows", "rows_2", ...), a
+ * "calls" sheet with the chart of the per-call error along execution order. */
+np_status np_cmp_write_xlsx(const np_cmp_result *r, const np_cmp_pair *p,
+                            const char *path, np_error *err);
+/* csv: the rows with the same headers, numbers as %.17g, "N/A" for NaN. */
+np_status np_cmp_write_csv(const np_cmp_pair *p, const char *path, np_error *err);
+/* json: {"inputs", "summary", "culprits", "headers", "rows": [[...], ...]},
+ * NaN as null. */
+np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p,
+                            const char *path, np_error *err);
+
+/* A short advice text for the summary (borrowed, static). */
+const char *np_cmp_advice(const np_cmp_pair *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

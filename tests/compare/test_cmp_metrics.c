@@ -1,0 +1,202 @@
+/* tests/compare/test_cmp_metrics.c - msprobe's metrics (Cosine, EucDist,
+ * MaxAbsErr, MaxRelativeErr, One Thousandth / Five Thousandths Err Ratio)
+ * against hand-worked values and a float64 reference written here, with
+ * every edge case: zero norms, one element, 0-d, empty, NaN/Inf masks equal
+ * and different; and thread-count independence. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "nprobe/compare.h"
+
+#define EPS64 2.220446049250313e-16
+
+typedef struct ref {
+    double cos, euc, maxabs, maxrel, r1, r5;
+} ref;
+
+/* Straight float64 loops over msprobe's definitions: equal NaN/Inf
+ * positions are zeroed on both sides first. */
+static void reference(ref *o, const float *b, const float *c, int n)
+{
+    double dot = 0, nb = 0, nc = 0, dd = 0, maxabs = 0, maxrel = 0;
+    int c1 = 0, c5 = 0;
+    for (int i = 0; i < n; i++) {
+        double x = b[i], y = c[i];
+        if (!isfinite(x) || !isfinite(y)) {
+            x = 0;
+            y = 0;
+        }
+        dot += x * y;
+        nb += x * x;
+        nc += y * y;
+        dd += (y - x) * (y - x);
+        maxabs = fmax(maxabs, fabs(y - x));
+        double rel = x == 0 ? fabs(((y + EPS64) - (x + EPS64)) / (x + EPS64)) : fabs((y - x) / x);
+        maxrel = fmax(maxrel, rel);
+        c1 += rel < 0.001;
+        c5 += rel < 0.005;
+    }
+    o->cos = dot / (sqrt(nb) * sqrt(nc));
+    o->euc = sqrt(dd);
+    o->maxabs = maxabs;
+    o->maxrel = maxrel;
+    o->r1 = (double)c1 / n;
+    o->r5 = (double)c5 / n;
+}
+
+static void check_against_ref(const float *b, const float *c, int n)
+{
+    np_cmp_metrics m;
+    ref r;
+    np_cmp_metrics_f32(&m, b, c, n, 1, 0.0);
+    reference(&r, b, c, n);
+    CHECK_CLOSE(m.cosine, r.cos, 1e-12, 1e-12);
+    CHECK_CLOSE(m.euc_dist, r.euc, 0, 1e-12);
+    CHECK_CLOSE(m.max_abs_err, r.maxabs, 0, 0);
+    CHECK_CLOSE(m.max_rel_err, r.maxrel, 0, 1e-15);
+    CHECK_CLOSE(m.one_thousandth, r.r1, 0, 0);
+    CHECK_CLOSE(m.five_thousandths, r.r5, 0, 0);
+}
+
+static double urand(unsigned *s)
+{
+    *s = *s * 1103515245u + 12345u;
+    return ((*s >> 8) & 0xFFFFFF) / 16777216.0;
+}
+
+int main(void)
+{
+    np_cmp_metrics m;
+    /* hand-worked: b = [1, 2, 3], c = [1, 2, 4] */
+    {
+        float b[] = {1, 2, 3}, c[] = {1, 2, 4};
+        np_cmp_metrics_f32(&m, b, c, 3, 1, 0.0);
+        CHECK_CLOSE(m.cosine, 17.0 / sqrt(14.0 * 21.0), 1e-15, 0);
+        CHECK_CLOSE(m.euc_dist, 1.0, 0, 0);
+        CHECK_CLOSE(m.max_abs_err, 1.0, 0, 0);
+        CHECK_CLOSE(m.max_rel_err, 1.0 / 3.0, 1e-16, 0);
+        CHECK_CLOSE(m.one_thousandth, 2.0 / 3.0, 0, 0);
+        CHECK_CLOSE(m.five_thousandths, 2.0 / 3.0, 0, 0);
+        CHECK_CLOSE(m.bench_norm, sqrt(14.0), 1e-15, 0);
+        CHECK_CLOSE(m.rel_l2, 1.0 / sqrt(14.0), 1e-15, 0);
+        CHECK_STREQ(m.note, "");
+        double bd[] = {1, 2, 3}, cd[] = {1, 2, 4};
+        np_cmp_metrics_f64(&m, bd, cd, 3, 1, 0.0);
+        CHECK_CLOSE(m.cosine, 17.0 / sqrt(14.0 * 21.0), 1e-15, 0);
+        CHECK_CLOSE(m.max_rel_err, 1.0 / 3.0, 1e-16, 0);
+    }
+    /* relative error thresholds: 0.0009 < 0.001 <= 0.002 < 0.005 <= 0.006 */
+    {
+        float b[] = {1000, 1000, 1000, 1000}, c[] = {1000.9f, 1002, 1006, 1000};
+        np_cmp_metrics_f32(&m, b, c, 4, 1, 0.0);
+        CHECK_CLOSE(m.one_thousandth, 0.5, 0, 0);
+        CHECK_CLOSE(m.five_thousandths, 0.75, 0, 0);
+        CHECK_CLOSE(m.max_rel_err, 0.006, 0, 1e-12);
+    }
+    /* random, many blocks (OpenMP path), compared with the reference */
+    {
+        int n = 300007;
+        float *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
+        unsigned s = 7;
+        for (int i = 0; i < n; i++) {
+            b[i] = (float)(urand(&s) * 4 - 2);
+            c[i] = b[i] * (float)(1 + (urand(&s) - 0.5) * 0.02);
+            if (i % 1000 == 0)
+                b[i] = 0; /* zero bench elements: rel err = |c| / eps */
+        }
+        check_against_ref(b, c, n);
+        /* the same numbers with 1 and 2 threads */
+        np_cmp_metrics m1, m2;
+        omp_set_num_threads(1);
+        np_cmp_metrics_f32(&m1, b, c, n, 1, 0.0);
+        omp_set_num_threads(2);
+        np_cmp_metrics_f32(&m2, b, c, n, 1, 0.0);
+        CHECK_EQ_FLOAT(m1.cosine, m2.cosine);
+        CHECK_EQ_FLOAT(m1.euc_dist, m2.euc_dist);
+        CHECK_EQ_FLOAT(m1.max_rel_err, m2.max_rel_err);
+        free(b);
+        free(c);
+    }
+    /* zero bench element: msprobe adds eps to both sides */
+    {
+        float b[] = {0, 1}, c[] = {1e-3f, 1};
+        np_cmp_metrics_f32(&m, b, c, 2, 1, 0.0);
+        CHECK_CLOSE(m.max_rel_err, fabs(((double)1e-3f + EPS64) - EPS64) / EPS64, 0, 1e-15);
+        CHECK_CLOSE(m.one_thousandth, 0.5, 0, 0);
+    }
+    /* zero norms */
+    {
+        float z[] = {0, 0, 0}, x[] = {1, 0, 0};
+        np_cmp_metrics_f32(&m, z, z, 3, 1, 0.0);
+        CHECK_CLOSE(m.cosine, 1.0, 0, 0);
+        CHECK_CLOSE(m.max_abs_err, 0.0, 0, 0);
+        CHECK_CLOSE(m.one_thousandth, 1.0, 0, 0);
+        np_cmp_metrics_f32(&m, z, x, 3, 1, 0.0); /* bench all zero */
+        CHECK(isnan(m.cosine));
+        CHECK_CONTAINS(m.note, "All the data is Zero in Bench dump data");
+        CHECK_CLOSE(m.max_rel_err, fabs((1.0 + EPS64) - EPS64) / EPS64, 0, 1e-15);
+        np_cmp_metrics_f32(&m, x, z, 3, 1, 0.0); /* cmp all zero */
+        CHECK(isnan(m.cosine));
+        CHECK_CONTAINS(m.note, "All the data is Zero in npu dump data");
+        CHECK_CLOSE(m.max_rel_err, 1.0, 0, 0);
+    }
+    /* one element (1-d of length 1): no cosine, ratios computed */
+    {
+        float b[] = {2}, c[] = {2.002f};
+        np_cmp_metrics_f32(&m, b, c, 1, 1, 0.0);
+        CHECK(isnan(m.cosine));
+        CHECK_CONTAINS(m.note, "length 1");
+        CHECK_CLOSE(m.max_abs_err, fabs((double)2.002f - 2.0), 0, 0);
+        CHECK_CLOSE(m.one_thousandth, 0.0, 0, 0);
+        CHECK_CLOSE(m.five_thousandths, 1.0, 0, 0);
+    }
+    /* 0-d: no cosine, no ratios; MaxAbsErr and MaxRelativeErr computed */
+    {
+        float b[] = {4}, c[] = {5};
+        np_cmp_metrics_f32(&m, b, c, 1, 0, 0.0);
+        CHECK(isnan(m.cosine));
+        CHECK(isnan(m.one_thousandth));
+        CHECK(isnan(m.five_thousandths));
+        CHECK_CLOSE(m.max_abs_err, 1.0, 0, 0);
+        CHECK_CLOSE(m.max_rel_err, 0.25, 0, 0);
+        CHECK_CONTAINS(m.note, "0-d tensor");
+    }
+    /* empty */
+    {
+        np_cmp_metrics_f32(&m, NULL, NULL, 0, 1, 0.0);
+        CHECK(isnan(m.cosine) && isnan(m.max_abs_err) && isnan(m.euc_dist));
+        CHECK_EQ_INT(m.n, 0);
+        CHECK_CONTAINS(m.note, "empty");
+    }
+    /* equal NaN/Inf masks: excluded (zeroed on both sides as msprobe does) */
+    {
+        float b[] = {1, NAN, INFINITY, 3, -INFINITY}, c[] = {1.5f, NAN, INFINITY, 3, -INFINITY};
+        np_cmp_metrics_f32(&m, b, c, 5, 1, 0.0);
+        CHECK_EQ_INT(m.n_masked, 3);
+        CHECK_EQ_INT(m.n_mask_mismatch, 0);
+        check_against_ref(b, c, 5);
+        CHECK_CLOSE(m.max_abs_err, 0.5, 0, 0);
+        CHECK_CLOSE(m.cosine, (1.5 + 9) / (sqrt(10.0) * sqrt(2.25 + 9)), 1e-15, 0);
+    }
+    /* different masks: an error, metrics not available */
+    {
+        float b[] = {1, NAN, 2}, c[] = {1, 2, 2};
+        np_cmp_metrics_f32(&m, b, c, 3, 1, 0.0);
+        CHECK_EQ_INT(m.n_mask_mismatch, 1);
+        CHECK(isnan(m.cosine) && isnan(m.max_abs_err));
+        CHECK_CONTAINS(m.note, "inf or nan");
+        float p[] = {INFINITY, 1}, q[] = {-INFINITY, 1};
+        np_cmp_metrics_f32(&m, p, q, 2, 1, 0.0);
+        CHECK_EQ_INT(m.n_mask_mismatch, 1);
+    }
+    /* rel_l2 with an RMS floor: ||d|| / max(||b||, atol*sqrt(n)) */
+    {
+        float b[] = {1e-9f, 0, 0, 0}, c[] = {0, 0, 0, 1e-9f};
+        np_cmp_metrics_f32(&m, b, c, 4, 1, 1e-6);
+        double d = sqrt(2.0) * (double)1e-9f;
+        CHECK_CLOSE(m.rel_l2, d / (1e-6 * 2.0), 0, 1e-12);
+    }
+    return check_report();
+}
