@@ -51,9 +51,48 @@ static void fold(part *p, const double *mx, const double *mn, const double *s,
         else (p)->ninf++;                  \
     } while (0)
 
-/* x is (n,) float32 storage. */
+/* x is (n,) float32 storage. Fast path first: a branch-free pass that the
+ * compiler can vectorise, accumulating (d - d), which is NaN as soon as one
+ * element is NaN or infinite; only then the chunk is redone element by
+ * element. Both paths use the same lanes (element i goes to lane i % 4) in
+ * the same order, so they give identical bits on all-finite data. */
+static int chunk_f32_fast(part *p, const float *x, int64_t n)
+{
+    double mx[LANES], mn[LANES], s[LANES] = {0}, q[LANES] = {0}, z[LANES] = {0};
+    for (int l = 0; l < LANES; l++) {
+        mx[l] = -INFINITY;
+        mn[l] = INFINITY;
+    }
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        for (int l = 0; l < LANES; l++) {
+            double d = (double)x[i + l];
+            s[l] += d;
+            q[l] += d * d;
+            z[l] += d - d;
+            mx[l] = d > mx[l] ? d : mx[l];
+            mn[l] = d < mn[l] ? d : mn[l];
+        }
+    }
+    for (; i < n; i++) {
+        double d = (double)x[i];
+        s[0] += d;
+        q[0] += d * d;
+        z[0] += d - d;
+        mx[0] = d > mx[0] ? d : mx[0];
+        mn[0] = d < mn[0] ? d : mn[0];
+    }
+    if (isnan(z[0] + z[1] + z[2] + z[3]))
+        return 0;
+    p->nfin += n;
+    fold(p, mx, mn, s, q);
+    return 1;
+}
+
 static void chunk_f32(part *p, const float *x, int64_t n)
 {
+    if (chunk_f32_fast(p, x, n))
+        return;
     double mx[LANES], mn[LANES], s[LANES] = {0}, q[LANES] = {0};
     for (int l = 0; l < LANES; l++) {
         mx[l] = -INFINITY;
