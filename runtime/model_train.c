@@ -24,24 +24,6 @@ void np_train_opts_default(np_train_opts *o, np_model_kind kind)
     o->scaler_init = 65536.0;
 }
 
-/* WORKAROUND for a runtime/ctx.c bug (reported to the core; remove once
- * fixed): a tape node whose `out` points at its own `out1` dangles when the
- * tape array is reallocated during a forward pass, and the backward then
- * reads freed memory. One forward of batch 0 before the first step (no hook
- * is registered yet, so no event reaches an observer) grows the tape to its
- * steady size; np_ctx_reset_arena drops it again. */
-static void prewarm_tape(np_trainer *tr)
-{
-    np_error e;
-    np_error_clear(&e);
-    np_tensor *x = NULL, *y = NULL;
-    if (np_data_get_batch(&tr->batch, tr->data, 0, tr->opts.batch, &e) == NP_OK &&
-        np_batch_to_tensors(&x, &y, tr->ctx, &tr->batch, &e) == NP_OK)
-        np_model_loss(tr->model, x, y);
-    np_ctx_reset_arena(tr->ctx);
-    np_ctx_clear_error(tr->ctx);
-}
-
 np_status np_trainer_new(np_trainer **out, np_ctx *ctx, const np_train_opts *o, np_error *err)
 {
     *out = NULL;
@@ -88,7 +70,6 @@ np_status np_trainer_new(np_trainer **out, np_ctx *ctx, const np_train_opts *o, 
         np_trainer_free(tr);
         return st;
     }
-    prewarm_tape(tr);
     const np_ctx_opts *co = np_ctx_options(ctx);
     np_scaler_init(&tr->scaler, co->precision == NP_FLOAT16);
     if (tr->scaler.enabled) {
