@@ -47,7 +47,7 @@ static void help(FILE *out)
 "                        exceeds X (warning above X/3)\n"
 "      --cos X           error when the cosine similarity is below X\n"
 "                        (default tolerances come from the dtype under test and the\n"
-"                        run's precision: fp32 rtol 1e-4, fp16 0.03, bf16 0.15;\n"
+"                        run's precision: fp32 rtol 5e-6, fp16 0.02, bf16 0.1;\n"
 "                        docs/COMPARE.md gives the reasoning)\n"
 "      --format LIST     comma-separated report formats among xlsx, csv, json\n"
 "                        (default xlsx; e.g. --format xlsx,csv,json or --format csv)\n"

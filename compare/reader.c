@@ -33,6 +33,7 @@ static int attr_string(hid_t obj, const char *name, char *buf, size_t cap)
         if (H5Tis_variable_str(t) > 0) {
             hid_t mt = H5Tcopy(H5T_C_S1);
             H5Tset_size(mt, H5T_VARIABLE);
+            H5Tset_cset(mt, H5Tget_cset(t));
             char *s = NULL;
             if (H5Aread(a, mt, &s) >= 0 && s) {
                 snprintf(buf, cap, "%s", s);
@@ -45,6 +46,7 @@ static int attr_string(hid_t obj, const char *name, char *buf, size_t cap)
             char *tmp = calloc(sz + 1, 1);
             hid_t mt = H5Tcopy(H5T_C_S1);
             H5Tset_size(mt, sz);
+            H5Tset_cset(mt, H5Tget_cset(t));
             if (tmp && H5Aread(a, mt, tmp) >= 0) {
                 snprintf(buf, cap, "%s", tmp);
                 rc = 0;

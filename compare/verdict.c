@@ -15,13 +15,17 @@
 
 np_cmp_tolerance np_cmp_tolerance_for(const char *dtype)
 {
-    np_cmp_tolerance t = {1e-7, 1e-4, 1e-5, 0.99999, 0.999999}; /* float32 */
+    /* Calibrated on npu-sim against the cpu fp32 reference (docs/COMPARE.md):
+     * largest relative L2 error of any row of a GPT step without a fault is
+     * 3.3e-7 in fp32 and 6.2e-3 in bf16; the error levels keep a margin of
+     * about 15x over that noise. */
+    np_cmp_tolerance t = {1e-7, 5e-6, 1e-6, 0.9999999, 0.99999999}; /* float32 */
     if (!dtype)
         return t;
     if (!strcmp(dtype, "bfloat16") || !strcmp(dtype, "bf16"))
-        t = (np_cmp_tolerance){1e-5, 0.15, 0.05, 0.99, 0.999};
+        t = (np_cmp_tolerance){1e-5, 0.1, 0.03, 0.995, 0.9995};
     else if (!strcmp(dtype, "float16") || !strcmp(dtype, "fp16"))
-        t = (np_cmp_tolerance){1e-6, 0.03, 0.01, 0.9995, 0.99995};
+        t = (np_cmp_tolerance){1e-6, 0.02, 0.005, 0.9998, 0.99998};
     else if (!strcmp(dtype, "float64") || !strcmp(dtype, "fp64"))
         t = (np_cmp_tolerance){1e-15, 1e-9, 1e-11, 1.0 - 1e-12, 1.0 - 1e-14};
     else if (!strcmp(dtype, "int64") || !strcmp(dtype, "int32") || !strcmp(dtype, "bool"))
@@ -132,7 +136,9 @@ static void verdict_tensor(np_cmp_row *r, np_cmp_tolerance t, cmp_arena *a)
     r->m.rel_l2 = den > 0 ? m->euc_dist / den : (m->euc_dist > 0 ? INFINITY : 0.0);
     double sev = t.rtol > 0 ? m->rel_l2 / t.rtol : (m->rel_l2 > 0 ? INFINITY : 0);
     int cos_ok = !isnan(m->cosine) && m->bench_norm > floor;
-    double cos_sev = cos_ok && t.cos < 1 ? (1.0 - m->cosine) / (1.0 - t.cos) : 0;
+    /* 1 - cos grows with the square of the error: its square root keeps the
+     * severity linear in the error, like rel_l2, so ratios compare. */
+    double cos_sev = cos_ok && t.cos < 1 && m->cosine < 1 ? sqrt((1.0 - m->cosine) / (1.0 - t.cos)) : 0;
     if (cos_sev > sev)
         sev = cos_sev;
     if (sev > 1) {
