@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# e2e_faults.sh - the fault catalog against nprobe compare. For every fault of
+# `nprobe train --list-faults`: a cpu fp32 reference and an npu-sim run with
+# the fault (fp32; and bf16 for the faults docs/RUNTIME.md documents as
+# standing out of bf16 noise), dumped in tensor mode at level mix for one
+# step of a tiny model; the compare must name the faulted op as the first
+# culprit, in the pass (forward/backward) the catalog gives. And npu-sim
+# bf16 without a fault against the fp32 reference: no culprit, no error row.
+set -u
+nprobe=${NPROBE_BIN:?NPROBE_BIN not set}
+py=${NP_PYTHON:-/usr/bin/python3}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+fail=0
+# faults that stand out of bf16 noise (docs/RUNTIME.md, fault catalog table)
+bf16_ok=" layernorm_eps attn_mask_off_by_one linear_drop_bias attn_scale layernorm_bwd_no_mean embedding_bwd_overwrite conv2d_flip_kernel "
+
+train() { # model dir device precision fault
+  printf '{"task": "tensor", "dump_path": "%s", "level": "mix", "step": [0]}\n' "$tmp/$2" > "$tmp/$2.json"
+  local args=(train --model "$1" --steps 1 --batch 2 --threads 1 --device "$3" --precision "$4"
+              --dump-config "$tmp/$2.json")
+  [ "$1" = gpt ] && args+=(--layers 1 --width 32 --context 16)
+  [ "$5" != none ] && args+=(--fault "$5")
+  rm -rf "$tmp/$2"
+  "$nprobe" "${args[@]}" > "$tmp/$2.log" 2>&1 || { echo "train failed: ${args[*]}"; cat "$tmp/$2.log"; return 1; }
+}
+
+first_culprit() { # dir -> prints "call errors"
+  rm -rf "$tmp/out"
+  "$nprobe" compare -b "$tmp/ref_$1" -c "$tmp/$2" -o "$tmp/out" -q --format json
+  local rc=$?
+  "$py" - "$tmp"/out/*.json "$rc" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+fc = j["first_culprit"]
+print(fc["call"] if fc else "none", j["summary"]["error"], sys.argv[2])
+PY
+}
+
+train gpt ref_gpt cpu fp32 none || exit 1
+train cnn ref_cnn cpu fp32 none || exit 1
+
+# the catalog: "  name   Op.a, Op.b (pass)"
+"$nprobe" train --list-faults | grep -E '^  [a-z0-9_]+ +[A-Z]' > catalog.txt
+[ -s catalog.txt ] || { echo "cannot read the fault catalog"; exit 1; }
+while read -r name rest; do
+  ops=${rest%% (*}
+  pass=${rest##*(}; pass=${pass%)*}
+  model=gpt; case $ops in *conv2d*) model=cnn;; esac
+  for prec in fp32 bf16; do
+    [ $prec = bf16 ] && [[ $bf16_ok != *" $name "* ]] && continue
+    train $model npu npu-sim $prec "$name" || { fail=1; continue; }
+    read -r call errors rc < <(first_culprit $model npu)
+    ok=0
+    IFS=',' read -ra oplist <<< "$ops"
+    for op in "${oplist[@]}"; do
+      op=${op# }
+      [ "$op" = sdpa ] && op=Functional.scaled_dot_product_attention
+      case $call in "$op".*) ok=1;; esac
+    done
+    case $pass in
+      forward) [[ $call == *.forward ]] || ok=0;;
+      backward*) [[ $call == *.backward ]] || ok=0;;
+    esac
+    [ "$rc" = 1 ] || ok=0
+    if [ $ok = 1 ]; then
+      echo "ok   $name $prec: first culprit $call ($errors error rows)"
+    else
+      echo "FAIL $name $prec: expected $ops ($pass), got first culprit '$call' (exit $rc)"; fail=1
+    fi
+  done
+done < catalog.txt
+
+for model in gpt cnn; do
+  train $model npu npu-sim bf16 none || { fail=1; continue; }
+  read -r call errors rc < <(first_culprit $model npu)
+  if [ "$call" = none ] && [ "$errors" = 0 ] && [ "$rc" = 0 ]; then
+    echo "ok   $model npu-sim bf16 without a fault: no culprit, no error row"
+  else
+    echo "FAIL $model npu-sim bf16 without a fault: culprit '$call', $errors error rows, exit $rc"; fail=1
+  fi
+done
+exit $fail
