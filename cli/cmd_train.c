@@ -251,7 +251,7 @@ static int env_int(const char *name, int dflt)
 }
 
 /* Write the config_check pack: hyperparameters, seeds, weights, batch hashes. */
-static int write_pack(const train_args *a, np_trainer *tr, int threads)
+static int write_pack(const train_args *a, np_trainer *tr)
 {
     const np_train_opts *o = np_trainer_opts(tr);
     const np_model_config *mc = &o->model;
@@ -276,7 +276,7 @@ static int write_pack(const train_args *a, np_trainer *tr, int threads)
     HP("min_lr_frac", "%.17g", o->min_lr_frac);
     HP("grad_clip", "%.17g", o->grad_clip);
     HP("batch", "%d", o->batch);
-    HP("threads", "%d", threads);
+    HP("threads", "%ld", a->threads); /* the option as given (0 = from the environment): the effective count is in libs.json */
     if (mc->kind == NP_MODEL_GPT) {
         HP("layers", "%d", mc->n_layer);
         HP("heads", "%d", mc->n_head);
@@ -426,7 +426,7 @@ static int train(const train_args *a)
         if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
             goto done;
     }
-    if (a->cc_out && (code = write_pack(a, tr, threads)) != NP_EXIT_OK)
+    if (a->cc_out && (code = write_pack(a, tr)) != NP_EXIT_OK)
         goto done;
 
     code = NP_EXIT_OK;

@@ -165,7 +165,7 @@ np_status np_data_open_text(np_dataset **out, const char *path, int context, uin
     set_vocab(ds, chars, n);
     for (size_t i = 0; i < len; i++)
         text[i] = ds->tok_of[bytes[i]];
-    np_data_sha256_hex(bytes, len, ds->file_sha);
+    np_sha256_hex(ds->file_sha, bytes, len);
     free(bytes);
     ds->text = text;
     ds->text_len = (int64_t)len;
@@ -350,15 +350,15 @@ void np_batch_free(np_batch *b)
 
 void np_data_batch_sha256(const np_batch *b, char hex[65])
 {
-    np_sha256_ctx c;
+    np_sha256 c;
     uint8_t d[32];
-    np_data_sha256_init(&c);
+    np_sha256_init(&c);
     if (b->x_is_int)
-        np_data_sha256_update(&c, b->xi, (size_t)b->x_numel * sizeof *b->xi);
+        np_sha256_update(&c, b->xi, (size_t)b->x_numel * sizeof *b->xi);
     else
-        np_data_sha256_update(&c, b->xf, (size_t)b->x_numel * sizeof *b->xf);
-    np_data_sha256_update(&c, b->y, (size_t)b->y_numel * sizeof *b->y);
-    np_data_sha256_final(&c, d);
+        np_sha256_update(&c, b->xf, (size_t)b->x_numel * sizeof *b->xf);
+    np_sha256_update(&c, b->y, (size_t)b->y_numel * sizeof *b->y);
+    np_sha256_final(&c, d);
     for (int i = 0; i < 32; i++)
         snprintf(hex + 2 * i, 3, "%02x", d[i]);
 }

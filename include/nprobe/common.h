@@ -8,6 +8,7 @@
 #define NPROBE_COMMON_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -85,6 +86,22 @@ size_t np_edit_distance(const char *a, const char *b);
 /* Index in `words[0..n)` of the closest word to `word` when close enough to be
  * a plausible typo (distance <= max(2, strlen/3)), else -1. */
 int np_closest_word(const char *word, const char *const *words, int n);
+
+/* ---- SHA-256 (FIPS 180-4), common/sha256.c ----------------------------- */
+
+typedef struct np_sha256 {
+    uint32_t h[8];
+    uint64_t nbytes;           /* message length so far */
+    unsigned char buf[64];
+    size_t nbuf;
+} np_sha256;
+
+void np_sha256_init(np_sha256 *s);
+void np_sha256_update(np_sha256 *s, const void *data, size_t n);
+/* Finish and write the 32-byte digest; `s` must be re-initialised to reuse. */
+void np_sha256_final(np_sha256 *s, unsigned char digest[32]);
+/* One-shot: 64 lowercase hex digits plus NUL into `hex`. */
+void np_sha256_hex(char hex[65], const void *data, size_t n);
 
 #ifdef __cplusplus
 }

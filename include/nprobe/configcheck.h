@@ -39,21 +39,7 @@ typedef struct np_run_info {
 /* Write a complete pack for a run of the runtime to `zip_path`. */
 np_status np_cc_pack_run(const char *zip_path, const np_run_info *run, np_error *err);
 
-/* ==== SHA-256 (FIPS 180-4) ============================================== */
-
-typedef struct np_sha256 {
-    uint32_t h[8];
-    uint64_t nbytes;           /* message length so far */
-    unsigned char buf[64];
-    size_t nbuf;
-} np_sha256;
-
-void np_sha256_init(np_sha256 *s);
-void np_sha256_update(np_sha256 *s, const void *data, size_t n);
-/* Finish and write the 32-byte digest; `s` must be re-initialised to reuse. */
-void np_sha256_final(np_sha256 *s, unsigned char digest[32]);
-/* One-shot: 64 lowercase hex digits plus NUL into `hex`. */
-void np_sha256_hex(char hex[65], const void *data, size_t n);
+/* SHA-256 (np_sha256_*) lives in nprobe/common.h. */
 
 /* ==== pack ============================================================== */
 

@@ -28,20 +28,7 @@
 extern "C" {
 #endif
 
-/* ==== SHA-256 ============================================================ */
-
-typedef struct np_sha256_ctx {
-    uint32_t h[8];
-    uint64_t nbytes;
-    uint8_t buf[64];
-    size_t nbuf;
-} np_sha256_ctx;
-
-void np_data_sha256_init(np_sha256_ctx *c);
-void np_data_sha256_update(np_sha256_ctx *c, const void *data, size_t n);
-void np_data_sha256_final(np_sha256_ctx *c, uint8_t digest[32]);
-/* One-shot digest as 64 lower-case hex digits plus NUL. */
-void np_data_sha256_hex(const void *data, size_t n, char hex[65]);
+/* SHA-256 (np_sha256_*) lives in nprobe/common.h. */
 
 /* ==== data sets ========================================================== */
 

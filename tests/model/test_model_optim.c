@@ -177,28 +177,28 @@ static void test_scaler(np_ctx *ctx)
 static void test_sha256(void)
 {
     char hex[65];
-    np_data_sha256_hex("abc", 3, hex);
+    np_sha256_hex(hex, "abc", 3);
     CHECK_STREQ(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    np_data_sha256_hex("", 0, hex);
+    np_sha256_hex(hex, "", 0);
     CHECK_STREQ(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     const char *m = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-    np_data_sha256_hex(m, strlen(m), hex);
+    np_sha256_hex(hex, m, strlen(m));
     CHECK_STREQ(hex, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
     /* streaming in odd pieces gives the same digest as one shot */
-    np_sha256_ctx c;
+    np_sha256 c;
     uint8_t d[32];
     char hex2[65];
-    np_data_sha256_init(&c);
+    np_sha256_init(&c);
     for (size_t i = 0; i < strlen(m); i += 7)
-        np_data_sha256_update(&c, m + i, strlen(m) - i < 7 ? strlen(m) - i : 7);
-    np_data_sha256_final(&c, d);
+        np_sha256_update(&c, m + i, strlen(m) - i < 7 ? strlen(m) - i : 7);
+    np_sha256_final(&c, d);
     for (int i = 0; i < 32; i++)
         snprintf(hex2 + 2 * i, 3, "%02x", d[i]);
     CHECK_STREQ(hex2, hex);
     /* one million 'a' */
     static char million[1000000];
     memset(million, 'a', sizeof million);
-    np_data_sha256_hex(million, sizeof million, hex);
+    np_sha256_hex(hex, million, sizeof million);
     CHECK_STREQ(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 

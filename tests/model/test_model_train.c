@@ -338,7 +338,7 @@ static void test_arith_data(void)
     memcpy(raw, b.xi, nx);
     memcpy(raw + nx, b.y, ny);
     char hraw[65];
-    np_data_sha256_hex(raw, nx + ny, hraw);
+    np_sha256_hex(hraw, raw, nx + ny);
     CHECK_STREQ(hraw, h5a);
     free(raw);
     /* targets are the next tokens; every complete "a+b=c;" adds up */
@@ -388,7 +388,7 @@ static void test_text_data(const char *dir)
     CHECK_STREQ(np_data_vocab(ds), " ,abehinoqrstu");   /* its 14 distinct bytes, sorted */
     CHECK_EQ_INT(np_data_n_classes(ds), 14);
     char want[65];
-    np_data_sha256_hex(text, strlen(text), want);
+    np_sha256_hex(want, text, strlen(text));
     CHECK_STREQ(np_data_file_sha256(ds), want);
     np_batch b;
     memset(&b, 0, sizeof b);

@@ -1,9 +1,9 @@
-/* configcheck/sha256.c - SHA-256 as specified in FIPS 180-4 (section 6.2),
+/* common/sha256.c - SHA-256 as specified in FIPS 180-4 (section 6.2),
  * written from the standard; used to hash weights, data files, batches and
  * masked secrets. */
 #include <string.h>
 
-#include "nprobe/configcheck.h"
+#include "nprobe/common.h"
 
 static const uint32_t K[64] = {
     0x428a2f98u, 0x71374491u, 0xb5c0fbcfu, 0xe9b5dba5u, 0x3956c25bu, 0x59f111f1u,
