@@ -49,7 +49,7 @@ static int direct_segments(hid_t ds, int64_t n, cmp_seg **segs)
         hsize_t nchunks = 0;
         int good = nd >= 1 && H5Sget_simple_extent_dims(space, dims, NULL) >= 0 &&
                    H5Pget_chunk(dcpl, nd, cdims) == nd &&
-                   H5Dget_num_chunks(ds, H5S_ALL, &nchunks) >= 0 && nchunks > 0 &&
+                   H5Dget_num_chunks(ds, space, &nchunks) >= 0 && nchunks > 0 &&
                    nchunks < (1u << 20);
         int64_t row = 1;
         for (int i = 1; good && i < nd; i++) {
@@ -64,7 +64,7 @@ static int direct_segments(hid_t ds, int64_t n, cmp_seg **segs)
                 unsigned mask = 0;
                 haddr_t addr = HADDR_UNDEF;
                 hsize_t size = 0;
-                if (H5Dget_chunk_info(ds, H5S_ALL, k, off, &mask, &addr, &size) < 0 ||
+                if (H5Dget_chunk_info(ds, space, k, off, &mask, &addr, &size) < 0 ||
                     addr == HADDR_UNDEF || mask != 0) {
                     good = 0;
                     break;

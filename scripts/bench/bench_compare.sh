@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# scripts/bench/bench_compare.sh [--quick] [--flat] - nprobe compare against a
+# numpy + h5py script computing the same metrics over the same tensors
+# (numpy_compare.py), side by side in the same run:
+#   tensor mode, K float32 tensors of N elements per side (default 300 x 1M,
+#   2.4 GB over both sides) read from the page cache: GB/s over both sides'
+#   bytes, peak RSS, ratio;
+#   statistics mode, 141k rows per side: seconds and peak RSS (csv report and
+#   xlsx report timed separately);
+#   --flat: peak RSS of nprobe compare at ~1 GB and ~4 GB per side, to show it
+#   does not grow with the dump size.
+# --quick uses small sizes to check that the script works. Prints a Markdown
+# section. Env: NPROBE_BIN (default build/nprobe), NP_PYTHON, BENCH_DIR
+# (scratch space, default a temp dir; needs 2x the dump size).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${NPROBE_BIN:-$root/build/nprobe}
+py=${NP_PYTHON:-/usr/bin/python3}
+here=$root/scripts/bench
+K=300 NUMEL=$((1 << 20)) SROWS=141000 REPS=3 FLAT=0
+for a in "$@"; do
+  case $a in
+    --quick) K=20 NUMEL=$((1 << 18)) SROWS=20000 REPS=1;;
+    --flat) FLAT=1;;
+    *) echo "bench_compare: unknown option $a" >&2; exit 2;;
+  esac
+done
+[ -x "$bin" ] || { echo "bench_compare: $bin is not built (set NPROBE_BIN)" >&2; exit 2; }
+"$py" -c 'import h5py, numpy' 2>/dev/null || { echo "bench_compare: $py lacks numpy/h5py" >&2; exit 2; }
+work=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/np_bench_compare.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# run CMD... and print "seconds maxrss_mb" (GNU time)
+measure() {
+  /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" > "$work/cmd.out" 2> "$work/cmd.err" || true
+  tail -1 "$work/time.txt" | awk '{ printf "%s %.1f\n", $1, $2 / 1024 }'
+}
+median() { sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m }'; }
+
+gen() { # dir tensors numel task seed noise
+  "$py" "$here/gen_compare_dumps.py" "$1" --tensors "$2" --numel "$3" --task "$4" --seed "$5" --noise "$6"
+}
+
+tensor_case() { # label tensors numel -> prints a table row
+  local label=$1 k=$2 n=$3
+  gen "$work/b" "$k" "$n" tensor 1 0 && gen "$work/c" "$k" "$n" tensor 2 1e-3
+  cat "$work"/b/step0/rank0/dump.h5 "$work"/c/step0/rank0/dump.h5 > /dev/null  # page cache
+  local bytes=$((2 * k * n * 4)) t=() r=() nt=() nr=()
+  for _ in $(seq "$REPS"); do
+    read -r s m < <(measure "$bin" compare -b "$work/b" -c "$work/c" -o "$work/out" -q --format csv)
+    t+=("$s"); r+=("$m")
+    read -r s m < <(measure "$py" "$here/numpy_compare.py" "$work/b/step0/rank0/dump.h5" "$work/c/step0/rank0/dump.h5")
+    nt+=("$s"); nr+=("$m")
+  done
+  local ts nts rs nrs
+  ts=$(printf '%s\n' "${t[@]}" | median); nts=$(printf '%s\n' "${nt[@]}" | median)
+  rs=$(printf '%s\n' "${r[@]}" | sort -g | tail -1); nrs=$(printf '%s\n' "${nr[@]}" | sort -g | tail -1)
+  awk -v l="$label" -v b="$bytes" -v t="$ts" -v nt="$nts" -v r="$rs" -v nr="$nrs" 'BEGIN {
+    g = b / 1e9; printf "| %s | %.2f | %.2f s, %.2f GB/s, %.0f MB | %.2f s, %.2f GB/s, %.0f MB | %.1fx | >= 2 GB/s |\n",
+      l, g, t, g / t, r, nt, g / nt, nr, nt / t }'
+  rm -rf "$work/b" "$work/c" "$work/out"
+}
+
+echo "## compare (nprobe compare vs numpy + h5py)"
+echo
+echo "Tensor mode: both dumps in the page cache, all six metrics per pair; the"
+echo "numpy script reads each pair with h5py and computes the same metrics in"
+echo "float64. Median of $REPS run(s); peak RSS from GNU time. nprobe writes a csv report."
+echo
+echo "| case | GB (both sides) | nprobe compare | numpy + h5py | speed-up | target |"
+echo "|---|---|---|---|---|---|"
+tensor_case "$K x $NUMEL float32 per side" "$K" "$NUMEL"
+if [ "$FLAT" = 1 ]; then
+  tensor_case "~1 GB per side (250 x 1M)" 250 $((1 << 20))
+  tensor_case "~4 GB per side (1000 x 1M)" 1000 $((1 << 20))
+fi
+echo
+gen "$work/b" "$SROWS" 1 statistics 1 0 && gen "$work/c" "$SROWS" 1 statistics 2 1e-3
+read -r s1 m1 < <(measure "$bin" compare -b "$work/b" -c "$work/c" -o "$work/out" -q --format csv)
+read -r s2 m2 < <(measure "$bin" compare -b "$work/b" -c "$work/c" -o "$work/out" -q --format xlsx)
+echo "Statistics mode, $SROWS rows per side (target < 1 s and < 100 MB; msprobe 52-56 s, 1.5 GB):"
+echo
+echo "| report | seconds | peak RSS |"
+echo "|---|---|---|"
+echo "| csv | $s1 | $m1 MB |"
+echo "| xlsx | $s2 | $m2 MB |"

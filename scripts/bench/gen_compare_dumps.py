@@ -1,0 +1,86 @@
+"""gen_compare_dumps.py OUT_ROOT --tensors K --numel N [--task tensor|statistics]
+[--seed S] [--noise X] - write one nprobe dump (format v1, docs/FORMAT.md)
+for the compare benchmark: OUT_ROOT/step0/rank0/dump.h5 with K float32
+leaves of N elements each (task tensor: payloads chunked as the probe writes
+them, chunks of at most 1 MiB along the leading dimension), or K rows of
+statistics only (task statistics). Two calls with different seeds/noise give
+a bench and a cmp side whose tensors differ slightly. numpy + h5py."""
+import argparse
+import os
+import zlib
+
+import h5py
+import numpy as np
+
+NAME_LEN, SITE_LEN, ROLE_LEN, DTYPE_LEN, KIND_LEN, MAX_DIMS = 256, 128, 16, 16, 8, 8
+ENTRY = np.dtype([
+    ("seq", "<i8"), ("name", f"S{NAME_LEN}"), ("call", f"S{NAME_LEN}"),
+    ("role", f"S{ROLE_LEN}"), ("dtype", f"S{DTYPE_LEN}"), ("ndim", "<i4"),
+    ("shape", "<i8", (MAX_DIMS,)), ("numel", "<i8"),
+    ("max", "<f8"), ("min", "<f8"), ("mean", "<f8"), ("norm", "<f8"),
+    ("nan_count", "<i8"), ("posinf_count", "<i8"), ("neginf_count", "<i8"),
+    ("crc32", "<u4"), ("has_data", "i1"), ("requires_grad", "i1"),
+])
+CALL = np.dtype([("seq", "<i8"), ("call", f"S{NAME_LEN}"), ("kind", f"S{KIND_LEN}"),
+                 ("parent", f"S{NAME_LEN}"), ("callsite", f"S{SITE_LEN}")])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--tensors", type=int, default=300)
+    ap.add_argument("--numel", type=int, default=1 << 20)
+    ap.add_argument("--task", default="tensor")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--noise", type=float, default=0.0)
+    a = ap.parse_args()
+    d = os.path.join(a.out, "step0", "rank0")
+    os.makedirs(d, exist_ok=True)
+    per_call = 3  # input.0, input.1, output.0 per call
+    n_calls = (a.tensors + per_call - 1) // per_call
+    entries = np.zeros(a.tensors, dtype=ENTRY)
+    calls = np.zeros(n_calls, dtype=CALL)
+    base = np.random.default_rng(12345)
+    noise = np.random.default_rng(a.seed)
+    rows = max(1, a.numel // 1024)
+    shape = (rows, a.numel // rows)
+    chunk_rows = max(1, min(rows, (1 << 20) // (4 * shape[1])))
+    with h5py.File(os.path.join(d, "dump.h5"), "w") as f:
+        for k, v in dict(format="nprobe-dump", nprobe_version="0.1.0", task=a.task, level="L1",
+                         framework="bench", device="bench", precision="fp32").items():
+            f.attrs[k] = v
+        for k, v in dict(format_version=1, step=0, rank=0, world_size=1, complete=1).items():
+            f.attrs[k] = np.int64(v)
+        data = f.create_group("data")
+        for c in range(n_calls):
+            calls[c] = (c, f"Functional.linear.{c}.forward".encode(), b"api", b"", b"")
+        for i in range(a.tensors):
+            c = i // per_call
+            role, key = [("input", "0"), ("input", "1"), ("output", "0")][i % per_call]
+            call = f"Functional.linear.{c}.forward"
+            name = f"{call}.{role}.{key}"
+            e = entries[i]
+            e["seq"], e["name"], e["call"] = c, name.encode(), call.encode()
+            e["role"], e["dtype"], e["ndim"] = role.encode(), b"float32", 2
+            e["shape"][:2] = shape
+            e["numel"] = shape[0] * shape[1]
+            if a.task == "tensor":
+                x = base.standard_normal(shape, dtype=np.float32)
+                if a.noise:
+                    x = x * (1 + a.noise * noise.standard_normal(shape, dtype=np.float32))
+                x64 = x.astype(np.float64)
+                e["max"], e["min"], e["mean"] = x64.max(), x64.min(), x64.mean()
+                e["norm"] = np.sqrt(np.dot(x64.ravel(), x64.ravel()))
+                e["crc32"] = zlib.crc32(x.tobytes()) & 0xFFFFFFFF
+                e["has_data"] = 1
+                ds = data.create_dataset(name, data=x, chunks=(chunk_rows, shape[1]))
+                ds.attrs["dtype"] = "float32"
+            else:
+                m = float(base.standard_normal()) * (1 + a.noise * float(noise.standard_normal()))
+                e["max"], e["min"], e["mean"], e["norm"] = abs(m) + 3, -abs(m) - 3, m, abs(m) * 30
+        f.create_dataset("entries", data=entries, maxshape=(None,), chunks=(64,))
+        f.create_dataset("calls", data=calls, maxshape=(None,), chunks=(64,))
+
+
+if __name__ == "__main__":
+    main()
