@@ -136,7 +136,7 @@ static void list_tree(np_dump *d)
         v[i].parent_idx = p;
     }
     /* Roots in order of appearance: a virtual parent at its first child. */
-    int *printed = calloc((size_t)n, sizeof *printed);
+    int *printed = calloc(n > 0 ? (size_t)n : 1, sizeof *printed);
     for (int i = 0; printed && i < base; i++) {
         int r = i;
         for (int hops = 0; v[r].parent_idx >= 0 && v[r].parent_idx != r && hops < n; hops++)

@@ -2,7 +2,8 @@
 # demo.sh - the precision-debugging story end to end, from a fresh machine:
 # install, build, then find which operation of an accelerator run departs
 # from the reference run.
-#   scripts/demo.sh [--fault NAME] [--out DIR]
+#   scripts/demo.sh [--fault NAME] [--out DIR] [--nprobe PATH]
+# (--nprobe uses an nprobe already built and skips the install and build)
 # A reference run (cpu, fp32) and a device run (npu-sim, bf16, with a fault
 # injected) of the runtime's GPT are
 #   1. packed with config_check and the packs diffed,
@@ -13,22 +14,29 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 fault=attn_mask_off_by_one
 out=$root/demo-out
+nprobe=""
 while [ $# -gt 0 ]; do
   case $1 in
     --fault) fault=${2:?--fault needs a name (see: nprobe train --list-faults)}; shift 2 ;;
     --out) out=${2:?--out needs a directory}; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --nprobe) nprobe=${2:?--nprobe needs the path of an nprobe binary}; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "demo.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 
 step() { printf '\n\033[1m[%s] %s\033[0m\n' "$1" "$2"; }
 
-step 1/7 "installing dependencies (Debian packages)"
-"$root/scripts/install-deps.sh"
-step 2/7 "building nprobe"
-nprobe=$("$root/scripts/build.sh")
-echo "built $nprobe"
+if [ -z "$nprobe" ]; then
+  step 1/7 "installing dependencies (Debian packages)"
+  "$root/scripts/install-deps.sh"
+  step 2/7 "building nprobe"
+  nprobe=$("$root/scripts/build.sh")
+  echo "built $nprobe"
+else
+  step 1-2/7 "using $nprobe (no install, no build)"
+  nprobe=$(cd "$(dirname "$nprobe")" && pwd)/$(basename "$nprobe")
+fi
 if ! "$nprobe" train --list-faults | grep -qw -- "$fault"; then
   echo "demo.sh: unknown fault '$fault'; the catalog:" >&2
   "$nprobe" train --list-faults >&2

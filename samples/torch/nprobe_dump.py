@@ -274,8 +274,8 @@ class _ApiFn(torch.autograd.Function):
             seq = d._add_call(ctx.bcall, "api", ctx.parent)
             d._add_tensor(seq, ctx.bcall, "input", "0", gy, False)
             gi = iter(grads)
-            for i, x in enumerate(xs):
-                if torch.is_tensor(x) and x.requires_grad:
+            for i, x in enumerate([x for x in xs if torch.is_tensor(x)]):
+                if x.requires_grad:
                     g = next(gi)
                     if g is not None:
                         d._add_tensor(seq, ctx.bcall, "output", str(i), g, False)
@@ -287,54 +287,69 @@ class _ApiFn(torch.autograd.Function):
 
 
 class _Functional:
-    """torch.nn.functional look-alike whose calls are nprobe hook points."""
+    """torch.nn.functional look-alike whose calls are nprobe hook points.
+    `d.functional.linear(...)` etc. are named like nprobe's runtime;
+    `d.api(name, fn)` wraps any other function under an msprobe-style name
+    ("Tensor.add", a custom "Functional.cross_entropy", ...)."""
 
     def __init__(self, dumper):
         self._d = dumper
 
     def __getattr__(self, api):
-        if api not in API_NAMES and api not in ("scaled_dot_product_attention", "matmul"):
-            return getattr(TF, api)
-        d = self._d
         if api == "scaled_dot_product_attention":
-            prefix, fn = "Functional.scaled_dot_product_attention", _sdpa
-        elif api == "matmul":
-            prefix, fn = "Torch.matmul", torch.matmul
-        else:
-            prefix, fn = API_NAMES[api], getattr(TF, api)
-
-        def call(*args, **kwargs):
-            if d._file is None or d._depth > 0:
-                return fn(*args, **kwargs)
-            n = d._api_count.get(prefix, 0)
-            d._api_count[prefix] = n + 1
-            fcall, bcall = f"{prefix}.{n}.forward", f"{prefix}.{n}.backward"
-            parent = d._parent()
-            d._depth += 1
-            try:
-                if torch.is_grad_enabled() and any(torch.is_tensor(a) and a.requires_grad for a in args):
-                    y = _ApiFn.apply(d, fn, bcall, parent, kwargs, *args)
-                else:
-                    y = fn(*args, **kwargs)
-            finally:
-                d._depth -= 1
-            if d.level != "L0":
-                seq = d._add_call(fcall, "api", parent)
-                for i, a in enumerate(args):
-                    if torch.is_tensor(a):
-                        d._add_tensor(seq, fcall, "input", str(i), a, a.requires_grad)
-                for k, v in kwargs.items():
-                    if isinstance(v, (int, float)) and not isinstance(v, bool):
-                        d._add_tensor(seq, fcall, "kwargs", k, v, False)
-                d._add_tensor(seq, fcall, "output", "0", y, y.requires_grad)
-            return y
-        return call
+            return self._d.api("Functional.scaled_dot_product_attention", _sdpa)
+        if api == "matmul":
+            return self._d.api("Torch.matmul", torch.matmul)
+        if api == "add":
+            return self._d.api("Tensor.add", torch.add)
+        if api in API_NAMES:
+            return self._d.api(API_NAMES[api], getattr(TF, api))
+        return getattr(TF, api)
 
 
-def _sdpa(q, k, v, is_causal=True):
+def _api(self, prefix, fn):
+    """Wrap `fn` as the API `prefix`: calls are numbered per step; tensor
+    arguments are the inputs (numbered among tensors only, as the runtime
+    does), numeric keyword arguments are kwargs rows."""
+    d = self
+
+    def call(*args, **kwargs):
+        if d._file is None or d._depth > 0:
+            return fn(*args, **kwargs)
+        n = d._api_count.get(prefix, 0)
+        d._api_count[prefix] = n + 1
+        fcall, bcall = f"{prefix}.{n}.forward", f"{prefix}.{n}.backward"
+        parent = d._parent()
+        d._depth += 1
+        try:
+            if torch.is_grad_enabled() and any(torch.is_tensor(a) and a.requires_grad for a in args):
+                y = _ApiFn.apply(d, fn, bcall, parent, kwargs, *args)
+            else:
+                y = fn(*args, **kwargs)
+        finally:
+            d._depth -= 1
+        if d.level != "L0":
+            seq = d._add_call(fcall, "api", parent)
+            tensors = [a for a in args if torch.is_tensor(a)]
+            for i, a in enumerate(tensors):
+                d._add_tensor(seq, fcall, "input", str(i), a, a.requires_grad)
+            for k, v in kwargs.items():
+                if isinstance(v, (int, float)):
+                    d._add_tensor(seq, fcall, "kwargs", k, float(v), False)
+            d._add_tensor(seq, fcall, "output", "0", y, y.requires_grad)
+        return y
+    return call
+
+
+Dumper.api = _api
+
+
+def _sdpa(q, k, v, is_causal=True, scale=None):
     """Causal scaled dot-product attention (torch 1.13 has no fused one)."""
     T = q.shape[-2]
-    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+    if scale is None or scale <= 0:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    att = (q @ k.transpose(-2, -1)) * scale
     if is_causal:
         mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
         att = att.masked_fill(~mask, float("-inf"))
