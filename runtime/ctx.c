@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include <omp.h>
-#include <cblas.h>
 
 #include "rt_internal.h"
 
@@ -88,10 +87,9 @@ np_status np_ctx_new(np_ctx **out, const np_ctx_opts *o, np_error *err)
     ctx->fault = o->device == NP_DEVICE_NPU_SIM ? o->fault : NP_FAULT_NONE;
     ctx->grad_enabled = 1;
     ctx->cur_mc = -1;
-    if (o->threads > 0) {
+    rt_blas_setup();
+    if (o->threads > 0)
         omp_set_num_threads(o->threads);
-        openblas_set_num_threads(o->threads);
-    }
     *out = ctx;
     return NP_OK;
 }

@@ -1,10 +1,22 @@
 /* runtime/gemm.c - the GEMM behind linear, matmul and conv2d. cpu: OpenBLAS
- * cblas_sgemm. npu-sim: its own kernel accumulating in float32 over K in
- * blocks of 64, the block partial sums combined pairwise (the order an
- * accelerator's tiled matrix unit would use), OpenMP over output rows. */
+ * cblas_sgemm, single-threaded, called on fixed row or column panels that
+ * OpenMP spreads over the threads (one thread pool, and the panels do not
+ * depend on the thread count, so neither do the bits). npu-sim: its own
+ * kernel accumulating in float32 over K in blocks of 64, the block partial
+ * sums combined pairwise (the order an accelerator's tiled matrix unit would
+ * use), OpenMP over output rows.
+ *
+ * rt_blas_setup also corrects OpenBLAS 0.3.21's kernel choice on CPUs newer
+ * than it knows (it falls back to the SSE3 "Prescott" kernels, 5x slower):
+ * when OPENBLAS_CORETYPE is unset and the CPU has AVX2/AVX-512, the dynamic
+ * core is re-selected once, before any GEMM runs. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cblas.h>
+#include <omp.h>
 
 #include "rt_internal.h"
 
@@ -62,6 +74,90 @@ static float *materialise(np_ctx *ctx, int trans, int R, int Cc, const float *X,
     return d;
 }
 
+/* ---- OpenBLAS setup -------------------------------------------------------- */
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+/* Core name OpenBLAS should use on this CPU, NULL to keep its choice. */
+static const char *blas_wanted_core(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+        return "SkylakeX";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return "Haswell";
+#endif
+    return NULL;
+}
+
+static void blas_fix_core(void)
+{
+    const char *cur = openblas_get_corename();
+    const char *want = blas_wanted_core();
+    if (getenv("OPENBLAS_CORETYPE") || !want || !cur || strcmp(cur, "Prescott") != 0)
+        return;
+    /* DYNAMIC_ARCH builds export the (re)initialisation; others keep theirs */
+    void *self = dlopen(NULL, RTLD_NOW);
+    if (!self)
+        return;
+    void *pq = dlsym(self, "gotoblas_dynamic_quit"), *pi = dlsym(self, "gotoblas_dynamic_init");
+    if (pq && pi) {
+        void (*quit)(void), (*init)(void);
+        memcpy(&quit, &pq, sizeof quit);
+        memcpy(&init, &pi, sizeof init);
+        if (setenv("OPENBLAS_CORETYPE", want, 1) == 0) {
+            quit();
+            init();
+            unsetenv("OPENBLAS_CORETYPE");
+        }
+    }
+    dlclose(self);
+}
+
+void rt_blas_setup(void)
+{
+    pthread_once(&blas_once, blas_fix_core);
+    openblas_set_num_threads(1);
+}
+
+/* ---- cpu --------------------------------------------------------------------- */
+#define CPU_PAR_FLOPS (1 << 18) /* below this M*N*K one sgemm call on one thread */
+#define CPU_MAX_PANELS 8
+#define CPU_MIN_PANEL 32
+
+static void cpu_gemm(int transA, int transB, int M, int N, int K, const float *A, int lda,
+                     const float *B, int ldb, float beta, float *C, int ldc)
+{
+    enum CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
+    double work = (double)M * N * K;
+    int split_rows = M >= N;
+    int D = split_rows ? M : N;
+    /* panel size fixed by the shape alone: a multiple of 16, >= 32 */
+    int ps = (D + CPU_MAX_PANELS - 1) / CPU_MAX_PANELS;
+    ps = (ps + 15) / 16 * 16;
+    if (ps < CPU_MIN_PANEL)
+        ps = CPU_MIN_PANEL;
+    int np = (D + ps - 1) / ps;
+    if (work < CPU_PAR_FLOPS || np < 2 || omp_in_parallel()) {
+        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+#pragma omp parallel for schedule(static, 1)
+    for (int p = 0; p < np; p++) {
+        int d0 = p * ps, dn = D - d0 < ps ? D - d0 : ps;
+        if (split_rows) {
+            const float *a = transA ? A + d0 : A + (size_t)d0 * lda;
+            cblas_sgemm(CblasRowMajor, ta, tb, dn, N, K, 1.0f, a, lda, B, ldb, beta,
+                        C + (size_t)d0 * ldc, ldc);
+        } else {
+            const float *b = transB ? B + (size_t)d0 * ldb : B + d0;
+            cblas_sgemm(CblasRowMajor, ta, tb, M, dn, K, 1.0f, A, lda, b, ldb, beta, C + d0, ldc);
+        }
+    }
+}
+
 void rt_gemm(np_ctx *ctx, int transA, int transB, int M, int N, int K,
              const float *A, int lda, const float *B, int ldb, float beta,
              float *C, int ldc)
@@ -75,9 +171,7 @@ void rt_gemm(np_ctx *ctx, int transA, int transB, int M, int N, int K,
                     C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
             return;
         }
-        cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
-                    transB ? CblasTrans : CblasNoTrans, M, N, K, 1.0f, A, lda, B, ldb,
-                    beta, C, ldc);
+        cpu_gemm(transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     const float *a = A, *b = B;

@@ -175,6 +175,10 @@ void rt_gemm(np_ctx *ctx, int transA, int transB, int M, int N, int K,
              const float *A, int lda, const float *B, int ldb, float beta,
              float *C, int ldc);
 
+/* Once per process: OpenBLAS kernel choice (see gemm.c) and OpenBLAS
+ * single-threaded (rt_gemm parallelises with OpenMP). */
+void rt_blas_setup(void);
+
 /* One softmax row (ops_norm.c); y may alias x; fp16_nomax = the fault's kernel. */
 void rt_softmax_row(const float *x, float *y, int64_t n, int fp16_nomax);
 
