@@ -31,63 +31,6 @@ static const struct {
 };
 
 /* HDF5 prints its error stack by default; a library must not print. */
-typedef struct quiet {
-    H5E_auto2_t fn;
-    void *data;
-} quiet;
-
-static void quiet_on(quiet *q)
-{
-    H5Eget_auto2(H5E_DEFAULT, &q->fn, &q->data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-}
-
-static void quiet_off(const quiet *q)
-{
-    H5Eset_auto2(H5E_DEFAULT, q->fn, q->data);
-}
-
-/* A string attribute (fixed or variable length) into buf; 0 on success. */
-static int read_str_attr(hid_t obj, const char *name, char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    if (H5Aexists(obj, name) <= 0)
-        return -1;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    if (a < 0)
-        return -1;
-    hid_t ft = H5Aget_type(a);
-    int rc = -1;
-    if (ft >= 0 && H5Tget_class(ft) == H5T_STRING) {
-        if (H5Tis_variable_str(ft) > 0) {
-            hid_t mt = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mt, H5T_VARIABLE);
-            char *s = NULL;
-            if (H5Aread(a, mt, &s) >= 0 && s) {
-                snprintf(buf, cap, "%s", s);
-                H5free_memory(s);
-                rc = 0;
-            }
-            H5Tclose(mt);
-        } else {
-            size_t n = H5Tget_size(ft);
-            char *tmp = calloc(n + 1, 1);
-            hid_t mt = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mt, n + 1);
-            H5Tset_strpad(mt, H5T_STR_NULLTERM);
-            if (tmp && H5Aread(a, mt, tmp) >= 0) {
-                snprintf(buf, cap, "%s", tmp);
-                rc = 0;
-            }
-            H5Tclose(mt);
-            free(tmp);
-        }
-    }
-    if (ft >= 0)
-        H5Tclose(ft);
-    H5Aclose(a);
-    return rc;
-}
 
 /* Hash and describe one dataset `dsname` under `loc` as params[key]. */
 static np_status add_dataset(json_t *params, hid_t loc, const char *dsname, const char *key,
@@ -155,7 +98,7 @@ static np_status add_dataset(json_t *params, hid_t loc, const char *dsname, cons
     np_sha256_hex(hex, buf, numel * esize);
     if (dtype_hint && *dtype_hint)
         snprintf(attr_dtype, sizeof attr_dtype, "%s", dtype_hint);
-    else if (read_str_attr(ds, "dtype", attr_dtype, sizeof attr_dtype) != 0 || !attr_dtype[0])
+    else if (np_h5_attr_get_str(ds, "dtype", attr_dtype, sizeof attr_dtype) != 0 || !attr_dtype[0])
         snprintf(attr_dtype, sizeof attr_dtype, "%s", dname);
     json_t *o = np_cc_stats_json(buf, kind, (int64_t)numel);
     if (!o || json_object_set_new(o, "sha256", json_string(hex)) ||
@@ -176,8 +119,8 @@ done:
 
 np_status np_cc_weights_checkpoint(json_t *params, const char *path, np_error *err)
 {
-    quiet q;
-    quiet_on(&q);
+    np_h5_quiet_state q;
+    np_h5_quiet(&q);
     np_status st = NP_OK;
     hid_t g = -1, f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) {
@@ -186,7 +129,7 @@ np_status np_cc_weights_checkpoint(json_t *params, const char *path, np_error *e
         goto done;
     }
     char fmt[64];
-    if (read_str_attr(f, "format", fmt, sizeof fmt) != 0 || strcmp(fmt, "nprobe-checkpoint") != 0) {
+    if (np_h5_attr_get_str(f, "format", fmt, sizeof fmt) != 0 || strcmp(fmt, "nprobe-checkpoint") != 0) {
         st = np_error_set(err, NP_ERR_FORMAT, path, "format",
                           "expected the root attribute format = \"nprobe-checkpoint\"");
         goto done;
@@ -220,7 +163,7 @@ done:
         H5Gclose(g);
     if (f >= 0)
         H5Fclose(f);
-    quiet_off(&q);
+    np_h5_unquiet(&q);
     return st;
 }
 
@@ -323,8 +266,8 @@ np_status np_cc_weights_dump(json_t *params, char **used, const char *path, np_e
         return np_error_set(err, NP_ERR_NOTFOUND, path, NULL,
                             "no dump found (expected dump.h5, a folder holding it, or "
                             "step{S}/rank{R}/dump.h5)");
-    quiet q;
-    quiet_on(&q);
+    np_h5_quiet_state q;
+    np_h5_quiet(&q);
     np_status st = NP_OK;
     hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT), ds = -1, sp = -1, mt = -1, data = -1;
     np_entry_rec *rows = NULL;
@@ -333,7 +276,7 @@ np_status np_cc_weights_dump(json_t *params, char **used, const char *path, np_e
         goto done;
     }
     char fmt[64];
-    if (read_str_attr(f, NP_FMT_ATTR_FORMAT, fmt, sizeof fmt) != 0 || strcmp(fmt, NP_FMT_NAME) != 0) {
+    if (np_h5_attr_get_str(f, NP_FMT_ATTR_FORMAT, fmt, sizeof fmt) != 0 || strcmp(fmt, NP_FMT_NAME) != 0) {
         st = np_error_set(err, NP_ERR_FORMAT, file, NP_FMT_ATTR_FORMAT,
                           "expected the root attribute format = \"%s\"", NP_FMT_NAME);
         goto done;
@@ -395,7 +338,7 @@ done:
         H5Dclose(ds);
     if (f >= 0)
         H5Fclose(f);
-    quiet_off(&q);
+    np_h5_unquiet(&q);
     if (st == NP_OK)
         *used = file;
     else

@@ -10,83 +10,11 @@
 #include <string.h>
 
 #include "model_internal.h"
+#include "nprobe/format.h"
 #include "model_train_internal.h"
 
 #define CKPT_FORMAT "nprobe-checkpoint"
 #define CKPT_VERSION 1
-
-/* ---- attribute helpers -------------------------------------------------- */
-
-static int attr_write(hid_t obj, const char *name, hid_t type, const void *v)
-{
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = sp < 0 ? -1 : H5Acreate2(obj, name, type, sp, H5P_DEFAULT, H5P_DEFAULT);
-    int ok = a >= 0 && H5Awrite(a, type, v) >= 0;
-    if (a >= 0)
-        H5Aclose(a);
-    if (sp >= 0)
-        H5Sclose(sp);
-    return ok ? 0 : -1;
-}
-
-static int attr_i64(hid_t obj, const char *name, int64_t v)
-{
-    return attr_write(obj, name, H5T_NATIVE_INT64, &v);
-}
-
-static int attr_f64(hid_t obj, const char *name, double v)
-{
-    return attr_write(obj, name, H5T_NATIVE_DOUBLE, &v);
-}
-
-static int attr_str(hid_t obj, const char *name, const char *s)
-{
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, strlen(s) + 1);
-    H5Tset_strpad(t, H5T_STR_NULLTERM);
-    int r = attr_write(obj, name, t, s);
-    H5Tclose(t);
-    return r;
-}
-
-static int attr_read(hid_t obj, const char *name, hid_t type, void *v)
-{
-    if (H5Aexists(obj, name) <= 0)
-        return -1;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    int ok = a >= 0 && H5Aread(a, type, v) >= 0;
-    if (a >= 0)
-        H5Aclose(a);
-    return ok ? 0 : -1;
-}
-
-static int attr_read_i64(hid_t obj, const char *name, int64_t *v)
-{
-    return attr_read(obj, name, H5T_NATIVE_INT64, v);
-}
-
-static int attr_read_str(hid_t obj, const char *name, char *buf, size_t cap)
-{
-    if (H5Aexists(obj, name) <= 0)
-        return -1;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    hid_t ft = a >= 0 ? H5Aget_type(a) : -1;
-    int ok = ft >= 0 && H5Tget_class(ft) == H5T_STRING && !H5Tis_variable_str(ft) &&
-             H5Tget_size(ft) <= cap;
-    if (ok) {
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        H5Tset_size(mt, H5Tget_size(ft));
-        memset(buf, 0, cap);
-        ok = H5Aread(a, mt, buf) >= 0;
-        H5Tclose(mt);
-        buf[cap - 1] = '\0';
-    }
-    if (ft >= 0)
-        H5Tclose(ft);
-    if (a >= 0)
-        H5Aclose(a);
-    return ok ? 0 : -1;
-}
 
 /* ---- model configuration as attributes ---------------------------------- */
 
@@ -125,7 +53,7 @@ static int write_f32(hid_t grp, const char *name, const np_tensor *shape_of, con
     hid_t ds = sp < 0 ? -1 : H5Dcreate2(grp, name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     int ok = ds >= 0 && H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
     if (ok && dtype_attr)
-        ok = attr_str(ds, "dtype", dtype_attr) == 0;
+        ok = np_h5_attr_set_str(ds, "dtype", dtype_attr) == 0;
     if (ds >= 0)
         H5Dclose(ds);
     if (sp >= 0)
@@ -187,13 +115,13 @@ np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err)
     const np_model_config *c = np_model_get_config(tr->model);
     char eps[32];
     snprintf(eps, sizeof eps, "%.17g", c->ln_eps);
-    int bad = attr_str(f, "format", CKPT_FORMAT) || attr_i64(f, "format_version", CKPT_VERSION) ||
-              attr_str(f, "model", np_model_kind_name(c->kind)) ||
-              attr_i64(f, "step", tr->step) || attr_i64(f, "seed", (int64_t)tr->opts.seed) ||
-              attr_str(f, "ln_eps", eps) ||
-              attr_str(f, "data", np_data_kind_name(np_data_kind_of(tr->data)));
+    int bad = np_h5_attr_set_str(f, "format", CKPT_FORMAT) || np_h5_attr_set_i64(f, "format_version", CKPT_VERSION) ||
+              np_h5_attr_set_str(f, "model", np_model_kind_name(c->kind)) ||
+              np_h5_attr_set_i64(f, "step", tr->step) || np_h5_attr_set_i64(f, "seed", (int64_t)tr->opts.seed) ||
+              np_h5_attr_set_str(f, "ln_eps", eps) ||
+              np_h5_attr_set_str(f, "data", np_data_kind_name(np_data_kind_of(tr->data)));
     for (int i = 0; i < N_CFG && !bad; i++)
-        bad = attr_i64(f, cfg_fields[i].name, cfg_get(c, i));
+        bad = np_h5_attr_set_i64(f, cfg_fields[i].name, cfg_get(c, i));
     gp = bad ? -1 : H5Gcreate2(f, "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     int n = 0;
     np_tensor *const *params = np_model_params(tr->model, &n);
@@ -205,15 +133,15 @@ np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err)
     bad = bad || go < 0;
     const np_optim_config *oc = np_optim_get_config(tr->optim);
     if (!bad)
-        bad = attr_str(go, "kind", np_optim_kind_name(oc->kind)) ||
-              attr_i64(go, "t", np_optim_steps(tr->optim)) || attr_f64(go, "lr", oc->lr) ||
-              attr_f64(go, "momentum", oc->momentum) || attr_f64(go, "beta1", oc->beta1) ||
-              attr_f64(go, "beta2", oc->beta2) || attr_f64(go, "eps", oc->eps) ||
-              attr_f64(go, "weight_decay", oc->weight_decay) ||
-              attr_i64(go, "scaler_enabled", tr->scaler.enabled) ||
-              attr_f64(go, "scaler_scale", tr->scaler.scale) ||
-              attr_i64(go, "scaler_good_steps", tr->scaler.good_steps) ||
-              attr_i64(go, "scaler_skipped", tr->scaler.skipped);
+        bad = np_h5_attr_set_str(go, "kind", np_optim_kind_name(oc->kind)) ||
+              np_h5_attr_set_i64(go, "t", np_optim_steps(tr->optim)) || np_h5_attr_set_f64(go, "lr", oc->lr) ||
+              np_h5_attr_set_f64(go, "momentum", oc->momentum) || np_h5_attr_set_f64(go, "beta1", oc->beta1) ||
+              np_h5_attr_set_f64(go, "beta2", oc->beta2) || np_h5_attr_set_f64(go, "eps", oc->eps) ||
+              np_h5_attr_set_f64(go, "weight_decay", oc->weight_decay) ||
+              np_h5_attr_set_i64(go, "scaler_enabled", tr->scaler.enabled) ||
+              np_h5_attr_set_f64(go, "scaler_scale", tr->scaler.scale) ||
+              np_h5_attr_set_i64(go, "scaler_good_steps", tr->scaler.good_steps) ||
+              np_h5_attr_set_i64(go, "scaler_skipped", tr->scaler.skipped);
     for (int s = 0; s < np_optim_n_slots(tr->optim) && !bad; s++) {
         hid_t gs = H5Gcreate2(go, np_optim_slot_name(tr->optim, s), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         bad = gs < 0;
@@ -249,8 +177,8 @@ static np_status open_ckpt(hid_t *out, const char *path, np_error *err)
         return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open as an HDF5 checkpoint");
     char fmt[64];
     int64_t ver = 0;
-    if (attr_read_str(*out, "format", fmt, sizeof fmt) || strcmp(fmt, CKPT_FORMAT) != 0 ||
-        attr_read_i64(*out, "format_version", &ver) || ver != CKPT_VERSION) {
+    if (np_h5_attr_get_str(*out, "format", fmt, sizeof fmt) || strcmp(fmt, CKPT_FORMAT) != 0 ||
+        np_h5_attr_get_i64(*out, "format_version", &ver) || ver != CKPT_VERSION) {
         H5Fclose(*out);
         *out = -1;
         return np_error_set(err, NP_ERR_FORMAT, path, "format",
@@ -264,20 +192,20 @@ static np_status read_config(np_model_config *c, int64_t *step, uint64_t *seed, 
 {
     char kind[16], eps[32];
     int64_t v = 0;
-    if (attr_read_str(f, "model", kind, sizeof kind) || np_model_kind_from_name(kind) < 0)
+    if (np_h5_attr_get_str(f, "model", kind, sizeof kind) || np_model_kind_from_name(kind) < 0)
         return np_error_set(err, NP_ERR_FORMAT, path, "model", "expected mlp, cnn or gpt");
     np_model_config_default(c, (np_model_kind)np_model_kind_from_name(kind));
     for (int i = 0; i < N_CFG; i++) {
-        if (attr_read_i64(f, cfg_fields[i].name, &v))
+        if (np_h5_attr_get_i64(f, cfg_fields[i].name, &v))
             return np_error_set(err, NP_ERR_FORMAT, path, cfg_fields[i].name, "missing int64 attribute");
         cfg_set(c, i, (int)v);
     }
-    if (attr_read_str(f, "ln_eps", eps, sizeof eps))
+    if (np_h5_attr_get_str(f, "ln_eps", eps, sizeof eps))
         return np_error_set(err, NP_ERR_FORMAT, path, "ln_eps", "missing string attribute");
     c->ln_eps = strtod(eps, NULL);
-    if (attr_read_i64(f, "step", step))
+    if (np_h5_attr_get_i64(f, "step", step))
         return np_error_set(err, NP_ERR_FORMAT, path, "step", "missing int64 attribute");
-    if (attr_read_i64(f, "seed", &v))
+    if (np_h5_attr_get_i64(f, "seed", &v))
         return np_error_set(err, NP_ERR_FORMAT, path, "seed", "missing int64 attribute");
     *seed = (uint64_t)v;
     return NP_OK;
@@ -331,10 +259,10 @@ np_status np_trainer_load(np_trainer *tr, const char *path, np_error *err)
         st = np_error_set(err, NP_ERR_FORMAT, path, "optim", "missing group /optim");
     char kind[16];
     const np_optim_config *oc = np_optim_get_config(tr->optim);
-    if (!st && (attr_read_str(go, "kind", kind, sizeof kind) || strcmp(kind, np_optim_kind_name(oc->kind)) != 0))
+    if (!st && (np_h5_attr_get_str(go, "kind", kind, sizeof kind) || strcmp(kind, np_optim_kind_name(oc->kind)) != 0))
         st = np_error_set(err, NP_ERR_FORMAT, path, "optim.kind", "expected optimizer state of %s",
                           np_optim_kind_name(oc->kind));
-    if (!st && attr_read_i64(go, "t", &v))
+    if (!st && np_h5_attr_get_i64(go, "t", &v))
         st = np_error_set(err, NP_ERR_FORMAT, path, "optim.t", "missing int64 attribute");
     if (!st)
         np_optim_set_steps(tr->optim, v);
@@ -352,10 +280,10 @@ np_status np_trainer_load(np_trainer *tr, const char *path, np_error *err)
     if (!st && tr->scaler.enabled) {
         double scale = 0;
         int64_t good = 0, skipped = 0, en = 0;
-        if (attr_read_i64(go, "scaler_enabled", &en) ||
-            attr_read(go, "scaler_scale", H5T_NATIVE_DOUBLE, &scale) ||
-            attr_read_i64(go, "scaler_good_steps", &good) ||
-            attr_read_i64(go, "scaler_skipped", &skipped)) {
+        if (np_h5_attr_get_i64(go, "scaler_enabled", &en) ||
+            np_h5_attr_get_f64(go, "scaler_scale", &scale) ||
+            np_h5_attr_get_i64(go, "scaler_good_steps", &good) ||
+            np_h5_attr_get_i64(go, "scaler_skipped", &skipped)) {
             st = np_error_set(err, NP_ERR_FORMAT, path, "optim", "missing loss-scaler attributes");
         } else if (en) {
             tr->scaler.scale = scale;

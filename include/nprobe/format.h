@@ -12,6 +12,7 @@
 #ifndef NPROBE_FORMAT_H
 #define NPROBE_FORMAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "nprobe/common.h"
@@ -85,6 +86,26 @@ typedef struct np_call_rec {
  * failure. Field names equal the struct member names. */
 int64_t np_fmt_entry_h5type(void);
 int64_t np_fmt_call_h5type(void);
+
+/* Scalar attributes on an HDF5 object (`obj` is a hid_t). Strings are
+ * written fixed-length NUL-terminated and read fixed or variable length
+ * (truncated to cap - 1). Each returns 0, or -1 when the attribute is absent
+ * or of the wrong type. */
+int np_h5_attr_set_str(int64_t obj, const char *name, const char *value);
+int np_h5_attr_set_i64(int64_t obj, const char *name, int64_t value);
+int np_h5_attr_set_f64(int64_t obj, const char *name, double value);
+int np_h5_attr_get_str(int64_t obj, const char *name, char *buf, size_t cap);
+int np_h5_attr_get_i64(int64_t obj, const char *name, int64_t *out);
+int np_h5_attr_get_f64(int64_t obj, const char *name, double *out);
+
+/* Silence HDF5's automatic error-stack printing (libraries never print) and
+ * restore it afterwards. */
+typedef struct np_h5_quiet_state {
+    void (*fn)(void);
+    void *data;
+} np_h5_quiet_state;
+void np_h5_quiet(np_h5_quiet_state *q);
+void np_h5_unquiet(const np_h5_quiet_state *q);
 
 /* Copy `src` into a fixed field of `cap` bytes, NUL-padded; returns 1 if it
  * had to be truncated. */
