@@ -3,7 +3,8 @@
  * stored bytes. Tensors are cut into fixed chunks of CHUNK elements; chunks
  * run in parallel (OpenMP) for large tensors and their partials are combined
  * in chunk order, so the result never depends on the thread count. Inside a
- * chunk four interleaved lanes keep the loop short of dependency chains. */
+ * chunk interleaved lanes (8 for float32, 4 otherwise) keep the loop short of
+ * dependency chains. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 
 #include "probe_internal.h"
 
-#define CHUNK ((int64_t)1 << 16)   /* elements per chunk; a multiple of LANES */
+#define CHUNK ((int64_t)1 << 16)   /* elements per chunk; a multiple of LANES and FLANES */
 #define PAR_MIN_CHUNKS 4           /* parallel only from this many chunks */
 #define LANES 4
 
@@ -52,40 +53,68 @@ static void fold(part *p, const double *mx, const double *mn, const double *s,
     } while (0)
 
 /* x is (n,) float32 storage. Fast path first: a branch-free pass that the
- * compiler can vectorise, accumulating (d - d), which is NaN as soon as one
+ * compiler can vectorise, with FLANES lanes (element i goes to lane i %
+ * FLANES) so the double accumulators form independent dependency chains.
+ * Max/min and the finiteness check run in float (exact: converting to
+ * double is monotonic); z accumulates (v - v), which is NaN as soon as one
  * element is NaN or infinite; only then the chunk is redone element by
- * element. Both paths use the same lanes (element i goes to lane i % 4) in
- * the same order, so they give identical bits on all-finite data. */
-static int chunk_f32_fast(part *p, const float *x, int64_t n)
+ * element. Both paths use the same lanes in the same order, so they give
+ * identical bits on all-finite data. */
+#define FLANES 8
+
+static void fold_f32(part *p, const float *mx, const float *mn, const double *s,
+                     const double *q)
 {
-    double mx[LANES], mn[LANES], s[LANES] = {0}, q[LANES] = {0}, z[LANES] = {0};
-    for (int l = 0; l < LANES; l++) {
+    for (int l = 0; l < FLANES; l++) {
+        if ((double)mx[l] > p->max) p->max = (double)mx[l];
+        if ((double)mn[l] < p->min) p->min = (double)mn[l];
+    }
+    p->sum += ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    p->sumsq += ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+}
+
+static void lanes_init(float *mx, float *mn, double *s, double *q)
+{
+    for (int l = 0; l < FLANES; l++) {
         mx[l] = -INFINITY;
         mn[l] = INFINITY;
+        s[l] = q[l] = 0.0;
     }
+}
+
+static int chunk_f32_fast(part *p, const float *x, int64_t n)
+{
+    float mx[FLANES], mn[FLANES], z[FLANES] = {0};
+    double s[FLANES], q[FLANES];
+    lanes_init(mx, mn, s, q);
     int64_t i = 0;
-    for (; i + LANES <= n; i += LANES) {
-        for (int l = 0; l < LANES; l++) {
-            double d = (double)x[i + l];
+    for (; i + FLANES <= n; i += FLANES) {
+        for (int l = 0; l < FLANES; l++) {
+            float v = x[i + l];
+            double d = (double)v;
             s[l] += d;
             q[l] += d * d;
-            z[l] += d - d;
-            mx[l] = d > mx[l] ? d : mx[l];
-            mn[l] = d < mn[l] ? d : mn[l];
+            z[l] += v - v;
+            mx[l] = v > mx[l] ? v : mx[l];
+            mn[l] = v < mn[l] ? v : mn[l];
         }
     }
-    for (; i < n; i++) {
-        double d = (double)x[i];
-        s[0] += d;
-        q[0] += d * d;
-        z[0] += d - d;
-        mx[0] = d > mx[0] ? d : mx[0];
-        mn[0] = d < mn[0] ? d : mn[0];
+    for (int l = 0; i < n; i++, l++) {
+        float v = x[i];
+        double d = (double)v;
+        s[l] += d;
+        q[l] += d * d;
+        z[l] += v - v;
+        mx[l] = v > mx[l] ? v : mx[l];
+        mn[l] = v < mn[l] ? v : mn[l];
     }
-    if (isnan(z[0] + z[1] + z[2] + z[3]))
+    float zs = 0.0f;
+    for (int l = 0; l < FLANES; l++)
+        zs += z[l];
+    if (isnan(zs))
         return 0;
     p->nfin += n;
-    fold(p, mx, mn, s, q);
+    fold_f32(p, mx, mn, s, q);
     return 1;
 }
 
@@ -93,42 +122,26 @@ static void chunk_f32(part *p, const float *x, int64_t n)
 {
     if (chunk_f32_fast(p, x, n))
         return;
-    double mx[LANES], mn[LANES], s[LANES] = {0}, q[LANES] = {0};
-    for (int l = 0; l < LANES; l++) {
-        mx[l] = -INFINITY;
-        mn[l] = INFINITY;
-    }
-    int64_t nfin = 0, i = 0;
-    for (; i + LANES <= n; i += LANES) {
-        for (int l = 0; l < LANES; l++) {
-            float v = x[i + l];
-            if (isfinite(v)) {
-                double d = (double)v;
-                s[l] += d;
-                q[l] += d * d;
-                mx[l] = d > mx[l] ? d : mx[l];
-                mn[l] = d < mn[l] ? d : mn[l];
-                nfin++;
-            } else {
-                NONFINITE(p, v);
-            }
-        }
-    }
-    for (; i < n; i++) {
+    float mx[FLANES], mn[FLANES];
+    double s[FLANES], q[FLANES];
+    lanes_init(mx, mn, s, q);
+    int64_t nfin = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int l = (int)(i % FLANES);
         float v = x[i];
         if (isfinite(v)) {
             double d = (double)v;
-            s[0] += d;
-            q[0] += d * d;
-            mx[0] = d > mx[0] ? d : mx[0];
-            mn[0] = d < mn[0] ? d : mn[0];
+            s[l] += d;
+            q[l] += d * d;
+            mx[l] = v > mx[l] ? v : mx[l];
+            mn[l] = v < mn[l] ? v : mn[l];
             nfin++;
         } else {
             NONFINITE(p, v);
         }
     }
     p->nfin += nfin;
-    fold(p, mx, mn, s, q);
+    fold_f32(p, mx, mn, s, q);
 }
 
 /* x is (n,) float64 storage. */
