@@ -368,8 +368,15 @@ static np_status write_payload(np_h5w *w, const np_entry_rec *rec, const void *d
     hid_t space = nd == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(nd, dims, NULL);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_obj_track_times(dcpl, 0);
-    if (nd > 0 && rec->numel > 0) {
-        /* Chunks of at most PAYLOAD_CHUNK_BYTES, cut along the leading dims. */
+    if (nd > 0 && rec->numel > 0 && w->compression == 0) {
+        /* No compression: one contiguous block, written by HDF5 straight from
+         * the caller's buffer in one write (no chunk index, no chunk cache
+         * copy); never filled first. */
+        H5Pset_layout(dcpl, H5D_CONTIGUOUS);
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    } else if (nd > 0 && rec->numel > 0) {
+        /* Compressed: chunks of at most PAYLOAD_CHUNK_BYTES, cut along the
+         * leading dims. */
         for (int i = 0; i < nd && bytes > PAYLOAD_CHUNK_BYTES; i++) {
             size_t rest = bytes / chunk[i];
             hsize_t c = rest >= PAYLOAD_CHUNK_BYTES ? 1 : (hsize_t)(PAYLOAD_CHUNK_BYTES / rest);
@@ -392,11 +399,13 @@ static np_status write_payload(np_h5w *w, const np_entry_rec *rec, const void *d
         e = H5Dwrite(ds, mem_type((np_dtype)dt), H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
     if (e >= 0)
         e = attr_str(ds, NP_FMT_DATA_DTYPE_ATTR, rec->dtype);
-    if (ds >= 0)
-        H5Dclose(ds);
+    /* Read the error stack before H5Dclose clears it. */
+    np_status st = e < 0 ? h5fail(err, w->partial, "writing a payload") : NP_OK;
+    if (ds >= 0 && H5Dclose(ds) < 0 && !st)
+        st = h5fail(err, w->partial, "writing a payload");
     H5Sclose(space);
-    if (e < 0)
-        return h5fail(err, w->partial, "writing a payload");
+    if (st)
+        return st;
     w->tot.data_bytes += (int64_t)es * rec->numel;
     return NP_OK;
 }
