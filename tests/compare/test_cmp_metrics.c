@@ -119,6 +119,64 @@ int main(void)
         free(b);
         free(c);
     }
+    /* the vectorised fast path and its fallbacks: equal NaN/Inf positions
+     * scattered in some sub-blocks only, zero bench elements, elements at
+     * exactly the 0.001 / 0.005 thresholds, ragged lengths (tails), each
+     * against the reference and at 1 and 2 threads */
+    {
+        int lens[] = {4096 * 3 + 5, 32768 + 4096 + 7, 70001};
+        for (int t = 0; t < 3; t++) {
+            int n = lens[t];
+            float *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
+            unsigned s = 11u + (unsigned)t;
+            for (int i = 0; i < n; i++) {
+                b[i] = (float)(urand(&s) * 8 - 4);
+                c[i] = b[i] * (float)(1 + (urand(&s) - 0.5) * 0.015);
+                if (i % 777 == 0)
+                    b[i] = 0;
+                if (i % 501 == 0) { /* |c - b| / |b| exactly 0.001 or 0.005 */
+                    b[i] = 1000.0f;
+                    c[i] = i % 2 ? 1001.0f : 995.0f;
+                }
+            }
+            for (int i = 4096 + 3; i < n; i += 9001) { /* not in the first sub-block */
+                b[i] = c[i] = i % 2 ? NAN : -INFINITY;
+            }
+            check_against_ref(b, c, n);
+            np_cmp_metrics m1, m2;
+            omp_set_num_threads(1);
+            np_cmp_metrics_f32(&m1, b, c, n, 1, 0.0);
+            omp_set_num_threads(2);
+            np_cmp_metrics_f32(&m2, b, c, n, 1, 0.0);
+            CHECK_EQ_FLOAT(m1.cosine, m2.cosine);
+            CHECK_EQ_FLOAT(m1.euc_dist, m2.euc_dist);
+            CHECK_EQ_FLOAT(m1.max_abs_err, m2.max_abs_err);
+            CHECK_EQ_FLOAT(m1.max_rel_err, m2.max_rel_err);
+            CHECK_EQ_FLOAT(m1.one_thousandth, m2.one_thousandth);
+            CHECK_EQ_INT(m1.n_masked, m2.n_masked);
+            CHECK(m1.n_masked > 0);
+            /* the float64 entry point gives the same metrics */
+            double *b64 = malloc(n * sizeof *b64), *c64 = malloc(n * sizeof *c64);
+            for (int i = 0; i < n; i++) {
+                b64[i] = b[i];
+                c64[i] = c[i];
+            }
+            np_cmp_metrics_f64(&m2, b64, c64, n, 1, 0.0);
+            CHECK_CLOSE(m2.cosine, m1.cosine, 1e-15, 0);
+            CHECK_EQ_FLOAT(m2.max_abs_err, m1.max_abs_err);
+            CHECK_EQ_FLOAT(m2.max_rel_err, m1.max_rel_err);
+            CHECK_EQ_FLOAT(m2.five_thousandths, m1.five_thousandths);
+            /* identical sides: cosine exactly 1, no error */
+            np_cmp_metrics_f32(&m1, b, b, n, 1, 0.0);
+            CHECK_EQ_FLOAT(m1.cosine, 1.0);
+            CHECK_EQ_FLOAT(m1.max_abs_err, 0.0);
+            CHECK_EQ_FLOAT(m1.one_thousandth, 1.0);
+            free(b64);
+            free(c64);
+            free(b);
+            free(c);
+        }
+    }
     /* zero bench element: msprobe adds eps to both sides */
     {
         float b[] = {0, 1}, c[] = {1e-3f, 1};
