@@ -1,12 +1,17 @@
 /* runtime/ops_attn.c - Functional.scaled_dot_product_attention: q, k, v
  * (B, H, T, D), softmax(q k^T * scale [+ causal mask]) v in one fused kernel
- * (its inner matmuls and softmax are not events). Loops are ordered so the
- * innermost runs over contiguous memory; OpenMP over (b, h, t) rows forward
- * and over (b, h) heads backward. Under autocast: q, k, v rounded, scores and
+ * (its inner matmuls and softmax are not events). Per (b, h) head the
+ * products Q K^T, P V and, backward, dO V^T, dS K, dS^T Q, P^T dO are
+ * single-threaded cblas_sgemm calls (causal scores in blocks of 32 query
+ * rows that skip the masked key columns), OpenMP over heads, so the bits do
+ * not depend on the thread count. The same kernel serves cpu and npu-sim
+ * (the npu-sim blocked GEMM is for linear, matmul and conv2d). Under autocast: q, k, v rounded, scores and
  * probabilities rounded to the low dtype (as the matmul outputs/inputs of the
  * unfused form would be), softmax in float32, output rounded. */
 #include <math.h>
 #include <string.h>
+
+#include <cblas.h>
 
 #include "rt_internal.h"
 
@@ -24,14 +29,26 @@ static int64_t row_len(const attn_geom *g, int64_t t)
     return L < g->T ? L : g->T;
 }
 
-/* dst (D, T) per head from src (T, D). */
-static void transpose_heads(const float *src, float *dst, int64_t BH, int64_t T, int64_t D)
+#define ATTN_RB 32 /* query rows per score block (causal: fewer key columns) */
+
+/* Columns of the score rows [r0, r1) that can be non-zero. */
+static int64_t block_cols(const attn_geom *g, int64_t r1)
 {
-#pragma omp parallel for if (BH * T * D > RT_PAR_MIN)
-    for (int64_t h = 0; h < BH; h++)
-        for (int64_t t = 0; t < T; t++)
-            for (int64_t d = 0; d < D; d++)
-                dst[h * T * D + d * T + t] = src[h * T * D + t * D + d];
+    if (!g->causal)
+        return g->T;
+    int64_t L = r1 + g->extra;
+    return L < g->T ? L : g->T;
+}
+
+/* S (T, T) = X (T, D) Y^T per row block, only the columns a block can see. */
+static void head_scores(const attn_geom *g, const float *X, const float *Y, float *S)
+{
+    int64_t T = g->T, D = g->D;
+    for (int64_t r0 = 0; r0 < T; r0 += ATTN_RB) {
+        int64_t r1 = r0 + ATTN_RB < T ? r0 + ATTN_RB : T;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(r1 - r0), (int)block_cols(g, r1),
+                    (int)D, 1.0f, X + r0 * D, (int)D, Y, (int)D, 0.0f, S + r0 * T, (int)T);
+    }
 }
 
 static void sdpa_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
@@ -40,60 +57,38 @@ static void sdpa_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const 
     const float *q = nd->saved[0], *k = nd->saved[1], *v = nd->saved[2], *P = nd->saved[3];
     const float *go = gout[0];
     int64_t BH = g->BH, T = g->T, D = g->D;
-    float *vt = rt_alloc(ctx, (size_t)(BH * T * D) * sizeof(float) + 1);
-    float *scr = rt_alloc(ctx, (size_t)(BH * 2 * T) * sizeof(float) + 1);
+    float *dsb = rt_alloc(ctx, (size_t)(BH * T * T) * sizeof(float) + 1);
     float *dq = gin[0], *dk = gin[1], *dv = gin[2];
-    if (!vt || !scr)
+    if (!dsb)
         return;
-    transpose_heads(v, vt, BH, T, D);
     float sc = (float)g->scale;
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) if (BH * T * T * D > RT_PAR_MIN * 16)
     for (int64_t h = 0; h < BH; h++) {
-        float *dp = scr + h * 2 * T, *ds = dp + T;
-        const float *qh = q + h * T * D, *kh = k + h * T * D, *vth = vt + h * T * D;
+        const float *qh = q + h * T * D, *kh = k + h * T * D, *vh = v + h * T * D;
+        const float *Ph = P + h * T * T, *goh = go + h * T * D;
+        float *ds = dsb + h * T * T;
+        head_scores(g, goh, vh, ds); /* dP = dO V^T */
         for (int64_t t = 0; t < T; t++) {
             int64_t L = row_len(g, t);
-            const float *p = P + (h * T + t) * T, *gr = go + (h * T + t) * D;
-            for (int64_t j = 0; j < L; j++)
-                dp[j] = 0.0f;
-            for (int64_t d = 0; d < D; d++) {
-                float gd = gr[d];
-                const float *vrow = vth + d * T;
-                for (int64_t j = 0; j < L; j++)
-                    dp[j] += gd * vrow[j];
-            }
+            const float *p = Ph + t * T;
+            float *dr = ds + t * T;
             double dot = 0.0;
             for (int64_t j = 0; j < L; j++)
-                dot += (double)p[j] * dp[j];
+                dot += (double)p[j] * dr[j];
             for (int64_t j = 0; j < L; j++)
-                ds[j] = (float)((double)p[j] * ((double)dp[j] - dot)) * sc;
-            if (dq) {
-                float *dqr = dq + (h * T + t) * D;
-                for (int64_t j = 0; j < L; j++) {
-                    float s = ds[j];
-                    const float *krow = kh + j * D;
-                    for (int64_t d = 0; d < D; d++)
-                        dqr[d] += s * krow[d];
-                }
-            }
-            if (dk) {
-                const float *qr = qh + t * D;
-                for (int64_t j = 0; j < L; j++) {
-                    float s = ds[j];
-                    float *dkr = dk + (h * T + j) * D;
-                    for (int64_t d = 0; d < D; d++)
-                        dkr[d] += s * qr[d];
-                }
-            }
-            if (dv) {
-                for (int64_t j = 0; j < L; j++) {
-                    float pj = p[j];
-                    float *dvr = dv + (h * T + j) * D;
-                    for (int64_t d = 0; d < D; d++)
-                        dvr[d] += pj * gr[d];
-                }
-            }
+                dr[j] = (float)((double)p[j] * ((double)dr[j] - dot)) * sc;
+            for (int64_t j = L; j < T; j++)
+                dr[j] = 0.0f;
         }
+        if (dq)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)D, (int)T, 1.0f, ds,
+                        (int)T, kh, (int)D, 0.0f, dq + h * T * D, (int)D);
+        if (dk)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)D, (int)T, 1.0f, ds,
+                        (int)T, qh, (int)D, 0.0f, dk + h * T * D, (int)D);
+        if (dv)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)T, (int)D, (int)T, 1.0f, Ph,
+                        (int)T, goh, (int)D, 0.0f, dv + h * T * D, (int)D);
     }
 }
 
@@ -125,45 +120,32 @@ np_tensor *np_sdpa(np_ctx *ctx, np_tensor *q, np_tensor *k, np_tensor *v, int is
     const float *qd = rt_rounded(ctx, q, ac), *kd = rt_rounded(ctx, k, ac), *vd = rt_rounded(ctx, v, ac);
     int64_t BH = g->BH, T = g->T, D = g->D;
     float *P = rt_alloc(ctx, (size_t)(BH * T * T) * sizeof(float) + 1);
-    float *kt = rt_alloc(ctx, (size_t)(BH * T * D) * sizeof(float) + 1);
-    if (!y || !qd || !kd || !vd || !P || !kt)
+    if (!y || !qd || !kd || !vd || !P)
         return NULL;
-    transpose_heads(kd, kt, BH, T, D);
     int nomax = ctx->fault == NP_FAULT_SOFTMAX_FP16_NOMAX;
     float scf = (float)g->scale;
     float *yd = y->data;
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < BH * T; r++) {
-        int64_t h = r / T, t = r % T, L = row_len(g, t);
-        float *p = P + r * T;
-        const float *qr = qd + r * D, *kth = kt + h * T * D, *vh = vd + h * T * D;
-        for (int64_t j = 0; j < L; j++)
-            p[j] = 0.0f;
-        for (int64_t d = 0; d < D; d++) {
-            float qv = qr[d];
-            const float *krow = kth + d * T;
+#pragma omp parallel for schedule(dynamic) if (BH * T * T * D > RT_PAR_MIN * 16)
+    for (int64_t h = 0; h < BH; h++) {
+        float *Ph = P + h * T * T, *oh = yd + h * T * D;
+        head_scores(g, qd + h * T * D, kd + h * T * D, Ph);
+        for (int64_t t = 0; t < T; t++) {
+            int64_t L = row_len(g, t);
+            float *p = Ph + t * T;
             for (int64_t j = 0; j < L; j++)
-                p[j] += qv * krow[j];
+                p[j] = np_round_to(ac, np_round_to(ac, p[j]) * scf);
+            rt_softmax_row(p, p, L, nomax);
+            if (ac != NP_FLOAT32)
+                for (int64_t j = 0; j < L; j++)
+                    p[j] = np_round_to(ac, p[j]);
+            for (int64_t j = L; j < T; j++)
+                p[j] = 0.0f;
         }
-        for (int64_t j = 0; j < L; j++)
-            p[j] = np_round_to(ac, np_round_to(ac, p[j]) * scf);
-        rt_softmax_row(p, p, L, nomax);
-        for (int64_t j = 0; j < L; j++)
-            p[j] = np_round_to(ac, p[j]);
-        for (int64_t j = L; j < T; j++)
-            p[j] = 0.0f;
-        float *o = yd + r * D;
-        for (int64_t d = 0; d < D; d++)
-            o[d] = 0.0f;
-        for (int64_t j = 0; j < L; j++) {
-            float pj = p[j];
-            const float *vrow = vh + j * D;
-            for (int64_t d = 0; d < D; d++)
-                o[d] += pj * vrow[d];
-        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)T, (int)D, (int)T, 1.0f, Ph,
+                    (int)T, vd + h * T * D, (int)D, 0.0f, oh, (int)D);
         if (odt != NP_FLOAT32)
-            for (int64_t d = 0; d < D; d++)
-                o[d] = np_round_to(odt, o[d]);
+            for (int64_t i = 0; i < T * D; i++)
+                oh[i] = np_round_to(odt, oh[i]);
     }
     np_tensor *in[3] = {q, k, v};
     rt_node nd;
