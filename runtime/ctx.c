@@ -939,7 +939,13 @@ static void accum_grad(np_ctx *ctx, np_tensor *t, float *g)
     }
     float *d = t->grad;
     np_dtype dt = t->dtype;
-#pragma omp parallel for if (n > RT_PAR_MIN)
+    if (dt == NP_FLOAT32) {
+#pragma omp parallel for if (n > RT_PAR_EW)
+        for (int64_t i = 0; i < n; i++)
+            d[i] += g[i];
+        return;
+    }
+#pragma omp parallel for if (n > RT_PAR_EW)
     for (int64_t i = 0; i < n; i++)
         d[i] = np_round_to(dt, d[i] + g[i]);
 }
@@ -1077,9 +1083,15 @@ static void module_bwd_close(np_ctx *ctx, rt_mcall *c)
         float *d = t->grad;
         int64_t n = t->numel;
         np_dtype dt = t->dtype;
-#pragma omp parallel for if (n > RT_PAR_MIN)
-        for (int64_t j = 0; j < n; j++)
-            d[j] = np_round_to(dt, saved[j] + d[j]);
+        if (dt == NP_FLOAT32) {
+#pragma omp parallel for if (n > RT_PAR_EW)
+            for (int64_t j = 0; j < n; j++)
+                d[j] = saved[j] + d[j];
+        } else {
+#pragma omp parallel for if (n > RT_PAR_EW)
+            for (int64_t j = 0; j < n; j++)
+                d[j] = np_round_to(dt, saved[j] + d[j]);
+        }
     }
 }
 

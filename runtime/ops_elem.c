@@ -61,6 +61,15 @@ static void ew_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *g
             d[i] = x[i] > 0.0f ? g[i] : 0.0f;
         return;
     }
+    const double *cdf = nd->saved[0];
+    if (kind == EW_GELU && cdf) {
+#pragma omp parallel for if (n > RT_PAR_MIN / 8)
+        for (int64_t i = 0; i < n; i++) {
+            double xi = x[i];
+            d[i] = (float)((double)g[i] * (cdf[i] + xi * INV_SQRT_2PI * exp(-0.5 * xi * xi)));
+        }
+        return;
+    }
 #pragma omp parallel for if (n > RT_PAR_MIN / 8)
     for (int64_t i = 0; i < n; i++)
         d[i] = (float)((double)g[i] * ew_dfdx(kind, x[i]));
@@ -79,17 +88,30 @@ static np_tensor *ew_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *x, in
     float *yd = y->data;
     int64_t n = x->numel;
     np_dtype dt = x->dtype;
+    rt_node nd;
+    rt_node_init(ctx, &nd, op, &x, 1);
+    /* erf gelu keeps its cdf term 0.5 (1 + erf(x/sqrt 2)) (in double, the
+     * exact value the backward formula would recompute) for the backward */
+    double *cdf = kind == EW_GELU && nd.record ? rt_alloc(ctx, (size_t)n * sizeof(double) + 1) : NULL;
+    if (kind == EW_GELU && nd.record && !cdf)
+        return NULL;
     if (kind == EW_RELU) {
 #pragma omp parallel for if (n > RT_PAR_MIN)
         for (int64_t i = 0; i < n; i++)
             yd[i] = xd[i] > 0.0f ? xd[i] : (isnan(xd[i]) ? xd[i] : 0.0f);
+    } else if (cdf) {
+#pragma omp parallel for if (n > RT_PAR_MIN / 8)
+        for (int64_t i = 0; i < n; i++) {
+            double xi = xd[i], c = 0.5 * (1.0 + erf(xi * SQRT1_2));
+            cdf[i] = c;
+            yd[i] = np_round_to(dt, (float)(xi * c));
+        }
     } else {
 #pragma omp parallel for if (n > RT_PAR_MIN / 8)
         for (int64_t i = 0; i < n; i++)
             yd[i] = np_round_to(dt, (float)ew_fwd(kind, xd[i]));
     }
-    rt_node nd;
-    rt_node_init(ctx, &nd, op, &x, 1);
+    nd.saved[0] = cdf;
     if (sk)
         rt_node_scalar(&nd, sk, sv);
     nd.iv[0] = kind;
@@ -185,13 +207,19 @@ static void bin_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *
     const float *big = nd->in[bi]->data, *small = nd->in[si]->data;
     if (gin[bi]) {
         float *d = gin[bi];
-#pragma omp parallel for if (nb > RT_PAR_MIN)
-        for (int64_t i = 0; i < nb; i++)
-            d[i] = mul ? g[i] * small[i % ns] : g[i];
+        if (!mul) {
+            memcpy(d, g, (size_t)nb * sizeof(float));
+        } else {
+            int64_t R = ns ? nb / ns : 0;
+#pragma omp parallel for if (nb > RT_PAR_EW)
+            for (int64_t r = 0; r < R; r++)
+                for (int64_t j = 0; j < ns; j++)
+                    d[r * ns + j] = g[r * ns + j] * small[j];
+        }
     }
     if (gin[si]) {
         float *d = gin[si];
-        int64_t R = nb / ns;
+        int64_t R = ns ? nb / ns : 0;
         if (R == 1) {
 #pragma omp parallel for if (ns > RT_PAR_MIN)
             for (int64_t j = 0; j < ns; j++)
@@ -242,14 +270,21 @@ static np_tensor *bin_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *a, n
     const float *bd = big->data, *sd = small->data;
     float *yd = y->data;
     int64_t nb = big->numel, ns = small->numel;
-    if (op == RT_OP_ADD) {
-#pragma omp parallel for if (nb > RT_PAR_MIN)
-        for (int64_t i = 0; i < nb; i++)
-            yd[i] = np_round_to(odt, bd[i] + sd[i % ns]);
-    } else {
-#pragma omp parallel for if (nb > RT_PAR_MIN)
-        for (int64_t i = 0; i < nb; i++)
-            yd[i] = np_round_to(odt, bd[i] * sd[i % ns]);
+    int64_t R = ns ? nb / ns : 0; /* big is R repeats of small's shape */
+    int add = op == RT_OP_ADD;
+#pragma omp parallel for if (nb > RT_PAR_EW)
+    for (int64_t r = 0; r < R; r++) {
+        const float *br = bd + r * ns;
+        float *yr = yd + r * ns;
+        if (add)
+            for (int64_t j = 0; j < ns; j++)
+                yr[j] = br[j] + sd[j];
+        else
+            for (int64_t j = 0; j < ns; j++)
+                yr[j] = br[j] * sd[j];
+        if (odt != NP_FLOAT32)
+            for (int64_t j = 0; j < ns; j++)
+                yr[j] = np_round_to(odt, yr[j]);
     }
     np_tensor *in[2] = {a, b};
     rt_node nd;

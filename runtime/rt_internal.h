@@ -182,7 +182,11 @@ void rt_blas_setup(void);
 /* One softmax row (ops_norm.c); y may alias x; fp16_nomax = the fault's kernel. */
 void rt_softmax_row(const float *x, float *y, int64_t n, int fp16_nomax);
 
-/* Parallel loop helper: ranges are distributed by OpenMP inside kernels. */
+/* OpenMP thresholds (elements): below them a kernel runs on the calling
+ * thread, since a parallel region costs microseconds (far more when the
+ * cores are shared). RT_PAR_MIN for kernels doing some arithmetic per
+ * element, RT_PAR_EW for plain copies, adds and scales (memory-bound). */
 #define RT_PAR_MIN 4096
+#define RT_PAR_EW 32768
 
 #endif
