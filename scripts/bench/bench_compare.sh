@@ -7,7 +7,7 @@
 #   bytes, peak RSS, ratio;
 #   statistics mode, 141k rows per side: seconds and peak RSS (csv report and
 #   xlsx report timed separately);
-#   --flat: peak RSS of nprobe compare at ~1 GB and ~4 GB per side, to show it
+#   --flat: peak RSS of nprobe compare at ~1 GB and ~5 GB per side (2 and 10 GB dumps), to show it
 #   does not grow with the dump size.
 # --quick uses small sizes to check that the script works. Prints a Markdown
 # section. Env: NPROBE_BIN (default build/nprobe), NP_PYTHON, BENCH_DIR
@@ -56,31 +56,47 @@ tensor_case() { # label tensors numel -> prints a table row
   ts=$(printf '%s\n' "${t[@]}" | median); nts=$(printf '%s\n' "${nt[@]}" | median)
   rs=$(printf '%s\n' "${r[@]}" | sort -g | tail -1); nrs=$(printf '%s\n' "${nr[@]}" | sort -g | tail -1)
   awk -v l="$label" -v b="$bytes" -v t="$ts" -v nt="$nts" -v r="$rs" -v nr="$nrs" 'BEGIN {
-    g = b / 1e9; printf "| %s | %.2f | %.2f s, %.2f GB/s, %.0f MB | %.2f s, %.2f GB/s, %.0f MB | %.1fx | >= 2 GB/s |\n",
-      l, g, t, g / t, r, nt, g / nt, nr, nt / t }'
+    g = b / 1e9; met = (g / t >= 2) ? "yes" : "no";
+    printf "| tensor mode, %s (%.2f GB both sides) | %.2f s = %.2f GB/s, %.0f MB peak | %.2f s = %.2f GB/s, %.0f MB peak | %.1fx | >= 2 GB/s | %s |\n",
+      l, g, t, g / t, r, nt, g / nt, nr, nt / t, met }'
   rm -rf "$work/b" "$work/c" "$work/out"
+}
+
+stats_case() { # format -> prints a table row (median seconds, max peak RSS)
+  local fmt=$1 t=() r=()
+  for _ in $(seq "$REPS"); do
+    read -r s m < <(measure "$bin" compare -b "$work/sb" -c "$work/sc" -o "$work/out" -q --format "$fmt")
+    t+=("$s"); r+=("$m")
+  done
+  local ts rs
+  ts=$(printf '%s\n' "${t[@]}" | median); rs=$(printf '%s\n' "${r[@]}" | sort -g | tail -1)
+  awk -v f="$fmt" -v n="$SROWS" -v t="$ts" -v r="$rs" -v q="${2:-}" 'BEGIN {
+    met = (t < 1 && r < 100) ? "yes" : "no"; if (q == "info") met = met " (not a target)";
+    printf "| statistics mode, %d rows per side, %s report | %.2f s, %.0f MB peak | msprobe 52-56 s, 1.5 GB | %.0fx | < 1 s, < 100 MB | %s |\n",
+      n, f, t, r, 54 / t, met }'
+  rm -rf "$work/out"
 }
 
 echo "## compare (nprobe compare vs numpy + h5py)"
 echo
 echo "Tensor mode: both dumps in the page cache, all six metrics per pair; the"
-echo "numpy script reads each pair with h5py and computes the same metrics in"
-echo "float64. Median of $REPS run(s); peak RSS from GNU time. nprobe writes a csv report."
+echo "numpy baseline (scripts/bench/numpy_compare.py) reads each pair with h5py and"
+echo "computes the same metrics in float64, in the same run. Statistics mode: the"
+echo "baseline is msprobe's figure from DESIGN.md section 8 (not rerun here)."
+echo "Median of $REPS run(s); peak RSS (max over runs) from GNU time; $(nproc) cores,"
+echo "OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}."
 echo
-echo "| case | GB (both sides) | nprobe compare | numpy + h5py | speed-up | target |"
+echo "Command: \`scripts/bench/bench_compare.sh $*\`"
+echo
+echo "| work | nprobe | baseline | ratio | target | met? |"
 echo "|---|---|---|---|---|---|"
 tensor_case "$K x $NUMEL float32 per side" "$K" "$NUMEL"
 if [ "$FLAT" = 1 ]; then
-  tensor_case "~1 GB per side (250 x 1M)" 250 $((1 << 20))
-  tensor_case "~4 GB per side (1000 x 1M)" 1000 $((1 << 20))
+  tensor_case "250 x 1M per side (~1 GB per side)" 250 $((1 << 20))
+  tensor_case "1250 x 1M per side (~5 GB per side)" 1250 $((1 << 20))
 fi
+gen "$work/sb" "$SROWS" 1 statistics 1 0 && gen "$work/sc" "$SROWS" 1 statistics 2 1e-3
+stats_case csv
+stats_case json
+stats_case xlsx info
 echo
-gen "$work/b" "$SROWS" 1 statistics 1 0 && gen "$work/c" "$SROWS" 1 statistics 2 1e-3
-read -r s1 m1 < <(measure "$bin" compare -b "$work/b" -c "$work/c" -o "$work/out" -q --format csv)
-read -r s2 m2 < <(measure "$bin" compare -b "$work/b" -c "$work/c" -o "$work/out" -q --format xlsx)
-echo "Statistics mode, $SROWS rows per side (target < 1 s and < 100 MB; msprobe 52-56 s, 1.5 GB):"
-echo
-echo "| report | seconds | peak RSS |"
-echo "|---|---|---|"
-echo "| csv | $s1 | $m1 MB |"
-echo "| xlsx | $s2 | $m2 MB |"
