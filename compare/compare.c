@@ -179,25 +179,31 @@ static int same_shape(const np_cmp_side *a, const np_cmp_side *b)
     return 1;
 }
 
-static np_status compare_payloads(np_cmp_pair *p, cmp_dump *bd, cmp_dump *cd, int pair_index,
-                                  int n_pairs, const np_cmp_options *o)
+/* Tensors of at least this many elements are compared one at a time with
+ * OpenMP over their blocks; smaller ones are spread over the threads one
+ * pair each (HDF5 serialised, reads and metrics in parallel), which keeps
+ * both cores busy between tensors. Either way each tensor's metrics come
+ * from the same fixed blocks, so the numbers do not depend on the thread
+ * count. */
+#define BIG_TENSOR (8 << 20)
+
+static int payload_row(const np_cmp_row *r)
+{
+    return r->bench && r->cmp && r->bench->has_data && r->cmp->has_data &&
+           strcmp(r->cmp->role, "kwargs") && same_shape(r->bench, r->cmp);
+}
+
+static void payload_one(np_cmp_pair *p, np_cmp_row *r, cmp_dump *bd, cmp_dump *cd,
+                        cmp_buffers *bufs, uint64_t *done, uint64_t total, int pair_index,
+                        int n_pairs, const np_cmp_options *o, size_t i)
 {
     cmp_pair_priv *pv = p->priv;
-    cmp_buffers bufs = {0};
-    uint64_t total = 0, done = 0;
-    for (size_t i = 0; i < p->n_rows; i++) {
-        const np_cmp_row *r = &p->rows[i];
-        if (r->bench && r->cmp && r->bench->has_data && r->cmp->has_data)
-            total += (uint64_t)(r->bench->numel + r->cmp->numel) * 4;
-    }
-    for (size_t i = 0; i < p->n_rows; i++) {
-        np_cmp_row *r = &p->rows[i];
-        if (!r->bench || !r->cmp || !r->bench->has_data || !r->cmp->has_data ||
-            !strcmp(r->cmp->role, "kwargs") || !same_shape(r->bench, r->cmp))
-            continue;
-        np_error e = {0};
-        if (cmp_payload_metrics(&r->m, bd, r->bench, cd, r->cmp, 0.0, &bufs, &p->bytes_read, &e) !=
-            NP_OK) {
+    np_error e = {0};
+    uint64_t bytes = 0;
+    np_status st = cmp_payload_metrics(&r->m, bd, r->bench, cd, r->cmp, 0.0, bufs, &bytes, &e);
+#pragma omp critical(np_cmp_rows)
+    {
+        if (st != NP_OK) {
             metrics_nan(&r->m);
             char buf[NP_ERROR_TEXT_MAX + 600];
             snprintf(buf, sizeof buf, "%s: %s", e.file, e.text);
@@ -205,11 +211,41 @@ static np_status compare_payloads(np_cmp_pair *p, cmp_dump *bd, cmp_dump *cd, in
             r->verdict = NP_VERDICT_ERROR;
             r->severity = INFINITY;
         }
-        done += (uint64_t)(r->bench->numel + r->cmp->numel) * 4;
-        if (o->progress && (i % 16 == 0 || done == total))
-            o->progress(pair_index, n_pairs, done, total, o->progress_user);
+        p->bytes_read += bytes;
+        *done += (uint64_t)(r->bench->numel + r->cmp->numel) * 4;
+        if (o->progress && (i % 16 == 0 || *done == total))
+            o->progress(pair_index, n_pairs, *done, total, o->progress_user);
+    }
+}
+
+static np_status compare_payloads(np_cmp_pair *p, cmp_dump *bd, cmp_dump *cd, int pair_index,
+                                  int n_pairs, const np_cmp_options *o)
+{
+    uint64_t total = 0, done = 0;
+    for (size_t i = 0; i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        if (r->bench && r->cmp && r->bench->has_data && r->cmp->has_data)
+            total += (uint64_t)(r->bench->numel + r->cmp->numel) * 4;
+    }
+    cmp_buffers bufs = {0};
+    for (size_t i = 0; i < p->n_rows; i++) {
+        np_cmp_row *r = &p->rows[i];
+        if (payload_row(r) && r->cmp->numel >= BIG_TENSOR)
+            payload_one(p, r, bd, cd, &bufs, &done, total, pair_index, n_pairs, o, i);
     }
     cmp_buffers_free(&bufs);
+    long long nrows = (long long)p->n_rows;
+#pragma omp parallel
+    {
+        cmp_buffers tb = {0};
+#pragma omp for schedule(dynamic, 1)
+        for (long long i = 0; i < nrows; i++) {
+            np_cmp_row *r = &p->rows[i];
+            if (payload_row(r) && r->cmp->numel < BIG_TENSOR)
+                payload_one(p, r, bd, cd, &tb, &done, total, pair_index, n_pairs, o, (size_t)i);
+        }
+        cmp_buffers_free(&tb);
+    }
     return NP_OK;
 }
 

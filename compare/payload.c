@@ -3,7 +3,9 @@
  * chunked with whole trailing dimensions per chunk) are read straight from
  * the file with pread in parallel blocks, without a full-tensor buffer; any
  * other layout or type (compressed chunks, integers, float64) is read with
- * H5Dread into a reusable buffer that grows to the largest such tensor. */
+ * H5Dread into a reusable buffer that grows to the largest such tensor.
+ * Safe to call from several OpenMP threads with their own buffers: the
+ * HDF5 calls are serialised by a named critical section. */
 #include <hdf5.h>
 #include <math.h>
 #include <stdlib.h>
@@ -141,33 +143,43 @@ np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side
 {
     hid_t dsb = -1, dsc = -1;
     cmp_seg *segb = NULL, *segc = NULL;
-    np_status st = open_payload(&dsb, bd, bs, err);
-    if (st == NP_OK)
-        st = open_payload(&dsc, cd, cs, err);
+    np_status st = NP_OK;
     int64_t n = cs->numel;
     cmp_src sb = {0}, sc = {0};
-    if (st == NP_OK) {
-        int nb = bd->fd >= 0 ? direct_segments(dsb, n, &segb) : 0;
-        int nc = cd->fd >= 0 ? direct_segments(dsc, n, &segc) : 0;
-        int f64 = 0;
-        if (nb) {
-            sb = (cmp_src){CMP_SRC_FILE_F32, NULL, bd->fd, segb, nb};
-        } else if (read_whole(dsb, n, &bufs->b, &bufs->cap_b, &f64) == 0) {
-            sb = (cmp_src){f64 ? CMP_SRC_MEM_F64 : CMP_SRC_MEM_F32, bufs->b, -1, NULL, 0};
-        } else {
-            st = np_error_set(err, NP_ERR_FORMAT, bd->path, bs->name,
-                              "cannot read the payload (truncated or corrupt file)");
-        }
+    /* HDF5 (a serial build) is entered by one thread at a time; the payload
+     * reads that follow (pread) and the metrics run outside the lock. */
+#pragma omp critical(np_cmp_hdf5)
+    {
+        st = open_payload(&dsb, bd, bs, err);
+        if (st == NP_OK)
+            st = open_payload(&dsc, cd, cs, err);
         if (st == NP_OK) {
-            if (nc) {
-                sc = (cmp_src){CMP_SRC_FILE_F32, NULL, cd->fd, segc, nc};
-            } else if (read_whole(dsc, n, &bufs->c, &bufs->cap_c, &f64) == 0) {
-                sc = (cmp_src){f64 ? CMP_SRC_MEM_F64 : CMP_SRC_MEM_F32, bufs->c, -1, NULL, 0};
+            int nb = bd->fd >= 0 ? direct_segments(dsb, n, &segb) : 0;
+            int nc = cd->fd >= 0 ? direct_segments(dsc, n, &segc) : 0;
+            int f64 = 0;
+            if (nb) {
+                sb = (cmp_src){CMP_SRC_FILE_F32, NULL, bd->fd, segb, nb};
+            } else if (read_whole(dsb, n, &bufs->b, &bufs->cap_b, &f64) == 0) {
+                sb = (cmp_src){f64 ? CMP_SRC_MEM_F64 : CMP_SRC_MEM_F32, bufs->b, -1, NULL, 0};
             } else {
-                st = np_error_set(err, NP_ERR_FORMAT, cd->path, cs->name,
+                st = np_error_set(err, NP_ERR_FORMAT, bd->path, bs->name,
                                   "cannot read the payload (truncated or corrupt file)");
             }
+            if (st == NP_OK) {
+                if (nc) {
+                    sc = (cmp_src){CMP_SRC_FILE_F32, NULL, cd->fd, segc, nc};
+                } else if (read_whole(dsc, n, &bufs->c, &bufs->cap_c, &f64) == 0) {
+                    sc = (cmp_src){f64 ? CMP_SRC_MEM_F64 : CMP_SRC_MEM_F32, bufs->c, -1, NULL, 0};
+                } else {
+                    st = np_error_set(err, NP_ERR_FORMAT, cd->path, cs->name,
+                                      "cannot read the payload (truncated or corrupt file)");
+                }
+            }
         }
+        if (dsb >= 0)
+            H5Dclose(dsb);
+        if (dsc >= 0)
+            H5Dclose(dsc);
     }
     if (st == NP_OK) {
         if (cmp_metrics_src(m, &sb, &sc, n, cs->ndim, atol) != 0)
@@ -181,9 +193,5 @@ np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side
     }
     free(segb);
     free(segc);
-    if (dsb >= 0)
-        H5Dclose(dsb);
-    if (dsc >= 0)
-        H5Dclose(dsc);
     return st;
 }
