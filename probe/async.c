@@ -4,13 +4,16 @@
  * thread waits (backpressure), nothing is dropped, and memory stays bounded
  * by the ring. A payload larger than the ring is handed over by pointer: the
  * training thread waits until the ring is empty and the writer has written
- * it. After a write error the writer keeps consuming (and discarding) so the
+ * it. In tensor mode the payload's crc32 is computed here, on the writer
+ * thread, from the queued copy (F_CRC), not on the training thread. After
+ * a write error the writer keeps consuming (and discarding) so the
  * producer never blocks forever; the error is returned by the next call. */
 #include <hdf5.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "probe_internal.h"
 
@@ -34,7 +37,10 @@ typedef struct step_msg {
 typedef struct big_msg {
     np_entry_rec rec;
     const void *data;
+    size_t nbytes;
 } big_msg;
+
+#define F_CRC 1u   /* msg_hdr.pad flag: the writer computes the payload's crc32 */
 
 struct np_aw {
     np_h5w *w;
@@ -50,6 +56,15 @@ struct np_aw {
 };
 
 static uint64_t round_up(uint64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+/* Payload bytes of an entry row (numel elements of the row's dtype). */
+static size_t payload_bytes(const np_entry_rec *rec)
+{
+    int dt = np_dtype_from_name(rec->dtype);
+    if (dt < 0 || rec->numel <= 0)
+        return 0;
+    return np_dtype_storage_size((np_dtype)dt) * (size_t)rec->numel;
+}
 
 static void process(np_aw *a, const msg_hdr *h)
 {
@@ -69,13 +84,18 @@ static void process(np_aw *a, const msg_hdr *h)
         st = np_h5w_call(a->w, (const np_call_rec *)(const void *)body, &a->err);
         break;
     case M_ENTRY: {
-        const np_entry_rec *rec = (const np_entry_rec *)(const void *)body;
-        st = np_h5w_entry(a->w, rec, body + round_up(sizeof *rec), &a->err);
+        np_entry_rec rec = *(const np_entry_rec *)(const void *)body;
+        const unsigned char *data = body + round_up(sizeof rec);
+        if (h->pad & F_CRC)
+            rec.crc32 = (uint32_t)crc32_z(0L, data, payload_bytes(&rec));
+        st = np_h5w_entry(a->w, &rec, data, &a->err);
         break;
     }
     case M_ENTRY_BIG: {
-        const big_msg *m = (const big_msg *)(const void *)body;
-        st = np_h5w_entry(a->w, &m->rec, m->data, &a->err);
+        big_msg m = *(const big_msg *)(const void *)body;
+        if (h->pad & F_CRC)
+            m.rec.crc32 = (uint32_t)crc32_z(0L, m.data, m.nbytes);
+        st = np_h5w_entry(a->w, &m.rec, m.data, &a->err);
         break;
     }
     case M_STEP_END:
@@ -171,11 +191,11 @@ static unsigned char *reserve(np_aw *a, uint64_t len)
     return p;
 }
 
-static void commit(np_aw *a, unsigned char *p, uint32_t type, uint64_t len)
+static void commit(np_aw *a, unsigned char *p, uint32_t type, uint32_t flags, uint64_t len)
 {
     msg_hdr *h = (msg_hdr *)(void *)p;
     h->type = type;
-    h->pad = 0;
+    h->pad = flags;
     h->len = len;
     pthread_mutex_lock(&a->mu);
     a->wpos += len;
@@ -213,7 +233,7 @@ static np_status put(np_aw *a, uint32_t type, const void *body, size_t n, np_err
     unsigned char *p = reserve(a, len);
     if (n)
         memcpy(p + HDR, body, n);
-    commit(a, p, type, len);
+    commit(a, p, type, 0, len);
     return NP_OK;
 }
 
@@ -238,13 +258,14 @@ np_status np_aw_call(np_aw *a, const np_call_rec *rec, np_error *err)
 }
 
 np_status np_aw_entry(np_aw *a, const np_entry_rec *rec, const void *data, size_t nbytes,
-                      np_error *err)
+                      int writer_crc, np_error *err)
 {
     np_status st = check_failed(a, err);
     if (st)
         return st;
     if (!rec->has_data)
         nbytes = 0;
+    uint32_t flags = writer_crc && nbytes > 0 ? F_CRC : 0u;
     uint64_t rec_len = round_up(sizeof *rec);
     uint64_t len = round_up(HDR + rec_len + nbytes);
     if (len > a->cap) {
@@ -252,11 +273,12 @@ np_status np_aw_entry(np_aw *a, const np_entry_rec *rec, const void *data, size_
         big_msg m;
         m.rec = *rec;
         m.data = data;
+        m.nbytes = nbytes;
         wait_empty(a);
         uint64_t blen = round_up(HDR + sizeof m);
         unsigned char *p = reserve(a, blen);
         memcpy(p + HDR, &m, sizeof m);
-        commit(a, p, M_ENTRY_BIG, blen);
+        commit(a, p, M_ENTRY_BIG, flags, blen);
         wait_empty(a);
         return check_failed(a, err);
     }
@@ -264,7 +286,7 @@ np_status np_aw_entry(np_aw *a, const np_entry_rec *rec, const void *data, size_
     memcpy(p + HDR, rec, sizeof *rec);
     if (nbytes)
         memcpy(p + HDR + rec_len, data, nbytes);
-    commit(a, p, M_ENTRY, len);
+    commit(a, p, M_ENTRY, flags, len);
     return NP_OK;
 }
 
@@ -286,7 +308,7 @@ np_h5w *np_aw_stop(np_aw *a, np_error *err)
     if (!a)
         return NULL;
     unsigned char *p = reserve(a, HDR);
-    commit(a, p, M_STOP, HDR);
+    commit(a, p, M_STOP, 0, HDR);
     pthread_join(a->th, NULL);
     check_failed(a, err);
     np_h5w *w = a->w;

@@ -98,8 +98,10 @@ np_status np_aw_new(np_aw **out, np_h5w *w, size_t queue_bytes, np_error *err);
  * writer met earlier is returned instead (the first one). */
 np_status np_aw_step_begin(np_aw *a, const np_h5w_step_info *info, np_error *err);
 np_status np_aw_call(np_aw *a, const np_call_rec *rec, np_error *err);
+/* With `writer_crc` the writer thread computes rec->crc32 over the payload
+ * (the caller leaves it unset). */
 np_status np_aw_entry(np_aw *a, const np_entry_rec *rec, const void *data, size_t nbytes,
-                      np_error *err);
+                      int writer_crc, np_error *err);
 np_status np_aw_step_end(np_aw *a, np_error *err);
 /* Wait until everything queued is written; returns the writer's error. */
 np_status np_aw_drain(np_aw *a, np_error *err);
