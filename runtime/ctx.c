@@ -985,7 +985,8 @@ static void run_api_backward(np_ctx *ctx, rt_node *nd)
     for (int i = 0; i < nd->n_in; i++) {
         np_tensor *t = nd->in[i];
         if (t && t->requires_grad && np_dtype_is_floating(t->dtype)) {
-            gin[i] = rt_calloc(ctx, (size_t)t->numel * sizeof(float));
+            size_t nb = (size_t)t->numel * sizeof(float);
+            gin[i] = (nd->gin_full >> i) & 1 ? rt_alloc(ctx, nb) : rt_calloc(ctx, nb);
             if (!gin[i])
                 return;
         }

@@ -132,8 +132,12 @@ np_tensor *np_sdpa(np_ctx *ctx, np_tensor *q, np_tensor *k, np_tensor *v, int is
         for (int64_t t = 0; t < T; t++) {
             int64_t L = row_len(g, t);
             float *p = Ph + t * T;
-            for (int64_t j = 0; j < L; j++)
-                p[j] = np_round_to(ac, np_round_to(ac, p[j]) * scf);
+            if (ac == NP_FLOAT32)
+                for (int64_t j = 0; j < L; j++)
+                    p[j] *= scf;
+            else
+                for (int64_t j = 0; j < L; j++)
+                    p[j] = np_round_to(ac, np_round_to(ac, p[j]) * scf);
             rt_softmax_row(p, p, L, nomax);
             if (ac != NP_FLOAT32)
                 for (int64_t j = 0; j < L; j++)
@@ -159,5 +163,6 @@ np_tensor *np_sdpa(np_ctx *ctx, np_tensor *q, np_tensor *k, np_tensor *v, int is
     nd.saved[2] = (void *)vd;
     nd.saved[3] = P;
     nd.saved[4] = g;
+    nd.gin_full = 7;
     return rt_finish(ctx, &nd, y, sdpa_bwd);
 }

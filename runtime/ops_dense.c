@@ -86,6 +86,7 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
     nd.iv[1] = I;
     nd.iv[2] = O;
     nd.iv[3] = drop;
+    nd.gin_full = drop ? 3 : 7;
     return rt_finish(ctx, &nd, y, linear_bwd);
 }
 

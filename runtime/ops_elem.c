@@ -115,6 +115,7 @@ static np_tensor *ew_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *x, in
     if (sk)
         rt_node_scalar(&nd, sk, sv);
     nd.iv[0] = kind;
+    nd.gin_full = 1;
     return rt_finish(ctx, &nd, y, ew_bwd);
 }
 
@@ -192,6 +193,7 @@ np_tensor *np_dropout(np_ctx *ctx, np_tensor *x, double p, int training)
     nd.iv[1] = active;
     nd.dv[0] = pf;
     nd.dv[1] = scale;
+    nd.gin_full = 1;
     return rt_finish(ctx, &nd, y, dropout_bwd);
 }
 
@@ -290,6 +292,7 @@ static np_tensor *bin_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *a, n
     rt_node nd;
     rt_node_init(ctx, &nd, op, in, 2);
     nd.iv[0] = bi;
+    nd.gin_full = 3;
     return rt_finish(ctx, &nd, y, bin_bwd);
 }
 

@@ -112,6 +112,7 @@ np_tensor *np_layer_norm(np_ctx *ctx, np_tensor *x, np_tensor *weight, np_tensor
     nd.iv[0] = R;
     nd.iv[1] = C;
     nd.iv[2] = ctx->fault == NP_FAULT_LAYERNORM_BWD_NO_MEAN;
+    nd.gin_full = 7;
     return rt_finish(ctx, &nd, y, layer_norm_bwd);
 }
 
@@ -184,6 +185,7 @@ np_tensor *np_softmax(np_ctx *ctx, np_tensor *x, int dim)
     rt_node_scalar(&nd, "dim", dim);
     nd.iv[0] = R;
     nd.iv[1] = C;
+    nd.gin_full = 1;
     return rt_finish(ctx, &nd, y, softmax_bwd);
 }
 

@@ -87,6 +87,7 @@ static np_tensor *alias_op(np_ctx *ctx, rt_op op, np_tensor *x, int ndim, const 
     y->numel = known;
     rt_node nd;
     rt_node_init(ctx, &nd, op, &x, 1);
+    nd.gin_full = 1;
     return rt_finish(ctx, &nd, y, copy_bwd);
 }
 
@@ -167,9 +168,9 @@ np_tensor *np_transpose(np_ctx *ctx, np_tensor *x, int dim0, int dim1)
     rt_node_init(ctx, &nd, RT_OP_TRANSPOSE, &x, 1);
     rt_node_scalar(&nd, "dim0", dim0);
     rt_node_scalar(&nd, "dim1", dim1);
-    if (d0 == d1) {
+    nd.gin_full = 1;
+    if (d0 == d1)
         return rt_finish(ctx, &nd, y, copy_bwd);
-    }
     nd.iv[0] = pre;
     nd.iv[1] = A;
     nd.iv[2] = mid;

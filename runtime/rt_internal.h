@@ -58,9 +58,9 @@ enum { RT_NODE_API = 0, RT_NODE_MOD_BEGIN, RT_NODE_MOD_END };
 #define RT_MAX_SC 6
 
 typedef struct rt_node rt_node;
-/* gout[j]: gradient at output j (NULL = none; never all NULL); gin[i]: zeroed
- * float32 buffer to fill with the contribution for input i, NULL when input i
- * needs no gradient. */
+/* gout[j]: gradient at output j (NULL = none; never all NULL); gin[i]: float32
+ * buffer to fill with the contribution for input i, NULL when input i needs
+ * no gradient; zeroed unless bit i of the node's gin_full is set. */
 typedef void (*rt_bwd_fn)(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin);
 
 struct rt_node {
@@ -80,6 +80,7 @@ struct rt_node {
     void *saved[6];
     int64_t iv[8];
     double dv[4];
+    int gin_full;       /* bit i: bwd writes every element of gin[i] (no zeroing needed) */
     rt_bwd_fn bwd;
 };
 
