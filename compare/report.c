@@ -3,6 +3,7 @@
  * writers (streamed, numbers as %.17g). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -189,59 +190,102 @@ void cmp_row_cells(cmp_cells *o, const np_cmp_pair *p, const np_cmp_row *r)
 
 /* ---- csv -------------------------------------------------------------------- */
 
-static void csv_str(FILE *f, const char *s)
+/* Rows are formatted into a memory buffer and written in large pieces. */
+typedef struct outbuf {
+    char data[1 << 16];
+    size_t n;
+    FILE *f;
+} outbuf;
+
+static void ob_flush(outbuf *b)
 {
-    if (!strpbrk(s, ",\"\n\r")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
+    if (b->n)
+        fwrite(b->data, 1, b->n, b->f);
+    b->n = 0;
 }
 
-static void fmt_num(char *buf, size_t cap, double x)
+static void ob_put(outbuf *b, const char *s, size_t len)
 {
-    if (isinf(x))
-        snprintf(buf, cap, x > 0 ? "inf" : "-inf");
-    else
-        snprintf(buf, cap, "%.17g", x);
+    if (len > sizeof b->data - b->n) {
+        ob_flush(b);
+        if (len > sizeof b->data) {
+            fwrite(s, 1, len, b->f);
+            return;
+        }
+    }
+    memcpy(b->data + b->n, s, len);
+    b->n += len;
+}
+
+static void ob_putc(outbuf *b, char c)
+{
+    if (b->n == sizeof b->data)
+        ob_flush(b);
+    b->data[b->n++] = c;
+}
+
+static void ob_num(outbuf *b, double x)
+{
+    if (sizeof b->data - b->n < CMP_G17_MAX)
+        ob_flush(b);
+    if (isinf(x)) {
+        ob_put(b, x > 0 ? "inf" : "-inf", x > 0 ? 3 : 4);
+        return;
+    }
+    b->n += (size_t)cmp_fmt_g17(b->data + b->n, x);
+}
+
+static void csv_str(outbuf *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\n\r")) {
+        ob_put(b, s, strlen(s));
+        return;
+    }
+    ob_putc(b, '"');
+    for (; *s; s++) {
+        if (*s == '"')
+            ob_putc(b, '"');
+        ob_putc(b, *s);
+    }
+    ob_putc(b, '"');
 }
 
 np_status np_cmp_write_csv(const np_cmp_pair *p, const char *path, np_error *err)
 {
     FILE *f = fopen(path, "w");
-    if (!f)
-        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot create the csv report");
+    outbuf *b = f ? malloc(sizeof *b) : NULL;
+    if (!b) {
+        if (f)
+            fclose(f);
+        return np_error_set(err, f ? NP_ERR_NOMEM : NP_ERR_IO, path, NULL,
+                            "cannot create the csv report");
+    }
+    b->n = 0;
+    b->f = f;
     int nh;
     const char *const *h = np_cmp_headers(p->mode, &nh);
     for (int i = 0; i < nh; i++) {
         if (i)
-            fputc(',', f);
-        csv_str(f, h[i]);
+            ob_putc(b, ',');
+        csv_str(b, h[i]);
     }
-    fputc('\n', f);
+    ob_putc(b, '\n');
     cmp_cells cells;
-    char buf[64];
     for (size_t i = 0; i < p->n_rows; i++) {
         cmp_row_cells(&cells, p, &p->rows[i]);
         for (int k = 0; k < cells.n; k++) {
             if (k)
-                fputc(',', f);
+                ob_putc(b, ',');
             const cmp_cell *c = &cells.c[k];
-            if (c->kind == CELL_NUM) {
-                fmt_num(buf, sizeof buf, c->num);
-                fputs(buf, f);
-            } else {
-                csv_str(f, c->kind == CELL_STR ? c->str : "N/A");
-            }
+            if (c->kind == CELL_NUM)
+                ob_num(b, c->num);
+            else
+                csv_str(b, c->kind == CELL_STR ? c->str : "N/A");
         }
-        fputc('\n', f);
+        ob_putc(b, '\n');
     }
+    ob_flush(b);
+    free(b);
     if (ferror(f) | (fclose(f) != 0))
         return np_error_set(err, NP_ERR_IO, path, NULL, "writing the csv report failed (disk full?)");
     return NP_OK;
@@ -252,13 +296,21 @@ np_status np_cmp_write_csv(const np_cmp_pair *p, const char *path, np_error *err
 static void json_str(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (const unsigned char *u = (const unsigned char *)(s ? s : ""); *u; u++) {
+    const unsigned char *u = (const unsigned char *)(s ? s : "");
+    while (*u) {
+        size_t run = 0;
+        while (u[run] && u[run] != '"' && u[run] != '\\' && u[run] >= 0x20)
+            run++;
+        if (run) {
+            fwrite(u, 1, run, f);
+            u += run;
+            continue;
+        }
         if (*u == '"' || *u == '\\')
             fprintf(f, "\\%c", *u);
-        else if (*u < 0x20)
-            fprintf(f, "\\u%04x", *u);
         else
-            fputc(*u, f);
+            fprintf(f, "\\u%04x", *u);
+        u++;
     }
     fputc('"', f);
 }
@@ -272,7 +324,9 @@ static void json_num(FILE *f, double x)
             fputs(x > 0 ? "\"inf\"" : "\"-inf\"", f);
         return;
     }
-    fprintf(f, "%.17g", x);
+    char buf[CMP_G17_MAX];
+    cmp_fmt_g17(buf, x);
+    fputs(buf, f);
 }
 
 static void json_call(FILE *f, const np_cmp_pair *p, int k)
