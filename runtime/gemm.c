@@ -125,6 +125,7 @@ void rt_blas_setup(void)
 #define CPU_PAR_FLOPS (1 << 18) /* below this M*N*K one sgemm call on one thread */
 #define CPU_MAX_PANELS 8
 #define CPU_MIN_PANEL 32
+#define CPU_PANEL 256
 
 static void cpu_gemm(int transA, int transB, int M, int N, int K, const float *A, int lda,
                      const float *B, int ldb, float beta, float *C, int ldc)
@@ -134,12 +135,18 @@ static void cpu_gemm(int transA, int transB, int M, int N, int K, const float *A
     double work = (double)M * N * K;
     int split_rows = M >= N;
     int D = split_rows ? M : N;
-    /* panel size fixed by the shape alone: a multiple of 16, >= 32 */
-    int ps = (D + CPU_MAX_PANELS - 1) / CPU_MAX_PANELS;
+    /* panels fixed by the shape alone: a power of two in [2, 8] of about
+     * CPU_PANEL rows/columns (each panel packs the whole other operand, so
+     * fewer is cheaper; even counts keep two threads balanced), a multiple
+     * of 16 and at least CPU_MIN_PANEL wide */
+    int np = 2;
+    while (np < CPU_MAX_PANELS && D / (2 * np) >= CPU_PANEL)
+        np *= 2;
+    int ps = (D + np - 1) / np;
     ps = (ps + 15) / 16 * 16;
     if (ps < CPU_MIN_PANEL)
         ps = CPU_MIN_PANEL;
-    int np = (D + ps - 1) / ps;
+    np = (D + ps - 1) / ps;
     if (work < CPU_PAR_FLOPS || np < 2 || omp_in_parallel()) {
         cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
         return;
