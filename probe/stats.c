@@ -58,8 +58,9 @@ static void fold(part *p, const double *mx, const double *mn, const double *s,
  * Max/min and the finiteness check run in float (exact: converting to
  * double is monotonic); z accumulates (v - v), which is NaN as soon as one
  * element is NaN or infinite; only then the chunk is redone element by
- * element. Both paths use the same lanes in the same order, so they give
- * identical bits on all-finite data. */
+ * element (slow path, lane i % FLANES for every element). A chunk takes
+ * one path or the other depending only on its data, so results stay
+ * deterministic. */
 #define FLANES 8
 
 static void fold_f32(part *p, const float *mx, const float *mn, const double *s,
@@ -84,37 +85,53 @@ static void lanes_init(float *mx, float *mn, double *s, double *q)
 
 static int chunk_f32_fast(part *p, const float *x, int64_t n)
 {
-    float mx[FLANES], mn[FLANES], z[FLANES] = {0};
+    float mx[FLANES], mn[FLANES], z[LANES] = {0}, fmx[LANES], fmn[LANES];
     double s[FLANES], q[FLANES];
     lanes_init(mx, mn, s, q);
-    int64_t i = 0;
-    for (; i + FLANES <= n; i += FLANES) {
-        for (int l = 0; l < FLANES; l++) {
+    for (int l = 0; l < LANES; l++) {
+        fmx[l] = -INFINITY;
+        fmn[l] = INFINITY;
+    }
+    /* Two passes over the chunk (it stays in L2): the float pass (max, min,
+     * finiteness; 4 lanes, one SSE register each) and the double pass (sum,
+     * sum of squares; 8 lanes) each vectorise on their own, where one fused
+     * loop mixing float and double lanes did not. The lane arrays are only
+     * indexed by constants so they stay in registers; the n % FLANES tail is
+     * added after the lanes are folded. */
+    int64_t nb = n - n % FLANES;
+    for (int64_t i = 0; i < nb; i += LANES) {
+        for (int l = 0; l < LANES; l++) {
             float v = x[i + l];
-            double d = (double)v;
-            s[l] += d;
-            q[l] += d * d;
             z[l] += v - v;
-            mx[l] = v > mx[l] ? v : mx[l];
-            mn[l] = v < mn[l] ? v : mn[l];
+            fmx[l] = v > fmx[l] ? v : fmx[l];
+            fmn[l] = v < fmn[l] ? v : fmn[l];
         }
     }
-    for (int l = 0; i < n; i++, l++) {
-        float v = x[i];
-        double d = (double)v;
-        s[l] += d;
-        q[l] += d * d;
-        z[l] += v - v;
-        mx[l] = v > mx[l] ? v : mx[l];
-        mn[l] = v < mn[l] ? v : mn[l];
-    }
-    float zs = 0.0f;
-    for (int l = 0; l < FLANES; l++)
-        zs += z[l];
+    float zs = (z[0] + z[1]) + (z[2] + z[3]);
+    for (int64_t i = nb; i < n; i++)
+        zs += x[i] - x[i];
     if (isnan(zs))
         return 0;
+    for (int l = 0; l < LANES; l++) {
+        mx[l] = fmx[l];
+        mn[l] = fmn[l];
+    }
+    for (int64_t i = 0; i < nb; i += FLANES) {
+        for (int l = 0; l < FLANES; l++) {
+            double d = (double)x[i + l];
+            s[l] += d;
+            q[l] += d * d;
+        }
+    }
     p->nfin += n;
     fold_f32(p, mx, mn, s, q);
+    for (int64_t i = nb; i < n; i++) {
+        double d = (double)x[i];
+        p->sum += d;
+        p->sumsq += d * d;
+        if (d > p->max) p->max = d;
+        if (d < p->min) p->min = d;
+    }
     return 1;
 }
 
