@@ -5,6 +5,7 @@
  * payload layouts (chunked, contiguous, deflate), and reader errors (not a
  * dump, not HDF5, truncated, incomplete step, missing step on one side). */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -615,6 +616,48 @@ static void test_reader_errors(void)
     CHECK_CONTAINS(err.file, "/nonexistent/nprobe/dump");
 }
 
+/* Pairs are spread over the threads: the rows must not depend on the
+ * thread count (contiguous, chunked and deflate payloads mixed). */
+static void test_threads(void)
+{
+    char b[512], c[512];
+    path_of(b, sizeof b, "thr_b.h5");
+    path_of(c, sizeof c, "thr_c.h5");
+    net_opts o = clean();
+    write_net(b, "tensor", "fp32", "float32", &o, 0);
+    o = clean();
+    o.layout = TW_DEFLATE;
+    o.delta[Y2] = 0.01;
+    write_net(c, "tensor", "fp32", "float32", &o, 0);
+    np_cmp_pair p1, p2;
+    omp_set_num_threads(1);
+    int ok1 = compare(&p1, b, c, NULL) == NP_OK;
+    omp_set_num_threads(2);
+    int ok2 = compare(&p2, b, c, NULL) == NP_OK;
+    CHECK(ok1 && ok2);
+    if (ok1 && ok2) {
+        CHECK_EQ_INT(p1.n_rows, p2.n_rows);
+        CHECK_EQ_INT(p1.bytes_read, p2.bytes_read);
+        CHECK(p1.bytes_read > 0);
+        int same = 1, computed = 0;
+        for (size_t i = 0; i < p1.n_rows && i < p2.n_rows; i++) {
+            const np_cmp_metrics *x = &p1.rows[i].m, *y = &p2.rows[i].m;
+            computed += !isnan(x->cosine);
+            same &= memcmp(&x->cosine, &y->cosine, sizeof x->cosine) == 0 &&
+                    memcmp(&x->euc_dist, &y->euc_dist, sizeof x->euc_dist) == 0 &&
+                    memcmp(&x->max_rel_err, &y->max_rel_err, sizeof x->max_rel_err) == 0 &&
+                    x->max_abs_err == y->max_abs_err && x->n == y->n &&
+                    p1.rows[i].verdict == p2.rows[i].verdict;
+        }
+        CHECK(same);
+        CHECK(computed > 3);
+    }
+    if (ok1)
+        np_cmp_pair_free(&p1);
+    if (ok2)
+        np_cmp_pair_free(&p2);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/np_cmp_dumps_XXXXXX");
@@ -622,6 +665,7 @@ int main(void)
         CHECK_SKIP("cannot create a temp dir");
     fill_base();
     test_identical_and_layouts();
+    test_threads();
     test_forward_break();
     test_backward_break();
     test_eps_differs();
