@@ -87,7 +87,7 @@ static np_status build_calls(np_cmp_pair *p, const cmp_dump *bd, const cmp_dump 
     size_t cap = cd->n_calls + p->n_rows + 1, n = 0;
     call_tmp *t = calloc(cap, sizeof *t);
     cmp_map m = {0};
-    if (!t || cmp_map_init(&m, cap) != 0) {
+    if (!t || cmp_map_init(&m, cd->n_calls + 16) != 0) {
         free(t);
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory building the call list");
     }
@@ -116,7 +116,7 @@ static np_status build_calls(np_cmp_pair *p, const cmp_dump *bd, const cmp_dump 
     size_t n_sorted = n;
     cmp_map_free(&m);
     cmp_map bcalls = {0};
-    if (cmp_map_init(&m, cap) != 0 || cmp_map_init(&bcalls, bd->n_calls + 1) != 0) {
+    if (cmp_map_init(&m, n_sorted + 16) != 0 || cmp_map_init(&bcalls, bd->n_calls + 1) != 0) {
         free(t);
         cmp_map_free(&m);
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory building the call list");
