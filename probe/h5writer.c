@@ -24,6 +24,8 @@ struct np_h5w {
     char *root;
     int compression;
     hid_t file, entries, calls, data, entry_mt, entry_ft, call_mt, call_ft;
+    hid_t row_dxpl;          /* row appends: our own conversion buffers */
+    void *tconv, *bkg;       /* ROW_BLOCK rows of the larger record each */
     char partial[4200], final[4200];
     np_entry_rec *ebuf;
     np_call_rec *cbuf;
@@ -139,7 +141,7 @@ static hid_t table(hid_t file, const char *name, hid_t ftype, int compression)
     return d;
 }
 
-static herr_t append(hid_t ds, hid_t mtype, hsize_t *rows, const void *buf, int n)
+static herr_t append(hid_t ds, hid_t mtype, hid_t dxpl, hsize_t *rows, const void *buf, int n)
 {
     if (n == 0)
         return 0;
@@ -150,7 +152,7 @@ static herr_t append(hid_t ds, hid_t mtype, hsize_t *rows, const void *buf, int 
     hid_t ms = H5Screate_simple(1, &count, NULL);
     herr_t e = H5Sselect_hyperslab(fs, H5S_SELECT_SET, &start, NULL, &count, NULL);
     if (e >= 0)
-        e = H5Dwrite(ds, mtype, ms, fs, H5P_DEFAULT, buf);
+        e = H5Dwrite(ds, mtype, ms, fs, dxpl, buf);
     H5Sclose(ms);
     H5Sclose(fs);
     if (e >= 0)
@@ -170,12 +172,27 @@ np_status np_h5w_new(np_h5w **out, const char *dump_path, int compression, np_er
     w->ebuf = calloc(ROW_BLOCK, sizeof *w->ebuf);
     w->cbuf = calloc(ROW_BLOCK, sizeof *w->cbuf);
     w->compression = compression;
-    w->file = w->entries = w->calls = w->data = -1;
+    w->file = w->entries = w->calls = w->data = w->row_dxpl = -1;
     w->entry_mt = np_fmt_entry_h5type();
     w->call_mt = np_fmt_call_h5type();
     w->entry_ft = w->entry_mt >= 0 ? H5Tcopy(w->entry_mt) : -1;
     w->call_ft = w->call_mt >= 0 ? H5Tcopy(w->call_mt) : -1;
-    if (!w->root || !w->ebuf || !w->cbuf || w->entry_ft < 0 || w->call_ft < 0) {
+    /* The rows are converted (padded memory struct -> packed file type) on
+     * every append; HDF5 would calloc a fresh conversion buffer each time
+     * (page faults and a memset on every step), so give it ours. */
+    size_t rb = sizeof(np_entry_rec) > sizeof(np_call_rec) ? sizeof(np_entry_rec)
+                                                           : sizeof(np_call_rec);
+    rb *= ROW_BLOCK;
+    w->tconv = malloc(rb);
+    w->bkg = calloc(1, rb);
+    w->row_dxpl = H5Pcreate(H5P_DATASET_XFER);
+    if (w->row_dxpl >= 0 && w->tconv && w->bkg &&
+        H5Pset_buffer(w->row_dxpl, rb, w->tconv, w->bkg) < 0) {
+        H5Pclose(w->row_dxpl);
+        w->row_dxpl = -1;
+    }
+    if (!w->root || !w->ebuf || !w->cbuf || w->entry_ft < 0 || w->call_ft < 0 ||
+        w->row_dxpl < 0) {
         np_h5w_free(w);
         return np_error_set(err, NP_ERR_NOMEM, dump_path, NULL, "cannot set up the writer");
     }
@@ -213,6 +230,9 @@ void np_h5w_free(np_h5w *w)
     if (w->entry_ft >= 0) H5Tclose(w->entry_ft);
     if (w->call_mt >= 0) H5Tclose(w->call_mt);
     if (w->call_ft >= 0) H5Tclose(w->call_ft);
+    if (w->row_dxpl >= 0) H5Pclose(w->row_dxpl);
+    free(w->tconv);
+    free(w->bkg);
     free(w->root);
     free(w->ebuf);
     free(w->cbuf);
@@ -292,11 +312,11 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
 
 static np_status write_rows(np_h5w *w, np_error *err)
 {
-    if (append(w->calls, w->call_mt, &w->c_rows, w->cbuf, w->cn) < 0)
+    if (append(w->calls, w->call_mt, w->row_dxpl, &w->c_rows, w->cbuf, w->cn) < 0)
         return h5fail(err, w->partial, "appending to /calls");
     w->tot.calls += w->cn;
     w->cn = 0;
-    if (append(w->entries, w->entry_mt, &w->e_rows, w->ebuf, w->en) < 0)
+    if (append(w->entries, w->entry_mt, w->row_dxpl, &w->e_rows, w->ebuf, w->en) < 0)
         return h5fail(err, w->partial, "appending to /entries");
     w->tot.entries += w->en;
     w->en = 0;
