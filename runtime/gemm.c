@@ -24,40 +24,74 @@
 #define NPU_JB 64   /* output columns per pass */
 #define NPU_MAXB 128 /* max K blocks kept for the pairwise combine */
 
-/* C (M,N) = beta*C + A (M,K) B (K,N), all row-major contiguous. */
+#define NPU_RB 4     /* rows of A sharing each B row load */
+
+/* Rows [i0, i0 + rn) of C; acc holds rn * nb * NPU_JB floats. */
+static void npu_rows(int i0, int rn, int N, int K, int kb, int nb, const float *A, const float *B,
+                     float beta, float *C, int ldc, float *acc)
+{
+    for (int j0 = 0; j0 < N; j0 += NPU_JB) {
+        int jn = N - j0 < NPU_JB ? N - j0 : NPU_JB;
+        for (int b = 0; b < nb; b++) {
+            float *ab[NPU_RB];
+            for (int r = 0; r < rn; r++) {
+                ab[r] = acc + ((size_t)r * nb + b) * NPU_JB;
+                for (int jj = 0; jj < jn; jj++)
+                    ab[r][jj] = 0.0f;
+            }
+            int k1 = (b + 1) * kb < K ? (b + 1) * kb : K;
+            for (int k = b * kb; k < k1; k++) {
+                const float *brow = B + (size_t)k * N + j0;
+                for (int r = 0; r < rn; r++) {
+                    float av = A[(size_t)(i0 + r) * K + k];
+                    float *a = ab[r];
+                    for (int jj = 0; jj < jn; jj++)
+                        a[jj] += av * brow[jj];
+                }
+            }
+        }
+        for (int r = 0; r < rn; r++) {
+            float *ar = acc + (size_t)r * nb * NPU_JB;
+            for (int w = 1; w < nb; w *= 2)
+                for (int b = 0; b + w < nb; b += 2 * w)
+                    for (int jj = 0; jj < jn; jj++)
+                        ar[(size_t)b * NPU_JB + jj] += ar[(size_t)(b + w) * NPU_JB + jj];
+            float *c = C + (size_t)(i0 + r) * ldc + j0;
+            for (int jj = 0; jj < jn; jj++) {
+                float v = nb ? ar[jj] : 0.0f;
+                c[jj] = beta == 0.0f ? v : beta * c[jj] + v;
+            }
+        }
+    }
+}
+
+/* C (M,N) = beta*C + A (M,K) B (K,N), all row-major contiguous. Rows are
+ * processed NPU_RB at a time (each B row loaded once for the group); every
+ * output element still sums its K block in k order, then the block partial
+ * sums pairwise, whatever the grouping. */
 static void npu_gemm_nn(int M, int N, int K, const float *A, const float *B, float beta, float *C, int ldc)
 {
     int kb = NPU_KB;
     while ((K + kb - 1) / kb > NPU_MAXB)
         kb *= 2;
     int nb = K > 0 ? (K + kb - 1) / kb : 0;
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < M; i++) {
-        float acc[NPU_MAXB][NPU_JB];
-        for (int j0 = 0; j0 < N; j0 += NPU_JB) {
-            int jn = N - j0 < NPU_JB ? N - j0 : NPU_JB;
-            for (int b = 0; b < nb; b++) {
-                float *a = acc[b];
-                for (int jj = 0; jj < jn; jj++)
-                    a[jj] = 0.0f;
-                int k1 = (b + 1) * kb < K ? (b + 1) * kb : K;
-                for (int k = b * kb; k < k1; k++) {
-                    float av = A[(size_t)i * K + k];
-                    const float *brow = B + (size_t)k * N + j0;
-                    for (int jj = 0; jj < jn; jj++)
-                        a[jj] += av * brow[jj];
-                }
-            }
-            for (int w = 1; w < nb; w *= 2)
-                for (int b = 0; b + w < nb; b += 2 * w)
-                    for (int jj = 0; jj < jn; jj++)
-                        acc[b][jj] += acc[b + w][jj];
-            float *c = C + (size_t)i * ldc + j0;
-            for (int jj = 0; jj < jn; jj++) {
-                float v = nb ? acc[0][jj] : 0.0f;
-                c[jj] = beta == 0.0f ? v : beta * c[jj] + v;
-            }
+    int ngroups = (M + NPU_RB - 1) / NPU_RB;
+#pragma omp parallel if ((double)M * N * K > 1 << 16)
+    {
+        /* acc[r][b][jj]: partial sum of K block b for row r, column j0 + jj;
+         * without memory for a group, one row at a time in a stack buffer */
+        float *heap = malloc(sizeof(float) * NPU_RB * (size_t)(nb ? nb : 1) * NPU_JB);
+        float one[NPU_MAXB * NPU_JB];
+#pragma omp for schedule(static)
+        for (int gi = 0; gi < ngroups; gi++) {
+            int i0 = gi * NPU_RB, rn = M - i0 < NPU_RB ? M - i0 : NPU_RB;
+            if (heap)
+                npu_rows(i0, rn, N, K, kb, nb, A, B, beta, C, ldc, heap);
+            else
+                for (int r = 0; r < rn; r++)
+                    npu_rows(i0 + r, 1, N, K, kb, nb, A, B, beta, C, ldc, one);
         }
+        free(heap);
     }
 }
 
