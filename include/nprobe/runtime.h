@@ -29,9 +29,12 @@
  * during backward; parameter gradients are persistent float32 buffers that
  * np_backward accumulates into (zero them with np_ctx_zero_grads).
  *
- * Numerics: device "cpu" is the float32 reference (GEMMs through OpenBLAS,
- * other kernels OpenMP-parallel over outputs, so bits do not depend on the
- * OpenMP thread count). Device "npu-sim" uses its own blocked GEMM (different
+ * Numerics: device "cpu" is the float32 reference (GEMMs through OpenBLAS in
+ * shape-fixed panels, other kernels OpenMP-parallel over outputs, so bits do
+ * not depend on the OpenMP thread count). The first np_ctx_new sets OpenBLAS
+ * to one thread and, when OPENBLAS_CORETYPE is unset and OpenBLAS fell back
+ * to its generic "Prescott" kernels on an AVX2/AVX-512 CPU it does not know,
+ * re-selects Haswell/SkylakeX kernels. Device "npu-sim" uses its own blocked GEMM (different
  * accumulation order) and honours the fault selected in the options.
  * Autocast (precision bf16/fp16) follows torch.autocast; see docs/RUNTIME.md
  * for the table of which op runs in which dtype.
@@ -106,7 +109,8 @@ typedef struct np_ctx_opts {
     np_dtype precision;   /* autocast dtype: NP_FLOAT32 (off, default), NP_BFLOAT16, NP_FLOAT16 */
     np_fault fault;       /* NP_FAULT_NONE by default; only acts on npu-sim */
     uint64_t seed;        /* keys dropout masks and np_tensor_fill_* (default 0) */
-    int threads;          /* > 0: omp_set_num_threads and OpenBLAS threads; 0 = leave as is */
+    int threads;          /* > 0: omp_set_num_threads; 0 = leave as is. OpenBLAS always runs
+                           * single-threaded: rt_gemm spreads GEMM panels over OpenMP */
     int rank;             /* reported in events (default 0) */
     size_t arena_bytes;   /* first arena slab; 0 = 64 MiB. The arena grows as needed */
 } np_ctx_opts;
