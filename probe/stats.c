@@ -14,6 +14,7 @@
 
 #define CHUNK ((int64_t)1 << 16)   /* elements per chunk; a multiple of LANES and FLANES */
 #define PAR_MIN_CHUNKS 4           /* parallel only from this many chunks */
+#define CRC_PAR_MIN_BYTES 65536    /* below PAR_MIN_CHUNKS: crc32 beside the statistics from here */
 #define LANES 4
 
 typedef struct part {
@@ -275,6 +276,25 @@ void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void
             }
             for (int64_t c = 0; c < nchunks; c++)
                 combine(&acc, &parts[c], want_crc);
+        } else if (want_crc && numel * (int64_t)np_dtype_storage_size(dt) >= CRC_PAR_MIN_BYTES) {
+            /* A few chunks: the statistics and the crc32 run side by side on
+             * two threads (same chunking and order as below, same results). */
+            uint32_t whole = 0;
+#pragma omp parallel sections num_threads(2)
+            {
+#pragma omp section
+                for (int64_t c = 0; c < nchunks; c++) {
+                    part p;
+                    int64_t off = c * CHUNK;
+                    int64_t n = numel - off < CHUNK ? numel - off : CHUNK;
+                    run_chunk(&p, dt, data, off, n, 0);
+                    combine(&acc, &p, 0);
+                }
+#pragma omp section
+                whole = (uint32_t)crc32_z(0L, data,
+                                          (size_t)numel * np_dtype_storage_size(dt));
+            }
+            acc.crc = whole;
         } else {
             for (int64_t c = 0; c < nchunks; c++) {
                 part p;
