@@ -112,6 +112,20 @@ int main(void)
         CHECK_EQ_INT(st.posinf_count, 2);
         CHECK_EQ_INT(st.neginf_count, 1);
     }
+    /* Mid-size (2 chunks, >= 64 KiB: the crc32 runs beside the statistics on
+     * a second thread) with an odd tail, all finite and then with a NaN and
+     * an Inf in the second chunk (slow path for that chunk only). */
+    {
+        size_t n = 100003;
+        float *m = malloc(n * sizeof *m);
+        for (size_t i = 0; i < n; i++)
+            m[i] = (float)cos((double)i * 0.011) * 40.0f - 3.0f;
+        check_f32(m, n, NP_FLOAT32, "mid-size");
+        m[70001] = NAN;
+        m[99999] = -INFINITY;
+        check_f32(m, n, NP_FLOAT32, "mid-size-nonfinite");
+        free(m);
+    }
     /* bf16 and fp16 values stored as float32 (odd length: tail loop) */
     {
         size_t n = 1001;
