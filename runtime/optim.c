@@ -113,6 +113,18 @@ float *np_optim_slot(np_optim *o, int slot, int i)
     return o->slot[slot][i];
 }
 
+/* Round updated low-precision parameters to their dtype, in a pass of its
+ * own so the update loops stay free of calls and vectorise (float32, the
+ * usual master-weight dtype, needs no rounding). */
+static void round_params(const np_tensor *p)
+{
+    if (p->dtype != NP_BFLOAT16 && p->dtype != NP_FLOAT16)
+        return;
+    float *w = np_tensor_f32(p);
+    for (int64_t k = 0; k < p->numel; k++)
+        w[k] = np_round_to(p->dtype, w[k]);
+}
+
 static void sgd_update(np_optim *o, int i, float lr)
 {
     const np_tensor *p = o->params[i];
@@ -130,8 +142,9 @@ static void sgd_update(np_optim *o, int i, float lr)
             d = d + wd * w[k];
         float b = first ? d : mom * buf[k] + d;
         buf[k] = b;
-        w[k] = np_round_to(p->dtype, w[k] - lr * b);
+        w[k] = w[k] - lr * b;
     }
+    round_params(p);
 }
 
 static void adamw_update(np_optim *o, int i, double lr)
@@ -158,8 +171,9 @@ static void adamw_update(np_optim *o, int i, double lr)
         m[k] = mk;
         v[k] = vk;
         float denom = sqrtf(vk) / bc2_sqrt + eps;
-        w[k] = np_round_to(p->dtype, wk - step_size * (mk / denom));
+        w[k] = wk - step_size * (mk / denom);
     }
+    round_params(p);
 }
 
 void np_optim_step(np_optim *o, double lr)
