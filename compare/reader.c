@@ -256,7 +256,28 @@ np_status cmp_dump_open(cmp_dump *d, const char *path, cmp_arena *arena, np_erro
         return np_error_set(err, NP_ERR_FORMAT, path, NULL,
                             "not an HDF5 file, or truncated (expected an nprobe dump, %s)",
                             NP_FMT_FILE);
-    d->file_id = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    /* Peak memory must not grow with the number of payload datasets: each
+     * chunked dataset's chunk-index node (~17 KB) stays in HDF5's metadata
+     * cache (up to 32 MB per file by default) and freed blocks stay in
+     * HDF5's free lists; cap both. The compare touches each dataset once, so
+     * a small cache costs nothing. */
+    H5set_free_list_limits(1 << 20, 256 << 10, 1 << 20, 256 << 10, 1 << 20, 256 << 10);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl >= 0) {
+        H5AC_cache_config_t mdc;
+        memset(&mdc, 0, sizeof mdc);
+        mdc.version = H5AC__CURR_CACHE_CONFIG_VERSION;
+        if (H5Pget_mdc_config(fapl, &mdc) >= 0) {
+            mdc.set_initial_size = 1;
+            mdc.initial_size = 1 << 20;
+            mdc.min_size = 1 << 20;
+            mdc.max_size = 2 << 20;
+            H5Pset_mdc_config(fapl, &mdc);
+        }
+    }
+    d->file_id = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
+    if (fapl >= 0)
+        H5Pclose(fapl);
     if (d->file_id < 0)
         return np_error_set(err, NP_ERR_FORMAT, path, NULL,
                             "HDF5 cannot open the file (truncated or corrupt)");
