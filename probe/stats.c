@@ -86,37 +86,29 @@ static void lanes_init(float *mx, float *mn, double *s, double *q)
 
 static int chunk_f32_fast(part *p, const float *x, int64_t n)
 {
-    float mx[FLANES], mn[FLANES], z[LANES] = {0}, fmx[LANES], fmn[LANES];
+    float mx[FLANES], mn[FLANES];
     double s[FLANES], q[FLANES];
     lanes_init(mx, mn, s, q);
-    for (int l = 0; l < LANES; l++) {
-        fmx[l] = -INFINITY;
-        fmn[l] = INFINITY;
+    /* Two passes over the chunk (it stays in L2). The float pass (max, min,
+     * finiteness) is an OpenMP simd reduction: max and min are exact in any
+     * order, and z (a sum of v - v, all 0 when finite) only tells whether
+     * there is a NaN/Inf, so its order does not matter either. The double
+     * pass (sum, sum of squares) keeps fixed lanes, so its order is fixed.
+     * The lane arrays are only indexed by constants so they stay in
+     * registers; the n % FLANES tail is added after the lanes are folded. */
+    float fmx = -INFINITY, fmn = INFINITY, zs = 0.0f;
+#pragma omp simd reduction(max : fmx) reduction(min : fmn) reduction(+ : zs)
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        zs += v - v;
+        fmx = v > fmx ? v : fmx;
+        fmn = v < fmn ? v : fmn;
     }
-    /* Two passes over the chunk (it stays in L2): the float pass (max, min,
-     * finiteness; 4 lanes, one SSE register each) and the double pass (sum,
-     * sum of squares; 8 lanes) each vectorise on their own, where one fused
-     * loop mixing float and double lanes did not. The lane arrays are only
-     * indexed by constants so they stay in registers; the n % FLANES tail is
-     * added after the lanes are folded. */
-    int64_t nb = n - n % FLANES;
-    for (int64_t i = 0; i < nb; i += LANES) {
-        for (int l = 0; l < LANES; l++) {
-            float v = x[i + l];
-            z[l] += v - v;
-            fmx[l] = v > fmx[l] ? v : fmx[l];
-            fmn[l] = v < fmn[l] ? v : fmn[l];
-        }
-    }
-    float zs = (z[0] + z[1]) + (z[2] + z[3]);
-    for (int64_t i = nb; i < n; i++)
-        zs += x[i] - x[i];
     if (isnan(zs))
         return 0;
-    for (int l = 0; l < LANES; l++) {
-        mx[l] = fmx[l];
-        mn[l] = fmn[l];
-    }
+    mx[0] = fmx;
+    mn[0] = fmn;
+    int64_t nb = n - n % FLANES;
     for (int64_t i = 0; i < nb; i += FLANES) {
         for (int l = 0; l < FLANES; l++) {
             double d = (double)x[i + l];
@@ -130,8 +122,6 @@ static int chunk_f32_fast(part *p, const float *x, int64_t n)
         double d = (double)x[i];
         p->sum += d;
         p->sumsq += d * d;
-        if (d > p->max) p->max = d;
-        if (d < p->min) p->min = d;
     }
     return 1;
 }
