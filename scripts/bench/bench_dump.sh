@@ -15,12 +15,12 @@
 # BENCH_THREADS, BENCH_DIR (where dumps go; default a temp dir under /tmp).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bin=${NPROBE_BIN:-$root/build/nprobe}
+bin=${NPROBE_BIN:-$root/build/release/nprobe}
 py=${NP_PYTHON:-/usr/bin/python3}
 threads=${BENCH_THREADS:-$(nproc)}
 [ -x "$bin" ] || { echo "bench_dump: $bin is not built (set NPROBE_BIN)" >&2; exit 2; }
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
-width=128 layers=4 heads=4 context=64 batch=8
+width=256 layers=4 heads=4 context=128 batch=8
 steps=8 warm=2 rounds=3 queues=(8 32 128) ddreps=5
 quick=""
 if [ "${1:-}" = "--quick" ]; then
