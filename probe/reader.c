@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "nprobe/dumpfile.h"
+#include "nprobe/format.h"
 #include "nprobe/probe.h"
 
 struct np_dump {
@@ -194,53 +195,13 @@ np_status np_dump_find(np_dump_ref **out, size_t *n, const char *path, np_error 
 
 static void read_str_attr(hid_t file, const char *name, char *dst, size_t cap)
 {
-    dst[0] = '\0';
-    if (H5Aexists(file, name) <= 0)
-        return;
-    hid_t a = H5Aopen(file, name, H5P_DEFAULT);
-    if (a < 0)
-        return;
-    hid_t ft = H5Aget_type(a);
-    if (ft >= 0 && H5Tget_class(ft) == H5T_STRING) {
-        if (H5Tis_variable_str(ft) > 0) {
-            hid_t mt = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mt, H5T_VARIABLE);
-            H5Tset_cset(mt, H5Tget_cset(ft));
-            char *s = NULL;
-            if (H5Aread(a, mt, &s) >= 0 && s) {
-                snprintf(dst, cap, "%s", s);
-                H5free_memory(s);
-            }
-            H5Tclose(mt);
-        } else {
-            size_t sz = H5Tget_size(ft);
-            char *buf = calloc(1, sz + 1);
-            hid_t mt = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mt, sz + 1);
-            H5Tset_strpad(mt, H5T_STR_NULLTERM);
-            if (buf && H5Aread(a, mt, buf) >= 0)
-                snprintf(dst, cap, "%s", buf);
-            H5Tclose(mt);
-            free(buf);
-        }
-    }
-    if (ft >= 0)
-        H5Tclose(ft);
-    H5Aclose(a);
+    np_h5_attr_get_str(file, name, dst, cap);
 }
 
 static int64_t read_i64_attr(hid_t file, const char *name, int64_t dflt)
 {
-    int64_t v = dflt;
-    if (H5Aexists(file, name) <= 0)
-        return dflt;
-    hid_t a = H5Aopen(file, name, H5P_DEFAULT);
-    if (a < 0)
-        return dflt;
-    if (H5Aread(a, H5T_NATIVE_INT64, &v) < 0)
-        v = dflt;
-    H5Aclose(a);
-    return v;
+    int64_t v;
+    return np_h5_attr_get_i64(file, name, &v) == 0 ? v : dflt;
 }
 
 np_status np_dump_open(np_dump **out, const char *path, np_error *err)
