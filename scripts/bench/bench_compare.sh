@@ -14,7 +14,7 @@
 # (scratch space, default a temp dir; needs 2x the dump size).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-bin=${NPROBE_BIN:-$root/build/nprobe}
+bin=${NPROBE_BIN:-$root/build/release/nprobe}
 py=${NP_PYTHON:-/usr/bin/python3}
 here=$root/scripts/bench
 K=300 NUMEL=$((1 << 20)) SROWS=141000 REPS=3 FLAT=0
