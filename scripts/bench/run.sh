@@ -44,6 +44,7 @@ for b in bench_train.sh bench_dump.sh bench_compare.sh; do
     printf '\n**%s is missing.**\n\n' "$b" >> "$tmp"
   fi
 done
+"$NP_PYTHON" scripts/bench/summarize.py "$tmp"
 mv "$tmp" "$out"
 trap - EXIT
 echo "bench: wrote $out" >&2
