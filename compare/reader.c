@@ -18,65 +18,6 @@ static void silence_hdf5(void)
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
 }
 
-/* Read a string attribute (fixed or variable length); 0 ok, -1 absent/bad. */
-static int attr_string(hid_t obj, const char *name, char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    if (H5Aexists(obj, name) <= 0)
-        return -1;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    if (a < 0)
-        return -1;
-    hid_t t = H5Aget_type(a);
-    int rc = -1;
-    if (t >= 0 && H5Tget_class(t) == H5T_STRING) {
-        if (H5Tis_variable_str(t) > 0) {
-            hid_t mt = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mt, H5T_VARIABLE);
-            H5Tset_cset(mt, H5Tget_cset(t));
-            char *s = NULL;
-            if (H5Aread(a, mt, &s) >= 0 && s) {
-                snprintf(buf, cap, "%s", s);
-                H5free_memory(s);
-                rc = 0;
-            }
-            H5Tclose(mt);
-        } else {
-            size_t sz = H5Tget_size(t);
-            char *tmp = calloc(sz + 1, 1);
-            hid_t mt = H5Tcopy(H5T_C_S1);
-            H5Tset_size(mt, sz);
-            H5Tset_cset(mt, H5Tget_cset(t));
-            if (tmp && H5Aread(a, mt, tmp) >= 0) {
-                snprintf(buf, cap, "%s", tmp);
-                rc = 0;
-            }
-            H5Tclose(mt);
-            free(tmp);
-        }
-    }
-    if (t >= 0)
-        H5Tclose(t);
-    H5Aclose(a);
-    return rc;
-}
-
-static int attr_int(hid_t obj, const char *name, int64_t *out)
-{
-    if (H5Aexists(obj, name) <= 0)
-        return -1;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    if (a < 0)
-        return -1;
-    hid_t t = H5Aget_type(a);
-    int rc = -1;
-    if (t >= 0 && H5Tget_class(t) == H5T_INTEGER && H5Aread(a, H5T_NATIVE_INT64, out) >= 0)
-        rc = 0;
-    if (t >= 0)
-        H5Tclose(t);
-    H5Aclose(a);
-    return rc;
-}
 
 static const char *const known_roles[] = {"input", "output", "parameters", "kwargs",
                                           "parameters_grad"};
@@ -281,7 +222,7 @@ np_status cmp_dump_open(cmp_dump *d, const char *path, cmp_arena *arena, np_erro
     if (d->file_id < 0)
         return np_error_set(err, NP_ERR_FORMAT, path, NULL,
                             "HDF5 cannot open the file (truncated or corrupt)");
-    if (attr_string(d->file_id, NP_FMT_ATTR_FORMAT, d->format, sizeof d->format) != 0 ||
+    if (np_h5_attr_get_str(d->file_id, NP_FMT_ATTR_FORMAT, d->format, sizeof d->format) != 0 ||
         strcmp(d->format, NP_FMT_NAME) != 0) {
         np_status st = np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_FORMAT,
                                     "not an nprobe dump: root attribute 'format' is '%s', expected '%s'",
@@ -290,7 +231,7 @@ np_status cmp_dump_open(cmp_dump *d, const char *path, cmp_arena *arena, np_erro
         return st;
     }
     d->format_version = -1;
-    attr_int(d->file_id, NP_FMT_ATTR_FORMAT_VERSION, &d->format_version);
+    np_h5_attr_get_i64(d->file_id, NP_FMT_ATTR_FORMAT_VERSION, &d->format_version);
     if (d->format_version != NP_FMT_VERSION) {
         np_status st = np_error_set(err, NP_ERR_UNSUPPORTED, path, NP_FMT_ATTR_FORMAT_VERSION,
                                     "dump format version %lld, this nprobe reads version %d",
@@ -298,15 +239,15 @@ np_status cmp_dump_open(cmp_dump *d, const char *path, cmp_arena *arena, np_erro
         cmp_dump_close(d);
         return st;
     }
-    attr_string(d->file_id, NP_FMT_ATTR_TASK, d->task, sizeof d->task);
-    attr_string(d->file_id, NP_FMT_ATTR_LEVEL, d->level, sizeof d->level);
-    attr_string(d->file_id, NP_FMT_ATTR_PRECISION, d->precision, sizeof d->precision);
-    attr_string(d->file_id, NP_FMT_ATTR_DEVICE, d->device, sizeof d->device);
+    np_h5_attr_get_str(d->file_id, NP_FMT_ATTR_TASK, d->task, sizeof d->task);
+    np_h5_attr_get_str(d->file_id, NP_FMT_ATTR_LEVEL, d->level, sizeof d->level);
+    np_h5_attr_get_str(d->file_id, NP_FMT_ATTR_PRECISION, d->precision, sizeof d->precision);
+    np_h5_attr_get_str(d->file_id, NP_FMT_ATTR_DEVICE, d->device, sizeof d->device);
     d->step = d->rank = -1;
     d->complete = 0;
-    attr_int(d->file_id, NP_FMT_ATTR_STEP, &d->step);
-    attr_int(d->file_id, NP_FMT_ATTR_RANK, &d->rank);
-    attr_int(d->file_id, NP_FMT_ATTR_COMPLETE, &d->complete);
+    np_h5_attr_get_i64(d->file_id, NP_FMT_ATTR_STEP, &d->step);
+    np_h5_attr_get_i64(d->file_id, NP_FMT_ATTR_RANK, &d->rank);
+    np_h5_attr_get_i64(d->file_id, NP_FMT_ATTR_COMPLETE, &d->complete);
     np_status st = read_entries(d, arena, err);
     if (st == NP_OK)
         st = read_calls(d, arena, err);
