@@ -9,7 +9,7 @@ packages=(
   gcc make cmake pkg-config
   libhdf5-dev libxlsxwriter-dev libjansson-dev libopenblas-dev libzip-dev zlib1g-dev
   # tests, samples and benchmarks: readers and references independent of nprobe
-  hdf5-tools unzip python3 python3-numpy python3-h5py python3-openpyxl python3-pandas python3-torch
+  hdf5-tools unzip time python3 python3-numpy python3-h5py python3-openpyxl python3-pandas python3-torch
 )
 
 missing=()
