@@ -32,89 +32,59 @@ static const char *intern(cmp_arena *a, const char *s, const char *const *table,
     return cmp_arena_strdup(a, s);
 }
 
-static np_status read_entries(cmp_dump *d, cmp_arena *arena, np_error *err)
+/* Row callbacks of read_table: `begin` once with the row count (before any
+ * rows, also for an empty table), then `rows` for each chunk of records. */
+typedef struct table_reader {
+    np_status (*begin)(cmp_dump *d, size_t n, np_error *err);
+    np_status (*rows)(cmp_dump *d, cmp_arena *arena, const void *recs, size_t off, size_t cnt,
+                      np_error *err);
+} table_reader;
+
+/* Stream the one-dimensional compound table /`name` in chunks of ENTRY_CHUNK
+ * records of `recsize` bytes (memory type `mt`), so memory does not grow with
+ * the table beyond what the callbacks keep. *n_rows is set only when the
+ * whole table was read. */
+static np_status read_table(cmp_dump *d, cmp_arena *arena, const char *name, hid_t mt,
+                            size_t recsize, const table_reader *tr, size_t *n_rows,
+                            np_error *err)
 {
-    if (H5Lexists(d->file_id, NP_FMT_ENTRIES, H5P_DEFAULT) <= 0)
-        return np_error_set(err, NP_ERR_FORMAT, d->path, NP_FMT_ENTRIES,
-                            "no /entries table (an incomplete step or not a dump)");
-    hid_t ds = H5Dopen2(d->file_id, NP_FMT_ENTRIES, H5P_DEFAULT);
+    hid_t ds = H5Dopen2(d->file_id, name, H5P_DEFAULT);
     hid_t space = ds >= 0 ? H5Dget_space(ds) : -1;
-    hid_t mt = np_fmt_entry_h5type();
-    np_entry_rec *buf = malloc(ENTRY_CHUNK * sizeof *buf);
+    unsigned char *buf = malloc(ENTRY_CHUNK * recsize);
     np_status st = NP_OK;
     hsize_t n = 0;
     if (ds < 0 || space < 0 || mt < 0 || H5Sget_simple_extent_ndims(space) != 1 ||
         H5Sget_simple_extent_dims(space, &n, NULL) < 0) {
-        st = np_error_set(err, NP_ERR_FORMAT, d->path, NP_FMT_ENTRIES,
-                          "cannot read /entries as a one-dimensional table (file corrupt?)");
+        st = np_error_set(err, NP_ERR_FORMAT, d->path, name,
+                          "cannot read /%s as a one-dimensional table (file corrupt?)", name);
         goto done;
     }
-    if (!buf || !(d->entries = calloc(n ? n : 1, sizeof *d->entries))) {
-        st = np_error_set(err, NP_ERR_NOMEM, d->path, NP_FMT_ENTRIES, "out of memory for %llu entries",
-                          (unsigned long long)n);
+    if (!buf) {
+        st = np_error_set(err, NP_ERR_NOMEM, d->path, name, "out of memory reading /%s", name);
         goto done;
     }
-    const char *prev_call = NULL;
+    if ((st = tr->begin(d, (size_t)n, err)) != NP_OK)
+        goto done;
     for (hsize_t off = 0; off < n; off += ENTRY_CHUNK) {
         hsize_t cnt = n - off < ENTRY_CHUNK ? n - off : ENTRY_CHUNK;
         hid_t ms = H5Screate_simple(1, &cnt, NULL);
         herr_t e = H5Sselect_hyperslab(space, H5S_SELECT_SET, &off, NULL, &cnt, NULL);
-        memset(buf, 0, cnt * sizeof *buf);
+        memset(buf, 0, cnt * recsize);
         if (e >= 0)
             e = H5Dread(ds, mt, ms, space, H5P_DEFAULT, buf);
         H5Sclose(ms);
         if (e < 0) {
-            st = np_error_set(err, NP_ERR_FORMAT, d->path, NP_FMT_ENTRIES,
-                              "cannot read rows %llu..%llu of /entries (truncated or corrupt file)",
-                              (unsigned long long)off, (unsigned long long)(off + cnt - 1));
+            st = np_error_set(err, NP_ERR_FORMAT, d->path, name,
+                              "cannot read rows %llu..%llu of /%s (truncated or corrupt file)",
+                              (unsigned long long)off, (unsigned long long)(off + cnt - 1), name);
             goto done;
         }
-        for (hsize_t i = 0; i < cnt; i++) {
-            np_entry_rec *r = &buf[i];
-            np_cmp_side *s = &d->entries[off + i];
-            r->name[NP_FMT_NAME_LEN - 1] = r->call[NP_FMT_NAME_LEN - 1] = '\0';
-            r->role[NP_FMT_ROLE_LEN - 1] = r->dtype[NP_FMT_DTYPE_LEN - 1] = '\0';
-            if (r->ndim < 0 || r->ndim > NP_FMT_MAX_DIMS) {
-                st = np_error_set(err, NP_ERR_FORMAT, d->path, r->name,
-                                  "ndim %d out of range [0, %d] in /entries row %llu", r->ndim,
-                                  NP_FMT_MAX_DIMS, (unsigned long long)(off + i));
-                goto done;
-            }
-            s->name = cmp_arena_strdup(arena, r->name);
-            s->call = prev_call && strcmp(prev_call, r->call) == 0 ? prev_call
-                                                                    : cmp_arena_strdup(arena, r->call);
-            prev_call = s->call;
-            s->role = intern(arena, r->role, known_roles, 5);
-            s->dtype = intern(arena, r->dtype, known_dtypes, 7);
-            int64_t *shape = r->ndim ? cmp_arena_alloc(arena, (size_t)r->ndim * sizeof(int64_t),
-                                                       sizeof(int64_t))
-                                     : NULL;
-            if (!s->name || !s->call || !s->role || !s->dtype || (r->ndim && !shape)) {
-                st = np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory reading /entries");
-                goto done;
-            }
-            if (r->ndim)
-                memcpy(shape, r->shape, (size_t)r->ndim * sizeof(int64_t));
-            s->shape = shape;
-            s->ndim = (int8_t)r->ndim;
-            s->seq = r->seq;
-            s->numel = r->numel;
-            s->max = r->max;
-            s->min = r->min;
-            s->mean = r->mean;
-            s->norm = r->norm;
-            s->nan_count = r->nan_count;
-            s->inf_count = r->posinf_count + r->neginf_count;
-            s->crc32 = r->crc32;
-            s->has_data = r->has_data;
-            s->requires_grad = r->requires_grad;
-        }
+        if ((st = tr->rows(d, arena, buf, (size_t)off, (size_t)cnt, err)) != NP_OK)
+            goto done;
     }
-    d->n_entries = (size_t)n;
+    *n_rows = (size_t)n;
 done:
     free(buf);
-    if (mt >= 0)
-        H5Tclose(mt);
     if (space >= 0)
         H5Sclose(space);
     if (ds >= 0)
@@ -122,64 +92,109 @@ done:
     return st;
 }
 
-static np_status read_calls(cmp_dump *d, cmp_arena *arena, np_error *err)
+static np_status entries_begin(cmp_dump *d, size_t n, np_error *err)
 {
-    if (H5Lexists(d->file_id, NP_FMT_CALLS, H5P_DEFAULT) <= 0)
-        return NP_OK; /* optional for reading: rows then have no call tree */
-    hid_t ds = H5Dopen2(d->file_id, NP_FMT_CALLS, H5P_DEFAULT);
-    hid_t space = ds >= 0 ? H5Dget_space(ds) : -1;
-    hid_t mt = np_fmt_call_h5type();
-    np_call_rec *buf = malloc(ENTRY_CHUNK * sizeof *buf);
-    np_status st = NP_OK;
-    hsize_t n = 0;
-    if (ds < 0 || space < 0 || mt < 0 || H5Sget_simple_extent_ndims(space) != 1 ||
-        H5Sget_simple_extent_dims(space, &n, NULL) < 0) {
-        st = np_error_set(err, NP_ERR_FORMAT, d->path, NP_FMT_CALLS,
-                          "cannot read /calls as a one-dimensional table (file corrupt?)");
-        goto done;
+    if (!(d->entries = calloc(n ? n : 1, sizeof *d->entries)))
+        return np_error_set(err, NP_ERR_NOMEM, d->path, NP_FMT_ENTRIES,
+                            "out of memory for %zu entries", n);
+    return NP_OK;
+}
+
+static np_status entries_rows(cmp_dump *d, cmp_arena *arena, const void *recs, size_t off,
+                              size_t cnt, np_error *err)
+{
+    np_entry_rec *buf = (np_entry_rec *)recs;
+    const char *prev_call = off ? d->entries[off - 1].call : NULL;
+    for (size_t i = 0; i < cnt; i++) {
+        np_entry_rec *r = &buf[i];
+        np_cmp_side *s = &d->entries[off + i];
+        r->name[NP_FMT_NAME_LEN - 1] = r->call[NP_FMT_NAME_LEN - 1] = '\0';
+        r->role[NP_FMT_ROLE_LEN - 1] = r->dtype[NP_FMT_DTYPE_LEN - 1] = '\0';
+        if (r->ndim < 0 || r->ndim > NP_FMT_MAX_DIMS)
+            return np_error_set(err, NP_ERR_FORMAT, d->path, r->name,
+                                "ndim %d out of range [0, %d] in /entries row %zu", r->ndim,
+                                NP_FMT_MAX_DIMS, off + i);
+        s->name = cmp_arena_strdup(arena, r->name);
+        s->call = prev_call && strcmp(prev_call, r->call) == 0 ? prev_call
+                                                                : cmp_arena_strdup(arena, r->call);
+        prev_call = s->call;
+        s->role = intern(arena, r->role, known_roles, 5);
+        s->dtype = intern(arena, r->dtype, known_dtypes, 7);
+        int64_t *shape = r->ndim ? cmp_arena_alloc(arena, (size_t)r->ndim * sizeof(int64_t),
+                                                   sizeof(int64_t))
+                                 : NULL;
+        if (!s->name || !s->call || !s->role || !s->dtype || (r->ndim && !shape))
+            return np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory reading /entries");
+        if (r->ndim)
+            memcpy(shape, r->shape, (size_t)r->ndim * sizeof(int64_t));
+        s->shape = shape;
+        s->ndim = (int8_t)r->ndim;
+        s->seq = r->seq;
+        s->numel = r->numel;
+        s->max = r->max;
+        s->min = r->min;
+        s->mean = r->mean;
+        s->norm = r->norm;
+        s->nan_count = r->nan_count;
+        s->inf_count = r->posinf_count + r->neginf_count;
+        s->crc32 = r->crc32;
+        s->has_data = r->has_data;
+        s->requires_grad = r->requires_grad;
     }
-    if (!buf || !(d->calls = calloc(n ? n : 1, sizeof *d->calls))) {
-        st = np_error_set(err, NP_ERR_NOMEM, d->path, NP_FMT_CALLS, "out of memory");
-        goto done;
+    return NP_OK;
+}
+
+static np_status calls_begin(cmp_dump *d, size_t n, np_error *err)
+{
+    if (!(d->calls = calloc(n ? n : 1, sizeof *d->calls)))
+        return np_error_set(err, NP_ERR_NOMEM, d->path, NP_FMT_CALLS, "out of memory");
+    return NP_OK;
+}
+
+static np_status calls_rows(cmp_dump *d, cmp_arena *arena, const void *recs, size_t off,
+                            size_t cnt, np_error *err)
+{
+    np_call_rec *buf = (np_call_rec *)recs;
+    for (size_t i = 0; i < cnt; i++) {
+        np_call_rec *r = &buf[i];
+        cmp_call_rec *c = &d->calls[off + i];
+        r->call[NP_FMT_NAME_LEN - 1] = r->parent[NP_FMT_NAME_LEN - 1] = '\0';
+        r->kind[NP_FMT_KIND_LEN - 1] = r->callsite[NP_FMT_SITE_LEN - 1] = '\0';
+        c->name = cmp_arena_strdup(arena, r->call);
+        c->kind = strcmp(r->kind, "module") == 0 ? "module" : "api";
+        c->parent = r->parent[0] ? cmp_arena_strdup(arena, r->parent) : "";
+        c->callsite = r->callsite[0] ? cmp_arena_strdup(arena, r->callsite) : "";
+        c->seq = r->seq;
+        if (!c->name || !c->parent || !c->callsite)
+            return np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory reading /calls");
     }
-    for (hsize_t off = 0; off < n; off += ENTRY_CHUNK) {
-        hsize_t cnt = n - off < ENTRY_CHUNK ? n - off : ENTRY_CHUNK;
-        hid_t ms = H5Screate_simple(1, &cnt, NULL);
-        herr_t e = H5Sselect_hyperslab(space, H5S_SELECT_SET, &off, NULL, &cnt, NULL);
-        memset(buf, 0, cnt * sizeof *buf);
-        if (e >= 0)
-            e = H5Dread(ds, mt, ms, space, H5P_DEFAULT, buf);
-        H5Sclose(ms);
-        if (e < 0) {
-            st = np_error_set(err, NP_ERR_FORMAT, d->path, NP_FMT_CALLS,
-                              "cannot read /calls (truncated or corrupt file)");
-            goto done;
-        }
-        for (hsize_t i = 0; i < cnt; i++) {
-            np_call_rec *r = &buf[i];
-            cmp_call_rec *c = &d->calls[off + i];
-            r->call[NP_FMT_NAME_LEN - 1] = r->parent[NP_FMT_NAME_LEN - 1] = '\0';
-            r->kind[NP_FMT_KIND_LEN - 1] = r->callsite[NP_FMT_SITE_LEN - 1] = '\0';
-            c->name = cmp_arena_strdup(arena, r->call);
-            c->kind = strcmp(r->kind, "module") == 0 ? "module" : "api";
-            c->parent = r->parent[0] ? cmp_arena_strdup(arena, r->parent) : "";
-            c->callsite = r->callsite[0] ? cmp_arena_strdup(arena, r->callsite) : "";
-            c->seq = r->seq;
-            if (!c->name || !c->parent || !c->callsite) {
-                st = np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory reading /calls");
-                goto done;
-            }
-        }
-    }
-    d->n_calls = (size_t)n;
-done:
-    free(buf);
+    return NP_OK;
+}
+
+static np_status read_entries(cmp_dump *d, cmp_arena *arena, np_error *err)
+{
+    static const table_reader tr = {entries_begin, entries_rows};
+    if (H5Lexists(d->file_id, NP_FMT_ENTRIES, H5P_DEFAULT) <= 0)
+        return np_error_set(err, NP_ERR_FORMAT, d->path, NP_FMT_ENTRIES,
+                            "no /entries table (an incomplete step or not a dump)");
+    hid_t mt = np_fmt_entry_h5type();
+    np_status st = read_table(d, arena, NP_FMT_ENTRIES, mt, sizeof(np_entry_rec), &tr,
+                              &d->n_entries, err);
     if (mt >= 0)
         H5Tclose(mt);
-    if (space >= 0)
-        H5Sclose(space);
-    if (ds >= 0)
-        H5Dclose(ds);
+    return st;
+}
+
+static np_status read_calls(cmp_dump *d, cmp_arena *arena, np_error *err)
+{
+    static const table_reader tr = {calls_begin, calls_rows};
+    if (H5Lexists(d->file_id, NP_FMT_CALLS, H5P_DEFAULT) <= 0)
+        return NP_OK; /* optional for reading: rows then have no call tree */
+    hid_t mt = np_fmt_call_h5type();
+    np_status st = read_table(d, arena, NP_FMT_CALLS, mt, sizeof(np_call_rec), &tr,
+                              &d->n_calls, err);
+    if (mt >= 0)
+        H5Tclose(mt);
     return st;
 }
 
