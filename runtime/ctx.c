@@ -665,6 +665,25 @@ void rt_node_scalar(rt_node *nd, const char *key, double v)
     }
 }
 
+/* Emit the API event of node `nd` for its forward or backward pass, with the
+ * tensors `ts[0..nt)` and the node's scalar arguments. */
+static void emit_api(np_ctx *ctx, const rt_node *nd, int backward, const np_hook_tensor *ts,
+                     int nt)
+{
+    snprintf(ctx->name, sizeof ctx->name, "%s.%d.%s", rt_op_api((rt_op)nd->op), nd->n,
+             backward ? "backward" : "forward");
+    np_hook_event ev = {0};
+    ev.kind = backward ? NP_EV_API_BACKWARD : NP_EV_API_FORWARD;
+    ev.name = ctx->name;
+    ev.parent = parent_name(ctx, nd->mcall, backward);
+    ev.callsite = ctx->callsite;
+    ev.tensors = ts;
+    ev.n_tensors = nt;
+    ev.scalars = nd->sc;
+    ev.n_scalars = nd->n_sc;
+    emit_raw(ctx, &ev);
+}
+
 static void emit_api_forward(np_ctx *ctx, rt_node *nd)
 {
     np_hook_tensor ts[RT_MAX_IN + 16];
@@ -674,17 +693,7 @@ static void emit_api_forward(np_ctx *ctx, rt_node *nd)
             ts[nt++] = (np_hook_tensor){NP_ROLE_INPUT, i, NULL, nd->in[i]};
     for (int j = 0; j < nd->n_out && nt < RT_MAX_IN + 16; j++)
         ts[nt++] = (np_hook_tensor){NP_ROLE_OUTPUT, j, NULL, nd->out[j]};
-    snprintf(ctx->name, sizeof ctx->name, "%s.%d.forward", rt_op_api((rt_op)nd->op), nd->n);
-    np_hook_event ev = {0};
-    ev.kind = NP_EV_API_FORWARD;
-    ev.name = ctx->name;
-    ev.parent = parent_name(ctx, nd->mcall, 0);
-    ev.callsite = ctx->callsite;
-    ev.tensors = ts;
-    ev.n_tensors = nt;
-    ev.scalars = nd->sc;
-    ev.n_scalars = nd->n_sc;
-    emit_raw(ctx, &ev);
+    emit_api(ctx, nd, 0, ts, nt);
 }
 
 static void push_node(np_ctx *ctx, const rt_node *nd)
@@ -1006,17 +1015,7 @@ static void run_api_backward(np_ctx *ctx, rt_node *nd)
         int k = 0;
         grad_tensors(ctx, nd->out, nd->n_out, NP_ROLE_INPUT, ts, &k, odt, gout);
         grad_tensors(ctx, nd->in, nd->n_in, NP_ROLE_OUTPUT, ts, &k, nd->gdt, gin);
-        snprintf(ctx->name, sizeof ctx->name, "%s.%d.backward", rt_op_api((rt_op)nd->op), nd->n);
-        np_hook_event ev = {0};
-        ev.kind = NP_EV_API_BACKWARD;
-        ev.name = ctx->name;
-        ev.parent = parent_name(ctx, nd->mcall, 1);
-        ev.callsite = ctx->callsite;
-        ev.tensors = ts;
-        ev.n_tensors = k;
-        ev.scalars = nd->sc;
-        ev.n_scalars = nd->n_sc;
-        emit_raw(ctx, &ev);
+        emit_api(ctx, nd, 1, ts, k);
     }
     for (int i = 0; i < nd->n_in; i++)
         if (gin[i])
