@@ -113,6 +113,22 @@ static int all_scalars(const json_t *a)
     return 1;
 }
 
+static int flatten(json_t *flat, const char *prefix, const json_t *v);
+
+/* Flatten child `c` of a container under the key "prefix/name" ("name" at
+ * the top level). */
+static int flatten_child(json_t *flat, const char *prefix, const char *name, const json_t *c)
+{
+    size_t len = strlen(prefix) + strlen(name) + 2;
+    char *key = malloc(len);
+    if (!key)
+        return -1;
+    snprintf(key, len, "%s%s%s", prefix, *prefix ? "/" : "", name);
+    int r = flatten(flat, key, c);
+    free(key);
+    return r;
+}
+
 /* flat[prefix/...] = text for every leaf of v. */
 static int flatten(json_t *flat, const char *prefix, const json_t *v)
 {
@@ -120,13 +136,7 @@ static int flatten(json_t *flat, const char *prefix, const json_t *v)
         const char *k;
         json_t *c;
         json_object_foreach((json_t *)v, k, c) {
-            size_t len = strlen(prefix) + strlen(k) + 2;
-            char *key = malloc(len);
-            if (!key)
-                return -1;
-            snprintf(key, len, "%s%s%s", prefix, *prefix ? "/" : "", k);
-            int r = flatten(flat, key, c);
-            free(key);
+            int r = flatten_child(flat, prefix, k, c);
             if (r)
                 return r;
         }
@@ -136,13 +146,9 @@ static int flatten(json_t *flat, const char *prefix, const json_t *v)
         size_t i;
         json_t *c;
         json_array_foreach(v, i, c) {
-            size_t len = strlen(prefix) + 32;
-            char *key = malloc(len);
-            if (!key)
-                return -1;
-            snprintf(key, len, "%s%s%zu", prefix, *prefix ? "/" : "", i);
-            int r = flatten(flat, key, c);
-            free(key);
+            char index[32];
+            snprintf(index, sizeof index, "%zu", i);
+            int r = flatten_child(flat, prefix, index, c);
             if (r)
                 return r;
         }
