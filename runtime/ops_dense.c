@@ -12,7 +12,7 @@
 static void col_sum(const float *g, int64_t R, int64_t C, float *out)
 {
     int64_t nblk = (C + 15) / 16;
-#pragma omp parallel for if (R * C > RT_PAR_MIN)
+#pragma omp parallel for if (R * C > RT_PAR_EW)
     for (int64_t b = 0; b < nblk; b++) {
         double acc[16] = {0};
         int64_t c0 = b * 16, cn = C - c0 < 16 ? C - c0 : 16;
@@ -66,13 +66,13 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
         return NULL;
     int drop = ctx->fault == NP_FAULT_LINEAR_DROP_BIAS;
     float *yd = y->data;
-    rt_gemm(ctx, 0, 1, (int)R, (int)O, (int)I, xd, (int)I, wd, (int)I, 0.0f, yd, (int)O);
-    if (bd && !drop) {
-#pragma omp parallel for if (R * O > RT_PAR_MIN)
+    /* as torch's addmm: the output rows start as the bias and the GEMM adds
+     * x W^T to them (beta 1), saving a pass and a parallel region */
+    int with_bias = bd && !drop;
+    if (with_bias)
         for (int64_t r = 0; r < R; r++)
-            for (int64_t o = 0; o < O; o++)
-                yd[r * O + o] += bd[o];
-    }
+            memcpy(yd + r * O, bd, (size_t)O * sizeof(float));
+    rt_gemm(ctx, 0, 1, (int)R, (int)O, (int)I, xd, (int)I, wd, (int)I, with_bias ? 1.0f : 0.0f, yd, (int)O);
     rt_round_buf(yd, y->numel, odt);
     np_tensor *in[3] = {x, w, b};
     rt_node nd;

@@ -327,7 +327,7 @@ np_tensor *np_embedding(np_ctx *ctx, np_tensor *idx, np_tensor *weight)
         return NULL;
     const float *w = weight->data;
     float *yd = y->data;
-#pragma omp parallel for if (idx->numel * C > RT_PAR_MIN)
+#pragma omp parallel for if (idx->numel * C > RT_PAR_EW)
     for (int64_t i = 0; i < idx->numel; i++)
         memcpy(yd + i * C, w + idx_at(idx, i) * C, (size_t)C * sizeof(float));
     np_tensor *in[2] = {idx, weight};

@@ -121,7 +121,7 @@ np_tensor *np_flatten(np_ctx *ctx, np_tensor *x, int start_dim)
 static void swap_copy(const float *x, float *y, int64_t pre, int64_t A, int64_t mid, int64_t B, int64_t post)
 {
     int64_t outer = pre * B * mid * A;
-#pragma omp parallel for if (outer * post > RT_PAR_MIN)
+#pragma omp parallel for if (outer * post > RT_PAR_EW)
     for (int64_t o = 0; o < outer; o++) {
         int64_t a = o % A, m = (o / A) % mid, b = (o / (A * mid)) % B, p = o / (A * mid * B);
         const float *src = x + (((p * A + a) * mid + m) * B + b) * post;
@@ -190,7 +190,7 @@ static void split_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const
             continue;
         int64_t off = j * ss, len = S - off < ss ? S - off : ss;
         const float *g = gout[j];
-#pragma omp parallel for if (pre * len * post > RT_PAR_MIN)
+#pragma omp parallel for if (pre * len * post > RT_PAR_EW)
         for (int64_t p = 0; p < pre; p++)
             memcpy(gin[0] + (p * S + off) * post, g + p * len * post, (size_t)(len * post) * sizeof(float));
     }
@@ -228,7 +228,7 @@ int np_split(np_ctx *ctx, np_tensor *x, int64_t split_size, int dim, np_tensor *
         if (!outs[j])
             return -1;
         float *yd = outs[j]->data;
-#pragma omp parallel for if (pre * len * post > RT_PAR_MIN)
+#pragma omp parallel for if (pre * len * post > RT_PAR_EW)
         for (int64_t p = 0; p < pre; p++)
             memcpy(yd + p * len * post, xd + (p * S + off) * post, (size_t)(len * post) * sizeof(float));
         out[j] = outs[j];

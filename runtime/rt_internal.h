@@ -184,10 +184,13 @@ void rt_blas_setup(void);
 void rt_softmax_row(const float *x, float *y, int64_t n, int fp16_nomax);
 
 /* OpenMP thresholds (elements): below them a kernel runs on the calling
- * thread, since a parallel region costs microseconds (far more when the
- * cores are shared). RT_PAR_MIN for kernels doing some arithmetic per
- * element, RT_PAR_EW for plain copies, adds and scales (memory-bound). */
-#define RT_PAR_MIN 4096
-#define RT_PAR_EW 32768
+ * thread. A parallel region costs a few microseconds when the other thread
+ * spins, but 20-80 us when it sleeps (OMP_WAIT_POLICY=PASSIVE, or a busy
+ * machine) and has to be woken; a kernel is split only when its serial time
+ * is well above that. RT_PAR_MIN for kernels doing some arithmetic per
+ * element (~32k elements is ~100 us), RT_PAR_EW for plain copies, adds and
+ * scales (memory-bound, ~1 MiB). Measured in docs/PERFORMANCE.md. */
+#define RT_PAR_MIN 32768
+#define RT_PAR_EW (1 << 18)
 
 #endif
