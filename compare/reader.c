@@ -40,6 +40,55 @@ typedef struct table_reader {
                       np_error *err);
 } table_reader;
 
+/* A copy of the memory type `mt` whose string members take the padding of
+ * the file's member of the same name when that is NUL-padded or
+ * NUL-terminated (the readers terminate every string themselves). The probe
+ * writes exactly `mt`; a table written by another tool (h5py writes
+ * NUL-padded strings) would otherwise be converted string by string by
+ * HDF5, which costs more than the rest of the read. -1 if not needed. */
+static hid_t mem_type_like_file(hid_t mt, hid_t ft)
+{
+    if (ft < 0 || H5Tget_class(ft) != H5T_COMPOUND || H5Tequal(ft, mt) > 0)
+        return -1;
+    int n = H5Tget_nmembers(mt);
+    hid_t t = n > 0 ? H5Tcreate(H5T_COMPOUND, H5Tget_size(mt)) : -1;
+    int changed = 0;
+    herr_t e = t >= 0 ? 0 : -1;
+    for (int i = 0; i < n && e >= 0; i++) {
+        char *name = H5Tget_member_name(mt, (unsigned)i);
+        hid_t m = H5Tget_member_type(mt, (unsigned)i);
+        int fi = name ? H5Tget_member_index(ft, name) : -1;
+        hid_t fm = fi >= 0 ? H5Tget_member_type(ft, (unsigned)fi) : -1;
+        if (m >= 0 && fm >= 0 && H5Tget_class(m) == H5T_STRING &&
+            H5Tget_class(fm) == H5T_STRING) {
+            H5T_str_t pad = H5Tget_strpad(fm);
+            if ((pad == H5T_STR_NULLPAD || pad == H5T_STR_NULLTERM) && pad != H5Tget_strpad(m)) {
+                hid_t c = H5Tcopy(m);
+                if (c >= 0 && H5Tset_strpad(c, pad) >= 0) {
+                    H5Tclose(m);
+                    m = c;
+                    changed = 1;
+                } else if (c >= 0) {
+                    H5Tclose(c);
+                }
+            }
+        }
+        e = name && m >= 0 ? H5Tinsert(t, name, H5Tget_member_offset(mt, (unsigned)i), m) : -1;
+        if (fm >= 0)
+            H5Tclose(fm);
+        if (m >= 0)
+            H5Tclose(m);
+        if (name)
+            H5free_memory(name);
+    }
+    if (e < 0 || !changed) {
+        if (t >= 0)
+            H5Tclose(t);
+        return -1;
+    }
+    return t;
+}
+
 /* Stream the one-dimensional compound table /`name` in chunks of ENTRY_CHUNK
  * records of `recsize` bytes (memory type `mt`), so memory does not grow with
  * the table beyond what the callbacks keep. *n_rows is set only when the
@@ -50,6 +99,10 @@ static np_status read_table(cmp_dump *d, cmp_arena *arena, const char *name, hid
 {
     hid_t ds = H5Dopen2(d->file_id, name, H5P_DEFAULT);
     hid_t space = ds >= 0 ? H5Dget_space(ds) : -1;
+    hid_t ft = ds >= 0 ? H5Dget_type(ds) : -1;
+    hid_t padded = mt >= 0 ? mem_type_like_file(mt, ft) : -1;
+    if (padded >= 0)
+        mt = padded;
     unsigned char *buf = malloc(ENTRY_CHUNK * recsize);
     np_status st = NP_OK;
     hsize_t n = 0;
@@ -85,6 +138,10 @@ static np_status read_table(cmp_dump *d, cmp_arena *arena, const char *name, hid
     *n_rows = (size_t)n;
 done:
     free(buf);
+    if (padded >= 0)
+        H5Tclose(padded);
+    if (ft >= 0)
+        H5Tclose(ft);
     if (space >= 0)
         H5Sclose(space);
     if (ds >= 0)

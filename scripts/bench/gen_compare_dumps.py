@@ -4,7 +4,10 @@ for the compare benchmark: OUT_ROOT/step0/rank0/dump.h5 with K float32
 leaves of N elements each (task tensor: payloads chunked as the probe writes
 them, chunks of at most 1 MiB along the leading dimension), or K rows of
 statistics only (task statistics). Two calls with different seeds/noise give
-a bench and a cmp side whose tensors differ slightly. numpy + h5py."""
+a bench and a cmp side whose tensors differ slightly. /entries and /calls
+have the probe's record layout (C struct alignment, NUL-terminated strings:
+common/format.c), so reading them costs what it costs on a real dump.
+numpy + h5py."""
 import argparse
 import os
 import zlib
@@ -20,9 +23,33 @@ ENTRY = np.dtype([
     ("max", "<f8"), ("min", "<f8"), ("mean", "<f8"), ("norm", "<f8"),
     ("nan_count", "<i8"), ("posinf_count", "<i8"), ("neginf_count", "<i8"),
     ("crc32", "<u4"), ("has_data", "i1"), ("requires_grad", "i1"),
-])
+], align=True)
 CALL = np.dtype([("seq", "<i8"), ("call", f"S{NAME_LEN}"), ("kind", f"S{KIND_LEN}"),
-                 ("parent", f"S{NAME_LEN}"), ("callsite", f"S{SITE_LEN}")])
+                 ("parent", f"S{NAME_LEN}"), ("callsite", f"S{SITE_LEN}")], align=True)
+
+
+def h5_type(dt):
+    """The HDF5 compound of dt with NUL-terminated strings, as the probe
+    writes it (h5py would make them NUL-padded)."""
+    src = h5py.h5t.py_create(dt)
+    t = h5py.h5t.create(h5py.h5t.COMPOUND, dt.itemsize)
+    for i in range(src.get_nmembers()):
+        m = src.get_member_type(i)
+        if m.get_class() == h5py.h5t.STRING:
+            m = m.copy()
+            m.set_strpad(h5py.h5t.STR_NULLTERM)
+        t.insert(src.get_member_name(i), src.get_member_offset(i), m)
+    return t
+
+
+def write_table(f, name, arr):
+    """A chunked, extendible 1-d table of the probe's layout."""
+    t = h5_type(arr.dtype)
+    space = h5py.h5s.create_simple((len(arr),), (h5py.h5s.UNLIMITED,))
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_chunk((64,))
+    ds = h5py.h5d.create(f.id, name.encode(), t, space, dcpl=dcpl)
+    ds.write(h5py.h5s.ALL, h5py.h5s.ALL, arr, mtype=t)
 
 
 def main():
@@ -78,8 +105,8 @@ def main():
             else:
                 m = float(base.standard_normal()) * (1 + a.noise * float(noise.standard_normal()))
                 e["max"], e["min"], e["mean"], e["norm"] = abs(m) + 3, -abs(m) - 3, m, abs(m) * 30
-        f.create_dataset("entries", data=entries, maxshape=(None,), chunks=(64,))
-        f.create_dataset("calls", data=calls, maxshape=(None,), chunks=(64,))
+        write_table(f, "entries", entries)
+        write_table(f, "calls", calls)
 
 
 if __name__ == "__main__":
