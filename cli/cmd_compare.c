@@ -153,7 +153,8 @@ static void print_pair(const np_cmp_pair *p)
         printf(": %s\n", c->reason);
         if (c->worst_row >= 0 && p->rows[c->worst_row].cmp) {
             const np_cmp_row *r = &p->rows[c->worst_row];
-            printf("    worst output %s: %s\n", r->cmp->name, r->reason);
+            char why[256];
+            printf("    worst output %s: %s\n", r->cmp->name, np_cmp_row_reason(why, sizeof why, r));
         }
         for (size_t i = 1; i < p->n_culprits && i < 6; i++)
             printf("  culprit: %s\n", p->calls[p->culprits[i]].name);

@@ -200,14 +200,15 @@ static void payload_one(np_cmp_pair *p, np_cmp_row *r, cmp_dump *bd, cmp_dump *c
     cmp_pair_priv *pv = p->priv;
     np_error e = {0};
     uint64_t bytes = 0;
-    np_status st = cmp_payload_metrics(&r->m, bd, r->bench, cd, r->cmp, 0.0, bufs, &bytes, &e);
+    np_status st = cmp_payload_metrics(r->m, bd, r->bench, cd, r->cmp, 0.0, bufs, &bytes, &e);
 #pragma omp critical(np_cmp_rows)
     {
         if (st != NP_OK) {
-            metrics_nan(&r->m);
+            metrics_nan(r->m);
             char buf[NP_ERROR_TEXT_MAX + 600];
             snprintf(buf, sizeof buf, "%s: %s", e.file, e.text);
             r->reason = cmp_arena_strdup(&pv->arena, buf);
+            r->n_reason_args = 0;
             r->verdict = NP_VERDICT_ERROR;
             r->severity = INFINITY;
         }
@@ -260,6 +261,7 @@ void np_cmp_pair_free(np_cmp_pair *p)
         free(pv->cmp_entries);
         free(pv->bench_calls);
         free(pv->cmp_calls);
+        free(pv->metrics);
         free(pv);
     }
     free(p->rows);
@@ -325,14 +327,19 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
         note(p, "Steps differ between the two files (bench step %lld, cmp step %lld).",
              (long long)bd.step, (long long)cd.step);
     st = cmp_match(p, &bd, &cd, o->fuzzy, map, &pv->arena, err);
-    if (st == NP_OK) {
-        for (size_t i = 0; i < p->n_rows; i++)
-            metrics_nan(&p->rows[i].m);
-        for (size_t i = 0; i < p->n_rows; i++)
-            for (int k = 0; k < 4; k++)
-                p->rows[i].st.diff[k] = p->rows[i].st.rel[k] = NAN;
-        st = build_calls(p, &bd, &cd, err);
+    if (st == NP_OK && p->mode == NP_CMP_MODE_TENSOR) {
+        /* metrics only in tensor mode: a statistics row stays small */
+        pv->metrics = malloc((p->n_rows + 1) * sizeof *pv->metrics);
+        if (!pv->metrics)
+            st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory for %zu rows", p->n_rows);
+        for (size_t i = 0; st == NP_OK && i < p->n_rows; i++) {
+            p->rows[i].m = &pv->metrics[i];
+            metrics_nan(p->rows[i].m);
+            p->rows[i].m->n = p->rows[i].m->n_masked = p->rows[i].m->n_mask_mismatch = 0;
+        }
     }
+    if (st == NP_OK)
+        st = build_calls(p, &bd, &cd, err);
     if (st == NP_OK && p->mode == NP_CMP_MODE_TENSOR)
         st = compare_payloads(p, &bd, &cd, pair_index, n_pairs, o);
     if (st == NP_OK) {

@@ -1,4 +1,5 @@
-/* compare/fmt.c - printf("%.17g") for report numbers, fast: the 17 digits
+/* compare/fmt.c - printf("%.17g") (and "%.Ng") for report numbers, fast,
+ * and the text of a row's formatted reason. The digits
  * come from one multiplication (or division) by an exact power of ten in
  * long double (64-bit significand), rounded to an integer. The result is
  * used only when that rounding is unambiguous (fraction not within 1/64 of
@@ -25,32 +26,46 @@ static long double pow10l_exact(int k)
     return t[k];
 }
 
-/* 17 significant digits of |x| (> 0, normal) as an integer in
- * [1e16, 1e17), and the decimal exponent; 0 if not certain. */
-static int digits17(uint64_t *d, int *e10, double ax)
+static const uint64_t pow10u[18] = {
+    UINT64_C(1), UINT64_C(10), UINT64_C(100), UINT64_C(1000), UINT64_C(10000), UINT64_C(100000),
+    UINT64_C(1000000), UINT64_C(10000000), UINT64_C(100000000), UINT64_C(1000000000),
+    UINT64_C(10000000000), UINT64_C(100000000000), UINT64_C(1000000000000),
+    UINT64_C(10000000000000), UINT64_C(100000000000000), UINT64_C(1000000000000000),
+    UINT64_C(10000000000000000), UINT64_C(100000000000000000)};
+
+/* `prec` (1..17) significant digits of |x| (> 0, normal) as an integer in
+ * [10^(prec-1), 10^prec), and the decimal exponent; 0 if not certain. The
+ * first guess of the exponent comes from the binary exponent (off by at
+ * most one, corrected by the range check). */
+static int digits(uint64_t *d, int *e10, double ax, int prec)
 {
-    int e = (int)floor(log10(ax));
-    for (int attempt = 0; attempt < 2; attempt++) {
-        int k = 16 - e;
+    int be;
+    frexp(ax, &be); /* ax in [2^(be-1), 2^be) */
+    int e = (int)floor((be - 1) * 0.30102999566398120);
+    long double lo = (long double)pow10u[prec - 1], hi = (long double)pow10u[prec];
+    for (int attempt = 0; attempt < 3; attempt++) {
+        int k = prec - 1 - e;
         if (k > 27 || k < -27)
             return 0;
         long double m = k >= 0 ? (long double)ax * pow10l_exact(k)
                                : (long double)ax / pow10l_exact(-k);
-        if (m < 1e16L) {
+        if (m < lo) {
             e--;
             continue;
         }
-        if (m >= 1e17L) {
+        if (m >= hi) {
             e++;
             continue;
         }
-        long double fl = floorl(m);
-        long double fr = m - fl;
+        /* m < 2^57: its integer part fits, and its error (one rounding in a
+         * 64-bit significand) is below 1/128 */
+        uint64_t fl = (uint64_t)m;
+        long double fr = m - (long double)fl;
         if (fabsl(fr - 0.5L) < 1.0L / 64)
             return 0;
-        uint64_t v = (uint64_t)fl + (fr > 0.5L);
-        if (v == UINT64_C(100000000000000000)) {
-            v = UINT64_C(10000000000000000);
+        uint64_t v = fl + (fr > 0.5L);
+        if (v == pow10u[prec]) {
+            v = pow10u[prec - 1];
             e++;
         }
         *d = v;
@@ -61,25 +76,25 @@ static int digits17(uint64_t *d, int *e10, double ax)
 }
 #endif
 
-int cmp_fmt_g17(char *buf, double x)
+int cmp_fmt_g(char *buf, double x, int prec)
 {
 #if LDBL_MANT_DIG >= 64
     double ax = fabs(x);
     uint64_t d;
     int e;
-    if (isfinite(x) && ax >= DBL_MIN && digits17(&d, &e, ax)) {
+    if (prec >= 1 && prec <= 17 && isfinite(x) && ax >= DBL_MIN && digits(&d, &e, ax, prec)) {
         char dig[17];
-        for (int i = 16; i >= 0; i--) {
+        for (int i = prec - 1; i >= 0; i--) {
             dig[i] = (char)('0' + d % 10);
             d /= 10;
         }
-        int nd = 17;
+        int nd = prec;
         while (nd > 1 && dig[nd - 1] == '0')
             nd--;
         char *o = buf;
         if (x < 0)
             *o++ = '-';
-        if (e >= -4 && e < 17) {
+        if (e >= -4 && e < prec) {
             if (e >= 0) {
                 for (int i = 0; i <= e; i++)
                     *o++ = i < nd ? dig[i] : '0';
@@ -115,5 +130,53 @@ int cmp_fmt_g17(char *buf, double x)
         return (int)(o - buf);
     }
 #endif
-    return snprintf(buf, CMP_G17_MAX, "%.17g", x);
+    return snprintf(buf, CMP_G17_MAX, "%.*g", prec, x);
+}
+
+int cmp_fmt_g17(char *buf, double x)
+{
+    return cmp_fmt_g(buf, x, 17);
+}
+
+/* Formatted reasons (verdict.c) use %.Ng (N <= 17) and %lld only. */
+const char *np_cmp_row_reason(char *buf, size_t cap, const np_cmp_row *r)
+{
+    if (!r->reason)
+        return "";
+    if (r->n_reason_args <= 0 || !cap)
+        return r->reason;
+    size_t n = 0;
+    int arg = 0;
+    char num[CMP_G17_MAX];
+    for (const char *f = r->reason; *f; f++) {
+        const char *piece = f;
+        size_t len = 1;
+        if (f[0] == '%') {
+            int prec = 6;
+            const char *q = f + 1;
+            if (*q == '.') {
+                prec = 0;
+                for (q++; *q >= '0' && *q <= '9'; q++)
+                    prec = prec * 10 + (*q - '0');
+            }
+            double v = arg < r->n_reason_args && arg < 2 ? r->reason_args[arg] : 0;
+            if (*q == 'g') {
+                len = (size_t)cmp_fmt_g(num, v, prec > 17 ? 17 : prec);
+                piece = num;
+                arg++;
+                f = q;
+            } else if (!strncmp(q, "lld", 3)) {
+                len = (size_t)snprintf(num, sizeof num, "%lld", (long long)v);
+                piece = num;
+                arg++;
+                f = q + 2;
+            }
+        }
+        if (len > cap - 1 - n)
+            len = cap - 1 - n;
+        memcpy(buf + n, piece, len);
+        n += len;
+    }
+    buf[n] = '\0';
+    return buf;
 }

@@ -110,6 +110,7 @@ np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c, int fu
 /* The private part behind np_cmp_pair.priv. */
 typedef struct cmp_pair_priv {
     cmp_arena arena;
+    np_cmp_metrics *metrics;   /* tensor mode: one per row (rows[i].m) */
     np_cmp_side *bench_entries, *cmp_entries;
     cmp_call_rec *bench_calls, *cmp_calls;
 } cmp_pair_priv;

@@ -142,17 +142,20 @@ void cmp_row_cells(cmp_cells *o, const np_cmp_pair *p, const np_cmp_row *r)
     o->c[n++] = c ? str(c->requires_grad ? "True" : "False") : na();
     o->c[n++] = b ? str(b->requires_grad ? "True" : "False") : na();
     if (p->mode == NP_CMP_MODE_TENSOR) {
-        o->c[n++] = num(r->m.cosine);
-        o->c[n++] = num(r->m.euc_dist);
-        o->c[n++] = num(r->m.max_abs_err);
-        o->c[n++] = num(r->m.max_rel_err);
-        o->c[n++] = num(r->m.one_thousandth);
-        o->c[n++] = num(r->m.five_thousandths);
+        const np_cmp_metrics *m = r->m;
+        o->c[n++] = m ? num(m->cosine) : na();
+        o->c[n++] = m ? num(m->euc_dist) : na();
+        o->c[n++] = m ? num(m->max_abs_err) : na();
+        o->c[n++] = m ? num(m->max_rel_err) : na();
+        o->c[n++] = m ? num(m->one_thousandth) : na();
+        o->c[n++] = m ? num(m->five_thousandths) : na();
     } else if (p->mode == NP_CMP_MODE_STATISTICS) {
+        np_cmp_stats st;
+        np_cmp_row_stats(&st, r);
         for (int i = 0; i < 4; i++)
-            o->c[n++] = num(r->st.diff[i]);
+            o->c[n++] = num(st.diff[i]);
         for (int i = 0; i < 4; i++)
-            o->c[n++] = num(r->st.rel[i]);
+            o->c[n++] = num(st.rel[i]);
     } else {
         snprintf(o->scratch[2], sizeof o->scratch[2], "%08x", c ? c->crc32 : 0u);
         snprintf(o->scratch[3], sizeof o->scratch[3], "%08x", b ? b->crc32 : 0u);
@@ -172,19 +175,19 @@ void cmp_row_cells(cmp_cells *o, const np_cmp_pair *p, const np_cmp_row *r)
     o->c[n++] = b && c ? str(b->requires_grad == c->requires_grad ? "True" : "False") : na();
     if (p->mode == NP_CMP_MODE_TENSOR) {
         o->c[n++] = str(!b || !c ? "Unmatched" : r->verdict == NP_VERDICT_ERROR ? "No" : "Yes");
-        o->c[n++] = str(r->m.note);
+        o->c[n++] = str(r->m ? r->m->note : "");
     } else if (p->mode == NP_CMP_MODE_STATISTICS) {
-        o->c[n++] = str(np_cmp_verdict_name(r->verdict));
+        o->c[n++] = str(np_cmp_verdict_name((np_cmp_verdict)r->verdict));
         o->c[n++] = str(!b || !c ? "No bench data matched." : "");
     } else {
         o->c[n++] = str(!b || !c ? "N/A" : b->crc32 == c->crc32 ? "pass" : "diff");
     }
-    o->c[n++] = str(np_cmp_match_name(r->match));
-    o->c[n++] = str(np_cmp_verdict_name(r->verdict));
+    o->c[n++] = str(np_cmp_match_name((np_cmp_match)r->match));
+    o->c[n++] = str(np_cmp_verdict_name((np_cmp_verdict)r->verdict));
     const np_cmp_call *call = r->call_index >= 0 ? &p->calls[r->call_index] : NULL;
     o->c[n++] = str(call && call->status != NP_CALL_PASS ? np_cmp_call_status_name(call->status) : "");
     o->c[n++] = str(call ? call->parent : "");
-    o->c[n++] = str(r->reason);
+    o->c[n++] = str(np_cmp_row_reason(o->reason, sizeof o->reason, r));
     o->n = n;
 }
 

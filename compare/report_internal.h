@@ -20,6 +20,7 @@ typedef struct cmp_cells {
     cmp_cell c[CMP_MAX_COLS];
     int n;
     char scratch[CMP_SCRATCH][160];
+    char reason[256];             /* the row's formatted reason */
 } cmp_cells;
 
 /* Fill the cells of one row in the column order of np_cmp_headers(p->mode). */
@@ -27,10 +28,12 @@ void cmp_row_cells(cmp_cells *out, const np_cmp_pair *p, const np_cmp_row *r);
 /* The parent chain of a call, outermost first, joined by " > ", into buf. */
 void cmp_module_chain(char *buf, size_t cap, const np_cmp_pair *p, int call_index);
 
-/* Longest text of cmp_fmt_g17, with the terminating NUL. */
+/* Longest text of cmp_fmt_g17 / cmp_fmt_g, with the terminating NUL. */
 #define CMP_G17_MAX 32
 /* buf (CMP_G17_MAX bytes) = snprintf(buf, .., "%.17g", x), byte for byte,
  * but about ten times faster for the usual magnitudes. Returns the length. */
 int cmp_fmt_g17(char *buf, double x);
+/* The same for snprintf(buf, .., "%.*g", prec, x), prec in 1..17. */
+int cmp_fmt_g(char *buf, double x, int prec);
 
 #endif

@@ -105,14 +105,15 @@ static void culprit_block(lxw_worksheet *ws, lxw_row_t *row, const np_cmp_pair *
     if (c->worst_row >= 0) {
         const np_cmp_row *r = &p->rows[c->worst_row];
         kv(ws, row, "worst output", r->cmp ? r->cmp->name : "", F);
-        if (p->mode == NP_CMP_MODE_TENSOR) {
-            kvn(ws, row, "Cosine", r->m.cosine, F);
-            kvn(ws, row, "EucDist", r->m.euc_dist, F);
-            kvn(ws, row, "MaxAbsErr", r->m.max_abs_err, F);
-            kvn(ws, row, "MaxRelativeErr", r->m.max_rel_err, F);
-            kvn(ws, row, "relative L2 error", r->m.rel_l2, F);
+        if (r->m) {
+            kvn(ws, row, "Cosine", r->m->cosine, F);
+            kvn(ws, row, "EucDist", r->m->euc_dist, F);
+            kvn(ws, row, "MaxAbsErr", r->m->max_abs_err, F);
+            kvn(ws, row, "MaxRelativeErr", r->m->max_rel_err, F);
+            kvn(ws, row, "relative L2 error", r->m->rel_l2, F);
         }
-        kv(ws, row, "verdict reason", r->reason, F);
+        char why[256];
+        kv(ws, row, "verdict reason", np_cmp_row_reason(why, sizeof why, r), F);
     }
 }
 

@@ -90,9 +90,24 @@ static int shapes_equal(const np_cmp_side *a, const np_cmp_side *b)
 
 static void set(np_cmp_row *r, np_cmp_verdict v, double sev, const char *why)
 {
-    r->verdict = v;
+    r->verdict = (int8_t)v;
     r->severity = sev;
     r->reason = why;
+    r->n_reason_args = 0;
+}
+
+/* A verdict whose reason is the static format `fmt` with the numbers a0, a1
+ * (n of them), formatted only when the text is asked for
+ * (np_cmp_row_reason): a statistics comparison has a reason on nearly every
+ * row, and storing each text would cost more than the row. The formats use
+ * only %.Ng and %lld. */
+static void set_fmt(np_cmp_row *r, np_cmp_verdict v, double sev, const char *fmt, int n, double a0,
+                    double a1)
+{
+    set(r, v, sev, fmt);
+    r->reason_args[0] = a0;
+    r->reason_args[1] = a1;
+    r->n_reason_args = (int8_t)n;
 }
 
 static const char *fmt_reason(cmp_arena *a, const char *fmt, ...)
@@ -111,29 +126,29 @@ static const char *fmt_reason(cmp_arena *a, const char *fmt, ...)
     return s ? s : "";
 }
 
-static void verdict_tensor(np_cmp_row *r, np_cmp_tolerance t, cmp_arena *a)
+static void verdict_tensor(np_cmp_row *r, np_cmp_tolerance t)
 {
-    const np_cmp_metrics *m = &r->m;
+    np_cmp_metrics *m = r->m;
     if (m->n == 0 && !m->n_mask_mismatch) {
         set(r, NP_VERDICT_PASS, 0, m->note[0] ? m->note : "empty tensor");
         return;
     }
     if (m->n_mask_mismatch) {
-        set(r, NP_VERDICT_ERROR, INFINITY,
-            fmt_reason(a, "NaN/Inf positions differ at %lld elements", (long long)m->n_mask_mismatch));
+        set_fmt(r, NP_VERDICT_ERROR, INFINITY, "NaN/Inf positions differ at %lld elements", 1,
+                (double)m->n_mask_mismatch, 0);
         return;
     }
     if (is_int_dtype(r->cmp->dtype) || is_int_dtype(r->bench->dtype)) {
         if (m->max_abs_err > 0)
-            set(r, NP_VERDICT_ERROR, INFINITY,
-                fmt_reason(a, "integer values differ (MaxAbsErr %.17g)", m->max_abs_err));
+            set_fmt(r, NP_VERDICT_ERROR, INFINITY, "integer values differ (MaxAbsErr %.17g)", 1,
+                    m->max_abs_err, 0);
         else
             set(r, NP_VERDICT_PASS, 0, "");
         return;
     }
     double floor = t.atol * sqrt((double)m->n);
     double den = m->bench_norm > floor ? m->bench_norm : floor;
-    r->m.rel_l2 = den > 0 ? m->euc_dist / den : (m->euc_dist > 0 ? INFINITY : 0.0);
+    m->rel_l2 = den > 0 ? m->euc_dist / den : (m->euc_dist > 0 ? INFINITY : 0.0);
     double sev = t.rtol > 0 ? m->rel_l2 / t.rtol : (m->rel_l2 > 0 ? INFINITY : 0);
     int cos_ok = !isnan(m->cosine) && m->bench_norm > floor;
     /* 1 - cos grows with the square of the error: its square root keeps the
@@ -143,40 +158,65 @@ static void verdict_tensor(np_cmp_row *r, np_cmp_tolerance t, cmp_arena *a)
         sev = cos_sev;
     if (sev > 1) {
         if (cos_sev >= sev)
-            set(r, NP_VERDICT_ERROR, sev,
-                fmt_reason(a, "Cosine %.9g below %.9g", m->cosine, t.cos));
+            set_fmt(r, NP_VERDICT_ERROR, sev, "Cosine %.9g below %.9g", 2, m->cosine, t.cos);
         else
-            set(r, NP_VERDICT_ERROR, sev,
-                fmt_reason(a, "relative L2 error %.3g above %.3g", m->rel_l2, t.rtol));
+            set_fmt(r, NP_VERDICT_ERROR, sev, "relative L2 error %.3g above %.3g", 2, m->rel_l2,
+                    t.rtol);
     } else if (m->rel_l2 > t.rtol_warn) {
-        set(r, NP_VERDICT_WARNING, sev,
-            fmt_reason(a, "relative L2 error %.3g above the warning level %.3g", m->rel_l2, t.rtol_warn));
+        set_fmt(r, NP_VERDICT_WARNING, sev, "relative L2 error %.3g above the warning level %.3g",
+                2, m->rel_l2, t.rtol_warn);
     } else if (cos_ok && m->cosine < t.cos_warn) {
-        set(r, NP_VERDICT_WARNING, sev,
-            fmt_reason(a, "Cosine %.9g below the warning level %.9g", m->cosine, t.cos_warn));
+        set_fmt(r, NP_VERDICT_WARNING, sev, "Cosine %.9g below the warning level %.9g", 2,
+                m->cosine, t.cos_warn);
     } else {
         set(r, NP_VERDICT_PASS, sev, m->note);
     }
 }
 
-static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t, cmp_arena *a)
+void np_cmp_row_stats(np_cmp_stats *out, const np_cmp_row *r)
+{
+    const np_cmp_side *b = r->bench, *c = r->cmp;
+    if (!r->has_stats || !b || !c) {
+        for (int i = 0; i < 4; i++)
+            out->diff[i] = out->rel[i] = NAN;
+        return;
+    }
+    double bv[4] = {b->max, b->min, b->mean, b->norm}, cv[4] = {c->max, c->min, c->mean, c->norm};
+    for (int i = 0; i < 4; i++) {
+        out->diff[i] = cv[i] - bv[i];
+        out->rel[i] = bv[i] != 0 && !isnan(out->diff[i]) ? fabs(out->diff[i] / bv[i]) : NAN;
+    }
+}
+
+/* The reasons of statistics rows, by the statistic that differs most. */
+static const char *const stat_err_fmt[4] = {
+    "max differs by %.3g (relative to the bench scale), above %.3g",
+    "min differs by %.3g (relative to the bench scale), above %.3g",
+    "mean differs by %.3g (relative to the bench scale), above %.3g",
+    "L2 norm differs by %.3g (relative to the bench scale), above %.3g"};
+static const char *const stat_warn_fmt[4] = {
+    "max differs by %.3g (relative to the bench scale), above the warning level %.3g",
+    "min differs by %.3g (relative to the bench scale), above the warning level %.3g",
+    "mean differs by %.3g (relative to the bench scale), above the warning level %.3g",
+    "L2 norm differs by %.3g (relative to the bench scale), above the warning level %.3g"};
+
+static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t)
 {
     const np_cmp_side *b = r->bench, *c = r->cmp;
     double bv[4] = {b->max, b->min, b->mean, b->norm}, cv[4] = {c->max, c->min, c->mean, c->norm};
-    for (int i = 0; i < 4; i++) {
-        r->st.diff[i] = cv[i] - bv[i];
-        r->st.rel[i] = bv[i] != 0 && !isnan(r->st.diff[i]) ? fabs(r->st.diff[i] / bv[i]) : NAN;
-    }
+    np_cmp_stats st;
+    r->has_stats = 1;
+    np_cmp_row_stats(&st, r);
     if (b->nan_count != c->nan_count || b->inf_count != c->inf_count) {
-        set(r, NP_VERDICT_ERROR, INFINITY,
-            fmt_reason(a, "NaN/Inf counts differ (cmp %lld, bench %lld non-finite)",
-                       (long long)(c->nan_count + c->inf_count), (long long)(b->nan_count + b->inf_count)));
+        set_fmt(r, NP_VERDICT_ERROR, INFINITY,
+                "NaN/Inf counts differ (cmp %lld, bench %lld non-finite)", 2,
+                (double)(c->nan_count + c->inf_count), (double)(b->nan_count + b->inf_count));
         return;
     }
     if (is_int_dtype(c->dtype) || is_int_dtype(b->dtype)) {
         int same = 1;
         for (int i = 0; i < 4; i++)
-            same &= r->st.diff[i] == 0 || (isnan(bv[i]) && isnan(cv[i]));
+            same &= st.diff[i] == 0 || (isnan(bv[i]) && isnan(cv[i]));
         set(r, same ? NP_VERDICT_PASS : NP_VERDICT_ERROR, same ? 0 : INFINITY,
             same ? "" : "integer statistics differ");
         return;
@@ -186,13 +226,12 @@ static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t, cmp_arena *a)
     double maxabs = fmax(fabs(b->max), fabs(b->min));
     double den[4] = {fmax(maxabs, t.atol), fmax(maxabs, t.atol), fmax(b->norm / sqrt(n), t.atol),
                      fmax(b->norm, floor)};
-    static const char *const what[4] = {"max", "min", "mean", "L2 norm"};
     double worst = 0;
     int wi = 0;
     for (int i = 0; i < 4; i++) {
         if (isnan(bv[i]) && isnan(cv[i]))
             continue;
-        double e = den[i] > 0 ? fabs(r->st.diff[i]) / den[i] : (r->st.diff[i] != 0 ? INFINITY : 0);
+        double e = den[i] > 0 ? fabs(st.diff[i]) / den[i] : (st.diff[i] != 0 ? INFINITY : 0);
         if (isnan(e))
             e = INFINITY;
         if (e > worst) {
@@ -202,18 +241,14 @@ static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t, cmp_arena *a)
     }
     double sev = t.rtol > 0 ? worst / t.rtol : (worst > 0 ? INFINITY : 0);
     if (sev > 1)
-        set(r, NP_VERDICT_ERROR, sev,
-            fmt_reason(a, "%s differs by %.3g (relative to the bench scale), above %.3g", what[wi],
-                       worst, t.rtol));
+        set_fmt(r, NP_VERDICT_ERROR, sev, stat_err_fmt[wi], 2, worst, t.rtol);
     else if (worst > t.rtol_warn)
-        set(r, NP_VERDICT_WARNING, sev,
-            fmt_reason(a, "%s differs by %.3g (relative to the bench scale), above the warning level %.3g",
-                       what[wi], worst, t.rtol_warn));
+        set_fmt(r, NP_VERDICT_WARNING, sev, stat_warn_fmt[wi], 2, worst, t.rtol_warn);
     else
         set(r, NP_VERDICT_PASS, sev, "");
 }
 
-static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, cmp_arena *a)
+static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o)
 {
     if (!r->bench || !r->cmp) {
         set(r, NP_VERDICT_WARNING, 0,
@@ -225,13 +260,15 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
     const np_cmp_side *b = r->bench, *c = r->cmp;
     if (!strcmp(c->role, "kwargs") || !strcmp(b->role, "kwargs")) {
         double bv = b->max, cv = c->max;
-        r->m.max_abs_err = fabs(cv - bv);
-        r->m.max_rel_err = bv != 0 ? fabs((cv - bv) / bv) : fabs(cv) / 2.220446049250313e-16;
+        if (r->m) {
+            r->m->max_abs_err = fabs(cv - bv);
+            r->m->max_rel_err = bv != 0 ? fabs((cv - bv) / bv) : fabs(cv) / 2.220446049250313e-16;
+        }
         if (bv == cv || (isnan(bv) && isnan(cv)) || fabs(cv - bv) <= 1e-12 * fabs(bv))
             set(r, NP_VERDICT_PASS, 0, "");
         else
-            set(r, NP_VERDICT_ERROR, INFINITY,
-                fmt_reason(a, "scalar argument differs: cmp %.17g, bench %.17g", cv, bv));
+            set_fmt(r, NP_VERDICT_ERROR, INFINITY, "scalar argument differs: cmp %.17g, bench %.17g",
+                    2, cv, bv);
         return;
     }
     if (!shapes_equal(b, c)) {
@@ -249,20 +286,19 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
         else
             set(r, NP_VERDICT_ERROR, INFINITY, "crc32 differs");
     } else if (p->mode == NP_CMP_MODE_TENSOR && b->has_data && c->has_data) {
-        verdict_tensor(r, t, a);
+        verdict_tensor(r, t);
     } else {
-        verdict_stats(r, t, a);
+        verdict_stats(r, t);
     }
 }
 
 void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o)
 {
-    cmp_pair_priv *pv = p->priv;
     memset(p->count_verdict, 0, sizeof p->count_verdict);
     memset(p->count_match, 0, sizeof p->count_match);
     for (size_t i = 0; i < p->n_rows; i++) {
         np_cmp_row *r = &p->rows[i];
-        verdict_row(p, r, o, &pv->arena);
+        verdict_row(p, r, o);
         if (!r->reason)
             r->reason = "";
         p->count_verdict[r->verdict]++;

@@ -136,25 +136,43 @@ typedef struct np_cmp_side {
     int8_t ndim, requires_grad, has_data;
 } np_cmp_side;
 
-/* Statistics-mode numbers of a row. */
+/* Statistics-mode numbers of a row (np_cmp_row_stats). */
 typedef struct np_cmp_stats {
     double diff[4];               /* cmp - bench of max, min, mean, norm */
     double rel[4];                /* |diff / bench|, NaN ("N/A") when bench is 0 */
 } np_cmp_stats;
 
 /* One row of the report: a matched pair, or one side alone. All pointers
- * are borrowed from the pair that holds the row. */
+ * are borrowed from the pair that holds the row. Kept small (a statistics
+ * comparison holds one per leaf): the statistics are derived from the two
+ * sides when asked for, the reason text is formatted when asked for. */
 typedef struct np_cmp_row {
     const np_cmp_side *bench;     /* NULL for cmp-only rows */
     const np_cmp_side *cmp;       /* NULL for bench-only rows */
-    np_cmp_match match;
-    np_cmp_verdict verdict;
-    int call_index;               /* into pair->calls, -1 if the call is unknown */
+    np_cmp_metrics *m;            /* tensor mode: the row's metrics (NaN where not
+                                   * computed); NULL in statistics and md5 mode */
+    const char *reason;           /* why (error/warning) or a note, "" if none: the text,
+                                   * or when n_reason_args > 0 its format (read it with
+                                   * np_cmp_row_reason) */
+    double reason_args[2];        /* the numbers of a formatted reason */
     double severity;              /* >= 1: error; 0 for exact agreement */
-    const char *reason;           /* why (error/warning) or a note; "" if none */
-    np_cmp_metrics m;             /* tensor mode (NaN where not computed) */
-    np_cmp_stats st;              /* statistics mode */
+    int call_index;               /* into pair->calls, -1 if the call is unknown */
+    int8_t match;                 /* np_cmp_match */
+    int8_t verdict;               /* np_cmp_verdict */
+    int8_t has_stats;             /* 1: statistics compared (np_cmp_row_stats gives numbers) */
+    int8_t n_reason_args;         /* 0..2 */
 } np_cmp_row;
+
+/* The reason of a row as text: `reason` itself, or formatted into buf
+ * (cap bytes; 256 are always enough for a formatted reason). Returns the
+ * text (borrowed from the row or buf). */
+const char *np_cmp_row_reason(char *buf, size_t cap, const np_cmp_row *r);
+
+/* Statistics-mode numbers of a matched row: cmp - bench of max, min, mean
+ * and norm and |diff / bench|; all NaN when the statistics were not
+ * compared (unmatched, kwargs, shape or dtype mismatch, md5 rows, tensor
+ * rows with payloads). */
+void np_cmp_row_stats(np_cmp_stats *out, const np_cmp_row *r);
 
 typedef struct np_cmp_call {
     const char *name;             /* "Functional.linear.3.forward" */
