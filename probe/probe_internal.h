@@ -58,6 +58,9 @@ typedef struct np_stats_scratch {
 void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void *data,
                       int64_t numel, np_stats_scratch *scratch);
 void np_stats_scratch_free(np_stats_scratch *s);
+/* Tests: 1 makes the float32 statistics take the portable C path instead of
+ * the AVX-512/AVX2 one picked at run time (the results are the same bits). */
+void np_stats_force_portable(int on);
 
 /* ---- the HDF5 step writer (not thread-safe; one owner) ----------------- */
 

@@ -4,13 +4,22 @@
  * run in parallel (OpenMP) for large tensors and their partials are combined
  * in chunk order, so the result never depends on the thread count. Inside a
  * chunk interleaved lanes (8 for float32, 4 otherwise) keep the loop short of
- * dependency chains. */
+ * dependency chains. The float32 fast path runs in AVX-512 or AVX2 registers
+ * when the CPU has them (picked at run time) with the same lanes and order,
+ * so every CPU gives the same bits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
 #include "probe_internal.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define NP_STATS_X86 1
+#include <immintrin.h>
+#else
+#define NP_STATS_X86 0
+#endif
 
 #define CHUNK ((int64_t)1 << 16)   /* elements per chunk; a multiple of LANES and FLANES */
 #define PAR_MIN_CHUNKS 4           /* parallel only from this many chunks */
@@ -84,7 +93,8 @@ static void lanes_init(float *mx, float *mn, double *s, double *q)
     }
 }
 
-static int chunk_f32_fast(part *p, const float *x, int64_t n)
+/* The portable fast path (any CPU). */
+static int chunk_f32_fast_c(part *p, const float *x, int64_t n)
 {
     float mx[FLANES], mn[FLANES];
     double s[FLANES], q[FLANES];
@@ -124,6 +134,141 @@ static int chunk_f32_fast(part *p, const float *x, int64_t n)
         p->sumsq += d * d;
     }
     return 1;
+}
+
+/* The same fast path in one pass with x86 vector registers: the FLANES
+ * double lanes are one zmm (AVX-512) or two ymm (AVX2), element i still goes
+ * to lane i % FLANES, each lane still adds its elements in index order
+ * (multiply, then add: no fused multiply-add, -ffp-contract=off), the lanes
+ * are folded by fold_f32 and the tail is added after, so the sums are the
+ * same bits as chunk_f32_fast_c's on every CPU. Sums are computed while the
+ * finiteness is checked; a chunk with a NaN/Inf throws them away (returns 0)
+ * and takes the slow path, exactly as before. */
+#if NP_STATS_X86
+__attribute__((target("avx512f"))) static int chunk_f32_fast_avx512(part *p, const float *x,
+                                                                      int64_t n)
+{
+    __m512d s = _mm512_setzero_pd(), q = _mm512_setzero_pd();
+    __m512 vmx = _mm512_set1_ps(-INFINITY), vmn = _mm512_set1_ps(INFINITY);
+    __m512 z = _mm512_setzero_ps();
+    int64_t nb = n - n % FLANES, n16 = n - n % 16, i = 0;
+    for (; i < n16; i += 16) {
+        __m512 v = _mm512_loadu_ps(x + i);
+        z = _mm512_add_ps(z, _mm512_sub_ps(v, v));
+        vmx = _mm512_max_ps(vmx, v);
+        vmn = _mm512_min_ps(vmn, v);
+        __m512d lo = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+        __m512d hi = _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8));
+        s = _mm512_add_pd(s, lo);
+        q = _mm512_add_pd(q, _mm512_mul_pd(lo, lo));
+        s = _mm512_add_pd(s, hi);
+        q = _mm512_add_pd(q, _mm512_mul_pd(hi, hi));
+    }
+    float zs = _mm512_reduce_add_ps(z);
+    float fmx = _mm512_reduce_max_ps(vmx), fmn = _mm512_reduce_min_ps(vmn);
+    if (i < nb) { /* one block of 8 left */
+        __m256 v = _mm256_loadu_ps(x + i);
+        __m512d d = _mm512_cvtps_pd(v);
+        s = _mm512_add_pd(s, d);
+        q = _mm512_add_pd(q, _mm512_mul_pd(d, d));
+    }
+    for (; i < n; i++) {
+        float v = x[i];
+        zs += v - v;
+        fmx = v > fmx ? v : fmx;
+        fmn = v < fmn ? v : fmn;
+    }
+    if (isnan(zs))
+        return 0;
+    float mx[FLANES], mn[FLANES];
+    double sa[FLANES], qa[FLANES];
+    lanes_init(mx, mn, sa, qa);
+    mx[0] = fmx;
+    mn[0] = fmn;
+    _mm512_storeu_pd(sa, s);
+    _mm512_storeu_pd(qa, q);
+    p->nfin += n;
+    fold_f32(p, mx, mn, sa, qa);
+    for (i = nb; i < n; i++) {
+        double d = (double)x[i];
+        p->sum += d;
+        p->sumsq += d * d;
+    }
+    return 1;
+}
+
+__attribute__((target("avx2"))) static int chunk_f32_fast_avx2(part *p, const float *x,
+                                                                 int64_t n)
+{
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, q0 = s0, q1 = s0;
+    __m256 vmx = _mm256_set1_ps(-INFINITY), vmn = _mm256_set1_ps(INFINITY);
+    __m256 z = _mm256_setzero_ps();
+    int64_t nb = n - n % FLANES, i = 0;
+    for (; i < nb; i += FLANES) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        z = _mm256_add_ps(z, _mm256_sub_ps(v, v));
+        vmx = _mm256_max_ps(vmx, v);
+        vmn = _mm256_min_ps(vmn, v);
+        __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));
+        __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));
+        s0 = _mm256_add_pd(s0, lo);
+        q0 = _mm256_add_pd(q0, _mm256_mul_pd(lo, lo));
+        s1 = _mm256_add_pd(s1, hi);
+        q1 = _mm256_add_pd(q1, _mm256_mul_pd(hi, hi));
+    }
+    float zl[8], mxl[8], mnl[8];
+    _mm256_storeu_ps(zl, z);
+    _mm256_storeu_ps(mxl, vmx);
+    _mm256_storeu_ps(mnl, vmn);
+    float zs = 0.0f, fmx = -INFINITY, fmn = INFINITY;
+    for (int l = 0; l < 8; l++) {
+        zs += zl[l];
+        fmx = mxl[l] > fmx ? mxl[l] : fmx;
+        fmn = mnl[l] < fmn ? mnl[l] : fmn;
+    }
+    for (; i < n; i++) {
+        float v = x[i];
+        zs += v - v;
+        fmx = v > fmx ? v : fmx;
+        fmn = v < fmn ? v : fmn;
+    }
+    if (isnan(zs))
+        return 0;
+    float mx[FLANES], mn[FLANES];
+    double sa[FLANES], qa[FLANES];
+    lanes_init(mx, mn, sa, qa);
+    mx[0] = fmx;
+    mn[0] = fmn;
+    _mm256_storeu_pd(sa, s0);
+    _mm256_storeu_pd(sa + 4, s1);
+    _mm256_storeu_pd(qa, q0);
+    _mm256_storeu_pd(qa + 4, q1);
+    p->nfin += n;
+    fold_f32(p, mx, mn, sa, qa);
+    for (i = nb; i < n; i++) {
+        double d = (double)x[i];
+        p->sum += d;
+        p->sumsq += d * d;
+    }
+    return 1;
+}
+#endif
+
+static int simd_off; /* np_stats_force_portable */
+
+void np_stats_force_portable(int on) { simd_off = on; }
+
+static int chunk_f32_fast(part *p, const float *x, int64_t n)
+{
+#if NP_STATS_X86
+    if (!simd_off) {
+        if (__builtin_cpu_supports("avx512f"))
+            return chunk_f32_fast_avx512(p, x, n);
+        if (__builtin_cpu_supports("avx2"))
+            return chunk_f32_fast_avx2(p, x, n);
+    }
+#endif
+    return chunk_f32_fast_c(p, x, n);
 }
 
 static void chunk_f32(part *p, const float *x, int64_t n)

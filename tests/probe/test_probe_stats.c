@@ -3,7 +3,10 @@
  * elements and zlib's crc32 over the whole buffer, on crafted tensors (empty,
  * one element, all NaN, mixed +-Inf, bf16/fp16-rounded values, float64 and
  * integer storage) and on a large tensor cut into parallel chunks, whose
- * result must not depend on the thread count. */
+ * result must not depend on the thread count. The float32 sums must also be
+ * exactly the documented order (docs/FORMAT.md: 8 lanes, element i in lane
+ * i % 8, lanes folded pairwise, the n % 8 tail after), on the vector path
+ * chosen for this CPU and on the portable one. */
 #include <math.h>
 #include <omp.h>
 #include <stdint.h>
@@ -13,6 +16,9 @@
 
 #include "check.h"
 #include "nprobe/probe.h"
+
+/* probe/probe_internal.h: 1 forces the portable statistics kernel. */
+void np_stats_force_portable(int on);
 
 typedef struct ref {
     double max, min, mean, norm;
@@ -167,6 +173,53 @@ int main(void)
         CHECK_EQ_FLOAT(st.mean, 0.75);
         CHECK_EQ_FLOAT(st.max, 1.0);
         CHECK_EQ_INT(crc, (uint32_t)crc32(0L, bl, 4));
+    }
+    /* The documented float32 summation order, bit for bit, for every length
+     * up to 200 and a few across a chunk (65536 elements), finite data; the
+     * vector and the portable kernels must both give it. */
+    {
+        size_t lens[] = {1000, 4095, 65535, 65536, 65543};
+        float *x = malloc(65543 * sizeof *x);
+        uint32_t s = 7;
+        for (size_t i = 0; i < 65543; i++) {
+            s = s * 1664525u + 1013904223u;
+            /* magnitudes over 2^-20..2^20: double sums round, so a different
+             * order gives different bits */
+            x[i] = ((float)(s >> 8) / 16777216.0f - 0.3f) * ldexpf(1.0f, (int)(s % 41) - 20);
+        }
+        for (size_t k = 0; k < 200 + sizeof lens / sizeof lens[0]; k++) {
+            size_t n = k < 200 ? k + 1 : lens[k - 200];
+            size_t chunk = 65536;
+            double sum = 0.0, sq = 0.0;
+            for (size_t c0 = 0; c0 < n; c0 += chunk) {
+                size_t m = n - c0 < chunk ? n - c0 : chunk;
+                double ls[8] = {0}, lq[8] = {0};
+                size_t mb = m - m % 8;
+                for (size_t i = 0; i < mb; i++) {
+                    double d = (double)x[c0 + i];
+                    ls[i % 8] += d;
+                    lq[i % 8] += d * d;
+                }
+                double cs = ((ls[0] + ls[1]) + (ls[2] + ls[3])) + ((ls[4] + ls[5]) + (ls[6] + ls[7]));
+                double cq = ((lq[0] + lq[1]) + (lq[2] + lq[3])) + ((lq[4] + lq[5]) + (lq[6] + lq[7]));
+                for (size_t i = mb; i < m; i++) {
+                    double d = (double)x[c0 + i];
+                    cs += d;
+                    cq += d * d;
+                }
+                sum = c0 == 0 ? cs : sum + cs;
+                sq = c0 == 0 ? cq : sq + cq;
+            }
+            for (int portable = 0; portable < 2; portable++) {
+                np_stats_force_portable(portable);
+                np_probe_stats st;
+                np_probe_tensor_stats(&st, NULL, NP_FLOAT32, x, (int64_t)n);
+                CHECK_EQ_FLOAT(st.mean, sum / (double)n);
+                CHECK_EQ_FLOAT(st.norm, sqrt(sq));
+            }
+            np_stats_force_portable(0);
+        }
+        free(x);
     }
     /* Large: many chunks in parallel; same bits with 1 and 2 threads. */
     {
