@@ -6,8 +6,79 @@
 #include <string.h>
 
 #include "rt_internal.h"
+#include "vmath.h"
 
 /* ---- layer_norm --------------------------------------------------------- */
+/* Row sums in double over 8 interleaved partial sums (element c goes to
+ * lane c mod 8), combined pairwise: a fixed order, the same whatever the
+ * thread count or vector width, that GCC vectorises (a single running sum
+ * cannot be). Each row kernel is cloned for AVX-512/AVX2/baseline. */
+#define LN_LANES 8
+static inline double ln_combine(const double *p)
+{
+    return ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+}
+
+RT_VCLONES static void layer_norm_row(const float *xr, const float *w, const float *b, float *yr,
+                                      int64_t C, double eps, float *mean_out, float *rstd_out)
+{
+    double p[LN_LANES] = {0};
+    int64_t c8 = C / LN_LANES * LN_LANES;
+    for (int64_t c = 0; c < c8; c += LN_LANES)
+        for (int j = 0; j < LN_LANES; j++)
+            p[j] += xr[c + j];
+    for (int64_t c = c8; c < C; c++)
+        p[c - c8] += xr[c];
+    double m = ln_combine(p) / (double)C;
+    double q[LN_LANES] = {0};
+    for (int64_t c = 0; c < c8; c += LN_LANES)
+        for (int j = 0; j < LN_LANES; j++)
+            q[j] += (xr[c + j] - m) * (xr[c + j] - m);
+    for (int64_t c = c8; c < C; c++)
+        q[c - c8] += (xr[c] - m) * (xr[c] - m);
+    double v = ln_combine(q) / (double)C;
+    double rs = 1.0 / sqrt(v + eps);
+    if (w && b)
+        for (int64_t c = 0; c < C; c++)
+            yr[c] = (float)((xr[c] - m) * rs * w[c] + b[c]);
+    else if (w)
+        for (int64_t c = 0; c < C; c++)
+            yr[c] = (float)((xr[c] - m) * rs * w[c]);
+    else if (b)
+        for (int64_t c = 0; c < C; c++)
+            yr[c] = (float)((xr[c] - m) * rs + b[c]);
+    else
+        for (int64_t c = 0; c < C; c++)
+            yr[c] = (float)((xr[c] - m) * rs);
+    *mean_out = (float)m;
+    *rstd_out = (float)rs;
+}
+
+/* dx of one row: rs (dxh - mean(dxh) - xh mean(dxh xh)), dxh = g w. */
+RT_VCLONES static void layer_norm_row_bwd(const float *xr, const float *gr, const float *w, float *dxr,
+                                          int64_t C, double m, double rs, int nomean)
+{
+    double p1[LN_LANES] = {0}, p2[LN_LANES] = {0};
+    int64_t c8 = C / LN_LANES * LN_LANES;
+    for (int64_t c = 0; c < c8; c += LN_LANES)
+        for (int j = 0; j < LN_LANES; j++) {
+            double dxh = (double)gr[c + j] * (w ? (double)w[c + j] : 1.0);
+            p1[j] += dxh;
+            p2[j] += dxh * ((xr[c + j] - m) * rs);
+        }
+    for (int64_t c = c8; c < C; c++) {
+        double dxh = (double)gr[c] * (w ? (double)w[c] : 1.0);
+        p1[c - c8] += dxh;
+        p2[c - c8] += dxh * ((xr[c] - m) * rs);
+    }
+    double s1 = ln_combine(p1) / (double)C, s2 = ln_combine(p2) / (double)C;
+    for (int64_t c = 0; c < C; c++) {
+        double dxh = (double)gr[c] * (w ? (double)w[c] : 1.0);
+        double xh = (xr[c] - m) * rs;
+        dxr[c] = (float)(nomean ? rs * dxh : rs * (dxh - s1 - xh * s2));
+    }
+}
+
 static void layer_norm_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
 {
     const float *x = nd->in[0]->data, *g = gout[0];
@@ -18,22 +89,8 @@ static void layer_norm_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *
     if (gin[0]) {
         float *dx = gin[0];
 #pragma omp parallel for if (R * C > RT_PAR_MIN)
-        for (int64_t r = 0; r < R; r++) {
-            const float *xr = x + r * C, *gr = g + r * C;
-            double m = mean[r], rs = rstd[r], s1 = 0.0, s2 = 0.0;
-            for (int64_t c = 0; c < C; c++) {
-                double dxh = (double)gr[c] * (w ? w[c] : 1.0);
-                s1 += dxh;
-                s2 += dxh * ((xr[c] - m) * rs);
-            }
-            s1 /= (double)C;
-            s2 /= (double)C;
-            for (int64_t c = 0; c < C; c++) {
-                double dxh = (double)gr[c] * (w ? w[c] : 1.0);
-                double xh = (xr[c] - m) * rs;
-                dx[r * C + c] = (float)(nomean ? rs * dxh : rs * (dxh - s1 - xh * s2));
-            }
-        }
+        for (int64_t r = 0; r < R; r++)
+            layer_norm_row_bwd(x + r * C, g + r * C, w, dx + r * C, C, mean[r], rstd[r], nomean);
     }
     if (gin[1] || gin[2]) {
         int64_t nblk = (C + 15) / 16;
@@ -82,27 +139,8 @@ np_tensor *np_layer_norm(np_ctx *ctx, np_tensor *x, np_tensor *weight, np_tensor
     const float *xd = x->data, *w = weight ? weight->data : NULL, *b = bias ? bias->data : NULL;
     float *yd = y->data;
 #pragma omp parallel for if (R * C > RT_PAR_MIN)
-    for (int64_t r = 0; r < R; r++) {
-        const float *xr = xd + r * C;
-        double m = 0.0, v = 0.0;
-        for (int64_t c = 0; c < C; c++)
-            m += xr[c];
-        m /= (double)C;
-        for (int64_t c = 0; c < C; c++)
-            v += (xr[c] - m) * (xr[c] - m);
-        v /= (double)C;
-        double rs = 1.0 / sqrt(v + e);
-        for (int64_t c = 0; c < C; c++) {
-            double o = (xr[c] - m) * rs;
-            if (w)
-                o *= w[c];
-            if (b)
-                o += b[c];
-            yd[r * C + c] = (float)o;
-        }
-        mean[r] = (float)m;
-        rstd[r] = (float)rs;
-    }
+    for (int64_t r = 0; r < R; r++)
+        layer_norm_row(xd + r * C, w, b, yd + r * C, C, e, mean + r, rstd + r);
     np_tensor *in[3] = {x, weight, bias};
     rt_node nd;
     rt_node_init(ctx, &nd, RT_OP_LAYER_NORM, in, 3);
@@ -119,6 +157,12 @@ np_tensor *np_layer_norm(np_ctx *ctx, np_tensor *x, np_tensor *weight, np_tensor
 /* ---- softmax ------------------------------------------------------------ */
 /* One row of n logits -> probabilities (y may alias x). fp16_nomax emulates the faulty
  * kernel: no max subtraction, exp and running sum rounded to float16. */
+RT_VCLONES static void softmax_exp_block(const float *x, float mx, double *e, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        e[i] = rt_exp_d((double)x[i] - mx);
+}
+
 void rt_softmax_row(const float *x, float *y, int64_t n, int fp16_nomax)
 {
     if (fp16_nomax) {
@@ -135,11 +179,17 @@ void rt_softmax_row(const float *x, float *y, int64_t n, int fp16_nomax)
     for (int64_t i = 0; i < n; i++)
         if (x[i] > mx || isnan(x[i]))
             mx = x[i];
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double e = exp((double)x[i] - mx);
-        y[i] = (float)e;
-        s += e;
+    /* exponentials in blocks (vectorised, vmath.h), summed in order; an
+     * exponent below -708 (a masked -inf logit) gives ~3e-308 instead of 0,
+     * which changes neither the sum nor any float output */
+    double s = 0.0, e[256];
+    for (int64_t i0 = 0; i0 < n; i0 += 256) {
+        int64_t len = n - i0 < 256 ? n - i0 : 256;
+        softmax_exp_block(x + i0, mx, e, len);
+        for (int64_t i = 0; i < len; i++) {
+            y[i0 + i] = (float)e[i];
+            s += e[i];
+        }
     }
     for (int64_t i = 0; i < n; i++)
         y[i] = (float)((double)y[i] / s);
