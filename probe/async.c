@@ -87,14 +87,14 @@ static void process(np_aw *a, const msg_hdr *h)
         np_entry_rec rec = *(const np_entry_rec *)(const void *)body;
         const unsigned char *data = body + round_up(sizeof rec);
         if (h->pad & F_CRC)
-            rec.crc32 = (uint32_t)crc32_z(0L, data, payload_bytes(&rec));
+            rec.crc32 = np_crc32(0, data, payload_bytes(&rec));
         st = np_h5w_entry(a->w, &rec, data, &a->err);
         break;
     }
     case M_ENTRY_BIG: {
         big_msg m = *(const big_msg *)(const void *)body;
         if (h->pad & F_CRC)
-            m.rec.crc32 = (uint32_t)crc32_z(0L, m.data, m.nbytes);
+            m.rec.crc32 = np_crc32(0, m.data, m.nbytes);
         st = np_h5w_entry(a->w, &m.rec, m.data, &a->err);
         break;
     }

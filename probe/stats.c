@@ -363,7 +363,7 @@ static void run_chunk(part *p, np_dtype dt, const void *data, int64_t off, int64
     }
     p->nbytes = (size_t)n * es;
     if (want_crc)
-        p->crc = (uint32_t)crc32(0L, bytes, (uInt)p->nbytes);
+        p->crc = np_crc32(0, bytes, p->nbytes);
 }
 
 static void combine(part *acc, const part *p, int want_crc)
@@ -426,7 +426,7 @@ void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void
                     combine(&acc, &p, 0);
                 }
 #pragma omp section
-                whole = (uint32_t)crc32_z(0L, data,
+                whole = np_crc32(0, data,
                                           (size_t)numel * np_dtype_storage_size(dt));
             }
             acc.crc = whole;

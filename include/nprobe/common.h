@@ -103,6 +103,11 @@ void np_sha256_final(np_sha256 *s, unsigned char digest[32]);
 /* One-shot: 64 lowercase hex digits plus NUL into `hex`. */
 void np_sha256_hex(char hex[65], const void *data, size_t n);
 
+/* ---- CRC-32, common/crc32.c ---------------------------------------------- */
+/* zlib's crc32 (same polynomial and results; start with crc 0), folded with
+ * carry-less multiplies where the CPU has them. buf may be NULL when len 0. */
+uint32_t np_crc32(uint32_t crc, const void *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,77 @@
+/* common/crc32.c - zlib's crc32 (same polynomial, same results), faster:
+ * on x86-64 CPUs with PCLMULQDQ (checked at run time) the buffer is folded
+ * 64 bytes at a time in four 128-bit lanes with carry-less multiplies, the
+ * lanes are folded into one, and that 16-byte remainder plus the last < 16
+ * bytes go through zlib's crc32. Elsewhere, and for short buffers, it is
+ * zlib's crc32.
+ *
+ * Folding (bit-reflected CRC, as zlib's): a 16-byte lane read little-endian
+ * holds a polynomial whose first 8 bytes H are its x^127..x^64 half and last
+ * 8 bytes L its x^63..x^0 half. Moving the lane D bits further down the
+ * message multiplies it by x^D; modulo P that is H*(x^(D+64) mod P) +
+ * L*(x^D mod P), a polynomial of degree < 96 that is xor-ed into the lane
+ * D bits ahead. In this reflected layout a carry-less product comes out one
+ * degree low, so the constants are x^(D+63) mod P and x^(D-1) mod P, stored
+ * with the coefficient of x^m at bit 63 - m. The initial register (~crc) is
+ * xor-ed into the first 4 bytes; the folded 16 bytes R then satisfy
+ * crc32 = zlib_crc32(zlib_crc32(0xffffffff, R), rest). */
+#include <zlib.h>
+
+#include "nprobe/common.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* D = 512 (four lanes ahead) and D = 128 (one lane ahead), P = 0x104c11db7. */
+#define K512_H 0x653d982200000000ULL /* x^575 mod P */
+#define K512_L 0xcad38e8f00000000ULL /* x^511 mod P */
+#define K128_H 0x65673b4600000000ULL /* x^191 mod P */
+#define K128_L 0x9ba54c6f00000000ULL /* x^127 mod P */
+
+__attribute__((target("pclmul,sse2"))) static __m128i fold(__m128i x, __m128i k)
+{
+    return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
+}
+
+/* len >= 64. */
+__attribute__((target("pclmul,sse2"))) static uint32_t crc32_fold(uint32_t crc,
+                                                                   const unsigned char *p,
+                                                                   size_t len)
+{
+    const __m128i k4 = _mm_set_epi64x((long long)K512_L, (long long)K512_H);
+    const __m128i k1 = _mm_set_epi64x((long long)K128_L, (long long)K128_H);
+    __m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i x1 = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
+    __m128i x2 = _mm_loadu_si128((const __m128i *)(const void *)(p + 32));
+    __m128i x3 = _mm_loadu_si128((const __m128i *)(const void *)(p + 48));
+    x0 = _mm_xor_si128(x0, _mm_cvtsi32_si128((int)~crc));
+    size_t off = 64;
+    for (; len - off >= 64; off += 64) {
+        const unsigned char *q = p + off;
+        x0 = _mm_xor_si128(fold(x0, k4), _mm_loadu_si128((const __m128i *)(const void *)q));
+        x1 = _mm_xor_si128(fold(x1, k4), _mm_loadu_si128((const __m128i *)(const void *)(q + 16)));
+        x2 = _mm_xor_si128(fold(x2, k4), _mm_loadu_si128((const __m128i *)(const void *)(q + 32)));
+        x3 = _mm_xor_si128(fold(x3, k4), _mm_loadu_si128((const __m128i *)(const void *)(q + 48)));
+    }
+    __m128i x = _mm_xor_si128(fold(x0, k1), x1);
+    x = _mm_xor_si128(fold(x, k1), x2);
+    x = _mm_xor_si128(fold(x, k1), x3);
+    for (; len - off >= 16; off += 16)
+        x = _mm_xor_si128(fold(x, k1), _mm_loadu_si128((const __m128i *)(const void *)(p + off)));
+    unsigned char r[16];
+    _mm_storeu_si128((__m128i *)(void *)r, x);
+    uLong c = crc32(0xffffffffUL, r, 16);
+    return (uint32_t)crc32_z(c, p + off, len - off);
+}
+#endif
+
+uint32_t np_crc32(uint32_t crc, const void *buf, size_t len)
+{
+    if (!buf || len == 0)
+        return crc;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (len >= 64 && __builtin_cpu_supports("pclmul"))
+        return crc32_fold(crc, buf, len);
+#endif
+    return (uint32_t)crc32_z(crc, buf, len);
+}
