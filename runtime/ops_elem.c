@@ -54,6 +54,19 @@ static double ew_dfdx(int kind, double x)
  * the logical dtype. Blocks are independent, so OpenMP splits them freely. */
 #define RT_VBLOCK 2048
 
+/* 1 if any of x[0..n) is NaN or infinite (an all-ones exponent), in a
+ * branch-free pass that vectorises */
+static inline int any_nonfinite(const float *x, int64_t n)
+{
+    uint32_t acc = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        acc |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
+    }
+    return acc != 0;
+}
+
 RT_VCLONES static void gelu_fwd_block(const float *x, float *y, double *cdf, int64_t n, np_dtype dt)
 {
     if (cdf) {
@@ -68,13 +81,14 @@ RT_VCLONES static void gelu_fwd_block(const float *x, float *y, double *cdf, int
             y[i] = (float)(xi * rt_norm_cdf(xi));
         }
     }
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) {
-            double xi = x[i], c = 0.5 * (1.0 + erf(xi * SQRT1_2));
-            if (cdf)
-                cdf[i] = c;
-            y[i] = (float)(xi * c);
-        }
+    if (any_nonfinite(x, n))
+        for (int64_t i = 0; i < n; i++)
+            if (!isfinite(x[i])) {
+                double xi = x[i], c = 0.5 * (1.0 + erf(xi * SQRT1_2));
+                if (cdf)
+                    cdf[i] = c;
+                y[i] = (float)(xi * c);
+            }
     if (dt != NP_FLOAT32)
         for (int64_t i = 0; i < n; i++)
             y[i] = np_round_to(dt, y[i]);
@@ -86,11 +100,12 @@ RT_VCLONES static void gelu_bwd_block(const float *x, const double *cdf, const f
         double xi = x[i];
         d[i] = (float)((double)g[i] * (cdf[i] + xi * INV_SQRT_2PI * rt_exp_d(-0.5 * xi * xi)));
     }
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) {
-            double xi = x[i];
-            d[i] = (float)((double)g[i] * (cdf[i] + xi * INV_SQRT_2PI * exp(-0.5 * xi * xi)));
-        }
+    if (any_nonfinite(x, n))
+        for (int64_t i = 0; i < n; i++)
+            if (!isfinite(x[i])) {
+                double xi = x[i];
+                d[i] = (float)((double)g[i] * (cdf[i] + xi * INV_SQRT_2PI * exp(-0.5 * xi * xi)));
+            }
 }
 
 static void ew_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
