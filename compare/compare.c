@@ -283,13 +283,19 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
     p->priv = pv;
     cmp_dump bd, cd;
-    np_status st = cmp_dump_open(&bd, bench_h5, &pv->arena, err);
+    cmp_map bench_names = {0};
+    np_status st = cmp_dump_open(&bd, bench_h5, NULL, NULL, &pv->arena, err);
     if (st != NP_OK) {
         np_cmp_pair_free(p);
         return st;
     }
-    st = cmp_dump_open(&cd, cmp_h5, &pv->arena, err);
+    if (cmp_names_map(&bench_names, &bd) != 0)
+        st = np_error_set(err, NP_ERR_NOMEM, bench_h5, NULL, "out of memory for %zu names",
+                          bd.n_entries);
+    if (st == NP_OK)
+        st = cmp_dump_open(&cd, cmp_h5, &bd, &bench_names, &pv->arena, err);
     if (st != NP_OK) {
+        cmp_map_free(&bench_names);
         free(bd.entries);
         free(bd.calls);
         cmp_dump_close(&bd);
@@ -326,7 +332,8 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
     if (bd.step >= 0 && cd.step >= 0 && bd.step != cd.step)
         note(p, "Steps differ between the two files (bench step %lld, cmp step %lld).",
              (long long)bd.step, (long long)cd.step);
-    st = cmp_match(p, &bd, &cd, o->fuzzy, map, &pv->arena, err);
+    st = cmp_match(p, &bd, &cd, &bench_names, o->fuzzy, map, &pv->arena, err);
+    cmp_map_free(&bench_names);
     if (st == NP_OK && p->mode == NP_CMP_MODE_TENSOR) {
         /* metrics only in tensor mode: a statistics row stays small */
         pv->metrics = malloc((p->n_rows + 1) * sizeof *pv->metrics);
@@ -340,6 +347,15 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
     }
     if (st == NP_OK)
         st = build_calls(p, &bd, &cd, err);
+    if (st == NP_OK) {
+        /* p->calls holds what is needed of the /calls records (their
+         * strings stay in the arena) */
+        free(pv->bench_calls);
+        free(pv->cmp_calls);
+        pv->bench_calls = pv->cmp_calls = NULL;
+        bd.calls = cd.calls = NULL;
+        bd.n_calls = cd.n_calls = 0;
+    }
     if (st == NP_OK && p->mode == NP_CMP_MODE_TENSOR)
         st = compare_payloads(p, &bd, &cd, pair_index, n_pairs, o);
     if (st == NP_OK) {

@@ -39,8 +39,9 @@ static const uint64_t pow10u[18] = {
  * most one, corrected by the range check). */
 static int digits(uint64_t *d, int *e10, double ax, int prec)
 {
-    int be;
-    frexp(ax, &be); /* ax in [2^(be-1), 2^be) */
+    uint64_t bits;
+    memcpy(&bits, &ax, sizeof bits);
+    int be = (int)((bits >> 52) & 0x7ff) - 1022; /* ax (normal) in [2^(be-1), 2^be) */
     int e = (int)floor((be - 1) * 0.30102999566398120);
     long double lo = (long double)pow10u[prec - 1], hi = (long double)pow10u[prec];
     for (int attempt = 0; attempt < 3; attempt++) {
@@ -76,6 +77,29 @@ static int digits(uint64_t *d, int *e10, double ax, int prec)
 }
 #endif
 
+/* The n (1..17) decimal digits of d (< 10^n), leading zeros included. Two
+ * digits at a time, in 32-bit halves. */
+static void put_digits(char *dig, uint64_t d, int n)
+{
+    static const char pairs[201] =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+        "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+        "8081828384858687888990919293949596979899";
+    uint32_t lo = (uint32_t)(d % 100000000u), hi = (uint32_t)(d / 100000000u);
+    char tmp[24];
+    /* 8 low digits, then up to 9 high digits (at most 10^17 / 10^8 < 10^9) */
+    for (int i = 22; i > 14; i -= 2) {
+        memcpy(tmp + i, pairs + 2 * (lo % 100), 2);
+        lo /= 100;
+    }
+    for (int i = 14; i > 4; i -= 2) {
+        memcpy(tmp + i, pairs + 2 * (hi % 100), 2);
+        hi /= 100;
+    }
+    /* tmp[6..23] holds the 18 digits of d; take the last n */
+    memcpy(dig, tmp + 24 - n, (size_t)n);
+}
+
 int cmp_fmt_g(char *buf, double x, int prec)
 {
 #if LDBL_MANT_DIG >= 64
@@ -83,11 +107,8 @@ int cmp_fmt_g(char *buf, double x, int prec)
     uint64_t d;
     int e;
     if (prec >= 1 && prec <= 17 && isfinite(x) && ax >= DBL_MIN && digits(&d, &e, ax, prec)) {
-        char dig[17];
-        for (int i = prec - 1; i >= 0; i--) {
-            dig[i] = (char)('0' + d % 10);
-            d /= 10;
-        }
+        char dig[18];
+        put_digits(dig, d, prec);
         int nd = prec;
         while (nd > 1 && dig[nd - 1] == '0')
             nd--;
@@ -150,8 +171,10 @@ const char *np_cmp_row_reason(char *buf, size_t cap, const np_cmp_row *r)
     char num[CMP_G17_MAX];
     for (const char *f = r->reason; *f; f++) {
         const char *piece = f;
-        size_t len = 1;
-        if (f[0] == '%') {
+        size_t len = strcspn(f, "%");
+        if (len)
+            f += len - 1; /* a run of literal text */
+        else {
             int prec = 6;
             const char *q = f + 1;
             if (*q == '.') {
@@ -170,6 +193,8 @@ const char *np_cmp_row_reason(char *buf, size_t cap, const np_cmp_row *r)
                 piece = num;
                 arg++;
                 f = q + 2;
+            } else {
+                len = 1; /* a lone '%' */
             }
         }
         if (len > cap - 1 - n)

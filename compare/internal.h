@@ -46,12 +46,18 @@ typedef struct cmp_dump {
     int64_t step, rank, complete, format_version;
     np_cmp_side *entries; size_t n_entries;
     cmp_call_rec *calls; size_t n_calls;
+    const np_cmp_side *twin_entries; /* the other side's entries, or NULL */
+    const cmp_map *twin_names;       /* their names -> index */
 } cmp_dump;
 
 /* Open `path`, check it is an nprobe dump, read its attributes, /entries
  * (in chunks, into compact records stored in `arena`) and /calls. HDF5's
- * error printing is silenced; failures name the file. */
-np_status cmp_dump_open(cmp_dump *d, const char *path, cmp_arena *arena, np_error *err);
+ * error printing is silenced; failures name the file. With `twin` (the
+ * other side, already read) and `twin_names` (its leaf names -> index), a
+ * leaf also present there borrows its name, call and shape strings instead
+ * of storing copies (both sides live in the same arena). */
+np_status cmp_dump_open(cmp_dump *d, const char *path, const cmp_dump *twin,
+                        const cmp_map *twin_names, cmp_arena *arena, np_error *err);
 void cmp_dump_close(cmp_dump *d);
 
 /* ---- payloads ---------------------------------------------------------- */
@@ -104,8 +110,12 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err);
 typedef struct cmp_mapping cmp_mapping;
 np_status cmp_mapping_load(cmp_mapping **out, const char *path, np_error *err);
 void cmp_mapping_free(cmp_mapping *m);
-np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c, int fuzzy,
-                    const cmp_mapping *map, cmp_arena *arena, np_error *err);
+/* `bench_names`: the bench leaf names -> first index (cmp_names_map). */
+np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c,
+                    const cmp_map *bench_names, int fuzzy, const cmp_mapping *map,
+                    cmp_arena *arena, np_error *err);
+/* Leaf names of a dump -> index of their first row; 0 ok, -1 OOM. */
+int cmp_names_map(cmp_map *m, const cmp_dump *d);
 
 /* The private part behind np_cmp_pair.priv. */
 typedef struct cmp_pair_priv {

@@ -150,25 +150,32 @@ static int same_shape(const np_cmp_side *a, const np_cmp_side *b)
     return 1;
 }
 
-np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c, int fuzzy,
-                    const cmp_mapping *map, cmp_arena *arena, np_error *err)
+int cmp_names_map(cmp_map *m, const cmp_dump *d)
+{
+    if (cmp_map_init(m, d->n_entries) != 0)
+        return -1;
+    for (size_t j = 0; j < d->n_entries; j++)
+        if (cmp_map_get(m, d->entries[j].name) < 0 && cmp_map_put(m, d->entries[j].name, (int)j) != 0)
+            return -1;
+    return 0;
+}
+
+np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c,
+                    const cmp_map *bench_names, int fuzzy, const cmp_mapping *map,
+                    cmp_arena *arena, np_error *err)
 {
     size_t nb = b->n_entries, nc = c->n_entries;
-    cmp_map exact = {0}, keys = {0};
+    const cmp_map *exact = bench_names;
+    cmp_map keys = {0};
     int *next = NULL;     /* fuzzy: next bench index with the same key */
     char *used = calloc(nb + 1, 1);
     np_status st = NP_OK;
-    p->rows = calloc(nb + nc + 1, sizeof *p->rows);
-    if (!used || !p->rows || cmp_map_init(&exact, nb) != 0) {
+    /* rows: one per cmp leaf plus the unused bench leaves, counted below */
+    p->rows = calloc(nc + 1, sizeof *p->rows);
+    if (!used || !p->rows) {
         st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory matching %zu x %zu rows", nb, nc);
         goto done;
     }
-    for (size_t j = 0; j < nb; j++)
-        if (cmp_map_get(&exact, b->entries[j].name) < 0 &&
-            cmp_map_put(&exact, b->entries[j].name, (int)j) != 0) {
-            st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
-            goto done;
-        }
     if (fuzzy) {
         next = malloc((nb + 1) * sizeof *next);
         if (!next || cmp_map_init(&keys, nb) != 0) {
@@ -203,7 +210,7 @@ np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c, int fu
         int j = -1;
         np_cmp_match how = NP_MATCH_CMP_ONLY;
         if (!fuzzy) {
-            j = cmp_map_get(&exact, look);
+            j = cmp_map_get(exact, look);
             if (j >= 0 && used[j])
                 j = -1;
             if (j >= 0)
@@ -226,6 +233,19 @@ np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c, int fu
         }
         r->match = how;
     }
+    size_t n_unused = 0;
+    for (size_t j = 0; j < nb; j++)
+        n_unused += !used[j];
+    if (n_unused) {
+        np_cmp_row *rows = realloc(p->rows, (nr + n_unused + 1) * sizeof *rows);
+        if (!rows) {
+            st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory matching %zu x %zu rows",
+                              nb, nc);
+            goto done;
+        }
+        p->rows = rows;
+        memset(p->rows + nr, 0, (n_unused + 1) * sizeof *rows);
+    }
     for (size_t j = 0; j < nb; j++) {
         if (used[j])
             continue;
@@ -238,7 +258,6 @@ np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c, int fu
 done:
     free(used);
     free(next);
-    cmp_map_free(&exact);
     cmp_map_free(&keys);
     return st;
 }

@@ -103,6 +103,9 @@ static np_status read_table(cmp_dump *d, cmp_arena *arena, const char *name, hid
     hid_t padded = mt >= 0 ? mem_type_like_file(mt, ft) : -1;
     if (padded >= 0)
         mt = padded;
+    /* the same type in file and memory: HDF5 copies whole records, so the
+     * buffer needs no clearing (members missing from an older file would) */
+    int same_type = ft >= 0 && mt >= 0 && H5Tequal(ft, mt) > 0;
     unsigned char *buf = malloc(ENTRY_CHUNK * recsize);
     np_status st = NP_OK;
     hsize_t n = 0;
@@ -122,7 +125,8 @@ static np_status read_table(cmp_dump *d, cmp_arena *arena, const char *name, hid
         hsize_t cnt = n - off < ENTRY_CHUNK ? n - off : ENTRY_CHUNK;
         hid_t ms = H5Screate_simple(1, &cnt, NULL);
         herr_t e = H5Sselect_hyperslab(space, H5S_SELECT_SET, &off, NULL, &cnt, NULL);
-        memset(buf, 0, cnt * recsize);
+        if (!same_type)
+            memset(buf, 0, cnt * recsize);
         if (e >= 0)
             e = H5Dread(ds, mt, ms, space, H5P_DEFAULT, buf);
         H5Sclose(ms);
@@ -171,19 +175,31 @@ static np_status entries_rows(cmp_dump *d, cmp_arena *arena, const void *recs, s
             return np_error_set(err, NP_ERR_FORMAT, d->path, r->name,
                                 "ndim %d out of range [0, %d] in /entries row %zu", r->ndim,
                                 NP_FMT_MAX_DIMS, off + i);
-        s->name = cmp_arena_strdup(arena, r->name);
-        s->call = prev_call && strcmp(prev_call, r->call) == 0 ? prev_call
-                                                                : cmp_arena_strdup(arena, r->call);
+        /* the same leaf on the other side: share its strings */
+        int j = d->twin_names ? cmp_map_get(d->twin_names, r->name) : -1;
+        const np_cmp_side *twin = j >= 0 ? &d->twin_entries[j] : NULL;
+        s->name = twin ? twin->name : cmp_arena_strdup(arena, r->name);
+        if (prev_call && strcmp(prev_call, r->call) == 0)
+            s->call = prev_call;
+        else if (twin && strcmp(twin->call, r->call) == 0)
+            s->call = twin->call;
+        else
+            s->call = cmp_arena_strdup(arena, r->call);
         prev_call = s->call;
         s->role = intern(arena, r->role, known_roles, 5);
         s->dtype = intern(arena, r->dtype, known_dtypes, 7);
-        int64_t *shape = r->ndim ? cmp_arena_alloc(arena, (size_t)r->ndim * sizeof(int64_t),
-                                                   sizeof(int64_t))
-                                 : NULL;
+        size_t shape_bytes = (size_t)r->ndim * sizeof(int64_t);
+        const int64_t *shape = NULL;
+        if (twin && twin->ndim == r->ndim && (!r->ndim || !memcmp(twin->shape, r->shape, shape_bytes))) {
+            shape = twin->shape;
+        } else if (r->ndim) {
+            int64_t *sh = cmp_arena_alloc(arena, shape_bytes, sizeof(int64_t));
+            if (sh)
+                memcpy(sh, r->shape, shape_bytes);
+            shape = sh;
+        }
         if (!s->name || !s->call || !s->role || !s->dtype || (r->ndim && !shape))
             return np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory reading /entries");
-        if (r->ndim)
-            memcpy(shape, r->shape, (size_t)r->ndim * sizeof(int64_t));
         s->shape = shape;
         s->ndim = (int8_t)r->ndim;
         s->seq = r->seq;
@@ -255,9 +271,14 @@ static np_status read_calls(cmp_dump *d, cmp_arena *arena, np_error *err)
     return st;
 }
 
-np_status cmp_dump_open(cmp_dump *d, const char *path, cmp_arena *arena, np_error *err)
+np_status cmp_dump_open(cmp_dump *d, const char *path, const cmp_dump *twin,
+                        const cmp_map *twin_names, cmp_arena *arena, np_error *err)
 {
     memset(d, 0, sizeof *d);
+    if (twin && twin_names) {
+        d->twin_entries = twin->entries;
+        d->twin_names = twin_names;
+    }
     d->file_id = d->data_group = -1;
     d->fd = -1;
     snprintf(d->path, sizeof d->path, "%s", path);

@@ -2,6 +2,7 @@
  * a row, the report file name, the advice text, and the csv and json
  * writers (streamed, numbers as %.17g). */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,14 +96,36 @@ static cmp_cell na(void)
     return c;
 }
 
+/* "[d0, d1, ...]" (cap >= 32); a shape that does not fit ends in "...]". */
 static const char *shape_str(char *buf, size_t cap, const np_cmp_side *s)
 {
     size_t len = 0;
-    len += (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < s->ndim && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", i ? ", " : "", (long long)s->shape[i]);
-    if (len < cap)
-        snprintf(buf + len, cap - len, "]");
+    buf[len++] = '[';
+    for (int i = 0; i < s->ndim; i++) {
+        char tmp[24];
+        int k = 0;
+        long long v = (long long)s->shape[i];
+        unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+        do {
+            tmp[k++] = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (v < 0)
+            tmp[k++] = '-';
+        if (len + (size_t)k + 2 + 5 > cap) {
+            memcpy(buf + len, "...", 3);
+            len += 3;
+            break;
+        }
+        if (i) {
+            buf[len++] = ',';
+            buf[len++] = ' ';
+        }
+        while (k)
+            buf[len++] = tmp[--k];
+    }
+    buf[len++] = ']';
+    buf[len] = '\0';
     return buf;
 }
 
@@ -296,139 +319,169 @@ np_status np_cmp_write_csv(const np_cmp_pair *p, const char *path, np_error *err
 
 /* ---- json ------------------------------------------------------------------- */
 
-static void json_str(FILE *f, const char *s)
+static void json_str(outbuf *b, const char *s)
 {
-    fputc('"', f);
+    ob_putc(b, '"');
     const unsigned char *u = (const unsigned char *)(s ? s : "");
     while (*u) {
         size_t run = 0;
         while (u[run] && u[run] != '"' && u[run] != '\\' && u[run] >= 0x20)
             run++;
         if (run) {
-            fwrite(u, 1, run, f);
+            ob_put(b, (const char *)u, run);
             u += run;
             continue;
         }
+        char esc[8];
         if (*u == '"' || *u == '\\')
-            fprintf(f, "\\%c", *u);
+            snprintf(esc, sizeof esc, "\\%c", *u);
         else
-            fprintf(f, "\\u%04x", *u);
+            snprintf(esc, sizeof esc, "\\u%04x", *u);
+        ob_put(b, esc, strlen(esc));
         u++;
     }
-    fputc('"', f);
+    ob_putc(b, '"');
 }
 
-static void json_num(FILE *f, double x)
+static void ob_puts(outbuf *b, const char *s)
+{
+    ob_put(b, s, strlen(s));
+}
+
+static void ob_printf(outbuf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static void ob_printf(outbuf *b, const char *fmt, ...)
+{
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        ob_put(b, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+static void json_num(outbuf *b, double x)
 {
     if (!isfinite(x)) {
         if (isnan(x))
-            fputs("null", f);
+            ob_puts(b, "null");
         else
-            fputs(x > 0 ? "\"inf\"" : "\"-inf\"", f);
+            ob_puts(b, x > 0 ? "\"inf\"" : "\"-inf\"");
         return;
     }
-    char buf[CMP_G17_MAX];
-    cmp_fmt_g17(buf, x);
-    fputs(buf, f);
+    ob_num(b, x);
 }
 
-static void json_call(FILE *f, const np_cmp_pair *p, int k)
+static void json_call(outbuf *f, const np_cmp_pair *p, int k)
 {
     const np_cmp_call *c = &p->calls[k];
     char chain[2048];
     cmp_module_chain(chain, sizeof chain, p, k);
-    fputs("{\"call\": ", f);
+    ob_puts(f, "{\"call\": ");
     json_str(f, c->name);
-    fputs(", \"seq\": ", f);
-    fprintf(f, "%lld", (long long)c->seq);
-    fputs(", \"module\": ", f);
+    ob_puts(f, ", \"seq\": ");
+    ob_printf(f, "%lld", (long long)c->seq);
+    ob_puts(f, ", \"module\": ");
     json_str(f, chain);
-    fputs(", \"callsite\": ", f);
+    ob_puts(f, ", \"callsite\": ");
     json_str(f, c->callsite);
-    fputs(", \"status\": ", f);
+    ob_puts(f, ", \"status\": ");
     json_str(f, np_cmp_call_status_name(c->status));
-    fputs(", \"reason\": ", f);
+    ob_puts(f, ", \"reason\": ");
     json_str(f, c->reason);
-    fputs(", \"input_severity\": ", f);
+    ob_puts(f, ", \"input_severity\": ");
     json_num(f, c->sev_in);
-    fputs(", \"output_severity\": ", f);
+    ob_puts(f, ", \"output_severity\": ");
     json_num(f, c->sev_out);
-    fputs(", \"worst_row\": ", f);
+    ob_puts(f, ", \"worst_row\": ");
     if (c->worst_row >= 0)
         json_str(f, p->rows[c->worst_row].cmp ? p->rows[c->worst_row].cmp->name : "");
     else
-        fputs("null", f);
-    fputc('}', f);
+        ob_puts(f, "null");
+    ob_putc(f, '}');
 }
 
 np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const char *path,
                             np_error *err)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot create the json report");
-    fputs("{\n\"inputs\": {\"bench\": ", f);
+    FILE *fp = fopen(path, "w");
+    outbuf *f = fp ? malloc(sizeof *f) : NULL;
+    if (!f) {
+        if (fp)
+            fclose(fp);
+        return np_error_set(err, fp ? NP_ERR_NOMEM : NP_ERR_IO, path, NULL,
+                            "cannot create the json report");
+    }
+    f->n = 0;
+    f->f = fp;
+    ob_puts(f, "{\n\"inputs\": {\"bench\": ");
     json_str(f, r ? r->bench_input : p->bench_path);
-    fputs(", \"cmp\": ", f);
+    ob_puts(f, ", \"cmp\": ");
     json_str(f, r ? r->cmp_input : p->cmp_path);
-    fputs(", \"bench_file\": ", f);
+    ob_puts(f, ", \"bench_file\": ");
     json_str(f, p->bench_path);
-    fputs(", \"cmp_file\": ", f);
+    ob_puts(f, ", \"cmp_file\": ");
     json_str(f, p->cmp_path);
-    fprintf(f, ", \"step\": %d, \"rank\": %d, \"mode\": ", p->step, p->rank);
+    ob_printf(f, ", \"step\": %d, \"rank\": %d, \"mode\": ", p->step, p->rank);
     json_str(f, np_cmp_mode_name(p->mode));
-    fputs(", \"notes\": ", f);
+    ob_puts(f, ", \"notes\": ");
     json_str(f, p->notes);
-    fputs("},\n\"summary\": {", f);
+    ob_puts(f, "},\n\"summary\": {");
     for (int v = 0; v < 3; v++)
-        fprintf(f, "%s\"%s\": %zu", v ? ", " : "", np_cmp_verdict_name((np_cmp_verdict)v),
+        ob_printf(f, "%s\"%s\": %zu", v ? ", " : "", np_cmp_verdict_name((np_cmp_verdict)v),
                 p->count_verdict[v]);
     for (int m = 0; m < 5; m++)
-        fprintf(f, ", \"%s\": %zu", np_cmp_match_name((np_cmp_match)m), p->count_match[m]);
-    fputs(", \"advice\": ", f);
+        ob_printf(f, ", \"%s\": %zu", np_cmp_match_name((np_cmp_match)m), p->count_match[m]);
+    ob_puts(f, ", \"advice\": ");
     json_str(f, np_cmp_advice(p));
-    fputs("},\n\"first_culprit\": ", f);
+    ob_puts(f, "},\n\"first_culprit\": ");
     if (p->n_culprits)
         json_call(f, p, p->culprits[0]);
     else
-        fputs("null", f);
-    fputs(",\n\"culprits\": [", f);
+        ob_puts(f, "null");
+    ob_puts(f, ",\n\"culprits\": [");
     for (size_t i = 0; i < p->n_culprits; i++) {
-        fputs(i ? ",\n  " : "\n  ", f);
+        ob_puts(f, i ? ",\n  " : "\n  ");
         json_call(f, p, p->culprits[i]);
     }
-    fputs("],\n\"issues\": [", f);
+    ob_puts(f, "],\n\"issues\": [");
     for (size_t i = 0; r && i < r->n_issues; i++) {
-        fputs(i ? ", " : "", f);
+        ob_puts(f, i ? ", " : "");
         json_str(f, r->issues[i].text);
     }
-    fputs("],\n\"headers\": [", f);
+    ob_puts(f, "],\n\"headers\": [");
     int nh;
     const char *const *h = np_cmp_headers(p->mode, &nh);
     for (int i = 0; i < nh; i++) {
-        fputs(i ? ", " : "", f);
+        ob_puts(f, i ? ", " : "");
         json_str(f, h[i]);
     }
-    fputs("],\n\"rows\": [", f);
+    ob_puts(f, "],\n\"rows\": [");
     cmp_cells cells;
     for (size_t i = 0; i < p->n_rows; i++) {
         cmp_row_cells(&cells, p, &p->rows[i]);
-        fputs(i ? ",\n[" : "\n[", f);
+        ob_puts(f, i ? ",\n[" : "\n[");
         for (int k = 0; k < cells.n; k++) {
             if (k)
-                fputs(", ", f);
+                ob_puts(f, ", ");
             const cmp_cell *c = &cells.c[k];
             if (c->kind == CELL_NUM)
                 json_num(f, c->num);
             else if (c->kind == CELL_STR)
                 json_str(f, c->str);
             else
-                fputs("null", f);
+                ob_puts(f, "null");
         }
-        fputc(']', f);
+        ob_putc(f, ']');
     }
-    fputs("\n]\n}\n", f);
-    if (ferror(f) | (fclose(f) != 0))
+    ob_puts(f, "\n]\n}\n");
+    ob_flush(f);
+    free(f);
+    if (ferror(fp) | (fclose(fp) != 0))
         return np_error_set(err, NP_ERR_IO, path, NULL, "writing the json report failed (disk full?)");
     return NP_OK;
 }

@@ -125,7 +125,7 @@ int cmp_map_get(const cmp_map *m, const char *key)
         return -1;
     size_t mask = m->cap - 1, i = (size_t)hash_str(key) & mask;
     while (m->keys[i]) {
-        if (strcmp(m->keys[i], key) == 0)
+        if (m->keys[i] == key || strcmp(m->keys[i], key) == 0)
             return m->vals[i];
         i = (i + 1) & mask;
     }

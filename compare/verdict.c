@@ -78,6 +78,12 @@ static np_cmp_tolerance row_tolerance(const np_cmp_pair *p, const char *dtype, c
     return t;
 }
 
+/* The tolerance of the last dtype seen: rows come in runs of one dtype. */
+typedef struct tol_memo {
+    const char *dtype;
+    np_cmp_tolerance t;
+} tol_memo;
+
 static int shapes_equal(const np_cmp_side *a, const np_cmp_side *b)
 {
     if (a->ndim != b->ndim)
@@ -248,7 +254,7 @@ static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t)
         set(r, NP_VERDICT_PASS, sev, "");
 }
 
-static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o)
+static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, tol_memo *memo)
 {
     if (!r->bench || !r->cmp) {
         set(r, NP_VERDICT_WARNING, 0,
@@ -279,7 +285,11 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o)
         set(r, NP_VERDICT_ERROR, INFINITY, "Dtype of NPU and bench Tensor do not match.");
         return;
     }
-    np_cmp_tolerance t = row_tolerance(p, c->dtype, o);
+    if (!memo->dtype || strcmp(memo->dtype, c->dtype) != 0) {
+        memo->t = row_tolerance(p, c->dtype, o);
+        memo->dtype = c->dtype;
+    }
+    np_cmp_tolerance t = memo->t;
     if (p->mode == NP_CMP_MODE_MD5) {
         if (b->crc32 == c->crc32)
             set(r, NP_VERDICT_PASS, 0, "");
@@ -296,9 +306,10 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o)
 {
     memset(p->count_verdict, 0, sizeof p->count_verdict);
     memset(p->count_match, 0, sizeof p->count_match);
+    tol_memo memo = {NULL, {0}};
     for (size_t i = 0; i < p->n_rows; i++) {
         np_cmp_row *r = &p->rows[i];
-        verdict_row(p, r, o);
+        verdict_row(p, r, o, &memo);
         if (!r->reason)
             r->reason = "";
         p->count_verdict[r->verdict]++;
