@@ -69,96 +69,108 @@ static void note(np_cmp_pair *p, const char *fmt, ...)
     va_end(ap);
 }
 
-typedef struct call_tmp {
-    np_cmp_call c;
-    size_t order;
-} call_tmp;
-
+/* Execution order: seq, then the order of first appearance (kept in
+ * worst_row while sorting). */
 static int cmp_call_seq(const void *x, const void *y)
 {
-    const call_tmp *a = x, *b = y;
-    if (a->c.seq != b->c.seq)
-        return a->c.seq < b->c.seq ? -1 : 1;
-    return a->order < b->order ? -1 : a->order > b->order;
+    const np_cmp_call *a = x, *b = y;
+    if (a->seq != b->seq)
+        return a->seq < b->seq ? -1 : 1;
+    return a->worst_row < b->worst_row ? -1 : a->worst_row > b->worst_row;
 }
 
+/* Append a call to p->calls (capacity *cap); 0 ok, -1 OOM. */
+static int push_call(np_cmp_pair *p, size_t *cap, np_cmp_call c)
+{
+    if (p->n_calls == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        np_cmp_call *v = realloc(p->calls, (nc + 1) * sizeof *v);
+        if (!v)
+            return -1;
+        p->calls = v;
+        *cap = nc;
+    }
+    c.worst_row = (int)p->n_calls;
+    p->calls[p->n_calls++] = c;
+    return 0;
+}
+
+static np_cmp_call module_or_api(const char *name, int64_t seq)
+{
+    return (np_cmp_call){.name = name, .kind = strncmp(name, "Module.", 7) == 0 ? "module" : "api",
+                         .parent = "", .callsite = "", .seq = seq};
+}
+
+/* p->calls in execution order: the cmp side's /calls, then calls named by
+ * its entries only, sorted by seq; then calls of bench-only rows (from the
+ * bench side's /calls when it has them) at the end. Every row gets its
+ * call_index. */
 static np_status build_calls(np_cmp_pair *p, const cmp_dump *bd, const cmp_dump *cd, np_error *err)
 {
-    size_t cap = cd->n_calls + p->n_rows + 1, n = 0;
-    call_tmp *t = calloc(cap, sizeof *t);
-    cmp_map m = {0};
-    if (!t || cmp_map_init(&m, cd->n_calls + 16) != 0) {
-        free(t);
-        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory building the call list");
-    }
+    size_t cap = 0;
+    cmp_map m = {0}, bcalls = {0};
+    np_status st = NP_OK;
+    p->n_calls = 0;
+    if (cmp_map_init(&m, cd->n_calls + 16) != 0)
+        goto oom;
     for (size_t k = 0; k < cd->n_calls; k++) {
         const cmp_call_rec *r = &cd->calls[k];
         if (cmp_map_get(&m, r->name) >= 0)
             continue;
-        t[n].c = (np_cmp_call){.name = r->name, .kind = r->kind, .parent = r->parent,
-                               .callsite = r->callsite, .seq = r->seq};
-        t[n].order = n;
-        cmp_map_put(&m, r->name, (int)n);
-        n++;
+        if (cmp_map_put(&m, r->name, 0) != 0 ||
+            push_call(p, &cap, (np_cmp_call){.name = r->name, .kind = r->kind, .parent = r->parent,
+                                             .callsite = r->callsite, .seq = r->seq}) != 0)
+            goto oom;
     }
     for (size_t i = 0; i < cd->n_entries; i++) {
         const np_cmp_side *s = &cd->entries[i];
         if (cmp_map_get(&m, s->call) >= 0)
             continue;
-        t[n].c = (np_cmp_call){.name = s->call,
-                               .kind = strncmp(s->call, "Module.", 7) == 0 ? "module" : "api",
-                               .parent = "", .callsite = "", .seq = s->seq};
-        t[n].order = n;
-        cmp_map_put(&m, s->call, (int)n);
-        n++;
+        if (cmp_map_put(&m, s->call, 0) != 0 || push_call(p, &cap, module_or_api(s->call, s->seq)) != 0)
+            goto oom;
     }
-    qsort(t, n, sizeof *t, cmp_call_seq);
-    size_t n_sorted = n;
+    if (p->n_calls)
+        qsort(p->calls, p->n_calls, sizeof *p->calls, cmp_call_seq);
+    size_t n_sorted = p->n_calls;
     cmp_map_free(&m);
-    cmp_map bcalls = {0};
-    if (cmp_map_init(&m, n_sorted + 16) != 0 || cmp_map_init(&bcalls, bd->n_calls + 1) != 0) {
-        free(t);
-        cmp_map_free(&m);
-        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory building the call list");
-    }
+    if (cmp_map_init(&m, n_sorted + 16) != 0 || cmp_map_init(&bcalls, bd->n_calls + 1) != 0)
+        goto oom;
     for (size_t k = 0; k < n_sorted; k++)
-        cmp_map_put(&m, t[k].c.name, (int)k);
+        if (cmp_map_put(&m, p->calls[k].name, (int)k) != 0)
+            goto oom;
     for (size_t k = 0; k < bd->n_calls; k++)
-        cmp_map_put(&bcalls, bd->calls[k].name, (int)k);
+        if (cmp_map_put(&bcalls, bd->calls[k].name, (int)k) != 0)
+            goto oom;
     for (size_t i = 0; i < p->n_rows; i++) {
         np_cmp_row *r = &p->rows[i];
         const char *call = r->cmp ? r->cmp->call : r->bench->call;
         int k = cmp_map_get(&m, call);
-        if (k < 0 && n < cap) {
+        if (k < 0) {
             int b = cmp_map_get(&bcalls, call);
-            t[n].c = b >= 0 ? (np_cmp_call){.name = bd->calls[b].name, .kind = bd->calls[b].kind,
-                                            .parent = bd->calls[b].parent,
-                                            .callsite = bd->calls[b].callsite, .seq = bd->calls[b].seq}
-                            : (np_cmp_call){.name = call,
-                                            .kind = strncmp(call, "Module.", 7) == 0 ? "module" : "api",
-                                            .parent = "", .callsite = "", .seq = r->bench->seq};
-            cmp_map_put(&m, call, (int)n);
-            k = (int)n++;
+            np_cmp_call c = b >= 0 ? (np_cmp_call){.name = bd->calls[b].name, .kind = bd->calls[b].kind,
+                                                   .parent = bd->calls[b].parent,
+                                                   .callsite = bd->calls[b].callsite,
+                                                   .seq = bd->calls[b].seq}
+                                   : module_or_api(call, r->bench->seq);
+            k = (int)p->n_calls;
+            if (push_call(p, &cap, c) != 0 || cmp_map_put(&m, call, k) != 0)
+                goto oom;
         }
         r->call_index = k;
     }
-    p->calls = calloc(n + 1, sizeof *p->calls);
-    if (!p->calls) {
-        free(t);
-        cmp_map_free(&m);
-        cmp_map_free(&bcalls);
-        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
-    }
-    for (size_t k = 0; k < n; k++) {
-        p->calls[k] = t[k].c;
+    if (!p->calls && !(p->calls = calloc(1, sizeof *p->calls)))
+        goto oom;
+    for (size_t k = 0; k < p->n_calls; k++) {
         p->calls[k].backward = cmp_is_backward(p->calls[k].name);
         p->calls[k].worst_row = -1;
     }
-    p->n_calls = n;
-    free(t);
+    goto done;
+oom:
+    st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory building the call list");
+done:
     cmp_map_free(&m);
     cmp_map_free(&bcalls);
-    return NP_OK;
+    return st;
 }
 
 static void metrics_nan(np_cmp_metrics *m)
