@@ -4,6 +4,7 @@
  * backward-only break, a differing epsilon, bf16 noise that grows narrowly),
  * payload layouts (chunked, contiguous, deflate), and reader errors (not a
  * dump, not HDF5, truncated, incomplete step, missing step on one side). */
+#include <hdf5.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -14,6 +15,7 @@
 #include "check.h"
 #include "dumpwriter.h"
 #include "nprobe/compare.h"
+#include "nprobe/format.h"
 
 static char tmpdir[256];
 
@@ -497,6 +499,93 @@ static void test_ints(void)
     }
 }
 
+/* A copy of the compound `mt` whose string members are NUL-padded (as h5py
+ * writes fixed-length strings). */
+static hid_t nullpad_type(hid_t mt)
+{
+    int n = H5Tget_nmembers(mt);
+    hid_t t = H5Tcreate(H5T_COMPOUND, H5Tget_size(mt));
+    for (int i = 0; i < n; i++) {
+        char *name = H5Tget_member_name(mt, (unsigned)i);
+        hid_t m = H5Tget_member_type(mt, (unsigned)i);
+        hid_t c = H5Tcopy(m);
+        if (H5Tget_class(c) == H5T_STRING)
+            H5Tset_strpad(c, H5T_STR_NULLPAD);
+        H5Tinsert(t, name, H5Tget_member_offset(mt, (unsigned)i), c);
+        H5Tclose(c);
+        H5Tclose(m);
+        H5free_memory(name);
+    }
+    return t;
+}
+
+/* /entries written with NUL-padded strings (another writer than the probe)
+ * reads the same as the probe's NUL-terminated ones. */
+static void test_nullpad_tables(void)
+{
+    char b[512], c[512], c2[512];
+    path_of(b, sizeof b, "np_b.h5");
+    path_of(c, sizeof c, "np_c.h5");
+    path_of(c2, sizeof c2, "np_c2.h5");
+    net_opts o = clean();
+    write_net(b, "statistics", "fp32", "float32", &o, 0);
+    o.delta[Y2] = 0.5;
+    write_net(c, "statistics", "fp32", "float32", &o, 0);
+    write_net(c2, "statistics", "fp32", "float32", &o, 0);
+    hid_t f = H5Fopen(c2, H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t ds = f >= 0 ? H5Dopen2(f, NP_FMT_ENTRIES, H5P_DEFAULT) : -1;
+    hid_t sp = ds >= 0 ? H5Dget_space(ds) : -1;
+    hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : 0;
+    CHECK(n > 0);
+    if (n <= 0)
+        return;
+    hid_t mt = (hid_t)np_fmt_entry_h5type(), pt = nullpad_type(mt);
+    np_entry_rec *recs = calloc((size_t)n, sizeof *recs);
+    CHECK(recs && H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, recs) >= 0);
+    H5Dclose(ds);
+    CHECK(H5Ldelete(f, NP_FMT_ENTRIES, H5P_DEFAULT) >= 0);
+    hsize_t dim = (hsize_t)n;
+    H5Sclose(sp);
+    sp = H5Screate_simple(1, &dim, NULL); /* contiguous this time */
+    ds = H5Dcreate2(f, NP_FMT_ENTRIES, pt, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(ds >= 0 && H5Dwrite(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, recs) >= 0);
+    /* the file really holds NUL-padded strings now */
+    hid_t ft = H5Dget_type(ds);
+    hid_t nm = H5Tget_member_type(ft, (unsigned)H5Tget_member_index(ft, "name"));
+    CHECK_EQ_INT(H5Tget_strpad(nm), H5T_STR_NULLPAD);
+    H5Tclose(nm);
+    H5Tclose(ft);
+    H5Dclose(ds);
+    H5Sclose(sp);
+    H5Tclose(pt);
+    H5Tclose(mt);
+    H5Fclose(f);
+    free(recs);
+    np_cmp_pair p1, p2;
+    if (compare(&p1, b, c, NULL) != NP_OK)
+        return;
+    if (compare(&p2, b, c2, NULL) == NP_OK) {
+        CHECK_EQ_INT(p2.n_rows, p1.n_rows);
+        CHECK_EQ_INT(p2.count_match[NP_MATCH_EXACT], p1.n_rows);
+        CHECK_EQ_INT(p2.count_verdict[NP_VERDICT_ERROR], p1.count_verdict[NP_VERDICT_ERROR]);
+        CHECK(p1.count_verdict[NP_VERDICT_ERROR] > 0);
+        for (size_t i = 0; i < p1.n_rows && i < p2.n_rows; i++) {
+            const np_cmp_side *x = p1.rows[i].cmp, *y = p2.rows[i].cmp;
+            CHECK(x && y);
+            if (!x || !y)
+                continue;
+            CHECK_STREQ(y->name, x->name);
+            CHECK_STREQ(y->call, x->call);
+            CHECK_STREQ(y->role, x->role);
+            CHECK_STREQ(y->dtype, x->dtype);
+            CHECK(y->ndim == x->ndim && y->max == x->max && y->norm == x->norm);
+            CHECK_EQ_INT(p2.rows[i].verdict, p1.rows[i].verdict);
+        }
+        np_cmp_pair_free(&p2);
+    }
+    np_cmp_pair_free(&p1);
+}
+
 static void test_reader_errors(void)
 {
     char b[512], c[512], d[1024];
@@ -686,6 +775,7 @@ int main(void)
     test_stats_md5_tasks();
     test_ints();
     test_reader_errors();
+    test_nullpad_tables();
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (check_failures_ == 0 && system(cmd) != 0)
