@@ -48,6 +48,7 @@ typedef struct cmp_dump {
     cmp_call_rec *calls; size_t n_calls;
     const np_cmp_side *twin_entries; /* the other side's entries, or NULL */
     const cmp_map *twin_names;       /* their names -> index */
+    size_t call_cursor;              /* reading /calls: position in entries */
 } cmp_dump;
 
 /* Open `path`, check it is an nprobe dump, read its attributes, /entries

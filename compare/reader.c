@@ -190,8 +190,12 @@ static np_status entries_rows(cmp_dump *d, cmp_arena *arena, const void *recs, s
         s->dtype = intern(arena, r->dtype, known_dtypes, 7);
         size_t shape_bytes = (size_t)r->ndim * sizeof(int64_t);
         const int64_t *shape = NULL;
+        const np_cmp_side *prev = off + i ? &d->entries[off + i - 1] : NULL;
         if (twin && twin->ndim == r->ndim && (!r->ndim || !memcmp(twin->shape, r->shape, shape_bytes))) {
             shape = twin->shape;
+        } else if (prev && prev->ndim == r->ndim && r->ndim &&
+                   !memcmp(prev->shape, r->shape, shape_bytes)) {
+            shape = prev->shape; /* the same shape as the row before */
         } else if (r->ndim) {
             int64_t *sh = cmp_arena_alloc(arena, shape_bytes, sizeof(int64_t));
             if (sh)
@@ -233,7 +237,13 @@ static np_status calls_rows(cmp_dump *d, cmp_arena *arena, const void *recs, siz
         cmp_call_rec *c = &d->calls[off + i];
         r->call[NP_FMT_NAME_LEN - 1] = r->parent[NP_FMT_NAME_LEN - 1] = '\0';
         r->kind[NP_FMT_KIND_LEN - 1] = r->callsite[NP_FMT_SITE_LEN - 1] = '\0';
-        c->name = cmp_arena_strdup(arena, r->call);
+        /* the entries name their calls in seq order (the row of /calls):
+         * walk them alongside and share the entry's copy of the name */
+        while (d->call_cursor < d->n_entries && d->entries[d->call_cursor].seq < r->seq)
+            d->call_cursor++;
+        const np_cmp_side *e = d->call_cursor < d->n_entries ? &d->entries[d->call_cursor] : NULL;
+        c->name = e && e->seq == r->seq && !strcmp(e->call, r->call) ? e->call
+                                                                       : cmp_arena_strdup(arena, r->call);
         c->kind = strcmp(r->kind, "module") == 0 ? "module" : "api";
         c->parent = r->parent[0] ? cmp_arena_strdup(arena, r->parent) : "";
         c->callsite = r->callsite[0] ? cmp_arena_strdup(arena, r->callsite) : "";
