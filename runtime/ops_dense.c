@@ -6,24 +6,32 @@
 #include <string.h>
 
 #include "rt_internal.h"
+#include "vmath.h"
 
 /* out[c] = sum over rows r of g[r*C + c] (double accumulation, rows in order);
  * OpenMP over blocks of columns so bits do not depend on the thread count. */
+RT_VCLONES static void col_sum_block(const float *g, int64_t R, int64_t C, int64_t c0, float *out)
+{
+    double acc[16] = {0};
+    int64_t cn = C - c0 < 16 ? C - c0 : 16;
+    if (cn == 16) /* the common case, a fixed trip count that vectorises */
+        for (int64_t r = 0; r < R; r++)
+            for (int j = 0; j < 16; j++)
+                acc[j] += g[r * C + c0 + j];
+    else
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t j = 0; j < cn; j++)
+                acc[j] += g[r * C + c0 + j];
+    for (int64_t j = 0; j < cn; j++)
+        out[c0 + j] = (float)acc[j];
+}
+
 static void col_sum(const float *g, int64_t R, int64_t C, float *out)
 {
     int64_t nblk = (C + 15) / 16;
 #pragma omp parallel for if (R * C > RT_PAR_EW)
-    for (int64_t b = 0; b < nblk; b++) {
-        double acc[16] = {0};
-        int64_t c0 = b * 16, cn = C - c0 < 16 ? C - c0 : 16;
-        for (int64_t r = 0; r < R; r++) {
-            const float *row = g + r * C + c0;
-            for (int64_t j = 0; j < cn; j++)
-                acc[j] += row[j];
-        }
-        for (int64_t j = 0; j < cn; j++)
-            out[c0 + j] = (float)acc[j];
-    }
+    for (int64_t b = 0; b < nblk; b++)
+        col_sum_block(g, R, C, b * 16, out);
 }
 
 /* ---- linear ------------------------------------------------------------ */

@@ -54,6 +54,36 @@ RT_VCLONES static void layer_norm_row(const float *xr, const float *w, const flo
     *rstd_out = (float)rs;
 }
 
+/* weight and bias gradients of columns [c0, c0 + 16): sums over rows in order */
+RT_VCLONES static void layer_norm_wgrad_block(const float *x, const float *g, const float *mean, const float *rstd,
+                                              int64_t R, int64_t C, int64_t c0, float *dw, float *db)
+{
+    double aw[16] = {0}, ab[16] = {0};
+    int64_t cn = C - c0 < 16 ? C - c0 : 16;
+    for (int64_t r = 0; r < R; r++) {
+        double m = mean[r], rs = rstd[r];
+        const float *gr = g + r * C + c0, *xr = x + r * C + c0;
+        if (cn == 16)
+            for (int j = 0; j < 16; j++) {
+                double gv = gr[j];
+                aw[j] += gv * ((xr[j] - m) * rs);
+                ab[j] += gv;
+            }
+        else
+            for (int64_t j = 0; j < cn; j++) {
+                double gv = gr[j];
+                aw[j] += gv * ((xr[j] - m) * rs);
+                ab[j] += gv;
+            }
+    }
+    for (int64_t j = 0; j < cn; j++) {
+        if (dw)
+            dw[c0 + j] = (float)aw[j];
+        if (db)
+            db[c0 + j] = (float)ab[j];
+    }
+}
+
 /* dx of one row: rs (dxh - mean(dxh) - xh mean(dxh xh)), dxh = g w. */
 RT_VCLONES static void layer_norm_row_bwd(const float *xr, const float *gr, const float *w, float *dxr,
                                           int64_t C, double m, double rs, int nomean)
@@ -95,24 +125,8 @@ static void layer_norm_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *
     if (gin[1] || gin[2]) {
         int64_t nblk = (C + 15) / 16;
 #pragma omp parallel for if (R * C > RT_PAR_MIN)
-        for (int64_t b = 0; b < nblk; b++) {
-            double aw[16] = {0}, ab[16] = {0};
-            int64_t c0 = b * 16, cn = C - c0 < 16 ? C - c0 : 16;
-            for (int64_t r = 0; r < R; r++) {
-                double m = mean[r], rs = rstd[r];
-                for (int64_t j = 0; j < cn; j++) {
-                    double gv = g[r * C + c0 + j];
-                    aw[j] += gv * ((x[r * C + c0 + j] - m) * rs);
-                    ab[j] += gv;
-                }
-            }
-            for (int64_t j = 0; j < cn; j++) {
-                if (gin[1])
-                    gin[1][c0 + j] = (float)aw[j];
-                if (gin[2])
-                    gin[2][c0 + j] = (float)ab[j];
-            }
-        }
+        for (int64_t b = 0; b < nblk; b++)
+            layer_norm_wgrad_block(x, g, mean, rstd, R, C, b * 16, gin[1], gin[2]);
     }
 }
 
