@@ -10,11 +10,11 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${NPROBE_BIN:-$root/build/release/nprobe}
 py=${NP_PYTHON:-/usr/bin/python3}
 threads=${BENCH_THREADS:-$(nproc)}
-steps=30 warm=5
+steps=30 warm=5 rounds=3
 # sizes: "layers heads width context batch"
 sizes=("2 2 64 32 8" "4 4 128 64 8" "6 6 192 128 8")
 if [ "${1:-}" = "--quick" ]; then
-  steps=6 warm=2
+  steps=6 warm=2 rounds=1
   sizes=("2 2 64 32 8" "4 4 128 64 8")
 fi
 [ -x "$bin" ] || { echo "bench_train: $bin is not built (set NPROBE_BIN)" >&2; exit 2; }
@@ -57,19 +57,33 @@ torch_ms() {
 echo "## GPT training step (nprobe train vs PyTorch CPU)"
 echo
 echo "Median milliseconds per training step (forward, backward, clipping, AdamW),"
-echo "$steps timed steps after $warm warmup steps, $threads thread(s), vocabulary 13."
+echo "$steps timed steps after $warm warmup steps, $threads thread(s), vocabulary 13;"
+echo "$rounds rounds, each running nprobe, tuned PyTorch and PyTorch as shipped in turn;"
+echo "the figure is the median of the rounds' medians."
 echo "Ratio = nprobe / PyTorch (target <= 1). \"PyTorch tuned\" runs Debian's torch with"
 echo "OPENBLAS_CORETYPE=${coretype:-unset} (the kernels nprobe uses); \"as shipped\" without it."
 echo "Command: \`scripts/bench/bench_train.sh ${1:-}\`; OMP_WAIT_POLICY=PASSIVE on both sides."
 echo
 echo "| layers | heads | width | context | batch | nprobe ms | PyTorch tuned ms | ratio (tuned) | PyTorch as shipped ms | ratio (shipped) | target |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+med() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "nan"; exit }
+  m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.3f\n", m }'; }
 for s in "${sizes[@]}"; do
   read -r L H C T B <<<"$s"
-  n_ms=$(nprobe_ms "$L" "$H" "$C" "$T" "$B")
+  # rounds interleave the three runs so that machine noise hits each alike;
+  # the figure is the median of the per-round medians
+  nr=() tr=() dr=()
+  for _ in $(seq "$rounds"); do
+    nr+=("$(nprobe_ms "$L" "$H" "$C" "$T" "$B")")
+    if [ $have_torch = 1 ]; then
+      tr+=("$(torch_ms "$coretype" "$L" "$H" "$C" "$T" "$B")")
+      dr+=("$(torch_ms "" "$L" "$H" "$C" "$T" "$B")")
+    fi
+  done
+  n_ms=$(printf '%s\n' "${nr[@]}" | med)
   if [ $have_torch = 1 ]; then
-    t_ms=$(torch_ms "$coretype" "$L" "$H" "$C" "$T" "$B")
-    d_ms=$(torch_ms "" "$L" "$H" "$C" "$T" "$B")
+    t_ms=$(printf '%s\n' "${tr[@]}" | med)
+    d_ms=$(printf '%s\n' "${dr[@]}" | med)
     ratio=$(awk -v a="$n_ms" -v b="$t_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
     dratio=$(awk -v a="$n_ms" -v b="$d_ms" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
   else
