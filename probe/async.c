@@ -4,16 +4,15 @@
  * thread waits (backpressure), nothing is dropped, and memory stays bounded
  * by the ring. A payload larger than the ring is handed over by pointer: the
  * training thread waits until the ring is empty and the writer has written
- * it. In tensor mode the payload's crc32 is computed here, on the writer
- * thread, from the queued copy (F_CRC), not on the training thread. After
- * a write error the writer keeps consuming (and discarding) so the
+ * it. Large payloads (NP_H5W_DIRECT_MIN bytes and more) start at
+ * NP_H5W_DIRECT_ALIGN-aligned addresses of the ring, so the writer hands the
+ * queued copy to O_DIRECT as it is. After a write error the writer keeps consuming (and discarding) so the
  * producer never blocks forever; the error is returned by the next call. */
 #include <hdf5.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "probe_internal.h"
 
@@ -34,13 +33,16 @@ typedef struct step_msg {
     int64_t step, rank, world_size;
 } step_msg;
 
+typedef struct entry_msg {
+    np_entry_rec rec;
+    uint64_t data_off;   /* payload offset from the message start */
+} entry_msg;
+
 typedef struct big_msg {
     np_entry_rec rec;
     const void *data;
     size_t nbytes;
 } big_msg;
-
-#define F_CRC 1u   /* msg_hdr.pad flag: the writer computes the payload's crc32 */
 
 struct np_aw {
     np_h5w *w;
@@ -56,15 +58,6 @@ struct np_aw {
 };
 
 static uint64_t round_up(uint64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
-
-/* Payload bytes of an entry row (numel elements of the row's dtype). */
-static size_t payload_bytes(const np_entry_rec *rec)
-{
-    int dt = np_dtype_from_name(rec->dtype);
-    if (dt < 0 || rec->numel <= 0)
-        return 0;
-    return np_dtype_storage_size((np_dtype)dt) * (size_t)rec->numel;
-}
 
 static void process(np_aw *a, const msg_hdr *h)
 {
@@ -84,18 +77,13 @@ static void process(np_aw *a, const msg_hdr *h)
         st = np_h5w_call(a->w, (const np_call_rec *)(const void *)body, &a->err);
         break;
     case M_ENTRY: {
-        np_entry_rec rec = *(const np_entry_rec *)(const void *)body;
-        const unsigned char *data = body + round_up(sizeof rec);
-        if (h->pad & F_CRC)
-            rec.crc32 = np_crc32(0, data, payload_bytes(&rec));
-        st = np_h5w_entry(a->w, &rec, data, &a->err);
+        const entry_msg *m = (const entry_msg *)(const void *)body;
+        st = np_h5w_entry(a->w, &m->rec, (const unsigned char *)h + m->data_off, &a->err);
         break;
     }
     case M_ENTRY_BIG: {
-        big_msg m = *(const big_msg *)(const void *)body;
-        if (h->pad & F_CRC)
-            m.rec.crc32 = np_crc32(0, m.data, m.nbytes);
-        st = np_h5w_entry(a->w, &m.rec, m.data, &a->err);
+        const big_msg *m = (const big_msg *)(const void *)body;
+        st = np_h5w_entry(a->w, &m->rec, m->data, &a->err);
         break;
     }
     case M_STEP_END:
@@ -140,9 +128,10 @@ np_status np_aw_new(np_aw **out, np_h5w *w, size_t queue_bytes, np_error *err)
 {
     *out = NULL;
     np_aw *a = calloc(1, sizeof *a);
-    uint64_t cap = round_up(queue_bytes < 4096 ? 4096 : queue_bytes);
+    uint64_t cap = queue_bytes < 4096 ? 4096 : queue_bytes;
+    cap = (cap + NP_H5W_DIRECT_ALIGN - 1) / NP_H5W_DIRECT_ALIGN * NP_H5W_DIRECT_ALIGN;
     if (a)
-        a->buf = malloc(cap);
+        a->buf = aligned_alloc(NP_H5W_DIRECT_ALIGN, (size_t)cap);
     if (!a || !a->buf) {
         free(a);
         return np_error_set(err, NP_ERR_NOMEM, NULL, "queue_mb",
@@ -258,16 +247,17 @@ np_status np_aw_call(np_aw *a, const np_call_rec *rec, np_error *err)
 }
 
 np_status np_aw_entry(np_aw *a, const np_entry_rec *rec, const void *data, size_t nbytes,
-                      int writer_crc, np_error *err)
+                      np_error *err)
 {
     np_status st = check_failed(a, err);
     if (st)
         return st;
     if (!rec->has_data)
         nbytes = 0;
-    uint32_t flags = writer_crc && nbytes > 0 ? F_CRC : 0u;
-    uint64_t rec_len = round_up(sizeof *rec);
-    uint64_t len = round_up(HDR + rec_len + nbytes);
+    uint64_t head = round_up(HDR + sizeof(entry_msg));
+    int aligned = nbytes >= NP_H5W_DIRECT_MIN;
+    /* Room for the payload to start at the next aligned address. */
+    uint64_t len = round_up(head + (aligned ? NP_H5W_DIRECT_ALIGN : 0) + nbytes);
     if (len > a->cap) {
         /* Too big for the ring: hand the borrowed pointer over and wait. */
         big_msg m;
@@ -278,15 +268,23 @@ np_status np_aw_entry(np_aw *a, const np_entry_rec *rec, const void *data, size_
         uint64_t blen = round_up(HDR + sizeof m);
         unsigned char *p = reserve(a, blen);
         memcpy(p + HDR, &m, sizeof m);
-        commit(a, p, M_ENTRY_BIG, flags, blen);
+        commit(a, p, M_ENTRY_BIG, 0, blen);
         wait_empty(a);
         return check_failed(a, err);
     }
     unsigned char *p = reserve(a, len);
-    memcpy(p + HDR, rec, sizeof *rec);
+    entry_msg m;
+    memset(&m, 0, sizeof m);
+    m.rec = *rec;
+    m.data_off = head;
+    if (aligned) {
+        uint64_t at = (uint64_t)(p - a->buf) + head;
+        m.data_off += (NP_H5W_DIRECT_ALIGN - at % NP_H5W_DIRECT_ALIGN) % NP_H5W_DIRECT_ALIGN;
+    }
+    memcpy(p + HDR, &m, sizeof m);
     if (nbytes)
-        memcpy(p + HDR + rec_len, data, nbytes);
-    commit(a, p, M_ENTRY, flags, len);
+        memcpy(p + m.data_off, data, nbytes);
+    commit(a, p, M_ENTRY, 0, round_up(m.data_off + nbytes));
     return NP_OK;
 }
 

@@ -6,19 +6,58 @@
  * is always the state of the last flush plus unreferenced bytes. At the end
  * of the step complete=1 is written, the file is closed and renamed to
  * "dump.h5" - a dump.h5 is therefore always a complete step. Object times
- * are not tracked, so an identical step gives identical bytes. */
+ * are not tracked, so an identical step gives identical bytes.
+ *
+ * Large uncompressed payloads (DIRECT_MIN bytes and more) go around the page
+ * cache: HDF5 allocates the contiguous dataset at creation (4096-aligned,
+ * never filled), H5Dget_offset gives its place in the file, and the bytes
+ * are written there with a second descriptor opened O_DIRECT; the last
+ * < 4096 bytes go through HDF5's own descriptor. Memory that is aligned (the
+ * async queue's copies) is written at once; other memory (a tensor, in sync
+ * mode) is copied into one of STAGE_BUFS aligned staging buffers that an I/O
+ * thread writes while the caller goes on, so the disk works while training
+ * runs. Every flush, step end or abandon first waits for the staged writes,
+ * so flushed rows never point at unwritten bytes (crash safety as above); a
+ * failed staged write is reported by the next call. The file is the same
+ * HDF5 file (format unchanged). Where O_DIRECT is refused (tmpfs, some
+ * network file systems) everything goes through H5Dwrite as before. */
+#define _GNU_SOURCE /* O_DIRECT */
 #include <errno.h>
+#include <fcntl.h>
 #include <hdf5.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "probe_internal.h"
 
 #define ROW_BLOCK 256     /* rows buffered before an append (and a flush) */
 #define TABLE_CHUNK 64    /* rows per HDF5 chunk of /entries and /calls */
 #define PAYLOAD_CHUNK_BYTES ((size_t)1 << 20)
+#define DIRECT_ALIGN NP_H5W_DIRECT_ALIGN /* file offset, memory and size unit of O_DIRECT */
+#define DIRECT_MIN NP_H5W_DIRECT_MIN     /* payloads from 256 KiB bypass the page cache */
+#define STAGE_BUFS 4                     /* staging buffers for unaligned payloads */
+#define STAGE_BYTES ((size_t)4 << 20)      /* bytes each */
+
+/* The staged O_DIRECT writes: a FIFO of STAGE_BUFS slots and the thread
+ * that writes them. */
+typedef struct stager {
+    unsigned char *buf;      /* STAGE_BUFS * STAGE_BYTES, aligned */
+    size_t n[STAGE_BUFS];
+    uint64_t off[STAGE_BUFS];
+    char name[STAGE_BUFS][NP_FMT_NAME_LEN];
+    int head, count, stop, started;
+    int fd, tail_fd;         /* O_DIRECT and the buffered fallback (EINVAL) */
+    int err;                 /* errno of the first failed write, 0 */
+    char err_name[NP_FMT_NAME_LEN];
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+} stager;
 
 struct np_h5w {
     char *root;
@@ -32,6 +71,9 @@ struct np_h5w {
     int en, cn;
     hsize_t e_rows, c_rows;  /* rows already in the file */
     int in_step;
+    int dfd;                 /* O_DIRECT descriptor of the step file, or -1 */
+    int hfd;                 /* HDF5's own (sec2) descriptor, for the tails */
+    stager *sg;              /* lazily, for unaligned payloads */
     np_h5w_totals tot;
 };
 
@@ -160,6 +202,160 @@ static herr_t append(hid_t ds, hid_t mtype, hid_t dxpl, hsize_t *rows, const voi
     return e;
 }
 
+/* ---- staged O_DIRECT writes ------------------------------------------- */
+
+static int pwrite_all(int fd, const unsigned char *p, size_t n, uint64_t off)
+{
+    while (n > 0) {
+        ssize_t r = pwrite(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            if (r == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += r;
+        n -= (size_t)r;
+        off += (uint64_t)r;
+    }
+    return 0;
+}
+
+static void *stager_main(void *arg)
+{
+    stager *g = arg;
+    pthread_mutex_lock(&g->mu);
+    for (;;) {
+        while (g->count == 0 && !g->stop)
+            pthread_cond_wait(&g->work, &g->mu);
+        if (g->count == 0)
+            break;
+        int i = g->head, fd = g->fd, tail_fd = g->tail_fd;
+        pthread_mutex_unlock(&g->mu);
+        const unsigned char *b = g->buf + (size_t)i * STAGE_BYTES;
+        int r = pwrite_all(fd, b, g->n[i], g->off[i]);
+        if (r != 0 && errno == EINVAL) /* O_DIRECT refused after all */
+            r = pwrite_all(tail_fd, b, g->n[i], g->off[i]);
+        int en = r != 0 ? errno : 0;
+        pthread_mutex_lock(&g->mu);
+        if (en && !g->err) {
+            g->err = en;
+            memcpy(g->err_name, g->name[i], sizeof g->err_name);
+        }
+        g->head = (g->head + 1) % STAGE_BUFS;
+        g->count--;
+        pthread_cond_broadcast(&g->done);
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+static stager *stager_new(void)
+{
+    stager *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->buf = aligned_alloc(DIRECT_ALIGN, STAGE_BUFS * STAGE_BYTES);
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->work, NULL);
+    pthread_cond_init(&g->done, NULL);
+    if (g->buf && pthread_create(&g->th, NULL, stager_main, g) == 0)
+        g->started = 1;
+    if (!g->started) {
+        pthread_mutex_destroy(&g->mu);
+        pthread_cond_destroy(&g->work);
+        pthread_cond_destroy(&g->done);
+        free(g->buf);
+        free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* Wait until every staged write is done; the errno of the first failure
+ * (cleared) or 0, with the tensor's name in `name`. */
+static int stager_wait(stager *g, char *name, size_t name_len)
+{
+    if (!g)
+        return 0;
+    pthread_mutex_lock(&g->mu);
+    while (g->count > 0)
+        pthread_cond_wait(&g->done, &g->mu);
+    int en = g->err;
+    if (en)
+        snprintf(name, name_len, "%s", g->err_name);
+    g->err = 0;
+    pthread_mutex_unlock(&g->mu);
+    return en;
+}
+
+/* Copy `n` <= STAGE_BYTES bytes into a free slot (waiting for one) and queue
+ * their write at `off` through `fd` (`tail_fd` if O_DIRECT is refused). */
+static void stager_put(stager *g, int fd, int tail_fd, const unsigned char *data, size_t n,
+                       uint64_t off, const char *name)
+{
+    pthread_mutex_lock(&g->mu);
+    while (g->count == STAGE_BUFS)
+        pthread_cond_wait(&g->done, &g->mu);
+    int i = (g->head + g->count) % STAGE_BUFS;
+    pthread_mutex_unlock(&g->mu);
+    memcpy(g->buf + (size_t)i * STAGE_BYTES, data, n);
+    pthread_mutex_lock(&g->mu);
+    g->n[i] = n;
+    g->off[i] = off;
+    snprintf(g->name[i], sizeof g->name[i], "%s", name);
+    g->fd = fd;
+    g->tail_fd = tail_fd;
+    g->count++;
+    pthread_cond_signal(&g->work);
+    pthread_mutex_unlock(&g->mu);
+}
+
+static void stager_free(stager *g)
+{
+    if (!g)
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->stop = 1;
+    pthread_cond_signal(&g->work);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->th, NULL);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->work);
+    pthread_cond_destroy(&g->done);
+    free(g->buf);
+    free(g);
+}
+
+static np_status io_error(np_h5w *w, const char *name, int en, np_error *err)
+{
+    int nospace = en == EFBIG || en == ENOSPC || en == EDQUOT;
+    return np_error_set(err, nospace ? NP_ERR_NOSPACE : NP_ERR_IO, w->partial, name,
+                        "writing a payload failed: %s", strerror(en));
+}
+
+/* Wait for the staged writes; their first error, if any. */
+static np_status staged_done(np_h5w *w, np_error *err)
+{
+    char name[NP_FMT_NAME_LEN] = "";
+    int en = stager_wait(w->sg, name, sizeof name);
+    return en ? io_error(w, name, en, err) : NP_OK;
+}
+
+/* The error of an earlier staged write, if any, without waiting. */
+static np_status staged_failed(np_h5w *w, np_error *err)
+{
+    char name[NP_FMT_NAME_LEN] = "";
+    pthread_mutex_lock(&w->sg->mu);
+    int en = w->sg->err;
+    if (en)
+        snprintf(name, sizeof name, "%s", w->sg->err_name);
+    w->sg->err = 0;
+    pthread_mutex_unlock(&w->sg->mu);
+    return en ? io_error(w, name, en, err) : NP_OK;
+}
+
 /* ---- lifecycle ---------------------------------------------------------- */
 
 np_status np_h5w_new(np_h5w **out, const char *dump_path, int compression, np_error *err)
@@ -173,6 +369,7 @@ np_status np_h5w_new(np_h5w **out, const char *dump_path, int compression, np_er
     w->cbuf = calloc(ROW_BLOCK, sizeof *w->cbuf);
     w->compression = compression;
     w->file = w->entries = w->calls = w->data = w->row_dxpl = -1;
+    w->dfd = w->hfd = -1;
     w->entry_mt = np_fmt_entry_h5type();
     w->call_mt = np_fmt_call_h5type();
     w->entry_ft = w->entry_mt >= 0 ? H5Tcopy(w->entry_mt) : -1;
@@ -204,11 +401,15 @@ np_status np_h5w_new(np_h5w **out, const char *dump_path, int compression, np_er
 
 static void close_handles(np_h5w *w)
 {
+    char name[NP_FMT_NAME_LEN];
+    stager_wait(w->sg, name, sizeof name);
     if (w->entries >= 0) H5Dclose(w->entries);
     if (w->calls >= 0) H5Dclose(w->calls);
     if (w->data >= 0) H5Gclose(w->data);
     if (w->file >= 0) H5Fclose(w->file);
     w->file = w->entries = w->calls = w->data = -1;
+    if (w->dfd >= 0) close(w->dfd);
+    w->dfd = w->hfd = -1;
     H5Eclear2(H5E_DEFAULT);
 }
 
@@ -233,6 +434,7 @@ void np_h5w_free(np_h5w *w)
     if (w->row_dxpl >= 0) H5Pclose(w->row_dxpl);
     free(w->tconv);
     free(w->bkg);
+    stager_free(w->sg);
     free(w->root);
     free(w->ebuf);
     free(w->cbuf);
@@ -267,13 +469,42 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
         mdc.decr_mode = H5C_decr__off;
         H5Pset_mdc_config(fapl, &mdc);
     }
+    /* Large payloads around the page cache where the file system allows
+     * O_DIRECT (uncompressed only): aligned in the file for it. */
+    w->dfd = w->hfd = -1;
+    if (w->compression == 0) {
+        w->dfd = open(w->partial, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0666);
+        if (w->dfd >= 0 && H5Pset_alignment(fapl, DIRECT_MIN, DIRECT_ALIGN) < 0) {
+            close(w->dfd);
+            w->dfd = -1;
+        }
+    }
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
     H5Pset_obj_track_times(fcpl, 0);
     w->file = H5Fcreate(w->partial, H5F_ACC_TRUNC, fcpl, fapl);
     H5Pclose(fapl);
     H5Pclose(fcpl);
-    if (w->file < 0)
+    if (w->file < 0) {
+        if (w->dfd >= 0)
+            close(w->dfd);
+        w->dfd = -1;
         return h5fail(err, w->partial, "creating the dump file");
+    }
+    if (w->dfd >= 0) {
+        /* The tails go through HDF5's descriptor: only with the sec2 driver. */
+        hid_t afp = H5Fget_access_plist(w->file);
+        void *handle = NULL;
+        if (afp >= 0 && H5Pget_driver(afp) == H5FD_SEC2 &&
+            H5Fget_vfd_handle(w->file, afp, &handle) >= 0 && handle)
+            w->hfd = *(int *)handle;
+        if (afp >= 0)
+            H5Pclose(afp);
+        if (w->hfd < 0) {
+            close(w->dfd);
+            w->dfd = -1;
+        }
+        H5Eclear2(H5E_DEFAULT);
+    }
     w->in_step = 1;
     w->e_rows = w->c_rows = 0;
     w->en = w->cn = 0;
@@ -327,7 +558,10 @@ np_status np_h5w_flush(np_h5w *w, np_error *err)
 {
     if (!w->in_step)
         return NP_OK;
-    np_status st = write_rows(w, err);
+    /* The payloads before the rows that point at them. */
+    np_status st = staged_done(w, err);
+    if (!st)
+        st = write_rows(w, err);
     if (st)
         return st;
     if (H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)
@@ -367,6 +601,39 @@ static hid_t file_type(np_dtype dt)
     }
 }
 
+/* `n` bytes of `data` to file offset `addr` (DIRECT_ALIGN-aligned): the
+ * aligned body with O_DIRECT (at once from aligned memory, else staged), the
+ * rest through HDF5's descriptor. If the file system turns O_DIRECT down
+ * after all (EINVAL), direct writing stops for this step and the bytes go
+ * through HDF5's descriptor. */
+static np_status direct_write(np_h5w *w, const char *name, uint64_t addr,
+                              const unsigned char *data, size_t n, np_error *err)
+{
+    size_t body = n - n % DIRECT_ALIGN, done = 0;
+    int r = 0;
+    np_status st = NP_OK;
+    if ((uintptr_t)data % DIRECT_ALIGN == 0) {
+        r = pwrite_all(w->dfd, data, body, addr);
+        done = r == 0 ? body : 0;
+    } else {
+        if (!w->sg)
+            w->sg = stager_new();
+        if (w->sg && (st = staged_failed(w, err)) != NP_OK)
+            return st;
+        for (; w->sg && done < body; done += STAGE_BYTES < body - done ? STAGE_BYTES : body - done)
+            stager_put(w->sg, w->dfd, w->hfd, data + done,
+                       STAGE_BYTES < body - done ? STAGE_BYTES : body - done, addr + done, name);
+    }
+    if (r != 0 && errno == EINVAL) {
+        close(w->dfd);
+        w->dfd = -1;
+        r = 0;
+    }
+    if (r == 0 && done < n)
+        r = pwrite_all(w->hfd, data + done, n - done, addr + done);
+    return r != 0 ? io_error(w, name, errno, err) : NP_OK;
+}
+
 static np_status write_payload(np_h5w *w, const np_entry_rec *rec, const void *data,
                                np_error *err)
 {
@@ -385,6 +652,8 @@ static np_status write_payload(np_h5w *w, const np_entry_rec *rec, const void *d
         dims[i] = chunk[i] = (hsize_t)rec->shape[i];
         bytes *= (size_t)rec->shape[i];
     }
+    size_t total = bytes;
+    int direct = 0;
     hid_t space = nd == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(nd, dims, NULL);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_obj_track_times(dcpl, 0);
@@ -394,6 +663,10 @@ static np_status write_payload(np_h5w *w, const np_entry_rec *rec, const void *d
          * copy); never filled first. */
         H5Pset_layout(dcpl, H5D_CONTIGUOUS);
         H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+        if (w->dfd >= 0 && total >= DIRECT_MIN && data) {
+            H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+            direct = 1;
+        }
     } else if (nd > 0 && rec->numel > 0) {
         /* Compressed: chunks of at most PAYLOAD_CHUNK_BYTES, cut along the
          * leading dims. */
@@ -415,12 +688,17 @@ static np_status write_payload(np_h5w *w, const np_entry_rec *rec, const void *d
                           dcpl, H5P_DEFAULT);
     H5Pclose(dcpl);
     herr_t e = ds < 0 ? -1 : 0;
-    if (e >= 0 && rec->numel > 0)
+    np_status st = NP_OK;
+    haddr_t addr = direct && e >= 0 ? H5Dget_offset(ds) : HADDR_UNDEF;
+    if (addr != HADDR_UNDEF && addr % DIRECT_ALIGN == 0)
+        st = direct_write(w, rec->name, (uint64_t)addr, data, total, err);
+    else if (e >= 0 && rec->numel > 0)
         e = H5Dwrite(ds, mem_type((np_dtype)dt), H5S_ALL, H5S_ALL, H5P_DEFAULT, data);
-    if (e >= 0)
+    if (e >= 0 && !st)
         e = attr_str(ds, NP_FMT_DATA_DTYPE_ATTR, rec->dtype);
     /* Read the error stack before H5Dclose clears it. */
-    np_status st = e < 0 ? h5fail(err, w->partial, "writing a payload") : NP_OK;
+    if (e < 0)
+        st = h5fail(err, w->partial, "writing a payload");
     if (ds >= 0 && H5Dclose(ds) < 0 && !st)
         st = h5fail(err, w->partial, "writing a payload");
     H5Sclose(space);
@@ -449,7 +727,9 @@ np_status np_h5w_step_end(np_h5w *w, np_error *err)
 {
     if (!w->in_step)
         return NP_OK;
-    np_status st = write_rows(w, err);
+    np_status st = staged_done(w, err);
+    if (!st)
+        st = write_rows(w, err);
     if (st) {
         np_h5w_abandon(w);
         return st;
@@ -468,6 +748,9 @@ np_status np_h5w_step_end(np_h5w *w, np_error *err)
     H5Dclose(w->calls);
     H5Gclose(w->data);
     w->entries = w->calls = w->data = -1;
+    if (w->dfd >= 0)
+        close(w->dfd);
+    w->dfd = w->hfd = -1;
     e = H5Fclose(w->file);
     w->file = -1;
     w->in_step = 0;

@@ -1,8 +1,7 @@
 /* probe/probe.c - the probe: turns hook events (or embedding-API calls) into
  * dump rows. Per call: level and scope decide whether the call counts; per
  * leaf: data_mode and list decide; the statistics (and crc32) are computed
- * on the training thread in one pass (the crc32 of a payload that goes
- * through the async queue on the writer thread); rows and payloads go to the HDF5
+ * on the training thread in one chunked pass; rows and payloads go to the HDF5
  * writer directly (sync) or through the bounded queue (async_dump). A dump
  * error stops the dump and is kept for the summary; training goes on unless
  * on_error is stop_training. */
@@ -84,7 +83,7 @@ static np_status w_call(np_probe *p, const np_call_rec *r, np_error *e)
 static np_status w_entry(np_probe *p, const np_entry_rec *r, const void *d, size_t n,
                          np_error *e)
 {
-    return p->aw ? np_aw_entry(p->aw, r, d, n, r->has_data, e) : np_h5w_entry(p->w, r, d, e);
+    return p->aw ? np_aw_entry(p->aw, r, d, n, e) : np_h5w_entry(p->w, r, d, e);
 }
 
 static np_status w_step_end(np_probe *p, np_error *e)
@@ -194,9 +193,10 @@ static void fill_tensor_rec(np_probe *p, np_entry_rec *r, const np_tensor *t)
     np_probe_stats st;
     uint32_t crc = 0;
     r->has_data = (int8_t)(keeps_data(p->cfg) && t->data != NULL);
-    /* A payload going through the async queue gets its crc32 on the writer
-     * thread (w_entry), off the training thread. */
-    int want_crc = p->cfg->task != NP_TASK_STATISTICS && !(p->aw && r->has_data);
+    /* The crc32 in the same chunked pass as the statistics, while each chunk
+     * is in cache (also for payloads that go through the async queue: on the
+     * writer thread it would read the queued copy back from memory). */
+    int want_crc = p->cfg->task != NP_TASK_STATISTICS;
     np_stats_compute(&st, want_crc ? &crc : NULL, t->dtype, t->data, t->numel, &p->scratch);
     r->max = st.max;
     r->min = st.min;

@@ -66,6 +66,13 @@ void np_stats_force_portable(int on);
 
 typedef struct np_h5w np_h5w;
 
+/* Uncompressed payloads of NP_H5W_DIRECT_MIN bytes and more are written
+ * around the page cache (O_DIRECT) where the file system allows it, straight
+ * from the caller's memory when it is NP_H5W_DIRECT_ALIGN-aligned, else
+ * through a bounce buffer (h5writer.c). */
+#define NP_H5W_DIRECT_ALIGN ((size_t)4096)
+#define NP_H5W_DIRECT_MIN ((size_t)1 << 18)
+
 typedef struct np_h5w_step_info {
     const char *task, *level, *framework, *device, *precision;
     int64_t step, rank, world_size;
@@ -101,10 +108,11 @@ np_status np_aw_new(np_aw **out, np_h5w *w, size_t queue_bytes, np_error *err);
  * writer met earlier is returned instead (the first one). */
 np_status np_aw_step_begin(np_aw *a, const np_h5w_step_info *info, np_error *err);
 np_status np_aw_call(np_aw *a, const np_call_rec *rec, np_error *err);
-/* With `writer_crc` the writer thread computes rec->crc32 over the payload
- * (the caller leaves it unset). */
+/* Payloads of NP_H5W_DIRECT_MIN bytes and more are queued at
+ * NP_H5W_DIRECT_ALIGN-aligned addresses, so the writer can hand them to
+ * O_DIRECT without another copy. */
 np_status np_aw_entry(np_aw *a, const np_entry_rec *rec, const void *data, size_t nbytes,
-                      int writer_crc, np_error *err);
+                      np_error *err);
 np_status np_aw_step_end(np_aw *a, np_error *err);
 /* Wait until everything queued is written; returns the writer's error. */
 np_status np_aw_drain(np_aw *a, np_error *err);
