@@ -1,0 +1,544 @@
+/* compare/xlsx_sheet.c - splice the data rows of large sheets into an xlsx
+ * that libxlsxwriter wrote with their header rows only (xlsx_sheet.h).
+ *
+ * Why: a 141k-row comparison is ~200 MB of sheet XML. libxlsxwriter prints
+ * it with fprintf into a temporary file and deflates it at zlib's default
+ * level on one thread (8-9 s). Here the XML of a block of rows is built
+ * with the fast number formatter (compare/fmt.c) in memory, deflated at
+ * level 1 as raw deflate blocks ending in a sync flush, so that the blocks
+ * of all threads concatenate into one valid deflate stream (closed by an
+ * empty final block), with their crc32s combined in order. The compressed
+ * blocks are handed to libzip through a source callback that declares its
+ * data as already deflated, so libzip copies them into the archive. Memory
+ * stays flat: a batch of blocks at a time. */
+#include <ctype.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zip.h>
+#include <zlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "xlsx_sheet.h"
+
+#define BLOCK_ROWS 512         /* rows per deflate block */
+#define BLOCKS_PER_THREAD 4    /* blocks per batch and thread */
+#define MAX_THREADS 16
+#define MAX_CELL_CHARS 32767   /* Excel's (and libxlsxwriter's) string limit */
+
+/* ---- growing byte buffer ------------------------------------------------ */
+
+typedef struct xbuf {
+    char *p;
+    size_t n, cap;
+} xbuf;
+
+/* Room for `more` bytes; 0 ok, -1 out of memory. */
+static int xb_reserve(xbuf *b, size_t more)
+{
+    if (b->cap - b->n >= more)
+        return 0;
+    size_t cap = b->cap ? b->cap : 1 << 16;
+    while (cap - b->n < more)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p)
+        return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static void xb_lit(xbuf *b, const char *s, size_t len) /* room reserved */
+{
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+}
+
+#define XB_LIT(b, s) xb_lit((b), (s), sizeof(s) - 1)
+
+/* ---- cells -------------------------------------------------------------- */
+
+/* A string cell's text, escaped as libxlsxwriter does (& < >), control
+ * characters as OOXML's _xHHHH_; cut at Excel's limit on a UTF-8 boundary. */
+static int put_text(xbuf *b, const char *s)
+{
+    size_t len = strlen(s);
+    if (len > MAX_CELL_CHARS) {
+        len = MAX_CELL_CHARS;
+        while (len && ((unsigned char)s[len] & 0xC0) == 0x80)
+            len--;
+    }
+    if (xb_reserve(b, 7 * len + 64))
+        return -1;
+    const unsigned char *u = (const unsigned char *)s;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = u[i];
+        if (ch == '&')
+            XB_LIT(b, "&amp;");
+        else if (ch == '<')
+            XB_LIT(b, "&lt;");
+        else if (ch == '>')
+            XB_LIT(b, "&gt;");
+        else if (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') {
+            static const char hex[] = "0123456789ABCDEF";
+            char e[7] = {'_', 'x', '0', '0', hex[ch >> 4], hex[ch & 15], '_'};
+            xb_lit(b, e, sizeof e);
+        } else
+            b->p[b->n++] = (char)ch;
+    }
+    return 0;
+}
+
+/* One row: <row><c ...>...</c>...</row>; cells in column order without r,
+ * so an empty cell is written as <c/> unless it ends the row. */
+static int put_row(xbuf *b, const cmp_cells *cells, int xf)
+{
+    char s_attr[24];
+    size_t sl = xf > 0 ? (size_t)snprintf(s_attr, sizeof s_attr, " s=\"%d\"", xf) : 0;
+    int last = cells->n;
+    if (!sl)
+        while (last > 0 && cells->c[last - 1].kind == CELL_STR &&
+               (!cells->c[last - 1].str || !cells->c[last - 1].str[0]))
+            last--;
+    if (xb_reserve(b, 16))
+        return -1;
+    XB_LIT(b, "<row>");
+    for (int k = 0; k < last; k++) {
+        const cmp_cell *c = &cells->c[k];
+        if (xb_reserve(b, 96))
+            return -1;
+        XB_LIT(b, "<c");
+        xb_lit(b, s_attr, sl);
+        if (c->kind == CELL_NUM && isfinite(c->num)) {
+            XB_LIT(b, "><v>");
+            char *d = b->p + b->n;
+            int len = cmp_fmt_g(d, c->num, 16);
+            for (int i = 0; i < len; i++)
+                if (d[i] == 'e')
+                    d[i] = 'E';   /* libxlsxwriter prints "%.16G" */
+            b->n += (size_t)len;
+            XB_LIT(b, "</v></c>");
+            continue;
+        }
+        const char *t = c->kind == CELL_STR ? (c->str ? c->str : "")
+                        : c->kind == CELL_NUM && !isnan(c->num) ? (c->num > 0 ? "inf" : "-inf")
+                                                                  : "N/A";
+        if (!t[0]) {
+            XB_LIT(b, "/>");
+            continue;
+        }
+        size_t tl = strlen(t);
+        if (isspace((unsigned char)t[0]) || isspace((unsigned char)t[tl - 1]))
+            XB_LIT(b, " t=\"inlineStr\"><is><t xml:space=\"preserve\">");
+        else
+            XB_LIT(b, " t=\"inlineStr\"><is><t>");
+        if (put_text(b, t))
+            return -1;
+        XB_LIT(b, "</t></is></c>");
+    }
+    if (xb_reserve(b, 16))
+        return -1;
+    XB_LIT(b, "</row>");
+    return 0;
+}
+
+/* ---- blocks: XML of some rows (or a fixed text), deflated ---------------- */
+
+typedef struct block {
+    size_t a, b;              /* rows [a, b), or ... */
+    const char *text;         /* ... this text when not NULL */
+    size_t text_len;
+    unsigned char *z;         /* raw deflate, ending in a sync flush */
+    size_t zn, zcap;
+    uLong crc;                /* of the uncompressed XML */
+    uint64_t len;             /* its length */
+    int failed;
+} block;
+
+typedef struct worker {
+    z_stream zs;
+    int zs_ready;
+    xbuf xml;
+    cmp_cells cells;
+} worker;
+
+static int deflate_block(block *bl, worker *w, const char *data, size_t len)
+{
+    bl->crc = crc32(0L, Z_NULL, 0);
+    for (size_t off = 0; off < len;) {
+        uInt piece = len - off > (1u << 30) ? 1u << 30 : (uInt)(len - off);
+        bl->crc = crc32(bl->crc, (const Bytef *)data + off, piece);
+        off += piece;
+    }
+    bl->len = len;
+    bl->zn = 0;
+    if (deflateReset(&w->zs) != Z_OK)
+        return -1;
+    w->zs.next_in = (Bytef *)(uintptr_t)data;
+    size_t left = len;
+    for (;;) {
+        if (bl->zcap - bl->zn < 64) {
+            size_t cap = bl->zcap ? 2 * bl->zcap : (size_t)deflateBound(&w->zs, (uLong)len) + 64;
+            unsigned char *z = realloc(bl->z, cap);
+            if (!z)
+                return -1;
+            bl->z = z;
+            bl->zcap = cap;
+        }
+        uInt in = left > (1u << 30) ? 1u << 30 : (uInt)left;
+        size_t room = bl->zcap - bl->zn;
+        w->zs.avail_in = in;
+        w->zs.next_out = bl->z + bl->zn;
+        w->zs.avail_out = room > (1u << 30) ? 1u << 30 : (uInt)room;
+        uInt out0 = w->zs.avail_out;
+        int rc = deflate(&w->zs, Z_SYNC_FLUSH);
+        if (rc != Z_OK && rc != Z_BUF_ERROR)
+            return -1;
+        left -= in - w->zs.avail_in;
+        bl->zn += out0 - w->zs.avail_out;
+        if (left == 0 && w->zs.avail_out != 0)
+            return 0;
+    }
+}
+
+/* ---- the libzip source of one sheet ------------------------------------- */
+
+typedef struct sheet_src {
+    const cmp_xlsx_sheet *sh;
+    char *xml;                /* libxlsxwriter's part, the dimension rewritten */
+    size_t pre_len;           /* up to </sheetData> */
+    size_t xml_len;
+    size_t next_row;          /* rows not yet in a block */
+    int stage;                /* 0: prologue next, 1: rows, 2: epilogue queued, 3: all queued */
+    block *blocks;
+    int n_blocks, cap_blocks, cur;
+    size_t off;               /* into blocks[cur].z */
+    worker *workers;
+    int n_threads;
+    uLong crc;
+    uint64_t size;            /* uncompressed bytes so far */
+    uint64_t zsize;           /* compressed bytes handed out */
+    int finished;             /* every byte handed out: size and crc final */
+    zip_error_t error;
+} sheet_src;
+
+static void src_free(sheet_src *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; i < s->cap_blocks; i++)
+        free(s->blocks[i].z);
+    free(s->blocks);
+    for (int t = 0; t < s->n_threads && s->workers; t++) {
+        if (s->workers[t].zs_ready)
+            deflateEnd(&s->workers[t].zs);
+        free(s->workers[t].xml.p);
+    }
+    free(s->workers);
+    free(s->xml);
+    zip_error_fini(&s->error);
+    free(s);
+}
+
+static void run_block(sheet_src *s, block *bl, worker *w)
+{
+    const char *data = bl->text;
+    size_t len = bl->text_len;
+    if (!data) {
+        w->xml.n = 0;
+        for (size_t i = bl->a; i < bl->b; i++) {
+            int xf = s->sh->row(&w->cells, s->sh->first + i, s->sh->user);
+            if (put_row(&w->xml, &w->cells, xf)) {
+                bl->failed = 1;
+                return;
+            }
+        }
+        data = w->xml.p;
+        len = w->xml.n;
+    }
+    if (deflate_block(bl, w, data ? data : "", len))
+        bl->failed = 1;
+}
+
+/* Queue and deflate the next batch of blocks; 0 ok, -1 (error set). */
+static int next_batch(sheet_src *s)
+{
+    int n = 0;
+    if (s->stage == 0) {
+        block *bl = &s->blocks[n++];
+        bl->text = s->xml;
+        bl->text_len = s->pre_len;
+        s->stage = 1;
+    }
+    while (s->stage == 1 && n < s->cap_blocks) {
+        if (s->next_row == s->sh->n_rows) {
+            block *bl = &s->blocks[n++];
+            bl->text = s->xml + s->pre_len;
+            bl->text_len = s->xml_len - s->pre_len;
+            s->stage = 2;
+            break;
+        }
+        block *bl = &s->blocks[n++];
+        bl->text = NULL;
+        bl->a = s->next_row;
+        bl->b = s->sh->n_rows - s->next_row > BLOCK_ROWS ? s->next_row + BLOCK_ROWS : s->sh->n_rows;
+        s->next_row = bl->b;
+    }
+    for (int i = 0; i < n; i++)
+        s->blocks[i].failed = 0;
+    int nt = s->n_threads < n ? s->n_threads : n;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+#endif
+    for (int i = 0; i < n; i++) {
+        int t = 0;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+#endif
+        run_block(s, &s->blocks[i], &s->workers[t]);
+    }
+    (void)nt;
+    for (int i = 0; i < n; i++) {
+        block *bl = &s->blocks[i];
+        if (bl->failed) {
+            zip_error_set(&s->error, ZIP_ER_MEMORY, 0);
+            return -1;
+        }
+        s->crc = crc32_combine(s->crc, bl->crc, (z_off_t)bl->len);
+        s->size += bl->len;
+    }
+    if (s->stage == 2) {
+        /* close the stream: an empty final block with fixed codes */
+        block *bl = &s->blocks[n - 1];
+        if (bl->zcap - bl->zn < 2) {
+            unsigned char *z = realloc(bl->z, bl->zn + 2);
+            if (!z) {
+                zip_error_set(&s->error, ZIP_ER_MEMORY, 0);
+                return -1;
+            }
+            bl->z = z;
+            bl->zcap = bl->zn + 2;
+        }
+        bl->z[bl->zn++] = 0x03;
+        bl->z[bl->zn++] = 0x00;
+        s->stage = 3;
+    }
+    s->n_blocks = n;
+    s->cur = 0;
+    s->off = 0;
+    return 0;
+}
+
+static zip_int64_t src_read(sheet_src *s, unsigned char *out, zip_uint64_t cap)
+{
+    zip_uint64_t done = 0;
+    while (done < cap) {
+        if (s->cur == s->n_blocks) {
+            if (s->stage == 3) {
+                s->finished = 1;
+                break;
+            }
+            if (next_batch(s))
+                return -1;
+            continue;
+        }
+        block *bl = &s->blocks[s->cur];
+        size_t take = bl->zn - s->off;
+        if (take > cap - done)
+            take = (size_t)(cap - done);
+        memcpy(out + done, bl->z + s->off, take);
+        done += take;
+        s->off += take;
+        if (s->off == bl->zn) {
+            s->cur++;
+            s->off = 0;
+        }
+    }
+    s->zsize += done;
+    return (zip_int64_t)done;
+}
+
+static zip_int64_t src_cb(void *user, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
+{
+    sheet_src *s = user;
+    switch (cmd) {
+    case ZIP_SOURCE_OPEN:
+        if (s->stage != 0) {        /* read once only */
+            zip_error_set(&s->error, ZIP_ER_INTERNAL, 0);
+            return -1;
+        }
+        return 0;
+    case ZIP_SOURCE_READ:
+        return src_read(s, data, len);
+    case ZIP_SOURCE_CLOSE:
+        return 0;
+    case ZIP_SOURCE_STAT: {
+        zip_stat_t *st = ZIP_SOURCE_GET_ARGS(zip_stat_t, data, len, &s->error);
+        if (!st)
+            return -1;
+        zip_stat_init(st);
+        st->valid = ZIP_STAT_COMP_METHOD;
+        st->comp_method = ZIP_CM_DEFLATE; /* the data is deflated already */
+        if (s->finished) {
+            st->valid |= ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_CRC;
+            st->size = s->size;
+            st->comp_size = s->zsize;
+            st->crc = (zip_uint32_t)s->crc;
+        }
+        return sizeof *st;
+    }
+    case ZIP_SOURCE_ERROR:
+        return zip_error_to_data(&s->error, data, len);
+    case ZIP_SOURCE_FREE:
+        src_free(s);
+        return 0;
+    case ZIP_SOURCE_SUPPORTS:
+        return ZIP_SOURCE_SUPPORTS_READABLE;
+    default:
+        zip_error_set(&s->error, ZIP_ER_OPNOTSUPP, 0);
+        return -1;
+    }
+}
+
+/* Column letters of 0-based column k into buf (>= 4 bytes). */
+static void col_name(char *buf, int k)
+{
+    char t[4];
+    int n = 0;
+    for (k++; k > 0 && n < 3; k = (k - 1) / 26)
+        t[n++] = (char)('A' + (k - 1) % 26);
+    for (int i = 0; i < n; i++)
+        buf[i] = t[n - 1 - i];
+    buf[n] = '\0';
+}
+
+/* Read the sheet part and prepare its source (dimension rewritten, the
+ * split point before </sheetData>). */
+static np_status src_new(sheet_src **out, zip_t *za, zip_uint64_t idx, const char *path,
+                         const char *part, const cmp_xlsx_sheet *sh, np_error *err)
+{
+    *out = NULL;
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_stat_index(za, idx, 0, &st) < 0 || !(st.valid & ZIP_STAT_SIZE) || st.size > (1u << 30))
+        return np_error_set(err, NP_ERR_ZIP, path, part, "cannot read the size of the sheet: %s",
+                            zip_strerror(za));
+    char *xml = malloc((size_t)st.size + 64);
+    if (!xml)
+        return np_error_set(err, NP_ERR_NOMEM, path, part, "out of memory");
+    zip_file_t *f = zip_fopen_index(za, idx, 0);
+    zip_int64_t got = f ? zip_fread(f, xml, st.size) : -1;
+    if (f)
+        zip_fclose(f);
+    if (got < 0 || (zip_uint64_t)got != st.size) {
+        free(xml);
+        return np_error_set(err, NP_ERR_ZIP, path, part, "cannot read the sheet: %s",
+                            zip_strerror(za));
+    }
+    size_t len = (size_t)st.size;
+    xml[len] = '\0';
+    char *end = strstr(xml, "</sheetData>");
+    char *dim = strstr(xml, "<dimension ref=\"");
+    char *dim_end = dim ? strchr(dim + 16, '"') : NULL;
+    if (!end || !dim_end || dim_end > end) {
+        free(xml);
+        return np_error_set(err, NP_ERR_FORMAT, path, part,
+                            "the sheet written by libxlsxwriter has no dimension or sheetData");
+    }
+    char ref[48], col[4];
+    col_name(col, sh->n_cols > 0 ? sh->n_cols - 1 : 0);
+    int rl = snprintf(ref, sizeof ref, "A1:%s%zu", col, sh->n_rows + 1);
+    size_t head = (size_t)(dim + 16 - xml), old = (size_t)(dim_end - (dim + 16));
+    /* the new ref is longer than "A1:X1" by at most 40 bytes: room was allocated */
+    memmove(xml + head + (size_t)rl, dim_end, len - (size_t)(dim_end - xml) + 1);
+    memcpy(xml + head, ref, (size_t)rl);
+    len = len - old + (size_t)rl;
+    sheet_src *s = calloc(1, sizeof *s);
+    if (!s) {
+        free(xml);
+        return np_error_set(err, NP_ERR_NOMEM, path, part, "out of memory");
+    }
+    zip_error_init(&s->error);
+    s->sh = sh;
+    s->xml = xml;
+    s->xml_len = len;
+    s->pre_len = (size_t)(strstr(xml, "</sheetData>") - xml);
+    s->crc = crc32(0L, Z_NULL, 0);
+    int nt = 1;
+#ifdef _OPENMP
+    nt = omp_get_max_threads();
+#endif
+    s->n_threads = nt < 1 ? 1 : nt > MAX_THREADS ? MAX_THREADS : nt;
+    s->cap_blocks = BLOCKS_PER_THREAD * s->n_threads;
+    s->blocks = calloc((size_t)s->cap_blocks, sizeof *s->blocks);
+    s->workers = calloc((size_t)s->n_threads, sizeof *s->workers);
+    if (!s->blocks || !s->workers) {
+        src_free(s);
+        return np_error_set(err, NP_ERR_NOMEM, path, part, "out of memory");
+    }
+    for (int t = 0; t < s->n_threads; t++) {
+        if (deflateInit2(&s->workers[t].zs, 1, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+            src_free(s);
+            return np_error_set(err, NP_ERR_NOMEM, path, part, "cannot start zlib's deflate");
+        }
+        s->workers[t].zs_ready = 1;
+    }
+    *out = s;
+    return NP_OK;
+}
+
+np_status cmp_xlsx_fill_sheets(const char *path, const cmp_xlsx_sheet *sheets, int n,
+                               np_error *err)
+{
+    int zerr = 0;
+    zip_t *za = zip_open(path, 0, &zerr);
+    if (!za) {
+        zip_error_t ze;
+        zip_error_init_with_code(&ze, zerr);
+        np_status st = np_error_set(err, NP_ERR_ZIP, path, NULL,
+                                    "cannot reopen the xlsx to write its rows: %s",
+                                    zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        return st;
+    }
+    for (int i = 0; i < n; i++) {
+        char part[64];
+        snprintf(part, sizeof part, "xl/worksheets/sheet%d.xml", sheets[i].number);
+        zip_int64_t idx = zip_name_locate(za, part, 0);
+        if (idx < 0) {
+            zip_discard(za);
+            return np_error_set(err, NP_ERR_FORMAT, path, part, "the sheet is missing");
+        }
+        sheet_src *s;
+        np_status st = src_new(&s, za, (zip_uint64_t)idx, path, part, &sheets[i], err);
+        if (st != NP_OK) {
+            zip_discard(za);
+            return st;
+        }
+        zip_source_t *zs = zip_source_function(za, src_cb, s);
+        if (!zs) {
+            src_free(s);
+            zip_discard(za);
+            return np_error_set(err, NP_ERR_NOMEM, path, part, "cannot create a zip source");
+        }
+        if (zip_file_replace(za, (zip_uint64_t)idx, zs, 0) < 0) {
+            zip_source_free(zs);
+            st = np_error_set(err, NP_ERR_ZIP, path, part, "cannot replace the sheet: %s",
+                              zip_strerror(za));
+            zip_discard(za);
+            return st;
+        }
+    }
+    if (zip_close(za) < 0) {
+        np_status st = np_error_set(err, NP_ERR_ZIP, path, NULL, "writing the rows failed: %s",
+                                    zip_strerror(za));
+        zip_discard(za);
+        return st;
+    }
+    return NP_OK;
+}
