@@ -6,6 +6,7 @@ openpyxl is not installed."""
 import csv
 import json
 import math
+import re
 import sys
 import zipfile
 
@@ -103,18 +104,62 @@ for i, xr in enumerate(xrows):
         xv2 = "" if xv is None else xv
         if isinstance(xv, float) or isinstance(xv, int):
             check(isinstance(cv, float) and same(xv, cv), f"row {i} col {hdr[k]}: xlsx {xv} csv {cv}")
+            # exactly the number libxlsxwriter's "%.16G" gives Excel
+            check(isinstance(cv, float) and xv == float("%.16G" % cv),
+                  f"row {i} col {hdr[k]}: xlsx {xv!r} is not %.16G of csv {cv!r}")
             check(isinstance(jv, (int, float)) and same(xv, jv), f"row {i} col {hdr[k]}: xlsx {xv} json {jv}")
         else:
             check(str(xv2) == str(crow[i + 1][k]), f"row {i} col {hdr[k]}: xlsx {xv2!r} csv {crow[i + 1][k]!r}")
             check(jv is None and xv2 == "N/A" or str(jv) == str(xv2), f"row {i} col {hdr[k]}: json {jv!r}")
 
+# the calls sheet: one row per call in execution order, the culprit red,
+# the chart's ranges covering its rows
+cw = wb["calls"]
+chdr = [c.value for c in cw[1]]
+check(chdr[:3] == ["Order", "Seq", "Call"] and len(chdr) == 12, f"calls header {chdr}")
+check(cw.freeze_panes == "A2", f"calls freeze panes {cw.freeze_panes}")
+crows = [[c.value for c in r] for r in cw.iter_rows(min_row=2)]
+check([r[0] for r in crows] == list(range(len(crows))), "calls Order column")
+check(len(crows) == 4, f"calls rows {len(crows)}")
+for r, row in zip(crows, cw.iter_rows(min_row=2)):
+    rgb = row[0].fill.fgColor.rgb if row[0].fill and row[0].fill.fill_type == "solid" else None
+    if r[2] == "Functional.relu.0.forward":
+        check(r[4] == "culprit" and rgb == "FFFF0000", f"culprit call row {r} fill {rgb}")
+    elif r[4] == "pass":
+        check(rgb is None, f"pass call row {r[2]} fill {rgb}")
+    check(isinstance(r[7], (int, float)) and r[8] == 1, f"calls plotted columns {r[7:9]}")
+with zipfile.ZipFile(xlsx) as z:
+    chart = z.read("xl/charts/chart1.xml").decode()
+    n = len(crows) + 1
+    check(f"calls!$A$2:$A${n}" in chart and f"calls!$H$2:$H${n}" in chart, "chart ranges")
+    for part in z.namelist():
+        if part.startswith("xl/worksheets/sheet"):
+            xml = z.read(part).decode()
+            m = re.search(r'<dimension ref="A1:([A-Z]+)(\d+)"/>', xml)
+            if m and '<autoFilter ref="' in xml:
+                rows_in = xml.count("<row")
+                check(int(m.group(2)) == rows_in, f"{part} dimension {m.group(0)} for {rows_in} rows")
+                check(f'<autoFilter ref="A1:{m.group(1)}{m.group(2)}"/>' in xml, f"{part} autofilter")
+
 # the split workbook: rows_2, rows_3, ... each with the header, all rows kept
+# with the same values and fills, in order
 sw = openpyxl.load_workbook(split)
 parts = [n for n in sw.sheetnames if n.startswith("rows")]
 check(len(parts) >= 2, f"split sheets {parts}")
-total = 0
+check(parts == ["rows"] + [f"rows_{k}" for k in range(2, len(parts) + 1)], f"split names {parts}")
+srows, sfills = [], []
 for n in parts:
     check([c.value for c in sw[n][1]] == hdr, f"{n} header")
-    total += sw[n].max_row - 1
-check(total == len(xrows), f"split rows {total} vs {len(xrows)}")
+    check(sw[n].freeze_panes == "A2", f"{n} freeze panes")
+    m = re.fullmatch(r"A1:[A-Z]+(\d+)", sw[n].auto_filter.ref or "")
+    check(m and int(m.group(1)) == sw[n].max_row,
+          f"{n} autofilter {sw[n].auto_filter.ref} for {sw[n].max_row} rows")
+    for row in sw[n].iter_rows(min_row=2):
+        srows.append([c.value for c in row])
+        sfills.append(row[0].fill.fgColor.rgb if row[0].fill and row[0].fill.fill_type == "solid" else None)
+check(len(srows) == len(xrows), f"split rows {len(srows)} vs {len(xrows)}")
+check(srows == xrows, "split rows differ from the unsplit sheet")
+xfills = [r[0].fill.fgColor.rgb if r[0].fill and r[0].fill.fill_type == "solid" else None
+          for r in ws.iter_rows(min_row=2)]
+check(sfills == xfills, "split fills differ from the unsplit sheet")
 sys.exit(1 if fails else 0)
