@@ -7,10 +7,12 @@
  * with the fast number formatter (compare/fmt.c) in memory, deflated at
  * level 1 as raw deflate blocks ending in a sync flush, so that the blocks
  * of all threads concatenate into one valid deflate stream (closed by an
- * empty final block), with their crc32s combined in order. The compressed
- * blocks are handed to libzip through a source callback that declares its
- * data as already deflated, so libzip copies them into the archive. Memory
- * stays flat: a batch of blocks at a time. */
+ * empty final block), with their crc32s combined in order. The stream is
+ * spooled to an unlinked temporary file, then handed to libzip through a
+ * source callback that declares it deflated with its sizes and crc known,
+ * so libzip copies it into the archive and writes plain (not zip64)
+ * headers: Excel refuses zip64 records on entries that do not need them.
+ * Memory stays flat: a batch of blocks at a time. */
 #include <ctype.h>
 #include <math.h>
 #include <stdint.h>
@@ -216,31 +218,41 @@ typedef struct sheet_src {
     size_t next_row;          /* rows not yet in a block */
     int stage;                /* 0: prologue next, 1: rows, 2: epilogue queued, 3: all queued */
     block *blocks;
-    int n_blocks, cap_blocks, cur;
-    size_t off;               /* into blocks[cur].z */
+    int n_blocks, cap_blocks;
     worker *workers;
     int n_threads;
-    uLong crc;
-    uint64_t size;            /* uncompressed bytes so far */
-    uint64_t zsize;           /* compressed bytes handed out */
-    int finished;             /* every byte handed out: size and crc final */
+    FILE *spool;              /* the deflated stream */
+    uLong crc;                /* of the XML */
+    uint64_t size;            /* XML bytes */
+    uint64_t zsize;           /* deflated bytes */
     zip_error_t error;
 } sheet_src;
 
-static void src_free(sheet_src *s)
+/* The batch machinery, no longer needed once the stream is spooled. */
+static void src_free_work(sheet_src *s)
 {
-    if (!s)
-        return;
-    for (int i = 0; i < s->cap_blocks; i++)
+    for (int i = 0; i < s->cap_blocks && s->blocks; i++)
         free(s->blocks[i].z);
     free(s->blocks);
+    s->blocks = NULL;
     for (int t = 0; t < s->n_threads && s->workers; t++) {
         if (s->workers[t].zs_ready)
             deflateEnd(&s->workers[t].zs);
         free(s->workers[t].xml.p);
     }
     free(s->workers);
+    s->workers = NULL;
     free(s->xml);
+    s->xml = NULL;
+}
+
+static void src_free(sheet_src *s)
+{
+    if (!s)
+        return;
+    src_free_work(s);
+    if (s->spool)
+        fclose(s->spool);
     zip_error_fini(&s->error);
     free(s);
 }
@@ -329,38 +341,15 @@ static int next_batch(sheet_src *s)
         s->stage = 3;
     }
     s->n_blocks = n;
-    s->cur = 0;
-    s->off = 0;
-    return 0;
-}
-
-static zip_int64_t src_read(sheet_src *s, unsigned char *out, zip_uint64_t cap)
-{
-    zip_uint64_t done = 0;
-    while (done < cap) {
-        if (s->cur == s->n_blocks) {
-            if (s->stage == 3) {
-                s->finished = 1;
-                break;
-            }
-            if (next_batch(s))
-                return -1;
-            continue;
+    for (int i = 0; i < n; i++) {
+        block *bl = &s->blocks[i];
+        if (fwrite(bl->z, 1, bl->zn, s->spool) != bl->zn) {
+            zip_error_set(&s->error, ZIP_ER_WRITE, 0);
+            return -1;
         }
-        block *bl = &s->blocks[s->cur];
-        size_t take = bl->zn - s->off;
-        if (take > cap - done)
-            take = (size_t)(cap - done);
-        memcpy(out + done, bl->z + s->off, take);
-        done += take;
-        s->off += take;
-        if (s->off == bl->zn) {
-            s->cur++;
-            s->off = 0;
-        }
+        s->zsize += bl->zn;
     }
-    s->zsize += done;
-    return (zip_int64_t)done;
+    return 0;
 }
 
 static zip_int64_t src_cb(void *user, void *data, zip_uint64_t len, zip_source_cmd_t cmd)
@@ -368,13 +357,19 @@ static zip_int64_t src_cb(void *user, void *data, zip_uint64_t len, zip_source_c
     sheet_src *s = user;
     switch (cmd) {
     case ZIP_SOURCE_OPEN:
-        if (s->stage != 0) {        /* read once only */
-            zip_error_set(&s->error, ZIP_ER_INTERNAL, 0);
+        if (fseek(s->spool, 0, SEEK_SET) != 0) {
+            zip_error_set(&s->error, ZIP_ER_SEEK, 0);
             return -1;
         }
         return 0;
-    case ZIP_SOURCE_READ:
-        return src_read(s, data, len);
+    case ZIP_SOURCE_READ: {
+        size_t got = fread(data, 1, (size_t)len, s->spool);
+        if (got < len && ferror(s->spool)) {
+            zip_error_set(&s->error, ZIP_ER_READ, 0);
+            return -1;
+        }
+        return (zip_int64_t)got;
+    }
     case ZIP_SOURCE_CLOSE:
         return 0;
     case ZIP_SOURCE_STAT: {
@@ -382,14 +377,12 @@ static zip_int64_t src_cb(void *user, void *data, zip_uint64_t len, zip_source_c
         if (!st)
             return -1;
         zip_stat_init(st);
-        st->valid = ZIP_STAT_COMP_METHOD;
-        st->comp_method = ZIP_CM_DEFLATE; /* the data is deflated already */
-        if (s->finished) {
-            st->valid |= ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_CRC;
-            st->size = s->size;
-            st->comp_size = s->zsize;
-            st->crc = (zip_uint32_t)s->crc;
-        }
+        /* deflated already, sizes known: copied as it is, no zip64 */
+        st->valid = ZIP_STAT_COMP_METHOD | ZIP_STAT_SIZE | ZIP_STAT_COMP_SIZE | ZIP_STAT_CRC;
+        st->comp_method = ZIP_CM_DEFLATE;
+        st->size = s->size;
+        st->comp_size = s->zsize;
+        st->crc = (zip_uint32_t)s->crc;
         return sizeof *st;
     }
     case ZIP_SOURCE_ERROR:
@@ -492,6 +485,29 @@ static np_status src_new(sheet_src **out, zip_t *za, zip_uint64_t idx, const cha
     return NP_OK;
 }
 
+/* Produce the whole deflated part into the spool. */
+static np_status spool_sheet(sheet_src *s, const char *path, const char *part, np_error *err)
+{
+    s->spool = tmpfile();
+    if (!s->spool)
+        return np_error_set(err, NP_ERR_IO, path, part,
+                            "cannot create a temporary file for the sheet's rows");
+    while (s->stage != 3)
+        if (next_batch(s))
+            return np_error_set(err, zip_error_code_zip(&s->error) == ZIP_ER_WRITE ? NP_ERR_NOSPACE
+                                                                                 : NP_ERR_NOMEM,
+                                path, part, "writing the sheet's rows failed: %s",
+                                zip_error_code_zip(&s->error) == ZIP_ER_WRITE
+                                    ? "cannot write the temporary file (disk full?)"
+                                    : "out of memory");
+    src_free_work(s);
+    if (fflush(s->spool) != 0)
+        return np_error_set(err, NP_ERR_NOSPACE, path, part,
+                            "writing the sheet's rows failed: cannot write the temporary file "
+                            "(disk full?)");
+    return NP_OK;
+}
+
 np_status cmp_xlsx_fill_sheets(const char *path, const cmp_xlsx_sheet *sheets, int n,
                                np_error *err)
 {
@@ -516,6 +532,8 @@ np_status cmp_xlsx_fill_sheets(const char *path, const cmp_xlsx_sheet *sheets, i
         }
         sheet_src *s;
         np_status st = src_new(&s, za, (zip_uint64_t)idx, path, part, &sheets[i], err);
+        if (st == NP_OK && (st = spool_sheet(s, path, part, err)) != NP_OK)
+            src_free(s);
         if (st != NP_OK) {
             zip_discard(za);
             return st;
