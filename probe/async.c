@@ -155,22 +155,29 @@ np_status np_aw_new(np_aw **out, np_h5w *w, size_t queue_bytes, np_error *err)
 }
 
 /* Reserve `len` contiguous bytes (len <= cap); returns the pointer, with the
- * mutex released. Blocks while the ring is full. */
+ * mutex released. Blocks while the ring is full. When the tail of the ring
+ * is too short for the message, a wrap marker fills the tail as soon as
+ * there is room for the marker alone (not for marker plus message: with a
+ * message longer than cap minus the tail that never comes, and the producer
+ * would wait forever on an empty ring); the message then goes to offset 0
+ * once the writer has consumed enough. */
 static unsigned char *reserve(np_aw *a, uint64_t len)
 {
     pthread_mutex_lock(&a->mu);
     for (;;) {
         uint64_t off = a->wpos % a->cap;
-        uint64_t pad = a->cap - off < len ? a->cap - off : 0;
         uint64_t used = a->wpos - a->rpos;
-        if (a->cap - used >= pad + len) {
-            if (pad) {
+        if (a->cap - off < len) {
+            uint64_t pad = a->cap - off; /* >= HDR: lengths and cap are multiples of ALIGN */
+            if (a->cap - used >= pad) {
                 msg_hdr *h = (msg_hdr *)(void *)(a->buf + off);
                 h->type = M_WRAP;
                 h->len = pad;
                 a->wpos += pad;
                 pthread_cond_signal(&a->can_read);
+                continue;
             }
+        } else if (a->cap - used >= len) {
             break;
         }
         pthread_cond_wait(&a->can_write, &a->mu);
