@@ -1,5 +1,5 @@
 /* tests/runtime/test_rt_vmath.c - the vectorisable math of runtime/vmath.h
- * against glibc (an independent implementation): rt_exp_d within 2 ulp,
+ * against glibc (an independent implementation): rt_exp_d within 3 ulp,
  * rt_norm_cdf within 5e-13 relative in both tails; and Functional.gelu,
  * whose kernels run the AVX-512/AVX2/baseline clone this CPU selects, gives
  * the same bits as the scalar formula compiled here, agrees with libm's
@@ -32,7 +32,7 @@ static void check_exp(void)
         if (e > worst)
             worst = e, at = x;
     }
-    CHECK_MSG(worst <= 4.5e-16, "rt_exp_d: worst relative error %.3g at x = %.17g", worst, at);
+    CHECK_MSG(worst <= 6.7e-16, "rt_exp_d: worst relative error %.3g at x = %.17g", worst, at);
     CHECK_EQ_FLOAT(rt_exp_d(0.0), 1.0);
     CHECK_EQ_FLOAT(rt_exp_d(-1000.0), rt_exp_d(-708.0)); /* documented clamp */
     CHECK(isnan(rt_exp_d(NAN)));
