@@ -149,6 +149,36 @@ static int chunk_f32_fast_c(part *p, const float *x, int64_t n)
  * memory, not cache, and this made the pass ~1.5x faster there. */
 #define PREFETCH 512
 
+/* The end both vector kernels share: elements [i, n) into the finiteness
+ * check and max/min, then (all finite) the lane sums sa/qa folded and the
+ * elements past the last full block of lanes, [nb, n), added one by one.
+ * Returns 0 when the chunk holds a NaN/Inf (the caller takes the slow path). */
+static int fast_tail(part *p, const float *x, int64_t i, int64_t nb, int64_t n, float zs,
+                     float fmx, float fmn, const double *sa, const double *qa)
+{
+    for (; i < n; i++) {
+        float v = x[i];
+        zs += v - v;
+        fmx = v > fmx ? v : fmx;
+        fmn = v < fmn ? v : fmn;
+    }
+    if (isnan(zs))
+        return 0;
+    float mx[FLANES], mn[FLANES];
+    double unused_s[FLANES], unused_q[FLANES];
+    lanes_init(mx, mn, unused_s, unused_q);
+    mx[0] = fmx;
+    mn[0] = fmn;
+    p->nfin += n;
+    fold_f32(p, mx, mn, sa, qa);
+    for (i = nb; i < n; i++) {
+        double d = (double)x[i];
+        p->sum += d;
+        p->sumsq += d * d;
+    }
+    return 1;
+}
+
 __attribute__((target("avx512f"))) static int chunk_f32_fast_avx512(part *p, const float *x,
                                                                       int64_t n)
 {
@@ -178,29 +208,10 @@ __attribute__((target("avx512f"))) static int chunk_f32_fast_avx512(part *p, con
         s = _mm512_add_pd(s, d);
         q = _mm512_add_pd(q, _mm512_mul_pd(d, d));
     }
-    for (; i < n; i++) {
-        float v = x[i];
-        zs += v - v;
-        fmx = v > fmx ? v : fmx;
-        fmn = v < fmn ? v : fmn;
-    }
-    if (isnan(zs))
-        return 0;
-    float mx[FLANES], mn[FLANES];
     double sa[FLANES], qa[FLANES];
-    lanes_init(mx, mn, sa, qa);
-    mx[0] = fmx;
-    mn[0] = fmn;
     _mm512_storeu_pd(sa, s);
     _mm512_storeu_pd(qa, q);
-    p->nfin += n;
-    fold_f32(p, mx, mn, sa, qa);
-    for (i = nb; i < n; i++) {
-        double d = (double)x[i];
-        p->sum += d;
-        p->sumsq += d * d;
-    }
-    return 1;
+    return fast_tail(p, x, i, nb, n, zs, fmx, fmn, sa, qa);
 }
 
 __attribute__((target("avx2"))) static int chunk_f32_fast_avx2(part *p, const float *x,
@@ -234,31 +245,12 @@ __attribute__((target("avx2"))) static int chunk_f32_fast_avx2(part *p, const fl
         fmx = mxl[l] > fmx ? mxl[l] : fmx;
         fmn = mnl[l] < fmn ? mnl[l] : fmn;
     }
-    for (; i < n; i++) {
-        float v = x[i];
-        zs += v - v;
-        fmx = v > fmx ? v : fmx;
-        fmn = v < fmn ? v : fmn;
-    }
-    if (isnan(zs))
-        return 0;
-    float mx[FLANES], mn[FLANES];
     double sa[FLANES], qa[FLANES];
-    lanes_init(mx, mn, sa, qa);
-    mx[0] = fmx;
-    mn[0] = fmn;
     _mm256_storeu_pd(sa, s0);
     _mm256_storeu_pd(sa + 4, s1);
     _mm256_storeu_pd(qa, q0);
     _mm256_storeu_pd(qa + 4, q1);
-    p->nfin += n;
-    fold_f32(p, mx, mn, sa, qa);
-    for (i = nb; i < n; i++) {
-        double d = (double)x[i];
-        p->sum += d;
-        p->sumsq += d * d;
-    }
-    return 1;
+    return fast_tail(p, x, i, nb, n, zs, fmx, fmn, sa, qa);
 }
 #endif
 
