@@ -8,6 +8,8 @@ find_package(Threads REQUIRED)
 pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
 pkg_check_modules(XLSXWRITER REQUIRED IMPORTED_TARGET xlsxwriter)
 pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
+# ISA-L's igzip deflates the xlsx report's large sheets (compare/xlsx_sheet.c)
+pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 find_library(NP_LIBM m REQUIRED)
 

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   # build
   gcc make cmake pkg-config
-  libhdf5-dev libxlsxwriter-dev libjansson-dev libopenblas-dev libzip-dev zlib1g-dev
+  libhdf5-dev libxlsxwriter-dev libjansson-dev libopenblas-dev libzip-dev zlib1g-dev libisal-dev
   # tests, samples and benchmarks: readers and references independent of nprobe
   hdf5-tools unzip time python3 python3-numpy python3-h5py python3-openpyxl python3-pandas python3-torch
   # a second, independent xlsx reader (test_cmp_xlsx_libreoffice converts reports to csv)
