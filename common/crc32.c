@@ -4,7 +4,9 @@
  * lanes are folded into one, and that 16-byte remainder plus the last < 16
  * bytes go through zlib's crc32. With VPCLMULQDQ and AVX-512 the bulk is
  * first folded 256 bytes at a time in four 512-bit registers (sixteen
- * 128-bit lanes, the same algebra), then handed to the four 128-bit lanes.
+ * 128-bit lanes, the same algebra), then handed to the four 128-bit lanes;
+ * with VPCLMULQDQ and AVX2 only (AMD Zen 3, Intel Alder Lake) the same 256
+ * bytes a step go through eight 256-bit registers.
  * Elsewhere, and for short buffers, it is zlib's crc32.
  *
  * Folding (bit-reflected CRC, as zlib's): a 16-byte lane read little-endian
@@ -115,18 +117,87 @@ __attribute__((target(TARGET_512))) static uint32_t crc32_fold512(uint32_t crc,
                        _mm512_extracti32x4_epi32(z, 2), _mm512_extracti32x4_epi32(z, 3), p,
                        off, len);
 }
+#define TARGET_256 "avx2,vpclmulqdq,pclmul,sse2"
+
+__attribute__((target(TARGET_256))) static __m256i fold256(__m256i x, __m256i k)
+{
+    return _mm256_xor_si256(_mm256_clmulepi64_epi128(x, k, 0x00),
+                            _mm256_clmulepi64_epi128(x, k, 0x11));
+}
+
+/* len >= 256: the 512-bit algorithm with each zmm as two ymm (y[2i], y[2i+1]). */
+__attribute__((target(TARGET_256))) static uint32_t crc32_fold256(uint32_t crc,
+                                                                   const unsigned char *p,
+                                                                   size_t len)
+{
+    const __m256i k16 = _mm256_broadcastsi128_si256(
+        _mm_set_epi64x((long long)K2048_L, (long long)K2048_H));
+    const __m256i k4 = _mm256_broadcastsi128_si256(
+        _mm_set_epi64x((long long)K512_L, (long long)K512_H));
+    __m256i y[8];
+    for (int i = 0; i < 8; i++)
+        y[i] = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32 * i));
+    y[0] = _mm256_xor_si256(y[0], _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)~crc)));
+    size_t off = 256;
+    for (; len - off >= 256; off += 256)
+        for (int i = 0; i < 8; i++)
+            y[i] = _mm256_xor_si256(fold256(y[i], k16),
+                                    _mm256_loadu_si256((const __m256i *)(const void *)(p + off + 32 * i)));
+    /* Four 64-byte groups into one (64 bytes ahead each), then its four lanes. */
+    __m256i a = y[0], b = y[1];
+    for (int g = 1; g < 4; g++) {
+        a = _mm256_xor_si256(fold256(a, k4), y[2 * g]);
+        b = _mm256_xor_si256(fold256(b, k4), y[2 * g + 1]);
+    }
+    return crc32_lanes(_mm256_extracti128_si256(a, 0), _mm256_extracti128_si256(a, 1),
+                       _mm256_extracti128_si256(b, 0), _mm256_extracti128_si256(b, 1), p, off,
+                       len);
+}
 #endif
 
-uint32_t np_crc32(uint32_t crc, const void *buf, size_t len)
+int np_crc32_kernel_supported(np_crc32_kernel k)
+{
+    switch (k) {
+    case NP_CRC32_ZLIB:
+        return 1;
+#if defined(__x86_64__) && defined(__GNUC__)
+    case NP_CRC32_PCLMUL:
+        return __builtin_cpu_supports("pclmul");
+    case NP_CRC32_VPCLMUL256:
+        return __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx2");
+    case NP_CRC32_VPCLMUL512:
+        return __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx512f");
+#endif
+    default:
+        return 0;
+    }
+}
+
+uint32_t np_crc32_with(np_crc32_kernel k, uint32_t crc, const void *buf, size_t len)
 {
     if (!buf || len == 0)
         return crc;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (len >= 256 && __builtin_cpu_supports("vpclmulqdq") &&
-        __builtin_cpu_supports("avx512f"))
+    if (k == NP_CRC32_VPCLMUL512 && len >= 256)
         return crc32_fold512(crc, buf, len);
-    if (len >= 64 && __builtin_cpu_supports("pclmul"))
+    if (k == NP_CRC32_VPCLMUL256 && len >= 256)
+        return crc32_fold256(crc, buf, len);
+    if (k != NP_CRC32_ZLIB && len >= 64)
         return crc32_fold(crc, buf, len);
 #endif
+    (void)k;
     return (uint32_t)crc32_z(crc, buf, len);
+}
+
+static np_crc32_kernel best_kernel(void)
+{
+    for (int k = NP_CRC32_VPCLMUL512; k > NP_CRC32_ZLIB; k--)
+        if (np_crc32_kernel_supported((np_crc32_kernel)k))
+            return (np_crc32_kernel)k;
+    return NP_CRC32_ZLIB;
+}
+
+uint32_t np_crc32(uint32_t crc, const void *buf, size_t len)
+{
+    return np_crc32_with(best_kernel(), crc, buf, len);
 }

@@ -107,6 +107,17 @@ void np_sha256_hex(char hex[65], const void *data, size_t n);
 /* zlib's crc32 (same polynomial and results; start with crc 0), folded with
  * carry-less multiplies where the CPU has them. buf may be NULL when len 0. */
 uint32_t np_crc32(uint32_t crc, const void *buf, size_t len);
+/* The kernels np_crc32 chooses from (the best the CPU supports), named so
+ * that tests and benchmarks can run each: same results from all. */
+typedef enum np_crc32_kernel {
+    NP_CRC32_ZLIB,        /* zlib's crc32 */
+    NP_CRC32_PCLMUL,      /* PCLMULQDQ, four 128-bit lanes */
+    NP_CRC32_VPCLMUL256,  /* VPCLMULQDQ with AVX2: eight 256-bit registers */
+    NP_CRC32_VPCLMUL512   /* VPCLMULQDQ with AVX-512: four 512-bit registers */
+} np_crc32_kernel;
+int np_crc32_kernel_supported(np_crc32_kernel k);
+/* np_crc32 by kernel k, which must be supported. */
+uint32_t np_crc32_with(np_crc32_kernel k, uint32_t crc, const void *buf, size_t len);
 
 #ifdef __cplusplus
 }
