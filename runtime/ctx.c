@@ -14,6 +14,10 @@
 #define RT_ALIGN 64
 #define RT_DEFAULT_ARENA ((size_t)64 << 20)
 
+int rt_par_all = 0;
+
+void rt_set_par_all(int on) { rt_par_all = on != 0; }
+
 static const char *const device_names[NP_DEVICE_COUNT] = {
     [NP_DEVICE_CPU] = "cpu", [NP_DEVICE_NPU_SIM] = "npu-sim",
 };

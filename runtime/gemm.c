@@ -76,7 +76,7 @@ static void npu_gemm_nn(int M, int N, int K, const float *A, const float *B, flo
         kb *= 2;
     int nb = K > 0 ? (K + kb - 1) / kb : 0;
     int ngroups = (M + NPU_RB - 1) / NPU_RB;
-#pragma omp parallel if ((double)M * N * K > 1 << 16)
+#pragma omp parallel if (rt_par_all || (double)M * N * K > 1 << 16)
     {
         /* acc[r][b][jj]: partial sum of K block b for row r, column j0 + jj;
          * without memory for a group, one row at a time in a stack buffer */
@@ -181,7 +181,7 @@ static void cpu_gemm(int transA, int transB, int M, int N, int K, const float *A
     if (ps < CPU_MIN_PANEL)
         ps = CPU_MIN_PANEL;
     np = (D + ps - 1) / ps;
-    if (work < CPU_PAR_FLOPS || np < 2 || omp_in_parallel()) {
+    if ((work < CPU_PAR_FLOPS && !rt_par_all) || np < 2 || omp_in_parallel()) {
         cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
         return;
     }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "nprobe/model.h"
+#include "rt_internal.h"
 
 struct np_optim {
     np_optim_config cfg;
@@ -135,7 +136,7 @@ static void sgd_update(np_optim *o, int i, float lr)
     float wd = p->ndim >= 2 ? (float)o->cfg.weight_decay : 0.0f;
     int first = o->t == 0;
     int64_t n = p->numel;
-#pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for schedule(static) if (rt_par_all || n > 65536)
     for (int64_t k = 0; k < n; k++) {
         float d = g[k];
         if (wd != 0.0f)
@@ -163,7 +164,7 @@ static void adamw_update(np_optim *o, int i, double lr)
     float eps = (float)o->cfg.eps;
     float decay = p->ndim >= 2 ? (float)(1.0 - lr * o->cfg.weight_decay) : 1.0f;
     int64_t n = p->numel;
-#pragma omp parallel for schedule(static) if (n > 65536)
+#pragma omp parallel for schedule(static) if (rt_par_all || n > 65536)
     for (int64_t k = 0; k < n; k++) {
         float wk = w[k] * decay;
         float mk = m[k] * b1 + omb1 * g[k];

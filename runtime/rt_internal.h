@@ -190,7 +190,14 @@ void rt_softmax_row(const float *x, float *y, int64_t n, int fp16_nomax);
  * is well above that. RT_PAR_MIN for kernels doing some arithmetic per
  * element (~32k elements is ~100 us), RT_PAR_EW for plain copies, adds and
  * scales (memory-bound, ~1 MiB). Measured in docs/PERFORMANCE.md. */
-#define RT_PAR_MIN 32768
-#define RT_PAR_EW (1 << 18)
+/* rt_par_all (test knob, ctx.c: rt_set_par_all): when non-zero every kernel
+ * takes its OpenMP path whatever its size (thresholds 0, GEMM panels and the
+ * optimizer's loops included), so a small graph exercises the parallel code
+ * and the 1-vs-N-thread determinism tests can fail. Set it before running;
+ * it is read, never written, by the kernels. */
+extern int rt_par_all;
+void rt_set_par_all(int on);
+#define RT_PAR_MIN (rt_par_all ? 0 : 32768)
+#define RT_PAR_EW (rt_par_all ? 0 : (1 << 18))
 
 #endif

@@ -12,6 +12,7 @@
 #include "check.h"
 #include "nprobe/model.h"
 #include "nprobe/runtime.h"
+#include "rt_internal.h" /* rt_set_par_all */
 
 static int sanitized(void)
 {
@@ -190,6 +191,23 @@ static void test_determinism(void)
     CHECK_MSG(same_bits(&a, &b), "cnn: 1 and 2 threads differ");
     run_free(&a);
     run_free(&b);
+
+    /* The default GPT and CNN are below the OpenMP thresholds of layer_norm,
+     * softmax, cross_entropy, embedding backward and the optimizer: with
+     * rt_set_par_all every kernel takes its parallel path, so a result that
+     * depends on the thread count shows here. */
+    rt_set_par_all(1);
+    const np_model_kind kinds[2] = {NP_MODEL_GPT, NP_MODEL_CNN};
+    for (int k = 0; k < 2; k++) {
+        np_train_opts_default(&o, kinds[k]);
+        o.steps = 3;
+        CHECK(run(&a, &o, o.steps, 1, NP_FLOAT32, NULL, NULL));
+        CHECK(run(&b, &o, o.steps, 2, NP_FLOAT32, NULL, NULL));
+        CHECK_MSG(same_bits(&a, &b), "%s, every kernel parallel: 1 and 2 threads differ", k ? "cnn" : "gpt");
+        run_free(&a);
+        run_free(&b);
+    }
+    rt_set_par_all(0);
 }
 
 static void test_checkpoint_resume(const char *dir, np_model_kind kind, np_optim_kind ok_,
