@@ -123,7 +123,7 @@ static const char *fmt_reason(cmp_arena *a, const char *fmt, ...)
     ;
 static const char *fmt_reason(cmp_arena *a, const char *fmt, ...)
 {
-    char buf[256];
+    char buf[768];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
@@ -329,6 +329,12 @@ static int role_is_out(const char *role)
     return !strcmp(role, "output") || !strcmp(role, "parameters_grad");
 }
 
+static int int_order(const void *x, const void *y)
+{
+    int a = *(const int *)x, b = *(const int *)y;
+    return a < b ? -1 : a > b;
+}
+
 np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
 {
     cmp_pair_priv *pv = p->priv;
@@ -420,33 +426,116 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         if (out_bad || kw_bad[k])
             failed_before = 1;
     }
-    /* A module's failing outputs are explained by the calls inside it: a
-     * module enclosing a culprit "contains" it; a module whose inner calls
-     * fail but none is a culprit only propagates (noise grew narrowly at
-     * each inner call). Only a module whose inner calls all pass (or were
-     * not dumped) stays a culprit itself. */
+    /* Modules, innermost first. A module's failing outputs are explained
+     * by the calls inside it:
+     * - a module enclosing a culprit "contains" it;
+     * - a module the walk found a culprit (inputs pass, outputs fail by
+     *   AMPLIFICATION x its input error) whose first failing inner call
+     *   already has failing inputs, by AMPLIFICATION x the error seen
+     *   before it (the module's inputs and the outputs of the inner calls
+     *   before it), stays the culprit: the error starts inside the module
+     *   in something the dump does not hold (an L0 dump has no API calls;
+     *   at mix level an op that is not hooked), so the module is the
+     *   finest place the dump can name;
+     * - otherwise, when inner calls fail (the first one narrowly: noise
+     *   that grew), it only propagates;
+     * - a module whose inner calls all pass (or were not dumped) stays a
+     *   culprit itself. */
+    int *depth = malloc((nc + 1) * sizeof *depth), *first_fail = malloc((nc + 1) * sizeof *first_fail);
+    int *order = malloc((nc + 1) * sizeof *order);
+    double *s_before = calloc(nc + 1, sizeof *s_before);
+    char *has_cul = calloc(nc + 1, 1);
+    if (!depth || !first_fail || !order || !s_before || !has_cul) {
+        free(depth);
+        free(first_fail);
+        free(order);
+        free(s_before);
+        free(has_cul);
+        free(n_in);
+        free(kw_bad);
+        cmp_map_free(&byname);
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
+    }
+    for (size_t k = 0; k < nc; k++)
+        first_fail[k] = -1;
+    size_t n_mod = 0;
     for (size_t k = 0; k < nc; k++) {
-        const char *par = p->calls[k].parent;
-        int own_fail = p->calls[k].n_error_out > 0 || kw_bad[k];
-        int own_culprit = p->calls[k].status == NP_CALL_CULPRIT;
-        for (int depth = 0; (own_fail || own_culprit) && par && par[0] && depth < 64; depth++) {
+        np_cmp_call *c = &p->calls[k];
+        int fails = c->n_error_out > 0 || kw_bad[k];
+        int is_mod = !strcmp(c->kind, "module");
+        /* the statuses of API calls (and of scalar-argument culprits) are final */
+        int final_culprit = c->status == NP_CALL_CULPRIT && (!is_mod || kw_bad[k]);
+        int d = 0;
+        const char *par = c->parent;
+        for (; par && par[0] && d < 64; d++) {
             int j = cmp_map_get(&byname, par);
-            if (j < 0)
+            if (j < 0 || j == (int)k)
                 break;
-            np_cmp_call *m = &p->calls[j];
-            if (!strcmp(m->kind, "module") && m->status != NP_CALL_PASS &&
-                m->status != NP_CALL_CONTAINS) {
-                if (own_culprit) {
-                    m->status = NP_CALL_CONTAINS;
-                    m->reason = "a call inside this module is the culprit";
-                } else if (m->status == NP_CALL_CULPRIT) {
-                    m->status = NP_CALL_PROPAGATED;
-                    m->reason = "the calls inside it fail, but none is a culprit (the error only grew)";
-                }
+            if (first_fail[j] < 0) {
+                if (fails)
+                    first_fail[j] = (int)k;
+                else if (c->sev_out > s_before[j])
+                    s_before[j] = c->sev_out;
             }
-            par = m->parent;
+            if (final_culprit)
+                has_cul[j] = 1;
+            par = p->calls[j].parent;
+        }
+        depth[k] = d;
+        if (is_mod)
+            order[n_mod++] = (int)k;
+    }
+    /* deepest first, then in execution order */
+    for (size_t a = 0; a < n_mod; a++)
+        order[a] = (64 - depth[order[a]]) * (int)(nc + 1) + order[a];
+    qsort(order, n_mod, sizeof *order, int_order);
+    for (size_t a = 0; a < n_mod; a++)
+        order[a] %= (int)(nc + 1);
+    for (size_t a = 0; a < n_mod; a++) {
+        int k = order[a];
+        np_cmp_call *m = &p->calls[k];
+        if (m->status == NP_CALL_PASS || kw_bad[k])
+            ;
+        else if (has_cul[k]) {
+            m->status = NP_CALL_CONTAINS;
+            m->reason = "a call inside this module is the culprit";
+        } else if (m->status == NP_CALL_CULPRIT && first_fail[k] >= 0) {
+            const np_cmp_call *f = &p->calls[first_fail[k]];
+            double before = m->sev_in > s_before[k] ? m->sev_in : s_before[k];
+            if (f->sev_in > 1 && f->sev_in >= AMPLIFICATION * before) {
+                m->reason = before > 0
+                                ? fmt_reason(&pv->arena,
+                                             "the error starts inside this module, in a call not "
+                                             "dumped: inputs pass, outputs fail, and the first call "
+                                             "inside it to fail, %s, already has failing inputs "
+                                             "(%.3g x the error before it)",
+                                             f->name, f->sev_in / before)
+                                : fmt_reason(&pv->arena,
+                                             "the error starts inside this module, in a call not "
+                                             "dumped: inputs pass, outputs fail, and the first call "
+                                             "inside it to fail, %s, already has failing inputs",
+                                             f->name);
+            } else {
+                m->status = NP_CALL_PROPAGATED;
+                m->reason = "the calls inside it fail, but none is a culprit (the error only grew)";
+            }
+        }
+        if (m->status == NP_CALL_CULPRIT) {
+            const char *par = m->parent;
+            for (int d = 0; par && par[0] && d < 64; d++) {
+                int j = cmp_map_get(&byname, par);
+                if (j < 0 || j == k)
+                    break;
+                has_cul[j] = 1;
+                par = p->calls[j].parent;
+            }
         }
     }
+    free(depth);
+    free(first_fail);
+    free(order);
+    free(s_before);
+    free(has_cul);
     for (size_t k = 0; k < nc; k++)
         if (p->calls[k].status == NP_CALL_CULPRIT)
             n_cul++;

@@ -4,8 +4,11 @@
 # the fault (fp32; and bf16 for the faults docs/RUNTIME.md documents as
 # standing out of bf16 noise), dumped in tensor mode at level mix for one
 # step of a tiny model; the compare must name the faulted op as the first
-# culprit, in the pass (forward/backward) the catalog gives. And npu-sim
-# bf16 without a fault against the fp32 reference: no culprit, no error row.
+# culprit, in the pass (forward/backward) the catalog gives. At level L0
+# (modules only, fp32) it must name the module that contains the faulted op
+# (the innermost dumped one), in the right pass. And npu-sim bf16 without a
+# fault against the fp32 reference, at mix and at L0: no culprit, no error
+# row.
 set -u
 nprobe=${NPROBE_BIN:?NPROBE_BIN not set}
 py=${NP_PYTHON:-/usr/bin/python3}
@@ -16,8 +19,8 @@ fail=0
 # faults that stand out of bf16 noise (docs/RUNTIME.md, fault catalog table)
 bf16_ok=" layernorm_eps attn_mask_off_by_one linear_drop_bias attn_scale layernorm_bwd_no_mean embedding_bwd_overwrite conv2d_flip_kernel "
 
-train() { # model dir device precision fault
-  printf '{"task": "tensor", "dump_path": "%s", "level": "mix", "step": [0]}\n' "$tmp/$2" > "$tmp/$2.json"
+train() { # model dir device precision fault [level]
+  printf '{"task": "tensor", "dump_path": "%s", "level": "%s", "step": [0]}\n' "$tmp/$2" "${6:-mix}" > "$tmp/$2.json"
   local args=(train --model "$1" --steps 1 --batch 2 --threads 1 --device "$3" --precision "$4"
               --dump-config "$tmp/$2.json")
   [ "$1" = gpt ] && args+=(--layers 1 --width 32 --context 16)
@@ -26,9 +29,9 @@ train() { # model dir device precision fault
   "$nprobe" "${args[@]}" > "$tmp/$2.log" 2>&1 || { echo "train failed: ${args[*]}"; cat "$tmp/$2.log"; return 1; }
 }
 
-first_culprit() { # dir -> prints "call errors"
+first_culprit() { # reference dir -> prints "call errors exit"
   rm -rf "$tmp/out"
-  "$nprobe" compare -b "$tmp/ref_$1" -c "$tmp/$2" -o "$tmp/out" -q --format json
+  "$nprobe" compare -b "$tmp/$1" -c "$tmp/$2" -o "$tmp/out" -q --format json
   local rc=$?
   "$py" - "$tmp"/out/*.json "$rc" <<'PY'
 import json, sys
@@ -38,8 +41,23 @@ print(fc["call"] if fc else "none", j["summary"]["error"], sys.argv[2])
 PY
 }
 
+# the module class (level L0) that holds each op of the catalog
+module_of() {
+  case $1 in
+    Functional.layer_norm) echo LayerNorm;;
+    Functional.softmax|Functional.scaled_dot_product_attention|sdpa) echo CausalSelfAttention;;
+    Functional.gelu) echo MLP;;
+    Functional.linear) echo Linear;;
+    Functional.embedding) echo Embedding;;
+    Functional.conv2d) echo Conv2d;;
+    *) echo "?";;
+  esac
+}
+
 train gpt ref_gpt cpu fp32 none || exit 1
 train cnn ref_cnn cpu fp32 none || exit 1
+train gpt ref_L0_gpt cpu fp32 none L0 || exit 1
+train cnn ref_L0_cnn cpu fp32 none L0 || exit 1
 
 # the catalog: "  name   Op.a, Op.b (pass)"
 "$nprobe" train --list-faults | grep -E '^  [a-z0-9_]+ +[A-Z]' > catalog.txt
@@ -51,7 +69,7 @@ while read -r name rest; do
   for prec in fp32 bf16; do
     [ $prec = bf16 ] && [[ $bf16_ok != *" $name "* ]] && continue
     train $model npu npu-sim $prec "$name" || { fail=1; continue; }
-    read -r call errors rc < <(first_culprit $model npu)
+    read -r call errors rc < <(first_culprit ref_$model npu)
     ok=0
     IFS=',' read -ra oplist <<< "$ops"
     for op in "${oplist[@]}"; do
@@ -70,15 +88,40 @@ while read -r name rest; do
       echo "FAIL $name $prec: expected $ops ($pass), got first culprit '$call' (exit $rc)"; fail=1
     fi
   done
+  # level L0: modules only; the culprit is the module holding the op
+  train $model npu npu-sim fp32 "$name" L0 || { fail=1; continue; }
+  read -r call errors rc < <(first_culprit ref_L0_$model npu)
+  ok=0
+  IFS=',' read -ra oplist <<< "$ops"
+  for op in "${oplist[@]}"; do
+    cls=$(module_of "${op# }")
+    # Module.<path>.<Class>.forward.N, .backward.N, or Module.<path>.<Class>
+    # (its parameter gradients: the backward pass)
+    case $call in Module.*."$cls".forward.*|Module.*."$cls".backward.*|Module.*."$cls") ok=1;; esac
+  done
+  case $pass in
+    forward) [[ $call == *.forward.* ]] || ok=0;;
+    backward*) [[ $call != *.forward.* ]] || ok=0;;
+  esac
+  [ "$rc" = 1 ] || ok=0
+  if [ $ok = 1 ]; then
+    echo "ok   $name fp32 L0: first culprit $call ($errors error rows)"
+  else
+    echo "FAIL $name fp32 L0: expected the module holding $ops ($pass), got first culprit '$call' (exit $rc)"; fail=1
+  fi
 done < catalog.txt
 
 for model in gpt cnn; do
-  train $model npu npu-sim bf16 none || { fail=1; continue; }
-  read -r call errors rc < <(first_culprit $model npu)
-  if [ "$call" = none ] && [ "$errors" = 0 ] && [ "$rc" = 0 ]; then
-    echo "ok   $model npu-sim bf16 without a fault: no culprit, no error row"
-  else
-    echo "FAIL $model npu-sim bf16 without a fault: culprit '$call', $errors error rows, exit $rc"; fail=1
-  fi
+  for level in mix L0; do
+    ref=ref_$model
+    [ $level = L0 ] && ref=ref_L0_$model
+    train $model npu npu-sim bf16 none $level || { fail=1; continue; }
+    read -r call errors rc < <(first_culprit $ref npu)
+    if [ "$call" = none ] && [ "$errors" = 0 ] && [ "$rc" = 0 ]; then
+      echo "ok   $model $level npu-sim bf16 without a fault: no culprit, no error row"
+    else
+      echo "FAIL $model $level npu-sim bf16 without a fault: culprit '$call', $errors error rows, exit $rc"; fail=1
+    fi
+  done
 done
 exit $fail

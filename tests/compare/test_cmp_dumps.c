@@ -338,6 +338,88 @@ static void test_bf16_noise(void)
     np_cmp_pair_free(&p);
 }
 
+/* An L0 dump (modules only): Block{ Attn{ c_attn, (an op not dumped), c_proj } }, the
+ * modules reported after their inner calls. */
+static void write_l0(const char *path, const char *precision, const char *dtype, const net_opts *o)
+{
+    tw *w = tw_open(path, "tensor", precision, 0, 0);
+    CHECK(w != NULL);
+    if (!w)
+        return;
+    float buf[N];
+    const char *blk = "Module.blk.Block.forward.0", *att = "Module.blk.attn.Attn.forward.0";
+    const char *qa = "Module.blk.attn.c_attn.Linear.forward.0", *pj = "Module.blk.attn.c_proj.Linear.forward.0";
+    int a = tw_call(w, qa, "module", att, "");
+    tw_tensor(w, a, qa, "input", "0", dtype, 1, shp, tens(o, X, buf));
+    tw_tensor(w, a, qa, "parameters", "weight", dtype, 1, shp, tens(o, W, buf));
+    tw_tensor(w, a, qa, "output", "0", dtype, 1, shp, tens(o, Y1, buf));
+    int b = tw_call(w, pj, "module", att, "");
+    tw_tensor(w, b, pj, "input", "0", dtype, 1, shp, tens(o, Y2, buf));
+    tw_tensor(w, b, pj, "parameters", "weight", dtype, 1, shp, tens(o, B, buf));
+    tw_tensor(w, b, pj, "output", "0", dtype, 1, shp, tens(o, Y3, buf));
+    int m = tw_call(w, att, "module", blk, "");
+    tw_tensor(w, m, att, "input", "0", dtype, 1, shp, tens(o, X, buf));
+    tw_tensor(w, m, att, "output", "0", dtype, 1, shp, tens(o, Y3, buf));
+    int k = tw_call(w, blk, "module", "", "");
+    tw_tensor(w, k, blk, "input", "0", dtype, 1, shp, tens(o, X, buf));
+    tw_tensor(w, k, blk, "output", "0", dtype, 1, shp, tens(o, Y3, buf));
+    CHECK_EQ_INT(tw_close(w, 1), 0);
+}
+
+/* Level L0: the error starts between two dumped calls inside a module (the
+ * input of c_proj fails, the output of c_attn passes): that module is the
+ * culprit, its parent contains it. In bf16, where the error only grows (the
+ * c_proj input fails narrowly, 2.4x the c_attn output's error), no module
+ * is a culprit. */
+static void test_l0_modules(void)
+{
+    char b[512], c[512];
+    path_of(b, sizeof b, "l0_b.h5");
+    path_of(c, sizeof c, "l0_c.h5");
+    net_opts o = clean();
+    write_l0(b, "fp32", "float32", &o);
+    o.delta[Y2] = o.delta[Y3] = 0.01;
+    write_l0(c, "fp32", "float32", &o);
+    np_cmp_pair p;
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    const np_cmp_call *f = first_culprit(&p);
+    CHECK(f != NULL);
+    if (f) {
+        CHECK_STREQ(f->name, "Module.blk.attn.Attn.forward.0");
+        CHECK_CONTAINS(f->reason, "the error starts inside this module, in a call not dumped");
+        CHECK_CONTAINS(f->reason, "Module.blk.attn.c_proj.Linear.forward.0");
+    }
+    CHECK_EQ_INT(p.n_culprits, 1);
+    const np_cmp_call *k = find_call(&p, "Module.blk.Block.forward.0");
+    CHECK(k && k->status == NP_CALL_CONTAINS);
+    k = find_call(&p, "Module.blk.attn.c_proj.Linear.forward.0");
+    CHECK(k && k->status == NP_CALL_PROPAGATED);
+    k = find_call(&p, "Module.blk.attn.c_attn.Linear.forward.0");
+    CHECK(k && k->status == NP_CALL_PASS);
+    np_cmp_pair_free(&p);
+
+    /* bf16 (rtol 0.1): module inputs 0.3, c_attn output 0.5, c_proj input 1.2 and output 1.3
+     * (severities): the modules' outputs fail by 4.3x their inputs, but the error grew
+     * everywhere, it did not start anywhere */
+    o = clean();
+    o.delta[X] = 0.03;
+    o.delta[Y1] = 0.05;
+    o.delta[Y2] = 0.12;
+    o.delta[Y3] = 0.13;
+    write_l0(c, "bf16", "bfloat16", &o);
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    CHECK_EQ_INT(p.n_culprits, 0);
+    k = find_call(&p, "Module.blk.attn.Attn.forward.0");
+    CHECK(k && k->status == NP_CALL_PROPAGATED);
+    if (k)
+        CHECK_CONTAINS(k->reason, "none is a culprit");
+    k = find_call(&p, "Module.blk.Block.forward.0");
+    CHECK(k && k->status == NP_CALL_PROPAGATED);
+    np_cmp_pair_free(&p);
+}
+
 static void test_matching(void)
 {
     char b[512], c[512], map[512];
@@ -771,6 +853,7 @@ int main(void)
     test_backward_break();
     test_eps_differs();
     test_bf16_noise();
+    test_l0_modules();
     test_matching();
     test_stats_md5_tasks();
     test_ints();
