@@ -1,10 +1,14 @@
 /* tests/model/test_model_torch.c - the runtime's GPT agrees with the same
- * GPT built in PyTorch. This program writes the runtime's initial weights
- * (an HDF5 checkpoint), one batch, and what the runtime computed from them
- * (each block's output, the loss, every parameter gradient) to HDF5, then
- * runs tests/model/torch_gpt_check.py with $NP_PYTHON, which rebuilds the
- * GPT in torch (float64, from those weights) and compares. Skips (77) when
- * torch or h5py cannot be imported. */
+ * GPT built in PyTorch. This program writes the runtime's weights (an HDF5
+ * checkpoint), one batch, and what the runtime computed from them (each
+ * block's output, the logits, the loss, every parameter gradient) to HDF5,
+ * then runs tests/model/torch_gpt_check.py with $NP_PYTHON, which rebuilds
+ * the GPT in torch (float64, from those weights) and compares. Two cases:
+ * the untrained model (biases 0, layer norms 1/0), and the model after a
+ * few AdamW steps at a high learning rate, whose biases and layer-norm
+ * weights and biases are no longer 0 and 1, so a forward or backward that
+ * ignored one of them would disagree. Skips (77) when torch or h5py cannot
+ * be imported. */
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,12 +39,117 @@ static void write_ds(hid_t f, const char *name, hid_t mem_t, hid_t file_t, int n
     H5Sclose(sp);
 }
 
+/* Captures the logits: input.0 of the cross_entropy forward event. */
+typedef struct logits_cap {
+    float *v;
+    int64_t shape[NP_MAX_DIMS];
+    int ndim;
+} logits_cap;
+
+static int cap_hook(const np_hook_event *e, void *user)
+{
+    logits_cap *c = user;
+    if (!e->name || e->kind != NP_EV_API_FORWARD || strncmp(e->name, "Functional.cross_entropy.", 25) != 0)
+        return 0;
+    for (int i = 0; i < e->n_tensors; i++) {
+        const np_hook_tensor *t = &e->tensors[i];
+        if (t->role == NP_ROLE_INPUT && t->index == 0 && t->t && np_tensor_f32(t->t)) {
+            free(c->v);
+            c->v = malloc(sizeof(float) * (size_t)t->t->numel);
+            if (c->v)
+                memcpy(c->v, t->t->data, sizeof(float) * (size_t)t->t->numel);
+            c->ndim = t->t->ndim;
+            memcpy(c->shape, t->t->shape, sizeof c->shape);
+        }
+    }
+    return 0;
+}
+
 static int run_cmd(const char *cmd)
 {
     int st = system(cmd);
     if (st == -1 || !WIFEXITED(st))
         return -1;
     return WEXITSTATUS(st);
+}
+
+/* Trains `steps` steps, writes the checkpoint to ckpt, then runs one
+ * forward/backward on batch `bidx` and writes it to ref. */
+static void dump_case(const char *ckpt, const char *ref, int steps, int64_t bidx)
+{
+    np_train_opts o;
+    np_train_opts_default(&o, NP_MODEL_GPT);
+    o.model.n_layer = 2;
+    o.model.n_head = 4;
+    o.model.n_embd = 64;
+    o.model.block_size = 16;
+    o.batch = 4;
+    o.optim.lr = 3e-2; /* large steps: biases and layer norms move well away from 0 and 1 */
+    o.steps = 100;
+    o.warmup = 1;
+    np_ctx_opts co;
+    np_ctx_opts_default(&co);
+    co.threads = 1;
+    np_ctx *ctx = NULL;
+    np_trainer *tr = NULL;
+    np_error err;
+    np_error_clear(&err);
+    CHECK_EQ_INT(np_ctx_new(&ctx, &co, &err), NP_OK);
+    CHECK_EQ_INT(np_trainer_new(&tr, ctx, &o, &err), NP_OK);
+    if (!tr)
+        return;
+    for (int s = 0; s < steps; s++) {
+        np_step_result res;
+        CHECK_EQ_INT(np_trainer_step(tr, &res, &err), NP_OK);
+    }
+    CHECK_EQ_INT(np_trainer_save(tr, ckpt, &err), NP_OK);
+
+    np_model *m = np_trainer_model(tr);
+    const np_model_config *mc = np_model_get_config(m);
+    logits_cap cap = {0};
+    np_ctx_set_hook(ctx, cap_hook, &cap);
+    np_batch b;
+    memset(&b, 0, sizeof b);
+    CHECK_EQ_INT(np_data_get_batch(&b, np_trainer_data(tr), bidx, o.batch, &err), NP_OK);
+    np_ctx_step_begin(ctx);
+    np_ctx_zero_grads(ctx);
+    np_tensor *x = NULL, *y = NULL;
+    CHECK_EQ_INT(np_batch_to_tensors(&x, &y, ctx, &b, &err), NP_OK);
+    np_tensor *loss = np_model_loss(m, x, y);
+    CHECK(loss != NULL);
+    CHECK(cap.v != NULL);
+    if (!loss || !cap.v) {
+        fprintf(stderr, "forward failed: %s\n", np_ctx_error(ctx)->text);
+        return;
+    }
+    hid_t f = H5Fcreate(ref, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    write_ds(f, "idx", H5T_NATIVE_INT64, H5T_STD_I64LE, 2, b.x_shape, b.xi);
+    write_ds(f, "targets", H5T_NATIVE_INT64, H5T_STD_I64LE, 2, b.y_shape, b.y);
+    for (int i = 0; i < mc->n_layer; i++) {
+        np_tensor *h = np_model_gpt_block_output(m, i);
+        CHECK(h != NULL);
+        char name[64];
+        snprintf(name, sizeof name, "block/%d", i);
+        if (h)
+            write_ds(f, name, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, h->ndim, h->shape, np_tensor_f32(h));
+    }
+    write_ds(f, "logits", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, cap.ndim, cap.shape, cap.v);
+    write_ds(f, "loss", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, 0, NULL, np_tensor_f32(loss));
+    CHECK_EQ_INT(np_backward(ctx, loss), NP_OK);
+    int n = 0;
+    np_tensor *const *p = np_model_params(m, &n);
+    for (int i = 0; i < n; i++) {
+        char name[300];
+        snprintf(name, sizeof name, "grad/%s", p[i]->name);
+        write_ds(f, name, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, p[i]->ndim, p[i]->shape, p[i]->grad);
+    }
+    H5Fclose(f);
+    np_ctx_step_end(ctx);
+    np_ctx_set_hook(ctx, NULL, NULL);
+    free(cap.v);
+    np_batch_free(&b);
+    np_trainer_free(tr);
+    np_ctx_free(ctx);
 }
 
 int main(void)
@@ -57,74 +166,20 @@ int main(void)
     char dir[] = "/tmp/np_torch_XXXXXX";
     if (!mkdtemp(dir))
         return 1;
-    char ckpt[512], ref[512];
-    snprintf(ckpt, sizeof ckpt, "%s/init.h5", dir);
-    snprintf(ref, sizeof ref, "%s/runtime.h5", dir);
-
-    np_train_opts o;
-    np_train_opts_default(&o, NP_MODEL_GPT);
-    o.model.n_layer = 2;
-    o.model.n_head = 4;
-    o.model.n_embd = 64;
-    o.model.block_size = 16;
-    o.batch = 4;
-    np_ctx_opts co;
-    np_ctx_opts_default(&co);
-    co.threads = 1;
-    np_ctx *ctx = NULL;
-    np_trainer *tr = NULL;
-    np_error err;
-    np_error_clear(&err);
-    CHECK_EQ_INT(np_ctx_new(&ctx, &co, &err), NP_OK);
-    CHECK_EQ_INT(np_trainer_new(&tr, ctx, &o, &err), NP_OK);
-    if (!tr)
-        return check_report();
-    CHECK_EQ_INT(np_trainer_save(tr, ckpt, &err), NP_OK);
-
-    np_model *m = np_trainer_model(tr);
-    const np_model_config *mc = np_model_get_config(m);
-    np_batch b;
-    memset(&b, 0, sizeof b);
-    CHECK_EQ_INT(np_data_get_batch(&b, np_trainer_data(tr), 0, o.batch, &err), NP_OK);
-    np_ctx_step_begin(ctx);
-    np_ctx_zero_grads(ctx);
-    np_tensor *x = NULL, *y = NULL;
-    CHECK_EQ_INT(np_batch_to_tensors(&x, &y, ctx, &b, &err), NP_OK);
-    np_tensor *loss = np_model_loss(m, x, y);
-    CHECK(loss != NULL);
-    if (!loss) {
-        fprintf(stderr, "forward failed: %s\n", np_ctx_error(ctx)->text);
-        return check_report();
+    /* untrained (step 0, batch 0), and trained for 5 steps (batch 5, unseen) */
+    const struct { int steps; int64_t batch; const char *name; } cases[] = {{0, 0, "init"}, {5, 5, "trained"}};
+    for (int c = 0; c < 2; c++) {
+        char ckpt[512], ref[512];
+        snprintf(ckpt, sizeof ckpt, "%s/%s.h5", dir, cases[c].name);
+        snprintf(ref, sizeof ref, "%s/%s_runtime.h5", dir, cases[c].name);
+        dump_case(ckpt, ref, cases[c].steps, cases[c].batch);
+        snprintf(cmd, sizeof cmd, "'%s' '%s/tests/model/torch_gpt_check.py' '%s' '%s'%s", py, src, ckpt, ref,
+                 cases[c].steps ? " --trained" : "");
+        printf("case %s (%d training steps):\n", cases[c].name, cases[c].steps);
+        fflush(stdout);
+        int rc = run_cmd(cmd);
+        CHECK_MSG(rc == 0, "torch_gpt_check.py (%s) exited with %d", cases[c].name, rc);
     }
-    hid_t f = H5Fcreate(ref, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    write_ds(f, "idx", H5T_NATIVE_INT64, H5T_STD_I64LE, 2, b.x_shape, b.xi);
-    write_ds(f, "targets", H5T_NATIVE_INT64, H5T_STD_I64LE, 2, b.y_shape, b.y);
-    for (int i = 0; i < mc->n_layer; i++) {
-        np_tensor *h = np_model_gpt_block_output(m, i);
-        CHECK(h != NULL);
-        char name[64];
-        snprintf(name, sizeof name, "block/%d", i);
-        if (h)
-            write_ds(f, name, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, h->ndim, h->shape, np_tensor_f32(h));
-    }
-    write_ds(f, "loss", H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, 0, NULL, np_tensor_f32(loss));
-    CHECK_EQ_INT(np_backward(ctx, loss), NP_OK);
-    int n = 0;
-    np_tensor *const *p = np_model_params(m, &n);
-    for (int i = 0; i < n; i++) {
-        char name[300];
-        snprintf(name, sizeof name, "grad/%s", p[i]->name);
-        write_ds(f, name, H5T_NATIVE_FLOAT, H5T_IEEE_F32LE, p[i]->ndim, p[i]->shape, p[i]->grad);
-    }
-    H5Fclose(f);
-    np_ctx_step_end(ctx);
-    np_batch_free(&b);
-    np_trainer_free(tr);
-    np_ctx_free(ctx);
-
-    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/model/torch_gpt_check.py' '%s' '%s'", py, src, ckpt, ref);
-    int rc = run_cmd(cmd);
-    CHECK_MSG(rc == 0, "torch_gpt_check.py exited with %d", rc);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (run_cmd(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
