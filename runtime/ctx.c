@@ -146,7 +146,36 @@ const np_ctx_opts *np_ctx_options(const np_ctx *ctx) { return &ctx->o; }
 np_fault np_ctx_active_fault(const np_ctx *ctx) { return ctx->fault; }
 void np_ctx_set_grad_enabled(np_ctx *ctx, int enabled) { ctx->grad_enabled = enabled != 0; }
 int np_ctx_grad_enabled(const np_ctx *ctx) { return ctx->grad_enabled; }
-void np_ctx_set_callsite(np_ctx *ctx, const char *callsite) { ctx->callsite = callsite; }
+void np_ctx_set_callsite(np_ctx *ctx, const char *callsite)
+{
+    ctx->site = (rt_site){callsite, NULL, NULL, 0};
+}
+
+void np_ctx_set_callsite_at(np_ctx *ctx, const char *file, int line, const char *func)
+{
+    ctx->site = (rt_site){NULL, file, func, line};
+}
+
+/* The pending callsite, cleared: it belongs to one call. */
+static rt_site take_site(np_ctx *ctx)
+{
+    rt_site s = ctx->site;
+    ctx->site = (rt_site){NULL, NULL, NULL, 0};
+    return s;
+}
+
+/* "basename:LINE function" of s in ctx->site_buf (valid during the event), or NULL. */
+static const char *site_str(np_ctx *ctx, const rt_site *s)
+{
+    if (s->str)
+        return s->str;
+    if (!s->file)
+        return NULL;
+    const char *base = strrchr(s->file, '/');
+    base = base ? base + 1 : s->file;
+    snprintf(ctx->site_buf, sizeof ctx->site_buf, "%s:%d %s", base, s->line, s->func ? s->func : "?");
+    return ctx->site_buf;
+}
 int np_ctx_step(const np_ctx *ctx) { return ctx->step; }
 void np_ctx_set_step(np_ctx *ctx, int step) { ctx->step = step; }
 
@@ -647,6 +676,7 @@ void rt_node_init(np_ctx *ctx, rt_node *nd, rt_op op, np_tensor *const *in, int 
     int slot = op == RT_OP_SCALE ? RT_OP_MUL : (int)op;
     nd->n = ctx->counters[slot]++;
     nd->mcall = ctx->cur_mc;
+    nd->site = take_site(ctx);
     nd->n_in = n_in;
     int rg = 0;
     for (int i = 0; i < n_in; i++) {
@@ -680,7 +710,7 @@ static void emit_api(np_ctx *ctx, const rt_node *nd, int backward, const np_hook
     ev.kind = backward ? NP_EV_API_BACKWARD : NP_EV_API_FORWARD;
     ev.name = ctx->name;
     ev.parent = parent_name(ctx, nd->mcall, backward);
-    ev.callsite = ctx->callsite;
+    ev.callsite = site_str(ctx, &nd->site);
     ev.tensors = ts;
     ev.n_tensors = nt;
     ev.scalars = nd->sc;
@@ -811,6 +841,7 @@ np_status np_module_begin(np_ctx *ctx, np_module *m)
     c->m = m;
     c->n = m->counter++;
     c->parent = ctx->cur_mc;
+    c->site = take_site(ctx);
     c->fwd_name = arena_printf(ctx, m->name, "forward", c->n);
     c->bwd_name = arena_printf(ctx, m->name, "backward", c->n);
     if (!c->fwd_name || !c->bwd_name)
@@ -862,7 +893,7 @@ np_status np_module_end(np_ctx *ctx, np_module *m, np_tensor *const *inputs, int
     ev.name = c->fwd_name;
     ev.is_module = 1;
     ev.parent = parent_name(ctx, c->parent, 0);
-    ev.callsite = ctx->callsite;
+    ev.callsite = site_str(ctx, &c->site);
     ev.tensors = ts;
     ev.n_tensors = k;
     emit_raw(ctx, &ev);
@@ -914,6 +945,7 @@ void np_ctx_step_begin(np_ctx *ctx)
         ctx->mods[i]->counter = 0;
     ctx->seq = 0;
     ctx->in_step = 1;
+    ctx->site = (rt_site){NULL, NULL, NULL, 0};
     np_hook_event ev = {0};
     ev.kind = NP_EV_STEP_BEGIN;
     emit_raw(ctx, &ev);
@@ -925,6 +957,7 @@ void np_ctx_step_end(np_ctx *ctx)
     ev.kind = NP_EV_STEP_END;
     emit_raw(ctx, &ev);
     ctx->in_step = 0;
+    ctx->site = (rt_site){NULL, NULL, NULL, 0};
     tape_clear(ctx);
     arena_reset(ctx);
     ctx->step++;
@@ -1063,7 +1096,7 @@ static void module_bwd_close(np_ctx *ctx, rt_mcall *c)
             ev.name = c->bwd_name;
             ev.is_module = 1;
             ev.parent = parent_name(ctx, c->parent, 1);
-            ev.callsite = ctx->callsite;
+            ev.callsite = site_str(ctx, &c->site);
             ev.tensors = ts;
             ev.n_tensors = k;
             emit_raw(ctx, &ev);

@@ -208,7 +208,7 @@ static np_tensor *pool_forward(np_model *m, np_tensor *x)
 {
     if (!x || np_module_begin(m->ctx, m->pool) != NP_OK)
         return NULL;
-    np_tensor *y = np_max_pool2d(m->ctx, x, 2, 2);
+    np_tensor *y = NP_AT(m->ctx, np_max_pool2d(m->ctx, x, 2, 2));
     np_module_end(m->ctx, m->pool, &x, 1, &y, 1);
     return y;
 }
@@ -217,16 +217,27 @@ np_tensor *np_model_forward(np_model *m, np_tensor *x)
 {
     np_ctx *ctx = m->ctx;
     switch (m->cfg.kind) {
+    /* one call per statement, each wrapped in NP_AT (the line is its
+     * callsite): a callsite belongs to the next call made, so in a nested
+     * call the inner call would take it */
     case NP_MODEL_MLP: {
-        np_tensor *h = np_relu(ctx, np_nn_linear_forward(ctx, &m->fc1, x));
-        h = np_relu(ctx, np_nn_linear_forward(ctx, &m->fc2, h));
-        return np_nn_linear_forward(ctx, &m->fc3, h);
+        np_tensor *h = NP_AT(ctx, np_nn_linear_forward(ctx, &m->fc1, x));
+        h = NP_AT(ctx, np_relu(ctx, h));
+        h = NP_AT(ctx, np_nn_linear_forward(ctx, &m->fc2, h));
+        h = NP_AT(ctx, np_relu(ctx, h));
+        return NP_AT(ctx, np_nn_linear_forward(ctx, &m->fc3, h));
     }
     case NP_MODEL_CNN: {
-        np_tensor *h = pool_forward(m, np_relu(ctx, np_nn_conv2d_forward(ctx, &m->conv1, x)));
-        h = pool_forward(m, np_relu(ctx, np_nn_conv2d_forward(ctx, &m->conv2, h)));
-        h = h ? np_flatten(ctx, h, 1) : NULL;
-        return np_nn_linear_forward(ctx, &m->fc, h);
+        np_tensor *h = NP_AT(ctx, np_nn_conv2d_forward(ctx, &m->conv1, x));
+        h = NP_AT(ctx, np_relu(ctx, h));
+        h = NP_AT(ctx, pool_forward(m, h));
+        h = NP_AT(ctx, np_nn_conv2d_forward(ctx, &m->conv2, h));
+        h = NP_AT(ctx, np_relu(ctx, h));
+        h = NP_AT(ctx, pool_forward(m, h));
+        if (!h)
+            return NULL;
+        h = NP_AT(ctx, np_flatten(ctx, h, 1));
+        return NP_AT(ctx, np_nn_linear_forward(ctx, &m->fc, h));
     }
     default:
         return np_model_gpt_forward(m, x);
@@ -240,7 +251,7 @@ np_tensor *np_model_loss(np_model *m, np_tensor *x, np_tensor *y)
         return NULL;
     if (y->ndim > 1) {
         int64_t n = y->numel;
-        y = np_view(m->ctx, y, 1, &n);
+        y = NP_AT(m->ctx, np_view(m->ctx, y, 1, &n));
     }
-    return np_cross_entropy(m->ctx, logits, y, -100);
+    return NP_AT(m->ctx, np_cross_entropy(m->ctx, logits, y, -100));
 }

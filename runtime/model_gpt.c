@@ -2,7 +2,8 @@
  * parameter names: wte, wpe, h.N (ln_1, attn.c_attn, attn.c_proj, ln_2,
  * mlp.c_fc, mlp.c_proj), ln_f, and an lm head tied to wte. Pre-norm blocks,
  * causal attention through Functional.scaled_dot_product_attention, erf gelu,
- * no dropout. */
+ * no dropout. Every API and module call is wrapped in NP_AT, one call per
+ * statement, so its events carry "model_gpt.c:LINE function". */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -69,19 +70,25 @@ static np_tensor *attn_forward(np_ctx *ctx, np_gpt_block *b, const np_model_conf
     if (!x || np_module_begin(ctx, b->attn) != NP_OK)
         return NULL;
     int64_t B = x->shape[0], T = x->shape[1], C = c->n_embd, H = c->n_head, D = C / H;
-    np_tensor *qkv = np_nn_linear_forward(ctx, &b->c_attn, x);      /* (B,T,3C) */
+    np_tensor *qkv = NP_AT(ctx, np_nn_linear_forward(ctx, &b->c_attn, x));      /* (B,T,3C) */
     np_tensor *parts[3] = {NULL, NULL, NULL};
     np_tensor *y = NULL;
-    if (qkv && np_split(ctx, qkv, C, -1, parts, 3) == 3) {
+    int nparts = 0;
+    if (qkv) {
+        nparts = NP_AT(ctx, np_split(ctx, qkv, C, -1, parts, 3));
+    }
+    if (nparts == 3) {
         int64_t s4[4] = {B, T, H, D};
         np_tensor *heads[3];
-        for (int k = 0; k < 3; k++)
-            heads[k] = np_transpose(ctx, np_view(ctx, parts[k], 4, s4), 1, 2); /* (B,H,T,D) */
-        y = np_sdpa(ctx, heads[0], heads[1], heads[2], 1, 0.0);             /* (B,H,T,D) */
-        y = np_transpose(ctx, y, 1, 2);                                      /* (B,T,H,D) */
+        for (int k = 0; k < 3; k++) {
+            heads[k] = NP_AT(ctx, np_view(ctx, parts[k], 4, s4)); /* (B,T,H,D) */
+            heads[k] = NP_AT(ctx, np_transpose(ctx, heads[k], 1, 2)); /* (B,H,T,D) */
+        }
+        y = NP_AT(ctx, np_sdpa(ctx, heads[0], heads[1], heads[2], 1, 0.0)); /* (B,H,T,D) */
+        y = NP_AT(ctx, np_transpose(ctx, y, 1, 2)); /* (B,T,H,D) */
         int64_t s3[3] = {B, T, C};
-        y = np_view(ctx, y, 3, s3);
-        y = np_nn_linear_forward(ctx, &b->attn_proj, y);
+        y = NP_AT(ctx, np_view(ctx, y, 3, s3));
+        y = NP_AT(ctx, np_nn_linear_forward(ctx, &b->attn_proj, y));
     }
     np_module_end(ctx, b->attn, &x, 1, &y, 1);
     return y;
@@ -91,9 +98,9 @@ static np_tensor *mlp_forward(np_ctx *ctx, np_gpt_block *b, np_tensor *x)
 {
     if (!x || np_module_begin(ctx, b->mlp) != NP_OK)
         return NULL;
-    np_tensor *h = np_nn_linear_forward(ctx, &b->c_fc, x);
-    h = np_gelu(ctx, h, 0);
-    h = np_nn_linear_forward(ctx, &b->mlp_proj, h);
+    np_tensor *h = NP_AT(ctx, np_nn_linear_forward(ctx, &b->c_fc, x));
+    h = NP_AT(ctx, np_gelu(ctx, h, 0));
+    h = NP_AT(ctx, np_nn_linear_forward(ctx, &b->mlp_proj, h));
     np_module_end(ctx, b->mlp, &x, 1, &h, 1);
     return h;
 }
@@ -103,10 +110,12 @@ static np_tensor *block_forward(np_ctx *ctx, np_gpt_block *b, const np_model_con
 {
     if (!x || np_module_begin(ctx, b->mod) != NP_OK)
         return NULL;
-    np_tensor *a = attn_forward(ctx, b, c, np_nn_layer_norm_forward(ctx, &b->ln_1, x));
-    np_tensor *r = np_add(ctx, x, a);
-    np_tensor *f = mlp_forward(ctx, b, np_nn_layer_norm_forward(ctx, &b->ln_2, r));
-    np_tensor *y = np_add(ctx, r, f);
+    np_tensor *h = NP_AT(ctx, np_nn_layer_norm_forward(ctx, &b->ln_1, x));
+    np_tensor *a = NP_AT(ctx, attn_forward(ctx, b, c, h));
+    np_tensor *r = NP_AT(ctx, np_add(ctx, x, a));
+    h = NP_AT(ctx, np_nn_layer_norm_forward(ctx, &b->ln_2, r));
+    np_tensor *f = NP_AT(ctx, mlp_forward(ctx, b, h));
+    np_tensor *y = NP_AT(ctx, np_add(ctx, r, f));
     np_module_end(ctx, b->mod, &x, 1, &y, 1);
     return y;
 }
@@ -128,17 +137,19 @@ np_tensor *np_model_gpt_forward(np_model *m, np_tensor *idx)
     int64_t *pp = np_tensor_i64(pos);
     for (int64_t t = 0; t < T; t++)
         pp[t] = t;
-    np_tensor *tok = np_nn_embedding_forward(ctx, &m->wte, idx);   /* (B,T,C) */
-    np_tensor *pe = np_nn_embedding_forward(ctx, &m->wpe, pos);    /* (T,C) */
-    np_tensor *x = np_add(ctx, tok, pe);
+    np_tensor *tok = NP_AT(ctx, np_nn_embedding_forward(ctx, &m->wte, idx)); /* (B,T,C) */
+    np_tensor *pe = NP_AT(ctx, np_nn_embedding_forward(ctx, &m->wpe, pos));    /* (T,C) */
+    np_tensor *x = NP_AT(ctx, np_add(ctx, tok, pe));
     for (int i = 0; i < c->n_layer; i++) {
-        x = block_forward(ctx, &m->h[i], c, x);
+        x = NP_AT(ctx, block_forward(ctx, &m->h[i], c, x));
         m->h[i].out = x;
     }
-    x = np_nn_layer_norm_forward(ctx, &m->ln_f, x);
-    if (!x || np_module_begin(ctx, m->lm_head) != NP_OK)
+    x = NP_AT(ctx, np_nn_layer_norm_forward(ctx, &m->ln_f, x));
+    if (!x)
         return NULL;
-    np_tensor *logits = np_linear(ctx, x, m->wte.weight, NULL);   /* (B,T,V) */
+    if (NP_AT(ctx, np_module_begin(ctx, m->lm_head)) != NP_OK)
+        return NULL;
+    np_tensor *logits = NP_AT(ctx, np_linear(ctx, x, m->wte.weight, NULL)); /* (B,T,V) */
     np_module_end(ctx, m->lm_head, &x, 1, &logits, 1);
     return logits;
 }

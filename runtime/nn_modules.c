@@ -1,7 +1,9 @@
 /* runtime/nn_modules.c - Linear, Conv2d, LayerNorm and Embedding modules:
  * each registers a runtime module (for "Module.{path}.{Class}" events) and
  * its parameters ("{path}.weight", "{path}.bias"), and runs its forward
- * inside np_module_begin/np_module_end. */
+ * inside np_module_begin/np_module_end. The module's callsite is where the
+ * model calls np_nn_*_forward (set by the caller); the op inside gets its own
+ * line here (NP_AT). */
 #include <stdio.h>
 #include <string.h>
 
@@ -96,7 +98,7 @@ np_tensor *np_nn_linear_forward(np_ctx *ctx, np_nn_linear *l, np_tensor *x)
 {
     if (!x || np_module_begin(ctx, l->mod) != NP_OK)
         return NULL;
-    np_tensor *y = np_linear(ctx, x, l->weight, l->bias);
+    np_tensor *y = NP_AT(ctx, np_linear(ctx, x, l->weight, l->bias));
     np_module_end(ctx, l->mod, &x, 1, &y, 1);
     return y;
 }
@@ -105,7 +107,7 @@ np_tensor *np_nn_conv2d_forward(np_ctx *ctx, np_nn_conv2d *c, np_tensor *x)
 {
     if (!x || np_module_begin(ctx, c->mod) != NP_OK)
         return NULL;
-    np_tensor *y = np_conv2d(ctx, x, c->weight, c->bias, c->stride, c->padding);
+    np_tensor *y = NP_AT(ctx, np_conv2d(ctx, x, c->weight, c->bias, c->stride, c->padding));
     np_module_end(ctx, c->mod, &x, 1, &y, 1);
     return y;
 }
@@ -114,7 +116,7 @@ np_tensor *np_nn_layer_norm_forward(np_ctx *ctx, np_nn_layer_norm *ln, np_tensor
 {
     if (!x || np_module_begin(ctx, ln->mod) != NP_OK)
         return NULL;
-    np_tensor *y = np_layer_norm(ctx, x, ln->weight, ln->bias, ln->eps);
+    np_tensor *y = NP_AT(ctx, np_layer_norm(ctx, x, ln->weight, ln->bias, ln->eps));
     np_module_end(ctx, ln->mod, &x, 1, &y, 1);
     return y;
 }
@@ -123,7 +125,7 @@ np_tensor *np_nn_embedding_forward(np_ctx *ctx, np_nn_embedding *e, np_tensor *i
 {
     if (!idx || np_module_begin(ctx, e->mod) != NP_OK)
         return NULL;
-    np_tensor *y = np_embedding(ctx, idx, e->weight);
+    np_tensor *y = NP_AT(ctx, np_embedding(ctx, idx, e->weight));
     np_module_end(ctx, e->mod, &idx, 1, &y, 1);
     return y;
 }

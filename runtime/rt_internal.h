@@ -57,6 +57,15 @@ enum { RT_NODE_API = 0, RT_NODE_MOD_BEGIN, RT_NODE_MOD_END };
 #define RT_MAX_IN 4
 #define RT_MAX_SC 6
 
+/* Where an API or module call was made: a preformatted string (np_ctx_set_callsite)
+ * or file/line/function (np_ctx_set_callsite_at, all static storage), formatted
+ * "basename:LINE function" only when an event is emitted. */
+typedef struct rt_site {
+    const char *str;
+    const char *file, *func;
+    int line;
+} rt_site;
+
 typedef struct rt_node rt_node;
 /* gout[j]: gradient at output j (NULL = none; never all NULL); gin[i]: float32
  * buffer to fill with the contribution for input i, NULL when input i needs
@@ -82,6 +91,7 @@ struct rt_node {
     double dv[4];
     int gin_full;       /* bit i: bwd writes every element of gin[i] (no zeroing needed) */
     rt_bwd_fn bwd;
+    rt_site site;       /* callsite of the call (forward and backward events) */
 };
 
 typedef struct rt_mcall {
@@ -91,6 +101,7 @@ typedef struct rt_mcall {
     char *fwd_name, *bwd_name;
     np_tensor **in, **out;
     int n_in, n_out;
+    rt_site site;       /* where the module was called */
 } rt_mcall;
 
 struct np_module {
@@ -117,7 +128,8 @@ struct np_ctx {
     int stop;
     np_error err;
     int grad_enabled;
-    const char *callsite;
+    rt_site site;       /* pending callsite, consumed by the next API or module call */
+    char site_buf[256]; /* the formatted callsite of the event being emitted */
     int step, seq, in_step;
     int counters[RT_OP_COUNT];
     rt_slab slabs[RT_MAX_SLABS];

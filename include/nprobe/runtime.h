@@ -145,9 +145,23 @@ void np_ctx_clear_error(np_ctx *ctx);
 void np_ctx_set_grad_enabled(np_ctx *ctx, int enabled);
 int np_ctx_grad_enabled(const np_ctx *ctx);
 
-/* Optional callsite for the next API/module events ("gpt.c:212 gpt_forward");
- * borrowed, must live until the step ends; NULL clears. */
+/* Callsite of the next API or module call ("model_gpt.c:212 attn_forward"):
+ * it is consumed by that call (an op, or np_module_begin) and carried by the
+ * call's events, forward and backward (np_hook_event.callsite); calls made
+ * without one have none (NULL). Borrowed, must live until the step ends;
+ * NULL clears. */
 void np_ctx_set_callsite(np_ctx *ctx, const char *callsite);
+/* The same from parts in static storage (__FILE__, __LINE__, __func__),
+ * formatted "basename(file):line func" only when an event is emitted, so
+ * setting it costs no formatting or allocation. */
+void np_ctx_set_callsite_at(np_ctx *ctx, const char *file, int line, const char *func);
+/* Set the callsite of the next API or module call to the line it is written on. */
+#define NP_CALLSITE(ctx) np_ctx_set_callsite_at((ctx), __FILE__, __LINE__, __func__)
+/* NP_AT(ctx, call): make `call` (an op, an np_module_begin, or a function
+ * whose first call is one) with the callsite set to this line:
+ * `y = NP_AT(ctx, np_gelu(ctx, h, 0));`. The arguments must not make API
+ * calls themselves (they would take the callsite): one call per statement. */
+#define NP_AT(ctx, call) (NP_CALLSITE(ctx), (call))
 
 /* ==== steps ============================================================== */
 
