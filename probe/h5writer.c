@@ -74,6 +74,8 @@ struct np_h5w {
     int dfd;                 /* O_DIRECT descriptor of the step file, or -1 */
     int hfd;                 /* HDF5's own (sec2) descriptor, for the tails */
     stager *sg;              /* lazily, for unaligned payloads */
+    void *vf;                /* our file driver's state of `file` (h5vfd.c), or NULL */
+    int vfd_err;             /* errno of a write failed while closing, 0 */
     np_h5w_totals tot;
 };
 
@@ -399,10 +401,16 @@ np_status np_h5w_new(np_h5w **out, const char *dump_path, int compression, np_er
     return NP_OK;
 }
 
+/* An abandoned step: nothing more goes into its file (it stays as it was at
+ * the last flush, like the file of a killed run) and no close can fail on
+ * I/O - in HDF5 1.10 a failed H5Fclose leaves a freed file id registered that
+ * crashes the program at exit (h5vfd.c). */
 static void close_handles(np_h5w *w)
 {
     char name[NP_FMT_NAME_LEN];
     stager_wait(w->sg, name, sizeof name);
+    np_vfd_set_mode(w->vf, NP_VFD_DISCARD, NULL);
+    w->vf = NULL;
     if (w->entries >= 0) H5Dclose(w->entries);
     if (w->calls >= 0) H5Dclose(w->calls);
     if (w->data >= 0) H5Gclose(w->data);
@@ -479,6 +487,9 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
             w->dfd = -1;
         }
     }
+    hid_t vfd = (hid_t)np_vfd_id();
+    if (vfd >= 0)
+        H5Pset_driver(fapl, vfd, NULL);
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
     H5Pset_obj_track_times(fcpl, 0);
     w->file = H5Fcreate(w->partial, H5F_ACC_TRUNC, fcpl, fapl);
@@ -490,11 +501,14 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
         w->dfd = -1;
         return h5fail(err, w->partial, "creating the dump file");
     }
+    w->vf = np_vfd_of(w->file);
+    w->vfd_err = 0;
     if (w->dfd >= 0) {
-        /* The tails go through HDF5's descriptor: only with the sec2 driver. */
+        /* The tails go through HDF5's descriptor: only with sec2 or ours. */
         hid_t afp = H5Fget_access_plist(w->file);
         void *handle = NULL;
-        if (afp >= 0 && H5Pget_driver(afp) == H5FD_SEC2 &&
+        hid_t drv = afp >= 0 ? H5Pget_driver(afp) : -1;
+        if (afp >= 0 && (drv == H5FD_SEC2 || (vfd >= 0 && drv == vfd)) &&
             H5Fget_vfd_handle(w->file, afp, &handle) >= 0 && handle)
             w->hfd = *(int *)handle;
         if (afp >= 0)
@@ -699,8 +713,20 @@ static np_status write_payload(np_h5w *w, const np_entry_rec *rec, const void *d
     /* Read the error stack before H5Dclose clears it. */
     if (e < 0)
         st = h5fail(err, w->partial, "writing a payload");
-    if (ds >= 0 && H5Dclose(ds) < 0 && !st)
-        st = h5fail(err, w->partial, "writing a payload");
+    if (ds >= 0) {
+        /* The close writes what HDF5 still buffers (the sieve buffer of a
+         * small payload): a failure is reported, never left to H5Dclose,
+         * which in HDF5 1.10 would keep a freed id registered. */
+        np_vfd_set_mode(w->vf, st ? NP_VFD_DISCARD : NP_VFD_REPORT, &w->vfd_err);
+        herr_t ce = H5Dclose(ds);
+        np_vfd_set_mode(w->vf, st ? NP_VFD_DISCARD : NP_VFD_NORMAL, NULL);
+        if (!st && w->vfd_err) {
+            st = io_error(w, rec->name, w->vfd_err, err);
+            w->vfd_err = 0;
+        } else if (ce < 0 && !st) {
+            st = h5fail(err, w->partial, "writing a payload");
+        }
+    }
     H5Sclose(space);
     if (st)
         return st;
@@ -744,6 +770,17 @@ np_status np_h5w_step_end(np_h5w *w, np_error *err)
         np_h5w_abandon(w);
         return st;
     }
+    /* Everything is written by this flush, where a failure can still be
+     * handled (abandon); the closes after it only rewrite the superblock. */
+    if (H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0) {
+        st = h5fail(err, w->partial, "closing the dump file");
+        np_h5w_abandon(w);
+        return st;
+    }
+    /* A write failing now is reported, never returned to H5Fclose (h5vfd.c). */
+    w->vfd_err = 0;
+    np_vfd_set_mode(w->vf, NP_VFD_REPORT, &w->vfd_err);
+    w->vf = NULL;
     H5Dclose(w->entries);
     H5Dclose(w->calls);
     H5Gclose(w->data);
@@ -756,6 +793,14 @@ np_status np_h5w_step_end(np_h5w *w, np_error *err)
     w->in_step = 0;
     if (e < 0)
         return h5fail(err, w->partial, "closing the dump file");
+    if (w->vfd_err) {
+        int en = w->vfd_err;
+        w->vfd_err = 0;
+        return np_error_set(err, en == EFBIG || en == ENOSPC || en == EDQUOT ? NP_ERR_NOSPACE
+                                                                             : NP_ERR_IO,
+                            w->partial, NULL, "closing the dump file failed: %s",
+                            strerror(en));
+    }
     if (rename(w->partial, w->final) != 0)
         return np_error_set(err, NP_ERR_IO, w->final, NULL, "cannot rename %s: %s",
                             w->partial, strerror(errno));

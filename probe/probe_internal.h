@@ -98,6 +98,19 @@ int np_h5w_in_step(const np_h5w *w);
 void np_h5w_totals_get(const np_h5w *w, np_h5w_totals *t);
 void np_h5w_free(np_h5w *w);
 
+/* ---- the writer's HDF5 file driver (h5vfd.c) --------------------------- */
+
+/* sec2 with a switch for closing after errors: NP_VFD_DISCARD drops every
+ * further write, NP_VFD_REPORT puts a failed write's errno into *report
+ * instead of failing (an HDF5 1.10 close that fails leaves a freed file id
+ * registered, and the program dies at exit). */
+enum { NP_VFD_NORMAL = 0, NP_VFD_DISCARD, NP_VFD_REPORT };
+/* The registered driver (an hid_t), or -1 (then the writer uses HDF5's sec2). */
+int64_t np_vfd_id(void);
+/* The driver's state of an open file (an hid_t), or NULL when it is not ours. */
+void *np_vfd_of(int64_t file);
+void np_vfd_set_mode(void *vf, int mode, int *report);
+
 /* ---- asynchronous front ------------------------------------------------ */
 
 typedef struct np_aw np_aw;
