@@ -212,10 +212,13 @@ static void payload_one(np_cmp_pair *p, np_cmp_row *r, cmp_dump *bd, cmp_dump *c
     cmp_pair_priv *pv = p->priv;
     np_error e = {0};
     uint64_t bytes = 0;
-    np_status st = cmp_payload_metrics(r->m, bd, r->bench, cd, r->cmp, 0.0, bufs, &bytes, &e);
+    int corrupt = 0;
+    np_status st =
+        cmp_payload_metrics(r->m, bd, r->bench, cd, r->cmp, 0.0, bufs, &bytes, &corrupt, &e);
 #pragma omp critical(np_cmp_rows)
     {
         if (st != NP_OK) {
+            /* unreadable or corrupt: an error row, left out of the root cause */
             metrics_nan(r->m);
             char buf[NP_ERROR_TEXT_MAX + 600];
             snprintf(buf, sizeof buf, "%s: %s", e.file, e.text);
@@ -223,6 +226,7 @@ static void payload_one(np_cmp_pair *p, np_cmp_row *r, cmp_dump *bd, cmp_dump *c
             r->n_reason_args = 0;
             r->verdict = NP_VERDICT_ERROR;
             r->severity = INFINITY;
+            pv->payload[i] = (int8_t)(corrupt ? CMP_PAYLOAD_CORRUPT : CMP_PAYLOAD_UNREADABLE);
         }
         p->bytes_read += bytes;
         *done += (uint64_t)(r->bench->numel + r->cmp->numel) * 4;
@@ -274,6 +278,7 @@ void np_cmp_pair_free(np_cmp_pair *p)
         free(pv->bench_calls);
         free(pv->cmp_calls);
         free(pv->metrics);
+        free(pv->payload);
         free(pv);
     }
     free(p->rows);
@@ -349,7 +354,8 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
     if (st == NP_OK && p->mode == NP_CMP_MODE_TENSOR) {
         /* metrics only in tensor mode: a statistics row stays small */
         pv->metrics = malloc((p->n_rows + 1) * sizeof *pv->metrics);
-        if (!pv->metrics)
+        pv->payload = calloc(p->n_rows + 1, 1);
+        if (!pv->metrics || !pv->payload)
             st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory for %zu rows", p->n_rows);
         for (size_t i = 0; st == NP_OK && i < p->n_rows; i++) {
             p->rows[i].m = &pv->metrics[i];
@@ -368,8 +374,18 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
         bd.calls = cd.calls = NULL;
         bd.n_calls = cd.n_calls = 0;
     }
-    if (st == NP_OK && p->mode == NP_CMP_MODE_TENSOR)
+    if (st == NP_OK && p->mode == NP_CMP_MODE_TENSOR) {
         st = compare_payloads(p, &bd, &cd, pair_index, n_pairs, o);
+        size_t n_bad[3] = {0};
+        for (size_t i = 0; i < p->n_rows; i++)
+            n_bad[pv->payload[i]]++;
+        if (n_bad[CMP_PAYLOAD_CORRUPT])
+            note(p, "%zu payload(s) do not match their crc32 in /entries (file corrupt): those rows "
+                    "are errors, left out of the root cause.", n_bad[CMP_PAYLOAD_CORRUPT]);
+        if (n_bad[CMP_PAYLOAD_UNREADABLE])
+            note(p, "%zu payload(s) could not be read (missing from /data or unreadable): those "
+                    "rows are errors, left out of the root cause.", n_bad[CMP_PAYLOAD_UNREADABLE]);
+    }
     if (st == NP_OK) {
         cmp_verdicts(p, o);
         st = cmp_root_cause(p, err);

@@ -78,12 +78,17 @@ typedef struct cmp_src {
     int fd;
     const cmp_seg *segs;
     int nseg;
+    int crc;                    /* 1: compute the crc32 of the elements' bytes (4 bytes each,
+                                 * 8 for CMP_SRC_MEM_F64) in the same pass */
 } cmp_src;
 
 /* The one-pass metric kernel over two sources of n elements; 0 ok, -1 when a
- * file read failed (m is then undefined). */
+ * file read failed (m is then undefined). With crc (may be NULL), crc[0]
+ * and crc[1] receive the crc32 of the bench and cmp elements' bytes, for
+ * the sources whose `crc` is set: computed on each block as it is read for
+ * the metrics (still in cache), combined in block order. */
 int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64_t n,
-                    int ndim, double atol);
+                    int ndim, double atol, uint32_t crc[2]);
 
 /* Reusable buffers of the payload reader, one per compare. */
 typedef struct cmp_buffers {
@@ -93,12 +98,15 @@ typedef struct cmp_buffers {
 void cmp_buffers_free(cmp_buffers *bufs);
 
 /* Compare the payloads of one matched pair of leaves (both have data):
- * fills m (NaN where not applicable) and adds the bytes read. Returns
- * NP_OK, or an error naming the file and leaf when a payload cannot be
- * read (the row then becomes an error row). */
+ * fills m (NaN where not applicable) and adds the bytes read, and checks
+ * each payload's stored bytes against its crc32 in /entries
+ * (docs/FORMAT.md) on the blocks read for the metrics. Returns NP_OK, or
+ * an error naming the file and leaf when a payload cannot be read or does
+ * not match its crc32 (the row then becomes an error row, left out of the
+ * root cause); *corrupt (may be NULL) is set to 1 in the second case. */
 np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side *bs,
                               cmp_dump *cd, const np_cmp_side *cs, double atol,
-                              cmp_buffers *bufs, uint64_t *bytes, np_error *err);
+                              cmp_buffers *bufs, uint64_t *bytes, int *corrupt, np_error *err);
 
 /* ---- analysis ---------------------------------------------------------- */
 
@@ -119,9 +127,15 @@ np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c,
 int cmp_names_map(cmp_map *m, const cmp_dump *d);
 
 /* The private part behind np_cmp_pair.priv. */
+/* Per row, tensor mode: whether the payloads could be read and match their
+ * crc32 (cmp_pair_priv.payload). */
+enum { CMP_PAYLOAD_OK = 0, CMP_PAYLOAD_UNREADABLE = 1, CMP_PAYLOAD_CORRUPT = 2 };
+
 typedef struct cmp_pair_priv {
     cmp_arena arena;
     np_cmp_metrics *metrics;   /* tensor mode: one per row (rows[i].m) */
+    int8_t *payload;           /* tensor mode: CMP_PAYLOAD_* per row, else NULL; rows
+                                * not OK are errors left out of the root cause */
     np_cmp_side *bench_entries, *cmp_entries;
     cmp_call_rec *bench_calls, *cmp_calls;
 } cmp_pair_priv;

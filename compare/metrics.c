@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "internal.h"
 
@@ -20,6 +21,7 @@
 typedef struct part {
     double dot, bb, cc, dd, max_abs, max_rel;
     int64_t n1, n5, masked, mismatch;
+    uint32_t crc_b, crc_c;       /* a block's bytes (block_part; combine() leaves them) */
 } part;
 
 /* NaN = 1, +inf = 2, -inf = 3, finite = 0. */
@@ -267,6 +269,28 @@ static void block_part(part *out, const cmp_src *b, const cmp_src *c, int64_t lo
         kern_fd(out, pb, pc, cnt);
     else
         kern_df(out, pb, pc, cnt);
+    /* the payloads' crc32 on the bytes just read (in cache), in the same pass */
+    out->crc_b = b->crc ? np_crc32(0, pb, (size_t)cnt * (fb ? 8 : 4)) : 0;
+    out->crc_c = c->crc ? np_crc32(0, pc, (size_t)cnt * (fc ? 8 : 4)) : 0;
+}
+
+/* crc32 of a whole source from its blocks' crc32s, in block order: the
+ * full blocks share one combination operator. */
+static uint32_t crc_blocks(const part *parts, int64_t nb, int64_t n, size_t esize, int which)
+{
+    uLong op = crc32_combine_gen((z_off_t)((size_t)BLOCK * esize));
+    uLong crc = 0;
+    for (int64_t k = 0; k < nb; k++) {
+        uLong x = which ? parts[k].crc_c : parts[k].crc_b;
+        int64_t cnt = n - k * BLOCK < BLOCK ? n - k * BLOCK : BLOCK;
+        if (k == 0)
+            crc = x;
+        else if (cnt == BLOCK)
+            crc = crc32_combine_op(crc, x, op);
+        else
+            crc = crc32_combine(crc, x, (z_off_t)((size_t)cnt * esize));
+    }
+    return (uint32_t)crc;
 }
 
 static void combine(part *acc, const part *p)
@@ -343,8 +367,10 @@ static void metrics_nan(np_cmp_metrics *m)
 }
 
 int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64_t n, int ndim,
-                    double atol)
+                    double atol, uint32_t crc[2])
 {
+    if (crc)
+        crc[0] = crc[1] = 0;
     metrics_nan(m);
     int64_t nb = (n + BLOCK - 1) / BLOCK;
     part acc = {0};
@@ -362,6 +388,10 @@ int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64
             block_part(&acc, b, c, 0, n, tb, tc, &bad);
         free(tb);
         free(tc);
+        if (crc) {
+            crc[0] = acc.crc_b;
+            crc[1] = acc.crc_c;
+        }
     } else {
         part *parts = calloc((size_t)nb, sizeof *parts);
         if (!parts)
@@ -392,6 +422,12 @@ int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64
         }
         for (int64_t k = 0; k < nb; k++)
             combine(&acc, &parts[k]);
+        if (crc && !bad) {
+            if (b->crc)
+                crc[0] = crc_blocks(parts, nb, n, b->kind == CMP_SRC_MEM_F64 ? 8 : 4, 0);
+            if (c->crc)
+                crc[1] = crc_blocks(parts, nb, n, c->kind == CMP_SRC_MEM_F64 ? 8 : 4, 1);
+        }
         free(parts);
     }
     if (bad)
@@ -403,17 +439,17 @@ int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64
 void np_cmp_metrics_f32(np_cmp_metrics *out, const float *bench, const float *cmp, int64_t n,
                         int ndim, double atol)
 {
-    cmp_src b = {CMP_SRC_MEM_F32, bench, -1, NULL, 0};
-    cmp_src c = {CMP_SRC_MEM_F32, cmp, -1, NULL, 0};
-    if (cmp_metrics_src(out, &b, &c, n, ndim, atol) != 0)
+    cmp_src b = {CMP_SRC_MEM_F32, bench, -1, NULL, 0, 0};
+    cmp_src c = {CMP_SRC_MEM_F32, cmp, -1, NULL, 0, 0};
+    if (cmp_metrics_src(out, &b, &c, n, ndim, atol, NULL) != 0)
         metrics_nan(out);
 }
 
 void np_cmp_metrics_f64(np_cmp_metrics *out, const double *bench, const double *cmp, int64_t n,
                         int ndim, double atol)
 {
-    cmp_src b = {CMP_SRC_MEM_F64, bench, -1, NULL, 0};
-    cmp_src c = {CMP_SRC_MEM_F64, cmp, -1, NULL, 0};
-    if (cmp_metrics_src(out, &b, &c, n, ndim, atol) != 0)
+    cmp_src b = {CMP_SRC_MEM_F64, bench, -1, NULL, 0, 0};
+    cmp_src c = {CMP_SRC_MEM_F64, cmp, -1, NULL, 0, 0};
+    if (cmp_metrics_src(out, &b, &c, n, ndim, atol, NULL) != 0)
         metrics_nan(out);
 }

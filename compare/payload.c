@@ -91,15 +91,35 @@ static int direct_segments(hid_t ds, int64_t n, cmp_seg **segs)
     return nseg;
 }
 
-/* Read a whole dataset into *buf (grown as needed) as float32 when stored
- * as a 4-byte float, else as float64. */
-static int read_whole(hid_t ds, int64_t n, void **buf, size_t *cap, int *is_f64)
+static int host_little_endian(void)
+{
+    const uint16_t one = 1;
+    unsigned char b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+/* Read a whole dataset into *buf (grown as needed): a 4-byte float as
+ * float32, another float as float64, an integer (int8..int64, uint8 for
+ * bool) as its own bytes, whose crc32 is taken there, then widened to
+ * float64 in place. *verify says how the stored bytes can be checked
+ * against /entries' crc32: 0 not (not little-endian, unknown class), 1 on
+ * the blocks read for the metrics (the buffer holds the stored bytes),
+ * 2 the crc32 is in *crc already (integers). */
+static int read_whole(hid_t ds, int64_t n, void **buf, size_t *cap, int *is_f64, int *verify,
+                      uint32_t *crc)
 {
     hid_t t = H5Dget_type(ds);
     if (t < 0)
         return -1;
-    *is_f64 = !(H5Tget_class(t) == H5T_FLOAT && H5Tget_size(t) == 4);
+    H5T_class_t cls = H5Tget_class(t);
+    size_t sz = H5Tget_size(t);
+    int le = host_little_endian() && (sz == 1 || H5Tget_order(t) == H5T_ORDER_LE);
+    int is_signed = cls == H5T_INTEGER && H5Tget_sign(t) == H5T_SGN_2;
     H5Tclose(t);
+    *is_f64 = !(cls == H5T_FLOAT && sz == 4);
+    *verify = 0;
+    *crc = 0;
     size_t need = (size_t)(n > 0 ? n : 1) * (*is_f64 ? sizeof(double) : sizeof(float));
     if (need > *cap) {
         void *p = realloc(*buf, need);
@@ -108,6 +128,51 @@ static int read_whole(hid_t ds, int64_t n, void **buf, size_t *cap, int *is_f64)
         *buf = p;
         *cap = need;
     }
+    hid_t mt = -1;
+    if (cls == H5T_INTEGER && le) {
+        if (sz == 1)
+            mt = is_signed ? H5T_NATIVE_INT8 : H5T_NATIVE_UINT8;
+        else if (sz == 2)
+            mt = is_signed ? H5T_NATIVE_INT16 : H5T_NATIVE_UINT16;
+        else if (sz == 4)
+            mt = is_signed ? H5T_NATIVE_INT32 : H5T_NATIVE_UINT32;
+        else if (sz == 8)
+            mt = is_signed ? H5T_NATIVE_INT64 : H5T_NATIVE_UINT64;
+    }
+    if (mt >= 0) {
+        *verify = 2;
+        if (n == 0)
+            return 0;
+        if (H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, *buf) < 0)
+            return -1;
+        *crc = np_crc32(0, *buf, (size_t)n * sz);
+        /* widen to float64 in place, last element first: element i's double
+         * (bytes 8i..8i+7) only covers source bytes of elements >= i */
+        unsigned char *base = *buf;
+        for (int64_t i = n - 1; i >= 0; i--) {
+            const unsigned char *src = base + (size_t)i * sz;
+            double v;
+            if (sz == 1) {
+                v = is_signed ? (double)(int8_t)src[0] : (double)src[0];
+            } else if (sz == 2) {
+                uint16_t x;
+                memcpy(&x, src, 2);
+                v = is_signed ? (double)(int16_t)x : (double)x;
+            } else if (sz == 4) {
+                uint32_t x;
+                memcpy(&x, src, 4);
+                v = is_signed ? (double)(int32_t)x : (double)x;
+            } else {
+                uint64_t x;
+                memcpy(&x, src, 8);
+                v = is_signed ? (double)(int64_t)x : (double)x;
+            }
+            memcpy(base + (size_t)i * sizeof(double), &v, sizeof v);
+        }
+        return 0;
+    }
+    if (cls == H5T_FLOAT && le && (sz == 4 || sz == 8))
+        *verify = 1; /* read as they are stored: the metric blocks hold the stored bytes */
     if (n == 0)
         return 0;
     return H5Dread(ds, *is_f64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL,
@@ -137,15 +202,27 @@ static np_status open_payload(hid_t *ds, cmp_dump *d, const np_cmp_side *s, np_e
     return NP_OK;
 }
 
+/* The crc32 check of one side: 1 when it was checked and does not match. */
+static int crc_differs(int verify, uint32_t pre, uint32_t computed, const np_cmp_side *s,
+                       uint32_t *got)
+{
+    *got = verify == 2 ? pre : computed;
+    return verify && *got != s->crc32;
+}
+
 np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side *bs, cmp_dump *cd,
                               const np_cmp_side *cs, double atol, cmp_buffers *bufs,
-                              uint64_t *bytes, np_error *err)
+                              uint64_t *bytes, int *corrupt, np_error *err)
 {
     hid_t dsb = -1, dsc = -1;
     cmp_seg *segb = NULL, *segc = NULL;
     np_status st = NP_OK;
     int64_t n = cs->numel;
     cmp_src sb = {0}, sc = {0};
+    int vb = 0, vc = 0;           /* how each side's crc32 is checked (read_whole) */
+    uint32_t pre_b = 0, pre_c = 0;
+    if (corrupt)
+        *corrupt = 0;
     /* HDF5 (a serial build) is entered by one thread at a time; the payload
      * reads that follow (pread) and the metrics run outside the lock. */
 #pragma omp critical(np_cmp_hdf5)
@@ -158,18 +235,21 @@ np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side
             int nc = cd->fd >= 0 ? direct_segments(dsc, n, &segc) : 0;
             int f64 = 0;
             if (nb) {
-                sb = (cmp_src){CMP_SRC_FILE_F32, NULL, bd->fd, segb, nb};
-            } else if (read_whole(dsb, n, &bufs->b, &bufs->cap_b, &f64) == 0) {
-                sb = (cmp_src){f64 ? CMP_SRC_MEM_F64 : CMP_SRC_MEM_F32, bufs->b, -1, NULL, 0};
+                sb = (cmp_src){CMP_SRC_FILE_F32, NULL, bd->fd, segb, nb, 1};
+                vb = 1;
+            } else if (read_whole(dsb, n, &bufs->b, &bufs->cap_b, &f64, &vb, &pre_b) == 0) {
+                sb = (cmp_src){f64 ? CMP_SRC_MEM_F64 : CMP_SRC_MEM_F32, bufs->b, -1, NULL, 0, vb == 1};
             } else {
                 st = np_error_set(err, NP_ERR_FORMAT, bd->path, bs->name,
                                   "cannot read the payload (truncated or corrupt file)");
             }
             if (st == NP_OK) {
                 if (nc) {
-                    sc = (cmp_src){CMP_SRC_FILE_F32, NULL, cd->fd, segc, nc};
-                } else if (read_whole(dsc, n, &bufs->c, &bufs->cap_c, &f64) == 0) {
-                    sc = (cmp_src){f64 ? CMP_SRC_MEM_F64 : CMP_SRC_MEM_F32, bufs->c, -1, NULL, 0};
+                    sc = (cmp_src){CMP_SRC_FILE_F32, NULL, cd->fd, segc, nc, 1};
+                    vc = 1;
+                } else if (read_whole(dsc, n, &bufs->c, &bufs->cap_c, &f64, &vc, &pre_c) == 0) {
+                    sc = (cmp_src){f64 ? CMP_SRC_MEM_F64 : CMP_SRC_MEM_F32, bufs->c, -1, NULL, 0,
+                                   vc == 1};
                 } else {
                     st = np_error_set(err, NP_ERR_FORMAT, cd->path, cs->name,
                                       "cannot read the payload (truncated or corrupt file)");
@@ -182,13 +262,35 @@ np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side
             H5Dclose(dsc);
     }
     if (st == NP_OK) {
-        if (cmp_metrics_src(m, &sb, &sc, n, cs->ndim, atol) != 0)
+        uint32_t crc[2];
+        if (cmp_metrics_src(m, &sb, &sc, n, cs->ndim, atol, crc) != 0) {
             st = np_error_set(err, NP_ERR_IO, cd->path, cs->name,
                               "reading the payload failed (truncated file?) on one side "
                               "(bench %s)", bd->path);
-        else if (bytes) {
-            size_t eb = sb.kind == CMP_SRC_MEM_F64 ? 8 : 4, ec = sc.kind == CMP_SRC_MEM_F64 ? 8 : 4;
-            *bytes += (uint64_t)n * (eb + ec);
+        } else {
+            if (bytes) {
+                size_t eb = sb.kind == CMP_SRC_MEM_F64 ? 8 : 4, ec = sc.kind == CMP_SRC_MEM_F64 ? 8 : 4;
+                *bytes += (uint64_t)n * (eb + ec);
+            }
+            uint32_t gb, gc;
+            int bad_b = crc_differs(vb, pre_b, crc[0], bs, &gb);
+            int bad_c = crc_differs(vc, pre_c, crc[1], cs, &gc);
+            if (bad_b && bad_c)
+                st = np_error_set(err, NP_ERR_FORMAT, bd->path, bs->name,
+                                  "the stored bytes of both payloads do not match their crc32 in "
+                                  "/entries (file corrupt): bench crc32 %08x, /entries %08x; cmp "
+                                  "(%s) crc32 %08x, /entries %08x",
+                                  (unsigned)gb, (unsigned)bs->crc32, cd->path, (unsigned)gc,
+                                  (unsigned)cs->crc32);
+            else if (bad_b || bad_c)
+                st = np_error_set(err, NP_ERR_FORMAT, bad_b ? bd->path : cd->path,
+                                  bad_b ? bs->name : cs->name,
+                                  "the stored bytes of the %s payload do not match their crc32 in "
+                                  "/entries (file corrupt): crc32 %08x, /entries %08x",
+                                  bad_b ? "bench" : "cmp", (unsigned)(bad_b ? gb : gc),
+                                  (unsigned)(bad_b ? bs->crc32 : cs->crc32));
+            if ((bad_b || bad_c) && corrupt)
+                *corrupt = 1;
         }
     }
     free(segb);

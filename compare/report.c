@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "internal.h"
 #include "report_internal.h"
 
 /* msprobe CompareConst: COMPARE_RESULT_HEADER, SUMMARY_COMPARE_RESULT_HEADER,
@@ -63,6 +64,15 @@ const char *np_cmp_advice(const np_cmp_pair *p)
                "implementation on the cmp side (kernel, epsilon and other scalar arguments, "
                "masking, dtype of the accumulation), then rerun the compare. Later culprits may "
                "be consequences or independent faults; propagated calls follow from earlier ones.";
+    const cmp_pair_priv *pv = p->priv;
+    size_t n_bad = 0;
+    for (size_t i = 0; pv && pv->payload && i < p->n_rows; i++)
+        n_bad += pv->payload[i] != CMP_PAYLOAD_OK;
+    if (n_bad && n_bad == p->count_verdict[NP_VERDICT_ERROR])
+        return "The only error rows are payloads that could not be read or do not match their "
+               "crc32 in /entries (a corrupt or truncated dump file; see the notes and the rows' "
+               "reasons): no numerical difference was found in the rest. Dump the step again, "
+               "or check the storage the file was copied through.";
     if (p->count_verdict[NP_VERDICT_ERROR])
         return "Rows fail but no call qualifies as a culprit (errors only grew from noise, or "
                "inputs were not dumped). Dump at level mix with data_mode all to see the inputs, "

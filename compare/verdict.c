@@ -341,10 +341,13 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
     size_t nc = p->n_calls;
     int *n_in = calloc(nc + 1, sizeof *n_in);
     char *kw_bad = calloc(nc + 1, 1);
+    /* rows left out (payload unreadable or corrupt), per call: inputs, outputs */
+    int *n_left = calloc(2 * (nc + 1), sizeof *n_left);
     cmp_map byname = {0};
-    if (!n_in || !kw_bad || cmp_map_init(&byname, nc) != 0) {
+    if (!n_in || !kw_bad || !n_left || cmp_map_init(&byname, nc) != 0) {
         free(n_in);
         free(kw_bad);
+        free(n_left);
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
     }
     for (size_t k = 0; k < nc; k++) {
@@ -365,6 +368,11 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         if (!r->bench || !r->cmp)
             continue;
         const char *role = r->cmp->role;
+        if (pv->payload && pv->payload[i] != CMP_PAYLOAD_OK) {
+            /* its error says nothing about the numerics */
+            n_left[2 * r->call_index + (role_is_out(role) ? 1 : 0)]++;
+            continue;
+        }
         if (!strcmp(role, "kwargs")) {
             if (r->verdict == NP_VERDICT_ERROR)
                 kw_bad[r->call_index] = 1;
@@ -453,6 +461,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         free(has_cul);
         free(n_in);
         free(kw_bad);
+        free(n_left);
         cmp_map_free(&byname);
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
     }
@@ -536,6 +545,23 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
     free(order);
     free(s_before);
     free(has_cul);
+    /* say which rows were left out, and that the status does not rest on them */
+    for (size_t k = 0; k < nc; k++) {
+        int li = n_left[2 * k], lo = n_left[2 * k + 1];
+        if (!li && !lo)
+            continue;
+        np_cmp_call *c = &p->calls[k];
+        char what[96];
+        if (li && lo)
+            snprintf(what, sizeof what, "%d input and %d output row(s)", li, lo);
+        else
+            snprintf(what, sizeof what, "%d %s row(s)", li ? li : lo, li ? "input" : "output");
+        c->reason = fmt_reason(&pv->arena,
+                               "%s%s%s left out of the root cause: the payload could not be "
+                               "read or does not match its crc32 (file corrupt), so the error "
+                               "says nothing about this call",
+                               c->reason, c->reason[0] ? "; " : "", what);
+    }
     for (size_t k = 0; k < nc; k++)
         if (p->calls[k].status == NP_CALL_CULPRIT)
             n_cul++;
@@ -548,6 +574,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
                 p->culprits[p->n_culprits++] = (int)k;
     free(n_in);
     free(kw_bad);
+    free(n_left);
     cmp_map_free(&byname);
     return p->culprits ? NP_OK : np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
 }

@@ -15,6 +15,9 @@ enum { TW_CHUNKED = 0, TW_CONTIGUOUS = 1, TW_DEFLATE = 2 };
 tw *tw_open(const char *path, const char *task, const char *precision, int step, int rank);
 /* Payload layout for the following tensors (TW_CHUNKED by default). */
 void tw_layout(tw *w, int layout);
+/* on = 1: the following tensors get a wrong crc32 in /entries (the stored
+ * bytes then look corrupt to a reader that checks them); 0: correct again. */
+void tw_bad_crc(tw *w, int on);
 /* Add a call; returns its seq. */
 int tw_call(tw *w, const char *call, const char *kind, const char *parent, const char *callsite);
 /* Add a float tensor leaf "{call}.{role}.{key}" with float32 values (stored

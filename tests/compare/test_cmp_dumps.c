@@ -420,6 +420,193 @@ static void test_l0_modules(void)
     np_cmp_pair_free(&p);
 }
 
+/* ---- corrupt and unreadable payloads ---- */
+
+/* File address of a payload's first byte (contiguous, or its first chunk); -1 if none. */
+static long long payload_addr(const char *path, const char *name)
+{
+    long long at = -1;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t g = f >= 0 ? H5Gopen2(f, "data", H5P_DEFAULT) : -1;
+    hid_t d = g >= 0 ? H5Dopen2(g, name, H5P_DEFAULT) : -1;
+    if (d >= 0) {
+        haddr_t a = H5Dget_offset(d);
+        if (a != HADDR_UNDEF) {
+            at = (long long)a;
+        } else {
+            hid_t sp = H5Dget_space(d);
+            hsize_t off[8];
+            unsigned mask = 0;
+            hsize_t size = 0;
+            if (H5Dget_chunk_info(d, sp, 0, off, &mask, &a, &size) >= 0 && a != HADDR_UNDEF)
+                at = (long long)a;
+            H5Sclose(sp);
+        }
+        H5Dclose(d);
+    }
+    if (g >= 0)
+        H5Gclose(g);
+    if (f >= 0)
+        H5Fclose(f);
+    return at;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    CHECK(a && b);
+    char buf[65536];
+    size_t n;
+    while (a && b && (n = fread(buf, 1, sizeof buf, a)) > 0)
+        CHECK(fwrite(buf, 1, n, b) == n);
+    if (a)
+        fclose(a);
+    if (b)
+        fclose(b);
+}
+
+/* Overwrite `len` bytes of a file at `at` with 0xFF (a float32 NaN pattern). */
+static void overwrite(const char *path, long long at, size_t len)
+{
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    unsigned char ff[4096];
+    memset(ff, 0xFF, sizeof ff);
+    CHECK(fseek(f, (long)at, SEEK_SET) == 0);
+    CHECK(fwrite(ff, 1, len, f) == len);
+    fclose(f);
+}
+
+/* A corrupt payload (bytes overwritten in a copy of the bench dump, as a bad
+ * disk or copy would) is an error row saying the bytes do not match their
+ * crc32, and its call is not a culprit because of it; so for a payload
+ * missing from /data, and for a wrong crc32 in /entries on every read path
+ * (pread of contiguous and chunked float32, H5Dread of deflate and int64),
+ * and for tensors of several blocks (the crc32 combined over blocks). */
+static void test_corrupt_payloads(void)
+{
+    char b[512], c[512], x[512];
+    path_of(c, sizeof c, "cor_c.h5");
+    path_of(x, sizeof x, "cor_x.h5");
+    const char *leaf = "Functional.relu.0.forward.output.0";
+    int layouts[2] = {TW_CONTIGUOUS, TW_CHUNKED};
+    for (int k = 0; k < 2; k++) {
+        net_opts o = clean();
+        o.layout = layouts[k];
+        path_of(b, sizeof b, "cor_b.h5");
+        write_net(b, "tensor", "fp32", "float32", &o, 0);
+        write_net(c, "tensor", "fp32", "float32", &o, 0);
+        copy_file(b, x);
+        long long at = payload_addr(x, leaf);
+        CHECK(at > 0);
+        if (at <= 0)
+            continue;
+        overwrite(x, at + 64, 256);
+        np_cmp_pair p;
+        if (compare(&p, x, c, NULL) != NP_OK)
+            continue;
+        const np_cmp_row *r = find_row(&p, leaf);
+        CHECK(r && r->verdict == NP_VERDICT_ERROR);
+        if (r) {
+            char why[2048];
+            const char *t = np_cmp_row_reason(why, sizeof why, r);
+            CHECK_CONTAINS(t, "the stored bytes of the bench payload do not match their crc32");
+            CHECK_CONTAINS(t, "file corrupt");
+            CHECK_CONTAINS(t, "cor_x.h5");
+        }
+        CHECK_EQ_INT(p.count_verdict[NP_VERDICT_ERROR], 1);
+        CHECK_EQ_INT(p.n_culprits, 0);
+        const np_cmp_call *relu = find_call(&p, "Functional.relu.0.forward");
+        CHECK(relu && relu->status == NP_CALL_PASS);
+        if (relu)
+            CHECK_CONTAINS(relu->reason, "1 output row(s) left out of the root cause");
+        CHECK_CONTAINS(p.notes, "1 payload(s) do not match their crc32");
+        CHECK_CONTAINS(np_cmp_advice(&p), "crc32");
+        np_cmp_pair_free(&p);
+        /* the same corrupt file against a cmp with a real fault after relu: the
+         * fault's call is still the culprit */
+        o.delta[Y3] = o.delta[G3] = o.delta[G2] = o.delta[G1] = o.delta[GX] = o.delta[GW] = 0.01;
+        write_net(c, "tensor", "fp32", "float32", &o, 0);
+        if (compare(&p, x, c, NULL) != NP_OK)
+            continue;
+        const np_cmp_call *f = first_culprit(&p);
+        CHECK(f && !strcmp(f->name, "Functional.layer_norm.0.forward"));
+        np_cmp_pair_free(&p);
+    }
+
+    /* a payload missing from /data: its call (layer_norm) would have been the culprit */
+    net_opts o = clean();
+    path_of(b, sizeof b, "cor_b.h5");
+    write_net(b, "tensor", "fp32", "float32", &o, 0);
+    write_net(c, "tensor", "fp32", "float32", &o, 0);
+    hid_t f = H5Fopen(c, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f >= 0);
+    if (f >= 0) {
+        CHECK(H5Ldelete(f, "/data/Functional.layer_norm.0.forward.output.0", H5P_DEFAULT) >= 0);
+        H5Fclose(f);
+    }
+    np_cmp_pair p;
+    if (compare(&p, b, c, NULL) == NP_OK) {
+        const np_cmp_row *r = find_row(&p, "Functional.layer_norm.0.forward.output.0");
+        CHECK(r && r->verdict == NP_VERDICT_ERROR);
+        if (r)
+            CHECK_CONTAINS(r->reason, "/data has no such dataset");
+        CHECK_EQ_INT(p.n_culprits, 0);
+        const np_cmp_call *ln = find_call(&p, "Functional.layer_norm.0.forward");
+        CHECK(ln && ln->status == NP_CALL_PASS);
+        if (ln)
+            CHECK_CONTAINS(ln->reason, "left out of the root cause");
+        CHECK_CONTAINS(p.notes, "1 payload(s) could not be read");
+        np_cmp_pair_free(&p);
+    }
+
+    /* a wrong crc32 in /entries, on each read path, and several blocks */
+    enum { BIG = 100003 };
+    static float big[BIG];
+    static int64_t ids[BIG];
+    for (int i = 0; i < BIG; i++) {
+        big[i] = (float)sin(i * 0.01);
+        ids[i] = (int64_t)i * 7 - 3;
+    }
+    const int64_t sb[1] = {BIG}, s3[1] = {3};
+    int ly[3] = {TW_CONTIGUOUS, TW_CHUNKED, TW_DEFLATE};
+    for (int side = 0; side < 3; side++) { /* 0: clean, 1: bad crc on cmp, 2: on both */
+        for (int k = 0; k < 3; k++) {
+            for (int w2 = 0; w2 < 2; w2++) {
+                tw *w = tw_open(w2 ? c : b, "tensor", "fp32", 0, 0);
+                CHECK(w != NULL);
+                if (!w)
+                    continue;
+                tw_layout(w, ly[k]);
+                tw_bad_crc(w, side == 2 || (side == 1 && w2 == 1));
+                int q = tw_call(w, "Functional.embedding.0.forward", "api", "", "");
+                tw_tensor_i64(w, q, "Functional.embedding.0.forward", "input", "0", 1, s3, ids);
+                tw_tensor(w, q, "Functional.embedding.0.forward", "output", "0", "float32", 1, sb, big);
+                tw_tensor_i64(w, q, "Functional.embedding.0.forward", "output", "1", 1, sb, ids);
+                CHECK_EQ_INT(tw_close(w, 1), 0);
+            }
+            if (compare(&p, b, c, NULL) != NP_OK)
+                continue;
+            CHECK_EQ_INT(p.count_verdict[NP_VERDICT_ERROR], side ? 3 : 0);
+            CHECK_EQ_INT(p.n_culprits, 0);
+            for (size_t i = 0; i < p.n_rows; i++) {
+                char why[2048];
+                const char *t = np_cmp_row_reason(why, sizeof why, &p.rows[i]);
+                if (side == 1)
+                    CHECK_CONTAINS(t, "the stored bytes of the cmp payload do not match their crc32");
+                else if (side == 2)
+                    CHECK_CONTAINS(t, "the stored bytes of both payloads do not match their crc32");
+                else
+                    CHECK_MSG(p.rows[i].verdict == NP_VERDICT_PASS, "layout %d %s: %s", k,
+                              p.rows[i].cmp->name, t);
+            }
+            np_cmp_pair_free(&p);
+        }
+    }
+}
+
 static void test_matching(void)
 {
     char b[512], c[512], map[512];
@@ -854,6 +1041,7 @@ int main(void)
     test_eps_differs();
     test_bf16_noise();
     test_l0_modules();
+    test_corrupt_payloads();
     test_matching();
     test_stats_md5_tasks();
     test_ints();
