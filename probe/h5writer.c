@@ -453,6 +453,21 @@ int np_h5w_in_step(const np_h5w *w) { return w->in_step; }
 
 void np_h5w_totals_get(const np_h5w *w, np_h5w_totals *t) { *t = w->tot; }
 
+np_status np_h5w_clear_step(const char *dump_path, int64_t step, int64_t rank, np_error *err)
+{
+    static const char *const suffix[2] = {"", ".partial"};
+    for (int i = 0; i < 2; i++) {
+        char f[4200];
+        snprintf(f, sizeof f, "%s/step%lld/rank%lld/%s%s", dump_path, (long long)step,
+                 (long long)rank, NP_FMT_FILE, suffix[i]);
+        if (unlink(f) != 0 && errno != ENOENT && errno != ENOTDIR)
+            return np_error_set(err, NP_ERR_IO, f, NULL,
+                                "cannot remove the earlier dump of this step: %s",
+                                strerror(errno));
+    }
+    return NP_OK;
+}
+
 np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err)
 {
     if (w->in_step)
@@ -465,6 +480,12 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
                             "cannot create the dump directory: %s", strerror(errno));
     snprintf(w->partial, sizeof w->partial, "%s/%s.partial", dir, NP_FMT_FILE);
     snprintf(w->final, sizeof w->final, "%s/%s", dir, NP_FMT_FILE);
+    /* This step is being replaced: a dump.h5 of an earlier run goes now, so
+     * that a run killed in this step does not leave it beside the new
+     * .partial for readers to take (docs/FORMAT.md, "Crash safety"). */
+    if (unlink(w->final) != 0 && errno != ENOENT)
+        return np_error_set(err, NP_ERR_IO, w->final, NULL,
+                            "cannot remove the earlier dump of this step: %s", strerror(errno));
 
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5AC_cache_config_t mdc;

@@ -337,8 +337,16 @@ static void begin_step(np_probe *p, int step)
     p->file_open = 0;
     p->embed_call[0] = '\0';
     p->step_selected = p->rank_selected && !p->dump_off && step_in_config(p->cfg, step);
-    if (p->step_selected && p->cfg->task != NP_TASK_OVERFLOW_CHECK)
-        open_file(p);
+    if (p->step_selected && p->cfg->task != NP_TASK_OVERFLOW_CHECK) {
+        open_file(p); /* replaces an earlier run's dump.h5 of this step */
+    } else if (p->step_selected) {
+        /* overflow_check writes the step only if it overflows: an earlier
+         * run's files of this step go now, whatever this run finds. */
+        np_error e;
+        np_error_clear(&e);
+        if (np_h5w_clear_step(p->cfg->dump_path, step, p->rank, &e))
+            fail(p, &e);
+    }
 }
 
 /* ---- the hook ------------------------------------------------------------ */

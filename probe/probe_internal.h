@@ -83,13 +83,17 @@ typedef struct np_h5w_totals {
 } np_h5w_totals;
 
 np_status np_h5w_new(np_h5w **out, const char *dump_path, int compression, np_error *err);
-/* Create {dump_path}/step{S}/rank{R}/dump.h5.partial with complete=0. */
+/* Create {dump_path}/step{S}/rank{R}/dump.h5.partial with complete=0; an
+ * existing dump.h5 of that step and rank (an earlier run's) is removed. */
 np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *info, np_error *err);
 np_status np_h5w_call(np_h5w *w, const np_call_rec *rec, np_error *err);
 /* One /entries row; `data` (may be NULL) is written as /data/{rec->name}. */
 np_status np_h5w_entry(np_h5w *w, const np_entry_rec *rec, const void *data, np_error *err);
 /* Flush rows and HDF5 metadata so the partial file reads up to here. */
 np_status np_h5w_flush(np_h5w *w, np_error *err);
+/* Remove dump.h5 and dump.h5.partial of a step and rank if they exist (a
+ * step the probe selects but may not write: overflow_check). */
+np_status np_h5w_clear_step(const char *dump_path, int64_t step, int64_t rank, np_error *err);
 /* complete=1, close, rename dump.h5.partial -> dump.h5. */
 np_status np_h5w_step_end(np_h5w *w, np_error *err);
 /* Close an open step without completing it (left as .partial). */

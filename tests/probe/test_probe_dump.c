@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -864,6 +865,67 @@ static void test_error_after_a_step(void)
     }
 }
 
+
+/* A rerun into the same dump_path replaces each step it starts: the earlier
+ * run's dump.h5 of that step is removed when the step begins, so a rerun
+ * killed in step 0 leaves only its own dump.h5.partial there (readers used
+ * to take the stale dump.h5 beside it). Sync and async; overflow_check,
+ * which writes a step only if it overflows, also drops the old files. */
+static void test_rerun(void)
+{
+    char f[700], part[720];
+    for (int mode = 0; mode < 2; mode++) {
+        const char *dir = mkdir_case(mode ? "rerun_async" : "rerun_sync");
+        char d[600];
+        snprintf(d, sizeof d, "%s", dir);
+        const char *cfg = mode ? "{\"task\": \"tensor\", \"dump_path\": \"%s\", \"async_dump\": true}"
+                               : "{\"task\": \"tensor\", \"dump_path\": \"%s\"}";
+        np_probe_summary sum;
+        CHECK_EQ_INT(run(cfg, d, 2, 0, -1, &sum, NULL), NP_OK);
+        CHECK(exists(step_file(f, sizeof f, d, 0, 0)));
+        CHECK(exists(step_file(f, sizeof f, d, 1, 0)));
+        step_file(f, sizeof f, d, 0, 0);
+        snprintf(part, sizeof part, "%s.partial", f);
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            char json[1200];
+            const char *at = strstr(cfg, "%s");
+            snprintf(json, sizeof json, "%.*s%s%s", (int)(at - cfg), cfg, d, at + 2);
+            np_probe *q = NULL;
+            if (np_probe_open_json(&q, json, NULL, NULL))
+                _exit(10);
+            float v[4] = {1, 2, 3, 4};
+            np_tensor t;
+            mk(&t, v, 1, 4, 0);
+            np_probe_step_begin(q, 0, NULL);
+            np_probe_dump(q, "Functional.relu.0.forward", NP_ROLE_OUTPUT, "0", &t, NULL);
+            for (int i = 0; i < 500 && !exists(part); i++)
+                nanosleep(&(struct timespec){0, 10000000}, NULL); /* async: the writer began */
+            raise(SIGKILL);    /* killed in step 0 of the rerun */
+            _exit(11);
+        }
+        int status = 0;
+        waitpid(pid, &status, 0);
+        CHECK_MSG(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "rerun %d: child status %d",
+                  mode, status);
+        CHECK_MSG(!exists(f), "rerun %d: the earlier run's %s is still there", mode, f);
+        CHECK(exists(part));
+        CHECK(exists(step_file(f, sizeof f, d, 1, 0))); /* not started by the rerun */
+    }
+
+    const char *dir = mkdir_case("rerun_overflow");
+    char d[600];
+    snprintf(d, sizeof d, "%s", dir);
+    const char *cfg = "{\"task\": \"overflow_check\", \"dump_path\": \"%s\", \"level\": \"mix\"}";
+    np_probe_summary sum;
+    CHECK_EQ_INT(run(cfg, d, 3, 0, 1, &sum, NULL), NP_OK);
+    CHECK(exists(step_file(f, sizeof f, d, 1, 0)));
+    CHECK_EQ_INT(run(cfg, d, 3, 0, -1, &sum, NULL), NP_OK);
+    CHECK_EQ_INT(sum.has_overflow, 0);
+    CHECK_MSG(!exists(step_file(f, sizeof f, d, 1, 0)), "rerun overflow_check: stale %s", f);
+}
+
 int main(void)
 {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/np_probe_dump_XXXXXX");
@@ -879,6 +941,7 @@ int main(void)
     test_embed();
     test_errors();
     test_error_after_a_step();
+    test_rerun();
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "chmod -R u+w '%s' && rm -rf '%s'", g_tmp, g_tmp);
     if (check_failures_ == 0 && system(cmd) != 0)
