@@ -19,7 +19,7 @@
 typedef struct train_args {
     const char *model, *device, *precision, *fault, *optim;
     const char *data, *save, *load, *dump_config, *cc_out;
-    long steps, seed, threads, batch, log_every, warmup;
+    long steps, seed, threads, batch, log_every, warmup, stop_after;
     long layers, heads, width, context;
     double lr, grad_clip;
     int list_faults;
@@ -54,15 +54,21 @@ static void help(FILE *out)
         "\n"
         "optimization:\n"
         "  --steps N             total steps, also the schedule length (default 100)\n"
+        "  --stop-after N        stop after step N-1 of the --steps schedule (then --save);\n"
+        "                        a --load of that checkpoint with the same flags continues\n"
+        "                        the run exactly\n"
         "  --optim NAME          adamw | sgd (default adamw; sgd with momentum 0.9)\n"
         "  --lr LR               peak learning rate (default mlp/cnn 0.01, gpt 0.003)\n"
         "  --warmup N            linear warmup steps before the cosine decay (default steps/10)\n"
         "  --grad-clip X         max global gradient norm, 0 = off (default gpt 1, others 0)\n"
         "\n"
         "files and probes:\n"
-        "  --save CKPT           write an HDF5 checkpoint at the end\n"
+        "  --save CKPT           write an HDF5 checkpoint at the end (or at --stop-after)\n"
         "  --load CKPT           resume from a checkpoint (model settings and seed come\n"
-        "                        from it; training continues up to --steps)\n"
+        "                        from it; training continues up to --steps). The other\n"
+        "                        settings (--lr --warmup --batch --grad-clip --steps\n"
+        "                        --precision --device --data) must be those of the run\n"
+        "                        that wrote it\n"
         "  --log-every K         print every K-th step (default 1)\n"
         "  --dump-config FILE    attach the probe with this config.json (also env\n"
         "                        NPROBE_DUMP_CONFIG; rank from NPROBE_RANK/NPROBE_WORLD_SIZE)\n"
@@ -131,6 +137,7 @@ static int parse_args(train_args *a, int argc, char **argv)
     a->batch = -1;
     a->log_every = 1;
     a->warmup = -1;
+    a->stop_after = -1;
     a->layers = a->heads = a->width = a->context = -1;
     a->lr = -1;
     a->grad_clip = -1;
@@ -191,6 +198,8 @@ static int parse_args(train_args *a, int argc, char **argv)
             bad = np_cli_parse_int(o, v, 1, 1 << 20, &a->batch) != 0;
         } else if (strcmp(o, "--log-every") == 0) {
             bad = np_cli_parse_int(o, v, 1, 100000000, &a->log_every) != 0;
+        } else if (strcmp(o, "--stop-after") == 0) {
+            bad = np_cli_parse_int(o, v, 0, 100000000, &a->stop_after) != 0;
         } else if (strcmp(o, "--warmup") == 0) {
             bad = np_cli_parse_int(o, v, 0, 100000000, &a->warmup) != 0;
         } else if (strcmp(o, "--layers") == 0) {
@@ -224,6 +233,10 @@ static int parse_args(train_args *a, int argc, char **argv)
     }
     if (a->width > 0 && a->heads > 0 && a->width % a->heads != 0) {
         np_cli_error("--width: expected a multiple of --heads (%ld), got %ld", a->heads, a->width);
+        return NP_EXIT_USAGE + 1;
+    }
+    if (a->stop_after > a->steps) {
+        np_cli_error("--stop-after: expected at most --steps (%ld), got %ld", a->steps, a->stop_after);
         return NP_EXIT_USAGE + 1;
     }
     if (a->data && strcmp(a->model, "gpt") != 0) {
@@ -415,9 +428,15 @@ static int train(const train_args *a)
                mc->n_embd, mc->block_size, mc->vocab_size);
     printf(", %lld parameters, data %s, batch %d\n", (long long)np_model_n_weights(np_trainer_model(tr)),
            a->data ? a->data : np_data_kind_name(np_data_kind_of(np_trainer_data(tr))), to->batch);
-    printf("device %s, precision %s, fault %s, optim %s, lr %g, steps %lld, seed %lld, threads %d\n",
+    int64_t stop = a->stop_after >= 0 ? a->stop_after : to->steps;
+    printf("device %s, precision %s, fault %s, optim %s, lr %g, steps %lld, seed %lld, threads %d",
            a->device, a->precision, a->fault, a->optim, to->optim.lr, (long long)to->steps,
            (long long)to->seed, threads);
+    if (a->load)
+        printf(", resuming at step %lld", (long long)np_trainer_next_step(tr));
+    if (a->stop_after >= 0)
+        printf(", stopping after %lld", (long long)stop);
+    printf("\n");
     fflush(stdout);
 
     const char *dump_cfg = a->dump_config ? a->dump_config : getenv("NPROBE_DUMP_CONFIG");
@@ -434,7 +453,7 @@ static int train(const train_args *a)
     int is_reference = co.device == NP_DEVICE_CPU && co.precision == NP_FLOAT32;
     double last_loss = NAN;
     int64_t done_steps = 0;
-    while (np_trainer_next_step(tr) < to->steps) {
+    while (np_trainer_next_step(tr) < stop) {
         np_step_result r;
         double t0 = now_s();
         if (np_trainer_step(tr, &r, &err)) {
@@ -446,7 +465,7 @@ static int train(const train_args *a)
         done_steps++;
         last_loss = r.loss;
         if (r.step % a->log_every == 0 || r.skipped || !isfinite(r.loss) ||
-            r.step + 1 == to->steps) {
+            r.step + 1 == stop) {
             printf("step %lld loss %.6f lr %.3e  %.0f %s", (long long)r.step, r.loss, r.lr,
                    dt > 0 ? (double)r.items / dt : 0.0, unit);
             if (r.skipped)
@@ -469,6 +488,8 @@ static int train(const train_args *a)
     if (code == NP_EXIT_OK) {
         const np_scaler *sc = np_trainer_scaler(tr);
         printf("done: %lld steps, final loss %.6f", (long long)done_steps, last_loss);
+        if (np_trainer_next_step(tr) < to->steps)
+            printf(", stopped at step %lld of %lld", (long long)np_trainer_next_step(tr), (long long)to->steps);
         if (sc->enabled)
             printf(", %lld steps skipped by the loss scaler (scale %g)", (long long)sc->skipped, sc->scale);
         printf("\n");

@@ -3,7 +3,10 @@
  * and the model configuration; /params/{name} float32 datasets with a
  * `dtype` attribute; /optim with the optimizer's step count, kind and
  * hyperparameters, one group per state slot (/optim/exp_avg/{name}, ...) and
- * the loss scaler's state. Written to a temp file and renamed. */
+ * the loss scaler's state; /train with the run's hyperparameters (lr, warmup,
+ * batch, grad_clip, steps, min_lr_frac, precision, device, data, data_file),
+ * which np_trainer_load requires to be those of the run resuming it.
+ * Written to a temp file and renamed. */
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +95,122 @@ static np_status read_f32(hid_t grp, const char *name, const np_tensor *t, float
     return st;
 }
 
+/* ---- run hyperparameters (/train) --------------------------------------- */
+
+/* The hyperparameters of the run tr belongs to, as strings compared on load
+ * (doubles with %.17g, so equal strings mean equal values). */
+typedef struct run_hp {
+    const char *key;   /* attribute of /train, also the error key */
+    char val[160];
+    int is_num;        /* 1: int64 or f64 attribute, 0: string */
+    int is_int;
+    double d;
+    int64_t i;
+} run_hp;
+
+enum { N_HP = 10 };
+
+static void run_hps(const np_trainer *tr, run_hp hp[N_HP])
+{
+    const np_ctx_opts *co = np_ctx_options(tr->ctx);
+    const np_train_opts *o = &tr->opts;
+    memset(hp, 0, sizeof(run_hp) * N_HP);
+    int k = 0;
+#define HP_F(name, v) hp[k].key = name, hp[k].is_num = 1, hp[k].d = (v), snprintf(hp[k].val, sizeof hp[k].val, "%.17g", hp[k].d), k++
+#define HP_I(name, v) hp[k].key = name, hp[k].is_num = 1, hp[k].is_int = 1, hp[k].i = (v), snprintf(hp[k].val, sizeof hp[k].val, "%lld", (long long)hp[k].i), k++
+#define HP_S(name, v) hp[k].key = name, snprintf(hp[k].val, sizeof hp[k].val, "%s", (v)), k++
+    const char *prec = co->precision == NP_FLOAT32    ? "fp32"
+                       : co->precision == NP_BFLOAT16 ? "bf16"
+                       : co->precision == NP_FLOAT16  ? "fp16"
+                                                      : np_dtype_name(co->precision);
+    HP_I("steps", o->steps);   /* first: a different --steps also changes the default warmup */
+    HP_F("lr", o->optim.lr);
+    HP_I("warmup", o->warmup);
+    HP_I("batch", o->batch);
+    HP_F("grad_clip", o->grad_clip);
+    HP_F("min_lr_frac", o->min_lr_frac);
+    HP_S("precision", prec);
+    HP_S("device", np_device_name(co->device));
+    HP_S("data", np_data_kind_name(np_data_kind_of(tr->data)));
+    HP_S("data_file", o->data_path ? o->data_path : "");
+#undef HP_F
+#undef HP_I
+#undef HP_S
+}
+
+static int write_run_hps(hid_t f, const np_trainer *tr)
+{
+    run_hp hp[N_HP];
+    run_hps(tr, hp);
+    hid_t g = H5Gcreate2(f, "train", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int bad = g < 0;
+    for (int i = 0; i < N_HP && !bad; i++)
+        bad = hp[i].is_int ? np_h5_attr_set_i64(g, hp[i].key, hp[i].i)
+              : hp[i].is_num ? np_h5_attr_set_f64(g, hp[i].key, hp[i].d)
+                             : np_h5_attr_set_str(g, hp[i].key, hp[i].val);
+    if (g >= 0)
+        H5Gclose(g);
+    return bad;
+}
+
+/* Refuse a checkpoint written by a run with other hyperparameters: resuming
+ * then could not continue that run (the schedule, the batches, the
+ * numerics differ). Checkpoints without /train (older files) are not checked. */
+static np_status check_run_hps(hid_t f, const np_trainer *tr, const char *path, np_error *err)
+{
+    if (H5Lexists(f, "train", H5P_DEFAULT) <= 0)
+        return NP_OK;
+    hid_t g = H5Gopen2(f, "train", H5P_DEFAULT);
+    if (g < 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, "train", "cannot open group /train");
+    run_hp hp[N_HP];
+    run_hps(tr, hp);
+    np_status st = NP_OK;
+    for (int i = 0; i < N_HP && !st; i++) {
+        char got[160];
+        int bad;
+        if (hp[i].is_int) {
+            int64_t v = 0;
+            bad = np_h5_attr_get_i64(g, hp[i].key, &v);
+            snprintf(got, sizeof got, "%lld", (long long)v);
+        } else if (hp[i].is_num) {
+            double v = 0;
+            bad = np_h5_attr_get_f64(g, hp[i].key, &v);
+            snprintf(got, sizeof got, "%.17g", v);
+        } else {
+            bad = np_h5_attr_get_str(g, hp[i].key, got, sizeof got);
+        }
+        if (bad) {
+            st = np_error_set(err, NP_ERR_FORMAT, path, hp[i].key, "missing attribute of /train");
+        } else if (strcmp(got, hp[i].val) != 0) {
+            char a[200], b[200];
+            const char *q = hp[i].is_num ? "" : "'";
+            snprintf(a, sizeof a, "%s%s%s", q, got, q);
+            snprintf(b, sizeof b, "%s%s%s", q, hp[i].val, q);
+            /* doubles shown as short as still tells them apart */
+            if (hp[i].is_num && !hp[i].is_int) {
+                double x = strtod(got, NULL), y = hp[i].d;
+                for (int prec = 6; prec <= 17; prec++) {
+                    snprintf(a, sizeof a, "%.*g", prec, x);
+                    snprintf(b, sizeof b, "%.*g", prec, y);
+                    if (strcmp(a, b) != 0)
+                        break;
+                }
+            }
+            st = np_error_set(err, NP_ERR_ARG, path, hp[i].key,
+                              "the checkpoint was written by a run with %s %s, this run has %s %s; "
+                              "resume with the run's own settings%s",
+                              hp[i].key, a, hp[i].key, b,
+                              strcmp(hp[i].key, "steps") == 0
+                                  ? " (steps is the schedule length: to stop early and resume, keep "
+                                    "--steps and stop with --stop-after)"
+                                  : "");
+        }
+    }
+    H5Gclose(g);
+    return st;
+}
+
 /* ---- save ---------------------------------------------------------------- */
 
 np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err)
@@ -122,6 +241,7 @@ np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err)
               np_h5_attr_set_str(f, "data", np_data_kind_name(np_data_kind_of(tr->data)));
     for (int i = 0; i < N_CFG && !bad; i++)
         bad = np_h5_attr_set_i64(f, cfg_fields[i].name, cfg_get(c, i));
+    bad = bad || write_run_hps(f, tr);
     gp = bad ? -1 : H5Gcreate2(f, "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     int n = 0;
     np_tensor *const *params = np_model_params(tr->model, &n);
@@ -249,6 +369,8 @@ np_status np_trainer_load(np_trainer *tr, const char *path, np_error *err)
         if (cfg_get(&fc, i) != cfg_get(mc, i))
             st = np_error_set(err, NP_ERR_FORMAT, path, cfg_fields[i].name,
                               "the checkpoint has %d, this run has %d", cfg_get(&fc, i), cfg_get(mc, i));
+    if (!st)
+        st = check_run_hps(f, tr, path, err);
     if (!st && (gp = H5Gopen2(f, "params", H5P_DEFAULT)) < 0)
         st = np_error_set(err, NP_ERR_FORMAT, path, "params", "missing group /params");
     int n = 0;
