@@ -36,6 +36,9 @@ struct np_probe {
     /* embed API: the current call name (consecutive dumps share it) */
     char embed_call[NP_FMT_NAME_LEN];
     int embed_selected;
+    /* embed API: the leaf names of this step (a name must be unique) */
+    char **leaves;
+    size_t leaves_cap, leaves_n;
     /* per-call buffer (hook path) */
     np_entry_rec *recs;
     const void **datas;
@@ -311,6 +314,55 @@ static void note_overflow(np_probe *p, const char *call, const char *module)
         p->dump_off = 1; /* after this call: checked by the callers */
 }
 
+/* ---- leaf names of a step (embedding API) -------------------------------- */
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* 1 if `name` was new (now added), 0 if it is there, -1 out of memory. */
+static int leaves_add(np_probe *p, const char *name)
+{
+    if (2 * (p->leaves_n + 1) > p->leaves_cap) {
+        size_t cap = p->leaves_cap ? 2 * p->leaves_cap : 64;
+        char **t = calloc(cap, sizeof *t);
+        if (!t)
+            return -1;
+        for (size_t i = 0; i < p->leaves_cap; i++) {
+            if (!p->leaves[i])
+                continue;
+            size_t j = name_hash(p->leaves[i]) & (cap - 1);
+            while (t[j])
+                j = (j + 1) & (cap - 1);
+            t[j] = p->leaves[i];
+        }
+        free(p->leaves);
+        p->leaves = t;
+        p->leaves_cap = cap;
+    }
+    size_t j = name_hash(name) & (p->leaves_cap - 1);
+    for (; p->leaves[j]; j = (j + 1) & (p->leaves_cap - 1))
+        if (strcmp(p->leaves[j], name) == 0)
+            return 0;
+    if (!(p->leaves[j] = strdup(name)))
+        return -1;
+    p->leaves_n++;
+    return 1;
+}
+
+static void leaves_clear(np_probe *p)
+{
+    for (size_t i = 0; p->leaves_n && i < p->leaves_cap; i++) {
+        free(p->leaves[i]);
+        p->leaves[i] = NULL;
+    }
+    p->leaves_n = 0;
+}
+
 /* ---- steps --------------------------------------------------------------- */
 
 static void end_step(np_probe *p)
@@ -324,6 +376,7 @@ static void end_step(np_probe *p)
     p->in_step = 0;
     p->file_open = 0;
     p->embed_call[0] = '\0';
+    leaves_clear(p);
 }
 
 static void begin_step(np_probe *p, int step)
@@ -336,6 +389,7 @@ static void begin_step(np_probe *p, int step)
     p->scope_state = 0;
     p->file_open = 0;
     p->embed_call[0] = '\0';
+    leaves_clear(p);
     p->step_selected = p->rank_selected && !p->dump_off && step_in_config(p->cfg, step);
     if (p->step_selected && p->cfg->task != NP_TASK_OVERFLOW_CHECK) {
         open_file(p); /* replaces an earlier run's dump.h5 of this step */
@@ -479,6 +533,28 @@ static np_status embed_leaf(np_probe *p, const char *call, np_role role, const c
         return np_error_set(err, NP_ERR_ARG, NULL, call, "tensor without data");
     if (!p->step_selected || p->dump_off)
         return NP_OK;
+    /* A leaf name is a dataset name under /data and a row of /entries: it
+     * must be unique in the step and fit the table (255 bytes) uncut, or
+     * the step would fail later with a misleading HDF5 error. Refused here,
+     * the rest of the step goes on. */
+    {
+        char full[3 * NP_FMT_NAME_LEN];
+        int len = snprintf(full, sizeof full, "%s.%s.%s", call, np_role_name(role), key);
+        if (len < 0 || len >= NP_FMT_NAME_LEN)
+            return np_error_set(err, NP_ERR_ARG, NULL, full,
+                                "tensor %.80s...: leaf name of %d bytes, the most is %d "
+                                "(\"{call}.{role}.{key}\" must fit the dump table uncut; "
+                                "refused, the step goes on)",
+                                full, len, NP_FMT_NAME_LEN - 1);
+        int r = leaves_add(p, full);
+        if (r < 0)
+            return np_error_set(err, NP_ERR_NOMEM, NULL, full, "out of memory");
+        if (r == 0)
+            return np_error_set(err, NP_ERR_ARG, NULL, full,
+                                "tensor %s was already dumped in step %d: a leaf name must "
+                                "be unique within a step (refused, the step goes on)",
+                                full, p->step);
+    }
     int selected = embed_call(p, call, role);
     int backward = role == NP_ROLE_PARAMETERS_GRAD || strstr(call, ".backward") != NULL;
     if (!selected || !role_ok(p->cfg, role, backward))
@@ -653,6 +729,8 @@ void np_probe_free(np_probe *p)
     free(p->recs);
     free(p->datas);
     free(p->nbytes);
+    leaves_clear(p);
+    free(p->leaves);
     np_stats_scratch_free(&p->scratch);
     free(p);
 }

@@ -926,6 +926,82 @@ static void test_rerun(void)
     CHECK_MSG(!exists(step_file(f, sizeof f, d, 1, 0)), "rerun overflow_check: stale %s", f);
 }
 
+
+/* The embedding API refuses a leaf name dumped twice in a step, or one too
+ * long for the table (two such names would be equal after the 255-byte
+ * cut), with an error naming the tensor; the rest of the step is written
+ * and np_probe_step_end/np_probe_close report no error. (Before, the second
+ * payload failed the whole step with "writing a payload failed: HDF5 error"
+ * while both calls had returned NP_OK.) Sync and async. */
+static void test_embed_names(void)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        char f[700], json[1200];
+        const char *dir = mkdir_case(mode ? "embed_names_async" : "embed_names_sync");
+        snprintf(json, sizeof json, "{\"task\": \"tensor\", \"dump_path\": \"%s\"%s}", dir,
+                 mode ? ", \"async_dump\": true" : "");
+        np_probe *p = NULL;
+        np_error err;
+        np_error_clear(&err);
+        CHECK_EQ_INT(np_probe_open_json(&p, json, NULL, &err), NP_OK);
+        if (!p)
+            continue;
+        float a[3] = {1, 2, 3}, b[3] = {7, 8, 9};
+        np_tensor ta, tb;
+        mk(&ta, a, 1, 3, 0);
+        mk(&tb, b, 1, 3, 0);
+        const char *call = "Functional.add.0.forward";
+        CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
+        CHECK_EQ_INT(np_probe_dump(p, call, NP_ROLE_INPUT, "0", &ta, &err), NP_OK);
+        CHECK_EQ_INT(np_probe_dump(p, call, NP_ROLE_INPUT, "0", &tb, &err), NP_ERR_ARG);
+        CHECK_STREQ(err.key, "Functional.add.0.forward.input.0");
+        CHECK_CONTAINS(err.text, "Functional.add.0.forward.input.0");
+        CHECK_CONTAINS(err.text, "already dumped");
+        np_error_clear(&err);
+        /* Two names of 300 bytes that agree on their first 255. */
+        char longcall[320];
+        memset(longcall, 'x', sizeof longcall);
+        memcpy(longcall, "Functional.", 11);
+        snprintf(longcall + 280, 40, ".forward");
+        CHECK_EQ_INT(np_probe_dump(p, longcall, NP_ROLE_INPUT, "0", &ta, &err), NP_ERR_ARG);
+        CHECK_CONTAINS(err.text, "Functional.xxx");
+        CHECK_CONTAINS(err.text, "the most is 255");
+        np_error_clear(&err);
+        CHECK_EQ_INT(np_probe_dump(p, longcall, NP_ROLE_INPUT, "1", &ta, &err), NP_ERR_ARG);
+        np_error_clear(&err);
+        CHECK_EQ_INT(np_probe_dump(p, call, NP_ROLE_INPUT, "1", &tb, &err), NP_OK);
+        CHECK_EQ_INT(np_probe_dump(p, call, NP_ROLE_OUTPUT, "0", &tb, &err), NP_OK);
+        CHECK_EQ_INT(np_probe_step_end(p, &err), NP_OK);
+        /* The same name again in the next step is fine. */
+        CHECK_EQ_INT(np_probe_step_begin(p, 1, &err), NP_OK);
+        CHECK_EQ_INT(np_probe_dump(p, call, NP_ROLE_INPUT, "0", &tb, &err), NP_OK);
+        CHECK_EQ_INT(np_probe_step_end(p, &err), NP_OK);
+        np_probe_summary sum;
+        CHECK_EQ_INT(np_probe_close(p, &sum, &err), NP_OK);
+        CHECK_MSG(err.status == NP_OK, "embed names %d: %s", mode, err.text);
+        CHECK_EQ_INT(sum.error.status, NP_OK);
+        CHECK_EQ_INT(sum.steps, 2);
+        np_probe_free(p);
+        const char *want[] = {"Functional.add.0.forward.input.0",
+                              "Functional.add.0.forward.input.1",
+                              "Functional.add.0.forward.output.0"};
+        check_names("embed names", step_file(f, sizeof f, dir, 0, 0), want, 3);
+        np_dump *d = NULL;
+        CHECK_EQ_INT(np_dump_open(&d, f, &err), NP_OK);
+        if (d) {
+            double v[3];
+            size_t nv;
+            int64_t numel;
+            CHECK_EQ_INT(np_dump_read_values(v, 3, &nv, &numel, d,
+                                             "Functional.add.0.forward.input.0", &err), NP_OK);
+            CHECK_EQ_FLOAT(v[0], 1.0); /* the first dump's data */
+            np_dump_close(d);
+        }
+        const char *want1[] = {"Functional.add.0.forward.input.0"};
+        check_names("embed names step 1", step_file(f, sizeof f, dir, 1, 0), want1, 1);
+    }
+}
+
 int main(void)
 {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/np_probe_dump_XXXXXX");
@@ -939,6 +1015,7 @@ int main(void)
     test_async_equals_sync();
     test_overflow();
     test_embed();
+    test_embed_names();
     test_errors();
     test_error_after_a_step();
     test_rerun();
