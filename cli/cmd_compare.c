@@ -112,12 +112,13 @@ static int parse_formats(const char *text, int *out)
     return 0;
 }
 
+/* done/total are payload bytes in tensor mode, rows otherwise: the
+ * percentage is what both have in common. */
 static void progress(int pair, int n_pairs, uint64_t done, uint64_t total, void *user)
 {
     (void)user;
     double pct = total ? 100.0 * (double)done / (double)total : 100.0;
-    fprintf(stderr, "\rnprobe compare: pair %d/%d  %5.1f%%  (%.1f MB)", pair + 1, n_pairs, pct,
-            (double)done / 1e6);
+    fprintf(stderr, "\rnprobe compare: pair %d/%d  %5.1f%%", pair + 1, n_pairs, pct);
     if (done >= total)
         fputs("\r\033[K", stderr);
     fflush(stderr);

@@ -387,7 +387,7 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
                     "rows are errors, left out of the root cause.", n_bad[CMP_PAYLOAD_UNREADABLE]);
     }
     if (st == NP_OK) {
-        cmp_verdicts(p, o);
+        cmp_verdicts(p, o, pair_index, n_pairs);
         st = cmp_root_cause(p, err);
     }
     cmp_dump_close(&bd);

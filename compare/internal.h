@@ -110,8 +110,10 @@ np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side
 
 /* ---- analysis ---------------------------------------------------------- */
 
-/* Give every row its verdict and severity (rows' metrics filled). */
-void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o);
+/* Give every row its verdict and severity (rows' metrics filled). Outside
+ * tensor mode, reports progress in rows (o->progress, every 65536 rows and
+ * at the end) as pair `pair_index` of `n_pairs`. */
+void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n_pairs);
 /* Per-call statuses and the culprit list (rows' verdicts filled). */
 np_status cmp_root_cause(np_cmp_pair *p, np_error *err);
 
@@ -131,8 +133,18 @@ int cmp_names_map(cmp_map *m, const cmp_dump *d);
  * crc32 (cmp_pair_priv.payload). */
 enum { CMP_PAYLOAD_OK = 0, CMP_PAYLOAD_UNREADABLE = 1, CMP_PAYLOAD_CORRUPT = 2 };
 
+/* A tolerance in effect: the one given to the rows of a cmp dtype. */
+typedef struct cmp_tol_rec {
+    const char *dtype;
+    np_cmp_tolerance t;
+} cmp_tol_rec;
+#define CMP_MAX_TOLS 16
+
 typedef struct cmp_pair_priv {
     cmp_arena arena;
+    cmp_tol_rec tols[CMP_MAX_TOLS]; /* by cmp dtype, in order of first use (cmp_verdicts) */
+    int n_tols;
+    double opt_atol, opt_rtol, opt_cos; /* the overrides given (NaN = none) */
     np_cmp_metrics *metrics;   /* tensor mode: one per row (rows[i].m) */
     int8_t *payload;           /* tensor mode: CMP_PAYLOAD_* per row, else NULL; rows
                                 * not OK are errors left out of the root cause */

@@ -386,6 +386,37 @@ static void json_num(outbuf *b, double x)
     ob_num(b, x);
 }
 
+int cmp_is_exact_tolerance(const np_cmp_tolerance *t)
+{
+    return t->rtol == 0 && t->atol == 0 && t->cos >= 1;
+}
+
+void cmp_tolerance_text(char *buf, size_t cap, const np_cmp_tolerance *t)
+{
+    if (cmp_is_exact_tolerance(t))
+        snprintf(buf, cap, "exact (any difference is an error)");
+    else
+        snprintf(buf, cap, "atol %.3g, rtol %.3g (warning %.3g), cos %.10g (warning %.10g)", t->atol,
+                 t->rtol, t->rtol_warn, t->cos, t->cos_warn);
+}
+
+void cmp_overrides_text(char *buf, size_t cap, const np_cmp_pair *p)
+{
+    const cmp_pair_priv *pv = p->priv;
+    size_t n = 0;
+    buf[0] = '\0';
+    if (pv && !isnan(pv->opt_atol))
+        n += (size_t)snprintf(buf + n, cap - n, "--atol %.17g ", pv->opt_atol);
+    if (pv && !isnan(pv->opt_rtol) && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, "--rtol %.17g ", pv->opt_rtol);
+    if (pv && !isnan(pv->opt_cos) && n < cap)
+        n += (size_t)snprintf(buf + n, cap - n, "--cos %.17g ", pv->opt_cos);
+    if (n && n < cap)
+        buf[n - 1] = '\0';
+    else if (!n)
+        snprintf(buf, cap, "none: the defaults of each dtype, loosened to the run's precision");
+}
+
 static void json_call(outbuf *f, const np_cmp_pair *p, int k)
 {
     const np_cmp_call *c = &p->calls[k];
@@ -412,6 +443,31 @@ static void json_call(outbuf *f, const np_cmp_pair *p, int k)
         json_str(f, p->rows[c->worst_row].cmp ? p->rows[c->worst_row].cmp->name : "");
     else
         ob_puts(f, "null");
+    /* the worst output's metrics and verdict reason, as in the xlsx summary */
+    ob_puts(f, ", \"worst_row_metrics\": ");
+    const np_cmp_row *w = c->worst_row >= 0 ? &p->rows[c->worst_row] : NULL;
+    if (w && w->m) {
+        ob_puts(f, "{\"Cosine\": ");
+        json_num(f, w->m->cosine);
+        ob_puts(f, ", \"EucDist\": ");
+        json_num(f, w->m->euc_dist);
+        ob_puts(f, ", \"MaxAbsErr\": ");
+        json_num(f, w->m->max_abs_err);
+        ob_puts(f, ", \"MaxRelativeErr\": ");
+        json_num(f, w->m->max_rel_err);
+        ob_puts(f, ", \"relative_l2_error\": ");
+        json_num(f, w->m->rel_l2);
+        ob_putc(f, '}');
+    } else {
+        ob_puts(f, "null");
+    }
+    ob_puts(f, ", \"worst_row_reason\": ");
+    if (w) {
+        char why[256];
+        json_str(f, np_cmp_row_reason(why, sizeof why, w));
+    } else {
+        ob_puts(f, "null");
+    }
     ob_putc(f, '}');
 }
 
@@ -448,7 +504,33 @@ np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const 
         ob_printf(f, ", \"%s\": %zu", np_cmp_match_name((np_cmp_match)m), p->count_match[m]);
     ob_puts(f, ", \"advice\": ");
     json_str(f, np_cmp_advice(p));
-    ob_puts(f, "},\n\"first_culprit\": ");
+    /* the tolerances in effect: the overrides given and, per cmp dtype, the
+     * levels its rows were judged by (none in md5 mode) */
+    const cmp_pair_priv *pv = p->priv;
+    ob_puts(f, "},\n\"tolerances\": {\"overrides\": {\"atol\": ");
+    json_num(f, pv ? pv->opt_atol : NAN);
+    ob_puts(f, ", \"rtol\": ");
+    json_num(f, pv ? pv->opt_rtol : NAN);
+    ob_puts(f, ", \"cos\": ");
+    json_num(f, pv ? pv->opt_cos : NAN);
+    ob_puts(f, "}, \"by_dtype\": [");
+    for (int k = 0; pv && k < pv->n_tols; k++) {
+        const np_cmp_tolerance *t = &pv->tols[k].t;
+        ob_puts(f, k ? ", {\"dtype\": " : "{\"dtype\": ");
+        json_str(f, pv->tols[k].dtype);
+        ob_printf(f, ", \"exact\": %s, \"atol\": ", cmp_is_exact_tolerance(t) ? "true" : "false");
+        json_num(f, t->atol);
+        ob_puts(f, ", \"rtol\": ");
+        json_num(f, t->rtol);
+        ob_puts(f, ", \"rtol_warn\": ");
+        json_num(f, t->rtol_warn);
+        ob_puts(f, ", \"cos\": ");
+        json_num(f, t->cos);
+        ob_puts(f, ", \"cos_warn\": ");
+        json_num(f, t->cos_warn);
+        ob_putc(f, '}');
+    }
+    ob_puts(f, "]},\n\"first_culprit\": ");
     if (p->n_culprits)
         json_call(f, p, p->culprits[0]);
     else

@@ -36,4 +36,11 @@ int cmp_fmt_g17(char *buf, double x);
 /* The same for snprintf(buf, .., "%.*g", prec, x), prec in 1..17. */
 int cmp_fmt_g(char *buf, double x, int prec);
 
+/* The tolerances in effect (report.c): a dtype's levels as text, whether
+ * they are the exact ones of integers, and the overrides given (or "none:
+ * ..."). */
+void cmp_tolerance_text(char *buf, size_t cap, const np_cmp_tolerance *t);
+int cmp_is_exact_tolerance(const np_cmp_tolerance *t);
+void cmp_overrides_text(char *buf, size_t cap, const np_cmp_pair *p);
+
 #endif

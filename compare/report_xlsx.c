@@ -14,6 +14,7 @@
 #include <string.h>
 #include <xlsxwriter.h>
 
+#include "internal.h"
 #include "report_internal.h"
 #include "xlsx_sheet.h"
 
@@ -164,6 +165,19 @@ static void write_summary(lxw_worksheet *ws, const np_cmp_result *r, const np_cm
     worksheet_write_string(ws, row++, 0, "rows by match", F->bold);
     for (int m = 0; m < 5; m++)
         kvn(ws, &row, np_cmp_match_name((np_cmp_match)m), (double)p->count_match[m], F);
+    /* the tolerances in effect, per cmp dtype, and the overrides given */
+    worksheet_write_string(ws, row++, 0, "tolerances", F->bold);
+    const cmp_pair_priv *pv = p->priv;
+    if (p->mode == NP_CMP_MODE_MD5)
+        kv(ws, &row, "md5 mode", "crc32 equality, no tolerance", F);
+    for (int k = 0; pv && k < pv->n_tols; k++) {
+        char t[256];
+        cmp_tolerance_text(t, sizeof t, &pv->tols[k].t);
+        kv(ws, &row, pv->tols[k].dtype, t, F);
+    }
+    char ov[256];
+    cmp_overrides_text(ov, sizeof ov, p);
+    kv(ws, &row, "overrides", ov, F);
     row++;
     if (p->n_culprits) {
         worksheet_write_string(ws, row++, 0, "FIRST CULPRIT", F->red);

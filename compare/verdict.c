@@ -288,6 +288,13 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
     if (!memo->dtype || strcmp(memo->dtype, c->dtype) != 0) {
         memo->t = row_tolerance(p, c->dtype, o);
         memo->dtype = c->dtype;
+        /* remember it for the reports (the tolerances in effect) */
+        cmp_pair_priv *pv = p->priv;
+        int seen = 0;
+        for (int k = 0; pv && k < pv->n_tols && !seen; k++)
+            seen = !strcmp(pv->tols[k].dtype, c->dtype);
+        if (pv && !seen && pv->n_tols < CMP_MAX_TOLS && p->mode != NP_CMP_MODE_MD5)
+            pv->tols[pv->n_tols++] = (cmp_tol_rec){c->dtype, memo->t};
     }
     np_cmp_tolerance t = memo->t;
     if (p->mode == NP_CMP_MODE_MD5) {
@@ -302,11 +309,20 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
     }
 }
 
-void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o)
+void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n_pairs)
 {
     memset(p->count_verdict, 0, sizeof p->count_verdict);
     memset(p->count_match, 0, sizeof p->count_match);
     tol_memo memo = {NULL, {0}};
+    cmp_pair_priv *pv = p->priv;
+    if (pv) {
+        pv->n_tols = 0;
+        pv->opt_atol = o->atol;
+        pv->opt_rtol = o->rtol;
+        pv->opt_cos = o->cos;
+    }
+    /* tensor mode reports payload bytes while reading them (compare.c) */
+    int rows_progress = o->progress && p->mode != NP_CMP_MODE_TENSOR;
     for (size_t i = 0; i < p->n_rows; i++) {
         np_cmp_row *r = &p->rows[i];
         verdict_row(p, r, o, &memo);
@@ -314,7 +330,11 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o)
             r->reason = "";
         p->count_verdict[r->verdict]++;
         p->count_match[r->match]++;
+        if (rows_progress && (i + 1) % 65536 == 0 && i + 1 < p->n_rows)
+            o->progress(pair_index, n_pairs, i + 1, p->n_rows, o->progress_user);
     }
+    if (rows_progress)
+        o->progress(pair_index, n_pairs, p->n_rows, p->n_rows, o->progress_user);
 }
 
 /* ---- root cause ------------------------------------------------------------ */

@@ -54,6 +54,7 @@ def number(s):
 
 
 xlsx, csv_path, json_path, split = sys.argv[1:5]
+json_over = sys.argv[5] if len(sys.argv) > 5 else None  # a json written with --rtol 0.001
 wb = openpyxl.load_workbook(xlsx)
 check(wb.sheetnames[0] == "summary", f"first sheet {wb.sheetnames}")
 check("rows" in wb.sheetnames and "calls" in wb.sheetnames, f"sheets {wb.sheetnames}")
@@ -97,6 +98,36 @@ with open(json_path) as f:
 check(js["headers"] == hdr, "json headers differ")
 check(len(js["rows"]) == len(xrows), "json rows count")
 check(js["first_culprit"]["call"] == "Functional.relu.0.forward", "json first culprit")
+
+# the first culprit's metrics: the same in the json as in the xlsx summary
+kvs = {r[0]: r[1] for r in summary if r and r[0] is not None and len(r) > 1}
+fm = js["first_culprit"].get("worst_row_metrics") or {}
+for label, key in (("Cosine", "Cosine"), ("EucDist", "EucDist"), ("MaxAbsErr", "MaxAbsErr"),
+                   ("MaxRelativeErr", "MaxRelativeErr"), ("relative L2 error", "relative_l2_error")):
+    check(label in kvs and key in fm and isinstance(fm[key], (int, float)) and same(kvs[label], fm[key]),
+          f"first culprit {label}: xlsx {kvs.get(label)!r}, json {fm.get(key)!r}")
+check(js["first_culprit"].get("worst_row_reason") == kvs.get("verdict reason"),
+      f"first culprit verdict reason: json {js['first_culprit'].get('worst_row_reason')!r}")
+
+# the tolerances in effect: the float32 defaults (docs/COMPARE.md), no overrides
+tol = js.get("tolerances") or {}
+check(tol.get("overrides") == {"atol": None, "rtol": None, "cos": None}, f"json overrides {tol.get('overrides')}")
+f32 = [t for t in tol.get("by_dtype", []) if t["dtype"] == "float32"]
+check(len(f32) == 1 and f32[0]["atol"] == 1e-7 and f32[0]["rtol"] == 5e-6 and f32[0]["rtol_warn"] == 1e-6
+      and f32[0]["cos"] == 0.9999999 and f32[0]["cos_warn"] == 0.99999999 and f32[0]["exact"] is False,
+      f"json float32 tolerance {f32}")
+check("tolerances" in flat, "summary lacks the tolerances")
+check(str(kvs.get("float32", "")).startswith("atol 1e-07, rtol 5e-06 (warning 1e-06), cos 0.9999999"),
+      f"xlsx float32 tolerance {kvs.get('float32')!r}")
+check(str(kvs.get("overrides", "")).startswith("none"), f"xlsx overrides {kvs.get('overrides')!r}")
+if json_over:
+    with open(json_over) as f:
+        jo = json.load(f)
+    to = jo["tolerances"]
+    check(to["overrides"] == {"atol": None, "rtol": 0.001, "cos": None}, f"json --rtol overrides {to['overrides']}")
+    f32 = [t for t in to["by_dtype"] if t["dtype"] == "float32"]
+    check(len(f32) == 1 and f32[0]["rtol"] == 0.001 and abs(f32[0]["cos"] - (1 - 0.001 ** 2 / 2)) < 1e-15,
+          f"json float32 tolerance with --rtol {f32}")
 for i, xr in enumerate(xrows):
     for k, xv in enumerate(xr):
         cv = number(crow[i + 1][k]) if crow[i + 1][k] != "" else ""

@@ -682,6 +682,20 @@ static void test_matching(void)
     CHECK_CONTAINS(err.file, "map.json");
 }
 
+typedef struct progress_rec {
+    int calls;
+    uint64_t last_done, last_total;
+} progress_rec;
+
+static void on_progress(int pair, int n_pairs, uint64_t done, uint64_t total, void *user)
+{
+    progress_rec *pr = user;
+    CHECK(pair == 0 && n_pairs == 1 && done <= total);
+    pr->calls++;
+    pr->last_done = done;
+    pr->last_total = total;
+}
+
 static void test_stats_md5_tasks(void)
 {
     char b[512], c[512];
@@ -692,6 +706,18 @@ static void test_stats_md5_tasks(void)
     o.delta[Y2] = 0.5;
     write_net(c, "statistics", "fp32", "float32", &o, 0);
     np_cmp_pair p;
+    /* statistics mode reports progress in rows (include/nprobe/compare.h) */
+    np_cmp_options po;
+    np_cmp_options_init(&po);
+    progress_rec pr = {0, 0, 0};
+    po.progress = on_progress;
+    po.progress_user = &pr;
+    if (compare(&p, b, c, &po) == NP_OK) {
+        CHECK(pr.calls >= 1);
+        CHECK_EQ_INT(pr.last_total, p.n_rows);
+        CHECK_EQ_INT(pr.last_done, p.n_rows);
+        np_cmp_pair_free(&p);
+    }
     if (compare(&p, b, c, NULL) == NP_OK) {
         CHECK_EQ_INT(p.mode, NP_CMP_MODE_STATISTICS);
         const np_cmp_row *r = find_row(&p, "Functional.relu.0.forward.output.0");

@@ -91,9 +91,18 @@ int main(void)
     r->opts.rows_per_sheet = 4;
     CHECK_EQ_INT(np_cmp_write_xlsx(r, p, sp, &err), NP_OK);
     np_cmp_result_free(r);
+    /* the same with --rtol 0.001: the json records the tolerances in effect */
+    char jo[300];
+    snprintf(jo, sizeof jo, "%s/over.json", dir);
+    o.rtol = 1e-3;
+    r = NULL;
+    CHECK_EQ_INT(np_cmp_run(&r, b, c, &o, &err), NP_OK);
+    if (r && r->n_pairs == 1)
+        CHECK_EQ_INT(np_cmp_write_json(r, &r->pairs[0], jo, &err), NP_OK);
+    np_cmp_result_free(r);
     pid_t pid = fork();
     if (pid == 0) {
-        execl(py, py, NP_CHECK_REPORT_PY, x, cs, js, sp, (char *)NULL);
+        execl(py, py, NP_CHECK_REPORT_PY, x, cs, js, sp, jo, (char *)NULL);
         _exit(127);
     }
     int status = 0;
