@@ -29,14 +29,22 @@ const char *np_probe_level_name(np_probe_level l)
     return (unsigned)l < NP_LEVEL_COUNT ? level_names[l] : "unknown";
 }
 
+/* msprobe's keys that nprobe accepts (type-checked) and ignores: extra_info,
+ * seed, is_deterministic, enable_dataloader at the top level; tensor_list,
+ * file_format, check_mode in the task sections (docs/CONFIG.md). */
 static const char *const top_keys[] = {
     "task", "dump_path", "rank", "step", "level", "extra_info", "async_dump", "queue_mb",
     "compression", "stack", "on_error", "statistics", "tensor", "md5", "overflow_check",
+    "seed", "is_deterministic", "enable_dataloader",
 };
 #define N_TOP_KEYS ((int)(sizeof top_keys / sizeof top_keys[0]))
-static const char *const stat_keys[] = {"scope", "list", "data_mode", "summary_mode"};
-static const char *const tensor_keys[] = {"scope", "list", "data_mode"};
-static const char *const overflow_keys[] = {"overflow_nums"};
+static const char *const stat_keys[] = {"scope", "list", "data_mode", "summary_mode",
+                                        "tensor_list", "file_format", "check_mode"};
+static const char *const tensor_keys[] = {"scope", "list", "data_mode",
+                                          "tensor_list", "file_format", "check_mode"};
+static const char *const overflow_keys[] = {"overflow_nums",
+                                            "tensor_list", "file_format", "check_mode"};
+#define N_KEYS(a) ((int)(sizeof a / sizeof a[0]))
 static const char *const data_modes[] = {"all", "input", "output", "forward", "backward"};
 
 typedef struct parse_ctx {
@@ -437,6 +445,31 @@ static np_status check_dump_path(parse_ctx *pc, const char *path)
     }
 }
 
+/* msprobe's task-section keys nprobe ignores: tensor_list (a list of API
+ * names), file_format (a string: npy, bin), check_mode (a string: all,
+ * aicore, atomic). Only their types are checked. */
+static np_status check_msprobe_section_keys(parse_ctx *pc, const json_t *sec,
+                                            const char *secname)
+{
+    char key[96];
+    const json_t *v;
+    if ((v = json_object_get(sec, "tensor_list"))) {
+        snprintf(key, sizeof key, "%s.tensor_list", secname);
+        if (!json_is_array(v))
+            return wrong_type(pc, key, v, "a list of API names (or [])");
+        for (size_t i = 0; i < json_array_size(v); i++)
+            if (!json_is_string(json_array_get(v, i)))
+                return wrong_type(pc, key, json_array_get(v, i), "an API name (string)");
+    }
+    static const char *const str_keys[] = {"file_format", "check_mode"};
+    for (int i = 0; i < 2; i++)
+        if ((v = json_object_get(sec, str_keys[i])) && !json_is_string(v)) {
+            snprintf(key, sizeof key, "%s.%s", secname, str_keys[i]);
+            return wrong_type(pc, key, v, "a string");
+        }
+    return NP_OK;
+}
+
 static np_status parse_root(parse_ctx *pc, np_probe_config *c, const json_t *root)
 {
     np_status st;
@@ -493,8 +526,19 @@ static np_status parse_root(parse_ctx *pc, np_probe_config *c, const json_t *roo
     if ((v = json_object_get(root, "step")) && (st = parse_steps(pc, c, v)))
         return st;
 
+    /* msprobe's keys without a meaning here: checked, then ignored. */
     int b = 0;
+    long seed = 0;
     if ((v = json_object_get(root, "extra_info")) && (st = get_bool(pc, v, "extra_info", &b)))
+        return st;
+    if ((v = json_object_get(root, "is_deterministic")) &&
+        (st = get_bool(pc, v, "is_deterministic", &b)))
+        return st;
+    if ((v = json_object_get(root, "enable_dataloader")) &&
+        (st = get_bool(pc, v, "enable_dataloader", &b)))
+        return st;
+    if ((v = json_object_get(root, "seed")) &&
+        (st = get_int(pc, v, "seed", 0, 4294967295L, &seed)))
         return st;
     c->stack = 1;
     if ((v = json_object_get(root, "stack")) && (st = get_bool(pc, v, "stack", &c->stack)))
@@ -530,12 +574,12 @@ static np_status parse_root(parse_ctx *pc, np_probe_config *c, const json_t *roo
         if (!json_is_object(sec))
             return wrong_type(pc, sections[s], sec, "an object");
         if (s == 0)
-            st = check_keys(pc, sec, sections[s], stat_keys, 4);
+            st = check_keys(pc, sec, sections[s], stat_keys, N_KEYS(stat_keys));
         else if (s == 3)
-            st = check_keys(pc, sec, sections[s], overflow_keys, 1);
+            st = check_keys(pc, sec, sections[s], overflow_keys, N_KEYS(overflow_keys));
         else
-            st = check_keys(pc, sec, sections[s], tensor_keys, 3);
-        if (st)
+            st = check_keys(pc, sec, sections[s], tensor_keys, N_KEYS(tensor_keys));
+        if (st || (st = check_msprobe_section_keys(pc, sec, sections[s])))
             return st;
     }
     c->overflow_nums = 1;

@@ -1,8 +1,10 @@
 /* tests/probe/test_probe_config.c - the bad-config suite: every folder of
  * bad_configs/ holds a config.json and `expected` (message fragments, one
  * per line); loading the config must fail, nothing may be written, and the
- * message "file[:line:col]: key: text" must contain every fragment. Also
- * checks that the shipped sample configs (samples/configs, every .json) load cleanly.
+ * message "file[:line:col]: key: text" must contain every fragment. Every
+ * folder of good_configs/ holds a config.json that must load (msprobe's own
+ * config.json files among them). Also checks that the shipped sample configs
+ * (samples/configs, every .json) load cleanly.
  * usage: test_probe_config SOURCE_DIR */
 #include <dirent.h>
 #include <stdio.h>
@@ -83,7 +85,30 @@ int main(int argc, char **argv)
     if (d)
         closedir(d);
     CHECK_MSG(count >= 20, "only %d bad configs", count);
-    CHECK_MSG(dir_is_empty(tmp), "a bad config wrote something into %s", tmp);
+
+    /* The good configs load, and write nothing either. */
+    char goods[1024];
+    snprintf(goods, sizeof goods, "%s/tests/probe/good_configs", src);
+    d = opendir(goods);
+    CHECK_MSG(d != NULL, "cannot open %s", goods);
+    int ng = 0;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[1400];
+        snprintf(p, sizeof p, "%s/%s/config.json", goods, e->d_name);
+        np_probe_config *c = NULL;
+        np_error err;
+        np_error_clear(&err);
+        CHECK_MSG(np_probe_config_load(&c, p, &err) == NP_OK, "%s: %s: %s", e->d_name, err.key,
+                  err.text);
+        np_probe_config_free(c);
+        ng++;
+    }
+    if (d)
+        closedir(d);
+    CHECK_MSG(ng >= 3, "only %d good configs", ng);
+    CHECK_MSG(dir_is_empty(tmp), "a config wrote something into %s", tmp);
 
     /* The sample configs are valid. */
     char samples[1024];
@@ -107,7 +132,7 @@ int main(int argc, char **argv)
     if (d)
         closedir(d);
     CHECK_MSG(ns >= 4, "only %d sample configs", ns);
-    fprintf(stderr, "%d bad configs, %d sample configs\n", count, ns);
+    fprintf(stderr, "%d bad configs, %d good configs, %d sample configs\n", count, ng, ns);
     rmdir(tmp);
     return check_report();
 }
