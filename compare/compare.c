@@ -239,11 +239,9 @@ static np_status compare_payloads(np_cmp_pair *p, cmp_dump *bd, cmp_dump *cd, in
                                   int n_pairs, const np_cmp_options *o)
 {
     uint64_t total = 0, done = 0;
-    for (size_t i = 0; i < p->n_rows; i++) {
-        const np_cmp_row *r = &p->rows[i];
-        if (r->bench && r->cmp && r->bench->has_data && r->cmp->has_data)
-            total += (uint64_t)(r->bench->numel + r->cmp->numel) * 4;
-    }
+    for (size_t i = 0; i < p->n_rows; i++) /* the rows payload_one will read */
+        if (payload_row(&p->rows[i]))
+            total += (uint64_t)(p->rows[i].bench->numel + p->rows[i].cmp->numel) * 4;
     cmp_buffers bufs = {0};
     for (size_t i = 0; i < p->n_rows; i++) {
         np_cmp_row *r = &p->rows[i];

@@ -607,6 +607,20 @@ static void test_corrupt_payloads(void)
     }
 }
 
+typedef struct progress_rec {
+    int calls;
+    uint64_t last_done, last_total;
+} progress_rec;
+
+static void on_progress(int pair, int n_pairs, uint64_t done, uint64_t total, void *user)
+{
+    progress_rec *pr = user;
+    CHECK(pair == 0 && n_pairs == 1 && done <= total);
+    pr->calls++;
+    pr->last_done = done;
+    pr->last_total = total;
+}
+
 static void test_matching(void)
 {
     char b[512], c[512], map[512];
@@ -617,8 +631,16 @@ static void test_matching(void)
     o.extra_relu = 1;
     write_net(c, "tensor", "fp32", "float32", &o, 0);
     np_cmp_pair p;
-    /* exact: relu.0 of cmp (the extra one, shape [3]) meets relu.0 of the bench */
-    if (compare(&p, b, c, NULL) == NP_OK) {
+    /* exact: relu.0 of cmp (the extra one, shape [3]) meets relu.0 of the bench;
+     * tensor-mode progress ends at its total though those rows are not read */
+    np_cmp_options po;
+    np_cmp_options_init(&po);
+    progress_rec pr = {0, 0, 0};
+    po.progress = on_progress;
+    po.progress_user = &pr;
+    if (compare(&p, b, c, &po) == NP_OK) {
+        CHECK(pr.calls >= 1 && pr.last_total > 0);
+        CHECK_EQ_INT(pr.last_done, pr.last_total);
         const np_cmp_row *r = find_row(&p, "Functional.relu.0.forward.output.0");
         CHECK(r && r->match == NP_MATCH_EXACT && r->verdict == NP_VERDICT_ERROR);
         if (r)
@@ -680,20 +702,6 @@ static void test_matching(void)
     CHECK_EQ_INT(np_cmp_compare_files(&p, b, c, &opt, &err), NP_ERR_CONFIG);
     CHECK_CONTAINS(err.text, "did you mean \"modules\"");
     CHECK_CONTAINS(err.file, "map.json");
-}
-
-typedef struct progress_rec {
-    int calls;
-    uint64_t last_done, last_total;
-} progress_rec;
-
-static void on_progress(int pair, int n_pairs, uint64_t done, uint64_t total, void *user)
-{
-    progress_rec *pr = user;
-    CHECK(pair == 0 && n_pairs == 1 && done <= total);
-    pr->calls++;
-    pr->last_done = done;
-    pr->last_total = total;
 }
 
 static void test_stats_md5_tasks(void)
