@@ -311,6 +311,57 @@ static int call_name_kind(const char *s)
     return 1;
 }
 
+/* A valid call name (call_name_kind != 0) split into the name of what is
+ * called (API "Prefix.api", module "Module.path.Class"), its call index and
+ * its direction. */
+static void split_call(const char *s, size_t *base_len, long *index, int *backward)
+{
+    const char *last = strrchr(s, '.');
+    const char *p = last - 1;
+    while (p > s && *p != '.')
+        p--;
+    if (strncmp(s, "Module.", 7) == 0) { /* base.{dir}.{N} */
+        *base_len = (size_t)(p - s);
+        *backward = strncmp(p + 1, "backward", 8) == 0;
+        *index = strtol(last + 1, NULL, 10);
+    } else { /* base.{N}.{dir} */
+        *base_len = (size_t)(p - s);
+        *backward = strcmp(last + 1, "backward") == 0;
+        *index = strtol(p + 1, NULL, 10);
+    }
+}
+
+/* [first, last] of the same API or module must be in execution order: the
+ * calls of one API are counted up in forward, and a call's backward comes
+ * after its forward. Refused: a forward range that counts down, a backward
+ * before its own forward or before a forward of an earlier call. (Two
+ * backwards are left alone: autograd's order between them is not fixed.) */
+static np_status check_scope_order(parse_ctx *pc, const char *key, const char *first,
+                                   const char *last)
+{
+    size_t b1, b2;
+    long i1, i2;
+    int bw1, bw2;
+    split_call(first, &b1, &i1, &bw1);
+    split_call(last, &b2, &i2, &bw2);
+    if (b1 != b2 || strncmp(first, last, b1) != 0)
+        return NP_OK;
+    const char *why = NULL;
+    if (!bw1 && !bw2 && i1 > i2)
+        why = "forward calls of one API or module are counted up";
+    else if (bw1 && !bw2 && i2 == i1)
+        why = "a call's backward runs after its own forward";
+    else if (bw1 && !bw2 && i2 < i1)
+        why = "the backward of a call runs after its forward, which runs after the "
+              "forward of every earlier call";
+    if (!why)
+        return NP_OK;
+    return bad(pc, key,
+               "bad range [\"%s\", \"%s\"]: the last call runs before the first (%s; "
+               "allowed: [first, last] in execution order, e.g. [\"%s\", \"%s\"])",
+               first, last, why, last, first);
+}
+
 static np_status parse_task_section(parse_ctx *pc, np_probe_config *c, const json_t *sec,
                                     const char *secname)
 {
@@ -352,6 +403,9 @@ static np_status parse_task_section(parse_ctx *pc, np_probe_config *c, const jso
                 return np_error_set(pc->err, NP_ERR_NOMEM, pc->src, key, NULL);
         }
         c->n_scope = (int)n;
+        np_status st;
+        if (n == 2 && (st = check_scope_order(pc, key, c->scope[0], c->scope[1])))
+            return st;
     }
     if ((v = json_object_get(sec, "list"))) {
         snprintf(key, sizeof key, "%s.list", secname);
