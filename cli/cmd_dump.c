@@ -5,6 +5,7 @@
  * from disk: steps, ranks, calls, tensors, bytes, files, the first overflow
  * and any incomplete step. The exit code is the program's. */
 #include <errno.h>
+#include <hdf5.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,7 +30,8 @@ static void help(FILE *out)
             "to the config's absolute path (`nprobe train` and programs using the probe\n"
             "read it), and at the end the dump files written by this run are read\n"
             "back and summarised: steps, ranks, calls, tensors, bytes, files, the first\n"
-            "overflow (overflow_check) and any incomplete step.\n"
+            "overflow (overflow_check), any incomplete step, and a warning when the\n"
+            "config's scope never opened in a step, or opened and never closed.\n"
             "\n"
             "options:\n"
             "  -c, --config FILE   the dump config (docs/CONFIG.md)\n"
@@ -47,7 +49,68 @@ typedef struct dump_sum {
     char of_call[NP_FMT_NAME_LEN], of_module[NP_FMT_NAME_LEN];
     int of_step, of_rank;
     char incomplete_list[1024];
+    /* the scope attributes of the step files (docs/FORMAT.md) */
+    char scope_first[NP_FMT_NAME_LEN], scope_last[NP_FMT_NAME_LEN];
+    long scope_steps, scope_unreached, scope_open;
+    char unreached_list[512], open_list[512];
 } dump_sum;
+
+/* A string root attribute of a step file, "" when absent. */
+static void read_attr_str(hid_t f, const char *name, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (H5Aexists(f, name) <= 0)
+        return;
+    hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8);
+    char *v = NULL;
+    if (a >= 0 && H5Aread(a, t, &v) >= 0 && v)
+        snprintf(out, cap, "%s", v);
+    if (v)
+        H5free_memory(v);
+    H5Tclose(t);
+    if (a >= 0)
+        H5Aclose(a);
+}
+
+static void add_step(char *list, size_t cap, int step, int rank)
+{
+    size_t used = strlen(list);
+    if (used < cap - 40)
+        snprintf(list + used, cap - used, "%sstep %d rank %d", used ? ", " : "", step, rank);
+}
+
+/* How the scope fared in a finished step file (the probe records it when a
+ * scope is configured): "not reached" or "open" are counted for a warning. */
+static void note_scope(dump_sum *s, const np_dump_ref *r)
+{
+    H5E_auto2_t fn;
+    void *data;
+    H5Eget_auto2(H5E_DEFAULT, &fn, &data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(r->path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f >= 0) {
+        char state[32];
+        read_attr_str(f, "scope", state, sizeof state);
+        if (state[0]) {
+            s->scope_steps++;
+            read_attr_str(f, "scope_first", s->scope_first, sizeof s->scope_first);
+            read_attr_str(f, "scope_last", s->scope_last, sizeof s->scope_last);
+            if (strcmp(state, "not reached") == 0) {
+                s->scope_unreached++;
+                add_step(s->unreached_list, sizeof s->unreached_list, r->step, r->rank);
+            } else if (strcmp(state, "open") == 0) {
+                s->scope_open++;
+                add_step(s->open_list, sizeof s->open_list, r->step, r->rank);
+            }
+        }
+        H5Fclose(f);
+    }
+    H5Eclear2(H5E_DEFAULT);
+    H5Eset_auto2(H5E_DEFAULT, fn, data);
+}
 
 static int newer(const char *path, const struct timespec *t0)
 {
@@ -102,7 +165,8 @@ static void summarize(dump_sum *s, const char *dump_path, const struct timespec 
             known |= ranks_seen[k] == r->rank;
         if (!known && n_ranks < 64)
             ranks_seen[n_ranks++] = r->rank;
-        if (r->partial || !in->complete)
+        int finished = !r->partial && in->complete;
+        if (!finished)
             add_incomplete(s, r->step, r->rank, "the run stopped during this step");
         np_entry_rec *e = NULL;
         np_call_rec *c = NULL;
@@ -133,6 +197,8 @@ static void summarize(dump_sum *s, const char *dump_path, const struct timespec 
         free(e);
         free(c);
         np_dump_close(d);
+        if (finished)
+            note_scope(s, r); /* after np_dump_close: HDF5 opens a file once */
     }
     s->ranks = n_ranks;
     free(refs);
@@ -158,6 +224,20 @@ static void print_summary(const dump_sum *s, const char *dump_path, const char *
         printf("  incomplete %ld: %s\n", s->incomplete, s->incomplete_list);
     else
         printf("  incomplete 0\n");
+    if (s->scope_steps)
+        printf("  scope      [%s, %s]: closed in %ld of %ld step file(s)\n", s->scope_first,
+               s->scope_last, s->scope_steps - s->scope_unreached - s->scope_open,
+               s->scope_steps);
+    fflush(stdout);
+    if (s->scope_unreached)
+        np_cli_error("dump: warning: scope: the first call \"%s\" never arrived in %s, so "
+                     "nothing was dumped there (is the name, the step or the level right? "
+                     "`nprobe ls --calls` on a dump without scope lists the call names)",
+                     s->scope_first, s->unreached_list);
+    if (s->scope_open)
+        np_cli_error("dump: warning: scope: the last call \"%s\" never arrived after \"%s\" "
+                     "in %s, so everything to the end of the step was dumped",
+                     s->scope_last, s->scope_first, s->open_list);
 }
 
 int np_cmd_dump(int argc, char **argv)

@@ -87,7 +87,9 @@ static void process(np_aw *a, const msg_hdr *h)
         break;
     }
     case M_STEP_END:
-        st = np_h5w_step_end(a->w, &a->err);
+        st = np_h5w_step_end(a->w, h->len >= HDR + sizeof(np_h5w_scope)
+                                       ? (const np_h5w_scope *)(const void *)body : NULL,
+                             &a->err);
         break;
     default:
         break;
@@ -295,9 +297,9 @@ np_status np_aw_entry(np_aw *a, const np_entry_rec *rec, const void *data, size_
     return NP_OK;
 }
 
-np_status np_aw_step_end(np_aw *a, np_error *err)
+np_status np_aw_step_end(np_aw *a, const np_h5w_scope *scope, np_error *err)
 {
-    return put(a, M_STEP_END, NULL, 0, err);
+    return put(a, M_STEP_END, scope, scope ? sizeof *scope : 0, err);
 }
 
 np_status np_aw_drain(np_aw *a, np_error *err)

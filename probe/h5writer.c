@@ -770,13 +770,18 @@ np_status np_h5w_entry(np_h5w *w, const np_entry_rec *rec, const void *data, np_
     return NP_OK;
 }
 
-np_status np_h5w_step_end(np_h5w *w, np_error *err)
+np_status np_h5w_step_end(np_h5w *w, const np_h5w_scope *scope, np_error *err)
 {
     if (!w->in_step)
         return NP_OK;
     np_status st = staged_done(w, err);
     if (!st)
         st = write_rows(w, err);
+    if (!st && scope &&
+        (attr_str(w->file, NP_H5W_ATTR_SCOPE, scope->state) < 0 ||
+         attr_str(w->file, NP_H5W_ATTR_SCOPE_FIRST, scope->first) < 0 ||
+         attr_str(w->file, NP_H5W_ATTR_SCOPE_LAST, scope->last) < 0))
+        st = h5fail(err, w->partial, "writing the scope attributes");
     if (st) {
         np_h5w_abandon(w);
         return st;

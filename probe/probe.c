@@ -91,7 +91,18 @@ static np_status w_entry(np_probe *p, const np_entry_rec *r, const void *d, size
 
 static np_status w_step_end(np_probe *p, np_error *e)
 {
-    return p->aw ? np_aw_step_end(p->aw, e) : np_h5w_step_end(p->w, e);
+    np_h5w_scope sc, *scp = NULL;
+    if (p->cfg->n_scope == 2) {
+        /* How the range fared in this step: recorded in the file (and read
+         * back by the `nprobe dump` summary, which warns). */
+        memset(&sc, 0, sizeof sc);
+        snprintf(sc.state, sizeof sc.state, "%s",
+                 p->scope_state == 2 ? "closed" : p->scope_state == 1 ? "open" : "not reached");
+        np_fmt_copy_name(sc.first, NP_FMT_NAME_LEN, p->cfg->scope[0]);
+        np_fmt_copy_name(sc.last, NP_FMT_NAME_LEN, p->cfg->scope[1]);
+        scp = &sc;
+    }
+    return p->aw ? np_aw_step_end(p->aw, scp, e) : np_h5w_step_end(p->w, scp, e);
 }
 
 static int open_file(np_probe *p)
@@ -367,6 +378,10 @@ static void leaves_clear(np_probe *p)
 
 static void end_step(np_probe *p)
 {
+    if (p->in_step && p->embed_call[0]) {
+        scope_leave(p, p->embed_call); /* the embedding API's last call ends here */
+        p->embed_call[0] = '\0';
+    }
     if (p->in_step && p->file_open) {
         np_error e;
         np_error_clear(&e);

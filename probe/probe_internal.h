@@ -94,8 +94,20 @@ np_status np_h5w_flush(np_h5w *w, np_error *err);
 /* Remove dump.h5 and dump.h5.partial of a step and rank if they exist (a
  * step the probe selects but may not write: overflow_check). */
 np_status np_h5w_clear_step(const char *dump_path, int64_t step, int64_t rank, np_error *err);
-/* complete=1, close, rename dump.h5.partial -> dump.h5. */
-np_status np_h5w_step_end(np_h5w *w, np_error *err);
+/* How the config's scope fared in a step (root attributes scope,
+ * scope_first, scope_last, written only when a scope is configured;
+ * docs/FORMAT.md). */
+#define NP_H5W_ATTR_SCOPE "scope"
+#define NP_H5W_ATTR_SCOPE_FIRST "scope_first"
+#define NP_H5W_ATTR_SCOPE_LAST "scope_last"
+typedef struct np_h5w_scope {
+    char state[16];                 /* "closed", "open", "not reached" */
+    char first[NP_FMT_NAME_LEN], last[NP_FMT_NAME_LEN];
+} np_h5w_scope;
+
+/* complete=1, close, rename dump.h5.partial -> dump.h5. `scope` may be NULL
+ * (no scope configured). */
+np_status np_h5w_step_end(np_h5w *w, const np_h5w_scope *scope, np_error *err);
 /* Close an open step without completing it (left as .partial). */
 void np_h5w_abandon(np_h5w *w);
 int np_h5w_in_step(const np_h5w *w);
@@ -130,7 +142,7 @@ np_status np_aw_call(np_aw *a, const np_call_rec *rec, np_error *err);
  * O_DIRECT without another copy. */
 np_status np_aw_entry(np_aw *a, const np_entry_rec *rec, const void *data, size_t nbytes,
                       np_error *err);
-np_status np_aw_step_end(np_aw *a, np_error *err);
+np_status np_aw_step_end(np_aw *a, const np_h5w_scope *scope, np_error *err);
 /* Wait until everything queued is written; returns the writer's error. */
 np_status np_aw_drain(np_aw *a, np_error *err);
 /* Peak bytes held in the ring. */

@@ -25,6 +25,29 @@ check out.txt "incomplete 0"
 test -f d_stats/step0/rank0/dump.h5 && test -f d_stats/step1/rank0/dump.h5 && test ! -e d_stats/step2 \
   || { echo "FAIL: step files"; fail=1; }
 
+# a scope that never opens / never closes: the summary warns (stderr)
+cat > scope_none.json <<JSON
+{"task": "statistics", "dump_path": "d_scope_none", "level": "L1", "step": [0],
+ "statistics": {"scope": ["Functional.linear.77.forward", "Functional.linear.99.forward"]}}
+JSON
+"$nprobe" dump -c scope_none.json -- "$nprobe" "${train[@]}" >out.txt 2>err.txt
+[ $? -eq 0 ] || { echo "FAIL: dump scope_none exit"; cat err.txt; fail=1; }
+check out.txt "scope      [Functional.linear.77.forward, Functional.linear.99.forward]: closed in 0 of 1 step file(s)"
+check err.txt 'nprobe: dump: warning: scope: the first call "Functional.linear.77.forward" never arrived in step 0 rank 0'
+cat > scope_open.json <<JSON
+{"task": "statistics", "dump_path": "d_scope_open", "level": "L1", "step": [0],
+ "statistics": {"scope": ["Functional.linear.0.forward", "Functional.linear.99.forward"]}}
+JSON
+"$nprobe" dump -c scope_open.json -- "$nprobe" "${train[@]}" >out.txt 2>err.txt
+check err.txt 'warning: scope: the last call "Functional.linear.99.forward" never arrived after "Functional.linear.0.forward" in step 0 rank 0'
+cat > scope_ok.json <<JSON
+{"task": "statistics", "dump_path": "d_scope_ok", "level": "L1", "step": [0],
+ "statistics": {"scope": ["Functional.linear.0.forward", "Functional.linear.1.forward"]}}
+JSON
+"$nprobe" dump -c scope_ok.json -- "$nprobe" "${train[@]}" >out.txt 2>err.txt
+check out.txt "closed in 1 of 1 step file(s)"
+if grep -q warning err.txt; then echo "FAIL: a closed scope warned"; fail=1; fi
+
 # the program's exit code is passed through
 "$nprobe" dump -c stats.json -- sh -c 'exit 3' >/dev/null 2>&1
 [ $? -eq 3 ] || { echo "FAIL: exit code not passed through"; fail=1; }

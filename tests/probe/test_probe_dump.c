@@ -1002,6 +1002,71 @@ static void test_embed_names(void)
     }
 }
 
+
+/* How the scope fared in each step is recorded in the step file (root
+ * attributes scope, scope_first, scope_last; the `nprobe dump` summary
+ * warns from them): "closed" when first and last arrived (also when last is
+ * the embedding API's final call of the step), "open" when last never
+ * came, "not reached" when first never came. No attributes without scope.
+ * Sync and async. */
+static void test_scope_record(void)
+{
+    for (int mode = 0; mode < 2; mode++) {
+        char f[700], json[1200], v[300];
+        const char *dir = mkdir_case(mode ? "scope_rec_async" : "scope_rec_sync");
+        snprintf(json, sizeof json,
+                 "{\"task\": \"statistics\", \"dump_path\": \"%s\"%s, \"statistics\": "
+                 "{\"scope\": [\"Functional.a.0.forward\", \"Functional.a.1.forward\"]}}",
+                 dir, mode ? ", \"async_dump\": true" : "");
+        np_probe *p = NULL;
+        np_error err;
+        np_error_clear(&err);
+        CHECK_EQ_INT(np_probe_open_json(&p, json, NULL, &err), NP_OK);
+        if (!p)
+            continue;
+        float x[2] = {1, 2};
+        np_tensor t;
+        mk(&t, x, 1, 2, 0);
+        static const char *const calls[3][3] = {
+            {"Functional.b.0.forward", "Functional.a.0.forward", "Functional.a.1.forward"},
+            {"Functional.a.0.forward", "Functional.b.0.forward", NULL},
+            {"Functional.b.0.forward", NULL, NULL}};
+        for (int s = 0; s < 3; s++) {
+            CHECK_EQ_INT(np_probe_step_begin(p, s, &err), NP_OK);
+            for (int k = 0; k < 3 && calls[s][k]; k++)
+                CHECK_EQ_INT(np_probe_dump(p, calls[s][k], NP_ROLE_OUTPUT, "0", &t, &err), NP_OK);
+            CHECK_EQ_INT(np_probe_step_end(p, &err), NP_OK);
+        }
+        CHECK_EQ_INT(np_probe_close(p, NULL, &err), NP_OK);
+        np_probe_free(p);
+        static const char *const want[3] = {"closed", "open", "not reached"};
+        for (int s = 0; s < 3; s++) {
+            attr_str(step_file(f, sizeof f, dir, s, 0), "scope", v, sizeof v);
+            CHECK_MSG(strcmp(v, want[s]) == 0, "scope mode %d step %d: \"%s\", want \"%s\"", mode,
+                      s, v, want[s]);
+        }
+        attr_str(f, "scope_first", v, sizeof v);
+        CHECK_STREQ(v, "Functional.a.0.forward");
+        attr_str(f, "scope_last", v, sizeof v);
+        CHECK_STREQ(v, "Functional.a.1.forward");
+        const char *want0[] = {"Functional.a.0.forward.output.0", "Functional.a.1.forward.output.0"};
+        check_names("scope record", step_file(f, sizeof f, dir, 0, 0), want0, 2);
+    }
+    /* No scope: no attribute. */
+    char f[700], v[64];
+    const char *dir = mkdir_case("scope_rec_none");
+    char d[600];
+    snprintf(d, sizeof d, "%s", dir);
+    np_probe_summary sum;
+    CHECK_EQ_INT(run("{\"task\": \"statistics\", \"dump_path\": \"%s\"}", d, 1, 0, -1, &sum, NULL),
+                 NP_OK);
+    hid_t h = H5Fopen(step_file(f, sizeof f, d, 0, 0), H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(h >= 0);
+    CHECK_EQ_INT(H5Aexists(h, "scope"), 0);
+    H5Fclose(h);
+    (void)v;
+}
+
 int main(void)
 {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/np_probe_dump_XXXXXX");
@@ -1019,6 +1084,7 @@ int main(void)
     test_errors();
     test_error_after_a_step();
     test_rerun();
+    test_scope_record();
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "chmod -R u+w '%s' && rm -rf '%s'", g_tmp, g_tmp);
     if (check_failures_ == 0 && system(cmd) != 0)
