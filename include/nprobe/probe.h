@@ -116,7 +116,10 @@ np_status np_probe_step_begin(np_probe *p, int step, np_error *err);
  * ".backward" in the name or role parameters_grad means the backward pass).
  * `key` is the index ("0") or the parameter/keyword name. Consecutive dumps
  * with the same call name form one call. `t` is borrowed for the call.
- * The step must have begun. Selection follows the config like hook events. */
+ * The step must have begun. Selection follows the config like hook events.
+ * A leaf name already dumped in this step, or longer than the /entries table
+ * holds (255 bytes), is refused with NP_ERR_ARG naming the tensor; the rest
+ * of the step is unaffected. */
 np_status np_probe_dump(np_probe *p, const char *call, np_role role, const char *key,
                         const np_tensor *t, np_error *err);
 /* Record a scalar argument as leaf "{call}.kwargs.{key}". */
