@@ -23,7 +23,7 @@ threads=${BENCH_THREADS:-$(nproc)}
 [ -x "$bin" ] || { echo "bench_dump: $bin is not built (set NPROBE_BIN)" >&2; exit 2; }
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 width=256 layers=4 heads=4 context=128 batch=8
-steps=8 warm=2 rounds=3 queues=(8 32 128) ddreps=5
+steps=8 warm=2 rounds=5 queues=(8 32 128) ddreps=5
 quick=""
 if [ "${1:-}" = "--quick" ]; then
   quick=" --quick"
