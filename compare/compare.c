@@ -108,52 +108,52 @@ static np_cmp_call module_or_api(const char *name, int64_t seq)
 static np_status build_calls(np_cmp_pair *p, const cmp_dump *bd, const cmp_dump *cd, np_error *err)
 {
     size_t cap = 0;
-    cmp_map m = {0}, bcalls = {0};
+    np_strmap m = {0}, bcalls = {0};
     np_status st = NP_OK;
     p->n_calls = 0;
-    if (cmp_map_init(&m, cd->n_calls + 16) != 0)
+    if (np_strmap_init(&m, cd->n_calls + 16) != 0)
         goto oom;
     for (size_t k = 0; k < cd->n_calls; k++) {
         const cmp_call_rec *r = &cd->calls[k];
-        if (cmp_map_get(&m, r->name) >= 0)
+        if (np_strmap_get(&m, r->name) >= 0)
             continue;
-        if (cmp_map_put(&m, r->name, 0) != 0 ||
+        if (np_strmap_put(&m, r->name, 0) != 0 ||
             push_call(p, &cap, (np_cmp_call){.name = r->name, .kind = r->kind, .parent = r->parent,
                                              .callsite = r->callsite, .seq = r->seq}) != 0)
             goto oom;
     }
     for (size_t i = 0; i < cd->n_entries; i++) {
         const np_cmp_side *s = &cd->entries[i];
-        if (cmp_map_get(&m, s->call) >= 0)
+        if (np_strmap_get(&m, s->call) >= 0)
             continue;
-        if (cmp_map_put(&m, s->call, 0) != 0 || push_call(p, &cap, module_or_api(s->call, s->seq)) != 0)
+        if (np_strmap_put(&m, s->call, 0) != 0 || push_call(p, &cap, module_or_api(s->call, s->seq)) != 0)
             goto oom;
     }
     if (p->n_calls)
         qsort(p->calls, p->n_calls, sizeof *p->calls, cmp_call_seq);
     size_t n_sorted = p->n_calls;
-    cmp_map_free(&m);
-    if (cmp_map_init(&m, n_sorted + 16) != 0 || cmp_map_init(&bcalls, bd->n_calls + 1) != 0)
+    np_strmap_free(&m);
+    if (np_strmap_init(&m, n_sorted + 16) != 0 || np_strmap_init(&bcalls, bd->n_calls + 1) != 0)
         goto oom;
     for (size_t k = 0; k < n_sorted; k++)
-        if (cmp_map_put(&m, p->calls[k].name, (int)k) != 0)
+        if (np_strmap_put(&m, p->calls[k].name, (int)k) != 0)
             goto oom;
     for (size_t k = 0; k < bd->n_calls; k++)
-        if (cmp_map_put(&bcalls, bd->calls[k].name, (int)k) != 0)
+        if (np_strmap_put(&bcalls, bd->calls[k].name, (int)k) != 0)
             goto oom;
     for (size_t i = 0; i < p->n_rows; i++) {
         np_cmp_row *r = &p->rows[i];
         const char *call = r->cmp ? r->cmp->call : r->bench->call;
-        int k = cmp_map_get(&m, call);
+        int k = np_strmap_get(&m, call);
         if (k < 0) {
-            int b = cmp_map_get(&bcalls, call);
+            int b = np_strmap_get(&bcalls, call);
             np_cmp_call c = b >= 0 ? (np_cmp_call){.name = bd->calls[b].name, .kind = bd->calls[b].kind,
                                                    .parent = bd->calls[b].parent,
                                                    .callsite = bd->calls[b].callsite,
                                                    .seq = bd->calls[b].seq}
                                    : module_or_api(call, r->bench->seq);
             k = (int)p->n_calls;
-            if (push_call(p, &cap, c) != 0 || cmp_map_put(&m, call, k) != 0)
+            if (push_call(p, &cap, c) != 0 || np_strmap_put(&m, call, k) != 0)
                 goto oom;
         }
         r->call_index = k;
@@ -168,8 +168,8 @@ static np_status build_calls(np_cmp_pair *p, const cmp_dump *bd, const cmp_dump 
 oom:
     st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory building the call list");
 done:
-    cmp_map_free(&m);
-    cmp_map_free(&bcalls);
+    np_strmap_free(&m);
+    np_strmap_free(&bcalls);
     return st;
 }
 
@@ -298,7 +298,7 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
     p->priv = pv;
     cmp_dump bd, cd;
-    cmp_map bench_names = {0};
+    np_strmap bench_names = {0};
     np_status st = cmp_dump_open(&bd, bench_h5, NULL, NULL, &pv->arena, err);
     if (st != NP_OK) {
         np_cmp_pair_free(p);
@@ -310,7 +310,7 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
     if (st == NP_OK)
         st = cmp_dump_open(&cd, cmp_h5, &bd, &bench_names, &pv->arena, err);
     if (st != NP_OK) {
-        cmp_map_free(&bench_names);
+        np_strmap_free(&bench_names);
         free(bd.entries);
         free(bd.calls);
         cmp_dump_close(&bd);
@@ -348,7 +348,7 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
         note(p, "Steps differ between the two files (bench step %lld, cmp step %lld).",
              (long long)bd.step, (long long)cd.step);
     st = cmp_match(p, &bd, &cd, &bench_names, o->fuzzy, map, &pv->arena, err);
-    cmp_map_free(&bench_names);
+    np_strmap_free(&bench_names);
     if (st == NP_OK && p->mode == NP_CMP_MODE_TENSOR) {
         /* metrics only in tensor mode: a statistics row stays small */
         pv->metrics = malloc((p->n_rows + 1) * sizeof *pv->metrics);

@@ -19,17 +19,6 @@ void *cmp_arena_alloc(cmp_arena *a, size_t n, size_t align); /* NULL on OOM */
 const char *cmp_arena_strdup(cmp_arena *a, const char *s);   /* NULL on OOM */
 void cmp_arena_free(cmp_arena *a);
 
-/* ---- string -> int map (open addressing; keys borrowed) ---------------- */
-typedef struct cmp_map {
-    const char **keys;
-    int *vals;
-    size_t cap, len;
-} cmp_map;
-
-int cmp_map_init(cmp_map *m, size_t expected);        /* 0 ok, -1 OOM */
-int cmp_map_put(cmp_map *m, const char *key, int val); /* replaces; -1 OOM */
-int cmp_map_get(const cmp_map *m, const char *key);    /* -1 if absent */
-void cmp_map_free(cmp_map *m);
 
 /* ---- a dump file ------------------------------------------------------- */
 typedef struct cmp_call_rec {
@@ -47,7 +36,7 @@ typedef struct cmp_dump {
     np_cmp_side *entries; size_t n_entries;
     cmp_call_rec *calls; size_t n_calls;
     const np_cmp_side *twin_entries; /* the other side's entries, or NULL */
-    const cmp_map *twin_names;       /* their names -> index */
+    const np_strmap *twin_names;     /* their names -> index */
     size_t call_cursor;              /* reading /calls: position in entries */
 } cmp_dump;
 
@@ -58,7 +47,7 @@ typedef struct cmp_dump {
  * leaf also present there borrows its name, call and shape strings instead
  * of storing copies (both sides live in the same arena). */
 np_status cmp_dump_open(cmp_dump *d, const char *path, const cmp_dump *twin,
-                        const cmp_map *twin_names, cmp_arena *arena, np_error *err);
+                        const np_strmap *twin_names, cmp_arena *arena, np_error *err);
 void cmp_dump_close(cmp_dump *d);
 
 /* ---- payloads ---------------------------------------------------------- */
@@ -123,10 +112,10 @@ np_status cmp_mapping_load(cmp_mapping **out, const char *path, np_error *err);
 void cmp_mapping_free(cmp_mapping *m);
 /* `bench_names`: the bench leaf names -> first index (cmp_names_map). */
 np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c,
-                    const cmp_map *bench_names, int fuzzy, const cmp_mapping *map,
+                    const np_strmap *bench_names, int fuzzy, const cmp_mapping *map,
                     cmp_arena *arena, np_error *err);
 /* Leaf names of a dump -> index of their first row; 0 ok, -1 OOM. */
-int cmp_names_map(cmp_map *m, const cmp_dump *d);
+int cmp_names_map(np_strmap *m, const cmp_dump *d);
 
 /* The private part behind np_cmp_pair.priv. */
 /* Per row, tensor mode: whether the payloads could be read and match their

@@ -150,23 +150,23 @@ static int same_shape(const np_cmp_side *a, const np_cmp_side *b)
     return 1;
 }
 
-int cmp_names_map(cmp_map *m, const cmp_dump *d)
+int cmp_names_map(np_strmap *m, const cmp_dump *d)
 {
-    if (cmp_map_init(m, d->n_entries) != 0)
+    if (np_strmap_init(m, d->n_entries) != 0)
         return -1;
     for (size_t j = 0; j < d->n_entries; j++)
-        if (cmp_map_get(m, d->entries[j].name) < 0 && cmp_map_put(m, d->entries[j].name, (int)j) != 0)
+        if (np_strmap_get(m, d->entries[j].name) < 0 && np_strmap_put(m, d->entries[j].name, (int)j) != 0)
             return -1;
     return 0;
 }
 
 np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c,
-                    const cmp_map *bench_names, int fuzzy, const cmp_mapping *map,
+                    const np_strmap *bench_names, int fuzzy, const cmp_mapping *map,
                     cmp_arena *arena, np_error *err)
 {
     size_t nb = b->n_entries, nc = c->n_entries;
-    const cmp_map *exact = bench_names;
-    cmp_map keys = {0};
+    const np_strmap *exact = bench_names;
+    np_strmap keys = {0};
     int *next = NULL;     /* fuzzy: next bench index with the same key */
     char *used = calloc(nb + 1, 1);
     np_status st = NP_OK;
@@ -178,7 +178,7 @@ np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c,
     }
     if (fuzzy) {
         next = malloc((nb + 1) * sizeof *next);
-        if (!next || cmp_map_init(&keys, nb) != 0) {
+        if (!next || np_strmap_init(&keys, nb) != 0) {
             st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
             goto done;
         }
@@ -191,8 +191,8 @@ np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c,
                 st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
                 goto done;
             }
-            next[j] = cmp_map_get(&keys, k);
-            if (cmp_map_put(&keys, k, (int)j) != 0) {
+            next[j] = np_strmap_get(&keys, k);
+            if (np_strmap_put(&keys, k, (int)j) != 0) {
                 st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
                 goto done;
             }
@@ -210,14 +210,14 @@ np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c,
         int j = -1;
         np_cmp_match how = NP_MATCH_CMP_ONLY;
         if (!fuzzy) {
-            j = cmp_map_get(exact, look);
+            j = np_strmap_get(exact, look);
             if (j >= 0 && used[j])
                 j = -1;
             if (j >= 0)
                 how = renamed ? NP_MATCH_MAPPING : NP_MATCH_EXACT;
         } else {
             cmp_fuzzy_key(key, sizeof key, look);
-            int k = cmp_map_get(&keys, key);
+            int k = np_strmap_get(&keys, key);
             while (k >= 0 && (used[k] || !same_shape(&b->entries[k], cs)))
                 k = next[k];
             if (k >= 0) {
@@ -258,6 +258,6 @@ np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c,
 done:
     free(used);
     free(next);
-    cmp_map_free(&keys);
+    np_strmap_free(&keys);
     return st;
 }

@@ -176,7 +176,7 @@ static np_status entries_rows(cmp_dump *d, cmp_arena *arena, const void *recs, s
                                 "ndim %d out of range [0, %d] in /entries row %zu", r->ndim,
                                 NP_FMT_MAX_DIMS, off + i);
         /* the same leaf on the other side: share its strings */
-        int j = d->twin_names ? cmp_map_get(d->twin_names, r->name) : -1;
+        int j = d->twin_names ? np_strmap_get(d->twin_names, r->name) : -1;
         const np_cmp_side *twin = j >= 0 ? &d->twin_entries[j] : NULL;
         s->name = twin ? twin->name : cmp_arena_strdup(arena, r->name);
         if (prev_call && strcmp(prev_call, r->call) == 0)
@@ -282,7 +282,7 @@ static np_status read_calls(cmp_dump *d, cmp_arena *arena, np_error *err)
 }
 
 np_status cmp_dump_open(cmp_dump *d, const char *path, const cmp_dump *twin,
-                        const cmp_map *twin_names, cmp_arena *arena, np_error *err)
+                        const np_strmap *twin_names, cmp_arena *arena, np_error *err)
 {
     memset(d, 0, sizeof *d);
     if (twin && twin_names) {

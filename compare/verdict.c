@@ -363,8 +363,8 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
     char *kw_bad = calloc(nc + 1, 1);
     /* rows left out (payload unreadable or corrupt), per call: inputs, outputs */
     int *n_left = calloc(2 * (nc + 1), sizeof *n_left);
-    cmp_map byname = {0};
-    if (!n_in || !kw_bad || !n_left || cmp_map_init(&byname, nc) != 0) {
+    np_strmap byname = {0};
+    if (!n_in || !kw_bad || !n_left || np_strmap_init(&byname, nc) != 0) {
         free(n_in);
         free(kw_bad);
         free(n_left);
@@ -377,7 +377,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         c->worst_row = -1;
         c->status = NP_CALL_PASS;
         c->reason = "";
-        cmp_map_put(&byname, c->name, (int)k);
+        np_strmap_put(&byname, c->name, (int)k);
     }
     for (size_t i = 0; i < p->n_rows; i++) {
         np_cmp_row *r = &p->rows[i];
@@ -415,7 +415,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         np_cmp_call *c = &p->calls[k];
         if (!c->backward || !cmp_forward_of(fwd, sizeof fwd, c->name))
             continue;
-        int f = cmp_map_get(&byname, fwd);
+        int f = np_strmap_get(&byname, fwd);
         if (f < 0)
             continue;
         n_in[k] += n_in[f];
@@ -482,7 +482,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         free(n_in);
         free(kw_bad);
         free(n_left);
-        cmp_map_free(&byname);
+        np_strmap_free(&byname);
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
     }
     for (size_t k = 0; k < nc; k++)
@@ -497,7 +497,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         int d = 0;
         const char *par = c->parent;
         for (; par && par[0] && d < 64; d++) {
-            int j = cmp_map_get(&byname, par);
+            int j = np_strmap_get(&byname, par);
             if (j < 0 || j == (int)k)
                 break;
             if (first_fail[j] < 0) {
@@ -552,7 +552,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         if (m->status == NP_CALL_CULPRIT) {
             const char *par = m->parent;
             for (int d = 0; par && par[0] && d < 64; d++) {
-                int j = cmp_map_get(&byname, par);
+                int j = np_strmap_get(&byname, par);
                 if (j < 0 || j == k)
                     break;
                 has_cul[j] = 1;
@@ -595,6 +595,6 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
     free(n_in);
     free(kw_bad);
     free(n_left);
-    cmp_map_free(&byname);
+    np_strmap_free(&byname);
     return p->culprits ? NP_OK : np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
 }

@@ -36,9 +36,11 @@ struct np_probe {
     /* embed API: the current call name (consecutive dumps share it) */
     char embed_call[NP_FMT_NAME_LEN];
     int embed_selected;
-    /* embed API: the leaf names of this step (a name must be unique) */
+    /* embed API: the leaf names of this step (a name must be unique):
+     * owned copies, and a map over them */
     char **leaves;
     size_t leaves_cap, leaves_n;
+    np_strmap leaf_set;
     /* per-call buffer (hook path) */
     np_entry_rec *recs;
     const void **datas;
@@ -327,51 +329,36 @@ static void note_overflow(np_probe *p, const char *call, const char *module)
 
 /* ---- leaf names of a step (embedding API) -------------------------------- */
 
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
 /* 1 if `name` was new (now added), 0 if it is there, -1 out of memory. */
 static int leaves_add(np_probe *p, const char *name)
 {
-    if (2 * (p->leaves_n + 1) > p->leaves_cap) {
+    if (!p->leaf_set.cap && np_strmap_init(&p->leaf_set, 64) != 0)
+        return -1;
+    if (np_strmap_get(&p->leaf_set, name) >= 0)
+        return 0;
+    if (p->leaves_n == p->leaves_cap) {
         size_t cap = p->leaves_cap ? 2 * p->leaves_cap : 64;
-        char **t = calloc(cap, sizeof *t);
+        char **t = realloc(p->leaves, cap * sizeof *t);
         if (!t)
             return -1;
-        for (size_t i = 0; i < p->leaves_cap; i++) {
-            if (!p->leaves[i])
-                continue;
-            size_t j = name_hash(p->leaves[i]) & (cap - 1);
-            while (t[j])
-                j = (j + 1) & (cap - 1);
-            t[j] = p->leaves[i];
-        }
-        free(p->leaves);
         p->leaves = t;
         p->leaves_cap = cap;
     }
-    size_t j = name_hash(name) & (p->leaves_cap - 1);
-    for (; p->leaves[j]; j = (j + 1) & (p->leaves_cap - 1))
-        if (strcmp(p->leaves[j], name) == 0)
-            return 0;
-    if (!(p->leaves[j] = strdup(name)))
+    char *copy = strdup(name);
+    if (!copy || np_strmap_put(&p->leaf_set, copy, 1) != 0) {
+        free(copy);
         return -1;
-    p->leaves_n++;
+    }
+    p->leaves[p->leaves_n++] = copy;
     return 1;
 }
 
 static void leaves_clear(np_probe *p)
 {
-    for (size_t i = 0; p->leaves_n && i < p->leaves_cap; i++) {
+    for (size_t i = 0; i < p->leaves_n; i++)
         free(p->leaves[i]);
-        p->leaves[i] = NULL;
-    }
     p->leaves_n = 0;
+    np_strmap_free(&p->leaf_set); /* made again by the next step's first leaf */
 }
 
 /* ---- steps --------------------------------------------------------------- */

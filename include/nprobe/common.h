@@ -103,6 +103,19 @@ void np_sha256_final(np_sha256 *s, unsigned char digest[32]);
 /* One-shot: 64 lowercase hex digits plus NUL into `hex`. */
 void np_sha256_hex(char hex[65], const void *data, size_t n);
 
+/* ---- string -> int map, common/strmap.c ---------------------------------- */
+/* Open addressing; the keys are borrowed (they must outlive the map). */
+typedef struct np_strmap {
+    const char **keys;
+    int *vals;
+    size_t cap, len;
+} np_strmap;
+
+int np_strmap_init(np_strmap *m, size_t expected);        /* 0 ok, -1 out of memory */
+int np_strmap_put(np_strmap *m, const char *key, int val); /* replaces; -1 out of memory */
+int np_strmap_get(const np_strmap *m, const char *key);    /* -1 if absent */
+void np_strmap_free(np_strmap *m);                         /* the map, not the keys */
+
 /* ---- CRC-32, common/crc32.c ---------------------------------------------- */
 /* zlib's crc32 (same polynomial and results; start with crc 0), folded with
  * carry-less multiplies where the CPU has them. buf may be NULL when len 0. */
