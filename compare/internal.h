@@ -125,6 +125,7 @@ enum { CMP_PAYLOAD_OK = 0, CMP_PAYLOAD_UNREADABLE = 1, CMP_PAYLOAD_CORRUPT = 2 }
 /* A tolerance in effect: the one given to the rows of a cmp dtype. */
 typedef struct cmp_tol_rec {
     const char *dtype;
+    const char *scope; /* "" (all rows of the dtype) or which gradients (routed level) */
     np_cmp_tolerance t;
 } cmp_tol_rec;
 #define CMP_MAX_TOLS 16
@@ -142,6 +143,10 @@ typedef struct cmp_pair_priv {
 } cmp_pair_priv;
 
 /* Name helpers. */
+/* 1 when `name` is the backward call of an op whose gradient is routed by a
+ * comparison of forward values (relu, max_pool2d, clamp, ...; the module
+ * classes ReLU, MaxPool2d, ...). */
+int cmp_is_nonsmooth_backward(const char *name);
 int cmp_is_backward(const char *call);
 /* The forward call of a backward call name into buf; 0 if not a backward name. */
 int cmp_forward_of(char *buf, size_t cap, const char *call);

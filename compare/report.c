@@ -518,6 +518,8 @@ np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const 
         const np_cmp_tolerance *t = &pv->tols[k].t;
         ob_puts(f, k ? ", {\"dtype\": " : "{\"dtype\": ");
         json_str(f, pv->tols[k].dtype);
+        ob_puts(f, ", \"rows\": ");
+        json_str(f, pv->tols[k].scope[0] ? pv->tols[k].scope : "all");
         ob_printf(f, ", \"exact\": %s, \"atol\": ", cmp_is_exact_tolerance(t) ? "true" : "false");
         json_num(f, t->atol);
         ob_puts(f, ", \"rtol\": ");

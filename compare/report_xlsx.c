@@ -173,7 +173,10 @@ static void write_summary(lxw_worksheet *ws, const np_cmp_result *r, const np_cm
     for (int k = 0; pv && k < pv->n_tols; k++) {
         char t[256];
         cmp_tolerance_text(t, sizeof t, &pv->tols[k].t);
-        kv(ws, &row, pv->tols[k].dtype, t, F);
+        char label[384];
+        snprintf(label, sizeof label, "%s%s%s", pv->tols[k].dtype, pv->tols[k].scope[0] ? ", " : "",
+                 pv->tols[k].scope);
+        kv(ws, &row, label, t, F);
     }
     char ov[256];
     cmp_overrides_text(ov, sizeof ov, p);

@@ -94,6 +94,10 @@ typedef struct np_cmp_tolerance {
 /* Default tolerance for a cmp logical dtype name ("float32", "bfloat16",
  * "float16", "float64", ints/bool: exact). Unknown names get float32's. */
 np_cmp_tolerance np_cmp_tolerance_for(const char *dtype);
+/* `t` loosened to the level of a gradient behind a non-smooth op in a run of
+ * unit roundoff u (bf16 2^-8, fp16 2^-11): rtol 8 sqrt(u), warning at a
+ * third of it, cosine levels 1 - rtol^2/2 (docs/COMPARE.md). u <= 0: t. */
+np_cmp_tolerance np_cmp_tolerance_routed(np_cmp_tolerance t, double u);
 
 /* ==== metrics ============================================================ */
 

@@ -19,11 +19,17 @@ fail=0
 # faults that stand out of bf16 noise (docs/RUNTIME.md, fault catalog table)
 bf16_ok=" layernorm_eps attn_mask_off_by_one linear_drop_bias attn_scale layernorm_bwd_no_mean embedding_bwd_overwrite conv2d_flip_kernel "
 
+# SIZE=tiny: batch 2 and a 1-layer GPT; SIZE=default: the models' defaults.
+# SEED and TASK (tensor|statistics) as set.
+SIZE=tiny SEED=1234 TASK=tensor
 train() { # model dir device precision fault [level]
-  printf '{"task": "tensor", "dump_path": "%s", "level": "%s", "step": [0]}\n' "$tmp/$2" "${6:-mix}" > "$tmp/$2.json"
-  local args=(train --model "$1" --steps 1 --batch 2 --threads 1 --device "$3" --precision "$4"
+  printf '{"task": "%s", "dump_path": "%s", "level": "%s", "step": [0]}\n' "$TASK" "$tmp/$2" "${6:-mix}" > "$tmp/$2.json"
+  local args=(train --model "$1" --steps 1 --threads 1 --seed "$SEED" --device "$3" --precision "$4"
               --dump-config "$tmp/$2.json")
-  [ "$1" = gpt ] && args+=(--layers 1 --width 32 --context 16)
+  if [ $SIZE = tiny ]; then
+    args+=(--batch 2)
+    [ "$1" = gpt ] && args+=(--layers 1 --width 32 --context 16)
+  fi
   [ "$5" != none ] && args+=(--fault "$5")
   rm -rf "$tmp/$2"
   "$nprobe" "${args[@]}" > "$tmp/$2.log" 2>&1 || { echo "train failed: ${args[*]}"; cat "$tmp/$2.log"; return 1; }
@@ -111,17 +117,53 @@ while read -r name rest; do
   fi
 done < catalog.txt
 
-for model in gpt cnn; do
-  for level in mix L0; do
-    ref=ref_$model
-    [ $level = L0 ] && ref=ref_L0_$model
-    train $model npu npu-sim bf16 none $level || { fail=1; continue; }
-    read -r call errors rc < <(first_culprit $ref npu)
-    if [ "$call" = none ] && [ "$errors" = 0 ] && [ "$rc" = 0 ]; then
-      echo "ok   $model $level npu-sim bf16 without a fault: no culprit, no error row"
-    else
-      echo "FAIL $model $level npu-sim bf16 without a fault: culprit '$call', $errors error rows, exit $rc"; fail=1
-    fi
-  done
+no_false_alarm() { # model level
+  train "$1" ref cpu fp32 none "$2" || { fail=1; return; }
+  train "$1" npu npu-sim bf16 none "$2" || { fail=1; return; }
+  read -r call errors rc < <(first_culprit ref npu)
+  local what="$1 $2 $TASK seed $SEED ($SIZE size)"
+  if [ "$call" = none ] && [ "$errors" = 0 ] && [ "$rc" = 0 ]; then
+    echo "ok   $what npu-sim bf16 without a fault: no culprit, no error row"
+  else
+    echo "FAIL $what npu-sim bf16 without a fault: culprit '$call', $errors error rows, exit $rc"; fail=1
+  fi
+}
+
+for model in gpt cnn mlp; do
+  for level in mix L0; do no_false_alarm $model $level; done
 done
+
+# The models at their default sizes (cnn batch 32, mlp 64, gpt 2x64, batch
+# 8), where the backward of relu and max_pool2d in bf16 routes some gradient
+# elements differently from fp32 (docs/COMPARE.md, gradients behind a
+# non-smooth op): no false alarm over seeds, levels and tasks ...
+SIZE=default
+for model in gpt cnn mlp; do
+  for SEED in 1 2 3; do no_false_alarm $model mix; done
+  SEED=1234
+  no_false_alarm $model L0
+  TASK=statistics no_false_alarm $model mix
+done
+# ... and the faults that stand out of bf16 noise still named first.
+train gpt ref_gpt cpu fp32 none || exit 1
+train cnn ref_cnn cpu fp32 none || exit 1
+while read -r name rest; do
+  [[ $bf16_ok != *" $name "* ]] && continue
+  ops=${rest%% (*}
+  model=gpt; case $ops in *conv2d*) model=cnn;; esac
+  train $model npu npu-sim bf16 "$name" || { fail=1; continue; }
+  read -r call errors rc < <(first_culprit ref_$model npu)
+  ok=0
+  IFS=',' read -ra oplist <<< "$ops"
+  for op in "${oplist[@]}"; do
+    op=${op# }
+    [ "$op" = sdpa ] && op=Functional.scaled_dot_product_attention
+    case $call in "$op".*) ok=1;; esac
+  done
+  if [ $ok = 1 ] && [ "$rc" = 1 ]; then
+    echo "ok   $name bf16 (default size): first culprit $call ($errors error rows)"
+  else
+    echo "FAIL $name bf16 (default size): expected $ops, got first culprit '$call' (exit $rc)"; fail=1
+  fi
+done < catalog.txt
 exit $fail

@@ -338,6 +338,130 @@ static void test_bf16_noise(void)
     np_cmp_pair_free(&p);
 }
 
+/* Gradients behind a non-smooth op (docs/COMPARE.md): in a low-precision
+ * run, from the first relu/max_pool backward on, a gradient row is judged
+ * by the routed level 8 sqrt(u) (bf16 0.5, fp16 0.177); before it, and in
+ * fp32, by the dtype's level. */
+static void test_routed_gradients(void)
+{
+    /* the levels themselves */
+    np_cmp_tolerance t = np_cmp_tolerance_routed(np_cmp_tolerance_for("bfloat16"), 0x1p-8);
+    CHECK_CLOSE(t.rtol, 0.5, 0, 1e-15);
+    CHECK_CLOSE(t.rtol_warn, 0.5 / 3, 0, 1e-15);
+    CHECK_CLOSE(t.cos, 1 - 0.125, 0, 1e-15);
+    CHECK_CLOSE(t.atol, 1e-5, 0, 1e-15);
+    t = np_cmp_tolerance_routed(np_cmp_tolerance_for("float16"), 0x1p-11);
+    CHECK_CLOSE(t.rtol, 8 * sqrt(0x1p-11), 0, 1e-15);
+    t = np_cmp_tolerance_routed(np_cmp_tolerance_for("float32"), 0);
+    CHECK_CLOSE(t.rtol, 5e-6, 0, 1e-15);
+
+    char b[512], c[512], js[512];
+    path_of(b, sizeof b, "rt_b.h5");
+    path_of(c, sizeof c, "rt_c.h5");
+    path_of(js, sizeof js, "rt.json");
+    net_opts o = clean();
+    write_net(b, "tensor", "fp32", "float32", &o, 0);
+    /* bf16 noise in the forward; the relu backward's output and everything
+     * after it 30 % off: routed gradients, warnings, no culprit */
+    for (int k = X; k <= G2; k++)
+        o.delta[k] = 0.004;
+    o.delta[G1] = o.delta[GX] = o.delta[GW] = 0.3;
+    write_net(c, "tensor", "bf16", "bfloat16", &o, 0);
+    np_cmp_pair p;
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    CHECK_EQ_INT(p.count_verdict[NP_VERDICT_ERROR], 0);
+    CHECK_EQ_INT(p.n_culprits, 0);
+    const np_cmp_row *g1 = find_row(&p, "Functional.relu.0.backward.output.0");
+    CHECK(g1 && g1->verdict == NP_VERDICT_WARNING);
+    const np_cmp_row *gw = find_row(&p, "Functional.linear.0.backward.output.1");
+    CHECK(gw && gw->verdict == NP_VERDICT_WARNING);
+    /* the relu backward's input is not routed yet: judged at 0.1 */
+    const np_cmp_row *g2 = find_row(&p, "Functional.relu.0.backward.input.0");
+    CHECK(g2 && g2->verdict == NP_VERDICT_PASS);
+    np_error err = {0};
+    CHECK_EQ_INT(np_cmp_write_json(NULL, &p, js, &err), NP_OK);
+    FILE *f = fopen(js, "rb");
+    char text[1 << 16];
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    if (f)
+        fclose(f);
+    CHECK_CONTAINS(text, "gradients from Functional.relu.0.backward on (behind a non-smooth op)");
+    np_cmp_pair_free(&p);
+
+    /* above the routed level: an error, and the relu backward (inputs at
+     * bf16 noise) is the culprit */
+    o.delta[G1] = 0.55;
+    write_net(c, "tensor", "bf16", "bfloat16", &o, 0);
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    g1 = find_row(&p, "Functional.relu.0.backward.output.0");
+    CHECK(g1 && g1->verdict == NP_VERDICT_ERROR);
+    const np_cmp_call *fc = first_culprit(&p);
+    CHECK(fc && !strcmp(fc->name, "Functional.relu.0.backward"));
+    np_cmp_pair_free(&p);
+
+    /* the same 30 % before the relu backward (the layer_norm backward's
+     * output) is an error at the bf16 level, and its call the culprit */
+    o.delta[G1] = 0.3;
+    o.delta[G2] = 0.3;
+    write_net(c, "tensor", "bf16", "bfloat16", &o, 0);
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    g2 = find_row(&p, "Functional.layer_norm.0.backward.output.0");
+    CHECK(g2 && g2->verdict == NP_VERDICT_ERROR);
+    fc = first_culprit(&p);
+    CHECK(fc && !strcmp(fc->name, "Functional.layer_norm.0.backward"));
+    np_cmp_pair_free(&p);
+
+    /* fp16: the routed level is 0.177 */
+    o.delta[G2] = 0.0005;
+    o.delta[G1] = o.delta[GX] = o.delta[GW] = 0.15;
+    write_net(c, "tensor", "fp16", "float16", &o, 0);
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    CHECK_EQ_INT(p.count_verdict[NP_VERDICT_ERROR], 0);
+    np_cmp_pair_free(&p);
+    o.delta[G1] = o.delta[GX] = o.delta[GW] = 0.2;
+    write_net(c, "tensor", "fp16", "float16", &o, 0);
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    g1 = find_row(&p, "Functional.relu.0.backward.output.0");
+    CHECK(g1 && g1->verdict == NP_VERDICT_ERROR);
+    np_cmp_pair_free(&p);
+
+    /* fp32: no routed level (1e-3 behind the relu is an error) */
+    for (int k = X; k <= GW; k++)
+        o.delta[k] = 0;
+    o.delta[G1] = 1e-3;
+    write_net(c, "tensor", "fp32", "float32", &o, 0);
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    g1 = find_row(&p, "Functional.relu.0.backward.output.0");
+    CHECK(g1 && g1->verdict == NP_VERDICT_ERROR);
+    np_cmp_pair_free(&p);
+
+    /* statistics mode: the same levels */
+    for (int k = X; k <= G2; k++)
+        o.delta[k] = 0.004;
+    o.delta[G1] = o.delta[GX] = o.delta[GW] = 0.3;
+    net_opts z = clean();
+    write_net(b, "statistics", "fp32", "float32", &z, 0);
+    write_net(c, "statistics", "bf16", "bfloat16", &o, 0);
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    CHECK_EQ_INT(p.count_verdict[NP_VERDICT_ERROR], 0);
+    np_cmp_pair_free(&p);
+    o.delta[G2] = 0.3;
+    write_net(c, "statistics", "bf16", "bfloat16", &o, 0);
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    g2 = find_row(&p, "Functional.layer_norm.0.backward.output.0");
+    CHECK(g2 && g2->verdict == NP_VERDICT_ERROR);
+    np_cmp_pair_free(&p);
+}
+
 /* An L0 dump (modules only): Block{ Attn{ c_attn, (an op not dumped), c_proj } }, the
  * modules reported after their inner calls. */
 static void write_l0(const char *path, const char *precision, const char *dtype, const net_opts *o)
@@ -1074,6 +1198,7 @@ int main(void)
     test_backward_break();
     test_eps_differs();
     test_bf16_noise();
+    test_routed_gradients();
     test_l0_modules();
     test_corrupt_payloads();
     test_matching();
