@@ -203,9 +203,12 @@ int np_cmd_ls(int argc, char **argv)
         readable++;
         const np_dump_info *in = np_dump_get_info(d);
         int complete = in->complete && !refs[i].partial;
-        printf("step %lld rank %lld: %s\n  task %s, level %s, %s on %s (%s)%s\n",
+        char ls[64] = "";
+        if (in->loss_scale != 1.0)
+            snprintf(ls, sizeof ls, ", gradients x loss scale %.17g", in->loss_scale);
+        printf("step %lld rank %lld: %s\n  task %s, level %s, %s on %s (%s)%s%s\n",
                (long long)in->step, (long long)in->rank, refs[i].path, in->task, in->level,
-               in->framework, in->device, in->precision,
+               in->framework, in->device, in->precision, ls,
                complete ? ", complete"
                         : ", INCOMPLETE: the run stopped during this step; listing what was "
                           "flushed");

@@ -49,6 +49,25 @@ void np_cmp_options_init(np_cmp_options *o)
 
 /* ---- one pair of files ------------------------------------------------------ */
 
+/* Gradients carry their step's loss scale (root attribute loss_scale): their
+ * statistics are divided by it here, their payloads as they are read
+ * (cmp_payload_metrics). */
+static void unscale_grads(cmp_dump *d)
+{
+    if (d->loss_scale == 1.0)
+        return;
+    double f = 1.0 / d->loss_scale;
+    for (size_t i = 0; i < d->n_entries; i++) {
+        np_cmp_side *e = &d->entries[i];
+        if (!cmp_side_is_grad(e))
+            continue;
+        e->max *= f;
+        e->min *= f;
+        e->mean *= f;
+        e->norm *= f;
+    }
+}
+
 static void note(np_cmp_pair *p, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -327,6 +346,14 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
     snprintf(p->cmp_task, sizeof p->cmp_task, "%s", cd.task);
     snprintf(p->bench_precision, sizeof p->bench_precision, "%s", bd.precision);
     snprintf(p->cmp_precision, sizeof p->cmp_precision, "%s", cd.precision);
+    p->bench_loss_scale = bd.loss_scale;
+    p->cmp_loss_scale = cd.loss_scale;
+    unscale_grads(&bd);
+    unscale_grads(&cd);
+    if (bd.loss_scale != 1 || cd.loss_scale != 1)
+        note(p, "Gradient rows compared divided by the loss scale of their step (bench %.17g, "
+                "cmp %.17g: root attribute loss_scale); their statistics are shown divided too.",
+             bd.loss_scale, cd.loss_scale);
     snprintf(p->bench_device, sizeof p->bench_device, "%s", bd.device);
     snprintf(p->cmp_device, sizeof p->cmp_device, "%s", cd.device);
     if (!strcmp(bd.task, "tensor") && !strcmp(cd.task, "tensor"))

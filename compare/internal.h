@@ -33,6 +33,7 @@ typedef struct cmp_dump {
     int fd;                    /* plain descriptor for direct payload reads, -1 if none */
     char task[32], level[16], precision[16], device[32], format[32];
     int64_t step, rank, complete, format_version;
+    double loss_scale;         /* root attribute loss_scale (1 when absent) */
     np_cmp_side *entries; size_t n_entries;
     cmp_call_rec *calls; size_t n_calls;
     const np_cmp_side *twin_entries; /* the other side's entries, or NULL */
@@ -69,6 +70,9 @@ typedef struct cmp_src {
     int nseg;
     int crc;                    /* 1: compute the crc32 of the elements' bytes (4 bytes each,
                                  * 8 for CMP_SRC_MEM_F64) in the same pass */
+    double scale;               /* the metrics see the elements times this (0 or 1: as
+                                 * stored; a loss scale's inverse for gradients); the crc32
+                                 * is of the stored bytes */
 } cmp_src;
 
 /* The one-pass metric kernel over two sources of n elements; 0 ok, -1 when a
@@ -142,6 +146,9 @@ typedef struct cmp_pair_priv {
     cmp_call_rec *bench_calls, *cmp_calls;
 } cmp_pair_priv;
 
+/* 1 when the side is a gradient (a tensor of a backward call or a
+ * parameter gradient): it carries its step's loss scale. */
+int cmp_side_is_grad(const np_cmp_side *s);
 /* Name helpers. */
 /* 1 when `name` is the backward call of an op whose gradient is routed by a
  * comparison of forward values (relu, max_pool2d, clamp, ...; the module

@@ -251,6 +251,30 @@ static const void *side_block(const cmp_src *s, int64_t lo, int64_t cnt, float *
     return tmp;
 }
 
+static int scaled_src(const cmp_src *s)
+{
+    return s->scale != 0 && s->scale != 1;
+}
+
+/* The block times s->scale, in tmp (which may already hold it: a file block). */
+static const void *scale_block(const cmp_src *s, const void *p, int is_f64, int64_t cnt, void *tmp)
+{
+    if (!scaled_src(s))
+        return p;
+    if (is_f64) {
+        const double *x = p;
+        double *y = tmp;
+        for (int64_t i = 0; i < cnt; i++)
+            y[i] = x[i] * s->scale;
+    } else {
+        const float *x = p;
+        float *y = tmp;
+        for (int64_t i = 0; i < cnt; i++)
+            y[i] = (float)((double)x[i] * s->scale);
+    }
+    return tmp;
+}
+
 static void block_part(part *out, const cmp_src *b, const cmp_src *c, int64_t lo, int64_t cnt,
                        float *tb, float *tc, int *bad)
 {
@@ -259,6 +283,24 @@ static void block_part(part *out, const cmp_src *b, const cmp_src *c, int64_t lo
     const void *pc = side_block(c, lo, cnt, tc, &fc, bad);
     if (*bad) {
         memset(out, 0, sizeof *out);
+        return;
+    }
+    if (scaled_src(b) || scaled_src(c)) {
+        /* crc32 of the stored bytes first, then the scaled elements */
+        uint32_t cb = b->crc ? np_crc32(0, pb, (size_t)cnt * (fb ? 8 : 4)) : 0;
+        uint32_t cc = c->crc ? np_crc32(0, pc, (size_t)cnt * (fc ? 8 : 4)) : 0;
+        pb = scale_block(b, pb, fb, cnt, tb);
+        pc = scale_block(c, pc, fc, cnt, tc);
+        if (!fb && !fc)
+            kern_ff(out, pb, pc, cnt);
+        else if (fb && fc)
+            kern_dd(out, pb, pc, cnt);
+        else if (!fb)
+            kern_fd(out, pb, pc, cnt);
+        else
+            kern_df(out, pb, pc, cnt);
+        out->crc_b = cb;
+        out->crc_c = cc;
         return;
     }
     if (!fb && !fc)
@@ -375,12 +417,16 @@ int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64
     int64_t nb = (n + BLOCK - 1) / BLOCK;
     part acc = {0};
     int bad = 0;
-    int need_tmp = b->kind == CMP_SRC_FILE_F32 || c->kind == CMP_SRC_FILE_F32;
+    int need_tmp = b->kind == CMP_SRC_FILE_F32 || c->kind == CMP_SRC_FILE_F32 || scaled_src(b) ||
+                   scaled_src(c);
+    /* a scaled float64 block needs room for doubles */
+    size_t esz = b->kind == CMP_SRC_MEM_F64 || c->kind == CMP_SRC_MEM_F64 ? sizeof(double)
+                                                                          : sizeof(float);
     if (nb <= 1) {
         float *tb = NULL, *tc = NULL;
         if (need_tmp && n > 0) {
-            tb = malloc((size_t)n * sizeof(float));
-            tc = malloc((size_t)n * sizeof(float));
+            tb = malloc((size_t)n * esz);
+            tc = malloc((size_t)n * esz);
             if (!tb || !tc)
                 bad = 1;
         }
@@ -401,8 +447,8 @@ int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64
             float *tb = NULL, *tc = NULL;
             int mybad = 0;
             if (need_tmp) {
-                tb = malloc(BLOCK * sizeof(float));
-                tc = malloc(BLOCK * sizeof(float));
+                tb = malloc(BLOCK * esz);
+                tc = malloc(BLOCK * esz);
                 if (!tb || !tc)
                     mybad = 1;
             }
@@ -439,8 +485,8 @@ int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64
 void np_cmp_metrics_f32(np_cmp_metrics *out, const float *bench, const float *cmp, int64_t n,
                         int ndim, double atol)
 {
-    cmp_src b = {CMP_SRC_MEM_F32, bench, -1, NULL, 0, 0};
-    cmp_src c = {CMP_SRC_MEM_F32, cmp, -1, NULL, 0, 0};
+    cmp_src b = {CMP_SRC_MEM_F32, bench, -1, NULL, 0, 0, 1.0};
+    cmp_src c = {CMP_SRC_MEM_F32, cmp, -1, NULL, 0, 0, 1.0};
     if (cmp_metrics_src(out, &b, &c, n, ndim, atol, NULL) != 0)
         metrics_nan(out);
 }
@@ -448,8 +494,8 @@ void np_cmp_metrics_f32(np_cmp_metrics *out, const float *bench, const float *cm
 void np_cmp_metrics_f64(np_cmp_metrics *out, const double *bench, const double *cmp, int64_t n,
                         int ndim, double atol)
 {
-    cmp_src b = {CMP_SRC_MEM_F64, bench, -1, NULL, 0, 0};
-    cmp_src c = {CMP_SRC_MEM_F64, cmp, -1, NULL, 0, 0};
+    cmp_src b = {CMP_SRC_MEM_F64, bench, -1, NULL, 0, 0, 1.0};
+    cmp_src c = {CMP_SRC_MEM_F64, cmp, -1, NULL, 0, 0, 1.0};
     if (cmp_metrics_src(out, &b, &c, n, ndim, atol, NULL) != 0)
         metrics_nan(out);
 }

@@ -235,21 +235,21 @@ np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side
             int nc = cd->fd >= 0 ? direct_segments(dsc, n, &segc) : 0;
             int f64 = 0;
             if (nb) {
-                sb = (cmp_src){CMP_SRC_FILE_F32, NULL, bd->fd, segb, nb, 1};
+                sb = (cmp_src){CMP_SRC_FILE_F32, NULL, bd->fd, segb, nb, 1, 1.0};
                 vb = 1;
             } else if (read_whole(dsb, n, &bufs->b, &bufs->cap_b, &f64, &vb, &pre_b) == 0) {
-                sb = (cmp_src){f64 ? CMP_SRC_MEM_F64 : CMP_SRC_MEM_F32, bufs->b, -1, NULL, 0, vb == 1};
+                sb = (cmp_src){f64 ? CMP_SRC_MEM_F64 : CMP_SRC_MEM_F32, bufs->b, -1, NULL, 0, vb == 1, 1.0};
             } else {
                 st = np_error_set(err, NP_ERR_FORMAT, bd->path, bs->name,
                                   "cannot read the payload (truncated or corrupt file)");
             }
             if (st == NP_OK) {
                 if (nc) {
-                    sc = (cmp_src){CMP_SRC_FILE_F32, NULL, cd->fd, segc, nc, 1};
+                    sc = (cmp_src){CMP_SRC_FILE_F32, NULL, cd->fd, segc, nc, 1, 1.0};
                     vc = 1;
                 } else if (read_whole(dsc, n, &bufs->c, &bufs->cap_c, &f64, &vc, &pre_c) == 0) {
                     sc = (cmp_src){f64 ? CMP_SRC_MEM_F64 : CMP_SRC_MEM_F32, bufs->c, -1, NULL, 0,
-                                   vc == 1};
+                                   vc == 1, 1.0};
                 } else {
                     st = np_error_set(err, NP_ERR_FORMAT, cd->path, cs->name,
                                       "cannot read the payload (truncated or corrupt file)");
@@ -262,6 +262,9 @@ np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side
             H5Dclose(dsc);
     }
     if (st == NP_OK) {
+        /* gradients are compared divided by the loss scale of their step */
+        sb.scale = cmp_side_is_grad(bs) ? 1.0 / bd->loss_scale : 1.0;
+        sc.scale = cmp_side_is_grad(cs) ? 1.0 / cd->loss_scale : 1.0;
         uint32_t crc[2];
         if (cmp_metrics_src(m, &sb, &sc, n, cs->ndim, atol, crc) != 0) {
             st = np_error_set(err, NP_ERR_IO, cd->path, cs->name,

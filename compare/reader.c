@@ -3,6 +3,7 @@
  * in chunks into compact records. HDF5's own error printing is silenced and
  * every failure becomes an np_error naming the file. */
 #include <fcntl.h>
+#include <math.h>
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -351,6 +352,10 @@ np_status cmp_dump_open(cmp_dump *d, const char *path, const cmp_dump *twin,
     np_h5_attr_get_i64(d->file_id, NP_FMT_ATTR_STEP, &d->step);
     np_h5_attr_get_i64(d->file_id, NP_FMT_ATTR_RANK, &d->rank);
     np_h5_attr_get_i64(d->file_id, NP_FMT_ATTR_COMPLETE, &d->complete);
+    d->loss_scale = 1.0;
+    if (np_h5_attr_get_f64(d->file_id, NP_FMT_ATTR_LOSS_SCALE, &d->loss_scale) != 0 ||
+        !(d->loss_scale > 0) || !isfinite(d->loss_scale))
+        d->loss_scale = 1.0;
     np_status st = read_entries(d, arena, err);
     if (st == NP_OK)
         st = read_calls(d, arena, err);

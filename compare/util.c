@@ -78,6 +78,11 @@ int cmp_is_backward(const char *call)
            (strncmp(call, "Module.", 7) == 0 && !find_token(call, "forward"));
 }
 
+int cmp_side_is_grad(const np_cmp_side *s)
+{
+    return s && s->call && s->role && strcmp(s->role, "kwargs") != 0 && cmp_is_backward(s->call);
+}
+
 int cmp_forward_of(char *buf, size_t cap, const char *call)
 {
     const char *p = find_token(call, "backward");

@@ -31,6 +31,7 @@ _Static_assert(sizeof(msg_hdr) == HDR, "header size");
 typedef struct step_msg {
     char task[32], level[16], framework[64], device[64], precision[16];
     int64_t step, rank, world_size;
+    double loss_scale;
 } step_msg;
 
 typedef struct entry_msg {
@@ -68,8 +69,9 @@ static void process(np_aw *a, const msg_hdr *h)
     switch (h->type) {
     case M_STEP_BEGIN: {
         const step_msg *m = (const step_msg *)(const void *)body;
-        np_h5w_step_info in = {m->task, m->level, m->framework, m->device, m->precision,
-                               m->step, m->rank, m->world_size};
+        np_h5w_step_info in = {m->task, m->level,      m->framework,  m->device,
+                               m->precision, m->step, m->rank, m->world_size,
+                               m->loss_scale};
         st = np_h5w_step_begin(a->w, &in, &a->err);
         break;
     }
@@ -247,6 +249,7 @@ np_status np_aw_step_begin(np_aw *a, const np_h5w_step_info *in, np_error *err)
     m.step = in->step;
     m.rank = in->rank;
     m.world_size = in->world_size;
+    m.loss_scale = in->loss_scale;
     return put(a, M_STEP_BEGIN, &m, sizeof m, err);
 }
 

@@ -170,6 +170,19 @@ static herr_t attr_i64(hid_t obj, const char *name, int64_t value)
     return e;
 }
 
+static herr_t attr_f64(hid_t obj, const char *name, double value)
+{
+    hid_t s = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, H5T_IEEE_F64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t e = -1;
+    if (a >= 0) {
+        e = H5Awrite(a, H5T_NATIVE_DOUBLE, &value);
+        H5Aclose(a);
+    }
+    H5Sclose(s);
+    return e;
+}
+
 static hid_t table(hid_t file, const char *name, hid_t ftype, int compression)
 {
     hsize_t dims = 0, maxd = H5S_UNLIMITED, chunk = TABLE_CHUNK;
@@ -556,6 +569,7 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
     e |= attr_i64(w->file, NP_FMT_ATTR_STEP, in->step);
     e |= attr_i64(w->file, NP_FMT_ATTR_RANK, in->rank);
     e |= attr_i64(w->file, NP_FMT_ATTR_WORLD_SIZE, in->world_size);
+    e |= attr_f64(w->file, NP_FMT_ATTR_LOSS_SCALE, in->loss_scale > 0 ? in->loss_scale : 1.0);
     e |= attr_i64(w->file, NP_FMT_ATTR_COMPLETE, 0);
     if (e < 0) {
         np_status st = h5fail(err, w->partial, "writing the root attributes");

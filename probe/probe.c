@@ -18,6 +18,7 @@ struct np_probe {
     np_probe_config *cfg;
     char framework[64], device[64], precision[16];
     int rank, world_size;
+    double loss_scale;   /* of the next/current step (np_probe_set_loss_scale, STEP_BEGIN) */
     np_h5w *w;           /* sync writer, or the one the async front owns */
     np_aw *aw;           /* NULL in sync mode */
     int closed;
@@ -76,7 +77,7 @@ static np_status w_step_begin(np_probe *p, np_error *e)
 {
     np_h5w_step_info in = {np_probe_task_name(p->cfg->task), np_probe_level_name(p->cfg->level),
                            p->framework, p->device, p->precision, p->step, p->rank,
-                           p->world_size};
+                           p->world_size, p->loss_scale};
     return p->aw ? np_aw_step_begin(p->aw, &in, e) : np_h5w_step_begin(p->w, &in, e);
 }
 
@@ -464,6 +465,10 @@ int np_probe_on_event(const np_hook_event *ev, void *probe)
         return 0;
     switch (ev->kind) {
     case NP_EV_STEP_BEGIN:
+        p->loss_scale = 1.0;
+        for (int i = 0; i < ev->n_scalars; i++)
+            if (ev->scalars[i].key && !strcmp(ev->scalars[i].key, "loss_scale"))
+                np_probe_set_loss_scale(p, ev->scalars[i].value);
         begin_step(p, ev->step);
         break;
     case NP_EV_STEP_END:
@@ -482,6 +487,12 @@ int np_probe_on_event(const np_hook_event *ev, void *probe)
 }
 
 /* ---- embedding API --------------------------------------------------------- */
+
+void np_probe_set_loss_scale(np_probe *p, double scale)
+{
+    if (p)
+        p->loss_scale = scale > 0 && isfinite(scale) ? scale : 1.0;
+}
 
 np_status np_probe_step_begin(np_probe *p, int step, np_error *err)
 {
@@ -620,6 +631,7 @@ np_status np_probe_open_config(np_probe **out, const np_probe_config *cfg,
              meta && meta->precision ? meta->precision : "fp32");
     p->rank = meta ? meta->rank : 0;
     p->world_size = meta && meta->world_size > 0 ? meta->world_size : 1;
+    p->loss_scale = 1.0;
     p->rank_selected = p->cfg->n_ranks == 0;
     for (int i = 0; i < p->cfg->n_ranks; i++)
         p->rank_selected |= p->cfg->ranks[i] == p->rank;

@@ -76,6 +76,7 @@ typedef struct np_h5w np_h5w;
 typedef struct np_h5w_step_info {
     const char *task, *level, *framework, *device, *precision;
     int64_t step, rank, world_size;
+    double loss_scale; /* the factor the step's gradients carry (root attribute loss_scale) */
 } np_h5w_step_info;
 
 typedef struct np_h5w_totals {

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <hdf5.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,6 +254,10 @@ np_status np_dump_open(np_dump **out, const char *path, np_error *err)
     in->rank = read_i64_attr(f, NP_FMT_ATTR_RANK, -1);
     in->world_size = read_i64_attr(f, NP_FMT_ATTR_WORLD_SIZE, 1);
     in->complete = read_i64_attr(f, NP_FMT_ATTR_COMPLETE, 0);
+    in->loss_scale = 1.0;
+    if (np_h5_attr_get_f64(f, NP_FMT_ATTR_LOSS_SCALE, &in->loss_scale) != 0 ||
+        !(in->loss_scale > 0) || !isfinite(in->loss_scale))
+        in->loss_scale = 1.0;
     H5Eclear2(H5E_DEFAULT);
     H5Eset_auto2(H5E_DEFAULT, of, od);
     if (strcmp(in->format, NP_FMT_NAME) != 0) {

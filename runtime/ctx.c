@@ -948,7 +948,15 @@ void np_ctx_step_begin(np_ctx *ctx)
     ctx->site = (rt_site){NULL, NULL, NULL, 0};
     np_hook_event ev = {0};
     ev.kind = NP_EV_STEP_BEGIN;
+    np_hook_scalar ls = {"loss_scale", ctx->loss_scale > 0 ? ctx->loss_scale : 1.0};
+    ev.scalars = &ls;
+    ev.n_scalars = 1;
     emit_raw(ctx, &ev);
+}
+
+void np_ctx_set_loss_scale(np_ctx *ctx, double scale)
+{
+    ctx->loss_scale = scale > 0 && isfinite(scale) ? scale : 1.0;
 }
 
 void np_ctx_step_end(np_ctx *ctx)

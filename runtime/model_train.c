@@ -116,6 +116,7 @@ np_status np_trainer_step(np_trainer *tr, np_step_result *res, np_error *err)
     if (st)
         return st;
     np_ctx_set_step(ctx, (int)tr->step);
+    np_ctx_set_loss_scale(ctx, tr->scaler.enabled ? tr->scaler.scale : 1.0);
     np_ctx_step_begin(ctx);
     np_ctx_zero_grads(ctx);
     np_tensor *x = NULL, *y = NULL;

@@ -125,6 +125,7 @@ struct np_ctx {
     np_fault fault;     /* active fault */
     np_hook_fn hook;
     void *user;
+    double loss_scale;  /* carried by NP_EV_STEP_BEGIN (np_ctx_set_loss_scale) */
     int stop;
     np_error err;
     int grad_enabled;

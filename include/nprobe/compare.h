@@ -204,6 +204,9 @@ typedef struct np_cmp_pair {
     np_cmp_mode mode;
     char bench_task[32], cmp_task[32], bench_precision[16], cmp_precision[16];
     char bench_device[32], cmp_device[32];
+    double bench_loss_scale, cmp_loss_scale; /* root attribute loss_scale of each side (1 when
+                                              * absent): gradient rows are compared divided
+                                              * by it */
     np_cmp_row *rows; size_t n_rows;
     np_cmp_call *calls; size_t n_calls;   /* in execution order (seq) */
     int *culprits; size_t n_culprits;     /* indices into calls, first = the first culprit */

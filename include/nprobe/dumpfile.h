@@ -39,6 +39,7 @@ typedef struct np_dump_info {
     char framework[64], device[64], precision[16];
     int64_t step, rank, world_size;
     int64_t complete;   /* 1 once the step was closed cleanly */
+    double loss_scale;  /* the factor the step's gradients carry (1 when absent) */
 } np_dump_info;
 
 typedef struct np_dump np_dump;

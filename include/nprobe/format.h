@@ -45,6 +45,9 @@ extern "C" {
 #define NP_FMT_ATTR_RANK "rank"                     /* int64 */
 #define NP_FMT_ATTR_WORLD_SIZE "world_size"         /* int64 */
 #define NP_FMT_ATTR_COMPLETE "complete"             /* int64: 1 once the step closed cleanly */
+#define NP_FMT_ATTR_LOSS_SCALE "loss_scale"         /* float64: the factor the step's gradients
+                                                       carry (1 without a loss scaler; absent in
+                                                       files of nprobe 0.x before it: read as 1) */
 
 #define NP_FMT_ENTRIES "entries"
 #define NP_FMT_CALLS "calls"

@@ -31,7 +31,9 @@ typedef enum np_event_kind {
     NP_EV_MODULE_FORWARD,    /* after a module's forward */
     NP_EV_MODULE_BACKWARD,   /* after a module's backward */
     NP_EV_PARAM_GRAD,        /* a module's parameter gradients, once per step after backward */
-    NP_EV_STEP_BEGIN,        /* a training step starts (no tensors) */
+    NP_EV_STEP_BEGIN,        /* a training step starts (no tensors; scalar "loss_scale":
+                                the factor this step's gradients carry, 1 without a
+                                loss scaler) */
     NP_EV_STEP_END,          /* a training step ended: after the optimizer update */
     NP_EVENT_KIND_COUNT
 } np_event_kind;

@@ -108,6 +108,12 @@ int np_probe_on_event(const np_hook_event *ev, void *probe);
 
 /* ---- embedding API (programs without the nprobe runtime) ---------------- */
 
+/* The factor the gradients of the steps begun from now on carry (the loss
+ * scale of a mixed-precision loss scaler; 1, the default, without one):
+ * written as the root attribute loss_scale, by which nprobe compare divides
+ * the gradient rows. Values <= 0 or not finite mean 1. The runtime's hook
+ * passes it with NP_EV_STEP_BEGIN. */
+void np_probe_set_loss_scale(np_probe *p, double scale);
 /* Start step `step` (from 0). An open step is ended first. */
 np_status np_probe_step_begin(np_probe *p, int step, np_error *err);
 /* Record tensor `t` as leaf "{call}.{role}.{key}" of call `call`

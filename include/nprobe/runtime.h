@@ -165,9 +165,14 @@ void np_ctx_set_callsite_at(np_ctx *ctx, const char *file, int line, const char 
 
 /* ==== steps ============================================================== */
 
-/* Start a step: emits NP_EV_STEP_BEGIN, resets the API and module counters,
- * the event sequence and the tape. */
+/* Start a step: emits NP_EV_STEP_BEGIN (with the scalar "loss_scale"),
+ * resets the API and module counters, the event sequence and the tape. */
 void np_ctx_step_begin(np_ctx *ctx);
+/* The factor this step's gradients will carry (the loss scale its backward
+ * is seeded with; 1 without a loss scaler, the default). Set before
+ * np_ctx_step_begin, which passes it to the hook; values <= 0 or not finite
+ * mean 1. */
+void np_ctx_set_loss_scale(np_ctx *ctx, double scale);
 /* End a step: emits NP_EV_STEP_END, clears the tape, resets the arena (every
  * step-scoped tensor becomes invalid) and advances the step number. */
 void np_ctx_step_end(np_ctx *ctx);

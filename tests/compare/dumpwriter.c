@@ -15,6 +15,7 @@ struct tw {
     hid_t file, data;
     char task[32], precision[16];
     int step, rank, layout, bad_crc;
+    double loss_scale; /* 0: no attribute */
     np_entry_rec *e;
     size_t ne, cape;
     np_call_rec *c;
@@ -228,6 +229,11 @@ static void table(hid_t file, const char *name, hid_t type, const void *rows, si
     H5Sclose(space);
 }
 
+void tw_loss_scale(tw *w, double scale)
+{
+    w->loss_scale = scale;
+}
+
 int tw_close(tw *w, int complete)
 {
     hid_t et = (hid_t)np_fmt_entry_h5type(), ct = (hid_t)np_fmt_call_h5type();
@@ -247,6 +253,13 @@ int tw_close(tw *w, int complete)
     attr_i64(w->file, "rank", w->rank);
     attr_i64(w->file, "world_size", 1);
     attr_i64(w->file, "complete", complete);
+    if (w->loss_scale != 0) {
+        hid_t s = H5Screate(H5S_SCALAR);
+        hid_t a = H5Acreate2(w->file, "loss_scale", H5T_IEEE_F64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+        H5Awrite(a, H5T_NATIVE_DOUBLE, &w->loss_scale);
+        H5Aclose(a);
+        H5Sclose(s);
+    }
     H5Gclose(w->data);
     herr_t e = H5Fclose(w->file);
     free(w->e);

@@ -29,6 +29,8 @@ void tw_tensor_i64(tw *w, int seq, const char *call, const char *role, const cha
                    const int64_t *shape, const int64_t *data);
 /* A scalar argument (role kwargs). */
 void tw_scalar(tw *w, int seq, const char *call, const char *key, double v);
+/* The root attribute loss_scale (written at tw_close; not written unless set). */
+void tw_loss_scale(tw *w, double scale);
 /* Write /entries and /calls and the attributes; complete = 0 or 1. 0 ok. */
 int tw_close(tw *w, int complete);
 

@@ -8,7 +8,9 @@
 # (modules only, fp32) it must name the module that contains the faulted op
 # (the innermost dumped one), in the right pass. And npu-sim bf16 without a
 # fault against the fp32 reference, at mix and at L0: no culprit, no error
-# row.
+# row. Then the models at their default sizes: no false alarm in bf16 and
+# fp16 over seeds, levels and tasks, and the bf16-visible faults named in
+# bf16 and fp16.
 set -u
 nprobe=${NPROBE_BIN:?NPROBE_BIN not set}
 py=${NP_PYTHON:-/usr/bin/python3}
@@ -117,15 +119,16 @@ while read -r name rest; do
   fi
 done < catalog.txt
 
-no_false_alarm() { # model level
+no_false_alarm() { # model level [precision]
+  local prec=${3:-bf16}
   train "$1" ref cpu fp32 none "$2" || { fail=1; return; }
-  train "$1" npu npu-sim bf16 none "$2" || { fail=1; return; }
+  train "$1" npu npu-sim "$prec" none "$2" || { fail=1; return; }
   read -r call errors rc < <(first_culprit ref npu)
   local what="$1 $2 $TASK seed $SEED ($SIZE size)"
   if [ "$call" = none ] && [ "$errors" = 0 ] && [ "$rc" = 0 ]; then
-    echo "ok   $what npu-sim bf16 without a fault: no culprit, no error row"
+    echo "ok   $what npu-sim $prec without a fault: no culprit, no error row"
   else
-    echo "FAIL $what npu-sim bf16 without a fault: culprit '$call', $errors error rows, exit $rc"; fail=1
+    echo "FAIL $what npu-sim $prec without a fault: culprit '$call', $errors error rows, exit $rc"; fail=1
   fi
 }
 
@@ -143,27 +146,34 @@ for model in gpt cnn mlp; do
   SEED=1234
   no_false_alarm $model L0
   TASK=statistics no_false_alarm $model mix
+  # fp16 with its dynamic loss scaler (gradients dumped times 65536, the
+  # root attribute loss_scale says so and compare divides them)
+  no_false_alarm $model mix fp16
+  TASK=statistics no_false_alarm $model mix fp16
 done
-# ... and the faults that stand out of bf16 noise still named first.
+# ... and the faults that stand out of bf16 noise still named first, in
+# bf16 and in fp16 (whose gradients carry the loss scale).
 train gpt ref_gpt cpu fp32 none || exit 1
 train cnn ref_cnn cpu fp32 none || exit 1
 while read -r name rest; do
   [[ $bf16_ok != *" $name "* ]] && continue
   ops=${rest%% (*}
   model=gpt; case $ops in *conv2d*) model=cnn;; esac
-  train $model npu npu-sim bf16 "$name" || { fail=1; continue; }
-  read -r call errors rc < <(first_culprit ref_$model npu)
-  ok=0
-  IFS=',' read -ra oplist <<< "$ops"
-  for op in "${oplist[@]}"; do
-    op=${op# }
-    [ "$op" = sdpa ] && op=Functional.scaled_dot_product_attention
-    case $call in "$op".*) ok=1;; esac
+  for prec in bf16 fp16; do
+    train $model npu npu-sim $prec "$name" || { fail=1; continue; }
+    read -r call errors rc < <(first_culprit ref_$model npu)
+    ok=0
+    IFS=',' read -ra oplist <<< "$ops"
+    for op in "${oplist[@]}"; do
+      op=${op# }
+      [ "$op" = sdpa ] && op=Functional.scaled_dot_product_attention
+      case $call in "$op".*) ok=1;; esac
+    done
+    if [ $ok = 1 ] && [ "$rc" = 1 ]; then
+      echo "ok   $name $prec (default size): first culprit $call ($errors error rows)"
+    else
+      echo "FAIL $name $prec (default size): expected $ops, got first culprit '$call' (exit $rc)"; fail=1
+    fi
   done
-  if [ $ok = 1 ] && [ "$rc" = 1 ]; then
-    echo "ok   $name bf16 (default size): first culprit $call ($errors error rows)"
-  else
-    echo "FAIL $name bf16 (default size): expected $ops, got first culprit '$call' (exit $rc)"; fail=1
-  fi
 done < catalog.txt
 exit $fail

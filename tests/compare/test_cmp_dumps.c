@@ -34,6 +34,7 @@ typedef struct net_opts {
     int extra_relu;      /* an extra relu call first (shifts counters) */
     const char *module;  /* module path ("block") */
     int layout;
+    double loss_scale;   /* 0: no attribute; else written, and the gradients scaled by it */
 } net_opts;
 
 static void fill_base(void)
@@ -48,8 +49,10 @@ static void fill_base(void)
 
 static const float *tens(const net_opts *o, int t, float *buf)
 {
+    /* gradients (G3 .. GW) carry the loss scale */
+    double s = t >= G3 && o->loss_scale > 0 ? o->loss_scale : 1.0;
     for (int i = 0; i < N; i++)
-        buf[i] = (float)(base[t][i] * (1.0 + o->delta[t] * (i % 2 ? -1.0 : 1.0)));
+        buf[i] = (float)(s * base[t][i] * (1.0 + o->delta[t] * (i % 2 ? -1.0 : 1.0)));
     return buf;
 }
 
@@ -61,6 +64,8 @@ static void write_net(const char *path, const char *task, const char *precision,
     if (!w)
         return;
     tw_layout(w, o->layout);
+    if (o->loss_scale > 0)
+        tw_loss_scale(w, o->loss_scale);
     float buf[N];
     char mod[128];
     snprintf(mod, sizeof mod, "Module.%s.Block.forward.0", o->module ? o->module : "block");
@@ -460,6 +465,62 @@ static void test_routed_gradients(void)
     g2 = find_row(&p, "Functional.layer_norm.0.backward.output.0");
     CHECK(g2 && g2->verdict == NP_VERDICT_ERROR);
     np_cmp_pair_free(&p);
+}
+
+/* fp16 with a loss scaler: the cmp gradients carry the scale (root attribute
+ * loss_scale); compare divides them by it, in tensor and statistics mode.
+ * Without the attribute the same dump fails on every gradient row. */
+static void test_loss_scale(void)
+{
+    char b[512], c[512];
+    path_of(b, sizeof b, "ls_b.h5");
+    path_of(c, sizeof c, "ls_c.h5");
+    const char *tasks[2] = {"tensor", "statistics"};
+    for (int k = 0; k < 2; k++) {
+        net_opts o = clean();
+        write_net(b, tasks[k], "fp32", "float32", &o, 0);
+        for (int t = 0; t < NT; t++)
+            o.delta[t] = 1e-4; /* fp16 noise, below its warning level 0.005 */
+        o.loss_scale = 65536;
+        write_net(c, tasks[k], "fp16", "float16", &o, 0);
+        np_cmp_pair p;
+        if (compare(&p, b, c, NULL) != NP_OK)
+            return;
+        CHECK_EQ_INT(p.count_verdict[NP_VERDICT_ERROR], 0);
+        CHECK_EQ_INT(p.count_verdict[NP_VERDICT_WARNING], 0);
+        CHECK_EQ_FLOAT(p.cmp_loss_scale, 65536.0);
+        CHECK_EQ_FLOAT(p.bench_loss_scale, 1.0);
+        CHECK_CONTAINS(p.notes, "divided by the loss scale");
+        /* the shown statistics are divided too */
+        const np_cmp_row *g = find_row(&p, "Functional.linear.0.backward.output.1");
+        CHECK(g && g->cmp && fabs(g->cmp->max - g->bench->max) <= 2e-4 * fabs(g->bench->max));
+        np_cmp_pair_free(&p);
+
+        /* a backward-only fault still shows: 5 % on the layer_norm backward */
+        o.delta[G2] = 0.05;
+        write_net(c, tasks[k], "fp16", "float16", &o, 0);
+        if (compare(&p, b, c, NULL) != NP_OK)
+            return;
+        const np_cmp_call *f = first_culprit(&p);
+        CHECK(f && !strcmp(f->name, "Functional.layer_norm.0.backward"));
+        np_cmp_pair_free(&p);
+
+        /* the same scaled gradients without the attribute (an older dump):
+         * every gradient row fails */
+        o.delta[G2] = 1e-4;
+        write_net(c, tasks[k], "fp16", "float16", &o, 0);
+        np_cmp_pair q;
+        hid_t fid = H5Fopen(c, H5F_ACC_RDWR, H5P_DEFAULT);
+        CHECK(fid >= 0 && H5Adelete(fid, "loss_scale") >= 0);
+        if (fid >= 0)
+            H5Fclose(fid);
+        if (compare(&q, b, c, NULL) != NP_OK)
+            return;
+        CHECK_EQ_FLOAT(q.cmp_loss_scale, 1.0);
+        const np_cmp_row *g3 = find_row(&q, "Functional.layer_norm.0.backward.input.0");
+        CHECK(g3 && g3->verdict == NP_VERDICT_ERROR);
+        np_cmp_pair_free(&q);
+    }
 }
 
 /* An L0 dump (modules only): Block{ Attn{ c_attn, (an op not dumped), c_proj } }, the
@@ -1199,6 +1260,7 @@ int main(void)
     test_eps_differs();
     test_bf16_noise();
     test_routed_gradients();
+    test_loss_scale();
     test_l0_modules();
     test_corrupt_payloads();
     test_matching();

@@ -684,6 +684,66 @@ static void test_embed(void)
     }
 }
 
+static double attr_f64(const char *path, const char *name)
+{
+    double v = -99;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t a = H5Aopen(f, name, H5P_DEFAULT);
+    if (H5Aread(a, H5T_NATIVE_DOUBLE, &v) < 0)
+        v = -98;
+    H5Aclose(a);
+    H5Fclose(f);
+    return v;
+}
+
+/* The loss scale of each step (root attribute loss_scale, float64): 1 by
+ * default, np_probe_set_loss_scale for the steps begun after it, and the
+ * runtime's "loss_scale" scalar of NP_EV_STEP_BEGIN; sync and async. */
+static void test_loss_scale(void)
+{
+    for (int async = 0; async < 2; async++) {
+        char f[700], json[2048];
+        const char *dir = mkdir_case(async ? "loss_scale_async" : "loss_scale");
+        snprintf(json, sizeof json,
+                 "{\"task\": \"statistics\", \"dump_path\": \"%s\", \"async_dump\": %s}", dir,
+                 async ? "true" : "false");
+        np_probe *p = NULL;
+        np_error err;
+        np_error_clear(&err);
+        CHECK_EQ_INT(np_probe_open_json(&p, json, NULL, &err), NP_OK);
+        if (!p)
+            continue;
+        float g[3] = {0.5f, -0.5f, 0};
+        np_tensor tg;
+        mk(&tg, g, 1, 3, 0);
+        /* step 0: default; step 1: set through the API; step 2: through the hook */
+        for (int step = 0; step < 3; step++) {
+            if (step == 1)
+                np_probe_set_loss_scale(p, 1024.0);
+            if (step < 2) {
+                CHECK_EQ_INT(np_probe_step_begin(p, step, &err), NP_OK);
+            } else {
+                np_hook_scalar ls = {"loss_scale", 32768.0};
+                np_hook_event ev = {0};
+                ev.kind = NP_EV_STEP_BEGIN;
+                ev.step = step;
+                ev.scalars = &ls;
+                ev.n_scalars = 1;
+                CHECK_EQ_INT(np_probe_on_event(&ev, p), 0);
+            }
+            CHECK_EQ_INT(np_probe_dump(p, "Module.lin.Linear", NP_ROLE_PARAMETERS_GRAD, "weight",
+                                       &tg, &err), NP_OK);
+            CHECK_EQ_INT(np_probe_step_end(p, &err), NP_OK);
+        }
+        np_probe_summary sum;
+        CHECK_EQ_INT(np_probe_close(p, &sum, &err), NP_OK);
+        np_probe_free(p);
+        CHECK_EQ_FLOAT(attr_f64(step_file(f, sizeof f, dir, 0, 0), "loss_scale"), 1.0);
+        CHECK_EQ_FLOAT(attr_f64(step_file(f, sizeof f, dir, 1, 0), "loss_scale"), 1024.0);
+        CHECK_EQ_FLOAT(attr_f64(step_file(f, sizeof f, dir, 2, 0), "loss_scale"), 32768.0);
+    }
+}
+
 static void test_errors(void)
 {
     char f[700];
@@ -1080,6 +1140,7 @@ int main(void)
     test_async_equals_sync();
     test_overflow();
     test_embed();
+    test_loss_scale();
     test_embed_names();
     test_errors();
     test_error_after_a_step();
