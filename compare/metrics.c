@@ -396,6 +396,12 @@ static void finish(np_cmp_metrics *m, const part *q, int64_t n, int ndim, double
         double p = q->cc * q->bb;
         double nn = isfinite(p) && p >= DBL_MIN ? sqrt(p) : m->cmp_norm * m->bench_norm;
         m->cosine = q->dot / nn;
+        /* rounding can put |cos| a few ulp above 1 (Cauchy-Schwarz holds
+         * exactly, the float64 sums do not): clamp */
+        if (m->cosine > 1.0)
+            m->cosine = 1.0;
+        else if (m->cosine < -1.0)
+            m->cosine = -1.0;
     }
 }
 

@@ -550,11 +550,12 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         if (p->calls[f].sev_in > c->sev_in)
             c->sev_in = p->calls[f].sev_in;
     }
-    int failed_before = 0;
+    int failed_before = 0, api_failed_before = 0;
     size_t n_cul = 0;
     for (size_t k = 0; k < nc; k++) {
         np_cmp_call *c = &p->calls[k];
         int out_bad = c->n_error_out > 0;
+        int is_api = !strcmp(c->kind, "api");
         if (kw_bad[k]) {
             c->status = NP_CALL_CULPRIT;
             c->reason = "a scalar argument differs from the bench";
@@ -564,6 +565,13 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
             c->status = failed_before ? NP_CALL_PROPAGATED : NP_CALL_CULPRIT;
             c->reason = failed_before ? "no inputs recorded and an earlier call already fails"
                                       : "outputs fail and no earlier call fails (no inputs recorded)";
+        } else if (c->sev_in > 1 && !api_failed_before && is_api) {
+            /* nothing dumped before it fails, yet its inputs do: the error
+             * comes from outside the dump (modules: see below) */
+            c->status = NP_CALL_CULPRIT;
+            c->reason = "its inputs already fail, but no earlier dumped call fails: the error "
+                        "starts before it, in an op that is not dumped (the config's list or "
+                        "scope left it out) or in the input data";
         } else if (c->sev_in > 1) {
             c->status = NP_CALL_PROPAGATED;
             c->reason = "its inputs already fail";
@@ -579,8 +587,10 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
                                                    c->sev_out / c->sev_in)
                                       : "inputs pass, outputs fail";
         }
-        if (out_bad || kw_bad[k])
+        if (out_bad || kw_bad[k]) {
             failed_before = 1;
+            api_failed_before |= is_api;
+        }
     }
     /* Modules, innermost first. A module's failing outputs are explained
      * by the calls inside it:

@@ -523,6 +523,33 @@ static void test_loss_scale(void)
     }
 }
 
+/* The error starts outside the dump (an op the config's list left out, or
+ * different input data): the first API call to fail has failing inputs and
+ * no dumped call before it fails. It is named, with that reason. */
+static void test_outside_dump(void)
+{
+    char b[512], c[512];
+    path_of(b, sizeof b, "od_b.h5");
+    path_of(c, sizeof c, "od_c.h5");
+    net_opts o = clean();
+    write_net(b, "tensor", "fp32", "float32", &o, 0);
+    for (int t = 0; t < NT; t++)
+        if (t != W && t != B)
+            o.delta[t] = 0.01; /* from the data on: everything 1 % off */
+    write_net(c, "tensor", "fp32", "float32", &o, 0);
+    np_cmp_pair p;
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    const np_cmp_call *f = first_culprit(&p);
+    CHECK(f && !strcmp(f->name, "Functional.linear.0.forward"));
+    if (f)
+        CHECK_CONTAINS(f->reason, "no earlier dumped call fails");
+    CHECK_EQ_INT(p.n_culprits, 1);
+    const np_cmp_call *r = find_call(&p, "Functional.relu.0.forward");
+    CHECK(r && r->status == NP_CALL_PROPAGATED);
+    np_cmp_pair_free(&p);
+}
+
 /* An L0 dump (modules only): Block{ Attn{ c_attn, (an op not dumped), c_proj } }, the
  * modules reported after their inner calls. */
 static void write_l0(const char *path, const char *precision, const char *dtype, const net_opts *o)
@@ -1261,6 +1288,7 @@ int main(void)
     test_bf16_noise();
     test_routed_gradients();
     test_loss_scale();
+    test_outside_dump();
     test_l0_modules();
     test_corrupt_payloads();
     test_matching();

@@ -66,9 +66,37 @@ static double urand(unsigned *s)
     return ((*s >> 8) & 0xFFFFFF) / 16777216.0;
 }
 
+/* Near-parallel sides (cmp = k * bench, rounded to float32): the float64
+ * sums can put dot / sqrt(cc * bb) an ulp above 1; the cosine is clamped to
+ * [-1, 1], and -1 for an opposite side. */
+static void test_cosine_bounds(void)
+{
+    unsigned s = 7;
+    int above = 0;
+    for (int trial = 0; trial < 400; trial++) {
+        int n = 2 + trial % 37;
+        float b[40], c[40], c2[40];
+        double k = 1.0 + (trial % 13) * 0.0731;
+        for (int i = 0; i < n; i++) {
+            s = s * 1664525u + 1013904223u;
+            b[i] = (float)((double)(s >> 8) / 16777216.0 - 0.37);
+            c[i] = (float)(b[i] * k);
+            c2[i] = -c[i];
+        }
+        np_cmp_metrics m;
+        np_cmp_metrics_f32(&m, b, c, n, 1, 0.0);
+        above += m.cosine > 1.0;
+        CHECK(m.cosine <= 1.0 && m.cosine > 1.0 - 1e-12);
+        np_cmp_metrics_f32(&m, b, c2, n, 1, 0.0);
+        CHECK(m.cosine >= -1.0 && m.cosine < -1.0 + 1e-12);
+    }
+    CHECK_EQ_INT(above, 0);
+}
+
 int main(void)
 {
     np_cmp_metrics m;
+    test_cosine_bounds();
     /* hand-worked: b = [1, 2, 3], c = [1, 2, 4] */
     {
         float b[] = {1, 2, 3}, c[] = {1, 2, 4};
