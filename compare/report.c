@@ -494,7 +494,23 @@ np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const 
     json_str(f, p->cmp_path);
     ob_printf(f, ", \"step\": %d, \"rank\": %d, \"mode\": ", p->step, p->rank);
     json_str(f, np_cmp_mode_name(p->mode));
-    ob_puts(f, ", \"notes\": ");
+    ob_puts(f, ", \"bench_run\": {\"task\": ");
+    json_str(f, p->bench_task);
+    ob_puts(f, ", \"device\": ");
+    json_str(f, p->bench_device);
+    ob_puts(f, ", \"precision\": ");
+    json_str(f, p->bench_precision);
+    ob_puts(f, ", \"loss_scale\": ");
+    json_num(f, p->bench_loss_scale);
+    ob_puts(f, "}, \"cmp_run\": {\"task\": ");
+    json_str(f, p->cmp_task);
+    ob_puts(f, ", \"device\": ");
+    json_str(f, p->cmp_device);
+    ob_puts(f, ", \"precision\": ");
+    json_str(f, p->cmp_precision);
+    ob_puts(f, ", \"loss_scale\": ");
+    json_num(f, p->cmp_loss_scale);
+    ob_puts(f, "}, \"notes\": ");
     json_str(f, p->notes);
     ob_puts(f, "},\n\"summary\": {");
     for (int v = 0; v < 3; v++)

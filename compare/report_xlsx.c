@@ -151,11 +151,11 @@ static void write_summary(lxw_worksheet *ws, const np_cmp_result *r, const np_cm
     snprintf(buf, sizeof buf, "step %d, rank %d", p->step, p->rank);
     kv(ws, &row, "step / rank", buf, F);
     kv(ws, &row, "mode", np_cmp_mode_name(p->mode), F);
-    snprintf(buf, sizeof buf, "task %s, device %s, precision %s", p->bench_task, p->bench_device,
-             p->bench_precision);
+    snprintf(buf, sizeof buf, "task %s, device %s, precision %s, loss scale %.17g", p->bench_task,
+             p->bench_device, p->bench_precision, p->bench_loss_scale);
     kv(ws, &row, "bench run", buf, F);
-    snprintf(buf, sizeof buf, "task %s, device %s, precision %s", p->cmp_task, p->cmp_device,
-             p->cmp_precision);
+    snprintf(buf, sizeof buf, "task %s, device %s, precision %s, loss scale %.17g", p->cmp_task,
+             p->cmp_device, p->cmp_precision, p->cmp_loss_scale);
     kv(ws, &row, "cmp run", buf, F);
     kv(ws, &row, "notes", p->notes[0] ? p->notes : "none", F);
     row++;
