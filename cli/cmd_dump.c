@@ -309,6 +309,7 @@ int np_cmd_dump(int argc, char **argv)
     }
     if (pid == 0) {
         setenv("NPROBE_DUMP_CONFIG", abs_cfg, 1);
+        setenv("NPROBE_DUMP_PARENT", "1", 1); /* the child leaves the scope warnings to us */
         execvp(argv[i], argv + i);
         np_cli_error("dump: cannot run '%s': %s", argv[i], strerror(errno));
         _exit(127);

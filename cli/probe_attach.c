@@ -71,6 +71,24 @@ int np_cli_probe_detach(np_cli_probe *cp)
                 s.overflow_call, s.overflow_step, s.overflow_rank,
                 s.overflow_module[0] ? ", module " : "", s.overflow_module,
                 (long long)s.overflows);
+    /* under `nprobe dump` the parent reads the step files and warns */
+    if (!getenv("NPROBE_DUMP_PARENT")) {
+        if (s.scope_unreached)
+            fprintf(stderr,
+                    "nprobe: dump: warning: scope: the first call \"%s\" never arrived in %lld of "
+                    "%lld step file(s) (the first: step %d), so nothing was dumped there (is the "
+                    "name, the step or the level right? `nprobe ls --calls` on a dump without "
+                    "scope lists the call names)\n",
+                    s.scope_first, (long long)s.scope_unreached, (long long)s.scope_steps,
+                    s.scope_unreached_step);
+        if (s.scope_open)
+            fprintf(stderr,
+                    "nprobe: dump: warning: scope: the last call \"%s\" never arrived after "
+                    "\"%s\" in %lld of %lld step file(s) (the first: step %d), so everything to "
+                    "the end of the step was dumped\n",
+                    s.scope_last, s.scope_first, (long long)s.scope_open, (long long)s.scope_steps,
+                    s.scope_open_step);
+    }
     if (st)
         np_cli_report(&err);
     np_probe_free(cp->probe);

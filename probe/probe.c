@@ -29,6 +29,8 @@ struct np_probe {
     /* step state */
     int in_step, step, step_selected, file_open;
     int scope_state;     /* 0 before scope[0], 1 inside, 2 after scope[1] */
+    int64_t scope_steps, scope_unreached, scope_open; /* over the step files written */
+    int scope_unreached_step, scope_open_step;        /* the first of each, -1 if none */
     int64_t seq;         /* next row of /calls in this step */
     /* the call being recorded */
     np_call_rec call;
@@ -375,6 +377,13 @@ static void end_step(np_probe *p)
         np_error_clear(&e);
         if (w_step_end(p, &e))
             fail(p, &e);
+        else if (p->cfg->n_scope == 2) {
+            p->scope_steps++;
+            if (p->scope_state == 0 && p->scope_unreached++ == 0)
+                p->scope_unreached_step = p->step;
+            if (p->scope_state == 1 && p->scope_open++ == 0)
+                p->scope_open_step = p->step;
+        }
     }
     p->in_step = 0;
     p->file_open = 0;
@@ -632,6 +641,7 @@ np_status np_probe_open_config(np_probe **out, const np_probe_config *cfg,
     p->rank = meta ? meta->rank : 0;
     p->world_size = meta && meta->world_size > 0 ? meta->world_size : 1;
     p->loss_scale = 1.0;
+    p->scope_unreached_step = p->scope_open_step = -1;
     p->rank_selected = p->cfg->n_ranks == 0;
     for (int i = 0; i < p->cfg->n_ranks; i++)
         p->rank_selected |= p->cfg->ranks[i] == p->rank;
@@ -724,6 +734,15 @@ np_status np_probe_close(np_probe *p, np_probe_summary *out, np_error *err)
         memcpy(out->overflow_module, p->of_module, sizeof out->overflow_module);
         out->overflow_step = p->of_step;
         out->overflow_rank = p->of_rank;
+        out->scope_steps = p->scope_steps;
+        out->scope_unreached = p->scope_unreached;
+        out->scope_open = p->scope_open;
+        out->scope_unreached_step = p->scope_unreached_step;
+        out->scope_open_step = p->scope_open_step;
+        if (p->cfg->n_scope == 2) {
+            np_fmt_copy_name(out->scope_first, NP_FMT_NAME_LEN, p->cfg->scope[0]);
+            np_fmt_copy_name(out->scope_last, NP_FMT_NAME_LEN, p->cfg->scope[1]);
+        }
         out->error = p->error;
     }
     if (p->failed) {

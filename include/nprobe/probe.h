@@ -149,6 +149,12 @@ typedef struct np_probe_summary {
     char overflow_call[NP_FMT_NAME_LEN];   /* first call holding NaN/Inf */
     char overflow_module[NP_FMT_NAME_LEN]; /* its module ("" at top level) */
     int overflow_step, overflow_rank;
+    /* with a configured scope: step files written, and of them those where
+     * the first call never arrived (nothing dumped) or the last never came
+     * after it (dumped to the end of the step); the first such step of each */
+    int64_t scope_steps, scope_unreached, scope_open;
+    int scope_unreached_step, scope_open_step;
+    char scope_first[NP_FMT_NAME_LEN], scope_last[NP_FMT_NAME_LEN];
     np_error error;         /* the dump error, status NP_OK if none */
 } np_probe_summary;
 

@@ -40,6 +40,14 @@ cat > scope_open.json <<JSON
 JSON
 "$nprobe" dump -c scope_open.json -- "$nprobe" "${train[@]}" >out.txt 2>err.txt
 check err.txt 'warning: scope: the last call "Functional.linear.99.forward" never arrived after "Functional.linear.0.forward" in step 0 rank 0'
+# under `nprobe dump` the warning comes once (from the parent), ...
+n=$(grep -c "warning: scope" err.txt)
+[ "$n" = 1 ] || { echo "FAIL: $n scope warnings under nprobe dump, expected 1"; fail=1; }
+# ... and `nprobe train --dump-config` alone warns too (the probe counts)
+"$nprobe" "${train[@]}" --dump-config scope_none.json >out.txt 2>err.txt
+check err.txt 'nprobe: dump: warning: scope: the first call "Functional.linear.77.forward" never arrived in 1 of 1 step file(s) (the first: step 0)'
+"$nprobe" "${train[@]}" --dump-config scope_open.json >out.txt 2>err.txt
+check err.txt 'nprobe: dump: warning: scope: the last call "Functional.linear.99.forward" never arrived after "Functional.linear.0.forward" in 1 of 1 step file(s) (the first: step 0)'
 cat > scope_ok.json <<JSON
 {"task": "statistics", "dump_path": "d_scope_ok", "level": "L1", "step": [0],
  "statistics": {"scope": ["Functional.linear.0.forward", "Functional.linear.1.forward"]}}
