@@ -4,6 +4,7 @@
  * run (--config-check-out) and checkpoints (--save / --load). */
 #include <math.h>
 #include <omp.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,14 +254,22 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int env_int(const char *name, int dflt)
+/* An integer from the environment in [lo, 2^20]; `dflt` when unset or
+ * empty, -1 (after an error message naming the variable) when malformed. */
+static int env_int(const char *name, int dflt, int lo)
 {
     const char *v = getenv(name);
     if (!v || !*v)
         return dflt;
     char *end = NULL;
+    errno = 0;
     long x = strtol(v, &end, 10);
-    return *end || x < 0 || x > 1 << 20 ? dflt : (int)x;
+    if (*end || errno || x < lo || x > 1 << 20) {
+        np_cli_error("environment variable %s=\"%s\": expected an integer from %d to %d", name,
+                     v, lo, 1 << 20);
+        return -1;
+    }
+    return (int)x;
 }
 
 /* Write the config_check pack: hyperparameters, seeds, weights, batch hashes. */
@@ -402,7 +411,14 @@ static int train(const train_args *a)
     co.fault = (np_fault)np_fault_from_name(a->fault);
     co.seed = o.seed;
     co.threads = (int)a->threads;
-    int rank = env_int("NPROBE_RANK", 0), world = env_int("NPROBE_WORLD_SIZE", 1);
+    int rank = env_int("NPROBE_RANK", 0, 0), world = env_int("NPROBE_WORLD_SIZE", 1, 1);
+    if (rank < 0 || world < 0)
+        return NP_EXIT_USAGE;
+    if (rank >= world) {
+        np_cli_error("NPROBE_RANK=%d is not below NPROBE_WORLD_SIZE=%d (ranks are 0 .. %d)", rank,
+                     world, world - 1);
+        return NP_EXIT_USAGE;
+    }
     co.rank = rank;
     if (co.fault != NP_FAULT_NONE && co.device != NP_DEVICE_NPU_SIM)
         fprintf(stderr, "nprobe: warning: --fault %s acts on --device npu-sim only; "

@@ -6,6 +6,7 @@
 #   stderr    (optional) fragments, one per line, that must all appear in stderr
 #   stdout    (optional) fragments that must all appear in stdout
 #   no_stdout / no_stderr (optional, empty files) the stream must be empty
+#   env       (optional) VAR=value lines set in the command's environment
 set -u
 nprobe=$1
 case_dir=$2
@@ -17,7 +18,11 @@ if [ -s "$case_dir/args" ]; then
     args+=("${line//@TMP@/$tmp}")
   done < "$case_dir/args"
 fi
-(cd "$tmp" && "$nprobe" "${args[@]}" >"$tmp/.out" 2>"$tmp/.err" </dev/null)
+envs=()
+if [ -s "$case_dir/env" ]; then
+  while IFS= read -r line || [ -n "$line" ]; do envs+=("$line"); done < "$case_dir/env"
+fi
+(cd "$tmp" && env "${envs[@]}" "$nprobe" "${args[@]}" >"$tmp/.out" 2>"$tmp/.err" </dev/null)
 code=$?
 want=$(cat "$case_dir/exit")
 fail=0
