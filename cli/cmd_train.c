@@ -423,6 +423,10 @@ static int train(const train_args *a)
     if (co.fault != NP_FAULT_NONE && co.device != NP_DEVICE_NPU_SIM)
         fprintf(stderr, "nprobe: warning: --fault %s acts on --device npu-sim only; "
                         "the cpu reference runs without it\n", a->fault);
+    else if (co.fault != NP_FAULT_NONE && !np_model_fault_applies(kind, np_fault_get(co.fault)->op))
+        fprintf(stderr, "nprobe: warning: --fault %s acts on %s, which the %s model does not "
+                        "call: this run is the same as one without the fault\n",
+                a->fault, np_fault_get(co.fault)->op, a->model);
     np_ctx *ctx = NULL;
     np_trainer *tr = NULL;
     np_cli_probe *probe = NULL;

@@ -17,6 +17,44 @@ const char *np_model_kind_name(np_model_kind k)
     return (unsigned)k < NP_MODEL_KIND_COUNT ? model_names[k] : "unknown";
 }
 
+/* The API ops each model calls in a training step (forward or backward),
+ * checked against the runs in tests/model/test_model_faults.c. */
+static const char *const model_apis[NP_MODEL_KIND_COUNT][12] = {
+    [NP_MODEL_MLP] = {"Functional.linear", "Functional.relu", "Functional.cross_entropy", NULL},
+    [NP_MODEL_CNN] = {"Functional.conv2d", "Functional.relu", "Functional.max_pool2d",
+                      "Torch.flatten", "Functional.linear", "Functional.cross_entropy", NULL},
+    [NP_MODEL_GPT] = {"Functional.embedding", "Functional.layer_norm", "Functional.linear",
+                      "Functional.scaled_dot_product_attention", "Functional.gelu",
+                      "Functional.cross_entropy", NULL},
+};
+
+int np_model_calls_api(np_model_kind k, const char *api, size_t len)
+{
+    if ((unsigned)k >= NP_MODEL_KIND_COUNT || !api)
+        return 0;
+    for (int i = 0; model_apis[k][i]; i++)
+        if (strlen(model_apis[k][i]) == len && !strncmp(model_apis[k][i], api, len))
+            return 1;
+    return 0;
+}
+
+int np_model_fault_applies(np_model_kind k, const char *ops)
+{
+    /* ops: "Functional.softmax, Functional.scaled_dot_product_attention" */
+    const char *s = ops;
+    while (s && *s) {
+        while (*s == ' ' || *s == ',')
+            s++;
+        size_t n = strcspn(s, ",");
+        while (n > 0 && s[n - 1] == ' ')
+            n--;
+        if (n && np_model_calls_api(k, s, n))
+            return 1;
+        s += strcspn(s, ",");
+    }
+    return 0;
+}
+
 int np_model_kind_from_name(const char *name)
 {
     for (int i = 0; name && i < NP_MODEL_KIND_COUNT; i++)

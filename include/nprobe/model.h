@@ -153,6 +153,12 @@ typedef enum np_model_kind {
 /* "mlp", "cnn", "gpt"; from_name returns -1 if unknown. */
 const char *np_model_kind_name(np_model_kind k);
 int np_model_kind_from_name(const char *name);
+/* 1 when a training step of model `k` calls the API named by the `len`
+ * bytes at `api` ("Functional.layer_norm"). */
+int np_model_calls_api(np_model_kind k, const char *api, size_t len);
+/* 1 when a fault whose op list is `ops` (np_fault_info.op, comma-separated)
+ * acts on model `k`: the model calls one of those ops. */
+int np_model_fault_applies(np_model_kind k, const char *ops);
 
 typedef struct np_model_config {
     np_model_kind kind;
