@@ -5,7 +5,15 @@
  * progress is either absent, or a dump.h5.partial that the reader opens
  * (complete=0, rows are a prefix of the reference) or refuses cleanly with
  * NP_ERR_INCOMPLETE - checked in a forked reader so that a crash of the
- * reader would be seen as a failure, not take the test down. */
+ * reader would be seen as a failure, not take the test down.
+ *
+ * Two sizes: many small payloads (24 KB, written through HDF5) and fewer
+ * large ones (280 KB, above the writer's DIRECT_MIN: written around the
+ * page cache with O_DIRECT where the file system allows it, the path the
+ * multi-gigabyte dumps take). The test directory is under $TMPDIR (or
+ * /tmp); the large run says whether O_DIRECT was in use there. */
+#define _GNU_SOURCE /* O_DIRECT */
+#include <fcntl.h>
 #include <hdf5.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,9 +28,9 @@
 #include "nprobe/dumpfile.h"
 #include "nprobe/probe.h"
 
-#define N_STEPS 40
-#define N_CALLS 12
-#define NUMEL 6000
+#define MAX_STEPS 40
+/* the configuration of the current suite (small or large payloads) */
+static int N_STEPS = 40, N_CALLS = 12, NUMEL = 6000, ROWS = 60, COLS = 100;
 
 static void child_run(const char *dir, int async)
 {
@@ -33,13 +41,15 @@ static void child_run(const char *dir, int async)
     np_probe *p = NULL;
     if (np_probe_open_json(&p, json, NULL, NULL))
         _exit(3);
-    static float x[NUMEL];
+    float *x = malloc((size_t)NUMEL * sizeof *x);
+    if (!x)
+        _exit(4);
     np_tensor t;
     memset(&t, 0, sizeof t);
     t.dtype = NP_FLOAT32;
     t.ndim = 2;
-    t.shape[0] = 60;
-    t.shape[1] = 100;
+    t.shape[0] = ROWS;
+    t.shape[1] = COLS;
     t.numel = NUMEL;
     t.data = x;
     for (int s = 0; s < N_STEPS; s++) {
@@ -87,16 +97,16 @@ static int load(content *c, const char *path)
         return -1;
     int rc = np_dump_read_entries(&c->rows, &c->n, d, NULL) ? -1 : 0;
     if (rc == 0 && c->n) {
-        c->data = calloc(c->n * NUMEL, sizeof(float));
+        c->data = calloc(c->n * (size_t)NUMEL, sizeof(float));
         double *v = malloc(NUMEL * sizeof *v);
         for (size_t i = 0; i < c->n && rc == 0; i++) {
             size_t got;
-            if (np_dump_read_values(v, NUMEL, &got, NULL, d, c->rows[i].name, NULL) ||
-                got != NUMEL) {
+            if (np_dump_read_values(v, (size_t)NUMEL, &got, NULL, d, c->rows[i].name, NULL) ||
+                got != (size_t)NUMEL) {
                 rc = -1;
                 break;
             }
-            for (size_t k = 0; k < NUMEL; k++)
+            for (size_t k = 0; k < (size_t)NUMEL; k++)
                 c->data[i * NUMEL + k] = (float)v[k];
         }
         free(v);
@@ -114,7 +124,7 @@ static void unload(content *c)
 static int same(const content *a, const content *b, size_t n)
 {
     return a->n >= n && b->n >= n && memcmp(a->rows, b->rows, n * sizeof *a->rows) == 0 &&
-           memcmp(a->data, b->data, n * NUMEL * sizeof(float)) == 0;
+           memcmp(a->data, b->data, n * (size_t)NUMEL * sizeof(float)) == 0;
 }
 
 /* Open a partial file in a child: 0 read fine with a prefix of ref rows (or
@@ -147,13 +157,9 @@ static int check_partial(const char *path, const content *ref)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
 }
 
-int main(void)
+static void suite(const char *tmp, int kills)
 {
-    char tmp[] = "/tmp/np_probe_crash_XXXXXX";
-    if (!mkdtemp(tmp))
-        return 1;
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    int kills = getenv("NP_SANITIZED") ? 3 : 6;
+    int status;
 
     /* The reference: an uninterrupted run. */
     char ref_dir[600];
@@ -161,18 +167,18 @@ int main(void)
     pid_t pid = fork();
     if (pid == 0)
         child_run(ref_dir, 0);
-    int status;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     waitpid(pid, &status, 0);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     long run_us = (t1.tv_sec - t0.tv_sec) * 1000000L + (t1.tv_nsec - t0.tv_nsec) / 1000;
-    content ref[N_STEPS];
+    content ref[MAX_STEPS];
     for (int s = 0; s < N_STEPS; s++) {
         char f[700];
         snprintf(f, sizeof f, "%s/step%d/rank0/dump.h5", ref_dir, s);
-        CHECK_MSG(load(&ref[s], f) == 0 && ref[s].n == 2 * N_CALLS, "reference step %d", s);
+        CHECK_MSG(load(&ref[s], f) == 0 && ref[s].n == (size_t)(2 * N_CALLS), "reference step %d",
+                  s);
     }
 
     srand(12345);
@@ -228,6 +234,46 @@ int main(void)
             partial_read, partial_refused, completed_total);
     for (int s = 0; s < N_STEPS; s++)
         unload(&ref[s]);
+}
+
+/* 1 when the file system of `dir` accepts O_DIRECT (the writer then uses it
+ * for large payloads). */
+static int direct_ok(const char *dir)
+{
+    char f[800];
+    snprintf(f, sizeof f, "%s/direct_probe", dir);
+    int fd = open(f, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+    if (fd >= 0)
+        close(fd);
+    unlink(f);
+    return fd >= 0;
+}
+
+int main(void)
+{
+    const char *td = getenv("TMPDIR");
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s/np_probe_crash_XXXXXX", td && *td ? td : "/tmp");
+    if (!mkdtemp(tmp))
+        return 1;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    int kills = getenv("NP_SANITIZED") ? 3 : 6;
+    char sub[700];
+    /* small payloads, many steps */
+    snprintf(sub, sizeof sub, "%s/small", tmp);
+    mkdir(sub, 0700);
+    suite(sub, kills);
+    /* large payloads (280 KB each, above DIRECT_MIN), fewer steps */
+    N_STEPS = 10;
+    N_CALLS = 3;
+    ROWS = 280;
+    COLS = 256;
+    NUMEL = ROWS * COLS;
+    snprintf(sub, sizeof sub, "%s/large", tmp);
+    mkdir(sub, 0700);
+    fprintf(stderr, "large payloads (%d bytes each): O_DIRECT %s in %s\n", NUMEL * 4,
+            direct_ok(sub) ? "in use" : "refused by the file system (buffered fallback)", sub);
+    suite(sub, kills);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (check_failures_ == 0 && system(cmd) != 0)
