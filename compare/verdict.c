@@ -433,6 +433,8 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
     }
     /* gradients behind a non-smooth op, in a low-precision run */
     double u = fmax(low_unit_roundoff(p->cmp_precision), low_unit_roundoff(p->bench_precision));
+    if (!isnan(o->rtol))
+        u = 0; /* --rtol sets every row's level */
     int r0 = u > 0 ? first_routed_call(p) : -1;
     int64_t s0 = r0 >= 0 ? p->calls[r0].seq : INT64_MAX;
     const char *routed_from = "";
@@ -489,12 +491,14 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
     size_t nc = p->n_calls;
     int *n_in = calloc(nc + 1, sizeof *n_in);
     char *kw_bad = calloc(nc + 1, 1);
+    char *par_bad = calloc(nc + 1, 1); /* a parameter row fails */
     /* rows left out (payload unreadable or corrupt), per call: inputs, outputs */
     int *n_left = calloc(2 * (nc + 1), sizeof *n_left);
     np_strmap byname = {0};
-    if (!n_in || !kw_bad || !n_left || np_strmap_init(&byname, nc) != 0) {
+    if (!n_in || !kw_bad || !par_bad || !n_left || np_strmap_init(&byname, nc) != 0) {
         free(n_in);
         free(kw_bad);
+        free(par_bad);
         free(n_left);
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
     }
@@ -528,6 +532,8 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
             n_in[r->call_index]++;
             if (r->severity > c->sev_in)
                 c->sev_in = r->severity;
+            if (!strcmp(role, "parameters") && r->severity > 1)
+                par_bad[r->call_index] = 1;
         } else if (role_is_out(role)) {
             if (r->verdict == NP_VERDICT_ERROR)
                 c->n_error_out++;
@@ -549,6 +555,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         n_in[k] += n_in[f];
         if (p->calls[f].sev_in > c->sev_in)
             c->sev_in = p->calls[f].sev_in;
+        par_bad[k] |= par_bad[f];
     }
     int failed_before = 0, api_failed_before = 0;
     size_t n_cul = 0;
@@ -568,10 +575,25 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         } else if (c->sev_in > 1 && !api_failed_before && is_api) {
             /* nothing dumped before it fails, yet its inputs do: the error
              * comes from outside the dump (modules: see below) */
+            /* its parameters, or those of a module around it (an API call
+             * takes the module's weights as inputs), already differ? */
+            int pb = par_bad[k];
+            const char *par = c->parent;
+            for (int d = 0; !pb && par && par[0] && d < 64; d++) {
+                int j = np_strmap_get(&byname, par);
+                if (j < 0 || j == (int)k)
+                    break;
+                pb = par_bad[j];
+                par = p->calls[j].parent;
+            }
             c->status = NP_CALL_CULPRIT;
-            c->reason = "its inputs already fail, but no earlier dumped call fails: the error "
-                        "starts before it, in an op that is not dumped (the config's list or "
-                        "scope left it out) or in the input data";
+            c->reason = pb
+                            ? "its parameters already differ from the bench, and no earlier dumped "
+                              "call fails: the weights parted before this step (compare an "
+                              "earlier step, or start both runs from the same checkpoint)"
+                            : "its inputs already fail, but no earlier dumped call fails: the "
+                              "error starts before it, in an op that is not dumped (the config's "
+                              "list or scope left it out) or in the input data";
         } else if (c->sev_in > 1) {
             c->status = NP_CALL_PROPAGATED;
             c->reason = "its inputs already fail";
@@ -619,6 +641,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         free(has_cul);
         free(n_in);
         free(kw_bad);
+        free(par_bad);
         free(n_left);
         np_strmap_free(&byname);
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
@@ -732,6 +755,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
                 p->culprits[p->n_culprits++] = (int)k;
     free(n_in);
     free(kw_bad);
+    free(par_bad);
     free(n_left);
     np_strmap_free(&byname);
     return p->culprits ? NP_OK : np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");

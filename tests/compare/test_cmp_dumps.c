@@ -35,6 +35,7 @@ typedef struct net_opts {
     const char *module;  /* module path ("block") */
     int layout;
     double loss_scale;   /* 0: no attribute; else written, and the gradients scaled by it */
+    int module_params;   /* the Block module records W as its parameter "weight" */
 } net_opts;
 
 static void fill_base(void)
@@ -71,6 +72,8 @@ static void write_net(const char *path, const char *task, const char *precision,
     snprintf(mod, sizeof mod, "Module.%s.Block.forward.0", o->module ? o->module : "block");
     int m = tw_call(w, mod, "module", "", "net.c:10 net_forward");
     tw_tensor(w, m, mod, "input", "0", dtype, 1, shp, tens(o, X, buf));
+    if (o->module_params)
+        tw_tensor(w, m, mod, "parameters", "weight", "float32", 1, shp, tens(o, W, buf));
     tw_tensor(w, m, mod, "output", "0", dtype, 1, shp, tens(o, Y3, buf));
     int relu_n = 0;
     if (o->extra_relu) {
@@ -547,6 +550,25 @@ static void test_outside_dump(void)
     CHECK_EQ_INT(p.n_culprits, 1);
     const np_cmp_call *r = find_call(&p, "Functional.relu.0.forward");
     CHECK(r && r->status == NP_CALL_PROPAGATED);
+    np_cmp_pair_free(&p);
+
+    /* the weights differ (a later step of diverged runs): the first call
+     * that takes them is named, and the reason says the weights parted
+     * before the step */
+    net_opts z = clean();
+    z.module_params = 1;
+    write_net(b, "tensor", "fp32", "float32", &z, 0);
+    o = z;
+    for (int t = W; t < NT; t++)
+        if (t != B)
+            o.delta[t] = 0.01;
+    write_net(c, "tensor", "fp32", "float32", &o, 0);
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    f = first_culprit(&p);
+    CHECK(f && !strcmp(f->name, "Functional.linear.0.forward"));
+    if (f)
+        CHECK_CONTAINS(f->reason, "parameters already differ");
     np_cmp_pair_free(&p);
 }
 
