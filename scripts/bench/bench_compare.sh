@@ -7,21 +7,24 @@
 #   bytes, peak RSS, ratio;
 #   statistics mode, 141k rows per side: seconds and peak RSS (csv report and
 #   xlsx report timed separately);
-#   --flat: peak RSS of nprobe compare at ~1 GB and ~5 GB per side (2 and 10 GB dumps), to show it
-#   does not grow with the dump size.
+#   flat memory: nprobe compare alone on dumps of 1 GB and of 10 GB per side
+#   (one run each; the 10 GB pair may not fit the page cache): GB/s and peak
+#   RSS, to show that the peak does not grow with the dump size.
 # --quick uses small sizes to check that the script works. Prints a Markdown
-# section. Env: NPROBE_BIN (default build/nprobe), NP_PYTHON, BENCH_DIR
-# (scratch space, default a temp dir; needs 2x the dump size).
+# section. Env: NPROBE_BIN (default build/release/nprobe), NP_PYTHON,
+# BENCH_DIR (scratch space, default a temp dir; needs 2x the largest dump,
+# 20 GB).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${NPROBE_BIN:-$root/build/release/nprobe}
 py=${NP_PYTHON:-/usr/bin/python3}
 here=$root/scripts/bench
-K=300 NUMEL=$((1 << 20)) SROWS=141000 REPS=3 FLAT=0
+K=300 NUMEL=$((1 << 20)) SROWS=141000 REPS=3
+# flat memory: tensors of 1M float32 (4 MiB) per side: 256 = 1 GiB, 2560 = 10 GiB
+FLAT_SMALL=256 FLAT_LARGE=2560 FLAT_NUMEL=$((1 << 20))
 for a in "$@"; do
   case $a in
-    --quick) K=20 NUMEL=$((1 << 18)) SROWS=20000 REPS=1;;
-    --flat) FLAT=1;;
+    --quick) K=20 NUMEL=$((1 << 18)) SROWS=20000 REPS=1 FLAT_SMALL=4 FLAT_LARGE=40;;
     *) echo "bench_compare: unknown option $a" >&2; exit 2;;
   esac
 done
@@ -62,6 +65,15 @@ tensor_case() { # label tensors numel -> prints a table row
   rm -rf "$work/b" "$work/c" "$work/out"
 }
 
+flat_case() { # tensors -> prints "seconds peak_mb gb" for one nprobe compare run
+  local k=$1 n=$FLAT_NUMEL
+  gen "$work/b" "$k" "$n" tensor 1 0 && gen "$work/c" "$k" "$n" tensor 2 1e-3
+  local s m
+  read -r s m < <(measure "$bin" compare -b "$work/b" -c "$work/c" -o "$work/out" -q --format csv)
+  echo "$s $m $(awk -v k="$k" -v n="$n" 'BEGIN { printf "%.2f", k * n * 4 / 1e9 }')"
+  rm -rf "$work/b" "$work/c" "$work/out"
+}
+
 stats_case() { # format -> prints a table row (median seconds, max peak RSS)
   local fmt=$1 t=() r=()
   for _ in $(seq "$REPS"); do
@@ -91,10 +103,13 @@ echo
 echo "| work | nprobe | baseline | ratio | target | met? |"
 echo "|---|---|---|---|---|---|"
 tensor_case "$K x $NUMEL float32 per side" "$K" "$NUMEL"
-if [ "$FLAT" = 1 ]; then
-  tensor_case "250 x 1M per side (~1 GB per side)" 250 $((1 << 20))
-  tensor_case "1250 x 1M per side (~5 GB per side)" 1250 $((1 << 20))
-fi
+# peak memory against the dump size: the same work, 10x the data
+read -r fs1 fm1 fg1 < <(flat_case "$FLAT_SMALL")
+read -r fs2 fm2 fg2 < <(flat_case "$FLAT_LARGE")
+awk -v s1="$fs1" -v m1="$fm1" -v g1="$fg1" -v s2="$fs2" -v m2="$fm2" -v g2="$fg2" 'BEGIN {
+  met = (m2 <= m1 * 1.25 + 16) ? "yes" : "no";
+  printf "| tensor mode, peak memory: %.2f GB per side | %.2f s = %.2f GB/s, %.0f MB peak | - | - | peak independent of the dump size | - |\n", g1, s1, 2 * g1 / s1, m1;
+  printf "| tensor mode, peak memory: %.2f GB per side (10x) | %.2f s = %.2f GB/s, %.0f MB peak | %.0f MB peak at %.2f GB per side | %.2fx the peak | peak independent of the dump size | %s |\n", g2, s2, 2 * g2 / s2, m2, m1, g1, m2 / m1, met }'
 gen "$work/sb" "$SROWS" 1 statistics 1 0 && gen "$work/sc" "$SROWS" 1 statistics 2 1e-3
 stats_case csv
 stats_case json
