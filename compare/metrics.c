@@ -285,24 +285,12 @@ static void block_part(part *out, const cmp_src *b, const cmp_src *c, int64_t lo
         memset(out, 0, sizeof *out);
         return;
     }
-    if (scaled_src(b) || scaled_src(c)) {
-        /* crc32 of the stored bytes first, then the scaled elements */
-        uint32_t cb = b->crc ? np_crc32(0, pb, (size_t)cnt * (fb ? 8 : 4)) : 0;
-        uint32_t cc = c->crc ? np_crc32(0, pc, (size_t)cnt * (fc ? 8 : 4)) : 0;
-        pb = scale_block(b, pb, fb, cnt, tb);
-        pc = scale_block(c, pc, fc, cnt, tc);
-        if (!fb && !fc)
-            kern_ff(out, pb, pc, cnt);
-        else if (fb && fc)
-            kern_dd(out, pb, pc, cnt);
-        else if (!fb)
-            kern_fd(out, pb, pc, cnt);
-        else
-            kern_df(out, pb, pc, cnt);
-        out->crc_b = cb;
-        out->crc_c = cc;
-        return;
-    }
+    /* the payloads' crc32 on the stored bytes just read (in cache), in the
+     * same pass; then the metrics, on the elements times their scale */
+    uint32_t cb = b->crc ? np_crc32(0, pb, (size_t)cnt * (fb ? 8 : 4)) : 0;
+    uint32_t cc = c->crc ? np_crc32(0, pc, (size_t)cnt * (fc ? 8 : 4)) : 0;
+    pb = scale_block(b, pb, fb, cnt, tb);
+    pc = scale_block(c, pc, fc, cnt, tc);
     if (!fb && !fc)
         kern_ff(out, pb, pc, cnt);
     else if (fb && fc)
@@ -311,9 +299,8 @@ static void block_part(part *out, const cmp_src *b, const cmp_src *c, int64_t lo
         kern_fd(out, pb, pc, cnt);
     else
         kern_df(out, pb, pc, cnt);
-    /* the payloads' crc32 on the bytes just read (in cache), in the same pass */
-    out->crc_b = b->crc ? np_crc32(0, pb, (size_t)cnt * (fb ? 8 : 4)) : 0;
-    out->crc_c = c->crc ? np_crc32(0, pc, (size_t)cnt * (fc ? 8 : 4)) : 0;
+    out->crc_b = cb;
+    out->crc_c = cc;
 }
 
 /* crc32 of a whole source from its blocks' crc32s, in block order: the

@@ -157,30 +157,28 @@ static herr_t attr_str(hid_t obj, const char *name, const char *value)
     return e;
 }
 
-static herr_t attr_i64(hid_t obj, const char *name, int64_t value)
+/* A scalar numeric attribute: stored as `ftype`, written from `mtype`. */
+static herr_t attr_num(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *value)
 {
     hid_t s = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t a = H5Acreate2(obj, name, ftype, s, H5P_DEFAULT, H5P_DEFAULT);
     herr_t e = -1;
     if (a >= 0) {
-        e = H5Awrite(a, H5T_NATIVE_INT64, &value);
+        e = H5Awrite(a, mtype, value);
         H5Aclose(a);
     }
     H5Sclose(s);
     return e;
 }
 
+static herr_t attr_i64(hid_t obj, const char *name, int64_t value)
+{
+    return attr_num(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+}
+
 static herr_t attr_f64(hid_t obj, const char *name, double value)
 {
-    hid_t s = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, H5T_IEEE_F64LE, s, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t e = -1;
-    if (a >= 0) {
-        e = H5Awrite(a, H5T_NATIVE_DOUBLE, &value);
-        H5Aclose(a);
-    }
-    H5Sclose(s);
-    return e;
+    return attr_num(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
 }
 
 static hid_t table(hid_t file, const char *name, hid_t ftype, int compression)

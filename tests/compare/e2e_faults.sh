@@ -49,6 +49,18 @@ print(fc["call"] if fc else "none", j["summary"]["error"], sys.argv[2])
 PY
 }
 
+# is_one_of CALL "Op.a, Op.b": the call is a call of one of the ops
+is_one_of() {
+  local op oplist
+  IFS=',' read -ra oplist <<< "$2"
+  for op in "${oplist[@]}"; do
+    op=${op# }
+    [ "$op" = sdpa ] && op=Functional.scaled_dot_product_attention
+    case $1 in "$op".*) return 0;; esac
+  done
+  return 1
+}
+
 # the module class (level L0) that holds each op of the catalog
 module_of() {
   case $1 in
@@ -79,12 +91,7 @@ while read -r name rest; do
     train $model npu npu-sim $prec "$name" || { fail=1; continue; }
     read -r call errors rc < <(first_culprit ref_$model npu)
     ok=0
-    IFS=',' read -ra oplist <<< "$ops"
-    for op in "${oplist[@]}"; do
-      op=${op# }
-      [ "$op" = sdpa ] && op=Functional.scaled_dot_product_attention
-      case $call in "$op".*) ok=1;; esac
-    done
+    is_one_of "$call" "$ops" && ok=1
     case $pass in
       forward) [[ $call == *.forward ]] || ok=0;;
       backward*) [[ $call == *.backward ]] || ok=0;;
@@ -163,12 +170,7 @@ while read -r name rest; do
     train $model npu npu-sim $prec "$name" || { fail=1; continue; }
     read -r call errors rc < <(first_culprit ref_$model npu)
     ok=0
-    IFS=',' read -ra oplist <<< "$ops"
-    for op in "${oplist[@]}"; do
-      op=${op# }
-      [ "$op" = sdpa ] && op=Functional.scaled_dot_product_attention
-      case $call in "$op".*) ok=1;; esac
-    done
+    is_one_of "$call" "$ops" && ok=1
     if [ $ok = 1 ] && [ "$rc" = 1 ]; then
       echo "ok   $name $prec (default size): first culprit $call ($errors error rows)"
     else
