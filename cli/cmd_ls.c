@@ -196,8 +196,8 @@ int np_cmd_ls(int argc, char **argv)
         np_dump *d = NULL;
         np_error_clear(&err);
         if (np_dump_open(&d, refs[i].path, &err)) {
-            printf("step %d rank %d: %s\n  INCOMPLETE: %s\n", refs[i].step, refs[i].rank,
-                   refs[i].path, err.text);
+            printf("step %d rank %d: %s\n  %s: %s\n", refs[i].step, refs[i].rank, refs[i].path,
+                   err.status == NP_ERR_INCOMPLETE ? "INCOMPLETE" : "UNREADABLE", err.text);
             continue;
         }
         readable++;

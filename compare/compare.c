@@ -318,7 +318,23 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
     p->priv = pv;
     cmp_dump bd, cd;
     np_strmap bench_names = {0};
-    np_status st = cmp_dump_open(&bd, bench_h5, NULL, NULL, &pv->arena, err);
+    /* both files walked in child processes at once, then opened */
+    cmp_walk wb, wc;
+    cmp_dump_walk_start(&wb, bench_h5);
+    cmp_dump_walk_start(&wc, cmp_h5);
+    np_error cerr;
+    np_error_clear(&cerr);
+    np_status st = cmp_dump_walk_finish(&wb, err);
+    np_status cst = cmp_dump_walk_finish(&wc, &cerr);
+    if (st == NP_OK && cst != NP_OK) {
+        if (err)
+            *err = cerr;
+        st = cst;
+    }
+    if (st == NP_OK)
+        st = cmp_dump_open_walked(&bd, bench_h5, NULL, NULL, &pv->arena, err);
+    else
+        memset(&bd, 0, sizeof bd);
     if (st != NP_OK) {
         np_cmp_pair_free(p);
         return st;
@@ -327,7 +343,7 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
         st = np_error_set(err, NP_ERR_NOMEM, bench_h5, NULL, "out of memory for %zu names",
                           bd.n_entries);
     if (st == NP_OK)
-        st = cmp_dump_open(&cd, cmp_h5, &bd, &bench_names, &pv->arena, err);
+        st = cmp_dump_open_walked(&cd, cmp_h5, &bd, &bench_names, &pv->arena, err);
     if (st != NP_OK) {
         np_strmap_free(&bench_names);
         free(bd.entries);

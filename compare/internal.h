@@ -50,6 +50,21 @@ typedef struct cmp_dump {
 np_status cmp_dump_open(cmp_dump *d, const char *path, const cmp_dump *twin,
                         const np_strmap *twin_names, cmp_arena *arena, np_error *err);
 void cmp_dump_close(cmp_dump *d);
+/* The walk of a file in a child process that cmp_dump_open does first
+ * (HDF5 can crash or loop on corrupt metadata): start it, then finish it
+ * (an error naming the file when the child crashed or timed out; NP_OK
+ * also when no child could be started). Start the walks of both sides
+ * before finishing either: they run at once. cmp_dump_open_walked opens
+ * a file whose walk finished. */
+typedef struct cmp_walk {
+    const char *path;
+    np_isolated h;
+    int started;
+} cmp_walk;
+void cmp_dump_walk_start(cmp_walk *w, const char *path);
+np_status cmp_dump_walk_finish(cmp_walk *w, np_error *err);
+np_status cmp_dump_open_walked(cmp_dump *d, const char *path, const cmp_dump *twin,
+                               const np_strmap *twin_names, cmp_arena *arena, np_error *err);
 
 /* ---- payloads ---------------------------------------------------------- */
 
@@ -100,6 +115,10 @@ void cmp_buffers_free(cmp_buffers *bufs);
 np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side *bs,
                               cmp_dump *cd, const np_cmp_side *cs, double atol,
                               cmp_buffers *bufs, uint64_t *bytes, int *corrupt, np_error *err);
+
+/* Open every payload dataset of `d` and ask for its layout, as the payload
+ * reads do, without reading elements (the isolated walk of a file). */
+void cmp_payload_walk(cmp_dump *d);
 
 /* ---- analysis ---------------------------------------------------------- */
 

@@ -202,6 +202,24 @@ static np_status open_payload(hid_t *ds, cmp_dump *d, const np_cmp_side *s, np_e
     return NP_OK;
 }
 
+void cmp_payload_walk(cmp_dump *d)
+{
+    np_error e;
+    for (size_t i = 0; i < d->n_entries; i++) {
+        const np_cmp_side *s = &d->entries[i];
+        if (!s->has_data)
+            continue;
+        hid_t ds = -1;
+        np_error_clear(&e);
+        if (open_payload(&ds, d, s, &e) != NP_OK)
+            continue;
+        cmp_seg *segs = NULL;
+        direct_segments(ds, s->numel, &segs);
+        free(segs);
+        H5Dclose(ds);
+    }
+}
+
 /* The crc32 check of one side: 1 when it was checked and does not match. */
 static int crc_differs(int verify, uint32_t pre, uint32_t computed, const np_cmp_side *s,
                        uint32_t *got)

@@ -205,7 +205,51 @@ static int64_t read_i64_attr(hid_t file, const char *name, int64_t dflt)
     return np_h5_attr_get_i64(file, name, &v) == 0 ? v : dflt;
 }
 
+static np_status dump_open_raw(np_dump **out, const char *path, np_error *err);
+
+/* The child's walk of a file (np_dump_open): the root attributes, /entries
+ * and /calls, as `nprobe ls` reads them. */
+static int walk_in_child(void *arg)
+{
+    np_dump *d = NULL;
+    if (dump_open_raw(&d, (const char *)arg, NULL) != NP_OK)
+        return 1;
+    np_entry_rec *e = NULL;
+    np_call_rec *c = NULL;
+    size_t n = 0;
+    np_dump_read_entries(&e, &n, d, NULL);
+    np_dump_read_calls(&c, &n, d, NULL);
+    free(e);
+    free(c);
+    np_dump_close(d);
+    return 0;
+}
+
 np_status np_dump_open(np_dump **out, const char *path, np_error *err)
+{
+    *out = NULL;
+    /* HDF5 1.10 can crash or loop on a file whose metadata is corrupt:
+     * walk it in a child process first, and refuse it if the child dies */
+    if (is_file(path) && !getenv("NPROBE_NO_ISOLATION")) {
+        int sig = 0;
+        double limit = np_file_check_timeout();
+        int r = np_run_isolated(walk_in_child, (void *)path, limit, &sig);
+        if (r == NP_ISOLATE_CRASHED)
+            return np_error_set(err, NP_ERR_FORMAT, path, NULL,
+                                "the file is corrupt: reading its metadata crashed the HDF5 "
+                                "library (signal %d, in a child process)",
+                                sig);
+        if (r == NP_ISOLATE_TIMEOUT)
+            return np_error_set(err, NP_ERR_FORMAT, path, NULL,
+                                "the file is corrupt: reading its metadata did not finish in "
+                                "%g s (the HDF5 library looped, in a child process; "
+                                "NPROBE_FILE_CHECK_TIMEOUT sets the limit)",
+                                limit);
+    }
+    return dump_open_raw(out, path, err);
+}
+
+static np_status dump_open_raw(np_dump **out, const char *path, np_error *err)
 {
     *out = NULL;
     size_t len = strlen(path), sl = strlen(NP_DUMP_PARTIAL_SUFFIX);

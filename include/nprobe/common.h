@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -131,6 +132,33 @@ typedef enum np_crc32_kernel {
 int np_crc32_kernel_supported(np_crc32_kernel k);
 /* np_crc32 by kernel k, which must be supported. */
 uint32_t np_crc32_with(np_crc32_kernel k, uint32_t crc, const void *buf, size_t len);
+
+/* Run fn(arg) in a forked child process and wait for it, at most
+ * timeout_s seconds (<= 0: no limit): work that may crash or loop (HDF5
+ * reading a file whose metadata is corrupt) cannot take the caller down.
+ * Returns fn's result (0..127, from the child's exit code),
+ * NP_ISOLATE_CRASHED when the child died (*sig, may be NULL, receives the
+ * signal), NP_ISOLATE_TIMEOUT when it ran out of time (it is killed), or
+ * NP_ISOLATE_NOFORK when no child could be started (fn did not run: the
+ * caller decides whether to do the work unprotected). The child ends with
+ * _exit: stdio buffers are not flushed, atexit handlers not run. */
+#define NP_ISOLATE_CRASHED (-1)
+#define NP_ISOLATE_NOFORK (-2)
+#define NP_ISOLATE_TIMEOUT (-3)
+int np_run_isolated(int (*fn)(void *), void *arg, double timeout_s, int *sig);
+/* The same in two halves, so that several children run at once: start
+ * (0, or NP_ISOLATE_NOFORK: fn did not run), then wait (the timeout counts
+ * from the start). Every started child must be waited for. */
+typedef struct np_isolated {
+    long pid;
+    struct timespec t0;
+} np_isolated;
+int np_isolated_start(np_isolated *h, int (*fn)(void *), void *arg);
+int np_isolated_wait(np_isolated *h, double timeout_s, int *sig);
+/* Seconds a reader's walk of one file's metadata may take in its child:
+ * NPROBE_FILE_CHECK_TIMEOUT if set (> 0), else 120 (a 141k-row statistics
+ * dump walks in ~0.1 s). */
+double np_file_check_timeout(void);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,8 @@
 /* tests/common/test_common.c - the error convention, edit distance and the
  * dump-format compound types. */
 #include <hdf5.h>
+#include <signal.h>
+#include <time.h>
 
 #include "check.h"
 #include "nprobe/common.h"
@@ -61,8 +63,54 @@ static void test_format_types(void)
     CHECK_STREQ(buf, "abcdefg");
 }
 
+static int iso_return(void *arg)
+{
+    return *(int *)arg;
+}
+
+static int iso_crash(void *arg)
+{
+    (void)arg;
+    raise(SIGSEGV);
+    return 0;
+}
+
+static int iso_loop(void *arg)
+{
+    volatile int *stop = arg;
+    while (!*stop)
+        ;
+    return 0;
+}
+
+/* np_run_isolated: the child's result, a crash and a hang are told apart,
+ * and the caller survives both; two children at once. */
+static void test_isolated(void)
+{
+    int v = 7, sig = -1;
+    CHECK_EQ_INT(np_run_isolated(iso_return, &v, 10.0, &sig), 7);
+    CHECK_EQ_INT(sig, 0);
+    CHECK_EQ_INT(np_run_isolated(iso_crash, NULL, 10.0, &sig), NP_ISOLATE_CRASHED);
+    CHECK_EQ_INT(sig, SIGSEGV);
+    int stop = 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK_EQ_INT(np_run_isolated(iso_loop, &stop, 0.3, &sig), NP_ISOLATE_TIMEOUT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double el = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    CHECK_MSG(el >= 0.3 && el < 5.0, "timeout after %.3f s", el);
+    np_isolated a, b;
+    int va = 3, vb = 4;
+    CHECK_EQ_INT(np_isolated_start(&a, iso_return, &va), 0);
+    CHECK_EQ_INT(np_isolated_start(&b, iso_return, &vb), 0);
+    CHECK_EQ_INT(np_isolated_wait(&b, 10.0, NULL), 4);
+    CHECK_EQ_INT(np_isolated_wait(&a, 10.0, NULL), 3);
+    CHECK_EQ_INT(np_isolated_wait(&a, 10.0, NULL), NP_ISOLATE_NOFORK); /* already waited */
+}
+
 int main(void)
 {
+    test_isolated();
     test_error_first_wins();
     test_edit_distance();
     test_format_types();
