@@ -381,6 +381,8 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
     if (strcmp(bd.task, cd.task) != 0)
         note(p, "Task mismatch: bench task '%s', cmp task '%s': compared on statistics.", bd.task,
              cd.task);
+    p->bench_incomplete = !bd.complete;
+    p->cmp_incomplete = !cd.complete;
     if (!bd.complete)
         note(p, "The bench dump %s is incomplete (complete = 0: the step was not closed cleanly); "
                 "compared what it holds.", bench_h5);
@@ -390,6 +392,9 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
     if (bd.step >= 0 && cd.step >= 0 && bd.step != cd.step)
         note(p, "Steps differ between the two files (bench step %lld, cmp step %lld).",
              (long long)bd.step, (long long)cd.step);
+    if (bd.rank >= 0 && cd.rank >= 0 && bd.rank != cd.rank)
+        note(p, "Ranks differ between the two files (bench rank %lld, cmp rank %lld).",
+             (long long)bd.rank, (long long)cd.rank);
     st = cmp_match(p, &bd, &cd, &bench_names, o->fuzzy, map, &pv->arena, err);
     np_strmap_free(&bench_names);
     if (st == NP_OK && p->mode == NP_CMP_MODE_TENSOR) {
@@ -641,6 +646,29 @@ static np_status resolve(unit_list *l, const char *input, np_error *err)
     return NP_OK;
 }
 
+/* A side given as one file, paired against a directory: it must be a
+ * readable dump (else its own error, not "present on one side only"), and
+ * the step and rank its path does not give come from its attributes. */
+static np_status number_single_file(unit_list *l, const char *input, np_error *err)
+{
+    if (l->n != 1 || !is_file(input) || (l->u[0].step >= 0 && l->u[0].rank >= 0))
+        return NP_OK;
+    cmp_arena a = {0};
+    cmp_dump d;
+    np_status st = cmp_dump_open(&d, input, NULL, NULL, &a, err);
+    if (st == NP_OK) {
+        if (l->u[0].step < 0)
+            l->u[0].step = (int)d.step;
+        if (l->u[0].rank < 0)
+            l->u[0].rank = (int)d.rank;
+        free(d.entries);
+        free(d.calls);
+        cmp_dump_close(&d);
+    }
+    cmp_arena_free(&a);
+    return st;
+}
+
 static int unit_order(const void *x, const void *y)
 {
     const unit *a = x, *b = y;
@@ -696,7 +724,8 @@ int np_cmp_has_differences(const np_cmp_result *r)
     if (r->n_issues)
         return 1;
     for (size_t i = 0; i < r->n_pairs; i++)
-        if (r->pairs[i].count_verdict[NP_VERDICT_ERROR])
+        if (r->pairs[i].count_verdict[NP_VERDICT_ERROR] || r->pairs[i].bench_incomplete ||
+            r->pairs[i].cmp_incomplete)
             return 1;
     return 0;
 }
@@ -722,6 +751,9 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
     if (r->opts.mapping_path && (st = cmp_mapping_load(&map, r->opts.mapping_path, err)) != NP_OK)
         goto fail;
     if ((st = resolve(&lb, bench, err)) != NP_OK || (st = resolve(&lc, cmp, err)) != NP_OK)
+        goto fail;
+    if (!(lb.n == 1 && lc.n == 1) && ((st = number_single_file(&lb, bench, err)) != NP_OK ||
+                                      (st = number_single_file(&lc, cmp, err)) != NP_OK))
         goto fail;
     qsort(lb.u, lb.n, sizeof *lb.u, unit_order);
     qsort(lc.u, lc.n, sizeof *lc.u, unit_order);

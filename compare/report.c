@@ -73,6 +73,17 @@ const char *np_cmp_advice(const np_cmp_pair *p)
                "crc32 in /entries (a corrupt or truncated dump file; see the notes and the rows' "
                "reasons): no numerical difference was found in the rest. Dump the step again, "
                "or check the storage the file was copied through.";
+    if (p->bench_incomplete || p->cmp_incomplete) {
+        if (p->count_match[NP_MATCH_EXACT] + p->count_match[NP_MATCH_FUZZY] +
+                p->count_match[NP_MATCH_MAPPING] ==
+            0)
+            return "Nothing was compared: the incomplete side holds no leaf of the other (the run "
+                   "stopped before its dump of this step got going). Compare a step that closed "
+                   "(its dump.h5 has complete = 1).";
+        return "One side is incomplete (the run stopped during this step): only what it holds "
+               "was compared, and leaves it never wrote are listed as unmatched. Compare a step "
+               "that closed (its dump.h5 has complete = 1) for a full picture.";
+    }
     if (p->count_verdict[NP_VERDICT_ERROR])
         return "Rows fail but no call qualifies as a culprit (errors only grew from noise, or "
                "inputs were not dumped). Dump at level mix with data_mode all to see the inputs, "

@@ -204,6 +204,8 @@ typedef struct np_cmp_pair {
     np_cmp_mode mode;
     char bench_task[32], cmp_task[32], bench_precision[16], cmp_precision[16];
     char bench_device[32], cmp_device[32];
+    int bench_incomplete, cmp_incomplete;  /* complete = 0 in that side's file: compared, but it
+                                            * counts as a difference (np_cmp_has_differences) */
     double bench_loss_scale, cmp_loss_scale; /* root attribute loss_scale of each side (1 when
                                               * absent): gradient rows are compared divided
                                               * by it */

@@ -1229,7 +1229,8 @@ static void test_reader_errors(void)
         CHECK(np_cmp_has_differences(r));
         np_cmp_result_free(r);
     }
-    /* --step selects; a step dir against a step dir; a rank dir against a file */
+    /* --step selects; the selected step 0 of cmp is incomplete (complete = 0):
+     * compared, flagged, and a difference (exit 1) even without error rows */
     np_cmp_options opt;
     np_cmp_options_init(&opt);
     opt.step = 0;
@@ -1238,8 +1239,59 @@ static void test_reader_errors(void)
     if (r) {
         CHECK_EQ_INT(r->n_pairs, 1);
         CHECK_EQ_INT(r->n_issues, 0);
+        if (r->n_pairs) {
+            CHECK_EQ_INT(r->pairs[0].count_verdict[NP_VERDICT_ERROR], 0);
+            CHECK_EQ_INT(r->pairs[0].cmp_incomplete, 1);
+            CHECK_EQ_INT(r->pairs[0].bench_incomplete, 0);
+            CHECK_CONTAINS(np_cmp_advice(&r->pairs[0]), "incomplete");
+        }
+        CHECK(np_cmp_has_differences(r));
         np_cmp_result_free(r);
     }
+    /* a single file against a root: numbered from its attributes; a file
+     * that is not a dump gives its own error, not "present on one side" */
+    char lone[512], junk[512];
+    path_of(lone, sizeof lone, "lone.h5");
+    tw *lx = tw_open(lone, "statistics", "fp32", 1, 0);
+    int lq = tw_call(lx, "Functional.relu.0.forward", "api", "", "");
+    tw_tensor(lx, lq, "Functional.relu.0.forward", "output", "0", "float32", 1, shp, base[X]);
+    tw_close(lx, 1);
+    path_of(rb, sizeof rb, "root_b");
+    r = NULL;
+    CHECK_EQ_INT(np_cmp_run(&r, rb, lone, NULL, &err), NP_OK);
+    if (r) {
+        /* step 1 of root_b pairs with the file (step 1 in its attributes) */
+        int paired1 = 0;
+        for (size_t i = 0; i < r->n_pairs; i++)
+            paired1 |= r->pairs[i].step == 1;
+        CHECK(paired1);
+        np_cmp_result_free(r);
+    }
+    path_of(junk, sizeof junk, "junk.h5");
+    FILE *jf = fopen(junk, "w");
+    if (jf) {
+        fputs("not a dump\n", jf);
+        fclose(jf);
+    }
+    r = NULL;
+    np_error_clear(&err);
+    CHECK_EQ_INT(np_cmp_run(&r, rb, junk, NULL, &err), NP_ERR_FORMAT);
+    CHECK_CONTAINS(err.file, "junk.h5");
+    CHECK_CONTAINS(err.text, "not an HDF5 file");
+    np_cmp_result_free(r);
+    /* two files of different ranks: compared, with a note */
+    char r1[512];
+    path_of(r1, sizeof r1, "rank1.h5");
+    lx = tw_open(r1, "statistics", "fp32", 1, 1);
+    lq = tw_call(lx, "Functional.relu.0.forward", "api", "", "");
+    tw_tensor(lx, lq, "Functional.relu.0.forward", "output", "0", "float32", 1, shp, base[X]);
+    tw_close(lx, 1);
+    np_cmp_pair rp;
+    if (compare(&rp, lone, r1, NULL) == NP_OK) {
+        CHECK_CONTAINS(rp.notes, "Ranks differ between the two files (bench rank 0, cmp rank 1)");
+        np_cmp_pair_free(&rp);
+    }
+    path_of(rc, sizeof rc, "root_c");
     snprintf(rb, sizeof rb, "%s/root_b/step1", tmpdir);
     snprintf(rc, sizeof rc, "%s/root_b/step0/rank0/dump.h5", tmpdir);
     r = NULL;
