@@ -492,13 +492,18 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
     int *n_in = calloc(nc + 1, sizeof *n_in);
     char *kw_bad = calloc(nc + 1, 1);
     char *par_bad = calloc(nc + 1, 1); /* a parameter row fails */
+    /* a row of its inputs / outputs is at least a warning (statistics mode) */
+    char *in_warn = calloc(nc + 1, 1), *out_warn = calloc(nc + 1, 1);
     /* rows left out (payload unreadable or corrupt), per call: inputs, outputs */
     int *n_left = calloc(2 * (nc + 1), sizeof *n_left);
     np_strmap byname = {0};
-    if (!n_in || !kw_bad || !par_bad || !n_left || np_strmap_init(&byname, nc) != 0) {
+    if (!n_in || !kw_bad || !par_bad || !in_warn || !out_warn || !n_left ||
+        np_strmap_init(&byname, nc) != 0) {
         free(n_in);
         free(kw_bad);
         free(par_bad);
+        free(in_warn);
+        free(out_warn);
         free(n_left);
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
     }
@@ -534,7 +539,11 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
                 c->sev_in = r->severity;
             if (!strcmp(role, "parameters") && r->severity > 1)
                 par_bad[r->call_index] = 1;
+            if (r->verdict != NP_VERDICT_PASS)
+                in_warn[r->call_index] = 1;
         } else if (role_is_out(role)) {
+            if (r->verdict != NP_VERDICT_PASS)
+                out_warn[r->call_index] = 1;
             if (r->verdict == NP_VERDICT_ERROR)
                 c->n_error_out++;
             if (c->worst_row < 0 || r->severity > p->rows[c->worst_row].severity)
@@ -556,6 +565,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         if (p->calls[f].sev_in > c->sev_in)
             c->sev_in = p->calls[f].sev_in;
         par_bad[k] |= par_bad[f];
+        in_warn[k] |= in_warn[f];
     }
     int failed_before = 0, api_failed_before = 0;
     size_t n_cul = 0;
@@ -614,6 +624,47 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
             api_failed_before |= is_api;
         }
     }
+    /* Statistics mode: max/min/mean/norm do not see a reordering or a
+     * change that keeps them (a flipped kernel, a gradient that lost a
+     * term), so "inputs pass" is weak evidence there. A culprit whose
+     * inputs are already above the warning level hands the title to the
+     * first call of its kind whose outputs rose above the warning level
+     * while its inputs stayed below: where the difference became visible. */
+    if (p->mode == NP_CMP_MODE_STATISTICS) {
+        /* the first API culprit (modules are settled below, from their
+         * inner calls); at L0, the first module culprit */
+        int any_api = 0;
+        for (size_t i = 0; i < nc && !any_api; i++)
+            any_api = !strcmp(p->calls[i].kind, "api");
+        size_t k = 0;
+        while (k < nc && (p->calls[k].status != NP_CALL_CULPRIT ||
+                          (any_api && strcmp(p->calls[k].kind, "api") != 0)))
+            k++;
+        if (k < nc && !kw_bad[k] && in_warn[k]) {
+            np_cmp_call *c = &p->calls[k];
+            int j = -1;
+            for (size_t i = 0; i < k && j < 0; i++)
+                if (out_warn[i] && !in_warn[i] && !kw_bad[i] && n_in[i] > 0 &&
+                    !strcmp(p->calls[i].kind, c->kind))
+                    j = (int)i;
+            if (j >= 0) {
+                np_cmp_call *w = &p->calls[j];
+                w->status = NP_CALL_CULPRIT;
+                w->reason = fmt_reason(&pv->arena,
+                                       "statistics mode: the first call whose outputs differ "
+                                       "(above the warning level) while its inputs pass; %s "
+                                       "fails outright later, its inputs already differing. "
+                                       "Statistics cannot tell more: confirm with a tensor dump "
+                                       "of this call",
+                                       c->name);
+                c->status = NP_CALL_PROPAGATED;
+                c->reason = fmt_reason(&pv->arena,
+                                       "its inputs already differ (above the warning level) "
+                                       "since %s",
+                                       w->name);
+            }
+        }
+    }
     /* Modules, innermost first. A module's failing outputs are explained
      * by the calls inside it:
      * - a module enclosing a culprit "contains" it;
@@ -642,6 +693,8 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         free(n_in);
         free(kw_bad);
         free(par_bad);
+        free(in_warn);
+        free(out_warn);
         free(n_left);
         np_strmap_free(&byname);
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
@@ -756,6 +809,8 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
     free(n_in);
     free(kw_bad);
     free(par_bad);
+    free(in_warn);
+    free(out_warn);
     free(n_left);
     np_strmap_free(&byname);
     return p->culprits ? NP_OK : np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");

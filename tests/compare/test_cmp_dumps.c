@@ -572,6 +572,39 @@ static void test_outside_dump(void)
     np_cmp_pair_free(&p);
 }
 
+/* Statistics mode: when the first culprit's inputs already differ above
+ * the warning level, the title goes to the first call whose outputs rose
+ * above the warning level while its inputs passed (statistics do not see a
+ * change that keeps max/min/mean/norm). Tensor mode keeps the plain rule. */
+static void test_stats_warning_start(void)
+{
+    char b[512], c[512];
+    path_of(b, sizeof b, "sw_b.h5");
+    path_of(c, sizeof c, "sw_c.h5");
+    const char *tasks[2] = {"statistics", "tensor"};
+    for (int k = 0; k < 2; k++) {
+        net_opts o = clean();
+        write_net(b, tasks[k], "fp32", "float32", &o, 0);
+        o.delta[Y1] = o.delta[Y2] = 0.05; /* bf16: above the warning level 0.03, below 0.1 */
+        o.delta[Y3] = o.delta[G3] = o.delta[G2] = o.delta[G1] = o.delta[GX] = o.delta[GW] = 0.4;
+        write_net(c, tasks[k], "bf16", "bfloat16", &o, 0);
+        np_cmp_pair p;
+        if (compare(&p, b, c, NULL) != NP_OK)
+            return;
+        const np_cmp_call *f = first_culprit(&p);
+        if (k == 0) {
+            CHECK(f && !strcmp(f->name, "Functional.linear.0.forward"));
+            if (f)
+                CHECK_CONTAINS(f->reason, "statistics mode");
+            const np_cmp_call *ln = find_call(&p, "Functional.layer_norm.0.forward");
+            CHECK(ln && ln->status == NP_CALL_PROPAGATED);
+        } else {
+            CHECK(f && !strcmp(f->name, "Functional.layer_norm.0.forward"));
+        }
+        np_cmp_pair_free(&p);
+    }
+}
+
 /* An L0 dump (modules only): Block{ Attn{ c_attn, (an op not dumped), c_proj } }, the
  * modules reported after their inner calls. */
 static void write_l0(const char *path, const char *precision, const char *dtype, const net_opts *o)
@@ -1363,6 +1396,7 @@ int main(void)
     test_routed_gradients();
     test_loss_scale();
     test_outside_dump();
+    test_stats_warning_start();
     test_l0_modules();
     test_corrupt_payloads();
     test_matching();
