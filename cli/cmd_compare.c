@@ -131,12 +131,37 @@ static void progress(int pair, int n_pairs, uint64_t done, uint64_t total, void 
     fflush(stderr);
 }
 
+/* mkdir -p; 0, or -1 with errno (ENOTDIR when a part is not a directory) */
 static int make_dir(const char *dir)
 {
     struct stat sb;
-    if (stat(dir, &sb) == 0)
-        return S_ISDIR(sb.st_mode) ? 0 : -1;
-    return mkdir(dir, 0777);
+    if (stat(dir, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode))
+            return 0;
+        errno = ENOTDIR;
+        return -1;
+    }
+    char buf[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, dir, n + 1);
+    for (char *q = buf + 1; *q; q++) {
+        if (*q != '/')
+            continue;
+        *q = '\0';
+        if (stat(buf, &sb) != 0) {
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return -1;
+        } else if (!S_ISDIR(sb.st_mode)) {
+            errno = ENOTDIR;
+            return -1;
+        }
+        *q = '/';
+    }
+    return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 static void print_pair(const np_cmp_pair *p)
@@ -269,7 +294,8 @@ int np_cmd_compare(int argc, char **argv)
         return NP_EXIT_USAGE;
     }
     if (make_dir(outdir) != 0) {
-        np_cli_error("compare: %s: cannot create the output directory", outdir);
+        np_cli_error("compare: %s: cannot create the output directory: %s", outdir,
+                     strerror(errno));
         np_cmp_result_free(r);
         return NP_EXIT_USAGE;
     }
@@ -279,9 +305,23 @@ int np_cmd_compare(int argc, char **argv)
         const np_cmp_pair *p = &r->pairs[i];
         char base[256], path[4200];
         np_cmp_report_basename(base, sizeof base, p, now);
+        static const char *const ext[] = {"xlsx", "csv", "json"};
+        /* a report of the same step and rank written in the same second
+         * (another compare into this directory) is not overwritten: _2, _3 */
+        size_t bl = strlen(base);
+        for (int n = 2; n < 1000; n++) {
+            int taken = 0;
+            for (int k = 0; k < 3 && !taken; k++) {
+                struct stat sb;
+                snprintf(path, sizeof path, "%s/%s.%s", outdir, base, ext[k]);
+                taken = (formats & (1 << k)) && stat(path, &sb) == 0;
+            }
+            if (!taken)
+                break;
+            snprintf(base + bl, sizeof base - bl, "_%d", n);
+        }
         if (!quiet)
             print_pair(p);
-        static const char *const ext[] = {"xlsx", "csv", "json"};
         for (int k = 0; k < 3; k++) {
             if (!(formats & (1 << k)))
                 continue;

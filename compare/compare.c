@@ -392,6 +392,12 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
     if (bd.step >= 0 && cd.step >= 0 && bd.step != cd.step)
         note(p, "Steps differ between the two files (bench step %lld, cmp step %lld).",
              (long long)bd.step, (long long)cd.step);
+    if (bd.n_entries && !bd.n_calls)
+        note(p, "The bench dump %s has no /calls table: calls are taken from the leaf names; "
+                "module paths, callsites and the order of modules are unknown.", bench_h5);
+    if (cd.n_entries && !cd.n_calls)
+        note(p, "The cmp dump %s has no /calls table: calls are taken from the leaf names; "
+                "module paths, callsites and the order of modules are unknown.", cmp_h5);
     if (bd.rank >= 0 && cd.rank >= 0 && bd.rank != cd.rank)
         note(p, "Ranks differ between the two files (bench rank %lld, cmp rank %lld).",
              (long long)bd.rank, (long long)cd.rank);
@@ -466,7 +472,7 @@ np_status np_cmp_compare_files(np_cmp_pair *out, const char *bench_h5, const cha
 
 typedef struct unit {
     int step, rank;
-    int temp_only;            /* only a temporary/partial file was found */
+    int temp_only;            /* 1: only a temporary/partial file was found; 2: none at all */
     char path[1280];          /* dump.h5, or the temporary file, or the rank dir */
 } unit;
 
@@ -579,7 +585,7 @@ static int scan_step_dir(unit_list *l, const char *dir, int step)
         if (!is_dir(path))
             continue;
         if (!scan_rank_dir(l, path, step, r))
-            push_unit(l, step, r, 1, path); /* an empty rank dir: reported as incomplete */
+            push_unit(l, step, r, 2, path); /* a rank dir without a dump file: reported */
         found = 1;
     }
     closedir(d);
@@ -798,6 +804,12 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
                           "step%d/rank%d/%s", s, k, side_names[!side], side_names[side],
                           inputs[side], s, k, NP_FMT_FILE);
                 skip = 1;
+            } else if (us[side]->temp_only == 2) {
+                add_issue(r, NP_ERR_NOTFOUND, s, k,
+                          "%s: step %d rank %d of the %s side has no dump file (no %s, no "
+                          "%s.partial)",
+                          us[side]->path, s, k, side_names[side], NP_FMT_FILE, NP_FMT_FILE);
+                skip = 1;
             } else if (us[side]->temp_only) {
                 add_issue(r, NP_ERR_INCOMPLETE, s, k,
                           "%s: step %d rank %d of the %s side is incomplete: only a temporary or "
@@ -826,12 +838,33 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
         }
         idx++;
     }
-    free(keys.u);
     if (n_sel == 0) {
-        st = np_error_set(err, NP_ERR_NOTFOUND, NULL, NULL, "no step/rank selected%s",
-                          r->opts.step >= 0 || r->opts.rank >= 0 ? " by --step/--rank" : "");
+        /* say what there is: "steps 0, 1, 5; ranks 0" */
+        char have[512] = "";
+        size_t hn = 0;
+        for (int what = 0; what < 2; what++) {
+            hn += (size_t)snprintf(have + hn, sizeof have - hn, "%s", what ? "; ranks" : "steps");
+            int last = -2;
+            int first = 1;
+            for (size_t i = 0; i < keys.n && hn < sizeof have - 16; i++) {
+                int v = what ? keys.u[i].rank : keys.u[i].step;
+                int seen = 0;
+                for (size_t j = 0; j < i && !seen; j++)
+                    seen = (what ? keys.u[j].rank : keys.u[j].step) == v;
+                if (seen || v == last)
+                    continue;
+                hn += (size_t)snprintf(have + hn, sizeof have - hn, "%s %d", first ? "" : ",", v);
+                first = 0;
+                last = v;
+            }
+        }
+        free(keys.u);
+        st = np_error_set(err, NP_ERR_NOTFOUND, NULL, NULL,
+                          "compare: no step/rank selected%s (the two sides hold %s)",
+                          r->opts.step >= 0 || r->opts.rank >= 0 ? " by --step/--rank" : "", have);
         goto fail;
     }
+    free(keys.u);
     free(lb.u);
     free(lc.u);
     cmp_mapping_free(map);

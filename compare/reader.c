@@ -328,9 +328,12 @@ static np_status dump_open_raw(cmp_dump *d, const char *path, const cmp_dump *tw
                             "HDF5 cannot open the file (truncated or corrupt)");
     if (np_h5_attr_get_str(d->file_id, NP_FMT_ATTR_FORMAT, d->format, sizeof d->format) != 0 ||
         strcmp(d->format, NP_FMT_NAME) != 0) {
+        const char *what = d->format[0] ? d->format
+                           : H5Aexists(d->file_id, NP_FMT_ATTR_FORMAT) > 0 ? "(not a string)"
+                                                                           : "(missing)";
         np_status st = np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_FORMAT,
                                     "not an nprobe dump: root attribute 'format' is '%s', expected '%s'",
-                                    d->format[0] ? d->format : "(missing)", NP_FMT_NAME);
+                                    what, NP_FMT_NAME);
         cmp_dump_close(d);
         return st;
     }

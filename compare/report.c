@@ -217,12 +217,18 @@ void cmp_row_cells(cmp_cells *o, const np_cmp_pair *p, const np_cmp_row *r)
         o->c[n++] = b ? num(b->norm) : na();
     }
     o->c[n++] = b && c ? str(b->requires_grad == c->requires_grad ? "True" : "False") : na();
+    /* Err_message: msprobe's note on the metrics; where none could be
+     * computed for an error row (shape or dtype mismatch, a payload that
+     * cannot be read or fails its crc32), the reason */
+    const char *why = np_cmp_row_reason(o->reason, sizeof o->reason, r);
+    int structural = r->verdict == NP_VERDICT_ERROR && isinf(r->severity) && b && c &&
+                     (!r->m || isnan(r->m->euc_dist)) && strcmp(c->role, "kwargs") != 0;
     if (p->mode == NP_CMP_MODE_TENSOR) {
         o->c[n++] = str(!b || !c ? "Unmatched" : r->verdict == NP_VERDICT_ERROR ? "No" : "Yes");
-        o->c[n++] = str(r->m ? r->m->note : "");
+        o->c[n++] = str(r->m && r->m->note && r->m->note[0] ? r->m->note : structural ? why : "");
     } else if (p->mode == NP_CMP_MODE_STATISTICS) {
         o->c[n++] = str(np_cmp_verdict_name((np_cmp_verdict)r->verdict));
-        o->c[n++] = str(!b || !c ? "No bench data matched." : "");
+        o->c[n++] = str(!b || !c ? "No bench data matched." : structural ? why : "");
     } else {
         o->c[n++] = str(!b || !c ? "N/A" : b->crc32 == c->crc32 ? "pass" : "diff");
     }
@@ -231,7 +237,7 @@ void cmp_row_cells(cmp_cells *o, const np_cmp_pair *p, const np_cmp_row *r)
     const np_cmp_call *call = r->call_index >= 0 ? &p->calls[r->call_index] : NULL;
     o->c[n++] = str(call && call->status != NP_CALL_PASS ? np_cmp_call_status_name(call->status) : "");
     o->c[n++] = str(call ? call->parent : "");
-    o->c[n++] = str(np_cmp_row_reason(o->reason, sizeof o->reason, r));
+    o->c[n++] = str(why);
     o->n = n;
 }
 
