@@ -496,16 +496,18 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
     char *in_warn = calloc(nc + 1, 1), *out_warn = calloc(nc + 1, 1);
     /* rows left out (payload unreadable or corrupt), per call: inputs, outputs */
     int *n_left = calloc(2 * (nc + 1), sizeof *n_left);
+    /* the module pass: depth in the module tree, first failing inner call,
+     * order of visit, the error seen before it, "contains a culprit" */
+    int *depth = malloc((nc + 1) * sizeof *depth), *first_fail = malloc((nc + 1) * sizeof *first_fail);
+    int *order = malloc((nc + 1) * sizeof *order);
+    double *s_before = calloc(nc + 1, sizeof *s_before);
+    char *has_cul = calloc(nc + 1, 1);
     np_strmap byname = {0};
-    if (!n_in || !kw_bad || !par_bad || !in_warn || !out_warn || !n_left ||
-        np_strmap_init(&byname, nc) != 0) {
-        free(n_in);
-        free(kw_bad);
-        free(par_bad);
-        free(in_warn);
-        free(out_warn);
-        free(n_left);
-        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
+    np_status st = NP_OK;
+    if (!n_in || !kw_bad || !par_bad || !in_warn || !out_warn || !n_left || !depth || !first_fail ||
+        !order || !s_before || !has_cul || np_strmap_init(&byname, nc) != 0) {
+        st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
+        goto out;
     }
     for (size_t k = 0; k < nc; k++) {
         np_cmp_call *c = &p->calls[k];
@@ -680,25 +682,6 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
      *   that grew), it only propagates;
      * - a module whose inner calls all pass (or were not dumped) stays a
      *   culprit itself. */
-    int *depth = malloc((nc + 1) * sizeof *depth), *first_fail = malloc((nc + 1) * sizeof *first_fail);
-    int *order = malloc((nc + 1) * sizeof *order);
-    double *s_before = calloc(nc + 1, sizeof *s_before);
-    char *has_cul = calloc(nc + 1, 1);
-    if (!depth || !first_fail || !order || !s_before || !has_cul) {
-        free(depth);
-        free(first_fail);
-        free(order);
-        free(s_before);
-        free(has_cul);
-        free(n_in);
-        free(kw_bad);
-        free(par_bad);
-        free(in_warn);
-        free(out_warn);
-        free(n_left);
-        np_strmap_free(&byname);
-        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
-    }
     for (size_t k = 0; k < nc; k++)
         first_fail[k] = -1;
     size_t n_mod = 0;
@@ -774,11 +757,6 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
             }
         }
     }
-    free(depth);
-    free(first_fail);
-    free(order);
-    free(s_before);
-    free(has_cul);
     /* say which rows were left out, and that the status does not rest on them */
     for (size_t k = 0; k < nc; k++) {
         int li = n_left[2 * k], lo = n_left[2 * k + 1];
@@ -806,6 +784,14 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         for (size_t k = 0; k < nc; k++)
             if (p->calls[k].status == NP_CALL_CULPRIT)
                 p->culprits[p->n_culprits++] = (int)k;
+    if (!p->culprits)
+        st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+out:
+    free(depth);
+    free(first_fail);
+    free(order);
+    free(s_before);
+    free(has_cul);
     free(n_in);
     free(kw_bad);
     free(par_bad);
@@ -813,5 +799,5 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
     free(out_warn);
     free(n_left);
     np_strmap_free(&byname);
-    return p->culprits ? NP_OK : np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+    return st;
 }
