@@ -843,19 +843,18 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
         char have[512] = "";
         size_t hn = 0;
         for (int what = 0; what < 2; what++) {
-            hn += (size_t)snprintf(have + hn, sizeof have - hn, "%s", what ? "; ranks" : "steps");
-            int last = -2;
             int first = 1;
-            for (size_t i = 0; i < keys.n && hn < sizeof have - 16; i++) {
+            hn += (size_t)snprintf(have + hn, sizeof have - hn, "%s", what ? "; ranks" : "steps");
+            /* each number once; the text stays well inside `have` */
+            for (size_t i = 0; i < keys.n && hn < sizeof have / 2; i++) {
                 int v = what ? keys.u[i].rank : keys.u[i].step;
                 int seen = 0;
                 for (size_t j = 0; j < i && !seen; j++)
                     seen = (what ? keys.u[j].rank : keys.u[j].step) == v;
-                if (seen || v == last)
+                if (seen)
                     continue;
                 hn += (size_t)snprintf(have + hn, sizeof have - hn, "%s %d", first ? "" : ",", v);
                 first = 0;
-                last = v;
             }
         }
         free(keys.u);
