@@ -131,39 +131,6 @@ static void progress(int pair, int n_pairs, uint64_t done, uint64_t total, void 
     fflush(stderr);
 }
 
-/* mkdir -p; 0, or -1 with errno (ENOTDIR when a part is not a directory) */
-static int make_dir(const char *dir)
-{
-    struct stat sb;
-    if (stat(dir, &sb) == 0) {
-        if (S_ISDIR(sb.st_mode))
-            return 0;
-        errno = ENOTDIR;
-        return -1;
-    }
-    char buf[4096];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof buf) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    memcpy(buf, dir, n + 1);
-    for (char *q = buf + 1; *q; q++) {
-        if (*q != '/')
-            continue;
-        *q = '\0';
-        if (stat(buf, &sb) != 0) {
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-                return -1;
-        } else if (!S_ISDIR(sb.st_mode)) {
-            errno = ENOTDIR;
-            return -1;
-        }
-        *q = '/';
-    }
-    return mkdir(buf, 0777) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 static void print_pair(const np_cmp_pair *p)
 {
     printf("step %d rank %d (%s mode): %zu rows: %zu pass, %zu warning, %zu error "
@@ -293,7 +260,7 @@ int np_cmd_compare(int argc, char **argv)
         np_cmp_result_free(r);
         return NP_EXIT_USAGE;
     }
-    if (make_dir(outdir) != 0) {
+    if (np_mkdirs(outdir) != 0) {
         np_cli_error("compare: %s: cannot create the output directory: %s", outdir,
                      strerror(errno));
         np_cmp_result_free(r);

@@ -3,6 +3,7 @@
 #include "nprobe/format.h"
 
 #include <hdf5.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,15 @@ int np_h5_attr_get_i64(int64_t obj, const char *name, int64_t *out)
 int np_h5_attr_get_f64(int64_t obj, const char *name, double *out)
 {
     return attr_read((hid_t)obj, name, H5T_NATIVE_DOUBLE, out);
+}
+
+double np_fmt_get_loss_scale(int64_t file)
+{
+    double v = 1.0;
+    if (attr_read((hid_t)file, NP_FMT_ATTR_LOSS_SCALE, H5T_NATIVE_DOUBLE, &v) != 0 || !(v > 0) ||
+        !isfinite(v))
+        v = 1.0;
+    return v;
 }
 
 void np_h5_quiet(np_h5_quiet_state *q)

@@ -87,6 +87,22 @@ double np_file_check_timeout(void)
     return v > 0 ? v : 120.0;
 }
 
+np_status np_isolated_walk_error(np_error *err, const char *path, int r, int sig, double limit)
+{
+    if (r == NP_ISOLATE_TIMEOUT)
+        return np_error_set(err, NP_ERR_FORMAT, path, NULL,
+                            "the file is corrupt: reading its metadata did not finish in %g s (the "
+                            "HDF5 library looped, in a child process; NPROBE_FILE_CHECK_TIMEOUT "
+                            "sets the limit)",
+                            limit);
+    if (r == NP_ISOLATE_CRASHED)
+        return np_error_set(err, NP_ERR_FORMAT, path, NULL,
+                            "the file is corrupt: reading its metadata crashed the HDF5 library "
+                            "(signal %d, in a child process)",
+                            sig);
+    return NP_OK;
+}
+
 int np_run_isolated(int (*fn)(void *), void *arg, double timeout_s, int *sig)
 {
     np_isolated h;

@@ -355,10 +355,7 @@ static np_status dump_open_raw(cmp_dump *d, const char *path, const cmp_dump *tw
     np_h5_attr_get_i64(d->file_id, NP_FMT_ATTR_STEP, &d->step);
     np_h5_attr_get_i64(d->file_id, NP_FMT_ATTR_RANK, &d->rank);
     np_h5_attr_get_i64(d->file_id, NP_FMT_ATTR_COMPLETE, &d->complete);
-    d->loss_scale = 1.0;
-    if (np_h5_attr_get_f64(d->file_id, NP_FMT_ATTR_LOSS_SCALE, &d->loss_scale) != 0 ||
-        !(d->loss_scale > 0) || !isfinite(d->loss_scale))
-        d->loss_scale = 1.0;
+    d->loss_scale = np_fmt_get_loss_scale(d->file_id);
     np_status st = read_entries(d, arena, err);
     if (st == NP_OK)
         st = read_calls(d, arena, err);
@@ -409,18 +406,7 @@ np_status cmp_dump_walk_finish(cmp_walk *w, np_error *err)
     double limit = np_file_check_timeout();
     int sig = 0;
     int r = np_isolated_wait(&w->h, limit, &sig);
-    if (r == NP_ISOLATE_TIMEOUT)
-        return np_error_set(err, NP_ERR_FORMAT, w->path, NULL,
-                            "the file is corrupt: reading its metadata did not finish in %g s (the "
-                            "HDF5 library looped, in a child process; NPROBE_FILE_CHECK_TIMEOUT "
-                            "sets the limit); left out",
-                            limit);
-    if (r == NP_ISOLATE_CRASHED)
-        return np_error_set(err, NP_ERR_FORMAT, w->path, NULL,
-                            "the file is corrupt: reading its metadata crashed the HDF5 library "
-                            "(signal %d, in a child process); left out",
-                            sig);
-    return NP_OK;
+    return np_isolated_walk_error(err, w->path, r, sig, limit);
 }
 
 np_status cmp_dump_open(cmp_dump *d, const char *path, const cmp_dump *twin,

@@ -123,22 +123,6 @@ static np_status h5fail(np_error *err, const char *path, const char *what)
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static int mkdirs(char *path)
-{
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        int r = mkdir(path, 0777);
-        *p = '/';
-        if (r != 0 && errno != EEXIST)
-            return -1;
-    }
-    if (mkdir(path, 0777) != 0 && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
 static herr_t attr_str(hid_t obj, const char *name, const char *value)
 {
     hid_t t = H5Tcopy(H5T_C_S1);
@@ -157,28 +141,17 @@ static herr_t attr_str(hid_t obj, const char *name, const char *value)
     return e;
 }
 
-/* A scalar numeric attribute: stored as `ftype`, written from `mtype`. */
-static herr_t attr_num(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *value)
+static herr_t attr_i64(hid_t obj, const char *name, int64_t value)
 {
     hid_t s = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, ftype, s, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t a = H5Acreate2(obj, name, H5T_STD_I64LE, s, H5P_DEFAULT, H5P_DEFAULT);
     herr_t e = -1;
     if (a >= 0) {
-        e = H5Awrite(a, mtype, value);
+        e = H5Awrite(a, H5T_NATIVE_INT64, &value);
         H5Aclose(a);
     }
     H5Sclose(s);
     return e;
-}
-
-static herr_t attr_i64(hid_t obj, const char *name, int64_t value)
-{
-    return attr_num(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
-}
-
-static herr_t attr_f64(hid_t obj, const char *name, double value)
-{
-    return attr_num(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
 }
 
 static hid_t table(hid_t file, const char *name, hid_t ftype, int compression)
@@ -486,7 +459,7 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/step%lld/rank%lld", w->root, (long long)in->step,
              (long long)in->rank);
-    if (mkdirs(dir) != 0)
+    if (np_mkdirs(dir) != 0)
         return np_error_set(err, errno == ENOSPC ? NP_ERR_NOSPACE : NP_ERR_IO, dir, NULL,
                             "cannot create the dump directory: %s", strerror(errno));
     snprintf(w->partial, sizeof w->partial, "%s/%s.partial", dir, NP_FMT_FILE);
@@ -567,7 +540,7 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
     e |= attr_i64(w->file, NP_FMT_ATTR_STEP, in->step);
     e |= attr_i64(w->file, NP_FMT_ATTR_RANK, in->rank);
     e |= attr_i64(w->file, NP_FMT_ATTR_WORLD_SIZE, in->world_size);
-    e |= attr_f64(w->file, NP_FMT_ATTR_LOSS_SCALE, in->loss_scale > 0 ? in->loss_scale : 1.0);
+    e |= np_h5_attr_set_f64(w->file, NP_FMT_ATTR_LOSS_SCALE, in->loss_scale > 0 ? in->loss_scale : 1.0);
     e |= attr_i64(w->file, NP_FMT_ATTR_COMPLETE, 0);
     if (e < 0) {
         np_status st = h5fail(err, w->partial, "writing the root attributes");

@@ -234,17 +234,9 @@ np_status np_dump_open(np_dump **out, const char *path, np_error *err)
         int sig = 0;
         double limit = np_file_check_timeout();
         int r = np_run_isolated(walk_in_child, (void *)path, limit, &sig);
-        if (r == NP_ISOLATE_CRASHED)
-            return np_error_set(err, NP_ERR_FORMAT, path, NULL,
-                                "the file is corrupt: reading its metadata crashed the HDF5 "
-                                "library (signal %d, in a child process)",
-                                sig);
-        if (r == NP_ISOLATE_TIMEOUT)
-            return np_error_set(err, NP_ERR_FORMAT, path, NULL,
-                                "the file is corrupt: reading its metadata did not finish in "
-                                "%g s (the HDF5 library looped, in a child process; "
-                                "NPROBE_FILE_CHECK_TIMEOUT sets the limit)",
-                                limit);
+        np_status st = np_isolated_walk_error(err, path, r, sig, limit);
+        if (st != NP_OK)
+            return st;
     }
     return dump_open_raw(out, path, err);
 }
@@ -298,10 +290,7 @@ static np_status dump_open_raw(np_dump **out, const char *path, np_error *err)
     in->rank = read_i64_attr(f, NP_FMT_ATTR_RANK, -1);
     in->world_size = read_i64_attr(f, NP_FMT_ATTR_WORLD_SIZE, 1);
     in->complete = read_i64_attr(f, NP_FMT_ATTR_COMPLETE, 0);
-    in->loss_scale = 1.0;
-    if (np_h5_attr_get_f64(f, NP_FMT_ATTR_LOSS_SCALE, &in->loss_scale) != 0 ||
-        !(in->loss_scale > 0) || !isfinite(in->loss_scale))
-        in->loss_scale = 1.0;
+    in->loss_scale = np_fmt_get_loss_scale(f);
     H5Eclear2(H5E_DEFAULT);
     H5Eset_auto2(H5E_DEFAULT, of, od);
     if (strcmp(in->format, NP_FMT_NAME) != 0) {

@@ -133,6 +133,10 @@ int np_crc32_kernel_supported(np_crc32_kernel k);
 /* np_crc32 by kernel k, which must be supported. */
 uint32_t np_crc32_with(np_crc32_kernel k, uint32_t crc, const void *buf, size_t len);
 
+/* mkdir -p: create `path` and its missing parents. 0, or -1 with errno
+ * (ENOTDIR when it, or a part of it, exists and is not a directory). */
+int np_mkdirs(const char *path);
+
 /* Run fn(arg) in a forked child process and wait for it, at most
  * timeout_s seconds (<= 0: no limit): work that may crash or loop (HDF5
  * reading a file whose metadata is corrupt) cannot take the caller down.
@@ -159,6 +163,10 @@ int np_isolated_wait(np_isolated *h, double timeout_s, int *sig);
  * NPROBE_FILE_CHECK_TIMEOUT if set (> 0), else 120 (a 141k-row statistics
  * dump walks in ~0.1 s). */
 double np_file_check_timeout(void);
+/* The error for a file whose isolated walk ended with `r` (and signal
+ * `sig`, after at most `limit` s): NP_ERR_FORMAT naming `path` as corrupt
+ * for NP_ISOLATE_CRASHED and NP_ISOLATE_TIMEOUT, NP_OK for anything else. */
+np_status np_isolated_walk_error(np_error *err, const char *path, int r, int sig, double limit);
 
 #ifdef __cplusplus
 }

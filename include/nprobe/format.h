@@ -100,6 +100,9 @@ int np_h5_attr_set_f64(int64_t obj, const char *name, double value);
 int np_h5_attr_get_str(int64_t obj, const char *name, char *buf, size_t cap);
 int np_h5_attr_get_i64(int64_t obj, const char *name, int64_t *out);
 int np_h5_attr_get_f64(int64_t obj, const char *name, double *out);
+/* A dump file's root attribute loss_scale; 1 when absent, not positive or
+ * not finite. */
+double np_fmt_get_loss_scale(int64_t file);
 
 /* Silence HDF5's automatic error-stack printing (libraries never print) and
  * restore it afterwards. */

@@ -253,13 +253,8 @@ int tw_close(tw *w, int complete)
     attr_i64(w->file, "rank", w->rank);
     attr_i64(w->file, "world_size", 1);
     attr_i64(w->file, "complete", complete);
-    if (w->loss_scale != 0) {
-        hid_t s = H5Screate(H5S_SCALAR);
-        hid_t a = H5Acreate2(w->file, "loss_scale", H5T_IEEE_F64LE, s, H5P_DEFAULT, H5P_DEFAULT);
-        H5Awrite(a, H5T_NATIVE_DOUBLE, &w->loss_scale);
-        H5Aclose(a);
-        H5Sclose(s);
-    }
+    if (w->loss_scale != 0)
+        np_h5_attr_set_f64(w->file, "loss_scale", w->loss_scale);
     H5Gclose(w->data);
     herr_t e = H5Fclose(w->file);
     free(w->e);
