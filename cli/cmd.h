@@ -6,6 +6,8 @@
 #ifndef NPROBE_CLI_CMD_H
 #define NPROBE_CLI_CMD_H
 
+#include <stddef.h>
+
 #include "nprobe/common.h"
 
 enum { NP_EXIT_OK = 0, NP_EXIT_DIFF = 1, NP_EXIT_USAGE = 2 };
@@ -62,5 +64,19 @@ int np_cli_probe_attach(np_cli_probe **out, struct np_ctx *ctx,
  * stderr, free. Returns 0, or NP_EXIT_USAGE if the dump failed. NULL is a
  * no-op returning 0. */
 int np_cli_probe_detach(np_cli_probe *p);
+
+/* ---- MPI (cli/mpi.c; every function works in a build without MPI) ---- */
+/* Start MPI when the process was launched by mpirun/mpiexec: *rank and
+ * *world from MPI_COMM_WORLD. Returns 1 under MPI, 0 for a plain process
+ * (rank 0 of 1, also in a build without MPI), -1 when MPI_Init failed. */
+int np_cli_mpi_start(int *rank, int *world);
+/* MPI_Finalize once, if started. */
+void np_cli_mpi_end(void);
+/* np_allgather_fn (nprobe/dist.h) over MPI_COMM_WORLD. */
+int np_cli_mpi_allgather(void *recv, const void *send, size_t bytes, void *user);
+/* Max of v over the ranks (v itself without MPI). */
+int np_cli_mpi_max_int(int v);
+/* 1 when this program was built with MPI. */
+int np_cli_mpi_available(void);
 
 #endif

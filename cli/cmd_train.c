@@ -48,7 +48,8 @@ static void help(FILE *out)
         "  --device NAME         cpu | npu-sim (default cpu)\n"
         "  --precision NAME      fp32 | bf16 | fp16 autocast (default fp32); fp16 uses\n"
         "                        a dynamic loss scaler that skips overflowing steps\n"
-        "  --fault NAME          inject a fault of the npu-sim device (default none)\n"
+        "  --fault NAME          inject a fault of the npu-sim device (default none); the\n"
+        "                        collective faults act in a data-parallel run\n"
         "  --list-faults         print the fault catalog and exit\n"
         "  --threads N           OpenMP and OpenBLAS threads (default 0: leave as set)\n"
         "  --seed S              seed of initialisation and data (default 1234)\n"
@@ -76,6 +77,12 @@ static void help(FILE *out)
         "  --config-check-out PACK.zip\n"
         "                        write a config_check pack of this run before step 0\n"
         "  -h, --help            show this help\n"
+        "\n"
+        "data parallel (docs/RUNTIME.md, \"Distributed\"):\n"
+        "  mpirun -n K nprobe train ...   K ranks train one model, each on B/K rows of\n"
+        "                        every global batch B (a multiple of K), gradients\n"
+        "                        averaged in rank order before the update; rank 0 prints,\n"
+        "                        dumps go to rank{R}/ (needs a build with MPI)\n"
         "\n"
         "exit codes: 0 run completed, 1 the loss became non-finite on the cpu fp32\n"
         "reference, 2 usage or input error\n");
@@ -106,6 +113,17 @@ static int parse_double(const char *opt, const char *text, double lo, double *ou
     }
     *out = v;
     return 0;
+}
+
+static void list_dist_faults(void)
+{
+    printf("\ncollective faults of the npu-sim device in a data-parallel run\n"
+           "(mpirun -n K nprobe train --device npu-sim --fault NAME):\n");
+    for (int i = 1; i < np_dist_fault_count(); i++) {
+        const np_dist_fault_info *f = np_dist_fault_get(i);
+        printf("  %-24s %s, %s%s\n  %-24s %s\n", f->name, f->op, f->ranks,
+               f->needs_ranks ? " (K >= 2)" : "", "", f->description);
+    }
 }
 
 static void list_faults(void)
@@ -179,12 +197,14 @@ static int parse_args(train_args *a, int argc, char **argv)
             bad = parse_choice(o, v, optims, 2) < 0;
             a->optim = v;
         } else if (strcmp(o, "--fault") == 0) {
-            if (np_fault_from_name(v) < 0) {
+            if (np_fault_from_name(v) < 0 && np_dist_fault_from_name(v) < 0) {
                 const char *names[64];
                 int n = 0;
                 for (int k = 0; k < np_fault_count() && n < 64; k++)
                     if (np_fault_get(k))
                         names[n++] = np_fault_get(k)->name;
+                for (int k = 1; k < np_dist_fault_count() && n < 64; k++)
+                    names[n++] = np_dist_fault_get(k)->name;
                 parse_choice(o, v, names, n);
                 bad = 1;
             }
@@ -356,7 +376,59 @@ static int write_pack(const train_args *a, np_trainer *tr)
     return NP_EXIT_OK;
 }
 
-static int train(const train_args *a)
+/* The fault of --fault: the op-level catalog into co, the collective one
+ * into o->dist; warns where it will not act. */
+static void set_fault(np_ctx_opts *co, np_train_opts *o, const train_args *a, np_model_kind kind,
+                      int mpi, int world, int warn)
+{
+    int df = np_dist_fault_from_name(a->fault);
+    if (df > 0) {
+        o->dist.fault = (np_dist_fault)df;
+        const np_dist_fault_info *f = np_dist_fault_get(df);
+        if (!warn)
+            return;
+        if (co->device != NP_DEVICE_NPU_SIM)
+            fprintf(stderr, "nprobe: warning: --fault %s acts on --device npu-sim only; "
+                            "the cpu reference runs without it\n", a->fault);
+        else if (!mpi)
+            fprintf(stderr, "nprobe: warning: --fault %s is a collective fault: it acts in a "
+                            "data-parallel run (mpirun -n K nprobe train ...) only\n", a->fault);
+        else if (f->needs_ranks && world < 2)
+            fprintf(stderr, "nprobe: warning: --fault %s needs 2 or more ranks (mpirun -n 1 "
+                            "runs without it)\n", a->fault);
+        return;
+    }
+    co->fault = (np_fault)np_fault_from_name(a->fault);
+    if (!warn)
+        return;
+    if (co->fault != NP_FAULT_NONE && co->device != NP_DEVICE_NPU_SIM)
+        fprintf(stderr, "nprobe: warning: --fault %s acts on --device npu-sim only; "
+                        "the cpu reference runs without it\n", a->fault);
+    else if (co->fault != NP_FAULT_NONE && !np_model_fault_applies(kind, np_fault_get(co->fault)->op))
+        fprintf(stderr, "nprobe: warning: --fault %s acts on %s, which the %s model does not "
+                        "call: this run is the same as one without the fault\n",
+                a->fault, np_fault_get(co->fault)->op, a->model);
+}
+
+/* Rank and world size: MPI's when launched by mpirun, else NPROBE_RANK /
+ * NPROBE_WORLD_SIZE (labels only). 0, or an exit code. */
+static int rank_of(int *rank, int *world, int mpi)
+{
+    if (mpi)
+        return 0;
+    *rank = env_int("NPROBE_RANK", 0, 0);
+    *world = env_int("NPROBE_WORLD_SIZE", 1, 1);
+    if (*rank < 0 || *world < 0)
+        return NP_EXIT_USAGE;
+    if (*rank >= *world) {
+        np_cli_error("NPROBE_RANK=%d is not below NPROBE_WORLD_SIZE=%d (ranks are 0 .. %d)", *rank,
+                     *world, *world - 1);
+        return NP_EXIT_USAGE;
+    }
+    return 0;
+}
+
+static int train(const train_args *a, int mpi, int rank, int world)
 {
     np_error err;
     np_error_clear(&err);
@@ -408,25 +480,22 @@ static int train(const train_args *a)
     np_ctx_opts_default(&co);
     co.device = (np_device)np_device_from_name(a->device);
     co.precision = (np_dtype)np_dtype_from_name(a->precision);
-    co.fault = (np_fault)np_fault_from_name(a->fault);
     co.seed = o.seed;
     co.threads = (int)a->threads;
-    int rank = env_int("NPROBE_RANK", 0, 0), world = env_int("NPROBE_WORLD_SIZE", 1, 1);
-    if (rank < 0 || world < 0)
-        return NP_EXIT_USAGE;
-    if (rank >= world) {
-        np_cli_error("NPROBE_RANK=%d is not below NPROBE_WORLD_SIZE=%d (ranks are 0 .. %d)", rank,
-                     world, world - 1);
-        return NP_EXIT_USAGE;
-    }
+    int rc = rank_of(&rank, &world, mpi);
+    if (rc)
+        return rc;
     co.rank = rank;
-    if (co.fault != NP_FAULT_NONE && co.device != NP_DEVICE_NPU_SIM)
-        fprintf(stderr, "nprobe: warning: --fault %s acts on --device npu-sim only; "
-                        "the cpu reference runs without it\n", a->fault);
-    else if (co.fault != NP_FAULT_NONE && !np_model_fault_applies(kind, np_fault_get(co.fault)->op))
-        fprintf(stderr, "nprobe: warning: --fault %s acts on %s, which the %s model does not "
-                        "call: this run is the same as one without the fault\n",
-                a->fault, np_fault_get(co.fault)->op, a->model);
+    if (mpi) {
+        o.dist.rank = rank;
+        o.dist.world_size = world;
+        o.dist.allgather = np_cli_mpi_allgather;
+    }
+    /* only rank 0 reports, warns, saves and packs */
+    int quiet = rank > 0 && mpi;
+    if (quiet && !freopen("/dev/null", "w", stdout))
+        return NP_EXIT_USAGE;
+    set_fault(&co, &o, a, kind, mpi, world, !quiet);
     np_ctx *ctx = NULL;
     np_trainer *tr = NULL;
     np_cli_probe *probe = NULL;
@@ -457,6 +526,10 @@ static int train(const train_args *a)
     if (a->stop_after >= 0)
         printf(", stopping after %lld", (long long)stop);
     printf("\n");
+    if (mpi)
+        printf("data parallel: %d rank(s), global batch %d, %d per rank%s%s\n", world, to->batch,
+               to->batch / world, o.dist.fault ? ", collective fault " : "",
+               o.dist.fault ? np_dist_fault_get(o.dist.fault)->name : "");
     fflush(stdout);
 
     const char *dump_cfg = a->dump_config ? a->dump_config : getenv("NPROBE_DUMP_CONFIG");
@@ -465,7 +538,7 @@ static int train(const train_args *a)
         if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
             goto done;
     }
-    if (a->cc_out && (code = write_pack(a, tr)) != NP_EXIT_OK)
+    if (a->cc_out && !quiet && (code = write_pack(a, tr)) != NP_EXIT_OK)
         goto done;
 
     code = NP_EXIT_OK;
@@ -500,7 +573,7 @@ static int train(const train_args *a)
             code = NP_EXIT_DIFF;
             break;
         }
-        if (np_ctx_stop_requested(ctx)) {
+        if (mpi ? np_cli_mpi_max_int(np_ctx_stop_requested(ctx)) : np_ctx_stop_requested(ctx)) {
             np_cli_error("the probe asked to stop training after step %lld", (long long)r.step);
             break;
         }
@@ -514,7 +587,7 @@ static int train(const train_args *a)
             printf(", %lld steps skipped by the loss scaler (scale %g)", (long long)sc->skipped, sc->scale);
         printf("\n");
     }
-    if (code == NP_EXIT_OK && a->save) {
+    if (code == NP_EXIT_OK && a->save && !quiet) {
         if (np_trainer_save(tr, a->save, &err)) {
             np_cli_report(&err);
             code = NP_EXIT_USAGE;
@@ -541,7 +614,15 @@ int np_cmd_train(int argc, char **argv)
         return r - 1;
     if (a.list_faults) {
         list_faults();
+        list_dist_faults();
         return NP_EXIT_OK;
     }
-    return train(&a);
+    int rank = 0, world = 1, mpi = np_cli_mpi_start(&rank, &world);
+    if (mpi < 0) {
+        np_cli_error("train: MPI_Init failed");
+        return NP_EXIT_USAGE;
+    }
+    r = train(&a, mpi, rank, world);
+    np_cli_mpi_end();
+    return r;
 }

@@ -22,3 +22,17 @@ if(NOT NP_PYTHON)
     find_program(NP_PYTHON python3)
   endif()
 endif()
+
+# MPI (Open MPI from Debian) for `mpirun -n K nprobe train` and
+# `mpirun -n P nprobe compare`; linked into the program only (cli/mpi.c).
+# NP_MPI=OFF, or no MPI found, builds a single-process nprobe.
+option(NP_MPI "Build the data-parallel train and compare over MPI when MPI is found" ON)
+if(NP_MPI)
+  find_package(MPI COMPONENTS C)
+endif()
+if(NP_MPI AND MPI_C_FOUND)
+  set(NP_HAVE_MPI ON)
+  find_program(NP_MPIEXEC NAMES mpirun mpiexec HINTS ${MPI_HOME}/bin)
+else()
+  set(NP_HAVE_MPI OFF)
+endif()

@@ -24,6 +24,27 @@ void np_train_opts_default(np_train_opts *o, np_model_kind kind)
     o->scaler_init = 65536.0;
 }
 
+/* The data-parallel options: ranks in range, a global batch that splits
+ * into equal shards. */
+static np_status dist_check(const np_train_opts *o, np_error *err)
+{
+    const np_dist *d = &o->dist;
+    if (!d->allgather)
+        return NP_OK;
+    if (d->world_size < 1 || d->rank < 0 || d->rank >= d->world_size)
+        return np_error_set(err, NP_ERR_ARG, NULL, "rank",
+                            "expected 0 <= rank < world_size, got rank %d of %d", d->rank,
+                            d->world_size);
+    if (o->batch % d->world_size != 0)
+        return np_error_set(err, NP_ERR_ARG, NULL, "batch",
+                            "the global batch %d does not split into %d equal shards (expected "
+                            "a multiple of the world size)", o->batch, d->world_size);
+    if ((int)d->fault < 0 || d->fault >= NP_DIST_FAULT_COUNT)
+        return np_error_set(err, NP_ERR_ARG, NULL, "fault", "unknown collective fault %d",
+                            (int)d->fault);
+    return NP_OK;
+}
+
 np_status np_trainer_new(np_trainer **out, np_ctx *ctx, const np_train_opts *o, np_error *err)
 {
     *out = NULL;
@@ -31,6 +52,9 @@ np_status np_trainer_new(np_trainer **out, np_ctx *ctx, const np_train_opts *o, 
         return np_error_set(err, NP_ERR_ARG, NULL, "batch", "expected >= 1, got %d", o->batch);
     if (o->steps < 0)
         return np_error_set(err, NP_ERR_ARG, NULL, "steps", "expected >= 0, got %lld", (long long)o->steps);
+    np_status st = dist_check(o, err);
+    if (st)
+        return st;
     np_trainer *tr = calloc(1, sizeof *tr);
     if (!tr)
         return np_error_set(err, NP_ERR_NOMEM, NULL, "trainer", "out of memory");
@@ -39,7 +63,6 @@ np_status np_trainer_new(np_trainer **out, np_ctx *ctx, const np_train_opts *o, 
     if (tr->opts.warmup < 0)
         tr->opts.warmup = o->steps / 10;
     np_model_config mc = o->model;
-    np_status st;
     if (mc.kind == NP_MODEL_GPT) {
         st = o->data_path ? np_data_open_text(&tr->data, o->data_path, mc.block_size, o->seed, err)
                           : np_data_open(&tr->data, NP_DATA_ARITH, mc.block_size, o->seed, err);
@@ -58,8 +81,15 @@ np_status np_trainer_new(np_trainer **out, np_ctx *ctx, const np_train_opts *o, 
             mc.n_classes = np_data_n_classes(tr->data);
         }
     }
+    const np_ctx_opts *co = np_ctx_options(ctx);
+    if (o->dist.allgather && co->device == NP_DEVICE_NPU_SIM)
+        tr->dfault = o->dist.fault;
+    /* unsynced_init: ranks > 0 build their replica from their own seed */
+    uint64_t init_seed = o->seed;
+    if (tr->dfault == NP_DIST_FAULT_UNSYNCED_INIT)
+        init_seed += (uint64_t)o->dist.rank;
     if (!st)
-        st = np_model_new(&tr->model, ctx, &mc, o->seed, err);
+        st = np_model_new(&tr->model, ctx, &mc, init_seed, err);
     if (!st) {
         tr->opts.model = mc;
         int n = 0;
@@ -70,7 +100,6 @@ np_status np_trainer_new(np_trainer **out, np_ctx *ctx, const np_train_opts *o, 
         np_trainer_free(tr);
         return st;
     }
-    const np_ctx_opts *co = np_ctx_options(ctx);
     np_scaler_init(&tr->scaler, co->precision == NP_FLOAT16);
     if (tr->scaler.enabled) {
         tr->scaler.scale = o->scaler_init > 0 ? o->scaler_init : 65536.0;
@@ -88,6 +117,7 @@ void np_trainer_free(np_trainer *tr)
     np_model_free(tr->model);
     np_data_free(tr->data);
     np_batch_free(&tr->batch);
+    np_dist_free_buffers(tr);
     free(tr);
 }
 
@@ -106,56 +136,111 @@ static np_status ctx_fail(np_ctx *ctx, np_error *err, const char *what)
                         ce && ce->text[0] ? ce->text : np_strerror(st));
 }
 
-np_status np_trainer_step(np_trainer *tr, np_step_result *res, np_error *err)
+/* Forward and backward of this rank's shard of tr->batch; *loss the local mean. */
+static np_status forward_backward(np_trainer *tr, double *loss, np_error *err)
 {
     np_ctx *ctx = tr->ctx;
-    const np_train_opts *o = &tr->opts;
-    memset(res, 0, sizeof *res);
-    res->step = tr->step;
-    np_status st = np_data_get_batch(&tr->batch, tr->data, tr->step, o->batch, err);
-    if (st)
-        return st;
+    np_status st;
     np_ctx_set_step(ctx, (int)tr->step);
     np_ctx_set_loss_scale(ctx, tr->scaler.enabled ? tr->scaler.scale : 1.0);
     np_ctx_step_begin(ctx);
     np_ctx_zero_grads(ctx);
+    tr->coll_n = 0;
+    np_batch shard;
+    np_dist_shard(&shard, tr);
     np_tensor *x = NULL, *y = NULL;
-    st = np_batch_to_tensors(&x, &y, ctx, &tr->batch, err);
-    if (st) {
-        np_ctx_step_end(ctx);
+    if ((st = np_batch_to_tensors(&x, &y, ctx, &shard, err)))
         return st;
+    np_tensor *l = np_model_loss(tr->model, x, y);
+    if (!l || np_ctx_status(ctx))
+        return ctx_fail(ctx, err, "forward");
+    const float *lp = np_tensor_f32(l);
+    *loss = lp ? (double)lp[0] : NAN;
+    st = tr->scaler.enabled ? np_backward_seed(ctx, l, (float)tr->scaler.scale)
+                            : np_backward(ctx, l);
+    if (st || np_ctx_status(ctx))
+        return ctx_fail(ctx, err, "backward");
+    return NP_OK;
+}
+
+/* Global gradient norm; data-parallel: the mean over ranks of the squared
+ * norms (equal on every rank when the replicas agree), then clipping with it
+ * (np_clip_grad_norm's arithmetic). */
+static np_status clip_norm(np_trainer *tr, np_tensor *const *params, int n, double *norm,
+                           np_error *err)
+{
+    const np_train_opts *o = &tr->opts;
+    if (!np_dist_active(tr)) {
+        *norm = o->grad_clip > 0 ? np_clip_grad_norm(params, n, o->grad_clip)
+                                 : np_grad_norm(params, n);
+        return NP_OK;
     }
-    np_tensor *loss = np_model_loss(tr->model, x, y);
-    if (!loss || np_ctx_status(ctx)) {
-        st = ctx_fail(ctx, err, "forward");
-        np_ctx_step_end(ctx);
+    double sq = 0.0; /* np_grad_norm's sum before its square root */
+    for (int i = 0; i < n; i++) {
+        double s = 0.0;
+        for (int64_t k = 0; params[i]->grad && k < params[i]->numel; k++)
+            s += (double)params[i]->grad[k] * (double)params[i]->grad[k];
+        sq += s;
+    }
+    np_status st = np_dist_reduce_mean(tr, &sq, err);
+    if (st)
         return st;
+    *norm = sqrt(sq);
+    double coef = o->grad_clip / (*norm + 1e-6);
+    if (o->grad_clip > 0 && coef < 1.0) {
+        float c = (float)coef;
+        for (int i = 0; i < n; i++)
+            for (int64_t k = 0; params[i]->grad && k < params[i]->numel; k++)
+                params[i]->grad[k] *= c;
     }
-    const float *lp = np_tensor_f32(loss);
-    res->loss = lp ? (double)lp[0] : NAN;
-    res->loss_scale = tr->scaler.enabled ? tr->scaler.scale : 1.0;
-    st = tr->scaler.enabled ? np_backward_seed(ctx, loss, (float)tr->scaler.scale)
-                            : np_backward(ctx, loss);
-    if (st || np_ctx_status(ctx)) {
-        st = ctx_fail(ctx, err, "backward");
-        np_ctx_step_end(ctx);
+    return NP_OK;
+}
+
+/* Reduce (data-parallel), unscale, clip, update or skip. */
+static np_status update(np_trainer *tr, np_step_result *res, np_error *err)
+{
+    const np_train_opts *o = &tr->opts;
+    np_status st = np_dist_active(tr) ? np_dist_reduce_grads(tr, &res->loss, err) : NP_OK;
+    if (st)
         return st;
-    }
-    np_ctx_emit_param_grads(ctx);
+    np_ctx_emit_param_grads(tr->ctx);
     int n = 0;
     np_tensor *const *params = np_model_params(tr->model, &n);
     int found_inf = np_scaler_unscale(&tr->scaler, params, n);
+    if (tr->scaler.enabled && np_dist_active(tr) && (st = np_dist_reduce_flag(tr, &found_inf, err)))
+        return st;
     res->lr = np_lr_schedule(tr->step, o->optim.lr, o->optim.lr * o->min_lr_frac, o->warmup,
                              o->steps);
     if (!found_inf) {
-        res->grad_norm = o->grad_clip > 0 ? np_clip_grad_norm(params, n, o->grad_clip)
-                                          : np_grad_norm(params, n);
+        if ((st = clip_norm(tr, params, n, &res->grad_norm, err)))
+            return st;
         np_optim_step(tr->optim, res->lr);
     }
     res->skipped = found_inf;
     np_scaler_update(&tr->scaler, found_inf);
-    res->items = tr->batch.y_numel;
-    np_ctx_step_end(ctx);
-    tr->step++;
     return NP_OK;
+}
+
+np_status np_trainer_step(np_trainer *tr, np_step_result *res, np_error *err)
+{
+    memset(res, 0, sizeof *res);
+    res->step = tr->step;
+    res->loss_scale = tr->scaler.enabled ? tr->scaler.scale : 1.0;
+    /* shard_drift: the last rank reads the next step's batch */
+    const np_dist *d = &tr->opts.dist;
+    int64_t index = tr->step;
+    if (tr->dfault == NP_DIST_FAULT_SHARD_DRIFT && d->rank == d->world_size - 1)
+        index++;
+    np_status st = np_data_get_batch(&tr->batch, tr->data, index, tr->opts.batch, err);
+    if (st)
+        return st;
+    st = forward_backward(tr, &res->loss, err);
+    if (!st)
+        st = update(tr, res, err);
+    if (!st)
+        res->items = tr->batch.y_numel;
+    np_ctx_step_end(tr->ctx);
+    if (!st)
+        tr->step++;
+    return st;
 }

@@ -14,6 +14,25 @@ struct np_trainer {
     np_scaler scaler;
     np_batch batch;           /* host buffers, reused each step */
     int64_t step;             /* next step to run */
+    np_dist_fault dfault;     /* the collective fault in force (npu-sim only) */
+    float *gather;            /* allgather buffers, grown as needed */
+    size_t gather_cap;        /* bytes of gather (world_size times the send) */
+    float *send;
+    size_t send_cap;
+    int coll_n;               /* Distributed.all_reduce counter of the step */
 };
+
+/* model_dist.c: the data-parallel part of a step (nprobe/dist.h). */
+int np_dist_active(const np_trainer *tr);
+/* Rows of the global batch this rank trains on: a view into tr->batch. */
+void np_dist_shard(np_batch *view, const np_trainer *tr);
+/* Average the gradients (and the loss, *loss in/out) over the ranks, one
+ * Distributed.all_reduce call per parameter. */
+np_status np_dist_reduce_grads(np_trainer *tr, double *loss, np_error *err);
+/* Max of a flag over the ranks (Distributed.all_reduce). */
+np_status np_dist_reduce_flag(np_trainer *tr, int *flag, np_error *err);
+/* Mean of a float64 value over the ranks (Distributed.all_reduce). */
+np_status np_dist_reduce_mean(np_trainer *tr, double *v, np_error *err);
+void np_dist_free_buffers(np_trainer *tr);
 
 #endif

@@ -8,6 +8,8 @@ packages=(
   # build
   gcc make cmake pkg-config
   libhdf5-dev libxlsxwriter-dev libjansson-dev libopenblas-dev libzip-dev zlib1g-dev libisal-dev
+  # data-parallel train and compare over MPI (mpirun; tests run several ranks on one machine)
+  libopenmpi-dev openmpi-bin
   # tests, samples and benchmarks: readers and references independent of nprobe
   hdf5-tools unzip time python3 python3-numpy python3-h5py python3-openpyxl python3-pandas python3-torch
   # a second, independent xlsx reader (test_cmp_xlsx_libreoffice converts reports to csv)

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "nprobe/common.h"
+#include "nprobe/dist.h"
 #include "nprobe/runtime.h"
 #include "nprobe/tensor.h"
 
@@ -303,6 +304,8 @@ typedef struct np_train_opts {
     const char *data_path;     /* GPT: text file instead of the generated language; borrowed */
     int scaler_growth_interval;/* fp16 loss scaler growth interval (2000) */
     double scaler_init;        /* initial loss scale (65536) */
+    np_dist dist;              /* data parallelism (nprobe/dist.h); zero = one process.
+                                * batch is the global batch, a multiple of world_size */
 } np_train_opts;
 
 /* Defaults for a model kind (AdamW; lr: mlp and cnn 1e-2, gpt 3e-3). */

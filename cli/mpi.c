@@ -1,0 +1,111 @@
+/* cli/mpi.c - the program's only contact with MPI (Open MPI or any MPI-3
+ * library): started when the process was launched by mpirun/mpiexec, the
+ * gather behind the trainer's np_allgather_fn, and the few collectives
+ * `nprobe compare` spreads its work with. Built without MPI (NP_HAVE_MPI
+ * undefined) every process is rank 0 of 1. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+
+#ifdef NP_HAVE_MPI
+#include <mpi.h>
+
+static int started;
+
+/* Launched by an MPI starter: Open MPI, PMIx (Open MPI 4/5, Slurm) or
+ * PMI (MPICH, Hydra) say so in the environment. */
+static int launched_by_mpi(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            return 1;
+    }
+    return 0;
+}
+
+int np_cli_mpi_start(int *rank, int *world)
+{
+    *rank = 0;
+    *world = 1;
+    if (!started) {
+        if (!launched_by_mpi())
+            return 0;
+        int inited = 0;
+        MPI_Initialized(&inited);
+        if (!inited && MPI_Init(NULL, NULL) != MPI_SUCCESS)
+            return -1;
+        started = 1;
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, world);
+    return 1;
+}
+
+void np_cli_mpi_end(void)
+{
+    if (started) {
+        MPI_Finalize();
+        started = 0;
+    }
+}
+
+int np_cli_mpi_allgather(void *recv, const void *send, size_t bytes, void *user)
+{
+    (void)user;
+    if (!started || bytes > (size_t)2147483647)
+        return -1;
+    return MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
+                         MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+}
+
+int np_cli_mpi_max_int(int v)
+{
+    int out = v;
+    if (started)
+        MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return out;
+}
+
+int np_cli_mpi_available(void)
+{
+    return 1;
+}
+
+#else
+
+int np_cli_mpi_start(int *rank, int *world)
+{
+    *rank = 0;
+    *world = 1;
+    const char *v = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!v)
+        v = getenv("PMI_SIZE");
+    if (v && strcmp(v, "1") != 0)
+        np_cli_error("warning: launched by mpirun, but this nprobe was built without MPI: "
+                     "every process runs alone as rank 0 of 1");
+    return 0;
+}
+
+void np_cli_mpi_end(void) {}
+
+int np_cli_mpi_allgather(void *recv, const void *send, size_t bytes, void *user)
+{
+    (void)user;
+    memcpy(recv, send, bytes);
+    return 0;
+}
+
+int np_cli_mpi_max_int(int v)
+{
+    return v;
+}
+
+int np_cli_mpi_available(void)
+{
+    return 0;
+}
+
+#endif

@@ -1,0 +1,85 @@
+/* nprobe/dist.h - data-parallel training without a communication library in
+ * the runtime: the trainer is given a gather callback (the program that links
+ * MPI implements it with MPI_Allgather) and does every reduction itself, in
+ * rank order, so results are bit-reproducible and do not depend on the
+ * library's reduction algorithm.
+ *
+ * With np_train_opts.dist.allgather set, one training step on rank r of K:
+ *
+ *     global batch b of B samples (a pure function of seed and step)
+ *     rows [r*B/K, (r+1)*B/K) of it -> forward, backward (local loss = mean
+ *         over the shard)
+ *     Distributed.all_reduce.0..n-1   one call per parameter gradient (and
+ *                                     the loss): mean over ranks, summed in
+ *                                     float64 in rank order
+ *     NP_EV_PARAM_GRAD                the reduced gradients, as in PyTorch DDP
+ *     Distributed.all_reduce.n        fp16 only: the loss scaler's found-inf
+ *                                     flag (max over ranks)
+ *     Distributed.all_reduce.n(+1)    the squared gradient norm (mean over
+ *                                     ranks) behind clipping and grad_norm
+ *
+ * Every collective is an API hook point (NP_EV_API_FORWARD, input.0 = what
+ * this rank sent, output.0 = what it received). The reduction over K equal
+ * shards equals the single-process step on the whole batch up to rounding:
+ * the mean of K shard means against one mean over B, and the float64 sum of
+ * K float32 gradients rounded once (docs/RUNTIME.md, "Distributed").
+ *
+ * Collective faults (np_dist_fault) are the emulated accelerator's: they act
+ * only on device npu-sim, like np_fault. */
+#ifndef NPROBE_DIST_H
+#define NPROBE_DIST_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Gather `bytes` bytes of `send` from every rank into `recv` (world_size *
+ * bytes, rank r's at offset r * bytes), like MPI_Allgather. Every rank calls
+ * it the same number of times with the same `bytes`. Return 0 on success;
+ * non-zero fails the step (NP_ERR_IO). */
+typedef int (*np_allgather_fn)(void *recv, const void *send, size_t bytes, void *user);
+
+typedef enum np_dist_fault {
+    NP_DIST_FAULT_NONE = 0,
+    NP_DIST_FAULT_REDUCE_BF16,    /* gradients reduced in bfloat16 */
+    NP_DIST_FAULT_SHARD_DRIFT,    /* the last rank reads its shard of the next step's batch */
+    NP_DIST_FAULT_SKIP_PARAM,     /* one parameter's gradient left out of the all-reduce */
+    NP_DIST_FAULT_WRONG_COUNT,    /* mean divided by 2K instead of K */
+    NP_DIST_FAULT_UNSYNCED_INIT,  /* ranks > 0 initialise from seed + rank (no broadcast) */
+    NP_DIST_FAULT_COUNT
+} np_dist_fault;
+
+typedef struct np_dist_fault_info {
+    np_dist_fault id;
+    const char *name;        /* "allreduce_bf16", used by --fault */
+    const char *op;          /* where it shows: "Distributed.all_reduce", ... */
+    const char *ranks;       /* "every rank", "the last rank", "ranks > 0" */
+    int needs_ranks;         /* 1: acts only with 2 or more ranks */
+    const char *description; /* one sentence */
+} np_dist_fault_info;
+
+/* Entries of the collective catalog, including "none" at 0. */
+int np_dist_fault_count(void);
+/* Entry i in [0, np_dist_fault_count()); NULL when out of range. */
+const np_dist_fault_info *np_dist_fault_get(int i);
+/* Fault id by name ("none" gives NP_DIST_FAULT_NONE); -1 if unknown. */
+int np_dist_fault_from_name(const char *name);
+
+typedef struct np_dist {
+    int rank;                 /* this process, in [0, world_size) */
+    int world_size;           /* K; 0 or 1 with allgather NULL: single process */
+    np_allgather_fn allgather;/* NULL: no collectives (single process) */
+    void *user;               /* passed to allgather; borrowed */
+    np_dist_fault fault;      /* acts on npu-sim only */
+} np_dist;
+
+/* Index of the parameter NP_DIST_FAULT_SKIP_PARAM leaves out among n
+ * parameters (n / 2). */
+int np_dist_skipped_param(int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

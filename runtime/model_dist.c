@@ -1,0 +1,272 @@
+/* runtime/model_dist.c - data-parallel steps (nprobe/dist.h): the batch
+ * shard of a rank, the reductions in rank order over a gather callback, the
+ * Distributed.all_reduce hook points and the collective fault catalog. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_train_internal.h"
+
+static const np_dist_fault_info dist_faults[NP_DIST_FAULT_COUNT] = {
+    {NP_DIST_FAULT_NONE, "none", "", "", 0, "no collective fault"},
+    {NP_DIST_FAULT_REDUCE_BF16, "allreduce_bf16", "Distributed.all_reduce", "every rank", 0,
+     "gradients all-reduced in bfloat16: each rank's gradient and every partial sum rounded to "
+     "bf16 (a compression hook or a bf16 gradient bucket), ~4e-3 relative error"},
+    {NP_DIST_FAULT_SHARD_DRIFT, "shard_drift", "input data", "the last rank", 0,
+     "the last rank reads its shard of the next step's batch (a sampler whose epoch or offset "
+     "was not set on one rank)"},
+    {NP_DIST_FAULT_SKIP_PARAM, "allreduce_skip_param", "Distributed.all_reduce", "every rank", 1,
+     "one parameter's gradient is left out of the all-reduce (registered after the data-parallel "
+     "wrapper was built): each rank steps with its own gradient and the replicas part"},
+    {NP_DIST_FAULT_WRONG_COUNT, "allreduce_wrong_count", "Distributed.all_reduce", "every rank", 0,
+     "the gradient average divides by 2K (the whole world with a tensor-parallel degree of 2) "
+     "instead of the data-parallel group size K"},
+    {NP_DIST_FAULT_UNSYNCED_INIT, "unsynced_init", "parameters", "ranks > 0", 1,
+     "ranks > 0 initialise the model from seed + rank and the parameters are never broadcast "
+     "from rank 0: the replicas differ from the first step"},
+};
+
+int np_dist_fault_count(void)
+{
+    return NP_DIST_FAULT_COUNT;
+}
+
+const np_dist_fault_info *np_dist_fault_get(int i)
+{
+    return i >= 0 && i < NP_DIST_FAULT_COUNT ? &dist_faults[i] : NULL;
+}
+
+int np_dist_fault_from_name(const char *name)
+{
+    if (!name)
+        return -1;
+    for (int i = 0; i < NP_DIST_FAULT_COUNT; i++)
+        if (strcmp(name, dist_faults[i].name) == 0)
+            return i;
+    return -1;
+}
+
+int np_dist_skipped_param(int n)
+{
+    return n / 2;
+}
+
+int np_dist_active(const np_trainer *tr)
+{
+    return tr->opts.dist.allgather != NULL;
+}
+
+static int world_of(const np_trainer *tr)
+{
+    return tr->opts.dist.world_size > 0 ? tr->opts.dist.world_size : 1;
+}
+
+void np_dist_shard(np_batch *view, const np_trainer *tr)
+{
+    *view = tr->batch;
+    int k = world_of(tr), r = tr->opts.dist.rank;
+    if (!np_dist_active(tr) || k == 1)
+        return;
+    int64_t rows = tr->batch.x_shape[0] / k;
+    int64_t xrow = tr->batch.x_numel / tr->batch.x_shape[0];
+    int64_t yrow = tr->batch.y_numel / tr->batch.y_shape[0];
+    view->x_shape[0] = rows;
+    view->x_numel = rows * xrow;
+    view->y_shape[0] = rows;
+    view->y_numel = rows * yrow;
+    if (view->xf)
+        view->xf += (int64_t)r * rows * xrow;
+    if (view->xi)
+        view->xi += (int64_t)r * rows * xrow;
+    view->y += (int64_t)r * rows * yrow;
+}
+
+void np_dist_free_buffers(np_trainer *tr)
+{
+    free(tr->gather);
+    free(tr->send);
+    tr->gather = tr->send = NULL;
+    tr->gather_cap = tr->send_cap = 0;
+}
+
+/* Gather `bytes` of tr->send from every rank into tr->gather. */
+static np_status gather(np_trainer *tr, size_t bytes, np_error *err)
+{
+    size_t need = bytes * (size_t)world_of(tr);
+    if (need > tr->gather_cap) {
+        float *g = realloc(tr->gather, need);
+        if (!g)
+            return np_error_set(err, NP_ERR_NOMEM, NULL, "all_reduce", "out of memory (%zu bytes)", need);
+        tr->gather = g;
+        tr->gather_cap = need;
+    }
+    if (tr->opts.dist.allgather(tr->gather, tr->send, bytes, tr->opts.dist.user) != 0)
+        return np_error_set(err, NP_ERR_IO, NULL, "all_reduce",
+                            "step %lld: the gather of %zu bytes between %d ranks failed",
+                            (long long)tr->step, bytes, world_of(tr));
+    return NP_OK;
+}
+
+static np_status reserve_send(np_trainer *tr, size_t bytes, np_error *err)
+{
+    if (bytes <= tr->send_cap)
+        return NP_OK;
+    float *s = realloc(tr->send, bytes);
+    if (!s)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, "all_reduce", "out of memory (%zu bytes)", bytes);
+    tr->send = s;
+    tr->send_cap = bytes;
+    return NP_OK;
+}
+
+/* A step-scoped copy of `n` values (float32 or float64) shaped like `like`
+ * (NULL: a scalar); NULL when the arena fails (error kept in ctx). */
+static np_tensor *snapshot(np_ctx *ctx, np_dtype dt, const np_tensor *like, const void *src)
+{
+    np_tensor *t = np_tensor_tmp(ctx, dt, like ? like->ndim : 0, like ? like->shape : NULL);
+    if (t)
+        memcpy(t->data, src, np_tensor_nbytes(t));
+    return t;
+}
+
+/* Emit Distributed.all_reduce.N.forward (input.0 sent, output.0 received). */
+static void emit_all_reduce(np_trainer *tr, np_tensor *in, np_tensor *out, const char *what)
+{
+    char name[64], site[160];
+    snprintf(name, sizeof name, "Distributed.all_reduce.%d.forward", tr->coll_n++);
+    snprintf(site, sizeof site, "model_dist.c all_reduce of %s", what);
+    np_hook_tensor ts[2] = {{NP_ROLE_INPUT, 0, NULL, in}, {NP_ROLE_OUTPUT, 0, NULL, out}};
+    np_hook_event ev;
+    memset(&ev, 0, sizeof ev);
+    ev.kind = NP_EV_API_FORWARD;
+    ev.name = name;
+    ev.callsite = site;
+    ev.tensors = ts;
+    ev.n_tensors = 2;
+    np_ctx_emit(tr->ctx, &ev);
+}
+
+/* out[k] = mean over ranks of rank r's float at gather[r * stride + off + k],
+ * summed in float64 in rank order; the faults change the arithmetic. */
+static void reduce_mean(float *out, const float *g, size_t stride, size_t off, int64_t numel,
+                        int k, np_dist_fault f)
+{
+    if (f == NP_DIST_FAULT_REDUCE_BF16) {
+        float kb = (float)k;
+        for (int64_t e = 0; e < numel; e++) {
+            float acc = np_round_bf16(g[off + (size_t)e]);
+            for (int r = 1; r < k; r++)
+                acc = np_round_bf16(acc + np_round_bf16(g[(size_t)r * stride + off + (size_t)e]));
+            out[e] = np_round_bf16(acc / kb);
+        }
+        return;
+    }
+    double div = f == NP_DIST_FAULT_WRONG_COUNT ? 2.0 * k : (double)k;
+    for (int64_t e = 0; e < numel; e++) {
+        double acc = 0.0;
+        for (int r = 0; r < k; r++)
+            acc += (double)g[(size_t)r * stride + off + (size_t)e];
+        out[e] = (float)(acc / div);
+    }
+}
+
+static np_status ctx_status_err(np_trainer *tr, np_error *err)
+{
+    const np_error *ce = np_ctx_error(tr->ctx);
+    np_status st = np_ctx_status(tr->ctx) ? np_ctx_status(tr->ctx) : NP_ERR_NOMEM;
+    return np_error_set(err, st, NULL, "all_reduce", "%s", ce && ce->text[0] ? ce->text : np_strerror(st));
+}
+
+np_status np_dist_reduce_grads(np_trainer *tr, double *loss, np_error *err)
+{
+    int n = 0;
+    np_tensor *const *p = np_model_params(tr->model, &n);
+    int skip = tr->dfault == NP_DIST_FAULT_SKIP_PARAM ? np_dist_skipped_param(n) : -1;
+    size_t total = 1;
+    for (int i = 0; i < n; i++)
+        total += p[i]->grad ? (size_t)p[i]->numel : 0;
+    np_status st = reserve_send(tr, total * sizeof(float), err);
+    if (st)
+        return st;
+    size_t off = 0;
+    for (int i = 0; i < n; i++)
+        if (p[i]->grad) {
+            memcpy(tr->send + off, p[i]->grad, (size_t)p[i]->numel * sizeof(float));
+            off += (size_t)p[i]->numel;
+        }
+    tr->send[off] = (float)*loss;
+    if ((st = gather(tr, total * sizeof(float), err)))
+        return st;
+    int k = world_of(tr);
+    off = 0;
+    for (int i = 0; i < n; i++) {
+        if (!p[i]->grad)
+            continue;
+        if (i != skip) {
+            np_tensor *in = snapshot(tr->ctx, NP_FLOAT32, p[i], tr->send + off);
+            reduce_mean(p[i]->grad, tr->gather, total, off, p[i]->numel, k, tr->dfault);
+            np_tensor *out = snapshot(tr->ctx, NP_FLOAT32, p[i], p[i]->grad);
+            if (!in || !out)
+                return ctx_status_err(tr, err);
+            char what[128];
+            snprintf(what, sizeof what, "%s.grad", p[i]->name ? p[i]->name : "?");
+            emit_all_reduce(tr, in, out, what);
+        }
+        off += (size_t)p[i]->numel;
+    }
+    float lsum;
+    np_tensor *in = snapshot(tr->ctx, NP_FLOAT32, NULL, tr->send + off);
+    reduce_mean(&lsum, tr->gather, total, off, 1, k, NP_DIST_FAULT_NONE);
+    np_tensor *out = snapshot(tr->ctx, NP_FLOAT32, NULL, &lsum);
+    if (!in || !out)
+        return ctx_status_err(tr, err);
+    emit_all_reduce(tr, in, out, "the loss");
+    *loss = (double)lsum;
+    return NP_OK;
+}
+
+np_status np_dist_reduce_flag(np_trainer *tr, int *flag, np_error *err)
+{
+    np_status st = reserve_send(tr, sizeof(float), err);
+    if (st)
+        return st;
+    tr->send[0] = *flag ? 1.0f : 0.0f;
+    if ((st = gather(tr, sizeof(float), err)))
+        return st;
+    float mx = 0.0f;
+    for (int r = 0; r < world_of(tr); r++)
+        if (tr->gather[r] > mx)
+            mx = tr->gather[r];
+    np_tensor *in = snapshot(tr->ctx, NP_FLOAT32, NULL, tr->send);
+    np_tensor *out = snapshot(tr->ctx, NP_FLOAT32, NULL, &mx);
+    if (!in || !out)
+        return ctx_status_err(tr, err);
+    emit_all_reduce(tr, in, out, "the loss scaler's found-inf flag (max)");
+    *flag = mx != 0.0f;
+    return NP_OK;
+}
+
+np_status np_dist_reduce_mean(np_trainer *tr, double *v, np_error *err)
+{
+    np_status st = reserve_send(tr, sizeof(double), err);
+    if (st)
+        return st;
+    memcpy(tr->send, v, sizeof(double));
+    if ((st = gather(tr, sizeof(double), err)))
+        return st;
+    int k = world_of(tr);
+    double acc = 0.0, x;
+    for (int r = 0; r < k; r++) {
+        memcpy(&x, (const char *)tr->gather + (size_t)r * sizeof(double), sizeof x);
+        acc += x;
+    }
+    acc /= (double)k;
+    np_tensor *in = snapshot(tr->ctx, NP_FLOAT64, NULL, v);
+    np_tensor *out = snapshot(tr->ctx, NP_FLOAT64, NULL, &acc);
+    if (!in || !out)
+        return ctx_status_err(tr, err);
+    emit_all_reduce(tr, in, out, "the squared gradient norm");
+    *v = acc;
+    return NP_OK;
+}
