@@ -18,6 +18,7 @@
 
 #include "cmd.h"
 #include "nprobe/dumpfile.h"
+#include "nprobe/format.h"
 #include "nprobe/probe.h"
 
 static void help(FILE *out)
@@ -58,21 +59,7 @@ typedef struct dump_sum {
 /* A string root attribute of a step file, "" when absent. */
 static void read_attr_str(hid_t f, const char *name, char *out, size_t cap)
 {
-    out[0] = '\0';
-    if (H5Aexists(f, name) <= 0)
-        return;
-    hid_t a = H5Aopen(f, name, H5P_DEFAULT);
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
-    H5Tset_cset(t, H5T_CSET_UTF8);
-    char *v = NULL;
-    if (a >= 0 && H5Aread(a, t, &v) >= 0 && v)
-        snprintf(out, cap, "%s", v);
-    if (v)
-        H5free_memory(v);
-    H5Tclose(t);
-    if (a >= 0)
-        H5Aclose(a);
+    np_h5_attr_get_str(f, name, out, cap);
 }
 
 static void add_step(char *list, size_t cap, int step, int rank)

@@ -101,8 +101,11 @@ int np_cmd_show(int argc, char **argv)
     for (size_t i = 0; i < n; i++) {
         np_dump *d = NULL;
         np_error_clear(&err);
-        if (np_dump_open(&d, refs[i].path, &err))
+        if (np_dump_open(&d, refs[i].path, &err)) {
+            np_cli_report(&err); /* a file skipped is said, not silent */
+            failed = 1;
             continue;
+        }
         const np_dump_info *in = np_dump_get_info(d);
         np_entry_rec *e = NULL;
         size_t ne = 0;

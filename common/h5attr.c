@@ -42,71 +42,135 @@ int np_h5_attr_set_f64(int64_t obj, const char *name, double value)
     return attr_write((hid_t)obj, name, H5T_NATIVE_DOUBLE, &value);
 }
 
+/* Open attribute `name` of obj for a one-value read: only a scalar or a
+ * one-element dataspace fits the caller's buffer (H5Aread writes every
+ * element), so anything else is refused before any read. */
+static int attr_open_one(hid_t *out, hid_t obj, const char *name)
+{
+    *out = -1;
+    if (H5Aexists(obj, name) <= 0)
+        return NP_H5_ATTR_ABSENT;
+    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+    if (a < 0)
+        return NP_H5_ATTR_WRONG_TYPE;
+    hid_t sp = H5Aget_space(a);
+    H5S_class_t cls = sp >= 0 ? H5Sget_simple_extent_type(sp) : H5S_NO_CLASS;
+    hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    if (sp >= 0)
+        H5Sclose(sp);
+    if (!(cls == H5S_SCALAR || (cls == H5S_SIMPLE && n == 1))) {
+        H5Aclose(a);
+        return NP_H5_ATTR_NOT_SCALAR;
+    }
+    *out = a;
+    return 0;
+}
+
+/* Read a one-value string attribute a of file type t into buf. */
+static int read_str(hid_t a, hid_t t, char *buf, size_t cap)
+{
+    int rc = NP_H5_ATTR_WRONG_TYPE;
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    if (mt < 0)
+        return rc;
+    H5Tset_cset(mt, H5Tget_cset(t));
+    if (H5Tis_variable_str(t) > 0) {
+        char *s = NULL;
+        H5Tset_size(mt, H5T_VARIABLE);
+        if (H5Aread(a, mt, &s) >= 0 && s) {
+            snprintf(buf, cap, "%s", s);
+            rc = 0;
+        }
+        if (s)
+            H5free_memory(s);
+    } else {
+        size_t sz = H5Tget_size(t);
+        char *tmp = sz > 0 && sz <= NP_H5_ATTR_STR_MAX ? calloc(sz + 1, 1) : NULL;
+        if (tmp && H5Tset_size(mt, sz) >= 0 && H5Aread(a, mt, tmp) >= 0) {
+            snprintf(buf, cap, "%s", tmp);
+            rc = 0;
+        }
+        free(tmp);
+    }
+    H5Tclose(mt);
+    return rc;
+}
+
 int np_h5_attr_get_str(int64_t obj, const char *name, char *buf, size_t cap)
 {
     buf[0] = '\0';
-    if (H5Aexists((hid_t)obj, name) <= 0)
-        return -1;
-    hid_t a = H5Aopen((hid_t)obj, name, H5P_DEFAULT);
-    if (a < 0)
-        return -1;
+    hid_t a;
+    int rc = attr_open_one(&a, (hid_t)obj, name);
+    if (rc)
+        return rc;
     hid_t t = H5Aget_type(a);
-    int rc = -1;
-    if (t >= 0 && H5Tget_class(t) == H5T_STRING) {
-        hid_t mt = H5Tcopy(H5T_C_S1);
-        if (H5Tis_variable_str(t) > 0) {
-            char *s = NULL;
-            H5Tset_size(mt, H5T_VARIABLE);
-            H5Tset_cset(mt, H5Tget_cset(t));
-            if (H5Aread(a, mt, &s) >= 0 && s) {
-                snprintf(buf, cap, "%s", s);
-                H5free_memory(s);
-                rc = 0;
-            }
-        } else {
-            size_t sz = H5Tget_size(t);
-            char *tmp = calloc(sz + 1, 1);
-            H5Tset_size(mt, sz);
-            H5Tset_cset(mt, H5Tget_cset(t));
-            if (tmp && H5Aread(a, mt, tmp) >= 0) {
-                snprintf(buf, cap, "%s", tmp);
-                rc = 0;
-            }
-            free(tmp);
-        }
-        H5Tclose(mt);
-    }
+    rc = NP_H5_ATTR_WRONG_TYPE;
+    if (t >= 0 && H5Tget_class(t) == H5T_STRING)
+        rc = read_str(a, t, buf, cap);
     if (t >= 0)
         H5Tclose(t);
+    H5Aclose(a);
+    if (rc)
+        buf[0] = '\0';
+    return rc;
+}
+
+/* Read a one-value number attribute converted to `type`: integers of 1 to 8
+ * bytes always, floats only when want_float. */
+static int attr_read(hid_t obj, const char *name, hid_t type, int want_float, void *v)
+{
+    hid_t a;
+    int rc = attr_open_one(&a, obj, name);
+    if (rc)
+        return rc;
+    hid_t t = H5Aget_type(a);
+    H5T_class_t c = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    size_t sz = t >= 0 ? H5Tget_size(t) : 0;
+    if (t >= 0)
+        H5Tclose(t);
+    int fits = (c == H5T_INTEGER && sz >= 1 && sz <= 8) ||
+               (want_float && c == H5T_FLOAT && sz >= 2 && sz <= 16);
+    rc = fits && H5Aread(a, type, v) >= 0 ? 0 : NP_H5_ATTR_WRONG_TYPE;
     H5Aclose(a);
     return rc;
 }
 
-static int attr_read(hid_t obj, const char *name, hid_t type, void *v)
-{
-    if (H5Aexists(obj, name) <= 0)
-        return -1;
-    hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-    int ok = a >= 0 && H5Aread(a, type, v) >= 0;
-    if (a >= 0)
-        H5Aclose(a);
-    return ok ? 0 : -1;
-}
-
 int np_h5_attr_get_i64(int64_t obj, const char *name, int64_t *out)
 {
-    return attr_read((hid_t)obj, name, H5T_NATIVE_INT64, out);
+    int64_t v = 0;
+    int rc = attr_read((hid_t)obj, name, H5T_NATIVE_INT64, 0, &v);
+    if (rc == 0)
+        *out = v;
+    return rc;
 }
 
 int np_h5_attr_get_f64(int64_t obj, const char *name, double *out)
 {
-    return attr_read((hid_t)obj, name, H5T_NATIVE_DOUBLE, out);
+    double v = 0;
+    int rc = attr_read((hid_t)obj, name, H5T_NATIVE_DOUBLE, 1, &v);
+    if (rc == 0)
+        *out = v;
+    return rc;
+}
+
+const char *np_h5_attr_problem(int rc)
+{
+    switch (rc) {
+    case 0:
+        return "is fine";
+    case NP_H5_ATTR_ABSENT:
+        return "is missing";
+    case NP_H5_ATTR_NOT_SCALAR:
+        return "is an array or empty (expected a single value)";
+    default:
+        return "has the wrong type";
+    }
 }
 
 double np_fmt_get_loss_scale(int64_t file)
 {
     double v = 1.0;
-    if (attr_read((hid_t)file, NP_FMT_ATTR_LOSS_SCALE, H5T_NATIVE_DOUBLE, &v) != 0 || !(v > 0) ||
+    if (np_h5_attr_get_f64(file, NP_FMT_ATTR_LOSS_SCALE, &v) != 0 || !(v > 0) ||
         !isfinite(v))
         v = 1.0;
     return v;

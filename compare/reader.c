@@ -282,6 +282,59 @@ static np_status read_calls(cmp_dump *d, cmp_arena *arena, np_error *err)
     return st;
 }
 
+/* The root attributes the compare uses; NP_ERR_FORMAT or
+ * NP_ERR_UNSUPPORTED naming the attribute when the file is not a dump of
+ * this version, or one attribute is present but not a single value of its
+ * type (never read into a buffer it does not fit). */
+static np_status read_root_attrs(cmp_dump *d, const char *path, np_error *err)
+{
+    hid_t f = d->file_id;
+    int rc = np_h5_attr_get_str(f, NP_FMT_ATTR_FORMAT, d->format, sizeof d->format);
+    if (rc != 0 || strcmp(d->format, NP_FMT_NAME) != 0) {
+        if (rc != 0 && rc != NP_H5_ATTR_ABSENT)
+            return np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_FORMAT,
+                                "not an nprobe dump: root attribute 'format' %s",
+                                np_h5_attr_problem(rc));
+        return np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_FORMAT,
+                            "not an nprobe dump: root attribute 'format' is '%s', expected '%s'",
+                            d->format[0] ? d->format : "(missing)", NP_FMT_NAME);
+    }
+    d->format_version = -1;
+    rc = np_h5_attr_get_i64(f, NP_FMT_ATTR_FORMAT_VERSION, &d->format_version);
+    if (rc != 0 && rc != NP_H5_ATTR_ABSENT)
+        return np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_FORMAT_VERSION,
+                            "root attribute '%s' %s", NP_FMT_ATTR_FORMAT_VERSION,
+                            np_h5_attr_problem(rc));
+    if (d->format_version != NP_FMT_VERSION)
+        return np_error_set(err, NP_ERR_UNSUPPORTED, path, NP_FMT_ATTR_FORMAT_VERSION,
+                            "dump format version %lld, this nprobe reads version %d",
+                            (long long)d->format_version, NP_FMT_VERSION);
+    struct {
+        const char *name;
+        char *s;
+        size_t cap;
+        int64_t *i;
+    } at[] = {
+        {NP_FMT_ATTR_TASK, d->task, sizeof d->task, NULL},
+        {NP_FMT_ATTR_LEVEL, d->level, sizeof d->level, NULL},
+        {NP_FMT_ATTR_PRECISION, d->precision, sizeof d->precision, NULL},
+        {NP_FMT_ATTR_DEVICE, d->device, sizeof d->device, NULL},
+        {NP_FMT_ATTR_STEP, NULL, 0, &d->step},
+        {NP_FMT_ATTR_RANK, NULL, 0, &d->rank},
+        {NP_FMT_ATTR_COMPLETE, NULL, 0, &d->complete},
+    };
+    d->step = d->rank = -1;
+    d->complete = 0;
+    for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+        rc = at[k].s ? np_h5_attr_get_str(f, at[k].name, at[k].s, at[k].cap)
+                     : np_h5_attr_get_i64(f, at[k].name, at[k].i);
+        if (rc != 0 && rc != NP_H5_ATTR_ABSENT)
+            return np_error_set(err, NP_ERR_FORMAT, path, at[k].name, "root attribute '%s' %s",
+                                at[k].name, np_h5_attr_problem(rc));
+    }
+    return NP_OK;
+}
+
 static np_status dump_open_raw(cmp_dump *d, const char *path, const cmp_dump *twin,
                                const np_strmap *twin_names, cmp_arena *arena, np_error *err)
 {
@@ -326,37 +379,13 @@ static np_status dump_open_raw(cmp_dump *d, const char *path, const cmp_dump *tw
     if (d->file_id < 0)
         return np_error_set(err, NP_ERR_FORMAT, path, NULL,
                             "HDF5 cannot open the file (truncated or corrupt)");
-    if (np_h5_attr_get_str(d->file_id, NP_FMT_ATTR_FORMAT, d->format, sizeof d->format) != 0 ||
-        strcmp(d->format, NP_FMT_NAME) != 0) {
-        const char *what = d->format[0] ? d->format
-                           : H5Aexists(d->file_id, NP_FMT_ATTR_FORMAT) > 0 ? "(not a string)"
-                                                                           : "(missing)";
-        np_status st = np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_FORMAT,
-                                    "not an nprobe dump: root attribute 'format' is '%s', expected '%s'",
-                                    what, NP_FMT_NAME);
+    np_status st = read_root_attrs(d, path, err);
+    if (st != NP_OK) {
         cmp_dump_close(d);
         return st;
     }
-    d->format_version = -1;
-    np_h5_attr_get_i64(d->file_id, NP_FMT_ATTR_FORMAT_VERSION, &d->format_version);
-    if (d->format_version != NP_FMT_VERSION) {
-        np_status st = np_error_set(err, NP_ERR_UNSUPPORTED, path, NP_FMT_ATTR_FORMAT_VERSION,
-                                    "dump format version %lld, this nprobe reads version %d",
-                                    (long long)d->format_version, NP_FMT_VERSION);
-        cmp_dump_close(d);
-        return st;
-    }
-    np_h5_attr_get_str(d->file_id, NP_FMT_ATTR_TASK, d->task, sizeof d->task);
-    np_h5_attr_get_str(d->file_id, NP_FMT_ATTR_LEVEL, d->level, sizeof d->level);
-    np_h5_attr_get_str(d->file_id, NP_FMT_ATTR_PRECISION, d->precision, sizeof d->precision);
-    np_h5_attr_get_str(d->file_id, NP_FMT_ATTR_DEVICE, d->device, sizeof d->device);
-    d->step = d->rank = -1;
-    d->complete = 0;
-    np_h5_attr_get_i64(d->file_id, NP_FMT_ATTR_STEP, &d->step);
-    np_h5_attr_get_i64(d->file_id, NP_FMT_ATTR_RANK, &d->rank);
-    np_h5_attr_get_i64(d->file_id, NP_FMT_ATTR_COMPLETE, &d->complete);
     d->loss_scale = np_fmt_get_loss_scale(d->file_id);
-    np_status st = read_entries(d, arena, err);
+    st = read_entries(d, arena, err);
     if (st == NP_OK)
         st = read_calls(d, arena, err);
     if (st != NP_OK) {

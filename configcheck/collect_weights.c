@@ -129,9 +129,12 @@ np_status np_cc_weights_checkpoint(json_t *params, const char *path, np_error *e
         goto done;
     }
     char fmt[64];
-    if (np_h5_attr_get_str(f, "format", fmt, sizeof fmt) != 0 || strcmp(fmt, "nprobe-checkpoint") != 0) {
+    int rc = np_h5_attr_get_str(f, "format", fmt, sizeof fmt);
+    if (rc != 0 || strcmp(fmt, "nprobe-checkpoint") != 0) {
         st = np_error_set(err, NP_ERR_FORMAT, path, "format",
-                          "expected the root attribute format = \"nprobe-checkpoint\"");
+                          "expected the root attribute format = \"nprobe-checkpoint\"%s%s",
+                          rc && rc != NP_H5_ATTR_ABSENT ? ": it " : "",
+                          rc && rc != NP_H5_ATTR_ABSENT ? np_h5_attr_problem(rc) : "");
         goto done;
     }
     g = H5Gopen2(f, "params", H5P_DEFAULT);
@@ -276,9 +279,12 @@ np_status np_cc_weights_dump(json_t *params, char **used, const char *path, np_e
         goto done;
     }
     char fmt[64];
-    if (np_h5_attr_get_str(f, NP_FMT_ATTR_FORMAT, fmt, sizeof fmt) != 0 || strcmp(fmt, NP_FMT_NAME) != 0) {
+    int rc = np_h5_attr_get_str(f, NP_FMT_ATTR_FORMAT, fmt, sizeof fmt);
+    if (rc != 0 || strcmp(fmt, NP_FMT_NAME) != 0) {
         st = np_error_set(err, NP_ERR_FORMAT, file, NP_FMT_ATTR_FORMAT,
-                          "expected the root attribute format = \"%s\"", NP_FMT_NAME);
+                          "expected the root attribute format = \"%s\"%s%s", NP_FMT_NAME,
+                          rc && rc != NP_H5_ATTR_ABSENT ? ": it " : "",
+                          rc && rc != NP_H5_ATTR_ABSENT ? np_h5_attr_problem(rc) : "");
         goto done;
     }
     ds = H5Dopen2(f, NP_FMT_ENTRIES, H5P_DEFAULT);

@@ -194,15 +194,67 @@ np_status np_dump_find(np_dump_ref **out, size_t *n, const char *path, np_error 
 
 /* ---- one file ------------------------------------------------------------- */
 
-static void read_str_attr(hid_t file, const char *name, char *dst, size_t cap)
+/* The root attributes are read into the info with defaults for absent
+ * ones; the first one present but not a single value of its type is kept
+ * (bad_name, bad_rc) and refuses the file. */
+typedef struct attr_reader {
+    hid_t file;
+    const char *bad_name;
+    int bad_rc;
+} attr_reader;
+
+static void read_str_attr(attr_reader *r, const char *name, char *dst, size_t cap)
 {
-    np_h5_attr_get_str(file, name, dst, cap);
+    int rc = np_h5_attr_get_str(r->file, name, dst, cap);
+    if (rc != 0 && rc != NP_H5_ATTR_ABSENT && !r->bad_name) {
+        r->bad_name = name;
+        r->bad_rc = rc;
+    }
 }
 
-static int64_t read_i64_attr(hid_t file, const char *name, int64_t dflt)
+static int64_t read_i64_attr(attr_reader *r, const char *name, int64_t dflt)
 {
-    int64_t v;
-    return np_h5_attr_get_i64(file, name, &v) == 0 ? v : dflt;
+    int64_t v = dflt;
+    int rc = np_h5_attr_get_i64(r->file, name, &v);
+    if (rc != 0 && rc != NP_H5_ATTR_ABSENT && !r->bad_name) {
+        r->bad_name = name;
+        r->bad_rc = rc;
+    }
+    return rc == 0 ? v : dflt;
+}
+
+/* The root attributes of an open dump into *in; NP_ERR_FORMAT naming the
+ * attribute when the file is not a dump of this version or one attribute is
+ * not a single value of its type. */
+static np_status read_root_attrs(np_dump_info *in, hid_t f, const char *path, np_error *err)
+{
+    attr_reader r = {f, NULL, 0};
+    read_str_attr(&r, NP_FMT_ATTR_FORMAT, in->format, sizeof in->format);
+    in->format_version = read_i64_attr(&r, NP_FMT_ATTR_FORMAT_VERSION, 0);
+    read_str_attr(&r, NP_FMT_ATTR_NPROBE_VERSION, in->nprobe_version, sizeof in->nprobe_version);
+    read_str_attr(&r, NP_FMT_ATTR_TASK, in->task, sizeof in->task);
+    read_str_attr(&r, NP_FMT_ATTR_LEVEL, in->level, sizeof in->level);
+    read_str_attr(&r, NP_FMT_ATTR_FRAMEWORK, in->framework, sizeof in->framework);
+    read_str_attr(&r, NP_FMT_ATTR_DEVICE, in->device, sizeof in->device);
+    read_str_attr(&r, NP_FMT_ATTR_PRECISION, in->precision, sizeof in->precision);
+    in->step = read_i64_attr(&r, NP_FMT_ATTR_STEP, -1);
+    in->rank = read_i64_attr(&r, NP_FMT_ATTR_RANK, -1);
+    in->world_size = read_i64_attr(&r, NP_FMT_ATTR_WORLD_SIZE, 1);
+    in->complete = read_i64_attr(&r, NP_FMT_ATTR_COMPLETE, 0);
+    in->loss_scale = np_fmt_get_loss_scale(f);
+    int format_bad = r.bad_name && strcmp(r.bad_name, NP_FMT_ATTR_FORMAT) == 0;
+    if (strcmp(in->format, NP_FMT_NAME) != 0 && !format_bad)
+        return np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_FORMAT,
+                            "not an nprobe dump: root attribute format is \"%s\", expected "
+                            "\"%s\"", in->format, NP_FMT_NAME);
+    if (r.bad_name)
+        return np_error_set(err, NP_ERR_FORMAT, path, r.bad_name, "root attribute %s %s",
+                            r.bad_name, np_h5_attr_problem(r.bad_rc));
+    if (in->format_version != NP_FMT_VERSION)
+        return np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_FORMAT_VERSION,
+                            "format version %lld is not supported (expected %d)",
+                            (long long)in->format_version, NP_FMT_VERSION);
+    return NP_OK;
 }
 
 static np_status dump_open_raw(np_dump **out, const char *path, np_error *err);
@@ -277,33 +329,12 @@ static np_status dump_open_raw(np_dump **out, const char *path, np_error *err)
     }
     d->file = f;
     snprintf(d->path, sizeof d->path, "%s", path);
-    np_dump_info *in = &d->info;
-    read_str_attr(f, NP_FMT_ATTR_FORMAT, in->format, sizeof in->format);
-    in->format_version = read_i64_attr(f, NP_FMT_ATTR_FORMAT_VERSION, 0);
-    read_str_attr(f, NP_FMT_ATTR_NPROBE_VERSION, in->nprobe_version, sizeof in->nprobe_version);
-    read_str_attr(f, NP_FMT_ATTR_TASK, in->task, sizeof in->task);
-    read_str_attr(f, NP_FMT_ATTR_LEVEL, in->level, sizeof in->level);
-    read_str_attr(f, NP_FMT_ATTR_FRAMEWORK, in->framework, sizeof in->framework);
-    read_str_attr(f, NP_FMT_ATTR_DEVICE, in->device, sizeof in->device);
-    read_str_attr(f, NP_FMT_ATTR_PRECISION, in->precision, sizeof in->precision);
-    in->step = read_i64_attr(f, NP_FMT_ATTR_STEP, -1);
-    in->rank = read_i64_attr(f, NP_FMT_ATTR_RANK, -1);
-    in->world_size = read_i64_attr(f, NP_FMT_ATTR_WORLD_SIZE, 1);
-    in->complete = read_i64_attr(f, NP_FMT_ATTR_COMPLETE, 0);
-    in->loss_scale = np_fmt_get_loss_scale(f);
+    st = read_root_attrs(&d->info, f, path, err);
     H5Eclear2(H5E_DEFAULT);
     H5Eset_auto2(H5E_DEFAULT, of, od);
-    if (strcmp(in->format, NP_FMT_NAME) != 0) {
+    if (st != NP_OK) {
         np_dump_close(d);
-        return np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_FORMAT,
-                            "not an nprobe dump: root attribute format is \"%s\", expected "
-                            "\"%s\"", in->format, NP_FMT_NAME);
-    }
-    if (in->format_version != NP_FMT_VERSION) {
-        np_dump_close(d);
-        return np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_FORMAT_VERSION,
-                            "format version %lld is not supported (expected %d)",
-                            (long long)in->format_version, NP_FMT_VERSION);
+        return st;
     }
     *out = d;
     return NP_OK;

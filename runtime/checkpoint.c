@@ -181,7 +181,8 @@ static np_status check_run_hps(hid_t f, const np_trainer *tr, const char *path, 
             bad = np_h5_attr_get_str(g, hp[i].key, got, sizeof got);
         }
         if (bad) {
-            st = np_error_set(err, NP_ERR_FORMAT, path, hp[i].key, "missing attribute of /train");
+            st = np_error_set(err, NP_ERR_FORMAT, path, hp[i].key, "attribute %s of /train %s",
+                              hp[i].key, np_h5_attr_problem(bad));
         } else if (strcmp(got, hp[i].val) != 0) {
             char a[200], b[200];
             const char *q = hp[i].is_num ? "" : "'";
@@ -297,14 +298,25 @@ static np_status open_ckpt(hid_t *out, const char *path, np_error *err)
         return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open as an HDF5 checkpoint");
     char fmt[64];
     int64_t ver = 0;
-    if (np_h5_attr_get_str(*out, "format", fmt, sizeof fmt) || strcmp(fmt, CKPT_FORMAT) != 0 ||
-        np_h5_attr_get_i64(*out, "format_version", &ver) || ver != CKPT_VERSION) {
+    int rf = np_h5_attr_get_str(*out, "format", fmt, sizeof fmt);
+    int rv = rf ? 0 : np_h5_attr_get_i64(*out, "format_version", &ver);
+    np_status st = NP_OK;
+    if (rf && rf != NP_H5_ATTR_ABSENT)
+        st = np_error_set(err, NP_ERR_FORMAT, path, "format",
+                          "root attribute format %s (expected the string \"%s\")",
+                          np_h5_attr_problem(rf), CKPT_FORMAT);
+    else if (rv && rv != NP_H5_ATTR_ABSENT)
+        st = np_error_set(err, NP_ERR_FORMAT, path, "format_version",
+                          "root attribute format_version %s (expected the integer %d)",
+                          np_h5_attr_problem(rv), CKPT_VERSION);
+    else if (rf || strcmp(fmt, CKPT_FORMAT) != 0 || rv || ver != CKPT_VERSION)
+        st = np_error_set(err, NP_ERR_FORMAT, path, "format",
+                          "expected an %s file of format_version %d", CKPT_FORMAT, CKPT_VERSION);
+    if (st) {
         H5Fclose(*out);
         *out = -1;
-        return np_error_set(err, NP_ERR_FORMAT, path, "format",
-                            "expected an %s file of format_version %d", CKPT_FORMAT, CKPT_VERSION);
     }
-    return NP_OK;
+    return st;
 }
 
 static np_status read_config(np_model_config *c, int64_t *step, uint64_t *seed, hid_t f,
@@ -312,22 +324,41 @@ static np_status read_config(np_model_config *c, int64_t *step, uint64_t *seed, 
 {
     char kind[16], eps[32];
     int64_t v = 0;
-    if (np_h5_attr_get_str(f, "model", kind, sizeof kind) || np_model_kind_from_name(kind) < 0)
-        return np_error_set(err, NP_ERR_FORMAT, path, "model", "expected mlp, cnn or gpt");
+    int rc = np_h5_attr_get_str(f, "model", kind, sizeof kind);
+    if (rc || np_model_kind_from_name(kind) < 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, "model", "root attribute model %s: expected mlp, cnn or gpt",
+                            rc ? np_h5_attr_problem(rc) : "is unknown");
     np_model_config_default(c, (np_model_kind)np_model_kind_from_name(kind));
     for (int i = 0; i < N_CFG; i++) {
-        if (np_h5_attr_get_i64(f, cfg_fields[i].name, &v))
-            return np_error_set(err, NP_ERR_FORMAT, path, cfg_fields[i].name, "missing int64 attribute");
+        if ((rc = np_h5_attr_get_i64(f, cfg_fields[i].name, &v)) != 0)
+            return np_error_set(err, NP_ERR_FORMAT, path, cfg_fields[i].name,
+                                "root attribute %s %s (expected an int64)", cfg_fields[i].name,
+                                np_h5_attr_problem(rc));
+        if (v < 0 || v > INT32_MAX)
+            return np_error_set(err, NP_ERR_FORMAT, path, cfg_fields[i].name,
+                                "root attribute %s is %lld (expected 0 to %d)", cfg_fields[i].name,
+                                (long long)v, INT32_MAX);
         cfg_set(c, i, (int)v);
     }
-    if (np_h5_attr_get_str(f, "ln_eps", eps, sizeof eps))
-        return np_error_set(err, NP_ERR_FORMAT, path, "ln_eps", "missing string attribute");
+    if ((rc = np_h5_attr_get_str(f, "ln_eps", eps, sizeof eps)) != 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, "ln_eps",
+                            "root attribute ln_eps %s (expected a string)", np_h5_attr_problem(rc));
     c->ln_eps = strtod(eps, NULL);
-    if (np_h5_attr_get_i64(f, "step", step))
-        return np_error_set(err, NP_ERR_FORMAT, path, "step", "missing int64 attribute");
-    if (np_h5_attr_get_i64(f, "seed", &v))
-        return np_error_set(err, NP_ERR_FORMAT, path, "seed", "missing int64 attribute");
+    if ((rc = np_h5_attr_get_i64(f, "step", step)) != 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, "step",
+                            "root attribute step %s (expected an int64)", np_h5_attr_problem(rc));
+    if (*step < 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, "step",
+                            "root attribute step is %lld (expected >= 0)", (long long)*step);
+    if ((rc = np_h5_attr_get_i64(f, "seed", &v)) != 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, "seed",
+                            "root attribute seed %s (expected an int64)", np_h5_attr_problem(rc));
     *seed = (uint64_t)v;
+    np_error bad;
+    np_error_clear(&bad);
+    if (np_model_config_check(c, &bad) != NP_OK)
+        return np_error_set(err, NP_ERR_FORMAT, path, bad.key, "model setting %s: %s", bad.key,
+                            bad.text);
     return NP_OK;
 }
 
@@ -381,11 +412,14 @@ np_status np_trainer_load(np_trainer *tr, const char *path, np_error *err)
         st = np_error_set(err, NP_ERR_FORMAT, path, "optim", "missing group /optim");
     char kind[16];
     const np_optim_config *oc = np_optim_get_config(tr->optim);
-    if (!st && (np_h5_attr_get_str(go, "kind", kind, sizeof kind) || strcmp(kind, np_optim_kind_name(oc->kind)) != 0))
-        st = np_error_set(err, NP_ERR_FORMAT, path, "optim.kind", "expected optimizer state of %s",
-                          np_optim_kind_name(oc->kind));
-    if (!st && np_h5_attr_get_i64(go, "t", &v))
-        st = np_error_set(err, NP_ERR_FORMAT, path, "optim.t", "missing int64 attribute");
+    int rc = st ? 0 : np_h5_attr_get_str(go, "kind", kind, sizeof kind);
+    if (!st && (rc || strcmp(kind, np_optim_kind_name(oc->kind)) != 0))
+        st = np_error_set(err, NP_ERR_FORMAT, path, "optim.kind",
+                          "expected optimizer state of %s (attribute kind of /optim %s)",
+                          np_optim_kind_name(oc->kind), rc ? np_h5_attr_problem(rc) : "differs");
+    if (!st && (rc = np_h5_attr_get_i64(go, "t", &v)) != 0)
+        st = np_error_set(err, NP_ERR_FORMAT, path, "optim.t", "attribute t of /optim %s (expected an int64)",
+                          np_h5_attr_problem(rc));
     if (!st)
         np_optim_set_steps(tr->optim, v);
     for (int s = 0; s < np_optim_n_slots(tr->optim) && !st; s++) {
@@ -406,7 +440,8 @@ np_status np_trainer_load(np_trainer *tr, const char *path, np_error *err)
             np_h5_attr_get_f64(go, "scaler_scale", &scale) ||
             np_h5_attr_get_i64(go, "scaler_good_steps", &good) ||
             np_h5_attr_get_i64(go, "scaler_skipped", &skipped)) {
-            st = np_error_set(err, NP_ERR_FORMAT, path, "optim", "missing loss-scaler attributes");
+            st = np_error_set(err, NP_ERR_FORMAT, path, "optim",
+                              "loss-scaler attributes of /optim missing or not single numbers");
         } else if (en) {
             tr->scaler.scale = scale;
             tr->scaler.good_steps = (int)good;

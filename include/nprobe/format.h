@@ -92,8 +92,18 @@ int64_t np_fmt_call_h5type(void);
 
 /* Scalar attributes on an HDF5 object (`obj` is a hid_t). Strings are
  * written fixed-length NUL-terminated and read fixed or variable length
- * (truncated to cap - 1). Each returns 0, or -1 when the attribute is absent
- * or of the wrong type. */
+ * (truncated to cap - 1). A read accepts only a scalar or one-element
+ * dataspace; strings must be of the string class (fixed ones at most
+ * NP_H5_ATTR_STR_MAX bytes), int64 reads take integers of 1 to 8 bytes,
+ * f64 reads integers or floats. Each returns 0, or NP_H5_ATTR_ABSENT,
+ * NP_H5_ATTR_NOT_SCALAR or NP_H5_ATTR_WRONG_TYPE (all negative) and leaves
+ * *out unchanged ("" for strings); the caller names file and attribute,
+ * np_h5_attr_problem words the fault ("is an array ..."). */
+#define NP_H5_ATTR_ABSENT (-1)
+#define NP_H5_ATTR_NOT_SCALAR (-2)
+#define NP_H5_ATTR_WRONG_TYPE (-3)
+#define NP_H5_ATTR_STR_MAX ((size_t)1 << 20)
+const char *np_h5_attr_problem(int rc);
 int np_h5_attr_set_str(int64_t obj, const char *name, const char *value);
 int np_h5_attr_set_i64(int64_t obj, const char *name, int64_t value);
 int np_h5_attr_set_f64(int64_t obj, const char *name, double value);
