@@ -389,6 +389,11 @@ static np_status dump_open_raw(cmp_dump *d, const char *path, const cmp_dump *tw
     if (st == NP_OK)
         st = read_calls(d, arena, err);
     if (st != NP_OK) {
+        /* the tables are the pair's only once the open succeeded */
+        free(d->entries);
+        free(d->calls);
+        d->entries = NULL;
+        d->calls = NULL;
         cmp_dump_close(d);
         return st;
     }
