@@ -103,7 +103,6 @@ int np_cmd_show(int argc, char **argv)
         np_error_clear(&err);
         if (np_dump_open(&d, refs[i].path, &err)) {
             np_cli_report(&err); /* a file skipped is said, not silent */
-            failed = 1;
             continue;
         }
         const np_dump_info *in = np_dump_get_info(d);
