@@ -1,0 +1,374 @@
+/* msprobe/json.c - a pull reader for JSON over a mapped file, accepting the
+ * bare NaN, Infinity and -Infinity tokens Python's json module writes (and
+ * msprobe's dump.json carries). No document tree: tokens point into the
+ * mapping, and pages far behind the cursor go back to the kernel, so a
+ * gigabyte dump.json is read in bounded memory. */
+#define _DEFAULT_SOURCE 1 /* madvise(MADV_DONTNEED): glibc's posix_madvise ignores DONTNEED */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nprobe/msprobe.h"
+
+enum { S_VALUE = 0, S_VALUE_OR_END, S_KEY_OR_END, S_KEY, S_AFTER, S_DONE };
+
+#define RELEASE_STEP ((size_t)32 << 20) /* drop mapped pages in 32 MB steps */
+
+void np_json_init_mem(np_json_reader *r, const char *buf, size_t n, const char *name)
+{
+    memset(r, 0, sizeof *r);
+    r->base = r->p = buf;
+    r->end = buf + n;
+    r->name = name;
+}
+
+np_status np_json_open_file(np_json_reader *r, const char *path, np_error *err)
+{
+    memset(r, 0, sizeof *r);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return np_error_set(err, errno == ENOENT ? NP_ERR_NOTFOUND : NP_ERR_IO, path, NULL,
+                            "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return np_error_set(err, NP_ERR_IO, path, NULL, "not a regular file");
+    }
+    void *m = NULL;
+    if (st.st_size > 0) {
+        m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return np_error_set(err, NP_ERR_IO, path, NULL, "cannot map: %s", strerror(e));
+        }
+        madvise(m, (size_t)st.st_size, MADV_SEQUENTIAL);
+    }
+    close(fd);
+    np_json_init_mem(r, m ? (const char *)m : "", (size_t)st.st_size, path);
+    r->map_len = m ? (size_t)st.st_size : 0;
+    return NP_OK;
+}
+
+void np_json_close(np_json_reader *r)
+{
+    if (r && r->map_len)
+        munmap((void *)r->base, r->map_len);
+    if (r)
+        memset(r, 0, sizeof *r);
+}
+
+/* Hand pages before the previous token back to the kernel (mapped files). */
+static void release_behind(np_json_reader *r)
+{
+    if (!r->map_len || r->last_tok < r->released + 2 * RELEASE_STEP)
+        return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t upto = (r->last_tok - RELEASE_STEP) / page * page;
+    if (upto > r->released) {
+        madvise((char *)r->base + r->released, upto - r->released, MADV_DONTNEED);
+        r->released = upto;
+    }
+}
+
+np_status np_json_error(np_json_reader *r, np_error *err, np_status st, const char *key,
+                        const char *fmt, ...)
+{
+    long line = 1, col = 1;
+    for (const char *q = r->base; q < r->p && q < r->end; q++) {
+        if (*q == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+    }
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    return np_error_set_at(err, st, r->name, line, col, key, "%s", text);
+}
+
+static void skip_ws(np_json_reader *r)
+{
+    while (r->p < r->end && (*r->p == ' ' || *r->p == '\n' || *r->p == '\r' || *r->p == '\t'))
+        r->p++;
+}
+
+static int lit(np_json_reader *r, const char *w)
+{
+    size_t n = strlen(w);
+    if ((size_t)(r->end - r->p) < n || memcmp(r->p, w, n) != 0)
+        return 0;
+    r->p += n;
+    return 1;
+}
+
+static np_status read_string(np_json_tok *t, np_json_reader *r, np_error *err)
+{
+    const char *q = ++r->p;
+    int esc = 0;
+    while (q < r->end && *q != '"') {
+        if ((unsigned char)*q < 0x20) {
+            r->p = q;
+            return np_json_error(r, err, NP_ERR_JSON, NULL, "control character in a string");
+        }
+        if (*q == '\\') {
+            esc = 1;
+            if (++q >= r->end)
+                break;
+        }
+        q++;
+    }
+    if (q >= r->end) {
+        r->p = q;
+        return np_json_error(r, err, NP_ERR_JSON, NULL, "unterminated string (file truncated?)");
+    }
+    t->s = r->p;
+    t->len = (size_t)(q - r->p);
+    t->escaped = esc;
+    r->p = q + 1;
+    return NP_OK;
+}
+
+static np_status read_number(np_json_tok *t, np_json_reader *r, np_error *err)
+{
+    if (lit(r, "NaN")) {
+        t->num = NAN;
+        return NP_OK;
+    }
+    if (lit(r, "Infinity")) {
+        t->num = INFINITY;
+        return NP_OK;
+    }
+    if (lit(r, "-Infinity")) {
+        t->num = -INFINITY;
+        return NP_OK;
+    }
+    char buf[64];
+    size_t n = 0;
+    const char *q = r->p;
+    while (q < r->end && n < sizeof buf - 1 &&
+           ((*q >= '0' && *q <= '9') || *q == '-' || *q == '+' || *q == '.' || *q == 'e' ||
+            *q == 'E'))
+        buf[n++] = *q++;
+    buf[n] = '\0';
+    char *e = NULL;
+    int lead_ok = n > 0 && (buf[0] == '-' || (buf[0] >= '0' && buf[0] <= '9'));
+    t->num = lead_ok ? strtod(buf, &e) : 0.0;
+    if (!lead_ok || e != buf + n)
+        return np_json_error(r, err, NP_ERR_JSON, NULL,
+                             "expected a value (number, string, true, false, null, NaN, "
+                             "Infinity, an object or an array)");
+    r->p = q;
+    return NP_OK;
+}
+
+static np_status push(np_json_tok *t, np_json_reader *r, char c, np_error *err)
+{
+    if (r->depth >= NP_JSON_MAX_DEPTH)
+        return np_json_error(r, err, NP_ERR_LIMIT, NULL, "nested deeper than %d levels",
+                             NP_JSON_MAX_DEPTH);
+    r->stack[r->depth++] = (uint8_t)c;
+    r->p++;
+    t->type = c == '{' ? NP_JSON_OBJ : NP_JSON_ARR;
+    r->state = c == '{' ? S_KEY_OR_END : S_VALUE_OR_END;
+    return NP_OK;
+}
+
+static np_status close_container(np_json_tok *t, np_json_reader *r, char c, np_error *err)
+{
+    char open = c == '}' ? '{' : '[';
+    if (r->depth == 0 || r->stack[r->depth - 1] != open)
+        return np_json_error(r, err, NP_ERR_JSON, NULL, "unexpected '%c'", c);
+    r->depth--;
+    r->p++;
+    t->type = c == '}' ? NP_JSON_OBJ_END : NP_JSON_ARR_END;
+    r->state = r->depth ? S_AFTER : S_DONE;
+    return NP_OK;
+}
+
+/* A value where one is expected (state S_VALUE or S_VALUE_OR_END). */
+static np_status read_value(np_json_tok *t, np_json_reader *r, np_error *err)
+{
+    char c = *r->p;
+    if (c == '{' || c == '[')
+        return push(t, r, c, err);
+    np_status st = NP_OK;
+    if (c == '"') {
+        t->type = NP_JSON_STR;
+        st = read_string(t, r, err);
+    } else if (lit(r, "true")) {
+        t->type = NP_JSON_TRUE;
+    } else if (lit(r, "false")) {
+        t->type = NP_JSON_FALSE;
+    } else if (lit(r, "null")) {
+        t->type = NP_JSON_NULL;
+    } else {
+        t->type = NP_JSON_NUM;
+        st = read_number(t, r, err);
+    }
+    r->state = r->depth ? S_AFTER : S_DONE;
+    return st;
+}
+
+static np_status read_key(np_json_tok *t, np_json_reader *r, np_error *err)
+{
+    if (*r->p != '"')
+        return np_json_error(r, err, NP_ERR_JSON, NULL, "expected a key (a string in quotes)");
+    t->type = NP_JSON_KEY;
+    np_status st = read_string(t, r, err);
+    if (st)
+        return st;
+    skip_ws(r);
+    if (r->p >= r->end || *r->p != ':')
+        return np_json_error(r, err, NP_ERR_JSON, NULL, "expected ':' after a key");
+    r->p++;
+    r->state = S_VALUE;
+    return NP_OK;
+}
+
+static np_status next_token(np_json_tok *t, np_json_reader *r, np_error *err)
+{
+    skip_ws(r);
+    if (r->state == S_DONE) {
+        if (r->p < r->end)
+            return np_json_error(r, err, NP_ERR_JSON, NULL, "text after the end of the document");
+        t->type = NP_JSON_END;
+        return NP_OK;
+    }
+    if (r->p >= r->end)
+        return np_json_error(r, err, NP_ERR_JSON, NULL,
+                             "unexpected end of file (the document is truncated)");
+    r->last_tok = (size_t)(r->p - r->base);
+    char c = *r->p;
+    switch (r->state) {
+    case S_AFTER:
+        if (c == '}' || c == ']')
+            return close_container(t, r, c, err);
+        if (c != ',')
+            return np_json_error(r, err, NP_ERR_JSON, NULL, "expected ',' or a closing bracket");
+        r->p++;
+        r->state = r->stack[r->depth - 1] == '{' ? S_KEY : S_VALUE;
+        return next_token(t, r, err);
+    case S_KEY_OR_END:
+        if (c == '}')
+            return close_container(t, r, c, err);
+        return read_key(t, r, err);
+    case S_KEY:
+        return read_key(t, r, err);
+    case S_VALUE_OR_END:
+        if (c == ']')
+            return close_container(t, r, c, err);
+        return read_value(t, r, err);
+    default:
+        return read_value(t, r, err);
+    }
+}
+
+np_status np_json_next(np_json_tok *t, np_json_reader *r, np_error *err)
+{
+    memset(t, 0, sizeof *t);
+    np_status st = next_token(t, r, err);
+    t->depth = r->depth;
+    release_behind(r);
+    return st;
+}
+
+np_status np_json_skip(np_json_reader *r, const np_json_tok *t, np_error *err)
+{
+    if (t->type != NP_JSON_OBJ && t->type != NP_JSON_ARR)
+        return NP_OK;
+    int target = t->depth - 1;
+    np_json_tok u;
+    do {
+        np_status st = np_json_next(&u, r, err);
+        if (st)
+            return st;
+        if (u.type == NP_JSON_END)
+            return np_json_error(r, err, NP_ERR_JSON, NULL, "unexpected end of the document");
+    } while (u.depth > target || (u.type != NP_JSON_OBJ_END && u.type != NP_JSON_ARR_END));
+    return NP_OK;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static size_t put_utf8(char *dst, size_t cap, size_t n, unsigned cp)
+{
+    char b[4];
+    size_t k;
+    if (cp < 0x80) {
+        b[0] = (char)cp;
+        k = 1;
+    } else if (cp < 0x800) {
+        b[0] = (char)(0xC0 | (cp >> 6));
+        b[1] = (char)(0x80 | (cp & 0x3F));
+        k = 2;
+    } else {
+        b[0] = (char)(0xE0 | (cp >> 12));
+        b[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        b[2] = (char)(0x80 | (cp & 0x3F));
+        k = 3;
+    }
+    for (size_t i = 0; i < k; i++, n++)
+        if (n + 1 < cap)
+            dst[n] = b[i];
+    return n;
+}
+
+size_t np_json_str(char *dst, size_t cap, const np_json_tok *t)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < t->len; i++) {
+        char c = t->s[i];
+        if (c == '\\' && i + 1 < t->len) {
+            char e = t->s[++i];
+            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            const char *f = strchr(from, e);
+            if (e == 'u' && i + 4 < t->len) {
+                unsigned cp = 0;
+                int ok = 1;
+                for (int k = 1; k <= 4; k++) {
+                    int h = hexval(t->s[i + (size_t)k]);
+                    ok &= h >= 0;
+                    cp = cp * 16 + (unsigned)(h < 0 ? 0 : h);
+                }
+                i += 4;
+                n = put_utf8(dst, cap, n, ok ? cp : '?');
+                continue;
+            }
+            c = f && e ? to[f - from] : e;
+        }
+        if (n + 1 < cap)
+            dst[n] = c;
+        n++;
+    }
+    if (cap)
+        dst[n < cap ? n : cap - 1] = '\0';
+    return n;
+}
+
+int np_json_is(const np_json_tok *t, const char *s)
+{
+    size_t n = strlen(s);
+    return (t->type == NP_JSON_KEY || t->type == NP_JSON_STR) && t->len == n &&
+           memcmp(t->s, s, n) == 0;
+}
