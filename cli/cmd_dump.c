@@ -227,6 +227,38 @@ static void print_summary(const dump_sum *s, const char *dump_path, const char *
                      s->scope_last, s->scope_first, s->open_list);
 }
 
+/* Why COMMAND cannot be started (as execvp would look it up: a path when
+ * it holds a '/', else each PATH entry), NULL when it can: checked before
+ * the fork so a missing program is a usage error (2), not the child's 127. */
+static const char *command_missing(const char *cmd)
+{
+    struct stat sb;
+    if (!cmd[0])
+        return "empty command";
+    if (strchr(cmd, '/')) {
+        if (stat(cmd, &sb) != 0)
+            return strerror(errno);
+        if (!S_ISREG(sb.st_mode))
+            return "not a regular file";
+        return access(cmd, X_OK) == 0 ? NULL : "not executable";
+    }
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    char buf[PATH_MAX];
+    for (const char *p = path;; p++) {
+        size_t n = strcspn(p, ":");
+        int len = snprintf(buf, sizeof buf, "%.*s%s%s", (int)n, p, n ? "/" : "./", cmd);
+        if (len > 0 && (size_t)len < sizeof buf && stat(buf, &sb) == 0 && S_ISREG(sb.st_mode) &&
+            access(buf, X_OK) == 0)
+            return NULL;
+        p += n;
+        if (!*p)
+            break;
+    }
+    return "no such command on PATH";
+}
+
 int np_cmd_dump(int argc, char **argv)
 {
     const char *config = NULL;
@@ -259,6 +291,11 @@ int np_cmd_dump(int argc, char **argv)
     }
     if (i >= argc) {
         np_cli_error("dump: missing the command to run after '--' (see 'nprobe dump --help')");
+        return NP_EXIT_USAGE;
+    }
+    const char *why = command_missing(argv[i]);
+    if (why) {
+        np_cli_error("dump: cannot run '%s': %s", argv[i], why);
         return NP_EXIT_USAGE;
     }
     np_error err;

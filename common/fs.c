@@ -1,7 +1,10 @@
 /* common/fs.c - file-system helpers shared by the dump writer and the CLI. */
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "nprobe/common.h"
 
@@ -34,4 +37,36 @@ int np_mkdirs(const char *path)
         return -1;
     }
     return 0;
+}
+
+FILE *np_fopen_regular(const char *path, const char **why)
+{
+    *why = NULL;
+    /* O_NONBLOCK: opening a FIFO for reading must not wait for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *why = strerror(errno);
+        return NULL;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int e = errno;
+        *why = S_ISDIR(sb.st_mode) ? "it is a directory, not a file"
+               : S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode) || S_ISCHR(sb.st_mode) ||
+                       S_ISBLK(sb.st_mode)
+                   ? "it is not a regular file (a FIFO, socket or device)"
+                   : strerror(e);
+        close(fd);
+        errno = S_ISDIR(sb.st_mode) ? EISDIR : EINVAL;
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        *why = strerror(errno);
+        close(fd);
+    }
+    return f;
 }

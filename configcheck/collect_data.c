@@ -104,9 +104,10 @@ static char *trim(char *s)
 np_status np_cc_hyperparams_file(json_t **out, const char *path, np_error *err)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *f = np_fopen_regular(path, &why);
     if (!f)
-        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open: %s", strerror(errno));
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot read the hyperparameters: %s", why);
     char *buf = malloc((size_t)MAX_HYPER_BYTES + 1);
     size_t n = buf ? fread(buf, 1, (size_t)MAX_HYPER_BYTES + 1, f) : 0;
     fclose(f);

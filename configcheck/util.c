@@ -41,9 +41,10 @@ void np_cc_digest_hex(char hex[65], const unsigned char d[32])
 
 np_status np_cc_hash_file(char hex[65], uint64_t *size, const char *path, np_error *err)
 {
-    FILE *f = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *f = np_fopen_regular(path, &why);
     if (!f)
-        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open: %s", strerror(errno));
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open: %s", why);
     enum { CHUNK = 1 << 16 };
     unsigned char *buf = malloc(CHUNK);
     if (!buf) {

@@ -466,10 +466,27 @@ static np_status parse_task_section(parse_ctx *pc, np_probe_config *c, const jso
  * ancestor without creating anything. */
 static np_status check_dump_path(parse_ctx *pc, const char *path)
 {
-    char buf[4096];
+    char buf[PATH_MAX];
+    if (strlen(path) >= sizeof buf)
+        return np_error_set(pc->err, NP_ERR_IO, pc->src, "dump_path",
+                            "is %zu bytes long, more than the system's limit of %d (PATH_MAX)",
+                            strlen(path), PATH_MAX - 1);
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, "/");
+        if (n > NAME_MAX)
+            return np_error_set(pc->err, NP_ERR_IO, pc->src, "dump_path",
+                                "has a component of %zu bytes, more than the limit of %d "
+                                "(NAME_MAX)", n, NAME_MAX);
+        p += n + (p[n] == '/');
+    }
     snprintf(buf, sizeof buf, "%s", path);
     struct stat sb;
     for (;;) {
+        struct stat lb;
+        if (lstat(buf, &lb) == 0 && S_ISLNK(lb.st_mode) && stat(buf, &sb) != 0)
+            return np_error_set(pc->err, NP_ERR_IO, pc->src, "dump_path",
+                                "\"%s\": \"%s\" is a symbolic link to nothing (dangling); "
+                                "remove it or point it at a directory", path, buf);
         if (stat(buf, &sb) == 0) {
             if (!S_ISDIR(sb.st_mode))
                 return np_error_set(pc->err, NP_ERR_IO, pc->src, "dump_path",
@@ -680,7 +697,7 @@ static np_status json_fail(parse_ctx *pc, const json_error_t *je)
     if (json_error_code(je) == json_error_cannot_open_file)
         st = NP_ERR_IO;
     if (st == NP_ERR_IO)
-        return np_error_set(pc->err, st, pc->src, NULL, "cannot read the config: %s", je->text);
+        return np_error_set(pc->err, st, pc->src, NULL, "cannot open the config: %s", je->text);
     return np_error_set_at(pc->err, st, pc->src, je->line, je->column, NULL,
                            "JSON syntax error: %s (line %d, column %d)", je->text, je->line,
                            je->column);
@@ -713,10 +730,11 @@ np_status np_probe_config_load(np_probe_config **out, const char *path, np_error
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, NULL);
     snprintf(c->source, sizeof c->source, "%s", path);
     parse_ctx pc = {c->source, err};
-    FILE *f = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *f = np_fopen_regular(path, &why);
     if (!f) {
         np_status st = np_error_set(err, NP_ERR_IO, path, NULL, "cannot open the config: %s",
-                                    strerror(errno));
+                                    why);
         np_probe_config_free(c);
         return st;
     }

@@ -113,9 +113,11 @@ np_status np_data_open_text(np_dataset **out, const char *path, int context, uin
                             np_error *err)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
+    const char *why = NULL;
+    FILE *f = np_fopen_regular(path, &why);
     if (!f)
-        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open the text file for --data");
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open the text file for --data: %s",
+                            why);
     unsigned char *bytes = NULL;
     size_t len = 0, cap = 0;
     for (;;) {

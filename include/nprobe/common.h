@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #ifdef __cplusplus
@@ -136,6 +137,13 @@ uint32_t np_crc32_with(np_crc32_kernel k, uint32_t crc, const void *buf, size_t 
 /* mkdir -p: create `path` and its missing parents. 0, or -1 with errno
  * (ENOTDIR when it, or a part of it, exists and is not a directory). */
 int np_mkdirs(const char *path);
+
+/* fopen(path, "rb") for input files named by the user: only a regular file
+ * is opened (a FIFO would block forever, a directory reads as garbage).
+ * NULL on refusal, *why (static text) says why: "it is a directory, not a
+ * file", "it is not a regular file (a FIFO, socket or device)" or
+ * strerror's text. */
+FILE *np_fopen_regular(const char *path, const char **why);
 
 /* Run fn(arg) in a forked child process and wait for it, at most
  * timeout_s seconds (<= 0: no limit): work that may crash or loop (HDF5
