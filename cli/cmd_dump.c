@@ -191,6 +191,25 @@ static void summarize(dump_sum *s, const char *dump_path, const struct timespec 
     free(refs);
 }
 
+/* The Python package (python/nprobe) loads libnprobe: point it at the one
+ * built beside this program ({dir}/lib/libnprobe.so), unless NPROBE_LIB is
+ * set already. */
+static void export_lib_path(void)
+{
+    char exe[PATH_MAX], lib[PATH_MAX + 32];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (getenv("NPROBE_LIB") || n <= 0)
+        return;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    snprintf(lib, sizeof lib, "%s/lib/libnprobe.so", exe);
+    if (access(lib, R_OK) == 0)
+        setenv("NPROBE_LIB", lib, 1);
+}
+
 static void print_summary(const dump_sum *s, const char *dump_path, const char *task)
 {
     printf("nprobe dump summary (%s, task %s)\n", dump_path, task);
@@ -334,6 +353,7 @@ int np_cmd_dump(int argc, char **argv)
     if (pid == 0) {
         setenv("NPROBE_DUMP_CONFIG", abs_cfg, 1);
         setenv("NPROBE_DUMP_PARENT", "1", 1); /* the child leaves the scope warnings to us */
+        export_lib_path();
         execvp(argv[i], argv + i);
         np_cli_error("dump: cannot run '%s': %s", argv[i], strerror(errno));
         _exit(127);

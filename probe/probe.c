@@ -7,6 +7,7 @@
  * on_error is stop_training. */
 #include <hdf5.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +58,14 @@ struct np_probe {
     int of_step, of_rank;
     H5E_auto2_t old_efunc;
     void *old_edata;
+    /* embedding API: serialises every entry point (autograd's threads) */
+    pthread_mutex_t mu;
+    void *vbuf;          /* converted/gathered tensor views */
+    size_t vcap;
 };
+
+#define LOCK(p) pthread_mutex_lock(&(p)->mu)
+#define UNLOCK(p) pthread_mutex_unlock(&(p)->mu)
 
 /* ---- errors -------------------------------------------------------------- */
 
@@ -467,17 +475,21 @@ static void on_call_event(np_probe *p, const np_hook_event *ev)
     scope_leave(p, name);
 }
 
-int np_probe_on_event(const np_hook_event *ev, void *probe)
+static void set_loss_scale(np_probe *p, double scale)
 {
-    np_probe *p = probe;
-    if (!p || !ev || p->closed)
+    p->loss_scale = scale > 0 && isfinite(scale) ? scale : 1.0;
+}
+
+static int on_event(np_probe *p, const np_hook_event *ev)
+{
+    if (p->closed)
         return 0;
     switch (ev->kind) {
     case NP_EV_STEP_BEGIN:
         p->loss_scale = 1.0;
         for (int i = 0; i < ev->n_scalars; i++)
             if (ev->scalars[i].key && !strcmp(ev->scalars[i].key, "loss_scale"))
-                np_probe_set_loss_scale(p, ev->scalars[i].value);
+                set_loss_scale(p, ev->scalars[i].value);
         begin_step(p, ev->step);
         break;
     case NP_EV_STEP_END:
@@ -495,54 +507,120 @@ int np_probe_on_event(const np_hook_event *ev, void *probe)
     return p->failed && p->cfg->stop_training ? 1 : 0;
 }
 
+int np_probe_on_event(const np_hook_event *ev, void *probe)
+{
+    np_probe *p = probe;
+    if (!p || !ev)
+        return 0;
+    LOCK(p);
+    int r = on_event(p, ev);
+    UNLOCK(p);
+    return r;
+}
+
 /* ---- embedding API --------------------------------------------------------- */
 
 void np_probe_set_loss_scale(np_probe *p, double scale)
 {
-    if (p)
-        p->loss_scale = scale > 0 && isfinite(scale) ? scale : 1.0;
+    if (!p)
+        return;
+    LOCK(p);
+    set_loss_scale(p, scale);
+    UNLOCK(p);
 }
 
 np_status np_probe_step_begin(np_probe *p, int step, np_error *err)
 {
-    if (!p || p->closed)
-        return np_error_set(err, NP_ERR_ARG, NULL, NULL, "the probe is closed");
+    if (!p)
+        return np_error_set(err, NP_ERR_ARG, NULL, NULL, "no probe");
     if (step < 0)
         return np_error_set(err, NP_ERR_ARG, NULL, NULL, "step %d: expected >= 0", step);
-    begin_step(p, step);
-    return NP_OK;
+    LOCK(p);
+    np_status st = NP_OK;
+    if (p->closed)
+        st = np_error_set(err, NP_ERR_ARG, NULL, NULL, "the probe is closed");
+    else
+        begin_step(p, step);
+    UNLOCK(p);
+    return st;
 }
 
 np_status np_probe_step_end(np_probe *p, np_error *err)
 {
-    if (!p || p->closed)
-        return np_error_set(err, NP_ERR_ARG, NULL, NULL, "the probe is closed");
-    end_step(p);
-    if (p->failed && p->cfg->stop_training)
-        return np_error_set(err, p->error.status, p->error.file, p->error.key, "%s",
-                            p->error.text);
-    return NP_OK;
+    if (!p)
+        return np_error_set(err, NP_ERR_ARG, NULL, NULL, "no probe");
+    LOCK(p);
+    np_status st = NP_OK;
+    if (p->closed)
+        st = np_error_set(err, NP_ERR_ARG, NULL, NULL, "the probe is closed");
+    else {
+        end_step(p);
+        if (p->failed && p->cfg->stop_training)
+            st = np_error_set(err, p->error.status, p->error.file, p->error.key, "%s",
+                              p->error.text);
+    }
+    UNLOCK(p);
+    return st;
 }
 
 /* Position on call `call` for the embedding API; 1 if it is selected. */
+static void embed_switch(np_probe *p, const char *call, const char *parent,
+                         const char *callsite)
+{
+    if (p->embed_call[0])
+        scope_leave(p, p->embed_call);
+    np_fmt_copy_name(p->embed_call, NP_FMT_NAME_LEN, call);
+    int is_module = strncmp(call, "Module.", 7) == 0;
+    p->embed_selected = scope_enter(p, call) && level_ok(p->cfg, is_module);
+    begin_call_rec(p, call, is_module, parent, callsite);
+}
+
 static int embed_call(np_probe *p, const char *call, np_role role)
 {
-    if (strcmp(call, p->embed_call) != 0) {
-        if (p->embed_call[0])
-            scope_leave(p, p->embed_call);
-        np_fmt_copy_name(p->embed_call, NP_FMT_NAME_LEN, call);
-        int is_module = strncmp(call, "Module.", 7) == 0;
-        p->embed_selected = scope_enter(p, call) && level_ok(p->cfg, is_module);
-        begin_call_rec(p, call, is_module, NULL, NULL);
-    }
+    if (strcmp(call, p->embed_call) != 0)
+        embed_switch(p, call, NULL, NULL);
     (void)role;
     return p->embed_selected;
 }
 
-static np_status embed_leaf(np_probe *p, const char *call, np_role role, const char *key,
-                            const np_tensor *t, double scalar, np_error *err)
+static np_status check_role(np_role role, const char *call, np_error *err)
 {
-    if (!p || p->closed)
+    if ((unsigned)role >= NP_ROLE_COUNT || role == NP_ROLE_KWARGS)
+        return np_error_set(err, NP_ERR_ARG, NULL, call,
+                            "role: expected input, output, parameters or parameters_grad "
+                            "(scalars go through np_probe_dump_scalar)");
+    return NP_OK;
+}
+
+/* The statistics a caller computed, as an entry row (no payload, no crc). */
+static void fill_stats_rec(np_entry_rec *r, const np_leaf_stats *s)
+{
+    np_fmt_copy_name(r->dtype, NP_FMT_DTYPE_LEN, np_dtype_name(s->dtype));
+    r->ndim = s->ndim;
+    memset(r->shape, 0, sizeof r->shape);
+    r->numel = 1;
+    for (int i = 0; i < s->ndim && i < NP_FMT_MAX_DIMS; i++) {
+        r->shape[i] = s->shape[i];
+        r->numel *= s->shape[i];
+    }
+    r->max = s->max;
+    r->min = s->min;
+    r->mean = s->mean;
+    r->norm = s->norm;
+    r->nan_count = s->nan_count;
+    r->posinf_count = s->posinf_count;
+    r->neginf_count = s->neginf_count;
+    r->crc32 = 0;
+    r->has_data = 0;
+    r->requires_grad = (int8_t)(s->requires_grad != 0);
+}
+
+/* One leaf: a tensor `t`, caller statistics `ls`, or (both NULL) a scalar. */
+static np_status embed_leaf(np_probe *p, const char *call, np_role role, const char *key,
+                            const np_tensor *t, const np_tensor_view *v,
+                            const np_leaf_stats *ls, double scalar, np_error *err)
+{
+    if (p->closed)
         return np_error_set(err, NP_ERR_ARG, NULL, NULL, "the probe is closed");
     if (!call || !call[0] || !key || !key[0])
         return np_error_set(err, NP_ERR_ARG, NULL, call, "a call name and a key are needed");
@@ -587,8 +665,17 @@ static np_status embed_leaf(np_probe *p, const char *call, np_role role, const c
         return NP_OK;
     np_fmt_copy_name(r.call, NP_FMT_NAME_LEN, call);
     np_fmt_copy_name(r.role, NP_FMT_ROLE_LEN, np_role_name(role));
+    np_tensor vt;
+    if (v) {
+        np_status vs = probe_view_tensor(&vt, v, &p->vbuf, &p->vcap, r.name, err);
+        if (vs)
+            return vs;
+        t = &vt;
+    }
     if (t)
         fill_tensor_rec(p, &r, t);
+    else if (ls)
+        fill_stats_rec(&r, ls);
     else
         fill_scalar_rec(&r, scalar);
     int overflow = rec_overflows(&r);
@@ -607,19 +694,126 @@ static np_status embed_leaf(np_probe *p, const char *call, np_role role, const c
 np_status np_probe_dump(np_probe *p, const char *call, np_role role, const char *key,
                         const np_tensor *t, np_error *err)
 {
+    if (!p)
+        return np_error_set(err, NP_ERR_ARG, NULL, call, "no probe");
     if (!t)
         return np_error_set(err, NP_ERR_ARG, NULL, call, "no tensor given");
-    if ((unsigned)role >= NP_ROLE_COUNT || role == NP_ROLE_KWARGS)
-        return np_error_set(err, NP_ERR_ARG, NULL, call,
-                            "role: expected input, output, parameters or parameters_grad "
-                            "(scalars go through np_probe_dump_scalar)");
-    return embed_leaf(p, call, role, key, t, 0.0, err);
+    if (check_role(role, call, err))
+        return NP_ERR_ARG;
+    LOCK(p);
+    np_status st = embed_leaf(p, call, role, key, t, NULL, NULL, 0.0, err);
+    UNLOCK(p);
+    return st;
 }
 
 np_status np_probe_dump_scalar(np_probe *p, const char *call, const char *key, double value,
                                np_error *err)
 {
-    return embed_leaf(p, call, NP_ROLE_KWARGS, key, NULL, value, err);
+    if (!p)
+        return np_error_set(err, NP_ERR_ARG, NULL, call, "no probe");
+    LOCK(p);
+    np_status st = embed_leaf(p, call, NP_ROLE_KWARGS, key, NULL, NULL, NULL, value, err);
+    UNLOCK(p);
+    return st;
+}
+
+np_status np_probe_dump_view(np_probe *p, const char *call, np_role role, const char *key,
+                             const np_tensor_view *v, np_error *err)
+{
+    if (!p)
+        return np_error_set(err, NP_ERR_ARG, NULL, call, "no probe");
+    if (check_role(role, call, err))
+        return NP_ERR_ARG;
+    if (!v)
+        return np_error_set(err, NP_ERR_ARG, NULL, call, "no tensor view given");
+    LOCK(p);
+    np_status st = embed_leaf(p, call, role, key, NULL, v, NULL, 0.0, err);
+    UNLOCK(p);
+    return st;
+}
+
+np_status np_probe_dump_stats(np_probe *p, const char *call, np_role role, const char *key,
+                              const np_leaf_stats *s, np_error *err)
+{
+    if (!p)
+        return np_error_set(err, NP_ERR_ARG, NULL, call, "no probe");
+    if (check_role(role, call, err))
+        return NP_ERR_ARG;
+    if (!s || s->size < sizeof *s || s->ndim < 0 || s->ndim > NP_MAX_DIMS ||
+        (s->ndim > 0 && !s->shape) || (unsigned)s->dtype >= NP_DTYPE_COUNT)
+        return np_error_set(err, NP_ERR_ARG, NULL, call,
+                            "leaf statistics: expected size = sizeof(np_leaf_stats), a known "
+                            "dtype and 0..%d dimensions with a shape", NP_MAX_DIMS);
+    LOCK(p);
+    np_status st = embed_leaf(p, call, role, key, NULL, NULL, s, 0.0, err);
+    UNLOCK(p);
+    return st;
+}
+
+np_status np_probe_call_begin(np_probe *p, const char *call, const char *parent,
+                              const char *callsite, np_error *err)
+{
+    if (!p)
+        return np_error_set(err, NP_ERR_ARG, NULL, call, "no probe");
+    if (!call || !call[0])
+        return np_error_set(err, NP_ERR_ARG, NULL, NULL, "a call name is needed");
+    LOCK(p);
+    np_status st = NP_OK;
+    if (p->closed)
+        st = np_error_set(err, NP_ERR_ARG, NULL, call, "the probe is closed");
+    else if (!p->in_step)
+        st = np_error_set(err, NP_ERR_ARG, NULL, call,
+                          "no step has begun (call np_probe_step_begin first)");
+    else
+        embed_switch(p, call, parent, callsite);
+    UNLOCK(p);
+    return st;
+}
+
+static void apply_meta(np_probe *p, const np_probe_meta *meta)
+{
+    snprintf(p->framework, sizeof p->framework, "%s",
+             meta && meta->framework ? meta->framework : "nprobe-runtime");
+    snprintf(p->device, sizeof p->device, "%s", meta && meta->device ? meta->device : "cpu");
+    snprintf(p->precision, sizeof p->precision, "%s",
+             meta && meta->precision ? meta->precision : "fp32");
+    p->rank = meta && meta->rank > 0 ? meta->rank : 0;
+    p->world_size = meta && meta->world_size > 0 ? meta->world_size : 1;
+    p->rank_selected = p->cfg->n_ranks == 0;
+    for (int i = 0; i < p->cfg->n_ranks; i++)
+        p->rank_selected |= p->cfg->ranks[i] == p->rank;
+}
+
+np_status np_probe_set_meta(np_probe *p, const np_probe_meta *meta, np_error *err)
+{
+    if (!p)
+        return np_error_set(err, NP_ERR_ARG, NULL, NULL, "no probe");
+    if (meta && meta->rank < 0)
+        return np_error_set(err, NP_ERR_ARG, NULL, NULL, "rank %d: expected >= 0", meta->rank);
+    LOCK(p);
+    apply_meta(p, meta);
+    UNLOCK(p);
+    return NP_OK;
+}
+
+int np_probe_selects(np_probe *p, int step)
+{
+    if (!p)
+        return 0;
+    LOCK(p);
+    int r = 0;
+    if (!p->closed && p->rank_selected && !p->dump_off && step >= 0 &&
+        step_in_config(p->cfg, step))
+        r = (level_ok(p->cfg, 0) ? NP_SELECT_API : 0) |
+            (level_ok(p->cfg, 1) ? NP_SELECT_MODULE : 0) |
+            (p->cfg->stack ? NP_SELECT_CALLSITE : 0);
+    UNLOCK(p);
+    return r;
+}
+
+np_probe_task np_probe_task_of(np_probe *p)
+{
+    return p ? p->cfg->task : NP_TASK_STATISTICS;
 }
 
 /* ---- open / close -------------------------------------------------------------- */
@@ -633,19 +827,9 @@ np_status np_probe_open_config(np_probe **out, const np_probe_config *cfg,
         free(p);
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "cannot allocate the probe");
     }
-    snprintf(p->framework, sizeof p->framework, "%s",
-             meta && meta->framework ? meta->framework : "nprobe-runtime");
-    snprintf(p->device, sizeof p->device, "%s", meta && meta->device ? meta->device : "cpu");
-    snprintf(p->precision, sizeof p->precision, "%s",
-             meta && meta->precision ? meta->precision : "fp32");
-    p->rank = meta ? meta->rank : 0;
-    p->world_size = meta && meta->world_size > 0 ? meta->world_size : 1;
+    apply_meta(p, meta);
     p->loss_scale = 1.0;
     p->scope_unreached_step = p->scope_open_step = -1;
-    p->rank_selected = p->cfg->n_ranks == 0;
-    for (int i = 0; i < p->cfg->n_ranks; i++)
-        p->rank_selected |= p->cfg->ranks[i] == p->rank;
-
     np_status st = np_h5w_new(&p->w, p->cfg->dump_path, p->cfg->compression, err);
     if (st == NP_OK && p->cfg->async_dump) {
         st = np_aw_new(&p->aw, p->w, (size_t)p->cfg->queue_mb << 20, err);
@@ -668,6 +852,7 @@ np_status np_probe_open_config(np_probe **out, const np_probe_config *cfg,
     }
     H5Eget_auto2(H5E_DEFAULT, &p->old_efunc, &p->old_edata);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    pthread_mutex_init(&p->mu, NULL);
     *out = p;
     return NP_OK;
 }
@@ -698,10 +883,20 @@ np_status np_probe_open_json(np_probe **out, const char *json_text, const np_pro
     return st;
 }
 
+static np_status probe_close(np_probe *p, np_probe_summary *out, np_error *err);
+
 np_status np_probe_close(np_probe *p, np_probe_summary *out, np_error *err)
 {
     if (!p)
         return NP_OK;
+    LOCK(p);
+    np_status st = probe_close(p, out, err);
+    UNLOCK(p);
+    return st;
+}
+
+static np_status probe_close(np_probe *p, np_probe_summary *out, np_error *err)
+{
     if (!p->closed) {
         end_step(p);
         np_error e;
@@ -765,5 +960,7 @@ void np_probe_free(np_probe *p)
     leaves_clear(p);
     free(p->leaves);
     np_stats_scratch_free(&p->scratch);
+    free(p->vbuf);
+    pthread_mutex_destroy(&p->mu);
     free(p);
 }

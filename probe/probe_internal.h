@@ -45,6 +45,15 @@ struct np_probe_config {
 /* Deep copy; NULL on out of memory. */
 np_probe_config *np_probe_config_dup(const np_probe_config *c);
 
+/* ---- tensor views (view.c) -------------------------------------------- */
+
+/* Make `out` describe view `v` in the dump's storage: `v`'s own memory when
+ * it already is (contiguous float32/float64/int64/int32/bool), else `*buf`
+ * (grown with realloc to *cap bytes, owned by the caller) holding the
+ * gathered, widened elements. `leaf` names the tensor in errors. */
+np_status probe_view_tensor(np_tensor *out, const np_tensor_view *v, void **buf, size_t *cap,
+                            const char *leaf, np_error *err);
+
 /* ---- statistics ------------------------------------------------------- */
 
 /* Fill the statistics fields of `rec` (and crc32 when `want_crc`). `scratch`

@@ -12,6 +12,8 @@ packages=(
   libopenmpi-dev openmpi-bin
   # tests, samples and benchmarks: readers and references independent of nprobe
   hdf5-tools unzip time python3 python3-numpy python3-h5py python3-openpyxl python3-pandas python3-torch
+  # the nprobe Python package: `pip install ./python` offline (tests/python)
+  python3-pip python3-setuptools
   # a second, independent xlsx reader (test_cmp_xlsx_libreoffice converts reports to csv)
   libreoffice-calc-nogui
 )

@@ -22,8 +22,12 @@
  * return non-zero. The probe ignores SIGXFSZ (if it was at its default) so a
  * file size limit turns into an error instead of killing the program.
  *
- * Thread safety: one probe is fed by one thread at a time; with "async_dump"
- * the probe owns a writer thread of its own. */
+ * Thread safety: every entry point that takes an np_probe locks the probe's
+ * mutex for the call, so one probe may be fed from several threads (a
+ * framework's autograd threads, say); calls are serialised, and the rows of
+ * one call must still come from one thread in one go (np_probe_call_begin
+ * then its leaves) for the call to hold together. With "async_dump" the
+ * probe owns a writer thread of its own. */
 #ifndef NPROBE_PROBE_H
 #define NPROBE_PROBE_H
 
@@ -133,6 +137,87 @@ np_status np_probe_dump_scalar(np_probe *p, const char *call, const char *key,
                                double value, np_error *err);
 /* End the step: its file is completed and renamed into place. */
 np_status np_probe_step_end(np_probe *p, np_error *err);
+
+/* libnprobe (the shared library): its version ("0.1.0") and ABI level.
+ * NP_LIB_ABI grows when functions or struct fields are added; a loader built
+ * against level N works with any library of level >= N and the same soname. */
+#define NP_LIB_ABI 1
+const char *np_lib_version(void);
+int np_lib_abi(void);
+
+/* ---- embedding a foreign framework (PyTorch, ...): views, statistics ----- */
+
+/* A tensor as a framework holds it, read in place. `dtype` is the logical
+ * dtype and the element storage is the framework's own: 2 bytes for
+ * bfloat16/float16 (their bit patterns), 4 for float32/int32, 8 for
+ * float64/int64, 1 for bool (0/1). Element (i0, i1, ...) is at byte
+ *   data + byte_offset + (i0*strides[0] + i1*strides[1] + ...) * element size
+ * with strides in elements (NULL: contiguous row-major). A contiguous
+ * float32/float64/int/bool view is read where it lies (no copy); a
+ * bfloat16/float16 or strided view is converted/gathered into a buffer the
+ * probe keeps and reuses (the dump stores bf16/fp16 as float32, FORMAT.md).
+ * Everything is borrowed for the call. `size` must be sizeof(np_tensor_view)
+ * (the ABI guard: fields are only ever added at the end). */
+typedef struct np_tensor_view {
+    size_t size;              /* sizeof(np_tensor_view) */
+    np_dtype dtype;           /* logical dtype */
+    int ndim;                 /* 0..NP_MAX_DIMS */
+    const int64_t *shape;     /* ndim sizes (may be NULL when ndim is 0) */
+    const int64_t *strides;   /* ndim strides in elements, or NULL: contiguous */
+    const void *data;         /* base pointer of the storage */
+    int64_t byte_offset;      /* added to data */
+    int requires_grad;
+} np_tensor_view;
+
+/* Bytes per element of a view's storage (2 for bfloat16/float16). */
+size_t np_view_element_size(np_dtype dt);
+
+/* np_probe_dump for a view. */
+np_status np_probe_dump_view(np_probe *p, const char *call, np_role role, const char *key,
+                             const np_tensor_view *v, np_error *err);
+
+/* A leaf whose statistics the caller computed (a tensor on a GPU/NPU reduced
+ * on its device: only these scalars cross). No payload and no crc32 are
+ * stored (has_data 0, crc32 0), whatever the task. `size` must be
+ * sizeof(np_leaf_stats). */
+typedef struct np_leaf_stats {
+    size_t size;              /* sizeof(np_leaf_stats) */
+    np_dtype dtype;
+    int ndim;
+    const int64_t *shape;
+    double max, min, mean, norm;  /* over finite elements; NaN when none */
+    int64_t nan_count, posinf_count, neginf_count;
+    int requires_grad;
+} np_leaf_stats;
+
+np_status np_probe_dump_stats(np_probe *p, const char *call, np_role role, const char *key,
+                              const np_leaf_stats *s, np_error *err);
+
+/* Start call `call` with its enclosing module call `parent` and `callsite`
+ * ("train.py:42 forward"); both may be NULL. The leaves dumped next with the
+ * same call name belong to it. (Without this call, np_probe_dump starts a
+ * call on a new name with no parent and no callsite.) */
+np_status np_probe_call_begin(np_probe *p, const char *call, const char *parent,
+                              const char *callsite, np_error *err);
+
+/* Change what the host says about the run (framework, device, precision,
+ * rank, world size: np_probe_meta, copied) for the steps begun from now on:
+ * a framework learns its rank (torch.distributed) and its precision (an
+ * autocast region) after the probe is opened. The config's rank selection
+ * is applied to the new rank. */
+np_status np_probe_set_meta(np_probe *p, const np_probe_meta *meta, np_error *err);
+
+/* What step `step` would select, known before it begins: bit 1 API calls,
+ * bit 2 module calls (and parameter gradients), bit 4 callsites wanted
+ * ("stack"); 0 when the step is not dumped (step or rank not selected, the
+ * dump stopped after an error or overflow_nums). A host skips the work of
+ * capturing what would be thrown away. */
+#define NP_SELECT_API 1
+#define NP_SELECT_MODULE 2
+#define NP_SELECT_CALLSITE 4
+int np_probe_selects(np_probe *p, int step);
+/* The config's task (a host decides whether to copy payloads to the host). */
+np_probe_task np_probe_task_of(np_probe *p);
 
 /* ---- end ----------------------------------------------------------------- */
 

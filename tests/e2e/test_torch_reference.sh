@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test_torch_reference.sh - a PyTorch reference run (samples/torch) against
+# test_torch_reference.sh - a PyTorch reference run (samples/torch/gpt_reference.py,
+# dumped through the nprobe package) against
 # the runtime: the cpu fp32 runtime must agree with PyTorch (no error row, no
 # culprit), and a faulted npu-sim run must have the faulted op as the first
 # culprit. Skips (77) where python3-torch or python3-h5py is missing.
@@ -19,7 +20,7 @@ printf '{"task":"tensor","dump_path":"dump_fault","step":[0],"level":"mix"}' > f
 "$N" dump -c rt.json -- "$N" train "${model[@]}" --steps 1 >/dev/null 2>&1 || { echo "runtime dump failed"; exit 1; }
 "$N" dump -c fault.json -- "$N" train "${model[@]}" --steps 1 --device npu-sim --fault attn_scale >/dev/null 2>&1 \
   || { echo "faulted dump failed"; exit 1; }
-"$PY" "$SRC/samples/torch/gpt_reference.py" --ckpt init.h5 --batch-from dump_rt/step0/rank0/dump.h5 \
+"$SRC/tests/python/pyrun.sh" "$SRC/samples/torch/gpt_reference.py" --ckpt init.h5 --batch-from dump_rt/step0/rank0/dump.h5 \
   --out dump_torch > ref.txt || { echo "gpt_reference.py failed"; cat ref.txt; exit 1; }
 
 # the same loss, printed by both

@@ -1,0 +1,150 @@
+"""ctypes binding of libnprobe (include/nprobe/probe.h, nprobe/configcheck.h).
+
+The library is found, in this order, at $NPROBE_LIB (the .so itself or its
+folder), beside the `nprobe` program named by $NPROBE_BIN (its build tree's
+lib/), in a build tree around this package (build/*/lib), then by the
+dynamic loader (an installed libnprobe.so.0).
+"""
+import ctypes
+import ctypes.util
+import glob
+import os
+
+SONAME = "libnprobe.so.0"
+ABI = 1
+
+# np_role
+ROLE_INPUT, ROLE_OUTPUT, ROLE_PARAMETERS, ROLE_KWARGS, ROLE_PARAMETERS_GRAD = range(5)
+# np_dtype
+FLOAT32, BFLOAT16, FLOAT16, FLOAT64, INT64, INT32, BOOL = range(7)
+TASKS = ("statistics", "tensor", "md5", "overflow_check")
+SELECT_API, SELECT_MODULE, SELECT_CALLSITE = 1, 2, 4
+MAX_DIMS = 8
+
+
+class NprobeError(Exception):
+    """An error reported by libnprobe: status, file, key and message."""
+
+    def __init__(self, status, file, key, text):
+        self.status, self.file, self.key, self.text = status, file, key, text
+        where = ": ".join(x for x in (file, key) if x)
+        super().__init__(f"{where}: {text}" if where else text)
+
+
+class Error(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_int), ("file", ctypes.c_char * 512),
+                ("key", ctypes.c_char * 256), ("line", ctypes.c_long),
+                ("column", ctypes.c_long), ("text", ctypes.c_char * 1024)]
+
+    def exception(self):
+        d = lambda b: b.decode("utf-8", "replace")  # noqa: E731
+        return NprobeError(self.status, d(self.file), d(self.key), d(self.text))
+
+
+class Meta(ctypes.Structure):
+    _fields_ = [("framework", ctypes.c_char_p), ("device", ctypes.c_char_p),
+                ("precision", ctypes.c_char_p), ("rank", ctypes.c_int),
+                ("world_size", ctypes.c_int)]
+
+
+class View(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("data", ctypes.c_void_p),
+                ("byte_offset", ctypes.c_int64), ("requires_grad", ctypes.c_int)]
+
+
+class LeafStats(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("max", ctypes.c_double),
+                ("min", ctypes.c_double), ("mean", ctypes.c_double), ("norm", ctypes.c_double),
+                ("nan_count", ctypes.c_int64), ("posinf_count", ctypes.c_int64),
+                ("neginf_count", ctypes.c_int64), ("requires_grad", ctypes.c_int)]
+
+
+NAME_LEN = 256
+
+
+class Summary(ctypes.Structure):
+    _fields_ = [("steps", ctypes.c_int64), ("ranks", ctypes.c_int64), ("calls", ctypes.c_int64),
+                ("tensors", ctypes.c_int64), ("data_bytes", ctypes.c_int64),
+                ("bytes", ctypes.c_int64), ("files", ctypes.c_int64),
+                ("overflows", ctypes.c_int64), ("has_overflow", ctypes.c_int),
+                ("overflow_call", ctypes.c_char * NAME_LEN),
+                ("overflow_module", ctypes.c_char * NAME_LEN),
+                ("overflow_step", ctypes.c_int), ("overflow_rank", ctypes.c_int),
+                ("scope_steps", ctypes.c_int64), ("scope_unreached", ctypes.c_int64),
+                ("scope_open", ctypes.c_int64), ("scope_unreached_step", ctypes.c_int),
+                ("scope_open_step", ctypes.c_int), ("scope_first", ctypes.c_char * NAME_LEN),
+                ("scope_last", ctypes.c_char * NAME_LEN), ("error", Error)]
+
+
+def _candidates():
+    env = os.environ.get("NPROBE_LIB")
+    if env:
+        yield os.path.join(env, "libnprobe.so") if os.path.isdir(env) else env
+        return
+    nbin = os.environ.get("NPROBE_BIN")
+    if nbin:
+        yield os.path.join(os.path.dirname(os.path.abspath(nbin)), "lib", "libnprobe.so")
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    for d in ("release", "sanitize", "*"):
+        yield from sorted(glob.glob(os.path.join(root, "build", d, "lib", "libnprobe.so")))
+    found = ctypes.util.find_library("nprobe")
+    yield found or SONAME
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append(f"{path} ({e})")
+    raise ImportError("nprobe: cannot load libnprobe; set NPROBE_LIB to the built "
+                      "libnprobe.so (build/release/lib/libnprobe.so). Tried: " + "; ".join(tried))
+
+
+_L, _PATH = _load()
+
+
+def _sig(name, res, *args):
+    f = getattr(_L, name)
+    f.restype = res
+    f.argtypes = list(args)
+    return f
+
+
+_P = ctypes.c_void_p
+_S = ctypes.c_char_p
+_E = ctypes.POINTER(Error)
+_I = ctypes.c_int
+lib_version = _sig("np_lib_version", _S)
+lib_abi = _sig("np_lib_abi", _I)
+if lib_abi() < ABI:
+    raise ImportError(f"nprobe: {_PATH} has ABI level {lib_abi()}, this package needs {ABI}")
+probe_open = _sig("np_probe_open", _I, ctypes.POINTER(_P), _S, ctypes.POINTER(Meta), _E)
+probe_open_json = _sig("np_probe_open_json", _I, ctypes.POINTER(_P), _S, ctypes.POINTER(Meta), _E)
+probe_set_meta = _sig("np_probe_set_meta", _I, _P, ctypes.POINTER(Meta), _E)
+probe_selects = _sig("np_probe_selects", _I, _P, _I)
+probe_task_of = _sig("np_probe_task_of", _I, _P)
+probe_set_loss_scale = _sig("np_probe_set_loss_scale", None, _P, ctypes.c_double)
+probe_step_begin = _sig("np_probe_step_begin", _I, _P, _I, _E)
+probe_step_end = _sig("np_probe_step_end", _I, _P, _E)
+probe_call_begin = _sig("np_probe_call_begin", _I, _P, _S, _S, _S, _E)
+probe_dump_view = _sig("np_probe_dump_view", _I, _P, _S, _I, _S, ctypes.POINTER(View), _E)
+probe_dump_stats = _sig("np_probe_dump_stats", _I, _P, _S, _I, _S, ctypes.POINTER(LeafStats), _E)
+probe_dump_scalar = _sig("np_probe_dump_scalar", _I, _P, _S, _S, ctypes.c_double, _E)
+probe_close = _sig("np_probe_close", _I, _P, ctypes.POINTER(Summary), _E)
+probe_free = _sig("np_probe_free", None, _P)
+
+
+def version():
+    """libnprobe's version string."""
+    return lib_version().decode()
+
+
+def library_path():
+    """The libnprobe file this package loaded."""
+    return _PATH

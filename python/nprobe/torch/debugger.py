@@ -1,0 +1,755 @@
+"""PrecisionDebugger: msprobe's interface, nprobe's C probe underneath.
+
+Capture happens in Python (API wrappers, module hooks, identity autograd
+functions for the backward); every row, statistic, checksum and file is the
+C probe's (libnprobe through ctypes): a CPU tensor crosses as a view (data
+pointer, dtype, shape, strides), a device tensor as statistics reduced on
+its device (statistics task) or as a host copy (payload tasks).
+"""
+import atexit
+import ctypes
+import functools
+import os
+import sys
+import threading
+import warnings
+import weakref
+
+import torch
+
+from .. import _lib
+from . import ops
+
+_DT = {torch.float32: _lib.FLOAT32, torch.bfloat16: _lib.BFLOAT16, torch.float16: _lib.FLOAT16,
+       torch.float64: _lib.FLOAT64, torch.int64: _lib.INT64, torch.int32: _lib.INT32,
+       torch.bool: _lib.BOOL}
+_PREC = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
+         torch.float64: "fp64"}
+_SKIP_DIRS = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+_ROLE_IN, _ROLE_OUT, _ROLE_PAR, _ROLE_PG = (_lib.ROLE_INPUT, _lib.ROLE_OUTPUT,
+                                            _lib.ROLE_PARAMETERS, _lib.ROLE_PARAMETERS_GRAD)
+
+
+class _Tls(threading.local):
+    depth = 0
+
+
+_tls = _Tls()
+_current = None          # the debugger capturing now (between start and stop)
+_scalers = weakref.WeakSet()
+
+
+# ---- names of positional arguments (for scalar rows) ------------------------
+
+_argnames_cache = {}
+
+
+def _argnames(fn, is_method):
+    """Parameter names of `fn` from its signature or its docstring's first
+    line ("add(input, other, *, alpha=1) -> Tensor"); [] when unknown."""
+    r = _argnames_cache.get(fn)
+    if r is not None:
+        return r
+    names = []
+    try:
+        import inspect
+        names = [p.name for p in inspect.signature(fn).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        doc = (getattr(fn, "__doc__", None) or "").strip().split("\n", 1)[0]
+        if "(" in doc and ")" in doc:
+            inner = doc[doc.index("(") + 1:doc.index(")")]
+            for part in inner.split(","):
+                part = part.strip().split("=")[0].strip()
+                if part in ("*", "") or part.startswith("*"):
+                    break
+                names.append(part.split(":")[0].strip())
+            if is_method:
+                names = ["self"] + names
+    if is_method and names and names[0] != "self":
+        names = ["self"] + names
+    _argnames_cache[fn] = names
+    return names
+
+
+def _scalar(v):
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)):
+        return float(v)
+    return None
+
+
+# ---- backward through autograd ---------------------------------------------
+
+class _Rec:
+    """One call's backward: its name, the positions of the inputs whose
+    gradients it produces, the gradients arriving at its outputs."""
+    __slots__ = ("d", "name", "parent", "site", "idx", "out_idx", "gin", "has_in", "step",
+                 "scalars", "module")
+
+    def __init__(self, d, name, parent, site):
+        self.d, self.name, self.parent, self.site = d, name, parent, site
+        self.idx, self.out_idx, self.gin, self.has_in = [], [], None, False
+        self.scalars, self.module = (), False
+        self.step = d._step
+
+
+class _BwIn(torch.autograd.Function):
+    """Identity on a call's inputs: its backward sees exactly the gradients
+    this call produced for them (msprobe and torch's BackwardHook do the same)."""
+
+    @staticmethod
+    def forward(ctx, rec, *xs):
+        ctx.rec = rec
+        return xs
+
+    @staticmethod
+    def backward(ctx, *gs):
+        rec = ctx.rec
+        rec.d._bw_emit(rec, gs)
+        return (None,) + gs
+
+
+class _BwOut(torch.autograd.Function):
+    """Identity on a call's outputs: its backward sees the gradients arriving."""
+
+    @staticmethod
+    def forward(ctx, rec, *ys):
+        ctx.rec = rec
+        return ys
+
+    @staticmethod
+    def backward(ctx, *gs):
+        rec = ctx.rec
+        rec.gin = gs
+        if not rec.has_in:
+            rec.d._bw_emit(rec, ())
+        return (None,) + gs
+
+
+def _grad_tensor(x):
+    return isinstance(x, torch.Tensor) and x.requires_grad and (
+        x.is_floating_point() or x.is_complex())
+
+
+def _flat_tensors(args, kwargs):
+    """(path, tensor) for the tensors among args (one level of lists/tuples)
+    and keyword arguments, in order; path = (pos,) / (pos, j) / (key,)."""
+    out = []
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            out.append(((i,), a))
+        elif isinstance(a, (list, tuple)):
+            for j, b in enumerate(a):
+                if isinstance(b, torch.Tensor):
+                    out.append(((i, j), b))
+    for k, a in kwargs.items():
+        if isinstance(a, torch.Tensor):
+            out.append(((k,), a))
+    return out
+
+
+def _replace(args, kwargs, paths, new):
+    args = list(args)
+    kwargs = dict(kwargs)
+    for p, t in zip(paths, new):
+        if isinstance(p[0], str):
+            kwargs[p[0]] = t
+        elif len(p) == 1:
+            args[p[0]] = t
+        else:
+            seq = list(args[p[0]])
+            seq[p[1]] = t
+            args[p[0]] = type(args[p[0]])(seq) if isinstance(args[p[0]], tuple) else seq
+    return tuple(args), kwargs
+
+
+def _out_tensors(y):
+    if isinstance(y, torch.Tensor):
+        return [y]
+    if isinstance(y, (list, tuple)):
+        return [t for t in y if isinstance(t, torch.Tensor)]
+    return []
+
+
+def _wrap_outputs(y, rec):
+    """Route y's grad-requiring tensors through _BwOut; same structure back."""
+    if isinstance(y, torch.Tensor):
+        if _grad_tensor(y):
+            rec.out_idx = [0]
+            return _BwOut.apply(rec, y)[0]
+        return y
+    if type(y) in (tuple, list):
+        pos = [i for i, t in enumerate(y) if _grad_tensor(t)]
+        if not pos:
+            return y
+        tix = {}
+        k = 0
+        for i, t in enumerate(y):
+            if isinstance(t, torch.Tensor):
+                tix[i] = k
+                k += 1
+        rec.out_idx = [tix[i] for i in pos]
+        new = _BwOut.apply(rec, *[y[i] for i in pos])
+        lst = list(y)
+        for i, t in zip(pos, new):
+            lst[i] = t
+        return type(y)(lst)
+    return y
+
+
+# ---- API wrappers -----------------------------------------------------------
+
+def _make_wrapper(api, orig, is_method):
+    @functools.wraps(orig)
+    def wrapper(*args, **kwargs):
+        d = _current
+        if d is None or _tls.depth or not (d._sel & _lib.SELECT_API):
+            return orig(*args, **kwargs)
+        return d._api_call(api, orig, is_method, args, kwargs)
+    wrapper._nprobe_orig = orig
+    return wrapper
+
+
+_installed = False
+
+
+def _install():
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    F = torch.nn.functional
+    for name in ops.FUNCTIONAL:
+        f = getattr(F, name, None)
+        if callable(f) and not hasattr(f, "_nprobe_orig"):
+            setattr(F, name, _make_wrapper("Functional." + name, f, False))
+    for name in ops.TORCH:
+        f = getattr(torch, name, None)
+        if callable(f) and not isinstance(f, type) and not hasattr(f, "_nprobe_orig"):
+            setattr(torch, name, _make_wrapper("Torch." + name, f, False))
+    for name in ops.TENSOR:
+        if name in ops.TENSOR_SKIP:
+            continue
+        f = getattr(torch.Tensor, name, None)
+        if callable(f) and not hasattr(f, "_nprobe_orig"):
+            setattr(torch.Tensor, name, _make_wrapper("Tensor." + name, f, True))
+    if not hasattr(F, "scaled_dot_product_attention"):
+        F.scaled_dot_product_attention = _make_wrapper(
+            "Functional.scaled_dot_product_attention", _sdpa, False)
+    _patch_optimizers()
+    _patch_scaler()
+    # autograd's own entry points run torch code (ones_like for the seed
+    # gradient, ...) that is not the model's
+    torch.autograd.backward = _paused(torch.autograd.backward)
+    torch.Tensor.backward = _paused(torch.Tensor.backward)
+
+
+def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    """torch.nn.functional.scaled_dot_product_attention for a torch that has
+    none (1.13): the math of torch 2.x's reference, one API call in the dump."""
+    L, S = query.shape[-2], key.shape[-2]
+    s = scale if scale is not None else 1.0 / (query.shape[-1] ** 0.5)
+    att = torch.matmul(query, key.transpose(-2, -1)) * s
+    if is_causal:
+        keep = torch.ones(L, S, dtype=torch.bool, device=query.device).tril()
+        att = att.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            att = att.masked_fill(~attn_mask, float("-inf"))
+        else:
+            att = att + attn_mask
+    att = torch.softmax(att, dim=-1)
+    if dropout_p > 0.0:
+        att = torch.dropout(att, dropout_p, True)
+    return torch.matmul(att, value)
+
+
+def wrap_api(name, fn):
+    """Make `fn` (a custom or fused op of one's own) a captured API named
+    `name` ("Functional.cross_entropy", "Npu.fused_rms_norm", ...): calls are
+    numbered per step like msprobe's, with forward and backward rows."""
+    return _make_wrapper(name, fn, False)
+
+
+def _paused(fn):
+    @functools.wraps(fn)
+    def run(*a, **k):
+        _tls.depth += 1
+        try:
+            return fn(*a, **k)
+        finally:
+            _tls.depth -= 1
+    run._nprobe_paused = True
+    return run
+
+
+def _patch_optimizers():
+    """An optimizer's update is not the model's computation (the runtime does
+    not dump it either): its tensor ops are not captured."""
+    todo = [torch.optim.Optimizer]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        st = cls.__dict__.get("step")
+        if st is not None and not getattr(st, "_nprobe_paused", False):
+            cls.step = _paused(st)
+
+
+def _patch_scaler():
+    for mod in (getattr(torch.cuda, "amp", None), getattr(torch, "amp", None)):
+        cls = getattr(mod, "GradScaler", None) if mod else None
+        if cls is None or getattr(cls.__init__, "_nprobe_seen", False):
+            continue
+        init = cls.__init__
+
+        def seen(self, *a, _init=init, **k):
+            _init(self, *a, **k)
+            _scalers.add(self)
+        seen._nprobe_seen = True
+        cls.__init__ = seen
+
+
+def _callsite():
+    f = sys._getframe(2)
+    while f is not None and f.f_code.co_filename.startswith(_SKIP_DIRS):
+        f = f.f_back
+    if f is None:
+        return None
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno} {f.f_code.co_name}".encode()
+
+
+def _bw_name(fwd):
+    return fwd.replace(".forward.", ".backward.") if fwd else None
+
+
+def _rank():
+    dist = getattr(torch, "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    r = os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))
+    w = os.environ.get("WORLD_SIZE", "1")
+    try:
+        return int(r), int(w)
+    except ValueError:
+        return 0, 1
+
+
+# ---- the debugger -----------------------------------------------------------
+
+class PrecisionDebugger:
+    """msprobe's PrecisionDebugger over nprobe's probe.
+
+    config_path: the config.json of `nprobe dump` (docs/CONFIG.md).
+    $NPROBE_DUMP_CONFIG, which `nprobe dump -c CFG -- python3 train.py`
+    sets, takes precedence, so the wrapped run dumps where nprobe dump looks.
+    precision: "fp32", "bf16", "fp16" for the dump's root attribute; None
+    detects it per step (an autocast region, else the parameters' dtype).
+    A bad config raises NprobeError before anything is written.
+    """
+
+    def __init__(self, config_path=None, precision=None, device=None, **_ignored):
+        path = os.environ.get("NPROBE_DUMP_CONFIG") or config_path
+        if not path:
+            raise ValueError("PrecisionDebugger: no config (config_path=... or "
+                             "NPROBE_DUMP_CONFIG)")
+        self.config_path = path
+        self._precision, self._device = precision, device
+        self._err = _lib.Error()
+        self._eref = ctypes.byref(self._err)
+        self._meta = _lib.Meta(b"pytorch", b"cpu", b"fp32", 0, 1)
+        p = ctypes.c_void_p()
+        if _lib.probe_open(ctypes.byref(p), path.encode(), ctypes.byref(self._meta), self._eref):
+            raise self._err.exception()
+        self._p = p
+        self._task = _lib.probe_task_of(p)
+        self._stats_on_device = self._task == 0
+        self._view = _lib.View()
+        self._shape = (ctypes.c_int64 * _lib.MAX_DIMS)()
+        self._strides = (ctypes.c_int64 * _lib.MAX_DIMS)()
+        self._view.size = ctypes.sizeof(_lib.View)
+        self._view.shape = ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64))
+        self._view.strides = ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64))
+        self._vref = ctypes.byref(self._view)
+        self._lstats = _lib.LeafStats()
+        self._lstats.size = ctypes.sizeof(_lib.LeafStats)
+        self._lstats.shape = self._view.shape
+        self._lock = threading.RLock()
+        self._step = 0
+        self._in_step = self._begun = False
+        self._sel = 0
+        self._models = []
+        self._hooked = set()
+        self._pgrads = {}
+        self._mstack = []
+        self._counts, self._mcounts = {}, {}
+        self._errors = 0
+        self._first_error = None
+        self._closed = False
+        self.summary = None
+        atexit.register(self.close)
+
+    # ---- msprobe's interface ----------------------------------------------
+    def start(self, model=None):
+        """Capture from now on (hooks `model`'s modules the first time)."""
+        global _current
+        if self._closed:
+            return
+        _install()
+        if model is not None:
+            self._hook_model(model)
+        if not self._in_step:
+            self._open_step()
+        _current = self
+
+    def stop(self):
+        """Stop capturing; the step's parameter gradients are recorded."""
+        global _current
+        if _current is self:
+            _current = None
+        self._flush_param_grads()
+
+    def step(self):
+        """End the step: its file is completed; the next step begins."""
+        with self._lock:
+            self._flush_param_grads()
+            if self._in_step and self._begun:
+                if _lib.probe_step_end(self._p, self._eref):
+                    self._note_error()
+            self._in_step = self._begun = False
+            self._step += 1
+            if _current is self:
+                self._open_step()
+
+    def close(self):
+        """Finish the step in progress and close the probe (also at exit)."""
+        global _current
+        if self._closed:
+            return
+        if _current is self:
+            _current = None
+        with self._lock:
+            self._flush_param_grads()
+            self._closed = True
+            s = _lib.Summary()
+            _lib.probe_close(self._p, ctypes.byref(s), self._eref)
+            self.summary = {k: getattr(s, k) for k in ("steps", "calls", "tensors",
+                                                        "data_bytes", "bytes", "overflows")}
+            if s.error.status:
+                self._note_error(s.error)
+            _lib.probe_free(self._p)
+            self._p = None
+        if self._first_error:
+            warnings.warn(f"nprobe: {self._errors} dump error(s), the first: {self._first_error}")
+
+    # ---- steps --------------------------------------------------------------
+    def _open_step(self):
+        self._in_step, self._begun = True, False
+        self._counts, self._mcounts = {}, {}
+        self._mstack = []
+        self._pgrads = {}
+        self._sel = _lib.probe_selects(self._p, self._step)
+
+    def _begin(self):
+        """The step's file starts with its first row: device, precision,
+        rank and loss scale are known by then (an autocast region entered
+        after start(), torch.distributed initialised after the debugger)."""
+        if self._begun:
+            return True
+        if not self._in_step or self._closed:
+            return False
+        rank, world = _rank()
+        m = self._meta
+        m.device = (self._device or self._model_device()).encode()
+        m.precision = (self._precision or self._detect_precision()).encode()
+        m.rank, m.world_size = rank, world
+        _lib.probe_set_meta(self._p, ctypes.byref(m), self._eref)
+        scale = 1.0
+        for sc in list(_scalers):
+            if sc.is_enabled():
+                scale = float(sc.get_scale())
+        _lib.probe_set_loss_scale(self._p, scale)
+        if _lib.probe_step_begin(self._p, self._step, self._eref):
+            self._note_error()
+            return False
+        self._begun = True
+        return True
+
+    def _model_device(self):
+        for m in self._models:
+            for p in m.parameters():
+                return p.device.type
+        return "cpu"
+
+    def _detect_precision(self):
+        if torch.is_autocast_enabled():
+            return _PREC.get(torch.get_autocast_gpu_dtype(), "fp32")
+        if hasattr(torch, "is_autocast_cpu_enabled") and torch.is_autocast_cpu_enabled():
+            return _PREC.get(torch.get_autocast_cpu_dtype(), "fp32")
+        for m in self._models:
+            for p in m.parameters():
+                if p.is_floating_point():
+                    return _PREC.get(p.dtype, "fp32")
+        return "fp32"
+
+    def _note_error(self, e=None):
+        e = e or self._err
+        self._errors += 1
+        if self._first_error is None:
+            self._first_error = str(e.exception())
+        _lib.Error.__init__(self._err)
+
+    # ---- leaves ---------------------------------------------------------------
+    def _leaf(self, cb, role, key, t):
+        rg = int(t.requires_grad)
+        t = t.detach()
+        dt = _DT.get(t.dtype)
+        if dt is None:
+            if t.is_complex():
+                return
+            t = t.to(torch.float32 if t.is_floating_point() else torch.int64)
+            dt = _DT[t.dtype]
+        if t.dim() > _lib.MAX_DIMS:
+            t = t.reshape(-1)
+        if t.device.type != "cpu":
+            if self._stats_on_device:
+                return self._leaf_device_stats(cb, role, key, t, dt, rg)
+            t = t.cpu()
+        nd = t.dim()
+        v = self._view
+        v.dtype, v.ndim, v.requires_grad = dt, nd, rg
+        if nd:
+            self._shape[:nd] = t.shape
+            self._strides[:nd] = t.stride()
+        v.data = t.data_ptr() if t.numel() else None
+        if _lib.probe_dump_view(self._p, cb, role, key, self._vref, self._eref):
+            self._note_error()
+
+    def _leaf_device_stats(self, cb, role, key, t, dt, rg):
+        """Statistics reduced on the tensor's device; only scalars cross."""
+        s = self._lstats
+        nd = t.dim()
+        s.dtype, s.ndim, s.requires_grad = dt, nd, rg
+        if nd:
+            self._shape[:nd] = t.shape
+        x = t.double() if t.dtype != torch.float64 else t
+        if t.is_floating_point():
+            fin = torch.isfinite(x)
+            s.nan_count = int(torch.isnan(x).sum())
+            s.posinf_count = int(torch.isposinf(x).sum())
+            s.neginf_count = int(torch.isneginf(x).sum())
+            x = x[fin]
+        else:
+            s.nan_count = s.posinf_count = s.neginf_count = 0
+            x = x.reshape(-1)
+        if x.numel():
+            s.max, s.min = float(x.max()), float(x.min())
+            s.mean, s.norm = float(x.mean()), float(x.norm())
+        else:
+            s.max = s.min = s.mean = s.norm = float("nan")
+        if _lib.probe_dump_stats(self._p, cb, role, key, ctypes.byref(s), self._eref):
+            self._note_error()
+
+    def _emit(self, call, parent, site, ins, scalars, params, outs, in_keys=None,
+              out_keys=None):
+        """One call: its row and leaves, contiguously, under the lock."""
+        with self._lock:
+            if not self._begin():
+                return
+            cb = call.encode()
+            if _lib.probe_call_begin(self._p, cb, parent.encode() if parent else None, site,
+                                     self._eref):
+                self._note_error()
+                return
+            for i, t in enumerate(ins):
+                if t is not None:
+                    k = in_keys[i] if in_keys else i
+                    self._leaf(cb, _ROLE_IN, str(k).encode(), t)
+            for k, v in scalars:
+                if _lib.probe_dump_scalar(self._p, cb, k.encode(), v, self._eref):
+                    self._note_error()
+            for k, t in params:
+                self._leaf(cb, _ROLE_PAR, k.encode(), t)
+            for i, t in enumerate(outs):
+                if t is not None:
+                    k = out_keys[i] if out_keys else i
+                    self._leaf(cb, _ROLE_OUT, str(k).encode(), t)
+
+    # ---- API calls --------------------------------------------------------------
+    def _api_call(self, api, fn, is_method, args, kwargs):
+        _tls.depth += 1
+        try:
+            n = self._counts.get(api, 0)
+            self._counts[api] = n + 1
+            call = f"{api}.{n}.forward"
+            parent = self._mstack[-1] if self._mstack else None
+            site = _callsite() if self._sel & _lib.SELECT_CALLSITE else None
+            flat = _flat_tensors(args, kwargs)
+            rec = None
+            if torch.is_grad_enabled():
+                g = [k for k, (_, t) in enumerate(flat) if _grad_tensor(t)]
+                if g:
+                    rec = _Rec(self, f"{api}.{n}.backward", _bw_name(parent), site)
+                    rec.idx, rec.has_in = g, True
+                    new = _BwIn.apply(rec, *[flat[k][1] for k in g])
+                    args, kwargs = _replace(args, kwargs, [flat[k][0] for k in g], new)
+            y = fn(*args, **kwargs)
+            if rec is None and torch.is_grad_enabled() and _out_tensors(y) and any(
+                    _grad_tensor(t) for t in _out_tensors(y)):
+                rec = _Rec(self, f"{api}.{n}.backward", _bw_name(parent), site)
+            if rec is not None:
+                y = _wrap_outputs(y, rec)
+            scalars = self._scalars(fn, is_method, args, kwargs)
+            if rec is not None:
+                rec.scalars = scalars
+            self._emit(call, parent, site, [t for _, t in flat], scalars, (), _out_tensors(y))
+            return y
+        finally:
+            _tls.depth -= 1
+
+    @staticmethod
+    def _scalars(fn, is_method, args, kwargs):
+        out = []
+        names = None
+        for i, a in enumerate(args):
+            v = _scalar(a)
+            if v is None:
+                if isinstance(a, (list, tuple)) and a and all(
+                        _scalar(b) is not None for b in a):
+                    names = names if names is not None else _argnames(fn, is_method)
+                    base = names[i] if i < len(names) else str(i)
+                    out.extend((f"{base}.{j}", _scalar(b)) for j, b in enumerate(a))
+                continue
+            names = names if names is not None else _argnames(fn, is_method)
+            out.append((names[i] if i < len(names) else str(i), v))
+        for k, a in kwargs.items():
+            v = _scalar(a)
+            if v is not None:
+                out.append((k, v))
+        return out
+
+    def _bw_emit(self, rec, gouts):
+        if rec.step != self._step or not self._in_step or self._closed:
+            return
+        _tls.depth += 1
+        try:
+            ins = list(rec.gin) if rec.gin is not None else []
+            # A module's gradients for its inputs are left out for now: the
+            # runtime's differ where a module input has other consumers (a
+            # residual), docs/TORCH.md "Limits".
+            outs = [] if rec.module else list(gouts)
+            self._emit(rec.name, rec.parent, rec.site, ins, rec.scalars, (), outs,
+                       in_keys=rec.out_idx or None, out_keys=rec.idx or None)
+        finally:
+            _tls.depth -= 1
+
+    # ---- modules -------------------------------------------------------------------
+    def _hook_model(self, model):
+        if id(model) in self._hooked:
+            return
+        self._hooked.add(id(model))
+        self._models.append(model)
+        for path, mod in model.named_modules():
+            if not path:
+                continue          # the root: the runtime has no module call for it
+            cls = type(mod).__name__
+            mod.register_forward_pre_hook(self._make_pre(path, cls))
+            mod.register_forward_hook(self._make_post(path))
+            for pname, prm in mod.named_parameters(recurse=False):
+                prm.register_hook(self._make_pgrad(f"Module.{path}.{cls}", pname))
+
+    def _make_pre(self, path, cls):
+        frames = []
+
+        def pre(mod, args):
+            if _current is not self or _tls.depth or not self._sel:
+                frames.append(None)
+                return None
+            n = self._mcounts.get(path, 0)
+            self._mcounts[path] = n + 1
+            call = f"Module.{path}.{cls}.forward.{n}"
+            parent = self._mstack[-1] if self._mstack else None
+            site = _callsite() if self._sel & _lib.SELECT_CALLSITE else None
+            rec = None
+            new_args = None
+            if self._sel & _lib.SELECT_MODULE and torch.is_grad_enabled():
+                rec = _Rec(self, f"Module.{path}.{cls}.backward.{n}", _bw_name(parent), site)
+                rec.module = True
+                g = [i for i, a in enumerate(args) if _grad_tensor(a)]
+                if g:
+                    rec.idx, rec.has_in = g, True
+                    _tls.depth += 1
+                    try:
+                        new = _BwIn.apply(rec, *[args[i] for i in g])
+                    finally:
+                        _tls.depth -= 1
+                    lst = list(args)
+                    for i, t in zip(g, new):
+                        lst[i] = t
+                    new_args = tuple(lst)
+            self._mstack.append(call)
+            frames.append((call, parent, site, rec))
+            return new_args
+        self._frames_of = getattr(self, "_frames_of", {})
+        self._frames_of[path] = frames
+        return pre
+
+    def _make_post(self, path):
+        def post(mod, args, out):
+            frames = self._frames_of[path]
+            fr = frames.pop() if frames else None
+            if fr is None:
+                return None
+            call, parent, site, rec = fr
+            if self._mstack and self._mstack[-1] == call:
+                self._mstack.pop()
+            if not self._sel & _lib.SELECT_MODULE:
+                return None
+            _tls.depth += 1
+            try:
+                if rec is not None:
+                    out = _wrap_outputs(out, rec)
+                self._emit(call, parent, site,
+                           [a if isinstance(a, torch.Tensor) else None for a in args], (),
+                           list(mod.named_parameters(recurse=False)), _out_tensors(out))
+            finally:
+                _tls.depth -= 1
+            return out
+        return post
+
+    def _make_pgrad(self, call, pname):
+        def hook(grad):
+            if _current is not self or not self._sel & _lib.SELECT_MODULE:
+                return None
+            _tls.depth += 1
+            try:
+                key = (call, pname)
+                g = grad.detach().clone()
+                prev = self._pgrads.get(key)
+                self._pgrads[key] = g if prev is None else prev + g
+            finally:
+                _tls.depth -= 1
+            return None
+        return hook
+
+    def _flush_param_grads(self):
+        if not self._pgrads:
+            return
+        grads, self._pgrads = self._pgrads, {}
+        _tls.depth += 1
+        try:
+            with self._lock:
+                if not self._begin():
+                    return
+                by_call = {}
+                for (call, pname), g in grads.items():
+                    by_call.setdefault(call, []).append((pname, g))
+                for call, lst in by_call.items():
+                    cb = call.encode()
+                    _lib.probe_call_begin(self._p, cb, None, None, self._eref)
+                    for pname, g in lst:
+                        self._leaf(cb, _ROLE_PG, pname.encode(), g)
+        finally:
+            _tls.depth -= 1

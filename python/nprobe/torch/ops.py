@@ -1,0 +1,70 @@
+"""The APIs nprobe.torch captures, by the name prefix msprobe gives them.
+
+The coverage reference is msprobe's list of wrapped ops
+(support_wrap_ops.yaml: functional, tensor, torch); what the installed torch
+lacks is skipped. In-place methods (`add_`, `mul_`, ...) are left out: an
+optimizer's update would flood the dump, and the runtime does not dump it
+either. docs/TORCH.md has the table.
+"""
+
+FUNCTIONAL = """
+adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d
+adaptive_max_pool2d adaptive_max_pool3d affine_grid alpha_dropout avg_pool1d avg_pool2d
+avg_pool3d batch_norm bilinear binary_cross_entropy binary_cross_entropy_with_logits celu
+conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d cosine_embedding_loss
+cosine_similarity cross_entropy ctc_loss dropout dropout1d dropout2d dropout3d elu embedding
+embedding_bag feature_alpha_dropout fold fractional_max_pool2d fractional_max_pool3d gaussian_nll_loss
+gelu glu grid_sample group_norm gumbel_softmax hardshrink hardsigmoid hardswish hardtanh
+hinge_embedding_loss huber_loss instance_norm interpolate kl_div l1_loss layer_norm leaky_relu
+linear local_response_norm log_softmax logsigmoid lp_pool1d lp_pool2d margin_ranking_loss
+max_pool1d max_pool2d max_pool3d max_unpool1d max_unpool2d max_unpool3d mish mse_loss
+multi_head_attention_forward multi_margin_loss multilabel_margin_loss multilabel_soft_margin_loss
+nll_loss normalize one_hot pad pairwise_distance pdist pixel_shuffle pixel_unshuffle poisson_nll_loss
+prelu relu relu6 rrelu scaled_dot_product_attention selu sigmoid silu smooth_l1_loss soft_margin_loss
+softmax softmin softplus softshrink softsign tanh tanhshrink threshold triplet_margin_loss
+triplet_margin_with_distance_loss unfold upsample upsample_bilinear upsample_nearest
+""".split()
+
+TORCH = """
+abs acos acosh add addbmm addcdiv addcmul addmm addmv addr all allclose amax amin any arange
+argmax argmin argsort asin asinh atan atan2 atanh baddbmm bernoulli bincount bitwise_and
+bitwise_not bitwise_or bitwise_xor bmm broadcast_tensors broadcast_to cartesian_prod cat cdist
+ceil chunk clamp clamp_max clamp_min clip clone conv1d conv2d conv3d conv_transpose1d
+conv_transpose2d conv_transpose3d cos cosh cosine_similarity count_nonzero cross cummax cummin
+cumprod cumsum diag diag_embed diagonal diff dist div divide dot dropout dsplit dstack einsum
+embedding eq equal erf erfc erfinv exp exp2 expm1 flatten flip fliplr flipud floor floor_divide
+fmax fmin fmod frac full_like gather ge gelu ger group_norm gt hardshrink hsplit hstack
+index_add index_copy index_fill index_select inner instance_norm inverse isclose isfinite isinf
+isnan isneginf isposinf kron kthvalue layer_norm le lerp lgamma log log10 log1p log2
+log_softmax logaddexp logaddexp2 logical_and logical_not logical_or logical_xor logit logsumexp
+lt masked_fill masked_scatter masked_select matmul max maximum mean median min minimum mm
+moveaxis movedim msort mul multinomial multiply mv nan_to_num nanmean nanmedian nansum
+narrow ne neg negative nonzero norm normal ones_like outer permute pinverse pow prod
+rand_like randint_like randn_like ravel reciprocal relu remainder renorm repeat_interleave
+reshape roll rot90 round rsqrt scatter scatter_add select selu sigmoid sign sin sinh slice_scatter
+softmax sort split sqrt square squeeze stack std std_mean sub subtract sum svd swapaxes swapdims
+t take take_along_dim tan tanh tensor_split tensordot tile topk trace transpose trapz tril triu
+true_divide trunc unbind unique unique_consecutive unsqueeze var var_mean vsplit vstack where
+xlogy zeros_like
+""".split()
+
+TENSOR = """
+__add__ __and__ __bool__ __div__ __eq__ __ge__ __getitem__ __gt__ __iand__ __invert__ __ior__
+__ixor__ __le__ __lshift__ __lt__ __matmul__ __mod__ __mul__ __ne__ __neg__ __or__ __pow__
+__radd__ __rdiv__ __rmatmul__ __rmul__ __rpow__ __rshift__ __rsub__ __rtruediv__ __setitem__
+__sub__ __truediv__ __xor__
+abs acos add addbmm addcdiv addcmul addmm addmv addr all amax amin any argmax argmin argsort
+asin atan atan2 baddbmm bernoulli bfloat16 bmm broadcast_to ceil chunk clamp clamp_max clamp_min
+clip clone contiguous cos cosh count_nonzero cpu cuda cumprod cumsum diag diagonal diff div
+divide dot double eq erf exp expand expand_as expm1 flatten flip float floor fmod frac gather
+ge gt half index_add index_fill index_select int isnan le lerp log log10 log1p log2 logical_and
+logical_not logical_or logsumexp long lt masked_fill masked_scatter masked_select matmul max
+maximum mean median min minimum mm mul multiply mv nan_to_num narrow ne neg nonzero norm permute
+pow prod reciprocal relu remainder repeat repeat_interleave reshape reshape_as roll round rsqrt
+scatter scatter_add select sigmoid sign sin sinh softmax sort split sqrt square squeeze std sub
+subtract sum t tan tanh tile to topk transpose tril triu true_divide trunc type type_as unbind
+unflatten unfold unsqueeze var view view_as where
+""".split()
+
+# Methods whose result is not a tensor to follow (Python protocol hooks).
+TENSOR_SKIP = {"__bool__", "__setitem__"}

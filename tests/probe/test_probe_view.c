@@ -1,0 +1,263 @@
+/* test_probe_view.c - the embedding API a foreign framework uses
+ * (nprobe/probe.h): tensor views (bf16/fp16 in their 2-byte storage,
+ * strides, byte offset) read in place or gathered, leaves with caller
+ * statistics, calls with parent and callsite, np_probe_selects, the
+ * metadata set after open, and several threads feeding one probe. Values
+ * are exact in bf16/fp16, so the expected payloads and statistics are
+ * worked out by hand. */
+#include <hdf5.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "nprobe/format.h"
+#include "nprobe/probe.h"
+
+static np_entry_rec *read_entries(const char *path, size_t *n)
+{
+    *n = 0;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0)
+        return NULL;
+    hid_t d = H5Dopen2(f, "entries", H5P_DEFAULT);
+    hid_t s = H5Dget_space(d);
+    hssize_t rows = H5Sget_simple_extent_npoints(s);
+    np_entry_rec *r = calloc((size_t)rows + 1, sizeof *r);
+    hid_t t = np_fmt_entry_h5type();
+    if (rows > 0)
+        H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, r);
+    H5Tclose(t);
+    H5Sclose(s);
+    H5Dclose(d);
+    H5Fclose(f);
+    *n = (size_t)rows;
+    return r;
+}
+
+static const np_entry_rec *find(const np_entry_rec *r, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(r[i].name, name) == 0)
+            return &r[i];
+    return NULL;
+}
+
+static int read_floats(const char *path, const char *name, float *out, size_t n)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    char ds[400];
+    snprintf(ds, sizeof ds, "data/%s", name);
+    hid_t d = H5Dopen2(f, ds, H5P_DEFAULT);
+    int ok = d >= 0 && H5Sget_simple_extent_npoints(H5Dget_space(d)) == (hssize_t)n &&
+             H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) >= 0;
+    if (d >= 0)
+        H5Dclose(d);
+    H5Fclose(f);
+    return ok;
+}
+
+/* bf16 bits of values exact in bf16: sign | exponent | 7 mantissa bits */
+static uint16_t bf(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)(u >> 16);
+}
+
+static void test_views(const char *dir)
+{
+    char cfg[512], path[600];
+    snprintf(cfg, sizeof cfg,
+             "{\"task\": \"tensor\", \"dump_path\": \"%s/d1\", \"level\": \"mix\"}", dir);
+    np_probe *p = NULL;
+    np_error err;
+    np_error_clear(&err);
+    np_probe_meta meta = {"pytorch", "cpu", "fp32", 0, 1};
+    CHECK_EQ_INT(np_probe_open_json(&p, cfg, &meta, &err), NP_OK);
+    if (!p)
+        return;
+    CHECK_EQ_INT(np_probe_selects(p, 0), NP_SELECT_API | NP_SELECT_MODULE | NP_SELECT_CALLSITE);
+    CHECK_EQ_INT(np_probe_selects(p, -1), 0);
+    np_probe_meta later = {"pytorch", "cuda", "bf16", 3, 4};
+    CHECK_EQ_INT(np_probe_set_meta(p, &later, &err), NP_OK);
+    CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
+    CHECK_EQ_INT(np_probe_call_begin(p, "Functional.linear.0.forward",
+                                     "Module.fc.Linear.forward.0", "train.py:7 forward", &err),
+                 NP_OK);
+    /* a 2x3 bf16 matrix stored transposed (3x2 row-major storage), with
+     * one element of padding in front: byte_offset 2 */
+    const float m[2][3] = {{1.5f, -2.25f, 4.0f}, {0.5f, 3.0f, -8.0f}};
+    uint16_t store[1 + 6];
+    store[0] = 0xffff;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            store[1 + j * 2 + i] = bf(m[i][j]);
+    int64_t shape[2] = {2, 3}, strides[2] = {1, 2};
+    np_tensor_view v = {sizeof v, NP_BFLOAT16, 2, shape, strides, store, 2, 1};
+    CHECK_EQ_INT(np_probe_dump_view(p, "Functional.linear.0.forward", NP_ROLE_INPUT, "0", &v,
+                                    &err), NP_OK);
+    /* fp16 contiguous, 4 elements: 1, -0.5, 65504 (fp16 max), 2^-24 (smallest subnormal) */
+    uint16_t h[4] = {0x3c00, 0xb800, 0x7bff, 0x0001};
+    int64_t hs[1] = {4};
+    np_tensor_view vh = {sizeof vh, NP_FLOAT16, 1, hs, NULL, h, 0, 0};
+    CHECK_EQ_INT(np_probe_dump_view(p, "Functional.linear.0.forward", NP_ROLE_OUTPUT, "0", &vh,
+                                    &err), NP_OK);
+    /* float32 read in place, offset by one element */
+    float f32[5] = {9.0f, 1.0f, 2.0f, 3.0f, 4.0f};
+    int64_t fs[2] = {2, 2};
+    np_tensor_view vf = {sizeof vf, NP_FLOAT32, 2, fs, NULL, f32, 4, 0};
+    CHECK_EQ_INT(np_probe_dump_view(p, "Functional.linear.0.forward", NP_ROLE_INPUT, "1", &vf,
+                                    &err), NP_OK);
+    /* device statistics */
+    int64_t ds[3] = {2, 3, 5};
+    np_leaf_stats ls = {sizeof ls, NP_BFLOAT16, 3, ds, 7.5, -1.25, 0.5, 12.0, 2, 1, 0, 1};
+    CHECK_EQ_INT(np_probe_dump_stats(p, "Functional.gelu.0.forward", NP_ROLE_OUTPUT, "0", &ls,
+                                     &err), NP_OK);
+    /* a bad view is refused, naming the tensor */
+    np_tensor_view bad = v;
+    bad.size = 8;
+    np_error e2;
+    np_error_clear(&e2);
+    CHECK_EQ_INT(np_probe_dump_view(p, "Functional.gelu.0.forward", NP_ROLE_INPUT, "0", &bad,
+                                    &e2), NP_ERR_ARG);
+    CHECK_CONTAINS(e2.text, "sizeof np_tensor_view");
+    CHECK_EQ_INT(np_probe_step_end(p, &err), NP_OK);
+    np_probe_free(p);
+
+    snprintf(path, sizeof path, "%s/d1/step0/rank3/dump.h5", dir);
+    size_t n = 0;
+    np_entry_rec *r = read_entries(path, &n);
+    CHECK(r != NULL);
+    if (!r)
+        return;
+    CHECK_EQ_INT(n, 4);
+    const np_entry_rec *a = find(r, n, "Functional.linear.0.forward.input.0");
+    CHECK(a != NULL);
+    if (a) {
+        CHECK_STREQ(a->dtype, "bfloat16");
+        CHECK_EQ_INT(a->ndim, 2);
+        CHECK_EQ_INT(a->shape[1], 3);
+        CHECK_CLOSE(a->max, 4.0, 0, 0);
+        CHECK_CLOSE(a->min, -8.0, 0, 0);
+        CHECK_CLOSE(a->mean, (1.5 - 2.25 + 4.0 + 0.5 + 3.0 - 8.0) / 6.0, 1e-15, 0);
+        CHECK_EQ_INT(a->requires_grad, 1);
+        float back[6];
+        CHECK(read_floats(path, a->name, back, 6));
+        for (int i = 0; i < 6; i++)
+            CHECK_CLOSE(back[i], m[i / 3][i % 3], 0, 0);
+    }
+    const np_entry_rec *o = find(r, n, "Functional.linear.0.forward.output.0");
+    CHECK(o != NULL);
+    if (o) {
+        CHECK_CLOSE(o->max, 65504.0, 0, 0);
+        CHECK_CLOSE(o->min, -0.5, 0, 0);
+        float back[4];
+        CHECK(read_floats(path, o->name, back, 4));
+        CHECK_CLOSE(back[3], 0x1p-24, 0, 0);
+    }
+    const np_entry_rec *i1 = find(r, n, "Functional.linear.0.forward.input.1");
+    CHECK(i1 != NULL);
+    if (i1)
+        CHECK_CLOSE(i1->mean, 2.5, 0, 0);
+    const np_entry_rec *g = find(r, n, "Functional.gelu.0.forward.output.0");
+    CHECK(g != NULL);
+    if (g) {
+        CHECK_CLOSE(g->norm, 12.0, 0, 0);
+        CHECK_EQ_INT(g->numel, 30);
+        CHECK_EQ_INT(g->nan_count, 2);
+        CHECK_EQ_INT(g->has_data, 0);
+    }
+    free(r);
+    /* the call row carries parent and callsite; the root the later meta */
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "calls", H5P_DEFAULT);
+    np_call_rec calls[4];
+    memset(calls, 0, sizeof calls);
+    hid_t ct = np_fmt_call_h5type();
+    CHECK_EQ_INT(H5Sget_simple_extent_npoints(H5Dget_space(d)), 2);
+    H5Dread(d, ct, H5S_ALL, H5S_ALL, H5P_DEFAULT, calls);
+    CHECK_STREQ(calls[0].parent, "Module.fc.Linear.forward.0");
+    CHECK_STREQ(calls[0].callsite, "train.py:7 forward");
+    char prec[32] = "";
+    np_h5_attr_get_str(f, "precision", prec, sizeof prec);
+    CHECK_STREQ(prec, "bf16");
+    H5Tclose(ct);
+    H5Dclose(d);
+    H5Fclose(f);
+}
+
+typedef struct worker {
+    np_probe *p;
+    int id;
+    int fails;
+} worker;
+
+static void *feed(void *arg)
+{
+    worker *w = arg;
+    float x[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)(i + w->id);
+    int64_t s[1] = {64};
+    np_tensor_view v = {sizeof v, NP_FLOAT32, 1, s, NULL, x, 0, 0};
+    for (int k = 0; k < 200; k++) {
+        char call[64];
+        snprintf(call, sizeof call, "Functional.t%d.%d.backward", w->id, k);
+        w->fails += np_probe_dump_view(w->p, call, NP_ROLE_OUTPUT, "0", &v, NULL) != NP_OK;
+    }
+    return NULL;
+}
+
+static void test_threads(const char *dir)
+{
+    char cfg[512], path[600];
+    snprintf(cfg, sizeof cfg,
+             "{\"task\": \"statistics\", \"dump_path\": \"%s/d2\", \"level\": \"L1\"}", dir);
+    np_probe *p = NULL;
+    CHECK_EQ_INT(np_probe_open_json(&p, cfg, NULL, NULL), NP_OK);
+    if (!p)
+        return;
+    CHECK_EQ_INT(np_probe_selects(p, 0), NP_SELECT_API | NP_SELECT_CALLSITE);
+    np_probe_step_begin(p, 0, NULL);
+    pthread_t th[4];
+    worker w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (worker){p, i, 0};
+        pthread_create(&th[i], NULL, feed, &w[i]);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_EQ_INT(w[i].fails, 0);
+    }
+    np_probe_summary sum;
+    CHECK_EQ_INT(np_probe_close(p, &sum, NULL), NP_OK);
+    CHECK_EQ_INT(sum.tensors, 800);
+    CHECK_EQ_INT(sum.calls, 800);
+    np_probe_free(p);
+    snprintf(path, sizeof path, "%s/d2/step0/rank0/dump.h5", dir);
+    size_t n = 0;
+    np_entry_rec *r = read_entries(path, &n);
+    CHECK_EQ_INT(n, 800);
+    const np_entry_rec *e = r ? find(r, n, "Functional.t3.17.backward.output.0") : NULL;
+    CHECK(e != NULL);
+    if (e)
+        CHECK_CLOSE(e->mean, 3.0 + 31.5, 0, 0);
+    free(r);
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/np_view_XXXXXX";
+    if (!mkdtemp(dir))
+        return 1;
+    test_views(dir);
+    test_threads(dir);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return check_report();
+}
