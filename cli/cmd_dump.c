@@ -5,7 +5,6 @@
  * from disk: steps, ranks, calls, tensors, bytes, files, the first overflow
  * and any incomplete step. The exit code is the program's. */
 #include <errno.h>
-#include <hdf5.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,8 +16,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "nprobe/dumpfile.h"
-#include "nprobe/format.h"
+#include "nprobe/dumpio.h"
 #include "nprobe/probe.h"
 
 static void help(FILE *out)
@@ -56,12 +54,6 @@ typedef struct dump_sum {
     char unreached_list[512], open_list[512];
 } dump_sum;
 
-/* A string root attribute of a step file, "" when absent. */
-static void read_attr_str(hid_t f, const char *name, char *out, size_t cap)
-{
-    np_h5_attr_get_str(f, name, out, cap);
-}
-
 static void add_step(char *list, size_t cap, int step, int rank)
 {
     size_t used = strlen(list);
@@ -71,32 +63,20 @@ static void add_step(char *list, size_t cap, int step, int rank)
 
 /* How the scope fared in a finished step file (the probe records it when a
  * scope is configured): "not reached" or "open" are counted for a warning. */
-static void note_scope(dump_sum *s, const np_dump_ref *r)
+static void note_scope(dump_sum *s, const np_dumpio_ref *r, const np_dumpio_info *in)
 {
-    H5E_auto2_t fn;
-    void *data;
-    H5Eget_auto2(H5E_DEFAULT, &fn, &data);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = H5Fopen(r->path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f >= 0) {
-        char state[32];
-        read_attr_str(f, "scope", state, sizeof state);
-        if (state[0]) {
-            s->scope_steps++;
-            read_attr_str(f, "scope_first", s->scope_first, sizeof s->scope_first);
-            read_attr_str(f, "scope_last", s->scope_last, sizeof s->scope_last);
-            if (strcmp(state, "not reached") == 0) {
-                s->scope_unreached++;
-                add_step(s->unreached_list, sizeof s->unreached_list, r->step, r->rank);
-            } else if (strcmp(state, "open") == 0) {
-                s->scope_open++;
-                add_step(s->open_list, sizeof s->open_list, r->step, r->rank);
-            }
-        }
-        H5Fclose(f);
+    if (!in->scope[0])
+        return;
+    s->scope_steps++;
+    snprintf(s->scope_first, sizeof s->scope_first, "%s", in->scope_first);
+    snprintf(s->scope_last, sizeof s->scope_last, "%s", in->scope_last);
+    if (strcmp(in->scope, "not reached") == 0) {
+        s->scope_unreached++;
+        add_step(s->unreached_list, sizeof s->unreached_list, r->step, r->rank);
+    } else if (strcmp(in->scope, "open") == 0) {
+        s->scope_open++;
+        add_step(s->open_list, sizeof s->open_list, r->step, r->rank);
     }
-    H5Eclear2(H5E_DEFAULT);
-    H5Eset_auto2(H5E_DEFAULT, fn, data);
 }
 
 static int newer(const char *path, const struct timespec *t0)
@@ -118,27 +98,60 @@ static void add_incomplete(dump_sum *s, int step, int rank, const char *why)
     s->incomplete++;
 }
 
+/* The tensors, payload bytes and first overflow of one step file. */
+static void sum_entries(dump_sum *s, np_dumpio *d, const np_dumpio_info *in)
+{
+    np_entry_rec *e = NULL;
+    np_call_rec *c = NULL;
+    size_t ne = 0, nc = 0;
+    np_dumpio_read_entries(&e, &ne, d, NULL);
+    np_dumpio_read_calls(&c, &nc, d, NULL);
+    s->tensors += (long)ne;
+    s->calls += (long)nc;
+    for (size_t k = 0; k < ne; k++) {
+        if (e[k].has_data) {
+            int dt = np_dtype_from_name(e[k].dtype);
+            s->data_bytes += (long long)e[k].numel *
+                             (long long)np_dtype_storage_size(dt < 0 ? NP_FLOAT32 : (np_dtype)dt);
+        }
+        int bad = strcmp(e[k].role, "kwargs") != 0 &&
+                  (e[k].nan_count || e[k].posinf_count || e[k].neginf_count);
+        if (bad && !s->has_overflow && strcmp(in->task, "overflow_check") == 0) {
+            s->has_overflow = 1;
+            snprintf(s->of_call, sizeof s->of_call, "%s", e[k].call);
+            s->of_step = (int)in->step;
+            s->of_rank = (int)in->rank;
+            for (size_t j = 0; j < nc; j++)
+                if (c[j].seq == e[k].seq)
+                    snprintf(s->of_module, sizeof s->of_module, "%s",
+                             strcmp(c[j].kind, "module") == 0 ? c[j].call : c[j].parent);
+        }
+    }
+    free(e);
+    free(c);
+}
+
 static void summarize(dump_sum *s, const char *dump_path, const struct timespec *t0)
 {
     memset(s, 0, sizeof *s);
-    np_dump_ref *refs = NULL;
+    np_dumpio_ref *refs = NULL;
     size_t n = 0;
-    if (np_dump_find(&refs, &n, dump_path, NULL))
+    if (np_dumpio_find(&refs, &n, dump_path, NULL))
         return;
     int last_step = INT_MIN;
     int ranks_seen[64];
     int n_ranks = 0;
     for (size_t i = 0; i < n; i++) {
-        const np_dump_ref *r = &refs[i];
-        if (!newer(r->path, t0))
+        const np_dumpio_ref *r = &refs[i];
+        if (r->state >= NP_DUMPIO_TEMP || !newer(r->path, t0))
             continue;
-        np_dump *d = NULL;
-        if (np_dump_open(&d, r->path, NULL)) {
+        np_dumpio *d = NULL;
+        if (np_dumpio_open_ref(&d, r, 0, NULL)) {
             s->unreadable++;
             add_incomplete(s, r->step, r->rank, "unreadable partial file");
             continue;
         }
-        const np_dump_info *in = np_dump_get_info(d);
+        const np_dumpio_info *in = np_dumpio_get_info(d);
         s->files++;
         struct stat sb;
         if (stat(r->path, &sb) == 0)
@@ -152,40 +165,13 @@ static void summarize(dump_sum *s, const char *dump_path, const struct timespec 
             known |= ranks_seen[k] == r->rank;
         if (!known && n_ranks < 64)
             ranks_seen[n_ranks++] = r->rank;
-        int finished = !r->partial && in->complete;
+        int finished = r->state == NP_DUMPIO_COMPLETE && in->complete;
         if (!finished)
             add_incomplete(s, r->step, r->rank, "the run stopped during this step");
-        np_entry_rec *e = NULL;
-        np_call_rec *c = NULL;
-        size_t ne = 0, nc = 0;
-        np_dump_read_entries(&e, &ne, d, NULL);
-        np_dump_read_calls(&c, &nc, d, NULL);
-        s->tensors += (long)ne;
-        s->calls += (long)nc;
-        for (size_t k = 0; k < ne; k++) {
-            if (e[k].has_data) {
-                int dt = np_dtype_from_name(e[k].dtype);
-                s->data_bytes += (long long)e[k].numel *
-                                 (long long)np_dtype_storage_size(dt < 0 ? NP_FLOAT32 : (np_dtype)dt);
-            }
-            int bad = strcmp(e[k].role, "kwargs") != 0 &&
-                      (e[k].nan_count || e[k].posinf_count || e[k].neginf_count);
-            if (bad && !s->has_overflow && strcmp(in->task, "overflow_check") == 0) {
-                s->has_overflow = 1;
-                snprintf(s->of_call, sizeof s->of_call, "%s", e[k].call);
-                s->of_step = (int)in->step;
-                s->of_rank = (int)in->rank;
-                for (size_t j = 0; j < nc; j++)
-                    if (c[j].seq == e[k].seq)
-                        snprintf(s->of_module, sizeof s->of_module, "%s",
-                                 strcmp(c[j].kind, "module") == 0 ? c[j].call : c[j].parent);
-            }
-        }
-        free(e);
-        free(c);
-        np_dump_close(d);
+        sum_entries(s, d, in);
         if (finished)
-            note_scope(s, r); /* after np_dump_close: HDF5 opens a file once */
+            note_scope(s, r, in);
+        np_dumpio_close(d);
     }
     s->ranks = n_ranks;
     free(refs);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "nprobe/dumpfile.h"
+#include "nprobe/dumpio.h"
 
 static void help(FILE *out)
 {
@@ -37,13 +37,13 @@ static void fmt_shape(char *buf, size_t cap, const np_entry_rec *e)
         snprintf(buf + u, cap - u, ")");
 }
 
-static void list_entries(np_dump *d)
+static void list_entries(np_dumpio *d)
 {
     np_entry_rec *e = NULL;
     size_t n = 0;
     np_error err;
     np_error_clear(&err);
-    if (np_dump_read_entries(&e, &n, d, &err)) {
+    if (np_dumpio_read_entries(&e, &n, d, &err)) {
         np_cli_report(&err);
         return;
     }
@@ -61,13 +61,13 @@ static void list_entries(np_dump *d)
     free(e);
 }
 
-static void list_calls(np_dump *d)
+static void list_calls(np_dumpio *d)
 {
     np_call_rec *c = NULL;
     size_t n = 0;
     np_error err;
     np_error_clear(&err);
-    if (np_dump_read_calls(&c, &n, d, &err)) {
+    if (np_dumpio_read_calls(&c, &n, d, &err)) {
         np_cli_report(&err);
         return;
     }
@@ -104,13 +104,13 @@ static void print_tree(const node *v, int n, int at, int depth)
             print_tree(v, n, i, depth + 1);
 }
 
-static void list_tree(np_dump *d)
+static void list_tree(np_dumpio *d)
 {
     np_call_rec *c = NULL;
     size_t nc = 0;
     np_error err;
     np_error_clear(&err);
-    if (np_dump_read_calls(&c, &nc, d, &err)) {
+    if (np_dumpio_read_calls(&c, &nc, d, &err)) {
         np_cli_report(&err);
         return;
     }
@@ -152,6 +152,19 @@ static void list_tree(np_dump *d)
     free(c);
 }
 
+static void print_header(const np_dumpio_ref *ref, const np_dumpio_info *in, int complete)
+{
+    char ls[64] = "";
+    if (in->loss_scale != 1.0)
+        snprintf(ls, sizeof ls, ", gradients x loss scale %.17g", in->loss_scale);
+    printf("step %lld rank %lld: %s\n  task %s, level %s, %s on %s (%s)%s%s\n",
+           (long long)in->step, (long long)in->rank, ref->path, in->task, in->level,
+           in->framework, in->device, in->precision, ls,
+           complete ? ", complete"
+                    : ", INCOMPLETE: the run stopped during this step; listing what was "
+                      "flushed");
+}
+
 int np_cmd_ls(int argc, char **argv)
 {
     const char *path = NULL;
@@ -181,45 +194,43 @@ int np_cmd_ls(int argc, char **argv)
     }
     np_error err;
     np_error_clear(&err);
-    np_dump_ref *refs = NULL;
+    np_dumpio_ref *refs = NULL;
     size_t n = 0;
-    if (np_dump_find(&refs, &n, path, &err)) {
+    if (np_dumpio_find(&refs, &n, path, &err)) {
         np_cli_report(&err);
         return NP_EXIT_USAGE;
     }
-    if (n == 0) {
-        np_cli_error("%s: no dump files (dump.h5) found here", path);
+    np_dumpio_checker *chk = NULL;
+    if (np_dumpio_checker_start(&chk, refs, n, &err)) {
+        np_cli_report(&err);
+        free(refs);
         return NP_EXIT_USAGE;
     }
     int readable = 0;
     for (size_t i = 0; i < n; i++) {
-        np_dump *d = NULL;
+        if (refs[i].state == NP_DUMPIO_TEMP || refs[i].state == NP_DUMPIO_MISSING)
+            continue;
+        np_dumpio *d = NULL;
         np_error_clear(&err);
-        if (np_dump_open(&d, refs[i].path, &err)) {
+        if (np_dumpio_checker_wait(chk, i, &err) ||
+            np_dumpio_open_ref(&d, &refs[i], NP_DUMPIO_CHECKED, &err)) {
             printf("step %d rank %d: %s\n  %s: %s\n", refs[i].step, refs[i].rank, refs[i].path,
                    err.status == NP_ERR_INCOMPLETE ? "INCOMPLETE" : "UNREADABLE", err.text);
             continue;
         }
         readable++;
-        const np_dump_info *in = np_dump_get_info(d);
-        int complete = in->complete && !refs[i].partial;
-        char ls[64] = "";
-        if (in->loss_scale != 1.0)
-            snprintf(ls, sizeof ls, ", gradients x loss scale %.17g", in->loss_scale);
-        printf("step %lld rank %lld: %s\n  task %s, level %s, %s on %s (%s)%s%s\n",
-               (long long)in->step, (long long)in->rank, refs[i].path, in->task, in->level,
-               in->framework, in->device, in->precision, ls,
-               complete ? ", complete"
-                        : ", INCOMPLETE: the run stopped during this step; listing what was "
-                          "flushed");
+        const np_dumpio_info *in = np_dumpio_get_info(d);
+        int complete = in->complete && refs[i].state == NP_DUMPIO_COMPLETE;
+        print_header(&refs[i], in, complete);
         if (mode == 0)
             list_entries(d);
         else if (mode == 1)
             list_calls(d);
         else
             list_tree(d);
-        np_dump_close(d);
+        np_dumpio_close(d);
     }
+    np_dumpio_checker_free(chk);
     free(refs);
     if (!readable) {
         np_cli_error("%s: no readable dump file", path);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cmd.h"
-#include "nprobe/dumpfile.h"
+#include "nprobe/dumpio.h"
 
 static void help(FILE *out)
 {
@@ -23,7 +23,7 @@ static void help(FILE *out)
             "exit code: 0, or 2 when NAME is in none of the files.\n");
 }
 
-static int show_one(np_dump *d, const np_entry_rec *e, long count)
+static int show_one(np_dumpio *d, const np_entry_rec *e, long count)
 {
     printf("  name      %s\n  call      %s\n  role      %s\n  dtype     %s\n", e->name, e->call,
            e->role, e->dtype);
@@ -42,10 +42,10 @@ static int show_one(np_dump *d, const np_entry_rec *e, long count)
     }
     double *v = malloc((size_t)count * sizeof *v);
     size_t got = 0;
-    int64_t numel = 0;
+    int64_t numel = e->numel;
     np_error err;
     np_error_clear(&err);
-    if (!v || np_dump_read_values(v, (size_t)count, &got, &numel, d, e->name, &err)) {
+    if (!v || np_dumpio_read_values(v, (size_t)count, &got, d, e->name, numel, &err)) {
         if (v)
             np_cli_report(&err);
         free(v);
@@ -89,29 +89,38 @@ int np_cmd_show(int argc, char **argv)
     }
     np_error err;
     np_error_clear(&err);
-    np_dump_ref *refs = NULL;
+    np_dumpio_ref *refs = NULL;
     size_t n = 0;
-    if (np_dump_find(&refs, &n, path, &err)) {
+    if (np_dumpio_find(&refs, &n, path, &err)) {
         np_cli_report(&err);
+        return NP_EXIT_USAGE;
+    }
+    np_dumpio_checker *chk = NULL;
+    if (np_dumpio_checker_start(&chk, refs, n, &err)) {
+        np_cli_report(&err);
+        free(refs);
         return NP_EXIT_USAGE;
     }
     int found = 0, failed = 0;
     char near[NP_FMT_NAME_LEN] = "";
     size_t near_d = (size_t)-1;
     for (size_t i = 0; i < n; i++) {
-        np_dump *d = NULL;
+        np_dumpio *d = NULL;
         np_error_clear(&err);
-        if (np_dump_open(&d, refs[i].path, &err)) {
+        if (refs[i].state >= NP_DUMPIO_TEMP)
+            continue;
+        if (np_dumpio_checker_wait(chk, i, &err) ||
+            np_dumpio_open_ref(&d, &refs[i], NP_DUMPIO_CHECKED, &err)) {
             np_cli_report(&err); /* a file skipped is said, not silent */
             continue;
         }
-        const np_dump_info *in = np_dump_get_info(d);
+        const np_dumpio_info *in = np_dumpio_get_info(d);
         np_entry_rec *e = NULL;
         size_t ne = 0;
-        np_dump_read_entries(&e, &ne, d, NULL);
+        np_dumpio_read_entries(&e, &ne, d, NULL);
         for (size_t k = 0; k < ne; k++) {
             if (strcmp(e[k].name, name) == 0) {
-                int complete = in->complete && !refs[i].partial;
+                int complete = in->complete && refs[i].state == NP_DUMPIO_COMPLETE;
                 printf("step %lld rank %lld: %s%s\n", (long long)in->step, (long long)in->rank,
                        refs[i].path,
                        complete ? "" : "  (INCOMPLETE step: the run stopped during it)");
@@ -132,8 +141,9 @@ int np_cmd_show(int argc, char **argv)
             }
         }
         free(e);
-        np_dump_close(d);
+        np_dumpio_close(d);
     }
+    np_dumpio_checker_free(chk);
     free(refs);
     if (!found) {
         if (near[0])

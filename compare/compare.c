@@ -3,13 +3,13 @@
  * pair of files: match the leaves, stream the payload metrics, give the
  * verdicts and walk the calls for the culprit. Problems of one side of one
  * step/rank become issues; the rest is still compared. */
-#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -304,10 +304,40 @@ void np_cmp_pair_free(np_cmp_pair *p)
     memset(p, 0, sizeof *p);
 }
 
-static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char *cmp_h5,
-                               const np_cmp_options *o, const cmp_mapping *map, int pair_index,
-                               int n_pairs, np_error *err)
+/* The two files of a pair, and how to open them. */
+typedef struct pair_files {
+    const np_dumpio_ref *bench, *cmp;
+    unsigned flags;             /* NP_DUMPIO_CHECKED when their walks passed */
+} pair_files;
+
+/* Open both sides (the cmp side sharing the bench side's strings); on
+ * success *bench_names maps the bench leaf names to their rows. */
+static np_status open_sides(cmp_dump *bd, cmp_dump *cd, np_strmap *bench_names, np_cmp_pair *p,
+                            const pair_files *pf, np_error *err)
 {
+    cmp_pair_priv *pv = p->priv;
+    memset(bench_names, 0, sizeof *bench_names);
+    np_status st = cmp_dump_open(bd, pf->bench, pf->flags, NULL, NULL, &pv->arena, err);
+    if (st != NP_OK)
+        return st;
+    if (cmp_names_map(bench_names, bd) != 0)
+        st = np_error_set(err, NP_ERR_NOMEM, pf->bench->path, NULL,
+                          "out of memory for %zu names", bd->n_entries);
+    if (st == NP_OK)
+        st = cmp_dump_open(cd, pf->cmp, pf->flags, bd, bench_names, &pv->arena, err);
+    if (st != NP_OK) {
+        np_strmap_free(bench_names);
+        free(bd->entries);
+        free(bd->calls);
+        cmp_dump_close(bd);
+    }
+    return st;
+}
+
+static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cmp_options *o,
+                               const cmp_mapping *map, int pair_index, int n_pairs, np_error *err)
+{
+    const char *bench_h5 = pf->bench->path, *cmp_h5 = pf->cmp->path;
     memset(p, 0, sizeof *p);
     p->step = p->rank = -1;
     snprintf(p->bench_path, sizeof p->bench_path, "%s", bench_h5);
@@ -317,38 +347,9 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
     p->priv = pv;
     cmp_dump bd, cd;
-    np_strmap bench_names = {0};
-    /* both files walked in child processes at once, then opened */
-    cmp_walk wb, wc;
-    cmp_dump_walk_start(&wb, bench_h5);
-    cmp_dump_walk_start(&wc, cmp_h5);
-    np_error cerr;
-    np_error_clear(&cerr);
-    np_status st = cmp_dump_walk_finish(&wb, err);
-    np_status cst = cmp_dump_walk_finish(&wc, &cerr);
-    if (st == NP_OK && cst != NP_OK) {
-        if (err)
-            *err = cerr;
-        st = cst;
-    }
-    if (st == NP_OK)
-        st = cmp_dump_open_walked(&bd, bench_h5, NULL, NULL, &pv->arena, err);
-    else
-        memset(&bd, 0, sizeof bd);
+    np_strmap bench_names;
+    np_status st = open_sides(&bd, &cd, &bench_names, p, pf, err);
     if (st != NP_OK) {
-        np_cmp_pair_free(p);
-        return st;
-    }
-    if (cmp_names_map(&bench_names, &bd) != 0)
-        st = np_error_set(err, NP_ERR_NOMEM, bench_h5, NULL, "out of memory for %zu names",
-                          bd.n_entries);
-    if (st == NP_OK)
-        st = cmp_dump_open_walked(&cd, cmp_h5, &bd, &bench_names, &pv->arena, err);
-    if (st != NP_OK) {
-        np_strmap_free(&bench_names);
-        free(bd.entries);
-        free(bd.calls);
-        cmp_dump_close(&bd);
         np_cmp_pair_free(p);
         return st;
     }
@@ -449,6 +450,30 @@ static np_status compare_files(np_cmp_pair *p, const char *bench_h5, const char 
     return st;
 }
 
+/* The step file at `path` as a ref of its detected format (*refs is the
+ * caller's, free()); a path that is not one file stays as it is, for the
+ * open to refuse. */
+static np_status file_ref(np_dumpio_ref **refs, np_dumpio_ref *one, const char *path,
+                          np_error *err)
+{
+    size_t n = 0;
+    *refs = NULL;
+    np_error e;
+    np_error_clear(&e);
+    np_status st = np_dumpio_find(refs, &n, path, &e);
+    if (st == NP_OK && n == 1 && strcmp((*refs)[0].path, path) == 0) {
+        *one = (*refs)[0];
+        return NP_OK;
+    }
+    if (st == NP_ERR_NOTFOUND && access(path, F_OK) != 0)
+        return np_error_set(err, st, e.file, NULL, "%s", e.text);
+    memset(one, 0, sizeof *one);
+    one->path = path;
+    one->step = one->rank = -1;
+    one->source = np_dumpio_sources()[0];
+    return NP_OK;
+}
+
 np_status np_cmp_compare_files(np_cmp_pair *out, const char *bench_h5, const char *cmp_h5,
                                const np_cmp_options *opts, np_error *err)
 {
@@ -457,221 +482,107 @@ np_status np_cmp_compare_files(np_cmp_pair *out, const char *bench_h5, const cha
         o = *opts;
     else
         np_cmp_options_init(&o);
+    memset(out, 0, sizeof *out);
     cmp_mapping *map = NULL;
-    if (o.mapping_path) {
-        np_status st = cmp_mapping_load(&map, o.mapping_path, err);
-        if (st != NP_OK)
-            return st;
+    np_dumpio_ref *rb = NULL, *rc = NULL, two[2];
+    np_dumpio_checker *chk = NULL;
+    np_status st = NP_OK;
+    if (o.mapping_path)
+        st = cmp_mapping_load(&map, o.mapping_path, err);
+    if (st == NP_OK)
+        st = file_ref(&rb, &two[0], bench_h5, err);
+    if (st == NP_OK)
+        st = file_ref(&rc, &two[1], cmp_h5, err);
+    if (st == NP_OK)
+        st = np_dumpio_checker_start(&chk, two, 2, err);
+    if (st == NP_OK) {
+        /* both walks run at once; the bench file's error first */
+        np_error cerr;
+        np_error_clear(&cerr);
+        st = np_dumpio_checker_wait(chk, 0, err);
+        np_status cst = np_dumpio_checker_wait(chk, 1, &cerr);
+        if (st == NP_OK && cst != NP_OK) {
+            if (err)
+                *err = cerr;
+            st = cst;
+        }
     }
-    np_status st = compare_files(out, bench_h5, cmp_h5, &o, map, 0, 1, err);
+    if (st == NP_OK) {
+        pair_files pf = {&two[0], &two[1], NP_DUMPIO_CHECKED};
+        st = compare_files(out, &pf, &o, map, 0, 1, err);
+    }
+    np_dumpio_checker_free(chk);
+    free(rb);
+    free(rc);
     cmp_mapping_free(map);
     return st;
 }
 
 /* ---- resolving a side -------------------------------------------------------- */
 
+/* One (step, rank) of a side: its best file (np_dumpio_find sorts a
+ * complete file first). */
 typedef struct unit {
     int step, rank;
     int temp_only;            /* 1: only a temporary/partial file was found; 2: none at all */
-    char path[1280];          /* dump.h5, or the temporary file, or the rank dir */
+    const np_dumpio_ref *ref;
 } unit;
 
-typedef struct unit_list {
-    unit *u;
-    size_t n, cap;
-} unit_list;
+typedef struct side_files {
+    np_dumpio_ref *refs;      /* np_dumpio_find's result */
+    size_t n_refs;
+    unit *u;                  /* sorted by step, rank */
+    size_t n;
+} side_files;
 
-static int push_unit(unit_list *l, int step, int rank, int temp, const char *path)
+static void side_free(side_files *s)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 8;
-        unit *u = realloc(l->u, cap * sizeof *u);
-        if (!u)
-            return -1;
-        l->u = u;
-        l->cap = cap;
-    }
-    unit *x = &l->u[l->n++];
-    x->step = step;
-    x->rank = rank;
-    x->temp_only = temp;
-    snprintf(x->path, sizeof x->path, "%s", path);
-    return 0;
+    free(s->refs);
+    free(s->u);
+    memset(s, 0, sizeof *s);
 }
 
-/* "step12" with prefix "step" -> 12; -1 if not of that form. */
-static int name_num(const char *name, const char *prefix)
+static np_status resolve(side_files *s, const char *input, np_error *err)
 {
-    size_t l = strlen(prefix);
-    if (strncmp(name, prefix, l) != 0 || !name[l])
-        return -1;
-    long v = 0;
-    for (const char *s = name + l; *s; s++) {
-        if (*s < '0' || *s > '9' || v > 100000000)
-            return -1;
-        v = v * 10 + (*s - '0');
-    }
-    return (int)v;
-}
-
-static int is_dir(const char *p)
-{
+    memset(s, 0, sizeof *s);
+    np_status st = np_dumpio_find(&s->refs, &s->n_refs, input, err);
+    if (st != NP_OK)
+        return st;
+    if (!(s->u = calloc(s->n_refs, sizeof *s->u)))
+        return np_error_set(err, NP_ERR_NOMEM, input, NULL, "out of memory");
     struct stat sb;
-    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
-static int is_file(const char *p)
-{
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
-/* Last path component and the one before it. */
-static void tail_names(const char *path, char *last, char *prev, size_t cap)
-{
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
-    size_t n = strlen(buf);
-    while (n > 1 && buf[n - 1] == '/')
-        buf[--n] = '\0';
-    char *s = strrchr(buf, '/');
-    snprintf(last, cap, "%s", s ? s + 1 : buf);
-    prev[0] = '\0';
-    if (s) {
-        *s = '\0';
-        char *t = strrchr(buf, '/');
-        snprintf(prev, cap, "%s", t ? t + 1 : buf);
+    int one_file = stat(input, &sb) == 0 && S_ISREG(sb.st_mode);
+    for (size_t i = 0; i < s->n_refs; i++) {
+        const np_dumpio_ref *r = &s->refs[i];
+        if (s->n && s->u[s->n - 1].step == r->step && s->u[s->n - 1].rank == r->rank)
+            continue; /* the best file of this step and rank came first */
+        int temp = r->state == NP_DUMPIO_COMPLETE || one_file ? 0
+                   : r->state == NP_DUMPIO_MISSING             ? 2
+                                                               : 1;
+        s->u[s->n++] = (unit){r->step, r->rank, temp, r};
     }
-}
-
-/* A rank directory: dump.h5, or only a temporary file. 1 if something found. */
-static int scan_rank_dir(unit_list *l, const char *dir, int step, int rank)
-{
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", dir, NP_FMT_FILE);
-    if (is_file(path))
-        return push_unit(l, step, rank, 0, path) == 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    struct dirent *e;
-    int found = 0;
-    while ((e = readdir(d)) && !found) {
-        size_t n = strlen(e->d_name);
-        if (strncmp(e->d_name, NP_FMT_FILE, strlen(NP_FMT_FILE)) == 0 ||
-            (n > 4 && !strcmp(e->d_name + n - 4, ".tmp")) ||
-            (n > 8 && !strcmp(e->d_name + n - 8, ".partial"))) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            found = push_unit(l, step, rank, 1, path) == 0;
-        }
-    }
-    closedir(d);
-    return found;
-}
-
-static int scan_step_dir(unit_list *l, const char *dir, int step)
-{
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    struct dirent *e;
-    int found = 0;
-    char path[1200];
-    while ((e = readdir(d))) {
-        int r = name_num(e->d_name, "rank");
-        if (r < 0)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (!is_dir(path))
-            continue;
-        if (!scan_rank_dir(l, path, step, r))
-            push_unit(l, step, r, 2, path); /* a rank dir without a dump file: reported */
-        found = 1;
-    }
-    closedir(d);
-    return found;
-}
-
-static np_status resolve(unit_list *l, const char *input, np_error *err)
-{
-    char last[256], prev[256];
-    tail_names(input, last, prev, sizeof last);
-    if (is_file(input)) {
-        int r = name_num(prev, "rank");
-        char dir[1024], s_last[256], s_prev[256];
-        snprintf(dir, sizeof dir, "%s", input);
-        char *slash = strrchr(dir, '/');
-        int s = -1;
-        if (slash) {
-            *slash = '\0';
-            tail_names(dir, s_last, s_prev, sizeof s_last);
-            s = name_num(s_prev, "step");
-        }
-        push_unit(l, s, r, 0, input);
-        return NP_OK;
-    }
-    if (!is_dir(input))
-        return np_error_set(err, NP_ERR_NOTFOUND, input, NULL,
-                            "no such file or directory (expected a dump root, a step or rank "
-                            "directory, or a %s)", NP_FMT_FILE);
-    int r = name_num(last, "rank");
-    if (r >= 0 || is_file(input)) {
-        if (scan_rank_dir(l, input, name_num(prev, "step"), r))
-            return NP_OK;
-    } else {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/%s", input, NP_FMT_FILE);
-        if (is_file(path)) {
-            push_unit(l, name_num(prev, "step"), -1, 0, path);
-            return NP_OK;
-        }
-    }
-    if (scan_step_dir(l, input, name_num(last, "step")))
-        return NP_OK;
-    DIR *d = opendir(input);
-    int found = 0;
-    if (d) {
-        struct dirent *e;
-        char path[1200];
-        while ((e = readdir(d))) {
-            int s = name_num(e->d_name, "step");
-            if (s < 0)
-                continue;
-            snprintf(path, sizeof path, "%s/%s", input, e->d_name);
-            if (is_dir(path)) {
-                scan_step_dir(l, path, s);
-                found = 1;
-            }
-        }
-        closedir(d);
-    }
-    if (!found)
-        return np_error_set(err, NP_ERR_NOTFOUND, input, NULL,
-                            "no dump found (expected step*/rank*/%s below it, rank*/%s, or %s)",
-                            NP_FMT_FILE, NP_FMT_FILE, NP_FMT_FILE);
     return NP_OK;
 }
 
 /* A side given as one file, paired against a directory: it must be a
  * readable dump (else its own error, not "present on one side only"), and
- * the step and rank its path does not give come from its attributes. */
-static np_status number_single_file(unit_list *l, const char *input, np_error *err)
+ * the step and rank its path does not give come from its root information. */
+static np_status number_single_file(side_files *s, const char *input, np_error *err)
 {
-    if (l->n != 1 || !is_file(input) || (l->u[0].step >= 0 && l->u[0].rank >= 0))
+    struct stat sb;
+    if (s->n != 1 || stat(input, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+        (s->u[0].step >= 0 && s->u[0].rank >= 0))
         return NP_OK;
-    cmp_arena a = {0};
-    cmp_dump d;
-    np_status st = cmp_dump_open(&d, input, NULL, NULL, &a, err);
+    np_dumpio *d = NULL;
+    np_status st = np_dumpio_open_ref(&d, s->u[0].ref, 0, err);
     if (st == NP_OK) {
-        if (l->u[0].step < 0)
-            l->u[0].step = (int)d.step;
-        if (l->u[0].rank < 0)
-            l->u[0].rank = (int)d.rank;
-        free(d.entries);
-        free(d.calls);
-        cmp_dump_close(&d);
+        const np_dumpio_info *in = np_dumpio_get_info(d);
+        if (s->u[0].step < 0)
+            s->u[0].step = (int)in->step;
+        if (s->u[0].rank < 0)
+            s->u[0].rank = (int)in->rank;
+        np_dumpio_close(d);
     }
-    cmp_arena_free(&a);
     return st;
 }
 
@@ -683,12 +594,34 @@ static int unit_order(const void *x, const void *y)
     return a->rank < b->rank ? -1 : a->rank > b->rank;
 }
 
-static const unit *find_unit(const unit_list *l, int step, int rank)
+/* A (step, rank) to compare and each side's unit there (NULL: none). */
+typedef struct pair_key {
+    int step, rank;
+    const unit *b, *c;
+    size_t check;             /* index of the bench file in the checker; cmp is check + 1 */
+} pair_key;
+
+/* The keys of both sides, merged in (step, rank) order: one pair when each
+ * side is a single file. *out is the caller's. */
+static int merge_keys(pair_key **out, size_t *n, const side_files *lb, const side_files *lc)
 {
-    for (size_t i = 0; i < l->n; i++)
-        if (l->u[i].step == step && l->u[i].rank == rank)
-            return &l->u[i];
-    return NULL;
+    *n = 0;
+    *out = calloc(lb->n + lc->n + 1, sizeof **out);
+    if (!*out)
+        return -1;
+    if (lb->n == 1 && lc->n == 1) {
+        (*out)[(*n)++] = (pair_key){lc->u[0].step, lc->u[0].rank, &lb->u[0], &lc->u[0], 0};
+        return 0;
+    }
+    size_t i = 0, j = 0;
+    while (i < lb->n || j < lc->n) {
+        int o = i == lb->n ? 1 : j == lc->n ? -1 : unit_order(&lb->u[i], &lc->u[j]);
+        const unit *b = o <= 0 ? &lb->u[i++] : NULL;
+        const unit *c = o >= 0 ? &lc->u[j++] : NULL;
+        const unit *k = b ? b : c;
+        (*out)[(*n)++] = (pair_key){k->step, k->rank, b, c, 0};
+    }
+    return 0;
 }
 
 static int add_issue(np_cmp_result *r, np_status st, int step, int rank, const char *fmt, ...)
@@ -738,6 +671,107 @@ int np_cmp_has_differences(const np_cmp_result *r)
 
 static const char *const side_names[2] = {"bench", "cmp"};
 
+static int selected(const np_cmp_options *o, int step, int rank)
+{
+    return (o->step < 0 || step == o->step) && (o->rank < 0 || rank == o->rank);
+}
+
+/* An issue for a side of key k that cannot be compared; 1 if there was one. */
+static int side_issue(np_cmp_result *r, const pair_key *k, int side, const char *const inputs[2])
+{
+    const unit *u = side ? k->c : k->b;
+    int s = k->step, q = k->rank;
+    if (!u)
+        add_issue(r, NP_ERR_NOTFOUND, s, q,
+                  "step %d rank %d: present on the %s side only; the %s side (%s) has no "
+                  "step%d/rank%d/%s", s, q, side_names[!side], side_names[side], inputs[side], s,
+                  q, NP_FMT_FILE);
+    else if (u->temp_only == 2)
+        add_issue(r, NP_ERR_NOTFOUND, s, q,
+                  "%s: step %d rank %d of the %s side has no dump file (no %s, no %s.partial)",
+                  u->ref->path, s, q, side_names[side], NP_FMT_FILE, NP_FMT_FILE);
+    else if (u->temp_only)
+        add_issue(r, NP_ERR_INCOMPLETE, s, q,
+                  "%s: step %d rank %d of the %s side is incomplete: only a temporary or partial "
+                  "file, no closed %s (the run stopped during this step)",
+                  u->ref->path, s, q, side_names[side], NP_FMT_FILE);
+    return !u || u->temp_only;
+}
+
+/* The files of the selected pairs that will be opened, bench and cmp of a
+ * pair side by side, in order: their walks run ahead of the compare. */
+static np_status start_checks(np_dumpio_checker **chk, np_dumpio_ref **files, pair_key *keys,
+                              size_t n_keys, const np_cmp_options *o, np_error *err)
+{
+    *files = malloc((2 * n_keys + 1) * sizeof **files);
+    if (!*files)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < n_keys; i++) {
+        pair_key *k = &keys[i];
+        if (!selected(o, k->step, k->rank) || !k->b || !k->c || k->b->temp_only ||
+            k->c->temp_only)
+            continue;
+        k->check = n;
+        (*files)[n++] = *k->b->ref;
+        (*files)[n++] = *k->c->ref;
+    }
+    return np_dumpio_checker_start(chk, *files, n, err);
+}
+
+/* Compare the pair of key k (walked by the checker) into r. */
+static void compare_key(np_cmp_result *r, const pair_key *k, np_dumpio_checker *chk,
+                        const np_dumpio_ref *files, const cmp_mapping *map, int idx, int n_sel,
+                        int single)
+{
+    np_error e;
+    np_error_clear(&e);
+    np_cmp_pair *p = &r->pairs[r->n_pairs];
+    np_status st = np_dumpio_checker_wait(chk, k->check, &e);
+    if (st == NP_OK)
+        st = np_dumpio_checker_wait(chk, k->check + 1, &e);
+    pair_files pf = {&files[k->check], &files[k->check + 1], NP_DUMPIO_CHECKED};
+    if (st == NP_OK)
+        st = compare_files(p, &pf, &r->opts, map, idx, n_sel, &e);
+    if (st != NP_OK) {
+        add_issue(r, e.status, k->step, k->rank, "%s%s%s%s%s", e.file, e.file[0] ? ": " : "",
+                  e.key, e.key[0] ? ": " : "", e.text);
+        return;
+    }
+    if (!single) {
+        p->step = k->step;
+        p->rank = k->rank;
+    }
+    if (p->step < 0)
+        p->step = 0;
+    if (p->rank < 0)
+        p->rank = 0;
+    r->n_pairs++;
+}
+
+/* "steps 0, 1, 5; ranks 0": what the two sides hold, for a selection that
+ * matched nothing. */
+static void list_keys(char *have, size_t cap, const pair_key *keys, size_t n)
+{
+    size_t hn = 0;
+    have[0] = '\0';
+    for (int what = 0; what < 2; what++) {
+        int first = 1;
+        hn += (size_t)snprintf(have + hn, cap - hn, "%s", what ? "; ranks" : "steps");
+        /* each number once; the text stays well inside `have` */
+        for (size_t i = 0; i < n && hn < cap / 2; i++) {
+            int v = what ? keys[i].rank : keys[i].step;
+            int seen = 0;
+            for (size_t j = 0; j < i && !seen; j++)
+                seen = (what ? keys[j].rank : keys[j].step) == v;
+            if (seen)
+                continue;
+            hn += (size_t)snprintf(have + hn, cap - hn, "%s %d", first ? "" : ",", v);
+            first = 0;
+        }
+    }
+}
+
 np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
                      const np_cmp_options *opts, np_error *err)
 {
@@ -751,127 +785,61 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
         np_cmp_options_init(&r->opts);
     snprintf(r->bench_input, sizeof r->bench_input, "%s", bench);
     snprintf(r->cmp_input, sizeof r->cmp_input, "%s", cmp);
-    unit_list lb = {0}, lc = {0};
+    side_files lb = {0}, lc = {0};
+    pair_key *keys = NULL;
+    size_t n_keys = 0, n_sel = 0;
+    np_dumpio_ref *files = NULL;
+    np_dumpio_checker *chk = NULL;
     cmp_mapping *map = NULL;
     np_status st = NP_OK;
     if (r->opts.mapping_path && (st = cmp_mapping_load(&map, r->opts.mapping_path, err)) != NP_OK)
         goto fail;
     if ((st = resolve(&lb, bench, err)) != NP_OK || (st = resolve(&lc, cmp, err)) != NP_OK)
         goto fail;
-    if (!(lb.n == 1 && lc.n == 1) && ((st = number_single_file(&lb, bench, err)) != NP_OK ||
-                                      (st = number_single_file(&lc, cmp, err)) != NP_OK))
+    int single = lb.n == 1 && lc.n == 1;
+    if (!single && ((st = number_single_file(&lb, bench, err)) != NP_OK ||
+                    (st = number_single_file(&lc, cmp, err)) != NP_OK))
         goto fail;
-    qsort(lb.u, lb.n, sizeof *lb.u, unit_order);
-    qsort(lc.u, lc.n, sizeof *lc.u, unit_order);
-    /* the list of (step, rank) keys to compare */
-    unit_list keys = {0};
-    if (lb.n == 1 && lc.n == 1) {
-        push_unit(&keys, lc.u[0].step, lc.u[0].rank, 0, "");
-    } else {
-        for (int side = 0; side < 2; side++) {
-            const unit_list *l = side ? &lc : &lb;
-            for (size_t i = 0; i < l->n; i++)
-                if (!find_unit(&keys, l->u[i].step, l->u[i].rank))
-                    push_unit(&keys, l->u[i].step, l->u[i].rank, 0, "");
-        }
-        qsort(keys.u, keys.n, sizeof *keys.u, unit_order);
-    }
-    size_t n_sel = 0;
-    for (size_t i = 0; i < keys.n; i++)
-        if ((r->opts.step < 0 || keys.u[i].step == r->opts.step) &&
-            (r->opts.rank < 0 || keys.u[i].rank == r->opts.rank))
-            n_sel++;
-    r->pairs = calloc(n_sel + 1, sizeof *r->pairs);
-    if (!r->pairs) {
-        free(keys.u);
+    if (merge_keys(&keys, &n_keys, &lb, &lc) != 0) {
         st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
         goto fail;
     }
-    int idx = 0;
-    for (size_t i = 0; i < keys.n; i++) {
-        int s = keys.u[i].step, k = keys.u[i].rank;
-        if ((r->opts.step >= 0 && s != r->opts.step) || (r->opts.rank >= 0 && k != r->opts.rank))
-            continue;
-        const unit *ub = lb.n == 1 && lc.n == 1 ? &lb.u[0] : find_unit(&lb, s, k);
-        const unit *uc = lb.n == 1 && lc.n == 1 ? &lc.u[0] : find_unit(&lc, s, k);
-        const unit *us[2] = {ub, uc};
-        const char *inputs[2] = {bench, cmp};
-        int skip = 0;
-        for (int side = 0; side < 2; side++) {
-            if (!us[side]) {
-                add_issue(r, NP_ERR_NOTFOUND, s, k,
-                          "step %d rank %d: present on the %s side only; the %s side (%s) has no "
-                          "step%d/rank%d/%s", s, k, side_names[!side], side_names[side],
-                          inputs[side], s, k, NP_FMT_FILE);
-                skip = 1;
-            } else if (us[side]->temp_only == 2) {
-                add_issue(r, NP_ERR_NOTFOUND, s, k,
-                          "%s: step %d rank %d of the %s side has no dump file (no %s, no "
-                          "%s.partial)",
-                          us[side]->path, s, k, side_names[side], NP_FMT_FILE, NP_FMT_FILE);
-                skip = 1;
-            } else if (us[side]->temp_only) {
-                add_issue(r, NP_ERR_INCOMPLETE, s, k,
-                          "%s: step %d rank %d of the %s side is incomplete: only a temporary or "
-                          "partial file, no closed %s (the run stopped during this step)",
-                          us[side]->path, s, k, side_names[side], NP_FMT_FILE);
-                skip = 1;
-            }
-        }
-        if (skip)
-            continue;
-        np_error e = {0};
-        np_cmp_pair *p = &r->pairs[r->n_pairs];
-        if (compare_files(p, ub->path, uc->path, &r->opts, map, idx, (int)n_sel, &e) != NP_OK) {
-            add_issue(r, e.status, s, k, "%s%s%s%s%s", e.file, e.file[0] ? ": " : "", e.key,
-                      e.key[0] ? ": " : "", e.text);
-        } else {
-            if (lb.n != 1 || lc.n != 1) {
-                p->step = s;
-                p->rank = k;
-            }
-            if (p->step < 0)
-                p->step = 0;
-            if (p->rank < 0)
-                p->rank = 0;
-            r->n_pairs++;
-        }
-        idx++;
-    }
+    for (size_t i = 0; i < n_keys; i++)
+        n_sel += (size_t)selected(&r->opts, keys[i].step, keys[i].rank);
     if (n_sel == 0) {
-        /* say what there is: "steps 0, 1, 5; ranks 0" */
-        char have[512] = "";
-        size_t hn = 0;
-        for (int what = 0; what < 2; what++) {
-            int first = 1;
-            hn += (size_t)snprintf(have + hn, sizeof have - hn, "%s", what ? "; ranks" : "steps");
-            /* each number once; the text stays well inside `have` */
-            for (size_t i = 0; i < keys.n && hn < sizeof have / 2; i++) {
-                int v = what ? keys.u[i].rank : keys.u[i].step;
-                int seen = 0;
-                for (size_t j = 0; j < i && !seen; j++)
-                    seen = (what ? keys.u[j].rank : keys.u[j].step) == v;
-                if (seen)
-                    continue;
-                hn += (size_t)snprintf(have + hn, sizeof have - hn, "%s %d", first ? "" : ",", v);
-                first = 0;
-            }
-        }
-        free(keys.u);
+        char have[512];
+        list_keys(have, sizeof have, keys, n_keys);
         st = np_error_set(err, NP_ERR_NOTFOUND, NULL, NULL,
                           "compare: no step/rank selected%s (the two sides hold %s)",
                           r->opts.step >= 0 || r->opts.rank >= 0 ? " by --step/--rank" : "", have);
         goto fail;
     }
-    free(keys.u);
-    free(lb.u);
-    free(lc.u);
-    cmp_mapping_free(map);
+    if (!(r->pairs = calloc(n_sel + 1, sizeof *r->pairs))) {
+        st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+        goto fail;
+    }
+    if ((st = start_checks(&chk, &files, keys, n_keys, &r->opts, err)) != NP_OK)
+        goto fail;
+    const char *inputs[2] = {bench, cmp};
+    int idx = 0;
+    for (size_t i = 0; i < n_keys; i++) {
+        const pair_key *k = &keys[i];
+        if (!selected(&r->opts, k->step, k->rank))
+            continue;
+        int skip = side_issue(r, k, 0, inputs);
+        skip |= side_issue(r, k, 1, inputs);
+        if (!skip)
+            compare_key(r, k, chk, files, map, idx, (int)n_sel, single);
+        idx++;
+    }
     *out = r;
-    return NP_OK;
+    r = NULL;
 fail:
-    free(lb.u);
-    free(lc.u);
+    np_dumpio_checker_free(chk);
+    free(files);
+    free(keys);
+    side_free(&lb);
+    side_free(&lc);
     cmp_mapping_free(map);
     np_cmp_result_free(r);
     return st;

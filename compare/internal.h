@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "nprobe/compare.h"
+#include "nprobe/dumpio.h"
 
 /* ---- arena: many small strings and shape arrays, freed at once -------- */
 typedef struct cmp_arena_block cmp_arena_block;
@@ -20,7 +21,7 @@ const char *cmp_arena_strdup(cmp_arena *a, const char *s);   /* NULL on OOM */
 void cmp_arena_free(cmp_arena *a);
 
 
-/* ---- a dump file ------------------------------------------------------- */
+/* ---- a dump file (read through np_dumpio) ---------------------------- */
 typedef struct cmp_call_rec {
     const char *name, *kind, *parent, *callsite;
     int64_t seq;
@@ -28,52 +29,35 @@ typedef struct cmp_call_rec {
 
 typedef struct cmp_dump {
     char path[1024];
-    int64_t file_id;           /* hid_t */
-    int64_t data_group;        /* hid_t of /data, -1 if absent */
-    int fd;                    /* plain descriptor for direct payload reads, -1 if none */
-    char task[32], level[16], precision[16], device[32], format[32];
-    int64_t step, rank, complete, format_version;
+    np_dumpio *io;             /* open while the pair is compared (payloads) */
+    char task[32], level[16], precision[16], device[32];
+    int64_t step, rank, complete;
     double loss_scale;         /* root attribute loss_scale (1 when absent) */
-    np_cmp_side *entries; size_t n_entries;
-    cmp_call_rec *calls; size_t n_calls;
+    int has_calls;             /* the file has a calls table */
+    np_cmp_side *entries; size_t n_entries, cap_entries;
+    cmp_call_rec *calls; size_t n_calls, cap_calls;
     const np_cmp_side *twin_entries; /* the other side's entries, or NULL */
     const np_strmap *twin_names;     /* their names -> index */
     size_t call_cursor;              /* reading /calls: position in entries */
 } cmp_dump;
 
-/* Open `path`, check it is an nprobe dump, read its attributes, /entries
- * (in chunks, into compact records stored in `arena`) and /calls. HDF5's
- * error printing is silenced; failures name the file. With `twin` (the
- * other side, already read) and `twin_names` (its leaf names -> index), a
- * leaf also present there borrows its name, call and shape strings instead
- * of storing copies (both sides live in the same arena). */
-np_status cmp_dump_open(cmp_dump *d, const char *path, const cmp_dump *twin,
-                        const np_strmap *twin_names, cmp_arena *arena, np_error *err);
+/* Open the step file `ref` (np_dumpio_open_ref with `flags`), read its root
+ * information, its entries (in chunks, into compact records stored in
+ * `arena`) and its calls. With `twin` (the other side, already read) and
+ * `twin_names` (its leaf names -> index), a leaf also present there
+ * borrows its name, call and shape strings instead of storing copies (both
+ * sides live in the same arena). On failure *d is closed. */
+np_status cmp_dump_open(cmp_dump *d, const np_dumpio_ref *ref, unsigned flags,
+                        const cmp_dump *twin, const np_strmap *twin_names, cmp_arena *arena,
+                        np_error *err);
+/* Close the file; the entries and calls stay (handed over to the pair). */
 void cmp_dump_close(cmp_dump *d);
-/* The walk of a file in a child process that cmp_dump_open does first
- * (HDF5 can crash or loop on corrupt metadata): start it, then finish it
- * (an error naming the file when the child crashed or timed out; NP_OK
- * also when no child could be started). Start the walks of both sides
- * before finishing either: they run at once. cmp_dump_open_walked opens
- * a file whose walk finished. */
-typedef struct cmp_walk {
-    const char *path;
-    np_isolated h;
-    int started;
-} cmp_walk;
-void cmp_dump_walk_start(cmp_walk *w, const char *path);
-np_status cmp_dump_walk_finish(cmp_walk *w, np_error *err);
-np_status cmp_dump_open_walked(cmp_dump *d, const char *path, const cmp_dump *twin,
-                               const np_strmap *twin_names, cmp_arena *arena, np_error *err);
 
 /* ---- payloads ---------------------------------------------------------- */
 
 /* Where a side's elements come from: memory (float32 or float64) or file
  * segments read with pread (uncompressed little-endian float32 storage). */
-typedef struct cmp_seg {
-    int64_t start, count;       /* flat element range */
-    uint64_t addr;              /* byte address in the file */
-} cmp_seg;
+typedef np_dumpio_seg cmp_seg;  /* flat element range and its byte address in the file */
 
 enum { CMP_SRC_MEM_F32 = 0, CMP_SRC_MEM_F64, CMP_SRC_FILE_F32 };
 
@@ -98,10 +82,9 @@ typedef struct cmp_src {
 int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64_t n,
                     int ndim, double atol, uint32_t crc[2]);
 
-/* Reusable buffers of the payload reader, one per compare. */
+/* Reusable buffers of the payload reader, one per thread. */
 typedef struct cmp_buffers {
-    void *b, *c;
-    size_t cap_b, cap_c;       /* bytes */
+    np_dumpio_buf b, c;
 } cmp_buffers;
 void cmp_buffers_free(cmp_buffers *bufs);
 
@@ -115,10 +98,6 @@ void cmp_buffers_free(cmp_buffers *bufs);
 np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side *bs,
                               cmp_dump *cd, const np_cmp_side *cs, double atol,
                               cmp_buffers *bufs, uint64_t *bytes, int *corrupt, np_error *err);
-
-/* Open every payload dataset of `d` and ask for its layout, as the payload
- * reads do, without reading elements (the isolated walk of a file). */
-void cmp_payload_walk(cmp_dump *d);
 
 /* ---- analysis ---------------------------------------------------------- */
 

@@ -3,7 +3,6 @@
  * for float32/bfloat16/float16), dtype, shape and statistics; read from a
  * checkpoint (docs/CONTRACTS.md), a dump (include/nprobe/format.h) or the
  * runtime's tensors. */
-#include <dirent.h>
 #include <hdf5.h>
 #include <limits.h>
 #include <math.h>
@@ -11,23 +10,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cc_internal.h"
+#include "nprobe/dumpio.h"
 #include "nprobe/format.h"
 
 #define MAX_PARAM_BYTES ((uint64_t)4 << 30)
 
-/* The logical dtype names of nprobe/tensor.h, kept here so configcheck does
- * not depend on the runtime library. */
+/* How the runtime stores each logical dtype, for the statistics (names and
+ * storage sizes are common's: np_dtype_name, np_dtype_storage_size). */
 static const struct {
-    const char *name;
     char kind;
-    size_t size;
 } dtypes[NP_DTYPE_COUNT] = {
-    [NP_FLOAT32] = {"float32", 'f', 4}, [NP_BFLOAT16] = {"bfloat16", 'f', 4},
-    [NP_FLOAT16] = {"float16", 'f', 4}, [NP_FLOAT64] = {"float64", 'd', 8},
-    [NP_INT64] = {"int64", 'l', 8},     [NP_INT32] = {"int32", 'i', 4},
-    [NP_BOOL] = {"bool", 'b', 1},
+    [NP_FLOAT32] = {'f'}, [NP_BFLOAT16] = {'f'}, [NP_FLOAT16] = {'f'}, [NP_FLOAT64] = {'d'},
+    [NP_INT64] = {'l'},   [NP_INT32] = {'i'},    [NP_BOOL] = {'b'},
 };
 
 /* HDF5 prints its error stack by default; a library must not print. */
@@ -117,12 +114,17 @@ done:
     return st;
 }
 
-np_status np_cc_weights_checkpoint(json_t *params, const char *path, np_error *err)
+static np_status checkpoint_read(json_t *params, const char *path, np_error *err)
 {
     np_h5_quiet_state q;
     np_h5_quiet(&q);
     np_status st = NP_OK;
-    hid_t g = -1, f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl >= 0)
+        H5Pset_file_locking(fapl, 0, 1); /* another process may hold the file */
+    hid_t g = -1, f = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
+    if (fapl >= 0)
+        H5Pclose(fapl);
     if (f < 0) {
         st = np_error_set(err, NP_ERR_FORMAT, path, NULL,
                           "cannot open as HDF5 (expected an nprobe checkpoint)");
@@ -170,48 +172,29 @@ done:
     return st;
 }
 
-/* The entry with the smallest number after `prefix` ("step", "rank") in dir. */
-static int pick_numbered(char *out, size_t cap, const char *dir, const char *prefix)
+/* The child's read of a checkpoint (np_cc_weights_checkpoint): all that
+ * the real read asks HDF5 for. 0 read, 1 refused. */
+static int checkpoint_walk(void *arg)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return -1;
-    long best = -1;
-    size_t pl = strlen(prefix);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, pl) != 0 || !e->d_name[pl])
-            continue;
-        char *end;
-        long v = strtol(e->d_name + pl, &end, 10);
-        if (*end || v < 0)
-            continue;
-        if (best < 0 || v < best)
-            best = v;
-    }
-    closedir(d);
-    if (best < 0)
-        return -1;
-    snprintf(out, cap, "%s/%s%ld", dir, prefix, best);
-    return 0;
+    json_t *tmp = json_object();
+    int rc = tmp && checkpoint_read(tmp, arg, NULL) == NP_OK ? 0 : 1;
+    json_decref(tmp);
+    return rc;
 }
 
-/* dump.h5 itself, DIR/dump.h5, or DIR/step{min}/rank{min}/dump.h5. */
-static char *resolve_dump(const char *path)
+np_status np_cc_weights_checkpoint(json_t *params, const char *path, np_error *err)
 {
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return NULL;
-    if (S_ISREG(st.st_mode))
-        return strdup(path);
-    char a[PATH_MAX], b[PATH_MAX], c[PATH_MAX + 16];
-    snprintf(c, sizeof c, "%s/%s", path, NP_FMT_FILE);
-    if (stat(c, &st) == 0 && S_ISREG(st.st_mode))
-        return strdup(c);
-    if (pick_numbered(a, sizeof a, path, "step") != 0 || pick_numbered(b, sizeof b, a, "rank") != 0)
-        return NULL;
-    snprintf(c, sizeof c, "%s/%s", b, NP_FMT_FILE);
-    return stat(c, &st) == 0 && S_ISREG(st.st_mode) ? strdup(c) : NULL;
+    /* HDF5 1.10 can crash or loop on corrupt metadata: read the file in a
+     * child process first, as the dump readers do (np_dumpio) */
+    if (!getenv("NPROBE_NO_ISOLATION") && access(path, R_OK) == 0) {
+        int sig = 0;
+        double limit = np_file_check_timeout();
+        int r = np_run_isolated(checkpoint_walk, (void *)path, limit, &sig);
+        np_status st = np_isolated_walk_error(err, path, r, sig, limit);
+        if (st != NP_OK)
+            return st;
+    }
+    return checkpoint_read(params, path, err);
 }
 
 /* "Module.h.0.mlp.c_fc.Linear.forward.0" + leaf key "weight" -> "h.0.mlp.c_fc.weight". */
@@ -261,94 +244,112 @@ static np_status add_entry_stats(json_t *params, const char *key, const np_entry
     return json_object_set_new(params, key, o) ? NP_ERR_NOMEM : NP_OK;
 }
 
+/* The payload of a parameter row as the runtime holds it (float32 for
+ * float32/bfloat16/float16, float64, int64, int32, bool as uint8), hashed
+ * and described as params[key]. */
+static np_status add_payload(json_t *params, np_dumpio *d, const np_entry_rec *r, const char *key,
+                             np_dumpio_buf *buf, np_error *err)
+{
+    const char *file = np_dumpio_path(d);
+    np_dumpio_payload p;
+    np_status st = np_dumpio_payload_get(&p, d, r->name, r->numel, 0, buf, err);
+    if (st != NP_OK)
+        return st;
+    int dt = np_dtype_from_name(r->dtype);
+    char kind = p.form == NP_DUMPIO_MEM_F64 ? 'd' : 'f';
+    if (p.form == NP_DUMPIO_MEM_F64 && dt >= 0 && !np_dtype_is_floating((np_dtype)dt))
+        kind = dtypes[dt].kind; /* integers arrive widened to float64: narrow them back */
+    size_t esize = kind == 'd' || kind == 'l' ? 8 : kind == 'b' ? 1 : 4;
+    int64_t n = r->numel > 0 ? r->numel : 0;
+    if ((uint64_t)n > MAX_PARAM_BYTES / esize) {
+        np_dumpio_payload_release(&p);
+        return np_error_set(err, NP_ERR_LIMIT, file, r->name, "parameter larger than 4 GiB");
+    }
+    unsigned char *bytes = (unsigned char *)buf->p;
+    const double *wide = p.mem;
+    /* narrowed in place, front to back: element i's bytes end before wide[i + 1] */
+    for (int64_t i = 0; kind != 'f' && kind != 'd' && i < n; i++) {
+        double v = wide[i];
+        if (kind == 'l') {
+            int64_t x = (int64_t)v;
+            memcpy(bytes + (size_t)i * 8, &x, 8);
+        } else if (kind == 'i') {
+            int32_t x = (int32_t)v;
+            memcpy(bytes + (size_t)i * 4, &x, 4);
+        } else {
+            bytes[i] = (unsigned char)(v != 0);
+        }
+    }
+    char hex[65];
+    np_sha256_hex(hex, n ? (const void *)bytes : "", (size_t)n * esize);
+    np_dumpio_payload_release(&p);
+    json_t *shape = json_array();
+    for (int i = 0; i < r->ndim && i < NP_FMT_MAX_DIMS; i++)
+        json_array_append_new(shape, json_integer((json_int_t)r->shape[i]));
+    json_t *o = np_cc_stats_json(bytes, kind, n);
+    if (!o || json_object_set_new(o, "sha256", json_string(hex)) ||
+        json_object_set_new(o, "dtype", json_string(r->dtype)) ||
+        json_object_set_new(o, "shape", shape) || json_object_set_new(params, key, o))
+        return np_error_set(err, NP_ERR_NOMEM, file, r->name, "out of memory");
+    return NP_OK;
+}
+
+/* The entries sink: each parameter's first use in the step. */
+typedef struct weights_sink {
+    json_t *params;
+    np_dumpio *d;
+    np_dumpio_buf buf;
+} weights_sink;
+
+static np_status weights_rows(void *user, np_entry_rec *rows, size_t first, size_t n,
+                              np_error *err)
+{
+    (void)first;
+    weights_sink *w = user;
+    np_status st = NP_OK;
+    for (size_t i = 0; i < n && st == NP_OK; i++) {
+        const np_entry_rec *r = &rows[i];
+        if (strcmp(r->role, "parameters") != 0 || strstr(r->call, ".backward"))
+            continue;
+        char key[NP_FMT_NAME_LEN * 2];
+        param_name(key, sizeof key, r);
+        if (json_object_get(w->params, key))
+            continue; /* first use of the parameter in the step */
+        if (r->has_data)
+            st = add_payload(w->params, w->d, r, key, &w->buf, err);
+        else if (add_entry_stats(w->params, key, r) != NP_OK)
+            st = np_error_set(err, NP_ERR_NOMEM, np_dumpio_path(w->d), r->name, "out of memory");
+    }
+    return st;
+}
+
 np_status np_cc_weights_dump(json_t *params, char **used, const char *path, np_error *err)
 {
     *used = NULL;
-    char *file = resolve_dump(path);
-    if (!file)
+    np_dumpio_ref *refs = NULL;
+    size_t n = 0, pick = 0;
+    np_error e;
+    np_error_clear(&e);
+    np_status st = np_dumpio_find(&refs, &n, path, &e);
+    while (st == NP_OK && pick < n && refs[pick].state != NP_DUMPIO_COMPLETE)
+        pick++; /* the first step and rank with a finished file */
+    if (st != NP_OK || pick == n) {
+        free(refs);
         return np_error_set(err, NP_ERR_NOTFOUND, path, NULL,
                             "no dump found (expected dump.h5, a folder holding it, or "
                             "step{S}/rank{R}/dump.h5)");
-    np_h5_quiet_state q;
-    np_h5_quiet(&q);
-    np_status st = NP_OK;
-    hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT), ds = -1, sp = -1, mt = -1, data = -1;
-    np_entry_rec *rows = NULL;
-    if (f < 0) {
-        st = np_error_set(err, NP_ERR_FORMAT, file, NULL, "cannot open as HDF5 (expected a dump)");
-        goto done;
     }
-    char fmt[64];
-    int rc = np_h5_attr_get_str(f, NP_FMT_ATTR_FORMAT, fmt, sizeof fmt);
-    if (rc != 0 || strcmp(fmt, NP_FMT_NAME) != 0) {
-        st = np_error_set(err, NP_ERR_FORMAT, file, NP_FMT_ATTR_FORMAT,
-                          "expected the root attribute format = \"%s\"%s%s", NP_FMT_NAME,
-                          rc && rc != NP_H5_ATTR_ABSENT ? ": it " : "",
-                          rc && rc != NP_H5_ATTR_ABSENT ? np_h5_attr_problem(rc) : "");
-        goto done;
+    weights_sink w = {params, NULL, {0}};
+    st = np_dumpio_open_ref(&w.d, &refs[pick], 0, err);
+    if (st == NP_OK) {
+        np_dumpio_entry_sink sink = {NULL, weights_rows, &w};
+        st = np_dumpio_entries(w.d, &sink, err);
     }
-    ds = H5Dopen2(f, NP_FMT_ENTRIES, H5P_DEFAULT);
-    sp = ds >= 0 ? H5Dget_space(ds) : -1;
-    mt = np_fmt_entry_h5type();
-    if (ds < 0 || sp < 0 || mt < 0 || H5Sget_simple_extent_ndims(sp) != 1) {
-        st = np_error_set(err, NP_ERR_FORMAT, file, "/" NP_FMT_ENTRIES,
-                          "expected a one-dimensional /entries table");
-        goto done;
-    }
-    if (H5Lexists(f, NP_FMT_DATA, H5P_DEFAULT) > 0)
-        data = H5Gopen2(f, NP_FMT_DATA, H5P_DEFAULT);
-    hsize_t total;
-    H5Sget_simple_extent_dims(sp, &total, NULL);
-    enum { CHUNK = 1024 };
-    rows = malloc(CHUNK * sizeof *rows);
-    if (!rows) {
-        st = np_error_set(err, NP_ERR_NOMEM, file, NULL, "out of memory");
-        goto done;
-    }
-    for (hsize_t off = 0; off < total && st == NP_OK; off += CHUNK) {
-        hsize_t cnt = total - off < CHUNK ? total - off : CHUNK;
-        hid_t ms = H5Screate_simple(1, &cnt, NULL);
-        herr_t e = H5Sselect_hyperslab(sp, H5S_SELECT_SET, &off, NULL, &cnt, NULL);
-        if (ms < 0 || e < 0 || H5Dread(ds, mt, ms, sp, H5P_DEFAULT, rows) < 0) {
-            if (ms >= 0)
-                H5Sclose(ms);
-            st = np_error_set(err, NP_ERR_HDF5, file, "/" NP_FMT_ENTRIES, "cannot read rows");
-            break;
-        }
-        H5Sclose(ms);
-        for (hsize_t i = 0; i < cnt && st == NP_OK; i++) {
-            np_entry_rec *r = &rows[i];
-            r->name[NP_FMT_NAME_LEN - 1] = r->call[NP_FMT_NAME_LEN - 1] = '\0';
-            r->role[NP_FMT_ROLE_LEN - 1] = r->dtype[NP_FMT_DTYPE_LEN - 1] = '\0';
-            if (strcmp(r->role, "parameters") != 0 || strstr(r->call, ".backward"))
-                continue;
-            char key[NP_FMT_NAME_LEN * 2];
-            param_name(key, sizeof key, r);
-            if (json_object_get(params, key))
-                continue; /* first use of the parameter in the step */
-            if (r->has_data && data >= 0 && H5Lexists(data, r->name, H5P_DEFAULT) > 0)
-                st = add_dataset(params, data, r->name, key, file, r->dtype, err);
-            else if (add_entry_stats(params, key, r) != NP_OK)
-                st = np_error_set(err, NP_ERR_NOMEM, file, r->name, "out of memory");
-        }
-    }
-done:
-    free(rows);
-    if (data >= 0)
-        H5Gclose(data);
-    if (mt >= 0)
-        H5Tclose(mt);
-    if (sp >= 0)
-        H5Sclose(sp);
-    if (ds >= 0)
-        H5Dclose(ds);
-    if (f >= 0)
-        H5Fclose(f);
-    np_h5_unquiet(&q);
-    if (st == NP_OK)
-        *used = file;
-    else
-        free(file);
+    if (st == NP_OK && !(*used = strdup(refs[pick].path)))
+        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    np_dumpio_buf_free(&w.buf);
+    np_dumpio_close(w.d);
+    free(refs);
     return st;
 }
 
@@ -365,10 +366,10 @@ np_status np_cc_weights_tensors(json_t *params, const np_named_tensor *w, int n,
         for (int d = 0; d < t->ndim; d++)
             json_array_append_new(shape, json_integer((json_int_t)t->shape[d]));
         char hex[65];
-        np_sha256_hex(hex, t->numel ? t->data : "", (size_t)t->numel * dtypes[t->dtype].size);
+        np_sha256_hex(hex, t->numel ? t->data : "", (size_t)t->numel * np_dtype_storage_size(t->dtype));
         json_t *o = np_cc_stats_json(t->data, dtypes[t->dtype].kind, t->numel);
         if (!o || json_object_set_new(o, "sha256", json_string(hex)) ||
-            json_object_set_new(o, "dtype", json_string(dtypes[t->dtype].name)) ||
+            json_object_set_new(o, "dtype", json_string(np_dtype_name(t->dtype))) ||
             json_object_set_new(o, "shape", shape) || json_object_set_new(params, name, o))
             return np_error_set(err, NP_ERR_NOMEM, NULL, name, "out of memory");
     }

@@ -763,9 +763,9 @@ np_status np_h5w_step_end(np_h5w *w, const np_h5w_scope *scope, np_error *err)
     if (!st)
         st = write_rows(w, err);
     if (!st && scope &&
-        (attr_str(w->file, NP_H5W_ATTR_SCOPE, scope->state) < 0 ||
-         attr_str(w->file, NP_H5W_ATTR_SCOPE_FIRST, scope->first) < 0 ||
-         attr_str(w->file, NP_H5W_ATTR_SCOPE_LAST, scope->last) < 0))
+        (attr_str(w->file, NP_FMT_ATTR_SCOPE, scope->state) < 0 ||
+         attr_str(w->file, NP_FMT_ATTR_SCOPE_FIRST, scope->first) < 0 ||
+         attr_str(w->file, NP_FMT_ATTR_SCOPE_LAST, scope->last) < 0))
         st = h5fail(err, w->partial, "writing the scope attributes");
     if (st) {
         np_h5w_abandon(w);

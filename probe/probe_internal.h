@@ -107,9 +107,6 @@ np_status np_h5w_clear_step(const char *dump_path, int64_t step, int64_t rank, n
 /* How the config's scope fared in a step (root attributes scope,
  * scope_first, scope_last, written only when a scope is configured;
  * docs/FORMAT.md). */
-#define NP_H5W_ATTR_SCOPE "scope"
-#define NP_H5W_ATTR_SCOPE_FIRST "scope_first"
-#define NP_H5W_ATTR_SCOPE_LAST "scope_last"
 typedef struct np_h5w_scope {
     char state[16];                 /* "closed", "open", "not reached" */
     char first[NP_FMT_NAME_LEN], last[NP_FMT_NAME_LEN];

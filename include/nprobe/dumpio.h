@@ -51,7 +51,7 @@ typedef enum np_dumpio_state {
 
 /* One step file (or a rank directory without one) found under a path. */
 typedef struct np_dumpio_ref {
-    char path[4096];
+    const char *path;               /* in the same allocation as the refs */
     int step, rank;                 /* from the directory names; -1 when not known */
     np_dumpio_state state;
     const np_dumpio_source *source; /* the format that found it */
@@ -61,7 +61,8 @@ typedef struct np_dumpio_ref {
  * directory or a dump root, in whichever registered format recognises the
  * path (np_dumpio_source.detect, in registration order). Sorted by step,
  * rank, then state (a complete file before a partial one of the same step
- * and rank). *out is the caller's (free()); *n is >= 1 on success.
+ * and rank). *out is the caller's: one free() releases the refs and their
+ * paths (build them with dumpio/internal.h's list); *n is >= 1 on success.
  * NP_ERR_NOTFOUND when `path` does not exist or holds no dump (the message
  * says what was expected). */
 np_status np_dumpio_find(np_dumpio_ref **out, size_t *n, const char *path, np_error *err);
@@ -183,7 +184,9 @@ typedef struct np_dumpio_payload {
     int nseg;
     np_dumpio_crc crc_kind;
     uint32_t crc;                    /* CRC_GIVEN: the stored bytes' crc32 */
-    void *owned;                     /* freed by np_dumpio_payload_release */
+    void *owned;                     /* the source's: freed by np_dumpio_payload_release
+                                      * with `release`, or free() when that is NULL */
+    void (*release)(struct np_dumpio_payload *p);
 } np_dumpio_payload;
 
 /* Payload flags. */
@@ -214,7 +217,8 @@ np_status np_dumpio_read_values(double *out, size_t max, size_t *n, np_dumpio *d
  * few at a time and not one process per file, starting at once and running
  * ahead of the caller; np_dumpio_checker_wait gives a file's verdict when
  * it is known. A child that dies or runs out of time on a file marks that
- * file corrupt and a new child goes on with the next. The refs are copied.
+ * file corrupt and a new child goes on with the next. The refs are
+ * borrowed: they must outlive the checker.
  * Files whose source has no walk, or when isolation is off
  * (NPROBE_NO_ISOLATION) or no child can be started, pass unchecked. */
 typedef struct np_dumpio_checker np_dumpio_checker;

@@ -48,6 +48,11 @@ extern "C" {
 #define NP_FMT_ATTR_LOSS_SCALE "loss_scale"         /* float64: the factor the step's gradients
                                                        carry (1 without a loss scaler; absent in
                                                        files of nprobe 0.x before it: read as 1) */
+#define NP_FMT_ATTR_SCOPE "scope"                   /* string, only with a configured scope:
+                                                       "closed", "open" or "not reached" */
+#define NP_FMT_ATTR_SCOPE_FIRST "scope_first"       /* string: the configured range's first call */
+#define NP_FMT_ATTR_SCOPE_LAST "scope_last"         /* string: its last call */
+#define NP_FMT_PARTIAL_SUFFIX ".partial"            /* a step in progress: dump.h5.partial */
 
 #define NP_FMT_ENTRIES "entries"
 #define NP_FMT_CALLS "calls"

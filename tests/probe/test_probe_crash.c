@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "nprobe/dumpfile.h"
+#include "nprobe/dumpio.h"
 #include "nprobe/probe.h"
 
 #define MAX_STEPS 40
@@ -92,16 +92,16 @@ typedef struct content {
 static int load(content *c, const char *path)
 {
     memset(c, 0, sizeof *c);
-    np_dump *d = NULL;
-    if (np_dump_open(&d, path, NULL))
+    np_dumpio *d = NULL;
+    if (np_dumpio_open(&d, path, NULL, 0, NULL))
         return -1;
-    int rc = np_dump_read_entries(&c->rows, &c->n, d, NULL) ? -1 : 0;
+    int rc = np_dumpio_read_entries(&c->rows, &c->n, d, NULL) ? -1 : 0;
     if (rc == 0 && c->n) {
         c->data = calloc(c->n * (size_t)NUMEL, sizeof(float));
         double *v = malloc(NUMEL * sizeof *v);
         for (size_t i = 0; i < c->n && rc == 0; i++) {
             size_t got;
-            if (np_dump_read_values(v, (size_t)NUMEL, &got, NULL, d, c->rows[i].name, NULL) ||
+            if (np_dumpio_read_values(v, (size_t)NUMEL, &got, d, c->rows[i].name, c->rows[i].numel, NULL) ||
                 got != (size_t)NUMEL) {
                 rc = -1;
                 break;
@@ -111,7 +111,7 @@ static int load(content *c, const char *path)
         }
         free(v);
     }
-    np_dump_close(d);
+    np_dumpio_close(d);
     return rc;
 }
 
@@ -134,8 +134,8 @@ static int check_partial(const char *path, const content *ref)
 {
     pid_t pid = fork();
     if (pid == 0) {
-        np_dump *d = NULL;
-        np_status st = np_dump_open(&d, path, NULL);
+        np_dumpio *d = NULL;
+        np_status st = np_dumpio_open(&d, path, NULL, 0, NULL);
         if (st == NP_ERR_INCOMPLETE || st == NP_ERR_FORMAT)
             _exit(1);
         if (st)
@@ -143,8 +143,8 @@ static int check_partial(const char *path, const content *ref)
         /* complete = 1 in a .partial: killed while closing the step or before
          * the rename. The .partial name is what marks the step incomplete;
          * such a file is either refused cleanly or holds the whole step. */
-        int closed = np_dump_get_info(d)->complete != 0;
-        np_dump_close(d);
+        int closed = np_dumpio_get_info(d)->complete != 0;
+        np_dumpio_close(d);
         content c;
         if (load(&c, path) != 0)
             _exit(1);

@@ -21,8 +21,22 @@
 #include <zlib.h>
 
 #include "check.h"
-#include "nprobe/dumpfile.h"
+#include "nprobe/dumpio.h"
 #include "nprobe/probe.h"
+
+/* The numel of leaf `leaf` in the entries of d, -1 if absent. */
+static int64_t leaf_numel(np_dumpio *d, const char *leaf)
+{
+    np_entry_rec *e = NULL;
+    size_t n = 0;
+    int64_t v = -1;
+    if (np_dumpio_read_entries(&e, &n, d, NULL) == NP_OK)
+        for (size_t i = 0; i < n; i++)
+            if (strcmp(e[i].name, leaf) == 0)
+                v = e[i].numel;
+    free(e);
+    return v;
+}
 
 static char g_tmp[512];
 
@@ -668,19 +682,19 @@ static void test_embed(void)
     check_names("embed", step_file(f, sizeof f, dir, 0, 0), want, 3);
 
     /* The reader API reads the same file. */
-    np_dump *d = NULL;
-    CHECK_EQ_INT(np_dump_open(&d, f, &err), NP_OK);
+    np_dumpio *d = NULL;
+    CHECK_EQ_INT(np_dumpio_open(&d, f, NULL, 0, &err), NP_OK);
     if (d) {
-        CHECK_EQ_INT(np_dump_get_info(d)->complete, 1);
+        CHECK_EQ_INT(np_dumpio_get_info(d)->complete, 1);
         double v[8];
         size_t nv;
         int64_t numel;
-        CHECK_EQ_INT(np_dump_read_values(v, 8, &nv, &numel, d,
-                                         "Functional.mul.0.forward.input.0", &err), NP_OK);
+        CHECK_EQ_INT(np_dumpio_read_values(v, 8, &nv, d, "Functional.mul.0.forward.input.0",
+                                           numel = leaf_numel(d, "Functional.mul.0.forward.input.0"), &err), NP_OK);
         CHECK_EQ_INT(nv, 3);
         CHECK_EQ_INT(numel, 3);
         CHECK_EQ_FLOAT(v[2], 3.0);
-        np_dump_close(d);
+        np_dumpio_close(d);
     }
 }
 
@@ -904,19 +918,19 @@ static void test_error_after_a_step(void)
         CHECK_EQ_INT(attr_i64(f, "complete"), 1);
         const char *want[] = {"Functional.relu.0.forward.output.0"};
         check_names("after a step", f, want, 1);
-        np_dump *d = NULL;
+        np_dumpio *d = NULL;
         np_error err;
         np_error_clear(&err);
-        CHECK_EQ_INT(np_dump_open(&d, f, &err), NP_OK);
+        CHECK_EQ_INT(np_dumpio_open(&d, f, NULL, 0, &err), NP_OK);
         if (d) {
             double v[64];
             size_t nv;
             int64_t numel;
-            CHECK_EQ_INT(np_dump_read_values(v, 64, &nv, &numel, d,
-                                             "Functional.relu.0.forward.output.0", &err), NP_OK);
+            CHECK_EQ_INT(np_dumpio_read_values(v, 64, &nv, d, "Functional.relu.0.forward.output.0",
+                                           numel = leaf_numel(d, "Functional.relu.0.forward.output.0"), &err), NP_OK);
             CHECK_EQ_INT(nv, 64);
             CHECK_EQ_FLOAT(v[63], 63.0);
-            np_dump_close(d);
+            np_dumpio_close(d);
         }
         step_file(f, sizeof f, d2, 1, 0);
         snprintf(part, sizeof part, "%s.partial", f);
@@ -1046,16 +1060,16 @@ static void test_embed_names(void)
                               "Functional.add.0.forward.input.1",
                               "Functional.add.0.forward.output.0"};
         check_names("embed names", step_file(f, sizeof f, dir, 0, 0), want, 3);
-        np_dump *d = NULL;
-        CHECK_EQ_INT(np_dump_open(&d, f, &err), NP_OK);
+        np_dumpio *d = NULL;
+        CHECK_EQ_INT(np_dumpio_open(&d, f, NULL, 0, &err), NP_OK);
         if (d) {
             double v[3];
             size_t nv;
             int64_t numel;
-            CHECK_EQ_INT(np_dump_read_values(v, 3, &nv, &numel, d,
-                                             "Functional.add.0.forward.input.0", &err), NP_OK);
+            CHECK_EQ_INT(np_dumpio_read_values(v, 3, &nv, d, "Functional.add.0.forward.input.0",
+                                           numel = leaf_numel(d, "Functional.add.0.forward.input.0"), &err), NP_OK);
             CHECK_EQ_FLOAT(v[0], 1.0); /* the first dump's data */
-            np_dump_close(d);
+            np_dumpio_close(d);
         }
         const char *want1[] = {"Functional.add.0.forward.input.0"};
         check_names("embed names step 1", step_file(f, sizeof f, dir, 1, 0), want1, 1);

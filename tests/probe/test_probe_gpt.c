@@ -17,7 +17,7 @@
 #include <zlib.h>
 
 #include "check.h"
-#include "nprobe/dumpfile.h"
+#include "nprobe/dumpio.h"
 #include "nprobe/model.h"
 #include "nprobe/probe.h"
 #include "nprobe/runtime.h"
@@ -145,13 +145,13 @@ static void check_case(tee *t, const char *root, const char *task, const char *l
             CHECK_MSG(stat(f, &sb) != 0, "overflow_check %s wrote %s", level, f);
             continue;
         }
-        np_dump *d = NULL;
-        CHECK_MSG(np_dump_open(&d, f, NULL) == NP_OK, "%s %s: cannot open %s", task, level, f);
+        np_dumpio *d = NULL;
+        CHECK_MSG(np_dumpio_open(&d, f, NULL, 0, NULL) == NP_OK, "%s %s: cannot open %s", task, level, f);
         if (!d)
             continue;
         np_entry_rec *e = NULL;
         size_t ne = 0;
-        np_dump_read_entries(&e, &ne, d, NULL);
+        np_dumpio_read_entries(&e, &ne, d, NULL);
         size_t k = 0;
         int mismatches = 0;
         for (int i = 0; i < t->n; i++) {
@@ -180,7 +180,7 @@ static void check_case(tee *t, const char *root, const char *task, const char *l
                 size_t nv = (size_t)e[k].numel, got = 0;
                 double *v = malloc(nv * sizeof *v);
                 float *fl = malloc(nv * sizeof *fl);
-                CHECK(np_dump_read_values(v, nv, &got, NULL, d, e[k].name, NULL) == NP_OK);
+                CHECK(np_dumpio_read_values(v, nv, &got, d, e[k].name, e[k].numel, NULL) == NP_OK);
                 double mx = -INFINITY, mn = INFINITY, sum = 0, sq = 0;
                 for (size_t j = 0; j < got; j++) {
                     fl[j] = (float)v[j];
@@ -204,7 +204,7 @@ static void check_case(tee *t, const char *root, const char *task, const char *l
         CHECK_MSG(mismatches == 0 && k == ne, "%s %s step %d: %d mismatches, %zu of %zu rows",
                   task, level, s, mismatches, k, ne);
         free(e);
-        np_dump_close(d);
+        np_dumpio_close(d);
     }
     if (strcmp(task, "overflow_check") == 0)
         return;

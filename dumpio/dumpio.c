@@ -1,0 +1,313 @@
+/* dumpio/dumpio.c - the front of np_dumpio: the registered sources, finding
+ * step files in whichever format recognises a path, the crash-isolated
+ * open, and what every source gets for free (all rows at once, the first
+ * values of a payload). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+struct np_dumpio {
+    const np_dumpio_source *src;
+    void *h;
+    np_dumpio_info info;
+    char path[4096];
+};
+
+/* ---- sources ---------------------------------------------------------------- */
+
+/* Detection order: the first source whose detect accepts a path reads it;
+ * when none does, the first one (nprobe's) says why not. */
+static const np_dumpio_source *const sources[] = {
+    &np_dumpio_nprobe_source,
+    NULL,
+};
+
+const np_dumpio_source *const *np_dumpio_sources(void) { return sources; }
+
+const np_dumpio_source *np_dumpio_source_by_name(const char *name)
+{
+    for (int i = 0; sources[i]; i++)
+        if (strcmp(sources[i]->name, name) == 0)
+            return sources[i];
+    return NULL;
+}
+
+static const np_dumpio_source *detect(const char *path)
+{
+    for (int i = 0; sources[i]; i++)
+        if (sources[i]->detect(path))
+            return sources[i];
+    return sources[0];
+}
+
+np_status np_dumpio_find(np_dumpio_ref **out, size_t *n, const char *path, np_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    const np_dumpio_source *src = detect(path);
+    np_status st = src->find(out, n, path, err);
+    if (st != NP_OK)
+        return st;
+    for (size_t i = 0; i < *n; i++)
+        (*out)[i].source = src;
+    return NP_OK;
+}
+
+/* ---- one file --------------------------------------------------------------- */
+
+typedef struct walk_arg {
+    const np_dumpio_source *src;
+    const char *path;
+} walk_arg;
+
+static int walk_child(void *arg)
+{
+    const walk_arg *w = arg;
+    return w->src->walk(w->path);
+}
+
+int dumpio_isolation_on(void)
+{
+    return getenv("NPROBE_NO_ISOLATION") == NULL;
+}
+
+np_status np_dumpio_open(np_dumpio **out, const char *path, const np_dumpio_source *source,
+                         unsigned flags, np_error *err)
+{
+    *out = NULL;
+    const np_dumpio_source *src = source ? source : detect(path);
+    /* a library that can crash or loop on corrupt metadata: walk the file
+     * in a child process first, and refuse it if the child dies */
+    if (src->walk && !(flags & NP_DUMPIO_CHECKED) && dumpio_isolation_on() &&
+        access(path, R_OK) == 0 && dumpio_is_file(path)) {
+        int sig = 0;
+        double limit = np_file_check_timeout();
+        walk_arg w = {src, path};
+        int r = np_run_isolated(walk_child, &w, limit, &sig);
+        np_status st = np_isolated_walk_error(err, path, r, sig, limit);
+        if (st != NP_OK)
+            return st;
+    }
+    np_dumpio *d = calloc(1, sizeof *d);
+    if (!d)
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    d->src = src;
+    d->info.loss_scale = 1.0;
+    d->info.step = d->info.rank = -1;
+    d->info.world_size = 1;
+    snprintf(d->path, sizeof d->path, "%s", path);
+    np_status st = src->open(&d->h, &d->info, path, err);
+    if (st != NP_OK) {
+        free(d);
+        return st;
+    }
+    d->info.source = src->name;
+    *out = d;
+    return NP_OK;
+}
+
+np_status np_dumpio_open_ref(np_dumpio **out, const np_dumpio_ref *ref, unsigned flags,
+                             np_error *err)
+{
+    return np_dumpio_open(out, ref->path, ref->source, flags, err);
+}
+
+void np_dumpio_close(np_dumpio *d)
+{
+    if (!d)
+        return;
+    d->src->close(d->h);
+    free(d);
+}
+
+const np_dumpio_info *np_dumpio_get_info(const np_dumpio *d) { return &d->info; }
+
+const char *np_dumpio_path(const np_dumpio *d) { return d->path; }
+
+np_status np_dumpio_entries(np_dumpio *d, const np_dumpio_entry_sink *sink, np_error *err)
+{
+    return d->src->entries(d->h, sink, err);
+}
+
+np_status np_dumpio_calls(np_dumpio *d, const np_dumpio_call_sink *sink, np_error *err)
+{
+    return d->src->calls(d->h, sink, err);
+}
+
+/* ---- all rows at once --------------------------------------------------------- */
+
+typedef struct collect {
+    void *v;
+    size_t n, cap, recsize;
+    const char *path;
+} collect;
+
+static np_status collect_begin(void *user, size_t n_hint, np_error *err)
+{
+    collect *c = user;
+    if (n_hint && n_hint > c->cap) {
+        void *v = realloc(c->v, n_hint * c->recsize);
+        if (!v)
+            return np_error_set(err, NP_ERR_NOMEM, c->path, NULL, "out of memory for %zu rows",
+                                n_hint);
+        c->v = v;
+        c->cap = n_hint;
+    }
+    return NP_OK;
+}
+
+static np_status collect_rows(collect *c, const void *rows, size_t n, np_error *err)
+{
+    if (c->n + n > c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 256;
+        while (cap < c->n + n)
+            cap *= 2;
+        void *v = realloc(c->v, cap * c->recsize);
+        if (!v)
+            return np_error_set(err, NP_ERR_NOMEM, c->path, NULL, "out of memory for %zu rows",
+                                cap);
+        c->v = v;
+        c->cap = cap;
+    }
+    memcpy((char *)c->v + c->n * c->recsize, rows, n * c->recsize);
+    c->n += n;
+    return NP_OK;
+}
+
+static np_status collect_entries(void *user, np_entry_rec *rows, size_t first, size_t n,
+                                 np_error *err)
+{
+    (void)first;
+    return collect_rows(user, rows, n, err);
+}
+
+static np_status collect_calls(void *user, np_call_rec *rows, size_t first, size_t n,
+                               np_error *err)
+{
+    (void)first;
+    return collect_rows(user, rows, n, err);
+}
+
+static np_status collect_done(void **out, size_t *n, collect *c, np_status st)
+{
+    if (st != NP_OK || c->n == 0) {
+        free(c->v);
+        c->v = NULL;
+        c->n = 0;
+    }
+    *out = c->v;
+    *n = c->n;
+    return st;
+}
+
+np_status np_dumpio_read_entries(np_entry_rec **out, size_t *n, np_dumpio *d, np_error *err)
+{
+    collect c = {NULL, 0, 0, sizeof(np_entry_rec), d->path};
+    np_dumpio_entry_sink s = {collect_begin, collect_entries, &c};
+    void *v;
+    np_status st = collect_done(&v, n, &c, np_dumpio_entries(d, &s, err));
+    *out = v;
+    return st;
+}
+
+np_status np_dumpio_read_calls(np_call_rec **out, size_t *n, np_dumpio *d, np_error *err)
+{
+    collect c = {NULL, 0, 0, sizeof(np_call_rec), d->path};
+    np_dumpio_call_sink s = {collect_begin, collect_calls, &c};
+    void *v;
+    np_status st = collect_done(&v, n, &c, np_dumpio_calls(d, &s, err));
+    *out = v;
+    return st;
+}
+
+/* ---- payloads ----------------------------------------------------------------- */
+
+void np_dumpio_buf_free(np_dumpio_buf *b)
+{
+    if (!b)
+        return;
+    free(b->p);
+    b->p = NULL;
+    b->cap = 0;
+}
+
+np_status np_dumpio_payload_get(np_dumpio_payload *out, np_dumpio *d, const char *leaf,
+                                int64_t numel, unsigned flags, np_dumpio_buf *buf, np_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->fd = -1;
+    out->numel = numel;
+    return d->src->payload(out, d->h, leaf, numel, flags, buf, err);
+}
+
+void np_dumpio_payload_release(np_dumpio_payload *p)
+{
+    if (!p)
+        return;
+    if (p->release)
+        p->release(p);
+    else
+        free(p->owned);
+    p->owned = NULL;
+    p->release = NULL;
+    p->segs = NULL;
+    p->nseg = 0;
+}
+
+/* The first `want` elements of a FILE_F32 payload as doubles. */
+static int read_file_head(double *out, size_t want, const np_dumpio_payload *p)
+{
+    size_t done = 0;
+    for (int s = 0; s < p->nseg && done < want; s++) {
+        const np_dumpio_seg *g = &p->segs[s];
+        if (g->start > (int64_t)done || g->start + g->count <= (int64_t)done)
+            continue; /* segments are in element order; a gap is not expected */
+        size_t skip = done - (size_t)g->start;
+        size_t take = (size_t)g->count - skip;
+        if (take > want - done)
+            take = want - done;
+        float tmp[1024];
+        while (take) {
+            size_t k = take < 1024 ? take : 1024;
+            off_t at = (off_t)(g->addr + (uint64_t)skip * sizeof(float));
+            if (pread(p->fd, tmp, k * sizeof(float), at) != (ssize_t)(k * sizeof(float)))
+                return -1;
+            for (size_t i = 0; i < k; i++)
+                out[done + i] = tmp[i];
+            done += k;
+            skip += k;
+            take -= k;
+        }
+    }
+    return done == want ? 0 : -1;
+}
+
+np_status np_dumpio_read_values(double *out, size_t max, size_t *n, np_dumpio *d,
+                                const char *leaf, int64_t numel, np_error *err)
+{
+    *n = 0;
+    np_dumpio_buf buf = {0};
+    np_dumpio_payload p;
+    np_status st = np_dumpio_payload_get(&p, d, leaf, numel, NP_DUMPIO_ALLOW_FILE, &buf, err);
+    if (st != NP_OK)
+        return st;
+    size_t want = numel > 0 && (uint64_t)numel < max ? (size_t)numel : (numel > 0 ? max : 0);
+    if (p.form == NP_DUMPIO_FILE_F32) {
+        if (read_file_head(out, want, &p) != 0)
+            st = np_error_set(err, NP_ERR_IO, d->path, leaf,
+                              "reading the payload failed (truncated file?)");
+    } else {
+        for (size_t i = 0; i < want; i++)
+            out[i] = p.form == NP_DUMPIO_MEM_F64 ? ((const double *)p.mem)[i]
+                                                 : (double)((const float *)p.mem)[i];
+    }
+    if (st == NP_OK)
+        *n = want;
+    np_dumpio_payload_release(&p);
+    np_dumpio_buf_free(&buf);
+    return st;
+}
