@@ -3,7 +3,7 @@
  *
  * A dump is read through a *source*: one implementation per on-disk format
  * (nprobe's HDF5 dump, docs/FORMAT.md; msprobe's dump.json + .pt files),
- * each a table of functions (np_dumpio_source) registered in dumpio/source.c.
+ * each a table of functions (np_dumpio_source) listed in dumpio/dumpio.c.
  * Callers never see the format: they find the step files under a path,
  * open one, and read its root information, its /entries and /calls rows
  * (as np_entry_rec / np_call_rec, whatever the format stores) and payloads
@@ -235,7 +235,7 @@ void np_dumpio_checker_free(np_dumpio_checker *c);
 /* ==== sources ============================================================ */
 
 /* One on-disk format: a const table defined in dumpio/<format>.c and listed
- * in dumpio/source.c (np_dumpio_sources). Helpers the sources share (step
+ * in dumpio/dumpio.c (np_dumpio_sources). Helpers the sources share (step
  * and rank directory names, ref lists) are in dumpio/internal.h. Every function gets what it needs; `h` is the
  * source's own handle of an open file. Required: name, detect, find, open,
  * info (filled by open), entries, calls, payload, close. Optional (NULL):
