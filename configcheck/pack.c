@@ -31,6 +31,12 @@ static np_status collect_run(builder *b, const np_run_info *run, np_error *err)
                                 json_string(run->hyperparams[i].value)))
             return np_error_set(err, NP_ERR_ARG, NULL, "hyperparams",
                                 "run hyperparameter %d: expected a UTF-8 key and value", i);
+    for (int i = 0; i < run->n_libs; i++)
+        if (!run->libs[i].key || !run->libs[i].value ||
+            json_object_set_new(b->docs[NP_CC_LIBS], run->libs[i].key,
+                                json_string(run->libs[i].value)))
+            return np_error_set(err, NP_ERR_ARG, NULL, "libs",
+                                "run library %d: expected a UTF-8 name and version", i);
     for (int i = 0; i < run->n_random; i++)
         if (!run->random[i].key || !run->random[i].value ||
             json_object_set_new(b->docs[NP_CC_RANDOM], run->random[i].key,

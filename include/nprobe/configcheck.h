@@ -34,6 +34,9 @@ typedef struct np_run_info {
     const np_named_tensor *weights; int n_weights; /* initial parameters */
     const char *const *batch_hashes; int n_batches; /* hex SHA-256 of the first batches */
     const char *const *data_files;   int n_data_files; /* files the run read (--data) */
+    /* added at ABI level 1 (zero in older callers' designated initialisers) */
+    const np_kv *libs;         int n_libs;         /* framework versions for libs.json:
+                                                      "torch"="2.1.0", "cuda"="12.1", ... */
 } np_run_info;
 
 /* Write a complete pack for a run of the runtime to `zip_path`. */

@@ -148,3 +148,48 @@ def version():
 def library_path():
     """The libnprobe file this package loaded."""
     return _PATH
+
+
+# ---- config_check (nprobe/configcheck.h) -------------------------------------
+
+class KV(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_char_p), ("value", ctypes.c_char_p)]
+
+
+class Tensor(ctypes.Structure):
+    """np_tensor (nprobe/tensor.h): bf16/fp16 values in float32 storage."""
+    _fields_ = [("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("shape", ctypes.c_int64 * MAX_DIMS), ("numel", ctypes.c_int64),
+                ("data", ctypes.c_void_p), ("grad", ctypes.c_void_p),
+                ("requires_grad", ctypes.c_int), ("name", ctypes.c_char_p),
+                ("rt", ctypes.c_void_p)]
+
+
+class NamedTensor(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("t", ctypes.POINTER(Tensor))]
+
+
+class RunInfo(ctypes.Structure):
+    _fields_ = [("hyperparams", ctypes.POINTER(KV)), ("n_hyperparams", ctypes.c_int),
+                ("random", ctypes.POINTER(KV)), ("n_random", ctypes.c_int),
+                ("weights", ctypes.POINTER(NamedTensor)), ("n_weights", ctypes.c_int),
+                ("batch_hashes", ctypes.POINTER(ctypes.c_char_p)), ("n_batches", ctypes.c_int),
+                ("data_files", ctypes.POINTER(ctypes.c_char_p)), ("n_data_files", ctypes.c_int),
+                ("libs", ctypes.POINTER(KV)), ("n_libs", ctypes.c_int)]
+
+
+class PackOpts(ctypes.Structure):
+    _fields_ = [("weights_path", ctypes.c_char_p), ("dump_path", ctypes.c_char_p),
+                ("datasets", ctypes.POINTER(ctypes.c_char_p)), ("n_datasets", ctypes.c_int),
+                ("hyperparams_path", ctypes.c_char_p), ("seed", ctypes.c_longlong),
+                ("has_seed", ctypes.c_int), ("python", ctypes.c_char_p)]
+
+
+cc_pack_ex = _sig("np_cc_pack_ex", _I, _S, ctypes.POINTER(PackOpts), ctypes.POINTER(RunInfo), _E)
+
+
+def kv_array(pairs):
+    arr = (KV * max(1, len(pairs)))()
+    for i, (k, v) in enumerate(pairs):
+        arr[i].key, arr[i].value = str(k).encode(), str(v).encode()
+    return arr, len(pairs)

@@ -26,7 +26,7 @@ static void pack_run(const char *zip, const char *seed, const char *data_file)
     np_kv hp[2] = {{"lr", "0.001"}, {"batch", "4"}};
     const char *batches[1] = {"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"};
     const char *files[1] = {data_file};
-    np_run_info run = {hp, 2, rnd, 2, nt, 1, batches, 1, files, 1};
+    np_run_info run = {hp, 2, rnd, 2, nt, 1, batches, 1, files, 1, NULL, 0};
     np_cc_pack_opts o;
     memset(&o, 0, sizeof o);
     o.python = "";

@@ -261,7 +261,7 @@ static void test_checkpoint_weights(void)
     cc_path(data, sizeof data, "train.txt");
     cc_write_file(data, "hello world\n", 12);
     const char *files[1] = {data};
-    np_run_info run = {hp, 2, rnd, 2, nt, 2, batches, 2, files, 1};
+    np_run_info run = {hp, 2, rnd, 2, nt, 2, batches, 2, files, 1, NULL, 0};
     char zr[600];
     cc_path(zr, sizeof zr, "run.zip");
     np_cc_pack_opts none;
