@@ -27,6 +27,7 @@ int np_cmd_compare(int argc, char **argv);
 int np_cmd_config_check(int argc, char **argv);
 int np_cmd_ls(int argc, char **argv);
 int np_cmd_show(int argc, char **argv);
+int np_cmd_replay(int argc, char **argv);
 
 /* Print "nprobe: <message>\n" to stderr. */
 void np_cli_error(const char *fmt, ...)

@@ -11,6 +11,7 @@ static const np_cmd commands[] = {
     {"config_check", np_cmd_config_check, "pack an environment into a zip, or diff two packs"},
     {"ls", np_cmd_ls, "list the entries, calls or module tree of a dump"},
     {"show", np_cmd_show, "print one tensor's statistics and first values from a dump"},
+    {"replay", np_cmd_replay, "recompute each dumped call in float64 and report its isolated error"},
 };
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

@@ -1,0 +1,277 @@
+/* cli/cmd_replay.c - `nprobe replay DUMP [-o DIR] ...`: recompute every
+ * dumped API call in float64 (include/nprobe/replay.h), print per step and
+ * rank the counts and the calls whose isolated error exceeds its budget,
+ * write the reports. One table drives parsing, usage and help. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cblas.h>
+
+#include "cmd.h"
+#include "nprobe/dumpio.h"
+#include "nprobe/replay.h"
+
+typedef struct rp_args {
+    const char *dump, *out, *format;
+    long step, rank, top;
+    double budget_scale;
+} rp_args;
+
+enum { OPT_OUT, OPT_FORMAT, OPT_STEP, OPT_RANK, OPT_TOP, OPT_BUDGET, OPT_COUNT };
+
+static const struct {
+    const char *name, *arg, *help;
+} opts[OPT_COUNT] = {
+    [OPT_OUT] = {"-o", "DIR", "write the reports into DIR (created; default: no report files)"},
+    [OPT_FORMAT] = {"--format", "LIST", "report formats, comma-separated: xlsx, csv, json (xlsx)"},
+    [OPT_STEP] = {"--step", "N", "only step N"},
+    [OPT_RANK] = {"--rank", "N", "only rank N"},
+    [OPT_TOP] = {"--top", "N", "print at most N exceeding calls per step and rank (10)"},
+    [OPT_BUDGET] = {"--budget-scale", "X", "multiply every budget by X (1)"},
+};
+
+static void help(FILE *out)
+{
+    fprintf(out, "usage: nprobe replay DUMP [options]\n"
+                 "\n"
+                 "Recompute every API call of a tensor-task dump in float64 from its dumped\n"
+                 "inputs and scalar arguments (forward), or from the dumped forward inputs and\n"
+                 "incoming gradients (backward), and report each call's isolated error: the\n"
+                 "dumped output against the float64 result, in units of the rounding of the\n"
+                 "output's dtype (u = 2^-24 float32, 2^-8 bfloat16, 2^-11 float16), per element\n"
+                 "relative to the sum of the absolute values of the terms that make it.\n"
+                 "A correct op stays within its budget (float32 256 u, bfloat16/float16 8 u,\n"
+                 "shape ops 0.5 u; docs/COMPARE.md); calls without a float64 reference or\n"
+                 "with inputs missing from the dump are listed as not recomputable.\n"
+                 "DUMP is a dump root, a step or rank directory or a dump.h5.\n"
+                 "\noptions:\n");
+    for (int i = 0; i < OPT_COUNT; i++) {
+        char left[40];
+        snprintf(left, sizeof left, "%s %s", opts[i].name, opts[i].arg);
+        fprintf(out, "  %-22s %s\n", left, opts[i].help);
+    }
+    fprintf(out, "  %-22s %s\n", "-h, --help", "this help");
+    fprintf(out, "\nexit code: 0 every recomputed call within its budget, 1 a call exceeds it,\n"
+                 "2 usage or input error (no dump, unreadable file).\n");
+}
+
+static int parse_opt(rp_args *a, int k, const char *v)
+{
+    double x;
+    char *end;
+    switch (k) {
+    case OPT_OUT: a->out = v; return 0;
+    case OPT_FORMAT: a->format = v; return 0;
+    case OPT_STEP: return np_cli_parse_int("--step", v, 0, 1L << 40, &a->step);
+    case OPT_RANK: return np_cli_parse_int("--rank", v, 0, 1L << 30, &a->rank);
+    case OPT_TOP: return np_cli_parse_int("--top", v, 0, 1L << 30, &a->top);
+    default:
+        errno = 0;
+        x = strtod(v, &end);
+        if (errno || *end || end == v || !(x > 0) || !isfinite(x)) {
+            np_cli_error("--budget-scale: expected a positive number, got '%s'", v);
+            return -1;
+        }
+        a->budget_scale = x;
+        return 0;
+    }
+}
+
+static int parse_args(rp_args *a, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        int k = 0;
+        while (k < OPT_COUNT && strcmp(argv[i], opts[k].name) != 0)
+            k++;
+        if (k < OPT_COUNT) {
+            if (i + 1 >= argc) {
+                np_cli_error("%s: expected %s", opts[k].name, opts[k].arg);
+                return NP_EXIT_USAGE;
+            }
+            if (parse_opt(a, k, argv[++i]))
+                return NP_EXIT_USAGE;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            np_cli_error("unknown option '%s' (nprobe replay --help lists them)", argv[i]);
+            return NP_EXIT_USAGE;
+        } else if (!a->dump) {
+            a->dump = argv[i];
+        } else {
+            np_cli_error("one DUMP expected, got '%s' too", argv[i]);
+            return NP_EXIT_USAGE;
+        }
+    }
+    if (!a->dump) {
+        np_cli_error("a DUMP is required (nprobe replay --help)");
+        return NP_EXIT_USAGE;
+    }
+    for (const char *f = a->format; *f;) {
+        size_t n = strcspn(f, ",");
+        if (!((n == 4 && strncmp(f, "xlsx", 4) == 0) || (n == 3 && strncmp(f, "csv", 3) == 0) ||
+              (n == 4 && strncmp(f, "json", 4) == 0))) {
+            np_cli_error("--format: expected xlsx, csv or json (comma-separated), got '%.*s'",
+                         (int)n, f);
+            return NP_EXIT_USAGE;
+        }
+        f += n + (f[n] == ',');
+    }
+    return 0;
+}
+
+static int by_ratio(const void *x, const void *y)
+{
+    const np_replay_call *a = *(const np_replay_call *const *)x;
+    const np_replay_call *b = *(const np_replay_call *const *)y;
+    return a->ratio < b->ratio ? 1 : a->ratio > b->ratio ? -1 : 0;
+}
+
+static void print_result(const np_replay_result *r, long top)
+{
+    printf("step %lld rank %lld (%s on %s, %s): %zu calls: %zu pass, %zu exceed, %zu not "
+           "recomputable (%.2f s)\n",
+           (long long)r->step, (long long)r->rank, r->task, r->device, r->precision, r->n_calls,
+           r->count[NP_REPLAY_PASS], r->count[NP_REPLAY_EXCEEDS], r->count[NP_REPLAY_SKIPPED],
+           r->seconds);
+    const np_replay_call **ex = malloc((r->count[NP_REPLAY_EXCEEDS] + 1) * sizeof *ex);
+    size_t n = 0;
+    for (size_t i = 0; ex && i < r->n_calls; i++)
+        if (r->calls[i].status == NP_REPLAY_EXCEEDS)
+            ex[n++] = &r->calls[i];
+    if (ex)
+        qsort(ex, n, sizeof *ex, by_ratio);
+    for (size_t i = 0; ex && i < n && (long)i < top; i++)
+        printf("  exceeds: %s  %.3g u (%.3g x the budget): %s\n", ex[i]->name, ex[i]->err_units,
+               ex[i]->ratio, ex[i]->reason);
+    if ((long)n > top)
+        printf("  ... %zu more exceeding calls in the report\n", n - (size_t)top);
+    free(ex);
+    size_t shown = 0;
+    for (size_t i = 0; i < r->n_calls && shown < 5; i++)
+        if (r->calls[i].status == NP_REPLAY_SKIPPED) {
+            printf("  not recomputable: %s: %s\n", r->calls[i].name, r->calls[i].reason);
+            shown++;
+        }
+    if (r->count[NP_REPLAY_SKIPPED] > shown)
+        printf("  ... %zu more not recomputable calls in the report\n",
+               r->count[NP_REPLAY_SKIPPED] - shown);
+}
+
+static int has_format(const char *list, const char *f)
+{
+    size_t n = strlen(f);
+    for (const char *p = list; *p;) {
+        size_t k = strcspn(p, ",");
+        if (k == n && strncmp(p, f, n) == 0)
+            return 1;
+        p += k + (p[k] == ',');
+    }
+    return 0;
+}
+
+static int write_reports(const np_replay_result *r, const rp_args *a)
+{
+    char base[4096];
+    char stamp[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", &tm);
+    static const char *const exts[] = {"xlsx", "csv", "json"};
+    for (int i = 0; i < 3; i++) {
+        if (!has_format(a->format, exts[i]))
+            continue;
+        np_error err;
+        np_error_clear(&err);
+        np_status st = NP_OK;
+        for (int k = 1; k < 100; k++) {
+            snprintf(base, sizeof base, "%s/replay_result_rank%lld_step%lld_%s%s%.0d.%s", a->out,
+                     (long long)r->rank, (long long)r->step, stamp, k > 1 ? "_" : "", k > 1 ? k : 0,
+                     exts[i]);
+            np_error_clear(&err);
+            st = i == 0 ? np_replay_write_xlsx(r, base, &err)
+                 : i == 1 ? np_replay_write_csv(r, base, &err)
+                          : np_replay_write_json(r, base, &err);
+            if (st == NP_OK || errno != EEXIST)
+                break;
+        }
+        if (st) {
+            np_cli_report(&err);
+            return NP_EXIT_USAGE;
+        }
+        printf("  report: %s\n", base);
+    }
+    return 0;
+}
+
+static void progress(size_t done, size_t total, void *user)
+{
+    (void)user;
+    fprintf(stderr, "\rnprobe replay: %zu/%zu calls", done, total);
+    if (done >= total)
+        fputs("\r\033[K", stderr);
+    fflush(stderr);
+}
+
+int np_cmd_replay(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (np_cli_is_help(argv[i])) {
+            help(stdout);
+            return NP_EXIT_OK;
+        }
+    rp_args a = {NULL, NULL, "xlsx", -1, -1, 10, 1.0};
+    int rc = parse_args(&a, argc, argv);
+    if (rc)
+        return rc;
+    np_error err;
+    np_error_clear(&err);
+    np_dumpio_ref *refs = NULL;
+    size_t n = 0;
+    if (np_dumpio_find(&refs, &n, a.dump, &err)) {
+        np_cli_report(&err);
+        return NP_EXIT_USAGE;
+    }
+    if (a.out && np_mkdirs(a.out) != 0) {
+        np_cli_error("%s: cannot create the output directory: %s", a.out, strerror(errno));
+        free(refs);
+        return NP_EXIT_USAGE;
+    }
+    openblas_set_num_threads(1); /* the bits must not depend on a thread count */
+    np_replay_options o;
+    np_replay_options_init(&o);
+    o.budget_scale = a.budget_scale;
+    if (np_cli_stderr_is_tty())
+        o.progress = progress;
+    int done = 0;
+    rc = NP_EXIT_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (refs[i].state != NP_DUMPIO_COMPLETE || (a.step >= 0 && refs[i].step != a.step) ||
+            (a.rank >= 0 && refs[i].rank != a.rank))
+            continue;
+        np_replay_result *r = NULL;
+        np_error_clear(&err);
+        if (np_replay_file(&r, refs[i].path, &o, &err)) {
+            np_cli_report(&err);
+            rc = NP_EXIT_USAGE;
+            continue;
+        }
+        done++;
+        print_result(r, a.top);
+        if (a.out && write_reports(r, &a))
+            rc = NP_EXIT_USAGE;
+        if (r->count[NP_REPLAY_EXCEEDS] && rc == NP_EXIT_OK)
+            rc = NP_EXIT_DIFF;
+        np_replay_result_free(r);
+    }
+    if (!done && rc == NP_EXIT_OK) {
+        np_cli_error("%s: no complete dump file%s%s", a.dump,
+                     a.step >= 0 || a.rank >= 0 ? " for the --step/--rank given" : "",
+                     n ? "" : " found");
+        rc = NP_EXIT_USAGE;
+    }
+    free(refs);
+    return rc;
+}

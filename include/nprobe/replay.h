@@ -1,0 +1,114 @@
+/* nprobe/replay.h - recompute every dumped API call in float64 and measure
+ * its isolated error (docs/COMPARE.md, "Replay and isolated error").
+ *
+ * For each call of a tensor-task dump whose inputs have payloads, the op
+ * registry (nprobe/ops.h) recomputes the outputs from the dumped inputs
+ * and scalar arguments (forward), or the input gradients from the dumped
+ * forward inputs and incoming gradients (backward), in float64. The
+ * isolated error of an output is
+ *
+ *     max_i |dumped_i - exact_i| / (u * mag_i + eta)
+ *
+ * in units of u, the unit roundoff of the output's dtype (2^-24 float32,
+ * 2^-8 bfloat16, 2^-11 float16), where mag_i is the element's magnitude
+ * (the sum of the absolute values of the terms that make it) and eta half
+ * the dtype's smallest subnormal. A correct op is within a few units; each
+ * dtype has a budget (np_replay_budget). Calls the registry cannot
+ * recompute are listed with the reason, never guessed.
+ *
+ *   np_replay_result *r = NULL;
+ *   np_replay_file(&r, "dump/step0/rank0/dump.h5", NULL, &err);
+ *   for r->calls[i]: status, isolated error, budget ...
+ *   np_replay_result_free(r);
+ *
+ * The library never prints. */
+#ifndef NPROBE_REPLAY_H
+#define NPROBE_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nprobe/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum np_replay_status {
+    NP_REPLAY_PASS = 0,       /* every output within its budget */
+    NP_REPLAY_EXCEEDS,        /* an output's isolated error exceeds its budget */
+    NP_REPLAY_SKIPPED         /* not recomputable here (reason says why) */
+} np_replay_status;
+/* "pass", "exceeds", "not recomputable". */
+const char *np_replay_status_name(np_replay_status s);
+
+/* One output (forward) or input gradient (backward) compared. */
+typedef struct np_replay_leaf {
+    char name[256];            /* the dumped leaf */
+    char dtype[16];
+    double err_units;          /* isolated error in units of u of dtype */
+    double budget;             /* in the same units */
+    double max_abs;            /* max |dumped - exact| */
+    double rel_l2;             /* ||dumped - exact|| / ||exact|| (NaN when the exact norm is 0) */
+    int64_t worst;             /* flat index of the worst element, -1 if none */
+    double worst_dumped, worst_exact;
+    int64_t numel;
+} np_replay_leaf;
+
+typedef struct np_replay_call {
+    char name[256];            /* "Functional.gelu.0.forward" */
+    char api[200];             /* "Functional.gelu" */
+    int backward;
+    int64_t seq;
+    np_replay_status status;
+    char reason[512];          /* why skipped / which output exceeded, "" when it passed */
+    double err_units;          /* worst over the leaves (NaN when skipped) */
+    double ratio;              /* err_units / budget of that leaf (NaN when skipped) */
+    np_replay_leaf *leaves;
+    int n_leaves;
+} np_replay_call;
+
+typedef struct np_replay_result {
+    char path[4096];
+    char task[32], device[64], precision[16];
+    int64_t step, rank;
+    np_replay_call *calls;
+    size_t n_calls;
+    size_t count[3];           /* by np_replay_status */
+    double seconds;            /* wall time of the recomputation */
+} np_replay_result;
+
+/* Progress: `done` of `total` calls. */
+typedef void (*np_replay_progress_fn)(size_t done, size_t total, void *user);
+
+typedef struct np_replay_options {
+    double budget_scale;       /* multiplies every budget (1) */
+    np_replay_progress_fn progress;
+    void *progress_user;
+} np_replay_options;
+
+void np_replay_options_init(np_replay_options *o);
+
+/* The budget of an output of logical dtype `dtype` ("float32", ...), in
+ * units of its unit roundoff; for shape ops (exact copies) 0.5. */
+double np_replay_budget(const char *dtype, int exact_op);
+/* The unit roundoff of a logical dtype (2^-24 for float32 and unknown names). */
+double np_replay_unit(const char *dtype);
+
+/* Replay one dump file (a step file of a tensor task). Fails only when the
+ * file cannot be read (NP_ERR_*, naming it); a dump without payloads gives
+ * every call as not recomputable. *out is the caller's. */
+np_status np_replay_file(np_replay_result **out, const char *path, const np_replay_options *o,
+                         np_error *err);
+void np_replay_result_free(np_replay_result *r);
+
+/* Reports (the columns are in docs/COMPARE.md): one row per compared leaf
+ * and one per call not recomputed. */
+np_status np_replay_write_csv(const np_replay_result *r, const char *path, np_error *err);
+np_status np_replay_write_json(const np_replay_result *r, const char *path, np_error *err);
+np_status np_replay_write_xlsx(const np_replay_result *r, const char *path, np_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

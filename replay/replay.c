@@ -1,0 +1,468 @@
+/* replay/replay.c - `nprobe replay`'s engine (include/nprobe/replay.h): read
+ * a tensor dump, recompute each API call in float64 through the op registry
+ * (include/nprobe/ops.h) and measure the isolated error of every output.
+ * Reads the dump through dumpio (nprobe/dumpio.h), whatever its format. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nprobe/dumpio.h"
+#include "nprobe/ops.h"
+#include "nprobe/replay.h"
+#include "nprobe/tensor.h"
+
+const char *np_replay_status_name(np_replay_status s)
+{
+    static const char *const names[] = {"pass", "exceeds", "not recomputable"};
+    return (unsigned)s < 3 ? names[s] : "unknown";
+}
+
+void np_replay_options_init(np_replay_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->budget_scale = 1.0;
+}
+
+double np_replay_unit(const char *dtype)
+{
+    if (dtype && strcmp(dtype, "bfloat16") == 0)
+        return 0x1p-8;
+    if (dtype && strcmp(dtype, "float16") == 0)
+        return 0x1p-11;
+    if (dtype && strcmp(dtype, "float64") == 0)
+        return 0x1p-53;
+    return 0x1p-24;
+}
+
+/* Half the smallest subnormal: below it, a difference is no rounding error. */
+static double unit_floor(const char *dtype)
+{
+    if (dtype && strcmp(dtype, "float16") == 0)
+        return 0x1p-25;
+    if (dtype && strcmp(dtype, "bfloat16") == 0)
+        return 0x1p-134;
+    if (dtype && strcmp(dtype, "float64") == 0)
+        return 0x1p-1074;
+    return 0x1p-150;
+}
+
+/* Budgets in units of u, docs/COMPARE.md: a correct kernel in a low dtype
+ * is within one rounding of the exact result on its (rounded) inputs, plus
+ * intermediate roundings of fused ops (sdpa's scores and probabilities);
+ * float32 kernels accumulate in float32 over K terms, measured against the
+ * magnitude (sum of |terms|) that bound covers. */
+double np_replay_budget(const char *dtype, int exact_op)
+{
+    if (exact_op)
+        return 0.5;
+    if (dtype && (strcmp(dtype, "bfloat16") == 0 || strcmp(dtype, "float16") == 0))
+        return 8.0;
+    if (dtype && strcmp(dtype, "float64") == 0)
+        return 4096.0;
+    return 256.0;
+}
+
+/* ---- the dump's tables ------------------------------------------------------ */
+
+typedef struct rp_dump {
+    np_dumpio *d;
+    const char *path;
+    np_entry_rec *e;
+    size_t n_e;
+    np_strmap names;            /* leaf name -> entry index */
+    double *buf[NP_OP_MAX_IN + 2 * NP_OP_MAX_OUT];
+    int n_buf;
+} rp_dump;
+
+static const np_entry_rec *leaf(const rp_dump *rd, const char *call, const char *role, int i)
+{
+    char name[NP_FMT_NAME_LEN + 40];
+    snprintf(name, sizeof name, "%s.%s.%d", call, role, i);
+    int k = np_strmap_get(&rd->names, name);
+    return k < 0 ? NULL : &rd->e[k];
+}
+
+static const np_entry_rec *kwarg(const rp_dump *rd, const char *call, const char *key)
+{
+    char name[NP_FMT_NAME_LEN + 80];
+    snprintf(name, sizeof name, "%s.kwargs.%s", call, key);
+    int k = np_strmap_get(&rd->names, name);
+    return k < 0 ? NULL : &rd->e[k];
+}
+
+static int is_low(const char *dt)
+{
+    return strcmp(dt, "bfloat16") == 0 || strcmp(dt, "float16") == 0;
+}
+
+static int is_wide(const char *dt)
+{
+    return strcmp(dt, "float32") == 0 || strcmp(dt, "float64") == 0;
+}
+
+/* Read a leaf's payload as doubles into a new buffer owned by rd (freed per call). */
+static double *read_leaf(rp_dump *rd, const np_entry_rec *en, np_error *err)
+{
+    if (rd->n_buf == (int)(sizeof rd->buf / sizeof rd->buf[0]))
+        return NULL;
+    double *p = malloc((size_t)(en->numel > 0 ? en->numel : 1) * sizeof(double));
+    if (!p)
+        return NULL;
+    rd->buf[rd->n_buf++] = p;
+    size_t n = 0;
+    if (np_dumpio_read_values(p, (size_t)en->numel, &n, rd->d, en->name, en->numel, err) != NP_OK ||
+        (int64_t)n != en->numel)
+        return NULL;
+    return p;
+}
+
+static void free_bufs(rp_dump *rd)
+{
+    for (int i = 0; i < rd->n_buf; i++)
+        free(rd->buf[i]);
+    rd->n_buf = 0;
+}
+
+static void view_of(np_op_tensor *t, const np_entry_rec *en, double *data)
+{
+    t->data = data;
+    t->ndim = en->ndim;
+    for (int i = 0; i < en->ndim && i < NP_OP_MAX_DIM; i++)
+        t->shape[i] = en->shape[i];
+    t->numel = en->numel;
+}
+
+/* ---- one call ------------------------------------------------------------------ */
+
+static void skip(np_replay_call *c, const char *what, const char *detail)
+{
+    c->status = NP_REPLAY_SKIPPED;
+    snprintf(c->reason, sizeof c->reason, "%.300s%.200s", what, detail);
+}
+
+/* The forward inputs and scalars of call `fwd` into oc; `round_to` (may be
+ * NULL): float inputs wider than it are rounded to it (autocast). */
+static int load_inputs(np_replay_call *c, np_op_call *oc, rp_dump *rd, const char *fwd,
+                       const char *kw_call, const char *round_to, np_error *err)
+{
+    const np_op_info *info = oc->info;
+    int n = 0;
+    for (const char *const *nm = info->inputs; *nm; nm++, n++) {
+        const np_entry_rec *en = leaf(rd, fwd, "input", n);
+        if (!en)
+            continue;
+        if (!en->has_data) {
+            skip(c, en->name, " has no payload");
+            return -1;
+        }
+        double *p = read_leaf(rd, en, err);
+        if (!p) {
+            skip(c, en->name, " could not be read");
+            return -1;
+        }
+        if (round_to && is_wide(en->dtype) && !(info->int_mask >> n & 1u)) {
+            np_dtype dt = (np_dtype)np_dtype_from_name(round_to);
+            for (int64_t i = 0; i < en->numel; i++)
+                p[i] = np_round_to(dt, (float)p[i]);
+        }
+        view_of(&oc->in[n], en, p);
+        oc->n_in = n + 1;
+    }
+    for (int i = 0; i < info->n_in_min; i++)
+        if (!oc->in[i].data) {
+            skip(c, info->inputs[i], ": this input is not in the dump");
+            return -1;
+        }
+    for (int i = 0; i < info->n_scalars; i++) {
+        const np_entry_rec *en = kwarg(rd, kw_call, info->scalars[i].name);
+        if (!en)
+            en = kwarg(rd, fwd, info->scalars[i].name);
+        if (en)
+            oc->sc[i] = en->mean;
+        else if (info->scalars[i].required &&
+                 !(info->op <= NP_OP_DIV && info->op >= NP_OP_ADD && oc->in[1].data)) {
+            skip(c, info->scalars[i].name, ": this scalar argument is not in the dump");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Isolated error of dumped values `d` against exact `r` with magnitudes `m`. */
+static void measure(np_replay_leaf *lf, const double *d, const double *r, const double *m,
+                    int64_t n, const char *dtype)
+{
+    double u = np_replay_unit(dtype), eta = unit_floor(dtype), worst = 0.0, se = 0.0, sr = 0.0;
+    lf->worst = -1;
+    lf->max_abs = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double e;
+        if (!isfinite(r[i]) || !isfinite(d[i]))
+            e = (isnan(r[i]) && isnan(d[i])) || r[i] == d[i] ? 0.0 : INFINITY;
+        else {
+            double a = fabs(d[i] - r[i]);
+            e = a / (u * m[i] + eta);
+            lf->max_abs = a > lf->max_abs ? a : lf->max_abs;
+            se += a * a;
+            sr += r[i] * r[i];
+        }
+        if (e > worst || (lf->worst < 0 && e >= worst)) {
+            worst = e;
+            lf->worst = i;
+        }
+    }
+    lf->err_units = worst;
+    lf->rel_l2 = sr > 0 ? sqrt(se / sr) : NAN;
+    if (lf->worst >= 0) {
+        lf->worst_dumped = d[lf->worst];
+        lf->worst_exact = r[lf->worst];
+    }
+}
+
+/* Compare computed tensors t[0..n) with the dumped leaves `call`.output.i. */
+static int compare_outputs(np_replay_call *c, rp_dump *rd, const char *call, np_op_tensor *t,
+                           int n, int exact_op, const np_replay_options *o, np_error *err)
+{
+    c->leaves = calloc((size_t)(n > 0 ? n : 1), sizeof *c->leaves);
+    if (!c->leaves)
+        return -1;
+    c->err_units = 0.0;
+    c->ratio = 0.0;
+    for (int i = 0; i < n; i++) {
+        const np_entry_rec *en = leaf(rd, call, "output", i);
+        if (!en || !en->has_data || !t[i].data)
+            continue;
+        if (en->numel != t[i].numel) {
+            skip(c, en->name, ": the recomputed shape differs from the dumped one");
+            return -1;
+        }
+        double *d = read_leaf(rd, en, err);
+        if (!d) {
+            skip(c, en->name, " could not be read");
+            return -1;
+        }
+        np_replay_leaf *lf = &c->leaves[c->n_leaves++];
+        snprintf(lf->name, sizeof lf->name, "%s", en->name);
+        snprintf(lf->dtype, sizeof lf->dtype, "%s", en->dtype);
+        lf->numel = en->numel;
+        lf->budget = np_replay_budget(en->dtype, exact_op) * o->budget_scale;
+        measure(lf, d, t[i].data, t[i].mag, en->numel, en->dtype);
+        double ratio = lf->err_units / lf->budget;
+        if (c->n_leaves == 1 || ratio > c->ratio) {
+            c->ratio = ratio;
+            c->err_units = lf->err_units;
+        }
+        if (lf->err_units > lf->budget && c->status != NP_REPLAY_EXCEEDS) {
+            c->status = NP_REPLAY_EXCEEDS;
+            snprintf(c->reason, sizeof c->reason, "%.300s: %.3g u above the budget of %.3g u",
+                     lf->name, lf->err_units, lf->budget);
+        }
+    }
+    if (c->n_leaves == 0) {
+        skip(c, "no output of the call has a payload to compare", "");
+        return -1;
+    }
+    return 0;
+}
+
+/* The forward dtype of call `fwd` that autocast rounds inputs to, or NULL. */
+static const char *autocast_dtype(const rp_dump *rd, const char *fwd, const char *bwd)
+{
+    const np_entry_rec *o = leaf(rd, fwd, "output", 0);
+    if (!o && bwd) { /* only the backward: a low gradient for a wide input */
+        for (int i = 0; i < NP_OP_MAX_IN; i++) {
+            const np_entry_rec *g = leaf(rd, bwd, "output", i), *x = leaf(rd, fwd, "input", i);
+            if (g && x && is_low(g->dtype) && is_wide(x->dtype))
+                return g->dtype;
+        }
+        return NULL;
+    }
+    return o && is_low(o->dtype) ? o->dtype : NULL;
+}
+
+static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options *o, np_error *err)
+{
+    int op = np_op_from_api(c->api);
+    const np_op_info *info = np_op_get(op);
+    if (!info) {
+        skip(c, c->api, ": no float64 reference in the op registry");
+        return;
+    }
+    char fwd[NP_FMT_NAME_LEN];
+    snprintf(fwd, sizeof fwd, "%.*s.forward", (int)(strlen(c->name) - (c->backward ? 9 : 8)),
+             c->name);
+    np_op_call oc;
+    np_op_call_init(&oc, info);
+    if (load_inputs(c, &oc, rd, fwd, c->name, autocast_dtype(rd, fwd, c->backward ? c->name : NULL),
+                    err))
+        return;
+    const char *why = info->not_recomputable ? info->not_recomputable(&oc) : NULL;
+    if (why) {
+        skip(c, why, "");
+        return;
+    }
+    if (info->op == NP_OP_VIEW) { /* the target shape is the dumped output's */
+        const np_entry_rec *y = leaf(rd, fwd, "output", 0);
+        if (y)
+            view_of(&oc.out[0], y, NULL);
+    }
+    np_error e2;
+    np_error_clear(&e2);
+    if (info->shape(&oc, &e2) != NP_OK) {
+        skip(c, e2.text, "");
+        return;
+    }
+    int exact = (info->flags & NP_OPF_EXACT) != 0;
+    if (!c->backward) {
+        if (np_op_call_alloc(&oc, NP_OP_FORWARD, 1, &e2) || np_op_run(&oc, NP_OP_FORWARD, &e2))
+            skip(c, e2.text, "");
+        else
+            compare_outputs(c, rd, c->name, oc.out, oc.n_out, exact, o, err);
+        np_op_call_free(&oc);
+        return;
+    }
+    for (int j = 0; j < oc.n_out; j++) {
+        const np_entry_rec *g = leaf(rd, c->name, "input", j);
+        if (g && g->has_data && g->numel == oc.out[j].numel) {
+            double *p = read_leaf(rd, g, err);
+            if (!p) {
+                skip(c, g->name, " could not be read");
+                return;
+            }
+            oc.gout[j] = oc.out[j];
+            oc.gout[j].data = p;
+        }
+    }
+    for (int i = 0; i < oc.n_in; i++) {
+        const np_entry_rec *g = leaf(rd, c->name, "output", i);
+        oc.want_gin[i] = g && g->has_data && !(info->int_mask >> i & 1u);
+    }
+    if (np_op_call_alloc(&oc, NP_OP_BACKWARD, 1, &e2) || np_op_run(&oc, NP_OP_BACKWARD, &e2))
+        skip(c, e2.text, "");
+    else
+        compare_outputs(c, rd, c->name, oc.gin, oc.n_in, exact, o, err);
+    np_op_call_free(&oc);
+}
+
+/* "Functional.linear.3.forward" -> api "Functional.linear", backward 0; -1 if not an API name. */
+static int parse_call(np_replay_call *c, const char *name)
+{
+    size_t n = strlen(name);
+    int bwd = n > 9 && strcmp(name + n - 9, ".backward") == 0;
+    if (!bwd && !(n > 8 && strcmp(name + n - 8, ".forward") == 0))
+        return -1;
+    size_t end = n - (bwd ? 9 : 8), k = end;
+    while (k > 0 && name[k - 1] >= '0' && name[k - 1] <= '9')
+        k--;
+    if (k == end || k < 2 || name[k - 1] != '.' || k - 1 >= sizeof c->api)
+        return -1;
+    snprintf(c->name, sizeof c->name, "%s", name);
+    memcpy(c->api, name, k - 1);
+    c->api[k - 1] = '\0';
+    c->backward = bwd;
+    return 0;
+}
+
+static np_status open_dump(rp_dump *rd, np_replay_result *r, const char *path, np_error *err)
+{
+    np_status st = np_dumpio_open(&rd->d, path, NULL, 0, err);
+    if (st)
+        return st;
+    const np_dumpio_info *di = np_dumpio_get_info(rd->d);
+    snprintf(r->task, sizeof r->task, "%s", di->task);
+    snprintf(r->device, sizeof r->device, "%s", di->device);
+    snprintf(r->precision, sizeof r->precision, "%s", di->precision);
+    r->step = di->step;
+    r->rank = di->rank;
+    if ((st = np_dumpio_read_entries(&rd->e, &rd->n_e, rd->d, err)))
+        return st;
+    if (np_strmap_init(&rd->names, rd->n_e * 2 + 16))
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    for (size_t i = 0; i < rd->n_e; i++)
+        if (np_strmap_get(&rd->names, rd->e[i].name) < 0 &&
+            np_strmap_put(&rd->names, rd->e[i].name, (int)i))
+            return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    return NP_OK;
+}
+
+/* The API calls of the dump in production order, each once. */
+static np_status list_calls(np_replay_result *r, const rp_dump *rd, np_error *err)
+{
+    r->calls = calloc(rd->n_e + 1, sizeof *r->calls);
+    if (!r->calls)
+        return np_error_set(err, NP_ERR_NOMEM, r->path, NULL, "out of memory");
+    const char *last = "";
+    for (size_t i = 0; i < rd->n_e; i++) {
+        const np_entry_rec *en = &rd->e[i];
+        if (strcmp(en->call, last) == 0 || strncmp(en->call, "Module.", 7) == 0)
+            continue;
+        last = en->call;
+        np_replay_call *c = &r->calls[r->n_calls];
+        memset(c, 0, sizeof *c);
+        if (parse_call(c, en->call) == 0) {
+            c->seq = en->seq;
+            c->err_units = c->ratio = NAN;
+            r->n_calls++;
+        }
+    }
+    return NP_OK;
+}
+
+np_status np_replay_file(np_replay_result **out, const char *path, const np_replay_options *o,
+                         np_error *err)
+{
+    np_replay_options defo;
+    if (!o) {
+        np_replay_options_init(&defo);
+        o = &defo;
+    }
+    *out = NULL;
+    np_replay_result *r = calloc(1, sizeof *r);
+    rp_dump rd;
+    memset(&rd, 0, sizeof rd);
+    rd.path = path;
+    if (!r)
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    snprintf(r->path, sizeof r->path, "%s", path);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    np_status st = open_dump(&rd, r, path, err);
+    if (!st)
+        st = list_calls(r, &rd, err);
+    for (size_t i = 0; !st && i < r->n_calls; i++) {
+        np_replay_call *c = &r->calls[i];
+        np_error e;
+        np_error_clear(&e);
+        replay_call(c, &rd, o, &e);
+        free_bufs(&rd);
+        if (c->status == NP_REPLAY_SKIPPED)
+            c->err_units = c->ratio = NAN;
+        r->count[c->status]++;
+        if (o->progress && ((i + 1) % 64 == 0 || i + 1 == r->n_calls))
+            o->progress(i + 1, r->n_calls, o->progress_user);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    free_bufs(&rd);
+    np_strmap_free(&rd.names);
+    free(rd.e);
+    np_dumpio_close(rd.d);
+    if (st) {
+        np_replay_result_free(r);
+        return st;
+    }
+    *out = r;
+    return NP_OK;
+}
+
+void np_replay_result_free(np_replay_result *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n_calls; i++)
+        free(r->calls[i].leaves);
+    free(r->calls);
+    free(r);
+}
