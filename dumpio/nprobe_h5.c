@@ -202,7 +202,11 @@ static hid_t reader_fapl(void)
 {
     static int limits_set;
     if (!limits_set) {
-        H5set_free_list_limits(1 << 20, 256 << 10, 1 << 20, 256 << 10, 1 << 20, 256 << 10);
+        /* regular-object and block lists keep up to 4 MB: the metadata
+         * cache of a file (~0.5 MB) and the chunk buffers of its tables are
+         * then reused by the next file instead of allocated and touched
+         * afresh (page faults cost more than reading a small table) */
+        H5set_free_list_limits(4 << 20, 2 << 20, 1 << 20, 256 << 10, 4 << 20, 2 << 20);
         limits_set = 1;
     }
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
@@ -436,16 +440,68 @@ typedef struct table_out {
     const void *sink;
 } table_out;
 
+/* The row buffer of read_table, kept for the next table (under h5_lock):
+ * a fresh buffer of this size is a fresh mmap and ~350 page faults per
+ * table in glibc, which cost more than reading the rows of a small table. */
+static void *spare_buf;
+static size_t spare_cap;
+
+static void *take_buf(size_t need, size_t *cap)
+{
+    if (spare_buf && spare_cap >= need) {
+        void *b = spare_buf;
+        *cap = spare_cap;
+        spare_buf = NULL;
+        return b;
+    }
+    *cap = need;
+    return malloc(need);
+}
+
+static void give_buf(void *b, size_t cap)
+{
+    if (!b)
+        return;
+    if (!spare_buf || spare_cap < cap) {
+        free(spare_buf);
+        spare_buf = b;
+        spare_cap = cap;
+    } else {
+        free(b);
+    }
+}
+
+/* The transfer property list of table reads: the probe packs its table
+ * types in the file, so every read converts records, and HDF5 would take
+ * a fresh 1 MB conversion and background buffer per read (~500 page
+ * faults); these two stay for the life of the process (under h5_lock). */
+#define TCONV_BYTES ((size_t)256 << 10)
+
+static hid_t table_dxpl(void)
+{
+    static void *tconv, *bkg;
+    if (!tconv)
+        tconv = malloc(TCONV_BYTES);
+    if (!bkg)
+        bkg = malloc(TCONV_BYTES);
+    hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+    if (dxpl < 0)
+        return H5P_DEFAULT;
+    if (tconv && bkg)
+        H5Pset_buffer(dxpl, TCONV_BYTES, tconv, bkg);
+    return dxpl;
+}
+
 /* One chunk of rows [off, off + cnt) of `ds` into buf; HDF5 under the lock. */
 static herr_t read_rows(hid_t ds, hid_t space, hid_t mt, int same_type, hsize_t off,
-                        hsize_t cnt, size_t recsize, void *buf)
+                        hsize_t cnt, size_t recsize, void *buf, hid_t dxpl)
 {
     hid_t ms = H5Screate_simple(1, &cnt, NULL);
     herr_t e = ms >= 0 ? H5Sselect_hyperslab(space, H5S_SELECT_SET, &off, NULL, &cnt, NULL) : -1;
     if (!same_type)
         memset(buf, 0, (size_t)cnt * recsize); /* members missing from an older file */
     if (e >= 0)
-        e = H5Dread(ds, mt, ms, space, H5P_DEFAULT, buf);
+        e = H5Dread(ds, mt, ms, space, dxpl, buf);
     if (ms >= 0)
         H5Sclose(ms);
     return e;
@@ -469,7 +525,9 @@ static np_status read_table(h5dump *d, const char *name, hid_t mt, size_t recsiz
     hsize_t n = 0;
     int shape_ok = ds >= 0 && space >= 0 && use >= 0 && H5Sget_simple_extent_ndims(space) == 1 &&
                    H5Sget_simple_extent_dims(space, &n, NULL) >= 0;
-    unsigned char *buf = shape_ok ? malloc(ROW_CHUNK * recsize) : NULL;
+    size_t buf_cap = 0;
+    hid_t dxpl = table_dxpl();
+    unsigned char *buf = shape_ok ? take_buf(ROW_CHUNK * recsize, &buf_cap) : NULL;
     np_status st = NP_OK;
     if (!shape_ok)
         st = np_error_set(err, NP_ERR_FORMAT, d->path, name,
@@ -483,7 +541,7 @@ static np_status read_table(h5dump *d, const char *name, hid_t mt, size_t recsiz
     }
     for (hsize_t off = 0; st == NP_OK && off < n; off += ROW_CHUNK) {
         hsize_t cnt = n - off < ROW_CHUNK ? n - off : ROW_CHUNK;
-        if (read_rows(ds, space, use, same_type, off, cnt, recsize, buf) < 0) {
+        if (read_rows(ds, space, use, same_type, off, cnt, recsize, buf, dxpl) < 0) {
             st = np_error_set(err, NP_ERR_FORMAT, d->path, name,
                               "cannot read rows %llu..%llu of /%s (truncated or corrupt file)",
                               (unsigned long long)off, (unsigned long long)(off + cnt - 1), name);
@@ -493,7 +551,8 @@ static np_status read_table(h5dump *d, const char *name, hid_t mt, size_t recsiz
         st = to->deliver(to->sink, buf, (size_t)off, (size_t)cnt, err);
         pthread_mutex_lock(&h5_lock);
     }
-    free(buf);
+    give_buf(buf, buf_cap);
+    if (dxpl != H5P_DEFAULT) H5Pclose(dxpl);
     if (padded >= 0) H5Tclose(padded);
     if (ft >= 0) H5Tclose(ft);
     if (space >= 0) H5Sclose(space);
