@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "nprobe/calltree.h"
 #include "nprobe/dumpio.h"
 
 static void help(FILE *out)
@@ -79,31 +80,7 @@ static void list_calls(np_dumpio *d)
     free(c);
 }
 
-/* Tree nodes: the calls plus parents named but not dumped (L1 level). */
-typedef struct node {
-    const char *name, *kind, *parent;
-    int parent_idx;
-    int present;
-} node;
-
-static int find_node(const node *v, int n, const char *name)
-{
-    for (int i = n - 1; i >= 0; i--)
-        if (strcmp(v[i].name, name) == 0)
-            return i;
-    return -1;
-}
-
-static void print_tree(const node *v, int n, int at, int depth)
-{
-    printf("  %*s%s%s%s\n", depth * 2, "", v[at].name,
-           v[at].present ? "" : "  (not dumped)",
-           v[at].present && strcmp(v[at].kind, "module") == 0 ? "  [module]" : "");
-    for (int i = 0; i < n; i++)
-        if (v[i].parent_idx == at && depth < 64)
-            print_tree(v, n, i, depth + 1);
-}
-
+/* The module tree (nprobe/calltree.h, the builder the HTML report uses). */
 static void list_tree(np_dumpio *d)
 {
     np_call_rec *c = NULL;
@@ -114,41 +91,29 @@ static void list_tree(np_dumpio *d)
         np_cli_report(&err);
         return;
     }
-    node *v = calloc(2 * nc + 1, sizeof *v);
-    if (!v) {
+    const char **names = malloc((2 * nc + 1) * sizeof *names);
+    np_calltree *t = NULL;
+    for (size_t i = 0; names && i < nc; i++) {
+        names[i] = c[i].call;
+        names[nc + i] = c[i].parent;
+    }
+    if (!names)
+        np_error_set(&err, NP_ERR_NOMEM, NULL, NULL, "out of memory listing %zu calls", nc);
+    if (!names || np_calltree_build(&t, names, names + nc, nc, &err) != NP_OK) {
+        np_cli_report(&err);
+        free(names);
         free(c);
         return;
     }
-    int n = 0;
-    for (size_t i = 0; i < nc; i++)
-        v[n++] = (node){c[i].call, c[i].kind, c[i].parent, -1, 1};
-    int base = n;
-    for (int i = 0; i < base; i++) {
-        if (!v[i].parent[0])
-            continue;
-        int p = find_node(v, n, v[i].parent);
-        if (p == i)
-            continue;
-        if (p < 0) {
-            v[n] = (node){v[i].parent, "module", "", -1, 0};
-            p = n++;
-        }
-        v[i].parent_idx = p;
-    }
-    /* Roots in order of appearance: a virtual parent at its first child. */
-    int *printed = calloc(n > 0 ? (size_t)n : 1, sizeof *printed);
-    for (int i = 0; printed && i < base; i++) {
-        int r = i;
-        for (int hops = 0; v[r].parent_idx >= 0 && v[r].parent_idx != r && hops < n; hops++)
-            r = v[r].parent_idx;
-        if (!printed[r]) {
-            printed[r] = 1;
-            print_tree(v, n, r, 0);
-        }
+    for (int i = t->first_root; i >= 0; i = np_calltree_next(t, i)) {
+        const np_calltree_node *v = &t->nodes[i];
+        int ind = v->depth < 64 ? v->depth : 64;
+        printf("  %*s%s%s%s\n", ind * 2, "", v->name, v->call < 0 ? "  (not dumped)" : "",
+               v->call >= 0 && strcmp(c[v->call].kind, "module") == 0 ? "  [module]" : "");
     }
     printf("  %zu call%s\n", nc, nc == 1 ? "" : "s");
-    free(printed);
-    free(v);
+    np_calltree_free(t);
+    free(names);
     free(c);
 }
 
