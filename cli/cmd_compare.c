@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "compare_summary.h"
 #include "nprobe/compare.h"
 
 static void help(FILE *out)
@@ -22,6 +23,10 @@ static void help(FILE *out)
 "row a verdict (pass / warning / error), name the call where the departure\n"
 "starts (the first culprit) and write a report per step and rank:\n"
 "  OUTDIR/compare_result_rank{R}_step{S}_{YYYYmmddHHMMSS}.xlsx (.csv, .json)\n"
+"and one self-contained HTML page for the whole comparison (first culprit over\n"
+"all steps and ranks, a chart across steps, the module tree, the error along\n"
+"execution order, the failing step's rows; opens from disk, no network):\n"
+"  OUTDIR/compare_report_{YYYYmmddHHMMSS}.html\n"
 "\n"
 "BENCH is the reference run, CMP the run under test (msprobe's \"NPU\" side).\n"
 "Each is a dump root (step*/rank*/dump.h5), a step directory, a rank directory\n"
@@ -51,10 +56,13 @@ static void help(FILE *out)
 "                        bf16/fp16 run, gradients behind relu/max_pool and the like\n"
 "                        8*sqrt(u): bf16 0.5, fp16 0.177; --rtol sets every row;\n"
 "                        docs/COMPARE.md gives the reasoning)\n"
-"      --format LIST     comma-separated report formats among xlsx, csv, json\n"
-"                        (default xlsx; e.g. --format xlsx,csv,json or --format csv)\n"
+"      --format LIST     comma-separated report formats among xlsx, csv, json, html\n"
+"                        (default xlsx,html; e.g. --format xlsx,csv,json or --format csv)\n"
 "      --rows-per-sheet N  split the xlsx rows sheet every N rows (default 1000000)\n"
-"  -q, --quiet           print nothing on stdout\n"
+"  -q, --quiet           print nothing on stdout (otherwise: one pair's verdicts,\n"
+"                        culprit and reports; for many pairs a summary with one\n"
+"                        line per failing pair, the first 8, and the overall first\n"
+"                        culprit)\n"
 "  -h, --help            this help\n"
 "\n"
 "Modes: tensor (both dumps keep payloads: Cosine, EucDist, MaxAbsErr,\n"
@@ -90,22 +98,22 @@ static int parse_double(const char *opt, const char *text, double lo, double hi,
     return 0;
 }
 
-enum { F_XLSX = 1, F_CSV = 2, F_JSON = 4 };
+enum { F_XLSX = 1, F_CSV = 2, F_JSON = 4, F_HTML = 8 };
 
 static int parse_formats(const char *text, int *out)
 {
-    static const char *const names[] = {"xlsx", "csv", "json"};
+    static const char *const names[] = {"xlsx", "csv", "json", "html"};
     char buf[128];
     snprintf(buf, sizeof buf, "%s", text);
     *out = 0;
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         int k = -1;
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 4; i++)
             if (!strcmp(tok, names[i]))
                 k = i;
         if (k < 0) {
-            int near = np_closest_word(tok, names, 3);
-            np_cli_error("compare: --format: unknown format '%s'%s%s%s; expected xlsx, csv or json",
+            int near = np_closest_word(tok, names, 4);
+            np_cli_error("compare: --format: unknown format '%s'%s%s%s; expected xlsx, csv, json or html",
                          tok, near >= 0 ? " (did you mean '" : "", near >= 0 ? names[near] : "",
                          near >= 0 ? "'?)" : "");
             return -1;
@@ -113,7 +121,7 @@ static int parse_formats(const char *text, int *out)
         *out |= 1 << k;
     }
     if (!*out) {
-        np_cli_error("compare: --format: expected xlsx, csv or json");
+        np_cli_error("compare: --format: expected xlsx, csv, json or html");
         return -1;
     }
     return 0;
@@ -164,6 +172,83 @@ static void print_pair(const np_cmp_pair *p)
     }
 }
 
+/* The reports written: every path, and per pair the file name of its first
+ * (where the HTML page sends readers for the full rows). */
+typedef struct report_list {
+    char **paths;
+    size_t n, cap;
+    const char **first;  /* per pair, borrowed from paths; NULL if none */
+    size_t n_first;
+} report_list;
+
+static int report_list_add(report_list *l, size_t pair, const char *path)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **v = realloc(l->paths, cap * sizeof *v);
+        if (!v)
+            goto oom;
+        l->paths = v;
+        l->cap = cap;
+    }
+    if (pair >= l->n_first) {
+        const char **v = realloc(l->first, (pair + 1) * sizeof *v);
+        if (!v)
+            goto oom;
+        for (size_t k = l->n_first; k <= pair; k++)
+            v[k] = NULL;
+        l->first = v;
+        l->n_first = pair + 1;
+    }
+    if (!(l->paths[l->n] = strdup(path)))
+        goto oom;
+    if (!l->first[pair]) {
+        const char *slash = strrchr(l->paths[l->n], '/');
+        l->first[pair] = slash ? slash + 1 : l->paths[l->n];
+    }
+    l->n++;
+    return 0;
+oom:
+    np_cli_error("compare: out of memory listing the reports");
+    return -1;
+}
+
+static void report_list_free(report_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->paths[i]);
+    free(l->paths);
+    free(l->first);
+}
+
+/* OUTDIR/compare_report_{YYYYmmddHHMMSS}.html (_2, _3, ... when taken). */
+static int write_html(const np_cmp_result *r, const report_list *l, const char *outdir,
+                      long long now, int quiet)
+{
+    time_t t = (time_t)now;
+    struct tm tm;
+    char ts[32], path[4200];
+    localtime_r(&t, &tm);
+    strftime(ts, sizeof ts, "%Y%m%d%H%M%S", &tm);
+    snprintf(path, sizeof path, "%s/compare_report_%s.html", outdir, ts);
+    struct stat sb;
+    for (int n = 2; n < 1000 && stat(path, &sb) == 0; n++)
+        snprintf(path, sizeof path, "%s/compare_report_%s_%d.html", outdir, ts, n);
+    const char **hints = calloc(r->n_pairs + 1, sizeof *hints);
+    for (size_t i = 0; hints && i < r->n_pairs && i < l->n_first; i++)
+        hints[i] = l->first[i];
+    np_error e = {0};
+    np_status st = np_cmp_write_html(r, hints, path, &e);
+    free(hints);
+    if (st != NP_OK) {
+        np_cli_report(&e);
+        return -1;
+    }
+    if (!quiet)
+        printf("  report: %s\n", path);
+    return 0;
+}
+
 int np_cmd_compare(int argc, char **argv)
 {
     if (argc < 2) {
@@ -174,7 +259,7 @@ int np_cmd_compare(int argc, char **argv)
     np_cmp_options o;
     np_cmp_options_init(&o);
     const char *bench = NULL, *cmp = NULL, *outdir = ".";
-    int formats = F_XLSX, quiet = 0;
+    int formats = F_XLSX | F_HTML, quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -268,6 +353,9 @@ int np_cmd_compare(int argc, char **argv)
     }
     int rc = np_cmp_has_differences(r) ? NP_EXIT_DIFF : NP_EXIT_OK;
     long long now = (long long)time(NULL);
+    /* many pairs: a summary instead of a block per pair (compare_summary.c) */
+    int many = r->n_pairs > 1;
+    report_list written = {0};
     for (size_t i = 0; i < r->n_pairs; i++) {
         const np_cmp_pair *p = &r->pairs[i];
         char base[256], path[4200];
@@ -287,7 +375,7 @@ int np_cmd_compare(int argc, char **argv)
                 break;
             snprintf(base + bl, sizeof base - bl, "_%d", n);
         }
-        if (!quiet)
+        if (!quiet && !many)
             print_pair(p);
         for (int k = 0; k < 3; k++) {
             if (!(formats & (1 << k)))
@@ -300,11 +388,20 @@ int np_cmd_compare(int argc, char **argv)
             if (st != NP_OK) {
                 np_cli_report(&e);
                 rc = NP_EXIT_USAGE;
-            } else if (!quiet) {
+            } else if (report_list_add(&written, i, path) != 0) {
+                rc = NP_EXIT_USAGE;
+            } else if (!quiet && !many) {
                 printf("  report: %s\n", path);
             }
         }
     }
+    if (!quiet && many)
+        np_compare_summary(r);
+    if (!quiet && many)
+        np_compare_summary_paths(written.paths, written.n, outdir, NULL);
+    if ((formats & F_HTML) && write_html(r, &written, outdir, now, quiet) != 0)
+        rc = NP_EXIT_USAGE;
+    report_list_free(&written);
     np_cmp_result_free(r);
     return rc;
 }

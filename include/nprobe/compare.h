@@ -265,6 +265,15 @@ np_status np_cmp_write_csv(const np_cmp_pair *p, const char *path, np_error *err
 np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p,
                             const char *path, np_error *err);
 
+/* html: one self-contained page for the whole comparison (all pairs): the
+ * first culprit over all steps and ranks, counts, both runs, tolerances,
+ * the per-step chart, the module tree, the per-call severity along
+ * execution order and the failing step's rows (capped). pair_reports (may
+ * be NULL; else r->n_pairs entries, each may be NULL) says where each
+ * pair's full rows are (e.g. its xlsx file name). docs/COMPARE.md. */
+np_status np_cmp_write_html(const np_cmp_result *r, const char *const *pair_reports,
+                            const char *path, np_error *err);
+
 /* A short advice text for the summary (borrowed, static). */
 const char *np_cmp_advice(const np_cmp_pair *p);
 
