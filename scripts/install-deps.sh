@@ -16,6 +16,8 @@ packages=(
   python3-pip python3-setuptools
   # a second, independent xlsx reader (test_cmp_xlsx_libreoffice converts reports to csv)
   libreoffice-calc-nogui
+  # a real browser for the HTML report's tests and benchmark (headless, no driver)
+  chromium
 )
 
 missing=()
