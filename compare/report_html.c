@@ -19,7 +19,7 @@
 #include "report_internal.h"
 
 /* Rows shown in the table; children shown per group in the tree. */
-#define HTML_MAX_ROWS 2000
+#define HTML_MAX_ROWS 1000
 #define TREE_GROUP 250
 
 /* ---- output ------------------------------------------------------------------ */
@@ -362,54 +362,54 @@ typedef struct treeview {
     int culprit;      /* node of the first culprit, -1 */
 } treeview;
 
-/* The worst row's metric and how it was matched, as short text. */
-static void node_metric(char *buf, size_t cap, const np_cmp_pair *p, const np_cmp_row *r)
+/* The worst row's metric as compact markup: its labels and the match kind
+ * come from the style sheet (.tree.mt/.ms/.m5, .k1-.k4: ~50 bytes a node,
+ * a page with 47k calls stays light). */
+static void node_metric(FILE *f, const np_cmp_pair *p, const np_cmp_row *r)
 {
     char a[40], b[40];
-    const char *match = np_cmp_match_name((np_cmp_match)r->match);
     if (!r->bench || !r->cmp) {
-        snprintf(buf, cap, "%s", match);
-    } else if (p->mode == NP_CMP_MODE_TENSOR && r->m && !isnan(r->m->cosine)) {
+        cmp_html_printf(f, "<i class=um>%s</i>", np_cmp_match_name((np_cmp_match)r->match));
+        return;
+    }
+    if (p->mode == NP_CMP_MODE_TENSOR && r->m && !isnan(r->m->cosine)) {
         num_text(a, sizeof a, r->m->cosine, 6);
         num_text(b, sizeof b, r->m->max_abs_err, 3);
-        snprintf(buf, cap, "cos %s, max abs err %s &middot; %s", a, b, match);
+        cmp_html_printf(f, "<i>%s</i><u>%s</u>", a, b);
     } else if (p->mode == NP_CMP_MODE_MD5) {
-        snprintf(buf, cap, "crc32 %s &middot; %s", r->bench->crc32 == r->cmp->crc32 ? "equal" : "diff",
-                 match);
+        cmp_html_printf(f, "<i>%s</i>", r->bench->crc32 == r->cmp->crc32 ? "equal" : "diff");
     } else {
         np_cmp_stats st;
         np_cmp_row_stats(&st, r);
         num_text(a, sizeof a, isnan(st.rel[3]) ? r->severity : st.rel[3], 3);
-        snprintf(buf, cap, "%s %s &middot; %s", isnan(st.rel[3]) ? "severity" : "norm rel err", a,
-                 match);
+        cmp_html_printf(f, isnan(st.rel[3]) ? "<i class=sv>%s</i>" : "<i>%s</i>", a);
     }
 }
 
+/* A node: <p> for a leaf (closed by what follows), <details> for a node
+ * with children. Classes: c call / x named but not dumped, v0-v2 worst
+ * verdict in the subtree, s1-s3 culprit/propagated/contains, k1-k4 how its
+ * worst row was matched (exact when absent). */
 static void node_open(FILE *f, const treeview *tv, int i)
 {
     const np_calltree_node *v = &tv->t->nodes[i];
     const np_cmp_call *c = v->call >= 0 ? &tv->p->calls[v->call] : NULL;
     int branch = v->first_child >= 0;
     int st = c ? (int)c->status : 0;
-    int open = tv->pord[i] >= 0;
-    cmp_html_printf(f, "<%s class='n %s v%d%s%s'%s%s>%s<b>", branch ? "details" : "div",
-                    c ? "c" : "x", tv->sv[i], st ? " s" : "", st ? (st == 1 ? "1" : st == 2 ? "2" : "3") : "",
-                    i == tv->culprit ? " id=culprit-node" : "", open ? " open" : "",
+    int wr = c ? tv->cw[v->call] : -1;
+    int k = wr >= 0 ? tv->p->rows[wr].match : 0;
+    char cls[32];
+    snprintf(cls, sizeof cls, "%s v%d%s%.1s%s%.1s", c ? "c" : "x", tv->sv[i], st ? " s" : "",
+             st ? "0123" + st : "", k ? " k" : "", k ? "01234" + k : "");
+    cmp_html_printf(f, "<%s class=\"%s\"%s%s>%s", branch ? "details" : "p", cls,
+                    i == tv->culprit ? " id=culprit-node" : "", tv->pord[i] >= 0 ? " open" : "",
                     branch ? "<summary>" : "");
     cmp_html_text(f, v->name);
-    cmp_html_raw(f, "</b>");
-    if (!c) {
-        cmp_html_printf(f, "<i>not dumped, %d call%s inside</i>", v->n_calls, v->n_calls == 1 ? "" : "s");
-    } else if (tv->cw[v->call] >= 0) {
-        char m[160];
-        node_metric(m, sizeof m, tv->p, &tv->p->rows[tv->cw[v->call]]);
-        cmp_html_printf(f, "<i>%s</i>", m);
-    }
-    if (i == tv->culprit)
-        cmp_html_raw(f, "<em class=t1>&#9664; first culprit</em>");
-    else if (st)
-        cmp_html_printf(f, "<em class=t%d>%s</em>", st, np_cmp_call_status_name((np_cmp_call_status)st));
-    cmp_html_raw(f, branch ? "</summary><div class=k>\n" : "</div>\n");
+    if (!c)
+        cmp_html_printf(f, "<i class=nd>%d</i>", v->n_calls);
+    else if (wr >= 0)
+        node_metric(f, tv->p, &tv->p->rows[wr]);
+    cmp_html_raw(f, branch ? "</summary><div>\n" : "\n");
 }
 
 /* Siblings in groups of TREE_GROUP when there are more: `count` siblings,
@@ -422,7 +422,7 @@ static void group_open(FILE *f, const treeview *tv, int i, int count, int pord)
     int worst = 0, k = 0;
     for (int j = i; j >= 0 && k < TREE_GROUP; j = tv->t->nodes[j].next_sibling, k++)
         worst = tv->sv[j] > worst ? tv->sv[j] : worst;
-    cmp_html_printf(f, "<details class='g v%d'%s><summary>%d&#8211;%d of %d</summary><div class=k>\n",
+    cmp_html_printf(f, "<details class='g v%d'%s><summary>%d&#8211;%d of %d</summary><div>\n",
                     worst, pord >= o && pord < o + TREE_GROUP ? " open" : "", o + 1, o + k, count);
 }
 
@@ -546,8 +546,10 @@ static void tree_section(FILE *f, const page *pg)
                     "</button> <span class=legend><span class='dot v0'></span>pass "
                     "<span class='dot v1'></span>warning <span class='dot v2'></span>error "
                     "(worst in the subtree) &middot; <em class=t1>culprit</em> "
-                    "<em class=t2>propagated</em> <em class=t3>contains-culprit</em></span></p>"
-                    "<div class=tree id=tree-root>\n");
+                    "<em class=t2>propagated</em> <em class=t3>contains-culprit</em> &middot; "
+                    "each node: its worst row's metric and how it was matched</span></p>");
+    cmp_html_printf(f, "<div class=\"tree %s\" id=tree-root>\n",
+                    p->mode == NP_CMP_MODE_TENSOR ? "mt" : p->mode == NP_CMP_MODE_MD5 ? "m5" : "ms");
     tree_emit(f, &tv);
     cmp_html_raw(f, "</div></section>\n");
     tree_free(&tv);
@@ -676,7 +678,7 @@ static const char *const css[] = {
     "h3{font-size:14px;margin:12px 0 6px}\n"
     ".bad{border-left:6px solid var(--err)}.ok{border-left:6px solid var(--ok)}"
     ".bad h2 code{color:var(--err);font-size:16px}\n"
-    "code,.tree b,.rows .nm{font-family:ui-monospace,'DejaVu Sans Mono',Menlo,monospace;"
+    "code,.tree p,.tree summary,.rows .nm{font-family:ui-monospace,'DejaVu Sans Mono',Menlo,monospace;"
     "font-size:12.5px}\n"
     "table.kv th{text-align:left;color:var(--mut);font-weight:600;padding:2px 14px 2px 0;"
     "vertical-align:top;white-space:nowrap}table.kv td{padding:2px 0;word-break:break-word}\n"
@@ -706,24 +708,40 @@ static const char *const css[] = {
     ".dot.v2{background:var(--err)}\n"
     ".tree{max-height:640px;overflow:auto;border:1px solid var(--line);border-radius:6px;"
     "padding:6px 8px}\n"
-    ".tree .k{margin-left:18px;border-left:1px dotted #cbd2d9;padding-left:4px}"
+    ".tree details>div{margin-left:18px;border-left:1px dotted #cbd2d9;padding-left:4px}"
     ".tree summary{cursor:pointer;list-style:none;display:block}"
     ".tree summary::-webkit-details-marker{display:none}"
     ".tree summary::before{content:'\\25B8';display:inline-block;width:14px;color:var(--mut)}"
     ".tree details[open]>summary::before{content:'\\25BE'}\n"
-    ".tree .n>b,.tree .n>summary>b{padding:0 4px;border-radius:3px}"
-    ".tree div.n{padding-left:14px}\n"
-    ".tree .n{white-space:nowrap;line-height:1.6}"
-    ".tree .v0>b,.tree .v0>summary>b{border-left:4px solid var(--ok)}"
-    ".tree .v1>b,.tree .v1>summary>b{border-left:4px solid var(--warn)}"
-    ".tree .v2>b,.tree .v2>summary>b{border-left:4px solid var(--err)}\n"
-    ".tree .x>b,.tree .x>summary>b{color:var(--mut);font-style:italic}"
-    ".tree i{color:var(--mut);font-style:normal;font-size:12px;margin-left:8px}\n"
+    ".tree p{margin:0}.tree p,.tree summary{width:max-content}"
+    ".tree p,.tree summary{white-space:nowrap;line-height:1.6}"
+    ".tree p,.tree summary{border-left:4px solid var(--ok);padding-left:6px;border-radius:2px}"
+    ".tree .v1>summary,.tree p.v1{border-left-color:var(--warn)}"
+    ".tree .v2>summary,.tree p.v2{border-left-color:var(--err)}\n"
+    ".tree p.x,.tree .x>summary{color:var(--mut);font-style:italic}"
+    ".tree p{padding-left:20px}"
+    ".tree i,.tree u{color:var(--mut);font:12px system-ui,sans-serif;text-decoration:none}"
+    ".tree i{margin-left:8px}\n"
+    ".ms i::before{content:'norm rel err '}.mt i::before{content:'cos '}"
+    ".mt u::before{content:', max abs err '}.m5 i::before{content:'crc32 '}"
+    ".tree i.sv::before{content:'severity '}.tree i.nd::before{content:'not dumped, calls inside: '}\n"
+    ".c>:is(i,u):last-child::after,.c>summary>:is(i,u):last-child::after{content:' \\00B7  exact'}"
+    ".k1>:is(i,u):last-child::after,.k1>summary>:is(i,u):last-child::after{content:' \\00B7  fuzzy'}"
+    ".k2>:is(i,u):last-child::after,.k2>summary>:is(i,u):last-child::after{content:' \\00B7  mapping'}\n"
+    ".tree .c>i.um::after,.tree .c>summary>i.um::after{content:none}"
+    ".tree i.um{color:var(--err)}\n"
+    ".s1::after,.s1>summary::after,.s2::after,.s2>summary::after,.s3::after,.s3>summary::after"
+    "{font-size:11px;font-weight:700;border-radius:9px;padding:0 7px;margin-left:8px}"
+    "details.s1::after,details.s2::after,details.s3::after{content:none}"
+    ".s1::after,.s1>summary::after{content:'culprit';background:var(--err);color:#fff}"
+    ".s2::after,.s2>summary::after{content:'propagated';background:#fed7d7;color:#9b2c2c}"
+    ".s3::after,.s3>summary::after{content:'contains-culprit';background:#feebc8;color:#9c4221}\n"
+    "p#culprit-node::after,#culprit-node>summary::after{content:'\\25C0  first culprit'}"
     "em.t1,em.t2,em.t3{font-style:normal;font-size:11px;font-weight:700;border-radius:9px;padding:0 7px;"
     "margin-left:8px}.t1{background:var(--err);color:#fff}.t2{background:#fed7d7;color:#9b2c2c}"
     ".t3{background:#feebc8;color:#9c4221}\n"
-    ".tree .s1>b,.tree .s1>summary>b{background:#fed7d7;color:#742a2a;font-weight:700}"
-    "#culprit-node>b,#culprit-node>summary>b{outline:2px solid var(--err)}\n"
+    ".tree p.s1,.tree .s1>summary{background:#fff5f5;color:#742a2a;font-weight:700}"
+    "p#culprit-node,#culprit-node>summary{outline:2px solid var(--err);outline-offset:-1px}\n"
     ".tree .g>summary{color:var(--mut);font-size:12.5px}\n"
     ".scroll{max-height:560px;overflow:auto;border:1px solid var(--line);border-radius:6px}\n"
     "table.rows{border-collapse:collapse;font-size:12.5px;width:100%}table.rows th{position:sticky;"
@@ -733,6 +751,7 @@ static const char *const css[] = {
     "table.rows tr.v2 td:nth-child(3){color:var(--err);font-weight:700}"
     "table.rows tr.v1 td:nth-child(3){color:var(--warn);font-weight:700}"
     "table.rows tr.v2{background:#fff5f5}table.rows tr.v1{background:#fffbeb}\n"
+    "#order,#rows{content-visibility:auto;contain-intrinsic-size:auto 600px}\n"
     "footer{color:var(--mut);font-size:12px;text-align:center;padding:0 0 24px}\n"
     "@media(max-width:900px){.heads{grid-template-columns:1fr}.heads .wide{grid-column:1}}\n"
     "</style>\n"};
