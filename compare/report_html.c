@@ -695,7 +695,7 @@ static const char *const css[] = {
     "svg rect.v0{fill:#68d391}svg rect.v1{fill:#f6c343}svg rect.v2{fill:#e53e3e}"
     "svg rect.eb{fill:#feb2b2}svg .bwd{fill:#fff7ed}\n"
     "svg .ff{stroke:var(--err);stroke-width:1.5;stroke-dasharray:3 3}svg .lb,svg .lc{fill:none;"
-    "stroke-width:2}svg .lb{stroke:#a0aec0}svg .lc{stroke:var(--fwd)}",
+    "stroke-width:2}svg .lb{stroke:#718096;stroke-dasharray:6 4}svg .lc{stroke:var(--fwd)}",
     "svg .lgb{fill:#718096}svg .lgc,svg .lgf{fill:var(--fwd);font-weight:600}"
     "svg .lgk{fill:var(--bwd);font-weight:600}\n"
     "svg .sf,svg .sb{fill:none;stroke-width:2}svg .sf{stroke:var(--fwd)}svg .sb{stroke:var(--bwd)}"

@@ -9,7 +9,8 @@
 #   1. packed with config_check and the packs diffed,
 #   2. dumped at mix level with statistics and compared,
 #   3. dumped in tensor mode around the suspect operation and compared,
-# and the script ends with the culprit and the report paths.
+# and the script ends with the culprit and the report paths, the HTML
+# report (open it in a browser) last.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 fault=attn_mask_off_by_one
@@ -20,7 +21,7 @@ while [ $# -gt 0 ]; do
     --fault) fault=${2:?--fault needs a name (see: nprobe train --list-faults)}; shift 2 ;;
     --out) out=${2:?--out needs a directory}; shift 2 ;;
     --nprobe) nprobe=${2:?--nprobe needs the path of an nprobe binary}; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "demo.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -102,7 +103,7 @@ write_config tensor_cmp.json tensor dump_tensor_cmp "$api_list"
 
 step 7/7 "compare the tensors"
 set +e
-"$nprobe" compare -b dump_tensor_bench -c dump_tensor_cmp -o compare_tensor --format xlsx,csv,json | tee compare_tensor.txt
+"$nprobe" compare -b dump_tensor_bench -c dump_tensor_cmp -o compare_tensor --format xlsx,csv,json,html | tee compare_tensor.txt
 set -e
 
 culprit=$(sed -n 's/^ *first culprit: \(.*\)$/\1/p' compare_tensor.txt | head -n 1)
@@ -116,4 +117,9 @@ fi
 echo "  config_check report: $out/config_check/result.xlsx"
 for f in compare_statistics/*.xlsx compare_tensor/*.xlsx; do
   [ -e "$f" ] && echo "  compare report:      $out/$f"
+done
+# the pages to open in a browser (self-contained, no network): the whole
+# model's tree from the statistics compare, then the tensor compare's
+for f in compare_statistics/*.html compare_tensor/*.html; do
+  [ -e "$f" ] && echo "  html report:         $out/$f"
 done

@@ -66,9 +66,11 @@ write_row() { # label bench cmp
   local label=$1 h=() x=()
   for _ in $(seq "$REPS"); do
     rm -rf "$work/o"
-    h+=("$( { /usr/bin/time -f %e "$bin" compare -b "$2" -c "$3" -o "$work/o" -q --format xlsx,html >/dev/null 2>/dev/null; } 2>&1 | tail -1)")
+    /usr/bin/time -f %e -o "$work/t" "$bin" compare -b "$2" -c "$3" -o "$work/o" -q --format xlsx,html >/dev/null 2>&1 || true
+    h+=("$(tail -1 "$work/t")")
     rm -rf "$work/o"
-    x+=("$( { /usr/bin/time -f %e "$bin" compare -b "$2" -c "$3" -o "$work/o" -q --format xlsx >/dev/null 2>/dev/null; } 2>&1 | tail -1)")
+    /usr/bin/time -f %e -o "$work/t" "$bin" compare -b "$2" -c "$3" -o "$work/o" -q --format xlsx >/dev/null 2>&1 || true
+    x+=("$(tail -1 "$work/t")")
   done
   local hm xm
   hm=$(printf '%s\n' "${h[@]}" | median)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_demo_story.sh - scripts/demo.sh as a newcomer runs it (minus install
 # and build): it must end with the injected fault's operation named as the
-# culprit and print report paths that exist and open as xlsx (zip) files.
+# culprit and print report paths that exist and open as xlsx (zip) files,
+# and end with the HTML reports' paths.
 set -u
 N=${NPROBE_BIN:?}
 SRC=${NP_SOURCE_DIR:?}
@@ -21,6 +22,11 @@ for f in $(sed -n 's/^ *\(config_check\|compare\) report: *//p' "$tmp/log"); do
   if ! unzip -tq "$f" >/dev/null 2>&1; then echo "FAIL: $f is not a readable xlsx"; fail=1; fi
 done
 [ $n -eq 3 ] || { echo "FAIL: $n report paths printed, want 3"; fail=1; }
+# it ends with the HTML reports (statistics, then tensor): pages that exist
+last=$(tail -1 "$tmp/log" | sed -n 's/^ *html report: *//p')
+[ -n "$last" ] && grep -q "</html>" "$last" || { echo "FAIL: the demo does not end with an HTML report path"; fail=1; }
+h=$(sed -n 's/^ *html report: *//p' "$tmp/log" | wc -l)
+[ "$h" -eq 2 ] || { echo "FAIL: $h html report paths printed, want 2"; fail=1; }
 # idempotent: a second run over the same folder works too
 "$SRC/scripts/demo.sh" --nprobe "$N" --out "$out" > "$tmp/log2" 2>&1 || { echo "FAIL: second demo run failed"; fail=1; }
 # an unknown fault is refused with the catalog
