@@ -616,8 +616,9 @@ static void row_line(FILE *f, const np_cmp_pair *p, size_t i, const int *cols, i
         else
             cmp_html_raw(f, "<td>");
     }
+    char why[256];
     cmp_html_raw(f, "<td class=why>");
-    cmp_html_text(f, cells->reason);
+    cmp_html_text(f, np_cmp_row_reason(why, sizeof why, r));
     cmp_html_raw(f, "\n");
 }
 
