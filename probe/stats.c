@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <omp.h>
 #include <zlib.h>
 
 #include "probe_internal.h"
@@ -415,7 +416,7 @@ void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void
             /* A few chunks: the statistics and the crc32 run side by side on
              * two threads (same chunking and order as below, same results). */
             uint32_t whole = 0;
-#pragma omp parallel sections num_threads(2)
+#pragma omp parallel sections num_threads(2) if (omp_get_max_threads() > 1)
             {
 #pragma omp section
                 for (int64_t c = 0; c < nchunks; c++) {

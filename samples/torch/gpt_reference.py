@@ -36,6 +36,18 @@ def attr(f, k):
     return v.decode() if isinstance(v, bytes) else v
 
 
+BUG = None   # --bug: a bug injected into this copy of the model (for compare to name)
+
+
+class LayerNorm(nn.LayerNorm):
+    """nn.LayerNorm; with --bug ln_eps the epsilon is passed positionally, wrong."""
+
+    def forward(self, x):
+        if BUG == "ln_eps":
+            return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, 1e-2)
+        return super().forward(x)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, C, n_head):
         super().__init__()
@@ -61,15 +73,18 @@ class MLP(nn.Module):
         self.c_proj = nn.Linear(4 * C, C)
 
     def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x)))
+        h = F.gelu(self.c_fc(x), approximate="tanh") if BUG == "tanh_gelu" else F.gelu(self.c_fc(x))
+        if BUG == "no_bias":
+            return F.linear(h, self.c_proj.weight)     # the bias dropped (not the module call)
+        return self.c_proj(h)
 
 
 class Block(nn.Module):
     def __init__(self, C, n_head, eps):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(C, eps=eps)
+        self.ln_1 = LayerNorm(C, eps=eps)
         self.attn = CausalSelfAttention(C, n_head)
-        self.ln_2 = nn.LayerNorm(C, eps=eps)
+        self.ln_2 = LayerNorm(C, eps=eps)
         self.mlp = MLP(C)
 
     def forward(self, x):
@@ -94,7 +109,7 @@ class GPT(nn.Module):
         self.wte = nn.Embedding(cfg["vocab_size"], C)
         self.wpe = nn.Embedding(cfg["block_size"], C)
         self.h = nn.ModuleList(Block(C, cfg["n_head"], cfg["eps"]) for _ in range(cfg["n_layer"]))
-        self.ln_f = nn.LayerNorm(C, eps=cfg["eps"])
+        self.ln_f = LayerNorm(C, eps=cfg["eps"])
         self.lm_head = nn.Linear(C, cfg["vocab_size"], bias=False)
         self.lm_head.weight = self.wte.weight
         self.loss = cross_entropy_btv
@@ -138,7 +153,13 @@ def main():
     ap.add_argument("--level", default="mix", choices=["L0", "L1", "mix"])
     ap.add_argument("--step", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--bf16", action="store_true", help="the forward under CPU autocast to bfloat16")
+    ap.add_argument("--bug", choices=["ln_eps", "no_bias", "tanh_gelu"],
+                    help="inject a bug into the model: a wrong layer-norm epsilon passed "
+                         "positionally, the MLP's output bias dropped, tanh GELU")
     a = ap.parse_args()
+    global BUG
+    BUG = a.bug
     torch.set_num_threads(a.threads)
     try:
         from nprobe.torch import PrecisionDebugger
@@ -160,7 +181,8 @@ def main():
     for _ in range(a.step):
         debugger.step()
     debugger.start(model)
-    loss = model(idx, tgt)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+        loss = model(idx, tgt)
     loss.backward()
     debugger.stop()
     debugger.step()

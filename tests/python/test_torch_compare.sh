@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# test_torch_compare.sh - PyTorch runs dumped by the nprobe package, compared:
+#  1. the PyTorch GPT (samples/torch/gpt_reference.py) against `nprobe train
+#     --model gpt` on the same weights and batch: no error row, no culprit,
+#     seeds 1-6 (one seed under the sanitizers);
+#  3. a bug injected into the PyTorch model is named as the first culprit:
+#     a wrong layer-norm epsilon passed positionally, the MLP output bias
+#     dropped, tanh GELU (all fp32);
+#  2. PyTorch fp32 against PyTorch bf16 autocast: no culprit at the initial
+#     and at trained (20-step) weights.
+set -u
+N=${NPROBE_BIN:?}
+SRC=${NP_SOURCE_DIR:?}
+RUN="$SRC/tests/python/pyrun.sh"
+REF="$SRC/samples/torch/gpt_reference.py"
+"${NP_PYTHON:-/usr/bin/python3}" -c 'import torch, h5py' 2>/dev/null || { echo "SKIP: torch or h5py missing"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+fail=0
+model=(--model gpt --layers 2 --heads 2 --width 32 --context 16 --batch 4 --threads 1)
+printf '{"task":"tensor","dump_path":"dump_rt","step":[0],"level":"mix"}' > rt.json
+seeds="1 2 3 4 5 6"
+[ "${NP_SANITIZED:-0}" = 1 ] && seeds="1"
+
+# 1. PyTorch against the runtime, several seeds
+for s in $seeds; do
+  rm -rf dump_rt dump_torch rep
+  "$N" train "${model[@]}" --seed "$s" --steps 0 --save init.h5 >/dev/null || { echo "FAIL: train --save seed $s"; exit 1; }
+  "$N" dump -c rt.json -- "$N" train "${model[@]}" --seed "$s" --steps 1 >/dev/null 2>&1 || { echo "FAIL: runtime dump seed $s"; exit 1; }
+  "$RUN" "$REF" --ckpt init.h5 --batch-from dump_rt/step0/rank0/dump.h5 --out dump_torch >/dev/null \
+    || { echo "FAIL: gpt_reference.py seed $s"; exit 1; }
+  "$N" compare -b dump_torch -c dump_rt -o rep > cmp.txt
+  code=$?
+  if [ $code -ne 0 ] || ! grep -q "first culprit: none" cmp.txt || ! grep -q " 0 error" cmp.txt; then
+    echo "FAIL: seed $s: PyTorch vs runtime: exit $code"; cat cmp.txt; fail=1
+  else
+    echo "seed $s: $(head -n1 cmp.txt)"
+  fi
+done
+cp dump_rt/step0/rank0/dump.h5 batch.h5
+
+# 2. fp32 against bf16 autocast, initial and trained weights
+"$N" train "${model[@]}" --seed 1 --steps 20 --save trained.h5 >/dev/null || { echo "FAIL: train 20 steps"; exit 1; }
+for w in init trained; do
+  rm -rf "f32_$w" "bf16_$w"
+  "$RUN" "$REF" --ckpt "$w.h5" --batch-from batch.h5 --out "f32_$w" >/dev/null || { echo "FAIL: fp32 $w"; fail=1; continue; }
+  "$RUN" "$REF" --ckpt "$w.h5" --batch-from batch.h5 --out "bf16_$w" --bf16 >/dev/null || { echo "FAIL: bf16 $w"; fail=1; continue; }
+  prec=$("$N" ls "bf16_$w" | sed -n 's/.*pytorch on cpu (\([a-z0-9]*\)).*/\1/p' | head -n1)
+  [ "$prec" = "bf16" ] || { echo "FAIL: the autocast run's precision is '$prec', want bf16"; fail=1; }
+  "$RUN" - "f32_$w" "bf16_$w" <<'PY' || { echo "FAIL: autocast left the linear output unchanged at $w weights"; fail=1; }
+import sys, h5py, numpy as np
+name = "data/Functional.linear.0.forward.output.0"
+a = np.array(h5py.File(sys.argv[1] + "/step0/rank0/dump.h5")[name])
+b = np.array(h5py.File(sys.argv[2] + "/step0/rank0/dump.h5")[name])
+d = np.abs(a - b).max() / np.abs(a).max()
+print(f"bf16 vs fp32 linear output: max relative difference {d:.2e}")
+sys.exit(0 if 1e-4 < d < 0.1 else 1)
+PY
+  "$N" compare -b "f32_$w" -c "bf16_$w" -o "rep_bf16_$w" > "bf16_$w.txt"
+  code=$?
+  if [ $code -ne 0 ] || ! grep -q "first culprit: none" "bf16_$w.txt"; then
+    echo "FAIL: fp32 vs bf16 autocast at $w weights: exit $code"; cat "bf16_$w.txt"; fail=1
+  else
+    echo "bf16 $w: $(head -n1 "bf16_$w.txt")"
+  fi
+done
+# 3. injected bugs named (bench: the correct PyTorch model at trained weights:
+# the runtime initialises biases to zero, so a dropped bias shows after training)
+want_ln_eps="Functional.layer_norm.0.forward"
+want_no_bias="Functional.linear.3.forward"
+want_tanh_gelu="Functional.gelu.0.forward"
+for bug in ln_eps no_bias tanh_gelu; do
+  rm -rf "dump_$bug"
+  "$RUN" "$REF" --ckpt trained.h5 --batch-from batch.h5 --out "dump_$bug" --bug "$bug" >/dev/null \
+    || { echo "FAIL: gpt_reference.py --bug $bug"; fail=1; continue; }
+  "$N" compare -b f32_trained -c "dump_$bug" -o "rep_$bug" > "bug_$bug.txt"
+  code=$?
+  want_var="want_$bug"
+  want=${!want_var}
+  if [ $code -ne 1 ] || ! grep -q "first culprit: $want " "bug_$bug.txt"; then
+    echo "FAIL: --bug $bug: exit $code, want 1 and first culprit $want"; cat "bug_$bug.txt"; fail=1
+  else
+    echo "bug $bug: $(grep 'first culprit' "bug_$bug.txt")"
+  fi
+done
+
+[ $fail -eq 0 ] && echo "all passed" || echo "some failed"
+exit $fail
