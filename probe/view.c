@@ -37,30 +37,39 @@ static int is_contiguous(const np_tensor_view *v)
 }
 
 /* Convert n elements of view storage at `src` (element stride `st`) into
- * dump storage at `dst`. */
+ * dump storage at `dst`; one typed loop per storage size (a memcpy per
+ * element was the cost of every strided view). */
 static void convert_run(void *dst, const unsigned char *src, int64_t st, int64_t n, np_dtype dt,
                         size_t es)
 {
     if (dt == NP_BFLOAT16) {
         float *o = dst;
+        const uint16_t *s = (const uint16_t *)(const void *)src;
         for (int64_t i = 0; i < n; i++) {
-            uint16_t b;
-            memcpy(&b, src + i * st * 2, 2);
-            o[i] = np_bf16_bits_to_f32(b);
+            uint32_t u = (uint32_t)s[i * st] << 16;
+            memcpy(&o[i], &u, 4);
         }
     } else if (dt == NP_FLOAT16) {
         float *o = dst;
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, src + i * st * 2, 2);
-            o[i] = np_f16_bits_to_f32(h);
-        }
+        const uint16_t *s = (const uint16_t *)(const void *)src;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = np_f16_bits_to_f32(s[i * st]);
     } else if (st == 1) {
         memcpy(dst, src, (size_t)n * es);
+    } else if (es == 4) {
+        uint32_t *o = dst;
+        const uint32_t *s = (const uint32_t *)(const void *)src;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = s[i * st];
+    } else if (es == 8) {
+        uint64_t *o = dst;
+        const uint64_t *s = (const uint64_t *)(const void *)src;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = s[i * st];
     } else {
         unsigned char *o = dst;
         for (int64_t i = 0; i < n; i++)
-            memcpy(o + (size_t)i * es, src + i * st * (int64_t)es, es);
+            o[i] = src[i * st];
     }
 }
 
