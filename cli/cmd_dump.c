@@ -131,22 +131,38 @@ static void sum_entries(dump_sum *s, np_dumpio *d, const np_dumpio_info *in)
     free(c);
 }
 
+/* The files this run wrote (finished or partial step files newer than t0),
+ * copied out of refs (paths still point into refs). *out is the caller's. */
+static size_t this_run(np_dumpio_ref **out, const np_dumpio_ref *refs, size_t n,
+                       const struct timespec *t0)
+{
+    size_t m = 0;
+    *out = malloc((n ? n : 1) * sizeof **out);
+    for (size_t i = 0; *out && i < n; i++)
+        if (refs[i].state < NP_DUMPIO_TEMP && newer(refs[i].path, t0))
+            (*out)[m++] = refs[i];
+    return m;
+}
+
 static void summarize(dump_sum *s, const char *dump_path, const struct timespec *t0)
 {
     memset(s, 0, sizeof *s);
-    np_dumpio_ref *refs = NULL;
+    np_dumpio_ref *refs = NULL, *mine = NULL;
     size_t n = 0;
     if (np_dumpio_find(&refs, &n, dump_path, NULL))
         return;
+    np_dumpio_checker *chk = NULL;
+    n = this_run(&mine, refs, n, t0);
+    if (!mine || np_dumpio_checker_start(&chk, mine, n, NULL) != NP_OK)
+        n = 0;
     int last_step = INT_MIN;
     int ranks_seen[64];
     int n_ranks = 0;
     for (size_t i = 0; i < n; i++) {
-        const np_dumpio_ref *r = &refs[i];
-        if (r->state >= NP_DUMPIO_TEMP || !newer(r->path, t0))
-            continue;
+        const np_dumpio_ref *r = &mine[i];
         np_dumpio *d = NULL;
-        if (np_dumpio_open_ref(&d, r, 0, NULL)) {
+        if (np_dumpio_checker_wait(chk, i, NULL) ||
+            np_dumpio_open_ref(&d, r, NP_DUMPIO_CHECKED, NULL)) {
             s->unreadable++;
             add_incomplete(s, r->step, r->rank, "unreadable partial file");
             continue;
@@ -174,6 +190,8 @@ static void summarize(dump_sum *s, const char *dump_path, const struct timespec 
         np_dumpio_close(d);
     }
     s->ranks = n_ranks;
+    np_dumpio_checker_free(chk);
+    free(mine);
     free(refs);
 }
 
