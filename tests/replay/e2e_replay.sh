@@ -96,7 +96,7 @@ if "$PY" -c 'import torch, h5py' 2>/dev/null; then
   small=(--model gpt --layers 2 --heads 2 --width 32 --context 16 --batch 4 --seed 11 --threads 1)
   "$N" train "${small[@]}" --steps 0 --save init.h5 >/dev/null
   dump small tensor -- "${small[@]}" --steps 1
-  "$PY" "$SRC/samples/torch/gpt_reference.py" --ckpt init.h5 --batch-from small/step0/rank0/dump.h5 \
+  "$SRC/tests/python/pyrun.sh" "$SRC/samples/torch/gpt_reference.py" --ckpt init.h5 --batch-from small/step0/rank0/dump.h5 \
     --out torch_fp32 > /dev/null || { echo "FAIL: gpt_reference.py"; fail=1; }
   expect torch_fp32 0
 else
