@@ -62,6 +62,16 @@ struct np_probe {
     pthread_mutex_t mu;
     void *vbuf;          /* converted/gathered tensor views */
     size_t vcap;
+    /* the last NP_VIEW_REUSE views (np_tensor_view.version): their keys and,
+     * once computed, their statistics */
+    struct view_memo {
+        np_tensor_view key;
+        int64_t shape[NP_MAX_DIMS], strides[NP_MAX_DIMS];
+        int has_stats;
+        np_entry_rec rec;
+    } memo[NP_VIEW_REUSE];
+    int memo_next, memo_len;
+    struct view_memo *memo_fill; /* the slot of the view being dumped */
 };
 
 #define LOCK(p) pthread_mutex_lock(&(p)->mu)
@@ -396,6 +406,7 @@ static void end_step(np_probe *p)
     p->in_step = 0;
     p->file_open = 0;
     p->embed_call[0] = '\0';
+    p->memo_len = p->memo_next = 0;
     leaves_clear(p);
 }
 
@@ -409,6 +420,7 @@ static void begin_step(np_probe *p, int step)
     p->scope_state = 0;
     p->file_open = 0;
     p->embed_call[0] = '\0';
+    p->memo_len = p->memo_next = 0;
     leaves_clear(p);
     p->step_selected = p->rank_selected && !p->dump_off && step_in_config(p->cfg, step);
     if (p->step_selected && p->cfg->task != NP_TASK_OVERFLOW_CHECK) {
@@ -615,6 +627,52 @@ static void fill_stats_rec(np_entry_rec *r, const np_leaf_stats *s)
     r->requires_grad = (int8_t)(s->requires_grad != 0);
 }
 
+/* ---- reuse of a view's statistics (np_tensor_view.version) ---------------- */
+
+static int memo_usable(const np_probe *p, const np_tensor_view *v)
+{
+    return v && v->size >= sizeof *v && v->version >= 0 && v->ndim >= 0 &&
+           v->ndim <= NP_MAX_DIMS && !keeps_data(p->cfg);
+}
+
+static int memo_same(const struct view_memo *m, const np_tensor_view *v)
+{
+    if (m->key.data != v->data || m->key.byte_offset != v->byte_offset ||
+        m->key.dtype != v->dtype || m->key.ndim != v->ndim || m->key.version != v->version ||
+        (m->key.strides == NULL) != (v->strides == NULL))
+        return 0;
+    for (int d = 0; d < v->ndim; d++)
+        if (m->shape[d] != v->shape[d] || (v->strides && m->strides[d] != v->strides[d]))
+            return 0;
+    return 1;
+}
+
+/* The memo of an earlier view like `v` that has statistics, or NULL. */
+static const struct view_memo *memo_find(const np_probe *p, const np_tensor_view *v)
+{
+    for (int i = 0; i < p->memo_len; i++)
+        if (p->memo[i].has_stats && memo_same(&p->memo[i], v))
+            return &p->memo[i];
+    return NULL;
+}
+
+/* Every view call takes the next slot (the caller keeps the last
+ * NP_VIEW_REUSE tensors alive: the slots never outlive them). */
+static struct view_memo *memo_push(np_probe *p, const np_tensor_view *v)
+{
+    struct view_memo *m = &p->memo[p->memo_next];
+    p->memo_next = (p->memo_next + 1) % NP_VIEW_REUSE;
+    if (p->memo_len < NP_VIEW_REUSE)
+        p->memo_len++;
+    m->key = *v;
+    for (int d = 0; d < v->ndim; d++) {
+        m->shape[d] = v->shape[d];
+        m->strides[d] = v->strides ? v->strides[d] : 0;
+    }
+    m->has_stats = 0;
+    return m;
+}
+
 /* One leaf: a tensor `t`, caller statistics `ls`, or (both NULL) a scalar. */
 static np_status embed_leaf(np_probe *p, const char *call, np_role role, const char *key,
                             const np_tensor *t, const np_tensor_view *v,
@@ -666,13 +724,22 @@ static np_status embed_leaf(np_probe *p, const char *call, np_role role, const c
     np_fmt_copy_name(r.call, NP_FMT_NAME_LEN, call);
     np_fmt_copy_name(r.role, NP_FMT_ROLE_LEN, np_role_name(role));
     np_tensor vt;
-    if (v) {
+    const struct view_memo *hit = memo_usable(p, v) ? memo_find(p, v) : NULL;
+    if (v && !hit) {
         np_status vs = probe_view_tensor(&vt, v, &p->vbuf, &p->vcap, r.name, err);
         if (vs)
             return vs;
         t = &vt;
     }
-    if (t)
+    if (hit) {
+        np_entry_rec keep = r;
+        r = hit->rec;
+        memcpy(r.name, keep.name, sizeof r.name);
+        memcpy(r.call, keep.call, sizeof r.call);
+        memcpy(r.role, keep.role, sizeof r.role);
+        r.requires_grad = (int8_t)(v->requires_grad != 0);
+        t = NULL;
+    } else if (t)
         fill_tensor_rec(p, &r, t);
     else if (ls)
         fill_stats_rec(&r, ls);
@@ -681,6 +748,10 @@ static np_status embed_leaf(np_probe *p, const char *call, np_role role, const c
     int overflow = rec_overflows(&r);
     if (p->cfg->task == NP_TASK_OVERFLOW_CHECK && !overflow)
         return NP_OK;
+    if (v && p->memo_fill) {
+        p->memo_fill->rec = r;
+        p->memo_fill->has_stats = 1;
+    }
     int was_emitted = p->call_emitted;
     emit_entry(p, &r, t ? t->data : NULL, t ? np_tensor_nbytes(t) : 0);
     if (p->cfg->task == NP_TASK_OVERFLOW_CHECK && !was_emitted && p->call_emitted)
@@ -727,7 +798,10 @@ np_status np_probe_dump_view(np_probe *p, const char *call, np_role role, const 
     if (!v)
         return np_error_set(err, NP_ERR_ARG, NULL, call, "no tensor view given");
     LOCK(p);
+    struct view_memo *m = memo_usable(p, v) ? memo_push(p, v) : NULL;
+    p->memo_fill = m;
     np_status st = embed_leaf(p, call, role, key, NULL, v, NULL, 0.0, err);
+    p->memo_fill = NULL;
     UNLOCK(p);
     return st;
 }

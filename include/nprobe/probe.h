@@ -167,7 +167,16 @@ typedef struct np_tensor_view {
     const void *data;         /* base pointer of the storage */
     int64_t byte_offset;      /* added to data */
     int requires_grad;
+    /* The framework's version counter of the data (PyTorch's _version), or
+     * -1. With a version >= 0 the probe reuses the statistics (and crc32)
+     * of one of the last NP_VIEW_REUSE views that had the same storage,
+     * layout, dtype and version (an op's output dumped again as the next
+     * op's input), for the statistics and md5 tasks. The caller promises
+     * to keep the tensors of its last NP_VIEW_REUSE np_probe_dump_view calls
+     * alive (their memory cannot be another tensor's then). */
+    int64_t version;
 } np_tensor_view;
+#define NP_VIEW_REUSE 16
 
 /* Bytes per element of a view's storage (2 for bfloat16/float16). */
 size_t np_view_element_size(np_dtype dt);

@@ -51,7 +51,11 @@ class View(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
                 ("shape", ctypes.POINTER(ctypes.c_int64)),
                 ("strides", ctypes.POINTER(ctypes.c_int64)), ("data", ctypes.c_void_p),
-                ("byte_offset", ctypes.c_int64), ("requires_grad", ctypes.c_int)]
+                ("byte_offset", ctypes.c_int64), ("requires_grad", ctypes.c_int),
+                ("version", ctypes.c_int64)]
+
+
+VIEW_REUSE = 16   # NP_VIEW_REUSE
 
 
 class LeafStats(ctypes.Structure):

@@ -71,6 +71,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--markdown", action="store_true", help="print table rows for bench_torch.sh")
     ap.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -91,6 +92,18 @@ def main():
                 res[m].append(float(w))
                 cpu[m].append(float(c))
     base, cbase = statistics.median(res["plain"]), statistics.median(cpu["plain"])
+    if a.markdown:
+        targets = {("big", "statistics"): 1.3, ("big", "md5"): 1.5,
+                   ("tiny", "statistics"): 57 / 8, ("tiny", "md5"): 117 / 8}
+        label = "GPT 4x256" if a.model == "big" else "tiny GPT 2x32"
+        for m in MODES[1:]:
+            t = targets[(a.model, m)]
+            for kind, v, b in (("cpu", cpu[m], cbase), ("wall", res[m], base)):
+                r = statistics.median(v) / b
+                met = ("yes" if r <= t else "no") if kind == "cpu" else "-"
+                print(f"| {label}, {m} L1, {kind} time per step | {statistics.median(v):.1f} ms "
+                      f"| {b:.1f} ms | x{r:.2f} | <= x{t:.3g} | {met} |")
+        return
     print(f"model {a.model} ({SIZES[a.model]}), {a.rounds} interleaved rounds of "
           f"{a.steps} steps, one thread; medians of the per-round medians")
     for m in MODES:

@@ -96,19 +96,19 @@ static void test_views(const char *dir)
         for (int j = 0; j < 3; j++)
             store[1 + j * 2 + i] = bf(m[i][j]);
     int64_t shape[2] = {2, 3}, strides[2] = {1, 2};
-    np_tensor_view v = {sizeof v, NP_BFLOAT16, 2, shape, strides, store, 2, 1};
+    np_tensor_view v = {sizeof v, NP_BFLOAT16, 2, shape, strides, store, 2, 1, -1};
     CHECK_EQ_INT(np_probe_dump_view(p, "Functional.linear.0.forward", NP_ROLE_INPUT, "0", &v,
                                     &err), NP_OK);
     /* fp16 contiguous, 4 elements: 1, -0.5, 65504 (fp16 max), 2^-24 (smallest subnormal) */
     uint16_t h[4] = {0x3c00, 0xb800, 0x7bff, 0x0001};
     int64_t hs[1] = {4};
-    np_tensor_view vh = {sizeof vh, NP_FLOAT16, 1, hs, NULL, h, 0, 0};
+    np_tensor_view vh = {sizeof vh, NP_FLOAT16, 1, hs, NULL, h, 0, 0, -1};
     CHECK_EQ_INT(np_probe_dump_view(p, "Functional.linear.0.forward", NP_ROLE_OUTPUT, "0", &vh,
                                     &err), NP_OK);
     /* float32 read in place, offset by one element */
     float f32[5] = {9.0f, 1.0f, 2.0f, 3.0f, 4.0f};
     int64_t fs[2] = {2, 2};
-    np_tensor_view vf = {sizeof vf, NP_FLOAT32, 2, fs, NULL, f32, 4, 0};
+    np_tensor_view vf = {sizeof vf, NP_FLOAT32, 2, fs, NULL, f32, 4, 0, -1};
     CHECK_EQ_INT(np_probe_dump_view(p, "Functional.linear.0.forward", NP_ROLE_INPUT, "1", &vf,
                                     &err), NP_OK);
     /* device statistics */
@@ -202,7 +202,7 @@ static void *feed(void *arg)
     for (int i = 0; i < 64; i++)
         x[i] = (float)(i + w->id);
     int64_t s[1] = {64};
-    np_tensor_view v = {sizeof v, NP_FLOAT32, 1, s, NULL, x, 0, 0};
+    np_tensor_view v = {sizeof v, NP_FLOAT32, 1, s, NULL, x, 0, 0, -1};
     for (int k = 0; k < 200; k++) {
         char call[64];
         snprintf(call, sizeof call, "Functional.t%d.%d.backward", w->id, k);
@@ -248,6 +248,53 @@ static void test_threads(const char *dir)
     free(r);
 }
 
+/* A view dumped again with the same storage, layout and version reuses the
+ * statistics computed the first time (np_tensor_view.version); a new
+ * version or a different layout computes them again. */
+static void test_reuse(const char *dir)
+{
+    char cfg[512], path[600];
+    snprintf(cfg, sizeof cfg,
+             "{\"task\": \"md5\", \"dump_path\": \"%s/d3\", \"level\": \"L1\"}", dir);
+    np_probe *p = NULL;
+    CHECK_EQ_INT(np_probe_open_json(&p, cfg, NULL, NULL), NP_OK);
+    if (!p)
+        return;
+    np_probe_step_begin(p, 0, NULL);
+    float x[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+    int64_t s[2] = {2, 2}, tr[2] = {1, 2};
+    np_tensor_view v = {sizeof v, NP_FLOAT32, 2, s, NULL, x, 0, 0, 0};
+    CHECK_EQ_INT(np_probe_dump_view(p, "Functional.a.0.forward", NP_ROLE_OUTPUT, "0", &v, NULL), NP_OK);
+    x[0] = 10.0f; /* in place, version not bumped: the memo is (wrongly, on purpose) reused */
+    CHECK_EQ_INT(np_probe_dump_view(p, "Functional.b.0.forward", NP_ROLE_INPUT, "0", &v, NULL), NP_OK);
+    v.version = 1; /* bumped: computed again */
+    CHECK_EQ_INT(np_probe_dump_view(p, "Functional.c.0.forward", NP_ROLE_INPUT, "0", &v, NULL), NP_OK);
+    np_tensor_view t = v;
+    t.strides = tr; /* the transpose of the same storage: another layout */
+    CHECK_EQ_INT(np_probe_dump_view(p, "Functional.d.0.forward", NP_ROLE_INPUT, "0", &t, NULL), NP_OK);
+    np_probe_close(p, NULL, NULL);
+    np_probe_free(p);
+    snprintf(path, sizeof path, "%s/d3/step0/rank0/dump.h5", dir);
+    size_t n = 0;
+    np_entry_rec *r = read_entries(path, &n);
+    CHECK_EQ_INT(n, 4);
+    if (!r || n != 4) {
+        free(r);
+        return;
+    }
+    CHECK_CLOSE(r[0].max, 4.0, 0, 0);
+    CHECK_CLOSE(r[1].max, 4.0, 0, 0);
+    CHECK_EQ_INT(r[1].crc32, r[0].crc32);
+    CHECK_CLOSE(r[2].max, 10.0, 0, 0);
+    CHECK(r[2].crc32 != r[0].crc32);
+    CHECK_CLOSE(r[3].mean, 19.0 / 4.0, 0, 0);
+    /* stored transposed: 10, 3, 2, 4 */
+    float tx[4] = {10.0f, 3.0f, 2.0f, 4.0f};
+    CHECK_EQ_INT(r[3].crc32, np_crc32(0, tx, sizeof tx));
+    CHECK_STREQ(r[1].name, "Functional.b.0.forward.input.0");
+    free(r);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/np_view_XXXXXX";
@@ -255,6 +302,7 @@ int main(void)
         return 1;
     test_views(dir);
     test_threads(dir);
+    test_reuse(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

@@ -7,6 +7,7 @@ pointer, dtype, shape, strides), a device tensor as statistics reduced on
 its device (statistics task) or as a host copy (payload tasks).
 """
 import atexit
+import collections
 import ctypes
 import functools
 import os
@@ -373,6 +374,9 @@ class PrecisionDebugger:
         self._view.shape = ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64))
         self._view.strides = ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64))
         self._vref = ctypes.byref(self._view)
+        # the tensors of the last VIEW_REUSE views, kept alive so that the
+        # probe may reuse their statistics by address and version
+        self._recent = collections.deque(maxlen=_lib.VIEW_REUSE)
         self._lstats = _lib.LeafStats()
         self._lstats.size = ctypes.sizeof(_lib.LeafStats)
         self._lstats.shape = self._view.shape
@@ -524,6 +528,8 @@ class PrecisionDebugger:
             self._shape[:nd] = t.shape
             self._strides[:nd] = t.stride()
         v.data = t.data_ptr() if t.numel() else None
+        v.version = t._version
+        self._recent.append(t)
         if _lib.probe_dump_view(self._p, cb, role, key, self._vref, self._eref):
             self._note_error()
 

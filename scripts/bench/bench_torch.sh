@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# bench_torch.sh - the PyTorch package's dump overhead (DESIGN.md section 8):
+# scripts/bench/torch_dump_overhead.py on the GPT 4x256 (context 128, batch
+# 8) and on a tiny 2x32 GPT, one thread, the same script without the
+# debugger as the baseline, processes interleaved. Prints a Markdown section.
+#   bench_torch.sh [--quick]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+py=${NP_PYTHON:-/usr/bin/python3}
+bin=${NPROBE_BIN:-$root/build/release/nprobe}
+"$py" -c 'import torch' 2>/dev/null || { printf '## PyTorch package dump overhead (bench_torch.sh)\n\nPyTorch is not installed: not measured.\n'; exit 0; }
+export PYTHONPATH="$root/python" NPROBE_LIB="$(dirname "$bin")/lib/libnprobe.so"
+big=(--rounds 5 --steps 5 --warmup 1)
+tiny=(--rounds 5 --steps 30 --warmup 3)
+if [ "${1:-}" = "--quick" ]; then big=(--rounds 1 --steps 2 --warmup 1); tiny=(--rounds 1 --steps 5 --warmup 1); fi
+echo "## PyTorch package dump overhead (bench_torch.sh)"
+echo
+echo "\`scripts/bench/bench_torch.sh\`: \`scripts/bench/torch_dump_overhead.py\`, the GPT of"
+echo "torch_gpt.py (AdamW, clipping) trained one thread with and without"
+echo "\`nprobe.torch.PrecisionDebugger\` (every step dumped at L1, every API call), each"
+echo "variant a process of its own, the variants interleaved round by round; the"
+echo "median over rounds of each round's median step time, wall clock and the"
+echo "process's CPU time. msprobe's figures (issue 15, measured on another"
+echo "occasion with the same models): x2.75 / x4.25 on the GPT 4x256, x57 / x117 on"
+echo "the tiny model (statistics / md5)."
+echo
+echo "| work | nprobe | baseline | ratio | target | met? |"
+echo "|---|---|---|---|---|---|"
+"$py" "$root/scripts/bench/torch_dump_overhead.py" --model big "${big[@]}" --markdown
+"$py" "$root/scripts/bench/torch_dump_overhead.py" --model tiny "${tiny[@]}" --markdown
