@@ -44,6 +44,11 @@ int np_cli_is_help(const char *arg);
 int np_cli_parse_int(const char *opt, const char *text, long lo, long hi, long *out);
 /* 1 when stderr is a terminal (progress indicators are shown only then). */
 int np_cli_stderr_is_tty(void);
+/* Ignore SIGXFSZ: a file size limit then fails the write with EFBIG,
+ * reported as an error, instead of killing nprobe. Only for commands that
+ * write files themselves (an ignored signal stays ignored across exec, and
+ * `nprobe dump`'s training command must not inherit that). */
+void np_cli_ignore_sigxfsz(void);
 
 /* ---- the probe inside `nprobe train` (implemented in probe_attach.c) ---- */
 struct np_ctx;

@@ -221,6 +221,45 @@ static void report_list_free(report_list *l)
     free(l->first);
 }
 
+/* The reports of one pair, under a name reserved among parallel compares into
+ * `outdir` (common/outfile.c: a report of the same step and rank written in
+ * the same second gets _2, _3, ...; nothing is overwritten). Each file is
+ * written to a temporary and renamed when complete; the first failure stops,
+ * reported once. */
+static np_status write_reports(const np_cmp_result *r, size_t pair, const char *outdir,
+                               int formats, long long now, int print, report_list *written)
+{
+    const np_cmp_pair *p = &r->pairs[pair];
+    static const char *const ext[] = {"xlsx", "csv", "json"};
+    const char *exts[3];
+    int n_ext = 0;
+    for (int k = 0; k < 3; k++)
+        if (formats & (1 << k))
+            exts[n_ext++] = ext[k];
+    char base[256], name[300], path[4400];
+    np_cmp_report_basename(base, sizeof base, p, now);
+    np_error e = {0};
+    np_status st = np_out_reserve(name, sizeof name, outdir, base, exts, n_ext, &e);
+    int reserved = st == NP_OK;
+    for (int k = 0; k < 3 && st == NP_OK; k++) {
+        if (!(formats & (1 << k)))
+            continue;
+        snprintf(path, sizeof path, "%s/%s.%s", outdir, name, ext[k]);
+        st = k == 0   ? np_cmp_write_xlsx(r, p, path, &e)
+             : k == 1 ? np_cmp_write_csv(p, path, &e)
+                      : np_cmp_write_json(r, p, path, &e);
+        if (st == NP_OK && report_list_add(written, pair, path) != 0)
+            st = NP_ERR_NOMEM; /* said by report_list_add */
+        else if (st == NP_OK && print)
+            printf("  report: %s\n", path);
+    }
+    if (reserved)
+        np_out_release(outdir, name);
+    if (st != NP_OK && e.status != NP_OK)
+        np_cli_report(&e);
+    return st;
+}
+
 /* OUTDIR/compare_report_{YYYYmmddHHMMSS}.html (_2, _3, ... when taken). */
 static int write_html(const np_cmp_result *r, const report_list *l, const char *outdir,
                       long long now, int quiet)
@@ -230,16 +269,21 @@ static int write_html(const np_cmp_result *r, const report_list *l, const char *
     char ts[32], path[4200];
     localtime_r(&t, &tm);
     strftime(ts, sizeof ts, "%Y%m%d%H%M%S", &tm);
-    snprintf(path, sizeof path, "%s/compare_report_%s.html", outdir, ts);
-    struct stat sb;
-    for (int n = 2; n < 1000 && stat(path, &sb) == 0; n++)
-        snprintf(path, sizeof path, "%s/compare_report_%s_%d.html", outdir, ts, n);
+    char base[64], name[128];
+    snprintf(base, sizeof base, "compare_report_%s", ts);
+    static const char *const html_ext[] = {"html"};
+    np_error e = {0};
+    if (np_out_reserve(name, sizeof name, outdir, base, html_ext, 1, &e) != NP_OK) {
+        np_cli_report(&e);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/%s.html", outdir, name);
     const char **hints = calloc(r->n_pairs + 1, sizeof *hints);
     for (size_t i = 0; hints && i < r->n_pairs && i < l->n_first; i++)
         hints[i] = l->first[i];
-    np_error e = {0};
     np_status st = np_cmp_write_html(r, hints, path, &e);
     free(hints);
+    np_out_release(outdir, name);
     if (st != NP_OK) {
         np_cli_report(&e);
         return -1;
@@ -352,48 +396,16 @@ int np_cmd_compare(int argc, char **argv)
         return NP_EXIT_USAGE;
     }
     int rc = np_cmp_has_differences(r) ? NP_EXIT_DIFF : NP_EXIT_OK;
+    np_cli_ignore_sigxfsz();
     long long now = (long long)time(NULL);
     /* many pairs: a summary instead of a block per pair (compare_summary.c) */
     int many = r->n_pairs > 1;
     report_list written = {0};
-    for (size_t i = 0; i < r->n_pairs; i++) {
-        const np_cmp_pair *p = &r->pairs[i];
-        char base[256], path[4200];
-        np_cmp_report_basename(base, sizeof base, p, now);
-        static const char *const ext[] = {"xlsx", "csv", "json"};
-        /* a report of the same step and rank written in the same second
-         * (another compare into this directory) is not overwritten: _2, _3 */
-        size_t bl = strlen(base);
-        for (int n = 2; n < 1000; n++) {
-            int taken = 0;
-            for (int k = 0; k < 3 && !taken; k++) {
-                struct stat sb;
-                snprintf(path, sizeof path, "%s/%s.%s", outdir, base, ext[k]);
-                taken = (formats & (1 << k)) && stat(path, &sb) == 0;
-            }
-            if (!taken)
-                break;
-            snprintf(base + bl, sizeof base - bl, "_%d", n);
-        }
+    for (size_t i = 0; i < r->n_pairs && rc != NP_EXIT_USAGE; i++) {
         if (!quiet && !many)
-            print_pair(p);
-        for (int k = 0; k < 3; k++) {
-            if (!(formats & (1 << k)))
-                continue;
-            snprintf(path, sizeof path, "%s/%s.%s", outdir, base, ext[k]);
-            np_error e = {0};
-            np_status st = k == 0   ? np_cmp_write_xlsx(r, p, path, &e)
-                           : k == 1 ? np_cmp_write_csv(p, path, &e)
-                                    : np_cmp_write_json(r, p, path, &e);
-            if (st != NP_OK) {
-                np_cli_report(&e);
-                rc = NP_EXIT_USAGE;
-            } else if (report_list_add(&written, i, path) != 0) {
-                rc = NP_EXIT_USAGE;
-            } else if (!quiet && !many) {
-                printf("  report: %s\n", path);
-            }
-        }
+            print_pair(&r->pairs[i]);
+        if (write_reports(r, i, outdir, formats, now, !quiet && !many, &written) != NP_OK)
+            rc = NP_EXIT_USAGE; /* one message; nothing under a final name is partial */
     }
     if (!quiet && many)
         np_compare_summary(r);

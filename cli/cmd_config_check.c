@@ -263,6 +263,7 @@ static int cmd_compare(int argc, char **argv)
 
 int np_cmd_config_check(int argc, char **argv)
 {
+    np_cli_ignore_sigxfsz();
     if (argc < 2) {
         help_main(stderr);
         np_cli_error("config_check: missing arguments (see 'nprobe config_check --help')");

@@ -1,5 +1,6 @@
 /* cli/util.c - message and argument helpers shared by the subcommands. */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,4 +59,13 @@ int np_cli_parse_int(const char *opt, const char *text, long lo, long hi, long *
 int np_cli_stderr_is_tty(void)
 {
     return isatty(2);
+}
+
+void np_cli_ignore_sigxfsz(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGXFSZ, &sa, NULL);
 }

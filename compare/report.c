@@ -250,6 +250,20 @@ typedef struct outbuf {
     FILE *f;
 } outbuf;
 
+/* The report file: a temporary beside `path`, renamed onto it when complete
+ * (common/outfile.c). */
+static np_status report_open(FILE **f, np_out *o, const char *path, np_error *err)
+{
+    np_status st = np_out_begin(o, path, NULL, err);
+    if (st != NP_OK)
+        return st;
+    if (!(*f = np_out_stream(o))) {
+        np_out_abort(o);
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    }
+    return NP_OK;
+}
+
 static void ob_flush(outbuf *b)
 {
     if (b->n)
@@ -305,13 +319,15 @@ static void csv_str(outbuf *b, const char *s)
 
 np_status np_cmp_write_csv(const np_cmp_pair *p, const char *path, np_error *err)
 {
-    FILE *f = fopen(path, "w");
-    outbuf *b = f ? malloc(sizeof *b) : NULL;
+    np_out o;
+    FILE *f;
+    np_status st = report_open(&f, &o, path, err);
+    if (st != NP_OK)
+        return st;
+    outbuf *b = malloc(sizeof *b);
     if (!b) {
-        if (f)
-            fclose(f);
-        return np_error_set(err, f ? NP_ERR_NOMEM : NP_ERR_IO, path, NULL,
-                            "cannot create the csv report");
+        np_out_abort(&o);
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     }
     b->n = 0;
     b->f = f;
@@ -339,9 +355,7 @@ np_status np_cmp_write_csv(const np_cmp_pair *p, const char *path, np_error *err
     }
     ob_flush(b);
     free(b);
-    if (ferror(f) | (fclose(f) != 0))
-        return np_error_set(err, NP_ERR_IO, path, NULL, "writing the csv report failed (disk full?)");
-    return NP_OK;
+    return np_out_commit(&o, 0, err);
 }
 
 /* ---- json ------------------------------------------------------------------- */
@@ -491,13 +505,15 @@ static void json_call(outbuf *f, const np_cmp_pair *p, int k)
 np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const char *path,
                             np_error *err)
 {
-    FILE *fp = fopen(path, "w");
-    outbuf *f = fp ? malloc(sizeof *f) : NULL;
+    np_out o;
+    FILE *fp;
+    np_status st = report_open(&fp, &o, path, err);
+    if (st != NP_OK)
+        return st;
+    outbuf *f = malloc(sizeof *f);
     if (!f) {
-        if (fp)
-            fclose(fp);
-        return np_error_set(err, fp ? NP_ERR_NOMEM : NP_ERR_IO, path, NULL,
-                            "cannot create the json report");
+        np_out_abort(&o);
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     }
     f->n = 0;
     f->f = fp;
@@ -608,7 +624,5 @@ np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const 
     ob_puts(f, "\n]\n}\n");
     ob_flush(f);
     free(f);
-    if (ferror(fp) | (fclose(fp) != 0))
-        return np_error_set(err, NP_ERR_IO, path, NULL, "writing the json report failed (disk full?)");
-    return NP_OK;
+    return np_out_commit(&o, 0, err);
 }

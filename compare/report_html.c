@@ -831,13 +831,18 @@ np_status np_cmp_write_html(const np_cmp_result *r, const char *const *pair_repo
     page pg = {.r = r, .reports = pair_reports};
     if (analyse(&pg) != 0)
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory for the HTML report");
-    /* written as NAME.part, renamed when complete: never a half page */
-    char part[4200];
-    snprintf(part, sizeof part, "%s.part", path);
-    FILE *f = fopen(part, "w");
+    /* written to an exclusive temporary, renamed when complete: never a half
+     * page, never through a planted symlink (common/outfile.c) */
+    np_out out;
+    np_status st = np_out_begin(&out, path, NULL, err);
+    FILE *f = st == NP_OK ? np_out_stream(&out) : NULL;
     if (!f) {
         free(pg.steps);
-        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot create the HTML report");
+        if (st == NP_OK)
+            np_out_abort(&out);
+        return st != NP_OK ? st
+                           : np_error_set(err, NP_ERR_IO, path, NULL,
+                                          "cannot create the HTML report");
     }
     setvbuf(f, NULL, _IOFBF, 1 << 20);
     page_head(f, &pg);
@@ -856,10 +861,5 @@ np_status np_cmp_write_html(const np_cmp_result *r, const char *const *pair_repo
     cmp_html_raw(f, js);
     cmp_html_raw(f, "</body></html>\n");
     free(pg.steps);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad || rename(part, path) != 0) {
-        remove(part);
-        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot write the HTML report");
-    }
-    return NP_OK;
+    return np_out_commit(&out, 0, err);
 }

@@ -296,19 +296,21 @@ np_status np_cmp_write_xlsx(const np_cmp_result *r, const np_cmp_pair *p, const 
     if (per > 1048575)
         per = 1048575;
     size_t n_rows_sheets = p->n_rows ? (p->n_rows + (size_t)per - 1) / (size_t)per : 1;
-    size_t tlen = strlen(path) + 8;
-    char *tmp = malloc(tlen);
     cmp_xlsx_sheet *sheets = malloc((n_rows_sheets + 1) * sizeof *sheets);
-    if (!tmp || !sheets) {
-        free(tmp);
-        free(sheets);
+    if (!sheets)
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    /* written under a unique temporary name, renamed when complete */
+    np_out out;
+    np_status st = np_out_begin(&out, path, NULL, err);
+    if (st != NP_OK) {
+        free(sheets);
+        return st;
     }
-    snprintf(tmp, tlen, "%s.part", path);
+    const char *tmp = out.tmp;
     lxw_workbook_options o = {.constant_memory = LXW_TRUE, .tmpdir = NULL};
     lxw_workbook *wb = workbook_new_opt(tmp, &o);
     if (!wb) {
-        free(tmp);
+        np_out_abort(&out);
         free(sheets);
         return np_error_set(err, NP_ERR_IO, path, NULL, "cannot create the xlsx report");
     }
@@ -336,7 +338,6 @@ np_status np_cmp_write_xlsx(const np_cmp_result *r, const np_cmp_pair *p, const 
     int n = write_rows_sheets(sheets, wb, p, per, &F, 2, &S);
     n += write_calls(&sheets[n], wb, p, &F, n + 2, &S);
     lxw_error e = workbook_close(wb);
-    np_status st = NP_OK;
     if (e != LXW_NO_ERROR)
         st = np_error_set(err, NP_ERR_IO, path, NULL, "writing the xlsx report failed: %s",
                           lxw_strerror(e));
@@ -350,11 +351,10 @@ np_status np_cmp_write_xlsx(const np_cmp_result *r, const np_cmp_pair *p, const 
         if (k)
             st = cmp_xlsx_fill_sheets(tmp, sheets, k, err);
     }
-    if (st == NP_OK && rename(tmp, path) != 0)
-        st = np_error_set(err, NP_ERR_IO, path, NULL, "cannot rename %s to the report", tmp);
-    if (st != NP_OK)
-        remove(tmp);
-    free(tmp);
+    if (st == NP_OK)
+        st = np_out_commit(&out, 0, err);
+    else
+        np_out_abort(&out);
     free(sheets);
     return st;
 }

@@ -152,10 +152,11 @@ static np_status add_member(zip_t *za, const char *name, char *data, size_t len,
     return NP_OK;
 }
 
-static np_status write_zip(const builder *b, json_t *man, const char *zip_path, np_error *err)
+static np_status write_zip_to(const builder *b, json_t *man, const char *tmp,
+                              const char *zip_path, np_error *err)
 {
     int zerr = 0;
-    zip_t *za = zip_open(zip_path, ZIP_CREATE | ZIP_TRUNCATE, &zerr);
+    zip_t *za = zip_open(tmp, ZIP_CREATE | ZIP_TRUNCATE, &zerr);
     if (!za) {
         zip_error_t ze;
         zip_error_init_with_code(&ze, zerr);
@@ -204,6 +205,22 @@ static np_status write_zip(const builder *b, json_t *man, const char *zip_path, 
         zip_discard(za);
     }
     return st;
+}
+
+/* The pack is written under a unique temporary name beside zip_path and
+ * renamed when complete (common/outfile.c). */
+static np_status write_zip(const builder *b, json_t *man, const char *zip_path, np_error *err)
+{
+    np_out out;
+    np_status st = np_out_begin(&out, zip_path, NULL, err);
+    if (st != NP_OK)
+        return st;
+    st = write_zip_to(b, man, out.tmp, zip_path, err);
+    if (st != NP_OK) {
+        np_out_abort(&out);
+        return st;
+    }
+    return np_out_commit(&out, 0, err);
 }
 
 np_status np_cc_pack_ex(const char *zip_path, const np_cc_pack_opts *opts,

@@ -1,6 +1,7 @@
 /* configcheck/report.c - write a compare result as result.xlsx (summary sheet
  * plus one sheet per item) or as JSON. Text from a pack is somebody else's:
  * control characters are replaced and cells are cut to Excel's limit. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xlsxwriter.h>
@@ -42,9 +43,16 @@ static lxw_error write_text(lxw_worksheet *ws, int row, int col, const char *s, 
 
 np_status np_cc_write_xlsx(const np_cc_result *r, const char *path, np_error *err)
 {
-    lxw_workbook *wb = workbook_new(path);
-    if (!wb)
+    /* written under a unique temporary name, renamed when complete */
+    np_out out;
+    np_status st = np_out_begin(&out, path, NULL, err);
+    if (st != NP_OK)
+        return st;
+    lxw_workbook *wb = workbook_new(out.tmp);
+    if (!wb) {
+        np_out_abort(&out);
         return np_error_set(err, NP_ERR_IO, path, NULL, "cannot create the workbook");
+    }
     lxw_format *head = workbook_add_format(wb);
     format_set_bold(head);
     format_set_bottom(head, LXW_BORDER_THIN);
@@ -107,10 +115,12 @@ np_status np_cc_write_xlsx(const np_cc_result *r, const char *path, np_error *er
             worksheet_autofilter(ws, 0, 0, (lxw_row_t)(it->n_rows < 1048575 ? it->n_rows : 1048575), 3);
     }
     lxw_error ce = workbook_close(wb);
-    if (e || ce)
+    if (e || ce) {
+        np_out_abort(&out);
         return np_error_set(err, NP_ERR_IO, path, NULL, "cannot write the workbook: %s",
                             lxw_strerror(e ? e : ce));
-    return NP_OK;
+    }
+    return np_out_commit(&out, 0, err);
 }
 
 np_status np_cc_write_json(const np_cc_result *r, const char *path, np_error *err)
@@ -146,10 +156,18 @@ np_status np_cc_write_json(const np_cc_result *r, const char *path, np_error *er
         summary = items = NULL;
     }
     np_status st = NP_OK;
+    np_out out;
     if (bad)
         st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    else if (json_dump_file(doc, path, JSON_SORT_KEYS | JSON_INDENT(2)) != 0)
-        st = np_error_set(err, NP_ERR_IO, path, NULL, "cannot write the file");
+    else if ((st = np_out_begin(&out, path, NULL, err)) != NP_OK)
+        ;
+    else if (json_dumpfd(doc, out.fd, JSON_SORT_KEYS | JSON_INDENT(2)) != 0) {
+        int en = errno;
+        np_out_abort(&out);
+        st = np_error_set(err, en == EFBIG || en == ENOSPC ? NP_ERR_NOSPACE : NP_ERR_IO, path,
+                          NULL, "cannot write the file: %s", strerror(en));
+    } else
+        st = np_out_commit(&out, 0, err);
     json_decref(doc);
     json_decref(summary);
     json_decref(items);

@@ -78,6 +78,8 @@ static H5FD_t *vfd_open(const char *name, unsigned flags, hid_t fapl, haddr_t ma
         o |= O_CREAT;
     if (flags & H5F_ACC_EXCL)
         o |= O_EXCL;
+    if (flags & H5F_ACC_RDWR)
+        o |= O_NOFOLLOW; /* the writer's step file is never reached through a symlink */
     int fd = open(name, o | O_CLOEXEC, 0666);
     if (fd < 0) {
         int en = errno;

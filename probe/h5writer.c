@@ -76,6 +76,8 @@ struct np_h5w {
     stager *sg;              /* lazily, for unaligned payloads */
     void *vf;                /* our file driver's state of `file` (h5vfd.c), or NULL */
     int vfd_err;             /* errno of a write failed while closing, 0 */
+    np_out out;              /* the step file, created exclusively (common/outfile.c) */
+    int lock_fd;             /* the step's rank folder, locked while in a step, or -1 */
     np_h5w_totals tot;
 };
 
@@ -355,7 +357,7 @@ np_status np_h5w_new(np_h5w **out, const char *dump_path, int compression, np_er
     w->cbuf = calloc(ROW_BLOCK, sizeof *w->cbuf);
     w->compression = compression;
     w->file = w->entries = w->calls = w->data = w->row_dxpl = -1;
-    w->dfd = w->hfd = -1;
+    w->dfd = w->hfd = w->lock_fd = -1;
     w->entry_mt = np_fmt_entry_h5type();
     w->call_mt = np_fmt_call_h5type();
     w->entry_ft = w->entry_mt >= 0 ? H5Tcopy(w->entry_mt) : -1;
@@ -403,6 +405,8 @@ static void close_handles(np_h5w *w)
     if (w->dfd >= 0) close(w->dfd);
     w->dfd = w->hfd = -1;
     H5Eclear2(H5E_DEFAULT);
+    np_out_keep(&w->out); /* an abandoned step stays as .partial */
+    np_dir_unlock(&w->lock_fd);
 }
 
 void np_h5w_abandon(np_h5w *w)
@@ -437,19 +441,85 @@ int np_h5w_in_step(const np_h5w *w) { return w->in_step; }
 
 void np_h5w_totals_get(const np_h5w *w, np_h5w_totals *t) { *t = w->tot; }
 
-np_status np_h5w_clear_step(const char *dump_path, int64_t step, int64_t rank, np_error *err)
+/* Remove `dir`/dump.h5 and .partial of an earlier run: the caller holds the
+ * folder's lock, so no live run is writing them (unlink removes a symlink,
+ * never its target). */
+static np_status remove_earlier(const char *dir, np_error *err)
 {
     static const char *const suffix[2] = {"", ".partial"};
     for (int i = 0; i < 2; i++) {
         char f[4200];
-        snprintf(f, sizeof f, "%s/step%lld/rank%lld/%s%s", dump_path, (long long)step,
-                 (long long)rank, NP_FMT_FILE, suffix[i]);
+        snprintf(f, sizeof f, "%s/%s%s", dir, NP_FMT_FILE, suffix[i]);
         if (unlink(f) != 0 && errno != ENOENT && errno != ENOTDIR)
             return np_error_set(err, NP_ERR_IO, f, NULL,
                                 "cannot remove the earlier dump of this step: %s",
                                 strerror(errno));
     }
     return NP_OK;
+}
+
+np_status np_h5w_clear_step(const char *dump_path, int64_t step, int64_t rank, np_error *err)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/step%lld/rank%lld", dump_path, (long long)step,
+             (long long)rank);
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return NP_OK; /* nothing of this step */
+    int lock = -1;
+    np_status st = np_dir_lock(&lock, dir, err);
+    if (st == NP_OK)
+        st = remove_earlier(dir, err);
+    np_dir_unlock(&lock);
+    return st;
+}
+
+/* The step file HDF5 opened is the one np_out created (nothing swapped in). */
+static int same_file(hid_t file, int fd)
+{
+    hid_t afp = H5Fget_access_plist(file);
+    void *handle = NULL;
+    int ok = afp >= 0 && H5Fget_vfd_handle(file, afp, &handle) >= 0 && handle;
+    if (afp >= 0)
+        H5Pclose(afp);
+    struct stat a, b;
+    ok = ok && fstat(*(int *)handle, &a) == 0 && fstat(fd, &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+    H5Eclear2(H5E_DEFAULT);
+    return ok;
+}
+
+/* An O_DIRECT descriptor of the step file np_out created, or -1. */
+static int open_direct(const np_h5w *w)
+{
+    int fd = open(w->partial, O_WRONLY | O_DIRECT | O_NOFOLLOW | O_CLOEXEC);
+    struct stat a, b;
+    if (fd >= 0 && (fstat(fd, &a) != 0 || fstat(w->out.fd, &b) != 0 || a.st_dev != b.st_dev ||
+                    a.st_ino != b.st_ino)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Lock the step's rank folder, remove an earlier run's files of the step,
+ * create dump.h5.partial exclusively. */
+static np_status claim_step(np_h5w *w, const char *dir, np_error *err)
+{
+    np_status st = np_dir_lock(&w->lock_fd, dir, err);
+    if (st != NP_OK)
+        return st;
+    snprintf(w->partial, sizeof w->partial, "%s/%s.partial", dir, NP_FMT_FILE);
+    snprintf(w->final, sizeof w->final, "%s/%s", dir, NP_FMT_FILE);
+    /* This step is being replaced: a dump.h5 of an earlier run goes now, so
+     * that a run killed in this step does not leave it beside the new
+     * .partial for readers to take (docs/FORMAT.md, "Crash safety"). */
+    st = remove_earlier(dir, err);
+    if (st == NP_OK)
+        st = np_out_begin(&w->out, w->final, w->partial, err);
+    if (st != NP_OK)
+        np_dir_unlock(&w->lock_fd);
+    return st;
 }
 
 np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err)
@@ -462,14 +532,9 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
     if (np_mkdirs(dir) != 0)
         return np_error_set(err, errno == ENOSPC ? NP_ERR_NOSPACE : NP_ERR_IO, dir, NULL,
                             "cannot create the dump directory: %s", strerror(errno));
-    snprintf(w->partial, sizeof w->partial, "%s/%s.partial", dir, NP_FMT_FILE);
-    snprintf(w->final, sizeof w->final, "%s/%s", dir, NP_FMT_FILE);
-    /* This step is being replaced: a dump.h5 of an earlier run goes now, so
-     * that a run killed in this step does not leave it beside the new
-     * .partial for readers to take (docs/FORMAT.md, "Crash safety"). */
-    if (unlink(w->final) != 0 && errno != ENOENT)
-        return np_error_set(err, NP_ERR_IO, w->final, NULL,
-                            "cannot remove the earlier dump of this step: %s", strerror(errno));
+    np_status cst = claim_step(w, dir, err);
+    if (cst != NP_OK)
+        return cst;
 
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5AC_cache_config_t mdc;
@@ -486,7 +551,7 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
      * O_DIRECT (uncompressed only): aligned in the file for it. */
     w->dfd = w->hfd = -1;
     if (w->compression == 0) {
-        w->dfd = open(w->partial, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0666);
+        w->dfd = open_direct(w);
         if (w->dfd >= 0 && H5Pset_alignment(fapl, DIRECT_MIN, DIRECT_ALIGN) < 0) {
             close(w->dfd);
             w->dfd = -1;
@@ -500,10 +565,18 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
     w->file = H5Fcreate(w->partial, H5F_ACC_TRUNC, fcpl, fapl);
     H5Pclose(fapl);
     H5Pclose(fcpl);
+    if (w->file >= 0 && !same_file(w->file, w->out.fd)) {
+        H5Fclose(w->file);
+        w->file = -1;
+        np_error_set(err, NP_ERR_IO, w->partial, NULL,
+                     "the dump file was replaced while it was being created");
+    }
     if (w->file < 0) {
         if (w->dfd >= 0)
             close(w->dfd);
         w->dfd = -1;
+        np_out_abort(&w->out);
+        np_dir_unlock(&w->lock_fd);
         return h5fail(err, w->partial, "creating the dump file");
     }
     w->vf = np_vfd_of(w->file);
@@ -803,18 +876,21 @@ np_status np_h5w_step_end(np_h5w *w, const np_h5w_scope *scope, np_error *err)
     w->file = -1;
     w->in_step = 0;
     if (e < 0)
-        return h5fail(err, w->partial, "closing the dump file");
-    if (w->vfd_err) {
-        int en = w->vfd_err;
-        w->vfd_err = 0;
-        return np_error_set(err, en == EFBIG || en == ENOSPC || en == EDQUOT ? NP_ERR_NOSPACE
-                                                                             : NP_ERR_IO,
-                            w->partial, NULL, "closing the dump file failed: %s",
-                            strerror(en));
-    }
-    if (rename(w->partial, w->final) != 0)
-        return np_error_set(err, NP_ERR_IO, w->final, NULL, "cannot rename %s: %s",
-                            w->partial, strerror(errno));
+        st = h5fail(err, w->partial, "closing the dump file");
+    else if (w->vfd_err)
+        st = np_error_set(err, w->vfd_err == EFBIG || w->vfd_err == ENOSPC || w->vfd_err == EDQUOT
+                                   ? NP_ERR_NOSPACE
+                                   : NP_ERR_IO,
+                          w->partial, NULL, "closing the dump file failed: %s",
+                          strerror(w->vfd_err));
+    w->vfd_err = 0;
+    if (st != NP_OK)
+        np_out_keep(&w->out);
+    else
+        st = np_out_commit(&w->out, 0, err); /* dump.h5.partial -> dump.h5 */
+    np_dir_unlock(&w->lock_fd);
+    if (st != NP_OK)
+        return st;
     struct stat sb;
     if (stat(w->final, &sb) == 0)
         w->tot.bytes += (int64_t)sb.st_size;

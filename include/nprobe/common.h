@@ -145,6 +145,52 @@ int np_mkdirs(const char *path);
  * strerror's text. */
 FILE *np_fopen_regular(const char *path, const char **why);
 
+/* ---- output files, common/outfile.c ---------------------------------------
+ * Every file nprobe writes (dump steps, compare reports, config_check results
+ * and packs) is made this way: np_out_begin creates a temporary in the final
+ * file's folder exclusively (O_CREAT|O_EXCL|O_NOFOLLOW: a planted symlink,
+ * even a dangling one, is never followed, nothing that exists is truncated);
+ * the caller writes it (through `fd`, np_out_stream, or by its path `tmp` for
+ * libraries that open files by name); np_out_commit renames it onto the final
+ * name only when complete; np_out_abort removes it. So a final name always
+ * holds a complete file and nothing outside the output folder changes. */
+typedef struct np_out {
+    int fd;       /* the temporary, open read-write; -1 once closed */
+    FILE *fp;     /* set by np_out_stream (then it owns fd) */
+    char *tmp;    /* the temporary's path (owned) */
+    char *final;  /* the final path (owned) */
+} np_out;
+
+#define NP_OUT_NOREPLACE 1u /* commit fails (EEXIST) rather than replace the final name */
+#define NP_OUT_SYNC 2u      /* fsync the file before the rename */
+
+/* Create the temporary for `final`: `tmp` names it (it must not exist), or
+ * NULL for a hidden unique name ".{base}.{pid}.{n}.tmp" beside `final`. */
+np_status np_out_begin(np_out *o, const char *final, const char *tmp, np_error *err);
+/* A stdio stream on the temporary (NULL when fdopen fails); commit closes it. */
+FILE *np_out_stream(np_out *o);
+/* Close (reporting write errors: EFBIG/ENOSPC/EDQUOT as NP_ERR_NOSPACE),
+ * optionally fsync, rename onto the final name. On failure the temporary is
+ * removed and nothing is left under the final name. */
+np_status np_out_commit(np_out *o, unsigned flags, np_error *err);
+/* Give up: close and remove the temporary. No-op after commit/abort. */
+void np_out_abort(np_out *o);
+/* Give up but keep the temporary where it is (a dump step's .partial). */
+void np_out_keep(np_out *o);
+
+/* Reserve the family of names dir/{name}.{exts[k]} for one writer, atomically
+ * among parallel runs: `name` receives `base`, or base_2, base_3, ... when
+ * another run holds `base` or one of its files exists. The reservation is the
+ * hidden file dir/.{name}.reserved; np_out_release removes it. */
+np_status np_out_reserve(char *name, size_t cap, const char *dir, const char *base,
+                         const char *const *exts, int n_ext, np_error *err);
+void np_out_release(const char *dir, const char *name);
+
+/* Hold an exclusive lock (flock) on folder `dir` for as long as *fd is open;
+ * NP_ERR_LIMIT when another process holds it. np_dir_unlock: -1 is a no-op. */
+np_status np_dir_lock(int *fd, const char *dir, np_error *err);
+void np_dir_unlock(int *fd);
+
 /* Run fn(arg) in a forked child process and wait for it, at most
  * timeout_s seconds (<= 0: no limit): work that may crash or loop (HDF5
  * reading a file whose metadata is corrupt) cannot take the caller down.
