@@ -216,16 +216,16 @@ static np_status check_run_hps(hid_t f, const np_trainer *tr, const char *path, 
 
 np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err)
 {
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 16);
-    if (!tmp)
-        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    snprintf(tmp, len + 16, "%s.tmp", path);
+    /* a temporary beside `path`, created exclusively, renamed when complete */
+    np_out out;
+    np_status st = np_out_begin(&out, path, NULL, err);
+    if (st != NP_OK)
+        return st;
+    const char *tmp = out.tmp;
     H5E_auto2_t old_fn;
     void *old_data;
     H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    np_status st = NP_OK;
     hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     hid_t gp = -1, go = -1;
     if (f < 0) {
@@ -280,12 +280,11 @@ done:
         H5Gclose(gp);
     if (f >= 0 && H5Fclose(f) < 0 && !st)
         st = np_error_set(err, NP_ERR_IO, path, NULL, "cannot close the checkpoint file");
-    if (!st && rename(tmp, path) != 0)
-        st = np_error_set(err, NP_ERR_IO, path, NULL, "cannot rename the temp file into place");
-    if (st)
-        remove(tmp);
+    if (!st)
+        st = np_out_commit(&out, NP_OUT_SYNC, err);
+    else
+        np_out_abort(&out);
     H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
-    free(tmp);
     return st;
 }
 

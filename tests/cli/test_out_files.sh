@@ -45,6 +45,15 @@ ln -sf "$tmp/outside/victim" d/step0/rank0/dump.h5
 victim_ok "probe (dump.h5)"
 [ ! -L d/step0/rank0/dump.h5 ] || bad "probe: dump.h5 is still a symlink"
 
+# ---- the trainer's checkpoint: symlinks at its name and its old temporary name
+ln -s "$tmp/outside/victim" ck.h5
+ln -s "$tmp/outside/dangling_ckpt" ck.h5.tmp
+"$nprobe" "${train[@]}" --save ck.h5 >/dev/null 2>err.txt || { bad "train --save exit"; cat err.txt; }
+victim_ok "checkpoint"
+nothing_created dangling_ckpt "checkpoint"
+{ [ -f ck.h5 ] && [ ! -L ck.h5 ]; } || bad "checkpoint: ck.h5 is not a regular file"
+"$nprobe" "${train[@]}" --load ck.h5 >/dev/null 2>err.txt || { bad "train --load exit"; cat err.txt; }
+
 # ---- compare: dangling symlinks at the report names of the next seconds
 cp -r d d2
 plant_reports() { # dir: symlinks at every report name of the next 20 seconds
