@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,112 @@
 #include "cmd.h"
 #include "nprobe/dumpio.h"
 #include "nprobe/probe.h"
+
+/* ---- running COMMAND: SIGTERM/SIGINT/SIGHUP sent to nprobe dump reach it -- */
+
+static const int g_fwd_sigs[] = {SIGTERM, SIGINT, SIGHUP};
+enum { N_FWD = (int)(sizeof g_fwd_sigs / sizeof g_fwd_sigs[0]) };
+static volatile sig_atomic_t g_child_pid; /* 0 until forked (and in the child) */
+static volatile sig_atomic_t g_fwd_sig;   /* the last signal forwarded, 0 if none */
+
+/* A signal sent to nprobe dump by a process (kill, a batch scheduler) is
+ * passed on to COMMAND; one the terminal sent (Ctrl-C, si_code SI_KERNEL)
+ * already reached COMMAND, which is in the same process group. */
+static void forward_signal(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    if (g_child_pid > 0 && (!si || si->si_code != SI_KERNEL)) {
+        int saved = errno;
+        kill((pid_t)g_child_pid, sig);
+        errno = saved;
+    }
+    g_fwd_sig = sig;
+}
+
+/* A signal ignored when nprobe dump started (nohup) stays ignored. */
+static void set_forwarding(int on, struct sigaction *old)
+{
+    for (int k = 0; k < N_FWD; k++) {
+        if (on) {
+            if (sigaction(g_fwd_sigs[k], NULL, &old[k]) == 0 && old[k].sa_handler == SIG_IGN)
+                continue;
+            struct sigaction sa;
+            memset(&sa, 0, sizeof sa);
+            sa.sa_sigaction = forward_signal;
+            sa.sa_flags = SA_SIGINFO; /* waitpid returns EINTR: we say so */
+            sigemptyset(&sa.sa_mask);
+            sigaction(g_fwd_sigs[k], &sa, &old[k]);
+        } else {
+            sigaction(g_fwd_sigs[k], &old[k], NULL);
+        }
+    }
+}
+
+/* The Python package (python/nprobe) loads libnprobe: point it at the one
+ * built beside this program ({dir}/lib/libnprobe.so), unless NPROBE_LIB is
+ * set already. */
+static void export_lib_path(void)
+{
+    char exe[PATH_MAX], lib[PATH_MAX + 32];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (getenv("NPROBE_LIB") || n <= 0)
+        return;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    snprintf(lib, sizeof lib, "%s/lib/libnprobe.so", exe);
+    if (access(lib, R_OK) == 0)
+        setenv("NPROBE_LIB", lib, 1);
+}
+
+/* Fork and exec argv[0] with the config in the environment; wait for it
+ * while forwarding signals. *status receives waitpid's status. -1 when no
+ * child could be started. */
+static int run_command(int *status, char **argv, const char *abs_cfg)
+{
+    sigset_t block, prev;
+    sigemptyset(&block);
+    for (int k = 0; k < N_FWD; k++)
+        sigaddset(&block, g_fwd_sigs[k]);
+    struct sigaction old[N_FWD];
+    g_child_pid = 0;
+    g_fwd_sig = 0;
+    sigprocmask(SIG_BLOCK, &block, &prev);
+    set_forwarding(1, old);
+    pid_t pid = fork();
+    if (pid == 0) {
+        set_forwarding(0, old);
+        sigprocmask(SIG_SETMASK, &prev, NULL);
+        setenv("NPROBE_DUMP_CONFIG", abs_cfg, 1);
+        setenv("NPROBE_DUMP_PARENT", "1", 1); /* the child leaves the scope warnings to us */
+        export_lib_path();
+        execvp(argv[0], argv);
+        np_cli_error("dump: cannot run '%s': %s", argv[0], strerror(errno));
+        _exit(127);
+    }
+    int fork_errno = errno;
+    if (pid > 0)
+        g_child_pid = pid;
+    sigprocmask(SIG_SETMASK, &prev, NULL);
+    if (pid < 0) {
+        set_forwarding(0, old);
+        np_cli_error("dump: cannot start '%s': %s", argv[0], strerror(fork_errno));
+        return -1;
+    }
+    int said = 0;
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR) {
+        if (g_fwd_sig && !said) {
+            np_cli_error("dump: received signal %d, passed on to '%s' (pid %ld); waiting for it "
+                         "to end", (int)g_fwd_sig, argv[0], (long)pid);
+            said = 1;
+        }
+    }
+    g_child_pid = 0;
+    set_forwarding(0, old);
+    return 0;
+}
 
 static void help(FILE *out)
 {
@@ -31,6 +138,8 @@ static void help(FILE *out)
             "back and summarised: steps, ranks, calls, tensors, bytes, files, the first\n"
             "overflow (overflow_check), any incomplete step, and a warning when the\n"
             "config's scope never opened in a step, or opened and never closed.\n"
+            "SIGTERM, SIGINT and SIGHUP sent to nprobe dump are passed on to COMMAND;\n"
+            "nprobe dump waits for it to end, then summarises the finished steps.\n"
             "\n"
             "options:\n"
             "  -c, --config FILE   the dump config (docs/CONFIG.md)\n"
@@ -195,25 +304,6 @@ static void summarize(dump_sum *s, const char *dump_path, const struct timespec 
     free(refs);
 }
 
-/* The Python package (python/nprobe) loads libnprobe: point it at the one
- * built beside this program ({dir}/lib/libnprobe.so), unless NPROBE_LIB is
- * set already. */
-static void export_lib_path(void)
-{
-    char exe[PATH_MAX], lib[PATH_MAX + 32];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (getenv("NPROBE_LIB") || n <= 0)
-        return;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash)
-        return;
-    *slash = '\0';
-    snprintf(lib, sizeof lib, "%s/lib/libnprobe.so", exe);
-    if (access(lib, R_OK) == 0)
-        setenv("NPROBE_LIB", lib, 1);
-}
-
 static void print_summary(const dump_sum *s, const char *dump_path, const char *task)
 {
     printf("nprobe dump summary (%s, task %s)\n", dump_path, task);
@@ -349,22 +439,9 @@ int np_cmd_dump(int argc, char **argv)
     t0.tv_nsec = 0; /* file times may be coarser than the clock */
     fflush(stdout);
     fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        np_cli_error("dump: cannot start '%s': %s", argv[i], strerror(errno));
-        return NP_EXIT_USAGE;
-    }
-    if (pid == 0) {
-        setenv("NPROBE_DUMP_CONFIG", abs_cfg, 1);
-        setenv("NPROBE_DUMP_PARENT", "1", 1); /* the child leaves the scope warnings to us */
-        export_lib_path();
-        execvp(argv[i], argv + i);
-        np_cli_error("dump: cannot run '%s': %s", argv[i], strerror(errno));
-        _exit(127);
-    }
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    if (run_command(&status, argv + i, abs_cfg) != 0)
+        return NP_EXIT_USAGE;
     int code = WIFEXITED(status) ? WEXITSTATUS(status)
                                  : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
     if (WIFEXITED(status) && code == 127)
