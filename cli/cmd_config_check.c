@@ -42,6 +42,9 @@ static void help_pack(FILE *out)
             "  --seed N               the run's seed, recorded in random.json\n"
             "  --python PYTHON        list this interpreter's packages into pip.txt\n"
             "                         (default: python3 on PATH when there is one)\n"
+            "  --python-timeout S     limit for listing them (default 60); past it the\n"
+            "                         interpreter and what it started are killed and the\n"
+            "                         pack says pip.txt could not be collected\n"
             "  --no-python            do not write pip.txt\n"
             "\n"
             "exit codes: 0 written, 2 usage or input error\n");
@@ -87,7 +90,8 @@ static int cmd_pack(int argc, char **argv)
         }
         int takes = !strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--weights") ||
                     !strcmp(a, "--dump") || !strcmp(a, "--dataset") ||
-                    !strcmp(a, "--hyperparams") || !strcmp(a, "--seed") || !strcmp(a, "--python");
+                    !strcmp(a, "--hyperparams") || !strcmp(a, "--seed") || !strcmp(a, "--python") ||
+                    !strcmp(a, "--python-timeout");
         if (takes && !(v = opt_value(argc, argv, &i)))
             return NP_EXIT_USAGE;
         if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
@@ -112,12 +116,17 @@ static int cmd_pack(int argc, char **argv)
             o.has_seed = 1;
         } else if (!strcmp(a, "--python")) {
             o.python = v;
+        } else if (!strcmp(a, "--python-timeout")) {
+            long t;
+            if (np_cli_parse_int("--python-timeout", v, 1, 86400L, &t) != 0)
+                return NP_EXIT_USAGE;
+            o.python_timeout_s = (int)t;
         } else if (!strcmp(a, "--no-python")) {
             no_python = 1;
         } else {
             static const char *const known[] = {"--output", "--weights", "--dump", "--dataset",
                                                 "--hyperparams", "--seed", "--python",
-                                                "--no-python", "--help"};
+                                                "--python-timeout", "--no-python", "--help"};
             int near = np_closest_word(a, known, (int)(sizeof known / sizeof known[0]));
             if (near >= 0)
                 np_cli_error("config_check pack: unknown option '%s'; did you mean '%s'?", a,

@@ -31,7 +31,7 @@ json_t *np_cc_collect_libs(void);
 /* Output of `python -m pip list --format=freeze` (or importlib.metadata).
  * `python` NULL: python3 on PATH. NP_ERR_NOTFOUND when there is no Python.
  * *out (malloc'd, NUL-terminated) is the caller's. */
-np_status np_cc_collect_pip(char **out, const char *python, np_error *err);
+np_status np_cc_collect_pip(char **out, const char *python, int timeout_s, np_error *err);
 
 /* Add {name: {sha256, dtype, shape, max, min, mean, norm, nonfinite}} to
  * `params` for every parameter of a checkpoint / a dump / a list of tensors. */

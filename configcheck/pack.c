@@ -258,7 +258,7 @@ np_status np_cc_pack_ex(const char *zip_path, const np_cc_pack_opts *opts,
     } else {
         np_error perr;
         np_error_clear(&perr);
-        if (np_cc_collect_pip(&b.pip, python, &perr) == NP_OK)
+        if (np_cc_collect_pip(&b.pip, python, opts ? opts->python_timeout_s : 0, &perr) == NP_OK)
             json_object_set_new(b.collected, "pip", json_string(python ? python : "python3"));
         else
             json_object_set_new(b.collected, "pip", json_string(perr.text));

@@ -59,6 +59,11 @@ typedef struct np_cc_pack_opts {
     long long seed; int has_seed;      /* --seed */
     const char *python;                /* interpreter for pip.txt; NULL: python3 on
                                         * PATH if any; "" : no pip.txt */
+    int python_timeout_s;              /* limit for listing its packages (pip, then
+                                        * importlib.metadata, together); 0: 60 s.
+                                        * Past it the interpreter's process group is
+                                        * killed and pip.txt is left out, the manifest's
+                                        * collected.pip saying why */
 } np_cc_pack_opts;
 
 /* Write a pack from the current process's environment and `opts`. The zip

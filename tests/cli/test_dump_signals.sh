@@ -50,7 +50,8 @@ JSON
   dump_pid=
   signum=$(kill -l "$sig")
   [ $rc -eq $((128 + signum)) ] || bad "$sig: exit $rc (expected $((128 + signum)))"
-  if kill -0 "$child" 2>/dev/null; then
+  state=$(awk '{print $3}' "/proc/$child/stat" 2>/dev/null)
+  if [ -n "$state" ] && [ "$state" != Z ]; then
     bad "$sig: the training process $child still runs after nprobe dump ended"
     kill -KILL "$child"
   fi
