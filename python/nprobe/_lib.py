@@ -186,7 +186,8 @@ class PackOpts(ctypes.Structure):
     _fields_ = [("weights_path", ctypes.c_char_p), ("dump_path", ctypes.c_char_p),
                 ("datasets", ctypes.POINTER(ctypes.c_char_p)), ("n_datasets", ctypes.c_int),
                 ("hyperparams_path", ctypes.c_char_p), ("seed", ctypes.c_longlong),
-                ("has_seed", ctypes.c_int), ("python", ctypes.c_char_p)]
+                ("has_seed", ctypes.c_int), ("python", ctypes.c_char_p),
+                ("python_timeout_s", ctypes.c_int)]  # 0: 60 s
 
 
 cc_pack_ex = _sig("np_cc_pack_ex", _I, _S, ctypes.POINTER(PackOpts), ctypes.POINTER(RunInfo), _E)
