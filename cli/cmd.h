@@ -28,6 +28,8 @@ int np_cmd_config_check(int argc, char **argv);
 int np_cmd_ls(int argc, char **argv);
 int np_cmd_show(int argc, char **argv);
 int np_cmd_replay(int argc, char **argv);
+/* `nprobe compare --replicas DUMP` (cmd_compare_replicas.c) */
+int np_cmd_compare_replicas(int argc, char **argv);
 
 /* Print "nprobe: <message>\n" to stderr. */
 void np_cli_error(const char *fmt, ...)

@@ -59,6 +59,8 @@ static void help(FILE *out)
 "      --format LIST     comma-separated report formats among xlsx, csv, json, html\n"
 "                        (default xlsx,html; e.g. --format xlsx,csv,json or --format csv)\n"
 "      --rows-per-sheet N  split the xlsx rows sheet every N rows (default 1000000)\n"
+"      --replicas DUMP   check one data-parallel dump against itself: the first call\n"
+"                        where the ranks' replicas part (see --replicas --help)\n"
 "  -q, --quiet           print nothing on stdout (otherwise: one pair's verdicts,\n"
 "                        culprit and reports; for many pairs a summary with one\n"
 "                        line per failing pair, the first 8, and the overall first\n"
@@ -295,6 +297,9 @@ static int write_html(const np_cmp_result *r, const report_list *l, const char *
 
 int np_cmd_compare(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--replicas"))
+            return np_cmd_compare_replicas(argc, argv);
     if (argc < 2) {
         help(stderr);
         np_cli_error("compare: missing arguments -b BENCH -c CMP (see 'nprobe compare --help')");
