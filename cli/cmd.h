@@ -86,5 +86,23 @@ int np_cli_mpi_allgather(void *recv, const void *send, size_t bytes, void *user)
 int np_cli_mpi_max_int(int v);
 /* 1 when this program was built with MPI. */
 int np_cli_mpi_available(void);
+/* Rank 0's *v to every rank. */
+void np_cli_mpi_bcast_ll(long long *v);
+/* Every rank's `bytes` of `send`, concatenated in rank order, into *all
+ * (malloc'd, *total bytes) on rank 0; *all NULL on the other ranks. */
+int np_cli_mpi_gather_bytes(void **all, size_t *total, const void *send, size_t bytes);
+
+/* ---- compare (cmd_compare.c, compare_mpi.c) ---- */
+struct np_cmp_result;
+struct np_cmp_options;
+/* Write the reports of every pair of r into outdir (formats: bit 0 xlsx,
+ * 1 csv, 2 json), printing each pair unless quiet. 0, or NP_EXIT_USAGE
+ * when a report could not be written. */
+int np_cli_compare_reports(const struct np_cmp_result *r, const char *outdir, int formats,
+                           int quiet, long long now);
+/* `mpirun -n P nprobe compare`: the (step, rank) pairs spread over the P
+ * processes, one merged summary from rank 0. Returns the exit code. */
+int np_cli_compare_mpi(const char *bench, const char *cmp, const char *outdir, int formats,
+                       int quiet, const struct np_cmp_options *o, int rank, int world);
 
 #endif

@@ -295,6 +295,21 @@ static int write_html(const np_cmp_result *r, const report_list *l, const char *
     return 0;
 }
 
+int np_cli_compare_reports(const np_cmp_result *r, const char *outdir, int formats, int quiet,
+                           long long now)
+{
+    report_list written = {0};
+    int rc = NP_EXIT_OK;
+    for (size_t i = 0; i < r->n_pairs && rc == NP_EXIT_OK; i++) {
+        if (!quiet)
+            print_pair(&r->pairs[i]);
+        if (write_reports(r, i, outdir, formats, now, !quiet, &written) != NP_OK)
+            rc = NP_EXIT_USAGE;
+    }
+    report_list_free(&written);
+    return rc;
+}
+
 int np_cmd_compare(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
@@ -378,6 +393,16 @@ int np_cmd_compare(int argc, char **argv)
         np_cli_error("compare: missing %s (see 'nprobe compare --help')",
                      !bench && !cmp ? "-b BENCH and -c CMP" : !bench ? "-b BENCH" : "-c CMP");
         return NP_EXIT_USAGE;
+    }
+    int mrank = 0, mworld = 1, mpi = np_cli_mpi_start(&mrank, &mworld);
+    if (mpi < 0) {
+        np_cli_error("compare: MPI_Init failed");
+        return NP_EXIT_USAGE;
+    }
+    if (mpi > 0) {
+        int mrc = np_cli_compare_mpi(bench, cmp, outdir, formats, quiet, &o, mrank, mworld);
+        np_cli_mpi_end();
+        return mrc;
     }
     if (np_cli_stderr_is_tty())
         o.progress = progress;

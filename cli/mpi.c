@@ -74,6 +74,54 @@ int np_cli_mpi_available(void)
     return 1;
 }
 
+void np_cli_mpi_bcast_ll(long long *v)
+{
+    if (started)
+        MPI_Bcast(v, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+}
+
+int np_cli_mpi_gather_bytes(void **all, size_t *total, const void *send, size_t bytes)
+{
+    *all = NULL;
+    *total = 0;
+    if (!started) {
+        *all = malloc(bytes ? bytes : 1);
+        if (!*all)
+            return -1;
+        memcpy(*all, send, bytes);
+        *total = bytes;
+        return 0;
+    }
+    int rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (bytes > (size_t)2147483647)
+        return -1;
+    int n = (int)bytes;
+    int *counts = rank == 0 ? calloc((size_t)world, sizeof *counts) : NULL;
+    int *displs = rank == 0 ? calloc((size_t)world, sizeof *displs) : NULL;
+    if (rank == 0 && (!counts || !displs)) {
+        free(counts);
+        free(displs);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    long long sum = 0;
+    for (int r = 0; rank == 0 && r < world; r++) {
+        displs[r] = (int)sum;
+        sum += counts[r];
+    }
+    char *buf = NULL;
+    if (rank == 0 && (sum > 2147483647LL || !(buf = malloc((size_t)sum + 1))))
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    MPI_Gatherv(send, n, MPI_BYTE, buf, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
+    free(counts);
+    free(displs);
+    *all = buf;
+    *total = (size_t)sum;
+    return 0;
+}
+
 #else
 
 int np_cli_mpi_start(int *rank, int *world)
@@ -105,6 +153,22 @@ int np_cli_mpi_max_int(int v)
 
 int np_cli_mpi_available(void)
 {
+    return 0;
+}
+
+void np_cli_mpi_bcast_ll(long long *v)
+{
+    (void)v;
+}
+
+int np_cli_mpi_gather_bytes(void **all, size_t *total, const void *send, size_t bytes)
+{
+    *total = 0;
+    *all = malloc(bytes ? bytes : 1);
+    if (!*all)
+        return -1;
+    memcpy(*all, send, bytes);
+    *total = bytes;
     return 0;
 }
 

@@ -1,0 +1,358 @@
+/* cli/compare_mpi.c - `mpirun -n P nprobe compare -b A -c B -o OUT`: the
+ * (step, rank) pairs of the two dumps spread over the P processes (pair i
+ * goes to process i mod P), each pair compared and its reports written
+ * exactly as a single process writes them (same names: rank 0's clock is
+ * broadcast); rank 0 gathers one record per pair, prints them in (step,
+ * rank) order and writes OUT/compare_summary_{stamp}.json naming the first
+ * culprit across all steps and ranks (docs/COMPARE.md, "Distributed"). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "cmd.h"
+#include "nprobe/compare.h"
+#include "nprobe/dumpfile.h"
+
+/* What rank 0 learns about one pair (fixed size: gathered as bytes). */
+typedef struct pair_rec {
+    int step, rank, rc;           /* rc: 0 same, 1 differences, 2 failed */
+    int compared;                 /* 1 when the pair was compared */
+    char mode[16];
+    long long rows, pass, warning, error;
+    long long seq;                /* first culprit's seq, -1 without one */
+    char call[256];
+    char reason[512];
+    char issues[1024];
+} pair_rec;
+
+typedef struct pair_id {
+    int step, rank;
+    int sides;                    /* bit 0: on the bench side, bit 1: on the cmp side */
+} pair_id;
+
+static int cmp_id(const void *a, const void *b)
+{
+    const pair_id *x = a, *y = b;
+    return x->step != y->step ? (x->step > y->step) - (x->step < y->step)
+                              : (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* The (step, rank) pairs found on either side, sorted, unique, within the
+ * --step/--rank filters; *n = 0 when a side has a file without step/rank
+ * (a single dump.h5: nothing to spread). */
+static np_status list_pairs(pair_id **out, size_t *n, const char *bench, const char *cmp,
+                            const np_cmp_options *o, np_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    np_dump_ref *rb = NULL, *rc = NULL;
+    size_t nb = 0, nc = 0;
+    np_status st = np_dump_find(&rb, &nb, bench, err);
+    if (!st)
+        st = np_dump_find(&rc, &nc, cmp, err);
+    pair_id *ids = st ? NULL : malloc(sizeof *ids * (nb + nc + 1));
+    if (!st && !ids)
+        st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+    size_t k = 0;
+    int spreadable = 1;
+    for (size_t i = 0; !st && i < nb + nc; i++) {
+        const np_dump_ref *r = i < nb ? &rb[i] : &rc[i - nb];
+        if (r->step < 0 || r->rank < 0)
+            spreadable = 0;
+        if ((o->step >= 0 && r->step != o->step) || (o->rank >= 0 && r->rank != o->rank))
+            continue;
+        ids[k].step = r->step;
+        ids[k].rank = r->rank;
+        ids[k++].sides = i < nb ? 1 : 2;
+    }
+    free(rb);
+    free(rc);
+    if (st || !spreadable) {
+        free(ids);
+        return st;
+    }
+    qsort(ids, k, sizeof *ids, cmp_id);
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (u > 0 && cmp_id(&ids[u - 1], &ids[i]) == 0)
+            ids[u - 1].sides |= ids[i].sides;
+        else
+            ids[u++] = ids[i];
+    }
+    *out = ids;
+    *n = u;
+    return NP_OK;
+}
+
+/* Compare one pair, write its reports, fill its record. */
+/* The issues a single process would list for the whole comparison: those
+ * of the pairs present on one side only (every process finds the same). */
+typedef struct issue_list {
+    np_cmp_issue *v;
+    size_t n;
+} issue_list;
+
+static void one_sided_issues(issue_list *out, const pair_id *ids, size_t n, const char *bench,
+                             const char *cmp, const np_cmp_options *base)
+{
+    out->v = NULL;
+    out->n = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i].sides == 3)
+            continue;
+        np_cmp_options o = *base;
+        o.step = ids[i].step;
+        o.rank = ids[i].rank;
+        o.progress = NULL;
+        np_cmp_result *r = NULL;
+        if (np_cmp_run(&r, bench, cmp, &o, NULL) != NP_OK)
+            continue;
+        np_cmp_issue *v = r->n_issues ? realloc(out->v, sizeof *v * (out->n + r->n_issues)) : NULL;
+        if (v) {
+            memcpy(v + out->n, r->issues, sizeof *v * r->n_issues);
+            out->v = v;
+            out->n += r->n_issues;
+        }
+        np_cmp_result_free(r);
+    }
+}
+
+static void run_pair(pair_rec *rec, pair_id id, const char *bench, const char *cmp,
+                     const char *outdir, int formats, const np_cmp_options *base, long long now,
+                     const issue_list *all)
+{
+    memset(rec, 0, sizeof *rec);
+    rec->step = id.step;
+    rec->rank = id.rank;
+    rec->seq = -1;
+    np_cmp_options o = *base;
+    o.step = id.step;
+    o.rank = id.rank;
+    o.progress = NULL;
+    np_error err = {0};
+    np_cmp_result *r = NULL;
+    if (np_cmp_run(&r, bench, cmp, &o, &err) != NP_OK) {
+        /* as a single process: a pair missing or unreadable on one side is a
+         * difference when others were compared (merge: usage error otherwise) */
+        rec->rc = NP_EXIT_DIFF;
+        snprintf(rec->issues, sizeof rec->issues, "%.400s%s%.600s", err.file, err.file[0] ? ": " : "",
+                 err.text);
+        return;
+    }
+    for (size_t i = 0; i < r->n_issues; i++) {
+        size_t l = strlen(rec->issues);
+        snprintf(rec->issues + l, sizeof rec->issues - l, "%s%.*s", l ? "; " : "",
+                 (int)(sizeof rec->issues - l > 3 ? sizeof rec->issues - l - 3 : 0), r->issues[i].text);
+    }
+    rec->rc = np_cmp_has_differences(r) ? NP_EXIT_DIFF : NP_EXIT_OK;
+    if (r->n_pairs == 1) {
+        const np_cmp_pair *p = &r->pairs[0];
+        rec->compared = 1;
+        snprintf(rec->mode, sizeof rec->mode, "%s", np_cmp_mode_name(p->mode));
+        rec->rows = (long long)p->n_rows;
+        rec->pass = (long long)p->count_verdict[NP_VERDICT_PASS];
+        rec->warning = (long long)p->count_verdict[NP_VERDICT_WARNING];
+        rec->error = (long long)p->count_verdict[NP_VERDICT_ERROR];
+        if (p->n_culprits) {
+            const np_cmp_call *c = &p->calls[p->culprits[0]];
+            rec->seq = c->seq;
+            snprintf(rec->call, sizeof rec->call, "%.255s", c->name);
+            snprintf(rec->reason, sizeof rec->reason, "%.511s", c->reason ? c->reason : "");
+        }
+        /* the reports list the issues of the whole comparison, as one process's do */
+        np_cmp_issue *own = r->issues;
+        size_t n_own = r->n_issues;
+        r->issues = all->v;
+        r->n_issues = all->n;
+        int wrc = np_cli_compare_reports(r, outdir, formats, 1, now);
+        r->issues = own;
+        r->n_issues = n_own;
+        if (wrc)
+            rec->rc = wrc;
+    } else if (rec->rc == NP_EXIT_OK) {
+        rec->rc = NP_EXIT_DIFF; /* present on one side only */
+    }
+    np_cmp_result_free(r);
+}
+
+/* The first culprit across all pairs: lowest step, then seq, then rank. */
+static const pair_rec *first_culprit(const pair_rec *recs, size_t n)
+{
+    const pair_rec *best = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const pair_rec *p = &recs[i];
+        if (p->seq < 0)
+            continue;
+        if (!best || p->step < best->step || (p->step == best->step && p->seq < best->seq) ||
+            (p->step == best->step && p->seq == best->seq && p->rank < best->rank))
+            best = p;
+    }
+    return best;
+}
+
+static json_t *rec_json(const pair_rec *p)
+{
+    json_t *o = json_pack("{s:i, s:i, s:b, s:s, s:I, s:I, s:I, s:I, s:s}", "step", p->step,
+                          "rank", p->rank, "compared", p->compared, "mode", p->mode, "rows",
+                          (json_int_t)p->rows, "pass", (json_int_t)p->pass, "warning",
+                          (json_int_t)p->warning, "error", (json_int_t)p->error, "issues",
+                          p->issues);
+    if (o)
+        json_object_set_new(o, "first_culprit",
+                            p->seq < 0 ? json_null()
+                                       : json_pack("{s:s, s:I, s:s}", "call", p->call, "seq",
+                                                   (json_int_t)p->seq, "reason", p->reason));
+    return o;
+}
+
+/* OUT/compare_summary_{stamp}.json, written to a temporary name and renamed. */
+static int write_summary(const char *outdir, long long now, const pair_rec *recs, size_t n,
+                         int world, int quiet)
+{
+    json_t *root = json_object(), *pairs = json_array();
+    if (!root || !pairs) {
+        json_decref(root);
+        json_decref(pairs);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(pairs, rec_json(&recs[i]));
+    const pair_rec *fc = first_culprit(recs, n);
+    json_object_set_new(root, "processes", json_integer(world));
+    json_object_set_new(root, "pairs", pairs);
+    json_object_set_new(root, "first_culprit",
+                        fc ? json_pack("{s:i, s:i, s:s, s:I, s:s}", "step", fc->step, "rank",
+                                       fc->rank, "call", fc->call, "seq", (json_int_t)fc->seq,
+                                       "reason", fc->reason)
+                           : json_null());
+    time_t t = (time_t)now;
+    struct tm tm;
+    char ts[32], path[4200], tmp[4300];
+    localtime_r(&t, &tm);
+    strftime(ts, sizeof ts, "%Y%m%d%H%M%S", &tm);
+    snprintf(path, sizeof path, "%s/compare_summary_%s.json", outdir, ts);
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    int rc = json_dump_file(root, tmp, JSON_INDENT(1) | JSON_SORT_KEYS) == 0 &&
+                     rename(tmp, path) == 0 ? 0 : -1;
+    if (rc)
+        remove(tmp);
+    else if (!quiet)
+        printf("summary: %s\n", path);
+    json_decref(root);
+    return rc;
+}
+
+static void print_recs(const pair_rec *recs, size_t n, int world)
+{
+    for (size_t i = 0; i < n; i++) {
+        const pair_rec *p = &recs[i];
+        if (!p->compared) {
+            printf("step %d rank %d: not compared (see above)\n", p->step, p->rank);
+            continue;
+        }
+        printf("step %d rank %d (%s mode): %lld rows: %lld pass, %lld warning, %lld error; "
+               "first culprit: %s\n", p->step, p->rank, p->mode, p->rows, p->pass, p->warning,
+               p->error, p->seq >= 0 ? p->call : "none");
+    }
+    const pair_rec *fc = first_culprit(recs, n);
+    printf("%zu pair(s) compared over %d process(es)\n", n, world);
+    if (fc)
+        printf("first culprit across all steps and ranks: step %d rank %d %s: %s\n", fc->step,
+               fc->rank, fc->call, fc->reason);
+    else
+        printf("first culprit across all steps and ranks: none\n");
+}
+
+/* Rank 0: sort the gathered records, print, write the summary; the exit code. */
+static int merge(pair_rec *recs, size_t n, const char *outdir, long long now, int world, int quiet)
+{
+    /* records arrive grouped by process: back to (step, rank) order */
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && (recs[j - 1].step > recs[j].step ||
+                                     (recs[j - 1].step == recs[j].step &&
+                                      recs[j - 1].rank > recs[j].rank)); j--) {
+            pair_rec t = recs[j];
+            recs[j] = recs[j - 1];
+            recs[j - 1] = t;
+        }
+    int rc = NP_EXIT_OK, any = 0;
+    for (size_t i = 0; i < n; i++) {
+        any |= recs[i].compared;
+        if (recs[i].issues[0])
+            np_cli_error("compare: %s", recs[i].issues);
+        if (recs[i].rc > rc)
+            rc = recs[i].rc;
+    }
+    if (!any) {
+        np_cli_error("compare: nothing could be compared");
+        return NP_EXIT_USAGE;
+    }
+    if (!quiet)
+        print_recs(recs, n, world);
+    if (write_summary(outdir, now, recs, n, world, quiet) != 0) {
+        np_cli_error("compare: %s: cannot write compare_summary_*.json: %s", outdir, strerror(errno));
+        rc = NP_EXIT_USAGE;
+    }
+    return rc;
+}
+
+int np_cli_compare_mpi(const char *bench, const char *cmp, const char *outdir, int formats,
+                       int quiet, const np_cmp_options *o, int rank, int world)
+{
+    long long now = (long long)time(NULL);
+    np_cli_mpi_bcast_ll(&now);
+    pair_id *ids = NULL;
+    size_t n = 0;
+    np_error err = {0};
+    int bad = list_pairs(&ids, &n, bench, cmp, o, &err) != NP_OK;
+    if (!bad && np_mkdirs(outdir) != 0) {
+        np_error_set(&err, NP_ERR_IO, outdir, NULL, "cannot create the output directory: %s",
+                     strerror(errno));
+        bad = 1;
+    }
+    if (bad || n == 0) {
+        /* every process sees the same dumps: all fail alike, rank 0 says why */
+        if (rank == 0 && bad)
+            np_cli_report(&err);
+        else if (rank == 0)
+            np_cli_error("compare: no step{S}/rank{R} pairs to spread over %d processes under %s "
+                         "and %s (two single files are compared by one process: run it "
+                         "without mpirun)", world, bench, cmp);
+        free(ids);
+        return NP_EXIT_USAGE;
+    }
+    if ((formats & 8) && rank == 0) /* F_HTML (cmd_compare.c) */
+        np_cli_error("compare: warning: under mpirun the one HTML page over all pairs is not "
+                     "written (each process holds only its pairs); the per-pair reports and "
+                     "the summary are (run a single process for the HTML page)");
+    size_t mine = 0;
+    for (size_t i = (size_t)rank; i < n; i += (size_t)world)
+        mine++;
+    pair_rec *recs = calloc(mine ? mine : 1, sizeof *recs);
+    if (!recs) {
+        free(ids);
+        return NP_EXIT_USAGE;
+    }
+    issue_list one_sided;
+    one_sided_issues(&one_sided, ids, n, bench, cmp, o);
+    size_t k = 0;
+    for (size_t i = (size_t)rank; i < n; i += (size_t)world)
+        run_pair(&recs[k++], ids[i], bench, cmp, outdir, formats, o, now, &one_sided);
+    free(one_sided.v);
+    free(ids);
+    void *all = NULL;
+    size_t total = 0;
+    int gr = np_cli_mpi_gather_bytes(&all, &total, recs, mine * sizeof *recs);
+    free(recs);
+    int rc = NP_EXIT_OK;
+    if (rank == 0)
+        rc = gr ? NP_EXIT_USAGE : merge(all, total / sizeof(pair_rec), outdir, now, world, quiet);
+    free(all);
+    /* the exit code is rank 0's: the other processes say 0 unless they failed */
+    return rank == 0 ? rc : (gr ? NP_EXIT_USAGE : NP_EXIT_OK);
+}
