@@ -16,7 +16,7 @@
 
 #include "cmd.h"
 #include "nprobe/compare.h"
-#include "nprobe/dumpfile.h"
+#include "nprobe/dumpio.h"
 
 /* What rank 0 learns about one pair (fixed size: gathered as bytes). */
 typedef struct pair_rec {
@@ -50,18 +50,18 @@ static np_status list_pairs(pair_id **out, size_t *n, const char *bench, const c
 {
     *out = NULL;
     *n = 0;
-    np_dump_ref *rb = NULL, *rc = NULL;
+    np_dumpio_ref *rb = NULL, *rc = NULL;
     size_t nb = 0, nc = 0;
-    np_status st = np_dump_find(&rb, &nb, bench, err);
+    np_status st = np_dumpio_find(&rb, &nb, bench, err);
     if (!st)
-        st = np_dump_find(&rc, &nc, cmp, err);
+        st = np_dumpio_find(&rc, &nc, cmp, err);
     pair_id *ids = st ? NULL : malloc(sizeof *ids * (nb + nc + 1));
     if (!st && !ids)
         st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
     size_t k = 0;
     int spreadable = 1;
     for (size_t i = 0; !st && i < nb + nc; i++) {
-        const np_dump_ref *r = i < nb ? &rb[i] : &rc[i - nb];
+        const np_dumpio_ref *r = i < nb ? &rb[i] : &rc[i - nb];
         if (r->step < 0 || r->rank < 0)
             spreadable = 0;
         if ((o->step >= 0 && r->step != o->step) || (o->rank >= 0 && r->rank != o->rank))

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nprobe/dumpfile.h"
+#include "nprobe/dumpio.h"
 #include "nprobe/replicas.h"
 
 typedef struct rank_file {
     int rank;
-    np_dump *d;
+    np_dumpio *d;
     np_entry_rec *e;
     size_t n;
 } rank_file;
@@ -129,9 +129,8 @@ static double reduce_tol(const char *dtype)
 static int read_leaf(double *buf, int64_t n, const rank_file *rf, const char *leaf)
 {
     size_t got = 0;
-    int64_t numel = 0;
-    return np_dump_read_values(buf, (size_t)n, &got, &numel, rf->d, leaf, NULL) == NP_OK &&
-                   (int64_t)got == n && numel == n ? 0 : -1;
+    return np_dumpio_read_values(buf, (size_t)n, &got, rf->d, leaf, n, NULL) == NP_OK &&
+                   (int64_t)got == n ? 0 : -1;
 }
 
 /* out against the float64 mean and the max of in[0..k) (n values each). */
@@ -228,18 +227,18 @@ static void close_ranks(rank_file *rf, int k)
 {
     for (int r = 0; r < k; r++) {
         free(rf[r].e);
-        np_dump_close(rf[r].d);
+        np_dumpio_close(rf[r].d);
     }
 }
 
-static np_status open_ranks(rank_file *rf, const np_dump_ref *refs, int k, np_error *err)
+static np_status open_ranks(rank_file *rf, const np_dumpio_ref *refs, int k, np_error *err)
 {
     memset(rf, 0, sizeof *rf * (size_t)k);
     for (int r = 0; r < k; r++) {
         rf[r].rank = refs[r].rank;
-        np_status st = np_dump_open(&rf[r].d, refs[r].path, err);
+        np_status st = np_dumpio_open_ref(&rf[r].d, &refs[r], 0, err);
         if (!st)
-            st = np_dump_read_entries(&rf[r].e, &rf[r].n, rf[r].d, err);
+            st = np_dumpio_read_entries(&rf[r].e, &rf[r].n, rf[r].d, err);
         if (st) {
             close_ranks(rf, r + 1);
             return st;
@@ -248,7 +247,7 @@ static np_status open_ranks(rank_file *rf, const np_dump_ref *refs, int k, np_er
     return NP_OK;
 }
 
-static np_status add_step(np_rep_result *res, const np_dump_ref *refs, int k, np_error *err)
+static np_status add_step(np_rep_result *res, const np_dumpio_ref *refs, int k, np_error *err)
 {
     int step = refs[0].step;
     if (k < 2)
@@ -286,9 +285,9 @@ static np_status add_step(np_rep_result *res, const np_dump_ref *refs, int k, np
 np_status np_rep_check(np_rep_result *out, const char *path, np_error *err)
 {
     memset(out, 0, sizeof *out);
-    np_dump_ref *refs = NULL;
+    np_dumpio_ref *refs = NULL;
     size_t n = 0;
-    np_status st = np_dump_find(&refs, &n, path, err);
+    np_status st = np_dumpio_find(&refs, &n, path, err);
     if (st)
         return st;
     if (n == 0) {
@@ -300,10 +299,10 @@ np_status np_rep_check(np_rep_result *out, const char *path, np_error *err)
     size_t i = 0;
     while (!st && i < n) {
         size_t j = i;
-        np_dump_ref *grp = malloc(sizeof *grp * n);
+        np_dumpio_ref *grp = malloc(sizeof *grp * n);
         int k = 0;
         for (; grp && j < n && refs[j].step == refs[i].step; j++)
-            if (!refs[j].partial && (k == 0 || refs[j].rank != grp[k - 1].rank))
+            if (refs[j].state == NP_DUMPIO_COMPLETE && (k == 0 || refs[j].rank != grp[k - 1].rank))
                 grp[k++] = refs[j];
         st = !grp ? np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory")
              : k == 0 ? NP_OK : add_step(out, grp, k, err);
