@@ -43,11 +43,13 @@ for r in $(seq "$reps"); do
   done
 done
 same=$("$py" - "$tmp/out1" "$tmp/out2" <<'PY'
-import filecmp, os, sys
+import os, re, sys
 a, b = sys.argv[1:3]
-fa = sorted(f for f in os.listdir(a) if f.startswith("compare_result_"))
-fb = sorted(f for f in os.listdir(b) if f.startswith("compare_result_"))
-ok = fa == fb and len(fa) == 16 and all(filecmp.cmp(os.path.join(a, f), os.path.join(b, f), shallow=False) for f in fa)
+strip = lambda f: re.sub(r"_\d{14}(\.\w+)$", r"\1", f)   # the run's stamp
+fa = {strip(f): f for f in os.listdir(a) if f.startswith("compare_result_")}
+fb = {strip(f): f for f in os.listdir(b) if f.startswith("compare_result_")}
+ok = sorted(fa) == sorted(fb) and len(fa) == 16 and all(
+    open(os.path.join(a, fa[k]), "rb").read() == open(os.path.join(b, fb[k]), "rb").read() for k in fa)
 print("yes, 16 of 16 report files byte-identical" if ok else "NO")
 PY
 )
