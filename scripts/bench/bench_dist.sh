@@ -30,7 +30,7 @@ for side in bench cmp; do
   run_k 8 "$bin" train --model gpt "${size[@]}" --steps 1 --threads 1 --device $dev --precision $prec \
     --dump-config "$tmp/$side.json" > /dev/null 2>&1
 done
-bytes=$(du -sb "$tmp/bench" "$tmp/cmp" | awk '{ s += $1 } END { print s }')
+bytes=$(du -sb "$tmp/bench" "$tmp/cmp" | awk '{ s += $1 } END { printf "%d", s }')
 p1=(); p2=()
 for r in $(seq "$reps"); do
   for p in 1 2; do
