@@ -1,4 +1,5 @@
-/* compare/metrics.c - msprobe's tensor metrics in one pass, in float64:
+/* compare/metrics.c - msprobe's tensor metrics in one pass, in float64
+ * (the relative error per element in the payloads' type, as msprobe):
  * Cosine, EucDist, MaxAbsErr, MaxRelativeErr, One Thousandth and Five
  * Thousandths Err Ratio, plus the relative L2 error nprobe's verdict uses.
  * Elements are processed in fixed blocks (read straight from the file with
@@ -16,7 +17,8 @@
 #include "internal.h"
 
 #define BLOCK 32768                      /* elements per block */
-#define REL_EPS 2.220446049250313e-16    /* msprobe's Const.FLOAT_EPSILON (float64 eps) */
+#define REL_EPS 2.220446049250313e-16    /* float64 epsilon (numpy's finfo(float64).eps) */
+#define REL_EPS32 1.1920928955078125e-07f /* float32 epsilon (numpy's finfo(float32).eps) */
 
 typedef struct part {
     double dot, bb, cc, dd, max_abs, max_rel;
@@ -45,8 +47,34 @@ static void elem_slow(part *p, double b, double c)
     }
 }
 
+/* The relative error of one element, as msprobe 26 computes it: in the
+ * result type of the two arrays (float32 when both sides are float32
+ * payloads, else float64), with that type's epsilon added to both sides
+ * where the bench is 0; the thousandths thresholds compared in that type
+ * too (numpy compares a float32 array with float32(0.001)). */
+static inline double rel_f64(double b, double c, double ad)
+{
+    int z = b == 0.0;
+    double num = z ? fabs((c + REL_EPS) - REL_EPS) : ad;
+    double den = z ? REL_EPS : fabs(b);
+    return num / den;
+}
+
+static inline double rel_f32(double b, double c, double ad)
+{
+    (void)ad;
+    float bf = (float)b, cf = (float)c;
+    int z = bf == 0.0f;
+    float nb = z ? cf + REL_EPS32 : cf, db = z ? REL_EPS32 : bf;
+    return (double)fabsf((nb - db) / db);
+}
+#define T1_F64 0.001
+#define T5_F64 0.005
+#define T1_F32 ((double)0.001f)
+#define T5_F32 ((double)0.005f)
+
 /* The per-element body; b and c are finite or handled by elem_slow. */
-#define KERNEL_BODY(LOADB, LOADC)                                                   \
+#define KERNEL_BODY(LOADB, LOADC, REL, T1, T5)                                      \
     for (int64_t i = 0; i < n; i++) {                                               \
         double b = LOADB, c = LOADC;                                                \
         if (!isfinite(b) || !isfinite(c)) {                                         \
@@ -61,11 +89,11 @@ static void elem_slow(part *p, double b, double c)
         double ad = fabs(d);                                                        \
         if (ad > q.max_abs)                                                         \
             q.max_abs = ad;                                                         \
-        double rel = b != 0.0 ? ad / fabs(b) : fabs((c + REL_EPS) - REL_EPS) / REL_EPS; \
+        double rel = REL(b, c, ad);                                                 \
         if (rel > q.max_rel)                                                        \
             q.max_rel = rel;                                                        \
-        q.n1 += rel < 0.001;                                                        \
-        q.n5 += rel < 0.005;                                                        \
+        q.n1 += rel < T1;                                                           \
+        q.n5 += rel < T5;                                                           \
     }
 
 /* The vectorisable fast path. Each sub-block of SUB elements accumulates
@@ -81,7 +109,7 @@ static void elem_slow(part *p, double b, double c)
 #define SUB 4096
 
 /* Returns the number of non-finite elements seen (the part is then void). */
-#define FAST_BODY(LOADB, LOADC)                                                     \
+#define FAST_BODY(LOADB, LOADC, REL, T1, T5)                                        \
     double dot[LANES] = {0}, bb[LANES] = {0}, cc[LANES] = {0}, dd[LANES] = {0};      \
     double ma[LANES] = {0}, mr[LANES] = {0}, c1[LANES] = {0}, c5[LANES] = {0};       \
     double nf[LANES] = {0};                                                         \
@@ -97,13 +125,10 @@ static void elem_slow(part *p, double b, double c)
             dd[j] += d * d;                                                         \
             double ad = fabs(d);                                                    \
             ma[j] = ad > ma[j] ? ad : ma[j];                                        \
-            int z = b == 0.0;                                                       \
-            double num = z ? fabs((c + REL_EPS) - REL_EPS) : ad;                    \
-            double den = z ? REL_EPS : fabs(b);                                     \
-            double rel = num / den;                                                 \
+            double rel = REL(b, c, ad);                                             \
             mr[j] = rel > mr[j] ? rel : mr[j];                                      \
-            c1[j] += rel < 0.001 ? 1.0 : 0.0;                                       \
-            c5[j] += rel < 0.005 ? 1.0 : 0.0;                                       \
+            c1[j] += rel < T1 ? 1.0 : 0.0;                                          \
+            c5[j] += rel < T5 ? 1.0 : 0.0;                                          \
         }                                                                           \
     }                                                                               \
     double bad = 0;                                                                 \
@@ -128,50 +153,50 @@ static void elem_slow(part *p, double b, double c)
 static void slow_ff(part *out, const float *pb, const float *pc, int64_t n)
 {
     part q = {0};
-    KERNEL_BODY((double)pb[i], (double)pc[i])
+    KERNEL_BODY((double)pb[i], (double)pc[i], rel_f32, T1_F32, T5_F32)
     *out = q;
 }
 
 static void slow_dd(part *out, const double *pb, const double *pc, int64_t n)
 {
     part q = {0};
-    KERNEL_BODY(pb[i], pc[i])
+    KERNEL_BODY(pb[i], pc[i], rel_f64, T1_F64, T5_F64)
     *out = q;
 }
 
 static void slow_fd(part *out, const float *pb, const double *pc, int64_t n)
 {
     part q = {0};
-    KERNEL_BODY((double)pb[i], pc[i])
+    KERNEL_BODY((double)pb[i], pc[i], rel_f64, T1_F64, T5_F64)
     *out = q;
 }
 
 static void slow_df(part *out, const double *pb, const float *pc, int64_t n)
 {
     part q = {0};
-    KERNEL_BODY(pb[i], (double)pc[i])
+    KERNEL_BODY(pb[i], (double)pc[i], rel_f64, T1_F64, T5_F64)
     *out = q;
 }
 
 /* n is a multiple of LANES. */
 static int fast_ff(part *out, const float *restrict pb, const float *restrict pc, int64_t n)
 {
-    FAST_BODY((double)pb[i], (double)pc[i])
+    FAST_BODY((double)pb[i], (double)pc[i], rel_f32, T1_F32, T5_F32)
 }
 
 static int fast_dd(part *out, const double *restrict pb, const double *restrict pc, int64_t n)
 {
-    FAST_BODY(pb[i], pc[i])
+    FAST_BODY(pb[i], pc[i], rel_f64, T1_F64, T5_F64)
 }
 
 static int fast_fd(part *out, const float *restrict pb, const double *restrict pc, int64_t n)
 {
-    FAST_BODY((double)pb[i], pc[i])
+    FAST_BODY((double)pb[i], pc[i], rel_f64, T1_F64, T5_F64)
 }
 
 static int fast_df(part *out, const double *restrict pb, const float *restrict pc, int64_t n)
 {
-    FAST_BODY(pb[i], (double)pc[i])
+    FAST_BODY(pb[i], (double)pc[i], rel_f64, T1_F64, T5_F64)
 }
 
 static void combine(part *acc, const part *p);

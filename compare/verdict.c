@@ -296,8 +296,13 @@ void np_cmp_row_stats(np_cmp_stats *out, const np_cmp_row *r)
     }
     double bv[4] = {b->max, b->min, b->mean, b->norm}, cv[4] = {c->max, c->min, c->mean, c->norm};
     for (int i = 0; i < 4; i++) {
-        out->diff[i] = cv[i] - bv[i];
-        out->rel[i] = bv[i] != 0 && !isnan(out->diff[i]) ? fabs(out->diff[i] / bv[i]) : NAN;
+        /* equal infinities (msprobe's statistics keep them) differ by 0, as msprobe says */
+        out->diff[i] = cv[i] == bv[i] ? 0.0 : cv[i] - bv[i];
+        /* as msprobe: 0 when equal, inf against a bench of 0 */
+        out->rel[i] = out->diff[i] == 0 ? 0.0
+                      : isnan(out->diff[i]) ? NAN
+                      : bv[i] != 0 ? fabs(out->diff[i] / bv[i])
+                                   : INFINITY;
     }
 }
 
@@ -336,13 +341,15 @@ static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t)
     }
     double n = (double)(b->numel > 0 ? b->numel : 1);
     double floor = t.atol * sqrt(n);
-    double maxabs = fmax(fabs(b->max), fabs(b->min));
-    double den[4] = {fmax(maxabs, t.atol), fmax(maxabs, t.atol), fmax(b->norm / sqrt(n), t.atol),
-                     fmax(b->norm, floor)};
+    /* the scales from finite statistics only (msprobe's keep +-inf) */
+    double maxabs = fmax(isfinite(b->max) ? fabs(b->max) : 0, isfinite(b->min) ? fabs(b->min) : 0);
+    double norm = isfinite(b->norm) ? b->norm : maxabs * sqrt(n);
+    double den[4] = {fmax(maxabs, t.atol), fmax(maxabs, t.atol), fmax(norm / sqrt(n), t.atol),
+                     fmax(norm, floor)};
     double worst = 0;
     int wi = 0;
     for (int i = 0; i < 4; i++) {
-        if (isnan(bv[i]) && isnan(cv[i]))
+        if ((isnan(bv[i]) && isnan(cv[i])) || bv[i] == cv[i])
             continue;
         double e = den[i] > 0 ? fabs(st.diff[i]) / den[i] : (st.diff[i] != 0 ? INFINITY : 0);
         if (isnan(e))
@@ -374,6 +381,7 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
     const np_cmp_side *b = r->bench, *c = r->cmp;
     if (!strcmp(c->role, "kwargs") || !strcmp(b->role, "kwargs")) {
         double bv = b->max, cv = c->max;
+        r->has_stats = r->m == NULL; /* statistics mode: the diffs of the value, as msprobe */
         if (r->m) {
             r->m->max_abs_err = fabs(cv - bv);
             r->m->max_rel_err = bv != 0 ? fabs((cv - bv) / bv) : fabs(cv) / 2.220446049250313e-16;

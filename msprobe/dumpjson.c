@@ -136,8 +136,7 @@ static np_status read_item_value(walk *w, np_error *err)
     np_entry_rec *r = &w->e.rec;
     if (t.type == NP_JSON_NUM || t.type == NP_JSON_TRUE || t.type == NP_JSON_FALSE) {
         double v = stat_value(&t);
-        r->max = r->min = r->mean = v;
-        r->norm = fabs(v);
+        r->max = r->min = r->mean = r->norm = v; /* msprobe's four statistics of a value */
         w->e.kind = NP_MSP_SCALAR;
         return NP_OK;
     }

@@ -19,7 +19,7 @@
 
 enum { S_VALUE = 0, S_VALUE_OR_END, S_KEY_OR_END, S_KEY, S_AFTER, S_DONE };
 
-#define RELEASE_STEP ((size_t)32 << 20) /* drop mapped pages in 32 MB steps */
+#define RELEASE_STEP ((size_t)8 << 20) /* drop mapped pages in 8 MB steps: <= 16 MB resident */
 
 void np_json_init_mem(np_json_reader *r, const char *buf, size_t n, const char *name)
 {

@@ -143,7 +143,8 @@ typedef struct np_cmp_side {
 /* Statistics-mode numbers of a row (np_cmp_row_stats). */
 typedef struct np_cmp_stats {
     double diff[4];               /* cmp - bench of max, min, mean, norm */
-    double rel[4];                /* |diff / bench|, NaN ("N/A") when bench is 0 */
+    double rel[4];                /* |diff / bench|: 0 when equal, inf when only the bench
+                                   * is 0 (as msprobe), NaN ("N/A") when a side is absent */
 } np_cmp_stats;
 
 /* One row of the report: a matched pair, or one side alone. All pointers
@@ -173,9 +174,9 @@ typedef struct np_cmp_row {
 const char *np_cmp_row_reason(char *buf, size_t cap, const np_cmp_row *r);
 
 /* Statistics-mode numbers of a matched row: cmp - bench of max, min, mean
- * and norm and |diff / bench|; all NaN when the statistics were not
- * compared (unmatched, kwargs, shape or dtype mismatch, md5 rows, tensor
- * rows with payloads). */
+ * and norm (0 between equal infinities, as msprobe) and |diff / bench|;
+ * all NaN when the statistics were not compared (unmatched, shape or dtype
+ * mismatch, md5 rows, tensor rows with payloads). */
 void np_cmp_row_stats(np_cmp_stats *out, const np_cmp_row *r);
 
 typedef struct np_cmp_call {

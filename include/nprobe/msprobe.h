@@ -135,6 +135,14 @@ typedef struct np_msp_sink {
 np_status np_msp_read_dump_json(np_msp_header *hdr, const char *path, const np_msp_sink *sink,
                                 np_error *err);
 
+/* Put a record whose statistics are nprobe's (over the finite elements,
+ * with counts) into msprobe's form (over all elements: +-inf in max/min/
+ * mean/norm, NaN everywhere when there is one), its counts into presence
+ * flags (0/1) as msprobe's records carry them: comparing an nprobe dump
+ * against a msprobe dump compares the like with the like. Integer and bool
+ * records are left as they are. */
+void np_msp_stats_keep_inf(np_entry_rec *r);
+
 /* nprobe's call name for a msprobe call name: "M.parameters_grad.0" ->
  * "M.parameters_grad", others unchanged. 0 ok, -1 when it does not fit. */
 int np_msp_call_name(char *dst, size_t cap, const char *msp_call);
