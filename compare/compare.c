@@ -317,14 +317,17 @@ static np_status open_sides(cmp_dump *bd, cmp_dump *cd, np_strmap *bench_names, 
 {
     cmp_pair_priv *pv = p->priv;
     memset(bench_names, 0, sizeof *bench_names);
-    np_status st = cmp_dump_open(bd, pf->bench, pf->flags, NULL, NULL, &pv->arena, err);
+    /* statistics that keep +-inf on one side only: compare the like with the like */
+    int b_inf = pf->bench->source && pf->bench->source->stats_keep_inf;
+    int c_inf = pf->cmp->source && pf->cmp->source->stats_keep_inf;
+    np_status st = cmp_dump_open(bd, pf->bench, pf->flags, c_inf, NULL, NULL, &pv->arena, err);
     if (st != NP_OK)
         return st;
     if (cmp_names_map(bench_names, bd) != 0)
         st = np_error_set(err, NP_ERR_NOMEM, pf->bench->path, NULL,
                           "out of memory for %zu names", bd->n_entries);
     if (st == NP_OK)
-        st = cmp_dump_open(cd, pf->cmp, pf->flags, bd, bench_names, &pv->arena, err);
+        st = cmp_dump_open(cd, pf->cmp, pf->flags, b_inf, bd, bench_names, &pv->arena, err);
     if (st != NP_OK) {
         np_strmap_free(bench_names);
         free(bd->entries);

@@ -47,7 +47,10 @@ typedef struct cmp_dump {
  * `twin_names` (its leaf names -> index), a leaf also present there
  * borrows its name, call and shape strings instead of storing copies (both
  * sides live in the same arena). On failure *d is closed. */
-np_status cmp_dump_open(cmp_dump *d, const np_dumpio_ref *ref, unsigned flags,
+/* keep_inf: the other side's statistics include +-inf (msprobe's): put
+ * this side's into that form too when its own do not (the like with the
+ * like, np_msp_stats_keep_inf). */
+np_status cmp_dump_open(cmp_dump *d, const np_dumpio_ref *ref, unsigned flags, int keep_inf,
                         const cmp_dump *twin, const np_strmap *twin_names, cmp_arena *arena,
                         np_error *err);
 /* Close the file; the entries and calls stay (handed over to the pair). */

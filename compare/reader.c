@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "nprobe/msprobe.h"
 
 static const char *const known_roles[] = {"input", "output", "parameters", "kwargs",
                                           "parameters_grad"};
@@ -25,6 +26,7 @@ static const char *intern(cmp_arena *a, const char *s, const char *const *table,
 typedef struct reading {
     cmp_dump *d;
     cmp_arena *arena;
+    int to_keep_inf;   /* convert the rows' statistics into msprobe's form */
 } reading;
 
 /* Room for rows [0, need) of a table whose rows arrive in chunks (the
@@ -66,6 +68,8 @@ static np_status entries_rows(void *user, np_entry_rec *buf, size_t off, size_t 
     const char *prev_call = off ? d->entries[off - 1].call : NULL;
     for (size_t i = 0; i < cnt; i++) {
         np_entry_rec *r = &buf[i];
+        if (((reading *)user)->to_keep_inf)
+            np_msp_stats_keep_inf(r);
         np_cmp_side *s = &d->entries[off + i];
         if (r->ndim < 0 || r->ndim > NP_FMT_MAX_DIMS)
             return np_error_set(err, NP_ERR_FORMAT, d->path, r->name,
@@ -167,7 +171,7 @@ static void copy_info(cmp_dump *d, const np_dumpio_info *in)
     d->has_calls = in->has_calls;
 }
 
-np_status cmp_dump_open(cmp_dump *d, const np_dumpio_ref *ref, unsigned flags,
+np_status cmp_dump_open(cmp_dump *d, const np_dumpio_ref *ref, unsigned flags, int keep_inf,
                         const cmp_dump *twin, const np_strmap *twin_names, cmp_arena *arena,
                         np_error *err)
 {
@@ -181,7 +185,7 @@ np_status cmp_dump_open(cmp_dump *d, const np_dumpio_ref *ref, unsigned flags,
     if (st != NP_OK)
         return st;
     copy_info(d, np_dumpio_get_info(d->io));
-    reading rd = {d, arena};
+    reading rd = {d, arena, keep_inf && !np_dumpio_get_info(d->io)->stats_keep_inf};
     np_dumpio_entry_sink es = {entries_begin, entries_rows, &rd};
     np_dumpio_call_sink cs = {calls_begin, calls_rows, &rd};
     st = np_dumpio_entries(d->io, &es, err);

@@ -23,6 +23,7 @@ struct np_dumpio {
  * when none does, the first one (nprobe's) says why not. */
 static const np_dumpio_source *const sources[] = {
     &np_dumpio_nprobe_source,
+    &np_dumpio_msprobe_source,
     NULL,
 };
 

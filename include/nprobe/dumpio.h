@@ -259,6 +259,11 @@ struct np_dumpio_source {
      * will ask a crash-prone library for (root attributes, tables, payload
      * layouts). 0 when it read, 1 when it refused the file cleanly. */
     int (*walk)(const char *path);
+    /* 1 when the format's statistics include +-inf and NaN (msprobe's:
+     * torch's over all elements), as np_dumpio_info.stats_keep_inf: a
+     * reader comparing it against a format whose statistics do not puts
+     * the other side into this form first. */
+    int stats_keep_inf;
 };
 
 /* The registered sources, in detection order (NULL-terminated). */
@@ -267,6 +272,9 @@ const np_dumpio_source *const *np_dumpio_sources(void);
 const np_dumpio_source *np_dumpio_source_by_name(const char *name);
 /* nprobe's HDF5 dump (docs/FORMAT.md). */
 extern const np_dumpio_source np_dumpio_nprobe_source;
+/* msprobe's dumps: dump.json + construct.json + stack.json + .pt payloads
+ * (docs/FORMAT.md, "msprobe dumps"). */
+extern const np_dumpio_source np_dumpio_msprobe_source;
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""tests/msprobe/check_compare.py - `nprobe compare` on the genuine msprobe
+fp32/bf16 pair (tests/fixtures/msprobe, statistics and tensor tasks, as
+msprobe wrote them) against msprobe 26.0.0's own compare output for the same
+pair (msprobe_compare/*.csv, the oracle):
+
+- every row msprobe pairs is paired by nprobe (exact name match), and no row
+  more or less;
+- every metric msprobe prints as a number (statistics: the four diffs, the
+  four relative errors, the statistics of both sides; tensor: Cosine,
+  EucDist, MaxAbsErr, MaxRelativeErr, the thousandths ratios) equals
+  nprobe's to the digits msprobe prints, or where msprobe prints 17 digits,
+  to the last few ulps (summation order), widened for the statistics diffs
+  by the error msprobe's own reading of its statistics carries (pandas'
+  fast float parser, computed here per value). The one documented difference:
+  where both sides' statistic is absent (null: an int64 tensor's Mean/Norm,
+  a None item), msprobe prints a difference of 0 and nprobe N/A;
+- no row is an error only because the dtypes differ (bf16 against fp32),
+  and the exit code and verdict counts are the documented ones;
+- generated dumps (gen_msprobe.py): the md5 task compares CRC-32s and names
+  the changed call, msprobe 8.x's rank/ layout pairs with 26's rank0/.
+Usage: check_compare.py NPROBE MSP_INSPECT"""
+import csv
+import glob
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+import pandas
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIX = os.path.join(os.environ.get("NP_SOURCE_DIR", os.path.join(HERE, "..", "..")),
+                   "tests", "fixtures", "msprobe")
+failures = []
+EPS = 2.220446049250313e-16
+
+STAT_COLS = ["Max diff", "Min diff", "Mean diff", "L2norm diff"]
+REL_COLS = ["MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr"]
+SIDE_COLS = ["NPU max", "NPU min", "NPU mean", "NPU l2norm",
+             "Bench max", "Bench min", "Bench mean", "Bench l2norm"]
+TENSOR_COLS = ["Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
+               "One Thousandth Err Ratio", "Five Thousandths Err Ratio"]
+# documented verdicts on this pair (docs/COMPARE.md, "msprobe dumps")
+EXPECT = {"statistics": {"rc": 1, "rows": 1300}, "tensor": {"rc": 0, "rows": 183}}
+
+
+def fail(msg):
+    failures.append(msg)
+
+
+def num(s):
+    s = s.strip()
+    if s.endswith("%"):
+        return float(s[:-1]) / 100.0
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def digits_tol(s):
+    """Half a unit in the last digit msprobe printed."""
+    s = s.strip().rstrip("%")
+    scale = 0.01 if s != s.strip() else 1.0
+    if "e" in s.lower():
+        mant, exp = s.lower().split("e")
+        dec = len(mant.split(".")[1]) if "." in mant else 0
+        return 0.5 * 10.0 ** (int(exp) - dec)
+    dec = len(s.split(".")[1]) if "." in s else 0
+    return 0.5 * 10.0 ** (-dec) * scale
+
+
+def agree(ms, np_, percent, extra=0.0):
+    """nprobe's value np_ equals msprobe's printed ms to the digits printed;
+    `extra` widens that by an error msprobe's own computation carries."""
+    m = num(ms)
+    n = num(np_)
+    if m is None:
+        return True  # msprobe printed no number (N/A, unsupported, None)
+    if n is None:
+        return False
+    if math.isinf(m) or math.isinf(n) or math.isnan(m) or math.isnan(n):
+        return m == n or (math.isnan(m) and math.isnan(n))
+    tol = max(digits_tol(ms) / (100.0 if percent else 1.0), 8 * EPS * abs(m)) + extra
+    return abs(m - n) <= tol
+
+
+def pandas_error(s):
+    """How far msprobe's reading of a statistic it wrote is from the value:
+    its compare parses the statistics with pandas.to_numeric, whose fast
+    parser is off by some ulps (e.g. 0.037292320281267166)."""
+    try:
+        exact = float(s)
+    except ValueError:
+        return 0.0
+    if math.isinf(exact) or math.isnan(exact):
+        return 0.0
+    return abs(float(pandas.to_numeric(pandas.Series([s]))[0]) - exact)
+
+
+def stat_extra(t, col):
+    """The error msprobe's statistics diffs (and their relative errors) carry
+    from that parse, for the row t of msprobe's csv."""
+    k = STAT_COLS.index(col) if col in STAT_COLS else REL_COLS.index(col)
+    side = ["max", "min", "mean", "l2norm"][k]
+    a, b = t["NPU " + side], t["Bench " + side]
+    pe = pandas_error(a) + pandas_error(b)
+    if col in STAT_COLS:
+        return pe if math.isfinite(pe) else 0.0
+    try:
+        fb = abs(float(b))
+        d = abs(float(a) - float(b))
+    except ValueError:
+        return 0.0
+    e = pe / fb + d * pandas_error(b) / fb ** 2 if fb > 0 else 0.0
+    return e if math.isfinite(e) else 0.0
+
+
+def leaf_names(tool, dump_dir):
+    dj = glob.glob(os.path.join(dump_dir, "step0", "*", "dump.json"))[0]
+    out = subprocess.run([tool, "leaves", dj], capture_output=True, text=True, check=True).stdout
+    return {c[1]: c[0] for c in (line.split("\t") for line in out.splitlines())}
+
+
+def check(kind, nprobe, tool, tmp):
+    bench, cmp = (os.path.join(FIX, "%s_%s" % (kind, p)) for p in ("fp32", "bf16"))
+    out = os.path.join(tmp, kind)
+    p = subprocess.run([nprobe, "compare", "-b", bench, "-c", cmp, "-o", out, "--format", "csv",
+                        "-q"], capture_output=True, text=True, timeout=300)
+    if p.returncode != EXPECT[kind]["rc"]:
+        fail("%s: exit %d, documented %d: %s" % (kind, p.returncode, EXPECT[kind]["rc"], p.stderr))
+    reports = glob.glob(os.path.join(out, "*.csv"))
+    if len(reports) != 1:
+        fail("%s: %d csv reports" % (kind, len(reports)))
+        return
+    with open(reports[0], newline="") as f:
+        ours = {r["NPU Name"]: r for r in csv.DictReader(f)}
+    with open(os.path.join(FIX, "msprobe_compare", "%s_bf16_vs_fp32.csv" % kind), newline="") as f:
+        theirs = list(csv.DictReader(f))
+    names = leaf_names(tool, cmp)
+    if len(ours) != EXPECT[kind]["rows"] or len(theirs) != EXPECT[kind]["rows"]:
+        fail("%s: %d rows, msprobe %d" % (kind, len(ours), len(theirs)))
+    cols = (STAT_COLS + REL_COLS if kind == "statistics" else TENSOR_COLS) + SIDE_COLS
+    checked = absent = 0
+    for t in theirs:
+        name = names.get(t["NPU Name"])
+        o = ours.get(name or "")
+        if o is None:
+            fail("%s: msprobe's row %s has no nprobe row" % (kind, t["NPU Name"]))
+            continue
+        if o["Match"] != "exact" or o["Bench Name"] != name:
+            fail("%s: %s not paired (match %s)" % (kind, name, o["Match"]))
+        for col in cols:
+            stats_col = kind == "statistics" and col in STAT_COLS + REL_COLS
+            percent = stats_col and col in REL_COLS
+            extra = stat_extra(t, col) if stats_col else 0.0
+            if agree(t[col], o[col], percent, extra):
+                checked += num(t[col]) is not None
+                continue
+            # msprobe's 0 for the difference of two absent statistics
+            k = (-1 if not stats_col else STAT_COLS.index(col) if col in STAT_COLS else
+                 REL_COLS.index(col))
+            if k >= 0 and o[col] == "N/A":
+                side = ["max", "min", "mean", "l2norm"][k]
+                if t["NPU " + side] == "None" and t["Bench " + side] == "None":
+                    absent += 1
+                    continue
+            fail("%s: %s %s: nprobe %s, msprobe %s" % (kind, name, col, o[col], t[col]))
+        if o["Verdict"] == "error" and "type" in o["Reason"].lower():
+            fail("%s: %s is an error for its dtype: %s" % (kind, name, o["Reason"]))
+    verdicts = {}
+    for o in ours.values():
+        verdicts[o["Verdict"]] = verdicts.get(o["Verdict"], 0) + 1
+    print("%s: %d rows, %d values equal to msprobe's digits, %d absent-statistic diffs "
+          "(msprobe 0, nprobe N/A), verdicts %s" % (kind, len(ours), checked, absent, verdicts))
+
+
+def compare_text(nprobe, b, c, out):
+    p = subprocess.run([nprobe, "compare", "-b", b, "-c", c, "-o", out, "--format", "csv"],
+                       capture_output=True, text=True, timeout=300)
+    return p.returncode, p.stdout + p.stderr
+
+
+def check_generated(nprobe, tmp):
+    """Dumps of gen_msprobe.py: the md5 task (CRC-32 equality), the 8.x
+    layout against msprobe 26's (steps paired), bf16 against fp32."""
+    sys.path.insert(0, HERE)
+    import gen_msprobe
+    g = lambda name, **kw: gen_msprobe.write_dump(os.path.join(tmp, name), **kw)  # noqa: E731
+    g("md5_a", task="md5", n_calls=3)
+    g("md5_b", task="md5", n_calls=3)
+    g("md5_c", task="md5", n_calls=3, fault=1.01)
+    rc, out = compare_text(nprobe, *(os.path.join(tmp, x) for x in ("md5_a", "md5_b", "o_m1")))
+    if rc != 0 or "(md5 mode): 27 rows: 27 pass" not in out:
+        fail("md5, equal dumps: exit %d\n%s" % (rc, out))
+    rc, out = compare_text(nprobe, *(os.path.join(tmp, x) for x in ("md5_a", "md5_c", "o_m2")))
+    if rc != 1 or "first culprit: Functional.linear.1.forward" not in out or "crc32 differs" not in out:
+        fail("md5, a changed output: exit %d\n%s" % (rc, out))
+    g("v8_bf16", task="tensor", layout="8", steps=2, n_calls=2, dtype="bfloat16")
+    g("v26_fp32", task="tensor", layout="26", steps=2, n_calls=2)
+    rc, out = compare_text(nprobe, *(os.path.join(tmp, x) for x in ("v26_fp32", "v8_bf16", "o_l")))
+    if rc != 0 or out.count("(tensor mode): 18 rows: 18 pass") != 2:
+        fail("8.x bf16 against 26 fp32, two steps: exit %d\n%s" % (rc, out))
+    # hostile payloads: each row an error naming the file, the rest compared, nothing run
+    g("good", task="tensor", n_calls=2)
+    g("bad", task="tensor", n_calls=2)
+    d = os.path.join(tmp, "bad", "step0", "rank0")
+    with open(os.path.join(d, "dump.json")) as f:
+        text = f.read()
+    with open(os.path.join(d, "dump.json"), "w") as f:
+        f.write(text.replace('"Functional.linear.0.forward.output.0.pt"', '"../../../../etc/passwd"'))
+    cases = gen_msprobe.write_hostile(os.path.join(tmp, "hostile"))
+    assert "evil_global.pt" in cases
+    for src, leaf in (("evil_global.pt", "Functional.linear.1.forward.output.0"),
+                      ("zip_bomb.pt", "Tensor.masked_fill.0.forward.output.0"),
+                      ("short_storage.pt", "Tensor.masked_fill.1.forward.output.0")):
+        with open(os.path.join(tmp, "hostile", src), "rb") as f, \
+                open(os.path.join(d, "dump_tensor_data", leaf + ".pt"), "wb") as g2:
+            g2.write(f.read())
+    rc, out = compare_text(nprobe, *(os.path.join(tmp, x) for x in ("good", "bad", "o_h")))
+    reports = glob.glob(os.path.join(tmp, "o_h", "*.csv"))
+    text = open(reports[0]).read() if reports else ""
+    for want in ("would leave dump_tensor_data/", "global not allowed: posix.system",
+                 "never inflates", "shorter than shape x stride"):
+        if want not in text:
+            fail("hostile payloads: %r not in the report" % want)
+    if rc != 1 or "18 rows: 14 pass, 0 warning, 4 error" not in out:
+        fail("hostile payloads: exit %d, want 1 with 14 rows compared\n%s" % (rc, out))
+    if os.path.exists(os.path.join(tmp, "hostile", "PWNED")):
+        fail("a hostile .pt ran code")
+
+
+def check_ls_show(nprobe):
+    """nprobe ls and show on the genuine dumps as they lie on disk."""
+    run = lambda *a: subprocess.run([nprobe] + list(a), capture_output=True, text=True,  # noqa
+                                    timeout=120)
+    p = run("ls", os.path.join(FIX, "statistics_fp32"))
+    if p.returncode != 0 or "Functional.embedding.0.forward.input.0" not in p.stdout \
+            or "task statistics, level mix" not in p.stdout:
+        fail("ls statistics_fp32: exit %d %s" % (p.returncode, p.stderr))
+    p = run("ls", os.path.join(FIX, "tensor_bf16"), "--calls")
+    if p.returncode != 0 or "make_real_dumps.py:77 in forward" not in p.stdout:
+        fail("ls --calls: no callsite from stack.json: %s" % p.stderr)
+    p = run("show", os.path.join(FIX, "tensor_bf16"), "Tensor.masked_fill.0.forward.output.0")
+    if p.returncode != 0 or "bfloat16" not in p.stdout or "-inf" not in p.stdout:
+        fail("show masked_fill output: exit %d %s" % (p.returncode, p.stderr))
+
+
+def main():
+    nprobe, tool = sys.argv[1], sys.argv[2]
+    check_ls_show(nprobe)
+    with tempfile.TemporaryDirectory(prefix="np_msp_cmp_") as tmp:
+        for kind in ("statistics", "tensor"):
+            check(kind, nprobe, tool, tmp)
+        check_generated(nprobe, tmp)
+    for f in failures[:40]:
+        print("FAIL:", f, file=sys.stderr)
+    if len(failures) > 40:
+        print("FAIL: ... %d more" % (len(failures) - 40), file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
