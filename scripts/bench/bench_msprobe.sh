@@ -13,14 +13,15 @@
 # msprobe itself cannot be installed here: its figures (0.15 GB/s; 60 s and
 # 1.1 GB for 140k rows) are DESIGN.md section 8's. Prints a Markdown section.
 # Env: NPROBE_BIN (default build/release/nprobe), MSP_INSPECT (default next
-# to it: tests/msprobe/msp_inspect), NP_PYTHON, BENCH_DIR (scratch, ~6 GB).
+# to it: tests/msprobe/msp_inspect), NP_PYTHON, BENCH_DIR (scratch, ~6 GB),
+# BENCH_TENSORS / BENCH_ROWS / BENCH_REPS (other sizes than 300, 141000, 3).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${NPROBE_BIN:-$root/build/release/nprobe}
 insp=${MSP_INSPECT:-$(dirname "$bin")/tests/msprobe/msp_inspect}
 py=${NP_PYTHON:-/usr/bin/python3}
 here=$root/scripts/bench
-K=300 NUMEL=$((1 << 20)) SROWS=141000 REPS=3
+K=${BENCH_TENSORS:-300} NUMEL=$((1 << 20)) SROWS=${BENCH_ROWS:-141000} REPS=${BENCH_REPS:-3}
 for a in "$@"; do
   case $a in
     --quick) K=12 NUMEL=$((1 << 18)) SROWS=6000 REPS=1;;
