@@ -80,8 +80,12 @@ static void help(FILE *out)
 "the input error, is a culprit; a call whose inputs already fail is propagated,\n"
 "unless no dumped call before it fails (the error comes from outside the dump:\n"
 "it is then the culprit).\n"
+"In tensor mode every API call of the cmp side is also recomputed in float64\n"
+"from its own dumped inputs (as nprobe replay does; NPROBE_NO_REPLAY=1 turns it\n"
+"off): an isolated error above its budget makes a call a culprit even below the\n"
+"error level, a culprit whose isolated error is clean becomes propagated.\n"
 "\n"
-"exit status: 0 no error row, 1 differences found (error rows, or a step/rank\n"
+"exit status: 0 no error row, 1 differences found (error rows, a culprit, or a step/rank\n"
 "missing or unreadable on one side while others were compared), 2 usage or\n"
 "input error (nothing could be compared)\n");
 }

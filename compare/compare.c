@@ -117,7 +117,8 @@ static int push_call(np_cmp_pair *p, size_t *cap, np_cmp_call c)
 static np_cmp_call module_or_api(const char *name, int64_t seq)
 {
     return (np_cmp_call){.name = name, .kind = strncmp(name, "Module.", 7) == 0 ? "module" : "api",
-                         .parent = "", .callsite = "", .seq = seq};
+                         .parent = "", .callsite = "", .seq = seq, .iso_err = NAN,
+                         .iso_ratio = NAN};
 }
 
 /* p->calls in execution order: the cmp side's /calls, then calls named by
@@ -446,6 +447,8 @@ static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cm
         cmp_verdicts(p, o, pair_index, n_pairs);
         st = cmp_root_cause(p, err);
     }
+    if (st == NP_OK)
+        st = cmp_isolated(p, err);
     cmp_dump_close(&bd);
     cmp_dump_close(&cd);
     if (st != NP_OK)
@@ -667,7 +670,7 @@ int np_cmp_has_differences(const np_cmp_result *r)
         return 1;
     for (size_t i = 0; i < r->n_pairs; i++)
         if (r->pairs[i].count_verdict[NP_VERDICT_ERROR] || r->pairs[i].bench_incomplete ||
-            r->pairs[i].cmp_incomplete)
+            r->pairs[i].cmp_incomplete || r->pairs[i].n_culprits)
             return 1;
     return 0;
 }

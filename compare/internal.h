@@ -111,6 +111,10 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
 /* Per-call statuses and the culprit list (rows' verdicts filled). */
 np_status cmp_root_cause(np_cmp_pair *p, np_error *err);
 
+/* Tensor mode: recompute the cmp side's calls in float64 (nprobe replay) and
+ * let each call's isolated error correct its status (compare/isolated.c). */
+np_status cmp_isolated(np_cmp_pair *p, np_error *err);
+
 /* Match the two dumps' entries into p->rows (rows get bench/cmp/match). */
 typedef struct cmp_mapping cmp_mapping;
 np_status cmp_mapping_load(cmp_mapping **out, const char *path, np_error *err);

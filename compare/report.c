@@ -469,6 +469,10 @@ static void json_call(outbuf *f, const np_cmp_pair *p, int k)
     json_num(f, c->sev_in);
     ob_puts(f, ", \"output_severity\": ");
     json_num(f, c->sev_out);
+    ob_puts(f, ", \"isolated_error_u\": ");
+    json_num(f, c->iso_err);
+    ob_puts(f, ", \"isolated_ratio\": ");
+    json_num(f, c->iso_ratio);
     ob_puts(f, ", \"worst_row\": ");
     if (c->worst_row >= 0)
         json_str(f, p->rows[c->worst_row].cmp ? p->rows[c->worst_row].cmp->name : "");

@@ -121,6 +121,8 @@ static void culprit_block(lxw_worksheet *ws, lxw_row_t *row, const np_cmp_pair *
     kv(ws, row, "why", c->reason, F);
     kvn(ws, row, "input severity", c->sev_in, F);
     kvn(ws, row, "output severity", c->sev_out, F);
+    kvn(ws, row, "isolated error (u)", c->iso_err, F);
+    kvn(ws, row, "isolated / budget", c->iso_ratio, F);
     if (c->worst_row >= 0) {
         const np_cmp_row *r = &p->rows[c->worst_row];
         kv(ws, row, "worst output", r->cmp ? r->cmp->name : "", F);
@@ -224,7 +226,8 @@ static double clip_sev(double s)
 static const char *const calls_hdr[] = {"Order", "Seq", "Call", "Kind", "Status",
                                          "Input severity", "Output severity",
                                          "Output severity (plotted)", "Error threshold",
-                                         "Module", "Callsite", "Reason"};
+                                         "Module", "Callsite", "Reason",
+                                         "Isolated error (u)", "Isolated / budget"};
 #define CALLS_COLS ((int)(sizeof calls_hdr / sizeof calls_hdr[0]))
 
 static int calls_row(cmp_cells *cells, size_t i, const void *user)
@@ -245,6 +248,8 @@ static int calls_row(cmp_cells *cells, size_t i, const void *user)
     o[9] = str, o[9].str = c->parent;
     o[10] = str, o[10].str = c->callsite;
     o[11] = str, o[11].str = c->reason;
+    o[12] = num, o[12].num = c->iso_err; /* N/A when not recomputed */
+    o[13] = num, o[13].num = c->iso_ratio;
     cells->n = CALLS_COLS;
     return c->status == NP_CALL_CULPRIT ? S->red : c->n_error_out ? S->yellow : 0;
 }

@@ -191,6 +191,9 @@ typedef struct np_cmp_call {
     np_cmp_call_status status;
     const char *reason;           /* why culprit/propagated; borrowed */
     int worst_row;                /* row index of the worst output, -1 if none */
+    double iso_err, iso_ratio;    /* tensor mode: the cmp side's isolated error (nprobe replay)
+                                   * in units of u and as a multiple of its budget; NaN when
+                                   * not recomputed */
 } np_cmp_call;
 
 typedef struct np_cmp_issue {

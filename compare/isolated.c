@@ -1,0 +1,109 @@
+/* compare/isolated.c - the isolated error of each call (nprobe replay,
+ * include/nprobe/replay.h) in compare's root cause (docs/COMPARE.md,
+ * "Isolated error in the root cause"). When the run under test is a tensor
+ * dump, each of its API calls is recomputed in float64 from its own dumped
+ * inputs: a call whose isolated error exceeds its budget is a culprit even
+ * when its accumulated difference against the reference stays below the
+ * noise level; an API call named culprit by the accumulated error whose
+ * isolated error is clean is propagated (its inputs' difference grew). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "nprobe/replay.h"
+
+static void set_reason(np_cmp_call *c, cmp_arena *a, const char *text)
+{
+    const char *s = cmp_arena_strdup(a, text);
+    if (s)
+        c->reason = s;
+}
+
+/* Mark the modules enclosing call k as holding a culprit. */
+static void mark_parents(np_cmp_pair *p, const np_strmap *byname, size_t k)
+{
+    const char *par = p->calls[k].parent;
+    for (int d = 0; par && par[0] && d < 64; d++) {
+        int j = np_strmap_get(byname, par);
+        if (j < 0 || (size_t)j == k)
+            break;
+        if (p->calls[j].status != NP_CALL_PASS) {
+            p->calls[j].status = NP_CALL_CONTAINS;
+            p->calls[j].reason = "a call inside this module is the culprit";
+        }
+        par = p->calls[j].parent;
+    }
+}
+
+static void apply(np_cmp_pair *p, const np_replay_result *r, const np_strmap *byname)
+{
+    cmp_pair_priv *pv = p->priv;
+    char buf[700];
+    for (size_t i = 0; i < r->n_calls; i++) {
+        const np_replay_call *rc = &r->calls[i];
+        int k = np_strmap_get(byname, rc->name);
+        if (k < 0 || rc->status == NP_REPLAY_SKIPPED)
+            continue;
+        np_cmp_call *c = &p->calls[k];
+        c->iso_err = rc->err_units;
+        c->iso_ratio = rc->ratio;
+        if (rc->status == NP_REPLAY_EXCEEDS && c->status != NP_CALL_CULPRIT) {
+            snprintf(buf, sizeof buf,
+                     "isolated error %.3g u, %.3g x its budget (recomputed in float64 from its "
+                     "own dumped inputs: %.400s); accumulated severity %.3g%s",
+                     rc->err_units, rc->ratio, rc->reason, c->sev_out,
+                     c->sev_out < 1 ? ", below the error level" : "");
+            c->status = NP_CALL_CULPRIT;
+            set_reason(c, &pv->arena, buf);
+            mark_parents(p, byname, (size_t)k);
+        } else if (rc->status == NP_REPLAY_PASS && c->status == NP_CALL_CULPRIT &&
+                   strcmp(c->kind, "api") == 0) {
+            snprintf(buf, sizeof buf,
+                     "outputs differ from the bench (severity %.3g) but recomputed in float64 "
+                     "from its own inputs it is within %.3g u of exact (budget x %.3g): the "
+                     "difference comes from its inputs",
+                     c->sev_out, rc->err_units, rc->ratio);
+            c->status = NP_CALL_PROPAGATED;
+            set_reason(c, &pv->arena, buf);
+        }
+    }
+}
+
+np_status cmp_isolated(np_cmp_pair *p, np_error *err)
+{
+    for (size_t k = 0; k < p->n_calls; k++)
+        p->calls[k].iso_err = p->calls[k].iso_ratio = NAN;
+    if (p->mode != NP_CMP_MODE_TENSOR || getenv("NPROBE_NO_REPLAY"))
+        return NP_OK;
+    np_replay_result *r = NULL;
+    np_error e;
+    np_error_clear(&e);
+    if (np_replay_file(&r, p->cmp_path, NULL, &e) != NP_OK)
+        return NP_OK; /* the accumulated root cause stands */
+    np_strmap byname;
+    if (np_strmap_init(&byname, p->n_calls * 2 + 16)) {
+        np_replay_result_free(r);
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+    }
+    for (size_t k = 0; k < p->n_calls; k++)
+        if (np_strmap_get(&byname, p->calls[k].name) < 0)
+            np_strmap_put(&byname, p->calls[k].name, (int)k);
+    apply(p, r, &byname);
+    np_strmap_free(&byname);
+    np_replay_result_free(r);
+    size_t n = 0;
+    for (size_t k = 0; k < p->n_calls; k++)
+        n += p->calls[k].status == NP_CALL_CULPRIT;
+    int *cul = malloc((n + 1) * sizeof *cul);
+    if (!cul)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+    free(p->culprits);
+    p->culprits = cul;
+    p->n_culprits = 0;
+    for (size_t k = 0; k < p->n_calls; k++)
+        if (p->calls[k].status == NP_CALL_CULPRIT)
+            p->culprits[p->n_culprits++] = (int)k;
+    return NP_OK;
+}
