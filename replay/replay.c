@@ -102,10 +102,24 @@ static int is_wide(const char *dt)
     return strcmp(dt, "float32") == 0 || strcmp(dt, "float64") == 0;
 }
 
+/* 1 when the entry's ndim, shape and numel agree (a damaged file may say anything). */
+static int shape_ok(const np_entry_rec *en)
+{
+    if (en->ndim < 0 || en->ndim > NP_OP_MAX_DIM || en->numel < 0)
+        return 0;
+    int64_t n = 1;
+    for (int i = 0; i < en->ndim; i++) {
+        if (en->shape[i] < 0 || (en->shape[i] > 0 && n > INT64_MAX / en->shape[i]))
+            return 0;
+        n *= en->shape[i];
+    }
+    return n == en->numel;
+}
+
 /* Read a leaf's payload as doubles into a new buffer owned by rd (freed per call). */
 static double *read_leaf(rp_dump *rd, const np_entry_rec *en, np_error *err)
 {
-    if (rd->n_buf == (int)(sizeof rd->buf / sizeof rd->buf[0]))
+    if (rd->n_buf == (int)(sizeof rd->buf / sizeof rd->buf[0]) || !shape_ok(en))
         return NULL;
     double *p = malloc((size_t)(en->numel > 0 ? en->numel : 1) * sizeof(double));
     if (!p)
@@ -159,7 +173,8 @@ static int load_inputs(np_replay_call *c, np_op_call *oc, rp_dump *rd, const cha
         }
         double *p = read_leaf(rd, en, err);
         if (!p) {
-            skip(c, en->name, " could not be read");
+            skip(c, en->name, shape_ok(en) ? " could not be read"
+                                           : ": its shape and element count disagree");
             return -1;
         }
         if (round_to && is_wide(en->dtype) && !(info->int_mask >> n & 1u)) {
