@@ -79,7 +79,8 @@ static void help(FILE *out)
 "call whose inputs and parameters pass but whose outputs fail, by at least 3x\n"
 "the input error, is a culprit; a call whose inputs already fail is propagated,\n"
 "unless no dumped call before it fails (the error comes from outside the dump:\n"
-"it is then the culprit).\n"
+"it is then the culprit).\n");
+    fputs(
 "In tensor mode every API call of the cmp side is also recomputed in float64\n"
 "from its own dumped inputs (as nprobe replay does; NPROBE_NO_REPLAY=1 turns it\n"
 "off): an isolated error above its budget makes a call a culprit even below the\n"
@@ -87,7 +88,7 @@ static void help(FILE *out)
 "\n"
 "exit status: 0 no error row, 1 differences found (error rows, a culprit, or a step/rank\n"
 "missing or unreadable on one side while others were compared), 2 usage or\n"
-"input error (nothing could be compared)\n");
+"input error (nothing could be compared)\n", out);
 }
 
 static int parse_double(const char *opt, const char *text, double lo, double hi, double *out)
