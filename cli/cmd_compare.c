@@ -84,7 +84,7 @@ static void help(FILE *out)
 "In tensor mode every API call of the cmp side is also recomputed in float64\n"
 "from its own dumped inputs (as nprobe replay does; NPROBE_NO_REPLAY=1 turns it\n"
 "off): an isolated error above its budget makes a call a culprit even below the\n"
-"error level, a culprit whose isolated error is clean becomes propagated.\n"
+"error level; a culprit whose isolated error is clean says so in its reason.\n"
 "\n"
 "exit status: 0 no error row, 1 differences found (error rows, a culprit, or a step/rank\n"
 "missing or unreadable on one side while others were compared), 2 usage or\n"

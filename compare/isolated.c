@@ -4,8 +4,9 @@
  * dump, each of its API calls is recomputed in float64 from its own dumped
  * inputs: a call whose isolated error exceeds its budget is a culprit even
  * when its accumulated difference against the reference stays below the
- * noise level; an API call named culprit by the accumulated error whose
- * isolated error is clean is propagated (its inputs' difference grew). */
+ * noise level; a culprit of the accumulated error whose isolated error is
+ * clean stays the culprit, with a reason saying so (its arguments differ:
+ * a scalar, a missing bias). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,14 +59,12 @@ static void apply(np_cmp_pair *p, const np_replay_result *r, const np_strmap *by
             c->status = NP_CALL_CULPRIT;
             set_reason(c, &pv->arena, buf);
             mark_parents(p, byname, (size_t)k);
-        } else if (rc->status == NP_REPLAY_PASS && c->status == NP_CALL_CULPRIT &&
-                   strcmp(c->kind, "api") == 0) {
+        } else if (rc->status == NP_REPLAY_PASS && c->status == NP_CALL_CULPRIT) {
+            /* still the culprit: its arguments (a scalar, a missing input) differ */
             snprintf(buf, sizeof buf,
-                     "outputs differ from the bench (severity %.3g) but recomputed in float64 "
-                     "from its own inputs it is within %.3g u of exact (budget x %.3g): the "
-                     "difference comes from its inputs",
-                     c->sev_out, rc->err_units, rc->ratio);
-            c->status = NP_CALL_PROPAGATED;
+                     "%.400s; recomputed in float64 from its own dumped inputs and arguments "
+                     "it is within %.3g u of exact: look at what it was called with",
+                     c->reason, rc->err_units);
             set_reason(c, &pv->arena, buf);
         }
     }

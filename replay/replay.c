@@ -238,7 +238,8 @@ static void measure(np_replay_leaf *lf, const double *d, const double *r, const 
 
 /* Compare computed tensors t[0..n) with the dumped leaves `call`.output.i. */
 static int compare_outputs(np_replay_call *c, rp_dump *rd, const char *call, np_op_tensor *t,
-                           int n, int exact_op, const np_replay_options *o, np_error *err)
+                           int n, int exact_op, const char *ac, const np_replay_options *o,
+                           np_error *err)
 {
     c->leaves = calloc((size_t)(n > 0 ? n : 1), sizeof *c->leaves);
     if (!c->leaves)
@@ -262,8 +263,11 @@ static int compare_outputs(np_replay_call *c, rp_dump *rd, const char *call, np_
         snprintf(lf->name, sizeof lf->name, "%s", en->name);
         snprintf(lf->dtype, sizeof lf->dtype, "%s", en->dtype);
         lf->numel = en->numel;
-        lf->budget = np_replay_budget(en->dtype, exact_op) * o->budget_scale;
-        measure(lf, d, t[i].data, t[i].mag, en->numel, en->dtype);
+        /* a gradient of an autocast op is computed in the autocast dtype, whatever
+         * dtype it is handed back in (PyTorch casts it to its input's) */
+        const char *ud = ac && np_replay_unit(ac) > np_replay_unit(en->dtype) ? ac : en->dtype;
+        lf->budget = np_replay_budget(ud, exact_op) * o->budget_scale;
+        measure(lf, d, t[i].data, t[i].mag, en->numel, ud);
         double ratio = lf->err_units / lf->budget;
         if (c->n_leaves == 1 || ratio > c->ratio) {
             c->ratio = ratio;
@@ -310,8 +314,8 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
              c->name);
     np_op_call oc;
     np_op_call_init(&oc, info);
-    if (load_inputs(c, &oc, rd, fwd, c->name, autocast_dtype(rd, fwd, c->backward ? c->name : NULL),
-                    err))
+    const char *ac = autocast_dtype(rd, fwd, c->backward ? c->name : NULL);
+    if (load_inputs(c, &oc, rd, fwd, c->name, ac, err))
         return;
     const char *why = info->not_recomputable ? info->not_recomputable(&oc) : NULL;
     if (why) {
@@ -334,7 +338,7 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
         if (np_op_call_alloc(&oc, NP_OP_FORWARD, 1, &e2) || np_op_run(&oc, NP_OP_FORWARD, &e2))
             skip(c, e2.text, "");
         else
-            compare_outputs(c, rd, c->name, oc.out, oc.n_out, exact, o, err);
+            compare_outputs(c, rd, c->name, oc.out, oc.n_out, exact, NULL, o, err);
         np_op_call_free(&oc);
         return;
     }
@@ -357,7 +361,7 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
     if (np_op_call_alloc(&oc, NP_OP_BACKWARD, 1, &e2) || np_op_run(&oc, NP_OP_BACKWARD, &e2))
         skip(c, e2.text, "");
     else
-        compare_outputs(c, rd, c->name, oc.gin, oc.n_in, exact, o, err);
+        compare_outputs(c, rd, c->name, oc.gin, oc.n_in, exact, ac, o, err);
     np_op_call_free(&oc);
 }
 
