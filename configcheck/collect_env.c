@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cc_internal.h"
 
@@ -18,9 +19,12 @@ extern char **environ;
 static const char *const secret_parts[] = {
     "KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL",
     "AUTH", "PRIVATE", "COOKIE", "SESSION", "SIGNATURE", "CONNECTION_STRING",
+    "JWT", "SSHPASS", "BEARER",
 };
-/* Whole '_'-separated words of a name that mark a secret. */
-static const char *const secret_words[] = {"PAT", "PW", "PASS", "DSN", "CREDS", "SAS"};
+/* Whole '_'-separated words of a name that mark a secret ("PWD" alone or
+ * as OLDPWD is the working directory, not a password: whole words only,
+ * so MYSQL_PWD is one and PWD is not). */
+static const char *const secret_words[] = {"PAT", "PW", "PASS", "DSN", "CREDS", "SAS", "PWD"};
 
 int np_cc_name_is_secret(const char *name)
 {
@@ -34,6 +38,8 @@ int np_cc_name_is_secret(const char *name)
     for (size_t i = 0; i < sizeof secret_parts / sizeof secret_parts[0]; i++)
         if (strstr(up, secret_parts[i]))
             return 1;
+    if (strcmp(up, "PWD") == 0 || strcmp(up, "OLDPWD") == 0)
+        return 0;
     for (size_t i = 0; i < sizeof secret_words / sizeof secret_words[0]; i++) {
         size_t w = strlen(secret_words[i]);
         for (const char *p = strstr(up, secret_words[i]); p; p = strstr(p + 1, secret_words[i])) {
@@ -46,17 +52,46 @@ int np_cc_name_is_secret(const char *name)
     return 0;
 }
 
-/* "scheme://user:password@host...": a URL with credentials. */
-static int value_has_credentials(const char *v)
+/* Query or option keys whose value is a secret ("...?access_token=...",
+ * "password=..."); matched case-insensitively before a '='. */
+static const char *const secret_value_keys[] = {"token", "password", "passwd", "pwd", "secret",
+                                                "key", "sig", "signature", "auth"};
+
+/* Does value v carry a secret whatever its variable's name: a URL with
+ * user:password@ (anywhere in the value, several URLs included; a password
+ * may hold '/' or ':'), a key=value pair of secret_value_keys, or a JSON Web
+ * Token ("eyJ" + two '.'-separated parts)? Over-masking costs only a hash. */
+int np_cc_value_is_secret(const char *v)
 {
-    const char *s = strstr(v, "://");
-    if (!s)
-        return 0;
-    s += 3;
-    const char *at = strchr(s, '@');
-    const char *colon = strchr(s, ':');
-    const char *slash = strchr(s, '/');
-    return at && colon && colon < at && (!slash || at < slash);
+    for (const char *s = strstr(v, "://"); s; s = strstr(s + 1, "://")) {
+        const char *start = s + 3;
+        size_t n = strcspn(start, " \t,;");
+        const char *at = memchr(start, '@', n);
+        const char *colon = memchr(start, ':', n);
+        if (at && colon && colon < at)
+            return 1;
+    }
+    for (const char *eq = strchr(v, '='); eq; eq = strchr(eq + 1, '=')) {
+        const char *b = eq;
+        while (b > v && (isalnum((unsigned char)b[-1]) || b[-1] == '_' || b[-1] == '-'))
+            b--;
+        size_t n = (size_t)(eq - b);
+        for (size_t i = 0; i < sizeof secret_value_keys / sizeof secret_value_keys[0]; i++) {
+            size_t k = strlen(secret_value_keys[i]);
+            /* the key ends with a secret word: token=, access_token=, api-key= */
+            if (n >= k && strncasecmp(eq - k, secret_value_keys[i], k) == 0 &&
+                (n == k || !isalnum((unsigned char)eq[-(long)k - 1])) && eq[1])
+                return 1;
+        }
+    }
+    const char *jwt = strstr(v, "eyJ");
+    if (jwt) {
+        const char *d1 = strchr(jwt, '.');
+        const char *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
+        if (d1 && d2 && d1 - jwt > 8 && d2 - d1 > 8)
+            return 1;
+    }
+    return 0;
 }
 
 static int cmp_entry(const void *a, const void *b)
@@ -105,7 +140,7 @@ json_t *np_cc_collect_env(void)
         name[n] = '\0';
         const char *value = eq + 1;
         json_t *jv;
-        if (np_cc_name_is_secret(name) || value_has_credentials(value)) {
+        if (np_cc_name_is_secret(name) || np_cc_value_is_secret(value)) {
             char h[72];
             np_cc_mask_value(h, value);
             jv = json_string(h);

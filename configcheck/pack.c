@@ -145,10 +145,15 @@ static np_status add_member(zip_t *za, const char *name, char *data, size_t len,
         free(data);
         return np_error_set(err, NP_ERR_ZIP, zip_path, name, "%s", zip_strerror(za));
     }
-    if (zip_file_add(za, name, src, ZIP_FL_ENC_UTF_8 | ZIP_FL_OVERWRITE) < 0) {
+    zip_int64_t idx = zip_file_add(za, name, src, ZIP_FL_ENC_UTF_8 | ZIP_FL_OVERWRITE);
+    if (idx < 0) {
         zip_source_free(src);
         return np_error_set(err, NP_ERR_ZIP, zip_path, name, "%s", zip_strerror(za));
     }
+    /* a regular file, rw-r--r--: libzip's default 0666 unpacks world-writable */
+    if (zip_file_set_external_attributes(za, (zip_uint64_t)idx, 0, ZIP_OPSYS_UNIX,
+                                         (zip_uint32_t)0100644 << 16) < 0)
+        return np_error_set(err, NP_ERR_ZIP, zip_path, name, "%s", zip_strerror(za));
     return NP_OK;
 }
 

@@ -82,8 +82,12 @@ np_status np_cc_pack_ex(const char *zip_path, const np_cc_pack_opts *opts,
  * "sha256:" + hex SHA-256 of (the fixed salt of this pack format || value).
  * `out` needs 72 bytes. Exposed for tests. */
 void np_cc_mask_value(char out[72], const char *value);
-/* 1 when `name` looks like it holds a secret (KEY, TOKEN, SECRET, ...). */
+/* 1 when `name` looks like it holds a secret (KEY, TOKEN, SECRET, JWT,
+ * SSHPASS, a PWD word as in MYSQL_PWD but not PWD itself, ...). */
 int np_cc_name_is_secret(const char *name);
+/* 1 when a value carries a secret whatever its name: a URL with
+ * user:password@, a token=/password=/key=... pair, a JSON Web Token. */
+int np_cc_value_is_secret(const char *value);
 
 /* ==== compare =========================================================== */
 

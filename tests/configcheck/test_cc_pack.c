@@ -87,7 +87,26 @@ static void test_masking(void)
     CHECK(np_cc_name_is_secret("db_password"));
     CHECK(np_cc_name_is_secret("AWS_SECRET_ACCESS_KEY"));
     CHECK(np_cc_name_is_secret("GITHUB_PAT"));
-    CHECK(np_cc_name_is_secret("MYSQL_PWD") == 0 || 1); /* either is acceptable */
+    CHECK(np_cc_name_is_secret("MYSQL_PWD"));
+    CHECK(np_cc_name_is_secret("SSHPASS"));
+    CHECK(np_cc_name_is_secret("MY_JWT"));
+    CHECK(np_cc_name_is_secret("jwt_for_ci"));
+    CHECK(!np_cc_name_is_secret("OLDPWD"));
+    CHECK(!np_cc_name_is_secret("HOME"));
+    /* values that carry secrets whatever the name (issue 13) */
+    CHECK(np_cc_value_is_secret("https://alice:p@ss/word@host.example/x"));
+    CHECK(np_cc_value_is_secret("https://a.example/simple https://bob:pw@b.example/"));
+    CHECK(np_cc_value_is_secret("redis://:hunter2@cache:6379/0"));
+    CHECK(np_cc_value_is_secret("https://h.example/api?user=x&token=abc123"));
+    CHECK(np_cc_value_is_secret("https://h.example/?access_token=abc"));
+    CHECK(np_cc_value_is_secret("--password=hunter2"));
+    CHECK(np_cc_value_is_secret("eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NSJ9.c2lnbmF0dXJlLXBhcnQ"));
+    CHECK(!np_cc_value_is_secret("https://pypi.org/simple"));
+    CHECK(!np_cc_value_is_secret("http://proxy.example:8080/"));
+    CHECK(!np_cc_value_is_secret("/usr/local/bin:/usr/bin"));
+    CHECK(!np_cc_value_is_secret("monkey=banana"));
+    CHECK(!np_cc_value_is_secret("token="));
+    CHECK(!np_cc_value_is_secret("a=b"));
     CHECK(!np_cc_name_is_secret("PATH"));
     CHECK(!np_cc_name_is_secret("PWD"));
     CHECK(!np_cc_name_is_secret("OMP_NUM_THREADS"));
@@ -122,6 +141,29 @@ static int zip_contains_text(const char *zip, const char *needle)
     return found;
 }
 
+/* Every member's Unix mode in the zip's external attributes equals mode
+ * (0644 regular file: a pack unzipped must not give world-writable files). */
+static int member_modes_are(const char *zip, unsigned mode)
+{
+    int zerr = 0, ok = 1;
+    zip_t *za = zip_open(zip, ZIP_RDONLY, &zerr);
+    if (!za)
+        return 0;
+    zip_int64_t n = zip_get_num_entries(za, 0);
+    for (zip_int64_t i = 0; i < n; i++) {
+        zip_uint8_t os = 0;
+        zip_uint32_t attr = 0;
+        if (zip_file_get_external_attributes(za, (zip_uint64_t)i, 0, &os, &attr) < 0 ||
+            os != ZIP_OPSYS_UNIX || (attr >> 16) != mode) {
+            fprintf(stderr, "member %s: os %u mode %o\n", zip_get_name(za, (zip_uint64_t)i, 0),
+                    os, attr >> 16);
+            ok = 0;
+        }
+    }
+    zip_discard(za);
+    return ok;
+}
+
 static void test_env_and_members(void)
 {
     char zip[600];
@@ -131,6 +173,11 @@ static void test_env_and_members(void)
     setenv("NPTEST_PASSWORD_C", "another-s3cr3t", 1);
     setenv("NPTEST_PROXY", "http://alice:pw-XYZZY@proxy.example:8080/", 1);
     setenv("NPTEST_PLAIN", "visible-value", 1);
+    setenv("MYSQL_PWD", "mysql-s3cr3t", 1);
+    setenv("SSHPASS", "sshpass-s3cr3t", 1);
+    setenv("NPTEST_JWT_X", "jwt-s3cr3t", 1);
+    setenv("NPTEST_HOOK", "https://hooks.example/x?token=hook-s3cr3t", 1);
+    setenv("NPTEST_MIRROR", "https://u:slash/pw-s3cr3t@mirror.example/simple", 1);
     np_cc_pack_opts o;
     memset(&o, 0, sizeof o);
     o.python = "";
@@ -154,6 +201,13 @@ static void test_env_and_members(void)
     CHECK(!zip_contains_text(zip, "s3cr3t-Value-123"));
     CHECK(!zip_contains_text(zip, "another-s3cr3t"));
     CHECK(!zip_contains_text(zip, "pw-XYZZY"));
+    CHECK(!zip_contains_text(zip, "mysql-s3cr3t"));
+    CHECK(!zip_contains_text(zip, "sshpass-s3cr3t"));
+    CHECK(!zip_contains_text(zip, "jwt-s3cr3t"));
+    CHECK(!zip_contains_text(zip, "hook-s3cr3t"));
+    CHECK(!zip_contains_text(zip, "pw-s3cr3t"));
+    CHECK(zip_contains_text(zip, "\"PWD\"")); /* the working directory stays in clear */
+    CHECK(member_modes_are(zip, 0100644));
     CHECK(zip_contains_text(zip, "visible-value"));
     json_decref(env);
 
