@@ -23,7 +23,7 @@ printf '{"task":"tensor","dump_path":"dump_fault","step":[0],"level":"mix"}' > f
 "$N" dump -c rt.json -- "$N" train "${model[@]}" --steps 1 >/dev/null 2>&1 || { echo "runtime dump failed"; exit 1; }
 "$N" dump -c fault.json -- "$N" train "${model[@]}" --steps 1 --device npu-sim --fault attn_scale >/dev/null 2>&1 \
   || { echo "faulted dump failed"; exit 1; }
-"$PY" "$SRC/samples/torch/gpt_reference.py" --ckpt init.h5 --batch-from dump_rt/step0/rank0/dump.h5 \
+"$SRC/tests/python/pyrun.sh" "$SRC/samples/torch/gpt_reference.py" --ckpt init.h5 --batch-from dump_rt/step0/rank0/dump.h5 \
   --out dump_torch > ref.txt || { echo "gpt_reference.py failed"; cat ref.txt; exit 1; }
 "$PY" "$SRC/tests/msprobe/nprobe_to_msprobe.py" dump_torch/step0/rank0/dump.h5 dump_msp \
   || { echo "nprobe_to_msprobe.py failed"; exit 1; }
