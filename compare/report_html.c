@@ -801,6 +801,37 @@ static void page_head(FILE *f, const page *pg)
     cmp_html_printf(f, " &middot; %s</p></header><main>\n", when);
 }
 
+/* Every rank of every failing step, one line each (the first 50). */
+static void failing_pairs(FILE *f, const page *pg)
+{
+    const np_cmp_result *r = pg->r;
+    if (!pg->failing_pairs)
+        return;
+    cmp_html_printf(f, "<h3>Failing step/rank pairs <small>%zu of %zu</small></h3>"
+                       "<div class=scroll style='max-height:220px'><table class=rows id=pairs-table>"
+                       "<thead><tr><th>step<th>rank<th>error rows<th>warning rows<th>rows"
+                       "<th>first culprit</thead><tbody>\n",
+                    pg->failing_pairs, r->n_pairs);
+    size_t shown = 0;
+    for (size_t i = 0; i < r->n_pairs && shown < 50; i++) {
+        const np_cmp_pair *p = &r->pairs[i];
+        if (!pair_fails(p))
+            continue;
+        shown++;
+        cmp_html_printf(f, "<tr class=v2><td>%d<td>%d<td>%zu<td>%zu<td>%zu<td class=nm>", p->step,
+                        p->rank, p->count_verdict[NP_VERDICT_ERROR],
+                        p->count_verdict[NP_VERDICT_WARNING], p->n_rows);
+        cmp_html_text(f, p->n_culprits ? p->calls[p->culprits[0]].name : "none");
+        cmp_html_raw(f, "\n");
+    }
+    cmp_html_raw(f, "</tbody></table></div>");
+    if (pg->failing_pairs > shown)
+        cmp_html_printf(f, "<p class=note>... and %zu more failing pairs (the chart shows every "
+                           "step; the stdout summary and the per-pair reports list them).</p>",
+                        pg->failing_pairs - shown);
+    cmp_html_raw(f, "\n");
+}
+
 static void steps_section(FILE *f, const page *pg)
 {
     cmp_html_printf(f, "<section id=steps><h2>Across steps <small>%d step%s, worst over ranks",
@@ -811,6 +842,7 @@ static void steps_section(FILE *f, const page *pg)
         cmp_html_raw(f, "; no step fails");
     cmp_html_raw(f, "</small></h2>\n");
     cmp_html_steps_chart(f, pg->steps, pg->n_steps, pg->first_fail);
+    failing_pairs(f, pg);
     cmp_html_raw(f, "</section>\n");
 }
 

@@ -161,6 +161,7 @@ static void story(const char *dir, const char *py)
         CHECK_CONTAINS(s, "Functional.lin&amp;amp;&quot;&#39;&lt;i&gt;.0.forward");
         CHECK_CONTAINS(s, "step1 &lt;&amp;&gt; report.xlsx");
         CHECK_CONTAINS(s, "first failing step 1");
+        CHECK_CONTAINS(s, "<h3>Failing step/rank pairs <small>2 of 3</small></h3>");
     }
     free(s);
     char args[1024];
