@@ -684,7 +684,7 @@ static const char *const css[] = {
     "table.kv th{text-align:left;color:var(--mut);font-weight:600;padding:2px 14px 2px 0;"
     "vertical-align:top;white-space:nowrap}table.kv td{padding:2px 0;word-break:break-word}\n"
     "table.grid{border-collapse:collapse}table.grid th,table.grid td{border-bottom:1px solid "
-    "var(--line);padding:3px 10px 3px 0;text-align:left;word-break:break-all}\n"
+    "var(--line);padding:3px 10px 3px 0;text-align:left;word-break:break-all}table.grid th{white-space:nowrap}\n"
     ".cells span{display:inline-block;background:#f1f3f6;border-radius:4px;padding:1px 6px;"
     "margin:2px 4px 2px 0;font-size:12px}.cells b{color:var(--mut);font-weight:600}\n"
     ".advice,.note{color:var(--mut);font-size:13px}.issue{color:var(--err);font-size:13px;margin:4px 0}\n"
