@@ -178,6 +178,19 @@ static np_status ctx_status_err(np_trainer *tr, np_error *err)
     return np_error_set(err, st, NULL, "all_reduce", "%s", ce && ce->text[0] ? ce->text : np_strerror(st));
 }
 
+/* Snapshot what this rank sent and what it got back (shaped like `like`,
+ * NULL: a scalar) and emit the collective as one hook call. */
+static np_status observe(np_trainer *tr, np_dtype dt, const np_tensor *like, const void *sent,
+                         const void *got, const char *what, np_error *err)
+{
+    np_tensor *in = snapshot(tr->ctx, dt, like, sent);
+    np_tensor *out = snapshot(tr->ctx, dt, like, got);
+    if (!in || !out)
+        return ctx_status_err(tr, err);
+    emit_all_reduce(tr, in, out, what);
+    return NP_OK;
+}
+
 np_status np_dist_reduce_grads(np_trainer *tr, double *loss, np_error *err)
 {
     int n = 0;
@@ -204,24 +217,18 @@ np_status np_dist_reduce_grads(np_trainer *tr, double *loss, np_error *err)
         if (!p[i]->grad)
             continue;
         if (i != skip) {
-            np_tensor *in = snapshot(tr->ctx, NP_FLOAT32, p[i], tr->send + off);
             reduce_mean(p[i]->grad, tr->gather, total, off, p[i]->numel, k, tr->dfault);
-            np_tensor *out = snapshot(tr->ctx, NP_FLOAT32, p[i], p[i]->grad);
-            if (!in || !out)
-                return ctx_status_err(tr, err);
             char what[128];
             snprintf(what, sizeof what, "%s.grad", p[i]->name ? p[i]->name : "?");
-            emit_all_reduce(tr, in, out, what);
+            if ((st = observe(tr, NP_FLOAT32, p[i], tr->send + off, p[i]->grad, what, err)))
+                return st;
         }
         off += (size_t)p[i]->numel;
     }
     float lsum;
-    np_tensor *in = snapshot(tr->ctx, NP_FLOAT32, NULL, tr->send + off);
     reduce_mean(&lsum, tr->gather, total, off, 1, k, NP_DIST_FAULT_NONE);
-    np_tensor *out = snapshot(tr->ctx, NP_FLOAT32, NULL, &lsum);
-    if (!in || !out)
-        return ctx_status_err(tr, err);
-    emit_all_reduce(tr, in, out, "the loss");
+    if ((st = observe(tr, NP_FLOAT32, NULL, tr->send + off, &lsum, "the loss", err)))
+        return st;
     *loss = (double)lsum;
     return NP_OK;
 }
@@ -238,11 +245,8 @@ np_status np_dist_reduce_flag(np_trainer *tr, int *flag, np_error *err)
     for (int r = 0; r < world_of(tr); r++)
         if (tr->gather[r] > mx)
             mx = tr->gather[r];
-    np_tensor *in = snapshot(tr->ctx, NP_FLOAT32, NULL, tr->send);
-    np_tensor *out = snapshot(tr->ctx, NP_FLOAT32, NULL, &mx);
-    if (!in || !out)
-        return ctx_status_err(tr, err);
-    emit_all_reduce(tr, in, out, "the loss scaler's found-inf flag (max)");
+    if ((st = observe(tr, NP_FLOAT32, NULL, tr->send, &mx, "the loss scaler's found-inf flag (max)", err)))
+        return st;
     *flag = mx != 0.0f;
     return NP_OK;
 }
@@ -262,11 +266,8 @@ np_status np_dist_reduce_mean(np_trainer *tr, double *v, np_error *err)
         acc += x;
     }
     acc /= (double)k;
-    np_tensor *in = snapshot(tr->ctx, NP_FLOAT64, NULL, v);
-    np_tensor *out = snapshot(tr->ctx, NP_FLOAT64, NULL, &acc);
-    if (!in || !out)
-        return ctx_status_err(tr, err);
-    emit_all_reduce(tr, in, out, "the squared gradient norm");
+    if ((st = observe(tr, NP_FLOAT64, NULL, v, &acc, "the squared gradient norm", err)))
+        return st;
     *v = acc;
     return NP_OK;
 }
