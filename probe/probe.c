@@ -762,17 +762,28 @@ static np_status embed_leaf(np_probe *p, const char *call, np_role role, const c
     return NP_OK;
 }
 
-np_status np_probe_dump(np_probe *p, const char *call, np_role role, const char *key,
-                        const np_tensor *t, np_error *err)
+/* The checks every leaf entry point shares: a probe, a role that is not
+ * kwargs (scalars have their own entry point), and the leaf itself. */
+static np_status leaf_args_ok(const np_probe *p, const char *call, np_role role,
+                              const void *leaf, const char *what, np_error *err)
 {
     if (!p)
         return np_error_set(err, NP_ERR_ARG, NULL, call, "no probe");
-    if (!t)
-        return np_error_set(err, NP_ERR_ARG, NULL, call, "no tensor given");
     if (check_role(role, call, err))
         return NP_ERR_ARG;
+    if (!leaf)
+        return np_error_set(err, NP_ERR_ARG, NULL, call, "no %s given", what);
+    return NP_OK;
+}
+
+np_status np_probe_dump(np_probe *p, const char *call, np_role role, const char *key,
+                        const np_tensor *t, np_error *err)
+{
+    np_status st = leaf_args_ok(p, call, role, t, "tensor", err);
+    if (st)
+        return st;
     LOCK(p);
-    np_status st = embed_leaf(p, call, role, key, t, NULL, NULL, 0.0, err);
+    st = embed_leaf(p, call, role, key, t, NULL, NULL, 0.0, err);
     UNLOCK(p);
     return st;
 }
@@ -791,16 +802,13 @@ np_status np_probe_dump_scalar(np_probe *p, const char *call, const char *key, d
 np_status np_probe_dump_view(np_probe *p, const char *call, np_role role, const char *key,
                              const np_tensor_view *v, np_error *err)
 {
-    if (!p)
-        return np_error_set(err, NP_ERR_ARG, NULL, call, "no probe");
-    if (check_role(role, call, err))
-        return NP_ERR_ARG;
-    if (!v)
-        return np_error_set(err, NP_ERR_ARG, NULL, call, "no tensor view given");
+    np_status st = leaf_args_ok(p, call, role, v, "tensor view", err);
+    if (st)
+        return st;
     LOCK(p);
     struct view_memo *m = memo_usable(p, v) ? memo_push(p, v) : NULL;
     p->memo_fill = m;
-    np_status st = embed_leaf(p, call, role, key, NULL, v, NULL, 0.0, err);
+    st = embed_leaf(p, call, role, key, NULL, v, NULL, 0.0, err);
     p->memo_fill = NULL;
     UNLOCK(p);
     return st;
@@ -809,17 +817,16 @@ np_status np_probe_dump_view(np_probe *p, const char *call, np_role role, const 
 np_status np_probe_dump_stats(np_probe *p, const char *call, np_role role, const char *key,
                               const np_leaf_stats *s, np_error *err)
 {
-    if (!p)
-        return np_error_set(err, NP_ERR_ARG, NULL, call, "no probe");
-    if (check_role(role, call, err))
-        return NP_ERR_ARG;
-    if (!s || s->size < sizeof *s || s->ndim < 0 || s->ndim > NP_MAX_DIMS ||
+    np_status st = leaf_args_ok(p, call, role, s, "leaf statistics", err);
+    if (st)
+        return st;
+    if (s->size < sizeof *s || s->ndim < 0 || s->ndim > NP_MAX_DIMS ||
         (s->ndim > 0 && !s->shape) || (unsigned)s->dtype >= NP_DTYPE_COUNT)
         return np_error_set(err, NP_ERR_ARG, NULL, call,
                             "leaf statistics: expected size = sizeof(np_leaf_stats), a known "
                             "dtype and 0..%d dimensions with a shape", NP_MAX_DIMS);
     LOCK(p);
-    np_status st = embed_leaf(p, call, role, key, NULL, NULL, s, 0.0, err);
+    st = embed_leaf(p, call, role, key, NULL, NULL, s, 0.0, err);
     UNLOCK(p);
     return st;
 }

@@ -8,23 +8,7 @@
 # first culprit, and the reverse (runtime as the bench) must pair the same
 # leaves. Skips (77) where python3-torch or python3-h5py is missing.
 set -u
-N=${NPROBE_BIN:?}
-PY=${NP_PYTHON:-/usr/bin/python3}
-SRC=${NP_SOURCE_DIR:?}
-"$PY" -c 'import torch, h5py' 2>/dev/null || { echo "SKIP: torch or h5py missing"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail=0
-model=(--model gpt --layers 2 --heads 2 --width 32 --context 16 --batch 4 --seed 11 --threads 1)
-"$N" train "${model[@]}" --steps 0 --save init.h5 >/dev/null || { echo "train --save failed"; exit 1; }
-printf '{"task":"tensor","dump_path":"dump_rt","step":[0],"level":"mix"}' > rt.json
-printf '{"task":"tensor","dump_path":"dump_fault","step":[0],"level":"mix"}' > fault.json
-"$N" dump -c rt.json -- "$N" train "${model[@]}" --steps 1 >/dev/null 2>&1 || { echo "runtime dump failed"; exit 1; }
-"$N" dump -c fault.json -- "$N" train "${model[@]}" --steps 1 --device npu-sim --fault attn_scale >/dev/null 2>&1 \
-  || { echo "faulted dump failed"; exit 1; }
-"$SRC/tests/python/pyrun.sh" "$SRC/samples/torch/gpt_reference.py" --ckpt init.h5 --batch-from dump_rt/step0/rank0/dump.h5 \
-  --out dump_torch > ref.txt || { echo "gpt_reference.py failed"; cat ref.txt; exit 1; }
+. "${NP_SOURCE_DIR:?}/tests/e2e/torch_reference_setup.sh"
 "$PY" "$SRC/tests/msprobe/nprobe_to_msprobe.py" dump_torch/step0/rank0/dump.h5 dump_msp \
   || { echo "nprobe_to_msprobe.py failed"; exit 1; }
 [ -f dump_msp/step0/proc4242/dump.json ] || { echo "FAIL: no msprobe layout written"; exit 1; }
