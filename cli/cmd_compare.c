@@ -58,6 +58,7 @@ static void help(FILE *out)
 "                        docs/COMPARE.md gives the reasoning)\n"
 "      --format LIST     comma-separated report formats among xlsx, csv, json, html\n"
 "                        (default xlsx,html; e.g. --format xlsx,csv,json or --format csv)\n"
+"      --no-replay       no float64 recompute of the cmp side's calls (see below)\n"
 "      --rows-per-sheet N  split the xlsx rows sheet every N rows (default 1000000)\n"
 "      --replicas DUMP   check one data-parallel dump against itself: the first call\n"
 "                        where the ranks' replicas part (see --replicas --help)\n"
@@ -82,9 +83,11 @@ static void help(FILE *out)
 "it is then the culprit).\n");
     fputs(
 "In tensor mode every API call of the cmp side is also recomputed in float64\n"
-"from its own dumped inputs (as nprobe replay does; NPROBE_NO_REPLAY=1 turns it\n"
-"off): an isolated error above its budget makes a call a culprit even below the\n"
-"error level; a culprit whose isolated error is clean says so in its reason.\n"
+"from its own dumped inputs (as nprobe replay does; --no-replay or\n"
+"NPROBE_NO_REPLAY=1 turns it off): an isolated error above its budget makes a\n"
+"call a culprit even below the error level; a culprit whose isolated error is\n"
+"clean says so in its reason. It costs about the model's forward and backward\n"
+"in float64 (it doubles the time of a GPT step's compare).\n"
 "\n"
 "exit status: 0 no error row, 1 differences found (error rows, a culprit, or a step/rank\n"
 "missing or unreadable on one side while others were compared), 2 usage or\n"
@@ -362,6 +365,8 @@ int np_cmd_compare(int argc, char **argv)
             o.rank = (int)n;
         } else if (!strcmp(a, "--fuzzy"))
             o.fuzzy = 1;
+        else if (!strcmp(a, "--no-replay"))
+            o.no_replay = 1;
         else if (!strcmp(a, "--mapping"))
             o.mapping_path = argv[++i];
         else if (!strcmp(a, "--atol")) {
@@ -384,7 +389,7 @@ int np_cmd_compare(int argc, char **argv)
             quiet = 1;
         else {
             static const char *const opts[] = {"--bench", "--cmp", "--output", "--step", "--rank",
-                                               "--fuzzy", "--mapping", "--atol", "--rtol", "--cos",
+                                               "--fuzzy", "--mapping", "--atol", "--rtol", "--cos", "--no-replay",
                                                "--format", "--rows-per-sheet", "--quiet", "--help"};
             int near = np_closest_word(a, opts, (int)(sizeof opts / sizeof opts[0]));
             if (near >= 0)

@@ -448,7 +448,7 @@ static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cm
         st = cmp_root_cause(p, err);
     }
     if (st == NP_OK)
-        st = cmp_isolated(p, err);
+        st = cmp_isolated(p, o->no_replay, err);
     cmp_dump_close(&bd);
     cmp_dump_close(&cd);
     if (st != NP_OK)

@@ -113,7 +113,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err);
 
 /* Tensor mode: recompute the cmp side's calls in float64 (nprobe replay) and
  * let each call's isolated error correct its status (compare/isolated.c). */
-np_status cmp_isolated(np_cmp_pair *p, np_error *err);
+np_status cmp_isolated(np_cmp_pair *p, int no_replay, np_error *err);
 
 /* Match the two dumps' entries into p->rows (rows get bench/cmp/match). */
 typedef struct cmp_mapping cmp_mapping;

@@ -76,6 +76,8 @@ typedef struct np_cmp_options {
     long rows_per_sheet;      /* xlsx rows per sheet before a split (default 1000000) */
     np_cmp_progress_fn progress;
     void *progress_user;
+    int no_replay;            /* 1: no float64 recompute of the cmp side's calls (the
+                               * isolated error; also NPROBE_NO_REPLAY=1 in the environment) */
 } np_cmp_options;
 
 /* Defaults: all steps and ranks, exact matching, per-dtype tolerances. */

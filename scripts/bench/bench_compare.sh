@@ -10,6 +10,11 @@
 #   flat memory: nprobe compare alone on dumps of 1 GB and of 10 GB per side
 #   (one run each; the 10 GB pair may not fit the page cache): GB/s and peak
 #   RSS, to show that the peak does not grow with the dump size.
+# nprobe compare runs with --no-replay: the generated tensors are random
+# ("Functional.linear" calls whose outputs are not their inputs' product), so
+# the float64 recompute of the cmp side's calls (on by default, about the
+# model's own compute; see the replay rows) would time 1024^3 matmuls, not the
+# comparison both tools make.
 # --quick uses small sizes to check that the script works. Prints a Markdown
 # section. Env: NPROBE_BIN (default build/release/nprobe), NP_PYTHON,
 # BENCH_DIR (scratch space, default a temp dir; needs 2x the largest dump,
@@ -50,7 +55,7 @@ tensor_case() { # label tensors numel -> prints a table row
   cat "$work"/b/step0/rank0/dump.h5 "$work"/c/step0/rank0/dump.h5 > /dev/null  # page cache
   local bytes=$((2 * k * n * 4)) t=() r=() nt=() nr=()
   for _ in $(seq "$REPS"); do
-    read -r s m < <(measure "$bin" compare -b "$work/b" -c "$work/c" -o "$work/out" -q --format csv)
+    read -r s m < <(measure "$bin" compare -b "$work/b" -c "$work/c" -o "$work/out" -q --format csv --no-replay)
     t+=("$s"); r+=("$m")
     read -r s m < <(measure "$py" "$here/numpy_compare.py" "$work/b/step0/rank0/dump.h5" "$work/c/step0/rank0/dump.h5")
     nt+=("$s"); nr+=("$m")
@@ -69,7 +74,7 @@ flat_case() { # tensors -> prints "seconds peak_mb gb" for one nprobe compare ru
   local k=$1 n=$FLAT_NUMEL
   gen "$work/b" "$k" "$n" tensor 1 0 && gen "$work/c" "$k" "$n" tensor 2 1e-3
   local s m
-  read -r s m < <(measure "$bin" compare -b "$work/b" -c "$work/c" -o "$work/out" -q --format csv)
+  read -r s m < <(measure "$bin" compare -b "$work/b" -c "$work/c" -o "$work/out" -q --format csv --no-replay)
   echo "$s $m $(awk -v k="$k" -v n="$n" 'BEGIN { printf "%.2f", k * n * 4 / 1e9 }')"
   rm -rf "$work/b" "$work/c" "$work/out"
 }
@@ -77,7 +82,7 @@ flat_case() { # tensors -> prints "seconds peak_mb gb" for one nprobe compare ru
 stats_case() { # format -> prints a table row (median seconds, max peak RSS)
   local fmt=$1 t=() r=()
   for _ in $(seq "$REPS"); do
-    read -r s m < <(measure "$bin" compare -b "$work/sb" -c "$work/sc" -o "$work/out" -q --format "$fmt")
+    read -r s m < <(measure "$bin" compare -b "$work/sb" -c "$work/sc" -o "$work/out" -q --format "$fmt" --no-replay)
     t+=("$s"); r+=("$m")
   done
   local ts rs
@@ -95,6 +100,9 @@ echo "Tensor mode: both dumps in the page cache, all six metrics per pair; the"
 echo "numpy baseline (scripts/bench/numpy_compare.py) reads each pair with h5py and"
 echo "computes the same metrics in float64, in the same run. Statistics mode: the"
 echo "baseline is msprobe's figure from DESIGN.md section 8 (not rerun here)."
+echo "nprobe runs with --no-replay (the same comparison as the baseline; the float64"
+echo "recompute of the cmp side, on by default, costs about the model's compute:"
+echo "a GPT step's compare takes about 2x with it)."
 echo "Median of $REPS run(s); peak RSS (max over runs) from GNU time; $(nproc) cores,"
 echo "OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset}."
 echo

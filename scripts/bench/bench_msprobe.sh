@@ -10,7 +10,9 @@
 #   reading dump.json alone (np_msprobe's streaming reader, msp_inspect
 #   leaves): peak RSS at 1x and 10x the rows, to show it does not grow
 #   with the file.
-# msprobe itself cannot be installed here: its figures (0.15 GB/s; 60 s and
+# Both sides run with --no-replay (the float64 recompute applies to nprobe's
+# own tensor dumps only, and the generated tensors are random, not their calls'
+# results). msprobe itself cannot be installed here: its figures (0.15 GB/s; 60 s and
 # 1.1 GB for 140k rows) are DESIGN.md section 8's. Prints a Markdown section.
 # Env: NPROBE_BIN (default build/release/nprobe), MSP_INSPECT (default next
 # to it: tests/msprobe/msp_inspect), NP_PYTHON, BENCH_DIR (scratch, ~6 GB),
@@ -44,7 +46,7 @@ gen_both() { # name tensors numel task seed noise
   "$py" "$here/gen_compare_dumps.py" "$work/n$1" --tensors "$2" --numel "$3" --task "$4" --seed "$5" --noise "$6"
 }
 compare() { # prefix -> "seconds peak"
-  measure "$bin" compare -b "$work/${1}b" -c "$work/${1}c" -o "$work/out_$1" -q --format csv
+  measure "$bin" compare -b "$work/${1}b" -c "$work/${1}c" -o "$work/out_$1" -q --format csv --no-replay
 }
 
 # both formats, interleaved; prints "median_msprobe peak_msprobe median_nprobe peak_nprobe"
