@@ -687,15 +687,17 @@ static int side_issue(np_cmp_result *r, const pair_key *k, int side, const char 
 {
     const unit *u = side ? k->c : k->b;
     int s = k->step, q = k->rank;
+    char lay[512], files[128];
+    np_dumpio_layouts(lay, sizeof lay, files, sizeof files);
     if (!u)
         add_issue(r, NP_ERR_NOTFOUND, s, q,
-                  "step %d rank %d: present on the %s side only; the %s side (%s) has no "
-                  "step%d/rank%d/%s", s, q, side_names[!side], side_names[side], inputs[side], s,
-                  q, NP_FMT_FILE);
+                  "step %d rank %d: present on the %s side only; the %s side (%s) has no dump of "
+                  "step %d rank %d (looked for %s)",
+                  s, q, side_names[!side], side_names[side], inputs[side], s, q, lay);
     else if (u->temp_only == 2)
         add_issue(r, NP_ERR_NOTFOUND, s, q,
                   "%s: step %d rank %d of the %s side has no dump file (no %s, no %s.partial)",
-                  u->ref->path, s, q, side_names[side], NP_FMT_FILE, NP_FMT_FILE);
+                  u->ref->path, s, q, side_names[side], files, NP_FMT_FILE);
     else if (u->temp_only)
         add_issue(r, NP_ERR_INCOMPLETE, s, q,
                   "%s: step %d rank %d of the %s side is incomplete: only a temporary or partial "

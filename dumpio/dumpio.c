@@ -37,20 +37,63 @@ const np_dumpio_source *np_dumpio_source_by_name(const char *name)
     return NULL;
 }
 
-static const np_dumpio_source *detect(const char *path)
+const char *np_dumpio_layouts(char *buf, size_t cap, char *files, size_t files_cap)
+{
+    size_t n = 0, nf = 0;
+    buf[0] = '\0';
+    if (files)
+        files[0] = '\0';
+    for (int i = 0; sources[i]; i++) {
+        const char *sep = !sources[i + 1] ? " or " : ", ";
+        if (n < cap)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s (%s)", i ? sep : "",
+                                  sources[i]->layout, sources[i]->name);
+        if (files && nf < files_cap)
+            nf += (size_t)snprintf(files + nf, files_cap - nf, "%s%s", i ? sep : "",
+                                   sources[i]->file);
+    }
+    return buf;
+}
+
+/* The source whose detect accepts `path`, NULL when none does. */
+static const np_dumpio_source *detect_any(const char *path)
 {
     for (int i = 0; sources[i]; i++)
         if (sources[i]->detect(path))
             return sources[i];
-    return sources[0];
+    return NULL;
+}
+
+static const np_dumpio_source *detect(const char *path)
+{
+    const np_dumpio_source *s = detect_any(path);
+    return s ? s : sources[0];
 }
 
 np_status np_dumpio_find(np_dumpio_ref **out, size_t *n, const char *path, np_error *err)
 {
     *out = NULL;
     *n = 0;
-    const np_dumpio_source *src = detect(path);
+    const np_dumpio_source *any = detect_any(path), *src = any ? any : sources[0];
     np_status st = src->find(out, n, path, err);
+    if (st == NP_ERR_NOTFOUND && !any) {
+        /* no format recognised the path: say what every one looks for */
+        char lay[512], files[128];
+        np_dumpio_layouts(lay, sizeof lay, files, sizeof files);
+        int dir = dumpio_is_dir(path), absent = !dir && access(path, F_OK) != 0;
+        if ((dir || absent) && err)
+            np_error_clear(err); /* this message replaces the first source's */
+        if (dir)
+            return np_error_set(err, st, path, NULL,
+                                "no dump files (%s) found here (expected %s below it, or a step "
+                                "or rank directory of either)",
+                                files, lay);
+        if (absent)
+            return np_error_set(err, st, path, NULL,
+                                "no such file or directory (expected a dump root, a step or rank "
+                                "directory, or a step file: %s)",
+                                files);
+    }
     if (st != NP_OK)
         return st;
     for (size_t i = 0; i < *n; i++)

@@ -559,4 +559,6 @@ const np_dumpio_source np_dumpio_msprobe_source = {
     .close = msp_close,
     .walk = NULL,
     .stats_keep_inf = 1,
+    .file = "dump.json",
+    .layout = "step*/{rank*,proc*,rank}/dump.json",
 };

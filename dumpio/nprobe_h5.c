@@ -936,4 +936,6 @@ const np_dumpio_source np_dumpio_nprobe_source = {
     .payload = h5_payload,
     .close = h5_close,
     .walk = h5_walk,
+    .file = NP_FMT_FILE,
+    .layout = "step*/rank*/" NP_FMT_FILE,
 };

@@ -264,10 +264,21 @@ struct np_dumpio_source {
      * reader comparing it against a format whose statistics do not puts
      * the other side into this form first. */
     int stats_keep_inf;
+    /* The step file's name ("dump.h5") and where a dump root keeps it
+     * (nprobe: step{S}/rank{R}/dump.h5 as a glob): for messages naming
+     * what was looked for. */
+    const char *file;
+    const char *layout;
 };
 
 /* The registered sources, in detection order (NULL-terminated). */
 const np_dumpio_source *const *np_dumpio_sources(void);
+/* Every registered source's layout with its name, for messages (nprobe's,
+ * then msprobe's: "step{S}/rank{R}/dump.h5 (nprobe) or
+ * step{S}/{rank{R},proc{PID},rank}/dump.json (msprobe)" as globs) into buf
+ * (cap bytes); returns buf. `files` (may be NULL) gets the step file
+ * names the same way ("dump.h5 or dump.json"). */
+const char *np_dumpio_layouts(char *buf, size_t cap, char *files, size_t files_cap);
 /* The source named `name`, or NULL. */
 const np_dumpio_source *np_dumpio_source_by_name(const char *name);
 /* nprobe's HDF5 dump (docs/FORMAT.md). */

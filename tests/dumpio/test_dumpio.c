@@ -145,7 +145,10 @@ static void test_find(void)
     path_of(p, sizeof p, "root/notastep");
     np_error_clear(&err);
     CHECK_EQ_INT(np_dumpio_find(&r, &n, p, &err), NP_ERR_NOTFOUND);
-    CHECK_CONTAINS(err.text, "no dump files (dump.h5) found here");
+    CHECK_CONTAINS(err.text, "no dump files (dump.h5 or dump.json) found here");
+    /* every source's layout is named */
+    CHECK_CONTAINS(err.text, "step*/rank*/dump.h5 (nprobe)");
+    CHECK_CONTAINS(err.text, "step*/{rank*,proc*,rank}/dump.json (msprobe)");
     CHECK(r == NULL);
 }
 

@@ -70,8 +70,8 @@ def write_nprobe(root, scale):
         gcd.write_table(h, "calls", cl)
 
 
-def write_msprobe(root, scale):
-    d = os.path.join(root, "step0", "rank0")
+def write_msprobe(root, scale, step=0):
+    d = os.path.join(root, "step%d" % step, "rank0")
     os.makedirs(d, exist_ok=True)
     data = {}
     for c, leaves in tensors(scale):
@@ -83,6 +83,11 @@ def write_msprobe(root, scale):
                         "Max": float(f.max()), "Min": float(f.min()), "Mean": float(f.mean()),
                         "Norm": float(np.sqrt((f * f).sum())), "requires_grad": False}
             rec["input_args" if r == "input" else "output"].append(item)
+        if c.startswith("Functional.linear"):
+            # msprobe writes an argument left at None as null (bias=None, out=None);
+            # nprobe's dump records no leaf for it: the same absent value
+            rec["input_args"].append(None)
+            rec["input_kwargs"]["out"] = None
         data[c] = rec
     with open(os.path.join(d, "dump.json"), "w") as f:
         json.dump({"task": "statistics", "level": "L1", "framework": "pytorch",
@@ -103,8 +108,23 @@ def main():
         write_msprobe(os.path.join(t, "ms_bad"), 1.5)
         for b, c in (("np", "ms"), ("ms", "np")):
             rc, out = run(nprobe, os.path.join(t, b), os.path.join(t, c), os.path.join(t, "o" + b))
-            if rc != 0 or "first culprit: none" not in out or "7 pass" not in out:
-                failures.append("%s vs %s: exit %d (want 0, all 7 rows pass):\n%s" % (b, c, rc, out))
+            # 7 rows on both sides and msprobe's 2 null items, which pass
+            if rc != 0 or "first culprit: none" not in out or "9 pass" not in out:
+                failures.append("%s vs %s: exit %d (want 0, all 9 rows pass):\n%s" % (b, c, rc, out))
+        for rep in glob.glob(os.path.join(t, "onp", "*.json")):
+            rows = json.load(open(rep))["rows"]
+            nulls = [r for r in rows if any(isinstance(v, str) and "the same absent argument" in v
+                                            for v in r)]
+            if len(nulls) != 2:
+                failures.append("null items: %d rows say 'the same absent argument' (want 2)"
+                                % len(nulls))
+        # a step on one side only: the message names every format's layout
+        write_msprobe(os.path.join(t, "ms"), 1.0, step=1)
+        rc, out = run(nprobe, os.path.join(t, "ms"), os.path.join(t, "np"), os.path.join(t, "os"))
+        want = ("step 1 rank 0: present on the bench side only", "step*/rank*/dump.h5 (nprobe)",
+                "step*/{rank*,proc*,rank}/dump.json (msprobe)")
+        if rc != 1 or not all(w in out for w in want) or "expected step*/rank*/dump.h5)" in out:
+            failures.append("a step on one side only: exit %d (want 1), message %r" % (rc, out))
         rc, out = run(nprobe, os.path.join(t, "np"), os.path.join(t, "ms_bad"), os.path.join(t, "ob"))
         if rc != 1 or "first culprit: Functional.linear.0.forward" not in out:
             failures.append("a scaled linear: exit %d (want 1, culprit the linear):\n%s" % (rc, out))
