@@ -52,26 +52,61 @@ def write_table(f, name, arr):
     ds.write(h5py.h5s.ALL, h5py.h5s.ALL, arr, mtype=t)
 
 
-def main():
-    ap = argparse.ArgumentParser()
+PER_CALL = (("input", "0"), ("input", "1"), ("output", "0"))
+
+
+def parse_args(doc):
+    """The options both generators take (gen_msprobe_dumps.py imports this)."""
+    ap = argparse.ArgumentParser(description=doc)
     ap.add_argument("out")
     ap.add_argument("--tensors", type=int, default=300)
     ap.add_argument("--numel", type=int, default=1 << 20)
     ap.add_argument("--task", default="tensor")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--noise", type=float, default=0.0)
-    a = ap.parse_args()
-    d = os.path.join(a.out, "step0", "rank0")
-    os.makedirs(d, exist_ok=True)
-    per_call = 3  # input.0, input.1, output.0 per call
-    n_calls = (a.tensors + per_call - 1) // per_call
-    entries = np.zeros(a.tensors, dtype=ENTRY)
-    calls = np.zeros(n_calls, dtype=CALL)
+    return ap.parse_args()
+
+
+def leaf_shape(numel):
+    rows = max(1, numel // 1024)
+    return (rows, numel // rows)
+
+
+def leaves(a):
+    """The leaves of a dump with options `a`, in order, the same for both
+    formats: (call index, call, role, key, name, x, (max, min, mean, norm)),
+    three per Functional.linear call; x is the float32 tensor (task tensor)
+    or None (statistics only)."""
     base = np.random.default_rng(12345)
     noise = np.random.default_rng(a.seed)
-    rows = max(1, a.numel // 1024)
-    shape = (rows, a.numel // rows)
-    chunk_rows = max(1, min(rows, (1 << 20) // (4 * shape[1])))
+    shape = leaf_shape(a.numel)
+    for i in range(a.tensors):
+        c = i // len(PER_CALL)
+        role, key = PER_CALL[i % len(PER_CALL)]
+        call = f"Functional.linear.{c}.forward"
+        if a.task == "tensor":
+            x = base.standard_normal(shape, dtype=np.float32)
+            if a.noise:
+                x = x * (1 + a.noise * noise.standard_normal(shape, dtype=np.float32))
+            x64 = x.astype(np.float64)
+            st = (float(x64.max()), float(x64.min()), float(x64.mean()),
+                  float(np.sqrt(np.dot(x64.ravel(), x64.ravel()))))
+        else:
+            x = None
+            m = float(base.standard_normal()) * (1 + a.noise * float(noise.standard_normal()))
+            st = (abs(m) + 3, -abs(m) - 3, m, abs(m) * 30)
+        yield c, call, role, key, f"{call}.{role}.{key}", x, st
+
+
+def main():
+    a = parse_args(__doc__)
+    d = os.path.join(a.out, "step0", "rank0")
+    os.makedirs(d, exist_ok=True)
+    n_calls = (a.tensors + len(PER_CALL) - 1) // len(PER_CALL)
+    entries = np.zeros(a.tensors, dtype=ENTRY)
+    calls = np.zeros(n_calls, dtype=CALL)
+    shape = leaf_shape(a.numel)
+    chunk_rows = max(1, min(shape[0], (1 << 20) // (4 * shape[1])))
     with h5py.File(os.path.join(d, "dump.h5"), "w") as f:
         for k, v in dict(format="nprobe-dump", nprobe_version="0.1.0", task=a.task, level="L1",
                          framework="bench", device="bench", precision="fp32").items():
@@ -81,30 +116,18 @@ def main():
         data = f.create_group("data")
         for c in range(n_calls):
             calls[c] = (c, f"Functional.linear.{c}.forward".encode(), b"api", b"", b"")
-        for i in range(a.tensors):
-            c = i // per_call
-            role, key = [("input", "0"), ("input", "1"), ("output", "0")][i % per_call]
-            call = f"Functional.linear.{c}.forward"
-            name = f"{call}.{role}.{key}"
+        for i, (c, call, role, key, name, x, st) in enumerate(leaves(a)):
             e = entries[i]
             e["seq"], e["name"], e["call"] = c, name.encode(), call.encode()
             e["role"], e["dtype"], e["ndim"] = role.encode(), b"float32", 2
             e["shape"][:2] = shape
             e["numel"] = shape[0] * shape[1]
-            if a.task == "tensor":
-                x = base.standard_normal(shape, dtype=np.float32)
-                if a.noise:
-                    x = x * (1 + a.noise * noise.standard_normal(shape, dtype=np.float32))
-                x64 = x.astype(np.float64)
-                e["max"], e["min"], e["mean"] = x64.max(), x64.min(), x64.mean()
-                e["norm"] = np.sqrt(np.dot(x64.ravel(), x64.ravel()))
+            e["max"], e["min"], e["mean"], e["norm"] = st
+            if x is not None:
                 e["crc32"] = zlib.crc32(x.tobytes()) & 0xFFFFFFFF
                 e["has_data"] = 1
                 ds = data.create_dataset(name, data=x, chunks=(chunk_rows, shape[1]))
                 ds.attrs["dtype"] = "float32"
-            else:
-                m = float(base.standard_normal()) * (1 + a.noise * float(noise.standard_normal()))
-                e["max"], e["min"], e["mean"], e["norm"] = abs(m) + 3, -abs(m) - 3, m, abs(m) * 30
         write_table(f, "entries", entries)
         write_table(f, "calls", calls)
 
