@@ -72,6 +72,20 @@ struct np_probe {
     } memo[NP_VIEW_REUSE];
     int memo_next, memo_len;
     struct view_memo *memo_fill; /* the slot of the view being dumped */
+    /* overflow_check through the embedding API: the current call's leaves
+     * are held until one of them holds NaN/Inf (then the whole call is
+     * written, as the hook path writes it) or the call ends (then they are
+     * dropped). Payloads are copied: the caller's memory may change before
+     * the call ends (an in-place op's input). */
+    struct pend_leaf {
+        np_entry_rec rec;
+        size_t off, len;
+        int has_data;
+    } *pend;
+    int npend, cappend;
+    unsigned char *arena;
+    size_t arena_n, arena_cap;
+    int embed_keep;      /* the current call overflowed: its leaves go out directly */
 };
 
 #define LOCK(p) pthread_mutex_lock(&(p)->mu)
@@ -382,10 +396,84 @@ static void leaves_clear(np_probe *p)
     np_strmap_free(&p->leaf_set); /* made again by the next step's first leaf */
 }
 
+/* ---- overflow_check through the embedding API ----------------------------- */
+
+/* The embedded call ends: an overflowing call counts (and may stop the
+ * dump: overflow_nums), the held leaves of a clean one are dropped. */
+static void embed_call_end(np_probe *p)
+{
+    if (p->embed_keep)
+        note_overflow(p, p->call.call,
+                      strcmp(p->call.kind, "module") == 0 ? p->call.call : p->call.parent);
+    p->embed_keep = 0;
+    p->npend = 0;
+    p->arena_n = 0;
+}
+
+/* Hold one leaf of the current call (its payload copied); 0 out of memory. */
+static int pend_add(np_probe *p, const np_entry_rec *r, const void *data, size_t nbytes)
+{
+    if (p->npend == p->cappend) {
+        int cap = p->cappend ? 2 * p->cappend : 16;
+        struct pend_leaf *t = realloc(p->pend, (size_t)cap * sizeof *t);
+        if (!t)
+            return 0;
+        p->pend = t;
+        p->cappend = cap;
+    }
+    size_t need = data ? nbytes : 0;
+    if (need > p->arena_cap - p->arena_n) {
+        size_t cap = p->arena_cap ? p->arena_cap : (size_t)1 << 20;
+        while (cap - p->arena_n < need)
+            cap *= 2;
+        unsigned char *a = realloc(p->arena, cap);
+        if (!a)
+            return 0;
+        p->arena = a;
+        p->arena_cap = cap;
+    }
+    struct pend_leaf *l = &p->pend[p->npend++];
+    l->rec = *r;
+    l->off = p->arena_n;
+    l->len = need;
+    l->has_data = data != NULL;
+    if (need)
+        memcpy(p->arena + p->arena_n, data, need);
+    p->arena_n += need;
+    return 1;
+}
+
+/* overflow_check: hold, or write the call whole once a leaf overflows. */
+static void overflow_leaf(np_probe *p, np_entry_rec *r, const void *data, size_t nbytes)
+{
+    if (!p->embed_keep && !rec_overflows(r)) {
+        if (!pend_add(p, r, data, nbytes)) {
+            np_error e;
+            np_error_set(&e, NP_ERR_NOMEM, NULL, r->name,
+                         "overflow_check: out of memory holding the call's tensors");
+            fail(p, &e);
+        }
+        return;
+    }
+    if (!p->embed_keep) {
+        p->embed_keep = 1;
+        for (int i = 0; i < p->npend; i++) {
+            struct pend_leaf *l = &p->pend[i];
+            if (!emit_entry(p, &l->rec, l->has_data ? p->arena + l->off : NULL, l->len))
+                break;
+        }
+        p->npend = 0;
+        p->arena_n = 0;
+    }
+    emit_entry(p, r, data, nbytes);
+}
+
 /* ---- steps --------------------------------------------------------------- */
 
 static void end_step(np_probe *p)
 {
+    if (p->in_step)
+        embed_call_end(p);
     if (p->in_step && p->embed_call[0]) {
         scope_leave(p, p->embed_call); /* the embedding API's last call ends here */
         p->embed_call[0] = '\0';
@@ -579,6 +667,7 @@ np_status np_probe_step_end(np_probe *p, np_error *err)
 static void embed_switch(np_probe *p, const char *call, const char *parent,
                          const char *callsite)
 {
+    embed_call_end(p);
     if (p->embed_call[0])
         scope_leave(p, p->embed_call);
     np_fmt_copy_name(p->embed_call, NP_FMT_NAME_LEN, call);
@@ -690,7 +779,7 @@ static np_status embed_leaf(np_probe *p, const char *call, np_role role, const c
     if (t && (t->numel > 0 && !t->data))
         return np_error_set(err, NP_ERR_ARG, NULL, call, "tensor without data");
     if (!p->step_selected || p->dump_off)
-        return NP_OK;
+        return NP_OK; /* (overflow_nums stops the dump when an overflowing call ends) */
     /* A leaf name is a dataset name under /data and a row of /entries: it
      * must be unique in the step and fit the table (255 bytes) uncut, or
      * the step would fail later with a misleading HDF5 error. Refused here,
@@ -745,17 +834,14 @@ static np_status embed_leaf(np_probe *p, const char *call, np_role role, const c
         fill_stats_rec(&r, ls);
     else
         fill_scalar_rec(&r, scalar);
-    int overflow = rec_overflows(&r);
-    if (p->cfg->task == NP_TASK_OVERFLOW_CHECK && !overflow)
-        return NP_OK;
     if (v && p->memo_fill) {
         p->memo_fill->rec = r;
         p->memo_fill->has_stats = 1;
     }
-    int was_emitted = p->call_emitted;
-    emit_entry(p, &r, t ? t->data : NULL, t ? np_tensor_nbytes(t) : 0);
-    if (p->cfg->task == NP_TASK_OVERFLOW_CHECK && !was_emitted && p->call_emitted)
-        note_overflow(p, call, NULL);
+    if (p->cfg->task == NP_TASK_OVERFLOW_CHECK)
+        overflow_leaf(p, &r, t ? t->data : NULL, t ? np_tensor_nbytes(t) : 0);
+    else
+        emit_entry(p, &r, t ? t->data : NULL, t ? np_tensor_nbytes(t) : 0);
     if (p->failed && p->cfg->stop_training)
         return np_error_set(err, p->error.status, p->error.file, p->error.key, "%s",
                             p->error.text);
@@ -1042,6 +1128,8 @@ void np_probe_free(np_probe *p)
     free(p->leaves);
     np_stats_scratch_free(&p->scratch);
     free(p->vbuf);
+    free(p->pend);
+    free(p->arena);
     pthread_mutex_destroy(&p->mu);
     free(p);
 }

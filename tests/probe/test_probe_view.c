@@ -6,6 +6,7 @@
  * are exact in bf16/fp16, so the expected payloads and statistics are
  * worked out by hand. */
 #include <hdf5.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -295,6 +296,75 @@ static void test_reuse(const char *dir)
     free(r);
 }
 
+/* overflow_check through the embedding API keeps a call whole, as the hook
+ * path does: every leaf of a call one of whose tensors holds NaN/Inf (the
+ * input as it was before an in-place write, converted bf16 included), none
+ * of a clean call; overflow_nums stops after the call that reaches it. */
+static void test_overflow_whole_call(const char *dir)
+{
+    char cfg[512], path[600];
+    snprintf(cfg, sizeof cfg,
+             "{\"task\": \"overflow_check\", \"dump_path\": \"%s/d4\", \"level\": \"L1\","
+             " \"overflow_check\": {\"overflow_nums\": 2}}", dir);
+    np_probe *p = NULL;
+    CHECK_EQ_INT(np_probe_open_json(&p, cfg, NULL, NULL), NP_OK);
+    if (!p)
+        return;
+    np_probe_step_begin(p, 0, NULL);
+    float x[4] = {1.0f, 2.0f, 3.0f, 4.0f}, nan4[4] = {1.0f, NAN, 0.0f, 0.0f};
+    uint16_t h[2] = {bf(0.5f), bf(1.5f)}, g[2] = {bf(-2.0f), bf(8.0f)};
+    int64_t s4[1] = {4}, s2[1] = {2};
+    np_tensor_view v = {sizeof v, NP_FLOAT32, 1, s4, NULL, x, 0, 0, -1};
+    np_tensor_view hb = {sizeof hb, NP_BFLOAT16, 1, s2, NULL, h, 0, 0, -1};
+    np_tensor_view gb = {sizeof gb, NP_BFLOAT16, 1, s2, NULL, g, 0, 0, -1};
+    np_tensor_view vn = {sizeof vn, NP_FLOAT32, 1, s4, NULL, nan4, 0, 0, -1};
+    /* a: an in-place op whose output overflows */
+    np_probe_call_begin(p, "Functional.a.0.forward", NULL, NULL, NULL);
+    np_probe_dump_view(p, "Functional.a.0.forward", NP_ROLE_INPUT, "0", &v, NULL);
+    np_probe_dump_view(p, "Functional.a.0.forward", NP_ROLE_INPUT, "1", &hb, NULL);
+    np_probe_dump_scalar(p, "Functional.a.0.forward", "eps", 0.25, NULL);
+    np_probe_dump_view(p, "Functional.a.0.forward", NP_ROLE_INPUT, "2", &gb, NULL);
+    x[0] = 100.0f;
+    x[1] = INFINITY;
+    np_probe_dump_view(p, "Functional.a.0.forward", NP_ROLE_OUTPUT, "0", &v, NULL);
+    /* b: clean, not written */
+    x[1] = 5.0f;
+    np_probe_call_begin(p, "Functional.b.0.forward", NULL, NULL, NULL);
+    np_probe_dump_view(p, "Functional.b.0.forward", NP_ROLE_INPUT, "0", &v, NULL);
+    np_probe_dump_view(p, "Functional.b.0.forward", NP_ROLE_OUTPUT, "0", &v, NULL);
+    /* c: its input overflows; the second overflow: the dump stops after it */
+    np_probe_call_begin(p, "Functional.c.0.forward", NULL, NULL, NULL);
+    np_probe_dump_view(p, "Functional.c.0.forward", NP_ROLE_INPUT, "0", &vn, NULL);
+    np_probe_dump_view(p, "Functional.c.0.forward", NP_ROLE_OUTPUT, "0", &v, NULL);
+    np_probe_call_begin(p, "Functional.d.0.forward", NULL, NULL, NULL);
+    np_probe_dump_view(p, "Functional.d.0.forward", NP_ROLE_INPUT, "0", &vn, NULL);
+    np_probe_summary sum;
+    np_probe_close(p, &sum, NULL);
+    np_probe_free(p);
+    CHECK_EQ_INT(sum.overflows, 2);
+    CHECK_STREQ(sum.overflow_call, "Functional.a.0.forward");
+    snprintf(path, sizeof path, "%s/d4/step0/rank0/dump.h5", dir);
+    size_t n = 0;
+    np_entry_rec *r = read_entries(path, &n);
+    CHECK_EQ_INT(n, 7);
+    const char *want[7] = {"Functional.a.0.forward.input.0", "Functional.a.0.forward.input.1",
+                           "Functional.a.0.forward.kwargs.eps", "Functional.a.0.forward.input.2",
+                           "Functional.a.0.forward.output.0", "Functional.c.0.forward.input.0",
+                           "Functional.c.0.forward.output.0"};
+    for (size_t i = 0; r && i < 7 && i < n; i++)
+        CHECK_STREQ(r[i].name, want[i]);
+    free(r);
+    float got[4];
+    CHECK(read_floats(path, "Functional.a.0.forward.input.0", got, 4));
+    CHECK(got[0] == 1.0f && got[1] == 2.0f && got[2] == 3.0f && got[3] == 4.0f);
+    CHECK(read_floats(path, "Functional.a.0.forward.input.1", got, 2));
+    CHECK(got[0] == 0.5f && got[1] == 1.5f);
+    CHECK(read_floats(path, "Functional.a.0.forward.input.2", got, 2));
+    CHECK(got[0] == -2.0f && got[1] == 8.0f);
+    CHECK(read_floats(path, "Functional.a.0.forward.output.0", got, 4));
+    CHECK(got[0] == 100.0f && got[1] > 1e30f);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/np_view_XXXXXX";
@@ -303,6 +373,7 @@ int main(void)
     test_views(dir);
     test_threads(dir);
     test_reuse(dir);
+    test_overflow_whole_call(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

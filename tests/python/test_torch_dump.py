@@ -99,8 +99,7 @@ def test_gpt_statistics_mix(tmp):
                  "Module.h.0.attn.c_attn.Linear"):
         check(want in names, f"call {want} in the GPT dump")
     check("Torch.ones_like.0.forward" not in names, "autograd's own calls are not captured")
-    check(not any(n.startswith("Torch.sqrt") or "addcdiv" in n for n in names),
-          "the optimizer's update is not captured")
+    check("Tensor.add_.0.forward" in names, "the optimizer's in-place update is captured")
     c = names.get("Functional.linear.0.forward")
     check(c is not None and c["parent"].decode() == "Module.h.0.attn.c_attn.Linear.forward.0",
           "parent of a module's API call")
@@ -202,6 +201,71 @@ def test_overflow_and_positional_eps(tmp):
     rows, _, _, _ = entries(f"{tmp}/of/step1/rank0/dump.h5")
     r = rows.get("Functional.layer_norm.0.forward.input.0")
     check(r is not None and r["posinf_count"] == 1, "the overflowing input is kept")
+    for leaf in ("input.1", "kwargs.eps", "output.0"):
+        check(f"Functional.layer_norm.0.forward.{leaf}" in rows,
+              f"overflow_check keeps the whole call: {leaf}")
+
+
+def near(r, t, what):
+    """Row r's statistics against tensor t's, computed in float64 here."""
+    if r is None:
+        check(False, f"{what}: no row")
+        return
+    mx, mn, mean, norm = stats64(t)
+    ok = all(abs(a - b) <= 1e-6 * max(1.0, abs(b)) for a, b in
+             ((r["max"], mx), (r["min"], mn), (r["mean"], mean), (r["norm"], norm)))
+    check(ok, f"{what}: {r['max']} {r['min']} {r['mean']} {r['norm']} vs {mx} {mn} {mean} {norm}")
+
+
+def test_inplace_and_module_grads(tmp):
+    """In-place methods: input before the write, output after, backward
+    from the node the write made; the optimizer's in-place update; a
+    module's gradients for its inputs (its own contribution where the input
+    has another consumer); Conv + ReLU(inplace=True) under the hooks."""
+    torch.manual_seed(5)
+    lin = torch.nn.Linear(4, 4)
+    m = torch.nn.ModuleDict({"lin": lin})
+    opt = torch.optim.AdamW(lin.parameters(), lr=0.1)
+    d = PrecisionDebugger(cfg(f"{tmp}/i.json", task="statistics", dump_path=f"{tmp}/ip",
+                              level="mix", step=[0]))
+    x = torch.randn(3, 4, requires_grad=True)
+    w_before = lin.weight.detach().clone()
+    b_before = lin.bias.detach().clone()
+    d.start(m)
+    h = x * 1.0
+    h_before = h.detach().clone()
+    h.mul_(3.0)
+    h_after = h.detach().clone()
+    y = h + lin(h)                      # h: a residual input of `lin`
+    (y * y).sum().backward()
+    opt.step()
+    d.stop()
+    d.step()
+    d.close()
+    rows, calls, _, _ = entries(f"{tmp}/ip/step0/rank0/dump.h5")
+    near(rows.get("Tensor.mul_.0.forward.input.0"), h_before, "mul_ input before the write")
+    near(rows.get("Tensor.mul_.0.forward.output.0"), h_after, "mul_ output after the write")
+    g_y = 2 * (h_after + h_after @ w_before.t() + b_before)  # d(sum y^2)/dy
+    g_h = g_y + g_y @ w_before                               # arriving at mul_'s output
+    near(rows.get("Tensor.mul_.0.backward.input.0"), g_h, "mul_ backward: gradient arriving")
+    near(rows.get("Tensor.mul_.0.backward.output.0"), 3.0 * g_h, "mul_ backward: produced")
+    near(rows.get("Module.lin.Linear.backward.0.input.0"), g_y, "module backward input")
+    names = {c["call"].decode() for c in calls}
+    check(any(n.startswith("Tensor.addcdiv_.") for n in names), "AdamW's addcdiv_ is captured")
+    near(rows.get("Tensor.mul_.1.forward.input.0"), w_before, "AdamW's decay reads the weight "
+         "before the update")
+    # Conv + ReLU(inplace=True): torch's full backward hooks refuse it
+    cnn = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU(inplace=True),
+                              torch.nn.Flatten(), torch.nn.Linear(18, 2))
+    d = PrecisionDebugger(cfg(f"{tmp}/r.json", task="statistics", dump_path=f"{tmp}/rl",
+                              level="mix", step=[0]))
+    d.start(cnn)
+    cnn(torch.randn(2, 1, 5, 5)).sum().backward()
+    d.stop()
+    d.close()
+    rows, calls, _, _ = entries(f"{tmp}/rl/step0/rank0/dump.h5")
+    check("Module.1.ReLU.forward.0.output.0" in rows and
+          "Module.0.Conv2d.backward.0.input.0" in rows, "Conv + ReLU(inplace=True) dumped")
 
 
 TRAIN = r'''
@@ -275,7 +339,8 @@ def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         for t in (test_gpt_statistics_mix, test_cnn_tensor_l1, test_md5_bf16_l0,
-                  test_overflow_and_positional_eps, test_nprobe_dump_and_kill,
+                  test_overflow_and_positional_eps, test_inplace_and_module_grads,
+                  test_nprobe_dump_and_kill,
                   test_pip_install):
             os.makedirs(f"{tmp}/{t.__name__}")
             try:

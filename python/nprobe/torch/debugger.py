@@ -99,12 +99,16 @@ class _Rec:
 
 class _BwIn(torch.autograd.Function):
     """Identity on a call's inputs: its backward sees exactly the gradients
-    this call produced for them (msprobe and torch's BackwardHook do the same)."""
+    this call produced for them (msprobe and torch's BackwardHook do the same).
+    The outputs are aliases (`detach()`: same memory, same version counter),
+    not views: a view made inside a custom Function may not be written in
+    place (torch refuses, as it does for register_full_backward_hook), an
+    alias may, and a saved tensor written later is still detected."""
 
     @staticmethod
     def forward(ctx, rec, *xs):
         ctx.rec = rec
-        return xs
+        return tuple(x.detach() for x in xs)
 
     @staticmethod
     def backward(ctx, *gs):
@@ -119,7 +123,7 @@ class _BwOut(torch.autograd.Function):
     @staticmethod
     def forward(ctx, rec, *ys):
         ctx.rec = rec
-        return ys
+        return tuple(y.detach() for y in ys)
 
     @staticmethod
     def backward(ctx, *gs):
@@ -203,15 +207,29 @@ def _wrap_outputs(y, rec):
 
 # ---- API wrappers -----------------------------------------------------------
 
-def _make_wrapper(api, orig, is_method):
+def _make_wrapper(api, orig, is_method, inplace=False):
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
         d = _current
         if d is None or _tls.depth or not (d._sel & _lib.SELECT_API):
             return orig(*args, **kwargs)
+        if inplace or _inplace_flag(orig, is_method, args, kwargs):
+            return d._inplace_call(api, orig, is_method, args, kwargs)
         return d._api_call(api, orig, is_method, args, kwargs)
     wrapper._nprobe_orig = orig
     return wrapper
+
+
+def _inplace_flag(fn, is_method, args, kwargs):
+    """An `inplace=True` argument (F.relu, F.dropout, ...): the call writes
+    into its first argument."""
+    if kwargs.get("inplace") is True:
+        return True
+    if len(args) < 2 or not any(a is True for a in args[1:]):
+        return False
+    names = _argnames(fn, is_method)
+    return "inplace" in names and names.index("inplace") < len(args) and \
+        args[names.index("inplace")] is True
 
 
 _installed = False
@@ -232,15 +250,18 @@ def _install():
         if callable(f) and not isinstance(f, type) and not hasattr(f, "_nprobe_orig"):
             setattr(torch, name, _make_wrapper("Torch." + name, f, False))
     for name in ops.TENSOR:
-        if name in ops.TENSOR_SKIP:
+        if name in ops.TENSOR_SKIP or name in ops.TENSOR_INPLACE:
             continue
         f = getattr(torch.Tensor, name, None)
         if callable(f) and not hasattr(f, "_nprobe_orig"):
             setattr(torch.Tensor, name, _make_wrapper("Tensor." + name, f, True))
+    for name in ops.TENSOR_INPLACE:
+        f = getattr(torch.Tensor, name, None)
+        if callable(f) and not hasattr(f, "_nprobe_orig"):
+            setattr(torch.Tensor, name, _make_wrapper("Tensor." + name, f, True, inplace=True))
     if not hasattr(F, "scaled_dot_product_attention"):
         F.scaled_dot_product_attention = _make_wrapper(
             "Functional.scaled_dot_product_attention", _sdpa, False)
-    _patch_optimizers()
     _patch_scaler()
     # autograd's own entry points run torch code (ones_like for the seed
     # gradient, ...) that is not the model's
@@ -285,18 +306,6 @@ def _paused(fn):
             _tls.depth -= 1
     run._nprobe_paused = True
     return run
-
-
-def _patch_optimizers():
-    """An optimizer's update is not the model's computation (the runtime does
-    not dump it either): its tensor ops are not captured."""
-    todo = [torch.optim.Optimizer]
-    while todo:
-        cls = todo.pop()
-        todo.extend(cls.__subclasses__())
-        st = cls.__dict__.get("step")
-        if st is not None and not getattr(st, "_nprobe_paused", False):
-            cls.step = _paused(st)
 
 
 def _patch_scaler():
@@ -563,12 +572,12 @@ class PrecisionDebugger:
         """One call: its row and leaves, contiguously, under the lock."""
         with self._lock:
             if not self._begin():
-                return
+                return False
             cb = call.encode()
             if _lib.probe_call_begin(self._p, cb, parent.encode() if parent else None, site,
                                      self._eref):
                 self._note_error()
-                return
+                return False
             for i, t in enumerate(ins):
                 if t is not None:
                     k = in_keys[i] if in_keys else i
@@ -582,9 +591,12 @@ class PrecisionDebugger:
                 if t is not None:
                     k = out_keys[i] if out_keys else i
                     self._leaf(cb, _ROLE_OUT, str(k).encode(), t)
+            return True
 
     # ---- API calls --------------------------------------------------------------
     def _api_call(self, api, fn, is_method, args, kwargs):
+        if api.rsplit(".", 1)[-1] in ops.ALIAS:
+            return self._alias_call(api, fn, is_method, args, kwargs)
         _tls.depth += 1
         try:
             n = self._counts.get(api, 0)
@@ -602,6 +614,8 @@ class PrecisionDebugger:
                     new = _BwIn.apply(rec, *[flat[k][1] for k in g])
                     args, kwargs = _replace(args, kwargs, [flat[k][0] for k in g], new)
             y = fn(*args, **kwargs)
+            if rec is not None and rec.has_in:
+                y = self._unalias(api, y, new, [flat[k][1] for k in g])
             if rec is None and torch.is_grad_enabled() and _out_tensors(y) and any(
                     _grad_tensor(t) for t in _out_tensors(y)):
                 rec = _Rec(self, f"{api}.{n}.backward", _bw_name(parent), site)
@@ -614,6 +628,92 @@ class PrecisionDebugger:
             return y
         finally:
             _tls.depth -= 1
+
+    @staticmethod
+    def _unalias(api, y, aliases, originals):
+        """An op that handed back one of its (aliased) inputs returns the
+        caller's own tensor, as without the package; one that returned a
+        view of an input is an alias op from now on (ops.ALIAS)."""
+        outs = _out_tensors(y)
+        for o in outs:
+            if o._is_view() and any(o._base is a for a in aliases):
+                ops.ALIAS.add(api.rsplit(".", 1)[-1])
+        if isinstance(y, torch.Tensor):
+            for a, x in zip(aliases, originals):
+                if y is a:
+                    return x
+        return y
+
+    def _alias_call(self, api, fn, is_method, args, kwargs):
+        """A view op (ops.ALIAS): recorded as it runs, untouched; its
+        backward from a hook on the node that made its output: the gradients
+        arriving at its outputs, and those it produced for its input when
+        that node takes the input directly."""
+        _tls.depth += 1
+        try:
+            n = self._counts.get(api, 0)
+            self._counts[api] = n + 1
+            call = f"{api}.{n}.forward"
+            parent = self._mstack[-1] if self._mstack else None
+            site = _callsite() if self._sel & _lib.SELECT_CALLSITE else None
+            flat = _flat_tensors(args, kwargs)
+            y = fn(*args, **kwargs)
+            outs = _out_tensors(y)
+            scalars = self._scalars(fn, is_method, args, kwargs)
+            self._emit(call, parent, site, [t for _, t in flat], scalars, (), outs)
+            ins = [t for _, t in flat]
+            if torch.is_grad_enabled() and outs and _grad_tensor(outs[0]) and \
+                    not any(outs[0] is t for t in ins):
+                node = outs[0].grad_fn
+                if node is not None:
+                    rec = _Rec(self, f"{api}.{n}.backward", _bw_name(parent), site)
+                    rec.scalars = scalars
+                    direct = len(ins) == 1 and ins[0].grad_fn is not None and any(
+                        f is ins[0].grad_fn for f, _ in node.next_functions)
+                    node.register_hook(self._node_hook(rec, produced=direct))
+            return y
+        finally:
+            _tls.depth -= 1
+
+    def _inplace_call(self, api, fn, is_method, args, kwargs):
+        """A call that writes into its first tensor argument (`add_`,
+        `__setitem__`, `F.relu(x, inplace=True)`): its inputs are recorded
+        before the write, its output (that tensor, new version) after, all
+        under the lock so that the call's rows stay together. Its backward
+        comes from a hook on the autograd node the write made."""
+        _tls.depth += 1
+        try:
+            n = self._counts.get(api, 0)
+            self._counts[api] = n + 1
+            call = f"{api}.{n}.forward"
+            parent = self._mstack[-1] if self._mstack else None
+            site = _callsite() if self._sel & _lib.SELECT_CALLSITE else None
+            flat = _flat_tensors(args, kwargs)
+            scalars = self._scalars(fn, is_method, args, kwargs)
+            grad = torch.is_grad_enabled() and any(_grad_tensor(t) for _, t in flat)
+            with self._lock:
+                began = self._emit(call, parent, site, [t for _, t in flat], scalars, (), ())
+                y = fn(*args, **kwargs)
+                out = y if isinstance(y, torch.Tensor) else (flat[0][1] if flat else None)
+                if began and out is not None:
+                    self._leaf(call.encode(), _ROLE_OUT, b"0", out)
+            node = out.grad_fn if grad and isinstance(out, torch.Tensor) else None
+            if node is not None:
+                rec = _Rec(self, f"{api}.{n}.backward", _bw_name(parent), site)
+                rec.scalars = scalars
+                node.register_hook(self._node_hook(rec))
+            return y
+        finally:
+            _tls.depth -= 1
+
+    def _node_hook(self, rec, produced=True):
+        """An autograd node's hook: the gradients arriving at its outputs
+        are the backward's input.N, those it produced for its inputs
+        output.N (left out when `produced` is false)."""
+        def hook(grad_inputs, grad_outputs):
+            rec.gin = tuple(grad_outputs)
+            self._bw_emit(rec, tuple(grad_inputs) if produced else ())
+        return hook
 
     @staticmethod
     def _scalars(fn, is_method, args, kwargs):

@@ -2,9 +2,9 @@
 
 The coverage reference is msprobe's list of wrapped ops
 (support_wrap_ops.yaml: functional, tensor, torch); what the installed torch
-lacks is skipped. In-place methods (`add_`, `mul_`, ...) are left out: an
-optimizer's update would flood the dump, and the runtime does not dump it
-either. docs/TORCH.md has the table.
+lacks is skipped. In-place methods (`add_`, `mul_`, `__iadd__`, ...) are
+TENSOR_INPLACE: their input is recorded before the write, their output after.
+docs/TORCH.md has the table.
 """
 
 FUNCTIONAL = """
@@ -49,8 +49,7 @@ xlogy zeros_like
 """.split()
 
 TENSOR = """
-__add__ __and__ __bool__ __div__ __eq__ __ge__ __getitem__ __gt__ __iand__ __invert__ __ior__
-__ixor__ __le__ __lshift__ __lt__ __matmul__ __mod__ __mul__ __ne__ __neg__ __or__ __pow__
+__add__ __and__ __bool__ __div__ __eq__ __ge__ __getitem__ __gt__ __invert__ __le__ __lshift__ __lt__ __matmul__ __mod__ __mul__ __ne__ __neg__ __or__ __pow__
 __radd__ __rdiv__ __rmatmul__ __rmul__ __rpow__ __rshift__ __rsub__ __rtruediv__ __setitem__
 __sub__ __truediv__ __xor__
 abs acos add addbmm addcdiv addcmul addmm addmv addr all amax amin any argmax argmin argsort
@@ -66,5 +65,31 @@ subtract sum t tan tanh tile to topk transpose tril triu true_divide trunc type 
 unflatten unfold unsqueeze var view view_as where
 """.split()
 
+# In-place methods: they write into their first argument (self).
+TENSOR_INPLACE = """
+__iadd__ __iand__ __idiv__ __ilshift__ __imod__ __imul__ __ior__ __irshift__ __isub__
+__itruediv__ __ixor__ __setitem__
+abs_ acos_ add_ addbmm_ addcdiv_ addcmul_ addmm_ addmv_ addr_ asin_ atan2_ atan_ baddbmm_
+bernoulli_ ceil_ clamp_ clamp_max_ clamp_min_ clip_ copy_ cos_ cosh_ cumsum_ div_ divide_ eq_
+erf_ exp_ expm1_ fill_ fill_diagonal_ floor_ fmod_ frac_ ge_ gt_ index_add_ index_copy_
+index_fill_ le_ lerp_ log10_ log1p_ log2_ log_ lt_ masked_fill_ masked_scatter_ mul_ multiply_
+nan_to_num_ ne_ neg_ normal_ pow_ reciprocal_ relu_ remainder_ renorm_ round_ rsqrt_ scatter_
+scatter_add_ sigmoid_ sign_ sin_ sinh_ sqrt_ square_ sub_ subtract_ tan_ tanh_ tril_ triu_
+true_divide_ trunc_ uniform_ zero_
+""".split()
+
 # Methods whose result is not a tensor to follow (Python protocol hooks).
-TENSOR_SKIP = {"__bool__", "__setitem__"}
+TENSOR_SKIP = {"__bool__"}
+
+# Ops whose outputs alias their input (views) or may be the input itself
+# (`contiguous`, `to`, `float`, ... when there is nothing to do): their
+# inputs and outputs are not routed through the package's identity
+# functions (an alias of an alias would hide a later in-place write from
+# autograd); their backward comes from a hook on the node that made the
+# output. An op found at run time to return a view of its input joins them.
+ALIAS = set("""
+view view_as reshape reshape_as __getitem__ split chunk unbind transpose t permute expand
+expand_as squeeze unsqueeze flatten unflatten narrow select diagonal unfold contiguous to
+float double half bfloat16 int long type type_as cpu cuda broadcast_to broadcast_tensors
+tensor_split hsplit vsplit dsplit movedim moveaxis swapaxes swapdims ravel detach
+""".split())
