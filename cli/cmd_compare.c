@@ -319,6 +319,84 @@ int np_cli_compare_reports(const np_cmp_result *r, const char *outdir, int forma
     return rc;
 }
 
+/* What the per-pair callback keeps between pairs. */
+typedef struct stream_ctx {
+    const char *outdir;
+    int formats, failed, no_dir;
+    long long now;
+    size_t focus;              /* the pair kept whole (np_cmp_focus_pair); SIZE_MAX: none yet */
+    report_list written;
+} stream_ctx;
+
+/* np_cmp_run's on_pair: write the pair's reports as soon as it is compared,
+ * then shrink every pair but the one the summary and the HTML page detail,
+ * so memory does not grow with the rows of thousands of step/rank pairs. */
+static int on_pair(np_cmp_result *r, size_t i, void *user)
+{
+    stream_ctx *s = user;
+    if (!s->written.n && !s->failed && np_mkdirs(s->outdir) != 0) {
+        np_cli_error("compare: %s: cannot create the output directory: %s", s->outdir,
+                     strerror(errno));
+        s->failed = s->no_dir = 1;
+        return 1;
+    }
+    if (write_reports(r, i, s->outdir, s->formats, s->now, 0, &s->written) != NP_OK) {
+        s->failed = 1; /* one message; nothing under a final name is partial */
+        return 1;
+    }
+    size_t f = np_cmp_focus_pair(r);
+    if (s->focus != f && s->focus < r->n_pairs)
+        np_cmp_pair_shrink(&r->pairs[s->focus]);
+    if (i != f)
+        np_cmp_pair_shrink(&r->pairs[i]);
+    s->focus = f;
+    return 0;
+}
+
+/* Compare, writing each pair's reports as it is done; then the summary
+ * (one pair: its block) and the HTML page. */
+static int run_streamed(const char *bench, const char *cmp, const char *outdir, int formats,
+                        int quiet, np_cmp_options *o)
+{
+    stream_ctx s = {.outdir = outdir, .formats = formats, .focus = SIZE_MAX};
+    np_cli_ignore_sigxfsz();
+    s.now = (long long)time(NULL);
+    o->on_pair = on_pair;
+    o->on_pair_user = &s;
+    np_error err = {0};
+    np_cmp_result *r = NULL;
+    if (np_cmp_run(&r, bench, cmp, o, &err) != NP_OK) {
+        np_cli_report(&err);
+        return NP_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < r->n_issues; i++)
+        np_cli_error("compare: %s", r->issues[i].text);
+    int rc = s.failed ? NP_EXIT_USAGE : np_cmp_has_differences(r) ? NP_EXIT_DIFF : NP_EXIT_OK;
+    if (r->n_pairs == 0 || s.no_dir) {
+        if (!s.no_dir)
+            np_cli_error("compare: nothing could be compared");
+        report_list_free(&s.written);
+        np_cmp_result_free(r);
+        return NP_EXIT_USAGE;
+    }
+    /* many pairs: a summary instead of a block per pair (compare_summary.c) */
+    int many = r->n_pairs > 1;
+    if (!quiet && !many) {
+        print_pair(&r->pairs[0]);
+        for (size_t i = 0; i < s.written.n; i++)
+            printf("  report: %s\n", s.written.paths[i]);
+    }
+    if (!quiet && many) {
+        np_compare_summary(r);
+        np_compare_summary_paths(s.written.paths, s.written.n, outdir, NULL);
+    }
+    if ((formats & F_HTML) && write_html(r, &s.written, outdir, s.now, quiet) != 0)
+        rc = NP_EXIT_USAGE;
+    report_list_free(&s.written);
+    np_cmp_result_free(r);
+    return rc;
+}
+
 int np_cmd_compare(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
@@ -417,44 +495,5 @@ int np_cmd_compare(int argc, char **argv)
     }
     if (np_cli_stderr_is_tty())
         o.progress = progress;
-    np_error err = {0};
-    np_cmp_result *r = NULL;
-    if (np_cmp_run(&r, bench, cmp, &o, &err) != NP_OK) {
-        np_cli_report(&err);
-        return NP_EXIT_USAGE;
-    }
-    for (size_t i = 0; i < r->n_issues; i++)
-        np_cli_error("compare: %s", r->issues[i].text);
-    if (r->n_pairs == 0) {
-        np_cli_error("compare: nothing could be compared");
-        np_cmp_result_free(r);
-        return NP_EXIT_USAGE;
-    }
-    if (np_mkdirs(outdir) != 0) {
-        np_cli_error("compare: %s: cannot create the output directory: %s", outdir,
-                     strerror(errno));
-        np_cmp_result_free(r);
-        return NP_EXIT_USAGE;
-    }
-    int rc = np_cmp_has_differences(r) ? NP_EXIT_DIFF : NP_EXIT_OK;
-    np_cli_ignore_sigxfsz();
-    long long now = (long long)time(NULL);
-    /* many pairs: a summary instead of a block per pair (compare_summary.c) */
-    int many = r->n_pairs > 1;
-    report_list written = {0};
-    for (size_t i = 0; i < r->n_pairs && rc != NP_EXIT_USAGE; i++) {
-        if (!quiet && !many)
-            print_pair(&r->pairs[i]);
-        if (write_reports(r, i, outdir, formats, now, !quiet && !many, &written) != NP_OK)
-            rc = NP_EXIT_USAGE; /* one message; nothing under a final name is partial */
-    }
-    if (!quiet && many)
-        np_compare_summary(r);
-    if (!quiet && many)
-        np_compare_summary_paths(written.paths, written.n, outdir, NULL);
-    if ((formats & F_HTML) && write_html(r, &written, outdir, now, quiet) != 0)
-        rc = NP_EXIT_USAGE;
-    report_list_free(&written);
-    np_cmp_result_free(r);
-    return rc;
+    return run_streamed(bench, cmp, outdir, formats, quiet, &o);
 }

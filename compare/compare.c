@@ -284,25 +284,132 @@ static np_status compare_payloads(np_cmp_pair *p, cmp_dump *bd, cmp_dump *cd, in
     return NP_OK;
 }
 
+/* Everything of a pair's private part but the shrunk block. */
+static void priv_release(cmp_pair_priv *pv)
+{
+    cmp_arena_free(&pv->arena);
+    free(pv->bench_entries);
+    free(pv->cmp_entries);
+    free(pv->bench_calls);
+    free(pv->cmp_calls);
+    free(pv->metrics);
+    free(pv->payload);
+    pv->bench_entries = pv->cmp_entries = NULL;
+    pv->bench_calls = pv->cmp_calls = NULL;
+    pv->metrics = NULL;
+    pv->payload = NULL;
+    pv->n_tols = 0; /* their strings were in the arena */
+}
+
 void np_cmp_pair_free(np_cmp_pair *p)
 {
     if (!p)
         return;
     cmp_pair_priv *pv = p->priv;
+    free(p->rows);
+    if (pv && pv->shrunk) {
+        free(pv->shrunk); /* holds calls[0] and culprits[0] */
+    } else {
+        free(p->calls);
+        free(p->culprits);
+    }
     if (pv) {
-        cmp_arena_free(&pv->arena);
-        free(pv->bench_entries);
-        free(pv->cmp_entries);
-        free(pv->bench_calls);
-        free(pv->cmp_calls);
-        free(pv->metrics);
-        free(pv->payload);
+        priv_release(pv);
         free(pv);
+    }
+    memset(p, 0, sizeof *p);
+}
+
+/* What np_cmp_pair_shrink keeps of the first culprit. */
+typedef struct shrunk_block {
+    np_cmp_call call;
+    int culprit;
+    char text[]; /* name, kind, parent, callsite, reason, NUL-separated */
+} shrunk_block;
+
+static const char *stash(char **at, const char *s)
+{
+    const char *r = *at;
+    size_t n = strlen(s ? s : "") + 1;
+    memcpy(*at, s ? s : "", n);
+    *at += n;
+    return r;
+}
+
+void np_cmp_pair_shrink(np_cmp_pair *p)
+{
+    cmp_pair_priv *pv = p->priv;
+    if (!pv || p->shrunk)
+        return;
+    const np_cmp_call *c = p->n_culprits ? &p->calls[p->culprits[0]] : NULL;
+    const char *parts[5] = {c ? c->name : "", c ? c->kind : "", c ? c->parent : "",
+                            c ? c->callsite : "", c ? c->reason : ""};
+    size_t len = 0;
+    for (int i = 0; i < 5; i++)
+        len += strlen(parts[i] ? parts[i] : "") + 1;
+    shrunk_block *b = c ? malloc(sizeof *b + len) : NULL;
+    if (c && !b)
+        return; /* out of memory: the pair stays whole */
+    if (b) {
+        char *at = b->text;
+        b->call = *c;
+        b->call.name = stash(&at, parts[0]);
+        b->call.kind = stash(&at, parts[1]);
+        b->call.parent = stash(&at, parts[2]);
+        b->call.callsite = stash(&at, parts[3]);
+        b->call.reason = stash(&at, parts[4]);
+        b->call.worst_row = -1;
+        b->culprit = 0;
     }
     free(p->rows);
     free(p->calls);
     free(p->culprits);
-    memset(p, 0, sizeof *p);
+    priv_release(pv);
+    p->rows = NULL;
+    p->calls = b ? &b->call : NULL;
+    p->culprits = b ? &b->culprit : NULL;
+    p->n_calls = p->n_culprits = b ? 1 : 0;
+    pv->shrunk = b;
+    p->shrunk = 1;
+}
+
+static int has_loss_name(const char *call)
+{
+    return strstr(call, "cross_entropy") || strstr(call, "loss") || strstr(call, "Loss");
+}
+
+/* The figures a summary over many pairs keeps of a compared pair: its
+ * worst row severity and the loss, where the dump holds it (a
+ * one-element forward output of a loss call). */
+static void pair_digest(np_cmp_pair *p)
+{
+    p->worst_severity = NAN;
+    p->has_loss = 0;
+    for (size_t i = 0; i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        if (!isnan(r->severity) && (isnan(p->worst_severity) || r->severity > p->worst_severity))
+            p->worst_severity = r->severity;
+        if (p->has_loss || !r->bench || !r->cmp || r->cmp->numel != 1 ||
+            strcmp(r->cmp->role, "output") != 0 || cmp_is_backward(r->cmp->call) ||
+            !has_loss_name(r->cmp->call))
+            continue;
+        p->has_loss = 1;
+        p->loss_bench = r->bench->mean;
+        p->loss_cmp = r->cmp->mean;
+    }
+}
+
+size_t np_cmp_focus_pair(const np_cmp_result *r)
+{
+    size_t failing = SIZE_MAX;
+    for (size_t i = 0; i < r->n_pairs; i++) {
+        const np_cmp_pair *p = &r->pairs[i];
+        if (p->n_culprits)
+            return i;
+        if (failing == SIZE_MAX && p->count_verdict[NP_VERDICT_ERROR])
+            failing = i;
+    }
+    return failing != SIZE_MAX ? failing : 0;
 }
 
 /* The two files of a pair, and how to open them. */
@@ -453,6 +560,8 @@ static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cm
     cmp_dump_close(&cd);
     if (st != NP_OK)
         np_cmp_pair_free(p);
+    else
+        pair_digest(p);
     return st;
 }
 
@@ -829,16 +938,26 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
     if ((st = start_checks(&chk, &files, keys, n_keys, &r->opts, err)) != NP_OK)
         goto fail;
     const char *inputs[2] = {bench, cmp};
+    /* the one-sided pairs first: every report (written as its pair is done,
+     * see on_pair) lists them all */
+    for (size_t i = 0; i < n_keys; i++)
+        if (selected(&r->opts, keys[i].step, keys[i].rank)) {
+            side_issue(r, &keys[i], 0, inputs);
+            side_issue(r, &keys[i], 1, inputs);
+        }
     int idx = 0;
     for (size_t i = 0; i < n_keys; i++) {
         const pair_key *k = &keys[i];
         if (!selected(&r->opts, k->step, k->rank))
             continue;
-        int skip = side_issue(r, k, 0, inputs);
-        skip |= side_issue(r, k, 1, inputs);
+        int skip = !k->b || !k->c || k->b->temp_only || k->c->temp_only;
+        size_t before = r->n_pairs;
         if (!skip)
             compare_key(r, k, chk, files, map, idx, (int)n_sel, single);
         idx++;
+        if (r->n_pairs > before && r->opts.on_pair &&
+            r->opts.on_pair(r, r->n_pairs - 1, r->opts.on_pair_user) != 0)
+            break; /* the caller stopped the run */
     }
     *out = r;
     r = NULL;

@@ -149,11 +149,14 @@ typedef struct cmp_pair_priv {
                                 * not OK are errors left out of the root cause */
     np_cmp_side *bench_entries, *cmp_entries;
     cmp_call_rec *bench_calls, *cmp_calls;
+    void *shrunk;              /* np_cmp_pair_shrink's block (calls[0], culprits[0], strings) */
 } cmp_pair_priv;
 
 /* 1 when the side is a gradient (a tensor of a backward call or a
  * parameter gradient): it carries its step's loss scale. */
 int cmp_side_is_grad(const np_cmp_side *s);
+/* NP_ERR_ARG for a report of a shrunk pair (np_cmp_pair_shrink). */
+np_status cmp_shrunk_error(const char *path, np_error *err);
 /* Name helpers. */
 /* 1 when `name` is the backward call of an op whose gradient is routed by a
  * comparison of forward values (relu, max_pool2d, clamp, ...; the module

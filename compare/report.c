@@ -317,8 +317,17 @@ static void csv_str(outbuf *b, const char *s)
     ob_putc(b, '"');
 }
 
+np_status cmp_shrunk_error(const char *path, np_error *err)
+{
+    return np_error_set(err, NP_ERR_ARG, path, NULL,
+                        "the pair's rows were already freed (np_cmp_pair_shrink): its report "
+                        "cannot be written");
+}
+
 np_status np_cmp_write_csv(const np_cmp_pair *p, const char *path, np_error *err)
 {
+    if (p->shrunk)
+        return cmp_shrunk_error(path, err);
     np_out o;
     FILE *f;
     np_status st = report_open(&f, &o, path, err);
@@ -509,6 +518,8 @@ static void json_call(outbuf *f, const np_cmp_pair *p, int k)
 np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const char *path,
                             np_error *err)
 {
+    if (p->shrunk)
+        return cmp_shrunk_error(path, err);
     np_out o;
     FILE *fp;
     np_status st = report_open(&fp, &o, path, err);

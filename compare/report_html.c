@@ -80,64 +80,38 @@ typedef struct page {
     const char *const *reports;  /* per pair: where its full rows are (may be NULL) */
 } page;
 
-static double pair_worst(const np_cmp_pair *p)
-{
-    double w = NAN;
-    for (size_t i = 0; i < p->n_rows; i++)
-        if (!isnan(p->rows[i].severity) && (isnan(w) || p->rows[i].severity > w))
-            w = p->rows[i].severity;
-    return w;
-}
-
-static int has_loss_name(const char *call)
-{
-    return strstr(call, "cross_entropy") || strstr(call, "loss") || strstr(call, "Loss");
-}
-
-/* The loss where the dump holds it: a one-element forward output of a loss call. */
-static int pair_loss(const np_cmp_pair *p, double *bench, double *cmp)
-{
-    for (size_t i = 0; i < p->n_rows; i++) {
-        const np_cmp_row *r = &p->rows[i];
-        if (!r->bench || !r->cmp || r->cmp->numel != 1 || strcmp(r->cmp->role, "output") != 0 ||
-            cmp_is_backward(r->cmp->call) || !has_loss_name(r->cmp->call))
-            continue;
-        *bench = r->bench->mean;
-        *cmp = r->cmp->mean;
-        return 1;
-    }
-    return 0;
-}
-
 static int pair_fails(const np_cmp_pair *p)
 {
     return p->count_verdict[NP_VERDICT_ERROR] || p->n_culprits;
 }
 
 /* Steps over ranks (pairs come in step, then rank order), the counts, the
- * failing pair. Returns -1 when out of memory. */
+ * failing pair (np_cmp_focus_pair: the one pair still whole when the others
+ * were shrunk). Returns -1 when out of memory. */
 static int analyse(page *pg)
 {
     const np_cmp_result *r = pg->r;
     pg->steps = calloc(r->n_pairs + 1, sizeof *pg->steps);
     if (!pg->steps)
         return -1;
-    int culprit_pair = -1, error_pair = -1;
     pg->first_fail = -1;
     for (size_t i = 0; i < r->n_pairs; i++) {
         const np_cmp_pair *p = &r->pairs[i];
         if (!pg->n_steps || pg->steps[pg->n_steps - 1].step != p->step)
             pg->steps[pg->n_steps++] = (cmp_html_step){.step = p->step, .worst = NAN};
         cmp_html_step *s = &pg->steps[pg->n_steps - 1];
-        double w = pair_worst(p);
+        double w = p->worst_severity;
         if (!isnan(w) && (isnan(s->worst) || w > s->worst))
             s->worst = w;
         s->errors += p->count_verdict[NP_VERDICT_ERROR];
         s->warnings += p->count_verdict[NP_VERDICT_WARNING];
         s->rows += p->n_rows;
         s->verdict = s->errors ? NP_VERDICT_ERROR : s->warnings ? NP_VERDICT_WARNING : s->verdict;
-        if (!s->has_loss)
-            s->has_loss = pair_loss(p, &s->loss_bench, &s->loss_cmp);
+        if (!s->has_loss && p->has_loss) {
+            s->has_loss = 1;
+            s->loss_bench = p->loss_bench;
+            s->loss_cmp = p->loss_cmp;
+        }
         for (int v = 0; v < 3; v++)
             pg->verdicts[v] += p->count_verdict[v];
         for (int m = 0; m < 5; m++)
@@ -146,13 +120,9 @@ static int analyse(page *pg)
             pg->failing_pairs++;
             if (pg->first_fail < 0)
                 pg->first_fail = pg->n_steps - 1;
-            if (error_pair < 0)
-                error_pair = (int)i;
         }
-        if (p->n_culprits && culprit_pair < 0)
-            culprit_pair = (int)i;
     }
-    pg->fp_index = culprit_pair >= 0 ? culprit_pair : error_pair >= 0 ? error_pair : 0;
+    pg->fp_index = (int)np_cmp_focus_pair(r);
     pg->fp = &r->pairs[pg->fp_index];
     return 0;
 }
@@ -860,6 +830,8 @@ np_status np_cmp_write_html(const np_cmp_result *r, const char *const *pair_repo
 {
     if (!r || r->n_pairs == 0)
         return np_error_set(err, NP_ERR_ARG, path, NULL, "no compared pair to report");
+    if (r->pairs[np_cmp_focus_pair(r)].shrunk)
+        return cmp_shrunk_error(path, err);
     page pg = {.r = r, .reports = pair_reports};
     if (analyse(&pg) != 0)
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory for the HTML report");

@@ -297,6 +297,8 @@ static int write_calls(cmp_xlsx_sheet *out, lxw_workbook *wb, const np_cmp_pair 
 np_status np_cmp_write_xlsx(const np_cmp_result *r, const np_cmp_pair *p, const char *path,
                             np_error *err)
 {
+    if (p->shrunk)
+        return cmp_shrunk_error(path, err);
     long per = r && r->opts.rows_per_sheet > 0 ? r->opts.rows_per_sheet : 1000000;
     if (per > 1048575)
         per = 1048575;

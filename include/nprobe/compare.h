@@ -67,6 +67,14 @@ const char *np_cmp_call_status_name(np_cmp_call_status s);
 typedef void (*np_cmp_progress_fn)(int pair_index, int n_pairs, uint64_t done,
                                    uint64_t total, void *user);
 
+typedef struct np_cmp_result np_cmp_result;
+/* Called by np_cmp_run after each pair is compared (r->pairs[pair], pairs
+ * in step, rank order), before the next one: the caller may write that
+ * pair's reports and shrink pairs it no longer needs in full
+ * (np_cmp_pair_shrink), so memory stays bounded over many pairs. Non-zero
+ * stops the run: the pairs compared so far are returned. */
+typedef int (*np_cmp_pair_fn)(np_cmp_result *r, size_t pair, void *user);
+
 typedef struct np_cmp_options {
     int step;                 /* only this step, -1 = all */
     int rank;                 /* only this rank, -1 = all */
@@ -78,6 +86,8 @@ typedef struct np_cmp_options {
     void *progress_user;
     int no_replay;            /* 1: no float64 recompute of the cmp side's calls (the
                                * isolated error; also NPROBE_NO_REPLAY=1 in the environment) */
+    np_cmp_pair_fn on_pair;   /* NULL: none */
+    void *on_pair_user;
 } np_cmp_options;
 
 /* Defaults: all steps and ranks, exact matching, per-dtype tolerances. */
@@ -222,15 +232,19 @@ typedef struct np_cmp_pair {
     size_t count_match[5];                /* by np_cmp_match */
     uint64_t bytes_read;                  /* payload bytes over both sides */
     char notes[1024];                     /* task mismatch, incomplete step, ... */
+    double worst_severity;                /* the highest row severity, NaN when no row has one */
+    int has_loss;                         /* 1: a loss call's one-element forward output was */
+    double loss_bench, loss_cmp;          /* dumped, with these values (the mean) */
+    int shrunk;                           /* 1 after np_cmp_pair_shrink: see there */
     void *priv;                           /* string storage; library-private */
 } np_cmp_pair;
 
-typedef struct np_cmp_result {
+struct np_cmp_result {
     char bench_input[1024], cmp_input[1024];
     np_cmp_pair *pairs; size_t n_pairs;
     np_cmp_issue *issues; size_t n_issues;
     np_cmp_options opts;                  /* as used (mapping_path borrowed) */
-} np_cmp_result;
+};
 
 /* Compare `bench` with `cmp` (each a dump root, a step directory, a rank
  * directory or one dump.h5). On success *out (the caller's, free with
@@ -247,6 +261,17 @@ void np_cmp_result_free(np_cmp_result *r);
 np_status np_cmp_compare_files(np_cmp_pair *out, const char *bench_h5, const char *cmp_h5,
                                const np_cmp_options *opts, np_error *err);
 void np_cmp_pair_free(np_cmp_pair *p);
+/* Free a pair's rows, calls and sides, keeping what a summary over many
+ * pairs needs: step, rank, paths, tasks, mode, notes, the counts, n_rows
+ * (rows is NULL), worst_severity, the loss, and the first culprit as
+ * calls[0] (n_calls and n_culprits are 1 then, culprits[0] = 0; 0 without
+ * a culprit; its worst_row is -1). Reports of a shrunk pair cannot be
+ * written any more (NP_ERR_ARG). Idempotent. */
+void np_cmp_pair_shrink(np_cmp_pair *p);
+/* The pair a report over all pairs details (the HTML page, the summary's
+ * first culprit): the first with a culprit, else the first with an error
+ * row or a culprit, else 0. */
+size_t np_cmp_focus_pair(const np_cmp_result *r);
 
 /* 1 when some row of some pair is an error, or some issue was recorded. */
 int np_cmp_has_differences(const np_cmp_result *r);

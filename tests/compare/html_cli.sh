@@ -57,6 +57,27 @@ echo "json culprit $culprit in step $step; the cmp dump holds $calls calls"
 "$py" "$src/tests/compare/check_html.py" "$html" --culprit "$culprit" --calls "$calls" --step "$step" --shot \
   || fail=1
 
+# every pair but the detailed one is shrunk as soon as its reports are
+# written: the failing lines of later pairs still name their culprit, the
+# one their json report (written from the whole pair) names
+culprit_of() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["first_culprit"]["call"])' "$@"; }
+c5=$(culprit_of out/compare_result_rank0_step5_*.json)
+c1=$(culprit_of out/compare_result_rank0_step1_*.json)
+grep -qF "  step 5 rank 0: " out.txt && grep "^  step 5 rank 0: " out.txt | grep -qF "; culprit $c5" \
+  || { echo "FAIL: the line of step 5 does not name its culprit $c5"; fail=1; }
+# step 0 made equal on both sides: the first failing pair (step 1) is the one
+# detailed, after step 0 was shrunk
+cp b/step0/rank0/dump.h5 c/step0/rank0/dump.h5
+"$nprobe" compare -b b -c c -o later --format csv,html > later.txt 2> later.err; rc=$?
+[ $rc = 1 ] || { echo "FAIL: compare with step 0 equal: exit $rc"; cat later.err; fail=1; }
+check later.txt "$((steps - 1)) of $steps pairs fail:"
+check later.txt "first culprit: $c1 "
+check later.txt "  in step 1 rank 0"
+check later.txt "  reports: $steps csv files in later"
+grep -q "step 1, rank 0" later/compare_report_*.html || { echo "FAIL: the page does not detail step 1"; fail=1; }
+grep -qF "First culprit: <code>$c1" later/compare_report_*.html \
+  || { echo "FAIL: the page does not name the culprit of step 1, $c1"; fail=1; }
+
 # one step alone: the block of one pair, as before (and the page too)
 "$nprobe" compare -b b -c c --step 3 -o one > one.txt; rc=$?
 [ $rc = 1 ] || { echo "FAIL: --step 3 exit $rc"; fail=1; }

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# scripts/bench/bench_compare_pairs.sh [--quick] - compare's peak memory over
+# many step/rank pairs (issue 14): two 10-step statistics dumps of the
+# default GPT at level mix (467 rows per step; bench fp32, cmp bf16
+# autocast), written by `nprobe dump` here, hard-linked into 1000 and 8000
+# step files per side (8 ranks per step: link_steps.py); `nprobe compare`
+# of all pairs with csv reports and the HTML page, one run per scale: peak
+# RSS and seconds. Each pair's reports are written as it is compared and
+# the pair shrunk to its summary, so the peak must not grow with the pairs
+# (before: every pair's rows were held to the end, 1.7 GB at 8000 pairs).
+# --quick: 100 and 800 pairs. Env: NPROBE_BIN, NP_PYTHON, BENCH_DIR.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=${NPROBE_BIN:-$root/build/release/nprobe}
+py=${NP_PYTHON:-/usr/bin/python3}
+here=$root/scripts/bench
+SCALES="1000 8000"
+for a in "$@"; do
+  case $a in
+    --quick) SCALES="104 800";;
+    *) echo "bench_compare_pairs: unknown option $a" >&2; exit 2;;
+  esac
+done
+[ -x "$bin" ] || { echo "bench_compare_pairs: $bin is not built (set NPROBE_BIN)" >&2; exit 2; }
+work=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/np_bench_pairs.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+measure() { # CMD... -> "seconds maxrss_mb" (GNU time); output discarded
+  /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" > /dev/null 2> "$work/cmd.err" || true
+  tail -1 "$work/time.txt" | awk '{ printf "%s %.1f\n", $1, $2 / 1024 }'
+}
+config() { # dump_path
+  printf '{"task": "statistics", "dump_path": "%s", "rank": [], "step": [], "level": "mix",
+  "async_dump": false, "statistics": {"scope": [], "list": [], "data_mode": ["all"],
+  "summary_mode": "statistics"}}\n' "$1"
+}
+config "$work/b" > "$work/b.json"
+config "$work/c" > "$work/c.json"
+"$bin" dump -c "$work/b.json" -- "$bin" train --steps 10 --threads 1 > /dev/null 2>&1
+"$bin" dump -c "$work/c.json" -- "$bin" train --steps 10 --threads 1 --precision bf16 > /dev/null 2>&1
+
+echo "## compare over many step/rank pairs: peak memory"
+echo
+echo "Two 10-step statistics dumps of the default GPT (level mix, 467 rows per"
+echo "step; bench fp32, cmp bf16 autocast), hard-linked into N step files per"
+echo "side (8 ranks per step); \`nprobe compare -q --format csv,html\` of all"
+echo "pairs, one run per scale; peak RSS from GNU time; $(nproc) cores. Load"
+echo "average at the start: $(cut -d' ' -f1-3 /proc/loadavg)."
+echo
+echo "Command: \`scripts/bench/bench_compare_pairs.sh${*:+ $*}\`"
+echo
+echo "| pairs | seconds | peak RSS | peak at this scale / at the first | target | met? |"
+echo "|---|---|---|---|---|---|"
+first=""
+for n in $SCALES; do
+  "$py" "$here/link_steps.py" "$work/b" "$work/sb" $((n / 8)) 8
+  "$py" "$here/link_steps.py" "$work/c" "$work/sc" $((n / 8)) 8
+  read -r s m < <(measure "$bin" compare -b "$work/sb" -c "$work/sc" -o "$work/out" -q --format csv,html)
+  nrep=$(find "$work/out" -name 'compare_result_*.csv' | wc -l)
+  [ "$nrep" = $((n / 8 * 8)) ] || { echo "bench_compare_pairs: $nrep csv reports for $n pairs" >&2; cat "$work/cmd.err" >&2; exit 1; }
+  [ -z "$first" ] && first=$m
+  awk -v n="$n" -v s="$s" -v m="$m" -v f="$first" 'BEGIN {
+    printf "| %d | %.1f s | %.0f MB | %.2fx | bounded: <= 1.5x the first scale'"'"'s peak | %s |\n",
+      n, s, m, m / f, (m <= 1.5 * f) ? "yes" : "no" }'
+  rm -rf "$work/sb" "$work/sc" "$work/out"
+done
+echo
