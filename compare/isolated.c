@@ -74,10 +74,7 @@ np_status cmp_isolated(np_cmp_pair *p, int no_replay, np_error *err)
 {
     for (size_t k = 0; k < p->n_calls; k++)
         p->calls[k].iso_err = p->calls[k].iso_ratio = NAN;
-    size_t len = strlen(p->cmp_path);
-    /* nprobe's own dumps only for now: msprobe dumps' budgets are not calibrated yet */
-    if (p->mode != NP_CMP_MODE_TENSOR || no_replay || getenv("NPROBE_NO_REPLAY") || len < 3 ||
-        strcmp(p->cmp_path + len - 3, ".h5") != 0)
+    if (p->mode != NP_CMP_MODE_TENSOR || no_replay || getenv("NPROBE_NO_REPLAY"))
         return NP_OK;
     np_replay_result *r = NULL;
     np_error e;

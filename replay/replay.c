@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "msprobe_args.h"
 #include "nprobe/dumpio.h"
 #include "nprobe/ops.h"
 #include "nprobe/replay.h"
@@ -72,6 +73,8 @@ typedef struct rp_dump {
     np_entry_rec *e;
     size_t n_e;
     np_strmap names;            /* leaf name -> entry index */
+    int positional;             /* 1: msprobe's dump, arguments as torch received them
+                                 * (replay/msprobe_args.h) */
     double *buf[NP_OP_MAX_IN + 2 * NP_OP_MAX_OUT];
     int n_buf;
 } rp_dump;
@@ -90,6 +93,52 @@ static const np_entry_rec *kwarg(const rp_dump *rd, const char *call, const char
     snprintf(name, sizeof name, "%s.kwargs.%s", call, key);
     int k = np_strmap_get(&rd->names, name);
     return k < 0 ? NULL : &rd->e[k];
+}
+
+/* Input n of the op (forward call fwd): nprobe's dumps name it
+ * {fwd}.input.{n}; msprobe's put it at its position in torch's signature
+ * or under its key, and dump an absent one as None (NULL here). */
+static const np_entry_rec *input_leaf(const rp_dump *rd, const np_op_info *info, const char *fwd,
+                                      int n)
+{
+    if (!rd->positional)
+        return leaf(rd, fwd, "input", n);
+    int pos = rp_msp_arg_pos(info->op, info->inputs[n]);
+    const np_entry_rec *en = pos >= 0 ? leaf(rd, fwd, "input", pos) : NULL;
+    if (!en)
+        en = kwarg(rd, fwd, info->inputs[n]);
+    /* a number where a tensor may stand (mul's other) is a scalar argument */
+    return en && (strcmp(en->dtype, "None") == 0 || rp_msp_is_number(en)) ? NULL : en;
+}
+
+/* Scalar argument i of the op given by position in a msprobe dump, or NULL. */
+static const np_entry_rec *scalar_leaf(const rp_dump *rd, const np_op_info *info, const char *fwd,
+                                       int i)
+{
+    int pos = rd->positional ? rp_msp_arg_pos(info->op, info->scalars[i].name) : -1;
+    const np_entry_rec *en = pos >= 0 ? leaf(rd, fwd, "input", pos) : NULL;
+    return en && rp_msp_is_number(en) ? en : NULL;
+}
+
+/* The entries of call `fwd` (contiguous in a msprobe dump): first, count. */
+static void call_entries(const rp_dump *rd, const char *fwd, size_t *first, size_t *n)
+{
+    char name[NP_FMT_NAME_LEN + 40];
+    int k = -1;
+    for (int i = 0; k < 0 && i < 2; i++) {
+        snprintf(name, sizeof name, "%s.%s.0", fwd, i ? "output" : "input");
+        k = np_strmap_get(&rd->names, name);
+    }
+    *first = *n = 0;
+    if (k < 0)
+        return;
+    size_t a = (size_t)k, b = (size_t)k;
+    while (a > 0 && strcmp(rd->e[a - 1].call, fwd) == 0)
+        a--;
+    while (b < rd->n_e && strcmp(rd->e[b].call, fwd) == 0)
+        b++;
+    *first = a;
+    *n = b - a;
 }
 
 static int is_low(const char *dt)
@@ -164,7 +213,7 @@ static int load_inputs(np_replay_call *c, np_op_call *oc, rp_dump *rd, const cha
     const np_op_info *info = oc->info;
     int n = 0;
     for (const char *const *nm = info->inputs; *nm; nm++, n++) {
-        const np_entry_rec *en = leaf(rd, fwd, "input", n);
+        const np_entry_rec *en = input_leaf(rd, info, fwd, n);
         if (!en)
             continue;
         if (!en->has_data) {
@@ -194,6 +243,8 @@ static int load_inputs(np_replay_call *c, np_op_call *oc, rp_dump *rd, const cha
         const np_entry_rec *en = kwarg(rd, kw_call, info->scalars[i].name);
         if (!en)
             en = kwarg(rd, fwd, info->scalars[i].name);
+        if (!en)
+            en = scalar_leaf(rd, info, fwd, i);
         if (en)
             oc->sc[i] = en->mean;
         else if (info->scalars[i].required &&
@@ -312,6 +363,22 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
     char fwd[NP_FMT_NAME_LEN];
     snprintf(fwd, sizeof fwd, "%.*s.forward", (int)(strlen(c->name) - (c->backward ? 9 : 8)),
              c->name);
+    if (rd->positional) {
+        /* msprobe lists a backward's gradients as autograd hands them over, not
+         * by argument; a forward is recomputed only when every argument it was
+         * given is one the reference takes */
+        char why[NP_FMT_NAME_LEN + 200];
+        size_t first, n;
+        call_entries(rd, fwd, &first, &n);
+        const char *no = c->backward ? "msprobe's backward gradients are not tied to argument "
+                                       "positions"
+                                     : rp_msp_unmodelled(why, sizeof why, info, fwd,
+                                                         rd->e + first, n);
+        if (no) {
+            skip(c, no, "");
+            return;
+        }
+    }
     np_op_call oc;
     np_op_call_init(&oc, info);
     const char *ac = autocast_dtype(rd, fwd, c->backward ? c->name : NULL);
@@ -390,6 +457,7 @@ static np_status open_dump(rp_dump *rd, np_replay_result *r, const char *path, n
     if (st)
         return st;
     const np_dumpio_info *di = np_dumpio_get_info(rd->d);
+    rd->positional = di->source && strcmp(di->source, "msprobe") == 0;
     snprintf(r->task, sizeof r->task, "%s", di->task);
     snprintf(r->device, sizeof r->device, "%s", di->device);
     snprintf(r->precision, sizeof r->precision, "%s", di->precision);

@@ -237,6 +237,38 @@ def check_generated(nprobe, tmp):
         fail("a hostile .pt ran code")
 
 
+def check_replay(nprobe, tmp):
+    """The isolated error (compare's float64 replay of the cmp side) on
+    msprobe's dumps: the genuine bf16 run against fp32 names no culprit
+    (checked with EXPECT above: exit 0), every recomputable forward call of
+    it is within its budget, and a softmax whose output is 6% off (15 u of
+    bfloat16: below compare's bf16 error level, so the accumulated
+    comparison alone names nothing) is the first culprit."""
+    import shutil
+    import torch
+    bf16 = os.path.join(FIX, "tensor_bf16")
+    p = subprocess.run([nprobe, "replay", bf16], capture_output=True, text=True, timeout=300)
+    if p.returncode != 0 or " 0 exceed" not in p.stdout or "15 pass" not in p.stdout:
+        fail("replay of the genuine bf16 dump: exit %d, want 0 with 15 calls passing\n%s"
+             % (p.returncode, p.stdout + p.stderr))
+    bad = os.path.join(tmp, "softmax_off")
+    shutil.copytree(bf16, bad)
+    pt = glob.glob(os.path.join(bad, "step0", "*", "dump_tensor_data",
+                                "Functional.softmax.0.forward.output.0.pt"))[0]
+    t = torch.load(pt)
+    torch.save((t.float() * 1.06).to(t.dtype), pt)
+    fp32 = os.path.join(FIX, "tensor_fp32")
+    rc, out = compare_text(nprobe, fp32, bad, os.path.join(tmp, "o_sm"))
+    if rc != 1 or "first culprit: Functional.softmax.0.forward" not in out or \
+            "isolated error" not in out:
+        fail("a softmax 6%% off: exit %d, want 1 naming it by its isolated error\n%s" % (rc, out))
+    p = subprocess.run([nprobe, "compare", "-b", fp32, "-c", bad, "-o", os.path.join(tmp, "o_sm2"),
+                        "--format", "csv", "--no-replay"], capture_output=True, text=True, timeout=300)
+    if "first culprit: Functional.softmax.0.forward" in p.stdout:
+        fail("a softmax 6%% off without the replay: named anyway, the case does not test it\n%s"
+             % p.stdout)
+
+
 def check_ls_show(nprobe):
     """nprobe ls and show on the genuine dumps as they lie on disk."""
     run = lambda *a: subprocess.run([nprobe] + list(a), capture_output=True, text=True,  # noqa
@@ -260,6 +292,7 @@ def main():
         for kind in ("statistics", "tensor"):
             check(kind, nprobe, tool, tmp)
         check_generated(nprobe, tmp)
+        check_replay(nprobe, tmp)
     for f in failures[:40]:
         print("FAIL:", f, file=sys.stderr)
     if len(failures) > 40:
