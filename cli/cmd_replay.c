@@ -143,7 +143,8 @@ static void print_result(const np_replay_result *r, long top)
     if (ex)
         qsort(ex, n, sizeof *ex, by_ratio);
     for (size_t i = 0; ex && i < n && (long)i < top; i++)
-        printf("  exceeds: %s  %.3g u (%.3g x the budget): %s\n", ex[i]->name, ex[i]->err_units,
+        printf("  %s: %s  %.3g u (%.3g x the budget): %s\n",
+               ex[i]->signature ? "defect signature" : "exceeds", ex[i]->name, ex[i]->err_units,
                ex[i]->ratio, ex[i]->reason);
     if ((long)n > top)
         printf("  ... %zu more exceeding calls in the report\n", n - (size_t)top);

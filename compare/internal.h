@@ -114,6 +114,9 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err);
 /* Tensor mode: recompute the cmp side's calls in float64 (nprobe replay) and
  * let each call's isolated error correct its status (compare/isolated.c). */
 np_status cmp_isolated(np_cmp_pair *p, int no_replay, np_error *err);
+/* Rule 3 (verdict.c): error rows but no culprit: name the call below the
+ * level where the error jumped (docs/COMPARE.md, "Sub-threshold origin"). */
+np_status cmp_subthreshold(np_cmp_pair *p, np_error *err);
 
 /* Match the two dumps' entries into p->rows (rows get bench/cmp/match). */
 typedef struct cmp_mapping cmp_mapping;

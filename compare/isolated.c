@@ -51,11 +51,18 @@ static void apply(np_cmp_pair *p, const np_replay_result *r, const np_strmap *by
         c->iso_err = rc->err_units;
         c->iso_ratio = rc->ratio;
         if (rc->status == NP_REPLAY_EXCEEDS && c->status != NP_CALL_CULPRIT) {
-            snprintf(buf, sizeof buf,
-                     "isolated error %.3g u, %.3g x its budget (recomputed in float64 from its "
-                     "own dumped inputs: %.400s); accumulated severity %.3g%s",
-                     rc->err_units, rc->ratio, rc->reason, c->sev_out,
-                     c->sev_out < 1 ? ", below the error level" : "");
+            if (rc->signature)
+                snprintf(buf, sizeof buf,
+                         "recomputed in float64 from its own dumped inputs, its isolated error "
+                         "(%.3g u) is within its budget, but %.450s; accumulated severity %.3g%s",
+                         rc->err_units, rc->reason, c->sev_out,
+                         c->sev_out < 1 ? ", below the error level" : "");
+            else
+                snprintf(buf, sizeof buf,
+                         "isolated error %.3g u, %.3g x its budget (recomputed in float64 from "
+                         "its own dumped inputs: %.400s); accumulated severity %.3g%s",
+                         rc->err_units, rc->ratio, rc->reason, c->sev_out,
+                         c->sev_out < 1 ? ", below the error level" : "");
             c->status = NP_CALL_CULPRIT;
             set_reason(c, &pv->arena, buf);
             mark_parents(p, byname, (size_t)k);

@@ -817,3 +817,75 @@ out:
     np_strmap_free(&byname);
     return st;
 }
+
+/* Rule 3 of issue 16, the sub-threshold origin (docs/COMPARE.md): error rows
+ * but no culprit (every failing call only propagates, narrowly or from
+ * failing inputs) means the error was born below the level and grew past
+ * it later. Before the first call with failing outputs, the call whose
+ * output error jumps by AMPLIFICATION x over its inputs' to the largest
+ * severity (at least 1 / AMPLIFICATION of the level: above the dtype's
+ * noise, which the levels keep 12x or more below) is named, with a reason
+ * saying it is below the level. API calls are preferred to modules (the
+ * finer name); modules around it contain the culprit. */
+np_status cmp_subthreshold(np_cmp_pair *p, np_error *err)
+{
+    if (p->n_culprits)
+        return NP_OK;
+    size_t nc = p->n_calls, first = nc;
+    int best = -1, any_api = 0;
+    for (size_t k = 0; k < nc; k++)
+        any_api |= !strcmp(p->calls[k].kind, "api");
+    /* the first failing call of the kind named (a module's row may come
+     * before or after its inner calls) */
+    for (size_t k = 0; k < nc && first == nc; k++)
+        if (p->calls[k].n_error_out > 0 && (!any_api || !strcmp(p->calls[k].kind, "api")))
+            first = k;
+    if (first == nc)
+        return NP_OK;
+    for (size_t k = 0; k < first; k++) {
+        const np_cmp_call *c = &p->calls[k];
+        if (any_api && strcmp(c->kind, "api") != 0)
+            continue;
+        if (c->sev_out >= 1.0 / AMPLIFICATION && c->sev_out >= AMPLIFICATION * c->sev_in &&
+            (best < 0 || c->sev_out > p->calls[best].sev_out))
+            best = (int)k;
+    }
+    if (best < 0)
+        return NP_OK;
+    cmp_pair_priv *pv = p->priv;
+    np_cmp_call *c = &p->calls[best];
+    c->status = NP_CALL_CULPRIT;
+    c->reason = c->sev_in > 0
+                    ? fmt_reason(&pv->arena,
+                                 "below the error level (severity %.3g, the level is 1), but %.3g x "
+                                 "its input error, and the error rows that follow (from %s on) "
+                                 "grow from it: no call reaches the level on its own",
+                                 c->sev_out, c->sev_out / c->sev_in, p->calls[first].name)
+                    : fmt_reason(&pv->arena,
+                                 "below the error level (severity %.3g, the level is 1) with "
+                                 "inputs equal, and the error rows that follow (from %s on) grow "
+                                 "from it: no call reaches the level on its own",
+                                 c->sev_out, p->calls[first].name);
+    const char *par = c->parent;
+    for (int d = 0; par && par[0] && d < 64; d++) {
+        size_t j = 0;
+        while (j < nc && strcmp(p->calls[j].name, par) != 0)
+            j++;
+        if (j == nc || j == (size_t)best)
+            break;
+        if (p->calls[j].status != NP_CALL_PASS) {
+            p->calls[j].status = NP_CALL_CONTAINS;
+            p->calls[j].reason = "a call inside this module is the culprit";
+        }
+        par = p->calls[j].parent;
+    }
+    free(p->culprits);
+    p->culprits = malloc(sizeof *p->culprits);
+    if (!p->culprits) {
+        p->n_culprits = 0;
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+    }
+    p->culprits[0] = best;
+    p->n_culprits = 1;
+    return NP_OK;
+}

@@ -13,6 +13,7 @@
 #include "nprobe/ops.h"
 #include "nprobe/replay.h"
 #include "nprobe/tensor.h"
+#include "replay_internal.h"
 
 const char *np_replay_status_name(np_replay_status s)
 {
@@ -290,7 +291,7 @@ static void measure(np_replay_leaf *lf, const double *d, const double *r, const 
 /* Compare computed tensors t[0..n) with the dumped leaves `call`.output.i. */
 static int compare_outputs(np_replay_call *c, rp_dump *rd, const char *call, np_op_tensor *t,
                            int n, int exact_op, const char *ac, const np_replay_options *o,
-                           np_error *err)
+                           const np_op_call *sig, np_error *err)
 {
     c->leaves = calloc((size_t)(n > 0 ? n : 1), sizeof *c->leaves);
     if (!c->leaves)
@@ -328,6 +329,10 @@ static int compare_outputs(np_replay_call *c, rp_dump *rd, const char *call, np_
             c->status = NP_REPLAY_EXCEEDS;
             snprintf(c->reason, sizeof c->reason, "%.300s: %.3g u above the budget of %.3g u",
                      lf->name, lf->err_units, lf->budget);
+        } else if (sig && i == 0 && lf->err_units <= lf->budget &&
+                   rp_signature(c->reason, sizeof c->reason, sig, d, ud, lf->name)) {
+            c->status = NP_REPLAY_EXCEEDS;
+            c->signature = 1;
         }
     }
     if (c->n_leaves == 0) {
@@ -405,7 +410,7 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
         if (np_op_call_alloc(&oc, NP_OP_FORWARD, 1, &e2) || np_op_run(&oc, NP_OP_FORWARD, &e2))
             skip(c, e2.text, "");
         else
-            compare_outputs(c, rd, c->name, oc.out, oc.n_out, exact, NULL, o, err);
+            compare_outputs(c, rd, c->name, oc.out, oc.n_out, exact, NULL, o, &oc, err);
         np_op_call_free(&oc);
         return;
     }
@@ -428,7 +433,7 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
     if (np_op_call_alloc(&oc, NP_OP_BACKWARD, 1, &e2) || np_op_run(&oc, NP_OP_BACKWARD, &e2))
         skip(c, e2.text, "");
     else
-        compare_outputs(c, rd, c->name, oc.gin, oc.n_in, exact, ac, o, err);
+        compare_outputs(c, rd, c->name, oc.gin, oc.n_in, exact, ac, o, NULL, err);
     np_op_call_free(&oc);
 }
 
@@ -518,18 +523,33 @@ np_status np_replay_file(np_replay_result **out, const char *path, const np_repl
     np_status st = open_dump(&rd, r, path, err);
     if (!st)
         st = list_calls(r, &rd, err);
-    for (size_t i = 0; !st && i < r->n_calls; i++) {
+    /* calls are independent: one per thread at a time (the kernels inside
+     * run on that thread; the payload reads are thread-safe), each with its
+     * own buffers; results depend on the data only */
+    size_t done = 0;
+    long nc = st ? 0 : (long)r->n_calls;
+#pragma omp parallel for schedule(dynamic, 1) if (nc > 1)
+    for (long i = 0; i < nc; i++) {
         np_replay_call *c = &r->calls[i];
+        rp_dump mine = rd;
+        mine.n_buf = 0;
         np_error e;
         np_error_clear(&e);
-        replay_call(c, &rd, o, &e);
-        free_bufs(&rd);
+        replay_call(c, &mine, o, &e);
+        free_bufs(&mine);
         if (c->status == NP_REPLAY_SKIPPED)
             c->err_units = c->ratio = NAN;
-        r->count[c->status]++;
-        if (o->progress && ((i + 1) % 64 == 0 || i + 1 == r->n_calls))
-            o->progress(i + 1, r->n_calls, o->progress_user);
+        if (o->progress) {
+#pragma omp critical(np_replay_progress)
+            {
+                done++;
+                if (done % 64 == 0 || done == (size_t)nc)
+                    o->progress(done, (size_t)nc, o->progress_user);
+            }
+        }
     }
+    for (size_t i = 0; !st && i < r->n_calls; i++)
+        r->count[r->calls[i].status]++;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     free_bufs(&rd);

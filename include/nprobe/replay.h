@@ -64,6 +64,8 @@ typedef struct np_replay_call {
     char reason[512];          /* why skipped / which output exceeded, "" when it passed */
     double err_units;          /* worst over the leaves (NaN when skipped) */
     double ratio;              /* err_units / budget of that leaf (NaN when skipped) */
+    int signature;             /* 1: exceeds by a known defect's signature (reason says which),
+                                  its isolated error being within the budget */
     np_replay_leaf *leaves;
     int n_leaves;
 } np_replay_call;

@@ -4,9 +4,13 @@
 # sizes, npu-sim bf16 and fp16 against the cpu fp32 reference, tensor task
 # at L1 (bf16 also at mix), must have the faulted API as the first culprit
 # (in the pass the catalog gives), with exit 1; the clean pairs have no
-# culprit and exit 0. softmax_fp16_nomax is left out: its ~1e-3 relative
-# error is below one bfloat16 rounding and inside fp16's budget
-# (docs/COMPARE.md, "What it catches").
+# culprit and exit 0 (softmax_fp16_nomax, whose ~1e-3 relative error is
+# below one bfloat16 rounding, is named by its defect signature:
+# docs/COMPARE.md, "Defect signatures").
+#
+# The ctest runs seed 3 only; scripts/tools/sweep_faults.sh runs the same
+# checks over seeds 1-8 and the four runs (bf16/fp16 x L1/mix) with a tally:
+#   NP_SWEEP_SEEDS="1 2 3" NP_SWEEP_RUNS="bf16 L1,fp16 mix" e2e_isolated.sh
 set -u
 N=${NPROBE_BIN:?}
 PY=${NP_PYTHON:-/usr/bin/python3}
@@ -15,6 +19,8 @@ trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 fail=0
 SEED=3
+SEEDS=${NP_SWEEP_SEEDS:-3}
+nok=0 nfail=0
 
 dump() { # dir model level device precision fault
   printf '{"task":"tensor","dump_path":"%s","step":[0],"level":"%s"}' "$1" "$3" > "$1.json"
@@ -36,26 +42,30 @@ print(fc["call"] if fc else "none", sys.argv[2])
 PY
 }
 
+"$N" train --list-faults | sed '/^collective faults/q' | grep -E '^  [a-z0-9_]+ +[A-Z]' > catalog.txt
+[ -s catalog.txt ] || { echo "cannot read the fault catalog"; exit 1; }
+runs=("bf16 L1" "fp16 L1" "bf16 mix")
+[ -n "${NP_SWEEP_RUNS:-}" ] && IFS=, read -r -a runs <<< "$NP_SWEEP_RUNS"
+[ "${NP_SANITIZED:-0}" = 1 ] && runs=("bf16 L1")
+verdict() { # ok? text
+  if [ "$1" = 1 ]; then echo "ok   $2"; nok=$((nok + 1))
+  else echo "FAIL $2"; nfail=$((nfail + 1)); fail=1; fi
+}
+for SEED in $SEEDS; do
 for m in gpt cnn; do
   dump ref_${m}_L1 $m L1 cpu fp32 none
   dump ref_${m}_mix $m mix cpu fp32 none
 done
-
-"$N" train --list-faults | sed '/^collective faults/q' | grep -E '^  [a-z0-9_]+ +[A-Z]' > catalog.txt
-[ -s catalog.txt ] || { echo "cannot read the fault catalog"; exit 1; }
-runs=("bf16 L1" "fp16 L1" "bf16 mix")
-[ "${NP_SANITIZED:-0}" = 1 ] && runs=("bf16 L1")
 for run in "${runs[@]}" ; do
   set -- $run
   prec=$1 level=$2
   for m in gpt cnn; do
     dump clean $m $level npu-sim $prec none
     read -r call rc < <(first_culprit ref_${m}_$level clean)
-    if [ "$call" = none ] && [ "$rc" = 0 ]; then echo "ok   clean $m $prec $level"
-    else echo "FAIL clean $m $prec $level: first culprit $call, exit $rc"; fail=1; fi
+    ok=0; [ "$call" = none ] && [ "$rc" = 0 ] && ok=1
+    verdict $ok "seed $SEED clean $m $prec $level: first culprit $call, exit $rc"
   done
   while read -r name rest; do
-    [ "$name" = softmax_fp16_nomax ] && continue
     [ "${NP_SANITIZED:-0}" = 1 ] && [ "$name" != gelu_tanh ] && [ "$name" != layernorm_bwd_no_mean ] && continue
     ops=${rest%% (*}
     pass=${rest##*(}; pass=${pass%)*}
@@ -72,9 +82,10 @@ for run in "${runs[@]}" ; do
       backward*) [[ $call == *.backward ]] || ok=0;;
     esac
     [ "$rc" = 1 ] || ok=0
-    if [ $ok = 1 ]; then echo "ok   $name $prec $level: first culprit $call"
-    else echo "FAIL $name $prec $level: expected $ops ($pass), got '$call' (exit $rc)"; fail=1; fi
+    verdict $ok "seed $SEED $name $prec $level: expected $ops ($pass), first culprit '$call' (exit $rc)"
   done < catalog.txt
 done
+done
+echo "tally: $nok ok, $nfail failed (seeds $SEEDS; runs ${runs[*]})"
 [ $fail -eq 0 ] && echo "e2e_isolated: all passed" || echo "e2e_isolated: FAILED"
 exit $fail
