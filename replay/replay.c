@@ -330,7 +330,7 @@ static int compare_outputs(np_replay_call *c, rp_dump *rd, const char *call, np_
             snprintf(c->reason, sizeof c->reason, "%.300s: %.3g u above the budget of %.3g u",
                      lf->name, lf->err_units, lf->budget);
         } else if (sig && i == 0 && lf->err_units <= lf->budget &&
-                   rp_signature(c->reason, sizeof c->reason, sig, d, ud, lf->name)) {
+                   rp_signature(c->reason, sizeof c->reason, sig, d, ud, c->backward, lf->name)) {
             c->status = NP_REPLAY_EXCEEDS;
             c->signature = 1;
         }
@@ -433,7 +433,7 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
     if (np_op_call_alloc(&oc, NP_OP_BACKWARD, 1, &e2) || np_op_run(&oc, NP_OP_BACKWARD, &e2))
         skip(c, e2.text, "");
     else
-        compare_outputs(c, rd, c->name, oc.gin, oc.n_in, exact, ac, o, NULL, err);
+        compare_outputs(c, rd, c->name, oc.gin, oc.n_in, exact, ac, o, &oc, err);
     np_op_call_free(&oc);
 }
 

@@ -7,10 +7,11 @@
 #include "nprobe/ops.h"
 
 /* Known-defect signatures (signature.c): 1 when the dumped output of the
- * forward call `oc` (inputs loaded as the kernel saw them) departs from the
- * exact result the way a known defect does; `why` then says which, with the
- * fit. `dtype` is the output's logical dtype, `what` the leaf's name. */
+ * call `oc` (inputs loaded as the kernel saw them; backward: gout too, and
+ * `dumped` the first input gradient) departs from the exact result the way
+ * a known defect does; `why` then says which, with the evidence. `dtype` is
+ * the output's logical dtype, `what` the leaf's name. */
 int rp_signature(char *why, size_t n, const np_op_call *oc, const double *dumped,
-                 const char *dtype, const char *what);
+                 const char *dtype, int backward, const char *what);
 
 #endif

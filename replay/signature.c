@@ -8,7 +8,8 @@
  * dumped output's departure from the exact result onto the defect's
  * departure (a least-squares coefficient beta). A correct op leaves beta
  * near 0 (its rounding errors do not follow the defect's pattern), the
- * defect gives beta near 1, each with a standard error from the residual. */
+ * defect gives beta near 1, each with a standard error from the residual.
+ * A GELU of the wrong form (tanh for erf) is told by votes (gelu_votes). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,12 +192,66 @@ static int softmax_signature(char *why, size_t n, const np_op_call *oc, const do
     return judge(why, n, &f, nonfin, what);
 }
 
+/* GELU in a low dtype: the erf and tanh forms differ by less than one
+ * rounding for small inputs (|x| < 1: ~1e-5 against a bfloat16 half-ulp of
+ * ~1e-3), so no bound on the error sees the wrong form; but for ~1 % of
+ * the elements the two forms round to different values, and each such
+ * element is a vote: the dumped value is one rounding or the other. The
+ * wrong form is named when it takes at least VOTE_FRAC of at least
+ * VOTE_MIN votes (a correct kernel computed in float32 then rounded takes
+ * nearly all of them for its own form). */
+#define VOTE_MIN 16
+#define VOTE_FRAC 0.75
+
+static int gelu_votes(char *why, size_t n, const np_op_call *oc, const double *dumped, int dt,
+                      int backward, const char *what)
+{
+    const np_op_tensor *x = &oc->in[0];
+    int64_t ne = x->numel;
+    const double *g = backward ? oc->gout[0].data : NULL;
+    if (!dt || (backward && !g))
+        return 0;
+    int own = oc->sc[0] != 0.0;
+    double *a = malloc((size_t)(2 * ne + 1) * sizeof(double)), *b = a ? a + ne : NULL;
+    if (!a)
+        return 0;
+    if (backward) {
+        np_ref_gelu_backward(a, g, x->data, ne, own);
+        np_ref_gelu_backward(b, g, x->data, ne, !own);
+    } else {
+        np_ref_gelu_forward(a, x->data, ne, own);
+        np_ref_gelu_forward(b, x->data, ne, !own);
+    }
+    int64_t votes = 0, for_own = 0, for_other = 0;
+    for (int64_t i = 0; i < ne; i++) {
+        double ra = rnd(dt, a[i]), rb = rnd(dt, b[i]);
+        if (ra == rb || !isfinite(ra) || !isfinite(rb))
+            continue;
+        votes++;
+        for_own += dumped[i] == ra;
+        for_other += dumped[i] == rb;
+    }
+    free(a);
+    if (votes < VOTE_MIN || (double)for_other < VOTE_FRAC * (double)votes)
+        return 0;
+    snprintf(why, n, "%s is the %s form of GELU rounded, not the %s form asked for: of the %lld "
+             "elements where the two forms round differently, %lld hold the %s form's rounding "
+             "and %lld the %s form's", what, own ? "erf" : "tanh", own ? "tanh" : "erf",
+             (long long)votes, (long long)for_other, own ? "erf" : "tanh", (long long)for_own,
+             own ? "tanh" : "erf");
+    return 1;
+}
+
 int rp_signature(char *why, size_t n, const np_op_call *oc, const double *dumped,
-                 const char *dtype, const char *what)
+                 const char *dtype, int backward, const char *what)
 {
     int dt = 0;
     if (strcmp(dtype, "bfloat16") == 0 || strcmp(dtype, "float16") == 0)
         dt = np_dtype_from_name(dtype);
+    if (oc->info->op == NP_OP_GELU)
+        return gelu_votes(why, n, oc, dumped, dt, backward, what);
+    if (backward)
+        return 0;
     if (oc->info->op == NP_OP_SDPA)
         return sdpa_signature(why, n, oc, dumped, dt, what);
     if (oc->info->op == NP_OP_SOFTMAX)
