@@ -174,35 +174,35 @@ static int has_format(const char *list, const char *f)
 
 static int write_reports(const np_replay_result *r, const rp_args *a)
 {
-    char base[4096];
+    char base[256], name[300], path[4400];
     char stamp[32];
     time_t now = time(NULL);
     struct tm tm;
     gmtime_r(&now, &tm);
     strftime(stamp, sizeof stamp, "%Y%m%d%H%M%S", &tm);
     static const char *const exts[] = {"xlsx", "csv", "json"};
-    for (int i = 0; i < 3; i++) {
+    snprintf(base, sizeof base, "replay_result_rank%lld_step%lld_%s", (long long)r->rank,
+             (long long)r->step, stamp);
+    np_error err;
+    np_error_clear(&err);
+    /* the name family is reserved among parallel runs, as compare's reports */
+    np_status st = np_out_reserve(name, sizeof name, a->out, base, exts, 3, &err);
+    int reserved = st == NP_OK;
+    for (int i = 0; i < 3 && st == NP_OK; i++) {
         if (!has_format(a->format, exts[i]))
             continue;
-        np_error err;
-        np_error_clear(&err);
-        np_status st = NP_OK;
-        for (int k = 1; k < 100; k++) {
-            snprintf(base, sizeof base, "%s/replay_result_rank%lld_step%lld_%s%s%.0d.%s", a->out,
-                     (long long)r->rank, (long long)r->step, stamp, k > 1 ? "_" : "", k > 1 ? k : 0,
-                     exts[i]);
-            np_error_clear(&err);
-            st = i == 0 ? np_replay_write_xlsx(r, base, &err)
-                 : i == 1 ? np_replay_write_csv(r, base, &err)
-                          : np_replay_write_json(r, base, &err);
-            if (st == NP_OK || errno != EEXIST)
-                break;
-        }
-        if (st) {
-            np_cli_report(&err);
-            return NP_EXIT_USAGE;
-        }
-        printf("  report: %s\n", base);
+        snprintf(path, sizeof path, "%s/%s.%s", a->out, name, exts[i]);
+        st = i == 0   ? np_replay_write_xlsx(r, path, &err)
+             : i == 1 ? np_replay_write_csv(r, path, &err)
+                      : np_replay_write_json(r, path, &err);
+        if (st == NP_OK)
+            printf("  report: %s\n", path);
+    }
+    if (reserved)
+        np_out_release(a->out, name);
+    if (st) {
+        np_cli_report(&err);
+        return NP_EXIT_USAGE;
     }
     return 0;
 }

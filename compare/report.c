@@ -641,3 +641,107 @@ np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const 
     free(f);
     return np_out_commit(&o, 0, err);
 }
+
+/* ---- generic tables (report_internal.h): nprobe replay's reports ----------- */
+
+static void table_cell_csv(outbuf *b, const cmp_cell *c)
+{
+    if (c->kind == CELL_NUM)
+        ob_num(b, c->num);
+    else
+        csv_str(b, c->kind == CELL_STR ? c->str : "N/A");
+}
+
+np_status cmp_table_write_csv(const cmp_table *t, const char *path, np_error *err)
+{
+    np_out o;
+    FILE *f;
+    np_status st = report_open(&f, &o, path, err);
+    if (st != NP_OK)
+        return st;
+    outbuf *b = malloc(sizeof *b);
+    cmp_cells *cells = malloc(sizeof *cells);
+    if (!b || !cells) {
+        free(b);
+        free(cells);
+        np_out_abort(&o);
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    }
+    b->n = 0;
+    b->f = f;
+    for (int k = 0; k < t->n_cols; k++) {
+        if (k)
+            ob_putc(b, ',');
+        csv_str(b, t->headers[k]);
+    }
+    ob_putc(b, '\n');
+    for (size_t i = 0; i < t->n_rows; i++) {
+        t->row(cells, i, t->user);
+        for (int k = 0; k < cells->n; k++) {
+            if (k)
+                ob_putc(b, ',');
+            table_cell_csv(b, &cells->c[k]);
+        }
+        ob_putc(b, '\n');
+    }
+    ob_flush(b);
+    free(b);
+    free(cells);
+    return np_out_commit(&o, 0, err);
+}
+
+static void table_cell_json(outbuf *b, const cmp_cell *c)
+{
+    if (c->kind == CELL_NUM)
+        json_num(b, c->num);
+    else if (c->kind == CELL_STR)
+        json_str(b, c->str);
+    else
+        ob_puts(b, "null");
+}
+
+np_status cmp_table_write_json(const cmp_table *t, const char *path, np_error *err)
+{
+    np_out o;
+    FILE *f;
+    np_status st = report_open(&f, &o, path, err);
+    if (st != NP_OK)
+        return st;
+    outbuf *b = malloc(sizeof *b);
+    cmp_cells *cells = malloc(sizeof *cells);
+    if (!b || !cells) {
+        free(b);
+        free(cells);
+        np_out_abort(&o);
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    }
+    b->n = 0;
+    b->f = f;
+    ob_puts(b, "{\n\"summary\": {");
+    for (int k = 0; k < t->n_sum; k++) {
+        ob_puts(b, k ? ", " : "");
+        json_str(b, t->sum_keys[k]);
+        ob_puts(b, ": ");
+        table_cell_json(b, &t->sum_vals[k]);
+    }
+    ob_puts(b, "},\n\"headers\": [");
+    for (int k = 0; k < t->n_cols; k++) {
+        ob_puts(b, k ? ", " : "");
+        json_str(b, t->headers[k]);
+    }
+    ob_puts(b, "],\n\"rows\": [");
+    for (size_t i = 0; i < t->n_rows; i++) {
+        t->row(cells, i, t->user);
+        ob_puts(b, i ? ",\n[" : "\n[");
+        for (int k = 0; k < cells->n; k++) {
+            ob_puts(b, k ? ", " : "");
+            table_cell_json(b, &cells->c[k]);
+        }
+        ob_putc(b, ']');
+    }
+    ob_puts(b, "]\n}\n");
+    ob_flush(b);
+    free(b);
+    free(cells);
+    return np_out_commit(&o, 0, err);
+}

@@ -43,4 +43,28 @@ void cmp_tolerance_text(char *buf, size_t cap, const np_cmp_tolerance *t);
 int cmp_is_exact_tolerance(const np_cmp_tolerance *t);
 void cmp_overrides_text(char *buf, size_t cap, const np_cmp_pair *p);
 
+/* A table report that is not a compare pair (nprobe replay's), written by
+ * the same writers: a summary (key, value) and rows of cells. `row` fills
+ * the cells of data row i and returns its fill: 0 none, 1 red (an error),
+ * 2 yellow (a warning); it is called from several threads at once (xlsx). */
+typedef struct cmp_table {
+    const char *const *headers;
+    int n_cols;
+    size_t n_rows;
+    int (*row)(cmp_cells *cells, size_t i, const void *user);
+    const void *user;
+    const char *const *sum_keys; /* the summary: n_sum keys and cells */
+    const cmp_cell *sum_vals;
+    int n_sum;
+} cmp_table;
+
+/* csv (report.c): header and rows as np_cmp_write_csv writes them. */
+np_status cmp_table_write_csv(const cmp_table *t, const char *path, np_error *err);
+/* json (report.c): {"summary": {key: value}, "headers": [...], "rows": [[...]]},
+ * numbers as np_cmp_write_json writes them (N/A null, infinities "inf"). */
+np_status cmp_table_write_json(const cmp_table *t, const char *path, np_error *err);
+/* xlsx (report_xlsx.c): sheet "summary" (key, value) and sheet "rows"
+ * (frozen header, autofilter, fills), the rows spliced in as compare's. */
+np_status cmp_table_write_xlsx(const cmp_table *t, const char *path, np_error *err);
+
 #endif

@@ -365,3 +365,75 @@ np_status np_cmp_write_xlsx(const np_cmp_result *r, const np_cmp_pair *p, const 
     free(sheets);
     return st;
 }
+
+/* ---- generic tables (report_internal.h): nprobe replay's reports ----------- */
+
+typedef struct table_styles {
+    const cmp_table *t;
+    int red, yellow;
+} table_styles;
+
+static int table_row(cmp_cells *cells, size_t i, const void *user)
+{
+    const table_styles *S = user;
+    int fill = S->t->row(cells, i, S->t->user);
+    return fill == 1 ? S->red : fill == 2 ? S->yellow : 0;
+}
+
+np_status cmp_table_write_xlsx(const cmp_table *t, const char *path, np_error *err)
+{
+    np_out out;
+    np_status st = np_out_begin(&out, path, NULL, err);
+    if (st != NP_OK)
+        return st;
+    lxw_workbook_options o = {.constant_memory = LXW_TRUE, .tmpdir = NULL};
+    lxw_workbook *wb = workbook_new_opt(out.tmp, &o);
+    if (!wb) {
+        np_out_abort(&out);
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot create the xlsx report");
+    }
+    fmts F = {0};
+    F.bold = workbook_add_format(wb);
+    format_set_bold(F.bold);
+    F.header = workbook_add_format(wb);
+    format_set_bold(F.header);
+    format_set_bottom(F.header, LXW_BORDER_THIN);
+    F.red = workbook_add_format(wb);
+    format_set_pattern(F.red, LXW_PATTERN_SOLID);
+    format_set_bg_color(F.red, RED);
+    F.yellow = workbook_add_format(wb);
+    format_set_pattern(F.yellow, LXW_PATTERN_SOLID);
+    format_set_bg_color(F.yellow, YELLOW);
+    table_styles S = {t, lxw_format_get_xf_index(F.red), lxw_format_get_xf_index(F.yellow)};
+    lxw_worksheet *sum = workbook_add_worksheet(wb, "summary");
+    lxw_worksheet *ws = workbook_add_worksheet(wb, "rows");
+    if (sum && ws) {
+        for (int k = 0; k < t->n_sum; k++) {
+            worksheet_write_string(sum, (lxw_row_t)k, 0, t->sum_keys[k], F.bold);
+            put_cell(sum, (lxw_row_t)k, 1, &t->sum_vals[k], NULL);
+        }
+        worksheet_set_column(sum, 0, 0, 20, NULL);
+        worksheet_set_column(sum, 1, 1, 70, NULL);
+        for (int k = 0; k < t->n_cols; k++) {
+            worksheet_set_column(ws, (lxw_col_t)k, (lxw_col_t)k, col_width(t->headers[k]), NULL);
+            worksheet_write_string(ws, 0, (lxw_col_t)k, t->headers[k], F.header);
+        }
+        worksheet_freeze_panes(ws, 1, 0);
+        worksheet_autofilter(ws, 0, 0, (lxw_row_t)t->n_rows, (lxw_col_t)(t->n_cols - 1));
+    }
+    lxw_error e = workbook_close(wb);
+    if (e != LXW_NO_ERROR)
+        st = np_error_set(err, NP_ERR_IO, path, NULL, "writing the xlsx report failed: %s",
+                          lxw_strerror(e));
+    else if (!sum || !ws)
+        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "cannot add the report's sheets");
+    else if (t->n_rows) {
+        cmp_xlsx_sheet d = {2, 0, t->n_rows, t->n_cols, table_row, &S};
+        st = cmp_xlsx_fill_sheets(out.tmp, &d, 1, err);
+    }
+    if (st == NP_OK)
+        st = np_out_commit(&out, 0, err);
+    else
+        np_out_abort(&out);
+    return st;
+}

@@ -105,7 +105,10 @@ np_status np_replay_file(np_replay_result **out, const char *path, const np_repl
 void np_replay_result_free(np_replay_result *r);
 
 /* Reports (the columns are in docs/COMPARE.md): one row per compared leaf
- * and one per call not recomputed. */
+ * and one per call not recomputed. Written by compare's report writers
+ * (np_compare, compare/report_replay.c): a temporary renamed onto `path`
+ * when complete (an existing `path` is replaced; reserve names with
+ * np_out_reserve). */
 np_status np_replay_write_csv(const np_replay_result *r, const char *path, np_error *err);
 np_status np_replay_write_json(const np_replay_result *r, const char *path, np_error *err);
 np_status np_replay_write_xlsx(const np_replay_result *r, const char *path, np_error *err);
