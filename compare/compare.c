@@ -557,6 +557,8 @@ static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cm
     if (st == NP_OK)
         st = cmp_isolated(p, o->no_replay, err);
     if (st == NP_OK)
+        st = cmp_gaps(p, err);
+    if (st == NP_OK)
         st = cmp_subthreshold(p, err);
     cmp_dump_close(&bd);
     cmp_dump_close(&cd);

@@ -117,6 +117,9 @@ np_status cmp_isolated(np_cmp_pair *p, int no_replay, np_error *err);
 /* Rule 3 (verdict.c): error rows but no culprit: name the call below the
  * level where the error jumped (docs/COMPARE.md, "Sub-threshold origin"). */
 np_status cmp_subthreshold(np_cmp_pair *p, np_error *err);
+/* Rule 2 (verdict.c): a call made on the bench side only (a gap) names the
+ * innermost module holding it and the culprit after it (docs/COMPARE.md, "Gaps"). */
+np_status cmp_gaps(np_cmp_pair *p, np_error *err);
 
 /* Match the two dumps' entries into p->rows (rows get bench/cmp/match). */
 typedef struct cmp_mapping cmp_mapping;

@@ -889,3 +889,135 @@ np_status cmp_subthreshold(np_cmp_pair *p, np_error *err)
     p->n_culprits = 1;
     return NP_OK;
 }
+
+/* Rule 2 of issue 16, gaps (docs/COMPARE.md): a call the bench made and the
+ * run under test did not (all its rows bench-only: a missing residual add,
+ * a skipped op) leaves no failing row of its own; the first call after it
+ * sees failing inputs with no earlier dumped call failing, and the walk
+ * names that call ("the error starts before it"). When such a culprit and
+ * a missing call share a module, the innermost module holding both is
+ * named instead ("the gap is inside it"); the culprit and the modules
+ * between it and that module become propagated. */
+static int call_index(const np_cmp_pair *p, const char *name)
+{
+    for (size_t j = 0; name && name[0] && j < p->n_calls; j++)
+        if (!strcmp(p->calls[j].name, name))
+            return (int)j;
+    return -1;
+}
+
+/* 1 when module `mod` (a call name) is `name`'s parent or an ancestor of it. */
+static int holds(const np_cmp_pair *p, const char *mod, const char *name)
+{
+    int k = call_index(p, name);
+    const char *par = k >= 0 ? p->calls[k].parent : NULL;
+    for (int d = 0; par && par[0] && d < 64; d++) {
+        if (!strcmp(par, mod))
+            return 1;
+        int j = call_index(p, par);
+        par = j >= 0 ? p->calls[j].parent : NULL;
+    }
+    return 0;
+}
+
+static void gap_rename(np_cmp_pair *p, int c, int gap, const char *mod)
+{
+    cmp_pair_priv *pv = p->priv;
+    int m = call_index(p, mod);
+    if (m < 0)
+        return;
+    np_cmp_call *cul = &p->calls[c];
+    p->calls[m].status = NP_CALL_CULPRIT;
+    p->calls[m].reason = fmt_reason(&pv->arena,
+                                     "a gap inside this module: %s was called on the bench side "
+                                     "only (a missing call: a residual add, a skipped op), and "
+                                     "the first call after it, %s, already has failing inputs "
+                                     "with no earlier dumped call failing",
+                                     p->calls[gap].name, cul->name);
+    cul->status = NP_CALL_PROPAGATED;
+    cul->reason = fmt_reason(&pv->arena, "its inputs fail from the gap in %s (%s is missing on "
+                             "the cmp side)", mod, p->calls[gap].name);
+    /* the modules between the culprit and `mod` only carry it; those around `mod` contain it */
+    const char *par = cul->parent;
+    for (int d = 0; par && par[0] && d < 64; d++) {
+        int j = call_index(p, par);
+        if (j < 0)
+            break;
+        if (j == m) {
+            par = p->calls[j].parent;
+            for (int e = 0; par && par[0] && e < 64; e++) {
+                int a = call_index(p, par);
+                if (a < 0)
+                    break;
+                if (p->calls[a].status != NP_CALL_PASS) {
+                    p->calls[a].status = NP_CALL_CONTAINS;
+                    p->calls[a].reason = "a call inside this module is the culprit";
+                }
+                par = p->calls[a].parent;
+            }
+            return;
+        }
+        if (p->calls[j].status == NP_CALL_CONTAINS) {
+            p->calls[j].status = NP_CALL_PROPAGATED;
+            p->calls[j].reason = "its failing outputs come from the gap in an enclosing module";
+        }
+        par = p->calls[j].parent;
+    }
+}
+
+np_status cmp_gaps(np_cmp_pair *p, np_error *err)
+{
+    size_t nc = p->n_calls;
+    char *one_sided = calloc(nc + 1, 1), *two = calloc(nc + 1, 1);
+    if (!one_sided || !two) {
+        free(one_sided);
+        free(two);
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+    }
+    for (size_t i = 0; i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        if (r->call_index < 0)
+            continue;
+        if (r->cmp)
+            two[r->call_index] = 1;
+        else
+            one_sided[r->call_index] = 1;
+    }
+    int renamed = 0;
+    for (size_t k = 0; k < nc; k++) {
+        np_cmp_call *c = &p->calls[k];
+        if (c->status != NP_CALL_CULPRIT || strcmp(c->kind, "api") != 0 || !(c->sev_in > 1))
+            continue;
+        /* the innermost module around c that also holds a call missing on the cmp side */
+        const char *par = c->parent;
+        for (int d = 0; par && par[0] && d < 64; d++) {
+            int gap = -1;
+            for (size_t g = 0; g < nc && gap < 0; g++)
+                if (one_sided[g] && !two[g] && holds(p, par, p->calls[g].name))
+                    gap = (int)g;
+            if (gap >= 0) {
+                gap_rename(p, (int)k, gap, par);
+                renamed = 1;
+                break;
+            }
+            int j = call_index(p, par);
+            par = j >= 0 ? p->calls[j].parent : NULL;
+        }
+    }
+    free(one_sided);
+    free(two);
+    if (!renamed)
+        return NP_OK;
+    size_t n = 0;
+    for (size_t k = 0; k < nc; k++)
+        n += p->calls[k].status == NP_CALL_CULPRIT;
+    free(p->culprits);
+    p->culprits = malloc((n + 1) * sizeof *p->culprits);
+    p->n_culprits = 0;
+    if (!p->culprits)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+    for (size_t k = 0; k < nc; k++)
+        if (p->calls[k].status == NP_CALL_CULPRIT)
+            p->culprits[p->n_culprits++] = (int)k;
+    return NP_OK;
+}

@@ -396,6 +396,87 @@ static void test_subthreshold(void)
     np_cmp_pair_free(&p);
 }
 
+/* Rule 2, gaps: a Block{relu -> add (residual) -> layer_norm} on the bench
+ * side; the cmp side never calls the add, so the layer_norm's input differs
+ * with no earlier dumped call failing. The walk would name the layer_norm
+ * ("the error starts before it"); the gap names the Block, the innermost
+ * module holding the missing call, and the layer_norm (and its LayerNorm
+ * module) propagate. The same pair without the Block (no module holds the
+ * gap) keeps the layer_norm. */
+static void write_gap(const char *path, int with_add, int with_module)
+{
+    tw *w = tw_open(path, "tensor", "fp32", 0, 0);
+    CHECK(w != NULL);
+    if (!w)
+        return;
+    float x[N], y[N], z[N], o[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = base[X][i];
+        y[i] = x[i] > 0 ? x[i] : 0;
+        z[i] = with_add ? y[i] + x[i] : y[i];
+        o[i] = 0.5f * z[i];
+    }
+    const char *blk = with_module ? "Module.h.0.Block.forward.0" : "";
+    const char *lnm = with_module ? "Module.h.0.ln_2.LayerNorm.forward.0" : "";
+    if (with_module) {
+        int m = tw_call(w, blk, "module", "", "gpt.py:30 forward");
+        tw_tensor(w, m, blk, "input", "0", "float32", 1, shp, x);
+        tw_tensor(w, m, blk, "output", "0", "float32", 1, shp, o);
+    }
+    int r = tw_call(w, "Functional.relu.0.forward", "api", blk, "gpt.py:31 forward");
+    tw_tensor(w, r, "Functional.relu.0.forward", "input", "0", "float32", 1, shp, x);
+    tw_tensor(w, r, "Functional.relu.0.forward", "output", "0", "float32", 1, shp, y);
+    if (with_add) {
+        int a = tw_call(w, "Tensor.add.0.forward", "api", blk, "gpt.py:32 forward");
+        tw_tensor(w, a, "Tensor.add.0.forward", "input", "0", "float32", 1, shp, y);
+        tw_tensor(w, a, "Tensor.add.0.forward", "input", "1", "float32", 1, shp, x);
+        tw_tensor(w, a, "Tensor.add.0.forward", "output", "0", "float32", 1, shp, z);
+    }
+    if (with_module) {
+        int m = tw_call(w, lnm, "module", blk, "gpt.py:33 forward");
+        tw_tensor(w, m, lnm, "input", "0", "float32", 1, shp, z);
+        tw_tensor(w, m, lnm, "output", "0", "float32", 1, shp, o);
+    }
+    int l = tw_call(w, "Functional.layer_norm.0.forward", "api", with_module ? lnm : "",
+                    "gpt.py:33 forward");
+    tw_tensor(w, l, "Functional.layer_norm.0.forward", "input", "0", "float32", 1, shp, z);
+    tw_tensor(w, l, "Functional.layer_norm.0.forward", "output", "0", "float32", 1, shp, o);
+    CHECK_EQ_INT(tw_close(w, 1), 0);
+}
+
+static void test_gap(void)
+{
+    char b[512], c[512];
+    path_of(b, sizeof b, "gap_b.h5");
+    path_of(c, sizeof c, "gap_c.h5");
+    write_gap(b, 1, 1);
+    write_gap(c, 0, 1);
+    np_cmp_pair p;
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    const np_cmp_call *f = first_culprit(&p);
+    CHECK(f != NULL);
+    if (f) {
+        CHECK_STREQ(f->name, "Module.h.0.Block.forward.0");
+        CHECK_CONTAINS(f->reason, "Tensor.add.0.forward");
+        CHECK_CONTAINS(f->reason, "Functional.layer_norm.0.forward");
+    }
+    CHECK_EQ_INT(p.n_culprits, 1);
+    const np_cmp_call *ln = find_call(&p, "Functional.layer_norm.0.forward");
+    CHECK(ln && ln->status == NP_CALL_PROPAGATED);
+    const np_cmp_call *lnm = find_call(&p, "Module.h.0.ln_2.LayerNorm.forward.0");
+    CHECK(lnm && lnm->status != NP_CALL_CULPRIT && lnm->status != NP_CALL_CONTAINS);
+    np_cmp_pair_free(&p);
+    /* no module holds the gap: the first call after it stays the culprit */
+    write_gap(b, 1, 0);
+    write_gap(c, 0, 0);
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    f = first_culprit(&p);
+    CHECK(f && !strcmp(f->name, "Functional.layer_norm.0.forward"));
+    np_cmp_pair_free(&p);
+}
+
 /* Gradients behind a non-smooth op (docs/COMPARE.md): in a low-precision
  * run, from the first relu/max_pool backward on, a gradient row is judged
  * by the routed level 8 sqrt(u) (bf16 0.5, fp16 0.177); before it, and in
@@ -1444,6 +1525,7 @@ int main(void)
     test_eps_differs();
     test_bf16_noise();
     test_subthreshold();
+    test_gap();
     test_routed_gradients();
     test_loss_scale();
     test_outside_dump();
