@@ -41,12 +41,20 @@ void np_ref_layernorm_forward(double *out, double *mag, double *mean, double *rs
             mean[r] = m;
         if (rstd)
             rstd[r] = s;
+        /* the mean is a sum of C terms: a float32 kernel gets it within
+         * ~u mean|x| (not u |mean|), and every output of the row carries
+         * that error times rstd (PyTorch's CPU layer_norm: 536 u of |mean|
+         * at an element near the mean of a row whose mean is ~0) */
+        double mabs = 0.0;
+        for (int64_t j = 0; mag && j < C; j++)
+            mabs += fabs(x[j]);
+        mabs /= (double)C;
         for (int64_t j = 0; j < C; j++) {
             double w = weight ? weight[j] : 1.0, b = bias ? bias[j] : 0.0;
             double xh = (x[j] - m) * s;
             out[r * C + j] = xh * w + b;
             if (mag) /* (x - mean) and (xhat w + b) both cancel */
-                mag[r * C + j] = (fabs(x[j]) + fabs(m)) * s * fabs(w) + fabs(b);
+                mag[r * C + j] = (fabs(x[j]) + mabs) * s * fabs(w) + fabs(b);
         }
     }
 }
@@ -76,12 +84,16 @@ void np_ref_layernorm_backward(double *dinp, double *dweight, double *dbias, dou
         }
         a /= (double)C;
         b /= (double)C;
+        double mabs = 0.0; /* xhat carries the mean's error, ~u mean|x| rstd */
+        for (int64_t j = 0; mdinp && j < C; j++)
+            mabs += fabs(x[j]);
+        mabs = mabs / (double)C * s;
         for (int64_t j = 0; j < C; j++) {
             double w = weight ? weight[j] : 1.0, xh = (x[j] - m) * s, dxh = g[j] * w;
             if (dinp)
                 dinp[r * C + j] = s * (dxh - a - xh * b);
             if (mdinp)
-                mdinp[r * C + j] = s * (fabs(dxh) + am / (double)C + fabs(xh) * bm / (double)C);
+                mdinp[r * C + j] = s * (fabs(dxh) + am / (double)C + (fabs(xh) + mabs) * bm / (double)C);
         }
     }
 }
