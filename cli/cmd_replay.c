@@ -47,6 +47,9 @@ static void help(FILE *out)
                  "A correct op stays within its budget (float32 256 u, bfloat16/float16 8 u,\n"
                  "shape ops 0.5 u; docs/COMPARE.md); calls without a float64 reference or\n"
                  "with inputs missing from the dump are listed as not recomputable.\n"
+                 "Two known defects that stay inside one rounding are told by their\n"
+                 "pattern instead (\"defect signature\"): a softmax/attention computed in\n"
+                 "float16 without max subtraction, and a GELU of the other form (tanh/erf).\n"
                  "DUMP is a dump root, a step or rank directory or a dump.h5.\n"
                  "\noptions:\n");
     for (int i = 0; i < OPT_COUNT; i++) {

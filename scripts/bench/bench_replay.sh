@@ -13,7 +13,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${NPROBE_BIN:-$root/build/release/nprobe}
 threads=${BENCH_THREADS:-$(nproc)}
-L=4 H=4 C=256 T=128 B=8 steps=12 warm=2 rounds=5
+L=4 H=4 C=256 T=128 B=8 steps=8 warm=2 rounds=3
 [ "${1:-}" = "--quick" ] && { steps=4 warm=1 rounds=1; }
 [ -x "$bin" ] || { echo "bench_replay: $bin is not built (set NPROBE_BIN)" >&2; exit 2; }
 tmp=$(mktemp -d)

@@ -51,18 +51,29 @@ judge() {
 import json, sys
 j = json.load(open(sys.argv[1]))
 fc = j["first_culprit"]
-err = sum(1 for r in j["rows"] if r[j["headers"].index("Verdict")] == "error")
-print((fc["call"] if fc else "none"), err)
+h = j["headers"]
+verdicts = [r[h.index("Verdict")] for r in j["rows"]]
+# the worst relative difference of a row: tensor ||c - b|| / ||b||, statistics the norm's
+worst = 0.0
+for r in j["rows"]:
+    if "EucDist" in h:
+        e, n = r[h.index("EucDist")], r[h.index("Bench l2norm")]
+        v = e / n if isinstance(e, (int, float)) and isinstance(n, (int, float)) and n > 0 else 0.0
+    else:
+        v = r[h.index("NormRelativeErr")]
+        v = v if isinstance(v, (int, float)) else 0.0
+    worst = max(worst, v)
+print((fc["call"] if fc else "none"), verdicts.count("error"), verdicts.count("warning"), "%.3g" % worst)
 PY
 )
-  [ -n "$res" ] || res="unreadable 0"
+  [ -n "$res" ] || res="unreadable 0 0 0"
   set -- $res
   total=$((total + 1)); n_pairs[$group]=$(( ${n_pairs[$group]:-0} + 1 ))
   if [ "$1" != none ] || [ "$rc" = 2 ]; then
     bad=$((bad + 1)); n_bad[$group]=$(( ${n_bad[$group]:-0} + 1 ))
-    echo "FALSE $group: first culprit $1, exit $rc, $2 error rows"
+    echo "FALSE $group: first culprit $1, exit $rc, $2 error rows, $3 warnings, worst row rel. diff. $4"
   else
-    echo "ok    $group: no culprit, exit $rc, $2 error rows"
+    echo "ok    $group: no culprit, exit $rc, $2 error rows, $3 warnings, worst row rel. diff. $4"
   fi
 }
 
