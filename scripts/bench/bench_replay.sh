@@ -62,7 +62,7 @@ echo "(tensor task, $calls, $((bytes / 1000000)) MB), replayed by \`nprobe repla
 echo "payload, recomputes every call in float64); the runtime's own training step at the same"
 echo "size and threads as the baseline; $rounds interleaved rounds, medians; load before: $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
-echo "| case | nprobe replay | runtime step | ratio | target | met |"
+echo "| work | nprobe replay | runtime step | ratio | target | met? |"
 echo "|---|---|---|---|---|---|"
 met=$(awk -v r="$ratio" 'BEGIN { print (r <= 5) ? "yes" : "no" }')
 echo "| GPT ${L}x${C}, one step, L1 tensor dump | ${rm_} ms | ${tm} ms | x${ratio} | <= x5 | $met |"

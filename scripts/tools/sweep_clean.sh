@@ -77,7 +77,7 @@ PY
   fi
 }
 
-MODELS=${NP_CLEAN_MODELS:-mlp cnn gpt}
+MODELS=${NP_CLEAN_MODELS-mlp cnn gpt}
 PRECS=${NP_CLEAN_PRECS:-bf16 fp16}
 TASKS=${NP_CLEAN_TASKS:-tensor statistics}
 for seed in $SEEDS; do
