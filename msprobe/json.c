@@ -142,26 +142,39 @@ static np_status read_string(np_json_tok *t, np_json_reader *r, np_error *err)
 
 static np_status read_number(np_json_tok *t, np_json_reader *r, np_error *err)
 {
-    if (lit(r, "NaN")) {
+    char c0 = *r->p;
+    if (c0 == 'N' && lit(r, "NaN")) {
         t->num = NAN;
         return NP_OK;
     }
-    if (lit(r, "Infinity")) {
+    if (c0 == 'I' && lit(r, "Infinity")) {
         t->num = INFINITY;
         return NP_OK;
     }
-    if (lit(r, "-Infinity")) {
+    if (c0 == '-' && lit(r, "-Infinity")) {
         t->num = -INFINITY;
         return NP_OK;
     }
     char buf[64];
     size_t n = 0;
     const char *q = r->p;
+    int digits_only = 1; /* an integer (a shape, an int item): no strtod */
     while (q < r->end && n < sizeof buf - 1 &&
            ((*q >= '0' && *q <= '9') || *q == '-' || *q == '+' || *q == '.' || *q == 'e' ||
-            *q == 'E'))
+            *q == 'E')) {
+        digits_only &= (*q >= '0' && *q <= '9') || (n == 0 && *q == '-');
         buf[n++] = *q++;
+    }
     buf[n] = '\0';
+    size_t neg = n && buf[0] == '-';
+    if (digits_only && n > neg && n - neg <= 15) {
+        int64_t v = 0; /* at most 15 digits: exact in a double */
+        for (size_t i = neg; i < n; i++)
+            v = v * 10 + (buf[i] - '0');
+        t->num = neg ? -(double)v : (double)v;
+        r->p = q;
+        return NP_OK;
+    }
     char *e = NULL;
     int lead_ok = n > 0 && (buf[0] == '-' || (buf[0] >= '0' && buf[0] <= '9'));
     t->num = lead_ok ? strtod(buf, &e) : 0.0;
@@ -207,11 +220,11 @@ static np_status read_value(np_json_tok *t, np_json_reader *r, np_error *err)
     if (c == '"') {
         t->type = NP_JSON_STR;
         st = read_string(t, r, err);
-    } else if (lit(r, "true")) {
+    } else if (c == 't' && lit(r, "true")) {
         t->type = NP_JSON_TRUE;
-    } else if (lit(r, "false")) {
+    } else if (c == 'f' && lit(r, "false")) {
         t->type = NP_JSON_FALSE;
-    } else if (lit(r, "null")) {
+    } else if (c == 'n' && lit(r, "null")) {
         t->type = NP_JSON_NULL;
     } else {
         t->type = NP_JSON_NUM;
@@ -368,7 +381,9 @@ size_t np_json_str(char *dst, size_t cap, const np_json_tok *t)
 
 int np_json_is(const np_json_tok *t, const char *s)
 {
+    /* the first byte first: item fields are tried against a list of keys */
+    if ((t->type != NP_JSON_KEY && t->type != NP_JSON_STR) || (t->len && t->s[0] != s[0]))
+        return 0;
     size_t n = strlen(s);
-    return (t->type == NP_JSON_KEY || t->type == NP_JSON_STR) && t->len == n &&
-           memcmp(t->s, s, n) == 0;
+    return t->len == n && memcmp(t->s, s, n) == 0;
 }
