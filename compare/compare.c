@@ -305,17 +305,17 @@ void np_cmp_pair_free(np_cmp_pair *p)
 {
     if (!p)
         return;
-    cmp_pair_priv *pv = p->priv;
     free(p->rows);
-    if (pv && pv->shrunk) {
-        free(pv->shrunk); /* holds calls[0] and culprits[0] */
+    if (p->shrunk) {
+        free(p->priv); /* the shrunk block: calls[0], culprits[0] and their strings */
     } else {
+        cmp_pair_priv *pv = p->priv;
         free(p->calls);
         free(p->culprits);
-    }
-    if (pv) {
-        priv_release(pv);
-        free(pv);
+        if (pv) {
+            priv_release(pv);
+            free(pv);
+        }
     }
     memset(p, 0, sizeof *p);
 }
@@ -365,11 +365,12 @@ void np_cmp_pair_shrink(np_cmp_pair *p)
     free(p->calls);
     free(p->culprits);
     priv_release(pv);
+    free(pv);
     p->rows = NULL;
     p->calls = b ? &b->call : NULL;
     p->culprits = b ? &b->culprit : NULL;
     p->n_calls = p->n_culprits = b ? 1 : 0;
-    pv->shrunk = b;
+    p->priv = b; /* freed with the pair */
     p->shrunk = 1;
 }
 

@@ -155,7 +155,6 @@ typedef struct cmp_pair_priv {
                                 * not OK are errors left out of the root cause */
     np_cmp_side *bench_entries, *cmp_entries;
     cmp_call_rec *bench_calls, *cmp_calls;
-    void *shrunk;              /* np_cmp_pair_shrink's block (calls[0], culprits[0], strings) */
 } cmp_pair_priv;
 
 /* 1 when the side is a gradient (a tensor of a backward call or a

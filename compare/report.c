@@ -64,7 +64,7 @@ const char *np_cmp_advice(const np_cmp_pair *p)
                "implementation on the cmp side (kernel, epsilon and other scalar arguments, "
                "masking, dtype of the accumulation), then rerun the compare. Later culprits may "
                "be consequences or independent faults; propagated calls follow from earlier ones.";
-    const cmp_pair_priv *pv = p->priv;
+    const cmp_pair_priv *pv = p->shrunk ? NULL : p->priv; /* shrunk: no payload states */
     size_t n_bad = 0;
     for (size_t i = 0; pv && pv->payload && i < p->n_rows; i++)
         n_bad += pv->payload[i] != CMP_PAYLOAD_OK;
