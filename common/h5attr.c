@@ -188,3 +188,65 @@ void np_h5_unquiet(const np_h5_quiet_state *q)
 {
     H5Eset_auto2(H5E_DEFAULT, (H5E_auto2_t)q->fn, q->data);
 }
+
+/* Element count of dims[0..nd), 0 or NP_H5_DSET_OVERFLOW past max. */
+static int checked_numel(const hsize_t *dims, int nd, int64_t max, int64_t *out)
+{
+    int64_t n = 1;
+    for (int i = 0; i < nd; i++) {
+        if (dims[i] > (hsize_t)INT64_MAX)
+            return NP_H5_DSET_OVERFLOW;
+        if (dims[i] != 0 && n > max / (int64_t)dims[i])
+            return NP_H5_DSET_OVERFLOW;
+        n *= (int64_t)dims[i];
+    }
+    *out = n;
+    return 0;
+}
+
+int np_h5_dset_extent(int64_t ds, size_t esize, int cap, int64_t *dims, int *ndim, int64_t *numel)
+{
+    hid_t sp = H5Dget_space((hid_t)ds);
+    int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    H5S_class_t cls = sp >= 0 ? H5Sget_simple_extent_type(sp) : H5S_NO_CLASS;
+    hsize_t d[32] = {0};
+    int rc = 0;
+    if (nd < 0 || nd > cap || nd > 32 || (cls != H5S_SIMPLE && cls != H5S_SCALAR))
+        rc = NP_H5_DSET_NOT_SIMPLE;
+    else if (nd > 0 && H5Sget_simple_extent_dims(sp, d, NULL) < 0)
+        rc = NP_H5_DSET_NOT_SIMPLE;
+    if (sp >= 0)
+        H5Sclose(sp);
+    int64_t n = 0;
+    if (!rc)
+        rc = checked_numel(d, nd, INT64_MAX / (int64_t)(esize ? esize : 1), &n);
+    if (rc)
+        return rc;
+    /* the bytes the file holds for it */
+    hid_t dcpl = H5Dget_create_plist((hid_t)ds);
+    int nfilters = dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    uint64_t want = (uint64_t)n * esize, have = (uint64_t)H5Dget_storage_size((hid_t)ds);
+    if (nfilters > 0 ? have < want / 1024 : have < want)
+        return NP_H5_DSET_NOT_STORED;
+    for (int i = 0; i < nd; i++)
+        dims[i] = (int64_t)d[i];
+    *ndim = nd;
+    *numel = n;
+    return 0;
+}
+
+const char *np_h5_dset_problem(int rc)
+{
+    switch (rc) {
+    case 0:
+        return "is fine";
+    case NP_H5_DSET_NOT_SIMPLE:
+        return "is not a simple dataset of at most the expected dimensions";
+    case NP_H5_DSET_OVERFLOW:
+        return "has a shape whose element count overflows 64 bits";
+    default:
+        return "claims more elements than the file holds data for";
+    }
+}

@@ -15,6 +15,7 @@
 #include "cc_internal.h"
 #include "nprobe/dumpio.h"
 #include "nprobe/format.h"
+#include "nprobe/model.h"
 
 #define MAX_PARAM_BYTES ((uint64_t)4 << 30)
 
@@ -47,8 +48,6 @@ static np_status add_dataset(json_t *params, hid_t loc, const char *dsname, cons
                           "expected a simple dataset of at most %d dimensions", NP_MAX_DIMS);
         goto done;
     }
-    hsize_t dims[NP_MAX_DIMS] = {0};
-    H5Sget_simple_extent_dims(sp, dims, NULL);
     H5T_class_t cls = H5Tget_class(ft);
     size_t tsize = H5Tget_size(ft);
     char kind;
@@ -68,13 +67,19 @@ static np_status add_dataset(json_t *params, hid_t loc, const char *dsname, cons
                           "expected float32, float64, int64, int32 or uint8 data");
         goto done;
     }
-    uint64_t numel = 1;
-    json_t *shape = json_array();
-    for (int i = 0; i < nd; i++) {
-        numel *= dims[i];
-        json_array_append_new(shape, json_integer((json_int_t)dims[i]));
-    }
+    /* the element count overflow-checked, the data actually in the file */
     size_t esize = H5Tget_size(mt);
+    int64_t dims[NP_MAX_DIMS] = {0}, n = 0;
+    int rc = np_h5_dset_extent(ds, esize, NP_MAX_DIMS, dims, &nd, &n);
+    if (rc) {
+        st = np_error_set(err, NP_ERR_FORMAT, file, dsname, "dataset %s %s", dsname,
+                          np_h5_dset_problem(rc));
+        goto done;
+    }
+    uint64_t numel = (uint64_t)n;
+    json_t *shape = json_array();
+    for (int i = 0; i < nd; i++)
+        json_array_append_new(shape, json_integer((json_int_t)dims[i]));
     if (numel > MAX_PARAM_BYTES / esize) {
         json_decref(shape);
         st = np_error_set(err, NP_ERR_LIMIT, file, dsname, "parameter larger than 4 GiB");
@@ -194,7 +199,10 @@ np_status np_cc_weights_checkpoint(json_t *params, const char *path, np_error *e
         if (st != NP_OK)
             return st;
     }
-    return checkpoint_read(params, path, err);
+    /* model settings that the file's data do not back (n_layer 2^31 ...)
+     * are refused, as train --load refuses them */
+    np_status st = np_checkpoint_check_settings(path, err);
+    return st != NP_OK ? st : checkpoint_read(params, path, err);
 }
 
 /* "Module.h.0.mlp.c_fc.Linear.forward.0" + leaf key "weight" -> "h.0.mlp.c_fc.weight". */

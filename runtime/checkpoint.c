@@ -318,6 +318,142 @@ static np_status open_ckpt(hid_t *out, const char *path, np_error *err)
     return st;
 }
 
+/* ---- the settings agree with the datasets in the file ------------------ */
+
+/* A parameter dataset the settings imply: each dimension is mul x the
+ * setting `sym` names (E n_embd, V vocab_size, T block_size, H hidden,
+ * I in_dim, K n_classes, C channels, F the cnn's fc inputs 2 x channels x
+ * (image_size / 4)^2, 1 the constant). np_model_config_check bounds them
+ * all to int32, so no product here overflows. */
+typedef struct param_dim {
+    char sym;
+    int mul;
+} param_dim;
+
+typedef struct param_want {
+    const char *name;   /* under /params; a gpt block's names follow "h.{i}." */
+    int nd;
+    param_dim dim[4];
+} param_want;
+
+static const param_want gpt_top[] = {
+    {"wte.weight", 2, {{'V', 1}, {'E', 1}}}, {"wpe.weight", 2, {{'T', 1}, {'E', 1}}},
+    {"ln_f.weight", 1, {{'E', 1}}},          {"ln_f.bias", 1, {{'E', 1}}},
+};
+static const param_want gpt_block[] = {
+    {"attn.c_attn.weight", 2, {{'E', 3}, {'E', 1}}}, {"attn.c_attn.bias", 1, {{'E', 3}}},
+    {"attn.c_proj.weight", 2, {{'E', 1}, {'E', 1}}}, {"attn.c_proj.bias", 1, {{'E', 1}}},
+    {"ln_1.weight", 1, {{'E', 1}}},                  {"ln_1.bias", 1, {{'E', 1}}},
+    {"ln_2.weight", 1, {{'E', 1}}},                  {"ln_2.bias", 1, {{'E', 1}}},
+    {"mlp.c_fc.weight", 2, {{'E', 4}, {'E', 1}}},    {"mlp.c_fc.bias", 1, {{'E', 4}}},
+    {"mlp.c_proj.weight", 2, {{'E', 1}, {'E', 4}}},  {"mlp.c_proj.bias", 1, {{'E', 1}}},
+};
+static const param_want mlp_params[] = {
+    {"fc1.weight", 2, {{'H', 1}, {'I', 1}}}, {"fc1.bias", 1, {{'H', 1}}},
+    {"fc2.weight", 2, {{'H', 1}, {'H', 1}}}, {"fc2.bias", 1, {{'H', 1}}},
+    {"fc3.weight", 2, {{'K', 1}, {'H', 1}}}, {"fc3.bias", 1, {{'K', 1}}},
+};
+static const param_want cnn_params[] = {
+    {"conv1.weight", 4, {{'C', 1}, {'1', 1}, {'1', 3}, {'1', 3}}}, {"conv1.bias", 1, {{'C', 1}}},
+    {"conv2.weight", 4, {{'C', 2}, {'C', 1}, {'1', 3}, {'1', 3}}}, {"conv2.bias", 1, {{'C', 2}}},
+    {"fc.weight", 2, {{'K', 1}, {'F', 1}}},                         {"fc.bias", 1, {{'K', 1}}},
+};
+#define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* The value and the attribute name of setting `sym`. */
+static int64_t sym_value(const np_model_config *c, char sym, const char **attr)
+{
+    int64_t s = c->image_size / 4;
+    switch (sym) {
+    case 'E': *attr = "n_embd"; return c->n_embd;
+    case 'V': *attr = "vocab_size"; return c->vocab_size;
+    case 'T': *attr = "block_size"; return c->block_size;
+    case 'H': *attr = "hidden"; return c->hidden;
+    case 'I': *attr = "in_dim"; return c->in_dim;
+    case 'K': *attr = "n_classes"; return c->n_classes;
+    case 'C': *attr = "channels"; return c->channels;
+    case 'F': *attr = "channels"; return 2 * (int64_t)c->channels * s * s;
+    default: *attr = "model"; return 1;
+    }
+}
+
+/* /params/{prefix}{w->name} exists, is float data the file holds, and has
+ * the shape the settings give. */
+static np_status check_param(hid_t gp, const char *prefix, const param_want *w,
+                             const np_model_config *c, const char *path, np_error *err)
+{
+    char name[160];
+    snprintf(name, sizeof name, "%s%s", prefix, w->name);
+    const char *attr = w->dim[0].sym == '1' ? "model" : NULL;
+    if (!attr)
+        sym_value(c, w->dim[0].sym, &attr);
+    if (H5Lexists(gp, name, H5P_DEFAULT) <= 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, attr,
+                            "the model settings (root attribute %s ...) need the dataset "
+                            "/params/%s, which the checkpoint does not have", attr, name);
+    hid_t ds = H5Dopen2(gp, name, H5P_DEFAULT);
+    int64_t dims[NP_MAX_DIMS];
+    int nd = 0;
+    int64_t numel = 0;
+    int rc = ds < 0 ? NP_H5_DSET_NOT_SIMPLE : np_h5_dset_extent(ds, sizeof(float), NP_MAX_DIMS, dims, &nd, &numel);
+    if (ds >= 0)
+        H5Dclose(ds);
+    if (rc)
+        return np_error_set(err, NP_ERR_FORMAT, path, name, "dataset /params/%s %s", name,
+                            np_h5_dset_problem(rc));
+    if (nd != w->nd)
+        return np_error_set(err, NP_ERR_FORMAT, path, attr,
+                            "dataset /params/%s has %d dimensions, the model settings give it %d",
+                            name, nd, w->nd);
+    for (int d = 0; d < nd; d++) {
+        int64_t want = w->dim[d].mul * sym_value(c, w->dim[d].sym, &attr);
+        if (dims[d] != want)
+            return np_error_set(err, NP_ERR_FORMAT, path, attr,
+                                "root attribute %s disagrees with the data: the settings give "
+                                "/params/%s size %lld in dimension %d, the file has %lld",
+                                attr, name, (long long)want, d, (long long)dims[d]);
+    }
+    return NP_OK;
+}
+
+/* The model settings read from the root attributes agree with the
+ * parameter datasets actually in the file (their number, names, shapes and
+ * stored bytes), so nothing is allocated for a model the file does not
+ * hold: a file with n_layer or n_embd of 2^31 is refused before any model
+ * is built. */
+static np_status check_settings_vs_data(hid_t f, const np_model_config *c, const char *path,
+                                        np_error *err)
+{
+    hid_t gp = H5Lexists(f, "params", H5P_DEFAULT) > 0 ? H5Gopen2(f, "params", H5P_DEFAULT) : -1;
+    if (gp < 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, "params", "missing group /params");
+    H5G_info_t info;
+    np_status st = NP_OK;
+    const param_want *top = c->kind == NP_MODEL_GPT ? gpt_top
+                            : c->kind == NP_MODEL_MLP ? mlp_params : cnn_params;
+    int n_top = c->kind == NP_MODEL_GPT ? N_OF(gpt_top) : N_OF(mlp_params);
+    int64_t layers = c->kind == NP_MODEL_GPT ? c->n_layer : 0;
+    int64_t want = n_top + layers * N_OF(gpt_block);
+    if (H5Gget_info(gp, &info) < 0)
+        st = np_error_set(err, NP_ERR_FORMAT, path, "params", "cannot list group /params");
+    else if ((int64_t)info.nlinks != want)
+        st = np_error_set(err, NP_ERR_FORMAT, path, layers ? "n_layer" : "model",
+                          "the model settings (model %s%s%lld) give %lld parameters, /params holds %llu",
+                          np_model_kind_name(c->kind), layers ? ", n_layer " : "",
+                          layers ? (long long)layers : 0LL, (long long)want,
+                          (unsigned long long)info.nlinks);
+    for (int i = 0; i < n_top && !st; i++)
+        st = check_param(gp, "", &top[i], c, path, err);
+    for (int64_t l = 0; l < layers && !st; l++) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "h.%lld.", (long long)l);
+        for (int i = 0; i < N_OF(gpt_block) && !st; i++)
+            st = check_param(gp, prefix, &gpt_block[i], c, path, err);
+    }
+    H5Gclose(gp);
+    return st;
+}
+
 static np_status read_config(np_model_config *c, int64_t *step, uint64_t *seed, hid_t f,
                              const char *path, np_error *err)
 {
@@ -355,10 +491,17 @@ static np_status read_config(np_model_config *c, int64_t *step, uint64_t *seed, 
     *seed = (uint64_t)v;
     np_error bad;
     np_error_clear(&bad);
-    if (np_model_config_check(c, &bad) != NP_OK)
-        return np_error_set(err, NP_ERR_FORMAT, path, bad.key, "model setting %s: %s", bad.key,
-                            bad.text);
-    return NP_OK;
+    if (np_model_config_check(c, &bad) != NP_OK) {
+        /* the check names the command-line option; the file has the attribute */
+        static const char *const opt_attr[][2] = {
+            {"layers", "n_layer"}, {"heads", "n_head"}, {"width", "n_embd"}, {"context", "block_size"}};
+        const char *key = bad.key;
+        for (size_t i = 0; i < sizeof opt_attr / sizeof opt_attr[0]; i++)
+            if (strcmp(key, opt_attr[i][0]) == 0)
+                key = opt_attr[i][1];
+        return np_error_set(err, NP_ERR_FORMAT, path, key, "root attribute %s: %s", key, bad.text);
+    }
+    return check_settings_vs_data(f, c, path, err);
 }
 
 np_status np_checkpoint_read_config(np_model_config *c, int64_t *step, uint64_t *seed,
@@ -376,6 +519,30 @@ np_status np_checkpoint_read_config(np_model_config *c, int64_t *step, uint64_t 
         H5Fclose(f);
     H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
     return st;
+}
+
+np_status np_checkpoint_check_settings(const char *path, np_error *err)
+{
+    np_h5_quiet_state q;
+    np_h5_quiet(&q);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl >= 0)
+        H5Pset_file_locking(fapl, 0, 1); /* another process may hold the file */
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
+    if (fapl >= 0)
+        H5Pclose(fapl);
+    int states = 0;
+    for (int i = 0; i < N_CFG && f >= 0 && !states; i++)
+        states = H5Aexists(f, cfg_fields[i].name) > 0;
+    if (f >= 0)
+        H5Fclose(f);
+    np_h5_unquiet(&q);
+    if (!states)
+        return NP_OK; /* not an HDF5 file or no settings: the reader says what it finds */
+    np_model_config c;
+    int64_t step = 0;
+    uint64_t seed = 0;
+    return np_checkpoint_read_config(&c, &step, &seed, path, err);
 }
 
 np_status np_trainer_load(np_trainer *tr, const char *path, np_error *err)

@@ -94,11 +94,18 @@ np_status np_model_config_check(const np_model_config *c, np_error *err)
              "expected a multiple of 4, got %d", c->image_size);
         NEED(c->channels >= 1, "channels", "expected >= 1, got %d", c->channels);
         NEED(c->n_classes >= 2, "n_classes", "expected >= 2, got %d", c->n_classes);
+        /* conv2 has 2 * channels outputs, fc 2 * channels * (image_size/4)^2 inputs */
+        int64_t s = c->image_size / 4;
+        NEED(s <= INT32_MAX / s && 2 * (int64_t)c->channels * s * s <= INT32_MAX, "channels",
+             "channels %d and image_size %d give the fc layer more than %d inputs",
+             c->channels, c->image_size, INT32_MAX);
     } else {
         NEED(c->n_layer >= 1, "layers", "expected >= 1, got %d", c->n_layer);
         NEED(c->n_head >= 1, "heads", "expected >= 1, got %d", c->n_head);
         NEED(c->n_embd >= 1 && c->n_embd % c->n_head == 0, "width",
              "expected a multiple of heads (%d), got %d", c->n_head, c->n_embd);
+        NEED(c->n_embd <= INT32_MAX / 4, "width", "expected at most %d (the MLP is 4 x width wide), got %d",
+             INT32_MAX / 4, c->n_embd);
         NEED(c->block_size >= 1, "context", "expected >= 1, got %d", c->block_size);
         NEED(c->vocab_size >= 2, "vocab_size", "expected >= 2, got %d", c->vocab_size);
         NEED(c->ln_eps > 0, "ln_eps", "expected > 0, got %g", c->ln_eps);

@@ -128,6 +128,20 @@ typedef struct np_h5_quiet_state {
 void np_h5_quiet(np_h5_quiet_state *q);
 void np_h5_unquiet(const np_h5_quiet_state *q);
 
+/* The extent of dataset `ds` (a hid_t) for a read of elements of `esize`
+ * bytes, checked before anything is allocated for it: a simple dataspace of
+ * at most `cap` dimensions (dims[], *ndim), an element count (*numel) whose
+ * product and byte size do not overflow int64, and a file that actually
+ * holds the data it claims: a dataset without filters keeps all numel *
+ * esize bytes, a compressed one at least 1/1024 of them (more than deflate
+ * can reach). Returns 0 or NP_H5_DSET_NOT_SIMPLE, NP_H5_DSET_OVERFLOW,
+ * NP_H5_DSET_NOT_STORED (all negative); np_h5_dset_problem words it. */
+#define NP_H5_DSET_NOT_SIMPLE (-11)
+#define NP_H5_DSET_OVERFLOW (-12)
+#define NP_H5_DSET_NOT_STORED (-13)
+int np_h5_dset_extent(int64_t ds, size_t esize, int cap, int64_t *dims, int *ndim, int64_t *numel);
+const char *np_h5_dset_problem(int rc);
+
 /* Copy `src` into a fixed field of `cap` bytes, NUL-padded; returns 1 if it
  * had to be truncated. */
 int np_fmt_copy_name(char *dst, size_t cap, const char *src);

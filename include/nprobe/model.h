@@ -351,9 +351,17 @@ np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err)
  * does not fit). */
 np_status np_trainer_load(np_trainer *tr, const char *path, np_error *err);
 /* Read the model kind, configuration, step and seed of a checkpoint, to
- * build a matching trainer before np_trainer_load. */
+ * build a matching trainer before np_trainer_load. The settings must agree
+ * with the parameter datasets the file holds (their number, names, shapes
+ * and stored bytes): NP_ERR_FORMAT naming the attribute (or dataset)
+ * otherwise, before anything is allocated for the model. */
 np_status np_checkpoint_read_config(np_model_config *c, int64_t *step, uint64_t *seed,
                                     const char *path, np_error *err);
+/* The same check for a reader of any checkpoint (config_check pack
+ * --weights): a file that states model settings (any of the root
+ * attributes np_trainer_save writes for them) gets np_checkpoint_read_config's
+ * checks; a partial checkpoint without settings passes. */
+np_status np_checkpoint_check_settings(const char *path, np_error *err);
 
 #ifdef __cplusplus
 }

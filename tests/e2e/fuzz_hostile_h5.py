@@ -11,7 +11,11 @@ dumps; train --load and config_check pack --weights for checkpoints.
 
 A run fails the test when it dies on a signal, prints a sanitizer report,
 hangs, exits with anything but 0, 1 or 2, or exits non-zero without naming
-the file it refused. Under NP_SANITIZED=1 (the ASan+UBSan pass) every
+the file it refused. A checkpoint whose model settings are valid but
+enormous (n_layer, n_embd, vocab_size, channels of 2^31 - 1, products past
+int32/int64, datasets that claim gigabytes the file does not hold) must be
+refused (exit 2) naming the file and the attribute or dataset, quickly and
+in little memory (peak RSS under HUGE_RSS_MB). Under NP_SANITIZED=1 (the ASan+UBSan pass) every
 second case runs (about 300), to keep the pass short.
 
   fuzz_hostile_h5.py            (NPROBE_BIN names the nprobe binary)
@@ -32,6 +36,31 @@ SANITIZED = os.environ.get("NP_SANITIZED") == "1"
 TIMEOUT = 60 if SANITIZED else 20
 SAN_MARKS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "UndefinedBehaviorSanitizer",
              "in a child process")
+
+
+# Runs nprobe and prints its peak RSS (KiB) last on stderr: the children of
+# this helper are only that one nprobe.
+RSS_WRAP = r"""
+import resource, subprocess, sys
+rc = subprocess.run(sys.argv[1:]).returncode
+sys.stderr.write("\nnp_fuzz_maxrss_kb %d\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(rc if rc >= 0 else 128 - rc)
+"""
+
+
+def run_rss(args, cwd):
+    """(exit code or "hang", output, peak RSS in MiB) of nprobe args."""
+    e = dict(os.environ)
+    e["NPROBE_NO_ISOLATION"] = "1"
+    try:
+        p = subprocess.run([sys.executable, "-c", RSS_WRAP, NPROBE] + args, cwd=cwd, env=e,
+                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return "hang", "", 0
+    out = p.stdout.decode("utf-8", "replace") + p.stderr.decode("utf-8", "replace")
+    kb = [int(ln.split()[1]) for ln in out.splitlines() if ln.startswith("np_fuzz_maxrss_kb ")]
+    return p.returncode, out, (kb[-1] if kb else 0) / 1024.0
 
 
 def run(args, cwd, env=None):
@@ -66,6 +95,12 @@ def make_bases(root):
                    "--log-every", "100", "--save", "base_ck.h5"], root)
     if rc != 0:
         sys.exit("setup: nprobe train --save failed: " + out)
+    for model, extra in (("gpt", ["--layers", "2", "--heads", "2", "--width", "16", "--context", "8"]),
+                         ("cnn", [])):
+        rc, out = run(["train", "--model", model, "--steps", "2", "--stop-after", "1", "--batch", "2",
+                       "--log-every", "100", "--save", "base_ck_%s.h5" % model] + extra, root)
+        if rc != 0:
+            sys.exit("setup: nprobe train --model %s --save failed: %s" % (model, out))
 
 
 # ---- edits -------------------------------------------------------------------
@@ -307,6 +342,55 @@ def ckpt_edits():
     return e
 
 
+BIG = 2 ** 31 - 1
+HUGE_RSS_MB = 400
+
+
+def unstored(path, shape):
+    """Replace dataset `path` by one of `shape` whose data the file does not
+    hold (chunked, no chunk written: HDF5 reads it as zeros)."""
+    def edit(f):
+        del f[path]
+        f.create_dataset(path, shape=shape, dtype=np.float32, chunks=(1,) * len(shape))
+    return edit
+
+
+def huge_edits():
+    """(label, base, edit, the word the refusal must name): valid but
+    enormous model settings, and shapes or data that disagree with them."""
+    def attrs(**kv):
+        return lambda f: [set_attr(f, k, np.int64(v)) for k, v in kv.items()]
+
+    def both(*edits):
+        return lambda f: [e(f) for e in edits]
+
+    return [
+        ("gpt_n_layer_2g", "ck_gpt", attrs(n_layer=BIG), "n_layer"),
+        ("gpt_n_layer_3", "ck_gpt", attrs(n_layer=3), "n_layer"),
+        ("gpt_n_embd_2g", "ck_gpt", attrs(n_embd=2 ** 31 - 2), "n_embd"),
+        ("gpt_n_embd_2g_head1", "ck_gpt", attrs(n_embd=BIG, n_head=1), "n_embd"),
+        ("gpt_n_embd_4x_overflow", "ck_gpt", attrs(n_embd=2 ** 30), "n_embd"),
+        ("gpt_n_embd_32", "ck_gpt", attrs(n_embd=32), "n_embd"),
+        ("gpt_vocab_2g", "ck_gpt", attrs(vocab_size=BIG), "vocab_size"),
+        ("gpt_block_size_2g", "ck_gpt", attrs(block_size=BIG), "block_size"),
+        ("gpt_vocab_2g_wte_unstored", "ck_gpt",
+         both(attrs(vocab_size=BIG), unstored("params/wte.weight", (BIG, 16))), "wte.weight"),
+        ("gpt_wpe_unstored", "ck_gpt", unstored("params/wpe.weight", (8, 16)), "wpe.weight"),
+        ("gpt_all_2g", "ck_gpt", attrs(n_layer=BIG, n_embd=2 ** 31 - 2, vocab_size=BIG,
+                                       block_size=BIG), "n_embd"),
+        ("cnn_channels_2g", "ck_cnn", attrs(channels=BIG), "channels"),
+        ("cnn_channels_2_30", "ck_cnn", attrs(channels=2 ** 30), "channels"),
+        ("cnn_image_size_2g", "ck_cnn", attrs(image_size=2 ** 31 - 4), "channels"),
+        ("cnn_n_classes_2g", "ck_cnn", attrs(n_classes=BIG), "n_classes"),
+        ("mlp_hidden_2g", "ck", attrs(hidden=BIG), "hidden"),
+        ("mlp_in_dim_2g", "ck", attrs(in_dim=BIG), "in_dim"),
+        ("mlp_n_classes_2g", "ck", attrs(n_classes=BIG), "n_classes"),
+        ("mlp_fc2_unstored_1g", "ck", unstored("params/fc2.weight", (2 ** 14, 2 ** 14)), "fc2.weight"),
+        ("mlp_fc2_dims_overflow", "ck", unstored("params/fc2.weight", (2 ** 32, 2 ** 32, 2 ** 4)),
+         "fc2.weight"),
+    ]
+
+
 def cases():
     """(name, kind, base, edit) for every case."""
     out = []
@@ -323,6 +407,8 @@ def cases():
                         "ck", lambda f, an=an, v=v: set_attr(f, an, v)))
     for label, edit in ckpt_edits():
         out.append(("ck.%s" % label, "ckpt", "ck", edit))
+    for label, base, edit, word in huge_edits():
+        out.append(("ck.huge_%s" % label, ("ckpt_huge", word), base, edit))
     return out
 
 
@@ -336,6 +422,9 @@ def commands(kind, fname, base, root):
              "--log-every", "100"]
     if kind == "ckpt_attr":
         return [train]
+    if isinstance(kind, tuple):  # ("ckpt_huge", word): the model comes from the file
+        train[2] = {"ck": "mlp", "ck_gpt": "gpt", "ck_cnn": "cnn"}[base]
+        return [train, ["config_check", "pack", "--no-python", "--weights", fname, "-o", fname + ".zip"]]
     if kind == "ckpt":
         return [train, ["config_check", "pack", "--no-python", "--weights", fname, "-o", fname + ".zip"]]
     cmp1 = ["compare", "-b", "base_%s.h5" % base, "-c", fname, "-o", fname + ".cmp1"]
@@ -366,8 +455,17 @@ def run_case(c, root):
         edit(f)
     bad = []
     for args in commands(kind, fname, base, root):
-        rc, out = run(args, root)
         what = "%s: nprobe %s" % (name, " ".join(args))
+        if isinstance(kind, tuple):
+            rc, out, rss = run_rss(args, root)
+            if rc == 2 and kind[1] not in out:
+                bad.append("%s: the refusal does not name %s:\n%s" % (what, kind[1], out[-1500:]))
+            if rc != "hang" and rss > HUGE_RSS_MB:
+                bad.append("%s: peak RSS %.0f MiB (at most %d)" % (what, rss, HUGE_RSS_MB))
+            if rc in (0, 1):
+                bad.append("%s: exit %d, expected a refusal (2)\n%s" % (what, rc, out[-1500:]))
+        else:
+            rc, out = run(args, root)
         if rc == "hang":
             bad.append("%s: no answer in %d s" % (what, TIMEOUT))
         elif rc < 0 or rc > 2:
