@@ -188,6 +188,7 @@ static int write_reports(const np_replay_result *r, const rp_args *a)
              (long long)r->step, stamp);
     np_error err;
     np_error_clear(&err);
+    np_cli_ignore_sigxfsz(); /* a file size limit is a write error, reported (not SIGXFSZ) */
     /* the name family is reserved among parallel runs, as compare's reports */
     np_status st = np_out_reserve(name, sizeof name, a->out, base, exts, 3, &err);
     int reserved = st == NP_OK;

@@ -232,19 +232,39 @@ static int write_summary(const char *outdir, long long now, const pair_rec *recs
                            : json_null());
     time_t t = (time_t)now;
     struct tm tm;
-    char ts[32], path[4200], tmp[4300];
+    char ts[32], base[64], name[96], path[4200];
     localtime_r(&t, &tm);
     strftime(ts, sizeof ts, "%Y%m%d%H%M%S", &tm);
-    snprintf(path, sizeof path, "%s/compare_summary_%s.json", outdir, ts);
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    int rc = json_dump_file(root, tmp, JSON_INDENT(1) | JSON_SORT_KEYS) == 0 &&
-                     rename(tmp, path) == 0 ? 0 : -1;
-    if (rc)
-        remove(tmp);
+    snprintf(base, sizeof base, "compare_summary_%s", ts);
+    /* the name reserved among parallel runs (_2, _3, ... when taken), an
+     * exclusive temporary renamed only when complete (common/outfile.c) */
+    static const char *const json_ext[] = {"json"};
+    np_error e = {0};
+    np_out o;
+    np_status st = np_out_reserve(name, sizeof name, outdir, base, json_ext, 1, &e);
+    int reserved = st == NP_OK;
+    snprintf(path, sizeof path, "%s/%s.json", outdir, name);
+    if (st == NP_OK)
+        st = np_out_begin(&o, path, NULL, &e);
+    FILE *f = st == NP_OK ? np_out_stream(&o) : NULL;
+    if (st == NP_OK && !f) {
+        np_out_abort(&o);
+        st = np_error_set(&e, NP_ERR_NOMEM, path, NULL, "out of memory");
+    }
+    if (f && (json_dumpf(root, f, JSON_INDENT(1) | JSON_SORT_KEYS) != 0 || ferror(f))) {
+        np_out_abort(&o);
+        st = np_error_set(&e, NP_ERR_IO, path, NULL, "writing the summary failed");
+    } else if (f) {
+        st = np_out_commit(&o, NP_OUT_NOREPLACE, &e);
+    }
+    if (reserved)
+        np_out_release(outdir, name);
+    if (st != NP_OK)
+        np_cli_report(&e);
     else if (!quiet)
         printf("summary: %s\n", path);
     json_decref(root);
-    return rc;
+    return st != NP_OK ? -1 : 0;
 }
 
 static void print_recs(const pair_rec *recs, size_t n, int world)
@@ -294,16 +314,15 @@ static int merge(pair_rec *recs, size_t n, const char *outdir, long long now, in
     }
     if (!quiet)
         print_recs(recs, n, world);
-    if (write_summary(outdir, now, recs, n, world, quiet) != 0) {
-        np_cli_error("compare: %s: cannot write compare_summary_*.json: %s", outdir, strerror(errno));
-        rc = NP_EXIT_USAGE;
-    }
+    if (write_summary(outdir, now, recs, n, world, quiet) != 0)
+        rc = NP_EXIT_USAGE; /* said by write_summary */
     return rc;
 }
 
 int np_cli_compare_mpi(const char *bench, const char *cmp, const char *outdir, int formats,
                        int quiet, const np_cmp_options *o, int rank, int world)
 {
+    np_cli_ignore_sigxfsz(); /* a file size limit is a write error, reported */
     long long now = (long long)time(NULL);
     np_cli_mpi_bcast_ll(&now);
     pair_id *ids = NULL;
