@@ -105,8 +105,8 @@ le() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { print (b > 0 && a / b <= t) ? 
 echo "## Built the way distributions build: -O2 (bench_o2.sh)"
 echo
 echo "\`scripts/bench/bench_o2.sh$quick\`: \`nprobe train ${model[*]} --threads $threads\`" \
-     "built three ways: Release (-O3), RelWithDebInfo (-O2 -g, the hot libraries np_runtime," \
-     "np_probe and np_common at -O3 by their own target flags, the default) and RelWithDebInfo" \
+     "built three ways: Release (-O3), RelWithDebInfo (-O2 -g, the libraries holding the hot" \
+     "kernels at -O3 by their own target flags, the default) and RelWithDebInfo" \
      "with \`-DNP_HOT_O3=OFF\` (everything at -O2, as before). $steps measured steps (after" \
      "$warm warm-up) x $rounds rounds, the builds and variants interleaved in every round;" \
      "median step time. Load average (1/5/15 min) $load_start at the start," \
