@@ -52,7 +52,7 @@ echo "average at the start: $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
 echo "Command: \`scripts/bench/bench_compare_pairs.sh${*:+ $*}\`"
 echo
-echo "| pairs | this build | ${base:+NPROBE_BIN_BASE (before the streaming) | }peak added per pair over the first scale | target | met? |"
+echo "| work | this build | ${base:+NPROBE_BIN_BASE (before the streaming) | }ratio | target | met? |"
 echo "|---|---|${base:+---|}---|---|---|"
 first=""
 for n in $SCALES; do
@@ -72,8 +72,8 @@ for n in $SCALES; do
   # what stays per pair is its summary record (counts, paths, first culprit)
   awk -v n="$n" -v s="$s" -v m="$m" -v f="$first" -v fn="$first_n" -v b="$bcell" 'BEGIN {
     kb = 0; per = "-";
-    if (n > fn) { kb = (m - f) * 1024 / (n - fn); per = sprintf("%.1f KB", kb) }
-    printf "| %d | %.1f s, %.0f MB peak | %s %s | no rows kept: <= 8 KB per pair | %s |\n",
+    if (n > fn) { kb = (m - f) * 1024 / (n - fn); per = sprintf("%.1f KB per pair over %d pairs", kb, fn) }
+    printf "| compare of %d step/rank pairs, csv+html | %.1f s, %.0f MB peak | %s %s | no rows kept: <= 8 KB per pair | %s |\n",
       n, s, m, b, per, (kb <= 8) ? "yes" : "no" }'
   rm -rf "$work/sb" "$work/sc" "$work/out"
 done
