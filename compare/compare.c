@@ -121,6 +121,101 @@ static np_cmp_call module_or_api(const char *name, int64_t seq)
                          .iso_ratio = NAN};
 }
 
+/* Rule 2 (verdict.c cmp_gaps): per module and API, the forward calls each
+ * side made in it; a module where the bench made more (a missing residual
+ * add: the cmp's later calls take the missing one's counter, so no call is
+ * missing by name) is a gap, kept in pv->gap_*. */
+static int api_of(char *out, size_t cap, const char *call)
+{
+    size_t n = strlen(call), k;
+    if (n < 9 || strcmp(call + n - 8, ".forward") != 0)
+        return -1;
+    k = n - 8;
+    while (k > 0 && call[k - 1] >= '0' && call[k - 1] <= '9')
+        k--;
+    if (k < 2 || call[k - 1] != '.' || k - 1 >= cap)
+        return -1;
+    memcpy(out, call, k - 1);
+    out[k - 1] = '\0';
+    return 0;
+}
+
+static int count_side(np_strmap *m, int **cnt, size_t *n, size_t *cap, const char ***keys,
+                      cmp_arena *a, const cmp_call_rec *c, size_t nc, int side)
+{
+    char api[256], key[1024];
+    for (size_t k = 0; k < nc; k++) {
+        if (strcmp(c[k].kind, "api") != 0 || !c[k].parent || !c[k].parent[0] ||
+            api_of(api, sizeof api, c[k].name) != 0)
+            continue;
+        snprintf(key, sizeof key, "%s\x1f%s", c[k].parent, api);
+        int i = np_strmap_get(m, key);
+        if (i < 0) {
+            if (*n == *cap) {
+                size_t nn = *cap ? 2 * *cap : 64;
+                int *c2 = realloc(*cnt, 2 * nn * sizeof **cnt);
+                const char **k2 = c2 ? realloc(*keys, nn * sizeof **keys) : NULL;
+                if (c2)
+                    *cnt = c2;
+                if (!k2)
+                    return -1;
+                *keys = k2;
+                *cap = nn;
+            }
+            const char *kc = cmp_arena_strdup(a, key);
+            if (!kc || np_strmap_put(m, kc, (int)*n) != 0)
+                return -1;
+            (*keys)[*n] = kc;
+            (*cnt)[2 * *n] = (*cnt)[2 * *n + 1] = 0;
+            i = (int)(*n)++;
+        }
+        (*cnt)[2 * i + side]++;
+    }
+    return 0;
+}
+
+static np_status find_gaps(np_cmp_pair *p, const cmp_dump *bd, const cmp_dump *cd, np_error *err)
+{
+    cmp_pair_priv *pv = p->priv;
+    np_strmap m = {0};
+    int *cnt = NULL;
+    const char **keys = NULL;
+    size_t n = 0, cap = 0;
+    np_status st = NP_OK;
+    if (np_strmap_init(&m, bd->n_calls + cd->n_calls + 16) != 0 ||
+        count_side(&m, &cnt, &n, &cap, &keys, &pv->arena, bd->calls, bd->n_calls, 0) != 0 ||
+        count_side(&m, &cnt, &n, &cap, &keys, &pv->arena, cd->calls, cd->n_calls, 1) != 0)
+        st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory finding gaps");
+    size_t ng = 0;
+    for (size_t i = 0; st == NP_OK && i < n; i++)
+        ng += cnt[2 * i] > cnt[2 * i + 1];
+    if (st == NP_OK && ng) {
+        pv->gap_mod = cmp_arena_alloc(&pv->arena, 2 * ng * sizeof *pv->gap_mod, sizeof(void *));
+        pv->gap_bench = cmp_arena_alloc(&pv->arena, 2 * ng * sizeof *pv->gap_bench, sizeof(int));
+        if (!pv->gap_mod || !pv->gap_bench)
+            st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory finding gaps");
+    }
+    for (size_t i = 0; st == NP_OK && ng && i < n; i++) {
+        if (cnt[2 * i] <= cnt[2 * i + 1])
+            continue;
+        char *k = (char *)keys[i], *sep = strchr(k, '\x1f');
+        *sep = '\0'; /* the key is dead: the map is freed below */
+        int g = pv->n_gaps++;
+        pv->gap_mod[g] = k;
+        pv->gap_mod[ng + g] = sep + 1;
+        pv->gap_bench[g] = cnt[2 * i];
+        pv->gap_bench[ng + g] = cnt[2 * i + 1];
+    }
+    if (ng && pv->gap_mod) {
+        pv->gap_api = pv->gap_mod + ng;
+        pv->gap_cmp = pv->gap_bench + ng;
+    }
+    np_strmap_free(&m);
+    free(cnt);
+    free(keys);
+    return st;
+}
+
 /* p->calls in execution order: the cmp side's /calls, then calls named by
  * its entries only, sorted by seq; then calls of bench-only rows (from the
  * bench side's /calls when it has them) at the end. Every row gets its
@@ -530,6 +625,8 @@ static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cm
     }
     if (st == NP_OK)
         st = build_calls(p, &bd, &cd, err);
+    if (st == NP_OK)
+        st = find_gaps(p, &bd, &cd, err);
     if (st == NP_OK) {
         /* p->calls holds what is needed of the /calls records (their
          * strings stay in the arena) */

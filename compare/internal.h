@@ -155,6 +155,11 @@ typedef struct cmp_pair_priv {
                                 * not OK are errors left out of the root cause */
     np_cmp_side *bench_entries, *cmp_entries;
     cmp_call_rec *bench_calls, *cmp_calls;
+    /* gaps (rule 2, compare.c find_gaps): module gap_mod[i] holds more forward
+     * calls of API gap_api[i] on the bench side than on the cmp side */
+    const char **gap_mod, **gap_api;
+    int *gap_bench, *gap_cmp;
+    int n_gaps;
 } cmp_pair_priv;
 
 /* 1 when the side is a gradient (a tensor of a backward call or a

@@ -897,7 +897,10 @@ np_status cmp_subthreshold(np_cmp_pair *p, np_error *err)
  * names that call ("the error starts before it"). When such a culprit and
  * a missing call share a module, the innermost module holding both is
  * named instead ("the gap is inside it"); the culprit and the modules
- * between it and that module become propagated. */
+ * between it and that module become propagated. A call missing on the
+ * cmp side is rarely missing by name: the calls after it take its counter,
+ * so a module whose bench side made more forward calls of an API than its
+ * cmp side (pv->gap_*, compare.c find_gaps) holds a gap too. */
 static int call_index(const np_cmp_pair *p, const char *name)
 {
     for (size_t j = 0; name && name[0] && j < p->n_calls; j++)
@@ -920,6 +923,7 @@ static int holds(const np_cmp_pair *p, const char *mod, const char *name)
     return 0;
 }
 
+/* gap >= 0: a call of the bench side only; else -1 - i for pv->gap_*[i] (a count). */
 static void gap_rename(np_cmp_pair *p, int c, int gap, const char *mod)
 {
     cmp_pair_priv *pv = p->priv;
@@ -927,16 +931,20 @@ static void gap_rename(np_cmp_pair *p, int c, int gap, const char *mod)
     if (m < 0)
         return;
     np_cmp_call *cul = &p->calls[c];
+    char what[600];
+    if (gap >= 0)
+        snprintf(what, sizeof what, "%.400s was called on the bench side only", p->calls[gap].name);
+    else
+        snprintf(what, sizeof what, "the bench calls %.400s %d time(s) in it, the cmp %d",
+                 pv->gap_api[-1 - gap], pv->gap_bench[-1 - gap], pv->gap_cmp[-1 - gap]);
     p->calls[m].status = NP_CALL_CULPRIT;
     p->calls[m].reason = fmt_reason(&pv->arena,
-                                     "a gap inside this module: %s was called on the bench side "
-                                     "only (a missing call: a residual add, a skipped op), and "
-                                     "the first call after it, %s, already has failing inputs "
-                                     "with no earlier dumped call failing",
-                                     p->calls[gap].name, cul->name);
+                                     "a gap inside this module: %s (a missing call: a residual "
+                                     "add, a skipped op), and the first call after it, %s, already "
+                                     "has failing inputs with no earlier dumped call failing",
+                                     what, cul->name);
     cul->status = NP_CALL_PROPAGATED;
-    cul->reason = fmt_reason(&pv->arena, "its inputs fail from the gap in %s (%s is missing on "
-                             "the cmp side)", mod, p->calls[gap].name);
+    cul->reason = fmt_reason(&pv->arena, "its inputs fail from the gap in %s (%s)", mod, what);
     /* the modules between the culprit and `mod` only carry it; those around `mod` contain it */
     const char *par = cul->parent;
     for (int d = 0; par && par[0] && d < 64; d++) {
@@ -991,11 +999,19 @@ np_status cmp_gaps(np_cmp_pair *p, np_error *err)
         /* the innermost module around c that also holds a call missing on the cmp side */
         const char *par = c->parent;
         for (int d = 0; par && par[0] && d < 64; d++) {
-            int gap = -1;
-            for (size_t g = 0; g < nc && gap < 0; g++)
-                if (one_sided[g] && !two[g] && holds(p, par, p->calls[g].name))
+            int gap = 0, found = 0;
+            for (size_t g = 0; g < nc && !found; g++)
+                if (one_sided[g] && !two[g] && holds(p, par, p->calls[g].name)) {
                     gap = (int)g;
-            if (gap >= 0) {
+                    found = 1;
+                }
+            const cmp_pair_priv *pv = p->priv;
+            for (int g = 0; g < pv->n_gaps && !found; g++)
+                if (!strcmp(pv->gap_mod[g], par)) {
+                    gap = -1 - g;
+                    found = 1;
+                }
+            if (found) {
                 gap_rename(p, (int)k, gap, par);
                 renamed = 1;
                 break;

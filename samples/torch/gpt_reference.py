@@ -88,7 +88,10 @@ class Block(nn.Module):
         self.mlp = MLP(C)
 
     def forward(self, x):
-        x = x.add(self.attn(self.ln_1(x)))
+        if BUG == "no_residual":  # the attention's residual left out
+            x = self.attn(self.ln_1(x))
+        else:
+            x = x.add(self.attn(self.ln_1(x)))
         return x.add(self.mlp(self.ln_2(x)))
 
 
@@ -96,7 +99,8 @@ def _cross_entropy_btv(logits, targets, ignore_index=-100):
     """The runtime's loss: cross entropy over (B, T, V) logits and flat
     targets, one API call (torch's wants (N, V))."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets,
-                           ignore_index=ignore_index)
+                           ignore_index=ignore_index,
+                           label_smoothing=0.1 if BUG == "label_smoothing" else 0.0)
 
 
 cross_entropy_btv = _cross_entropy_btv
@@ -154,9 +158,11 @@ def main():
     ap.add_argument("--step", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--bf16", action="store_true", help="the forward under CPU autocast to bfloat16")
-    ap.add_argument("--bug", choices=["ln_eps", "no_bias", "tanh_gelu"],
+    ap.add_argument("--bug", choices=["ln_eps", "no_bias", "tanh_gelu", "no_residual",
+                                      "label_smoothing"],
                     help="inject a bug into the model: a wrong layer-norm epsilon passed "
-                         "positionally, the MLP's output bias dropped, tanh GELU")
+                         "positionally, the MLP's output bias dropped, tanh GELU, the "
+                         "attention's residual left out, label smoothing 0.1 inside the loss")
     a = ap.parse_args()
     global BUG
     BUG = a.bug

@@ -5,7 +5,8 @@
 #     seeds 1-6 (one seed under the sanitizers);
 #  3. a bug injected into the PyTorch model is named as the first culprit:
 #     a wrong layer-norm epsilon passed positionally, the MLP output bias
-#     dropped, tanh GELU (all fp32);
+#     dropped, tanh GELU, the attention's residual left out (named at the
+#     Block holding the gap), label smoothing 0.1 inside the loss (all fp32);
 #  2. PyTorch fp32 against PyTorch bf16 autocast: no culprit at the initial
 #     and at trained (20-step) weights.
 set -u
@@ -70,7 +71,10 @@ done
 want_ln_eps="Functional.layer_norm.0.forward"
 want_no_bias="Functional.linear.3.forward"
 want_tanh_gelu="Functional.gelu.0.forward"
-for bug in ln_eps no_bias tanh_gelu; do
+# rule 2: the attention's residual left out: named at the Block holding the gap
+want_no_residual="Module.h.0.Block.forward.0"
+want_label_smoothing="Functional.cross_entropy.0.forward"
+for bug in ln_eps no_bias tanh_gelu no_residual label_smoothing; do
   rm -rf "dump_$bug"
   "$RUN" "$REF" --ckpt trained.h5 --batch-from batch.h5 --out "dump_$bug" --bug "$bug" >/dev/null \
     || { echo "FAIL: gpt_reference.py --bug $bug"; fail=1; continue; }
