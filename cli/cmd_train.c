@@ -622,6 +622,7 @@ int np_cmd_train(int argc, char **argv)
         np_cli_error("train: MPI_Init failed");
         return NP_EXIT_USAGE;
     }
+    np_cli_ignore_sigxfsz(); /* a file size limit is a write error (--save, dumps, packs), reported */
     r = train(&a, mpi, rank, world);
     np_cli_mpi_end();
     return r;

@@ -7,10 +7,12 @@
  * batch, grad_clip, steps, min_lr_frac, precision, device, data, data_file),
  * which np_trainer_load requires to be those of the run resuming it.
  * Written to a temp file and renamed. */
+#include <errno.h>
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model_internal.h"
 #include "nprobe/format.h"
@@ -214,6 +216,49 @@ static np_status check_run_hps(hid_t f, const np_trainer *tr, const char *path, 
 
 /* ---- save ---------------------------------------------------------------- */
 
+/* The checkpoint is built in memory (HDF5's core driver, no backing store)
+ * and its image written to the exclusive temporary by write_image: a write
+ * error (full disk, ulimit -f) is then nprobe's to report, never a failed
+ * H5Fclose that leaves HDF5 a half-closed file to crash on at exit. */
+static hid_t create_in_memory(const char *name)
+{
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0)
+        return -1;
+    hid_t f = H5Pset_fapl_core(fapl, (size_t)1 << 20, 0) < 0
+                  ? -1 : H5Fcreate(name, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
+    return f;
+}
+
+static np_status write_image(hid_t f, int fd, const char *path, np_error *err)
+{
+    if (H5Fflush(f, H5F_SCOPE_GLOBAL) < 0)
+        return np_error_set(err, NP_ERR_HDF5, path, NULL, "cannot write the checkpoint");
+    ssize_t n = H5Fget_file_image(f, NULL, 0);
+    char *buf = n > 0 ? malloc((size_t)n) : NULL;
+    if (!buf || H5Fget_file_image(f, buf, (size_t)n) != n) {
+        free(buf);
+        return np_error_set(err, n > 0 ? NP_ERR_NOMEM : NP_ERR_HDF5, path, NULL,
+                            "cannot make the checkpoint's file image");
+    }
+    np_status st = NP_OK;
+    for (size_t done = 0; done < (size_t)n && !st;) {
+        ssize_t w = write(fd, buf + done, (size_t)n - done);
+        if (w > 0)
+            done += (size_t)w;
+        else if (w < 0 && errno == EINTR)
+            continue;
+        else
+            st = np_error_set(err, w < 0 && (errno == ENOSPC || errno == EFBIG || errno == EDQUOT)
+                                       ? NP_ERR_NOSPACE : NP_ERR_IO,
+                              path, NULL, "writing the checkpoint failed: %s",
+                              w < 0 ? strerror(errno) : "short write");
+    }
+    free(buf);
+    return st;
+}
+
 np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err)
 {
     /* a temporary beside `path`, created exclusively, renamed when complete */
@@ -226,7 +271,7 @@ np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err)
     void *old_data;
     H5Eget_auto2(H5E_DEFAULT, &old_fn, &old_data);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t f = create_in_memory(tmp);
     hid_t gp = -1, go = -1;
     if (f < 0) {
         st = np_error_set(err, NP_ERR_IO, path, NULL, "cannot create the checkpoint file");
@@ -278,8 +323,10 @@ done:
         H5Gclose(go);
     if (gp >= 0)
         H5Gclose(gp);
+    if (f >= 0 && !st)
+        st = write_image(f, out.fd, path, err);
     if (f >= 0 && H5Fclose(f) < 0 && !st)
-        st = np_error_set(err, NP_ERR_IO, path, NULL, "cannot close the checkpoint file");
+        st = np_error_set(err, NP_ERR_HDF5, path, NULL, "cannot close the checkpoint");
     if (!st)
         st = np_out_commit(&out, NP_OUT_SYNC, err);
     else
