@@ -10,9 +10,9 @@ py=${NP_PYTHON:-/usr/bin/python3}
 bin=${NPROBE_BIN:-$root/build/release/nprobe}
 "$py" -c 'import torch' 2>/dev/null || { printf '## PyTorch package dump overhead (bench_torch.sh)\n\nPyTorch is not installed: not measured.\n'; exit 0; }
 export PYTHONPATH="$root/python" NPROBE_LIB="$(dirname "$bin")/lib/libnprobe.so"
-big=(--rounds 5 --steps 5 --warmup 1)
+big=(--rounds 3 --steps 3 --warmup 1 --tensor)
 tiny=(--rounds 5 --steps 30 --warmup 3)
-if [ "${1:-}" = "--quick" ]; then big=(--rounds 1 --steps 2 --warmup 1); tiny=(--rounds 1 --steps 5 --warmup 1); fi
+if [ "${1:-}" = "--quick" ]; then big=(--rounds 1 --steps 2 --warmup 1 --tensor); tiny=(--rounds 1 --steps 5 --warmup 1); fi
 echo "## PyTorch package dump overhead (bench_torch.sh)"
 echo
 echo "\`scripts/bench/bench_torch.sh\`: \`scripts/bench/torch_dump_overhead.py\`, the GPT of"
@@ -20,7 +20,11 @@ echo "torch_gpt.py (AdamW, clipping) trained one thread with and without"
 echo "\`nprobe.torch.PrecisionDebugger\` (every step dumped at L1, every API call), each"
 echo "variant a process of its own, the variants interleaved round by round; the"
 echo "median over rounds of each round's median step time, wall clock and the"
-echo "process's CPU time. msprobe's figures (issue 15, measured on another"
+echo "process's CPU time, the ratio the median of the rounds' ratios. The tensor"
+echo "task (async writes) against a plain sequential write of the same bytes per"
+echo "step (4 MiB os.write blocks into a new file, the same folder): write speed ="
+echo "bytes / (tensor step - plain step). Load: \`$(uptime | sed 's/.*load/load/')\`."
+echo "msprobe's figures (issue 15, measured on another"
 echo "occasion with the same models): x2.75 / x4.25 on the GPT 4x256, x57 / x117 on"
 echo "the tiny model (statistics / md5)."
 echo

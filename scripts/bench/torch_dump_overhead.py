@@ -3,9 +3,14 @@ PrecisionDebugger on a PyTorch training step: the same script (the GPT of
 torch_gpt.py, AdamW, clipping) without the debugger and with it (every step
 dumped at L1, every API call), statistics and md5, each mode a process of
 its own, modes interleaved round by round; prints the median step time of
-each mode and the ratios to the plain script.
+each mode and the median over rounds of each round's ratio to the plain
+script (wall clock and CPU time). With --tensor also the tensor task (async
+writes) and, as its baseline, a plain sequential write of the same bytes
+per step (os.write of 4 MiB blocks into a new file per step, the same
+folder): the tensor task's write speed is bytes / (tensor step - plain
+step), the baseline's bytes / its time.
 
-usage: torch_dump_overhead.py [--model big|tiny] [--rounds R] [--steps N] [--out DIR]
+usage: torch_dump_overhead.py [--model big|tiny] [--rounds R] [--steps N] [--tensor]
   big:  4 layers x 256 wide, context 128, batch 8 (the issue's GPT 4x256)
   tiny: 2 layers x 32 wide, context 16, batch 4
 One thread (torch.set_num_threads(1)). The package must be importable
@@ -14,6 +19,7 @@ One thread (torch.set_num_threads(1)). The package must be importable
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -23,6 +29,7 @@ import time
 SIZES = {"big": dict(layers=4, heads=4, width=256, context=128, batch=8, vocab=512),
          "tiny": dict(layers=2, heads=2, width=32, context=16, batch=4, vocab=64)}
 MODES = ("plain", "statistics", "md5")
+TENSOR_MODES = ("tensor", "seqwrite")
 
 
 def child(a):
@@ -35,12 +42,16 @@ def child(a):
     model = GPT(s["layers"], s["heads"], s["width"], s["context"], s["vocab"])
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.01)
     d = None
+    if a.mode == "seqwrite":
+        return seqwrite(a)
     if a.mode != "plain":
         from nprobe.torch import PrecisionDebugger
         cfg = os.path.join(a.out, f"{a.mode}.json")
+        c = {"task": a.mode, "dump_path": os.path.join(a.out, "dump_" + a.mode), "level": "L1"}
+        if a.mode == "tensor":
+            c.update(async_dump=True, queue_mb=256)
         with open(cfg, "w") as f:
-            json.dump({"task": a.mode, "dump_path": os.path.join(a.out, "dump_" + a.mode),
-                       "level": "L1"}, f)
+            json.dump(c, f)
         d = PrecisionDebugger(config_path=cfg)
     times, cpu = [], []
     for step in range(a.warmup + a.steps):
@@ -60,9 +71,31 @@ def child(a):
         if step >= a.warmup:
             times.append((time.perf_counter() - t0) * 1000.0)
             cpu.append((time.process_time() - c0) * 1000.0)
+    nbytes = 0
     if d:
         d.close()
-    print(f"median_ms {statistics.median(times):.4f} {statistics.median(cpu):.4f}")
+        nbytes = d.summary["bytes"] // max(1, d.summary["steps"])
+    print(f"median_ms {statistics.median(times):.4f} {statistics.median(cpu):.4f} {nbytes}")
+
+
+def seqwrite(a):
+    """The baseline of the tensor task: a.bytes bytes written sequentially
+    into a new file per step (4 MiB blocks, as a plain writer would)."""
+    block = os.urandom(4 << 20)
+    times, cpu = [], []
+    for step in range(a.warmup + a.steps):
+        path = os.path.join(a.out, f"seq{step}.bin")
+        t0, c0 = time.perf_counter(), time.process_time()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        left = a.bytes
+        while left > 0:
+            left -= os.write(fd, block[:min(left, len(block))])
+        os.close(fd)
+        if step >= a.warmup:
+            times.append((time.perf_counter() - t0) * 1000.0)
+            cpu.append((time.process_time() - c0) * 1000.0)
+        os.remove(path)
+    print(f"median_ms {statistics.median(times):.4f} {statistics.median(cpu):.4f} {a.bytes}")
 
 
 def main():
@@ -72,25 +105,44 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--markdown", action="store_true", help="print table rows for bench_torch.sh")
-    ap.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
+    ap.add_argument("--tensor", action="store_true",
+                    help="also the tensor task and a plain sequential write of its bytes")
+    ap.add_argument("--mode", choices=MODES + TENSOR_MODES, help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
+    ap.add_argument("--bytes", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.mode:
         return child(a)
+    modes = MODES + (TENSOR_MODES if a.tensor else ())
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    res = {m: [] for m in MODES}
-    cpu = {m: [] for m in MODES}
-    with tempfile.TemporaryDirectory() as out:
+    res = {m: [] for m in modes}
+    cpu = {m: [] for m in modes}
+    nbytes = 0
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as out:
         for r in range(a.rounds):
-            for m in MODES:
+            for m in modes:
                 p = subprocess.run([sys.executable, __file__, "--model", a.model, "--mode", m,
                                     "--steps", str(a.steps), "--warmup", str(a.warmup),
-                                    "--out", out], env=env, capture_output=True, text=True)
+                                    "--out", out, "--bytes", str(nbytes)],
+                                   env=env, capture_output=True, text=True)
                 if p.returncode:
                     sys.exit(f"torch_dump_overhead.py: {m} failed: {p.stderr[-2000:]}")
-                w, c = p.stdout.split()[-2:]
+                w, c, b = p.stdout.split()[-3:]
                 res[m].append(float(w))
                 cpu[m].append(float(c))
+                if m == "tensor":
+                    nbytes = int(b)
+            shutil.rmtree(os.path.join(out, "dump_tensor"), ignore_errors=True)
+    report(a, modes, res, cpu, nbytes)
+
+
+def ratio(res, m, base="plain"):
+    """Median over rounds of the round's ratio (the rounds interleave the
+    modes: a round's load is shared by its modes)."""
+    return statistics.median(x / b for x, b in zip(res[m], res[base]))
+
+
+def report(a, modes, res, cpu, nbytes):
     base, cbase = statistics.median(res["plain"]), statistics.median(cpu["plain"])
     if a.markdown:
         targets = {("big", "statistics"): 1.3, ("big", "md5"): 1.5,
@@ -98,18 +150,31 @@ def main():
         label = "GPT 4x256" if a.model == "big" else "tiny GPT 2x32"
         for m in MODES[1:]:
             t = targets[(a.model, m)]
-            for kind, v, b in (("cpu", cpu[m], cbase), ("wall", res[m], base)):
-                r = statistics.median(v) / b
-                met = ("yes" if r <= t else "no") if kind == "cpu" else "-"
-                print(f"| {label}, {m} L1, {kind} time per step | {statistics.median(v):.1f} ms "
-                      f"| {b:.1f} ms | x{r:.2f} | <= x{t:.3g} | {met} |")
+            for kind, v, b in (("wall", res, base), ("cpu", cpu, cbase)):
+                r = ratio(v, m)
+                met = "yes" if r <= t else "no"
+                print(f"| {label}, {m} L1, {kind} time per step | "
+                      f"{statistics.median(v[m]):.1f} ms | {b:.1f} ms | x{r:.2f} | "
+                      f"<= x{t:.3g} | {met} |")
+        if "tensor" in modes:
+            extra = [t - p for t, p in zip(res["tensor"], res["plain"])]
+            sp = [nbytes / max(e, 1e-3) / 1e3 for e in extra]            # MB/s
+            sq = [nbytes / max(q, 1e-3) / 1e3 for q in res["seqwrite"]]
+            r = statistics.median(x / y for x, y in zip(sp, sq))
+            print(f"| {label}, tensor task write speed ({nbytes / 1e6:.0f} MB per step, "
+                  f"async) vs plain sequential write | {statistics.median(sp):.0f} MB/s | "
+                  f"{statistics.median(sq):.0f} MB/s | {r:.2f} | >= 0.5 | "
+                  f"{'yes' if r >= 0.5 else 'no'} |")
         return
     print(f"model {a.model} ({SIZES[a.model]}), {a.rounds} interleaved rounds of "
-          f"{a.steps} steps, one thread; medians of the per-round medians")
-    for m in MODES:
-        med, cmed = statistics.median(res[m]), statistics.median(cpu[m])
-        print(f"  {m:<11} wall {med:9.2f} ms  x{med / base:.2f}   cpu {cmed:9.2f} ms  "
-              f"x{cmed / cbase:.2f}")
+          f"{a.steps} steps, one thread; medians of the per-round medians, ratios the "
+          f"median of the per-round ratios")
+    for m in modes:
+        if m == "seqwrite":
+            print(f"  {m:<11} wall {statistics.median(res[m]):9.2f} ms for {nbytes} bytes")
+            continue
+        print(f"  {m:<11} wall {statistics.median(res[m]):9.2f} ms  x{ratio(res, m):.2f}   "
+              f"cpu {statistics.median(cpu[m]):9.2f} ms  x{ratio(cpu, m):.2f}")
 
 
 if __name__ == "__main__":

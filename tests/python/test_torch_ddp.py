@@ -1,0 +1,150 @@
+"""test_torch_ddp.py - a real 2-process DistributedDataParallel run on CPU
+(gloo, torch.multiprocessing, a file store) dumped through
+nprobe.torch.PrecisionDebugger: rank0/ and rank1/ from torch.distributed
+(root attributes rank and world_size), each rank's step 0 equal to a
+single-process run of the same model on that rank's batch (`nprobe compare`
+exits 0 pairing both ranks), the local parameter gradients recorded before
+DDP's all-reduce, and the step-1 parameters identical on both ranks and
+equal to w - lr * mean of the ranks' gradients worked out here. Run through
+pyrun.sh; exits 1 on any failed check."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+FAILS = []
+LR = 0.1
+
+
+def check(cond, what):
+    if not cond:
+        FAILS.append(what)
+        print("FAIL:", what)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class Wrap(torch.nn.Module):
+    """The single-process stand-in: DDP's `module.` prefix in the names."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.module = m
+
+    def forward(self, x):
+        return self.module(x)
+
+
+def batch(rank, step):
+    g = torch.Generator().manual_seed(100 * step + rank)
+    return torch.randn(6, 8, generator=g), torch.randint(0, 4, (6,), generator=g)
+
+
+def train(model, d, rank, steps):
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    for step in range(steps):
+        x, y = batch(rank, step)
+        d.start(model)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+        d.stop()
+        d.step()
+    d.close()
+
+
+def ddp_rank(rank, tmp):
+    from nprobe.torch import PrecisionDebugger
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=rank,
+                            world_size=2)
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(Net())
+    d = PrecisionDebugger(f"{tmp}/ddp.json")
+    train(model, d, rank, 2)
+    dist.destroy_process_group()
+
+
+def read(path):
+    with h5py.File(path, "r") as f:
+        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+        data = {k: np.array(v) for k, v in f["data"].items()}
+    return attrs, data
+
+
+def main():
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, path in (("ddp", "dump_ddp"), ("single", "dump_single")):
+            with open(f"{tmp}/{name}.json", "w") as f:
+                json.dump({"task": "tensor", "dump_path": f"{tmp}/{path}", "level": "mix",
+                           "step": [0, 1] if name == "ddp" else [0]}, f)
+        mp.spawn(ddp_rank, args=(tmp,), nprocs=2, join=True)
+        # the single-process runs, one per rank's batch (rank from RANK)
+        from nprobe.torch import PrecisionDebugger
+        grads = {}
+        torch.manual_seed(0)
+        init = Net().state_dict()
+        for r in (0, 1):
+            os.environ.update(RANK=str(r), WORLD_SIZE="2")
+            net = Net()
+            net.load_state_dict(init)
+            d = PrecisionDebugger(f"{tmp}/single.json")
+            x, y = batch(r, 0)
+            d.start(Wrap(net))
+            F.cross_entropy(net(x), y).backward()
+            d.stop()
+            grads[r] = {k: p.grad.clone() for k, p in net.named_parameters()}
+            d.close()
+        for r in (0, 1):
+            for s in (0, 1):
+                path = f"{tmp}/dump_ddp/step{s}/rank{r}/dump.h5"
+                check(os.path.exists(path), f"{path} written")
+            attrs, data = read(f"{tmp}/dump_ddp/step0/rank{r}/dump.h5")
+            check(attrs.get("rank") == r and attrs.get("world_size") == 2,
+                  f"rank {r}: root attributes rank/world_size {attrs}")
+            g = data.get("Module.module.fc1.Linear.parameters_grad.weight")
+            check(g is not None and np.array_equal(g, grads[r]["fc1.weight"].numpy()),
+                  f"rank {r}: the local gradient of fc1.weight (before the all-reduce)")
+        # step 1: the same parameters on both ranks, w - lr * mean(grads)
+        p = [read(f"{tmp}/dump_ddp/step1/rank{r}/dump.h5")[1] for r in (0, 1)]
+        key = "Module.module.fc2.Linear.forward.0.parameters.weight"
+        want = (init["fc2.weight"] - LR * (grads[0]["fc2.weight"] + grads[1]["fc2.weight"]) / 2)
+        check(key in p[0] and key in p[1] and np.array_equal(p[0][key], p[1][key]),
+              "step 1: fc2.weight identical on both ranks")
+        check(key in p[0] and np.allclose(p[0][key], want.numpy(), rtol=0, atol=1e-6),
+              "step 1: fc2.weight = w - lr * mean of the ranks' gradients")
+        shutil.copytree(f"{tmp}/dump_ddp/step0", f"{tmp}/ddp_step0/step0")
+        out = subprocess.run([os.environ["NPROBE_BIN"], "compare", "-b", f"{tmp}/dump_single",
+                              "-c", f"{tmp}/ddp_step0", "-o", f"{tmp}/rep"],
+                             capture_output=True, text=True)
+        print(out.stdout[-1500:])
+        check(out.returncode == 0, f"compare single-process vs DDP: exit {out.returncode} "
+              f"{out.stderr[-500:]}")
+        check(" 0 error" in out.stdout and "compared 2 step/rank pairs" in out.stdout and "0 of 2 pairs fail" in out.stdout
+              and "first culprit: none" in out.stdout, "both ranks paired, no culprit")
+        if os.environ.get("KEEP"):
+            shutil.copytree(tmp, os.environ["KEEP"])
+    print(f"{len(FAILS)} failed")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
