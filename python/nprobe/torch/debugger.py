@@ -88,12 +88,13 @@ class _Rec:
     """One call's backward: its name, the positions of the inputs whose
     gradients it produces, the gradients arriving at its outputs."""
     __slots__ = ("d", "name", "parent", "site", "idx", "out_idx", "gin", "has_in", "step",
-                 "scalars", "module")
+                 "scalars", "module", "seen", "wait")
 
     def __init__(self, d, name, parent, site):
         self.d, self.name, self.parent, self.site = d, name, parent, site
         self.idx, self.out_idx, self.gin, self.has_in = [], [], None, False
         self.scalars, self.module = (), False
+        self.seen = self.wait = 0
         self.step = d._step
 
 
@@ -117,21 +118,17 @@ class _BwIn(torch.autograd.Function):
         return (None,) + gs
 
 
-class _BwOut(torch.autograd.Function):
-    """Identity on a call's outputs: its backward sees the gradients arriving."""
-
-    @staticmethod
-    def forward(ctx, rec, *ys):
-        ctx.rec = rec
-        return tuple(y.detach() for y in ys)
-
-    @staticmethod
-    def backward(ctx, *gs):
-        rec = ctx.rec
-        rec.gin = gs
-        if not rec.has_in:
+def _out_hook(rec, k):
+    """A tensor hook on a call's output k: the gradient arriving there (all
+    its consumers' summed, as an identity function would see it). The call's
+    backward row is written by its _BwIn, or, when none of its inputs needs
+    a gradient, once every hooked output has its gradient."""
+    def hook(g):
+        rec.gin[k] = g
+        rec.seen += 1
+        if not rec.has_in and rec.seen == rec.wait:
             rec.d._bw_emit(rec, ())
-        return (None,) + gs
+    return hook
 
 
 def _grad_tensor(x):
@@ -180,28 +177,15 @@ def _out_tensors(y):
 
 
 def _wrap_outputs(y, rec):
-    """Route y's grad-requiring tensors through _BwOut; same structure back."""
-    if isinstance(y, torch.Tensor):
-        if _grad_tensor(y):
-            rec.out_idx = [0]
-            return _BwOut.apply(rec, y)[0]
-        return y
-    if type(y) in (tuple, list):
-        pos = [i for i, t in enumerate(y) if _grad_tensor(t)]
-        if not pos:
-            return y
-        tix = {}
-        k = 0
-        for i, t in enumerate(y):
-            if isinstance(t, torch.Tensor):
-                tix[i] = k
-                k += 1
-        rec.out_idx = [tix[i] for i in pos]
-        new = _BwOut.apply(rec, *[y[i] for i in pos])
-        lst = list(y)
-        for i, t in zip(pos, new):
-            lst[i] = t
-        return type(y)(lst)
+    """Hook y's grad-requiring tensors (tensor hooks: y itself is returned,
+    no autograd node is added in forward)."""
+    outs = _out_tensors(y)
+    pos = [k for k, t in enumerate(outs) if _grad_tensor(t)]
+    if pos:
+        rec.gin = [None] * len(outs)
+        rec.wait = len(pos)
+        for k in pos:
+            outs[k].register_hook(_out_hook(rec, k))
     return y
 
 
@@ -517,20 +501,24 @@ class PrecisionDebugger:
     # ---- leaves ---------------------------------------------------------------
     def _leaf(self, cb, role, key, t):
         rg = int(t.requires_grad)
-        t = t.detach()
         dt = _DT.get(t.dtype)
-        if dt is None:
-            if t.is_complex():
-                return
-            t = t.to(torch.float32 if t.is_floating_point() else torch.int64)
-            dt = _DT[t.dtype]
-        if t.dim() > _lib.MAX_DIMS:
-            t = t.reshape(-1)
-        if t.device.type != "cpu":
-            if self._stats_on_device:
-                return self._leaf_device_stats(cb, role, key, t, dt, rg)
-            t = t.cpu()
         nd = t.dim()
+        if dt is None or nd > _lib.MAX_DIMS or not t.is_cpu:
+            # the uncommon cases on a detached tensor (no autograd record);
+            # a CPU tensor of a known dtype is read as it is
+            t = t.detach()
+            if dt is None:
+                if t.is_complex():
+                    return
+                t = t.to(torch.float32 if t.is_floating_point() else torch.int64)
+                dt = _DT[t.dtype]
+            if t.dim() > _lib.MAX_DIMS:
+                t = t.reshape(-1)
+            if t.device.type != "cpu":
+                if self._stats_on_device:
+                    return self._leaf_device_stats(cb, role, key, t, dt, rg)
+                t = t.cpu()
+            nd = t.dim()
         v = self._view
         v.dtype, v.ndim, v.requires_grad = dt, nd, rg
         if nd:
