@@ -169,7 +169,8 @@ static void print_pair(const np_cmp_pair *p)
         if (c->callsite[0])
             printf(" at %s", c->callsite);
         printf(": %s\n", c->reason);
-        if (c->worst_row >= 0 && p->rows[c->worst_row].cmp) {
+        if (c->worst_row >= 0 && p->rows[c->worst_row].cmp &&
+            p->rows[c->worst_row].verdict != NP_VERDICT_PASS) {
             const np_cmp_row *r = &p->rows[c->worst_row];
             char why[256];
             printf("    worst output %s: %s\n", r->cmp->name, np_cmp_row_reason(why, sizeof why, r));
@@ -371,6 +372,13 @@ static int run_streamed(const char *bench, const char *cmp, const char *outdir, 
     }
     for (size_t i = 0; i < r->n_issues; i++)
         np_cli_error("compare: %s", r->issues[i].text);
+    for (size_t i = 0; i < r->n_pairs; i++)
+        if (np_cmp_pair_paired_nothing(&r->pairs[i]))
+            np_cli_error("compare: step %d rank %d: nothing was paired (no leaf of %s matched one "
+                         "of %s), which is not a pass; try --fuzzy (call counters differ) or "
+                         "--mapping FILE (modules or APIs renamed)",
+                         r->pairs[i].step, r->pairs[i].rank, r->pairs[i].cmp_path,
+                         r->pairs[i].bench_path);
     int rc = s.failed ? NP_EXIT_USAGE : np_cmp_has_differences(r) ? NP_EXIT_DIFF : NP_EXIT_OK;
     if (r->n_pairs == 0 || s.no_dir) {
         if (!s.no_dir)

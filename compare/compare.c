@@ -316,8 +316,9 @@ static int same_shape(const np_cmp_side *a, const np_cmp_side *b)
 
 static int payload_row(const np_cmp_row *r)
 {
-    return r->bench && r->cmp && r->bench->has_data && r->cmp->has_data &&
-           strcmp(r->cmp->role, "kwargs") && same_shape(r->bench, r->cmp);
+    return r->bench && r->cmp && r->bench->has_data == 1 && r->cmp->has_data == 1 &&
+           !r->bench->defect && !r->cmp->defect && strcmp(r->cmp->role, "kwargs") &&
+           same_shape(r->bench, r->cmp);
 }
 
 static void payload_one(np_cmp_pair *p, np_cmp_row *r, cmp_dump *bd, cmp_dump *cd,
@@ -658,6 +659,11 @@ static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cm
         st = cmp_gaps(p, err);
     if (st == NP_OK)
         st = cmp_subthreshold(p, err);
+    if (st == NP_OK && np_cmp_pair_paired_nothing(p))
+        note(p, "Nothing was paired: no leaf of the cmp dump (%zu) matched one of the bench (%zu), "
+                "so nothing was compared, which is not a pass. If the names differ only in their "
+                "call counters try --fuzzy; if modules or APIs were renamed give --mapping FILE.",
+             cd.n_entries, bd.n_entries);
     cmp_dump_close(&bd);
     cmp_dump_close(&cd);
     if (st != NP_OK)
@@ -875,13 +881,21 @@ void np_cmp_result_free(np_cmp_result *r)
     free(r);
 }
 
+int np_cmp_pair_paired_nothing(const np_cmp_pair *p)
+{
+    return p->count_match[NP_MATCH_EXACT] + p->count_match[NP_MATCH_FUZZY] +
+               p->count_match[NP_MATCH_MAPPING] ==
+           0;
+}
+
 int np_cmp_has_differences(const np_cmp_result *r)
 {
     if (r->n_issues)
         return 1;
     for (size_t i = 0; i < r->n_pairs; i++)
         if (r->pairs[i].count_verdict[NP_VERDICT_ERROR] || r->pairs[i].bench_incomplete ||
-            r->pairs[i].cmp_incomplete || r->pairs[i].n_culprits)
+            r->pairs[i].cmp_incomplete || r->pairs[i].n_culprits ||
+            np_cmp_pair_paired_nothing(&r->pairs[i]))
             return 1;
     return 0;
 }

@@ -56,6 +56,44 @@ static np_status entries_begin(void *user, size_t n, np_error *err)
     return NP_OK;
 }
 
+/* Why an /entries row contradicts itself, NULL when it does not: numel
+ * must be the product of the shape (1 for ndim 0), no dimension negative,
+ * has_data 0 or 1. Such a row would otherwise pass as an "empty tensor"
+ * with blank metrics. The text names the field; the caller the leaf. */
+static const char *row_defect(cmp_arena *arena, const np_entry_rec *r)
+{
+    int64_t prod = 1;
+    int overflow = 0, negative = 0;
+    for (int k = 0; k < r->ndim; k++) {
+        if (r->shape[k] < 0)
+            negative = 1;
+        else if (r->shape[k] && prod > INT64_MAX / r->shape[k])
+            overflow = 1;
+        else
+            prod *= r->shape[k];
+    }
+    char sh[NP_FMT_MAX_DIMS * 24 + 8] = "(";
+    size_t u = 1;
+    for (int k = 0; k < r->ndim && u < sizeof sh; k++)
+        u += (size_t)snprintf(sh + u, sizeof sh - u, "%s%lld", k ? ", " : "", (long long)r->shape[k]);
+    if (u < sizeof sh)
+        snprintf(sh + u, sizeof sh - u, ")");
+    char buf[400];
+    if (r->has_data != 0 && r->has_data != 1)
+        snprintf(buf, sizeof buf, "has_data is %d (expected 0 or 1)", r->has_data);
+    else if (negative)
+        snprintf(buf, sizeof buf, "shape %s has a negative dimension", sh);
+    else if (overflow)
+        snprintf(buf, sizeof buf, "shape %s overflows a 64-bit element count", sh);
+    else if (r->numel != prod)
+        snprintf(buf, sizeof buf, "numel %lld disagrees with shape %s = %lld elements",
+                 (long long)r->numel, sh, (long long)prod);
+    else
+        return NULL;
+    const char *t = cmp_arena_strdup(arena, buf);
+    return t ? t : "inconsistent row";
+}
+
 static np_status entries_rows(void *user, np_entry_rec *buf, size_t off, size_t cnt,
                               np_error *err)
 {
@@ -117,6 +155,7 @@ static np_status entries_rows(void *user, np_entry_rec *buf, size_t off, size_t 
         s->crc32 = r->crc32;
         s->has_data = r->has_data;
         s->requires_grad = r->requires_grad;
+        s->defect = row_defect(arena, r);
     }
     return NP_OK;
 }

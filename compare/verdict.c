@@ -14,6 +14,7 @@
 #define AMPLIFICATION 3.0
 
 static int role_is_out(const char *role);
+static int role_is_in(const char *role);
 static const char *fmt_reason(cmp_arena *a, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -368,9 +369,59 @@ static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t)
         set(r, NP_VERDICT_PASS, sev, "");
 }
 
-static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, tol_memo *memo,
-                        double routed_u, const char *routed_from)
+/* A leaf on one side only is evidence, an error that can make a culprit,
+ * when the other side should have it too: a parameter gradient (a dropped
+ * bias shows only this way at step 0), or an input, output or parameter of
+ * a call that is paired on both sides (call_paired). Else a warning: the
+ * runs called different operations. */
+static void verdict_one_side(np_cmp_pair *p, np_cmp_row *r, const char *call_paired)
 {
+    const np_cmp_side *s = r->bench ? r->bench : r->cmp;
+    const char *has = r->bench ? "bench" : "cmp", *lacks = r->bench ? "cmp" : "bench";
+    cmp_pair_priv *pv = p->priv;
+    const char *why = NULL;
+    if (!strcmp(s->role, "parameters_grad"))
+        why = "parameter gradient";
+    else if (r->call_index >= 0 && call_paired && call_paired[r->call_index] &&
+             (role_is_in(s->role) || !strcmp(s->role, "output")))
+        why = !strcmp(s->role, "parameters") ? "parameter" : s->role;
+    if (why && pv) {
+        set(r, NP_VERDICT_ERROR, INFINITY,
+            fmt_reason(&pv->arena, "only the %s has this %s (%s of the call); the %s lacks it",
+                       has, why, s->role, lacks));
+        return;
+    }
+    set(r, NP_VERDICT_WARNING, 0,
+        r->bench ? "no cmp leaf matched this bench leaf" : "No bench data matched.");
+}
+
+/* Rows whose error says nothing about the numerics: left out of the root
+ * cause (a payload unreadable or corrupt, an /entries row that contradicts
+ * itself, a payload on one side only). */
+static int row_left_out(const np_cmp_pair *p, const np_cmp_row *r, size_t i)
+{
+    const cmp_pair_priv *pv = p->priv;
+    if (pv && pv->payload && pv->payload[i] != CMP_PAYLOAD_OK)
+        return 1;
+    if ((r->bench && r->bench->defect) || (r->cmp && r->cmp->defect))
+        return 1;
+    return p->mode == NP_CMP_MODE_TENSOR && r->bench && r->cmp &&
+           strcmp(r->cmp->role, "kwargs") != 0 && r->bench->has_data != r->cmp->has_data;
+}
+
+static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, tol_memo *memo,
+                        double routed_u, const char *routed_from, const char *call_paired)
+{
+    cmp_pair_priv *pv = p->priv;
+    const np_cmp_side *bad = r->bench && r->bench->defect ? r->bench
+                             : r->cmp && r->cmp->defect   ? r->cmp
+                                                          : NULL;
+    if (bad && pv) {
+        set(r, NP_VERDICT_ERROR, INFINITY,
+            fmt_reason(&pv->arena, "the %s row in /entries contradicts itself: %s",
+                       bad == r->bench ? "bench" : "cmp", bad->defect));
+        return;
+    }
     const np_cmp_side *one = r->bench ? r->bench : r->cmp;
     if ((!r->bench || !r->cmp) && one && !strcmp(one->dtype, "None")) {
         /* msprobe's null item (an optional argument left out): a dump that
@@ -380,8 +431,7 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
         return;
     }
     if (!r->bench || !r->cmp) {
-        set(r, NP_VERDICT_WARNING, 0,
-            r->bench ? "no cmp leaf matched this bench leaf" : "No bench data matched.");
+        verdict_one_side(p, r, call_paired);
         return;
     }
     if (r->reason && r->reason[0] && r->verdict == NP_VERDICT_ERROR)
@@ -413,7 +463,6 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
         memo->t = row_tolerance(p, c->dtype, o, routed_u);
         memo->dtype = c->dtype;
         /* remember it for the reports (the tolerances in effect) */
-        cmp_pair_priv *pv = p->priv;
         const char *scope = routed_u > 0 ? routed_from : "";
         int seen = 0;
         for (int k = 0; pv && k < pv->n_tols && !seen; k++)
@@ -422,6 +471,14 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
             pv->tols[pv->n_tols++] = (cmp_tol_rec){c->dtype, scope, memo->t};
     }
     np_cmp_tolerance t = memo->t;
+    if (p->mode == NP_CMP_MODE_TENSOR && b->has_data != c->has_data) {
+        set(r, NP_VERDICT_ERROR, INFINITY,
+            b->has_data ? "has_data is 0 on the cmp side: it stored no payload, the bench did "
+                          "(nothing to compare)"
+                        : "has_data is 0 on the bench side: it stored no payload, the cmp did "
+                          "(nothing to compare)");
+        return;
+    }
     if (p->mode == NP_CMP_MODE_MD5) {
         if (b->crc32 == c->crc32)
             set(r, NP_VERDICT_PASS, 0, "");
@@ -461,6 +518,12 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
                                             ? "behind a non-smooth op"
                                             : "level L0: any module may hold a non-smooth op");
     }
+    /* the calls with a leaf paired on both sides (their one-sided leaves are
+     * evidence); NULL when out of memory: one-sided leaves stay warnings */
+    char *call_paired = calloc(p->n_calls + 1, 1);
+    for (size_t i = 0; call_paired && i < p->n_rows; i++)
+        if (p->rows[i].bench && p->rows[i].cmp && p->rows[i].call_index >= 0)
+            call_paired[p->rows[i].call_index] = 1;
     /* tensor mode reports payload bytes while reading them (compare.c) */
     int rows_progress = o->progress && p->mode != NP_CMP_MODE_TENSOR;
     for (size_t i = 0; i < p->n_rows; i++) {
@@ -471,7 +534,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
             const np_cmp_side *sd = r->cmp ? r->cmp : r->bench;
             routed = c->backward && (c->seq > s0 || (c->seq == s0 && sd && role_is_out(sd->role)));
         }
-        verdict_row(p, r, o, &memo[routed], routed ? u : 0, routed_from);
+        verdict_row(p, r, o, &memo[routed], routed ? u : 0, routed_from, call_paired);
         if (!r->reason)
             r->reason = "";
         p->count_verdict[r->verdict]++;
@@ -479,6 +542,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
         if (rows_progress && (i + 1) % 65536 == 0 && i + 1 < p->n_rows)
             o->progress(pair_index, n_pairs, i + 1, p->n_rows, o->progress_user);
     }
+    free(call_paired);
     if (rows_progress)
         o->progress(pair_index, n_pairs, p->n_rows, p->n_rows, o->progress_user);
 }
@@ -508,6 +572,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
     int *n_in = calloc(nc + 1, sizeof *n_in);
     char *kw_bad = calloc(nc + 1, 1);
     char *par_bad = calloc(nc + 1, 1); /* a parameter row fails */
+    char *one_side = calloc(nc + 1, 1); /* a leaf of it is evidence on one side only */
     /* a row of its inputs / outputs is at least a warning (statistics mode) */
     char *in_warn = calloc(nc + 1, 1), *out_warn = calloc(nc + 1, 1);
     /* rows left out (payload unreadable or corrupt), per call: inputs, outputs */
@@ -520,7 +585,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
     char *has_cul = calloc(nc + 1, 1);
     np_strmap byname = {0};
     np_status st = NP_OK;
-    if (!n_in || !kw_bad || !par_bad || !in_warn || !out_warn || !n_left || !depth || !first_fail ||
+    if (!n_in || !kw_bad || !par_bad || !one_side || !in_warn || !out_warn || !n_left || !depth || !first_fail ||
         !order || !s_before || !has_cul || np_strmap_init(&byname, nc) != 0) {
         st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
         goto out;
@@ -540,10 +605,15 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
             continue;
         np_cmp_call *c = &p->calls[r->call_index];
         c->n_rows++;
-        if (!r->bench || !r->cmp)
+        /* one side only: a warning says nothing; an error is evidence */
+        if ((!r->bench || !r->cmp) && r->verdict != NP_VERDICT_ERROR)
             continue;
-        const char *role = r->cmp->role;
-        if (pv->payload && pv->payload[i] != CMP_PAYLOAD_OK) {
+        const char *role = (r->cmp ? r->cmp : r->bench)->role;
+        if (!r->bench || !r->cmp) {
+            one_side[r->call_index] = 1;
+            continue;
+        }
+        if (row_left_out(p, r, i)) {
             /* its error says nothing about the numerics */
             n_left[2 * r->call_index + (role_is_out(role) ? 1 : 0)]++;
             continue;
@@ -594,6 +664,11 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
         if (kw_bad[k]) {
             c->status = NP_CALL_CULPRIT;
             c->reason = "a scalar argument differs from the bench";
+        } else if (one_side[k]) {
+            /* a structural difference at this call, whatever came before */
+            c->status = NP_CALL_CULPRIT;
+            c->reason = "a leaf of this call is on one side only (a dropped or added parameter, "
+                        "input or output: see its rows)";
         } else if (!out_bad) {
             c->status = NP_CALL_PASS;
         } else if (n_in[k] == 0) {
@@ -637,7 +712,7 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
                                                    c->sev_out / c->sev_in)
                                       : "inputs pass, outputs fail";
         }
-        if (out_bad || kw_bad[k]) {
+        if (out_bad || kw_bad[k] || one_side[k]) {
             failed_before = 1;
             api_failed_before |= is_api;
         }
@@ -811,6 +886,7 @@ out:
     free(n_in);
     free(kw_bad);
     free(par_bad);
+    free(one_side);
     free(in_warn);
     free(out_warn);
     free(n_left);

@@ -150,6 +150,9 @@ typedef struct np_cmp_side {
     int64_t nan_count, inf_count;
     uint32_t crc32;
     int8_t ndim, requires_grad, has_data;
+    const char *defect;           /* NULL, or why the /entries row contradicts itself
+                                   * ("numel -1 disagrees with shape (4, 8) = 32"):
+                                   * the row is an error, left out of the root cause */
 } np_cmp_side;
 
 /* Statistics-mode numbers of a row (np_cmp_row_stats). */
@@ -273,8 +276,12 @@ void np_cmp_pair_shrink(np_cmp_pair *p);
  * row or a culprit, else 0. */
 size_t np_cmp_focus_pair(const np_cmp_result *r);
 
-/* 1 when some row of some pair is an error, or some issue was recorded. */
+/* 1 when some row of some pair is an error, some issue was recorded, a side
+ * is incomplete, or a pair paired nothing. */
 int np_cmp_has_differences(const np_cmp_result *r);
+/* 1 when no leaf of the pair was matched (exact, fuzzy or mapping): a
+ * comparison of nothing, never a pass. */
+int np_cmp_pair_paired_nothing(const np_cmp_pair *p);
 
 /* ==== reports ============================================================ */
 

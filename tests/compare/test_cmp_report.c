@@ -50,7 +50,7 @@ static void write_side(const char *path, int cmp)
     tw_tensor(w, m, "Module.net.Net.forward.0", "output", "0", "float32", 2, s, z);
     const int64_t one[1] = {1};
     float e[1] = {5};
-    if (!cmp) /* a bench-only leaf */
+    if (!cmp) /* a bench-only leaf of a call paired on both sides */
         tw_tensor(w, q, "Functional.mul.0.forward", "output", "extra", "float32", 1, one, e);
     CHECK_EQ_INT(tw_close(w, 1), 0);
 }
@@ -77,7 +77,10 @@ int main(void)
         return check_report();
     CHECK_EQ_INT(r->n_pairs, 1);
     const np_cmp_pair *p = &r->pairs[0];
-    CHECK(p->n_culprits == 1 && !strcmp(p->calls[p->culprits[0]].name, "Functional.relu.0.forward"));
+    CHECK(p->n_culprits == 2 && !strcmp(p->calls[p->culprits[0]].name, "Functional.relu.0.forward"));
+    /* the bench-only output of mul, a call paired on both sides, is
+     * evidence: an error that makes mul a culprit too (issue 16 rule 1) */
+    CHECK(p->n_culprits == 2 && !strcmp(p->calls[p->culprits[1]].name, "Functional.mul.0.forward"));
     char base[256];
     np_cmp_report_basename(base, sizeof base, p, 0);
     CHECK(strncmp(base, "compare_result_rank0_step0_", 27) == 0 && strlen(base) == 27 + 14);

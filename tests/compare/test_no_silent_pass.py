@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""test_no_silent_pass.py - compare never passes what it did not compare.
+
+A real tensor dump of the MLP (nprobe train) is the bench; the cmp is a copy
+edited with h5py. Each case states what a user must see (issue 13, "No
+silent pass", and issue 16 rule 1):
+  - identical copy: exit 0, every row passes (the baseline: the edits below
+    are what makes the difference);
+  - an /entries row whose numel disagrees with its shape (-1, 0, 2^62), or
+    whose has_data is 0 on one side: that leaf's row is an error naming the
+    field (numel, has_data), exit 1;
+  - every cmp leaf renamed: nothing paired, exit 1 (not 0), stderr says so
+    and suggests --fuzzy / --mapping, the report carries the note;
+  - fc2's bias dropped on the cmp side (its parameter, gradient and the
+    matching linear input/gradient rows gone): those one-sided rows are
+    errors and the first culprit is a call of fc2, at step 0 where nothing
+    else differs.
+"""
+import csv
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+NPROBE = os.environ.get("NPROBE_BIN", "nprobe")
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(args, cwd):
+    p = subprocess.run([NPROBE] + args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       stdin=subprocess.DEVNULL, timeout=300)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def edit_rows(path, fn):
+    with h5py.File(path, "r+") as f:
+        rows = f["entries"][...]
+        rows = fn(rows, f)
+        del f["entries"]
+        f.create_dataset("entries", data=rows)
+
+
+def set_field(name, field, value):
+    def fn(rows, f):
+        k = [i for i, r in enumerate(rows) if r["name"].decode() == name]
+        assert k, name
+        rows[k[0]][field] = value
+        return rows
+    return fn
+
+
+def compare(root, case):
+    out = os.path.join(root, "out_" + case)
+    rc, so, se = run(["compare", "-b", "bench.h5", "-c", case + ".h5", "-o", out, "--format", "csv"],
+                     root)
+    reps = glob.glob(os.path.join(out, "*.csv"))
+    rows = []
+    if reps:
+        with open(reps[0], newline="") as f:
+            rows = list(csv.DictReader(f))
+    return rc, so, se, rows
+
+
+def row_of(rows, name):
+    for r in rows:
+        if r["NPU Name"] == name or r["Bench Name"] == name:
+            return r
+    return None
+
+
+def main():
+    root = tempfile.mkdtemp(prefix="np_nosilent_")
+    try:
+        with open(os.path.join(root, "t.json"), "w") as f:
+            f.write('{"task":"tensor","dump_path":"./d","step":[0],"level":"mix"}')
+        rc, so, se = run(["train", "--model", "mlp", "--steps", "1", "--batch", "4",
+                          "--log-every", "100", "--dump-config", "t.json"], root)
+        if rc != 0:
+            print("setup failed:", so, se)
+            return 1
+        bench = os.path.join(root, "bench.h5")
+        shutil.copy(os.path.join(root, "d", "step0", "rank0", "dump.h5"), bench)
+
+        def case_file(case):
+            p = os.path.join(root, case + ".h5")
+            shutil.copy(bench, p)
+            return p
+
+        # baseline
+        case_file("same")
+        rc, so, se, rows = compare(root, "same")
+        check(rc == 0, "identical dumps: exit %s, want 0\n%s%s" % (rc, so, se))
+        check(rows and all(r["Verdict"] == "pass" for r in rows), "identical dumps: a row is not pass")
+
+        leaf = "Module.fc2.Linear.forward.0.output.0"  # (4, 64): 256 elements
+        for label, value in (("numel_neg", -1), ("numel_zero", 0), ("numel_huge", 2 ** 62)):
+            edit_rows(case_file(label), set_field(leaf, "numel", value))
+            rc, so, se, rows = compare(root, label)
+            r = row_of(rows, leaf)
+            check(rc == 1, "%s: exit %s, want 1\n%s%s" % (label, rc, so, se))
+            check(r is not None and r["Verdict"] == "error", "%s: the row of %s is not an error" % (label, leaf))
+            check(r is not None and ("numel %d disagrees with shape (4, 64) = 256" % value) in r["Reason"],
+                  "%s: reason does not name numel: %r" % (label, r and r["Reason"]))
+
+        edit_rows(case_file("has_data"), set_field(leaf, "has_data", 0))
+        rc, so, se, rows = compare(root, "has_data")
+        r = row_of(rows, leaf)
+        check(rc == 1, "has_data 0 on the cmp side: exit %s, want 1\n%s%s" % (rc, so, se))
+        check(r is not None and r["Verdict"] == "error" and "has_data is 0 on the cmp side" in r["Reason"],
+              "has_data 0: row " + repr(r and (r["Verdict"], r["Reason"])))
+
+        # nothing paired
+        def rename(rows, f):
+            for r in rows:
+                r["name"] = b"Z" + r["name"][:254]
+                r["call"] = b"Z" + r["call"][:254]
+            return rows
+        edit_rows(case_file("renamed"), rename)
+        rc, so, se, rows = compare(root, "renamed")
+        check(rc == 1, "nothing paired: exit %s, want 1 (not a pass)\n%s%s" % (rc, so, se))
+        check("nothing was paired" in se and "--fuzzy" in se and "--mapping" in se,
+              "nothing paired: stderr does not say so: %r" % se)
+        check("Nothing was paired" in so, "nothing paired: the pair's note is missing: %r" % so)
+
+        # a dropped bias: fc2's bias leaves exist on the bench only
+        dropped = {"Module.fc2.Linear.forward.0.parameters.bias", "Module.fc2.Linear.parameters_grad.bias",
+                   "Functional.linear.1.forward.input.2", "Functional.linear.1.backward.output.2"}
+        edit_rows(case_file("no_bias"), lambda rows, f: rows[[r["name"].decode() not in dropped for r in rows]])
+        rc, so, se, rows = compare(root, "no_bias")
+        check(rc == 1, "dropped bias: exit %s, want 1\n%s%s" % (rc, so, se))
+        for name in sorted(dropped):
+            r = row_of(rows, name)
+            check(r is not None and r["Verdict"] == "error" and "only the bench has this" in r["Reason"],
+                  "dropped bias: row %s is %s" % (name, repr(r and (r["Verdict"], r["Reason"]))))
+        first = [l for l in so.splitlines() if "first culprit:" in l]
+        check(first and ("linear.1" in first[0] or "fc2" in first[0]),
+              "dropped bias: the first culprit is not a call of fc2: %r" % first)
+        # the other rows still pass: only the evidence is an error
+        others = [r for r in rows if r["Bench Name"] not in dropped]
+        check(others and all(r["Verdict"] == "pass" for r in others),
+              "dropped bias: rows other than the bias leaves do not all pass")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print("%d failed" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
