@@ -369,22 +369,59 @@ static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t)
         set(r, NP_VERDICT_PASS, sev, "");
 }
 
+/* The roles a side records for a call, as bits; the facts of one call for
+ * the one-sided rule below (CALL_PAIRED: some leaf of it matched). */
+enum { ROLE_INPUT = 1, ROLE_OUTPUT = 2, ROLE_PARAM = 4, ROLE_GRAD = 8, CALL_PAIRED = 0x80 };
+
+static int role_bit(const char *role)
+{
+    return !strcmp(role, "input")             ? ROLE_INPUT
+           : !strcmp(role, "output")          ? ROLE_OUTPUT
+           : !strcmp(role, "parameters")      ? ROLE_PARAM
+           : !strcmp(role, "parameters_grad") ? ROLE_GRAD
+                                              : 0;
+}
+
+/* Per call k: facts[2k] the bench's roles, facts[2k+1] the cmp's, each
+ * with CALL_PAIRED when a leaf of k matched. NULL when out of memory. */
+static unsigned char *call_facts(const np_cmp_pair *p)
+{
+    unsigned char *f = calloc(2 * (p->n_calls + 1), 1);
+    for (size_t i = 0; f && i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        if (r->call_index < 0)
+            continue;
+        unsigned char *fb = &f[2 * r->call_index];
+        if (r->bench)
+            fb[0] |= (unsigned char)role_bit(r->bench->role);
+        if (r->cmp)
+            fb[1] |= (unsigned char)role_bit(r->cmp->role);
+        if (r->bench && r->cmp)
+            fb[0] |= CALL_PAIRED, fb[1] |= CALL_PAIRED;
+    }
+    return f;
+}
+
 /* A leaf on one side only is evidence, an error that can make a culprit,
- * when the other side should have it too: a parameter gradient (a dropped
- * bias shows only this way at step 0), or an input, output or parameter of
- * a call that is paired on both sides (call_paired). Else a warning: the
- * runs called different operations. */
-static void verdict_one_side(np_cmp_pair *p, np_cmp_row *r, const char *call_paired)
+ * when the other side should have it too: an input, output, parameter or
+ * parameter gradient of a call paired on both sides, when the other side
+ * records leaves of that role for the call but not this one (a dropped
+ * bias at step 0 shows only this way: weight there, bias missing). When the
+ * other side records no leaf of that role for the call at all, the two
+ * dumpers differ in what they record (a module's backward outputs), not
+ * the runs: a warning, as for calls the other run never made. */
+static void verdict_one_side(np_cmp_pair *p, np_cmp_row *r, const unsigned char *facts)
 {
     const np_cmp_side *s = r->bench ? r->bench : r->cmp;
     const char *has = r->bench ? "bench" : "cmp", *lacks = r->bench ? "cmp" : "bench";
     cmp_pair_priv *pv = p->priv;
     const char *why = NULL;
-    if (!strcmp(s->role, "parameters_grad"))
-        why = "parameter gradient";
-    else if (r->call_index >= 0 && call_paired && call_paired[r->call_index] &&
-             (role_is_in(s->role) || !strcmp(s->role, "output")))
-        why = !strcmp(s->role, "parameters") ? "parameter" : s->role;
+    int bit = role_bit(s->role);
+    if (bit && facts && r->call_index >= 0) {
+        unsigned char other = facts[2 * r->call_index + (r->bench ? 1 : 0)];
+        if ((other & CALL_PAIRED) && (other & bit))
+            why = bit == ROLE_GRAD ? "parameter gradient" : bit == ROLE_PARAM ? "parameter" : s->role;
+    }
     if (why && pv) {
         set(r, NP_VERDICT_ERROR, INFINITY,
             fmt_reason(&pv->arena, "only the %s has this %s (%s of the call); the %s lacks it",
@@ -410,7 +447,7 @@ static int row_left_out(const np_cmp_pair *p, const np_cmp_row *r, size_t i)
 }
 
 static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, tol_memo *memo,
-                        double routed_u, const char *routed_from, const char *call_paired)
+                        double routed_u, const char *routed_from, const unsigned char *facts)
 {
     cmp_pair_priv *pv = p->priv;
     const np_cmp_side *bad = r->bench && r->bench->defect ? r->bench
@@ -431,7 +468,7 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
         return;
     }
     if (!r->bench || !r->cmp) {
-        verdict_one_side(p, r, call_paired);
+        verdict_one_side(p, r, facts);
         return;
     }
     if (r->reason && r->reason[0] && r->verdict == NP_VERDICT_ERROR)
@@ -518,12 +555,9 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
                                             ? "behind a non-smooth op"
                                             : "level L0: any module may hold a non-smooth op");
     }
-    /* the calls with a leaf paired on both sides (their one-sided leaves are
-     * evidence); NULL when out of memory: one-sided leaves stay warnings */
-    char *call_paired = calloc(p->n_calls + 1, 1);
-    for (size_t i = 0; call_paired && i < p->n_rows; i++)
-        if (p->rows[i].bench && p->rows[i].cmp && p->rows[i].call_index >= 0)
-            call_paired[p->rows[i].call_index] = 1;
+    /* what each side records per call (one-sided leaves as evidence); NULL
+     * when out of memory: one-sided leaves stay warnings */
+    unsigned char *facts = call_facts(p);
     /* tensor mode reports payload bytes while reading them (compare.c) */
     int rows_progress = o->progress && p->mode != NP_CMP_MODE_TENSOR;
     for (size_t i = 0; i < p->n_rows; i++) {
@@ -534,7 +568,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
             const np_cmp_side *sd = r->cmp ? r->cmp : r->bench;
             routed = c->backward && (c->seq > s0 || (c->seq == s0 && sd && role_is_out(sd->role)));
         }
-        verdict_row(p, r, o, &memo[routed], routed ? u : 0, routed_from, call_paired);
+        verdict_row(p, r, o, &memo[routed], routed ? u : 0, routed_from, facts);
         if (!r->reason)
             r->reason = "";
         p->count_verdict[r->verdict]++;
@@ -542,7 +576,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
         if (rows_progress && (i + 1) % 65536 == 0 && i + 1 < p->n_rows)
             o->progress(pair_index, n_pairs, i + 1, p->n_rows, o->progress_user);
     }
-    free(call_paired);
+    free(facts);
     if (rows_progress)
         o->progress(pair_index, n_pairs, p->n_rows, p->n_rows, o->progress_user);
 }
