@@ -102,8 +102,11 @@ static np_status read_shape(walk *w, np_error *err)
         if (r->ndim >= NP_FMT_MAX_DIMS)
             return np_json_error(&w->r, err, NP_ERR_UNSUPPORTED, w->ms,
                                  "more than %d dimensions", NP_FMT_MAX_DIMS);
-        r->shape[r->ndim++] = (int64_t)t.num;
-        r->numel = r->numel > (int64_t)1 << 53 ? r->numel : r->numel * (int64_t)t.num;
+        int64_t d = (int64_t)t.num;
+        r->shape[r->ndim++] = d;
+        /* a product past int64 is kept at INT64_MAX: compare names the row's
+         * shape as overflowing (never a wrapped count) */
+        r->numel = d && r->numel > INT64_MAX / d ? INT64_MAX : r->numel * d;
     }
 }
 
@@ -212,8 +215,10 @@ static np_status entry_finish(walk *w, np_error *err)
         r->neginf_count = r->min == -INFINITY || r->mean == -INFINITY;
         r->nan_count = fl && (isnan(r->max) || isnan(r->min));
     } else {
+        /* one Python object (a number, a string, None ...): a 0-d row of one
+         * element, as numel = product of the shape ( () -> 1 ) says */
         r->ndim = 0;
-        r->numel = e->kind == NP_MSP_SCALAR ? 1 : 0;
+        r->numel = 1;
         if (e->kind == NP_MSP_SCALAR && !r->dtype[0])
             np_fmt_copy_name(r->dtype, NP_FMT_DTYPE_LEN, "float64");
     }

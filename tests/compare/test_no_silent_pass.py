@@ -14,11 +14,18 @@ silent pass", and issue 16 rule 1):
   - fc2's bias dropped on the cmp side (its parameter, gradient and the
     matching linear input/gradient rows gone): those one-sided rows are
     errors and the first culprit is a call of fc2, at step 0 where nothing
-    else differs.
+    else differs;
+  - msprobe dumps (tests/msprobe/gen_msprobe.py) are rows like any other:
+    their null, string and scalar items are consistent 0-d rows, so a dump
+    against itself passes (statistics, md5 and tensor task); a shape whose
+    element count passes 64 bits is an error naming the shape (not a wrapped
+    count); a tensor item whose data_name is dropped on one side is a
+    has_data error.
 """
 import csv
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +33,8 @@ import tempfile
 
 import h5py
 import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 NPROBE = os.environ.get("NPROBE_BIN", "nprobe")
 failures = []
@@ -77,6 +86,55 @@ def row_of(rows, name):
         if r["NPU Name"] == name or r["Bench Name"] == name:
             return r
     return None
+
+
+def msprobe_compare(root, b, c, out):
+    rc, so, se = run(["compare", "-b", b, "-c", c, "-o", out, "--format", "csv"], root)
+    reps = glob.glob(os.path.join(root, out, "*.csv"))
+    rows = []
+    if reps:
+        with open(reps[0], newline="") as f:
+            rows = list(csv.DictReader(f))
+    return rc, so + se, rows
+
+
+def edit_dump_json(path, fn):
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(fn(text))
+
+
+def check_msprobe(root):
+    sys.path.insert(0, os.path.join(HERE, "..", "msprobe"))
+    import gen_msprobe
+    for task in ("statistics", "md5", "tensor"):
+        a, b = "msp_%s_a" % task, "msp_%s_b" % task
+        for d in (a, b):
+            gen_msprobe.write_dump(os.path.join(root, d), task=task, n_calls=3)
+        rc, out, rows = msprobe_compare(root, a, b, "out_" + a)
+        nones = [r for r in rows if r["Bench Dtype"] == "None"]
+        check(rc == 0 and rows and all(r["Verdict"] == "pass" for r in rows),
+              "msprobe %s dump against itself: exit %s, not every row passes: %s\n%s" %
+              (task, rc, [(r["NPU Name"], r["Reason"]) for r in rows if r["Verdict"] != "pass"][:3], out))
+        check(nones, "msprobe %s: the generated dump has no null item (the case is void)" % task)
+    # an element count past 64 bits: an error naming the shape, the rest compared
+    js = os.path.join(root, "msp_statistics_b", "step0", "rank0", "dump.json")
+    edit_dump_json(js, lambda t: re.sub(r'"shape": \[\s*4,\s*16\s*\]',
+                                        '"shape": [4000000000000000, 4000000000000000]', t, count=1))
+    rc, out, rows = msprobe_compare(root, "msp_statistics_a", "msp_statistics_b", "out_msp_huge")
+    bad = [r for r in rows if r["Verdict"] == "error"]
+    check(rc == 1 and len(bad) == 1 and "overflows a 64-bit element count" in bad[0]["Reason"],
+          "msprobe huge shape: exit %s, errors %s\n%s" % (rc, [(r["NPU Name"], r["Reason"]) for r in bad], out))
+    # a tensor item without its payload on one side: has_data 0 there
+    js = os.path.join(root, "msp_tensor_b", "step0", "rank0", "dump.json")
+    leaf = "Functional.linear.0.forward.output.0"
+    edit_dump_json(js, lambda t: t.replace('"data_name": "%s.pt"' % leaf, '"data_name": null', 1))
+    rc, out, rows = msprobe_compare(root, "msp_tensor_a", "msp_tensor_b", "out_msp_nodata")
+    r = row_of(rows, leaf)
+    check(rc == 1 and r is not None and r["Verdict"] == "error" and "has_data is 0 on the cmp side" in r["Reason"],
+          "msprobe tensor item without data_name on the cmp side: exit %s, row %r\n%s" %
+          (rc, r and (r["Verdict"], r["Reason"]), out))
 
 
 def main():
@@ -150,6 +208,7 @@ def main():
         others = [r for r in rows if r["Bench Name"] not in dropped]
         check(others and all(r["Verdict"] == "pass" for r in others),
               "dropped bias: rows other than the bias leaves do not all pass")
+        check_msprobe(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print("%d failed" % len(failures))
