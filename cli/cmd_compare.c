@@ -159,26 +159,33 @@ static void print_pair(const np_cmp_pair *p)
            p->count_verdict[NP_VERDICT_ERROR], p->count_match[NP_MATCH_EXACT],
            p->count_match[NP_MATCH_FUZZY], p->count_match[NP_MATCH_MAPPING],
            p->count_match[NP_MATCH_CMP_ONLY], p->count_match[NP_MATCH_BENCH_ONLY]);
-    if (p->notes[0])
-        printf("  note: %s\n", p->notes);
+    /* names are user data: no terminal escapes pass through (T) */
+    char t1[4 * NP_FMT_NAME_LEN], t2[4 * NP_FMT_NAME_LEN], t3[4 * NP_FMT_SITE_LEN];
+#define T(buf, s) np_term_safe(buf, sizeof buf, s)
+    if (p->notes[0]) {
+        char *nt = malloc(4 * strlen(p->notes) + 1);
+        printf("  note: %s\n", nt ? np_term_safe(nt, 4 * strlen(p->notes) + 1, p->notes) : "");
+        free(nt);
+    }
     if (p->n_culprits) {
         const np_cmp_call *c = &p->calls[p->culprits[0]];
-        printf("  first culprit: %s", c->name);
+        printf("  first culprit: %s", T(t1, c->name));
         if (c->parent[0])
-            printf(" (in %s)", c->parent);
+            printf(" (in %s)", T(t2, c->parent));
         if (c->callsite[0])
-            printf(" at %s", c->callsite);
+            printf(" at %s", T(t3, c->callsite));
         printf(": %s\n", c->reason);
         if (c->worst_row >= 0 && p->rows[c->worst_row].cmp &&
             p->rows[c->worst_row].verdict != NP_VERDICT_PASS) {
             const np_cmp_row *r = &p->rows[c->worst_row];
             char why[256];
-            printf("    worst output %s: %s\n", r->cmp->name, np_cmp_row_reason(why, sizeof why, r));
+            printf("    worst output %s: %s\n", T(t1, r->cmp->name), np_cmp_row_reason(why, sizeof why, r));
         }
         for (size_t i = 1; i < p->n_culprits && i < 6; i++)
-            printf("  culprit: %s\n", p->calls[p->culprits[i]].name);
+            printf("  culprit: %s\n", T(t1, p->calls[p->culprits[i]].name));
         if (p->n_culprits > 6)
             printf("  ... and %zu more culprits (see the report)\n", p->n_culprits - 6);
+#undef T
     } else {
         printf("  first culprit: none\n");
     }

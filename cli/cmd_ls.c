@@ -51,10 +51,11 @@ static void list_entries(np_dumpio *d)
     printf("  %-64s %-9s %-14s %13s %13s %13s %13s  %s\n", "name", "dtype", "shape", "max", "min",
            "mean", "norm", "nan/+inf/-inf");
     for (size_t i = 0; i < n; i++) {
-        char shape[128];
+        char shape[128], nm[4 * NP_FMT_NAME_LEN], dt[4 * NP_FMT_DTYPE_LEN];
         fmt_shape(shape, sizeof shape, &e[i]);
-        printf("  %-64s %-9s %-14s %13.6g %13.6g %13.6g %13.6g  %lld/%lld/%lld%s\n", e[i].name,
-               e[i].dtype, shape, e[i].max, e[i].min, e[i].mean, e[i].norm,
+        /* names are user data: no terminal escapes pass through */
+        printf("  %-64s %-9s %-14s %13.6g %13.6g %13.6g %13.6g  %lld/%lld/%lld%s\n",
+               np_term_safe(nm, sizeof nm, e[i].name), np_term_safe(dt, sizeof dt, e[i].dtype), shape, e[i].max, e[i].min, e[i].mean, e[i].norm,
                (long long)e[i].nan_count, (long long)e[i].posinf_count,
                (long long)e[i].neginf_count, e[i].has_data ? " *" : "");
     }
@@ -73,9 +74,14 @@ static void list_calls(np_dumpio *d)
         return;
     }
     printf("  %5s %-6s %-56s %-48s %s\n", "seq", "kind", "call", "parent", "callsite");
-    for (size_t i = 0; i < n; i++)
-        printf("  %5lld %-6s %-56s %-48s %s\n", (long long)c[i].seq, c[i].kind, c[i].call,
-               c[i].parent[0] ? c[i].parent : "-", c[i].callsite[0] ? c[i].callsite : "-");
+    for (size_t i = 0; i < n; i++) {
+        char kd[4 * NP_FMT_KIND_LEN], cl[4 * NP_FMT_NAME_LEN], pa[4 * NP_FMT_NAME_LEN],
+            cs[4 * NP_FMT_SITE_LEN];
+        printf("  %5lld %-6s %-56s %-48s %s\n", (long long)c[i].seq,
+               np_term_safe(kd, sizeof kd, c[i].kind), np_term_safe(cl, sizeof cl, c[i].call),
+               np_term_safe(pa, sizeof pa, c[i].parent[0] ? c[i].parent : "-"),
+               np_term_safe(cs, sizeof cs, c[i].callsite[0] ? c[i].callsite : "-"));
+    }
     printf("  %zu call%s\n", n, n == 1 ? "" : "s");
     free(c);
 }
@@ -108,7 +114,9 @@ static void list_tree(np_dumpio *d)
     for (int i = t->first_root; i >= 0; i = np_calltree_next(t, i)) {
         const np_calltree_node *v = &t->nodes[i];
         int ind = v->depth < 64 ? v->depth : 64;
-        printf("  %*s%s%s%s\n", ind * 2, "", v->name, v->call < 0 ? "  (not dumped)" : "",
+        char nm[4 * NP_FMT_NAME_LEN]; /* names are user data: no terminal escapes */
+        printf("  %*s%s%s%s\n", ind * 2, "", np_term_safe(nm, sizeof nm, v->name),
+               v->call < 0 ? "  (not dumped)" : "",
                v->call >= 0 && strcmp(c[v->call].kind, "module") == 0 ? "  [module]" : "");
     }
     printf("  %zu call%s\n", nc, nc == 1 ? "" : "s");

@@ -25,8 +25,12 @@ static void help(FILE *out)
 
 static int show_one(np_dumpio *d, const np_entry_rec *e, long count)
 {
-    printf("  name      %s\n  call      %s\n  role      %s\n  dtype     %s\n", e->name, e->call,
-           e->role, e->dtype);
+    /* names are user data: no terminal escapes pass through */
+    char nm[4 * NP_FMT_NAME_LEN], cl[4 * NP_FMT_NAME_LEN], ro[4 * NP_FMT_ROLE_LEN],
+        dt[4 * NP_FMT_DTYPE_LEN];
+    printf("  name      %s\n  call      %s\n  role      %s\n  dtype     %s\n",
+           np_term_safe(nm, sizeof nm, e->name), np_term_safe(cl, sizeof cl, e->call),
+           np_term_safe(ro, sizeof ro, e->role), np_term_safe(dt, sizeof dt, e->dtype));
     printf("  shape     (");
     for (int i = 0; i < e->ndim && i < NP_FMT_MAX_DIMS; i++)
         printf("%s%lld", i ? ", " : "", (long long)e->shape[i]);
@@ -146,8 +150,10 @@ int np_cmd_show(int argc, char **argv)
     np_dumpio_checker_free(chk);
     free(refs);
     if (!found) {
+        char nr[4 * NP_FMT_NAME_LEN];
         if (near[0])
-            np_cli_error("%s: no tensor named '%s'; did you mean '%s'?", path, name, near);
+            np_cli_error("%s: no tensor named '%s'; did you mean '%s'?", path, name,
+                         np_term_safe(nr, sizeof nr, near));
         else
             np_cli_error("%s: no tensor named '%s' (see 'nprobe ls %s')", path, name, path);
         return NP_EXIT_USAGE;

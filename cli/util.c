@@ -9,21 +9,45 @@
 
 #include "cmd.h"
 
+/* Messages quote names, paths and values that are user data: control
+ * characters other than newline and tab go to the terminal as \xNN. */
+static void put_safe(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        int c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+        if ((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f || c1) {
+            fprintf(stderr, "\\x%02x", c1 ? p[1] : *p);
+            p += c1;
+        } else {
+            fputc(*p, stderr);
+        }
+    }
+}
+
 void np_cli_error(const char *fmt, ...)
 {
     va_list ap;
-    fputs("nprobe: ", stderr);
+    char small[1024];
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
+    char *big = n >= (int)sizeof small ? malloc((size_t)n + 1) : NULL;
+    if (big) {
+        va_start(ap, fmt);
+        vsnprintf(big, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    fputs("nprobe: ", stderr);
+    put_safe(big ? big : small);
     fputc('\n', stderr);
+    free(big);
 }
 
 void np_cli_report(const np_error *err)
 {
     fputs("nprobe: ", stderr);
     if (err->file[0]) {
-        fputs(err->file, stderr);
+        put_safe(err->file);
         if (err->line > 0) {
             fprintf(stderr, ":%ld", err->line);
             if (err->column > 0)
@@ -31,9 +55,11 @@ void np_cli_report(const np_error *err)
         }
         fputs(": ", stderr);
     }
-    if (err->key[0])
-        fprintf(stderr, "%s: ", err->key);
-    fputs(err->text[0] ? err->text : np_strerror(err->status), stderr);
+    if (err->key[0]) {
+        put_safe(err->key);
+        fputs(": ", stderr);
+    }
+    put_safe(err->text[0] ? err->text : np_strerror(err->status));
     fputc('\n', stderr);
 }
 

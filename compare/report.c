@@ -302,13 +302,20 @@ static void ob_num(outbuf *b, double x)
     b->n += (size_t)cmp_fmt_g17(b->data + b->n, x);
 }
 
+/* A text field; one a spreadsheet would run as a formula (a leaf name
+ * starting with =, +, -, @: names are user data) gets a leading '. */
 static void csv_str(outbuf *b, const char *s)
 {
+    int q = np_cell_is_formula_like(s);
     if (!strpbrk(s, ",\"\n\r")) {
+        if (q)
+            ob_putc(b, '\'');
         ob_put(b, s, strlen(s));
         return;
     }
     ob_putc(b, '"');
+    if (q)
+        ob_putc(b, '\'');
     for (; *s; s++) {
         if (*s == '"')
             ob_putc(b, '"');

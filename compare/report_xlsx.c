@@ -25,6 +25,24 @@ typedef struct fmts {
     lxw_format *bold, *red, *yellow, *plain, *header, *wrap;
 } fmts;
 
+/* A string cell of user data (names, callsites, reasons quoting them): a
+ * text a spreadsheet would take for a formula gets a leading '. */
+static void put_str(lxw_worksheet *ws, lxw_row_t row, lxw_col_t col, const char *s, lxw_format *f)
+{
+    if (!s || !np_cell_is_formula_like(s)) {
+        worksheet_write_string(ws, row, col, s ? s : "", f);
+        return;
+    }
+    size_t n = strlen(s);
+    char *t = malloc(n + 2);
+    if (!t)
+        return;
+    t[0] = '\'';
+    memcpy(t + 1, s, n + 1);
+    worksheet_write_string(ws, row, col, t, f);
+    free(t);
+}
+
 static void put_cell(lxw_worksheet *ws, lxw_row_t row, lxw_col_t col, const cmp_cell *c, lxw_format *f)
 {
     if (c->kind == CELL_NUM && isfinite(c->num))
@@ -32,7 +50,7 @@ static void put_cell(lxw_worksheet *ws, lxw_row_t row, lxw_col_t col, const cmp_
     else if (c->kind == CELL_NUM)
         worksheet_write_string(ws, row, col, isnan(c->num) ? "N/A" : c->num > 0 ? "inf" : "-inf", f);
     else
-        worksheet_write_string(ws, row, col, c->kind == CELL_STR ? c->str : "N/A", f);
+        put_str(ws, row, col, c->kind == CELL_STR ? c->str : "N/A", f);
 }
 
 static double col_width(const char *h)
@@ -98,7 +116,7 @@ static int write_rows_sheets(cmp_xlsx_sheet *out, lxw_workbook *wb, const np_cmp
 static void kv(lxw_worksheet *ws, lxw_row_t *row, const char *k, const char *v, const fmts *F)
 {
     worksheet_write_string(ws, *row, 0, k, F->bold);
-    worksheet_write_string(ws, *row, 1, v ? v : "", NULL);
+    put_str(ws, *row, 1, v, NULL);
     (*row)++;
 }
 
@@ -192,7 +210,7 @@ static void write_summary(lxw_worksheet *ws, const np_cmp_result *r, const np_cm
         worksheet_write_string(ws, row++, 0, buf, F->bold);
         for (size_t i = 1; i < p->n_culprits; i++) {
             const np_cmp_call *c = &p->calls[p->culprits[i]];
-            worksheet_write_string(ws, row, 0, c->name, NULL);
+            put_str(ws, row, 0, c->name, NULL);
             char chain[2048];
             cmp_module_chain(chain, sizeof chain, p, p->culprits[i]);
             char line[2600];
@@ -200,7 +218,7 @@ static void write_summary(lxw_worksheet *ws, const np_cmp_result *r, const np_cm
                                c->callsite[0] ? c->callsite : "-");
             if (len > 0 && (size_t)len < sizeof line)
                 snprintf(line + len, sizeof line - (size_t)len, "%.200s", c->reason);
-            worksheet_write_string(ws, row++, 1, line, NULL);
+            put_str(ws, row++, 1, line, NULL);
         }
     } else {
         kv(ws, &row, "first culprit", "none", F);
@@ -212,7 +230,7 @@ static void write_summary(lxw_worksheet *ws, const np_cmp_result *r, const np_cm
         row++;
         worksheet_write_string(ws, row++, 0, "issues", F->bold);
         for (size_t i = 0; i < r->n_issues; i++)
-            worksheet_write_string(ws, row++, 1, r->issues[i].text, NULL);
+            put_str(ws, row++, 1, r->issues[i].text, NULL);
     }
 }
 

@@ -143,6 +143,8 @@ static int put_row(xbuf *b, const cmp_cells *cells, int xf)
             XB_LIT(b, " t=\"inlineStr\"><is><t xml:space=\"preserve\">");
         else
             XB_LIT(b, " t=\"inlineStr\"><is><t>");
+        if (c->kind == CELL_STR && np_cell_is_formula_like(t))
+            XB_LIT(b, "'"); /* names are user data: never a formula */
         if (put_text(b, t))
             return -1;
         XB_LIT(b, "</t></is></c>");

@@ -11,23 +11,26 @@
 #define CELL_MAX 32000 /* Excel allows 32767 characters per cell */
 
 /* A copy of s fit for a cell: control characters -> '?', at most CELL_MAX
- * bytes, cut on a UTF-8 boundary. */
+ * bytes, cut on a UTF-8 boundary; a text a spreadsheet would run as a
+ * formula (=, +, -, @ first, not a number) gets a leading '. */
 static char *cell_text(const char *s)
 {
-    size_t n = strlen(s);
+    size_t n = strlen(s), q = np_cell_is_formula_like(s) ? 1 : 0;
     if (n > CELL_MAX) {
         n = CELL_MAX;
         while (n && ((unsigned char)s[n] & 0xC0) == 0x80)
             n--;
     }
-    char *t = malloc(n + 1);
+    char *t = malloc(n + q + 1);
     if (!t)
         return NULL;
+    if (q)
+        t[0] = '\'';
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        t[i] = (c < 0x20 && c != '\t' && c != '\n') || c == 0x7f ? '?' : (char)c;
+        t[q + i] = (c < 0x20 && c != '\t' && c != '\n') || c == 0x7f ? '?' : (char)c;
     }
-    t[n] = '\0';
+    t[q + n] = '\0';
     return t;
 }
 

@@ -138,6 +138,15 @@ uint32_t np_crc32_with(np_crc32_kernel k, uint32_t crc, const void *buf, size_t 
  * (ENOTDIR when it, or a part of it, exists and is not a directory). */
 int np_mkdirs(const char *path);
 
+/* Names are user data. 1 when a spreadsheet would take text s for a
+ * formula: it starts with =, +, -, @, a tab or a CR and is not a number
+ * ("-0.5" and "-inf" stay numbers). Report writers put a ' before such a
+ * text in csv and xlsx string cells (OWASP's CSV-injection advice). */
+int np_cell_is_formula_like(const char *s);
+/* s for a terminal: control characters (C0, DEL, C1) as \xNN, the rest
+ * as is, truncated to cap - 1 bytes; returns dst. */
+const char *np_term_safe(char *dst, size_t cap, const char *s);
+
 /* fopen(path, "rb") for input files named by the user: only a regular file
  * is opened (a FIFO would block forever, a directory reads as garbage).
  * NULL on refusal, *why (static text) says why: "it is a directory, not a

@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""test_names_are_data.py - leaf names are user data (issue 13).
+
+Names come from the program that was dumped. In csv and xlsx reports a name
+starting with =, +, -, @ must not become a formula (a leading ' as OWASP's
+CSV-injection advice says), while numbers stay numbers (negative ones
+included). On a terminal (ls, show, the compare summary) control
+characters are printed escaped, never raw.
+
+A real tensor dump of the MLP is edited with h5py on both sides (so the
+renamed leaves still pair); the cmp side drops fc2's bias so a call whose
+name holds an escape sequence is the culprit the summary prints. A
+config_check pack pair with a formula-like hyperparameter key checks the
+config_check xlsx the same way.
+"""
+import csv
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import openpyxl
+
+NPROBE = os.environ.get("NPROBE_BIN", "nprobe")
+failures = []
+ESC_CALL = "Functional.\x1b[31mlinear.1.forward"
+FORMULAS = {
+    "Functional.relu.0.forward.output.0": "=HYPERLINK(\"x.example\",\"click\")",
+    "Functional.relu.1.forward.output.0": "+SUM(1,2)",
+    "Functional.relu.0.forward.input.0": "-2+3",
+    "Functional.relu.1.forward.input.0": "@SUM(1)",
+}
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(args, cwd):
+    p = subprocess.run([NPROBE] + args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       stdin=subprocess.DEVNULL, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+def edit(path, drop_bias):
+    with h5py.File(path, "r+") as f:
+        rows = f["entries"][...]
+        names_before = [r["name"].decode() for r in rows]
+        rows_all = rows
+        keep = []
+        for r in rows:
+            name, call = r["name"].decode(), r["call"].decode()
+            if drop_bias and name in ("Functional.linear.1.forward.input.2", "Functional.linear.1.backward.output.2",
+                                      "Module.fc2.Linear.forward.0.parameters.bias",
+                                      "Module.fc2.Linear.parameters_grad.bias"):
+                keep.append(False)
+                continue
+            keep.append(True)
+            if name in FORMULAS:
+                r["name"] = FORMULAS[name].encode()
+            if call == "Functional.linear.1.forward":
+                r["call"] = ESC_CALL.encode()
+                r["name"] = (ESC_CALL + name[len(call):]).encode()
+        rows = rows[keep]
+        for old, new in zip(names_before, [r["name"].decode() for r in rows_all]):
+            if old != new and "data/" + old in f:
+                f.move("data/" + old, "data/" + new)
+        del f["entries"]
+        f.create_dataset("entries", data=rows)
+        calls = f["calls"][...]
+        for c in calls:
+            if c["call"].decode() == "Functional.linear.1.forward":
+                c["call"] = ESC_CALL.encode()
+        del f["calls"]
+        f.create_dataset("calls", data=calls)
+
+
+def main():
+    root = tempfile.mkdtemp(prefix="np_names_")
+    try:
+        with open(os.path.join(root, "t.json"), "w") as f:
+            f.write('{"task":"tensor","dump_path":"./d","step":[0],"level":"mix"}')
+        rc, so, se = run(["train", "--model", "mlp", "--steps", "1", "--batch", "4", "--log-every", "100",
+                          "--dump-config", "t.json"], root)
+        if rc != 0:
+            print("setup failed", so, se)
+            return 1
+        src = os.path.join(root, "d", "step0", "rank0", "dump.h5")
+        b, c = os.path.join(root, "b.h5"), os.path.join(root, "c.h5")
+        shutil.copy(src, b)
+        shutil.copy(src, c)
+        edit(b, False)
+        edit(c, True)
+
+        # the terminal: ls, ls --calls, show, the compare summary
+        for args in (["ls", "b.h5"], ["ls", "--calls", "b.h5"], ["ls", "--tree", "b.h5"],
+                     ["show", "b.h5", ESC_CALL + ".output.0"]):
+            rc, so, se = run(args, root)
+            check(rc == 0, "nprobe %s: exit %d %r" % (" ".join(args), rc, se[-300:]))
+            check(b"\x1b" not in so and b"\x1b" not in se, "nprobe %s printed a raw ESC" % " ".join(args))
+            check(b"\\x1b[31m" in so, "nprobe %s: the escape is not shown as \\x1b" % " ".join(args))
+        rc, so, se = run(["compare", "-b", "b.h5", "-c", "c.h5", "-o", "out", "--format", "xlsx,csv"], root)
+        check(rc == 1, "compare: exit %d, want 1 (the dropped bias)" % rc)
+        check(b"\x1b" not in so and b"\x1b" not in se, "compare printed a raw ESC")
+        first = [l for l in so.decode().splitlines() if "first culprit:" in l]
+        check(first and "Functional.\\x1b[31mlinear.1.forward" in first[0],
+              "compare: the culprit's escaped name is not printed: %r" % first)
+
+        # csv: formula-like names quoted, numbers (negative too) unquoted
+        rep = glob.glob(os.path.join(root, "out", "*.csv"))
+        rows = list(csv.DictReader(open(rep[0], newline=""))) if rep else []
+        names = {r["NPU Name"] for r in rows}
+        for want in FORMULAS.values():
+            check("'" + want in names, "csv: %r is not neutralised" % want)
+            check(want not in names, "csv: %r left as is" % want)
+        neg = [r["NPU min"] for r in rows if r["NPU min"].startswith("-")]
+        check(neg and all(float(v) < 0 for v in neg), "csv: negative numbers lost: %r" % neg[:3])
+        check(not any(r["NPU min"].startswith("'") for r in rows), "csv: a number got a quote")
+
+        # xlsx: the same cells are strings with the quote; numbers are numbers
+        rep = glob.glob(os.path.join(root, "out", "*.xlsx"))
+        wb = openpyxl.load_workbook(rep[0]) if rep else None
+        ws = None
+        if wb:
+            ws = [wb[n] for n in wb.sheetnames if n not in ("summary", "calls")][0]
+        vals = set()
+        negs = 0
+        if ws:
+            hdr = [x.value for x in ws[1]]
+            ni, mi = hdr.index("NPU Name"), hdr.index("NPU min")
+            for row in ws.iter_rows(min_row=2):
+                vals.add(row[ni].value)
+                check(row[ni].data_type == "s", "xlsx: a name cell is not a string")
+                if isinstance(row[mi].value, (int, float)) and row[mi].value < 0:
+                    negs += 1
+                check(not (isinstance(row[mi].value, str) and row[mi].value.startswith("'")),
+                      "xlsx: a number got a quote")
+        for want in FORMULAS.values():
+            check("'" + want in vals, "xlsx: %r is not neutralised" % want)
+        check(negs > 0, "xlsx: no negative number cell left")
+
+        # config_check: a formula-like hyperparameter key in its xlsx
+        for side, val in (("a", "1"), ("b", "2")):
+            with open(os.path.join(root, side + ".txt"), "w") as f:
+                f.write('{"=cmd|\' /C calc\'!A0": %s, "lr": -0.5}\n' % val)
+            rc, so, se = run(["config_check", "pack", "--no-python", "--hyperparams", side + ".txt",
+                              "-o", side + ".zip"], root)
+            check(rc == 0, "config_check pack %s: exit %d %r" % (side, rc, se))
+        rc, so, se = run(["config_check", "compare", "a.zip", "b.zip", "-o", "cc"], root)
+        check(rc == 1, "config_check compare: exit %d, want 1" % rc)
+        wb = openpyxl.load_workbook(os.path.join(root, "cc", "result.xlsx"))
+        cells = [x.value for s in wb.worksheets for row in s.iter_rows() for x in row
+                 if isinstance(x.value, str)]
+        check(any(v.startswith("'=cmd") for v in cells), "config_check xlsx: the key is not neutralised")
+        check(not any(v.startswith("=cmd") for v in cells), "config_check xlsx: the key left as a formula")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print("%d failed" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
