@@ -37,6 +37,15 @@ void np_cli_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
+/* printf to stdout for lines that carry user data (leaf, call and module
+ * names, reasons quoting them, paths): control characters other than
+ * newline and tab are printed as \xNN, so a name cannot drive the
+ * terminal. (np_cli_error does the same on stderr.) */
+void np_cli_printf(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 /* Print an np_error as "nprobe: [file[:line[:col]]: ][key: ]text". */
 void np_cli_report(const np_error *err);
 /* 1 if arg is -h or --help. */

@@ -174,7 +174,7 @@ static void print_pair(const np_cmp_pair *p)
             printf(" (in %s)", T(t2, c->parent));
         if (c->callsite[0])
             printf(" at %s", T(t3, c->callsite));
-        printf(": %s\n", c->reason);
+        np_cli_printf(": %s\n", c->reason);
         if (c->worst_row >= 0 && p->rows[c->worst_row].cmp &&
             p->rows[c->worst_row].verdict != NP_VERDICT_PASS) {
             const np_cmp_row *r = &p->rows[c->worst_row];

@@ -40,7 +40,7 @@ static const char *kind_name(np_rep_kind k)
 
 static void print_finding(const char *lead, const np_rep_finding *f)
 {
-    printf("%s: step %d, %s (seq %lld), rank(s) %s: %s\n", lead, f->step, f->call,
+    np_cli_printf("%s: step %d, %s (seq %lld), rank(s) %s: %s\n", lead, f->step, f->call,
            (long long)f->seq, f->ranks, f->text);
 }
 
@@ -75,7 +75,7 @@ int np_cmd_compare_replicas(int argc, char **argv)
         return NP_EXIT_USAGE;
     }
     if (!quiet) {
-        printf("replicas of %s: %d rank(s), %d step(s); %lld replica tensor comparisons, "
+        np_cli_printf("replicas of %s: %d rank(s), %d step(s); %lld replica tensor comparisons, "
                "%lld all-reduce call(s) recomputed", dump, r.world_size, r.n_steps,
                (long long)r.n_replica_leaves, (long long)r.n_collectives);
         if (r.n_collectives_no_data)
@@ -87,7 +87,7 @@ int np_cmd_compare_replicas(int argc, char **argv)
             if (f->kind == NP_REP_NONE)
                 printf("  step %d: replicas agree, collectives consistent\n", r.steps[i]);
             else
-                printf("  step %d: %s at %s (rank(s) %s)\n", r.steps[i], kind_name(f->kind),
+                np_cli_printf("  step %d: %s at %s (rank(s) %s)\n", r.steps[i], kind_name(f->kind),
                        f->call, f->ranks);
         }
     }

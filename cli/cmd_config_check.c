@@ -260,10 +260,10 @@ static int cmd_compare(int argc, char **argv)
         if (ndiff)
             printf(" %d difference%s", ndiff, ndiff == 1 ? "" : "s");
         if (it->note)
-            printf(" (%s)", it->note);
+            np_cli_printf(" (%s)", it->note);
         putchar('\n');
     }
-    printf("report: %s\n", file);
+    np_cli_printf("report: %s\n", file);
     free(file);
     np_cc_level worst = np_cc_result_level(r);
     np_cc_result_free(r);

@@ -306,7 +306,7 @@ static void summarize(dump_sum *s, const char *dump_path, const struct timespec 
 
 static void print_summary(const dump_sum *s, const char *dump_path, const char *task)
 {
-    printf("nprobe dump summary (%s, task %s)\n", dump_path, task);
+    np_cli_printf("nprobe dump summary (%s, task %s)\n", dump_path, task);
     printf("  steps      %ld\n", s->steps);
     printf("  ranks      %ld\n", s->ranks);
     printf("  files      %ld\n", s->files);
@@ -315,17 +315,17 @@ static void print_summary(const dump_sum *s, const char *dump_path, const char *
     printf("  bytes      %lld (payloads %lld)\n", s->bytes, s->data_bytes);
     if (strcmp(task, "overflow_check") == 0) {
         if (s->has_overflow)
-            printf("  overflow   first at %s (step %d, rank %d%s%s)\n", s->of_call, s->of_step,
+            np_cli_printf("  overflow   first at %s (step %d, rank %d%s%s)\n", s->of_call, s->of_step,
                    s->of_rank, s->of_module[0] ? ", module " : "", s->of_module);
         else
             printf("  overflow   none found\n");
     }
     if (s->incomplete)
-        printf("  incomplete %ld: %s\n", s->incomplete, s->incomplete_list);
+        np_cli_printf("  incomplete %ld: %s\n", s->incomplete, s->incomplete_list);
     else
         printf("  incomplete 0\n");
     if (s->scope_steps)
-        printf("  scope      [%s, %s]: closed in %ld of %ld step file(s)\n", s->scope_first,
+        np_cli_printf("  scope      [%s, %s]: closed in %ld of %ld step file(s)\n", s->scope_first,
                s->scope_last, s->scope_steps - s->scope_unreached - s->scope_open,
                s->scope_steps);
     fflush(stdout);

@@ -133,7 +133,7 @@ static int by_ratio(const void *x, const void *y)
 
 static void print_result(const np_replay_result *r, long top)
 {
-    printf("step %lld rank %lld (%s on %s, %s): %zu calls: %zu pass, %zu exceed, %zu not "
+    np_cli_printf("step %lld rank %lld (%s on %s, %s): %zu calls: %zu pass, %zu exceed, %zu not "
            "recomputable (%.2f s)\n",
            (long long)r->step, (long long)r->rank, r->task, r->device, r->precision, r->n_calls,
            r->count[NP_REPLAY_PASS], r->count[NP_REPLAY_EXCEEDS], r->count[NP_REPLAY_SKIPPED],
@@ -146,7 +146,7 @@ static void print_result(const np_replay_result *r, long top)
     if (ex)
         qsort(ex, n, sizeof *ex, by_ratio);
     for (size_t i = 0; ex && i < n && (long)i < top; i++)
-        printf("  %s: %s  %.3g u (%.3g x the budget): %s\n",
+        np_cli_printf("  %s: %s  %.3g u (%.3g x the budget): %s\n",
                ex[i]->signature ? "defect signature" : "exceeds", ex[i]->name, ex[i]->err_units,
                ex[i]->ratio, ex[i]->reason);
     if ((long)n > top)
@@ -155,7 +155,7 @@ static void print_result(const np_replay_result *r, long top)
     size_t shown = 0;
     for (size_t i = 0; i < r->n_calls && shown < 5; i++)
         if (r->calls[i].status == NP_REPLAY_SKIPPED) {
-            printf("  not recomputable: %s: %s\n", r->calls[i].name, r->calls[i].reason);
+            np_cli_printf("  not recomputable: %s: %s\n", r->calls[i].name, r->calls[i].reason);
             shown++;
         }
     if (r->count[NP_REPLAY_SKIPPED] > shown)
@@ -200,7 +200,7 @@ static int write_reports(const np_replay_result *r, const rp_args *a)
              : i == 1 ? np_replay_write_csv(r, path, &err)
                       : np_replay_write_json(r, path, &err);
         if (st == NP_OK)
-            printf("  report: %s\n", path);
+            np_cli_printf("  report: %s\n", path);
     }
     if (reserved)
         np_out_release(a->out, name);

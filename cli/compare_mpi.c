@@ -262,7 +262,7 @@ static int write_summary(const char *outdir, long long now, const pair_rec *recs
     if (st != NP_OK)
         np_cli_report(&e);
     else if (!quiet)
-        printf("summary: %s\n", path);
+        np_cli_printf("summary: %s\n", path);
     json_decref(root);
     return st != NP_OK ? -1 : 0;
 }
@@ -275,14 +275,14 @@ static void print_recs(const pair_rec *recs, size_t n, int world)
             printf("step %d rank %d: not compared (see above)\n", p->step, p->rank);
             continue;
         }
-        printf("step %d rank %d (%s mode): %lld rows: %lld pass, %lld warning, %lld error; "
+        np_cli_printf("step %d rank %d (%s mode): %lld rows: %lld pass, %lld warning, %lld error; "
                "first culprit: %s\n", p->step, p->rank, p->mode, p->rows, p->pass, p->warning,
                p->error, p->seq >= 0 ? p->call : "none");
     }
     const pair_rec *fc = first_culprit(recs, n);
     printf("%zu pair(s) compared over %d process(es)\n", n, world);
     if (fc)
-        printf("first culprit across all steps and ranks: step %d rank %d %s: %s\n", fc->step,
+        np_cli_printf("first culprit across all steps and ranks: step %d rank %d %s: %s\n", fc->step,
                fc->rank, fc->call, fc->reason);
     else
         printf("first culprit across all steps and ranks: none\n");

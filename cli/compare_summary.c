@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cmd.h"
 #include "compare_summary.h"
 
 static void failing_line(const np_cmp_pair *p)
@@ -13,7 +14,7 @@ static void failing_line(const np_cmp_pair *p)
     printf("  step %d rank %d: %zu error, %zu warning of %zu rows", p->step, p->rank,
            p->count_verdict[NP_VERDICT_ERROR], p->count_verdict[NP_VERDICT_WARNING], p->n_rows);
     if (p->n_culprits)
-        printf("; culprit %s", p->calls[p->culprits[0]].name);
+        np_cli_printf("; culprit %s", p->calls[p->culprits[0]].name);
     else if (p->bench_incomplete || p->cmp_incomplete)
         printf("; incomplete step");
     else
@@ -28,16 +29,16 @@ static void first_culprit(const np_cmp_result *r)
         if (!p->n_culprits)
             continue;
         const np_cmp_call *c = &p->calls[p->culprits[0]];
-        printf("first culprit: %s", c->name);
+        np_cli_printf("first culprit: %s", c->name);
         if (c->parent[0])
-            printf(" (in %s)", c->parent);
+            np_cli_printf(" (in %s)", c->parent);
         if (c->callsite[0])
-            printf(" at %s", c->callsite);
-        printf(": %s\n  in step %d rank %d", c->reason, p->step, p->rank);
+            np_cli_printf(" at %s", c->callsite);
+        np_cli_printf(": %s\n  in step %d rank %d", c->reason, p->step, p->rank);
         if (c->worst_row >= 0 && p->rows[c->worst_row].cmp) {
             const np_cmp_row *w = &p->rows[c->worst_row];
             char why[256];
-            printf(", worst output %s: %s", w->cmp->name, np_cmp_row_reason(why, sizeof why, w));
+            np_cli_printf(", worst output %s: %s", w->cmp->name, np_cmp_row_reason(why, sizeof why, w));
         }
         printf("\n");
         return;
@@ -65,7 +66,7 @@ void np_compare_summary(const np_cmp_result *r)
            "%zu error\n",
            r->n_pairs, steps, np_cmp_mode_name(r->pairs[0].mode), rows, v[0], v[1], v[2]);
     if (note)
-        printf("  note (first of the pairs' notes): %s\n", note);
+        np_cli_printf("  note (first of the pairs' notes): %s\n", note);
     printf("%zu of %zu pairs fail%s\n", failing, r->n_pairs, failing ? ":" : "");
     size_t shown = 0;
     for (size_t i = 0; i < r->n_pairs && shown < NP_SUMMARY_MAX_LINES; i++) {
@@ -85,7 +86,7 @@ void np_compare_summary_paths(char *const *paths, size_t n, const char *outdir, 
 {
     if (n <= NP_SUMMARY_MAX_PATHS) {
         for (size_t i = 0; i < n; i++)
-            printf("  report: %s\n", paths[i]);
+            np_cli_printf("  report: %s\n", paths[i]);
     } else {
         static const char *const ext[] = {".xlsx", ".csv", ".json"};
         for (int k = 0; k < 3; k++) {
@@ -99,10 +100,10 @@ void np_compare_summary_paths(char *const *paths, size_t n, const char *outdir, 
                 }
             }
             if (c)
-                printf("  reports: %zu %s files in %s (one per step and rank, e.g. %s)\n", c,
+                np_cli_printf("  reports: %zu %s files in %s (one per step and rank, e.g. %s)\n", c,
                        ext[k] + 1, outdir, strrchr(one, '/') ? strrchr(one, '/') + 1 : one);
         }
     }
     if (html)
-        printf("  report: %s\n", html);
+        np_cli_printf("  report: %s\n", html);
 }

@@ -11,43 +11,57 @@
 
 /* Messages quote names, paths and values that are user data: control
  * characters other than newline and tab go to the terminal as \xNN. */
-static void put_safe(const char *s)
+static void put_safe(FILE *out, const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         int c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
         if ((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f || c1) {
-            fprintf(stderr, "\\x%02x", c1 ? p[1] : *p);
+            fprintf(out, "\\x%02x", c1 ? p[1] : *p);
             p += c1;
         } else {
-            fputc(*p, stderr);
+            fputc(*p, out);
         }
     }
+}
+
+/* fmt formatted, then written through put_safe. */
+static void vput_safe(FILE *out, const char *fmt, va_list ap)
+{
+    char small[1024];
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
+    char *big = n >= (int)sizeof small ? malloc((size_t)n + 1) : NULL;
+    if (big)
+        vsnprintf(big, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    put_safe(out, big ? big : small);
+    free(big);
 }
 
 void np_cli_error(const char *fmt, ...)
 {
     va_list ap;
-    char small[1024];
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    char *big = n >= (int)sizeof small ? malloc((size_t)n + 1) : NULL;
-    if (big) {
-        va_start(ap, fmt);
-        vsnprintf(big, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
     fputs("nprobe: ", stderr);
-    put_safe(big ? big : small);
+    va_start(ap, fmt);
+    vput_safe(stderr, fmt, ap);
+    va_end(ap);
     fputc('\n', stderr);
-    free(big);
+}
+
+void np_cli_printf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vput_safe(stdout, fmt, ap);
+    va_end(ap);
 }
 
 void np_cli_report(const np_error *err)
 {
     fputs("nprobe: ", stderr);
     if (err->file[0]) {
-        put_safe(err->file);
+        put_safe(stderr, err->file);
         if (err->line > 0) {
             fprintf(stderr, ":%ld", err->line);
             if (err->column > 0)
@@ -56,10 +70,10 @@ void np_cli_report(const np_error *err)
         fputs(": ", stderr);
     }
     if (err->key[0]) {
-        put_safe(err->key);
+        put_safe(stderr, err->key);
         fputs(": ", stderr);
     }
-    put_safe(err->text[0] ? err->text : np_strerror(err->status));
+    put_safe(stderr, err->text[0] ? err->text : np_strerror(err->status));
     fputc('\n', stderr);
 }
 

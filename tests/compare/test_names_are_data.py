@@ -11,7 +11,9 @@ A real tensor dump of the MLP is edited with h5py on both sides (so the
 renamed leaves still pair); the cmp side drops fc2's bias so a call whose
 name holds an escape sequence is the culprit the summary prints. A
 config_check pack pair with a formula-like hyperparameter key checks the
-config_check xlsx the same way.
+config_check xlsx the same way. nprobe replay's csv and xlsx and its
+terminal lines, the summary of a compare over several step/rank pairs and
+the CLI's error messages are checked the same way.
 """
 import csv
 import glob
@@ -80,6 +82,63 @@ def edit(path, drop_bias):
         f.create_dataset("calls", data=calls)
 
 
+def rename_call(path, old, new):
+    """Call `old` renamed `new` in /calls and in its leaves (name prefix)."""
+    with h5py.File(path, "r+") as f:
+        rows = f["entries"][...]
+        for r in rows:
+            if r["call"].decode() == old:
+                r["call"] = new.encode()
+                r["name"] = (new + r["name"].decode()[len(old):]).encode()
+        del f["entries"]
+        f.create_dataset("entries", data=rows)
+        calls = f["calls"][...]
+        for c in calls:
+            if c["call"].decode() == old:
+                c["call"] = new.encode()
+        del f["calls"]
+        f.create_dataset("calls", data=calls)
+
+
+def check_replay(root, src):
+    """nprobe replay: its csv/xlsx cells and its terminal lines."""
+    r = os.path.join(root, "r.h5")
+    shutil.copy(src, r)
+    rename_call(r, "Functional.linear.0.forward", "@Functional.linear.0.forward")
+    rename_call(r, "Functional.linear.2.forward", ESC_CALL.replace("linear.1", "linear.2"))
+    rc, so, se = run(["replay", "r.h5", "-o", "rp", "--format", "csv,xlsx"], root)
+    check(rc in (0, 1), "replay: exit %d %r" % (rc, se[-300:]))
+    check(b"\x1b" not in so and b"\x1b" not in se, "replay printed a raw ESC")
+    check(b"Functional.\\x1b[31mlinear.2.forward" in so, "replay: the escaped name is not printed: %r" % so)
+    rep = glob.glob(os.path.join(root, "rp", "*.csv"))
+    cells = [c for row in csv.reader(open(rep[0], newline="")) for c in row] if rep else []
+    check("'@Functional.linear.0.forward" in cells, "replay csv: the @ call name is not neutralised")
+    check(not any(c[:1] in ("=", "+", "@") for c in cells), "replay csv: a formula-like cell left as is")
+    rep = glob.glob(os.path.join(root, "rp", "*.xlsx"))
+    wb = openpyxl.load_workbook(rep[0]) if rep else None
+    cells = [x.value for s in wb.worksheets for row in s.iter_rows() for x in row
+             if isinstance(x.value, str)] if wb else []
+    check("'@Functional.linear.0.forward" in cells, "replay xlsx: the @ call name is not neutralised")
+    check(not any(c[:1] in ("=", "+", "@") for c in cells), "replay xlsx: a formula-like cell left as is")
+
+
+def check_many_pairs(root, b, c):
+    """The summary of a compare over several step/rank pairs; an error message."""
+    for side, f in (("mb", b), ("mc", c)):
+        for step in (0, 1):
+            d = os.path.join(root, side, "step%d" % step, "rank0")
+            os.makedirs(d)
+            shutil.copy(f, os.path.join(d, "dump.h5"))
+    rc, so, se = run(["compare", "-b", "mb", "-c", "mc", "-o", "out_many", "--format", "csv"], root)
+    check(rc == 1, "compare of 2 pairs: exit %d, want 1" % rc)
+    check(b"\x1b" not in so and b"\x1b" not in se, "compare of 2 pairs printed a raw ESC")
+    check(b"step 0 rank 0" in so and b"Functional.\\x1b[31mlinear.1.forward" in so,
+          "compare of 2 pairs: the escaped culprit is not in the summary: %r" % so[-600:])
+    rc, so, se = run(["show", "b.h5", "no.such\x1b]0;pwned\x07leaf"], root)
+    check(rc == 2 and b"\x1b" not in se and b"\x07" not in se and b"\\x1b]0;pwned\\x07" in se,
+          "show of an unknown leaf: exit %d, stderr %r" % (rc, se))
+
+
 def main():
     root = tempfile.mkdtemp(prefix="np_names_")
     try:
@@ -143,6 +202,9 @@ def main():
         for want in FORMULAS.values():
             check("'" + want in vals, "xlsx: %r is not neutralised" % want)
         check(negs > 0, "xlsx: no negative number cell left")
+
+        check_replay(root, src)
+        check_many_pairs(root, b, c)
 
         # config_check: a formula-like hyperparameter key in its xlsx
         for side, val in (("a", "1"), ("b", "2")):
