@@ -54,9 +54,12 @@ static void help_compare(FILE *out)
 {
     fprintf(out,
             "usage: nprobe config_check compare BENCH.zip CMP.zip -o DIR [--format xlsx|json]\n"
+            "                                  [--rows-per-sheet N]\n"
             "\n"
             "  -o, --output DIR       folder for result.xlsx (or result.json); created if needed\n"
             "  --format xlsx|json     report format (default xlsx)\n"
+            "  --rows-per-sheet N     xlsx: rows per item sheet before it continues on\n"
+            "                         'item (2)', ... (default and most 1048575, Excel's limit)\n"
             "\n"
             "Each item (env, libs, pip, random, weights, dataset, hyperparameters) gets\n"
             "pass, warning or error; docs/CONFIG_CHECK.md lists which differences are\n"
@@ -184,6 +187,7 @@ static int cmd_compare(int argc, char **argv)
 {
     const char *paths[2] = {NULL, NULL}, *outdir = NULL, *format = "xlsx";
     int npaths = 0;
+    long per_sheet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (np_cli_is_help(a)) {
@@ -201,6 +205,11 @@ static int cmd_compare(int argc, char **argv)
                              format);
                 return NP_EXIT_USAGE;
             }
+        } else if (!strcmp(a, "--rows-per-sheet")) {
+            const char *v = opt_value(argc, argv, &i);
+            if (!v || np_cli_parse_int("config_check compare: --rows-per-sheet", v, 1, 1048575,
+                                       &per_sheet))
+                return NP_EXIT_USAGE;
         } else if (a[0] == '-' && a[1]) {
             np_cli_error("config_check compare: unknown option '%s' (see 'nprobe config_check "
                          "compare --help')",
@@ -239,7 +248,7 @@ static int cmd_compare(int argc, char **argv)
     np_status st = NP_ERR_NOMEM;
     if (file) {
         snprintf(file, len, "%s/result.%s", outdir, json ? "json" : "xlsx");
-        st = json ? np_cc_write_json(r, file, &err) : np_cc_write_xlsx(r, file, &err);
+        st = json ? np_cc_write_json(r, file, &err) : np_cc_write_xlsx_ex(r, file, per_sheet, &err);
     }
     if (st != NP_OK) {
         if (err.status != NP_OK)

@@ -3,6 +3,7 @@
  * difference gets a level from the documented lists below
  * (docs/CONFIG_CHECK.md): what can change the numbers is an error. */
 #include <ctype.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,30 +114,102 @@ static int all_scalars(const json_t *a)
     return 1;
 }
 
-static int flatten(json_t *flat, const char *prefix, const json_t *v);
+/* ---- flattened sides: (key, text) pairs in a string arena ---------------
+ * An item of millions of keys (a dataset folder, a hostile pack) is
+ * flattened into one array of pointers into large string blocks, sorted
+ * and merged with the other side: no hash table and no per-key
+ * allocation. The rows then point into the same blocks, which the result
+ * owns (np_cc_item.strings), so memory is the text plus 40 bytes a key. */
+
+typedef struct sblock {
+    struct sblock *next;
+    size_t used, cap;
+    char data[];
+} sblock;
+
+typedef struct kv {
+    const char *k, *v;
+    size_t order; /* the later of equal keys wins, as in a JSON object */
+} kv;
+
+typedef struct flat {
+    kv *v;
+    size_t n, cap;
+    sblock *blocks;
+} flat;
+
+static char *put_text(sblock **head, const char *s, size_t n)
+{
+    sblock *b = *head;
+    if (!b || b->cap - b->used < n + 1) {
+        size_t cap = n + 1 > ((size_t)1 << 20) ? n + 1 : (size_t)1 << 20;
+        sblock *nb = malloc(sizeof *nb + cap);
+        if (!nb)
+            return NULL;
+        nb->next = b;
+        nb->used = 0;
+        nb->cap = cap;
+        *head = b = nb;
+    }
+    char *d = b->data + b->used;
+    memcpy(d, s, n);
+    d[n] = '\0';
+    b->used += n + 1;
+    return d;
+}
+
+static void free_blocks(sblock *b)
+{
+    while (b) {
+        sblock *n = b->next;
+        free(b);
+        b = n;
+    }
+}
+
+static int flat_put(flat *f, const char *key, const char *val)
+{
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? 2 * f->cap : 256;
+        kv *nv = realloc(f->v, cap * sizeof *nv);
+        if (!nv)
+            return -1;
+        f->v = nv;
+        f->cap = cap;
+    }
+    const char *k = put_text(&f->blocks, key, strlen(key));
+    const char *v = k ? put_text(&f->blocks, val, strlen(val)) : NULL;
+    if (!v)
+        return -1;
+    f->v[f->n] = (kv){k, v, f->n};
+    f->n++;
+    return 0;
+}
+
+static int flatten(flat *out, const char *prefix, const json_t *v);
 
 /* Flatten child `c` of a container under the key "prefix/name" ("name" at
  * the top level). */
-static int flatten_child(json_t *flat, const char *prefix, const char *name, const json_t *c)
+static int flatten_child(flat *out, const char *prefix, const char *name, const json_t *c)
 {
     size_t len = strlen(prefix) + strlen(name) + 2;
     char *key = malloc(len);
     if (!key)
         return -1;
     snprintf(key, len, "%s%s%s", prefix, *prefix ? "/" : "", name);
-    int r = flatten(flat, key, c);
+    int r = flatten(out, key, c);
     free(key);
     return r;
 }
 
-/* flat[prefix/...] = text for every leaf of v. */
-static int flatten(json_t *flat, const char *prefix, const json_t *v)
+/* out[prefix/...] = text for every leaf of v. */
+static int flatten(flat *out, const char *prefix, const json_t *v)
 {
     if (json_is_object(v) && json_object_size(v) > 0) {
         const char *k;
         json_t *c;
         json_object_foreach((json_t *)v, k, c) {
-            int r = flatten_child(flat, prefix, k, c);
+            int r = flatten_child(out, prefix, k, c);
             if (r)
                 return r;
         }
@@ -148,7 +221,7 @@ static int flatten(json_t *flat, const char *prefix, const json_t *v)
         json_array_foreach(v, i, c) {
             char index[32];
             snprintf(index, sizeof index, "%zu", i);
-            int r = flatten_child(flat, prefix, index, c);
+            int r = flatten_child(out, prefix, index, c);
             if (r)
                 return r;
         }
@@ -159,9 +232,9 @@ static int flatten(json_t *flat, const char *prefix, const json_t *v)
     char *t = scalar_text(v);
     if (!t)
         return -1;
-    json_t *s = json_stringn_nocheck(t, strlen(t));
+    int r = flat_put(out, prefix, t);
     free(t);
-    return s ? json_object_set_new_nocheck(flat, prefix, s) : -1;
+    return r;
 }
 
 /* Lower-case, with runs of '-', '_', '.' as one '-' (PEP 503). */
@@ -180,7 +253,7 @@ static void pip_normalise(char *s)
 }
 
 /* pip.txt lines "name==version" or "name @ url" -> flat[name] = version. */
-static int flatten_pip(json_t *flat, const char *text)
+static int flatten_pip(flat *out, const char *text)
 {
     const char *p = text;
     while (p && *p) {
@@ -209,11 +282,9 @@ static int flatten_pip(json_t *flat, const char *text)
             *sep = '\0';
         char *name = line;
         pip_normalise(name);
-        json_t *s = json_string(ver);
-        if (!s)
-            s = json_string("(not UTF-8)");
-        int empty = !*name;
-        int bad = empty ? (json_decref(s), 0) : json_object_set_new(flat, name, s) != 0;
+        json_t *utf8 = json_string(ver); /* the reports are UTF-8 */
+        int bad = *name ? flat_put(out, name, utf8 ? ver : "(not UTF-8)") : 0;
+        json_decref(utf8);
         free(line);
         if (bad)
             return -1;
@@ -231,64 +302,88 @@ static const json_t *compared_part(np_cc_item_id id, const json_t *doc)
     return doc;
 }
 
-static int flatten_side(json_t *flat, np_cc_item_id id, const np_cc_packin *p)
+static int kv_order(const void *x, const void *y)
 {
-    if (id == NP_CC_PIP)
-        return p->pip ? flatten_pip(flat, p->pip) : 0;
-    const json_t *part = p->docs[id] ? compared_part(id, p->docs[id]) : NULL;
-    return part ? flatten(flat, "", part) : 0;
+    const kv *a = x, *b = y;
+    int c = strcmp(a->k, b->k);
+    return c ? c : (a->order > b->order) - (a->order < b->order);
+}
+
+/* Flatten side p's member id, sorted by key, equal keys reduced to the
+ * last one; the member's parsed document is released once flattened. */
+static int flatten_side(flat *out, np_cc_item_id id, np_cc_packin *p)
+{
+    int r = 0;
+    if (id == NP_CC_PIP) {
+        r = p->pip ? flatten_pip(out, p->pip) : 0;
+    } else {
+        const json_t *part = p->docs[id] ? compared_part(id, p->docs[id]) : NULL;
+        r = part ? flatten(out, "", part) : 0;
+        json_decref(p->docs[id]);
+        p->docs[id] = NULL;
+    }
+    if (r)
+        return r;
+    if (out->n > 1)
+        qsort(out->v, out->n, sizeof *out->v, kv_order);
+    size_t w = 0;
+    for (size_t i = 0; i < out->n; i++) {
+        if (w && strcmp(out->v[w - 1].k, out->v[i].k) == 0)
+            w--;
+        out->v[w++] = out->v[i];
+    }
+    out->n = w;
+    return 0;
 }
 
 /* ---- the diff ----------------------------------------------------------- */
 
-static int cmp_str(const void *a, const void *b)
+/* Take over the string blocks of f (the rows point into them). */
+static void adopt_blocks(np_cc_item *it, flat *f)
 {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+    sblock *b = f->blocks;
+    while (b) {
+        sblock *n = b->next;
+        b->next = it->strings;
+        it->strings = b;
+        b = n;
+    }
+    f->blocks = NULL;
 }
 
-static np_status diff_item(np_cc_item *it, np_cc_item_id id, const np_cc_packin *a,
-                           const np_cc_packin *b, np_error *err)
+static np_status diff_item(np_cc_item *it, np_cc_item_id id, np_cc_packin *a, np_cc_packin *b,
+                           np_error *err)
 {
-    json_t *fa = json_object(), *fb = json_object();
-    const char **keys = NULL;
+    flat fa = {0}, fb = {0};
     np_status st = NP_OK;
-    if (!fa || !fb || flatten_side(fa, id, a) || flatten_side(fb, id, b)) {
-        st = np_error_set(err, NP_ERR_NOMEM, NULL, np_cc_member_names[id], "out of memory");
+    const char *name = np_cc_member_names[id];
+    if (flatten_side(&fa, id, a) || flatten_side(&fb, id, b)) {
+        st = np_error_set(err, NP_ERR_NOMEM, NULL, name, "out of memory");
         goto done;
     }
-    size_t n = 0, cap = json_object_size(fa) + json_object_size(fb);
-    keys = malloc((cap ? cap : 1) * sizeof *keys);
-    if (!keys) {
-        st = np_error_set(err, NP_ERR_NOMEM, NULL, np_cc_member_names[id], "out of memory");
+    if (fa.n + fb.n > (size_t)INT_MAX) {
+        st = np_error_set(err, NP_ERR_LIMIT, NULL, name, "more than %d keys", INT_MAX);
         goto done;
     }
-    const char *k;
-    json_t *v;
-    json_object_foreach(fa, k, v) keys[n++] = k;
-    json_object_foreach(fb, k, v) if (!json_object_get(fa, k)) keys[n++] = k;
-    qsort(keys, n, sizeof *keys, cmp_str);
-    it->rows = calloc(n ? n : 1, sizeof *it->rows);
+    it->rows = calloc(fa.n + fb.n ? fa.n + fb.n : 1, sizeof *it->rows);
     if (!it->rows) {
-        st = np_error_set(err, NP_ERR_NOMEM, NULL, np_cc_member_names[id], "out of memory");
+        st = np_error_set(err, NP_ERR_NOMEM, NULL, name, "out of memory for %zu keys", fa.n + fb.n);
         goto done;
     }
+    adopt_blocks(it, &fa);
+    adopt_blocks(it, &fb);
     np_cc_level worst = NP_CC_PASS;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0, j = 0; i < fa.n || j < fb.n;) {
+        int c = i == fa.n ? 1 : j == fb.n ? -1 : strcmp(fa.v[i].k, fb.v[j].k);
         np_cc_row *r = &it->rows[it->n_rows++];
-        const char *va = json_string_value(json_object_get(fa, keys[i]));
-        const char *vb = json_string_value(json_object_get(fb, keys[i]));
-        r->key = strdup(keys[i]);
-        r->bench = va ? strdup(va) : NULL;
-        r->cmp = vb ? strdup(vb) : NULL;
-        if (!r->key || (va && !r->bench) || (vb && !r->cmp)) {
-            st = np_error_set(err, NP_ERR_NOMEM, NULL, np_cc_member_names[id], "out of memory");
-            goto done;
-        }
-        r->level = va && vb && strcmp(va, vb) == 0 ? NP_CC_PASS : item_level(id, keys[i]);
+        r->key = (char *)(c <= 0 ? fa.v[i].k : fb.v[j].k);
+        r->bench = c <= 0 ? (char *)fa.v[i++].v : NULL;
+        r->cmp = c >= 0 ? (char *)fb.v[j++].v : NULL;
+        r->level = r->bench && r->cmp && strcmp(r->bench, r->cmp) == 0 ? NP_CC_PASS
+                                                                      : item_level(id, r->key);
         if (r->level > worst)
             worst = r->level;
     }
-    const char *name = np_cc_member_names[id];
     char note[256] = "";
     if (a->present[id] != b->present[id]) {
         snprintf(note, sizeof note, "%s is missing from the %s pack", name,
@@ -302,9 +397,10 @@ static np_status diff_item(np_cc_item *it, np_cc_item_id id, const np_cc_packin 
         st = np_error_set(err, NP_ERR_NOMEM, NULL, name, "out of memory");
     it->pass_check = worst == NP_CC_INFO ? NP_CC_PASS : worst;
 done:
-    free(keys);
-    json_decref(fa);
-    json_decref(fb);
+    free(fa.v);
+    free(fb.v);
+    free_blocks(fa.blocks);
+    free_blocks(fb.blocks);
     return st;
 }
 
@@ -323,11 +419,7 @@ void np_cc_result_free(np_cc_result *r)
         return;
     for (int i = 0; i < NP_CC_ITEM_COUNT; i++) {
         np_cc_item *it = &r->items[i];
-        for (int j = 0; j < it->n_rows; j++) {
-            free(it->rows[j].key);
-            free(it->rows[j].bench);
-            free(it->rows[j].cmp);
-        }
+        free_blocks(it->strings); /* the rows' text */
         free(it->rows);
         free(it->note);
     }

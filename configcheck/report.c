@@ -2,6 +2,7 @@
  * plus one sheet per item) or as JSON. Text from a pack is somebody else's:
  * control characters are replaced and cells are cut to Excel's limit. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xlsxwriter.h>
@@ -44,14 +45,72 @@ static lxw_error write_text(lxw_worksheet *ws, int row, int col, const char *s, 
     return e;
 }
 
+/* Rows per item sheet by default: Excel's 1,048,576 rows less the header. */
+#define SHEET_ROWS 1048575
+
+/* One item's rows: sheet "name", then "name (2)", "name (3)", ... each
+ * with the header, every row kept (never cut at Excel's row limit). */
+static lxw_error write_item_sheets(lxw_workbook *wb, const np_cc_item *it, const char *name,
+                                   int per_sheet, lxw_format *head, lxw_format *const *lv)
+{
+    lxw_error e = LXW_NO_ERROR;
+    int done = 0, part = 1;
+    do {
+        char sheet[40]; /* Excel allows 31 characters: 20 + " (65535)" */
+        if (part == 1)
+            snprintf(sheet, sizeof sheet, "%s", name);
+        else
+            snprintf(sheet, sizeof sheet, "%.20s (%d)", name, part & 0xffff);
+        lxw_worksheet *ws = workbook_add_worksheet(wb, sheet);
+        if (!ws)
+            return LXW_ERROR_MEMORY_MALLOC_FAILED;
+        worksheet_set_column(ws, 0, 0, 40, NULL);
+        worksheet_set_column(ws, 1, 2, 36, NULL);
+        worksheet_set_column(ws, 3, 3, 10, NULL);
+        worksheet_freeze_panes(ws, 1, 0);
+        int take = it->n_rows - done < per_sheet ? it->n_rows - done : per_sheet;
+        if (take > 0)
+            worksheet_autofilter(ws, 0, 0, (lxw_row_t)take, 3);
+        static const char *const h[] = {"key", "bench", "cmp", "level"};
+        for (int c = 0; c < 4 && !e; c++)
+            e = worksheet_write_string(ws, 0, (lxw_col_t)c, h[c], head);
+        for (int j = 0; j < take && !e; j++) {
+            const np_cc_row *row = &it->rows[done + j];
+            int rr = j + 1;
+            e = write_text(ws, rr, 0, row->key, NULL);
+            if (!e)
+                e = write_text(ws, rr, 1, row->bench ? row->bench : "(missing)", NULL);
+            if (!e)
+                e = write_text(ws, rr, 2, row->cmp ? row->cmp : "(missing)", NULL);
+            if (!e)
+                e = worksheet_write_string(ws, (lxw_row_t)rr, 3, np_cc_level_name(row->level),
+                                           lv[row->level]);
+        }
+        done += take;
+        part++;
+    } while (done < it->n_rows && !e);
+    return e;
+}
+
 np_status np_cc_write_xlsx(const np_cc_result *r, const char *path, np_error *err)
 {
+    return np_cc_write_xlsx_ex(r, path, 0, err);
+}
+
+np_status np_cc_write_xlsx_ex(const np_cc_result *r, const char *path, long rows_per_sheet,
+                              np_error *err)
+{
+    int per_sheet = rows_per_sheet > 0 && rows_per_sheet < SHEET_ROWS ? (int)rows_per_sheet
+                                                                      : SHEET_ROWS;
     /* written under a unique temporary name, renamed when complete */
     np_out out;
     np_status st = np_out_begin(&out, path, NULL, err);
     if (st != NP_OK)
         return st;
-    lxw_workbook *wb = workbook_new(out.tmp);
+    /* constant memory: rows are streamed to a temporary file as written,
+     * so an item of millions of keys does not hold them all as cells */
+    lxw_workbook_options wo = {.constant_memory = LXW_TRUE, .tmpdir = NULL};
+    lxw_workbook *wb = workbook_new_opt(out.tmp, &wo);
     if (!wb) {
         np_out_abort(&out);
         return np_error_set(err, NP_ERR_IO, path, NULL, "cannot create the workbook");
@@ -83,40 +142,24 @@ np_status np_cc_write_xlsx(const np_cc_result *r, const char *path, np_error *er
         if (!e)
             e = worksheet_write_string(sum, (lxw_row_t)(i + 1), 1, np_cc_level_name(it->pass_check),
                                        lv[it->pass_check]);
-        if (!e && it->note)
-            e = write_text(sum, i + 1, 2, it->note, NULL);
-    }
-    for (int i = 0; i < NP_CC_ITEM_COUNT && !e; i++) {
-        const np_cc_item *it = &r->items[i];
-        lxw_worksheet *ws = workbook_add_worksheet(wb, np_cc_item_name((np_cc_item_id)i));
-        if (!ws) {
-            e = LXW_ERROR_MEMORY_MALLOC_FAILED;
-            break;
+        char split[160] = "";
+        if (it->n_rows > per_sheet)
+            snprintf(split, sizeof split, "%s%d rows over %d sheets (%s, %s (2), ...: %d rows "
+                     "a sheet)", it->note ? "; " : "", it->n_rows,
+                     (it->n_rows + per_sheet - 1) / per_sheet, np_cc_item_name((np_cc_item_id)i),
+                     np_cc_item_name((np_cc_item_id)i), per_sheet);
+        if (!e && (it->note || split[0])) {
+            size_t nl = (it->note ? strlen(it->note) : 0) + strlen(split) + 1;
+            char *t = malloc(nl);
+            if (t)
+                snprintf(t, nl, "%s%s", it->note ? it->note : "", split);
+            e = t ? write_text(sum, i + 1, 2, t, NULL) : LXW_ERROR_MEMORY_MALLOC_FAILED;
+            free(t);
         }
-        worksheet_set_column(ws, 0, 0, 40, NULL);
-        worksheet_set_column(ws, 1, 2, 36, NULL);
-        worksheet_set_column(ws, 3, 3, 10, NULL);
-        static const char *const h[] = {"key", "bench", "cmp", "level"};
-        for (int c = 0; c < 4 && !e; c++)
-            e = worksheet_write_string(ws, 0, (lxw_col_t)c, h[c], head);
-        worksheet_freeze_panes(ws, 1, 0);
-        for (int j = 0; j < it->n_rows && !e; j++) {
-            const np_cc_row *row = &it->rows[j];
-            int rr = j + 1;
-            if (rr > 1048575) /* Excel's row limit */
-                break;
-            e = write_text(ws, rr, 0, row->key, NULL);
-            if (!e)
-                e = write_text(ws, rr, 1, row->bench ? row->bench : "(missing)", NULL);
-            if (!e)
-                e = write_text(ws, rr, 2, row->cmp ? row->cmp : "(missing)", NULL);
-            if (!e)
-                e = worksheet_write_string(ws, (lxw_row_t)rr, 3, np_cc_level_name(row->level),
-                                           lv[row->level]);
-        }
-        if (!e && it->n_rows > 0)
-            worksheet_autofilter(ws, 0, 0, (lxw_row_t)(it->n_rows < 1048575 ? it->n_rows : 1048575), 3);
     }
+    for (int i = 0; i < NP_CC_ITEM_COUNT && !e; i++)
+        e = write_item_sheets(wb, &r->items[i], np_cc_item_name((np_cc_item_id)i), per_sheet, head,
+                              lv);
     lxw_error ce = workbook_close(wb);
     if (e || ce) {
         np_out_abort(&out);
@@ -126,53 +169,91 @@ np_status np_cc_write_xlsx(const np_cc_result *r, const char *path, np_error *er
     return np_out_commit(&out, 0, err);
 }
 
+/* A JSON string (the text is UTF-8: it came from JSON or was checked). */
+static void put_json_str(FILE *f, const char *s)
+{
+    if (!s) {
+        fputs("null", f);
+        return;
+    }
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+/* The json document, keys in sorted order as json_dump's JSON_SORT_KEYS
+ * wrote them before. */
+static void write_json_body(FILE *f, const np_cc_result *r)
+{
+    const char *order[NP_CC_ITEM_COUNT];
+    int idx[NP_CC_ITEM_COUNT];
+    for (int i = 0; i < NP_CC_ITEM_COUNT; i++) {
+        int k = i;
+        order[i] = np_cc_item_name((np_cc_item_id)i);
+        idx[i] = i;
+        for (; k > 0 && strcmp(order[k - 1], order[k]) > 0; k--) {
+            const char *t = order[k];
+            order[k] = order[k - 1], order[k - 1] = t;
+            int ti = idx[k];
+            idx[k] = idx[k - 1], idx[k - 1] = ti;
+        }
+    }
+    fputs("{\n  \"bench\": ", f);
+    put_json_str(f, r->bench_path ? r->bench_path : "");
+    fputs(",\n  \"cmp\": ", f);
+    put_json_str(f, r->cmp_path ? r->cmp_path : "");
+    fputs(",\n  \"items\": {", f);
+    for (int o = 0; o < NP_CC_ITEM_COUNT; o++) {
+        const np_cc_item *it = &r->items[idx[o]];
+        fprintf(f, "%s\n    ", o ? "," : "");
+        put_json_str(f, order[o]);
+        fputs(": {\n      \"note\": ", f);
+        put_json_str(f, it->note);
+        fprintf(f, ",\n      \"pass_check\": \"%s\",\n      \"rows\": [", np_cc_level_name(it->pass_check));
+        for (int j = 0; j < it->n_rows; j++) {
+            const np_cc_row *row = &it->rows[j];
+            fprintf(f, "%s\n        {\n          \"bench\": ", j ? "," : "");
+            put_json_str(f, row->bench);
+            fputs(",\n          \"cmp\": ", f);
+            put_json_str(f, row->cmp);
+            fputs(",\n          \"key\": ", f);
+            put_json_str(f, row->key);
+            fprintf(f, ",\n          \"level\": \"%s\"\n        }", np_cc_level_name(row->level));
+        }
+        fprintf(f, "%s]\n    }", it->n_rows ? "\n      " : "");
+    }
+    fprintf(f, "\n  },\n  \"pass_check\": \"%s\",\n  \"summary\": {",
+            np_cc_level_name(np_cc_result_level(r)));
+    for (int o = 0; o < NP_CC_ITEM_COUNT; o++) {
+        fprintf(f, "%s\n    ", o ? "," : "");
+        put_json_str(f, order[o]);
+        fprintf(f, ": \"%s\"", np_cc_level_name(r->items[idx[o]].pass_check));
+    }
+    fputs("\n  }\n}\n", f);
+}
+
+/* The json report, streamed row by row (an item of millions of keys is
+ * never built as a document in memory) into a temporary renamed when
+ * complete (np_out: a write error leaves nothing under the final name). */
 np_status np_cc_write_json(const np_cc_result *r, const char *path, np_error *err)
 {
-    json_t *doc = json_object(), *summary = json_object(), *items = json_object();
-    int bad = !doc || !summary || !items;
-    for (int i = 0; i < NP_CC_ITEM_COUNT && !bad; i++) {
-        const np_cc_item *it = &r->items[i];
-        const char *name = np_cc_item_name((np_cc_item_id)i);
-        json_t *rows = json_array();
-        for (int j = 0; j < it->n_rows && rows; j++) {
-            const np_cc_row *row = &it->rows[j];
-            json_t *o = json_pack("{s:s, s:o, s:o, s:s}", "key", row->key, "bench",
-                                  row->bench ? json_string(row->bench) : json_null(), "cmp",
-                                  row->cmp ? json_string(row->cmp) : json_null(), "level",
-                                  np_cc_level_name(row->level));
-            if (!o || json_array_append_new(rows, o))
-                bad = 1;
-        }
-        json_t *o = json_pack("{s:s, s:o, s:o}", "pass_check", np_cc_level_name(it->pass_check),
-                              "note", it->note ? json_string(it->note) : json_null(), "rows",
-                              rows ? rows : json_array());
-        if (!o || json_object_set_new(items, name, o) ||
-            json_object_set_new(summary, name, json_string(np_cc_level_name(it->pass_check))))
-            bad = 1;
-    }
-    if (!bad) {
-        json_object_set_new(doc, "bench", json_string(r->bench_path ? r->bench_path : ""));
-        json_object_set_new(doc, "cmp", json_string(r->cmp_path ? r->cmp_path : ""));
-        json_object_set_new(doc, "pass_check", json_string(np_cc_level_name(np_cc_result_level(r))));
-        json_object_set_new(doc, "summary", summary);
-        json_object_set_new(doc, "items", items);
-        summary = items = NULL;
-    }
-    np_status st = NP_OK;
     np_out out;
-    if (bad)
-        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    else if ((st = np_out_begin(&out, path, NULL, err)) != NP_OK)
-        ;
-    else if (json_dumpfd(doc, out.fd, JSON_SORT_KEYS | JSON_INDENT(2)) != 0) {
+    np_status st = np_out_begin(&out, path, NULL, err);
+    if (st != NP_OK)
+        return st;
+    FILE *f = np_out_stream(&out);
+    if (!f) {
         int en = errno;
         np_out_abort(&out);
-        st = np_error_set(err, en == EFBIG || en == ENOSPC ? NP_ERR_NOSPACE : NP_ERR_IO, path,
-                          NULL, "cannot write the file: %s", strerror(en));
-    } else
-        st = np_out_commit(&out, 0, err);
-    json_decref(doc);
-    json_decref(summary);
-    json_decref(items);
-    return st;
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot write the file: %s", strerror(en));
+    }
+    write_json_body(f, r);
+    return np_out_commit(&out, 0, err);
 }

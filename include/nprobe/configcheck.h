@@ -119,7 +119,7 @@ typedef enum np_cc_item_id {
 /* "env", "libs", "pip", "random", "weights", "dataset", "hyperparameters". */
 const char *np_cc_item_name(np_cc_item_id id);
 
-typedef struct np_cc_row {
+typedef struct np_cc_row {       /* the strings belong to the item (strings) */
     char *key;
     char *bench;               /* NULL: absent from the bench pack */
     char *cmp;                 /* NULL: absent from the compare pack */
@@ -131,6 +131,7 @@ typedef struct np_cc_item {
     char *note;                /* e.g. "weights.json is missing from CMP", or NULL */
     np_cc_row *rows;           /* every key of either side, sorted */
     int n_rows;
+    void *strings;             /* the rows' text, in large blocks (np_cc_result_free) */
 } np_cc_item;
 
 typedef struct np_cc_result {
@@ -162,9 +163,15 @@ np_status np_cc_compare(np_cc_result **out, const char *bench_zip, const char *c
 /* Worst pass_check over the items. */
 np_cc_level np_cc_result_level(const np_cc_result *r);
 
-/* Write the report: a "summary" sheet (item, pass_check) and one sheet per
- * item (key, bench, cmp, level). */
+/* Write the report: a "summary" sheet (item, pass_check, note) and one sheet
+ * per item (key, bench, cmp, level); an item of more rows than a sheet holds
+ * (Excel: 1,048,575 under the header) continues on "item (2)", "item (3)",
+ * ... and the summary's note says so: no row is cut. Rows are streamed
+ * (constant memory). _ex: at most rows_per_sheet rows a sheet (0: Excel's
+ * limit). */
 np_status np_cc_write_xlsx(const np_cc_result *r, const char *path, np_error *err);
+np_status np_cc_write_xlsx_ex(const np_cc_result *r, const char *path, long rows_per_sheet,
+                              np_error *err);
 /* The same as JSON: {"summary": {item: level}, "items": {item: {...}}}. */
 np_status np_cc_write_json(const np_cc_result *r, const char *path, np_error *err);
 
