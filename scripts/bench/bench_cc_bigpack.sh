@@ -3,13 +3,16 @@
 # hyperparameters.json holds KEYS keys (default 4,000,000: a 9.4 MB zip
 # each, one key in 1000 differing), beside a Python baseline that only
 # loads both members with json and compares the two dicts. Prints wall
-# time and peak RSS of each (GNU time), REPS runs interleaved, medians.
-#   scripts/bench/bench_cc_bigpack.sh [NPROBE] [KEYS] [REPS] [FORMAT]
+# time and peak RSS of each (GNU time), REPS runs interleaved. With BASE
+# (another nprobe binary, e.g. one built from an older commit) it runs
+# interleaved beside NPROBE on the same packs, for a side-by-side ratio.
+#   scripts/bench/bench_cc_bigpack.sh [NPROBE] [KEYS] [REPS] [FORMAT] [BASE]
 set -euo pipefail
 N=${1:-build/release/nprobe}
 KEYS=${2:-4000000}
 REPS=${3:-1}
 FORMAT=${4:-xlsx}
+BASE=${5:-}
 PY=${NP_PYTHON:-/usr/bin/python3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -35,9 +38,11 @@ print(sum(1 for k in a.keys() | b.keys() if a.get(k) != b.get(k)), "differences"
 PY
 ls -l "$tmp/a.zip" "$tmp/b.zip" | awk '{print $5, $9}'
 for r in $(seq "$REPS"); do
-  rm -rf "$tmp/out"
-  /usr/bin/time -f "nprobe config_check compare ($FORMAT): %e s, peak %M KB" \
-    "$N" config_check compare "$tmp/a.zip" "$tmp/b.zip" -o "$tmp/out" --format "$FORMAT" >/dev/null || true
+  for bin in "$N" $BASE; do
+    rm -rf "$tmp/out"
+    /usr/bin/time -f "$bin config_check compare ($FORMAT): %e s, peak %M KB" \
+      "$bin" config_check compare "$tmp/a.zip" "$tmp/b.zip" -o "$tmp/out" --format "$FORMAT" >/dev/null || true
+  done
   /usr/bin/time -f "python json.load of both + dict compare: %e s, peak %M KB" \
     "$PY" "$tmp/base.py" "$tmp/a.zip" "$tmp/b.zip" >/dev/null
 done
