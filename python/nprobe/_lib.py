@@ -31,6 +31,31 @@ class NprobeError(Exception):
         super().__init__(f"{where}: {text}" if where else text)
 
 
+def path_arg(path, what):
+    """A path argument (str, bytes or os.PathLike) as the bytes the C
+    library opens: the file system's encoding (os.fsencode: a name that is
+    not UTF-8 still works), never truncated at an embedded NUL (a ValueError
+    naming the argument, as open() raises, rather than opening another
+    file)."""
+    try:
+        b = os.fsencode(os.fspath(path))
+    except TypeError:
+        raise TypeError(f"{what}: expected a path (str, bytes or os.PathLike), got "
+                        f"{type(path).__name__}") from None
+    if b"\0" in b:
+        raise ValueError(f"{what}: embedded null byte in {path!r}")
+    return b
+
+
+def text_arg(text, what):
+    """str(text) as UTF-8 for the C library, refused (ValueError naming it)
+    when it holds a NUL, which C would cut the text at."""
+    s = str(text)
+    if "\0" in s:
+        raise ValueError(f"{what}: embedded null byte in {s!r}")
+    return s.encode("utf-8", "surrogateescape")
+
+
 class Error(ctypes.Structure):
     _fields_ = [("status", ctypes.c_int), ("file", ctypes.c_char * 512),
                 ("key", ctypes.c_char * 256), ("line", ctypes.c_long),
@@ -196,5 +221,5 @@ cc_pack_ex = _sig("np_cc_pack_ex", _I, _S, ctypes.POINTER(PackOpts), ctypes.POIN
 def kv_array(pairs):
     arr = (KV * max(1, len(pairs)))()
     for i, (k, v) in enumerate(pairs):
-        arr[i].key, arr[i].value = str(k).encode(), str(v).encode()
+        arr[i].key, arr[i].value = text_arg(k, "key"), text_arg(v, f"value of {k}")
     return arr, len(pairs)

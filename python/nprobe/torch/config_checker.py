@@ -177,13 +177,14 @@ class ConfigChecker:
         run = _lib.RunInfo(hparr, nh, rarr, nr, warr, len(weights), harr, len(hashes),
                            None, 0, larr, nl)
         opts = _lib.PackOpts()
-        opts.python = sys.executable.encode()
+        opts.python = _lib.path_arg(sys.executable, "sys.executable")
         if shell_path:
-            opts.hyperparams_path = str(shell_path).encode()
+            opts.hyperparams_path = _lib.path_arg(shell_path, "ConfigChecker: shell_path")
         if seed is not None:
             opts.seed, opts.has_seed = int(seed), 1
         err = _lib.Error()
-        if _lib.cc_pack_ex(str(output_zip_path).encode(), ctypes.byref(opts), ctypes.byref(run),
+        out = _lib.path_arg(output_zip_path, "ConfigChecker: output_zip_path")
+        if _lib.cc_pack_ex(out, ctypes.byref(opts), ctypes.byref(run),
                            ctypes.byref(err)):
             raise err.exception()
 

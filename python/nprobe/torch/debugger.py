@@ -355,7 +355,8 @@ class PrecisionDebugger:
         self._eref = ctypes.byref(self._err)
         self._meta = _lib.Meta(b"pytorch", b"cpu", b"fp32", 0, 1)
         p = ctypes.c_void_p()
-        if _lib.probe_open(ctypes.byref(p), path.encode(), ctypes.byref(self._meta), self._eref):
+        cpath = _lib.path_arg(path, "PrecisionDebugger: config_path")
+        if _lib.probe_open(ctypes.byref(p), cpath, ctypes.byref(self._meta), self._eref):
             raise self._err.exception()
         self._p = p
         self._task = _lib.probe_task_of(p)
