@@ -38,7 +38,7 @@ static void fmt_shape(char *buf, size_t cap, const np_entry_rec *e)
         snprintf(buf + u, cap - u, ")");
 }
 
-static void list_entries(np_dumpio *d)
+static int list_entries(np_dumpio *d)
 {
     np_entry_rec *e = NULL;
     size_t n = 0;
@@ -46,7 +46,7 @@ static void list_entries(np_dumpio *d)
     np_error_clear(&err);
     if (np_dumpio_read_entries(&e, &n, d, &err)) {
         np_cli_report(&err);
-        return;
+        return -1;
     }
     printf("  %-64s %-9s %-14s %13s %13s %13s %13s  %s\n", "name", "dtype", "shape", "max", "min",
            "mean", "norm", "nan/+inf/-inf");
@@ -61,9 +61,10 @@ static void list_entries(np_dumpio *d)
     }
     printf("  %zu entr%s\n", n, n == 1 ? "y" : "ies");
     free(e);
+    return 0;
 }
 
-static void list_calls(np_dumpio *d)
+static int list_calls(np_dumpio *d)
 {
     np_call_rec *c = NULL;
     size_t n = 0;
@@ -71,7 +72,7 @@ static void list_calls(np_dumpio *d)
     np_error_clear(&err);
     if (np_dumpio_read_calls(&c, &n, d, &err)) {
         np_cli_report(&err);
-        return;
+        return -1;
     }
     printf("  %5s %-6s %-56s %-48s %s\n", "seq", "kind", "call", "parent", "callsite");
     for (size_t i = 0; i < n; i++) {
@@ -84,10 +85,11 @@ static void list_calls(np_dumpio *d)
     }
     printf("  %zu call%s\n", n, n == 1 ? "" : "s");
     free(c);
+    return 0;
 }
 
 /* The module tree (nprobe/calltree.h, the builder the HTML report uses). */
-static void list_tree(np_dumpio *d)
+static int list_tree(np_dumpio *d)
 {
     np_call_rec *c = NULL;
     size_t nc = 0;
@@ -95,7 +97,7 @@ static void list_tree(np_dumpio *d)
     np_error_clear(&err);
     if (np_dumpio_read_calls(&c, &nc, d, &err)) {
         np_cli_report(&err);
-        return;
+        return -1;
     }
     const char **names = malloc((2 * nc + 1) * sizeof *names);
     np_calltree *t = NULL;
@@ -109,7 +111,7 @@ static void list_tree(np_dumpio *d)
         np_cli_report(&err);
         free(names);
         free(c);
-        return;
+        return -1;
     }
     for (int i = t->first_root; i >= 0; i = np_calltree_next(t, i)) {
         const np_calltree_node *v = &t->nodes[i];
@@ -123,6 +125,7 @@ static void list_tree(np_dumpio *d)
     np_calltree_free(t);
     free(names);
     free(c);
+    return 0;
 }
 
 static void print_header(const np_dumpio_ref *ref, const np_dumpio_info *in, int complete)
@@ -130,7 +133,8 @@ static void print_header(const np_dumpio_ref *ref, const np_dumpio_info *in, int
     char ls[64] = "";
     if (in->loss_scale != 1.0)
         snprintf(ls, sizeof ls, ", gradients x loss scale %.17g", in->loss_scale);
-    printf("step %lld rank %lld: %s\n  task %s, level %s, %s on %s (%s)%s%s\n",
+    /* the strings come from the file (a msprobe dump.json's task ...) */
+    np_cli_printf("step %lld rank %lld: %s\n  task %s, level %s, %s on %s (%s)%s%s\n",
            (long long)in->step, (long long)in->rank, ref->path, in->task, in->level,
            in->framework, in->device, in->precision, ls,
            complete ? ", complete"
@@ -187,20 +191,17 @@ int np_cmd_ls(int argc, char **argv)
         np_error_clear(&err);
         if (np_dumpio_checker_wait(chk, i, &err) ||
             np_dumpio_open_ref(&d, &refs[i], NP_DUMPIO_CHECKED, &err)) {
-            printf("step %d rank %d: %s\n  %s: %s\n", refs[i].step, refs[i].rank, refs[i].path,
-                   err.status == NP_ERR_INCOMPLETE ? "INCOMPLETE" : "UNREADABLE", err.text);
+            np_cli_printf("step %d rank %d: %s\n  %s: %s\n", refs[i].step, refs[i].rank,
+                          refs[i].path,
+                          err.status == NP_ERR_INCOMPLETE ? "INCOMPLETE" : "UNREADABLE", err.text);
             continue;
         }
-        readable++;
         const np_dumpio_info *in = np_dumpio_get_info(d);
         int complete = in->complete && refs[i].state == NP_DUMPIO_COMPLETE;
         print_header(&refs[i], in, complete);
-        if (mode == 0)
-            list_entries(d);
-        else if (mode == 1)
-            list_calls(d);
-        else
-            list_tree(d);
+        /* a file whose table cannot be read is not a readable dump file */
+        int bad = mode == 0 ? list_entries(d) : mode == 1 ? list_calls(d) : list_tree(d);
+        readable += bad == 0;
         np_dumpio_close(d);
     }
     np_dumpio_checker_free(chk);

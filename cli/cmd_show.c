@@ -125,9 +125,9 @@ int np_cmd_show(int argc, char **argv)
         for (size_t k = 0; k < ne; k++) {
             if (strcmp(e[k].name, name) == 0) {
                 int complete = in->complete && refs[i].state == NP_DUMPIO_COMPLETE;
-                printf("step %lld rank %lld: %s%s\n", (long long)in->step, (long long)in->rank,
-                       refs[i].path,
-                       complete ? "" : "  (INCOMPLETE step: the run stopped during it)");
+                np_cli_printf("step %lld rank %lld: %s%s\n", (long long)in->step,
+                              (long long)in->rank, refs[i].path,
+                              complete ? "" : "  (INCOMPLETE step: the run stopped during it)");
                 failed |= show_one(d, &e[k], count);
                 found++;
                 break;

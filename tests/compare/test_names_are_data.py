@@ -139,6 +139,22 @@ def check_many_pairs(root, b, c):
           "show of an unknown leaf: exit %d, stderr %r" % (rc, se))
 
 
+def check_msprobe_header(root):
+    """ls of a msprobe dump whose dump.json carries an escape in its task."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "msprobe"))
+    import gen_msprobe
+    d = os.path.join(root, "msp")
+    gen_msprobe.write_dump(d, task="statistics", n_calls=2)
+    js = os.path.join(d, "step0", "rank0", "dump.json")
+    with open(js) as f:
+        text = f.read()
+    with open(js, "w") as f:
+        f.write(text.replace('"task": "statistics"', '"task": "statistics\\u001b[2J"', 1))
+    rc, so, se = run(["ls", "msp"], root)
+    check(rc == 0 and b"\x1b" not in so and b"\\x1b[2J" in so,
+          "ls of a msprobe dump: exit %d, the task's escape: %r" % (rc, so[:300]))
+
+
 def main():
     root = tempfile.mkdtemp(prefix="np_names_")
     try:
@@ -204,6 +220,7 @@ def main():
         check(negs > 0, "xlsx: no negative number cell left")
 
         check_replay(root, src)
+        check_msprobe_header(root)
         check_many_pairs(root, b, c)
 
         # config_check: a formula-like hyperparameter key in its xlsx

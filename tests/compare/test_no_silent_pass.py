@@ -126,6 +126,12 @@ def check_msprobe(root):
     bad = [r for r in rows if r["Verdict"] == "error"]
     check(rc == 1 and len(bad) == 1 and "overflows a 64-bit element count" in bad[0]["Reason"],
           "msprobe huge shape: exit %s, errors %s\n%s" % (rc, [(r["NPU Name"], r["Reason"]) for r in bad], out))
+    # ls of a dump whose table cannot be read is not a listing: exit 2
+    js = os.path.join(root, "msp_md5_b", "step0", "rank0", "dump.json")
+    edit_dump_json(js, lambda t: t.replace('"data": {', '"data": [{', 1)[:-1] + ']}')
+    rc, so, se = run(["ls", "msp_md5_b"], root)
+    check(rc == 2 and "data: expected an object of calls" in se and "no readable dump file" in se,
+          "ls of an unreadable dump.json: exit %s (want 2), stderr %r" % (rc, se[-300:]))
     # a tensor item without its payload on one side: has_data 0 there
     js = os.path.join(root, "msp_tensor_b", "step0", "rank0", "dump.json")
     leaf = "Functional.linear.0.forward.output.0"
