@@ -71,36 +71,67 @@ static void num_text(char *buf, size_t cap, double x, int prec)
 /* ---- what the page shows ----------------------------------------------------- */
 
 typedef struct page {
-    const np_cmp_result *r;
-    const np_cmp_pair *fp;       /* the failing step's pair (first culprit, else first error) */
-    int fp_index;
+    const np_cmp_result *r;      /* the inputs and the issues */
+    const np_cmp_pair_digest *d; /* every pair, in (step, rank) order */
+    size_t n;
+    const np_cmp_pair *fp;       /* the failing step's pair in full (np_cmp_html_focus) */
+    const char *fp_report;       /* where its full rows are (may be NULL) */
     cmp_html_step *steps;
     int n_steps, first_fail;     /* index into steps, -1 */
     size_t verdicts[3], matches[5], failing_pairs;
-    const char *const *reports;  /* per pair: where its full rows are (may be NULL) */
 } page;
 
-static int pair_fails(const np_cmp_pair *p)
+static int pair_fails(const np_cmp_pair_digest *p)
 {
     return p->count_verdict[NP_VERDICT_ERROR] || p->n_culprits;
 }
 
-/* Steps over ranks (pairs come in step, then rank order), the counts, the
- * failing pair (np_cmp_focus_pair: the one pair still whole when the others
- * were shrunk). Returns -1 when out of memory. */
+void np_cmp_pair_digest_of(np_cmp_pair_digest *out, const np_cmp_pair *p)
+{
+    memset(out, 0, sizeof *out);
+    out->step = p->step;
+    out->rank = p->rank;
+    out->worst = p->worst_severity;
+    out->has_loss = p->has_loss;
+    out->loss_bench = p->loss_bench;
+    out->loss_cmp = p->loss_cmp;
+    out->n_rows = p->n_rows;
+    for (int v = 0; v < 3; v++)
+        out->count_verdict[v] = p->count_verdict[v];
+    for (int m = 0; m < 5; m++)
+        out->count_match[m] = p->count_match[m];
+    out->n_culprits = p->n_culprits;
+    if (p->n_culprits)
+        snprintf(out->first_culprit, sizeof out->first_culprit, "%s",
+                 p->calls[p->culprits[0]].name);
+}
+
+size_t np_cmp_html_focus(const np_cmp_pair_digest *d, size_t n)
+{
+    size_t error_pair = n;
+    for (size_t i = 0; i < n; i++) {
+        if (d[i].n_culprits)
+            return i;
+        if (error_pair == n && pair_fails(&d[i]))
+            error_pair = i;
+    }
+    return error_pair < n ? error_pair : 0;
+}
+
+/* Steps over ranks (pairs come in step, then rank order), the counts.
+ * Returns -1 when out of memory. */
 static int analyse(page *pg)
 {
-    const np_cmp_result *r = pg->r;
-    pg->steps = calloc(r->n_pairs + 1, sizeof *pg->steps);
+    pg->steps = calloc(pg->n + 1, sizeof *pg->steps);
     if (!pg->steps)
         return -1;
     pg->first_fail = -1;
-    for (size_t i = 0; i < r->n_pairs; i++) {
-        const np_cmp_pair *p = &r->pairs[i];
+    for (size_t i = 0; i < pg->n; i++) {
+        const np_cmp_pair_digest *p = &pg->d[i];
         if (!pg->n_steps || pg->steps[pg->n_steps - 1].step != p->step)
             pg->steps[pg->n_steps++] = (cmp_html_step){.step = p->step, .worst = NAN};
         cmp_html_step *s = &pg->steps[pg->n_steps - 1];
-        double w = p->worst_severity;
+        double w = p->worst;
         if (!isnan(w) && (isnan(s->worst) || w > s->worst))
             s->worst = w;
         s->errors += p->count_verdict[NP_VERDICT_ERROR];
@@ -122,8 +153,6 @@ static int analyse(page *pg)
                 pg->first_fail = pg->n_steps - 1;
         }
     }
-    pg->fp_index = (int)np_cmp_focus_pair(r);
-    pg->fp = &r->pairs[pg->fp_index];
     return 0;
 }
 
@@ -238,13 +267,14 @@ static void culprit_box(FILE *f, const np_cmp_pair *p)
 static void counts_box(FILE *f, const page *pg)
 {
     const np_cmp_result *r = pg->r;
+    size_t n = pg->n;
     cmp_html_printf(f, "<div class=box><h2>Counts</h2><table class=kv>"
                        "<tr><th>compared<td>%zu step/rank pair%s over %d step%s, %s mode"
                        "<tr><th>failing pairs<td>%zu"
                        "<tr><th>rows<td><span class=c2>%zu error</span> &middot; "
                        "<span class=c1>%zu warning</span> &middot; <span class=c0>%zu pass</span>"
                        "<tr><th>matched<td>",
-                    r->n_pairs, r->n_pairs == 1 ? "" : "s", pg->n_steps,
+                    n, n == 1 ? "" : "s", pg->n_steps,
                     pg->n_steps == 1 ? "" : "s", np_cmp_mode_name(pg->fp->mode), pg->failing_pairs,
                     pg->verdicts[2], pg->verdicts[1], pg->verdicts[0]);
     for (int m = 0; m < 5; m++)
@@ -613,7 +643,7 @@ static void rows_section(FILE *f, const page *pg)
     if (n < p->n_rows)
         cmp_html_printf(f, " (errors first, then warnings, then passes; in execution order)");
     cmp_html_raw(f, ". All rows, with every column: ");
-    const char *where = pg->reports ? pg->reports[pg->fp_index] : NULL;
+    const char *where = pg->fp_report;
     cmp_html_text(f, where && where[0] ? where : "run nprobe compare with --format xlsx or csv");
     cmp_html_raw(f, ".</p><div class=scroll><table class=rows id=rows-table><thead><tr><th>#"
                     "<th>name<th>verdict<th>match<th>call");
@@ -774,24 +804,23 @@ static void page_head(FILE *f, const page *pg)
 /* Every rank of every failing step, one line each (the first 50). */
 static void failing_pairs(FILE *f, const page *pg)
 {
-    const np_cmp_result *r = pg->r;
     if (!pg->failing_pairs)
         return;
     cmp_html_printf(f, "<h3>Failing step/rank pairs <small>%zu of %zu</small></h3>"
                        "<div class=scroll style='max-height:220px'><table class=rows id=pairs-table>"
                        "<thead><tr><th>step<th>rank<th>error rows<th>warning rows<th>rows"
                        "<th>first culprit</thead><tbody>\n",
-                    pg->failing_pairs, r->n_pairs);
+                    pg->failing_pairs, pg->n);
     size_t shown = 0;
-    for (size_t i = 0; i < r->n_pairs && shown < 50; i++) {
-        const np_cmp_pair *p = &r->pairs[i];
+    for (size_t i = 0; i < pg->n && shown < 50; i++) {
+        const np_cmp_pair_digest *p = &pg->d[i];
         if (!pair_fails(p))
             continue;
         shown++;
         cmp_html_printf(f, "<tr class=v2><td>%d<td>%d<td>%zu<td>%zu<td>%zu<td class=nm>", p->step,
                         p->rank, p->count_verdict[NP_VERDICT_ERROR],
                         p->count_verdict[NP_VERDICT_WARNING], p->n_rows);
-        cmp_html_text(f, p->n_culprits ? p->calls[p->culprits[0]].name : "none");
+        cmp_html_text(f, p->n_culprits ? p->first_culprit : "none");
         cmp_html_raw(f, "\n");
     }
     cmp_html_raw(f, "</tbody></table></div>");
@@ -825,14 +854,15 @@ static void order_section(FILE *f, const page *pg)
     cmp_html_raw(f, "</section>\n");
 }
 
-np_status np_cmp_write_html(const np_cmp_result *r, const char *const *pair_reports,
-                            const char *path, np_error *err)
+np_status np_cmp_write_html_digests(const np_cmp_result *r, const np_cmp_pair_digest *d,
+                                    size_t n, const np_cmp_pair *focus, const char *focus_report,
+                                    const char *path, np_error *err)
 {
-    if (!r || r->n_pairs == 0)
+    if (!r || !d || n == 0 || !focus)
         return np_error_set(err, NP_ERR_ARG, path, NULL, "no compared pair to report");
-    if (r->pairs[np_cmp_focus_pair(r)].shrunk)
+    if (focus->shrunk)
         return cmp_shrunk_error(path, err);
-    page pg = {.r = r, .reports = pair_reports};
+    page pg = {.r = r, .d = d, .n = n, .fp = focus, .fp_report = focus_report};
     if (analyse(&pg) != 0)
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory for the HTML report");
     /* written to an exclusive temporary, renamed when complete: never a half
@@ -866,4 +896,21 @@ np_status np_cmp_write_html(const np_cmp_result *r, const char *const *pair_repo
     cmp_html_raw(f, "</body></html>\n");
     free(pg.steps);
     return np_out_commit(&out, 0, err);
+}
+
+np_status np_cmp_write_html(const np_cmp_result *r, const char *const *pair_reports,
+                            const char *path, np_error *err)
+{
+    if (!r || r->n_pairs == 0)
+        return np_error_set(err, NP_ERR_ARG, path, NULL, "no compared pair to report");
+    np_cmp_pair_digest *d = malloc(r->n_pairs * sizeof *d);
+    if (!d)
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory for the HTML report");
+    for (size_t i = 0; i < r->n_pairs; i++)
+        np_cmp_pair_digest_of(&d[i], &r->pairs[i]);
+    size_t fi = np_cmp_focus_pair(r);
+    np_status st = np_cmp_write_html_digests(r, d, r->n_pairs, &r->pairs[fi],
+                                             pair_reports ? pair_reports[fi] : NULL, path, err);
+    free(d);
+    return st;
 }

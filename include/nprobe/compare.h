@@ -312,6 +312,31 @@ np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p,
 np_status np_cmp_write_html(const np_cmp_result *r, const char *const *pair_reports,
                             const char *path, np_error *err);
 
+/* What the HTML page needs of a pair it does not show in full (what a
+ * shrunk pair keeps, np_cmp_pair_shrink), fixed size and without pointers:
+ * processes that compared different pairs under mpirun exchange them as
+ * bytes. */
+typedef struct np_cmp_pair_digest {
+    int step, rank;
+    int has_loss;                 /* 1: a loss output was dumped (loss_bench, loss_cmp) */
+    double worst;                 /* worst row severity, NaN when no row has one */
+    double loss_bench, loss_cmp;
+    uint64_t n_rows, count_verdict[3], count_match[5], n_culprits;
+    char first_culprit[256];      /* the first culprit's call name, "" without one */
+} np_cmp_pair_digest;
+void np_cmp_pair_digest_of(np_cmp_pair_digest *out, const np_cmp_pair *p);
+/* Which of n digests (in step, rank order) the page shows in full, as
+ * np_cmp_focus_pair: the first pair with a culprit, else the first with an
+ * error row, else 0. */
+size_t np_cmp_html_focus(const np_cmp_pair_digest *d, size_t n);
+/* The same page as np_cmp_write_html from the digests of every pair (in
+ * step, rank order) and the focus pair in full (d[np_cmp_html_focus(d, n)]'s
+ * pair); r gives the inputs and the issues only (its pairs are not read).
+ * focus_report (may be NULL): where the focus pair's full rows are. */
+np_status np_cmp_write_html_digests(const np_cmp_result *r, const np_cmp_pair_digest *d,
+                                    size_t n, const np_cmp_pair *focus, const char *focus_report,
+                                    const char *path, np_error *err);
+
 /* A short advice text for the summary (borrowed, static). */
 const char *np_cmp_advice(const np_cmp_pair *p);
 
