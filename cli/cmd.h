@@ -97,18 +97,28 @@ int np_cli_mpi_max_int(int v);
 int np_cli_mpi_available(void);
 /* Rank 0's *v to every rank. */
 void np_cli_mpi_bcast_ll(long long *v);
-/* Every rank's `bytes` of `send`, concatenated in rank order, into *all
- * (malloc'd, *total bytes) on rank 0; *all NULL on the other ranks. */
-int np_cli_mpi_gather_bytes(void **all, size_t *total, const void *send, size_t bytes);
+/* Every rank's `bytes` of `send` (each its own count, 0 allowed),
+ * concatenated in rank order, into *all (malloc'd, *total bytes) on every
+ * rank. -1 on every rank when one of them lacks the memory. */
+int np_cli_mpi_allgather_bytes(void **all, size_t *total, const void *send, size_t bytes);
 
 /* ---- compare (cmd_compare.c, compare_mpi.c) ---- */
 struct np_cmp_result;
 struct np_cmp_options;
 /* Write the reports of every pair of r into outdir (formats: bit 0 xlsx,
- * 1 csv, 2 json), printing each pair unless quiet. 0, or NP_EXIT_USAGE
- * when a report could not be written. */
+ * 1 csv, 2 json), printing each pair unless quiet; first (may be NULL,
+ * cap bytes) receives the file name of the first report written ("" when
+ * none). 0, or NP_EXIT_USAGE when a report could not be written. */
 int np_cli_compare_reports(const struct np_cmp_result *r, const char *outdir, int formats,
-                           int quiet, long long now);
+                           int quiet, long long now, char *first, size_t cap);
+/* OUTDIR/compare_report_{YYYYmmddHHMMSS}.html of a comparison given as one
+ * digest per pair and the focus pair in full (np_cmp_write_html_digests);
+ * path (cap bytes) receives the file written. 0, or -1 (said on stderr). */
+struct np_cmp_pair_digest;
+struct np_cmp_pair;
+int np_cli_compare_html(const struct np_cmp_result *r, const struct np_cmp_pair_digest *d,
+                        size_t n, const struct np_cmp_pair *focus, const char *focus_report,
+                        const char *outdir, long long now, char *path, size_t cap);
 /* `mpirun -n P nprobe compare`: the (step, rank) pairs spread over the P
  * processes, one merged summary from rank 0. Returns the exit code. */
 int np_cli_compare_mpi(const char *bench, const char *cmp, const char *outdir, int formats,

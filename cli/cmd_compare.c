@@ -279,24 +279,34 @@ static np_status write_reports(const np_cmp_result *r, size_t pair, const char *
     return st;
 }
 
-/* OUTDIR/compare_report_{YYYYmmddHHMMSS}.html (_2, _3, ... when taken). */
-static int write_html(const np_cmp_result *r, const report_list *l, const char *outdir,
-                      long long now, int quiet)
+/* Reserve OUTDIR/compare_report_{YYYYmmddHHMMSS}.html (_2, _3, ... when
+ * taken): name (release it with np_out_release) and the path. */
+static int html_reserve(char *name, size_t ncap, char *path, size_t cap, const char *outdir,
+                        long long now)
 {
     time_t t = (time_t)now;
     struct tm tm;
-    char ts[32], path[4200];
+    char ts[32], base[64];
     localtime_r(&t, &tm);
     strftime(ts, sizeof ts, "%Y%m%d%H%M%S", &tm);
-    char base[64], name[128];
     snprintf(base, sizeof base, "compare_report_%s", ts);
     static const char *const html_ext[] = {"html"};
     np_error e = {0};
-    if (np_out_reserve(name, sizeof name, outdir, base, html_ext, 1, &e) != NP_OK) {
+    if (np_out_reserve(name, ncap, outdir, base, html_ext, 1, &e) != NP_OK) {
         np_cli_report(&e);
         return -1;
     }
-    snprintf(path, sizeof path, "%s/%s.html", outdir, name);
+    snprintf(path, cap, "%s/%s.html", outdir, name);
+    return 0;
+}
+
+static int write_html(const np_cmp_result *r, const report_list *l, const char *outdir,
+                      long long now, int quiet)
+{
+    char name[128], path[4200];
+    if (html_reserve(name, sizeof name, path, sizeof path, outdir, now) != 0)
+        return -1;
+    np_error e = {0};
     const char **hints = calloc(r->n_pairs + 1, sizeof *hints);
     for (size_t i = 0; hints && i < r->n_pairs && i < l->n_first; i++)
         hints[i] = l->first[i];
@@ -312,8 +322,25 @@ static int write_html(const np_cmp_result *r, const report_list *l, const char *
     return 0;
 }
 
+int np_cli_compare_html(const np_cmp_result *r, const np_cmp_pair_digest *d, size_t n,
+                        const np_cmp_pair *focus, const char *focus_report, const char *outdir,
+                        long long now, char *path, size_t cap)
+{
+    char name[128];
+    if (html_reserve(name, sizeof name, path, cap, outdir, now) != 0)
+        return -1;
+    np_error e = {0};
+    np_status st = np_cmp_write_html_digests(r, d, n, focus, focus_report, path, &e);
+    np_out_release(outdir, name);
+    if (st != NP_OK) {
+        np_cli_report(&e);
+        return -1;
+    }
+    return 0;
+}
+
 int np_cli_compare_reports(const np_cmp_result *r, const char *outdir, int formats, int quiet,
-                           long long now)
+                           long long now, char *first, size_t cap)
 {
     report_list written = {0};
     int rc = NP_EXIT_OK;
@@ -323,6 +350,8 @@ int np_cli_compare_reports(const np_cmp_result *r, const char *outdir, int forma
         if (write_reports(r, i, outdir, formats, now, !quiet, &written) != NP_OK)
             rc = NP_EXIT_USAGE;
     }
+    if (first && cap)
+        snprintf(first, cap, "%s", written.n_first && written.first[0] ? written.first[0] : "");
     report_list_free(&written);
     return rc;
 }

@@ -28,7 +28,41 @@ typedef struct pair_rec {
     char call[256];
     char reason[512];
     char issues[1024];
+    int owner;                    /* the process that compared it */
+    np_cmp_pair_digest dig;       /* what the HTML page needs (when compared) */
 } pair_rec;
+
+/* The one pair a process keeps whole for the HTML page: its first pair with
+ * a culprit, else its first failing pair, else its first pair. The page's
+ * focus (np_cmp_html_focus over all pairs) is then the kept pair of the
+ * process that compared it. */
+typedef struct kept_pair {
+    np_cmp_result *r;
+    char report[300];             /* the file name of its first report */
+} kept_pair;
+
+static int digest_fails(const np_cmp_pair_digest *d)
+{
+    return d->count_verdict[NP_VERDICT_ERROR] || d->n_culprits;
+}
+
+/* Keep r (pair rec) instead of what is kept when the page would rather show
+ * it; returns 1 when r was taken. */
+static int keep_pair(kept_pair *k, np_cmp_result *r, const pair_rec *rec, const char *report)
+{
+    const np_cmp_pair_digest *now = &rec->dig;
+    np_cmp_pair_digest old;
+    if (k->r)
+        np_cmp_pair_digest_of(&old, &k->r->pairs[0]);
+    int better = !k->r || (!old.n_culprits && now->n_culprits) ||
+                 (!old.n_culprits && !digest_fails(&old) && digest_fails(now));
+    if (!better)
+        return 0;
+    np_cmp_result_free(k->r);
+    k->r = r;
+    snprintf(k->report, sizeof k->report, "%s", report);
+    return 1;
+}
 
 typedef struct pair_id {
     int step, rank;
@@ -124,7 +158,7 @@ static void one_sided_issues(issue_list *out, const pair_id *ids, size_t n, cons
 
 static void run_pair(pair_rec *rec, pair_id id, const char *bench, const char *cmp,
                      const char *outdir, int formats, const np_cmp_options *base, long long now,
-                     const issue_list *all)
+                     const issue_list *all, kept_pair *keep)
 {
     memset(rec, 0, sizeof *rec);
     rec->step = id.step;
@@ -169,11 +203,15 @@ static void run_pair(pair_rec *rec, pair_id id, const char *bench, const char *c
         size_t n_own = r->n_issues;
         r->issues = all->v;
         r->n_issues = all->n;
-        int wrc = np_cli_compare_reports(r, outdir, formats, 1, now);
+        char first[300];
+        int wrc = np_cli_compare_reports(r, outdir, formats, 1, now, first, sizeof first);
         r->issues = own;
         r->n_issues = n_own;
         if (wrc)
             rec->rc = wrc;
+        np_cmp_pair_digest_of(&rec->dig, p);
+        if ((formats & 8) && keep_pair(keep, r, rec, first)) /* F_HTML (cmd_compare.c) */
+            r = NULL;
     } else if (rec->rc == NP_EXIT_OK) {
         rec->rc = NP_EXIT_DIFF; /* present on one side only */
     }
@@ -288,10 +326,9 @@ static void print_recs(const pair_rec *recs, size_t n, int world)
         printf("first culprit across all steps and ranks: none\n");
 }
 
-/* Rank 0: sort the gathered records, print, write the summary; the exit code. */
-static int merge(pair_rec *recs, size_t n, const char *outdir, long long now, int world, int quiet)
+/* The gathered records arrive grouped by process: back to (step, rank) order. */
+static void sort_recs(pair_rec *recs, size_t n)
 {
-    /* records arrive grouped by process: back to (step, rank) order */
     for (size_t i = 1; i < n; i++)
         for (size_t j = i; j > 0 && (recs[j - 1].step > recs[j].step ||
                                      (recs[j - 1].step == recs[j].step &&
@@ -300,6 +337,12 @@ static int merge(pair_rec *recs, size_t n, const char *outdir, long long now, in
             recs[j] = recs[j - 1];
             recs[j - 1] = t;
         }
+}
+
+/* Rank 0: print the sorted records, write the summary; the exit code. */
+static int merge(const pair_rec *recs, size_t n, const char *outdir, long long now, int world,
+                 int quiet)
+{
     int rc = NP_EXIT_OK, any = 0;
     for (size_t i = 0; i < n; i++) {
         any |= recs[i].compared;
@@ -316,6 +359,64 @@ static int merge(pair_rec *recs, size_t n, const char *outdir, long long now, in
         print_recs(recs, n, world);
     if (write_summary(outdir, now, recs, n, world, quiet) != 0)
         rc = NP_EXIT_USAGE; /* said by write_summary */
+    return rc;
+}
+
+/* The HTML page over all pairs (every process calls it): the digests of
+ * the compared pairs in (step, rank) order; the process that compared the
+ * focus pair writes the page from its kept copy, rank 0 says where it is.
+ * Returns rank 0's exit code for the page (0, or NP_EXIT_USAGE). */
+static int html_page(const pair_rec *recs, size_t n, const kept_pair *keep,
+                     const issue_list *issues, const char *outdir, long long now, int rank,
+                     int quiet)
+{
+    np_cmp_pair_digest *d = malloc((n ? n : 1) * sizeof *d);
+    size_t nd = 0;
+    int owner = -1;
+    for (size_t i = 0; d && i < n; i++)
+        if (recs[i].compared)
+            d[nd++] = recs[i].dig;
+    if (d && nd) {
+        size_t fi = np_cmp_html_focus(d, nd);
+        for (size_t i = 0, c = 0; i < n; i++)
+            if (recs[i].compared && c++ == fi)
+                owner = recs[i].owner;
+    }
+    /* the owner sends its path ("" when it failed), the others nothing */
+    char path[4200] = "";
+    size_t send = 0;
+    if (owner == rank) {
+        np_cmp_result *r = keep->r;
+        const np_cmp_pair_digest *f = &d[np_cmp_html_focus(d, nd)];
+        if (r && r->pairs[0].step == f->step && r->pairs[0].rank == f->rank) {
+            np_cmp_issue *own = r->issues;
+            size_t n_own = r->n_issues;
+            r->issues = issues->v; /* the page lists the issues of the whole comparison */
+            r->n_issues = issues->n;
+            if (np_cli_compare_html(r, d, nd, &r->pairs[0], keep->report, outdir, now, path,
+                                    sizeof path) != 0)
+                path[0] = '\0';
+            r->issues = own;
+            r->n_issues = n_own;
+        } else {
+            np_cli_error("compare: internal error: the pair the HTML page shows (step %d rank "
+                         "%d) is not the one this process kept", f->step, f->rank);
+        }
+        send = strlen(path) + 1;
+    }
+    free(d);
+    void *all = NULL;
+    size_t total = 0;
+    int gr = np_cli_mpi_allgather_bytes(&all, &total, path, send);
+    int rc = NP_EXIT_OK;
+    if (rank == 0 && owner >= 0) {
+        const char *got = gr || total == 0 ? "" : all;
+        if (!got[0])
+            rc = NP_EXIT_USAGE; /* said by the owner */
+        else if (!quiet)
+            printf("  report: %s\n", got);
+    }
+    free(all);
     return rc;
 }
 
@@ -345,10 +446,6 @@ int np_cli_compare_mpi(const char *bench, const char *cmp, const char *outdir, i
         free(ids);
         return NP_EXIT_USAGE;
     }
-    if ((formats & 8) && rank == 0) /* F_HTML (cmd_compare.c) */
-        np_cli_error("compare: warning: under mpirun the one HTML page over all pairs is not "
-                     "written (each process holds only its pairs); the per-pair reports and "
-                     "the summary are (run a single process for the HTML page)");
     size_t mine = 0;
     for (size_t i = (size_t)rank; i < n; i += (size_t)world)
         mine++;
@@ -359,18 +456,30 @@ int np_cli_compare_mpi(const char *bench, const char *cmp, const char *outdir, i
     }
     issue_list one_sided;
     one_sided_issues(&one_sided, ids, n, bench, cmp, o);
+    kept_pair keep = {0};
     size_t k = 0;
-    for (size_t i = (size_t)rank; i < n; i += (size_t)world)
-        run_pair(&recs[k++], ids[i], bench, cmp, outdir, formats, o, now, &one_sided);
-    free(one_sided.v);
+    for (size_t i = (size_t)rank; i < n; i += (size_t)world) {
+        run_pair(&recs[k], ids[i], bench, cmp, outdir, formats, o, now, &one_sided, &keep);
+        recs[k++].owner = rank;
+    }
     free(ids);
     void *all = NULL;
     size_t total = 0;
-    int gr = np_cli_mpi_gather_bytes(&all, &total, recs, mine * sizeof *recs);
+    int gr = np_cli_mpi_allgather_bytes(&all, &total, recs, mine * sizeof *recs);
     free(recs);
     int rc = NP_EXIT_OK;
+    if (!gr)
+        sort_recs(all, total / sizeof(pair_rec));
     if (rank == 0)
         rc = gr ? NP_EXIT_USAGE : merge(all, total / sizeof(pair_rec), outdir, now, world, quiet);
+    if (!gr && (formats & 8)) { /* F_HTML (cmd_compare.c) */
+        int hrc = html_page(all, total / sizeof(pair_rec), &keep, &one_sided, outdir, now, rank,
+                            quiet);
+        if (hrc > rc)
+            rc = hrc;
+    }
+    np_cmp_result_free(keep.r);
+    free(one_sided.v);
     free(all);
     /* the exit code is rank 0's: the other processes say 0 unless they failed */
     return rank == 0 ? rc : (gr ? NP_EXIT_USAGE : NP_EXIT_OK);

@@ -80,7 +80,7 @@ void np_cli_mpi_bcast_ll(long long *v)
         MPI_Bcast(v, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
 }
 
-int np_cli_mpi_gather_bytes(void **all, size_t *total, const void *send, size_t bytes)
+int np_cli_mpi_allgather_bytes(void **all, size_t *total, const void *send, size_t bytes)
 {
     *all = NULL;
     *total = 0;
@@ -92,31 +92,36 @@ int np_cli_mpi_gather_bytes(void **all, size_t *total, const void *send, size_t 
         *total = bytes;
         return 0;
     }
-    int rank = 0, world = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int world = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    if (bytes > (size_t)2147483647)
-        return -1;
-    int n = (int)bytes;
-    int *counts = rank == 0 ? calloc((size_t)world, sizeof *counts) : NULL;
-    int *displs = rank == 0 ? calloc((size_t)world, sizeof *displs) : NULL;
-    if (rank == 0 && (!counts || !displs)) {
+    /* every process learns whether every other can take part: none stops alone */
+    int n = bytes > (size_t)2147483647 ? -1 : (int)bytes;
+    int *counts = calloc((size_t)world, sizeof *counts);
+    int *displs = calloc((size_t)world, sizeof *displs);
+    int ok = counts && displs, all_ok = 0;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) {
         free(counts);
         free(displs);
-        MPI_Abort(MPI_COMM_WORLD, 2);
+        return -1;
     }
-    MPI_Gather(&n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Allgather(&n, 1, MPI_INT, counts, 1, MPI_INT, MPI_COMM_WORLD);
     long long sum = 0;
-    for (int r = 0; rank == 0 && r < world; r++) {
+    for (int r = 0; r < world; r++) {
         displs[r] = (int)sum;
-        sum += counts[r];
+        sum += counts[r] < 0 ? 2147483648LL : counts[r];
     }
-    char *buf = NULL;
-    if (rank == 0 && (sum > 2147483647LL || !(buf = malloc((size_t)sum + 1))))
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    MPI_Gatherv(send, n, MPI_BYTE, buf, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
+    char *buf = sum <= 2147483647LL ? malloc((size_t)sum + 1) : NULL;
+    ok = buf != NULL;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all_ok)
+        MPI_Allgatherv(send, n, MPI_BYTE, buf, counts, displs, MPI_BYTE, MPI_COMM_WORLD);
     free(counts);
     free(displs);
+    if (!all_ok) {
+        free(buf);
+        return -1;
+    }
     *all = buf;
     *total = (size_t)sum;
     return 0;
@@ -161,7 +166,7 @@ void np_cli_mpi_bcast_ll(long long *v)
     (void)v;
 }
 
-int np_cli_mpi_gather_bytes(void **all, size_t *total, const void *send, size_t bytes)
+int np_cli_mpi_allgather_bytes(void **all, size_t *total, const void *send, size_t bytes)
 {
     *total = 0;
     *all = malloc(bytes ? bytes : 1);

@@ -5,8 +5,11 @@
 # mpirun): the same exit code, the same per-pair report files byte for byte
 # (csv and json; the stamp in the names is the run's), and a summary whose
 # first culprit is the lowest (step, seq, rank) of the single process's own
-# json reports, computed here from them: the drifting rank 3's first call.
-# Then a dump missing on one side and a path that does not exist.
+# json reports, computed here from them: the drifting rank 3's first call;
+# and the one HTML page, written by the process that compared the pair it
+# shows (rank 3's: process 1 of 2), equal to the single process's page but
+# for the run's stamp and clock. Then a dump missing on one side and a path
+# that does not exist.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/mpi_env.sh"
@@ -23,7 +26,7 @@ train() { # dir device fault
 train ref cpu none
 train run npu-sim shard_drift
 
-"$nprobe" compare -b ref -c run -o single --format csv,json -q 2> single.err
+"$nprobe" compare -b ref -c run -o single --format csv,json,html -q 2> single.err
 want_rc=$?
 [ "$want_rc" = 1 ] || { echo "FAIL single-process compare: exit $want_rc (expected 1)"; cat single.err; fail=1; }
 want=$("$py" - single <<'PY'
@@ -41,7 +44,7 @@ PY
 [ "$want" = "0 3 Functional.embedding.0.forward" ] || { echo "FAIL the single process's first culprit: '$want'"; fail=1; }
 
 for p in 1 2 3; do
-  mpirun_k $p "$nprobe" compare -b ref -c run -o out$p --format csv,json > p$p.out 2> p$p.err
+  mpirun_k $p "$nprobe" compare -b ref -c run -o out$p --format csv,json,html > p$p.out 2> p$p.err
   rc=$?
   "$py" - single out$p "$want" "$p" <<'PY' || fail=1
 import json, os, re, sys
@@ -65,7 +68,17 @@ else:
     got = f"{fc['step']} {fc['rank']} {fc['call']}" if fc else "none"
     if got != want or s["processes"] != int(p) or len(s["pairs"]) != 8:
         bad.append(f"summary: first culprit '{got}' (want '{want}'), processes {s['processes']}, {len(s['pairs'])} pairs")
-print(("FAIL" if bad else "ok  "), f"P={p}:", "; ".join(bad) if bad else "16 report files byte-identical to the single process, summary names " + want)
+# the page: the same as the single process's but for the stamp and the clock
+clock = lambda t: re.sub(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", b"T", re.sub(rb"_\d{14}", b"_S", t))
+ha = [f for f in os.listdir(a) if f.startswith("compare_report_")]
+hb = [f for f in os.listdir(b) if f.startswith("compare_report_")]
+if len(ha) != 1 or len(hb) != 1:
+    bad.append(f"one HTML page expected: {hb} (single process: {ha})")
+elif clock(open(os.path.join(a, ha[0]), "rb").read()) != clock(open(os.path.join(b, hb[0]), "rb").read()):
+    bad.append("the HTML page differs from the single process's")
+elif f"report: {b}/{hb[0]}" not in open(f"p{p}.out").read():
+    bad.append("the HTML page's path is not on stdout")
+print(("FAIL" if bad else "ok  "), f"P={p}:", "; ".join(bad) if bad else "16 report files byte-identical to the single process, the same HTML page, summary names " + want)
 sys.exit(1 if bad else 0)
 PY
   [ "$rc" = "$want_rc" ] || { echo "FAIL P=$p: exit $rc, the single process $want_rc"; cat p$p.err; fail=1; }
