@@ -9,18 +9,22 @@ if [ -z "${NP_MPIEXEC:-}" ]; then
 fi
 # root may run Open MPI only when told so (Open MPI's documented variables)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# Under ASan the ranks mpirun starts run with detect_leaks=0: Open MPI's
-# shared-memory components keep allocations to exit from modules they have
-# unloaded, which no suppression can name. nprobe's own code on these paths
-# is leak-checked in-process by test_dist_reduce (a gather without MPI) and
-# by every single-process run in these scripts.
+# Under ASan the ranks mpirun starts are leak-checked like any process:
+# lsan_openmpi.supp names Open MPI's own libraries only (nprobe's leaks on
+# the MPI paths are reported), and the slow unwinder lets the stacks reach
+# them (Open MPI has no frame pointers).
+np_dist_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mpi_asan=${ASAN_OPTIONS:-}
-[ -n "${NP_SANITIZED:-}" ] && mpi_asan="${mpi_asan:+$mpi_asan:}detect_leaks=0"
+mpi_lsan=${LSAN_OPTIONS:-}
+if [ -n "${NP_SANITIZED:-}" ]; then
+  mpi_asan="${mpi_asan:+$mpi_asan:}detect_leaks=1:fast_unwind_on_malloc=0"
+  mpi_lsan="${mpi_lsan:+$mpi_lsan:}suppressions=$np_dist_dir/lsan_openmpi.supp:print_suppressions=0"
+fi
 # by name from PATH: Open MPI reads an absolute /usr/bin/mpirun as --prefix /
 PATH="$(dirname "$NP_MPIEXEC"):$PATH"
 mpiexec_name=$(basename "$NP_MPIEXEC")
 mpirun_k() { # K command args...
   local k=$1; shift
-  ASAN_OPTIONS=$mpi_asan "$mpiexec_name" -n "$k" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 \
-    -x OPENBLAS_NUM_THREADS=1 "$@"
+  ASAN_OPTIONS=$mpi_asan LSAN_OPTIONS=$mpi_lsan "$mpiexec_name" -n "$k" --oversubscribe \
+    --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS -x LSAN_OPTIONS "$@"
 }
