@@ -61,13 +61,18 @@ static void help(FILE *out)
 "                        (default xlsx,html; e.g. --format xlsx,csv,json or --format csv)\n"
 "      --no-replay       no float64 recompute of the cmp side's calls (see below)\n"
 "      --rows-per-sheet N  split the xlsx rows sheet every N rows (default 1000000)\n"
+"      --single-ref      BENCH is a single-process run, CMP a data-parallel run on\n"
+"                        the same global batch (mpirun -n K nprobe train): every\n"
+"                        rank of CMP is compared with BENCH's step, on the leaves\n"
+"                        they share (parameters and reduced gradients)\n"
 "      --replicas DUMP   check one data-parallel dump against itself: the first call\n"
 "                        where the ranks' replicas part (see --replicas --help)\n"
 "  -q, --quiet           print nothing on stdout (otherwise: one pair's verdicts,\n"
 "                        culprit and reports; for many pairs a summary with one\n"
 "                        line per failing pair, the first 8, and the overall first\n"
 "                        culprit)\n"
-"  -h, --help            this help\n"
+"  -h, --help            this help\n");
+    fputs(
 "\n"
 "Modes: tensor (both dumps keep payloads: Cosine, EucDist, MaxAbsErr,\n"
 "MaxRelativeErr, One Thousandth / Five Thousandths Err Ratio), statistics\n"
@@ -81,7 +86,7 @@ static void help(FILE *out)
 "call whose inputs and parameters pass but whose outputs fail, by at least 3x\n"
 "the input error, is a culprit; a call whose inputs already fail is propagated,\n"
 "unless no dumped call before it fails (the error comes from outside the dump:\n"
-"it is then the culprit).\n");
+"it is then the culprit).\n", out);
     fputs(
 "In tensor mode every API call of the cmp side is also recomputed in float64\n"
 "from its own dumped inputs (as nprobe replay does; --no-replay or\n"
@@ -490,6 +495,8 @@ int np_cmd_compare(int argc, char **argv)
             o.fuzzy = 1;
         else if (!strcmp(a, "--no-replay"))
             o.no_replay = 1;
+        else if (!strcmp(a, "--single-ref"))
+            o.single_ref = 1;
         else if (!strcmp(a, "--mapping"))
             o.mapping_path = argv[++i];
         else if (!strcmp(a, "--atol")) {
@@ -513,7 +520,8 @@ int np_cmd_compare(int argc, char **argv)
         else {
             static const char *const opts[] = {"--bench", "--cmp", "--output", "--step", "--rank",
                                                "--fuzzy", "--mapping", "--atol", "--rtol", "--cos", "--no-replay",
-                                               "--format", "--rows-per-sheet", "--quiet", "--help"};
+                                               "--format", "--rows-per-sheet", "--single-ref",
+                                               "--quiet", "--help"};
             int near = np_closest_word(a, opts, (int)(sizeof opts / sizeof opts[0]));
             if (near >= 0)
                 np_cli_error("compare: unknown option '%s'; did you mean '%s'?", a, opts[near]);

@@ -76,6 +76,31 @@ static int cmp_id(const void *a, const void *b)
                               : (x->rank > y->rank) - (x->rank < y->rank);
 }
 
+/* --single-ref: the pairs are the cmp side's (step, rank); a bench file
+ * (its one rank of a step) serves every cmp rank of its step, or stands
+ * alone when the cmp side lacks the step. Returns the new count. */
+static size_t single_ref_ids(pair_id *ids, size_t k)
+{
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++)
+        if (ids[i].sides == 2)
+            ids[u++] = ids[i];
+    size_t n_cmp = u;
+    for (size_t i = 0; i < k; i++) {
+        if (ids[i].sides != 1)
+            continue;
+        int seen = 0;
+        for (size_t j = 0; j < n_cmp; j++)
+            if (ids[j].step == ids[i].step) {
+                ids[j].sides |= 1;
+                seen = 1;
+            }
+        if (!seen)
+            ids[u++] = ids[i];
+    }
+    return u;
+}
+
 /* The (step, rank) pairs found on either side, sorted, unique, within the
  * --step/--rank filters; *n = 0 when a side has a file without step/rank
  * (a single dump.h5: nothing to spread). */
@@ -98,7 +123,7 @@ static np_status list_pairs(pair_id **out, size_t *n, const char *bench, const c
         const np_dumpio_ref *r = i < nb ? &rb[i] : &rc[i - nb];
         if (r->step < 0 || r->rank < 0)
             spreadable = 0;
-        if ((o->step >= 0 && r->step != o->step) || (o->rank >= 0 && r->rank != o->rank))
+        if ((o->step >= 0 && r->step != o->step) || (o->rank >= 0 && r->rank != o->rank && !(o->single_ref && i < nb)))
             continue;
         ids[k].step = r->step;
         ids[k].rank = r->rank;
@@ -110,6 +135,8 @@ static np_status list_pairs(pair_id **out, size_t *n, const char *bench, const c
         free(ids);
         return st;
     }
+    if (o->single_ref)
+        k = single_ref_ids(ids, k);
     qsort(ids, k, sizeof *ids, cmp_id);
     size_t u = 0;
     for (size_t i = 0; i < k; i++) {

@@ -517,8 +517,24 @@ typedef struct pair_files {
 
 /* Open both sides (the cmp side sharing the bench side's strings); on
  * success *bench_names maps the bench leaf names to their rows. */
+/* single_ref: the leaves a data-parallel rank shares with the single run:
+ * the reduced gradients at every step, the parameters at step 0 (the same
+ * initialisation). Later parameters carry the optimizer's history: AdamW
+ * turns the rounding of a gradient that is zero in exact arithmetic (the
+ * attention's key bias: softmax ignores it) into steps of +-lr, so two
+ * equivalent runs part there (docs/COMPARE.md "Distributed"). */
+static void keep_dp_shared(cmp_dump *d)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < d->n_entries; i++)
+        if ((d->step == 0 && !strcmp(d->entries[i].role, "parameters")) ||
+            !strcmp(d->entries[i].role, "parameters_grad"))
+            d->entries[k++] = d->entries[i];
+    d->n_entries = k;
+}
+
 static np_status open_sides(cmp_dump *bd, cmp_dump *cd, np_strmap *bench_names, np_cmp_pair *p,
-                            const pair_files *pf, np_error *err)
+                            const pair_files *pf, int single_ref, np_error *err)
 {
     cmp_pair_priv *pv = p->priv;
     memset(bench_names, 0, sizeof *bench_names);
@@ -528,11 +544,15 @@ static np_status open_sides(cmp_dump *bd, cmp_dump *cd, np_strmap *bench_names, 
     np_status st = cmp_dump_open(bd, pf->bench, pf->flags, c_inf, NULL, NULL, &pv->arena, err);
     if (st != NP_OK)
         return st;
+    if (single_ref)
+        keep_dp_shared(bd);
     if (cmp_names_map(bench_names, bd) != 0)
         st = np_error_set(err, NP_ERR_NOMEM, pf->bench->path, NULL,
                           "out of memory for %zu names", bd->n_entries);
     if (st == NP_OK)
         st = cmp_dump_open(cd, pf->cmp, pf->flags, b_inf, bd, bench_names, &pv->arena, err);
+    if (st == NP_OK && single_ref)
+        keep_dp_shared(cd);
     if (st != NP_OK) {
         np_strmap_free(bench_names);
         free(bd->entries);
@@ -556,7 +576,7 @@ static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cm
     p->priv = pv;
     cmp_dump bd, cd;
     np_strmap bench_names;
-    np_status st = open_sides(&bd, &cd, &bench_names, p, pf, err);
+    np_status st = open_sides(&bd, &cd, &bench_names, p, pf, o->single_ref, err);
     if (st != NP_OK) {
         np_cmp_pair_free(p);
         return st;
@@ -607,7 +627,11 @@ static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cm
     if (cd.n_entries && !cd.n_calls)
         note(p, "The cmp dump %s has no /calls table: calls are taken from the leaf names; "
                 "module paths, callsites and the order of modules are unknown.", cmp_h5);
-    if (bd.rank >= 0 && cd.rank >= 0 && bd.rank != cd.rank)
+    if (o->single_ref)
+        note(p, "Against a single-process run (--single-ref): this rank's reduced gradients (and "
+                "at step 0 its parameters) only; activations come from the rank's shard of the "
+                "batch.");
+    else if (bd.rank >= 0 && cd.rank >= 0 && bd.rank != cd.rank)
         note(p, "Ranks differ between the two files (bench rank %lld, cmp rank %lld).",
              (long long)bd.rank, (long long)cd.rank);
     st = cmp_match(p, &bd, &cd, &bench_names, o->fuzzy, map, &pv->arena, err);
@@ -826,12 +850,47 @@ typedef struct pair_key {
 
 /* The keys of both sides, merged in (step, rank) order: one pair when each
  * side is a single file. *out is the caller's. */
-static int merge_keys(pair_key **out, size_t *n, const side_files *lb, const side_files *lc)
+static int key_order(const void *x, const void *y)
+{
+    const pair_key *a = x, *b = y;
+    if (a->step != b->step)
+        return a->step < b->step ? -1 : 1;
+    return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+/* single_ref: every cmp unit with the bench's unit of its step (the bench
+ * holds one rank per step, checked by the caller), then the bench's steps
+ * the cmp side lacks. */
+static void single_ref_keys(pair_key *out, size_t *n, const side_files *lb, const side_files *lc)
+{
+    for (size_t j = 0; j < lc->n; j++) {
+        const unit *b = NULL;
+        for (size_t i = 0; i < lb->n && !b; i++)
+            if (lb->u[i].step == lc->u[j].step)
+                b = &lb->u[i];
+        out[(*n)++] = (pair_key){lc->u[j].step, lc->u[j].rank, b, &lc->u[j], 0};
+    }
+    for (size_t i = 0; i < lb->n; i++) {
+        int seen = 0;
+        for (size_t j = 0; j < lc->n && !seen; j++)
+            seen = lc->u[j].step == lb->u[i].step;
+        if (!seen)
+            out[(*n)++] = (pair_key){lb->u[i].step, lb->u[i].rank, &lb->u[i], NULL, 0};
+    }
+    qsort(out, *n, sizeof *out, key_order);
+}
+
+static int merge_keys(pair_key **out, size_t *n, const side_files *lb, const side_files *lc,
+                      int single_ref)
 {
     *n = 0;
     *out = calloc(lb->n + lc->n + 1, sizeof **out);
     if (!*out)
         return -1;
+    if (single_ref) {
+        single_ref_keys(*out, n, lb, lc);
+        return 0;
+    }
     if (lb->n == 1 && lc->n == 1) {
         (*out)[(*n)++] = (pair_key){lc->u[0].step, lc->u[0].rank, &lb->u[0], &lc->u[0], 0};
         return 0;
@@ -982,6 +1041,18 @@ static void compare_key(np_cmp_result *r, const pair_key *k, np_dumpio_checker *
     r->n_pairs++;
 }
 
+/* single_ref: the bench must be a single-process run. */
+static np_status one_rank_per_step(const side_files *lb, const char *bench, np_error *err)
+{
+    for (size_t i = 1; i < lb->n; i++)
+        if (lb->u[i].step == lb->u[i - 1].step)
+            return np_error_set(err, NP_ERR_ARG, bench, NULL,
+                                "--single-ref: the bench holds ranks %d and %d of step %d; "
+                                "expected a single-process run (one rank per step)",
+                                lb->u[i - 1].rank, lb->u[i].rank, lb->u[i].step);
+    return NP_OK;
+}
+
 /* "steps 0, 1, 5; ranks 0": what the two sides hold, for a selection that
  * matched nothing. */
 static void list_keys(char *have, size_t cap, const pair_key *keys, size_t n)
@@ -1033,7 +1104,9 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
     if (!single && ((st = number_single_file(&lb, bench, err)) != NP_OK ||
                     (st = number_single_file(&lc, cmp, err)) != NP_OK))
         goto fail;
-    if (merge_keys(&keys, &n_keys, &lb, &lc) != 0) {
+    if (r->opts.single_ref && (st = one_rank_per_step(&lb, bench, err)) != NP_OK)
+        goto fail;
+    if (merge_keys(&keys, &n_keys, &lb, &lc, r->opts.single_ref) != 0) {
         st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
         goto fail;
     }

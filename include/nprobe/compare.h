@@ -88,6 +88,12 @@ typedef struct np_cmp_options {
                                * isolated error; also NPROBE_NO_REPLAY=1 in the environment) */
     np_cmp_pair_fn on_pair;   /* NULL: none */
     void *on_pair_user;
+    int single_ref;           /* 1: the bench is a single-process run (one rank per step)
+                               * and the cmp a data-parallel run: every cmp rank is paired
+                               * with the bench's rank of its step, and only the leaves a
+                               * data-parallel rank shares with the single run on the same
+                               * global batch are compared (roles parameters and
+                               * parameters_grad); docs/COMPARE.md "Distributed" */
 } np_cmp_options;
 
 /* Defaults: all steps and ranks, exact matching, per-dtype tolerances. */
