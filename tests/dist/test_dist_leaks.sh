@@ -3,9 +3,10 @@
 # (sanitized pass only; tests/dist/mpi_env.sh, lsan_openmpi.supp): a
 # program that only starts and ends MPI (leak_probe.c) reports no leak, so
 # Open MPI's own are all suppressed; the same program leaking one block of
-# its own gets exactly that block reported on each of the 2 ranks (4242
-# bytes from leak_probe_block) and fails, so the suppressions hide nothing
-# of the program's. Every nprobe run in the other test_dist_* scripts runs
+# its own gets that block reported (4242 bytes from leak_probe_block; on
+# each rank that reports before mpirun stops the job at the first failing
+# rank) and nothing else, and fails, so the suppressions hide nothing of
+# the program's. Every nprobe run in the other test_dist_* scripts runs
 # under the same settings.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,9 +27,9 @@ mpirun_k 2 "$probe" leak > "$tmp/leak.out" 2> "$tmp/leak.err"
 rc=$?
 n_all=$(grep -c "^\(Direct\|Indirect\) leak" "$tmp/leak.err")
 n_ours=$(grep -A3 "^Direct leak of 4242 byte(s) in 1 object(s)" "$tmp/leak.err" | grep -c "leak_probe_block")
-if [ $rc != 0 ] && [ "$n_all" = 2 ] && [ "$n_ours" = 2 ]; then
-  echo "ok   a leak of the program's own: reported on both ranks (4242 bytes, leak_probe_block), nothing else, exit $rc"
+if [ $rc != 0 ] && [ "$n_ours" -ge 1 ] && [ "$n_all" = "$n_ours" ]; then
+  echo "ok   a leak of the program's own: reported by $n_ours rank(s) (4242 bytes, leak_probe_block), nothing else, exit $rc"
 else
-  echo "FAIL leaking probe: exit $rc, $n_all leak record(s), $n_ours of ours (want 2 and 2)"; cat "$tmp/leak.err"; fail=1
+  echo "FAIL leaking probe: exit $rc, $n_all leak record(s), $n_ours of ours (want >= 1, all ours)"; cat "$tmp/leak.err"; fail=1
 fi
 exit $fail
