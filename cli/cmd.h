@@ -87,6 +87,10 @@ int np_cli_probe_detach(np_cli_probe *p);
  * *world from MPI_COMM_WORLD. Returns 1 under MPI, 0 for a plain process
  * (rank 0 of 1, also in a build without MPI), -1 when MPI_Init failed. */
 int np_cli_mpi_start(int *rank, int *world);
+/* np_cli_mpi_start for a program whose messages are few and small (compare
+ * spreading its pairs): under Open MPI the point-to-point layer defaults to
+ * ob1 (unless OMPI_MCA_pml is set), which starts much faster than UCX. */
+int np_cli_mpi_start_light(int *rank, int *world);
 /* MPI_Finalize once, if started. */
 void np_cli_mpi_end(void);
 /* np_allgather_fn (nprobe/dist.h) over MPI_COMM_WORLD. */

@@ -535,7 +535,7 @@ int np_cmd_compare(int argc, char **argv)
                      !bench && !cmp ? "-b BENCH and -c CMP" : !bench ? "-b BENCH" : "-c CMP");
         return NP_EXIT_USAGE;
     }
-    int mrank = 0, mworld = 1, mpi = np_cli_mpi_start(&mrank, &mworld);
+    int mrank = 0, mworld = 1, mpi = np_cli_mpi_start_light(&mrank, &mworld);
     if (mpi < 0) {
         np_cli_error("compare: MPI_Init failed");
         return NP_EXIT_USAGE;
