@@ -2,9 +2,11 @@
  * (step, rank) pairs of the two dumps spread over the P processes (pair i
  * goes to process i mod P), each pair compared and its reports written
  * exactly as a single process writes them (same names: rank 0's clock is
- * broadcast); rank 0 gathers one record per pair, prints them in (step,
- * rank) order and writes OUT/compare_summary_{stamp}.json naming the first
- * culprit across all steps and ranks (docs/COMPARE.md, "Distributed"). */
+ * broadcast); every process gets one record per pair (all-gathered), rank
+ * 0 prints them in (step, rank) order and writes
+ * OUT/compare_summary_{stamp}.json naming the first culprit across all
+ * steps and ranks, and the process that compared the pair the HTML page
+ * shows writes the page (docs/COMPARE.md, "Distributed"). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
