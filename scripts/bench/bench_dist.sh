@@ -14,6 +14,7 @@ quick=0
 mpirun=$(command -v mpirun || true)
 [ -n "$mpirun" ] || { echo "bench_dist: mpirun not found (scripts/install-deps.sh installs Open MPI)" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 run_k() { local k=$1; shift; mpirun -n "$k" --oversubscribe --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 "$@"; }
@@ -84,6 +85,7 @@ echo
 echo "Open MPI $(mpirun --version 2>/dev/null | head -1 | awk '{ print $NF }'), all processes on this"
 echo "machine (--oversubscribe --bind-to none), one OpenMP thread per process; $reps rounds, P (or K)"
 echo "alternating within each round; medians. Command: \`scripts/bench/bench_dist.sh ${1:-}\`."
+echo "Load average (1, 5, 15 min) at the start: $load0; at the end: $(cut -d' ' -f1-3 /proc/loadavg)."
 echo
 echo "| benchmark | work | P=1 / K=1 | P=2 / K=2 | ratio | target | met? |"
 echo "|---|---|---:|---:|---:|---|---|"
@@ -91,11 +93,16 @@ echo "| compare over MPI | 8 rank pairs, tensor mode, GPT ${size[1]}x${size[3]} 
 echo "| data-parallel step | GPT ${tsize[1]}x${tsize[3]}, context ${tsize[5]}, global batch ${tsize[7]} | $ms1 ms | $ms2 ms | ${tspeed}x | reported | - |"
 echo
 echo "The compare spreads whole (step, rank) pairs: each process reads, compares and"
-echo "writes its own pairs and rank 0 only gathers one small record per pair, so two"
-echo "processes on two cores do the work of one in about half the time. The train"
-echo "step splits the same global batch in two shards: each rank computes half the"
-echo "forward and backward, then both exchange every gradient (one MPI_Allgather of"
-echo "all parameters per step) and each runs the whole optimizer step; the gather, the"
-echo "replicated optimizer update and the fixed per-op costs that do not shrink with"
-echo "the batch keep K = 2 below 2x, and on this shared machine the other engineers'"
-echo "builds take cores from both runs alike."
+echo "writes its own pairs, and the processes exchange one small record per pair, so"
+echo "with two free cores two processes do the work of one in about half the time;"
+echo "what does not halve is starting the processes and MPI (about 0.1 s with the ob1"
+echo "layer compare selects, docs/COMPARE.md) and whatever the other load on the"
+echo "machine takes from the second core. The train step splits the same global"
+echo "batch in two shards: each rank computes the forward and backward of half the"
+echo "rows (the GEMMs are about half of a K = 1 step, perf), then the ranks meet at"
+echo "one MPI_Allgather of every gradient per step, sum them in float64 in rank order"
+echo "and each runs the whole AdamW update (AdamW and the gradient norm are about"
+echo "1.5% of a K = 1 step). The meeting is what keeps K = 2 below 2x: at every"
+echo "gather the faster rank waits for the slower, and on a shared machine a rank"
+echo "that is descheduled stalls both (Open MPI yields when oversubscribed), which is"
+echo "how K = 2 can come out slower than K = 1 under heavy load."
