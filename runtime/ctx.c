@@ -1075,17 +1075,32 @@ static int any_grad(np_tensor *const *ts, int n)
     return 0;
 }
 
+/* 1 if input i of c is the same tensor as an earlier input (set aside once). */
+static int dup_input(const rt_mcall *c, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (c->in[j] == c->in[i])
+            return 1;
+    return 0;
+}
+
 /* Module call backward starts (its end marker, walking in reverse): set aside
- * the grads already accumulated at its inputs so that at its begin marker the
- * inputs' grads hold exactly the module's own contribution. */
+ * the grads already accumulated at its inputs, in this call's own slots, so
+ * that at its begin marker the inputs' grads hold exactly the module's own
+ * contribution. The slots belong to the call, not to the tensor: a tensor
+ * that is the input of nested calls (a Block's input x is also its ln_1's
+ * input, and the residual add's gradient reaches x between the two end
+ * markers) is set aside by each call in turn, a stack in reverse order. */
 static void module_bwd_open(np_ctx *ctx, rt_mcall *c)
 {
+    c->swap = c->n_in ? rt_calloc(ctx, sizeof *c->swap * (size_t)c->n_in) : NULL;
+    if (c->n_in && !c->swap)
+        return;
     for (int i = 0; i < c->n_in; i++) {
         np_tensor *t = c->in[i];
-        if (!t || !is_arena(t) || RT_T(t)->swapped)
+        if (!t || !is_arena(t) || dup_input(c, i))
             continue;
-        RT_T(t)->swap = t->grad;
-        RT_T(t)->swapped = 1;
+        c->swap[i] = t->grad;
         t->grad = NULL;
     }
 }
@@ -1112,13 +1127,12 @@ static void module_bwd_close(np_ctx *ctx, rt_mcall *c)
             ctx->seq++;
         }
     }
-    for (int i = 0; i < c->n_in; i++) {
+    for (int i = 0; i < c->n_in && c->swap; i++) {
         np_tensor *t = c->in[i];
-        if (!t || !is_arena(t) || !RT_T(t)->swapped)
+        if (!t || !is_arena(t) || dup_input(c, i))
             continue;
-        float *saved = RT_T(t)->swap;
-        RT_T(t)->swapped = 0;
-        RT_T(t)->swap = NULL;
+        float *saved = c->swap[i];
+        c->swap[i] = NULL;
         if (!saved)
             continue;
         if (!t->grad) {

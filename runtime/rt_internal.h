@@ -45,8 +45,6 @@ typedef struct rt_tensor {
     np_tensor t;
     int persistent;     /* 1: malloc'd, lives until freed; 0: arena */
     int is_param;
-    float *swap;        /* grad set aside while a module call's backward runs */
-    int swapped;
     char *name_copy;    /* persistent name storage */
 } rt_tensor;
 
@@ -101,6 +99,7 @@ typedef struct rt_mcall {
     char *fwd_name, *bwd_name;
     np_tensor **in, **out;
     int n_in, n_out;
+    float **swap;       /* (n_in) grads of the inputs set aside while this call's backward runs */
     rt_site site;       /* where the module was called */
 } rt_mcall;
 
