@@ -89,6 +89,7 @@ np_status np_ctx_new(np_ctx **out, const np_ctx_opts *o, np_error *err)
     if (ctx->o.arena_bytes == 0)
         ctx->o.arena_bytes = RT_DEFAULT_ARENA;
     ctx->fault = o->device == NP_DEVICE_NPU_SIM ? o->fault : NP_FAULT_NONE;
+    rt_kernels_for(&ctx->k, ctx->fault);
     ctx->grad_enabled = 1;
     ctx->cur_mc = -1;
     rt_blas_setup();

@@ -122,7 +122,7 @@ np_tensor *np_sdpa(np_ctx *ctx, np_tensor *q, np_tensor *k, np_tensor *v, int is
     float *P = rt_alloc(ctx, (size_t)(BH * T * T) * sizeof(float) + 1);
     if (!y || !qd || !kd || !vd || !P)
         return NULL;
-    int nomax = ctx->fault == NP_FAULT_SOFTMAX_FP16_NOMAX;
+    rt_softmax_row_fn softmax_row = ctx->k.softmax_row;
     float scf = (float)g->scale;
     float *yd = y->data;
 #pragma omp parallel for schedule(dynamic) if (BH * T * T * D > RT_PAR_MIN * 16)
@@ -138,7 +138,7 @@ np_tensor *np_sdpa(np_ctx *ctx, np_tensor *q, np_tensor *k, np_tensor *v, int is
             else
                 for (int64_t j = 0; j < L; j++)
                     p[j] = np_round_to(ac, np_round_to(ac, p[j]) * scf);
-            rt_softmax_row(p, p, L, nomax);
+            softmax_row(p, p, L);
             if (ac != NP_FLOAT32)
                 for (int64_t j = 0; j < L; j++)
                     p[j] = np_round_to(ac, p[j]);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels.h"
 #include "nprobe/runtime.h"
 
 /* ---- op table ------------------------------------------------------------ */
@@ -87,6 +88,7 @@ struct rt_node {
     void *saved[6];
     int64_t iv[8];
     double dv[4];
+    const void *st;     /* the op's saved state for backward: one typed struct per op (arena) */
     int gin_full;       /* bit i: bwd writes every element of gin[i] (no zeroing needed) */
     rt_bwd_fn bwd;
     rt_site site;       /* callsite of the call (forward and backward events) */
@@ -122,6 +124,7 @@ typedef struct rt_slab {
 struct np_ctx {
     np_ctx_opts o;
     np_fault fault;     /* active fault */
+    rt_kernels k;       /* the kernels a fault can act on: the reference, or the fault's (kernels.h) */
     np_hook_fn hook;
     void *user;
     double loss_scale;  /* carried by NP_EV_STEP_BEGIN (np_ctx_set_loss_scale) */
@@ -192,8 +195,6 @@ void rt_gemm(np_ctx *ctx, int transA, int transB, int M, int N, int K,
  * single-threaded (rt_gemm parallelises with OpenMP). */
 void rt_blas_setup(void);
 
-/* One softmax row (ops_norm.c); y may alias x; fp16_nomax = the fault's kernel. */
-void rt_softmax_row(const float *x, float *y, int64_t n, int fp16_nomax);
 
 /* OpenMP thresholds (elements): below them a kernel runs on the calling
  * thread. A parallel region costs a few microseconds when the other thread

@@ -1,0 +1,93 @@
+/* runtime/fault_kernels.c - the npu-sim faults as kernels (the catalog and
+ * its descriptions are in fault.c): each fault wraps a reference kernel of
+ * kernels.h, calling it with changed arguments, or replaces it with the
+ * faulty arithmetic; rt_kernels_for gives the table of kernels a context
+ * with that fault runs. The reference kernels hold no fault branch. */
+#include <math.h>
+
+#include "kernels.h"
+#include "rt_internal.h"
+
+/* layernorm_eps wraps: epsilon read in the wrong unit (eps * 1e5). */
+static void layernorm_eps_forward(float *out, float *mean, float *rstd, const float *inp,
+                                  const float *weight, const float *bias, int64_t N, int64_t C,
+                                  double eps)
+{
+    rt_layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, eps * 1e5);
+}
+
+/* layernorm_bwd_no_mean replaces the input gradient: dinp = rstd * w * dout,
+ * without the two mean terms; the weight and bias gradients are the
+ * reference's. */
+static void layernorm_no_mean_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                       const float *inp, const float *weight, const float *mean,
+                                       const float *rstd, int64_t N, int64_t C)
+{
+    if (dinp) {
+#pragma omp parallel for if (N * C > RT_PAR_MIN)
+        for (int64_t r = 0; r < N; r++) {
+            double rs = rstd[r];
+            for (int64_t c = 0; c < C; c++) {
+                double dxh = (double)dout[r * C + c] * (weight ? (double)weight[c] : 1.0);
+                dinp[r * C + c] = (float)(rs * dxh);
+            }
+        }
+    }
+    rt_layernorm_backward(NULL, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
+
+/* softmax_fp16_nomax replaces the softmax row: no max subtraction, exp and
+ * running sum rounded to float16. */
+static void softmax_fp16_nomax_row(const float *x, float *y, int64_t n)
+{
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = np_round_f16(expf(np_round_f16(x[i])));
+        s = np_round_f16(s + y[i]);
+    }
+    for (int64_t i = 0; i < n; i++)
+        y[i] = np_round_f16(y[i] / s);
+}
+
+/* embedding_bwd_overwrite replaces the weight gradient: rows written, not
+ * accumulated (a repeated index keeps its last row). */
+static void embedding_overwrite_backward(float *dweight, const float *dout, const void *idx,
+                                         np_dtype idx_dtype, int64_t N, int64_t C)
+{
+    int64_t nblk = (C + 15) / 16;
+#pragma omp parallel for if (N * C > RT_PAR_MIN)
+    for (int64_t b = 0; b < nblk; b++) {
+        int64_t c0 = b * 16, cn = C - c0 < 16 ? C - c0 : 16;
+        for (int64_t r = 0; r < N; r++) {
+            int64_t v = idx_dtype == NP_INT64 ? ((const int64_t *)idx)[r] : ((const int32_t *)idx)[r];
+            for (int64_t j = 0; j < cn; j++)
+                dweight[v * C + c0 + j] = dout[r * C + c0 + j];
+        }
+    }
+}
+
+void rt_kernels_for(rt_kernels *k, np_fault f)
+{
+    *k = (rt_kernels){
+        .layernorm_forward = rt_layernorm_forward,
+        .layernorm_backward = rt_layernorm_backward,
+        .softmax_row = rt_softmax_row,
+        .embedding_backward = rt_embedding_backward,
+    };
+    switch (f) {
+    case NP_FAULT_LAYERNORM_EPS:
+        k->layernorm_forward = layernorm_eps_forward;
+        break;
+    case NP_FAULT_SOFTMAX_FP16_NOMAX:
+        k->softmax_row = softmax_fp16_nomax_row;
+        break;
+    case NP_FAULT_LAYERNORM_BWD_NO_MEAN:
+        k->layernorm_backward = layernorm_no_mean_backward;
+        break;
+    case NP_FAULT_EMBEDDING_BWD_OVERWRITE:
+        k->embedding_backward = embedding_overwrite_backward;
+        break;
+    default:
+        break;
+    }
+}

@@ -1,0 +1,92 @@
+/* runtime/kernels.h - the runtime's float32 kernels, in llm.c's manner: one
+ * function per op pass, plain pointers and sizes, no context, no arena, no
+ * fault. They are what the ops (ops_*.c) run on a training step, and what
+ * replay and tests can call on their own buffers. Shapes are given on every
+ * argument; N is the number of rows (B*T for a (B, T, C) tensor), C the
+ * length of the last dim. Rows (or columns, for weight gradients) are split
+ * over OpenMP threads, never a reduction across threads, so the bits do not
+ * depend on the thread count. Backward kernels write (not accumulate into)
+ * the gradients they are given unless said otherwise; a NULL gradient is
+ * not computed.
+ *
+ * Faults (the npu-sim device's catalog, fault.c) are not inside these
+ * kernels: a fault wraps a kernel (calls it with changed arguments) or
+ * replaces it (runtime/fault_kernels.c), and the context picks the table of
+ * kernels of its fault once (rt_kernels_for); an op calls the table's slot
+ * where a fault can act (ctx->k.layernorm_forward(...)). Private to the runtime (and its tests). */
+#ifndef NPROBE_RT_KERNELS_H
+#define NPROBE_RT_KERNELS_H
+
+#include <stdint.h>
+
+#include "nprobe/runtime.h"
+
+/* ---- layer_norm (kern_norm.c) ------------------------------------------- */
+/* out (N,C) = (inp - mean) * rstd * weight + bias per row; mean (N) and
+ * rstd (N) saved for backward; inp (N,C); weight (C) or NULL; bias (C) or
+ * NULL. Row statistics in double (fixed-lane sums). */
+void rt_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                          const float *weight, const float *bias, int64_t N, int64_t C, double eps);
+/* dinp (N,C), dweight (C), dbias (C) (each may be NULL) from dout (N,C),
+ * inp (N,C), weight (C) or NULL, and the forward's mean (N), rstd (N). */
+void rt_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                           const float *inp, const float *weight, const float *mean,
+                           const float *rstd, int64_t N, int64_t C);
+
+/* ---- softmax over the last dim (kern_norm.c) ---------------------------- */
+/* One row: y (n) = softmax(x (n)); y may alias x. */
+typedef void (*rt_softmax_row_fn)(const float *x, float *y, int64_t n);
+void rt_softmax_row(const float *x, float *y, int64_t n);
+/* out (N,C) = softmax of each row of inp (N,C), row by `row` (rt_softmax_row
+ * or a fault's). */
+void rt_softmax_forward(float *out, const float *inp, int64_t N, int64_t C, rt_softmax_row_fn row);
+/* dinp (N,C) = out * (dout - sum(dout * out)) per row; out (N,C) the
+ * forward's output, dout (N,C). */
+void rt_softmax_backward(float *dinp, const float *dout, const float *out, int64_t N, int64_t C);
+
+/* ---- cross_entropy, mean over valid rows (kern_norm.c) ------------------ */
+/* loss (1) = mean over rows whose target is not ignore_index of
+ * lse - logits[target]; lse (N) log-sum-exp per row saved for backward;
+ * rowloss (N) scratch; logits (N,C); targets (N) in [0, C) or ignore_index;
+ * nvalid = number of valid rows (loss NaN when 0). */
+void rt_cross_entropy_forward(float *loss, float *lse, double *rowloss, const float *logits,
+                              const int64_t *targets, int64_t N, int64_t C, int64_t ignore_index,
+                              int64_t nvalid);
+/* dlogits (N,C) = dloss / nvalid * (softmax - onehot(target)) on valid rows
+ * (ignored rows untouched: the caller zeroes dlogits); dloss (1). */
+void rt_cross_entropy_backward(float *dlogits, const float *dloss, const float *logits,
+                               const float *lse, const int64_t *targets, int64_t N, int64_t C,
+                               int64_t ignore_index, int64_t nvalid);
+
+/* ---- embedding (kern_norm.c) -------------------------------------------- */
+/* out (N,C) = weight[idx[i]] rows; idx (N) int64 or int32 (idx_dtype) in
+ * [0, V); weight (V,C). */
+void rt_embedding_forward(float *out, const void *idx, np_dtype idx_dtype, const float *weight,
+                          int64_t N, int64_t C);
+/* dweight (V,C) += dout rows scattered to their indices (rows in order);
+ * dout (N,C); idx (N). */
+void rt_embedding_backward(float *dweight, const float *dout, const void *idx, np_dtype idx_dtype,
+                           int64_t N, int64_t C);
+typedef void (*rt_embedding_bwd_fn)(float *dweight, const float *dout, const void *idx,
+                                    np_dtype idx_dtype, int64_t N, int64_t C);
+
+/* ---- the kernels a fault can wrap or replace ---------------------------- */
+typedef void (*rt_layernorm_fwd_fn)(float *out, float *mean, float *rstd, const float *inp,
+                                    const float *weight, const float *bias, int64_t N, int64_t C,
+                                    double eps);
+typedef void (*rt_layernorm_bwd_fn)(float *dinp, float *dweight, float *dbias, const float *dout,
+                                    const float *inp, const float *weight, const float *mean,
+                                    const float *rstd, int64_t N, int64_t C);
+
+typedef struct rt_kernels {
+    rt_layernorm_fwd_fn layernorm_forward;
+    rt_layernorm_bwd_fn layernorm_backward;
+    rt_softmax_row_fn softmax_row;   /* Functional.softmax and the attention's softmax */
+    rt_embedding_bwd_fn embedding_backward;
+} rt_kernels;
+
+/* k = the reference kernels, with fault f's wrappers or replacements in
+ * their slots (NP_FAULT_NONE or an unknown id: the reference only). */
+void rt_kernels_for(rt_kernels *k, np_fault f);
+
+#endif
