@@ -66,6 +66,20 @@ static void embedding_overwrite_backward(float *dweight, const float *dout, cons
     }
 }
 
+/* gelu_tanh replaces the erf GELU by its tanh approximation (no cdf kept). */
+static void gelu_tanh_as_erf_forward(float *out, double *cdf, const float *inp, int64_t n, np_dtype dt)
+{
+    (void)cdf;
+    rt_gelu_tanh_forward(out, inp, n, dt);
+}
+
+static void gelu_tanh_as_erf_backward(float *dinp, const float *dout, const float *inp, const double *cdf,
+                                      int64_t n)
+{
+    (void)cdf;
+    rt_gelu_tanh_backward(dinp, dout, inp, n);
+}
+
 void rt_kernels_for(rt_kernels *k, np_fault f)
 {
     *k = (rt_kernels){
@@ -73,6 +87,8 @@ void rt_kernels_for(rt_kernels *k, np_fault f)
         .layernorm_backward = rt_layernorm_backward,
         .softmax_row = rt_softmax_row,
         .embedding_backward = rt_embedding_backward,
+        .gelu_forward = rt_gelu_forward,
+        .gelu_backward = rt_gelu_backward,
     };
     switch (f) {
     case NP_FAULT_LAYERNORM_EPS:
@@ -80,6 +96,10 @@ void rt_kernels_for(rt_kernels *k, np_fault f)
         break;
     case NP_FAULT_SOFTMAX_FP16_NOMAX:
         k->softmax_row = softmax_fp16_nomax_row;
+        break;
+    case NP_FAULT_GELU_TANH:
+        k->gelu_forward = gelu_tanh_as_erf_forward;
+        k->gelu_backward = gelu_tanh_as_erf_backward;
         break;
     case NP_FAULT_LAYERNORM_BWD_NO_MEAN:
         k->layernorm_backward = layernorm_no_mean_backward;

@@ -70,6 +70,38 @@ void rt_embedding_backward(float *dweight, const float *dout, const void *idx, n
 typedef void (*rt_embedding_bwd_fn)(float *dweight, const float *dout, const void *idx,
                                     np_dtype idx_dtype, int64_t N, int64_t C);
 
+/* ---- elementwise ops and reductions (kern_elem.c) ----------------------- */
+/* n elements each; out and inp (n); dt the logical dtype outputs are rounded
+ * to (NP_FLOAT32: none). */
+void rt_relu_forward(float *out, const float *inp, int64_t n);
+void rt_relu_backward(float *dinp, const float *dout, const float *inp, int64_t n);
+/* erf GELU x * Phi(x); cdf (n) = Phi(x) in double kept for backward, or NULL. */
+void rt_gelu_forward(float *out, double *cdf, const float *inp, int64_t n, np_dtype dt);
+/* cdf (n) from the forward, or NULL (recomputed with libm). */
+void rt_gelu_backward(float *dinp, const float *dout, const float *inp, const double *cdf, int64_t n);
+void rt_gelu_tanh_forward(float *out, const float *inp, int64_t n, np_dtype dt);
+void rt_gelu_tanh_backward(float *dinp, const float *dout, const float *inp, int64_t n);
+void rt_silu_forward(float *out, const float *inp, int64_t n, np_dtype dt);
+void rt_silu_backward(float *dinp, const float *dout, const float *inp, int64_t n);
+/* element i kept (times scale) when np_rng_uniform(key, i) >= p, else 0. */
+void rt_dropout_forward(float *out, const float *inp, int64_t n, uint64_t key, float p, float scale,
+                        np_dtype dt);
+void rt_dropout_backward(float *dinp, const float *dout, int64_t n, uint64_t key, float p, float scale);
+/* out (nb) = big (nb) + small (ns), or * when mul; big is nb/ns repeats of
+ * small's shape (ns divides nb). */
+void rt_binary_forward(float *out, const float *big, const float *small, int64_t nb, int64_t ns, int mul,
+                       np_dtype dt);
+/* dbig (nb), dsmall (ns) (each may be NULL) from dout (nb); big, small the
+ * forward's operands (read for mul only). */
+void rt_binary_backward(float *dbig, float *dsmall, const float *dout, const float *big, const float *small,
+                        int64_t nb, int64_t ns, int mul);
+/* out (n) = inp (n) * s */
+void rt_scale_forward(float *out, const float *inp, int64_t n, float s, np_dtype dt);
+void rt_scale_backward(float *dinp, const float *dout, int64_t n, float s);
+/* out (1) = sum of inp (n) in double, in order (divided by n when mean). */
+void rt_reduce_forward(float *out, const float *inp, int64_t n, int mean, np_dtype dt);
+void rt_reduce_backward(float *dinp, const float *dout, int64_t n, int mean);
+
 /* ---- the kernels a fault can wrap or replace ---------------------------- */
 typedef void (*rt_layernorm_fwd_fn)(float *out, float *mean, float *rstd, const float *inp,
                                     const float *weight, const float *bias, int64_t N, int64_t C,
@@ -77,12 +109,17 @@ typedef void (*rt_layernorm_fwd_fn)(float *out, float *mean, float *rstd, const 
 typedef void (*rt_layernorm_bwd_fn)(float *dinp, float *dweight, float *dbias, const float *dout,
                                     const float *inp, const float *weight, const float *mean,
                                     const float *rstd, int64_t N, int64_t C);
+typedef void (*rt_gelu_fwd_fn)(float *out, double *cdf, const float *inp, int64_t n, np_dtype dt);
+typedef void (*rt_gelu_bwd_fn)(float *dinp, const float *dout, const float *inp, const double *cdf,
+                               int64_t n);
 
 typedef struct rt_kernels {
     rt_layernorm_fwd_fn layernorm_forward;
     rt_layernorm_bwd_fn layernorm_backward;
     rt_softmax_row_fn softmax_row;   /* Functional.softmax and the attention's softmax */
     rt_embedding_bwd_fn embedding_backward;
+    rt_gelu_fwd_fn gelu_forward;     /* the erf GELU (approximate='none') */
+    rt_gelu_bwd_fn gelu_backward;
 } rt_kernels;
 
 /* k = the reference kernels, with fault f's wrappers or replacements in

@@ -2,139 +2,42 @@
  * Functional.gelu (erf and tanh), Functional.silu, Functional.dropout,
  * Tensor.add, Tensor.mul (tensor and scalar), Torch.sum, Torch.mean. Outputs
  * keep the (promoted) input dtype, so under autocast a low-precision input
- * gives a rounded low-precision output. Math in double, rounded once. */
+ * gives a rounded low-precision output. The arithmetic is in kern_elem.c
+ * (the erf GELU through ctx->k, where the gelu_tanh fault acts); here the
+ * checks, the outputs and one typed saved-state struct per op. */
 #include <math.h>
 #include <string.h>
 
 #include "rt_internal.h"
-#include "vmath.h"
 
-#define SQRT1_2 0.70710678118654752440
-#define INV_SQRT_2PI 0.39894228040143267794
-#define SQRT_2_PI 0.79788456080286535588
-
+/* ---- relu, gelu, silu ----------------------------------------------------- */
 enum { EW_RELU, EW_GELU, EW_GELU_TANH, EW_SILU };
 
-static double ew_fwd(int kind, double x)
-{
-    switch (kind) {
-    case EW_RELU:
-        return x > 0.0 ? x : (isnan(x) ? x : 0.0);
-    case EW_GELU:
-        return 0.5 * x * (1.0 + erf(x * SQRT1_2));
-    case EW_GELU_TANH:
-        return 0.5 * x * (1.0 + tanh(SQRT_2_PI * (x + 0.044715 * x * x * x)));
-    default:
-        return x / (1.0 + exp(-x));
-    }
-}
-
-static double ew_dfdx(int kind, double x)
-{
-    switch (kind) {
-    case EW_RELU:
-        return x > 0.0 ? 1.0 : 0.0;
-    case EW_GELU:
-        return 0.5 * (1.0 + erf(x * SQRT1_2)) + x * INV_SQRT_2PI * exp(-0.5 * x * x);
-    case EW_GELU_TANH: {
-        double u = SQRT_2_PI * (x + 0.044715 * x * x * x);
-        double t = tanh(u);
-        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_PI * (1.0 + 3.0 * 0.044715 * x * x);
-    }
-    default: {
-        double s = 1.0 / (1.0 + exp(-x));
-        return s * (1.0 + x * (1.0 - s));
-    }
-    }
-}
-
-/* The erf GELU in blocks of RT_VBLOCK elements: a vectorised pass with
- * rt_norm_cdf/rt_exp_d (vmath.h), then libm for the rare non-finite
- * inputs (which the vector formulas do not handle), then the rounding to
- * the logical dtype. Blocks are independent, so OpenMP splits them freely. */
-#define RT_VBLOCK 2048
-
-/* 1 if any of x[0..n) is NaN or infinite (an all-ones exponent), in a
- * branch-free pass that vectorises */
-static inline int any_nonfinite(const float *x, int64_t n)
-{
-    uint32_t acc = 0;
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &x[i], sizeof u);
-        acc |= (uint32_t)((u & 0x7f800000u) == 0x7f800000u);
-    }
-    return acc != 0;
-}
-
-RT_VCLONES static void gelu_fwd_block(const float *x, float *y, double *cdf, int64_t n, np_dtype dt)
-{
-    if (cdf) {
-        for (int64_t i = 0; i < n; i++) {
-            double xi = x[i], c = rt_norm_cdf(xi);
-            cdf[i] = c;
-            y[i] = (float)(xi * c);
-        }
-    } else {
-        for (int64_t i = 0; i < n; i++) {
-            double xi = x[i];
-            y[i] = (float)(xi * rt_norm_cdf(xi));
-        }
-    }
-    if (any_nonfinite(x, n))
-        for (int64_t i = 0; i < n; i++)
-            if (!isfinite(x[i])) {
-                double xi = x[i], c = 0.5 * (1.0 + erf(xi * SQRT1_2));
-                if (cdf)
-                    cdf[i] = c;
-                y[i] = (float)(xi * c);
-            }
-    if (dt != NP_FLOAT32)
-        for (int64_t i = 0; i < n; i++)
-            y[i] = np_round_to(dt, y[i]);
-}
-
-RT_VCLONES static void gelu_bwd_block(const float *x, const double *cdf, const float *g, float *d, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) {
-        double xi = x[i];
-        d[i] = (float)((double)g[i] * (cdf[i] + xi * INV_SQRT_2PI * rt_exp_d(-0.5 * xi * xi)));
-    }
-    if (any_nonfinite(x, n))
-        for (int64_t i = 0; i < n; i++)
-            if (!isfinite(x[i])) {
-                double xi = x[i];
-                d[i] = (float)((double)g[i] * (cdf[i] + xi * INV_SQRT_2PI * exp(-0.5 * xi * xi)));
-            }
-}
+typedef struct ew_state {
+    int kind;          /* EW_* */
+    const double *cdf; /* (n) erf GELU's Phi(x) kept for backward, or NULL */
+} ew_state;
 
 static void ew_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
 {
-    const float *x = nd->in[0]->data, *g = gout[0];
-    int kind = (int)nd->iv[0];
+    const ew_state *s = nd->st;
+    const float *x = nd->in[0]->data;
     int64_t n = nd->in[0]->numel;
     if (!gin[0])
         return;
-    float *d = gin[0];
-    if (kind == EW_RELU) {
-#pragma omp parallel for if (n > RT_PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            d[i] = x[i] > 0.0f ? g[i] : 0.0f;
-        return;
+    switch (s->kind) {
+    case EW_RELU:
+        rt_relu_backward(gin[0], gout[0], x, n);
+        break;
+    case EW_GELU:
+        ctx->k.gelu_backward(gin[0], gout[0], x, s->cdf, n);
+        break;
+    case EW_GELU_TANH:
+        rt_gelu_tanh_backward(gin[0], gout[0], x, n);
+        break;
+    default:
+        rt_silu_backward(gin[0], gout[0], x, n);
     }
-    const double *cdf = nd->saved[0];
-    if (kind == EW_GELU && cdf) {
-        int64_t nblk = (n + RT_VBLOCK - 1) / RT_VBLOCK;
-#pragma omp parallel for if (n > RT_PAR_MIN)
-        for (int64_t b = 0; b < nblk; b++) {
-            int64_t o = b * RT_VBLOCK, len = n - o < RT_VBLOCK ? n - o : RT_VBLOCK;
-            gelu_bwd_block(x + o, cdf + o, g + o, d + o, len);
-        }
-        return;
-    }
-#pragma omp parallel for if (n > RT_PAR_MIN / 8)
-    for (int64_t i = 0; i < n; i++)
-        d[i] = (float)((double)g[i] * ew_dfdx(kind, x[i]));
 }
 
 static np_tensor *ew_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *x, int kind, const char *sk, double sv)
@@ -144,12 +47,10 @@ static np_tensor *ew_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *x, in
     if (!rt_need_float(ctx, x, api, "input"))
         return NULL;
     np_tensor *y = rt_new(ctx, x->dtype, x->ndim, x->shape);
-    if (!y)
+    ew_state *s = rt_alloc(ctx, sizeof *s);
+    if (!y || !s)
         return NULL;
-    const float *xd = x->data;
-    float *yd = y->data;
     int64_t n = x->numel;
-    np_dtype dt = x->dtype;
     rt_node nd;
     rt_node_init(ctx, &nd, op, &x, 1);
     /* erf gelu keeps its cdf term 0.5 (1 + erf(x/sqrt 2)) (in double, the
@@ -157,26 +58,23 @@ static np_tensor *ew_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *x, in
     double *cdf = kind == EW_GELU && nd.record ? rt_alloc(ctx, (size_t)n * sizeof(double) + 1) : NULL;
     if (kind == EW_GELU && nd.record && !cdf)
         return NULL;
-    if (kind == EW_RELU) {
-#pragma omp parallel for if (n > RT_PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            yd[i] = xd[i] > 0.0f ? xd[i] : (isnan(xd[i]) ? xd[i] : 0.0f);
-    } else if (kind == EW_GELU) {
-        int64_t nblk = (n + RT_VBLOCK - 1) / RT_VBLOCK;
-#pragma omp parallel for if (n > RT_PAR_MIN)
-        for (int64_t b = 0; b < nblk; b++) {
-            int64_t o = b * RT_VBLOCK, len = n - o < RT_VBLOCK ? n - o : RT_VBLOCK;
-            gelu_fwd_block(xd + o, yd + o, cdf ? cdf + o : NULL, len, dt);
-        }
-    } else {
-#pragma omp parallel for if (n > RT_PAR_MIN / 8)
-        for (int64_t i = 0; i < n; i++)
-            yd[i] = np_round_to(dt, (float)ew_fwd(kind, xd[i]));
+    *s = (ew_state){kind, cdf};
+    switch (kind) {
+    case EW_RELU:
+        rt_relu_forward(y->data, x->data, n);
+        break;
+    case EW_GELU:
+        ctx->k.gelu_forward(y->data, cdf, x->data, n, x->dtype);
+        break;
+    case EW_GELU_TANH:
+        rt_gelu_tanh_forward(y->data, x->data, n, x->dtype);
+        break;
+    default:
+        rt_silu_forward(y->data, x->data, n, x->dtype);
     }
-    nd.saved[0] = cdf;
     if (sk)
         rt_node_scalar(&nd, sk, sv);
-    nd.iv[0] = kind;
+    nd.st = s;
     nd.gin_full = 1;
     return rt_finish(ctx, &nd, y, ew_bwd);
 }
@@ -188,7 +86,7 @@ np_tensor *np_relu(np_ctx *ctx, np_tensor *x)
 
 np_tensor *np_gelu(np_ctx *ctx, np_tensor *x, int approximate_tanh)
 {
-    int kind = approximate_tanh || ctx->fault == NP_FAULT_GELU_TANH ? EW_GELU_TANH : EW_GELU;
+    int kind = approximate_tanh ? EW_GELU_TANH : EW_GELU;
     return ew_op(ctx, RT_OP_GELU, "Functional.gelu", x, kind, "approximate", approximate_tanh ? 1 : 0);
 }
 
@@ -198,6 +96,12 @@ np_tensor *np_silu(np_ctx *ctx, np_tensor *x)
 }
 
 /* ---- dropout ------------------------------------------------------------ */
+typedef struct dropout_state {
+    uint64_t key;  /* counter-based RNG key of this call (seed, step, call) */
+    int active;    /* training and p > 0: else the identity */
+    float p, scale;
+} dropout_state;
+
 static uint64_t dropout_key(const np_ctx *ctx, int n)
 {
     return np_rng_u64(np_rng_u64(ctx->o.seed ^ 0xD80F0017ull, (uint64_t)ctx->step), (uint64_t)n);
@@ -205,20 +109,15 @@ static uint64_t dropout_key(const np_ctx *ctx, int n)
 
 static void dropout_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
 {
+    const dropout_state *s = nd->st;
     int64_t n = nd->in[0]->numel;
+    (void)ctx;
     if (!gin[0])
         return;
-    if (!nd->iv[1]) {
+    if (!s->active)
         memcpy(gin[0], gout[0], (size_t)n * sizeof(float));
-        return;
-    }
-    uint64_t key = (uint64_t)nd->iv[0];
-    float p = (float)nd->dv[0], scale = (float)nd->dv[1];
-    const float *g = gout[0];
-    float *d = gin[0];
-#pragma omp parallel for if (n > RT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++)
-        d[i] = np_rng_uniform(key, (uint64_t)i) >= p ? g[i] * scale : 0.0f;
+    else
+        rt_dropout_backward(gin[0], gout[0], n, s->key, s->p, s->scale);
 }
 
 np_tensor *np_dropout(np_ctx *ctx, np_tensor *x, double p, int training)
@@ -231,73 +130,36 @@ np_tensor *np_dropout(np_ctx *ctx, np_tensor *x, double p, int training)
     if (!(p >= 0.0 && p <= 1.0))
         return rt_fail(ctx, NP_ERR_ARG, api, "%s: p must be in [0, 1], got %g", api, p);
     np_tensor *y = rt_new(ctx, x->dtype, x->ndim, x->shape);
-    if (!y)
+    dropout_state *s = rt_alloc(ctx, sizeof *s);
+    if (!y || !s)
         return NULL;
     rt_node nd;
     rt_node_init(ctx, &nd, RT_OP_DROPOUT, &x, 1);
     rt_node_scalar(&nd, "p", p);
     rt_node_scalar(&nd, "training", training ? 1 : 0);
-    int active = training && p > 0.0;
-    uint64_t key = dropout_key(ctx, nd.n);
-    float pf = (float)p, scale = p < 1.0 ? (float)(1.0 / (1.0 - p)) : 0.0f;
-    const float *xd = x->data;
-    float *yd = y->data;
-    int64_t n = x->numel;
-    np_dtype dt = x->dtype;
-    if (!active) {
-        memcpy(yd, xd, (size_t)n * sizeof(float));
-    } else {
-#pragma omp parallel for if (n > RT_PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            yd[i] = np_rng_uniform(key, (uint64_t)i) >= pf ? np_round_to(dt, xd[i] * scale) : 0.0f;
-    }
-    nd.iv[0] = (int64_t)key;
-    nd.iv[1] = active;
-    nd.dv[0] = pf;
-    nd.dv[1] = scale;
+    *s = (dropout_state){dropout_key(ctx, nd.n), training && p > 0.0, (float)p,
+                         p < 1.0 ? (float)(1.0 / (1.0 - p)) : 0.0f};
+    if (!s->active)
+        memcpy(y->data, x->data, (size_t)x->numel * sizeof(float));
+    else
+        rt_dropout_forward(y->data, x->data, x->numel, s->key, s->p, s->scale, x->dtype);
+    nd.st = s;
     nd.gin_full = 1;
     return rt_finish(ctx, &nd, y, dropout_bwd);
 }
 
 /* ---- add / mul with suffix broadcasting ----------------------------------- */
-/* big has nb elements, small ns (ns divides nb, small repeats). */
+typedef struct binary_state {
+    int big; /* index of the operand with the full shape (the other repeats) */
+} binary_state;
+
 static void bin_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
 {
-    int mul = nd->op != RT_OP_ADD;
-    int bi = (int)nd->iv[0]; /* index of the big operand */
-    int si = 1 - bi;
-    int64_t nb = nd->in[bi]->numel, ns = nd->in[si]->numel;
-    const float *g = gout[0];
-    const float *big = nd->in[bi]->data, *small = nd->in[si]->data;
-    if (gin[bi]) {
-        float *d = gin[bi];
-        if (!mul) {
-            memcpy(d, g, (size_t)nb * sizeof(float));
-        } else {
-            int64_t R = ns ? nb / ns : 0;
-#pragma omp parallel for if (nb > RT_PAR_EW)
-            for (int64_t r = 0; r < R; r++)
-                for (int64_t j = 0; j < ns; j++)
-                    d[r * ns + j] = g[r * ns + j] * small[j];
-        }
-    }
-    if (gin[si]) {
-        float *d = gin[si];
-        int64_t R = ns ? nb / ns : 0;
-        if (R == 1) {
-#pragma omp parallel for if (ns > RT_PAR_MIN)
-            for (int64_t j = 0; j < ns; j++)
-                d[j] = mul ? g[j] * big[j] : g[j];
-        } else {
-#pragma omp parallel for if (nb > RT_PAR_MIN)
-            for (int64_t j = 0; j < ns; j++) {
-                double acc = 0.0;
-                for (int64_t r = 0; r < R; r++)
-                    acc += mul ? (double)g[r * ns + j] * big[r * ns + j] : (double)g[r * ns + j];
-                d[j] = (float)acc;
-            }
-        }
-    }
+    const binary_state *s = nd->st;
+    int bi = s->big, si = 1 - bi;
+    (void)ctx;
+    rt_binary_backward(gin[bi], gin[si], gout[0], nd->in[bi]->data, nd->in[si]->data, nd->in[bi]->numel,
+                       nd->in[si]->numel, nd->op != RT_OP_ADD);
 }
 
 /* 1 if small's shape is a suffix of big's (or small has one element). */
@@ -329,31 +191,15 @@ static np_tensor *bin_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *a, n
     np_tensor *big = bi ? b : a, *small = bi ? a : b;
     np_dtype odt = rt_promote(a->dtype, b->dtype);
     np_tensor *y = rt_new(ctx, odt, big->ndim, big->shape);
-    if (!y)
+    binary_state *s = rt_alloc(ctx, sizeof *s);
+    if (!y || !s)
         return NULL;
-    const float *bd = big->data, *sd = small->data;
-    float *yd = y->data;
-    int64_t nb = big->numel, ns = small->numel;
-    int64_t R = ns ? nb / ns : 0; /* big is R repeats of small's shape */
-    int add = op == RT_OP_ADD;
-#pragma omp parallel for if (nb > RT_PAR_EW)
-    for (int64_t r = 0; r < R; r++) {
-        const float *br = bd + r * ns;
-        float *yr = yd + r * ns;
-        if (add)
-            for (int64_t j = 0; j < ns; j++)
-                yr[j] = br[j] + sd[j];
-        else
-            for (int64_t j = 0; j < ns; j++)
-                yr[j] = br[j] * sd[j];
-        if (odt != NP_FLOAT32)
-            for (int64_t j = 0; j < ns; j++)
-                yr[j] = np_round_to(odt, yr[j]);
-    }
+    s->big = bi;
+    rt_binary_forward(y->data, big->data, small->data, big->numel, small->numel, op != RT_OP_ADD, odt);
     np_tensor *in[2] = {a, b};
     rt_node nd;
     rt_node_init(ctx, &nd, op, in, 2);
-    nd.iv[0] = bi;
+    nd.st = s;
     nd.gin_full = 3;
     return rt_finish(ctx, &nd, y, bin_bwd);
 }
@@ -368,15 +214,16 @@ np_tensor *np_mul(np_ctx *ctx, np_tensor *a, np_tensor *b)
     return bin_op(ctx, RT_OP_MUL, "Tensor.mul", a, b);
 }
 
+typedef struct scale_state {
+    float s; /* the scalar, as float */
+} scale_state;
+
 static void scale_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
 {
-    int64_t n = nd->in[0]->numel;
-    float s = (float)nd->dv[0];
-    if (!gin[0])
-        return;
-#pragma omp parallel for if (n > RT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++)
-        gin[0][i] = gout[0][i] * s;
+    const scale_state *s = nd->st;
+    (void)ctx;
+    if (gin[0])
+        rt_scale_backward(gin[0], gout[0], nd->in[0]->numel, s->s);
 }
 
 np_tensor *np_scale(np_ctx *ctx, np_tensor *x, double s)
@@ -387,35 +234,24 @@ np_tensor *np_scale(np_ctx *ctx, np_tensor *x, double s)
     if (!rt_need_float(ctx, x, api, "input"))
         return NULL;
     np_tensor *y = rt_new(ctx, x->dtype, x->ndim, x->shape);
-    if (!y)
+    scale_state *st = rt_alloc(ctx, sizeof *st);
+    if (!y || !st)
         return NULL;
-    float sf = (float)s;
-    const float *xd = x->data;
-    float *yd = y->data;
-    int64_t n = x->numel;
-    np_dtype dt = x->dtype;
-#pragma omp parallel for if (n > RT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++)
-        yd[i] = np_round_to(dt, xd[i] * sf);
+    st->s = (float)s;
+    rt_scale_forward(y->data, x->data, x->numel, st->s, x->dtype);
     rt_node nd;
     rt_node_init(ctx, &nd, RT_OP_SCALE, &x, 1);
     rt_node_scalar(&nd, "other", s);
-    nd.dv[0] = sf;
+    nd.st = st;
     return rt_finish(ctx, &nd, y, scale_bwd);
 }
 
-/* ---- sum / mean ---------------------------------------------------------- */
+/* ---- sum / mean (no saved state: the op says which) ----------------------- */
 static void reduce_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
 {
-    int64_t n = nd->in[0]->numel;
-    if (!gin[0])
-        return;
-    float g = gout[0][0];
-    if (nd->op == RT_OP_MEAN)
-        g = (float)((double)g / (double)(n ? n : 1));
-#pragma omp parallel for if (n > RT_PAR_MIN)
-    for (int64_t i = 0; i < n; i++)
-        gin[0][i] = g;
+    (void)ctx;
+    if (gin[0])
+        rt_reduce_backward(gin[0], gout[0], nd->in[0]->numel, nd->op == RT_OP_MEAN);
 }
 
 static np_tensor *reduce_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *x)
@@ -427,13 +263,7 @@ static np_tensor *reduce_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *x
     np_tensor *y = rt_new(ctx, x->dtype, 0, NULL);
     if (!y)
         return NULL;
-    const float *xd = x->data;
-    double acc = 0.0;
-    for (int64_t i = 0; i < x->numel; i++)
-        acc += xd[i];
-    if (op == RT_OP_MEAN)
-        acc = x->numel ? acc / (double)x->numel : NAN;
-    ((float *)y->data)[0] = np_round_to(x->dtype, (float)acc);
+    rt_reduce_forward(y->data, x->data, x->numel, op == RT_OP_MEAN, x->dtype);
     rt_node nd;
     rt_node_init(ctx, &nd, op, &x, 1);
     return rt_finish(ctx, &nd, y, reduce_bwd);
