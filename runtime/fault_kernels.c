@@ -80,6 +80,54 @@ static void gelu_tanh_as_erf_backward(float *dinp, const float *dout, const floa
     rt_gelu_tanh_backward(dinp, dout, inp, n);
 }
 
+/* attn_mask_off_by_one wraps the attention: the causal mask's diagonal is 1
+ * (position t also sees t + 1), forward and backward. */
+static rt_attn_geom off_by_one(const rt_attn_geom *g)
+{
+    rt_attn_geom f = *g;
+    f.diagonal = 1;
+    return f;
+}
+
+static void attn_off_by_one_forward(float *out, float *P, const float *q, const float *k, const float *v,
+                                    const rt_attn_geom *g, np_dtype ac, np_dtype odt, rt_softmax_row_fn row)
+{
+    rt_attn_geom f = off_by_one(g);
+    rt_sdpa_forward(out, P, q, k, v, &f, ac, odt, row);
+}
+
+static void attn_off_by_one_backward(float *dq, float *dk, float *dv, float *dscores, const float *dout,
+                                     const float *q, const float *k, const float *v, const float *P,
+                                     const rt_attn_geom *g)
+{
+    rt_attn_geom f = off_by_one(g);
+    rt_sdpa_backward(dq, dk, dv, dscores, dout, q, k, v, P, &f);
+}
+
+/* attn_scale wraps the attention: scores scaled by 1/D instead of 1/sqrt(D)
+ * (the scale asked for divided by sqrt(D) once more), forward and backward. */
+static rt_attn_geom scale_by_d(const rt_attn_geom *g)
+{
+    rt_attn_geom f = *g;
+    f.scale /= sqrt((double)g->D);
+    return f;
+}
+
+static void attn_scale_forward(float *out, float *P, const float *q, const float *k, const float *v,
+                               const rt_attn_geom *g, np_dtype ac, np_dtype odt, rt_softmax_row_fn row)
+{
+    rt_attn_geom f = scale_by_d(g);
+    rt_sdpa_forward(out, P, q, k, v, &f, ac, odt, row);
+}
+
+static void attn_scale_backward(float *dq, float *dk, float *dv, float *dscores, const float *dout,
+                                const float *q, const float *k, const float *v, const float *P,
+                                const rt_attn_geom *g)
+{
+    rt_attn_geom f = scale_by_d(g);
+    rt_sdpa_backward(dq, dk, dv, dscores, dout, q, k, v, P, &f);
+}
+
 void rt_kernels_for(rt_kernels *k, np_fault f)
 {
     *k = (rt_kernels){
@@ -89,6 +137,8 @@ void rt_kernels_for(rt_kernels *k, np_fault f)
         .embedding_backward = rt_embedding_backward,
         .gelu_forward = rt_gelu_forward,
         .gelu_backward = rt_gelu_backward,
+        .sdpa_forward = rt_sdpa_forward,
+        .sdpa_backward = rt_sdpa_backward,
     };
     switch (f) {
     case NP_FAULT_LAYERNORM_EPS:
@@ -100,6 +150,14 @@ void rt_kernels_for(rt_kernels *k, np_fault f)
     case NP_FAULT_GELU_TANH:
         k->gelu_forward = gelu_tanh_as_erf_forward;
         k->gelu_backward = gelu_tanh_as_erf_backward;
+        break;
+    case NP_FAULT_ATTN_MASK_OFF_BY_ONE:
+        k->sdpa_forward = attn_off_by_one_forward;
+        k->sdpa_backward = attn_off_by_one_backward;
+        break;
+    case NP_FAULT_ATTN_SCALE:
+        k->sdpa_forward = attn_scale_forward;
+        k->sdpa_backward = attn_scale_backward;
         break;
     case NP_FAULT_LAYERNORM_BWD_NO_MEAN:
         k->layernorm_backward = layernorm_no_mean_backward;

@@ -102,6 +102,39 @@ void rt_scale_backward(float *dinp, const float *dout, int64_t n, float s);
 void rt_reduce_forward(float *out, const float *inp, int64_t n, int mean, np_dtype dt);
 void rt_reduce_backward(float *dinp, const float *dout, int64_t n, int mean);
 
+/* ---- shape ops that copy (kern_shape.c) --------------------------------- */
+/* inp seen as (pre, A, mid, B, post) -> out (pre, B, mid, A, post). */
+void rt_transpose_forward(float *out, const float *inp, int64_t pre, int64_t A, int64_t mid, int64_t B,
+                          int64_t post);
+/* dinp (pre, A, mid, B, post) from dout (pre, B, mid, A, post). */
+void rt_transpose_backward(float *dinp, const float *dout, int64_t pre, int64_t A, int64_t mid, int64_t B,
+                           int64_t post);
+/* One chunk of a split along a dim of size S: inp (pre, S, post) ->
+ * out (pre, len, post) = inp[:, off:off+len, :]; backward writes that slice
+ * of dinp (pre, S, post) from dout (pre, len, post). */
+void rt_split_forward(float *out, const float *inp, int64_t pre, int64_t S, int64_t post, int64_t off,
+                      int64_t len);
+void rt_split_backward(float *dinp, const float *dout, int64_t pre, int64_t S, int64_t post, int64_t off,
+                       int64_t len);
+
+/* ---- scaled_dot_product_attention (kern_attn.c) ------------------------- */
+typedef struct rt_attn_geom {
+    int64_t BH, T, D;  /* batch * heads, sequence length, head width */
+    int causal;        /* 1: query t sees keys [0, t + 1 + diagonal) */
+    int64_t diagonal;  /* of the causal mask, as torch.tril's (0: the usual mask) */
+    double scale;      /* of the scores, applied as float */
+} rt_attn_geom;
+/* out (BH,T,D) = softmax(q k^T scale, masked) v, probabilities P (BH,T,T)
+ * kept for backward (masked entries 0); q, k, v (BH,T,D) already rounded to
+ * ac; scores and probabilities rounded to ac unless float32, rows by `row`
+ * (rt_softmax_row or a fault's); out rounded to odt. */
+void rt_sdpa_forward(float *out, float *P, const float *q, const float *k, const float *v,
+                     const rt_attn_geom *g, np_dtype ac, np_dtype odt, rt_softmax_row_fn row);
+/* dq, dk, dv (BH,T,D) (each may be NULL) from dout (BH,T,D), the forward's
+ * q, k, v (BH,T,D) and P (BH,T,T); dscores (BH,T,T) scratch. */
+void rt_sdpa_backward(float *dq, float *dk, float *dv, float *dscores, const float *dout, const float *q,
+                      const float *k, const float *v, const float *P, const rt_attn_geom *g);
+
 /* ---- the kernels a fault can wrap or replace ---------------------------- */
 typedef void (*rt_layernorm_fwd_fn)(float *out, float *mean, float *rstd, const float *inp,
                                     const float *weight, const float *bias, int64_t N, int64_t C,
@@ -112,6 +145,11 @@ typedef void (*rt_layernorm_bwd_fn)(float *dinp, float *dweight, float *dbias, c
 typedef void (*rt_gelu_fwd_fn)(float *out, double *cdf, const float *inp, int64_t n, np_dtype dt);
 typedef void (*rt_gelu_bwd_fn)(float *dinp, const float *dout, const float *inp, const double *cdf,
                                int64_t n);
+typedef void (*rt_sdpa_fwd_fn)(float *out, float *P, const float *q, const float *k, const float *v,
+                               const rt_attn_geom *g, np_dtype ac, np_dtype odt, rt_softmax_row_fn row);
+typedef void (*rt_sdpa_bwd_fn)(float *dq, float *dk, float *dv, float *dscores, const float *dout,
+                               const float *q, const float *k, const float *v, const float *P,
+                               const rt_attn_geom *g);
 
 typedef struct rt_kernels {
     rt_layernorm_fwd_fn layernorm_forward;
@@ -120,6 +158,8 @@ typedef struct rt_kernels {
     rt_embedding_bwd_fn embedding_backward;
     rt_gelu_fwd_fn gelu_forward;     /* the erf GELU (approximate='none') */
     rt_gelu_bwd_fn gelu_backward;
+    rt_sdpa_fwd_fn sdpa_forward;
+    rt_sdpa_bwd_fn sdpa_backward;
 } rt_kernels;
 
 /* k = the reference kernels, with fault f's wrappers or replacements in

@@ -117,22 +117,16 @@ np_tensor *np_flatten(np_ctx *ctx, np_tensor *x, int start_dim)
 }
 
 /* ---- transpose ----------------------------------------------------------- */
-/* x seen as (pre, A, mid, B, post) -> y (pre, B, mid, A, post). */
-static void swap_copy(const float *x, float *y, int64_t pre, int64_t A, int64_t mid, int64_t B, int64_t post)
-{
-    int64_t outer = pre * B * mid * A;
-#pragma omp parallel for if (outer * post > RT_PAR_EW)
-    for (int64_t o = 0; o < outer; o++) {
-        int64_t a = o % A, m = (o / A) % mid, b = (o / (A * mid)) % B, p = o / (A * mid * B);
-        const float *src = x + (((p * A + a) * mid + m) * B + b) * post;
-        memcpy(y + o * post, src, (size_t)post * sizeof(float));
-    }
-}
+typedef struct transpose_state {
+    int64_t pre, A, mid, B, post; /* the input seen as (pre, A, mid, B, post) */
+} transpose_state;
 
 static void transpose_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
 {
+    const transpose_state *s = nd->st;
+    (void)ctx;
     if (gin[0])
-        swap_copy(gout[0], gin[0], nd->iv[0], nd->iv[3], nd->iv[2], nd->iv[1], nd->iv[4]);
+        rt_transpose_backward(gin[0], gout[0], s->pre, s->A, s->mid, s->B, s->post);
 }
 
 np_tensor *np_transpose(np_ctx *ctx, np_tensor *x, int dim0, int dim1)
@@ -155,15 +149,16 @@ np_tensor *np_transpose(np_ctx *ctx, np_tensor *x, int dim0, int dim1)
     shape[d0] = x->shape[d1];
     shape[d1] = x->shape[d0];
     np_tensor *y = rt_new(ctx, x->dtype, x->ndim, shape);
-    if (!y)
+    transpose_state *s = rt_alloc(ctx, sizeof *s);
+    if (!y || !s)
         return NULL;
-    int64_t pre = np_shape_numel(d0, x->shape), A = x->shape[d0];
-    int64_t mid = np_shape_numel(d1 - d0 - 1, x->shape + d0 + 1), B = x->shape[d1];
-    int64_t post = np_shape_numel(x->ndim - d1 - 1, x->shape + d1 + 1);
+    *s = (transpose_state){np_shape_numel(d0, x->shape), x->shape[d0],
+                           np_shape_numel(d1 - d0 - 1, x->shape + d0 + 1), x->shape[d1],
+                           np_shape_numel(x->ndim - d1 - 1, x->shape + d1 + 1)};
     if (d0 == d1)
         memcpy(y->data, x->data, np_tensor_nbytes(x));
     else
-        swap_copy(x->data, y->data, pre, A, mid, B, post);
+        rt_transpose_forward(y->data, x->data, s->pre, s->A, s->mid, s->B, s->post);
     rt_node nd;
     rt_node_init(ctx, &nd, RT_OP_TRANSPOSE, &x, 1);
     rt_node_scalar(&nd, "dim0", dim0);
@@ -171,28 +166,27 @@ np_tensor *np_transpose(np_ctx *ctx, np_tensor *x, int dim0, int dim1)
     nd.gin_full = 1;
     if (d0 == d1)
         return rt_finish(ctx, &nd, y, copy_bwd);
-    nd.iv[0] = pre;
-    nd.iv[1] = A;
-    nd.iv[2] = mid;
-    nd.iv[3] = B;
-    nd.iv[4] = post;
+    nd.st = s;
     return rt_finish(ctx, &nd, y, transpose_bwd);
 }
 
 /* ---- split --------------------------------------------------------------- */
+typedef struct split_state {
+    int64_t pre, S, post; /* the input seen as (pre, S, post), S the split dim */
+    int64_t split_size;   /* chunk length (the last may be shorter) */
+} split_state;
+
 static void split_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
 {
-    int64_t pre = nd->iv[0], S = nd->iv[1], post = nd->iv[2], ss = nd->iv[3];
+    const split_state *s = nd->st;
+    (void)ctx;
     if (!gin[0])
         return;
     for (int j = 0; j < nd->n_out; j++) {
         if (!gout[j])
             continue;
-        int64_t off = j * ss, len = S - off < ss ? S - off : ss;
-        const float *g = gout[j];
-#pragma omp parallel for if (pre * len * post > RT_PAR_EW)
-        for (int64_t p = 0; p < pre; p++)
-            memcpy(gin[0] + (p * S + off) * post, g + p * len * post, (size_t)(len * post) * sizeof(float));
+        int64_t off = j * s->split_size, len = s->S - off < s->split_size ? s->S - off : s->split_size;
+        rt_split_backward(gin[0], gout[j], s->pre, s->S, s->post, off, len);
     }
 }
 
@@ -215,10 +209,11 @@ int np_split(np_ctx *ctx, np_tensor *x, int64_t split_size, int dim, np_tensor *
         return -1;
     }
     np_tensor **outs = rt_alloc(ctx, sizeof *outs * (size_t)n);
-    if (!outs)
+    split_state *s = rt_alloc(ctx, sizeof *s);
+    if (!outs || !s)
         return -1;
-    int64_t pre = np_shape_numel(d, x->shape), post = np_shape_numel(x->ndim - d - 1, x->shape + d + 1);
-    const float *xd = x->data;
+    *s = (split_state){np_shape_numel(d, x->shape), S, np_shape_numel(x->ndim - d - 1, x->shape + d + 1),
+                       split_size};
     for (int64_t j = 0; j < n; j++) {
         int64_t off = j * split_size, len = S - off < split_size ? S - off : split_size;
         int64_t shape[NP_MAX_DIMS];
@@ -227,20 +222,14 @@ int np_split(np_ctx *ctx, np_tensor *x, int64_t split_size, int dim, np_tensor *
         outs[j] = rt_new(ctx, x->dtype, x->ndim, shape);
         if (!outs[j])
             return -1;
-        float *yd = outs[j]->data;
-#pragma omp parallel for if (pre * len * post > RT_PAR_EW)
-        for (int64_t p = 0; p < pre; p++)
-            memcpy(yd + p * len * post, xd + (p * S + off) * post, (size_t)(len * post) * sizeof(float));
+        rt_split_forward(outs[j]->data, x->data, s->pre, S, s->post, off, len);
         out[j] = outs[j];
     }
     rt_node nd;
     rt_node_init(ctx, &nd, RT_OP_SPLIT, &x, 1);
     rt_node_scalar(&nd, "split_size", (double)split_size);
     rt_node_scalar(&nd, "dim", dim);
-    nd.iv[0] = pre;
-    nd.iv[1] = S;
-    nd.iv[2] = post;
-    nd.iv[3] = split_size;
+    nd.st = s;
     rt_finish_multi(ctx, &nd, outs, (int)n, split_bwd);
     return ctx->err.status ? -1 : (int)n;
 }
