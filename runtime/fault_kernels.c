@@ -4,6 +4,8 @@
  * faulty arithmetic; rt_kernels_for gives the table of kernels a context
  * with that fault runs. The reference kernels hold no fault branch. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels.h"
 #include "rt_internal.h"
@@ -128,6 +130,57 @@ static void attn_scale_backward(float *dq, float *dk, float *dv, float *dscores,
     rt_sdpa_backward(dq, dk, dv, dscores, dout, q, k, v, P, &f);
 }
 
+/* linear_drop_bias wraps linear: the bias is left out of the GEMM epilogue
+ * and receives a zero gradient. */
+static int linear_drop_bias_forward(float *out, const float *inp, const float *weight, const float *bias,
+                                    int64_t N, int64_t K, int64_t O, np_dtype dt, np_device dev)
+{
+    (void)bias;
+    return rt_linear_forward(out, inp, weight, NULL, N, K, O, dt, dev);
+}
+
+static int linear_drop_bias_backward(float *dinp, float *dweight, float *dbias, const float *dout,
+                                     const float *inp, const float *weight, int64_t N, int64_t K, int64_t O,
+                                     np_device dev)
+{
+    if (dbias)
+        memset(dbias, 0, (size_t)O * sizeof(float));
+    return rt_linear_backward(dinp, dweight, NULL, dout, inp, weight, N, K, O, dev);
+}
+
+/* conv2d_flip_kernel wraps conv2d: the kernel applied flipped (a true
+ * convolution), so forward runs on the flipped weight, and backward's
+ * weight gradient is flipped back onto the weight's layout. */
+static int conv2d_flip_forward(float *out, float *cols, const float *inp, const float *weight,
+                               const float *bias, const rt_conv_geom *g, np_dtype dt, np_device dev)
+{
+    float *f = malloc((size_t)(g->O * g->C * g->KH * g->KW) * sizeof(float) + 1);
+    if (!f)
+        return -1;
+    rt_conv2d_flip_weight(f, weight, g);
+    int st = rt_conv2d_forward(out, cols, inp, f, bias, g, dt, dev);
+    free(f);
+    return st;
+}
+
+static int conv2d_flip_backward(float *dinp, float *dweight, float *dbias, float *dcol, const float *dout,
+                                const float *cols, const float *weight, const rt_conv_geom *g,
+                                np_device dev)
+{
+    size_t nw = (size_t)(g->O * g->C * g->KH * g->KW);
+    float *f = malloc(nw * sizeof(float) + 1), *dw = dweight ? calloc(nw + 1, sizeof(float)) : NULL;
+    int st = -1;
+    if (f && (dw || !dweight)) {
+        rt_conv2d_flip_weight(f, weight, g);
+        st = rt_conv2d_backward(dinp, dw, dbias, dcol, dout, cols, f, g, dev);
+        if (dweight)
+            rt_conv2d_flip_weight(dweight, dw, g);
+    }
+    free(f);
+    free(dw);
+    return st;
+}
+
 void rt_kernels_for(rt_kernels *k, np_fault f)
 {
     *k = (rt_kernels){
@@ -139,6 +192,10 @@ void rt_kernels_for(rt_kernels *k, np_fault f)
         .gelu_backward = rt_gelu_backward,
         .sdpa_forward = rt_sdpa_forward,
         .sdpa_backward = rt_sdpa_backward,
+        .linear_forward = rt_linear_forward,
+        .linear_backward = rt_linear_backward,
+        .conv2d_forward = rt_conv2d_forward,
+        .conv2d_backward = rt_conv2d_backward,
     };
     switch (f) {
     case NP_FAULT_LAYERNORM_EPS:
@@ -158,6 +215,14 @@ void rt_kernels_for(rt_kernels *k, np_fault f)
     case NP_FAULT_ATTN_SCALE:
         k->sdpa_forward = attn_scale_forward;
         k->sdpa_backward = attn_scale_backward;
+        break;
+    case NP_FAULT_LINEAR_DROP_BIAS:
+        k->linear_forward = linear_drop_bias_forward;
+        k->linear_backward = linear_drop_bias_backward;
+        break;
+    case NP_FAULT_CONV2D_FLIP_KERNEL:
+        k->conv2d_forward = conv2d_flip_forward;
+        k->conv2d_backward = conv2d_flip_backward;
         break;
     case NP_FAULT_LAYERNORM_BWD_NO_MEAN:
         k->layernorm_backward = layernorm_no_mean_backward;

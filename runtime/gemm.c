@@ -95,10 +95,11 @@ static void npu_gemm_nn(int M, int N, int K, const float *A, const float *B, flo
     }
 }
 
-/* Contiguous copy of op(X) (R,Cc) where X is stored with leading dim ld. */
-static float *materialise(np_ctx *ctx, int trans, int R, int Cc, const float *X, int ld)
+/* Contiguous copy of op(X) (R,Cc) where X is stored with leading dim ld
+ * (malloc'd, the caller frees; NULL when out of memory). */
+static float *materialise(int trans, int R, int Cc, const float *X, int ld)
 {
-    float *d = rt_alloc(ctx, (size_t)R * (size_t)Cc * sizeof(float) + 1);
+    float *d = malloc((size_t)R * (size_t)Cc * sizeof(float) + 1);
     if (!d)
         return NULL;
 #pragma omp parallel for if ((long)R * Cc > RT_PAR_MIN)
@@ -199,28 +200,30 @@ static void cpu_gemm(int transA, int transB, int M, int N, int K, const float *A
     }
 }
 
-void rt_gemm(np_ctx *ctx, int transA, int transB, int M, int N, int K,
-             const float *A, int lda, const float *B, int ldb, float beta,
-             float *C, int ldc)
+int rt_gemm_dev(np_device dev, int transA, int transB, int M, int N, int K, const float *A, int lda,
+                const float *B, int ldb, float beta, float *C, int ldc)
 {
     if (M <= 0 || N <= 0)
-        return;
-    if (ctx->o.device == NP_DEVICE_CPU) {
+        return 0;
+    if (dev == NP_DEVICE_CPU) {
         if (K <= 0) {
             for (int i = 0; i < M; i++)
                 for (int j = 0; j < N; j++)
                     C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
-            return;
+            return 0;
         }
         cpu_gemm(transA, transB, M, N, K, A, lda, B, ldb, beta, C, ldc);
-        return;
+        return 0;
     }
-    const float *a = A, *b = B;
+    float *ca = NULL, *cb = NULL;
     if (transA || lda != K)
-        a = materialise(ctx, transA, M, K, A, lda);
+        ca = materialise(transA, M, K, A, lda);
     if (transB || ldb != N)
-        b = materialise(ctx, transB, K, N, B, ldb);
-    if (!a || !b)
-        return;
-    npu_gemm_nn(M, N, K, a, b, beta, C, ldc);
+        cb = materialise(transB, K, N, B, ldb);
+    int fail = ((transA || lda != K) && !ca) || ((transB || ldb != N) && !cb);
+    if (!fail)
+        npu_gemm_nn(M, N, K, ca ? ca : A, cb ? cb : B, beta, C, ldc);
+    free(ca);
+    free(cb);
+    return fail ? -1 : 0;
 }

@@ -135,6 +135,51 @@ void rt_sdpa_forward(float *out, float *P, const float *q, const float *k, const
 void rt_sdpa_backward(float *dq, float *dk, float *dv, float *dscores, const float *dout, const float *q,
                       const float *k, const float *v, const float *P, const rt_attn_geom *g);
 
+/* ---- GEMM-based ops (kern_dense.c) -------------------------------------- */
+/* Kernels calling the device's GEMM (rt_gemm_dev) return 0, or -1 when
+ * npu-sim's GEMM had no memory. Outputs rounded to dt. */
+/* out (N,O) = inp (N,K) weight^T + bias; weight (O,K); bias (O) or NULL. */
+int rt_linear_forward(float *out, const float *inp, const float *weight, const float *bias, int64_t N,
+                      int64_t K, int64_t O, np_dtype dt, np_device dev);
+/* dinp (N,K), dweight (O,K), dbias (O) (each may be NULL) from dout (N,O)
+ * and the forward's inp (N,K), weight (O,K). */
+int rt_linear_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                       const float *weight, int64_t N, int64_t K, int64_t O, np_device dev);
+/* out (nbat,M,N) = a (nbat,M,K) @ b (nbat,K,N), or b (K,N) shared by every
+ * batch when shared_b. */
+int rt_matmul_forward(float *out, const float *a, const float *b, int64_t nbat, int64_t M, int64_t K,
+                      int64_t N, int shared_b, np_dtype dt, np_device dev);
+/* da (nbat,M,K), db (as b) (each may be NULL) from dout (nbat,M,N). */
+int rt_matmul_backward(float *da, float *db, const float *dout, const float *a, const float *b, int64_t nbat,
+                       int64_t M, int64_t K, int64_t N, int shared_b, np_device dev);
+
+typedef struct rt_conv_geom {
+    int64_t N, C, H, W;   /* input (N, C, H, W) */
+    int64_t O, KH, KW;    /* weight (O, C, KH, KW) */
+    int64_t OH, OW;       /* output (N, O, OH, OW) */
+    int64_t s, p;         /* stride, padding */
+} rt_conv_geom;
+/* out (N,O,OH,OW) = cross-correlation of inp (N,C,H,W) with weight
+ * (O,C,KH,KW) + bias (O) or NULL; cols (N, C*KH*KW, OH*OW) the im2col
+ * columns, kept for backward. */
+int rt_conv2d_forward(float *out, float *cols, const float *inp, const float *weight, const float *bias,
+                      const rt_conv_geom *g, np_dtype dt, np_device dev);
+/* dinp (N,C,H,W) accumulated into (the caller zeroes it), dweight
+ * (O,C,KH,KW) and dbias (O) written (each may be NULL), from dout
+ * (N,O,OH,OW), the forward's cols and weight; dcol (C*KH*KW, OH*OW) scratch. */
+int rt_conv2d_backward(float *dinp, float *dweight, float *dbias, float *dcol, const float *dout,
+                       const float *cols, const float *weight, const rt_conv_geom *g, np_device dev);
+/* flipped (O,C,KH,KW) = weight with both spatial axes reversed. */
+void rt_conv2d_flip_weight(float *flipped, const float *weight, const rt_conv_geom *g);
+/* out (planes, OH, OW) = max over each kernel x kernel window (stride) of
+ * inp (planes, H, W), OH = (H - kernel) / stride + 1; arg (planes, OH, OW)
+ * the index in the plane of each max (the first; NaN wins). */
+void rt_max_pool2d_forward(float *out, int32_t *arg, const float *inp, int64_t planes, int64_t H, int64_t W,
+                           int kernel, int stride);
+/* dinp (planes, HW) += dout (planes, OHW) at arg (planes, OHW). */
+void rt_max_pool2d_backward(float *dinp, const float *dout, const int32_t *arg, int64_t planes, int64_t HW,
+                            int64_t OHW);
+
 /* ---- the kernels a fault can wrap or replace ---------------------------- */
 typedef void (*rt_layernorm_fwd_fn)(float *out, float *mean, float *rstd, const float *inp,
                                     const float *weight, const float *bias, int64_t N, int64_t C,
@@ -150,6 +195,16 @@ typedef void (*rt_sdpa_fwd_fn)(float *out, float *P, const float *q, const float
 typedef void (*rt_sdpa_bwd_fn)(float *dq, float *dk, float *dv, float *dscores, const float *dout,
                                const float *q, const float *k, const float *v, const float *P,
                                const rt_attn_geom *g);
+typedef int (*rt_linear_fwd_fn)(float *out, const float *inp, const float *weight, const float *bias,
+                                int64_t N, int64_t K, int64_t O, np_dtype dt, np_device dev);
+typedef int (*rt_linear_bwd_fn)(float *dinp, float *dweight, float *dbias, const float *dout,
+                                const float *inp, const float *weight, int64_t N, int64_t K, int64_t O,
+                                np_device dev);
+typedef int (*rt_conv2d_fwd_fn)(float *out, float *cols, const float *inp, const float *weight,
+                                const float *bias, const rt_conv_geom *g, np_dtype dt, np_device dev);
+typedef int (*rt_conv2d_bwd_fn)(float *dinp, float *dweight, float *dbias, float *dcol, const float *dout,
+                                const float *cols, const float *weight, const rt_conv_geom *g,
+                                np_device dev);
 
 typedef struct rt_kernels {
     rt_layernorm_fwd_fn layernorm_forward;
@@ -160,6 +215,10 @@ typedef struct rt_kernels {
     rt_gelu_bwd_fn gelu_backward;
     rt_sdpa_fwd_fn sdpa_forward;
     rt_sdpa_bwd_fn sdpa_backward;
+    rt_linear_fwd_fn linear_forward;
+    rt_linear_bwd_fn linear_backward;
+    rt_conv2d_fwd_fn conv2d_forward;
+    rt_conv2d_bwd_fn conv2d_backward;
 } rt_kernels;
 
 /* k = the reference kernels, with fault f's wrappers or replacements in

@@ -1,50 +1,33 @@
 /* runtime/ops_dense.c - GEMM-based ops: Functional.linear, Torch.matmul,
  * Functional.conv2d (im2col + GEMM), and Functional.max_pool2d. Under
  * autocast the GEMM inputs are rounded to the low dtype and the output is
- * produced in it; gradients are computed in float32 from the rounded inputs. */
+ * produced in it; gradients are computed in float32 from the rounded inputs.
+ * The arithmetic is in kern_dense.c (linear and conv2d through ctx->k, where
+ * their faults act); here the checks, the outputs and one typed saved-state
+ * struct per op. */
 #include <math.h>
 #include <string.h>
 
 #include "rt_internal.h"
-#include "vmath.h"
 
-/* out[c] = sum over rows r of g[r*C + c] (double accumulation, rows in order);
- * OpenMP over blocks of columns so bits do not depend on the thread count. */
-RT_VCLONES static void col_sum_block(const float *g, int64_t R, int64_t C, int64_t c0, float *out)
+/* A kernel's -1: the npu-sim GEMM had no memory for an operand's copy. */
+static void gemm_status(np_ctx *ctx, int st, const char *api)
 {
-    double acc[16] = {0};
-    int64_t cn = C - c0 < 16 ? C - c0 : 16;
-    if (cn == 16) /* the common case, a fixed trip count that vectorises */
-        for (int64_t r = 0; r < R; r++)
-            for (int j = 0; j < 16; j++)
-                acc[j] += g[r * C + c0 + j];
-    else
-        for (int64_t r = 0; r < R; r++)
-            for (int64_t j = 0; j < cn; j++)
-                acc[j] += g[r * C + c0 + j];
-    for (int64_t j = 0; j < cn; j++)
-        out[c0 + j] = (float)acc[j];
-}
-
-static void col_sum(const float *g, int64_t R, int64_t C, float *out)
-{
-    int64_t nblk = (C + 15) / 16;
-#pragma omp parallel for if (R * C > RT_PAR_EW)
-    for (int64_t b = 0; b < nblk; b++)
-        col_sum_block(g, R, C, b * 16, out);
+    if (st != 0)
+        rt_fail(ctx, NP_ERR_NOMEM, api, "%s: out of memory in the npu-sim GEMM", api);
 }
 
 /* ---- linear ------------------------------------------------------------ */
+typedef struct linear_state {
+    const float *x, *w; /* (R,I), (O,I): the GEMM's inputs as it saw them (rounded under autocast) */
+    int64_t R, I, O;    /* rows, in features, out features */
+} linear_state;
+
 static void linear_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
 {
-    const float *x = nd->saved[0], *w = nd->saved[1], *g = gout[0];
-    int R = (int)nd->iv[0], I = (int)nd->iv[1], O = (int)nd->iv[2];
-    if (gin[0])
-        rt_gemm(ctx, 0, 0, R, I, O, g, O, w, I, 0.0f, gin[0], I);
-    if (gin[1])
-        rt_gemm(ctx, 1, 0, O, I, R, g, O, x, I, 0.0f, gin[1], I);
-    if (gin[2] && !nd->iv[3])
-        col_sum(g, R, O, gin[2]);
+    const linear_state *s = nd->st;
+    gemm_status(ctx, ctx->k.linear_backward(gin[0], gin[1], gin[2], gout[0], s->x, s->w, s->R, s->I, s->O,
+                                            ctx->o.device), "Functional.linear");
 }
 
 np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
@@ -68,51 +51,36 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = O;
     np_tensor *y = rt_new(ctx, odt, x->ndim, shape);
+    linear_state *s = rt_alloc(ctx, sizeof *s);
     const float *xd = rt_rounded(ctx, x, ac), *wd = rt_rounded(ctx, w, ac);
     const float *bd = b ? rt_rounded(ctx, b, ac) : NULL;
-    if (!y || !xd || !wd || (b && !bd))
+    if (!y || !s || !xd || !wd || (b && !bd))
         return NULL;
-    int drop = ctx->fault == NP_FAULT_LINEAR_DROP_BIAS;
-    float *yd = y->data;
-    /* as torch's addmm: the output rows start as the bias and the GEMM adds
-     * x W^T to them (beta 1), saving a pass and a parallel region */
-    int with_bias = bd && !drop;
-    if (with_bias)
-        for (int64_t r = 0; r < R; r++)
-            memcpy(yd + r * O, bd, (size_t)O * sizeof(float));
-    rt_gemm(ctx, 0, 1, (int)R, (int)O, (int)I, xd, (int)I, wd, (int)I, with_bias ? 1.0f : 0.0f, yd, (int)O);
-    rt_round_buf(yd, y->numel, odt);
+    *s = (linear_state){xd, wd, R, I, O};
+    gemm_status(ctx, ctx->k.linear_forward(y->data, xd, wd, bd, R, I, O, odt, ctx->o.device), api);
     np_tensor *in[3] = {x, w, b};
     rt_node nd;
     rt_node_init(ctx, &nd, RT_OP_LINEAR, in, 3);
     for (int i = 0; i < 3; i++)
         if (in[i] && ac != NP_FLOAT32)
             nd.gdt[i] = ac;
-    nd.saved[0] = (void *)xd;
-    nd.saved[1] = (void *)wd;
-    nd.iv[0] = R;
-    nd.iv[1] = I;
-    nd.iv[2] = O;
-    nd.iv[3] = drop;
-    nd.gin_full = drop ? 3 : 7;
+    nd.st = s;
+    nd.gin_full = 7;
     return rt_finish(ctx, &nd, y, linear_bwd);
 }
 
 /* ---- matmul -------------------------------------------------------------- */
+typedef struct matmul_state {
+    const float *a, *b;    /* (nbat,M,K), (nbat,K,N) or (K,N): as the GEMM saw them */
+    int64_t nbat, M, K, N;
+    int shared;            /* b is 2-D, shared by every batch */
+} matmul_state;
+
 static void matmul_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
 {
-    const float *a = nd->saved[0], *b = nd->saved[1], *g = gout[0];
-    int64_t nb = nd->iv[0];
-    int M = (int)nd->iv[1], K = (int)nd->iv[2], N = (int)nd->iv[3], shared = (int)nd->iv[4];
-    for (int64_t i = 0; i < nb; i++) {
-        const float *gi = g + i * M * N, *ai = a + i * M * K;
-        const float *bi = b + (shared ? 0 : i * K * N);
-        if (gin[0])
-            rt_gemm(ctx, 0, 1, M, K, N, gi, N, bi, N, 0.0f, gin[0] + i * M * K, K);
-        if (gin[1])
-            rt_gemm(ctx, 1, 0, K, N, M, ai, K, gi, N, shared && i > 0 ? 1.0f : 0.0f,
-                    gin[1] + (shared ? 0 : i * K * N), N);
-    }
+    const matmul_state *s = nd->st;
+    gemm_status(ctx, rt_matmul_backward(gin[0], gin[1], gout[0], s->a, s->b, s->nbat, s->M, s->K, s->N,
+                                        s->shared, ctx->o.device), "Torch.matmul");
 }
 
 np_tensor *np_matmul(np_ctx *ctx, np_tensor *a, np_tensor *b)
@@ -145,119 +113,58 @@ np_tensor *np_matmul(np_ctx *ctx, np_tensor *a, np_tensor *b)
     memcpy(shape, a->shape, sizeof shape);
     shape[a->ndim - 1] = N;
     np_tensor *y = rt_new(ctx, odt, a->ndim, shape);
+    matmul_state *s = rt_alloc(ctx, sizeof *s);
     const float *ad = rt_rounded(ctx, a, ac), *bd = rt_rounded(ctx, b, ac);
-    if (!y || !ad || !bd)
+    if (!y || !s || !ad || !bd)
         return NULL;
-    float *yd = y->data;
-    for (int64_t i = 0; i < nbat; i++)
-        rt_gemm(ctx, 0, 0, (int)M, (int)N, (int)K, ad + i * M * K, (int)K,
-                bd + (shared ? 0 : i * K * N), (int)N, 0.0f, yd + i * M * N, (int)N);
-    rt_round_buf(yd, y->numel, odt);
+    *s = (matmul_state){ad, bd, nbat, M, K, N, shared};
+    gemm_status(ctx, rt_matmul_forward(y->data, ad, bd, nbat, M, K, N, shared, odt, ctx->o.device), api);
     np_tensor *in[2] = {a, b};
     rt_node nd;
     rt_node_init(ctx, &nd, RT_OP_MATMUL, in, 2);
     if (ac != NP_FLOAT32)
         nd.gdt[0] = nd.gdt[1] = ac;
-    nd.saved[0] = (void *)ad;
-    nd.saved[1] = (void *)bd;
-    nd.iv[0] = nbat;
-    nd.iv[1] = M;
-    nd.iv[2] = K;
-    nd.iv[3] = N;
-    nd.iv[4] = shared;
+    nd.st = s;
     return rt_finish(ctx, &nd, y, matmul_bwd);
 }
 
 /* ---- conv2d ------------------------------------------------------------ */
-typedef struct conv_geom {
-    int64_t N, C, H, W, O, KH, KW, OH, OW, s, p;
-} conv_geom;
-
-/* col (C*KH*KW, OH*OW) from one image x (C, H, W). */
-static void im2col(const conv_geom *g, const float *x, float *col)
-{
-    int64_t rows = g->C * g->KH * g->KW, P = g->OH * g->OW;
-#pragma omp parallel for if (rows * P > RT_PAR_MIN)
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t c = r / (g->KH * g->KW), kh = (r / g->KW) % g->KH, kw = r % g->KW;
-        float *dst = col + r * P;
-        for (int64_t oh = 0; oh < g->OH; oh++) {
-            int64_t ih = oh * g->s - g->p + kh;
-            for (int64_t ow = 0; ow < g->OW; ow++) {
-                int64_t iw = ow * g->s - g->p + kw;
-                dst[oh * g->OW + ow] = (ih >= 0 && ih < g->H && iw >= 0 && iw < g->W)
-                                           ? x[(c * g->H + ih) * g->W + iw] : 0.0f;
-            }
-        }
-    }
-}
-
-/* dx (C, H, W) += scatter of dcol; parallel over channels (disjoint outputs). */
-static void col2im(const conv_geom *g, const float *dcol, float *dx)
-{
-    int64_t P = g->OH * g->OW;
-#pragma omp parallel for if (g->C * g->H * g->W > RT_PAR_MIN)
-    for (int64_t c = 0; c < g->C; c++)
-        for (int64_t kh = 0; kh < g->KH; kh++)
-            for (int64_t kw = 0; kw < g->KW; kw++) {
-                const float *src = dcol + ((c * g->KH + kh) * g->KW + kw) * P;
-                for (int64_t oh = 0; oh < g->OH; oh++) {
-                    int64_t ih = oh * g->s - g->p + kh;
-                    if (ih < 0 || ih >= g->H)
-                        continue;
-                    for (int64_t ow = 0; ow < g->OW; ow++) {
-                        int64_t iw = ow * g->s - g->p + kw;
-                        if (iw >= 0 && iw < g->W)
-                            dx[(c * g->H + ih) * g->W + iw] += src[oh * g->OW + ow];
-                    }
-                }
-            }
-}
-
-/* w (O, C, KH, KW) with both spatial axes reversed. */
-static void flip_kernel(const conv_geom *g, const float *w, float *f)
-{
-    for (int64_t oc = 0; oc < g->O * g->C; oc++)
-        for (int64_t kh = 0; kh < g->KH; kh++)
-            for (int64_t kw = 0; kw < g->KW; kw++)
-                f[(oc * g->KH + kh) * g->KW + kw] =
-                    w[(oc * g->KH + (g->KH - 1 - kh)) * g->KW + (g->KW - 1 - kw)];
-}
+typedef struct conv_state {
+    const float *cols;    /* (N, C*KH*KW, OH*OW) im2col columns of the (rounded) input */
+    const float *w;       /* (O,C,KH,KW) the weight as the GEMM saw it (rounded under autocast) */
+    rt_conv_geom g;
+} conv_state;
 
 static void conv2d_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
 {
-    const conv_geom *g = nd->saved[2];
-    const float *w = nd->saved[1], *cols = nd->saved[0], *gy = gout[0];
-    int64_t CKK = g->C * g->KH * g->KW, P = g->OH * g->OW;
-    float *dw = gin[1];
-    if (dw && nd->iv[0]) {
-        dw = rt_calloc(ctx, (size_t)(g->O * CKK) * sizeof(float));
-        if (!dw)
-            return;
-    }
-    float *dcol = gin[0] ? rt_alloc(ctx, (size_t)(CKK * P) * sizeof(float)) : NULL;
-    for (int64_t n = 0; n < g->N; n++) {
-        const float *gn = gy + n * g->O * P;
-        if (dw)
-            rt_gemm(ctx, 0, 1, (int)g->O, (int)CKK, (int)P, gn, (int)P, cols + n * CKK * P, (int)P,
-                    n > 0 ? 1.0f : 0.0f, dw, (int)CKK);
-        if (dcol) {
-            rt_gemm(ctx, 1, 0, (int)CKK, (int)P, (int)g->O, w, (int)CKK, gn, (int)P, 0.0f, dcol, (int)P);
-            col2im(g, dcol, gin[0] + n * g->C * g->H * g->W);
-        }
-    }
-    if (gin[1] && nd->iv[0])
-        flip_kernel(g, dw, gin[1]);
-    if (gin[2]) {
-#pragma omp parallel for
-        for (int64_t o = 0; o < g->O; o++) {
-            double acc = 0.0;
-            for (int64_t n = 0; n < g->N; n++)
-                for (int64_t p = 0; p < P; p++)
-                    acc += gy[(n * g->O + o) * P + p];
-            gin[2][o] = (float)acc;
-        }
-    }
+    const conv_state *s = nd->st;
+    const rt_conv_geom *g = &s->g;
+    float *dcol = gin[0] ? rt_alloc(ctx, (size_t)(g->C * g->KH * g->KW * g->OH * g->OW) * sizeof(float)) : NULL;
+    if (gin[0] && !dcol)
+        return;
+    gemm_status(ctx, ctx->k.conv2d_backward(gin[0], gin[1], gin[2], dcol, gout[0], s->cols, s->w, g,
+                                            ctx->o.device), "Functional.conv2d");
+}
+
+/* The geometry of x (N,C,H,W) * w (O,C,KH,KW), or 0 with a ctx error. */
+static int conv_geom_of(np_ctx *ctx, rt_conv_geom *g, const np_tensor *x, const np_tensor *w, const np_tensor *b,
+                        int stride, int padding)
+{
+    static const char *api = "Functional.conv2d";
+    if (stride < 1 || padding < 0)
+        return rt_fail(ctx, NP_ERR_ARG, api, "%s: stride must be >= 1 and padding >= 0 (got %d, %d)", api, stride, padding), 0;
+    if (x->ndim != 4 || w->ndim != 4 || x->shape[1] != w->shape[1])
+        return rt_fail(ctx, NP_ERR_SHAPE, api, "%s: input must be (N, C, H, W) and weight (O, C, KH, KW) with equal C", api), 0;
+    *g = (rt_conv_geom){x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0],
+                        w->shape[2], w->shape[3], 0, 0, stride, padding};
+    g->OH = (g->H + 2 * g->p - g->KH) / g->s + 1;
+    g->OW = (g->W + 2 * g->p - g->KW) / g->s + 1;
+    if (g->H + 2 * g->p < g->KH || g->W + 2 * g->p < g->KW)
+        return rt_fail(ctx, NP_ERR_SHAPE, api, "%s: kernel %lldx%lld larger than the padded input %lldx%lld", api,
+                       (long long)g->KH, (long long)g->KW, (long long)(g->H + 2 * g->p), (long long)(g->W + 2 * g->p)), 0;
+    if (b && (b->ndim != 1 || b->shape[0] != g->O))
+        return rt_fail(ctx, NP_ERR_SHAPE, api, "%s: bias must be (%lld)", api, (long long)g->O), 0;
+    return 1;
 }
 
 np_tensor *np_conv2d(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b, int stride, int padding)
@@ -268,53 +175,26 @@ np_tensor *np_conv2d(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b, int 
     if (!rt_need_float(ctx, x, api, "input") || !rt_need_float(ctx, w, api, "weight") ||
         (b && !rt_need_float(ctx, b, api, "bias")))
         return NULL;
-    if (stride < 1 || padding < 0)
-        return rt_fail(ctx, NP_ERR_ARG, api, "%s: stride must be >= 1 and padding >= 0 (got %d, %d)", api, stride, padding);
-    if (x->ndim != 4 || w->ndim != 4 || x->shape[1] != w->shape[1])
-        return rt_fail(ctx, NP_ERR_SHAPE, api, "%s: input must be (N, C, H, W) and weight (O, C, KH, KW) with equal C", api);
-    conv_geom g0 = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0],
-                    w->shape[2], w->shape[3], 0, 0, stride, padding};
-    g0.OH = (g0.H + 2 * g0.p - g0.KH) / g0.s + 1;
-    g0.OW = (g0.W + 2 * g0.p - g0.KW) / g0.s + 1;
-    if (g0.H + 2 * g0.p < g0.KH || g0.W + 2 * g0.p < g0.KW)
-        return rt_fail(ctx, NP_ERR_SHAPE, api, "%s: kernel %lldx%lld larger than the padded input %lldx%lld", api,
-                       (long long)g0.KH, (long long)g0.KW, (long long)(g0.H + 2 * g0.p), (long long)(g0.W + 2 * g0.p));
-    if (b && (b->ndim != 1 || b->shape[0] != g0.O))
-        return rt_fail(ctx, NP_ERR_SHAPE, api, "%s: bias must be (%lld)", api, (long long)g0.O);
-    conv_geom *g = rt_alloc(ctx, sizeof *g);
-    if (!g)
+    rt_conv_geom g0;
+    if (!conv_geom_of(ctx, &g0, x, w, b, stride, padding))
         return NULL;
-    *g = g0;
+    conv_state *s = rt_alloc(ctx, sizeof *s);
+    if (!s)
+        return NULL;
+    s->g = g0;
+    const rt_conv_geom *g = &s->g;
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(x->dtype, w->dtype);
     int64_t shape[4] = {g->N, g->O, g->OH, g->OW};
     np_tensor *y = rt_new(ctx, odt, 4, shape);
     const float *xd = rt_rounded(ctx, x, ac), *wd = rt_rounded(ctx, w, ac);
     const float *bd = b ? rt_rounded(ctx, b, ac) : NULL;
-    int64_t CKK = g->C * g->KH * g->KW, P = g->OH * g->OW;
-    float *cols = rt_alloc(ctx, (size_t)(g->N * CKK * P) * sizeof(float) + 1);
+    float *cols = rt_alloc(ctx, (size_t)(g->N * g->C * g->KH * g->KW * g->OH * g->OW) * sizeof(float) + 1);
     if (!y || !xd || !wd || (b && !bd) || !cols)
         return NULL;
-    int flip = ctx->fault == NP_FAULT_CONV2D_FLIP_KERNEL;
-    if (flip) {
-        float *f = rt_alloc(ctx, (size_t)(g->O * CKK) * sizeof(float));
-        if (!f)
-            return NULL;
-        flip_kernel(g, wd, f);
-        wd = f;
-    }
-    float *yd = y->data;
-    for (int64_t n = 0; n < g->N; n++) {
-        float *col = cols + n * CKK * P;
-        im2col(g, xd + n * g->C * g->H * g->W, col);
-        float *yn = yd + n * g->O * P;
-        rt_gemm(ctx, 0, 0, (int)g->O, (int)P, (int)CKK, wd, (int)CKK, col, (int)P, 0.0f, yn, (int)P);
-        if (bd)
-            for (int64_t o = 0; o < g->O; o++)
-                for (int64_t p = 0; p < P; p++)
-                    yn[o * P + p] += bd[o];
-    }
-    rt_round_buf(yd, y->numel, odt);
+    s->cols = cols;
+    s->w = wd;
+    gemm_status(ctx, ctx->k.conv2d_forward(y->data, cols, xd, wd, bd, g, odt, ctx->o.device), api);
     np_tensor *in[3] = {x, w, b};
     rt_node nd;
     rt_node_init(ctx, &nd, RT_OP_CONV2D, in, 3);
@@ -323,24 +203,22 @@ np_tensor *np_conv2d(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b, int 
             nd.gdt[i] = ac;
     rt_node_scalar(&nd, "stride", stride);
     rt_node_scalar(&nd, "padding", padding);
-    nd.saved[0] = cols;
-    nd.saved[1] = (void *)wd;
-    nd.saved[2] = g;
-    nd.iv[0] = flip;
+    nd.st = s;
     return rt_finish(ctx, &nd, y, conv2d_bwd);
 }
 
 /* ---- max_pool2d ------------------------------------------------------------ */
+typedef struct maxpool_state {
+    const int32_t *arg;       /* (planes, OH*OW) index of each max in its plane */
+    int64_t planes, HW, OHW;  /* N*C planes, input and output plane sizes */
+} maxpool_state;
+
 static void maxpool_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
 {
-    const int32_t *arg = nd->saved[0];
-    int64_t planes = nd->iv[0], HW = nd->iv[1], OHW = nd->iv[2];
-    if (!gin[0])
-        return;
-#pragma omp parallel for if (planes * OHW > RT_PAR_MIN)
-    for (int64_t pl = 0; pl < planes; pl++)
-        for (int64_t o = 0; o < OHW; o++)
-            gin[0][pl * HW + arg[pl * OHW + o]] += gout[0][pl * OHW + o];
+    const maxpool_state *s = nd->st;
+    (void)ctx;
+    if (gin[0])
+        rt_max_pool2d_backward(gin[0], gout[0], s->arg, s->planes, s->HW, s->OHW);
 }
 
 np_tensor *np_max_pool2d(np_ctx *ctx, np_tensor *x, int kernel, int stride)
@@ -362,36 +240,16 @@ np_tensor *np_max_pool2d(np_ctx *ctx, np_tensor *x, int kernel, int stride)
     np_tensor *y = rt_new(ctx, x->dtype, 4, shape);
     int64_t planes = x->shape[0] * x->shape[1];
     int32_t *arg = rt_alloc(ctx, (size_t)(planes * OH * OW) * sizeof(int32_t) + 1);
-    if (!y || !arg)
+    maxpool_state *s = rt_alloc(ctx, sizeof *s);
+    if (!y || !arg || !s)
         return NULL;
-    const float *xd = x->data;
-    float *yd = y->data;
-#pragma omp parallel for if (planes * OH * OW > RT_PAR_MIN)
-    for (int64_t pl = 0; pl < planes; pl++)
-        for (int64_t oh = 0; oh < OH; oh++)
-            for (int64_t ow = 0; ow < OW; ow++) {
-                int64_t best = (oh * stride) * W + ow * stride;
-                float bv = xd[pl * H * W + best];
-                for (int kh = 0; kh < kernel; kh++)
-                    for (int kw = 0; kw < kernel; kw++) {
-                        int64_t idx = (oh * stride + kh) * W + ow * stride + kw;
-                        float v = xd[pl * H * W + idx];
-                        if (v > bv || (isnan(v) && !isnan(bv))) {
-                            bv = v;
-                            best = idx;
-                        }
-                    }
-                yd[(pl * OH + oh) * OW + ow] = bv;
-                arg[(pl * OH + oh) * OW + ow] = (int32_t)best;
-            }
+    *s = (maxpool_state){arg, planes, H * W, OH * OW};
+    rt_max_pool2d_forward(y->data, arg, x->data, planes, H, W, kernel, stride);
     np_tensor *in[1] = {x};
     rt_node nd;
     rt_node_init(ctx, &nd, RT_OP_MAX_POOL2D, in, 1);
     rt_node_scalar(&nd, "kernel_size", kernel);
     rt_node_scalar(&nd, "stride", stride);
-    nd.saved[0] = arg;
-    nd.iv[0] = planes;
-    nd.iv[1] = H * W;
-    nd.iv[2] = OH * OW;
+    nd.st = s;
     return rt_finish(ctx, &nd, y, maxpool_bwd);
 }

@@ -85,9 +85,6 @@ struct rt_node {
     np_dtype gdt[RT_MAX_IN]; /* dtype input grads are rounded to */
     np_hook_scalar sc[RT_MAX_SC];
     int n_sc;
-    void *saved[6];
-    int64_t iv[8];
-    double dv[4];
     const void *st;     /* the op's saved state for backward: one typed struct per op (arena) */
     int gin_full;       /* bit i: bwd writes every element of gin[i] (no zeroing needed) */
     rt_bwd_fn bwd;
@@ -185,14 +182,14 @@ void rt_finish_multi(np_ctx *ctx, rt_node *nd, np_tensor **outs, int n_out, rt_b
 
 /* ---- GEMM (gemm.c) ------------------------------------------------------- */
 /* Row-major C (M,N) = beta*C + op(A) op(B); op(A) (M,K), op(B) (K,N).
- * cpu: cblas_sgemm; npu-sim: blocked accumulation (K blocks of 64 combined
- * pairwise), own kernel. */
-void rt_gemm(np_ctx *ctx, int transA, int transB, int M, int N, int K,
-             const float *A, int lda, const float *B, int ldb, float beta,
-             float *C, int ldc);
+ * cpu: cblas_sgemm on fixed panels; npu-sim: blocked accumulation (K blocks
+ * of 64 combined pairwise), own kernel. No context: 0, or -1 when npu-sim
+ * has no memory for the contiguous copy of a transposed operand. */
+int rt_gemm_dev(np_device dev, int transA, int transB, int M, int N, int K, const float *A, int lda,
+                const float *B, int ldb, float beta, float *C, int ldc);
 
 /* Once per process: OpenBLAS kernel choice (see gemm.c) and OpenBLAS
- * single-threaded (rt_gemm parallelises with OpenMP). */
+ * single-threaded (rt_gemm_dev parallelises with OpenMP). */
 void rt_blas_setup(void);
 
 

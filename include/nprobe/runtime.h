@@ -110,7 +110,7 @@ typedef struct np_ctx_opts {
     np_fault fault;       /* NP_FAULT_NONE by default; only acts on npu-sim */
     uint64_t seed;        /* keys dropout masks and np_tensor_fill_* (default 0) */
     int threads;          /* > 0: omp_set_num_threads; 0 = leave as is. OpenBLAS always runs
-                           * single-threaded: rt_gemm spreads GEMM panels over OpenMP */
+                           * single-threaded: rt_gemm_dev spreads GEMM panels over OpenMP */
     int rank;             /* reported in events (default 0) */
     size_t arena_bytes;   /* first arena slab; 0 = 64 MiB. The arena grows as needed */
 } np_ctx_opts;
