@@ -992,17 +992,7 @@ static void accum_grad(np_ctx *ctx, np_tensor *t, float *g)
             return;
         }
     }
-    float *d = t->grad;
-    np_dtype dt = t->dtype;
-    if (dt == NP_FLOAT32) {
-#pragma omp parallel for if (n > RT_PAR_EW)
-        for (int64_t i = 0; i < n; i++)
-            d[i] += g[i];
-        return;
-    }
-#pragma omp parallel for if (n > RT_PAR_EW)
-    for (int64_t i = 0; i < n; i++)
-        d[i] = np_round_to(dt, d[i] + g[i]);
+    rt_grad_accumulate(t->grad, g, n, t->dtype);
 }
 
 static np_hook_tensor *grad_tensors(np_ctx *ctx, np_tensor *const *ts, int n, np_role role,
@@ -1140,18 +1130,7 @@ static void module_bwd_close(np_ctx *ctx, rt_mcall *c)
             t->grad = saved;
             continue;
         }
-        float *d = t->grad;
-        int64_t n = t->numel;
-        np_dtype dt = t->dtype;
-        if (dt == NP_FLOAT32) {
-#pragma omp parallel for if (n > RT_PAR_EW)
-            for (int64_t j = 0; j < n; j++)
-                d[j] = saved[j] + d[j];
-        } else {
-#pragma omp parallel for if (n > RT_PAR_EW)
-            for (int64_t j = 0; j < n; j++)
-                d[j] = np_round_to(dt, saved[j] + d[j]);
-        }
+        rt_grad_accumulate(t->grad, saved, t->numel, t->dtype); /* a + b == b + a in IEEE */
     }
 }
 

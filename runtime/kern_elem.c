@@ -273,3 +273,17 @@ void rt_reduce_backward(float *dinp, const float *dout, int64_t n, int mean)
     for (int64_t i = 0; i < n; i++)
         dinp[i] = g;
 }
+
+/* ---- gradient accumulation (the tape's, ctx.c) ----------------------------- */
+void rt_grad_accumulate(float *grad, const float *g, int64_t n, np_dtype dt)
+{
+    if (dt == NP_FLOAT32) {
+#pragma omp parallel for if (n > RT_PAR_EW)
+        for (int64_t i = 0; i < n; i++)
+            grad[i] += g[i];
+        return;
+    }
+#pragma omp parallel for if (n > RT_PAR_EW)
+    for (int64_t i = 0; i < n; i++)
+        grad[i] = np_round_to(dt, grad[i] + g[i]);
+}

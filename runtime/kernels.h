@@ -101,6 +101,9 @@ void rt_scale_backward(float *dinp, const float *dout, int64_t n, float s);
 /* out (1) = sum of inp (n) in double, in order (divided by n when mean). */
 void rt_reduce_forward(float *out, const float *inp, int64_t n, int mean, np_dtype dt);
 void rt_reduce_backward(float *dinp, const float *dout, int64_t n, int mean);
+/* grad (n) = grad + g (n), rounded to dt: a tensor's gradient gaining one
+ * contribution (the tape's accumulation, ctx.c). */
+void rt_grad_accumulate(float *grad, const float *g, int64_t n, np_dtype dt);
 
 /* ---- shape ops that copy (kern_shape.c) --------------------------------- */
 /* inp seen as (pre, A, mid, B, post) -> out (pre, B, mid, A, post). */
