@@ -250,6 +250,8 @@ def test_inplace_and_module_grads(tmp):
     near(rows.get("Tensor.mul_.0.backward.input.0"), g_h, "mul_ backward: gradient arriving")
     near(rows.get("Tensor.mul_.0.backward.output.0"), 3.0 * g_h, "mul_ backward: produced")
     near(rows.get("Module.lin.Linear.backward.0.input.0"), g_y, "module backward input")
+    near(rows.get("Module.lin.Linear.backward.0.output.0"), g_y @ w_before,
+         "module backward output: the module's own contribution (residual left out)")
     names = {c["call"].decode() for c in calls}
     check(any(n.startswith("Tensor.addcdiv_.") for n in names), "AdamW's addcdiv_ is captured")
     near(rows.get("Tensor.mul_.1.forward.input.0"), w_before, "AdamW's decay reads the weight "

@@ -731,10 +731,7 @@ class PrecisionDebugger:
         _tls.depth += 1
         try:
             ins = list(rec.gin) if rec.gin is not None else []
-            # A module's gradients for its inputs are left out for now: the
-            # runtime's differ where a module input has other consumers (a
-            # residual), docs/TORCH.md "Limits".
-            outs = [] if rec.module else list(gouts)
+            outs = list(gouts)
             self._emit(rec.name, rec.parent, rec.site, ins, rec.scalars, (), outs,
                        in_keys=rec.out_idx or None, out_keys=rec.idx or None)
         finally:
