@@ -1,6 +1,8 @@
 /* runtime/fault.c - the fault catalog of the npu-sim device: the bugs people
- * meet when they port a model to a new backend, each one injected into one
- * op's kernel (see docs/RUNTIME.md for the detectability table). */
+ * meet when they port a model to a new backend, each one a wrapper or a
+ * replacement of one op's context-free kernel (runtime/fault_kernels.c; the
+ * reference kernels carry no fault branch); see docs/RUNTIME.md for the
+ * detectability table and "Kernels, saved state and how faults act". */
 #include <string.h>
 
 #include "nprobe/runtime.h"
