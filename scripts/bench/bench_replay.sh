@@ -7,7 +7,7 @@
 # steps after warm-up) and a replay of the dumped step (wall time of
 # `nprobe replay`, which reads every payload and recomputes every call);
 # prints a Markdown section with the medians and the ratio (target <= 5).
-#   bench_replay.sh [--quick]      (run under `flock /work/bench.lock` on a shared machine)
+#   bench_replay.sh [--quick]      (run under `flock LOCKFILE` on a shared machine)
 # Env: NPROBE_BIN (default build/release/nprobe), BENCH_THREADS (default: all cores).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
