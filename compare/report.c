@@ -651,6 +651,36 @@ np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const 
 
 /* ---- generic tables (report_internal.h): nprobe replay's reports ----------- */
 
+/* A table report's output (an exclusive temporary, np_out), its buffered
+ * writer and the row cells; table_end flushes, frees and renames. */
+static np_status table_begin(np_out *o, outbuf **b, cmp_cells **cells, const char *path,
+                             np_error *err)
+{
+    FILE *f;
+    np_status st = report_open(&f, o, path, err);
+    if (st != NP_OK)
+        return st;
+    *b = malloc(sizeof **b);
+    *cells = malloc(sizeof **cells);
+    if (!*b || !*cells) {
+        free(*b);
+        free(*cells);
+        np_out_abort(o);
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    }
+    (*b)->n = 0;
+    (*b)->f = f;
+    return NP_OK;
+}
+
+static np_status table_end(np_out *o, outbuf *b, cmp_cells *cells, np_error *err)
+{
+    ob_flush(b);
+    free(b);
+    free(cells);
+    return np_out_commit(o, 0, err);
+}
+
 static void table_cell_csv(outbuf *b, const cmp_cell *c)
 {
     if (c->kind == CELL_NUM)
@@ -662,20 +692,11 @@ static void table_cell_csv(outbuf *b, const cmp_cell *c)
 np_status cmp_table_write_csv(const cmp_table *t, const char *path, np_error *err)
 {
     np_out o;
-    FILE *f;
-    np_status st = report_open(&f, &o, path, err);
+    outbuf *b;
+    cmp_cells *cells;
+    np_status st = table_begin(&o, &b, &cells, path, err);
     if (st != NP_OK)
         return st;
-    outbuf *b = malloc(sizeof *b);
-    cmp_cells *cells = malloc(sizeof *cells);
-    if (!b || !cells) {
-        free(b);
-        free(cells);
-        np_out_abort(&o);
-        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    }
-    b->n = 0;
-    b->f = f;
     for (int k = 0; k < t->n_cols; k++) {
         if (k)
             ob_putc(b, ',');
@@ -691,10 +712,7 @@ np_status cmp_table_write_csv(const cmp_table *t, const char *path, np_error *er
         }
         ob_putc(b, '\n');
     }
-    ob_flush(b);
-    free(b);
-    free(cells);
-    return np_out_commit(&o, 0, err);
+    return table_end(&o, b, cells, err);
 }
 
 static void table_cell_json(outbuf *b, const cmp_cell *c)
@@ -710,20 +728,11 @@ static void table_cell_json(outbuf *b, const cmp_cell *c)
 np_status cmp_table_write_json(const cmp_table *t, const char *path, np_error *err)
 {
     np_out o;
-    FILE *f;
-    np_status st = report_open(&f, &o, path, err);
+    outbuf *b;
+    cmp_cells *cells;
+    np_status st = table_begin(&o, &b, &cells, path, err);
     if (st != NP_OK)
         return st;
-    outbuf *b = malloc(sizeof *b);
-    cmp_cells *cells = malloc(sizeof *cells);
-    if (!b || !cells) {
-        free(b);
-        free(cells);
-        np_out_abort(&o);
-        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    }
-    b->n = 0;
-    b->f = f;
     ob_puts(b, "{\n\"summary\": {");
     for (int k = 0; k < t->n_sum; k++) {
         ob_puts(b, k ? ", " : "");
@@ -747,8 +756,5 @@ np_status cmp_table_write_json(const cmp_table *t, const char *path, np_error *e
         ob_putc(b, ']');
     }
     ob_puts(b, "]\n}\n");
-    ob_flush(b);
-    free(b);
-    free(cells);
-    return np_out_commit(&o, 0, err);
+    return table_end(&o, b, cells, err);
 }
