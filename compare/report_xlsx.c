@@ -25,6 +25,25 @@ typedef struct fmts {
     lxw_format *bold, *red, *yellow, *plain, *header, *wrap;
 } fmts;
 
+/* The formats both workbooks use, added in this order (bold, header, red,
+ * yellow: the xf indices, hence styles.xml, depend on it); plain and wrap
+ * are left NULL. */
+static void add_formats(fmts *F, lxw_workbook *wb)
+{
+    F->bold = workbook_add_format(wb);
+    format_set_bold(F->bold);
+    F->header = workbook_add_format(wb);
+    format_set_bold(F->header);
+    format_set_bottom(F->header, LXW_BORDER_THIN);
+    F->red = workbook_add_format(wb);
+    format_set_pattern(F->red, LXW_PATTERN_SOLID);
+    format_set_bg_color(F->red, RED);
+    F->yellow = workbook_add_format(wb);
+    format_set_pattern(F->yellow, LXW_PATTERN_SOLID);
+    format_set_bg_color(F->yellow, YELLOW);
+    F->plain = F->wrap = NULL;
+}
+
 /* A string cell of user data (names, callsites, reasons quoting them): a
  * text a spreadsheet would take for a formula gets a leading '. */
 static void put_str(lxw_worksheet *ws, lxw_row_t row, lxw_col_t col, const char *s, lxw_format *f)
@@ -340,20 +359,9 @@ np_status np_cmp_write_xlsx(const np_cmp_result *r, const np_cmp_pair *p, const 
         return np_error_set(err, NP_ERR_IO, path, NULL, "cannot create the xlsx report");
     }
     fmts F;
-    F.bold = workbook_add_format(wb);
-    format_set_bold(F.bold);
-    F.header = workbook_add_format(wb);
-    format_set_bold(F.header);
-    format_set_bottom(F.header, LXW_BORDER_THIN);
-    F.red = workbook_add_format(wb);
-    format_set_pattern(F.red, LXW_PATTERN_SOLID);
-    format_set_bg_color(F.red, RED);
-    F.yellow = workbook_add_format(wb);
-    format_set_pattern(F.yellow, LXW_PATTERN_SOLID);
-    format_set_bg_color(F.yellow, YELLOW);
+    add_formats(&F, wb);
     F.wrap = workbook_add_format(wb);
     format_set_text_wrap(F.wrap);
-    F.plain = NULL;
     /* the fills' xf indices, registered now so that styles.xml has them even
      * when only the spliced rows use them */
     row_styles S = {p, lxw_format_get_xf_index(F.red), lxw_format_get_xf_index(F.yellow)};
@@ -410,18 +418,8 @@ np_status cmp_table_write_xlsx(const cmp_table *t, const char *path, np_error *e
         np_out_abort(&out);
         return np_error_set(err, NP_ERR_IO, path, NULL, "cannot create the xlsx report");
     }
-    fmts F = {0};
-    F.bold = workbook_add_format(wb);
-    format_set_bold(F.bold);
-    F.header = workbook_add_format(wb);
-    format_set_bold(F.header);
-    format_set_bottom(F.header, LXW_BORDER_THIN);
-    F.red = workbook_add_format(wb);
-    format_set_pattern(F.red, LXW_PATTERN_SOLID);
-    format_set_bg_color(F.red, RED);
-    F.yellow = workbook_add_format(wb);
-    format_set_pattern(F.yellow, LXW_PATTERN_SOLID);
-    format_set_bg_color(F.yellow, YELLOW);
+    fmts F;
+    add_formats(&F, wb);
     table_styles S = {t, lxw_format_get_xf_index(F.red), lxw_format_get_xf_index(F.yellow)};
     lxw_worksheet *sum = workbook_add_worksheet(wb, "summary");
     lxw_worksheet *ws = workbook_add_worksheet(wb, "rows");
