@@ -68,9 +68,11 @@ typedef struct mspdump {
     const char **calls;     /* in dump.json order */
     size_t n_calls, cap_calls;
     int have_calls;
-    np_strmap data;         /* leaf -> index in data_names */
+    np_strmap data;         /* leaf -> index in data_names and labels */
     const char **data_names;
     size_t n_data, cap_data;
+    struct label *labels;   /* what dump.json says of each payload */
+    size_t cap_labels;
     int have_data;
     int building;           /* a pass that builds them runs, on thread `builder` */
     pthread_t builder;
@@ -87,6 +89,30 @@ static int push_str(const char ***v, size_t *n, size_t *cap, const char *s)
         *cap = c;
     }
     (*v)[(*n)++] = s;
+    return 0;
+}
+
+/* What dump.json states of a leaf with a payload: the .pt must hold it. */
+typedef struct label {
+    char dtype[NP_FMT_DTYPE_LEN];
+    int32_t ndim;
+    int64_t shape[NP_FMT_MAX_DIMS];
+} label;
+
+static int push_label(mspdump *d, const np_entry_rec *r)
+{
+    if (d->n_data > d->cap_labels) {
+        size_t c = d->cap_data > d->n_data ? d->cap_data : d->n_data;
+        label *p = realloc(d->labels, c * sizeof *p);
+        if (!p)
+            return -1;
+        d->labels = p;
+        d->cap_labels = c;
+    }
+    label *l = &d->labels[d->n_data - 1];
+    memcpy(l->dtype, r->dtype, sizeof l->dtype);
+    l->ndim = r->ndim;
+    memcpy(l->shape, r->shape, sizeof l->shape);
     return 0;
 }
 
@@ -245,6 +271,7 @@ static void msp_close(void *h)
     sfree(d->strings);
     free(d->calls);
     free(d->data_names);
+    free(d->labels);
     if (d->have_data)
         np_strmap_free(&d->data);
     pthread_mutex_destroy(&d->lock);
@@ -286,7 +313,7 @@ static int on_entry(void *user, const np_msp_entry *e, np_error *err)
         mspdump *d = c->d;
         const char *leaf = sdup(&d->strings, r->name), *dn = sdup(&d->strings, e->data_name);
         if (!leaf || !dn || push_str(&d->data_names, &d->n_data, &d->cap_data, dn) ||
-            np_strmap_put(&d->data, leaf, (int)(d->n_data - 1)) != 0)
+            push_label(d, r) || np_strmap_put(&d->data, leaf, (int)(d->n_data - 1)) != 0)
             return c->oom = 1;
     }
     return c->n == CHUNK ? flush_entries(c, err) : 0;
@@ -493,7 +520,8 @@ static np_status as_file(np_dumpio_payload *p, const np_pt_tensor *t, const char
     return NP_OK;
 }
 
-static np_status leaf_file(char *path, size_t cap, mspdump *d, const char *leaf, np_error *err)
+static np_status leaf_file(char *path, size_t cap, label *lb, mspdump *d, const char *leaf,
+                           np_error *err)
 {
     if (d->building && pthread_equal(d->builder, pthread_self()))
         return np_error_set(err, NP_ERR_ARG, d->path, leaf,
@@ -502,12 +530,50 @@ static np_status leaf_file(char *path, size_t cap, mspdump *d, const char *leaf,
     np_status st = d->have_data ? NP_OK : stream(d, NULL, err);
     int i = st ? -1 : np_strmap_get(&d->data, leaf);
     const char *dn = i >= 0 ? d->data_names[i] : NULL;
+    if (dn)
+        *lb = d->labels[i];
     pthread_mutex_unlock(&d->lock);
     if (st)
         return st;
     if (!dn)
         return np_error_set(err, NP_ERR_NOTFOUND, d->path, leaf, "no data_name for %s", leaf);
     return np_msp_data_path(path, cap, d->dir, dn, err);
+}
+
+static void shape_text(char *out, size_t cap, int ndim, const int64_t *shape)
+{
+    size_t n = (size_t)snprintf(out, cap, "[");
+    for (int k = 0; k < ndim && n < cap; k++)
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld", k ? ", " : "", (long long)shape[k]);
+    if (n < cap)
+        snprintf(out + n, cap - n, "]");
+}
+
+/* The payload must be what dump.json says: its dtype, shape and element
+ * count (a float64 payload under a float32 label would be compared with
+ * float32's tolerance: a silent wrong verdict). */
+static np_status check_label(const np_pt_tensor *t, const label *lb, int64_t numel,
+                             const char *path, const char *leaf, np_error *err)
+{
+    if (strcmp(t->dtype, lb->dtype))
+        return np_error_set(err, NP_ERR_FORMAT, path, leaf,
+                            "%s payload under a %s label: the .pt stores %s, dump.json says "
+                            "dtype %s",
+                            t->dtype, lb->dtype, t->dtype, lb->dtype);
+    int same = t->ndim == lb->ndim;
+    for (int k = 0; same && k < t->ndim; k++)
+        same = t->shape[k] == lb->shape[k];
+    if (!same) {
+        char a[160], b[160];
+        shape_text(a, sizeof a, t->ndim, t->shape);
+        shape_text(b, sizeof b, lb->ndim, lb->shape);
+        return np_error_set(err, NP_ERR_FORMAT, path, leaf,
+                            "the .pt holds shape %s, dump.json says shape %s", a, b);
+    }
+    if (t->numel != numel)
+        return np_error_set(err, NP_ERR_FORMAT, path, leaf, "%lld elements, dump.json says %lld",
+                            (long long)t->numel, (long long)numel);
+    return NP_OK;
 }
 
 static np_status msp_payload(np_dumpio_payload *p, void *h, const char *leaf, int64_t numel,
@@ -517,17 +583,16 @@ static np_status msp_payload(np_dumpio_payload *p, void *h, const char *leaf, in
     char path[4400];
     memset(p, 0, sizeof *p);
     p->fd = -1;
-    np_status st = leaf_file(path, sizeof path, d, leaf, err);
+    label lb;
+    np_status st = leaf_file(path, sizeof path, &lb, d, leaf, err);
     if (st)
         return st;
     np_pt_tensor t;
     if ((st = np_pt_open(&t, path, err)))
         return st;
-    if (t.numel != numel) {
+    if ((st = check_label(&t, &lb, numel, path, leaf, err))) {
         np_pt_close(&t);
-        return np_error_set(err, NP_ERR_FORMAT, path, leaf,
-                            "%lld elements, dump.json says %lld", (long long)t.numel,
-                            (long long)numel);
+        return st;
     }
     p->numel = numel;
     p->crc_kind = NP_DUMPIO_CRC_NONE;

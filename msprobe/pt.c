@@ -614,6 +614,32 @@ static np_status check_bounds(np_pt_tensor *t, const member *data, const char *p
     return NP_OK;
 }
 
+/* torch >= 2.1 writes {archive}/byteorder ("little" or "big"); without it
+ * the storage is little-endian (older torch wrote nothing else). The
+ * storage is read as little-endian, so anything but "little" is refused. */
+static np_status check_byteorder(const zipdir *z, const uint8_t *f, const char *prefix,
+                                 size_t plen, const char *path, np_error *err)
+{
+    const member *m = zip_find(z, prefix, plen, "byteorder");
+    if (!m)
+        return NP_OK;
+    const char *s = (const char *)f + m->pos;
+    size_t n = (size_t)m->size;
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r'))
+        n--;
+    if (n == 6 && !memcmp(s, "little", 6))
+        return NP_OK;
+    if (n == 3 && !memcmp(s, "big", 3))
+        return np_error_set(err, NP_ERR_UNSUPPORTED, path, NULL,
+                            "the storage is big-endian (member byteorder says \"big\"): nprobe "
+                            "reads little-endian .pt storages only; save it on a little-endian "
+                            "machine");
+    return np_error_set(err, NP_ERR_FORMAT, path, NULL,
+                        "member byteorder holds %zu bytes that are neither \"little\" nor "
+                        "\"big\": not a torch.save .pt",
+                        n);
+}
+
 static np_status map_file(np_pt_tensor *t, const char *path, np_error *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -672,6 +698,8 @@ np_status np_pt_open(np_pt_tensor *t, const char *path, np_error *err)
         if (!data)
             st = np_error_set(err, NP_ERR_FORMAT, path, NULL, "storage member %s missing", rest);
     }
+    if (!st)
+        st = check_byteorder(z, f, pkl->name, plen, path, err);
     if (!st)
         st = check_bounds(t, data, path, err);
     if (!st) {
