@@ -439,7 +439,8 @@ static int run_streamed(const char *bench, const char *cmp, const char *outdir, 
         np_compare_summary(r);
         np_compare_summary_paths(s.written.paths, s.written.n, outdir, NULL);
     }
-    if ((formats & F_HTML) && write_html(r, &s.written, outdir, s.now, quiet) != 0)
+    /* after a failed report (full disk, size limit): one message, no page */
+    if ((formats & F_HTML) && !s.failed && write_html(r, &s.written, outdir, s.now, quiet) != 0)
         rc = NP_EXIT_USAGE;
     report_list_free(&s.written);
     np_cmp_result_free(r);

@@ -265,8 +265,13 @@ int np_cmd_replay(int argc, char **argv)
         }
         done++;
         print_result(r, a.top);
-        if (a.out && write_reports(r, &a))
+        if (a.out && write_reports(r, &a)) {
+            /* one message: the next steps' reports would meet the same full
+             * disk or size limit */
+            np_replay_result_free(r);
             rc = NP_EXIT_USAGE;
+            break;
+        }
         if (r->count[NP_REPLAY_EXCEEDS] && rc == NP_EXIT_OK)
             rc = NP_EXIT_DIFF;
         np_replay_result_free(r);

@@ -267,3 +267,17 @@ void np_dir_unlock(int *fd)
         close(*fd);
     *fd = -1;
 }
+
+const char *np_out_lib_reason(const char *lib_text, int errnum)
+{
+    switch (errnum) {
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+    case EIO:
+    case EROFS:
+        return strerror(errnum);
+    default:
+        return lib_text;
+    }
+}

@@ -8,6 +8,7 @@
  * rows are spliced in after it closed the workbook (xlsx_sheet.c: built and
  * deflated in parallel, ~10x faster). The file is written under a temporary
  * name and renamed when complete. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,10 +371,12 @@ np_status np_cmp_write_xlsx(const np_cmp_result *r, const np_cmp_pair *p, const 
         write_summary(sum, r, p, &F);
     int n = write_rows_sheets(sheets, wb, p, per, &F, 2, &S);
     n += write_calls(&sheets[n], wb, p, &F, n + 2, &S);
+    errno = 0;
     lxw_error e = workbook_close(wb);
+    int close_errno = errno;
     if (e != LXW_NO_ERROR)
         st = np_error_set(err, NP_ERR_IO, path, NULL, "writing the xlsx report failed: %s",
-                          lxw_strerror(e));
+                          np_out_lib_reason(lxw_strerror(e), close_errno));
     else if (!sum)
         st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "cannot add the summary sheet");
     else {
@@ -382,7 +385,7 @@ np_status np_cmp_write_xlsx(const np_cmp_result *r, const np_cmp_pair *p, const 
             if (sheets[i].n_rows)
                 sheets[k++] = sheets[i];
         if (k)
-            st = cmp_xlsx_fill_sheets(tmp, sheets, k, err);
+            st = cmp_xlsx_fill_sheets(tmp, path, sheets, k, err);
     }
     if (st == NP_OK)
         st = np_out_commit(&out, 0, err);
@@ -437,15 +440,17 @@ np_status cmp_table_write_xlsx(const cmp_table *t, const char *path, np_error *e
         worksheet_freeze_panes(ws, 1, 0);
         worksheet_autofilter(ws, 0, 0, (lxw_row_t)t->n_rows, (lxw_col_t)(t->n_cols - 1));
     }
+    errno = 0;
     lxw_error e = workbook_close(wb);
+    int close_errno = errno;
     if (e != LXW_NO_ERROR)
         st = np_error_set(err, NP_ERR_IO, path, NULL, "writing the xlsx report failed: %s",
-                          lxw_strerror(e));
+                          np_out_lib_reason(lxw_strerror(e), close_errno));
     else if (!sum || !ws)
         st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "cannot add the report's sheets");
     else if (t->n_rows) {
         cmp_xlsx_sheet d = {2, 0, t->n_rows, t->n_cols, table_row, &S};
-        st = cmp_xlsx_fill_sheets(out.tmp, &d, 1, err);
+        st = cmp_xlsx_fill_sheets(out.tmp, path, &d, 1, err);
     }
     if (st == NP_OK)
         st = np_out_commit(&out, 0, err);

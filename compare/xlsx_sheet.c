@@ -511,11 +511,11 @@ static np_status spool_sheet(sheet_src *s, const char *path, const char *part, n
     return NP_OK;
 }
 
-np_status cmp_xlsx_fill_sheets(const char *path, const cmp_xlsx_sheet *sheets, int n,
-                               np_error *err)
+np_status cmp_xlsx_fill_sheets(const char *tmp, const char *path, const cmp_xlsx_sheet *sheets,
+                               int n, np_error *err)
 {
     int zerr = 0;
-    zip_t *za = zip_open(path, 0, &zerr);
+    zip_t *za = zip_open(tmp, 0, &zerr);
     if (!za) {
         zip_error_t ze;
         zip_error_init_with_code(&ze, zerr);

@@ -23,7 +23,8 @@ typedef struct cmp_xlsx_sheet {
     const void *user;
 } cmp_xlsx_sheet;
 
-/* `path` is an xlsx that libxlsxwriter closed, whose listed sheets hold
+/* `tmp` is an xlsx that libxlsxwriter closed (the temporary of the report
+ * `path`, the name the messages give), whose listed sheets hold
  * their header row only. Rewrites each listed sheet part with its data rows
  * after the header, cells as libxlsxwriter writes them (numbers as %.16G,
  * strings inline, an empty string as a blank cell) but without the optional
@@ -31,7 +32,7 @@ typedef struct cmp_xlsx_sheet {
  * and deflated (level 1, raw deflate blocks joined by sync flushes) by the
  * OpenMP threads, blocks of rows at a time, and streamed into the archive by
  * libzip, which rewrites the file through a temporary file and a rename. */
-np_status cmp_xlsx_fill_sheets(const char *path, const cmp_xlsx_sheet *sheets, int n,
-                               np_error *err);
+np_status cmp_xlsx_fill_sheets(const char *tmp, const char *path, const cmp_xlsx_sheet *sheets,
+                               int n, np_error *err);
 
 #endif

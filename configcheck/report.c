@@ -160,11 +160,13 @@ np_status np_cc_write_xlsx_ex(const np_cc_result *r, const char *path, long rows
     for (int i = 0; i < NP_CC_ITEM_COUNT && !e; i++)
         e = write_item_sheets(wb, &r->items[i], np_cc_item_name((np_cc_item_id)i), per_sheet, head,
                               lv);
+    errno = 0;
     lxw_error ce = workbook_close(wb);
+    int close_errno = errno;
     if (e || ce) {
         np_out_abort(&out);
         return np_error_set(err, NP_ERR_IO, path, NULL, "cannot write the workbook: %s",
-                            lxw_strerror(e ? e : ce));
+                            e ? lxw_strerror(e) : np_out_lib_reason(lxw_strerror(ce), close_errno));
     }
     return np_out_commit(&out, 0, err);
 }

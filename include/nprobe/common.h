@@ -182,6 +182,12 @@ FILE *np_out_stream(np_out *o);
  * optionally fsync, rename onto the final name. On failure the temporary is
  * removed and nothing is left under the final name. */
 np_status np_out_commit(np_out *o, unsigned flags, np_error *err);
+/* Why a library that writes a file by its name (libxlsxwriter) failed:
+ * strerror(errnum) when errnum, errno read right after the library's call,
+ * is a file-system error (full disk, quota, file size limit, I/O error,
+ * read-only), so the message says "No space left on device"; else the
+ * library's own text. */
+const char *np_out_lib_reason(const char *lib_text, int errnum);
 /* Give up: close and remove the temporary. No-op after commit/abort. */
 void np_out_abort(np_out *o);
 /* Give up but keep the temporary where it is (a dump step's .partial). */

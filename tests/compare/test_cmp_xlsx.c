@@ -114,14 +114,14 @@ int main(int argc, char **argv)
     CHECK_EQ_INT(workbook_close(wb), LXW_NO_ERROR);
     cmp_xlsx_sheet sh[2] = {{2, 0, ROWS_A, 7, row_fn, &S}, {3, ROWS_A, ROWS_B, 7, row_fn, &S}};
     np_error err = {0};
-    CHECK_EQ_INT(cmp_xlsx_fill_sheets(path, sh, 2, &err), NP_OK);
+    CHECK_EQ_INT(cmp_xlsx_fill_sheets(path, path, sh, 2, &err), NP_OK);
     if (err.status)
         fprintf(stderr, "%s\n", err.text);
 
     /* a missing sheet part is an error naming it, and the file is unchanged */
     cmp_xlsx_sheet bad = {9, 0, 1, 7, row_fn, &S};
     np_error e2 = {0};
-    CHECK_EQ_INT(cmp_xlsx_fill_sheets(path, &bad, 1, &e2), NP_ERR_FORMAT);
+    CHECK_EQ_INT(cmp_xlsx_fill_sheets(path, path, &bad, 1, &e2), NP_ERR_FORMAT);
     CHECK_STREQ(e2.key, "xl/worksheets/sheet9.xml");
 
     char script[400];
