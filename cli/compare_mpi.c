@@ -262,18 +262,39 @@ static const pair_rec *first_culprit(const pair_rec *recs, size_t n)
     return best;
 }
 
+/* A pair's first culprit as JSON ("where": with its step and rank). The
+ * names are user data and may not be UTF-8 (or be cut inside a character):
+ * jansson refuses such a string (NULL, and the key would silently go
+ * missing), so they are made valid first (np_utf8_fix). */
+static json_t *culprit_json(const pair_rec *p, int where)
+{
+    char call[sizeof p->call], reason[sizeof p->reason];
+    np_utf8_fix(call, sizeof call, p->call);
+    np_utf8_fix(reason, sizeof reason, p->reason);
+    json_t *o = json_pack("{s:s, s:I, s:s}", "call", call, "seq", (json_int_t)p->seq, "reason",
+                          reason);
+    if (o && where && (json_object_set_new(o, "step", json_integer(p->step)) ||
+                       json_object_set_new(o, "rank", json_integer(p->rank)))) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
 static json_t *rec_json(const pair_rec *p)
 {
+    char issues[sizeof p->issues];
+    np_utf8_fix(issues, sizeof issues, p->issues);
     json_t *o = json_pack("{s:i, s:i, s:b, s:s, s:I, s:I, s:I, s:I, s:s}", "step", p->step,
                           "rank", p->rank, "compared", p->compared, "mode", p->mode, "rows",
                           (json_int_t)p->rows, "pass", (json_int_t)p->pass, "warning",
                           (json_int_t)p->warning, "error", (json_int_t)p->error, "issues",
-                          p->issues);
-    if (o)
-        json_object_set_new(o, "first_culprit",
-                            p->seq < 0 ? json_null()
-                                       : json_pack("{s:s, s:I, s:s}", "call", p->call, "seq",
-                                                   (json_int_t)p->seq, "reason", p->reason));
+                          issues);
+    json_t *c = !o || p->seq < 0 ? json_null() : culprit_json(p, 0);
+    if (o && (!c || json_object_set_new(o, "first_culprit", c))) {
+        json_decref(o);
+        o = NULL;
+    }
     return o;
 }
 
@@ -287,16 +308,13 @@ static int write_summary(const char *outdir, long long now, const pair_rec *recs
         json_decref(pairs);
         return -1;
     }
+    int built = 1; /* a value jansson could not build is an error, not a missing key */
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(pairs, rec_json(&recs[i]));
+        built &= json_array_append_new(pairs, rec_json(&recs[i])) == 0;
     const pair_rec *fc = first_culprit(recs, n);
-    json_object_set_new(root, "processes", json_integer(world));
-    json_object_set_new(root, "pairs", pairs);
-    json_object_set_new(root, "first_culprit",
-                        fc ? json_pack("{s:i, s:i, s:s, s:I, s:s}", "step", fc->step, "rank",
-                                       fc->rank, "call", fc->call, "seq", (json_int_t)fc->seq,
-                                       "reason", fc->reason)
-                           : json_null());
+    built &= json_object_set_new(root, "processes", json_integer(world)) == 0;
+    built &= json_object_set_new(root, "pairs", pairs) == 0;
+    built &= json_object_set_new(root, "first_culprit", fc ? culprit_json(fc, 1) : json_null()) == 0;
     time_t t = (time_t)now;
     struct tm tm;
     char ts[32], base[64], name[96], path[4200];
@@ -311,6 +329,8 @@ static int write_summary(const char *outdir, long long now, const pair_rec *recs
     np_status st = np_out_reserve(name, sizeof name, outdir, base, json_ext, 1, &e);
     int reserved = st == NP_OK;
     snprintf(path, sizeof path, "%s/%s.json", outdir, name);
+    if (st == NP_OK && !built)
+        st = np_error_set(&e, NP_ERR_NOMEM, path, NULL, "cannot build the summary (out of memory)");
     if (st == NP_OK)
         st = np_out_begin(&o, path, NULL, &e);
     FILE *f = st == NP_OK ? np_out_stream(&o) : NULL;
@@ -318,7 +338,9 @@ static int write_summary(const char *outdir, long long now, const pair_rec *recs
         np_out_abort(&o);
         st = np_error_set(&e, NP_ERR_NOMEM, path, NULL, "out of memory");
     }
-    if (f && (json_dumpf(root, f, JSON_INDENT(1) | JSON_SORT_KEYS) != 0 || ferror(f))) {
+    /* ASCII: a name's U+2028 is escaped too (a raw one ends a JavaScript line) */
+    size_t flags = JSON_INDENT(1) | JSON_SORT_KEYS | JSON_ENSURE_ASCII;
+    if (f && (json_dumpf(root, f, flags) != 0 || ferror(f))) {
         np_out_abort(&o);
         st = np_error_set(&e, NP_ERR_IO, path, NULL, "writing the summary failed");
     } else if (f) {

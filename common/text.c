@@ -44,3 +44,98 @@ const char *np_term_safe(char *dst, size_t cap, const char *s)
     dst[n] = '\0';
     return dst;
 }
+
+size_t np_utf8_seq(const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    if (u[0] < 0x80)
+        return 1;
+    size_t n = u[0] >= 0xC2 && u[0] <= 0xDF   ? 2
+               : u[0] >= 0xE0 && u[0] <= 0xEF ? 3
+               : u[0] >= 0xF0 && u[0] <= 0xF4 ? 4
+                                               : 0;
+    if (!n)
+        return 0;
+    /* the second byte's range excludes overlong forms, surrogates and
+     * code points past U+10FFFF */
+    unsigned lo = 0x80, hi = 0xBF;
+    if (u[0] == 0xE0)
+        lo = 0xA0;
+    else if (u[0] == 0xED)
+        hi = 0x9F;
+    else if (u[0] == 0xF0)
+        lo = 0x90;
+    else if (u[0] == 0xF4)
+        hi = 0x8F;
+    if (u[1] < lo || u[1] > hi)
+        return 0;
+    for (size_t k = 2; k < n; k++)
+        if ((u[k] & 0xC0) != 0x80)
+            return 0;
+    return n;
+}
+
+void np_json_quote(void (*put)(void *user, const char *bytes, size_t n), void *user,
+                   const char *s)
+{
+    put(user, "\"", 1);
+    const char *p = s ? s : "";
+    while (*p) {
+        const char *run = p;
+        size_t k;
+        for (;;) {
+            unsigned char c = (unsigned char)*p;
+            if (c < 0x20 || c == '"' || c == '\\' || c == 0x7f)
+                break;
+            if (c < 0x80) {
+                p++;
+                continue;
+            }
+            k = np_utf8_seq(p);
+            if (!k || (k == 3 && c == 0xE2 && (unsigned char)p[1] == 0x80 &&
+                       ((unsigned char)p[2] == 0xA8 || (unsigned char)p[2] == 0xA9)))
+                break;
+            p += k;
+        }
+        if (p > run)
+            put(user, run, (size_t)(p - run));
+        if (!*p)
+            break;
+        unsigned char c = (unsigned char)*p;
+        char esc[8];
+        if (c == '"' || c == '\\') {
+            esc[0] = '\\', esc[1] = (char)c, esc[2] = '\0';
+            p++;
+        } else if (c < 0x80) {
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            p++;
+        } else if (np_utf8_seq(p) == 3) { /* U+2028, U+2029 */
+            snprintf(esc, sizeof esc, "\\u%04x", 0x2000 | (((unsigned char)p[2] & 0x3F)));
+            p += 3;
+        } else {
+            snprintf(esc, sizeof esc, "\\ufffd");
+            p++;
+        }
+        put(user, esc, strlen(esc));
+    }
+    put(user, "\"", 1);
+}
+
+const char *np_utf8_fix(char *dst, size_t cap, const char *s)
+{
+    size_t n = 0;
+    if (!cap)
+        return dst;
+    for (const char *p = s ? s : ""; *p;) {
+        size_t k = np_utf8_seq(p);
+        const char *src = k ? p : "\xef\xbf\xbd";
+        size_t len = k ? k : 3;
+        if (n + len >= cap)
+            break;
+        memcpy(dst + n, src, len);
+        n += len;
+        p += k ? k : 1;
+    }
+    dst[n] = '\0';
+    return dst;
+}

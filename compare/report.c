@@ -376,28 +376,15 @@ np_status np_cmp_write_csv(const np_cmp_pair *p, const char *path, np_error *err
 
 /* ---- json ------------------------------------------------------------------- */
 
+static void ob_put_cb(void *b, const char *bytes, size_t n)
+{
+    ob_put(b, bytes, n);
+}
+
+/* names are user data: np_json_quote keeps the document valid JSON */
 static void json_str(outbuf *b, const char *s)
 {
-    ob_putc(b, '"');
-    const unsigned char *u = (const unsigned char *)(s ? s : "");
-    while (*u) {
-        size_t run = 0;
-        while (u[run] && u[run] != '"' && u[run] != '\\' && u[run] >= 0x20)
-            run++;
-        if (run) {
-            ob_put(b, (const char *)u, run);
-            u += run;
-            continue;
-        }
-        char esc[8];
-        if (*u == '"' || *u == '\\')
-            snprintf(esc, sizeof esc, "\\%c", *u);
-        else
-            snprintf(esc, sizeof esc, "\\u%04x", *u);
-        ob_put(b, esc, strlen(esc));
-        u++;
-    }
-    ob_putc(b, '"');
+    np_json_quote(ob_put_cb, b, s);
 }
 
 static void ob_puts(outbuf *b, const char *s)

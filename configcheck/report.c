@@ -171,23 +171,19 @@ np_status np_cc_write_xlsx_ex(const np_cc_result *r, const char *path, long rows
     return np_out_commit(&out, 0, err);
 }
 
-/* A JSON string (the text is UTF-8: it came from JSON or was checked). */
+/* A JSON string (np_json_quote: valid JSON whatever the bytes). */
+static void put_file(void *f, const char *bytes, size_t n)
+{
+    fwrite(bytes, 1, n, f);
+}
+
 static void put_json_str(FILE *f, const char *s)
 {
     if (!s) {
         fputs("null", f);
         return;
     }
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
+    np_json_quote(put_file, f, s);
 }
 
 /* The json document, keys in sorted order as json_dump's JSON_SORT_KEYS

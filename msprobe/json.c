@@ -335,16 +335,53 @@ static size_t put_utf8(char *dst, size_t cap, size_t n, unsigned cp)
         b[0] = (char)(0xC0 | (cp >> 6));
         b[1] = (char)(0x80 | (cp & 0x3F));
         k = 2;
-    } else {
+    } else if (cp < 0x10000) {
         b[0] = (char)(0xE0 | (cp >> 12));
         b[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
         b[2] = (char)(0x80 | (cp & 0x3F));
         k = 3;
+    } else {
+        b[0] = (char)(0xF0 | (cp >> 18));
+        b[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        b[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        b[3] = (char)(0x80 | (cp & 0x3F));
+        k = 4;
     }
     for (size_t i = 0; i < k; i++, n++)
         if (n + 1 < cap)
             dst[n] = b[i];
     return n;
+}
+
+/* The 4 hex digits at s; -1 when they are not. */
+static long hex4(const char *s)
+{
+    long cp = 0;
+    for (int k = 0; k < 4; k++) {
+        int h = hexval(s[k]);
+        if (h < 0)
+            return -1;
+        cp = cp * 16 + h;
+    }
+    return cp;
+}
+
+/* \uXXXX at t->s[*i] (the 'u'), with a following low surrogate joined;
+ * *i left on the last digit read. NUL (a C string would end there: two
+ * names would become one), lone surrogates and bad digits read as U+FFFD. */
+static unsigned json_escape_u(const np_json_tok *t, size_t *i)
+{
+    long cp = hex4(t->s + *i + 1);
+    *i += 4;
+    if (cp >= 0xD800 && cp <= 0xDBFF && *i + 6 < t->len && t->s[*i + 1] == '\\' &&
+        t->s[*i + 2] == 'u') {
+        long lo = hex4(t->s + *i + 3);
+        if (lo >= 0xDC00 && lo <= 0xDFFF) {
+            *i += 6;
+            return (unsigned)(0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00));
+        }
+    }
+    return cp <= 0 || (cp >= 0xD800 && cp <= 0xDFFF) ? 0xFFFDu : (unsigned)cp;
 }
 
 size_t np_json_str(char *dst, size_t cap, const np_json_tok *t)
@@ -357,18 +394,14 @@ size_t np_json_str(char *dst, size_t cap, const np_json_tok *t)
             static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
             const char *f = strchr(from, e);
             if (e == 'u' && i + 4 < t->len) {
-                unsigned cp = 0;
-                int ok = 1;
-                for (int k = 1; k <= 4; k++) {
-                    int h = hexval(t->s[i + (size_t)k]);
-                    ok &= h >= 0;
-                    cp = cp * 16 + (unsigned)(h < 0 ? 0 : h);
-                }
-                i += 4;
-                n = put_utf8(dst, cap, n, ok ? cp : '?');
+                n = put_utf8(dst, cap, n, json_escape_u(t, &i));
                 continue;
             }
             c = f && e ? to[f - from] : e;
+        }
+        if (c == '\0') { /* a raw NUL byte: as \u0000 */
+            n = put_utf8(dst, cap, n, 0xFFFDu);
+            continue;
         }
         if (n + 1 < cap)
             dst[n] = c;

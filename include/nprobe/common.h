@@ -146,6 +146,21 @@ int np_cell_is_formula_like(const char *s);
 /* s for a terminal: control characters (C0, DEL, C1) as \xNN, the rest
  * as is, truncated to cap - 1 bytes; returns dst. */
 const char *np_term_safe(char *dst, size_t cap, const char *s);
+/* The length of the valid UTF-8 sequence at s (1-4 bytes), 0 when the
+ * bytes there are not one (a stray continuation byte, an overlong form, a
+ * surrogate, past U+10FFFF, cut short by the NUL). */
+size_t np_utf8_seq(const char *s);
+/* s as a JSON string literal (quotes included), through put(user, bytes,
+ * n) in runs: '"' and '\\' escaped, control characters (C0, DEL) and
+ * U+2028/U+2029 (line breaks to JavaScript) as \uXXXX, each byte that is
+ * not valid UTF-8 as \ufffd: the document stays valid JSON whatever the
+ * name (names are user data). NULL writes "". */
+void np_json_quote(void (*put)(void *user, const char *bytes, size_t n), void *user,
+                   const char *s);
+/* s with every byte that is not valid UTF-8 replaced by U+FFFD, into dst
+ * (cap bytes, truncated at a character boundary); returns dst. For JSON
+ * libraries that refuse invalid UTF-8 (jansson's json_string: NULL). */
+const char *np_utf8_fix(char *dst, size_t cap, const char *s);
 
 /* fopen(path, "rb") for input files named by the user: only a regular file
  * is opened (a FIFO would block forever, a directory reads as garbage).

@@ -74,7 +74,10 @@ np_status np_json_next(np_json_tok *t, np_json_reader *r, np_error *err);
  * scalar, through the matching close for '{' or '['. */
 np_status np_json_skip(np_json_reader *r, const np_json_tok *t, np_error *err);
 /* Decode a KEY/STR token into dst (NUL-terminated, truncated to cap - 1;
- * \uXXXX to UTF-8). Returns the decoded length (which may exceed cap - 1). */
+ * \uXXXX to UTF-8, surrogate pairs joined). A NUL (\u0000 or a raw 0 byte),
+ * a lone surrogate or a bad escape becomes U+FFFD: a name never ends early
+ * (two names that differ after a NUL stay two names). Returns the decoded
+ * length (which may exceed cap - 1). */
 size_t np_json_str(char *dst, size_t cap, const np_json_tok *t);
 /* 1 when a KEY/STR token equals `s` (no escapes in it). */
 int np_json_is(const np_json_tok *t, const char *s);

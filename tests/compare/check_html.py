@@ -9,6 +9,7 @@ no driver: --dump-dom after the scripts ran, --screenshot) and check it:
 - the tree (#tree-root) holds one node of class "c" per call (--calls), the
   node #culprit-node is the call --culprit, every <details> around it is
   open, and the headline names it;
+- with --no-attr A, no element carries attribute A (the data's scripts would set it);
 - with --step, the headline and the steps chart name that failing step;
 - with --shot, a 1280x1000 screenshot PNG is decoded here (zlib, PNG filters)
   and must not be blank: many colours, a good share of non-background
@@ -108,6 +109,8 @@ def check_dom(dom_text, a):
           "an <img>/<iframe> element came from the data")
     check(not any(k.startswith("on") for n in nodes for k in n.attrs),
           "an on* attribute came from the data")
+    for attr in a.no_attr:
+        check(not any(attr in n.attrs for n in nodes), f"attribute {attr} set: a script from the data ran")
     tree = [n for n in nodes if n.attrs.get("id") == "tree-root"]
     check(len(tree) == 1, "no #tree-root")
     if not tree:
@@ -208,6 +211,8 @@ def main():
     ap.add_argument("--calls", type=int)
     ap.add_argument("--step", type=int)
     ap.add_argument("--shot", action="store_true")
+    ap.add_argument("--no-attr", action="append", default=[],
+                    help="no element may carry this attribute (set by a script that must not run)")
     a = ap.parse_args()
     page = "file://" + os.path.abspath(a.page)
     raw = open(a.page, encoding="utf-8", errors="replace").read()

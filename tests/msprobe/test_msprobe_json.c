@@ -58,6 +58,16 @@ static void test_tokens(void)
                  NP_OK);
     CHECK_STREQ(got, "{ k:a [ n:1 n:-2500 n:nan n:inf n:-inf t f z ] k:b\"c { k:x\xc3\xa9\n s:q } "
                      "k:e { } k:f [ ] }");
+    /* names never end early: \u0000 (and a lone surrogate) read as U+FFFD
+     * (a NUL cut "a\0b" to "a", so two names became one); a surrogate pair
+     * is one 4-byte character (it was two 3-byte halves, not UTF-8) */
+    np_error_clear(&err);
+    CHECK_EQ_INT(tokens(got, sizeof got,
+                        "{\"a\\u0000b\": \"\\ud83d\\ude00\", \"\\udc00x\\ud800\": \"\\u2028\"}",
+                        &err),
+                 NP_OK);
+    CHECK_STREQ(got, "{ k:a\xef\xbf\xbd" "b s:\xf0\x9f\x98\x80 k:\xef\xbf\xbdx\xef\xbf\xbd "
+                     "s:\xe2\x80\xa8 }");
     struct { const char *doc; long line, col; const char *text; } bad[] = {
         {"{\"a\": [1, 2}", 1, 12, "unexpected '}'"},
         {"{\"a\": 1,\n \"b\": }", 2, 7, "expected a value"},
