@@ -133,6 +133,26 @@ static const np_cmp_call *find_call(const np_cmp_pair *p, const char *name)
     return NULL;
 }
 
+/* The pair has one culprit, call `name` (checked); NULL when it has none. */
+static const np_cmp_call *one_culprit(const np_cmp_pair *p, const char *name)
+{
+    const np_cmp_call *f = first_culprit(p);
+    CHECK(f != NULL);
+    if (f)
+        CHECK_STREQ(f->name, name);
+    CHECK_EQ_INT(p->n_culprits, 1);
+    return f;
+}
+
+/* Call `name` is in the pair with status `status`. */
+static void call_is(const np_cmp_pair *p, const char *name, np_cmp_call_status status)
+{
+    const np_cmp_call *c = find_call(p, name);
+    CHECK(c != NULL);
+    if (c)
+        CHECK_EQ_INT(c->status, status);
+}
+
 static const np_cmp_row *find_row(const np_cmp_pair *p, const char *cmp_name)
 {
     for (size_t i = 0; i < p->n_rows; i++)
@@ -204,22 +224,15 @@ static void test_forward_break(void)
     np_cmp_pair p;
     if (compare(&p, b, c, NULL) != NP_OK)
         return;
-    const np_cmp_call *f = first_culprit(&p);
-    CHECK(f != NULL);
+    const np_cmp_call *f = one_culprit(&p, "Functional.relu.0.forward");
     if (f) {
-        CHECK_STREQ(f->name, "Functional.relu.0.forward");
         CHECK_STREQ(f->parent, "Module.block.Block.forward.0");
         CHECK_STREQ(f->callsite, "net.c:21 block_forward");
     }
-    CHECK_EQ_INT(p.n_culprits, 1);
-    const np_cmp_call *ln = find_call(&p, "Functional.layer_norm.0.forward");
-    CHECK(ln && ln->status == NP_CALL_PROPAGATED);
-    const np_cmp_call *lb = find_call(&p, "Functional.layer_norm.0.backward");
-    CHECK(lb && lb->status == NP_CALL_PROPAGATED);
-    const np_cmp_call *mod = find_call(&p, "Module.block.Block.forward.0");
-    CHECK(mod && mod->status == NP_CALL_CONTAINS);
-    const np_cmp_call *lin = find_call(&p, "Functional.linear.0.forward");
-    CHECK(lin && lin->status == NP_CALL_PASS);
+    call_is(&p, "Functional.layer_norm.0.forward", NP_CALL_PROPAGATED);
+    call_is(&p, "Functional.layer_norm.0.backward", NP_CALL_PROPAGATED);
+    call_is(&p, "Module.block.Block.forward.0", NP_CALL_CONTAINS);
+    call_is(&p, "Functional.linear.0.forward", NP_CALL_PASS);
     const np_cmp_row *r = find_row(&p, "Functional.relu.0.forward.output.0");
     CHECK(r && r->verdict == NP_VERDICT_ERROR);
     np_cmp_pair_free(&p);
@@ -373,16 +386,12 @@ static void test_subthreshold(void)
     const np_cmp_row *y2 = find_row(&p, "Functional.relu.0.forward.output.0");
     CHECK(y2 && y2->verdict != NP_VERDICT_ERROR);
     CHECK(p.count_verdict[NP_VERDICT_ERROR] > 0);
-    const np_cmp_call *f = first_culprit(&p);
-    CHECK(f != NULL);
+    const np_cmp_call *f = one_culprit(&p, "Functional.relu.0.forward");
     if (f) {
-        CHECK_STREQ(f->name, "Functional.relu.0.forward");
         CHECK_CONTAINS(f->reason, "below the error level");
         CHECK_CONTAINS(f->reason, "Functional.layer_norm.0.forward");
     }
-    CHECK_EQ_INT(p.n_culprits, 1);
-    const np_cmp_call *mod = find_call(&p, "Module.block.Block.forward.0");
-    CHECK(mod && mod->status == NP_CALL_CONTAINS);
+    call_is(&p, "Module.block.Block.forward.0", NP_CALL_CONTAINS);
     np_cmp_pair_free(&p);
     /* the same departure already in the relu's input (the linear output):
      * no jump anywhere before the first error row */
@@ -454,16 +463,12 @@ static void test_gap(void)
     np_cmp_pair p;
     if (compare(&p, b, c, NULL) != NP_OK)
         return;
-    const np_cmp_call *f = first_culprit(&p);
-    CHECK(f != NULL);
+    const np_cmp_call *f = one_culprit(&p, "Module.h.0.Block.forward.0");
     if (f) {
-        CHECK_STREQ(f->name, "Module.h.0.Block.forward.0");
         CHECK_CONTAINS(f->reason, "Tensor.add.0.forward");
         CHECK_CONTAINS(f->reason, "Functional.layer_norm.0.forward");
     }
-    CHECK_EQ_INT(p.n_culprits, 1);
-    const np_cmp_call *ln = find_call(&p, "Functional.layer_norm.0.forward");
-    CHECK(ln && ln->status == NP_CALL_PROPAGATED);
+    call_is(&p, "Functional.layer_norm.0.forward", NP_CALL_PROPAGATED);
     const np_cmp_call *lnm = find_call(&p, "Module.h.0.ln_2.LayerNorm.forward.0");
     CHECK(lnm && lnm->status != NP_CALL_CULPRIT && lnm->status != NP_CALL_CONTAINS);
     np_cmp_pair_free(&p);
@@ -781,20 +786,14 @@ static void test_l0_modules(void)
     np_cmp_pair p;
     if (compare(&p, b, c, NULL) != NP_OK)
         return;
-    const np_cmp_call *f = first_culprit(&p);
-    CHECK(f != NULL);
+    const np_cmp_call *f = one_culprit(&p, "Module.blk.attn.Attn.forward.0");
     if (f) {
-        CHECK_STREQ(f->name, "Module.blk.attn.Attn.forward.0");
         CHECK_CONTAINS(f->reason, "the error starts inside this module, in a call not dumped");
         CHECK_CONTAINS(f->reason, "Module.blk.attn.c_proj.Linear.forward.0");
     }
-    CHECK_EQ_INT(p.n_culprits, 1);
-    const np_cmp_call *k = find_call(&p, "Module.blk.Block.forward.0");
-    CHECK(k && k->status == NP_CALL_CONTAINS);
-    k = find_call(&p, "Module.blk.attn.c_proj.Linear.forward.0");
-    CHECK(k && k->status == NP_CALL_PROPAGATED);
-    k = find_call(&p, "Module.blk.attn.c_attn.Linear.forward.0");
-    CHECK(k && k->status == NP_CALL_PASS);
+    call_is(&p, "Module.blk.Block.forward.0", NP_CALL_CONTAINS);
+    call_is(&p, "Module.blk.attn.c_proj.Linear.forward.0", NP_CALL_PROPAGATED);
+    call_is(&p, "Module.blk.attn.c_attn.Linear.forward.0", NP_CALL_PASS);
     np_cmp_pair_free(&p);
 
     /* bf16 (rtol 0.1): module inputs 0.3, c_attn output 0.5, c_proj input 1.2 and output 1.3
@@ -809,12 +808,11 @@ static void test_l0_modules(void)
     if (compare(&p, b, c, NULL) != NP_OK)
         return;
     CHECK_EQ_INT(p.n_culprits, 0);
-    k = find_call(&p, "Module.blk.attn.Attn.forward.0");
-    CHECK(k && k->status == NP_CALL_PROPAGATED);
+    call_is(&p, "Module.blk.attn.Attn.forward.0", NP_CALL_PROPAGATED);
+    const np_cmp_call *k = find_call(&p, "Module.blk.attn.Attn.forward.0");
     if (k)
         CHECK_CONTAINS(k->reason, "none is a culprit");
-    k = find_call(&p, "Module.blk.Block.forward.0");
-    CHECK(k && k->status == NP_CALL_PROPAGATED);
+    call_is(&p, "Module.blk.Block.forward.0", NP_CALL_PROPAGATED);
     np_cmp_pair_free(&p);
 }
 

@@ -19,15 +19,15 @@ import csv
 import glob
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 import h5py
 import openpyxl
 
-NPROBE = os.environ.get("NPROBE_BIN", "nprobe")
-failures = []
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from nptest import check, edit_table, finish, run as run_nprobe  # noqa: E402
+
 ESC_CALL = "Functional.\x1b[31mlinear.1.forward"
 FORMULAS = {
     "Functional.relu.0.forward.output.0": "=HYPERLINK(\"x.example\",\"click\")",
@@ -37,16 +37,8 @@ FORMULAS = {
 }
 
 
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
 def run(args, cwd):
-    p = subprocess.run([NPROBE] + args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       stdin=subprocess.DEVNULL, timeout=300)
-    return p.returncode, p.stdout, p.stderr
+    return run_nprobe(args, cwd, text=False)
 
 
 def edit(path, drop_bias):
@@ -84,20 +76,20 @@ def edit(path, drop_bias):
 
 def rename_call(path, old, new):
     """Call `old` renamed `new` in /calls and in its leaves (name prefix)."""
-    with h5py.File(path, "r+") as f:
-        rows = f["entries"][...]
+    def leaves(rows, f):
         for r in rows:
             if r["call"].decode() == old:
                 r["call"] = new.encode()
                 r["name"] = (new + r["name"].decode()[len(old):]).encode()
-        del f["entries"]
-        f.create_dataset("entries", data=rows)
-        calls = f["calls"][...]
-        for c in calls:
+        return rows
+
+    def calls(rows, f):
+        for c in rows:
             if c["call"].decode() == old:
                 c["call"] = new.encode()
-        del f["calls"]
-        f.create_dataset("calls", data=calls)
+        return rows
+    edit_table(path, "entries", leaves)
+    edit_table(path, "calls", calls)
 
 
 def check_replay(root, src):
@@ -239,8 +231,7 @@ def main():
         check(not any(v.startswith("=cmd") for v in cells), "config_check xlsx: the key left as a formula")
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print("%d failed" % len(failures))
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -36,19 +36,13 @@ import tempfile
 import h5py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-NPROBE = os.environ.get("NPROBE_BIN", "nprobe")
+sys.path.insert(0, os.path.join(HERE, ".."))
+from nptest import NPROBE, check, finish  # noqa: E402
 PY = os.environ.get("NP_PYTHON", sys.executable)
-failures = []
 PWN = b"document.body.setAttribute('data-pwned','1')"
 CALL = (b"Functional.x</script><script>" + PWN + b"</script>\xe2\x80\xa8\"q'\\\x01\xff"
         b"\xc3.1.forward")
 LEAF = b"<img src=x onerror=\"" + PWN + b"\">\xe2\x80\xa9.0"
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def text(b):
@@ -244,8 +238,7 @@ def main():
         check_msprobe_names(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print("%d failed" % len(failures))
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -27,37 +27,18 @@ import glob
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
-import h5py
-import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-NPROBE = os.environ.get("NPROBE_BIN", "nprobe")
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(args, cwd):
-    p = subprocess.run([NPROBE] + args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       stdin=subprocess.DEVNULL, timeout=300)
-    return p.returncode, p.stdout.decode(), p.stderr.decode()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from nptest import check, edit_table, finish, run  # noqa: E402
 
 
 def edit_rows(path, fn):
-    with h5py.File(path, "r+") as f:
-        rows = f["entries"][...]
-        rows = fn(rows, f)
-        del f["entries"]
-        f.create_dataset("entries", data=rows)
+    edit_table(path, "entries", fn)
 
 
 def set_field(name, field, value):
@@ -217,8 +198,7 @@ def main():
         check_msprobe(root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print("%d failed" % len(failures))
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -11,27 +11,15 @@ cut silently at Excel's row limit).
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 import openpyxl
 
-NPROBE = os.environ.get("NPROBE_BIN", "nprobe")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from nptest import check, finish, run  # noqa: E402
+
 N = 2500
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(args, cwd):
-    p = subprocess.run([NPROBE] + args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       stdin=subprocess.DEVNULL, timeout=300)
-    return p.returncode, p.stdout.decode(), p.stderr.decode()
 
 
 def main():
@@ -77,8 +65,7 @@ def main():
         check(jrows[100]["bench"] == "100" and jrows[100]["cmp"] == "200", "json: row 100 %r" % jrows[100])
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print("%d failed" % len(failures))
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,41 @@
+"""tests/nptest.py - what the Python test scripts share (one copy):
+check() records a failure and goes on, run() runs nprobe, finish() prints
+the count and gives the exit status, edit_table() rewrites a table of an
+HDF5 dump with h5py. A script imports it with
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from nptest import check, run, finish"""
+import os
+import subprocess
+
+NPROBE = os.environ.get("NPROBE_BIN", "nprobe")
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(args, cwd, text=True):
+    """nprobe ARGS in cwd: (exit status, stdout, stderr), decoded unless text=False."""
+    p = subprocess.run([NPROBE] + args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       stdin=subprocess.DEVNULL, timeout=300)
+    if text:
+        return p.returncode, p.stdout.decode(), p.stderr.decode()
+    return p.returncode, p.stdout, p.stderr
+
+
+def finish():
+    print("%d failed" % len(failures))
+    return 1 if failures else 0
+
+
+def edit_table(path, table, fn):
+    """Replace dataset `table` ("entries", "calls") of the dump at path by
+    fn(rows, h5file) (rows: the structured array, edited or filtered)."""
+    import h5py
+    with h5py.File(path, "r+") as f:
+        rows = fn(f[table][...], f)
+        del f[table]
+        f.create_dataset(table, data=rows)
