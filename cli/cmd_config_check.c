@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "nprobe/configcheck.h"
@@ -231,43 +232,43 @@ static int cmd_compare(int argc, char **argv)
         np_cli_error("config_check compare: missing -o DIR");
         return NP_EXIT_USAGE;
     }
-    np_error err;
-    np_error_clear(&err);
-    np_cc_result *r = NULL;
-    if (np_cc_compare(&r, paths[0], paths[1], NULL, &err) != NP_OK) {
-        np_cli_report(&err);
+    struct stat sb;
+    int made_dir = stat(outdir, &sb) != 0;
+    if (ensure_dir(outdir) != 0)
         return NP_EXIT_USAGE;
-    }
-    if (ensure_dir(outdir) != 0) {
-        np_cc_result_free(r);
-        return NP_EXIT_USAGE;
-    }
     int json = strcmp(format, "json") == 0;
     size_t len = strlen(outdir) + 32;
     char *file = malloc(len);
-    np_status st = NP_ERR_NOMEM;
-    if (file) {
-        snprintf(file, len, "%s/result.%s", outdir, json ? "json" : "xlsx");
-        st = json ? np_cc_write_json(r, file, &err) : np_cc_write_xlsx_ex(r, file, per_sheet, &err);
+    if (!file) {
+        np_cli_error("config_check compare: out of memory");
+        return NP_EXIT_USAGE;
     }
-    if (st != NP_OK) {
+    snprintf(file, len, "%s/result.%s", outdir, json ? "json" : "xlsx");
+    /* NPROBE_CC_SORT_BUDGET (bytes; for tests, to force several spill runs
+     * on small packs): what a side sorts in memory before it spills */
+    const char *budget = getenv("NPROBE_CC_SORT_BUDGET");
+    np_cc_report_opts ro = {json, per_sheet, budget ? (size_t)strtoull(budget, NULL, 10) : 0};
+    np_cc_counts counts;
+    np_error err;
+    np_error_clear(&err);
+    np_cc_result *r = NULL;
+    if (np_cc_compare_report(&r, &counts, paths[0], paths[1], file, NULL, &ro, &err) != NP_OK) {
         if (err.status != NP_OK)
             np_cli_report(&err);
         else
             np_cli_error("config_check compare: out of memory");
+        if (made_dir)
+            rmdir(outdir); /* only when empty: a folder we made for nothing */
         free(file);
-        np_cc_result_free(r);
         return NP_EXIT_USAGE;
     }
     printf("%-16s %s\n", "item", "pass_check");
     for (int i = 0; i < NP_CC_ITEM_COUNT; i++) {
         const np_cc_item *it = &r->items[i];
-        int ndiff = 0;
-        for (int j = 0; j < it->n_rows; j++)
-            ndiff += it->rows[j].level >= NP_CC_WARNING;
+        long long ndiff = counts.level[i][NP_CC_WARNING] + counts.level[i][NP_CC_ERROR];
         printf("%-16s %-8s", np_cc_item_name((np_cc_item_id)i), np_cc_level_name(it->pass_check));
         if (ndiff)
-            printf(" %d difference%s", ndiff, ndiff == 1 ? "" : "s");
+            printf(" %lld difference%s", ndiff, ndiff == 1 ? "" : "s");
         if (it->note)
             np_cli_printf(" (%s)", it->note);
         putchar('\n');

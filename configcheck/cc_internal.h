@@ -4,6 +4,7 @@
 #define NPROBE_CC_INTERNAL_H
 
 #include <jansson.h>
+#include <stdio.h>
 
 #include "nprobe/configcheck.h"
 
@@ -52,5 +53,37 @@ typedef struct np_cc_member {
     char *data;                /* owned */
     size_t len;
 } np_cc_member;
+
+/* ---- the rows of a compare, for the report writers (report.c) ------------ */
+
+/* Where the writers take an item's rows from, in order: the in-memory
+ * result (cc_rows_mem), or the rows files a streamed compare wrote
+ * (cc_rows_files: each file holds row records, rewound; `demote` reads an
+ * item's non-pass rows back as info). */
+typedef struct cc_rows cc_rows;
+struct cc_rows {
+    long long n[NP_CC_ITEM_COUNT];                /* rows per item */
+    int (*next)(cc_rows *src, int item, np_cc_row *row); /* 1, or 0 on a failure */
+    int failed;                                   /* errno of a read failure */
+    const np_cc_result *r;                        /* in memory */
+    long long pos[NP_CC_ITEM_COUNT];
+    FILE *f[NP_CC_ITEM_COUNT];                    /* files */
+    int demote[NP_CC_ITEM_COUNT];
+    char *buf;
+    size_t cap;
+};
+
+void cc_rows_mem(cc_rows *src, const np_cc_result *r);
+void cc_rows_files(cc_rows *src, FILE *const f[NP_CC_ITEM_COUNT],
+                   const long long n[NP_CC_ITEM_COUNT], const int demote[NP_CC_ITEM_COUNT]);
+void cc_rows_fini(cc_rows *src);
+/* The row record of a rows file (then key, bench and cmp bytes). */
+typedef struct cc_row_hdr {
+    uint32_t klen, blen, clen, level; /* UINT32_MAX: the side is absent */
+} cc_row_hdr;
+
+np_status cc_write_xlsx(cc_rows *src, const np_cc_result *r, const char *path,
+                        long rows_per_sheet, np_error *err);
+np_status cc_write_json(cc_rows *src, const np_cc_result *r, const char *path, np_error *err);
 
 #endif

@@ -2,7 +2,7 @@
  * flattened to "a/b/c" -> text, the keys of both sides are merged, and each
  * difference gets a level from the documented lists below
  * (docs/CONFIG_CHECK.md): what can change the numbers is an error. */
-#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,29 +97,12 @@ static np_cc_level missing_level(np_cc_item_id id)
     return id == NP_CC_PIP ? NP_CC_WARNING : NP_CC_ERROR;
 }
 
-/* ---- flattening --------------------------------------------------------- */
-
-static char *scalar_text(const json_t *v)
-{
-    if (json_is_string(v))
-        return strdup(json_string_value(v));
-    return json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_SORT_KEYS);
-}
-
-static int all_scalars(const json_t *a)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach(a, i, v) if (json_is_object(v) || json_is_array(v)) return 0;
-    return 1;
-}
-
-/* ---- flattened sides: (key, text) pairs in a string arena ---------------
- * An item of millions of keys (a dataset folder, a hostile pack) is
- * flattened into one array of pointers into large string blocks, sorted
- * and merged with the other side: no hash table and no per-key
- * allocation. The rows then point into the same blocks, which the result
- * owns (np_cc_item.strings), so memory is the text plus 40 bytes a key. */
+/* ---- rows ----------------------------------------------------------------
+ * The two sides come sorted from ccflat.c/ccsort.c and are merge-joined.
+ * In memory (np_cc_compare) the rows go into the item, their text in large
+ * blocks the result owns (np_cc_item.strings); streamed
+ * (np_cc_compare_report) they go to a spill file per item that the report
+ * writers read back, and only counts stay in memory. */
 
 typedef struct sblock {
     struct sblock *next;
@@ -127,19 +110,9 @@ typedef struct sblock {
     char data[];
 } sblock;
 
-typedef struct kv {
-    const char *k, *v;
-    size_t order; /* the later of equal keys wins, as in a JSON object */
-} kv;
-
-typedef struct flat {
-    kv *v;
-    size_t n, cap;
-    sblock *blocks;
-} flat;
-
-static char *put_text(sblock **head, const char *s, size_t n)
+static char *put_text(sblock **head, const char *s)
 {
+    size_t n = strlen(s);
     sblock *b = *head;
     if (!b || b->cap - b->used < n + 1) {
         size_t cap = n + 1 > ((size_t)1 << 20) ? n + 1 : (size_t)1 << 20;
@@ -152,8 +125,7 @@ static char *put_text(sblock **head, const char *s, size_t n)
         *head = b = nb;
     }
     char *d = b->data + b->used;
-    memcpy(d, s, n);
-    d[n] = '\0';
+    memcpy(d, s, n + 1);
     b->used += n + 1;
     return d;
 }
@@ -167,223 +139,108 @@ static void free_blocks(sblock *b)
     }
 }
 
-static int flat_put(flat *f, const char *key, const char *val)
+/* What the summary and the batch explanation need of an item's rows. */
+typedef struct item_acc {
+    FILE *rows;                 /* streamed: the rows file; NULL in memory */
+    size_t cap;                 /* in memory: rows allocated */
+    long long n_rows, n_level[NP_CC_LEVEL_COUNT];
+    int seed_error;             /* a row whose key holds "seed" is an error */
+    int other_diff;             /* a non-pass row that is not a batch hash of both sides */
+    int demote;                 /* dataset: non-pass rows read back as info */
+} item_acc;
+
+static int row_put_file(FILE *f, const char *key, const char *bench, const char *cmp,
+                        np_cc_level lv)
 {
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? 2 * f->cap : 256;
-        kv *nv = realloc(f->v, cap * sizeof *nv);
-        if (!nv)
+    cc_row_hdr h = {(uint32_t)strlen(key), bench ? (uint32_t)strlen(bench) : UINT32_MAX,
+                 cmp ? (uint32_t)strlen(cmp) : UINT32_MAX, (uint32_t)lv};
+    fwrite(&h, sizeof h, 1, f);
+    fwrite(key, 1, h.klen, f);
+    if (bench)
+        fwrite(bench, 1, h.blen, f);
+    if (cmp)
+        fwrite(cmp, 1, h.clen, f);
+    return ferror(f) ? -1 : 0;
+}
+
+static int row_put_mem(np_cc_item *it, item_acc *acc, const char *key, const char *bench,
+                       const char *cmp, np_cc_level lv)
+{
+    if ((size_t)it->n_rows == acc->cap) {
+        size_t cap = acc->cap ? 2 * acc->cap : 64;
+        np_cc_row *nr = realloc(it->rows, cap * sizeof *nr);
+        if (!nr)
             return -1;
-        f->v = nv;
-        f->cap = cap;
+        it->rows = nr;
+        acc->cap = cap;
     }
-    const char *k = put_text(&f->blocks, key, strlen(key));
-    const char *v = k ? put_text(&f->blocks, val, strlen(val)) : NULL;
-    if (!v)
+    sblock **bl = (sblock **)&it->strings;
+    np_cc_row *r = &it->rows[it->n_rows];
+    r->key = put_text(bl, key);
+    r->bench = bench ? put_text(bl, bench) : NULL;
+    r->cmp = cmp ? put_text(bl, cmp) : NULL;
+    r->level = lv;
+    if (!r->key || (bench && !r->bench) || (cmp && !r->cmp))
         return -1;
-    f->v[f->n] = (kv){k, v, f->n};
-    f->n++;
+    it->n_rows++;
     return 0;
 }
 
-static int flatten(flat *out, const char *prefix, const json_t *v);
-
-/* Flatten child `c` of a container under the key "prefix/name" ("name" at
- * the top level). */
-static int flatten_child(flat *out, const char *prefix, const char *name, const json_t *c)
+static np_status add_row(np_cc_item *it, item_acc *acc, np_cc_item_id id, const char *key,
+                         const char *bench, const char *cmp, const cc_spill *sp, np_error *err)
 {
-    size_t len = strlen(prefix) + strlen(name) + 2;
-    char *key = malloc(len);
-    if (!key)
-        return -1;
-    snprintf(key, len, "%s%s%s", prefix, *prefix ? "/" : "", name);
-    int r = flatten(out, key, c);
-    free(key);
-    return r;
+    np_cc_level lv = bench && cmp && strcmp(bench, cmp) == 0 ? NP_CC_PASS : item_level(id, key);
+    if (acc->n_rows >= INT_MAX)
+        return np_error_set(err, NP_ERR_LIMIT, NULL, np_cc_member_names[id], "more than %d keys",
+                            INT_MAX);
+    if (acc->rows ? row_put_file(acc->rows, key, bench, cmp, lv) != 0
+                  : row_put_mem(it, acc, key, bench, cmp, lv) != 0)
+        return acc->rows ? cc_spill_error(sp, errno ? errno : EIO, err)
+                         : np_error_set(err, NP_ERR_NOMEM, NULL, np_cc_member_names[id],
+                                        "out of memory for %lld keys", acc->n_rows);
+    acc->n_rows++;
+    acc->n_level[lv]++;
+    if (lv == NP_CC_ERROR && strstr(key, "seed"))
+        acc->seed_error = 1;
+    if (lv != NP_CC_PASS && (strncmp(key, "batches/", 8) != 0 || !bench || !cmp))
+        acc->other_diff = 1;
+    return NP_OK;
 }
 
-/* out[prefix/...] = text for every leaf of v. */
-static int flatten(flat *out, const char *prefix, const json_t *v)
+/* Merge-join the sorted sides of item id into rows. */
+static np_status join_sides(np_cc_item *it, item_acc *acc, np_cc_item_id id, cc_side *sa,
+                            cc_side *sb, const cc_spill *sp, np_error *err)
 {
-    if (json_is_object(v) && json_object_size(v) > 0) {
-        const char *k;
-        json_t *c;
-        json_object_foreach((json_t *)v, k, c) {
-            int r = flatten_child(out, prefix, k, c);
-            if (r)
-                return r;
-        }
-        return 0;
+    const char *ka = NULL, *va = NULL, *kb = NULL, *vb = NULL;
+    int ha = cc_side_next(sa, &ka, &va, err);
+    int hb = ha < 0 ? 0 : cc_side_next(sb, &kb, &vb, err);
+    np_status st = NP_OK;
+    while (st == NP_OK && ha >= 0 && hb >= 0 && (ha || hb)) {
+        int c = !ha ? 1 : !hb ? -1 : strcmp(ka, kb);
+        st = add_row(it, acc, id, c <= 0 ? ka : kb, c <= 0 ? va : NULL, c >= 0 ? vb : NULL, sp,
+                     err);
+        if (st == NP_OK && c <= 0)
+            ha = cc_side_next(sa, &ka, &va, err);
+        if (st == NP_OK && c >= 0 && ha >= 0)
+            hb = cc_side_next(sb, &kb, &vb, err);
     }
-    if (json_is_array(v) && !all_scalars(v)) {
-        size_t i;
-        json_t *c;
-        json_array_foreach(v, i, c) {
-            char index[32];
-            snprintf(index, sizeof index, "%zu", i);
-            int r = flatten_child(out, prefix, index, c);
-            if (r)
-                return r;
-        }
-        return 0;
-    }
-    if (!*prefix) /* an empty top-level object: nothing to compare */
-        return 0;
-    char *t = scalar_text(v);
-    if (!t)
-        return -1;
-    int r = flat_put(out, prefix, t);
-    free(t);
-    return r;
+    if (st == NP_OK && (ha < 0 || hb < 0))
+        st = err && err->status != NP_OK ? err->status : NP_ERR_IO;
+    return st;
 }
 
-/* Lower-case, with runs of '-', '_', '.' as one '-' (PEP 503). */
-static void pip_normalise(char *s)
-{
-    char *w = s;
-    for (char *r = s; *r; r++) {
-        if (*r == '-' || *r == '_' || *r == '.') {
-            if (w == s || w[-1] != '-')
-                *w++ = '-';
-        } else {
-            *w++ = (char)tolower((unsigned char)*r);
-        }
-    }
-    *w = '\0';
-}
-
-/* pip.txt lines "name==version" or "name @ url" -> flat[name] = version. */
-static int flatten_pip(flat *out, const char *text)
-{
-    const char *p = text;
-    while (p && *p) {
-        const char *nl = strchr(p, '\n');
-        size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        char *line = malloc(len + 1);
-        if (!line)
-            return -1;
-        memcpy(line, p, len);
-        line[len] = '\0';
-        while (len && (line[len - 1] == '\r' || line[len - 1] == ' '))
-            line[--len] = '\0';
-        p = nl ? nl + 1 : NULL;
-        if (!len || line[0] == '#') {
-            free(line);
-            continue;
-        }
-        char *sep = strstr(line, "==");
-        size_t seplen = 2;
-        if (!sep) {
-            sep = strstr(line, " @ ");
-            seplen = 3;
-        }
-        const char *ver = sep ? sep + seplen : "";
-        if (sep)
-            *sep = '\0';
-        char *name = line;
-        pip_normalise(name);
-        json_t *utf8 = json_string(ver); /* the reports are UTF-8 */
-        int bad = *name ? flat_put(out, name, utf8 ? ver : "(not UTF-8)") : 0;
-        json_decref(utf8);
-        free(line);
-        if (bad)
-            return -1;
-    }
-    return 0;
-}
-
-/* The part of each member that is compared. */
-static const json_t *compared_part(np_cc_item_id id, const json_t *doc)
-{
-    if (id == NP_CC_ENV)
-        return json_object_get(doc, "variables");
-    if (id == NP_CC_WEIGHTS)
-        return json_object_get(doc, "params");
-    return doc;
-}
-
-static int kv_order(const void *x, const void *y)
-{
-    const kv *a = x, *b = y;
-    int c = strcmp(a->k, b->k);
-    return c ? c : (a->order > b->order) - (a->order < b->order);
-}
-
-/* Flatten side p's member id, sorted by key, equal keys reduced to the
- * last one; the member's parsed document is released once flattened. */
-static int flatten_side(flat *out, np_cc_item_id id, np_cc_packin *p)
-{
-    int r = 0;
-    if (id == NP_CC_PIP) {
-        r = p->pip ? flatten_pip(out, p->pip) : 0;
-    } else {
-        const json_t *part = p->docs[id] ? compared_part(id, p->docs[id]) : NULL;
-        r = part ? flatten(out, "", part) : 0;
-        json_decref(p->docs[id]);
-        p->docs[id] = NULL;
-    }
-    if (r)
-        return r;
-    if (out->n > 1)
-        qsort(out->v, out->n, sizeof *out->v, kv_order);
-    size_t w = 0;
-    for (size_t i = 0; i < out->n; i++) {
-        if (w && strcmp(out->v[w - 1].k, out->v[i].k) == 0)
-            w--;
-        out->v[w++] = out->v[i];
-    }
-    out->n = w;
-    return 0;
-}
-
-/* ---- the diff ----------------------------------------------------------- */
-
-/* Take over the string blocks of f (the rows point into them). */
-static void adopt_blocks(np_cc_item *it, flat *f)
-{
-    sblock *b = f->blocks;
-    while (b) {
-        sblock *n = b->next;
-        b->next = it->strings;
-        it->strings = b;
-        b = n;
-    }
-    f->blocks = NULL;
-}
-
-static np_status diff_item(np_cc_item *it, np_cc_item_id id, np_cc_packin *a, np_cc_packin *b,
+static np_status diff_item(np_cc_item *it, item_acc *acc, np_cc_item_id id, np_cc_packin *a,
+                           np_cc_packin *b, cc_side *sa, cc_side *sb, const cc_spill *sp,
                            np_error *err)
 {
-    flat fa = {0}, fb = {0};
-    np_status st = NP_OK;
     const char *name = np_cc_member_names[id];
-    if (flatten_side(&fa, id, a) || flatten_side(&fb, id, b)) {
-        st = np_error_set(err, NP_ERR_NOMEM, NULL, name, "out of memory");
-        goto done;
-    }
-    if (fa.n + fb.n > (size_t)INT_MAX) {
-        st = np_error_set(err, NP_ERR_LIMIT, NULL, name, "more than %d keys", INT_MAX);
-        goto done;
-    }
-    it->rows = calloc(fa.n + fb.n ? fa.n + fb.n : 1, sizeof *it->rows);
-    if (!it->rows) {
-        st = np_error_set(err, NP_ERR_NOMEM, NULL, name, "out of memory for %zu keys", fa.n + fb.n);
-        goto done;
-    }
-    adopt_blocks(it, &fa);
-    adopt_blocks(it, &fb);
+    np_status st = join_sides(it, acc, id, sa, sb, sp, err);
+    if (st != NP_OK)
+        return st;
     np_cc_level worst = NP_CC_PASS;
-    for (size_t i = 0, j = 0; i < fa.n || j < fb.n;) {
-        int c = i == fa.n ? 1 : j == fb.n ? -1 : strcmp(fa.v[i].k, fb.v[j].k);
-        np_cc_row *r = &it->rows[it->n_rows++];
-        r->key = (char *)(c <= 0 ? fa.v[i].k : fb.v[j].k);
-        r->bench = c <= 0 ? (char *)fa.v[i++].v : NULL;
-        r->cmp = c >= 0 ? (char *)fb.v[j++].v : NULL;
-        r->level = r->bench && r->cmp && strcmp(r->bench, r->cmp) == 0 ? NP_CC_PASS
-                                                                      : item_level(id, r->key);
-        if (r->level > worst)
-            worst = r->level;
-    }
+    for (int lv = 0; lv < NP_CC_LEVEL_COUNT; lv++)
+        if (acc->n_level[lv])
+            worst = (np_cc_level)lv;
     char note[256] = "";
     if (a->present[id] != b->present[id]) {
         snprintf(note, sizeof note, "%s is missing from the %s pack", name,
@@ -396,11 +253,6 @@ static np_status diff_item(np_cc_item *it, np_cc_item_id id, np_cc_packin *a, np
     if (note[0] && !(it->note = strdup(note)))
         st = np_error_set(err, NP_ERR_NOMEM, NULL, name, "out of memory");
     it->pass_check = worst == NP_CC_INFO ? NP_CC_PASS : worst;
-done:
-    free(fa.v);
-    free(fb.v);
-    free_blocks(fa.blocks);
-    free_blocks(fb.blocks);
     return st;
 }
 
@@ -432,49 +284,41 @@ void np_cc_result_free(np_cc_result *r)
  * error under random) and every data file is equal, differing batch hashes
  * are a consequence, not a second finding; they drop to info. With equal
  * seeds they stay errors (the data or the pipeline differs). */
-static np_status explain_batches(np_cc_result *r, np_error *err)
+static np_status explain_batches(np_cc_result *r, item_acc *acc, np_error *err)
 {
-    const np_cc_item *rn = &r->items[NP_CC_RANDOM];
     np_cc_item *ds = &r->items[NP_CC_DATASET];
-    int seed_differs = 0;
-    for (int j = 0; j < rn->n_rows; j++)
-        if (rn->rows[j].level == NP_CC_ERROR && strstr(rn->rows[j].key, "seed"))
-            seed_differs = 1;
-    if (!seed_differs || ds->note)
+    item_acc *da = &acc[NP_CC_DATASET];
+    if (!acc[NP_CC_RANDOM].seed_error || ds->note || da->other_diff)
         return NP_OK;
-    int moved = 0;
-    for (int j = 0; j < ds->n_rows; j++) {
-        np_cc_row *row = &ds->rows[j];
-        if (row->level == NP_CC_PASS)
-            continue;
-        if (strncmp(row->key, "batches/", 8) != 0 || !row->bench || !row->cmp)
-            return NP_OK; /* a data file differs, or a batch is missing: keep the errors */
+    long long moved = 0;
+    for (int lv = NP_CC_INFO; lv < NP_CC_LEVEL_COUNT; lv++) {
+        moved += da->n_level[lv];
+        da->n_level[lv] = 0;
     }
-    np_cc_level worst = NP_CC_PASS;
-    for (int j = 0; j < ds->n_rows; j++) {
-        if (ds->rows[j].level != NP_CC_PASS) {
+    da->n_level[NP_CC_INFO] = moved;
+    da->demote = 1;
+    for (int j = 0; j < ds->n_rows; j++) /* in memory; streamed rows are demoted when read */
+        if (ds->rows[j].level != NP_CC_PASS)
             ds->rows[j].level = NP_CC_INFO;
-            moved++;
-        }
-        if (ds->rows[j].level > worst)
-            worst = ds->rows[j].level;
-    }
-    ds->pass_check = worst == NP_CC_INFO ? NP_CC_PASS : worst;
+    ds->pass_check = NP_CC_PASS;
     if (moved && !(ds->note = strdup("the batch hashes differ because the seeds differ (see "
                                       "random); the data files are equal")))
         return np_error_set(err, NP_ERR_NOMEM, NULL, "dataset.json", "out of memory");
     return NP_OK;
 }
 
-np_status np_cc_compare(np_cc_result **out, const char *bench_zip, const char *cmp_zip,
-                        const np_cc_limits *lim, np_error *err)
+/* Open both packs and diff every item (rows in memory, or into the rows
+ * files of acc when sp->dir is set). */
+static np_status compare_packs(np_cc_result **out, item_acc *acc, const char *bench_zip,
+                               const char *cmp_zip, const np_cc_limits *lim, const cc_spill *sp,
+                               np_error *err)
 {
     *out = NULL;
     np_cc_packin a, b;
-    np_status st = np_cc_packin_read(&a, bench_zip, lim, err);
+    np_status st = np_cc_packin_open(&a, bench_zip, lim, err);
     if (st != NP_OK)
         return st;
-    st = np_cc_packin_read(&b, cmp_zip, lim, err);
+    st = np_cc_packin_open(&b, cmp_zip, lim, err);
     if (st != NP_OK) {
         np_cc_packin_free(&a);
         return st;
@@ -482,12 +326,93 @@ np_status np_cc_compare(np_cc_result **out, const char *bench_zip, const char *c
     np_cc_result *r = calloc(1, sizeof *r);
     if (!r || !(r->bench_path = strdup(bench_zip)) || !(r->cmp_path = strdup(cmp_zip)))
         st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
-    for (int i = 0; i < NP_CC_ITEM_COUNT && st == NP_OK; i++)
-        st = diff_item(&r->items[i], (np_cc_item_id)i, &a, &b, err);
+    /* every member of the bench pack, then of the compare pack (the order
+     * in which a faulty member is found, as when the packs were read
+     * whole); then item by item, the join */
+    cc_side *sides[2][NP_CC_ITEM_COUNT] = {{NULL}};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < NP_CC_ITEM_COUNT && st == NP_OK; i++)
+            st = cc_flatten_member(&sides[k][i], k ? &b : &a, (np_cc_item_id)i, sp, err);
+    for (int i = 0; i < NP_CC_ITEM_COUNT && st == NP_OK; i++) {
+        if (sp->dir)
+            st = cc_spill_file(&acc[i].rows, sp, err);
+        if (st == NP_OK)
+            st = diff_item(&r->items[i], &acc[i], (np_cc_item_id)i, &a, &b, sides[0][i],
+                           sides[1][i], sp, err);
+        cc_side_free(sides[0][i]);
+        cc_side_free(sides[1][i]);
+        sides[0][i] = sides[1][i] = NULL;
+    }
+    for (int i = 0; i < NP_CC_ITEM_COUNT; i++) {
+        cc_side_free(sides[0][i]);
+        cc_side_free(sides[1][i]);
+    }
     if (st == NP_OK)
-        st = explain_batches(r, err);
+        st = explain_batches(r, acc, err);
     np_cc_packin_free(&a);
     np_cc_packin_free(&b);
+    if (st != NP_OK) {
+        np_cc_result_free(r);
+        return st;
+    }
+    *out = r;
+    return NP_OK;
+}
+
+np_status np_cc_compare(np_cc_result **out, const char *bench_zip, const char *cmp_zip,
+                        const np_cc_limits *lim, np_error *err)
+{
+    item_acc acc[NP_CC_ITEM_COUNT];
+    memset(acc, 0, sizeof acc);
+    cc_spill sp = {NULL, 0}; /* everything in memory */
+    return compare_packs(out, acc, bench_zip, cmp_zip, lim, &sp, err);
+}
+
+np_status np_cc_compare_report(np_cc_result **out, np_cc_counts *counts, const char *bench_zip,
+                               const char *cmp_zip, const char *report,
+                               const np_cc_limits *lim, const np_cc_report_opts *opts,
+                               np_error *err)
+{
+    *out = NULL;
+    const char *slash = strrchr(report, '/');
+    char *dir = slash ? strndup(report, slash == report ? 1 : (size_t)(slash - report))
+                      : strdup(".");
+    if (!dir)
+        return np_error_set(err, NP_ERR_NOMEM, report, NULL, "out of memory");
+    size_t budget = opts && opts->sort_budget ? opts->sort_budget : NP_CC_DEFAULT_SORT_BUDGET;
+    cc_spill sp = {dir, budget < 4096 ? 4096 : budget};
+    item_acc acc[NP_CC_ITEM_COUNT];
+    memset(acc, 0, sizeof acc);
+    np_cc_result *r = NULL;
+    np_status st = compare_packs(&r, acc, bench_zip, cmp_zip, lim, &sp, err);
+    if (st == NP_OK) {
+        FILE *f[NP_CC_ITEM_COUNT];
+        long long n[NP_CC_ITEM_COUNT];
+        int demote[NP_CC_ITEM_COUNT];
+        for (int i = 0; i < NP_CC_ITEM_COUNT; i++) {
+            f[i] = acc[i].rows;
+            n[i] = acc[i].n_rows;
+            demote[i] = acc[i].demote;
+            if (fflush(f[i]) != 0 || ferror(f[i]))
+                st = cc_spill_error(&sp, errno ? errno : EIO, err);
+        }
+        cc_rows src;
+        cc_rows_files(&src, f, n, demote);
+        if (st == NP_OK)
+            st = opts && opts->json ? cc_write_json(&src, r, report, err)
+                                    : cc_write_xlsx(&src, r, report,
+                                                    opts ? opts->rows_per_sheet : 0, err);
+        cc_rows_fini(&src);
+    }
+    for (int i = 0; i < NP_CC_ITEM_COUNT; i++) {
+        if (acc[i].rows)
+            fclose(acc[i].rows);
+        if (counts) {
+            counts->rows[i] = acc[i].n_rows;
+            memcpy(counts->level[i], acc[i].n_level, sizeof acc[i].n_level);
+        }
+    }
+    free(dir);
     if (st != NP_OK) {
         np_cc_result_free(r);
         return st;

@@ -56,28 +56,31 @@ static np_status zip_open_error(const char *path, int code, np_error *err)
     return r;
 }
 
-/* Inflate entry `idx` into memory, at most `cap` bytes. */
-static np_status read_entry(char **out, size_t *len, zip_t *za, zip_int64_t idx,
-                            const char *name, uint64_t declared, size_t cap, size_t *budget,
-                            const char *path, np_error *err)
+/* Inflate entry `idx`, at most `cap` bytes: into memory (*out, NUL-
+ * terminated) or, when `f` is given, into the file f (a spill file of
+ * `sp`). */
+static np_status read_entry(char **out, size_t *len, FILE *f, const cc_spill *sp, zip_t *za,
+                            zip_int64_t idx, const char *name, uint64_t declared, size_t cap,
+                            size_t *budget, const char *path, np_error *err)
 {
-    *out = NULL;
     *len = 0;
+    if (out)
+        *out = NULL;
     zip_file_t *zf = zip_fopen_index(za, (zip_uint64_t)idx, 0);
     if (!zf)
         return np_error_set(err, NP_ERR_FORMAT, path, name, "refused: cannot open the entry: %s",
                             zip_strerror(za));
-    size_t alloc = (size_t)declared + 1;
+    size_t alloc = f ? (size_t)1 << 16 : (size_t)declared + 1;
     char *buf = malloc(alloc + 1);
     if (!buf) {
         zip_fclose(zf);
         return np_error_set(err, NP_ERR_NOMEM, path, name, "out of memory");
     }
-    size_t n = 0;
+    size_t n = 0, at = 0; /* bytes inflated; where the next read goes in buf */
     np_status st = NP_OK;
     for (;;) {
         /* read one byte past the declared size, to catch an entry that lies */
-        zip_int64_t r = zip_fread(zf, buf + n, alloc - n);
+        zip_int64_t r = zip_fread(zf, buf + at, alloc - at);
         if (r < 0) {
             st = np_error_set(err, NP_ERR_FORMAT, path, name,
                               "refused: the entry is corrupt or truncated: %s", zip_file_strerror(zf));
@@ -93,14 +96,23 @@ static np_status read_entry(char **out, size_t *len, zip_t *za, zip_int64_t idx,
                               (unsigned long long)declared, cap, *budget);
             break;
         }
+        if (f && fwrite(buf, 1, (size_t)r, f) != (size_t)r) {
+            st = cc_spill_error(sp, errno ? errno : EIO, err);
+            break;
+        }
+        at = f ? 0 : n;
     }
     zip_fclose(zf);
     if (st == NP_OK && n != declared)
         st = np_error_set(err, NP_ERR_FORMAT, path, name,
                           "refused: the entry holds %zu bytes, its header says %llu (truncated?)",
                           n, (unsigned long long)declared);
-    if (st != NP_OK) {
+    if (st == NP_OK && f && (fflush(f) != 0 || ferror(f)))
+        st = cc_spill_error(sp, errno ? errno : EIO, err);
+    if (st != NP_OK || f) {
         free(buf);
+        if (st == NP_OK)
+            *budget -= n, *len = n;
         return st;
     }
     *budget -= n;
@@ -115,16 +127,16 @@ void np_cc_packin_free(np_cc_packin *p)
     if (!p)
         return;
     json_decref(p->manifest);
-    for (int i = 0; i < NP_CC_ITEM_COUNT; i++)
-        json_decref(p->docs[i]);
-    free(p->pip);
+    if (p->za)
+        zip_discard(p->za);
     memset(p, 0, sizeof *p);
 }
 
-np_status np_cc_packin_read(np_cc_packin *p, const char *path, const np_cc_limits *lim,
+np_status np_cc_packin_open(np_cc_packin *p, const char *path, const np_cc_limits *lim,
                             np_error *err)
 {
     memset(p, 0, sizeof *p);
+    p->path = path;
     size_t max_entry = lim && lim->max_entry_bytes ? lim->max_entry_bytes : NP_CC_DEFAULT_MAX_ENTRY;
     size_t max_total = lim && lim->max_total_bytes ? lim->max_total_bytes : NP_CC_DEFAULT_MAX_TOTAL;
     long max_entries = lim && lim->max_entries ? lim->max_entries : NP_CC_DEFAULT_MAX_ENTRIES;
@@ -185,51 +197,41 @@ np_status np_cc_packin_read(np_cc_packin *p, const char *path, const np_cc_limit
             goto done;
         }
     }
-    size_t budget = max_total;
-    for (int m = -1; m < NP_CC_ITEM_COUNT; m++) {
-        const char *name = m < 0 ? "manifest.json" : np_cc_member_names[m];
-        zip_int64_t idx = zip_name_locate(za, name, 0);
-        if (idx < 0) {
-            if (m < 0) {
-                st = np_error_set(err, NP_ERR_FORMAT, path, name,
-                                  "refused: not an nprobe config_check pack (manifest.json is "
-                                  "missing)");
-                goto done;
-            }
-            continue;
-        }
+    p->budget = max_total;
+    p->max_entry = max_entry;
+    for (int m = 0; m < NP_CC_ITEM_COUNT; m++) {
+        zip_int64_t idx = zip_name_locate(za, np_cc_member_names[m], 0);
         zip_stat_t zs;
-        zip_stat_index(za, (zip_uint64_t)idx, 0, &zs);
-        char *buf = NULL;
-        size_t len = 0;
-        st = read_entry(&buf, &len, za, idx, name, zs.size, max_entry, &budget, path, err);
-        if (st != NP_OK)
-            goto done;
-        if (m == NP_CC_PIP) {
-            p->pip = buf;
-            p->present[m] = 1;
-            continue;
-        }
-        json_error_t je;
-        json_t *doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
-        free(buf);
-        if (!doc) {
-            st = np_error_set(err, NP_ERR_JSON, path, name,
-                              "refused: malformed JSON at line %d, column %d: %s", je.line,
-                              je.column, je.text);
-            goto done;
-        }
-        if (!json_is_object(doc)) {
-            json_decref(doc);
-            st = np_error_set(err, NP_ERR_FORMAT, path, name, "refused: expected a JSON object");
-            goto done;
-        }
-        if (m < 0)
-            p->manifest = doc;
-        else {
-            p->docs[m] = doc;
-            p->present[m] = 1;
-        }
+        p->idx[m] = idx;
+        p->present[m] = idx >= 0;
+        p->size[m] = idx >= 0 && zip_stat_index(za, (zip_uint64_t)idx, 0, &zs) == 0 ? zs.size : 0;
+    }
+    zip_int64_t midx = zip_name_locate(za, "manifest.json", 0);
+    if (midx < 0) {
+        st = np_error_set(err, NP_ERR_FORMAT, path, "manifest.json",
+                          "refused: not an nprobe config_check pack (manifest.json is missing)");
+        goto done;
+    }
+    zip_stat_t ms;
+    zip_stat_index(za, (zip_uint64_t)midx, 0, &ms);
+    char *buf = NULL;
+    size_t len = 0;
+    st = read_entry(&buf, &len, NULL, NULL, za, midx, "manifest.json", ms.size, max_entry,
+                    &p->budget, path, err);
+    if (st != NP_OK)
+        goto done;
+    json_error_t je;
+    p->manifest = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    free(buf);
+    if (!p->manifest) {
+        st = np_error_set(err, NP_ERR_JSON, path, "manifest.json",
+                          "refused: malformed JSON at line %d, column %d: %s", je.line, je.column,
+                          je.text);
+        goto done;
+    }
+    if (!json_is_object(p->manifest)) {
+        st = np_error_set(err, NP_ERR_FORMAT, path, "manifest.json", "refused: expected a JSON object");
+        goto done;
     }
     const char *fmt = json_string_value(json_object_get(p->manifest, "format"));
     json_t *ver = json_object_get(p->manifest, "format_version");
@@ -247,8 +249,15 @@ np_status np_cc_packin_read(np_cc_packin *p, const char *path, const np_cc_limit
         goto done;
     }
 done:
-    zip_discard(za);
+    p->za = za;
     if (st != NP_OK)
         np_cc_packin_free(p);
     return st;
+}
+
+np_status np_cc_packin_member(np_cc_packin *p, np_cc_item_id m, char **buf, size_t *len, FILE *f,
+                              const cc_spill *sp, np_error *err)
+{
+    return read_entry(buf, len, f, sp, p->za, p->idx[m], np_cc_member_names[m], p->size[m],
+                      p->max_entry, &p->budget, p->path, err);
 }

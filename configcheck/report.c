@@ -45,16 +45,86 @@ static lxw_error write_text(lxw_worksheet *ws, int row, int col, const char *s, 
     return e;
 }
 
+/* ---- row sources ---------------------------------------------------------- */
+
+static int next_mem(cc_rows *src, int item, np_cc_row *row)
+{
+    const np_cc_item *it = &src->r->items[item];
+    if (src->pos[item] >= it->n_rows)
+        return 0;
+    *row = it->rows[src->pos[item]++];
+    return 1;
+}
+
+void cc_rows_mem(cc_rows *src, const np_cc_result *r)
+{
+    memset(src, 0, sizeof *src);
+    src->r = r;
+    src->next = next_mem;
+    for (int i = 0; i < NP_CC_ITEM_COUNT; i++)
+        src->n[i] = r->items[i].n_rows;
+}
+
+static int next_file(cc_rows *src, int item, np_cc_row *row)
+{
+    FILE *f = src->f[item];
+    cc_row_hdr h;
+    if (fread(&h, sizeof h, 1, f) != 1)
+        goto fail;
+    size_t bl = h.blen == UINT32_MAX ? 0 : h.blen, cl = h.clen == UINT32_MAX ? 0 : h.clen;
+    size_t need = (size_t)h.klen + bl + cl + 3;
+    if (need > src->cap) {
+        char *nb = realloc(src->buf, need);
+        if (!nb)
+            goto fail;
+        src->buf = nb;
+        src->cap = need;
+    }
+    char *k = src->buf, *b = k + h.klen + 1, *c = b + bl + 1;
+    if (fread(k, 1, h.klen, f) != h.klen || fread(b, 1, bl, f) != bl || fread(c, 1, cl, f) != cl)
+        goto fail;
+    k[h.klen] = b[bl] = c[cl] = '\0';
+    row->key = k;
+    row->bench = h.blen == UINT32_MAX ? NULL : b;
+    row->cmp = h.clen == UINT32_MAX ? NULL : c;
+    row->level = (np_cc_level)(h.level < NP_CC_LEVEL_COUNT ? h.level : NP_CC_ERROR);
+    if (src->demote[item] && row->level != NP_CC_PASS)
+        row->level = NP_CC_INFO;
+    return 1;
+fail:
+    src->failed = errno ? errno : EIO;
+    return 0;
+}
+
+void cc_rows_files(cc_rows *src, FILE *const f[NP_CC_ITEM_COUNT],
+                   const long long n[NP_CC_ITEM_COUNT], const int demote[NP_CC_ITEM_COUNT])
+{
+    memset(src, 0, sizeof *src);
+    src->next = next_file;
+    for (int i = 0; i < NP_CC_ITEM_COUNT; i++) {
+        src->f[i] = f[i];
+        src->n[i] = n[i];
+        src->demote[i] = demote[i];
+        rewind(f[i]);
+    }
+}
+
+void cc_rows_fini(cc_rows *src)
+{
+    free(src->buf);
+    src->buf = NULL;
+}
+
 /* Rows per item sheet by default: Excel's 1,048,576 rows less the header. */
 #define SHEET_ROWS 1048575
 
 /* One item's rows: sheet "name", then "name (2)", "name (3)", ... each
  * with the header, every row kept (never cut at Excel's row limit). */
-static lxw_error write_item_sheets(lxw_workbook *wb, const np_cc_item *it, const char *name,
+static lxw_error write_item_sheets(lxw_workbook *wb, cc_rows *src, int item, const char *name,
                                    int per_sheet, lxw_format *head, lxw_format *const *lv)
 {
     lxw_error e = LXW_NO_ERROR;
-    int done = 0, part = 1;
+    int done = 0, part = 1, n_rows = (int)src->n[item];
     do {
         char sheet[40]; /* Excel allows 31 characters: 20 + " (65535)" */
         if (part == 1)
@@ -68,14 +138,16 @@ static lxw_error write_item_sheets(lxw_workbook *wb, const np_cc_item *it, const
         worksheet_set_column(ws, 1, 2, 36, NULL);
         worksheet_set_column(ws, 3, 3, 10, NULL);
         worksheet_freeze_panes(ws, 1, 0);
-        int take = it->n_rows - done < per_sheet ? it->n_rows - done : per_sheet;
+        int take = n_rows - done < per_sheet ? n_rows - done : per_sheet;
         if (take > 0)
             worksheet_autofilter(ws, 0, 0, (lxw_row_t)take, 3);
         static const char *const h[] = {"key", "bench", "cmp", "level"};
         for (int c = 0; c < 4 && !e; c++)
             e = worksheet_write_string(ws, 0, (lxw_col_t)c, h[c], head);
         for (int j = 0; j < take && !e; j++) {
-            const np_cc_row *row = &it->rows[done + j];
+            np_cc_row rw, *row = &rw;
+            if (src->next(src, item, &rw) <= 0)
+                return LXW_ERROR_CREATING_TMPFILE; /* a read error of the rows (src->failed) */
             int rr = j + 1;
             e = write_text(ws, rr, 0, row->key, NULL);
             if (!e)
@@ -88,7 +160,7 @@ static lxw_error write_item_sheets(lxw_workbook *wb, const np_cc_item *it, const
         }
         done += take;
         part++;
-    } while (done < it->n_rows && !e);
+    } while (done < n_rows && !e);
     return e;
 }
 
@@ -100,6 +172,22 @@ np_status np_cc_write_xlsx(const np_cc_result *r, const char *path, np_error *er
 np_status np_cc_write_xlsx_ex(const np_cc_result *r, const char *path, long rows_per_sheet,
                               np_error *err)
 {
+    cc_rows src;
+    cc_rows_mem(&src, r);
+    return cc_write_xlsx(&src, r, path, rows_per_sheet, err);
+}
+
+/* The folder of `path` (for libxlsxwriter's temporaries: nothing is written
+ * outside the report's folder). */
+static char *folder_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+}
+
+np_status cc_write_xlsx(cc_rows *src, const np_cc_result *r, const char *path,
+                        long rows_per_sheet, np_error *err)
+{
     int per_sheet = rows_per_sheet > 0 && rows_per_sheet < SHEET_ROWS ? (int)rows_per_sheet
                                                                       : SHEET_ROWS;
     /* written under a unique temporary name, renamed when complete */
@@ -109,9 +197,11 @@ np_status np_cc_write_xlsx_ex(const np_cc_result *r, const char *path, long rows
         return st;
     /* constant memory: rows are streamed to a temporary file as written,
      * so an item of millions of keys does not hold them all as cells */
-    lxw_workbook_options wo = {.constant_memory = LXW_TRUE, .tmpdir = NULL};
-    lxw_workbook *wb = workbook_new_opt(out.tmp, &wo);
+    char *dir = folder_of(path);
+    lxw_workbook_options wo = {.constant_memory = LXW_TRUE, .tmpdir = dir};
+    lxw_workbook *wb = dir ? workbook_new_opt(out.tmp, &wo) : NULL;
     if (!wb) {
+        free(dir);
         np_out_abort(&out);
         return np_error_set(err, NP_ERR_IO, path, NULL, "cannot create the workbook");
     }
@@ -143,10 +233,11 @@ np_status np_cc_write_xlsx_ex(const np_cc_result *r, const char *path, long rows
             e = worksheet_write_string(sum, (lxw_row_t)(i + 1), 1, np_cc_level_name(it->pass_check),
                                        lv[it->pass_check]);
         char split[160] = "";
-        if (it->n_rows > per_sheet)
+        int n_rows = (int)src->n[i];
+        if (n_rows > per_sheet)
             snprintf(split, sizeof split, "%s%d rows over %d sheets (%s, %s (2), ...: %d rows "
-                     "a sheet)", it->note ? "; " : "", it->n_rows,
-                     (it->n_rows + per_sheet - 1) / per_sheet, np_cc_item_name((np_cc_item_id)i),
+                     "a sheet)", it->note ? "; " : "", n_rows,
+                     (n_rows + per_sheet - 1) / per_sheet, np_cc_item_name((np_cc_item_id)i),
                      np_cc_item_name((np_cc_item_id)i), per_sheet);
         if (!e && (it->note || split[0])) {
             size_t nl = (it->note ? strlen(it->note) : 0) + strlen(split) + 1;
@@ -158,11 +249,16 @@ np_status np_cc_write_xlsx_ex(const np_cc_result *r, const char *path, long rows
         }
     }
     for (int i = 0; i < NP_CC_ITEM_COUNT && !e; i++)
-        e = write_item_sheets(wb, &r->items[i], np_cc_item_name((np_cc_item_id)i), per_sheet, head,
-                              lv);
+        e = write_item_sheets(wb, src, i, np_cc_item_name((np_cc_item_id)i), per_sheet, head, lv);
     errno = 0;
     lxw_error ce = workbook_close(wb);
     int close_errno = errno;
+    free(dir);
+    if (src->failed) {
+        np_out_abort(&out);
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot read the rows back: %s",
+                            strerror(src->failed));
+    }
     if (e || ce) {
         np_out_abort(&out);
         return np_error_set(err, NP_ERR_IO, path, NULL, "cannot write the workbook: %s",
@@ -188,7 +284,7 @@ static void put_json_str(FILE *f, const char *s)
 
 /* The json document, keys in sorted order as json_dump's JSON_SORT_KEYS
  * wrote them before. */
-static void write_json_body(FILE *f, const np_cc_result *r)
+static void write_json_body(FILE *f, cc_rows *src, const np_cc_result *r)
 {
     const char *order[NP_CC_ITEM_COUNT];
     int idx[NP_CC_ITEM_COUNT];
@@ -215,8 +311,10 @@ static void write_json_body(FILE *f, const np_cc_result *r)
         fputs(": {\n      \"note\": ", f);
         put_json_str(f, it->note);
         fprintf(f, ",\n      \"pass_check\": \"%s\",\n      \"rows\": [", np_cc_level_name(it->pass_check));
-        for (int j = 0; j < it->n_rows; j++) {
-            const np_cc_row *row = &it->rows[j];
+        for (long long j = 0; j < src->n[idx[o]]; j++) {
+            np_cc_row rw, *row = &rw;
+            if (src->next(src, idx[o], &rw) <= 0)
+                return; /* src->failed */
             fprintf(f, "%s\n        {\n          \"bench\": ", j ? "," : "");
             put_json_str(f, row->bench);
             fputs(",\n          \"cmp\": ", f);
@@ -225,7 +323,7 @@ static void write_json_body(FILE *f, const np_cc_result *r)
             put_json_str(f, row->key);
             fprintf(f, ",\n          \"level\": \"%s\"\n        }", np_cc_level_name(row->level));
         }
-        fprintf(f, "%s]\n    }", it->n_rows ? "\n      " : "");
+        fprintf(f, "%s]\n    }", src->n[idx[o]] ? "\n      " : "");
     }
     fprintf(f, "\n  },\n  \"pass_check\": \"%s\",\n  \"summary\": {",
             np_cc_level_name(np_cc_result_level(r)));
@@ -242,6 +340,13 @@ static void write_json_body(FILE *f, const np_cc_result *r)
  * complete (np_out: a write error leaves nothing under the final name). */
 np_status np_cc_write_json(const np_cc_result *r, const char *path, np_error *err)
 {
+    cc_rows src;
+    cc_rows_mem(&src, r);
+    return cc_write_json(&src, r, path, err);
+}
+
+np_status cc_write_json(cc_rows *src, const np_cc_result *r, const char *path, np_error *err)
+{
     np_out out;
     np_status st = np_out_begin(&out, path, NULL, err);
     if (st != NP_OK)
@@ -252,6 +357,11 @@ np_status np_cc_write_json(const np_cc_result *r, const char *path, np_error *er
         np_out_abort(&out);
         return np_error_set(err, NP_ERR_IO, path, NULL, "cannot write the file: %s", strerror(en));
     }
-    write_json_body(f, r);
+    write_json_body(f, src, r);
+    if (src->failed) {
+        np_out_abort(&out);
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot read the rows back: %s",
+                            strerror(src->failed));
+    }
     return np_out_commit(&out, 0, err);
 }

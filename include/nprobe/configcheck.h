@@ -175,6 +175,40 @@ np_status np_cc_write_xlsx_ex(const np_cc_result *r, const char *path, long rows
 /* The same as JSON: {"summary": {item: level}, "items": {item: {...}}}. */
 np_status np_cc_write_json(const np_cc_result *r, const char *path, np_error *err);
 
+/* ---- compare in bounded memory (ABI level 2) ----------------------------
+ * np_cc_compare holds every row in memory (about 100 bytes a key and more);
+ * np_cc_compare_report diffs and writes the report in one go, its memory
+ * independent of the number of keys: each side's members are streamed out
+ * of the zip, flattened into records sorted in runs of at most sort_budget
+ * bytes (spilled to temporary files in the report's folder, created
+ * exclusively and unlinked at once, so none is ever left behind), merged,
+ * joined, and the rows are streamed into the report. Same rows, levels and
+ * bytes as np_cc_compare followed by np_cc_write_xlsx_ex / np_cc_write_json.
+ * A full disk or a file size limit while spilling: NP_ERR_NOSPACE, nothing
+ * left under the report's name. */
+#define NP_CC_DEFAULT_SORT_BUDGET ((size_t)16 << 20)
+
+typedef struct np_cc_report_opts {
+    int json;                  /* 0: xlsx, 1: json */
+    long rows_per_sheet;       /* xlsx: at most this many rows a sheet; 0: Excel's limit */
+    size_t sort_budget;        /* bytes of records a side sorts in memory before it spills
+                                * a run; 0: NP_CC_DEFAULT_SORT_BUDGET (at least 4096) */
+} np_cc_report_opts;
+
+typedef struct np_cc_counts {
+    long long rows[NP_CC_ITEM_COUNT];                      /* keys of either side */
+    long long level[NP_CC_ITEM_COUNT][NP_CC_LEVEL_COUNT];  /* rows of each level */
+} np_cc_counts;
+
+/* Diff two packs into the report `report` (its folder must exist). *out
+ * gets each item's pass_check and note; its rows are in the report only
+ * (rows NULL, n_rows 0). `counts` (may be NULL) gets the row counts.
+ * `lim`, `opts` may be NULL. */
+np_status np_cc_compare_report(np_cc_result **out, np_cc_counts *counts, const char *bench_zip,
+                               const char *cmp_zip, const char *report,
+                               const np_cc_limits *lim, const np_cc_report_opts *opts,
+                               np_error *err);
+
 /* NULL is a no-op. */
 void np_cc_result_free(np_cc_result *r);
 

@@ -141,7 +141,7 @@ np_status np_probe_step_end(np_probe *p, np_error *err);
 /* libnprobe (the shared library): its version ("0.1.0") and ABI level.
  * NP_LIB_ABI grows when functions or struct fields are added; a loader built
  * against level N works with any library of level >= N and the same soname. */
-#define NP_LIB_ABI 1
+#define NP_LIB_ABI 2
 const char *np_lib_version(void);
 int np_lib_abi(void);
 
