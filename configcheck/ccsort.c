@@ -426,3 +426,8 @@ void cc_side_free(cc_side *sd)
     free(sd->val);
     free(sd);
 }
+
+long long cc_side_runs(const cc_side *sd)
+{
+    return sd ? (long long)sd->s->n_runs : 0;
+}

@@ -55,5 +55,7 @@ np_status cc_side_open(cc_side **side, cc_sorter *s, const char *pack, const cha
  * with a record, -1 on error (err set). */
 int cc_side_next(cc_side *side, const char **key, const char **val, np_error *err);
 void cc_side_free(cc_side *side);
+/* How many runs the side was sorted in (0: in memory). */
+long long cc_side_runs(const cc_side *side);
 
 #endif

@@ -309,9 +309,9 @@ static np_status explain_batches(np_cc_result *r, item_acc *acc, np_error *err)
 
 /* Open both packs and diff every item (rows in memory, or into the rows
  * files of acc when sp->dir is set). */
-static np_status compare_packs(np_cc_result **out, item_acc *acc, const char *bench_zip,
-                               const char *cmp_zip, const np_cc_limits *lim, const cc_spill *sp,
-                               np_error *err)
+static np_status compare_packs(np_cc_result **out, item_acc *acc, long long *runs,
+                               const char *bench_zip, const char *cmp_zip,
+                               const np_cc_limits *lim, const cc_spill *sp, np_error *err)
 {
     *out = NULL;
     np_cc_packin a, b;
@@ -332,7 +332,9 @@ static np_status compare_packs(np_cc_result **out, item_acc *acc, const char *be
     cc_side *sides[2][NP_CC_ITEM_COUNT] = {{NULL}};
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < NP_CC_ITEM_COUNT && st == NP_OK; i++)
-            st = cc_flatten_member(&sides[k][i], k ? &b : &a, (np_cc_item_id)i, sp, err);
+            if ((st = cc_flatten_member(&sides[k][i], k ? &b : &a, (np_cc_item_id)i, sp,
+                                        err)) == NP_OK)
+                *runs += cc_side_runs(sides[k][i]);
     for (int i = 0; i < NP_CC_ITEM_COUNT && st == NP_OK; i++) {
         if (sp->dir)
             st = cc_spill_file(&acc[i].rows, sp, err);
@@ -365,7 +367,8 @@ np_status np_cc_compare(np_cc_result **out, const char *bench_zip, const char *c
     item_acc acc[NP_CC_ITEM_COUNT];
     memset(acc, 0, sizeof acc);
     cc_spill sp = {NULL, 0}; /* everything in memory */
-    return compare_packs(out, acc, bench_zip, cmp_zip, lim, &sp, err);
+    long long runs = 0;
+    return compare_packs(out, acc, &runs, bench_zip, cmp_zip, lim, &sp, err);
 }
 
 np_status np_cc_compare_report(np_cc_result **out, np_cc_counts *counts, const char *bench_zip,
@@ -384,7 +387,8 @@ np_status np_cc_compare_report(np_cc_result **out, np_cc_counts *counts, const c
     item_acc acc[NP_CC_ITEM_COUNT];
     memset(acc, 0, sizeof acc);
     np_cc_result *r = NULL;
-    np_status st = compare_packs(&r, acc, bench_zip, cmp_zip, lim, &sp, err);
+    long long runs = 0;
+    np_status st = compare_packs(&r, acc, &runs, bench_zip, cmp_zip, lim, &sp, err);
     if (st == NP_OK) {
         FILE *f[NP_CC_ITEM_COUNT];
         long long n[NP_CC_ITEM_COUNT];
@@ -412,6 +416,8 @@ np_status np_cc_compare_report(np_cc_result **out, np_cc_counts *counts, const c
             memcpy(counts->level[i], acc[i].n_level, sizeof acc[i].n_level);
         }
     }
+    if (counts)
+        counts->spill_runs = runs;
     free(dir);
     if (st != NP_OK) {
         np_cc_result_free(r);

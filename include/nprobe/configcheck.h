@@ -198,6 +198,7 @@ typedef struct np_cc_report_opts {
 typedef struct np_cc_counts {
     long long rows[NP_CC_ITEM_COUNT];                      /* keys of either side */
     long long level[NP_CC_ITEM_COUNT][NP_CC_LEVEL_COUNT];  /* rows of each level */
+    long long spill_runs;      /* sorted runs written to temporary files, both sides */
 } np_cc_counts;
 
 /* Diff two packs into the report `report` (its folder must exist). *out
