@@ -308,7 +308,8 @@ np_status cc_side_open(cc_side **side, cc_sorter *s, const char *pack, const cha
     *side = sd;
     np_status st = NP_OK;
     if (!s->sp.dir) { /* in memory */
-        qsort(s->v, s->n, sizeof *s->v, rec_qcmp);
+        if (s->n > 1)
+            qsort(s->v, s->n, sizeof *s->v, rec_qcmp);
         return NP_OK;
     }
     /* with a spill folder even a side that fits is spilled: the sides of
@@ -419,6 +420,8 @@ void cc_side_free(cc_side *sd)
 {
     if (!sd)
         return;
+    for (size_t i = 0; sd->runs && i < sd->s->n_runs; i++)
+        free(sd->runs[i].buf);
     cc_sorter_free(sd->s); /* closes the runs */
     free(sd->runs);
     free(sd->heap);
