@@ -16,7 +16,7 @@
 np_status cc_spill_error(const cc_spill *sp, int en, np_error *err)
 {
     np_status st = en == ENOSPC || en == EFBIG || en == EDQUOT ? NP_ERR_NOSPACE : NP_ERR_IO;
-    return np_error_set(err, st, sp->dir, NULL,
+    return np_error_set(err, st, sp->report ? sp->report : sp->dir, NULL,
                         "cannot write a temporary file in the output folder: %s", strerror(en));
 }
 

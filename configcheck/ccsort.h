@@ -27,6 +27,7 @@
  * (everything stays in memory: np_cc_compare's in-memory result). */
 typedef struct cc_spill {
     const char *dir;    /* the output folder */
+    const char *report; /* the report being made there, named in errors */
     size_t budget;      /* bytes of records a side holds before it spills a run */
 } cc_spill;
 
