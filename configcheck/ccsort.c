@@ -5,6 +5,7 @@
  * a side fits in its budget, nor without a spill folder. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,14 +23,15 @@ np_status cc_spill_error(const cc_spill *sp, int en, np_error *err)
 
 np_status cc_spill_file(FILE **f, const cc_spill *sp, np_error *err)
 {
-    static unsigned seq;
+    static atomic_uint seq; /* one process may compare in several threads */
     size_t cap = strlen(sp->dir) + 64;
     char *path = malloc(cap);
     if (!path)
         return np_error_set(err, NP_ERR_NOMEM, sp->dir, NULL, "out of memory");
     int fd = -1;
     for (int tries = 0; fd < 0 && tries < 100; tries++) {
-        snprintf(path, cap, "%s/.nprobe-cc.%ld.%u.tmp", sp->dir, (long)getpid(), seq++);
+        snprintf(path, cap, "%s/.nprobe-cc.%ld.%u.tmp", sp->dir, (long)getpid(),
+                 atomic_fetch_add(&seq, 1u));
         fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0 && errno != EEXIST)
             break;
