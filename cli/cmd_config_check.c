@@ -186,6 +186,22 @@ static int ensure_dir(const char *dir)
     return 0;
 }
 
+/* The items' levels, differences and notes on stdout. */
+static void print_summary(const np_cc_result *r, const np_cc_counts *counts)
+{
+    printf("%-16s %s\n", "item", "pass_check");
+    for (int i = 0; i < NP_CC_ITEM_COUNT; i++) {
+        const np_cc_item *it = &r->items[i];
+        long long ndiff = counts->level[i][NP_CC_WARNING] + counts->level[i][NP_CC_ERROR];
+        printf("%-16s %-8s", np_cc_item_name((np_cc_item_id)i), np_cc_level_name(it->pass_check));
+        if (ndiff)
+            printf(" %lld difference%s", ndiff, ndiff == 1 ? "" : "s");
+        if (it->note)
+            np_cli_printf(" (%s)", it->note);
+        putchar('\n');
+    }
+}
+
 static int cmd_compare(int argc, char **argv)
 {
     const char *paths[2] = {NULL, NULL}, *outdir = NULL, *format = "xlsx";
@@ -264,17 +280,7 @@ static int cmd_compare(int argc, char **argv)
         free(file);
         return NP_EXIT_USAGE;
     }
-    printf("%-16s %s\n", "item", "pass_check");
-    for (int i = 0; i < NP_CC_ITEM_COUNT; i++) {
-        const np_cc_item *it = &r->items[i];
-        long long ndiff = counts.level[i][NP_CC_WARNING] + counts.level[i][NP_CC_ERROR];
-        printf("%-16s %-8s", np_cc_item_name((np_cc_item_id)i), np_cc_level_name(it->pass_check));
-        if (ndiff)
-            printf(" %lld difference%s", ndiff, ndiff == 1 ? "" : "s");
-        if (it->note)
-            np_cli_printf(" (%s)", it->note);
-        putchar('\n');
-    }
+    print_summary(r, &counts);
     np_cli_printf("report: %s\n", file);
     if (budget) /* for the tests: that the runs were spilled and merged */
         fprintf(stderr, "nprobe: config_check: %lld sorted runs spilled\n", counts.spill_runs);

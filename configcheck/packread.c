@@ -132,6 +132,84 @@ void np_cc_packin_free(np_cc_packin *p)
     memset(p, 0, sizeof *p);
 }
 
+/* Every entry: readable, a safe and unique name, not encrypted, declared
+ * sizes within the limits. */
+static np_status check_entries(zip_t *za, const char *path, size_t max_entry, size_t max_total,
+                               long max_entries, np_error *err)
+{
+    zip_int64_t n = zip_get_num_entries(za, 0);
+    if (n < 0 || n > max_entries)
+        return np_error_set(err, NP_ERR_LIMIT, path, NULL, "refused: %lld entries (limit %ld)",
+                            (long long)n, max_entries);
+    uint64_t declared_total = 0;
+    for (zip_int64_t i = 0; i < n; i++) {
+        zip_stat_t zs;
+        const char *why = NULL;
+        if (zip_stat_index(za, (zip_uint64_t)i, 0, &zs) != 0 || !(zs.valid & ZIP_STAT_NAME) ||
+            !(zs.valid & ZIP_STAT_SIZE))
+            return np_error_set(err, NP_ERR_FORMAT, path, NULL, "refused: entry %lld is unreadable",
+                                (long long)i);
+        if (name_is_unsafe(zs.name, &why))
+            return np_error_set(err, NP_ERR_FORMAT, path, zs.name,
+                                "refused: unsafe entry name: %s", why);
+        if (zip_name_locate(za, zs.name, 0) != i)
+            return np_error_set(err, NP_ERR_FORMAT, path, zs.name, "refused: duplicate entry name");
+        if ((zs.valid & ZIP_STAT_ENCRYPTION_METHOD) && zs.encryption_method != ZIP_EM_NONE)
+            return np_error_set(err, NP_ERR_FORMAT, path, zs.name, "refused: encrypted entry");
+        if (zs.size > (uint64_t)max_entry)
+            return np_error_set(err, NP_ERR_LIMIT, path, zs.name,
+                                "refused: the entry declares %llu bytes, over the %zu byte limit "
+                                "per entry",
+                                (unsigned long long)zs.size, max_entry);
+        declared_total += zs.size;
+        if (declared_total > (uint64_t)max_total)
+            return np_error_set(err, NP_ERR_LIMIT, path, zs.name,
+                                "refused: the entries declare more than %zu bytes in total",
+                                max_total);
+    }
+    return NP_OK;
+}
+
+/* manifest.json: read, parsed, its format and version checked. */
+static np_status read_manifest(np_cc_packin *p, zip_t *za, np_error *err)
+{
+    const char *path = p->path;
+    zip_int64_t midx = zip_name_locate(za, "manifest.json", 0);
+    if (midx < 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, "manifest.json",
+                            "refused: not an nprobe config_check pack (manifest.json is missing)");
+    zip_stat_t ms;
+    zip_stat_index(za, (zip_uint64_t)midx, 0, &ms);
+    char *buf = NULL;
+    size_t len = 0;
+    np_status st = read_entry(&buf, &len, NULL, NULL, za, midx, "manifest.json", ms.size,
+                              p->max_entry, &p->budget, path, err);
+    if (st != NP_OK)
+        return st;
+    json_error_t je;
+    p->manifest = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    free(buf);
+    if (!p->manifest)
+        return np_error_set(err, NP_ERR_JSON, path, "manifest.json",
+                            "refused: malformed JSON at line %d, column %d: %s", je.line,
+                            je.column, je.text);
+    if (!json_is_object(p->manifest))
+        return np_error_set(err, NP_ERR_FORMAT, path, "manifest.json",
+                            "refused: expected a JSON object");
+    const char *fmt = json_string_value(json_object_get(p->manifest, "format"));
+    json_t *ver = json_object_get(p->manifest, "format_version");
+    if (!fmt || strcmp(fmt, NP_CC_FORMAT) != 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, "manifest.json",
+                            "refused: expected \"format\": \"%s\"", NP_CC_FORMAT);
+    if (!json_is_integer(ver) || json_integer_value(ver) < 1 ||
+        json_integer_value(ver) > NP_CC_FORMAT_VERSION)
+        return np_error_set(err, NP_ERR_UNSUPPORTED, path, "manifest.json",
+                            "refused: format_version must be an integer from 1 to %d (a newer "
+                            "nprobe wrote this pack?)",
+                            NP_CC_FORMAT_VERSION);
+    return NP_OK;
+}
+
 np_status np_cc_packin_open(np_cc_packin *p, const char *path, const np_cc_limits *lim,
                             np_error *err)
 {
@@ -153,103 +231,19 @@ np_status np_cc_packin_open(np_cc_packin *p, const char *path, const np_cc_limit
     zip_t *za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &code);
     if (!za)
         return zip_open_error(path, code, err);
-    np_status st = NP_OK;
-    zip_int64_t n = zip_get_num_entries(za, 0);
-    if (n < 0 || n > max_entries) {
-        st = np_error_set(err, NP_ERR_LIMIT, path, NULL, "refused: %lld entries (limit %ld)",
-                          (long long)n, max_entries);
-        goto done;
-    }
-    uint64_t declared_total = 0;
-    for (zip_int64_t i = 0; i < n; i++) {
-        zip_stat_t zs;
-        const char *why = NULL;
-        if (zip_stat_index(za, (zip_uint64_t)i, 0, &zs) != 0 || !(zs.valid & ZIP_STAT_NAME) ||
-            !(zs.valid & ZIP_STAT_SIZE)) {
-            st = np_error_set(err, NP_ERR_FORMAT, path, NULL, "refused: entry %lld is unreadable",
-                              (long long)i);
-            goto done;
-        }
-        if (name_is_unsafe(zs.name, &why)) {
-            st = np_error_set(err, NP_ERR_FORMAT, path, zs.name,
-                              "refused: unsafe entry name: %s", why);
-            goto done;
-        }
-        if (zip_name_locate(za, zs.name, 0) != i) {
-            st = np_error_set(err, NP_ERR_FORMAT, path, zs.name, "refused: duplicate entry name");
-            goto done;
-        }
-        if ((zs.valid & ZIP_STAT_ENCRYPTION_METHOD) && zs.encryption_method != ZIP_EM_NONE) {
-            st = np_error_set(err, NP_ERR_FORMAT, path, zs.name, "refused: encrypted entry");
-            goto done;
-        }
-        if (zs.size > (uint64_t)max_entry) {
-            st = np_error_set(err, NP_ERR_LIMIT, path, zs.name,
-                              "refused: the entry declares %llu bytes, over the %zu byte limit "
-                              "per entry",
-                              (unsigned long long)zs.size, max_entry);
-            goto done;
-        }
-        declared_total += zs.size;
-        if (declared_total > (uint64_t)max_total) {
-            st = np_error_set(err, NP_ERR_LIMIT, path, zs.name,
-                              "refused: the entries declare more than %zu bytes in total", max_total);
-            goto done;
-        }
-    }
+    p->za = za;
     p->budget = max_total;
     p->max_entry = max_entry;
-    for (int m = 0; m < NP_CC_ITEM_COUNT; m++) {
+    np_status st = check_entries(za, path, max_entry, max_total, max_entries, err);
+    for (int m = 0; m < NP_CC_ITEM_COUNT && st == NP_OK; m++) {
         zip_int64_t idx = zip_name_locate(za, np_cc_member_names[m], 0);
         zip_stat_t zs;
         p->idx[m] = idx;
         p->present[m] = idx >= 0;
         p->size[m] = idx >= 0 && zip_stat_index(za, (zip_uint64_t)idx, 0, &zs) == 0 ? zs.size : 0;
     }
-    zip_int64_t midx = zip_name_locate(za, "manifest.json", 0);
-    if (midx < 0) {
-        st = np_error_set(err, NP_ERR_FORMAT, path, "manifest.json",
-                          "refused: not an nprobe config_check pack (manifest.json is missing)");
-        goto done;
-    }
-    zip_stat_t ms;
-    zip_stat_index(za, (zip_uint64_t)midx, 0, &ms);
-    char *buf = NULL;
-    size_t len = 0;
-    st = read_entry(&buf, &len, NULL, NULL, za, midx, "manifest.json", ms.size, max_entry,
-                    &p->budget, path, err);
-    if (st != NP_OK)
-        goto done;
-    json_error_t je;
-    p->manifest = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
-    free(buf);
-    if (!p->manifest) {
-        st = np_error_set(err, NP_ERR_JSON, path, "manifest.json",
-                          "refused: malformed JSON at line %d, column %d: %s", je.line, je.column,
-                          je.text);
-        goto done;
-    }
-    if (!json_is_object(p->manifest)) {
-        st = np_error_set(err, NP_ERR_FORMAT, path, "manifest.json", "refused: expected a JSON object");
-        goto done;
-    }
-    const char *fmt = json_string_value(json_object_get(p->manifest, "format"));
-    json_t *ver = json_object_get(p->manifest, "format_version");
-    if (!fmt || strcmp(fmt, NP_CC_FORMAT) != 0) {
-        st = np_error_set(err, NP_ERR_FORMAT, path, "manifest.json",
-                          "refused: expected \"format\": \"%s\"", NP_CC_FORMAT);
-        goto done;
-    }
-    if (!json_is_integer(ver) || json_integer_value(ver) < 1 ||
-        json_integer_value(ver) > NP_CC_FORMAT_VERSION) {
-        st = np_error_set(err, NP_ERR_UNSUPPORTED, path, "manifest.json",
-                          "refused: format_version must be an integer from 1 to %d (a newer "
-                          "nprobe wrote this pack?)",
-                          NP_CC_FORMAT_VERSION);
-        goto done;
-    }
-done:
-    p->za = za;
+    if (st == NP_OK)
+        st = read_manifest(p, za, err);
     if (st != NP_OK)
         np_cc_packin_free(p);
     return st;
