@@ -17,10 +17,16 @@ def check(cond, what):
         print("FAIL:", what)
 
 
-def run(args, cwd, text=True):
-    """nprobe ARGS in cwd: (exit status, stdout, stderr), decoded unless text=False."""
+def run(args, cwd, text=True, env=None, fsize=None):
+    """nprobe ARGS in cwd: (exit status, stdout, stderr), decoded unless text=False;
+    env: variables added to the environment; fsize: a file size limit in bytes
+    (ulimit -f)."""
+    def limit():
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
     p = subprocess.run([NPROBE] + args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       stdin=subprocess.DEVNULL, timeout=300)
+                       stdin=subprocess.DEVNULL, timeout=300, env=dict(os.environ, **(env or {})),
+                       preexec_fn=limit if fsize is not None else None)
     if text:
         return p.returncode, p.stdout.decode(), p.stderr.decode()
     return p.returncode, p.stdout, p.stderr

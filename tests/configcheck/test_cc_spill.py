@@ -15,35 +15,18 @@ limit while spilling: exit 2, one message, nothing left in the folder.
 import json
 import os
 import re
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
 import zipfile
 
-NPROBE = os.environ.get("NPROBE_BIN", "nprobe")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from nptest import check, finish, run  # noqa: E402
+
 N = 1500 if os.environ.get("NP_SANITIZED") else 3000
 BUDGET = "16384"
 PER_SHEET = 2500
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-
-
-def run(args, cwd, env=None, fsize=None):
-    def limit():
-        if fsize is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    p = subprocess.run([NPROBE] + args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       stdin=subprocess.DEVNULL, timeout=300, env=dict(os.environ, **(env or {})),
-                       preexec_fn=limit)
-    return p.returncode, p.stdout.decode(), p.stderr.decode()
 
 
 def hyper(side):
@@ -140,7 +123,7 @@ def xlsx_sheets(path):
 
 def check_json(root, want, env, tag):
     rc, so, se = run(["config_check", "compare", "a.zip", "b.zip", "-o", tag, "--format", "json"],
-                     root, env)
+                     root, env=env)
     check(rc == 1, "%s: exit %d, want 1 (keys differ): %s" % (tag, rc, se))
     doc = json.load(open(os.path.join(root, tag, "result.json"), encoding="utf-8"))
     got = doc["items"]["hyperparameters"]["rows"]
@@ -181,7 +164,7 @@ def main():
 
         # the xlsx: the same rows over the sheets "hyperparameters", "(2)", ...
         rc, so, se = run(["config_check", "compare", "a.zip", "b.zip", "-o", "x",
-                          "--rows-per-sheet", str(PER_SHEET)], root, {"NPROBE_CC_SORT_BUDGET": BUDGET})
+                          "--rows-per-sheet", str(PER_SHEET)], root, env={"NPROBE_CC_SORT_BUDGET": BUDGET})
         check(rc == 1, "xlsx: exit %d: %s" % (rc, se))
         sheets = xlsx_sheets(os.path.join(root, "x", "result.xlsx"))
         n_parts = (len(want) + PER_SHEET - 1) // PER_SHEET
@@ -206,7 +189,7 @@ def main():
         # a file size limit while spilling: one message, exit 2, nothing left
         os.mkdir(os.path.join(root, "lim"))
         rc, so, se = run(["config_check", "compare", "a.zip", "b.zip", "-o", "lim", "--format", "json"],
-                         root, {"NPROBE_CC_SORT_BUDGET": BUDGET}, fsize=8192)
+                         root, env={"NPROBE_CC_SORT_BUDGET": BUDGET}, fsize=8192)
         msgs = [ln for ln in se.splitlines() if ln.startswith("nprobe: ")]
         check(rc == 2, "file size limit: exit %d, want 2: %s" % (rc, se))
         check(len(msgs) == 1 and "File too large" in msgs[0] and "temporary file" in msgs[0],
@@ -215,8 +198,7 @@ def main():
               "file size limit: left %r" % os.listdir(os.path.join(root, "lim")))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print("%d failed" % len(failures))
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":
