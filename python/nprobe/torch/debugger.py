@@ -30,6 +30,12 @@ _SKIP_DIRS = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 _ROLE_IN, _ROLE_OUT, _ROLE_PAR, _ROLE_PG = (_lib.ROLE_INPUT, _lib.ROLE_OUTPUT,
                                             _lib.ROLE_PARAMETERS, _lib.ROLE_PARAMETERS_GRAD)
+_SEL_API, _SEL_CALLSITE = _lib.SELECT_API, _lib.SELECT_CALLSITE
+_KEYS = [str(i).encode() for i in range(64)]   # leaf keys b"0", b"1", ...
+
+
+def _key(k):
+    return _KEYS[k] if type(k) is int and 0 <= k < 64 else str(k).encode()
 
 
 class _Tls(threading.local):
@@ -74,12 +80,7 @@ def _argnames(fn, is_method):
     return names
 
 
-def _scalar(v):
-    if isinstance(v, bool):
-        return float(v)
-    if isinstance(v, (int, float)):
-        return float(v)
-    return None
+_NUM = (int, float)     # scalar arguments (bool is an int)
 
 
 # ---- backward through autograd ---------------------------------------------
@@ -179,27 +180,36 @@ def _out_tensors(y):
 def _wrap_outputs(y, rec):
     """Hook y's grad-requiring tensors (tensor hooks: y itself is returned,
     no autograd node is added in forward)."""
-    outs = _out_tensors(y)
+    _hook_outputs(_out_tensors(y), rec)
+    return y
+
+
+def _hook_outputs(outs, rec):
+    """Hook the grad-requiring tensors among a call's outputs `outs`."""
     pos = [k for k, t in enumerate(outs) if _grad_tensor(t)]
     if pos:
         rec.gin = [None] * len(outs)
         rec.wait = len(pos)
         for k in pos:
             outs[k].register_hook(_out_hook(rec, k))
-    return y
 
 
 # ---- API wrappers -----------------------------------------------------------
 
 def _make_wrapper(api, orig, is_method, inplace=False):
+    op = api.rsplit(".", 1)[-1]      # the name ops.ALIAS knows it by
+
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
         d = _current
-        if d is None or _tls.depth or not (d._sel & _lib.SELECT_API):
+        if d is None or _tls.depth or not (d._sel & _SEL_API):
             return orig(*args, **kwargs)
-        if inplace or _inplace_flag(orig, is_method, args, kwargs):
+        if inplace or ((kwargs or len(args) > 1) and
+                       _inplace_flag(orig, is_method, args, kwargs)):
             return d._inplace_call(api, orig, is_method, args, kwargs)
-        return d._api_call(api, orig, is_method, args, kwargs)
+        if op in ops.ALIAS:
+            return d._alias_call(api, orig, is_method, args, kwargs)
+        return d._api_call(api, op, orig, is_method, args, kwargs)
     wrapper._nprobe_orig = orig
     return wrapper
 
@@ -209,7 +219,10 @@ def _inplace_flag(fn, is_method, args, kwargs):
     into its first argument."""
     if kwargs.get("inplace") is True:
         return True
-    if len(args) < 2 or not any(a is True for a in args[1:]):
+    for a in args[1:]:
+        if a is True:
+            break
+    else:
         return False
     names = _argnames(fn, is_method)
     return "inplace" in names and names.index("inplace") < len(args) and \
@@ -306,13 +319,28 @@ def _patch_scaler():
         cls.__init__ = seen
 
 
+_skip_code = {}     # code object -> True when it is torch's or nprobe's own
+_sites = {}         # (code object, line) -> b"file.py:42 function"
+
+
 def _callsite():
+    """The first frame outside torch and nprobe as b"file:line function";
+    what a code object is and a (code, line)'s text are looked up once."""
     f = sys._getframe(2)
-    while f is not None and f.f_code.co_filename.startswith(_SKIP_DIRS):
+    while f is not None:
+        c = f.f_code
+        skip = _skip_code.get(c)
+        if skip is None:
+            skip = _skip_code[c] = c.co_filename.startswith(_SKIP_DIRS)
+        if not skip:
+            key = (c, f.f_lineno)
+            site = _sites.get(key)
+            if site is None:
+                site = _sites[key] = (f"{os.path.basename(c.co_filename)}:{key[1]} "
+                                      f"{c.co_name}").encode()
+            return site
         f = f.f_back
-    if f is None:
-        return None
-    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno} {f.f_code.co_name}".encode()
+    return None
 
 
 def _bw_name(fwd):
@@ -560,39 +588,41 @@ class PrecisionDebugger:
               out_keys=None):
         """One call: its row and leaves, contiguously, under the lock."""
         with self._lock:
-            if not self._begin():
+            if not self._begun and not self._begin():
                 return False
             cb = call.encode()
             if _lib.probe_call_begin(self._p, cb, parent.encode() if parent else None, site,
                                      self._eref):
                 self._note_error()
                 return False
+            leaf = self._leaf
             for i, t in enumerate(ins):
                 if t is not None:
-                    k = in_keys[i] if in_keys else i
-                    self._leaf(cb, _ROLE_IN, str(k).encode(), t)
+                    leaf(cb, _ROLE_IN, _key(in_keys[i] if in_keys else i), t)
             for k, v in scalars:
                 if _lib.probe_dump_scalar(self._p, cb, k.encode(), v, self._eref):
                     self._note_error()
             for k, t in params:
-                self._leaf(cb, _ROLE_PAR, k.encode(), t)
+                leaf(cb, _ROLE_PAR, k.encode(), t)
             for i, t in enumerate(outs):
                 if t is not None:
-                    k = out_keys[i] if out_keys else i
-                    self._leaf(cb, _ROLE_OUT, str(k).encode(), t)
+                    leaf(cb, _ROLE_OUT, _key(out_keys[i] if out_keys else i), t)
             return True
 
     # ---- API calls --------------------------------------------------------------
-    def _api_call(self, api, fn, is_method, args, kwargs):
-        if api.rsplit(".", 1)[-1] in ops.ALIAS:
-            return self._alias_call(api, fn, is_method, args, kwargs)
+    def _open_call(self, api):
+        """A call's number in the step, forward name, enclosing module call
+        and callsite (the start every kind of API call shares)."""
+        n = self._counts.get(api, 0)
+        self._counts[api] = n + 1
+        parent = self._mstack[-1] if self._mstack else None
+        site = _callsite() if self._sel & _SEL_CALLSITE else None
+        return n, f"{api}.{n}.forward", parent, site
+
+    def _api_call(self, api, op, fn, is_method, args, kwargs):
         _tls.depth += 1
         try:
-            n = self._counts.get(api, 0)
-            self._counts[api] = n + 1
-            call = f"{api}.{n}.forward"
-            parent = self._mstack[-1] if self._mstack else None
-            site = _callsite() if self._sel & _lib.SELECT_CALLSITE else None
+            n, call, parent, site = self._open_call(api)
             flat = _flat_tensors(args, kwargs)
             rec = None
             if torch.is_grad_enabled():
@@ -604,29 +634,30 @@ class PrecisionDebugger:
                     args, kwargs = _replace(args, kwargs, [flat[k][0] for k in g], new)
             y = fn(*args, **kwargs)
             if rec is not None and rec.has_in:
-                y = self._unalias(api, y, new, [flat[k][1] for k in g])
-            if rec is None and torch.is_grad_enabled() and _out_tensors(y) and any(
-                    _grad_tensor(t) for t in _out_tensors(y)):
+                y = self._unalias(op, y, new, [flat[k][1] for k in g])
+            outs = _out_tensors(y)
+            if rec is None and outs and torch.is_grad_enabled() and any(
+                    _grad_tensor(t) for t in outs):
                 rec = _Rec(self, f"{api}.{n}.backward", _bw_name(parent), site)
             if rec is not None:
-                y = _wrap_outputs(y, rec)
+                _hook_outputs(outs, rec)
             scalars = self._scalars(fn, is_method, args, kwargs)
             if rec is not None:
                 rec.scalars = scalars
-            self._emit(call, parent, site, [t for _, t in flat], scalars, (), _out_tensors(y))
+            self._emit(call, parent, site, [t for _, t in flat], scalars, (), outs)
             return y
         finally:
             _tls.depth -= 1
 
     @staticmethod
-    def _unalias(api, y, aliases, originals):
+    def _unalias(op, y, aliases, originals):
         """An op that handed back one of its (aliased) inputs returns the
         caller's own tensor, as without the package; one that returned a
         view of an input is an alias op from now on (ops.ALIAS)."""
         outs = _out_tensors(y)
         for o in outs:
             if o._is_view() and any(o._base is a for a in aliases):
-                ops.ALIAS.add(api.rsplit(".", 1)[-1])
+                ops.ALIAS.add(op)
         if isinstance(y, torch.Tensor):
             for a, x in zip(aliases, originals):
                 if y is a:
@@ -640,11 +671,7 @@ class PrecisionDebugger:
         that node takes the input directly."""
         _tls.depth += 1
         try:
-            n = self._counts.get(api, 0)
-            self._counts[api] = n + 1
-            call = f"{api}.{n}.forward"
-            parent = self._mstack[-1] if self._mstack else None
-            site = _callsite() if self._sel & _lib.SELECT_CALLSITE else None
+            n, call, parent, site = self._open_call(api)
             flat = _flat_tensors(args, kwargs)
             y = fn(*args, **kwargs)
             outs = _out_tensors(y)
@@ -672,11 +699,7 @@ class PrecisionDebugger:
         comes from a hook on the autograd node the write made."""
         _tls.depth += 1
         try:
-            n = self._counts.get(api, 0)
-            self._counts[api] = n + 1
-            call = f"{api}.{n}.forward"
-            parent = self._mstack[-1] if self._mstack else None
-            site = _callsite() if self._sel & _lib.SELECT_CALLSITE else None
+            n, call, parent, site = self._open_call(api)
             flat = _flat_tensors(args, kwargs)
             scalars = self._scalars(fn, is_method, args, kwargs)
             grad = torch.is_grad_enabled() and any(_grad_tensor(t) for _, t in flat)
@@ -706,23 +729,25 @@ class PrecisionDebugger:
 
     @staticmethod
     def _scalars(fn, is_method, args, kwargs):
+        """(name, value) of the int/float/bool arguments and of the lists of
+        them (name.0, name.1, ...), positional by parameter name, then
+        keyword."""
         out = []
         names = None
         for i, a in enumerate(args):
-            v = _scalar(a)
-            if v is None:
-                if isinstance(a, (list, tuple)) and a and all(
-                        _scalar(b) is not None for b in a):
-                    names = names if names is not None else _argnames(fn, is_method)
-                    base = names[i] if i < len(names) else str(i)
-                    out.extend((f"{base}.{j}", _scalar(b)) for j, b in enumerate(a))
+            if isinstance(a, torch.Tensor):
                 continue
-            names = names if names is not None else _argnames(fn, is_method)
-            out.append((names[i] if i < len(names) else str(i), v))
-        for k, a in kwargs.items():
-            v = _scalar(a)
-            if v is not None:
-                out.append((k, v))
+            if isinstance(a, _NUM):
+                names = names if names is not None else _argnames(fn, is_method)
+                out.append((names[i] if i < len(names) else str(i), float(a)))
+            elif isinstance(a, (list, tuple)) and a and all(isinstance(b, _NUM) for b in a):
+                names = names if names is not None else _argnames(fn, is_method)
+                base = names[i] if i < len(names) else str(i)
+                out.extend((f"{base}.{j}", float(b)) for j, b in enumerate(a))
+        if kwargs:
+            for k, a in kwargs.items():
+                if isinstance(a, _NUM):
+                    out.append((k, float(a)))
         return out
 
     def _bw_emit(self, rec, gouts):
