@@ -9,6 +9,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,37 @@ static int list_ok(const np_probe_config *c, const char *leaf)
 
 /* ---- rows ---------------------------------------------------------------- */
 
+/* "{a}.{b}.{c}" into dst (cap bytes, NUL-terminated, cut when longer);
+ * returns the length of the whole name (snprintf's, without its cost on
+ * every leaf). */
+static size_t join3(char *dst, size_t cap, const char *a, const char *b, const char *c)
+{
+    const char *part[3] = {a, b, c};
+    size_t n = 0;
+    for (int i = 0; i < 3; i++) {
+        if (i) {
+            if (n + 1 < cap)
+                dst[n] = '.';
+            n++;
+        }
+        size_t len = strlen(part[i]);
+        if (n + 1 < cap)
+            memcpy(dst + n, part[i], len < cap - 1 - n ? len : cap - 1 - n);
+        n += len;
+    }
+    dst[n < cap ? n : cap - 1] = '\0';
+    return n;
+}
+
+/* An np_error to pass down: only what a reader of a success looks at is
+ * set (np_error_clear's memset of the whole struct costs on every row). */
+static void err_reset(np_error *e)
+{
+    e->status = NP_OK;
+    e->file[0] = e->key[0] = e->text[0] = '\0';
+    e->line = e->column = 0;
+}
+
 static void leaf_name(char *dst, const char *call, np_role role, int index, const char *key)
 {
     char buf[NP_FMT_NAME_LEN * 2];
@@ -317,7 +349,7 @@ static int emit_call(np_probe *p)
         return 0;
     p->call.seq = p->seq;
     np_error e;
-    np_error_clear(&e);
+    err_reset(&e);
     if (w_call(p, &p->call, &e)) {
         fail(p, &e);
         return 0;
@@ -333,7 +365,7 @@ static int emit_entry(np_probe *p, np_entry_rec *r, const void *data, size_t nby
         return 0;
     r->seq = p->call_seq;
     np_error e;
-    np_error_clear(&e);
+    err_reset(&e);
     if (w_entry(p, r, data, nbytes, &e)) {
         fail(p, &e);
         return 0;
@@ -784,12 +816,12 @@ static np_status embed_leaf(np_probe *p, const char *call, np_role role, const c
      * must be unique in the step and fit the table (255 bytes) uncut, or
      * the step would fail later with a misleading HDF5 error. Refused here,
      * the rest of the step goes on. */
+    char full[3 * NP_FMT_NAME_LEN];
     {
-        char full[3 * NP_FMT_NAME_LEN];
-        int len = snprintf(full, sizeof full, "%s.%s.%s", call, np_role_name(role), key);
-        if (len < 0 || len >= NP_FMT_NAME_LEN)
+        size_t len = join3(full, sizeof full, call, np_role_name(role), key);
+        if (len >= NP_FMT_NAME_LEN)
             return np_error_set(err, NP_ERR_ARG, NULL, full,
-                                "tensor %.80s...: leaf name of %d bytes, the most is %d "
+                                "tensor %.80s...: leaf name of %zu bytes, the most is %d "
                                 "(\"{call}.{role}.{key}\" must fit the dump table uncut; "
                                 "refused, the step goes on)",
                                 full, len, NP_FMT_NAME_LEN - 1);
@@ -807,7 +839,7 @@ static np_status embed_leaf(np_probe *p, const char *call, np_role role, const c
     if (!selected || !role_ok(p->cfg, role, backward))
         return NP_OK;
     np_entry_rec r;
-    leaf_name(r.name, call, role, 0, key);
+    np_fmt_copy_name(r.name, NP_FMT_NAME_LEN, full); /* fits: checked above */
     if (!list_ok(p->cfg, r.name))
         return NP_OK;
     np_fmt_copy_name(r.call, NP_FMT_NAME_LEN, call);
@@ -915,6 +947,65 @@ np_status np_probe_dump_stats(np_probe *p, const char *call, np_role role, const
     st = embed_leaf(p, call, role, key, NULL, NULL, s, 0.0, err);
     UNLOCK(p);
     return st;
+}
+
+/* np_probe_leaf is filled from packed bytes by bindings: its layout is fixed. */
+_Static_assert(sizeof(np_probe_leaf) == 176 && offsetof(np_probe_leaf, data) == 24 &&
+                   offsetof(np_probe_leaf, value) == 40 && offsetof(np_probe_leaf, shape) == 48 &&
+                   offsetof(np_probe_leaf, strides) == 112,
+               "np_probe_leaf layout");
+
+/* One leaf of np_probe_dump_call (the lock is held). */
+static np_status call_leaf(np_probe *p, const char *call, const np_probe_leaf *l,
+                           const char *names, np_error *err)
+{
+    char idx[16];
+    const char *key = idx;
+    if (l->name_off >= 0)
+        key = names ? names + l->name_off : NULL;
+    else
+        snprintf(idx, sizeof idx, "%d", (int)l->index);
+    if (l->role == NP_ROLE_KWARGS)
+        return embed_leaf(p, call, NP_ROLE_KWARGS, key, NULL, NULL, NULL, l->value, err);
+    if (check_role((np_role)l->role, call, err))
+        return NP_ERR_ARG;
+    np_tensor_view v = {sizeof v, (np_dtype)l->dtype, l->ndim, l->shape, l->strides, l->data,
+                        0, l->requires_grad, l->version};
+    struct view_memo *m = memo_usable(p, &v) ? memo_push(p, &v) : NULL;
+    p->memo_fill = m;
+    np_status st = embed_leaf(p, call, (np_role)l->role, key, NULL, &v, NULL, 0.0, err);
+    p->memo_fill = NULL;
+    return st;
+}
+
+np_status np_probe_dump_call(np_probe *p, const char *call, const char *parent,
+                             const char *callsite, const np_probe_leaf *leaves, int n,
+                             const char *names, int *refused, np_error *err)
+{
+    if (refused)
+        *refused = 0;
+    if (n > 0 && !leaves)
+        return np_error_set(err, NP_ERR_ARG, NULL, call, "no leaves given");
+    np_status first = np_probe_call_begin(p, call, parent, callsite, err);
+    if (first)
+        return first;
+    LOCK(p);
+    for (int i = 0; i < n; i++) {
+        np_error e;
+        err_reset(&e);
+        np_status st = call_leaf(p, call, &leaves[i], names, &e);
+        if (st == NP_OK)
+            continue;
+        if (refused)
+            (*refused)++;
+        if (!first) {
+            first = st;
+            if (err)
+                *err = e;
+        }
+    }
+    UNLOCK(p);
+    return first;
 }
 
 np_status np_probe_call_begin(np_probe *p, const char *call, const char *parent,

@@ -209,6 +209,37 @@ np_status np_probe_dump_stats(np_probe *p, const char *call, np_role role, const
 np_status np_probe_call_begin(np_probe *p, const char *call, const char *parent,
                               const char *callsite, np_error *err);
 
+/* A whole call in one go (a binding's per-call path: one crossing instead
+ * of np_probe_call_begin and one np_probe_dump_view / np_probe_dump_scalar
+ * per leaf; the rows are the same). Leaf i is a tensor view (role input,
+ * output, parameters or parameters_grad: dtype, ndim, shape, strides in
+ * elements, data, version and requires_grad as in np_tensor_view, byte
+ * offset 0) or, with role NP_ROLE_KWARGS, the scalar `value`. Its key is
+ * the decimal `index` when `name_off` < 0, else the NUL-terminated string
+ * at names + name_off. The layout is fixed (fields are never reordered):
+ * a binding may fill an array of these from packed bytes. */
+typedef struct np_probe_leaf {
+    int32_t role;            /* np_role */
+    int32_t index;           /* the key when name_off < 0 */
+    int32_t name_off;        /* offset of the key in `names`, or -1 */
+    int32_t dtype;           /* np_dtype (tensor leaves) */
+    int32_t ndim;            /* 0..NP_MAX_DIMS */
+    int32_t requires_grad;
+    const void *data;
+    int64_t version;         /* np_tensor_view.version: >= 0 lets statistics be reused */
+    double value;            /* NP_ROLE_KWARGS: the scalar */
+    int64_t shape[NP_MAX_DIMS];
+    int64_t strides[NP_MAX_DIMS];
+} np_probe_leaf;
+
+/* np_probe_call_begin(call, parent, callsite), then leaves[0..n) in order,
+ * as the single calls would record them (each leaf refused on its own: the
+ * others still go in). Returns the first leaf's error; *refused (may be
+ * NULL) receives the number of leaves refused. */
+np_status np_probe_dump_call(np_probe *p, const char *call, const char *parent,
+                             const char *callsite, const np_probe_leaf *leaves, int n,
+                             const char *names, int *refused, np_error *err);
+
 /* Change what the host says about the run (framework, device, precision,
  * rank, world size: np_probe_meta, copied) for the steps begun from now on:
  * a framework learns its rank (torch.distributed) and its precision (an

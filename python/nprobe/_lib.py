@@ -9,9 +9,10 @@ import ctypes
 import ctypes.util
 import glob
 import os
+import struct
 
 SONAME = "libnprobe.so.0"
-ABI = 1
+ABI = 2   # np_probe_dump_call
 
 # np_role
 ROLE_INPUT, ROLE_OUTPUT, ROLE_PARAMETERS, ROLE_KWARGS, ROLE_PARAMETERS_GRAD = range(5)
@@ -81,6 +82,15 @@ class View(ctypes.Structure):
 
 
 VIEW_REUSE = 16   # NP_VIEW_REUSE
+
+# np_probe_leaf (nprobe/probe.h), packed with struct: role, index, name_off,
+# dtype, ndim, requires_grad, data, version, value, shape[8], strides[8]
+# (only the first ndim of each written). LEAF_PACK[ndim].pack_into(buf, off,
+# role, index, name_off, dtype, ndim, requires_grad, data, version, value,
+# *shape, *strides).
+LEAF_SIZE = 6 * 4 + 8 + 8 + 8 + 2 * MAX_DIMS * 8
+LEAF_PACK = [struct.Struct(f"=6iQqd{nd}q{(MAX_DIMS - nd) * 8}x{nd}q")
+             for nd in range(MAX_DIMS + 1)]
 
 
 class LeafStats(ctypes.Structure):
@@ -165,6 +175,8 @@ probe_call_begin = _sig("np_probe_call_begin", _I, _P, _S, _S, _S, _E)
 probe_dump_view = _sig("np_probe_dump_view", _I, _P, _S, _I, _S, ctypes.POINTER(View), _E)
 probe_dump_stats = _sig("np_probe_dump_stats", _I, _P, _S, _I, _S, ctypes.POINTER(LeafStats), _E)
 probe_dump_scalar = _sig("np_probe_dump_scalar", _I, _P, _S, _S, ctypes.c_double, _E)
+probe_dump_call = _sig("np_probe_dump_call", _I, _P, _S, _S, _S, ctypes.c_void_p, _I, _S,
+                       ctypes.POINTER(_I), _E)
 probe_close = _sig("np_probe_close", _I, _P, ctypes.POINTER(Summary), _E)
 probe_free = _sig("np_probe_free", None, _P)
 

@@ -365,6 +365,107 @@ static void test_overflow_whole_call(const char *dir)
     CHECK(got[0] == 100.0f && got[1] > 1e30f);
 }
 
+/* np_probe_dump_call: a whole call in one crossing gives the rows the single
+ * calls give (order, names, keys by index and by name, scalars, statistics
+ * of a transposed view and of bf16 storage), and refuses a bad leaf on its
+ * own (counted in *refused, the first error returned) while the others go
+ * in. */
+static void test_dump_call(const char *dir)
+{
+    char cfg[512], path[600];
+    snprintf(cfg, sizeof cfg,
+             "{\"task\": \"statistics\", \"dump_path\": \"%s/d5\", \"level\": \"L1\","
+             " \"stack\": true}", dir);
+    np_probe *p = NULL;
+    CHECK_EQ_INT(np_probe_open_json(&p, cfg, NULL, NULL), NP_OK);
+    if (!p)
+        return;
+    CHECK_EQ_INT(np_probe_step_begin(p, 0, NULL), NP_OK);
+    float x[4] = {1.0f, 2.0f, 3.0f, -4.0f};
+    uint16_t h[3] = {bf(0.5f), bf(-1.5f), bf(4.0f)};
+    np_probe_leaf l[5];
+    memset(l, 0, sizeof l);
+    /* input 0: x seen transposed (2x2, strides 1, 2): 1, 3, 2, -4 */
+    l[0].role = NP_ROLE_INPUT;
+    l[0].index = 0;
+    l[0].name_off = -1;
+    l[0].dtype = NP_FLOAT32;
+    l[0].ndim = 2;
+    l[0].data = x;
+    l[0].version = -1;
+    l[0].shape[0] = l[0].shape[1] = 2;
+    l[0].strides[0] = 1;
+    l[0].strides[1] = 2;
+    /* kwargs eps */
+    l[1].role = NP_ROLE_KWARGS;
+    l[1].name_off = 0;
+    l[1].value = 0.25;
+    /* parameters weight: bf16, 3 elements, requires_grad */
+    l[2].role = NP_ROLE_PARAMETERS;
+    l[2].name_off = 4;
+    l[2].dtype = NP_BFLOAT16;
+    l[2].ndim = 1;
+    l[2].data = h;
+    l[2].version = -1;
+    l[2].requires_grad = 1;
+    l[2].shape[0] = 3;
+    l[2].strides[0] = 1;
+    /* input 0 again: refused (the name is taken), the rest goes on */
+    l[3] = l[0];
+    /* output 3 */
+    l[4] = l[0];
+    l[4].role = NP_ROLE_OUTPUT;
+    l[4].index = 3;
+    const char names[] = "eps\0weight";
+    int refused = -1;
+    np_error err;
+    np_error_clear(&err);
+    CHECK_EQ_INT(np_probe_dump_call(p, "Functional.lin.0.forward", "Module.fc.Linear.forward.0",
+                                    "train.py:9 forward", l, 5, names, &refused, &err),
+                 NP_ERR_ARG);
+    CHECK_EQ_INT(refused, 1);
+    CHECK_CONTAINS(err.text, "already dumped");
+    CHECK_EQ_INT(np_probe_dump_call(p, "Functional.relu.0.forward", NULL, NULL, l, 1, NULL,
+                                    &refused, NULL), NP_OK);
+    CHECK_EQ_INT(refused, 0);
+    CHECK_EQ_INT(np_probe_step_end(p, NULL), NP_OK);
+    np_probe_close(p, NULL, NULL);
+    np_probe_free(p);
+    snprintf(path, sizeof path, "%s/d5/step0/rank0/dump.h5", dir);
+    size_t n = 0;
+    np_entry_rec *r = read_entries(path, &n);
+    CHECK_EQ_INT(n, 5);
+    const char *want[5] = {"Functional.lin.0.forward.input.0", "Functional.lin.0.forward.kwargs.eps",
+                           "Functional.lin.0.forward.parameters.weight",
+                           "Functional.lin.0.forward.output.3", "Functional.relu.0.forward.input.0"};
+    for (size_t i = 0; r && i < 5 && i < n; i++)
+        CHECK_STREQ(r[i].name, want[i]);
+    if (r && n == 5) {
+        CHECK_CLOSE(r[0].mean, 0.5, 0, 0);
+        CHECK_CLOSE(r[0].norm, sqrt(30.0), 1e-15, 0);
+        CHECK_EQ_INT(r[0].shape[1], 2);
+        CHECK_CLOSE(r[1].max, 0.25, 0, 0);
+        CHECK_STREQ(r[2].dtype, "bfloat16");
+        CHECK_CLOSE(r[2].max, 4.0, 0, 0);
+        CHECK_CLOSE(r[2].min, -1.5, 0, 0);
+        CHECK_EQ_INT(r[2].requires_grad, 1);
+        CHECK_CLOSE(r[3].min, -4.0, 0, 0);
+        CHECK_EQ_INT(r[4].seq, 1);
+    }
+    free(r);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "/calls", H5P_DEFAULT);
+    np_call_rec calls[2];
+    hid_t ct = (hid_t)np_fmt_call_h5type();
+    CHECK(H5Dread(d, ct, H5S_ALL, H5S_ALL, H5P_DEFAULT, calls) >= 0);
+    CHECK_STREQ(calls[0].parent, "Module.fc.Linear.forward.0");
+    CHECK_STREQ(calls[0].callsite, "train.py:9 forward");
+    CHECK_STREQ(calls[1].call, "Functional.relu.0.forward");
+    H5Tclose(ct);
+    H5Dclose(d);
+    H5Fclose(f);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/np_view_XXXXXX";
@@ -374,6 +475,7 @@ int main(void)
     test_threads(dir);
     test_reuse(dir);
     test_overflow_whole_call(dir);
+    test_dump_call(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

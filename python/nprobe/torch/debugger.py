@@ -30,7 +30,9 @@ _SKIP_DIRS = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 _ROLE_IN, _ROLE_OUT, _ROLE_PAR, _ROLE_PG = (_lib.ROLE_INPUT, _lib.ROLE_OUTPUT,
                                             _lib.ROLE_PARAMETERS, _lib.ROLE_PARAMETERS_GRAD)
+_ROLE_KW = _lib.ROLE_KWARGS
 _SEL_API, _SEL_CALLSITE = _lib.SELECT_API, _lib.SELECT_CALLSITE
+_LEAF_PACK, _LEAF_SIZE, _MAX_DIMS = _lib.LEAF_PACK, _lib.LEAF_SIZE, _lib.MAX_DIMS
 _KEYS = [str(i).encode() for i in range(64)]   # leaf keys b"0", b"1", ...
 
 
@@ -400,6 +402,11 @@ class PrecisionDebugger:
         # probe may reuse their statistics by address and version
         self._recent = collections.deque(maxlen=_lib.VIEW_REUSE)
         self._lstats = _lib.LeafStats()
+        # np_probe_dump_call's leaves (grown as a call needs)
+        self._cap = 64
+        self._buf = ctypes.create_string_buffer(self._cap * _LEAF_SIZE)
+        self._refused = ctypes.c_int()
+        self._refref = ctypes.byref(self._refused)
         self._lstats.size = ctypes.sizeof(_lib.LeafStats)
         self._lstats.shape = self._view.shape
         self._lock = threading.RLock()
@@ -591,6 +598,10 @@ class PrecisionDebugger:
             if not self._begun and not self._begin():
                 return False
             cb = call.encode()
+            began = self._emit_packed(cb, parent.encode() if parent else None, site, ins,
+                                      scalars, params, outs, in_keys, out_keys)
+            if began is not None:
+                return began
             if _lib.probe_call_begin(self._p, cb, parent.encode() if parent else None, site,
                                      self._eref):
                 self._note_error()
@@ -608,6 +619,58 @@ class PrecisionDebugger:
                 if t is not None:
                     leaf(cb, _ROLE_OUT, _key(out_keys[i] if out_keys else i), t)
             return True
+
+    def _emit_packed(self, cb, pb, site, ins, scalars, params, outs, in_keys, out_keys):
+        """_emit's common case in one crossing (np_probe_dump_call): every
+        tensor a CPU tensor of a known dtype with at most MAX_DIMS
+        dimensions, its leaves packed as np_probe_leaf rows. None (nothing
+        done) when a tensor needs _leaf's conversions; else whether the call
+        began."""
+        n = len(ins) + len(scalars) + len(params) + len(outs)
+        if n > self._cap:
+            self._cap = max(n, 2 * self._cap)
+            self._buf = ctypes.create_string_buffer(self._cap * _LEAF_SIZE)
+        buf, off = self._buf, 0
+        keep = []
+        names = b""
+        for role, seq, keys in ((_ROLE_IN, ins, in_keys), (_ROLE_PAR, params, None),
+                                (_ROLE_OUT, outs, out_keys)):
+            if role == _ROLE_PAR:
+                for k, v in scalars:
+                    _LEAF_PACK[0].pack_into(buf, off, _ROLE_KW, 0, len(names), 0, 0, 0, 0, 0,
+                                            v)
+                    names += k.encode() + b"\0"
+                    off += _LEAF_SIZE
+            for i, t in enumerate(seq):
+                if role == _ROLE_PAR:
+                    k, t = t
+                elif t is None:
+                    continue
+                dt = _DT.get(t.dtype)
+                nd = t.dim()
+                if dt is None or nd > _MAX_DIMS or not t.is_cpu:
+                    return None
+                if role == _ROLE_PAR:
+                    idx, name = 0, len(names)
+                    names += k.encode() + b"\0"
+                else:
+                    idx, name = (keys[i] if keys else i), -1
+                _LEAF_PACK[nd].pack_into(buf, off, role, idx, name, dt, nd, t.requires_grad,
+                                         t.data_ptr() if t.numel() else 0, t._version, 0.0,
+                                         *t.shape, *t.stride())
+                keep.append(t)
+                off += _LEAF_SIZE
+        st = _lib.probe_dump_call(self._p, cb, pb, site, self._bufaddr(), off // _LEAF_SIZE,
+                                  names, self._refref, self._eref)
+        self._recent.extend(keep)
+        if st:
+            self._errors += max(self._refused.value, 1) - 1
+            self._note_error()
+            return self._refused.value > 0
+        return True
+
+    def _bufaddr(self):
+        return ctypes.addressof(self._buf)
 
     # ---- API calls --------------------------------------------------------------
     def _open_call(self, api):
