@@ -155,30 +155,36 @@ static np_status read_number(np_json_tok *t, np_json_reader *r, np_error *err)
         t->num = -INFINITY;
         return NP_OK;
     }
-    char buf[64];
-    size_t n = 0;
     const char *q = r->p;
     int digits_only = 1; /* an integer (a shape, an int item): no strtod */
-    while (q < r->end && n < sizeof buf - 1 &&
+    while (q < r->end &&
            ((*q >= '0' && *q <= '9') || *q == '-' || *q == '+' || *q == '.' || *q == 'e' ||
             *q == 'E')) {
-        digits_only &= (*q >= '0' && *q <= '9') || (n == 0 && *q == '-');
-        buf[n++] = *q++;
+        digits_only &= (*q >= '0' && *q <= '9') || (q == r->p && *q == '-');
+        q++;
     }
+    size_t n = (size_t)(q - r->p);
+    char small[64]; /* a longer number (JSON sets no limit) is copied to the heap */
+    char *buf = n < sizeof small ? small : malloc(n + 1);
+    if (!buf)
+        return np_json_error(r, err, NP_ERR_NOMEM, NULL, "out of memory");
+    memcpy(buf, r->p, n);
     buf[n] = '\0';
     size_t neg = n && buf[0] == '-';
+    char *e = buf + n;
+    int lead_ok = n > 0 && (buf[0] == '-' || (buf[0] >= '0' && buf[0] <= '9'));
     if (digits_only && n > neg && n - neg <= 15) {
         int64_t v = 0; /* at most 15 digits: exact in a double */
         for (size_t i = neg; i < n; i++)
             v = v * 10 + (buf[i] - '0');
         t->num = neg ? -(double)v : (double)v;
-        r->p = q;
-        return NP_OK;
+    } else {
+        t->num = lead_ok ? strtod(buf, &e) : 0.0;
     }
-    char *e = NULL;
-    int lead_ok = n > 0 && (buf[0] == '-' || (buf[0] >= '0' && buf[0] <= '9'));
-    t->num = lead_ok ? strtod(buf, &e) : 0.0;
-    if (!lead_ok || e != buf + n)
+    int ok = lead_ok && e == buf + n;
+    if (buf != small)
+        free(buf);
+    if (!ok)
         return np_json_error(r, err, NP_ERR_JSON, NULL,
                              "expected a value (number, string, true, false, null, NaN, "
                              "Infinity, an object or an array)");

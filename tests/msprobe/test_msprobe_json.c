@@ -68,6 +68,15 @@ static void test_tokens(void)
                  NP_OK);
     CHECK_STREQ(got, "{ k:a\xef\xbf\xbd" "b s:\xf0\x9f\x98\x80 k:\xef\xbf\xbdx\xef\xbf\xbd "
                      "s:\xe2\x80\xa8 }");
+    /* a number of any length (it was cut after 63 characters: refused) */
+    np_error_clear(&err);
+    CHECK_EQ_INT(tokens(got, sizeof got,
+                        "[0.000000000000000000000000000000000000000000000000000000000000000000"
+                        "0000000000000000000000000000000025, 1000000000000000000000000000000000"
+                        "00000000000000000000000000000000000000e-70]",
+                        &err),
+                 NP_OK);
+    CHECK_STREQ(got, "[ n:2.5e-99 n:10 ]");
     struct { const char *doc; long line, col; const char *text; } bad[] = {
         {"{\"a\": [1, 2}", 1, 12, "unexpected '}'"},
         {"{\"a\": 1,\n \"b\": }", 2, 7, "expected a value"},
