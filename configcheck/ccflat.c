@@ -440,14 +440,15 @@ static np_status walk_pip(walker *w, const char *buf, size_t n, size_t map_len)
 
 /* ---- one side's member -------------------------------------------------------- */
 
-/* Inflate member id of p: into memory without a spill folder, else into a
- * spill file that is mapped. */
+/* Inflate member id of p: into memory without a spill folder or when it is
+ * small (a 16th of the sort budget: 1 MiB by default), else into a spill
+ * file that is mapped. */
 static np_status load_member(const char **base, size_t *len, size_t *map_len, char **mem,
                              np_cc_packin *p, np_cc_item_id id, const cc_spill *sp, np_error *err)
 {
     *mem = NULL;
     *map_len = 0;
-    if (!sp->dir) {
+    if (!sp->dir || p->size[id] <= sp->budget / 16) { /* small: no temporary */
         np_status st = np_cc_packin_member(p, id, mem, len, NULL, sp, err);
         *base = *mem;
         return st;

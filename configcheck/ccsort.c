@@ -309,13 +309,19 @@ np_status cc_side_open(cc_side **side, cc_sorter *s, const char *pack, const cha
     sd->what = what;
     *side = sd;
     np_status st = NP_OK;
-    if (!s->sp.dir) { /* in memory */
+    /* with a spill folder a side that fits is still spilled (the sides of
+     * every item are read before the first join), unless it is small and
+     * the small sides kept so far leave room for it */
+    int keep = !s->sp.dir;
+    if (!keep && !s->n_runs && s->sp.kept && *s->sp.kept + s->bytes <= s->sp.budget / 2) {
+        *s->sp.kept += s->bytes;
+        keep = 1;
+    }
+    if (keep) { /* in memory */
         if (s->n > 1)
             qsort(s->v, s->n, sizeof *s->v, rec_qcmp);
         return NP_OK;
     }
-    /* with a spill folder even a side that fits is spilled: the sides of
-     * every item are read before the first join, in bounded memory */
     if (s->n && (st = spill_run(s, err)) != NP_OK)
         return st;
     free(s->v); /* all in the runs now */

@@ -29,6 +29,8 @@ typedef struct cc_spill {
     const char *dir;    /* the output folder */
     const char *report; /* the report being made there, named in errors */
     size_t budget;      /* bytes of records a side holds before it spills a run */
+    size_t *kept;       /* bytes of the small sides kept in memory (at most budget / 2
+                         * in all), so that a small pack makes no runs */
 } cc_spill;
 
 /* A temporary file in spill->dir, created exclusively and unlinked at once

@@ -366,7 +366,7 @@ np_status np_cc_compare(np_cc_result **out, const char *bench_zip, const char *c
 {
     item_acc acc[NP_CC_ITEM_COUNT];
     memset(acc, 0, sizeof acc);
-    cc_spill sp = {NULL, NULL, 0}; /* everything in memory */
+    cc_spill sp = {NULL, NULL, 0, NULL}; /* everything in memory */
     long long runs = 0;
     return compare_packs(out, acc, &runs, bench_zip, cmp_zip, lim, &sp, err);
 }
@@ -383,7 +383,8 @@ np_status np_cc_compare_report(np_cc_result **out, np_cc_counts *counts, const c
     if (!dir)
         return np_error_set(err, NP_ERR_NOMEM, report, NULL, "out of memory");
     size_t budget = opts && opts->sort_budget ? opts->sort_budget : NP_CC_DEFAULT_SORT_BUDGET;
-    cc_spill sp = {dir, report, budget < 4096 ? 4096 : budget};
+    size_t kept = 0;
+    cc_spill sp = {dir, report, budget < 4096 ? 4096 : budget, &kept};
     item_acc acc[NP_CC_ITEM_COUNT];
     memset(acc, 0, sizeof acc);
     np_cc_result *r = NULL;
