@@ -39,14 +39,14 @@ int np_mkdirs(const char *path)
     return 0;
 }
 
-FILE *np_fopen_regular(const char *path, const char **why)
+int np_open_regular(const char *path, const char **why)
 {
     *why = NULL;
     /* O_NONBLOCK: opening a FIFO for reading must not wait for a writer */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         *why = strerror(errno);
-        return NULL;
+        return -1;
     }
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -58,11 +58,19 @@ FILE *np_fopen_regular(const char *path, const char **why)
                    : strerror(e);
         close(fd);
         errno = S_ISDIR(sb.st_mode) ? EISDIR : EINVAL;
-        return NULL;
+        return -1;
     }
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0)
         fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+FILE *np_fopen_regular(const char *path, const char **why)
+{
+    int fd = np_open_regular(path, why);
+    if (fd < 0)
+        return NULL;
     FILE *f = fdopen(fd, "rb");
     if (!f) {
         *why = strerror(errno);

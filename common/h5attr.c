@@ -1,5 +1,6 @@
 /* common/h5attr.c - scalar HDF5 attributes (strings and int64), read and
  * written one way by every part: dumps, checkpoints, packs. */
+#include "nprobe/common.h"
 #include "nprobe/format.h"
 
 #include <hdf5.h>
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int attr_write(hid_t obj, const char *name, hid_t type, const void *v)
 {
@@ -246,7 +248,54 @@ const char *np_h5_dset_problem(int rc)
         return "is not a simple dataset of at most the expected dimensions";
     case NP_H5_DSET_OVERFLOW:
         return "has a shape whose element count overflows 64 bits";
+    case NP_H5_NOT_LOCAL:
+        return "lies outside the file (an external or soft link, external raw storage or a "
+               "virtual dataset): refused, no other file is read";
+    case NP_H5_ATTR_ABSENT:
+        return "cannot be opened";
     default:
         return "claims more elements than the file holds data for";
     }
+}
+
+int64_t np_h5_open_local(int64_t loc, const char *name, int *problem)
+{
+    H5L_info_t li;
+    *problem = 0;
+    if (H5Lget_info((hid_t)loc, name, &li, H5P_DEFAULT) < 0) {
+        *problem = NP_H5_ATTR_ABSENT;
+        return -1;
+    }
+    if (li.type != H5L_TYPE_HARD) {
+        *problem = NP_H5_NOT_LOCAL;
+        return -1;
+    }
+    hid_t o = H5Oopen((hid_t)loc, name, H5P_DEFAULT);
+    if (o < 0) {
+        *problem = NP_H5_ATTR_ABSENT;
+        return -1;
+    }
+    if (H5Iget_type(o) == H5I_DATASET) {
+        hid_t dcpl = H5Dget_create_plist(o);
+        int outside = dcpl < 0 || H5Pget_layout(dcpl) == H5D_VIRTUAL ||
+                      H5Pget_external_count(dcpl) != 0;
+        if (dcpl >= 0)
+            H5Pclose(dcpl);
+        if (outside) {
+            H5Oclose(o);
+            *problem = NP_H5_NOT_LOCAL;
+            return -1;
+        }
+    }
+    return o;
+}
+
+int64_t np_h5_fopen_read(const char *path, int64_t fapl, const char **why)
+{
+    int fd = np_open_regular(path, why);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    *why = NULL;
+    return H5Fopen(path, H5F_ACC_RDONLY, fapl > 0 ? (hid_t)fapl : H5P_DEFAULT);
 }

@@ -35,11 +35,13 @@ static np_status add_dataset(json_t *params, hid_t loc, const char *dsname, cons
                              const char *file, const char *dtype_hint, np_error *err)
 {
     np_status st = NP_OK;
-    hid_t ds = H5Dopen2(loc, dsname, H5P_DEFAULT);
+    int problem = 0;
+    hid_t ds = np_h5_open_local(loc, dsname, &problem);
     hid_t ft = -1, sp = -1, mt = -1;
     void *buf = NULL;
     if (ds < 0)
-        return np_error_set(err, NP_ERR_HDF5, file, dsname, "cannot open the dataset");
+        return np_error_set(err, problem == NP_H5_NOT_LOCAL ? NP_ERR_FORMAT : NP_ERR_HDF5, file,
+                            dsname, "the dataset %s", np_h5_dset_problem(problem));
     ft = H5Dget_type(ds);
     sp = H5Dget_space(ds);
     int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
@@ -127,12 +129,13 @@ static np_status checkpoint_read(json_t *params, const char *path, np_error *err
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl >= 0)
         H5Pset_file_locking(fapl, 0, 1); /* another process may hold the file */
-    hid_t g = -1, f = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
+    const char *why = NULL;
+    hid_t g = -1, f = np_h5_fopen_read(path, fapl >= 0 ? fapl : 0, &why);
     if (fapl >= 0)
         H5Pclose(fapl);
     if (f < 0) {
-        st = np_error_set(err, NP_ERR_FORMAT, path, NULL,
-                          "cannot open as HDF5 (expected an nprobe checkpoint)");
+        st = np_error_set(err, NP_ERR_FORMAT, path, NULL, "cannot open%s%s",
+                          why ? ": " : " ", why ? why : "as HDF5 (expected an nprobe checkpoint)");
         goto done;
     }
     char fmt[64];
@@ -144,10 +147,13 @@ static np_status checkpoint_read(json_t *params, const char *path, np_error *err
                           rc && rc != NP_H5_ATTR_ABSENT ? np_h5_attr_problem(rc) : "");
         goto done;
     }
-    g = H5Gopen2(f, "params", H5P_DEFAULT);
+    int problem = 0;
+    g = np_h5_open_local(f, "params", &problem);
     if (g < 0) {
-        st = np_error_set(err, NP_ERR_FORMAT, path, "/params",
-                          "the checkpoint has no /params group");
+        st = np_error_set(err, NP_ERR_FORMAT, path, "/params", "%s",
+                          problem == NP_H5_NOT_LOCAL ? "the group /params lies outside the file "
+                                                       "(an external or soft link): refused"
+                                                     : "the checkpoint has no /params group");
         goto done;
     }
     H5G_info_t info;

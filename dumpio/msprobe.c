@@ -503,10 +503,11 @@ static np_status as_file(np_dumpio_payload *p, const np_pt_tensor *t, const char
     file_payload *f = malloc(sizeof *f);
     if (!f)
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *why = NULL;
+    f->fd = np_open_regular(path, &why);
     if (f->fd < 0) {
         free(f);
-        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open: %s", strerror(errno));
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open: %s", why);
     }
     f->seg.start = 0;
     f->seg.count = t->numel;

@@ -27,6 +27,7 @@ static pthread_mutex_t h5_lock = PTHREAD_MUTEX_INITIALIZER;
 typedef struct h5dump {
     hid_t file;
     hid_t data;              /* /data, opened on the first payload; -1 absent, -2 not yet */
+    int data_problem;        /* why /data was not opened (np_h5_open_local) */
     int fd;                  /* for FILE_F32 payloads, opened on the first; -1 */
     char path[4096];
     int complete;
@@ -317,9 +318,12 @@ static np_status open_locked(h5dump **out, np_dumpio_info *in, const char *path,
         return np_error_set(err, NP_ERR_NOTFOUND, path, NULL,
                             dumpio_is_file(path) ? "cannot read the file" : "no such file");
     hid_t fapl = reader_fapl();
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    const char *why = NULL;
+    hid_t f = np_h5_fopen_read(path, fapl, &why); /* a FIFO must not block the reader */
     if (fapl != H5P_DEFAULT)
         H5Pclose(fapl);
+    if (f < 0 && why)
+        return np_error_set(err, NP_ERR_FORMAT, path, NULL, "cannot open: %s", why);
     if (f < 0) {
         if (is_partial_name(path))
             return np_error_set(err, NP_ERR_INCOMPLETE, path, NULL,
@@ -516,7 +520,9 @@ static np_status read_table(h5dump *d, const char *name, hid_t mt, size_t recsiz
     np_h5_quiet_state q;
     pthread_mutex_lock(&h5_lock);
     np_h5_quiet(&q);
-    hid_t ds = H5Dopen2(d->file, name, H5P_DEFAULT);
+    int outside = 0;
+    hid_t ds = np_h5_open_local(d->file, name, &outside);
+    outside = outside == NP_H5_NOT_LOCAL;
     hid_t space = ds >= 0 ? H5Dget_space(ds) : -1;
     hid_t ft = ds >= 0 ? H5Dget_type(ds) : -1;
     hid_t padded = mt >= 0 ? mem_type_like_file(mt, ft) : -1;
@@ -529,7 +535,10 @@ static np_status read_table(h5dump *d, const char *name, hid_t mt, size_t recsiz
     hid_t dxpl = table_dxpl();
     unsigned char *buf = shape_ok ? take_buf(ROW_CHUNK * recsize, &buf_cap) : NULL;
     np_status st = NP_OK;
-    if (!shape_ok)
+    if (outside)
+        st = np_error_set(err, NP_ERR_FORMAT, d->path, name, "/%s %s", name,
+                          np_h5_dset_problem(NP_H5_NOT_LOCAL));
+    else if (!shape_ok)
         st = np_error_set(err, NP_ERR_FORMAT, d->path, name,
                           "cannot read /%s as a one-dimensional table (file corrupt?)", name);
     else if (!buf)
@@ -805,17 +814,24 @@ static np_status open_payload(hid_t *ds, h5dump *d, const char *leaf, int64_t nu
                               np_error *err)
 {
     *ds = -1;
-    if (d->data == -2)
+    int problem = 0;
+    if (d->data == -2) {
         d->data = H5Lexists(d->file, NP_FMT_DATA, H5P_DEFAULT) > 0
-                      ? H5Gopen2(d->file, NP_FMT_DATA, H5P_DEFAULT)
+                      ? np_h5_open_local(d->file, NP_FMT_DATA, &problem)
                       : -1;
+        d->data_problem = problem;
+    }
+    if (d->data_problem == NP_H5_NOT_LOCAL)
+        return np_error_set(err, NP_ERR_FORMAT, d->path, leaf, "/%s %s", NP_FMT_DATA,
+                            np_h5_dset_problem(NP_H5_NOT_LOCAL));
     if (d->data < 0 || H5Lexists(d->data, leaf, H5P_DEFAULT) <= 0)
         return np_error_set(err, NP_ERR_NOTFOUND, d->path, leaf,
                             "/%s says the payload is stored, but /%s has no such dataset",
                             NP_FMT_ENTRIES, NP_FMT_DATA);
-    *ds = H5Dopen2(d->data, leaf, H5P_DEFAULT);
+    *ds = np_h5_open_local(d->data, leaf, &problem);
     if (*ds < 0)
-        return np_error_set(err, NP_ERR_FORMAT, d->path, leaf, "cannot open the payload dataset");
+        return np_error_set(err, NP_ERR_FORMAT, d->path, leaf, "the payload dataset %s",
+                            np_h5_dset_problem(problem));
     hid_t space = H5Dget_space(*ds);
     hssize_t npts = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
     if (space >= 0)

@@ -32,14 +32,15 @@ void np_json_init_mem(np_json_reader *r, const char *buf, size_t n, const char *
 np_status np_json_open_file(np_json_reader *r, const char *path, np_error *err)
 {
     memset(r, 0, sizeof *r);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *why = NULL;
+    int fd = np_open_regular(path, &why); /* a FIFO must not block the reader */
     if (fd < 0)
         return np_error_set(err, errno == ENOENT ? NP_ERR_NOTFOUND : NP_ERR_IO, path, NULL,
-                            "cannot open: %s", strerror(errno));
+                            "cannot open: %s", why);
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         close(fd);
-        return np_error_set(err, NP_ERR_IO, path, NULL, "not a regular file");
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot stat: %s", strerror(errno));
     }
     void *m = NULL;
     if (st.st_size > 0) {

@@ -2,6 +2,7 @@
  * rank{R}/ (msprobe 26 in a distributed job), proc{PID}/ (26 outside one)
  * or rank/ (8.3), each folder holding dump.json, construct.json,
  * stack.json and, for the tensor task, dump_tensor_data/ *.pt. */
+#define _DEFAULT_SOURCE 1 /* realpath */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -213,6 +214,33 @@ int np_msp_is_dump(const char *path)
     return !is_file(path) || strstr(base_name(path, b, sizeof b), ".json") != NULL;
 }
 
+/* A tensor file reached through a symlink (the file's or dump_tensor_data/'s)
+ * must still lie in the dump's folder: a hostile dump could point it at any
+ * file the reader may read. A file that does not exist is left to the open
+ * (not found). */
+static np_status inside_dump(const char *path, const char *dir, const char *data_name,
+                             np_error *err)
+{
+    struct stat st;
+    char sub[4200];
+    snprintf(sub, sizeof sub, "%s/dump_tensor_data", dir);
+    if (lstat(path, &st) != 0 || (!S_ISLNK(st.st_mode) && lstat(sub, &st) == 0 &&
+                                  !S_ISLNK(st.st_mode)))
+        return NP_OK;
+    char *real = realpath(path, NULL), *root = realpath(dir, NULL);
+    size_t n = root ? strlen(root) : 0;
+    int inside = real && root && !strncmp(real, root, n) && real[n] == '/';
+    np_status rc = NP_OK;
+    if (real && root && !inside)
+        rc = np_error_set(err, NP_ERR_FORMAT, path, data_name,
+                          "a symlink leads outside the dump's folder %s (to %s): refused, not "
+                          "read",
+                          root, real);
+    free(real);
+    free(root);
+    return rc;
+}
+
 np_status np_msp_data_path(char *out, size_t cap, const char *dir, const char *data_name,
                            np_error *err)
 {
@@ -224,5 +252,5 @@ np_status np_msp_data_path(char *out, size_t cap, const char *dir, const char *d
                             data_name);
     if ((size_t)snprintf(out, cap, "%s/dump_tensor_data/%s", dir, data_name) >= cap)
         return np_error_set(err, NP_ERR_LIMIT, dir, data_name, "path too long");
-    return NP_OK;
+    return inside_dump(out, dir, data_name, err);
 }

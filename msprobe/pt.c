@@ -642,10 +642,11 @@ static np_status check_byteorder(const zipdir *z, const uint8_t *f, const char *
 
 static np_status map_file(np_pt_tensor *t, const char *path, np_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const char *why = NULL;
+    int fd = np_open_regular(path, &why); /* a FIFO must not block the reader */
     if (fd < 0)
         return np_error_set(err, errno == ENOENT ? NP_ERR_NOTFOUND : NP_ERR_IO, path, NULL,
-                            "cannot open: %s", strerror(errno));
+                            "cannot open: %s", why);
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
         close(fd);

@@ -72,8 +72,12 @@ static np_status read_f32(hid_t grp, const char *name, const np_tensor *t, float
 {
     if (H5Lexists(grp, name, H5P_DEFAULT) <= 0)
         return np_error_set(err, NP_ERR_FORMAT, path, name, "missing in the checkpoint");
-    hid_t ds = H5Dopen2(grp, name, H5P_DEFAULT);
-    hid_t sp = ds >= 0 ? H5Dget_space(ds) : -1;
+    int problem = 0;
+    hid_t ds = np_h5_open_local(grp, name, &problem);
+    if (ds < 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, name, "the dataset %s",
+                            np_h5_dset_problem(problem));
+    hid_t sp = H5Dget_space(ds);
     np_status st = NP_OK;
     hsize_t dims[NP_MAX_DIMS];
     int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
@@ -162,9 +166,11 @@ static np_status check_run_hps(hid_t f, const np_trainer *tr, const char *path, 
 {
     if (H5Lexists(f, "train", H5P_DEFAULT) <= 0)
         return NP_OK;
-    hid_t g = H5Gopen2(f, "train", H5P_DEFAULT);
+    int problem = 0;
+    hid_t g = np_h5_open_local(f, "train", &problem);
     if (g < 0)
-        return np_error_set(err, NP_ERR_FORMAT, path, "train", "cannot open group /train");
+        return np_error_set(err, NP_ERR_FORMAT, path, "train", "group /train %s",
+                            np_h5_dset_problem(problem));
     run_hp hp[N_HP];
     run_hps(tr, hp);
     np_status st = NP_OK;
@@ -339,9 +345,11 @@ done:
 
 static np_status open_ckpt(hid_t *out, const char *path, np_error *err)
 {
-    *out = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    const char *why = NULL;
+    *out = np_h5_fopen_read(path, 0, &why);
     if (*out < 0)
-        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open as an HDF5 checkpoint");
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open%s%s", why ? ": " : " ",
+                            why ? why : "as an HDF5 checkpoint");
     char fmt[64];
     int64_t ver = 0;
     int rf = np_h5_attr_get_str(*out, "format", fmt, sizeof fmt);
@@ -438,11 +446,12 @@ static np_status check_param(hid_t gp, const char *prefix, const param_want *w,
         return np_error_set(err, NP_ERR_FORMAT, path, attr,
                             "the model settings (root attribute %s ...) need the dataset "
                             "/params/%s, which the checkpoint does not have", attr, name);
-    hid_t ds = H5Dopen2(gp, name, H5P_DEFAULT);
+    int problem = 0;
+    hid_t ds = np_h5_open_local(gp, name, &problem);
     int64_t dims[NP_MAX_DIMS];
     int nd = 0;
     int64_t numel = 0;
-    int rc = ds < 0 ? NP_H5_DSET_NOT_SIMPLE : np_h5_dset_extent(ds, sizeof(float), NP_MAX_DIMS, dims, &nd, &numel);
+    int rc = ds < 0 ? problem : np_h5_dset_extent(ds, sizeof(float), NP_MAX_DIMS, dims, &nd, &numel);
     if (ds >= 0)
         H5Dclose(ds);
     if (rc)
@@ -471,9 +480,13 @@ static np_status check_param(hid_t gp, const char *prefix, const param_want *w,
 static np_status check_settings_vs_data(hid_t f, const np_model_config *c, const char *path,
                                         np_error *err)
 {
-    hid_t gp = H5Lexists(f, "params", H5P_DEFAULT) > 0 ? H5Gopen2(f, "params", H5P_DEFAULT) : -1;
+    int problem = 0;
+    hid_t gp = H5Lexists(f, "params", H5P_DEFAULT) > 0 ? np_h5_open_local(f, "params", &problem) : -1;
     if (gp < 0)
-        return np_error_set(err, NP_ERR_FORMAT, path, "params", "missing group /params");
+        return np_error_set(err, NP_ERR_FORMAT, path, "params", "%s",
+                            problem == NP_H5_NOT_LOCAL ? "group /params lies outside the file "
+                                                         "(an external or soft link): refused"
+                                                       : "missing group /params");
     H5G_info_t info;
     np_status st = NP_OK;
     const param_want *top = c->kind == NP_MODEL_GPT ? gpt_top
@@ -575,7 +588,8 @@ np_status np_checkpoint_check_settings(const char *path, np_error *err)
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl >= 0)
         H5Pset_file_locking(fapl, 0, 1); /* another process may hold the file */
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, fapl >= 0 ? fapl : H5P_DEFAULT);
+    const char *why = NULL;
+    hid_t f = np_h5_fopen_read(path, fapl >= 0 ? fapl : 0, &why);
     if (fapl >= 0)
         H5Pclose(fapl);
     int states = 0;
@@ -615,14 +629,17 @@ np_status np_trainer_load(np_trainer *tr, const char *path, np_error *err)
                               "the checkpoint has %d, this run has %d", cfg_get(&fc, i), cfg_get(mc, i));
     if (!st)
         st = check_run_hps(f, tr, path, err);
-    if (!st && (gp = H5Gopen2(f, "params", H5P_DEFAULT)) < 0)
-        st = np_error_set(err, NP_ERR_FORMAT, path, "params", "missing group /params");
+    int problem = 0;
+    if (!st && (gp = np_h5_open_local(f, "params", &problem)) < 0)
+        st = np_error_set(err, NP_ERR_FORMAT, path, "params", "group /params %s",
+                          np_h5_dset_problem(problem));
     int n = 0;
     np_tensor *const *params = np_model_params(tr->model, &n);
     for (int i = 0; i < n && !st; i++)
         st = read_f32(gp, params[i]->name, params[i], np_tensor_f32(params[i]), path, err);
-    if (!st && (go = H5Gopen2(f, "optim", H5P_DEFAULT)) < 0)
-        st = np_error_set(err, NP_ERR_FORMAT, path, "optim", "missing group /optim");
+    if (!st && (go = np_h5_open_local(f, "optim", &problem)) < 0)
+        st = np_error_set(err, NP_ERR_FORMAT, path, "optim", "group /optim %s",
+                          np_h5_dset_problem(problem));
     char kind[16];
     const np_optim_config *oc = np_optim_get_config(tr->optim);
     int rc = st ? 0 : np_h5_attr_get_str(go, "kind", kind, sizeof kind);
@@ -637,9 +654,10 @@ np_status np_trainer_load(np_trainer *tr, const char *path, np_error *err)
         np_optim_set_steps(tr->optim, v);
     for (int s = 0; s < np_optim_n_slots(tr->optim) && !st; s++) {
         const char *sn = np_optim_slot_name(tr->optim, s);
-        hid_t gs = H5Lexists(go, sn, H5P_DEFAULT) > 0 ? H5Gopen2(go, sn, H5P_DEFAULT) : -1;
+        hid_t gs = H5Lexists(go, sn, H5P_DEFAULT) > 0 ? np_h5_open_local(go, sn, &problem) : -1;
         if (gs < 0) {
-            st = np_error_set(err, NP_ERR_FORMAT, path, sn, "missing optimizer state group /optim/%s", sn);
+            st = np_error_set(err, NP_ERR_FORMAT, path, sn, "optimizer state group /optim/%s %s", sn,
+                              problem == NP_H5_NOT_LOCAL ? np_h5_dset_problem(problem) : "missing");
             break;
         }
         for (int i = 0; i < n && !st; i++)

@@ -17,16 +17,21 @@ def check(cond, what):
         print("FAIL:", what)
 
 
-def run(args, cwd, text=True, env=None, fsize=None):
+def run(args, cwd, text=True, env=None, fsize=None, timeout=300):
     """nprobe ARGS in cwd: (exit status, stdout, stderr), decoded unless text=False;
     env: variables added to the environment; fsize: a file size limit in bytes
-    (ulimit -f)."""
+    (ulimit -f); a run past `timeout` seconds is killed and reported as exit
+    status -9."""
     def limit():
         import resource
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-    p = subprocess.run([NPROBE] + args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       stdin=subprocess.DEVNULL, timeout=300, env=dict(os.environ, **(env or {})),
-                       preexec_fn=limit if fsize is not None else None)
+    try:
+        p = subprocess.run([NPROBE] + args, cwd=cwd, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=timeout,
+                           env=dict(os.environ, **(env or {})),
+                           preexec_fn=limit if fsize is not None else None)
+    except subprocess.TimeoutExpired:
+        return -9, "" if text else b"", ("timed out after %d s" % timeout) if text else b"timed out"
     if text:
         return p.returncode, p.stdout.decode(), p.stderr.decode()
     return p.returncode, p.stdout, p.stderr

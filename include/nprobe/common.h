@@ -168,6 +168,10 @@ const char *np_utf8_fix(char *dst, size_t cap, const char *s);
  * file", "it is not a regular file (a FIFO, socket or device)" or
  * strerror's text. */
 FILE *np_fopen_regular(const char *path, const char **why);
+/* The same as a read-only descriptor (O_CLOEXEC, blocking once opened), for
+ * readers that map or pread: -1 with *why set (errno ENOENT when the path
+ * does not exist). A FIFO in a dump folder must not block its reader. */
+int np_open_regular(const char *path, const char **why);
 
 /* ---- output files, common/outfile.c ---------------------------------------
  * Every file nprobe writes (dump steps, compare reports, config_check results

@@ -142,6 +142,25 @@ void np_h5_unquiet(const np_h5_quiet_state *q);
 int np_h5_dset_extent(int64_t ds, size_t esize, int cap, int64_t *dims, int *ndim, int64_t *numel);
 const char *np_h5_dset_problem(int rc);
 
+/* Open group or dataset `name` (one path component) under `loc` only when
+ * reading it stays in this file: reached by a hard link (an external link
+ * opens another file, a soft link can lead to one) and, for a dataset, with
+ * its data in the file (not external raw storage nor a virtual dataset,
+ * which map other files: a hostile dump could make nprobe read any file).
+ * Returns the object's hid_t, or a negative value with *problem set
+ * (NP_H5_NOT_LOCAL; NP_H5_ATTR_ABSENT when it cannot be opened);
+ * np_h5_dset_problem words it. The caller closes it (H5Oclose, or H5Gclose
+ * / H5Dclose by kind). */
+#define NP_H5_NOT_LOCAL (-14)
+int64_t np_h5_open_local(int64_t loc, const char *name, int *problem);
+
+/* H5Fopen(path, read-only, fapl: a hid_t or 0 for the default) of a file a
+ * user named, only when it is a regular file: HDF5 opens a FIFO for
+ * reading and waits forever for a writer. Negative with *why set
+ * (np_open_regular's words) when it is not one; negative with *why NULL
+ * when HDF5 refuses it. */
+int64_t np_h5_fopen_read(const char *path, int64_t fapl, const char **why);
+
 /* Copy `src` into a fixed field of `cap` bytes, NUL-padded; returns 1 if it
  * had to be truncated. */
 int np_fmt_copy_name(char *dst, size_t cap, const char *src);

@@ -180,7 +180,8 @@ int np_msp_is_dump(const char *path);
 np_status np_msp_find(np_msp_ref **out, size_t *n, const char *path, np_error *err);
 /* The path of a tensor file named `data_name` in `dir`/dump_tensor_data
  * (the folder next to dump.json; msprobe's dump_data_dir is ignored).
- * NP_ERR_FORMAT when data_name could escape that folder ('/', "..", NUL). */
+ * NP_ERR_FORMAT when data_name could escape that folder ('/', "..", NUL)
+ * or when a symlink (the file, or dump_tensor_data/) leads out of `dir`. */
 np_status np_msp_data_path(char *out, size_t cap, const char *dir, const char *data_name,
                            np_error *err);
 

@@ -138,9 +138,16 @@ def _load():
     tried = []
     for path in _candidates():
         try:
-            return ctypes.CDLL(path), path
+            lib = ctypes.CDLL(path)
         except OSError as e:
             tried.append(f"{path} ({e})")
+            continue
+        # a shared library that is not libnprobe (a wrong $NPROBE_LIB) is
+        # refused here, not by an AttributeError at its first missing symbol
+        if not all(hasattr(lib, s) for s in ("np_lib_version", "np_lib_abi", "np_probe_open")):
+            tried.append(f"{path} (a shared library, but not libnprobe: no np_lib_version)")
+            continue
+        return lib, path
     raise ImportError("nprobe: cannot load libnprobe; set NPROBE_LIB to the built "
                       "libnprobe.so (build/release/lib/libnprobe.so). Tried: " + "; ".join(tried))
 

@@ -6,7 +6,8 @@ accepts (str, bytes, os.PathLike, a file name that is not UTF-8) and refuse
 what open() refuses: a path with an embedded NUL was cut at the NUL by C
 (config_path "c\\0.json" opened the file "c"), a bytes output path wrote a
 file literally named "b'x.zip'", a pathlib.Path raised AttributeError. Each
-case checks what was read or written on disk.
+case checks what was read or written on disk. $NPROBE_LIB naming another
+shared library is an ImportError saying it is not libnprobe.
 """
 import os
 import pathlib
@@ -94,11 +95,29 @@ def check_config_checker():
     check(not os.path.exists("r"), "output_zip_path with a NUL: wrote the file cut at the NUL")
 
 
+def check_wrong_library():
+    """$NPROBE_LIB naming a shared library that is not libnprobe (zlib):
+    an ImportError saying so (an AttributeError 'undefined symbol' before)."""
+    import ctypes.util
+    import subprocess
+    z = ctypes.util.find_library("z")
+    if not z:
+        return
+    env = dict(os.environ, NPROBE_LIB=z)
+    env.pop("LD_PRELOAD", None)
+    p = subprocess.run([sys.executable, "-c", "import nprobe"], env=env, capture_output=True,
+                       text=True, timeout=120)
+    last = p.stderr.strip().splitlines()[-1:] or [""]
+    check(p.returncode != 0 and last[0].startswith("ImportError") and "not libnprobe" in last[0],
+          "NPROBE_LIB naming zlib: %r" % last[0])
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         os.chdir(tmp)
         check_debugger()
         check_config_checker()
+        check_wrong_library()
     print("%d failed" % len(FAILS))
     return 1 if FAILS else 0
 
