@@ -3,6 +3,7 @@
  * order, equal shapes), --mapping (JSON renames of module paths, API names
  * or whole leaves; docs/COMPARE.md). Every row says how it was matched; the
  * leaves of either side left over become cmp-only / bench-only rows. */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,13 @@ np_status cmp_mapping_load(cmp_mapping **out, const char *path, np_error *err)
 {
     *out = NULL;
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    const char *why = NULL;
+    FILE *f = np_fopen_regular(path, &why); /* a FIFO would block forever */
+    if (!f)
+        return np_error_set(err, errno == ENOENT ? NP_ERR_NOTFOUND : NP_ERR_IO, path, NULL,
+                            "cannot open the mapping: %s", why);
+    json_t *root = json_loadf(f, 0, &je);
+    fclose(f);
     if (!root)
         return np_error_set_at(err, NP_ERR_JSON, path, je.line, je.column, NULL, "%s", je.text);
     np_status st = NP_OK;

@@ -303,7 +303,7 @@ void np_dumpio_payload_release(np_dumpio_payload *p)
 }
 
 /* The first `want` elements of a FILE_F32 payload as doubles. */
-static int read_file_head(double *out, size_t want, const np_dumpio_payload *p)
+static int read_file_head(double *out, size_t want, const np_dumpio_payload *p, uint32_t *crc)
 {
     size_t done = 0;
     for (int s = 0; s < p->nseg && done < want; s++) {
@@ -320,6 +320,8 @@ static int read_file_head(double *out, size_t want, const np_dumpio_payload *p)
             off_t at = (off_t)(g->addr + (uint64_t)skip * sizeof(float));
             if (pread(p->fd, tmp, k * sizeof(float), at) != (ssize_t)(k * sizeof(float)))
                 return -1;
+            if (crc)
+                *crc = np_crc32(*crc, tmp, k * sizeof(float));
             for (size_t i = 0; i < k; i++)
                 out[done + i] = tmp[i];
             done += k;
@@ -341,7 +343,7 @@ np_status np_dumpio_read_values(double *out, size_t max, size_t *n, np_dumpio *d
         return st;
     size_t want = numel > 0 && (uint64_t)numel < max ? (size_t)numel : (numel > 0 ? max : 0);
     if (p.form == NP_DUMPIO_FILE_F32) {
-        if (read_file_head(out, want, &p) != 0)
+        if (read_file_head(out, want, &p, NULL) != 0)
             st = np_error_set(err, NP_ERR_IO, d->path, leaf,
                               "reading the payload failed (truncated file?)");
     } else {
@@ -351,6 +353,40 @@ np_status np_dumpio_read_values(double *out, size_t max, size_t *n, np_dumpio *d
     }
     if (st == NP_OK)
         *n = want;
+    np_dumpio_payload_release(&p);
+    np_dumpio_buf_free(&buf);
+    return st;
+}
+
+np_status np_dumpio_read_checked(double *out, np_dumpio *d, const np_entry_rec *e,
+                                 np_error *err)
+{
+    np_dumpio_buf buf = {0};
+    np_dumpio_payload p;
+    size_t n = e->numel > 0 ? (size_t)e->numel : 0;
+    np_status st = np_dumpio_payload_get(&p, d, e->name, e->numel, NP_DUMPIO_ALLOW_FILE, &buf, err);
+    if (st != NP_OK)
+        return st;
+    uint32_t crc = 0;
+    if (p.form == NP_DUMPIO_FILE_F32) {
+        if (read_file_head(out, n, &p, &crc) != 0)
+            st = np_error_set(err, NP_ERR_IO, d->path, e->name,
+                              "reading the payload failed (truncated file?)");
+    } else {
+        size_t es = p.form == NP_DUMPIO_MEM_F64 ? 8 : 4;
+        for (size_t i = 0; i < n; i++)
+            out[i] = p.form == NP_DUMPIO_MEM_F64 ? ((const double *)p.mem)[i]
+                                                 : (double)((const float *)p.mem)[i];
+        if (p.crc_kind == NP_DUMPIO_CRC_ELEMENTS)
+            crc = np_crc32(0, p.mem, n * es);
+    }
+    if (p.crc_kind == NP_DUMPIO_CRC_GIVEN)
+        crc = p.crc;
+    if (st == NP_OK && p.crc_kind != NP_DUMPIO_CRC_NONE && crc != e->crc32)
+        st = np_error_set(err, NP_ERR_FORMAT, d->path, e->name,
+                          "the stored bytes do not match their crc32 in the entries (file "
+                          "corrupt): crc32 %08x, entry %08x",
+                          crc, e->crc32);
     np_dumpio_payload_release(&p);
     np_dumpio_buf_free(&buf);
     return st;

@@ -78,6 +78,7 @@ typedef struct rp_dump {
                                  * (replay/msprobe_args.h) */
     double *buf[NP_OP_MAX_IN + 2 * NP_OP_MAX_OUT];
     int n_buf;
+    char why[200];              /* why the last read_leaf failed */
 } rp_dump;
 
 static const np_entry_rec *leaf(const rp_dump *rd, const char *call, const char *role, int i)
@@ -169,16 +170,23 @@ static int shape_ok(const np_entry_rec *en)
 /* Read a leaf's payload as doubles into a new buffer owned by rd (freed per call). */
 static double *read_leaf(rp_dump *rd, const np_entry_rec *en, np_error *err)
 {
+    snprintf(rd->why, sizeof rd->why, " could not be read");
     if (rd->n_buf == (int)(sizeof rd->buf / sizeof rd->buf[0]) || !shape_ok(en))
         return NULL;
     double *p = malloc((size_t)(en->numel > 0 ? en->numel : 1) * sizeof(double));
     if (!p)
         return NULL;
     rd->buf[rd->n_buf++] = p;
-    size_t n = 0;
-    if (np_dumpio_read_values(p, (size_t)en->numel, &n, rd->d, en->name, en->numel, err) != NP_OK ||
-        (int64_t)n != en->numel)
+    /* checked against the entry's crc32: a corrupt payload is not recomputed
+     * with (it would name a culprit op for a flipped bit on disk) */
+    np_error e;
+    np_error_clear(&e);
+    if (np_dumpio_read_checked(p, rd->d, en, &e) != NP_OK) {
+        snprintf(rd->why, sizeof rd->why, " could not be read: %.170s", e.text);
+        if (err && !err->status)
+            *err = e;
         return NULL;
+    }
     return p;
 }
 
@@ -223,8 +231,7 @@ static int load_inputs(np_replay_call *c, np_op_call *oc, rp_dump *rd, const cha
         }
         double *p = read_leaf(rd, en, err);
         if (!p) {
-            skip(c, en->name, shape_ok(en) ? " could not be read"
-                                           : ": its shape and element count disagree");
+            skip(c, en->name, shape_ok(en) ? rd->why : ": its shape and element count disagree");
             return -1;
         }
         if (round_to && is_wide(en->dtype) && !(info->int_mask >> n & 1u)) {
@@ -308,7 +315,7 @@ static int compare_outputs(np_replay_call *c, rp_dump *rd, const char *call, np_
         }
         double *d = read_leaf(rd, en, err);
         if (!d) {
-            skip(c, en->name, " could not be read");
+            skip(c, en->name, rd->why);
             return -1;
         }
         np_replay_leaf *lf = &c->leaves[c->n_leaves++];
@@ -419,7 +426,7 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
         if (g && g->has_data && g->numel == oc.out[j].numel) {
             double *p = read_leaf(rd, g, err);
             if (!p) {
-                skip(c, g->name, " could not be read");
+                skip(c, g->name, rd->why);
                 return;
             }
             oc.gout[j] = oc.out[j];

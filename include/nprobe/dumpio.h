@@ -210,6 +210,12 @@ void np_dumpio_payload_release(np_dumpio_payload *p);
  * gets how many. NP_ERR_NOTFOUND when the leaf has no payload. */
 np_status np_dumpio_read_values(double *out, size_t max, size_t *n, np_dumpio *d,
                                 const char *leaf, int64_t numel, np_error *err);
+/* All values of the leaf of entry `e` as doubles into out[0..e->numel),
+ * their stored bytes checked against e->crc32 where the format allows it
+ * (np_dumpio_crc): NP_ERR_FORMAT naming the leaf when they differ (a
+ * corrupt file must not be computed with as if it were data). */
+np_status np_dumpio_read_checked(double *out, np_dumpio *d, const np_entry_rec *e,
+                                 np_error *err);
 
 /* ==== many files: crash-isolated walks ahead of the reads ================= */
 

@@ -11,8 +11,9 @@ naming the file and saying it lies outside (compare: an error row or exit
 external payload was read (its bytes only failed the crc32) and replay
 recomputed a culprit from them. msprobe: a .pt in dump_tensor_data/ that is
 a symlink out of the dump's folder is an error row naming it; a symlink
-inside the folder is read as before; a FIFO as a .pt, construct.json or a
-checkpoint is refused at once (the readers waited forever for a writer).
+inside the folder is read as before; a FIFO as a .pt, construct.json, a
+checkpoint or a --mapping file is refused at once (the readers waited
+forever for a writer).
 """
 import glob
 import os
@@ -135,12 +136,14 @@ def hdf5_cases(root):
 
 
 def fifo_checkpoint(root):
-    """A FIFO given as a checkpoint: refused at once (HDF5 opened it and
-    waited forever for a writer)."""
+    """A FIFO given as a checkpoint or as compare's --mapping: refused at
+    once (HDF5 and jansson opened it and waited forever for a writer)."""
     fifo = os.path.join(root, "ck_fifo.h5")
     os.mkfifo(fifo)
+    dump = os.path.join(root, "d", "step0", "rank0", "dump.h5")
     for args in (["train", "--model", "mlp", "--steps", "2", "--load", fifo],
-                 ["config_check", "pack", "--no-python", "--weights", fifo, "-o", "w_fifo.zip"]):
+                 ["config_check", "pack", "--no-python", "--weights", fifo, "-o", "w_fifo.zip"],
+                 ["compare", "-b", dump, "-c", dump, "-o", "o_map", "--mapping", fifo]):
         rc, so, se = run(args, root, timeout=60)
         check(rc == 2 and "not a regular file" in se and "ck_fifo.h5" in se,
               "%s of a FIFO: exit %d %r" % (" ".join(args[:2]), rc, se[-300:]))
