@@ -301,6 +301,29 @@ static void test_dump_json_errors(void)
         CHECK_STREQ(err.file, path);
         unlink(path);
     }
+    /* a hand-edited dump.json nested 1000 levels deep: refused at the
+     * reader's depth limit, file named, no recursion to the stack's end */
+    {
+        static const char head[] = "{\"data\": {\"A.0.forward\": {\"input_args\": ";
+        size_t depth = 1000, n = sizeof head - 1;
+        char *doc = malloc(n + 2 * depth + 8);
+        CHECK(doc != NULL);
+        if (doc) {
+            memcpy(doc, head, n);
+            memset(doc + n, '[', depth);
+            memset(doc + n + depth, ']', depth);
+            memcpy(doc + n + 2 * depth, "}}}", 4);
+            char path[512];
+            CHECK(write_tmp(path, sizeof path, doc) != NULL);
+            np_error e;
+            np_error_clear(&e);
+            CHECK_EQ_INT(np_msp_read_dump_json(NULL, path, NULL, &e), NP_ERR_LIMIT);
+            CHECK_CONTAINS(e.text, "nested deeper than");
+            CHECK_STREQ(e.file, path);
+            unlink(path);
+            free(doc);
+        }
+    }
     np_error err;
     np_error_clear(&err);
     CHECK_EQ_INT(np_msp_read_dump_json(NULL, "/nonexistent/dump.json", NULL, &err),
