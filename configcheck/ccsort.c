@@ -3,6 +3,7 @@
  * a run to an unlinked temporary file in the output folder when the budget
  * is full; the runs are then merged through a heap. No spill happens when
  * a side fits in its budget, nor without a spill folder. */
+#define _GNU_SOURCE /* O_TMPFILE */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -21,25 +22,37 @@ np_status cc_spill_error(const cc_spill *sp, int en, np_error *err)
                         "cannot write a temporary file in the output folder: %s", strerror(en));
 }
 
+/* A nameless file in dir (O_TMPFILE: it never has a name), or -1 with errno
+ * EOPNOTSUPP when the file system cannot make one. */
+static int nameless_file(const char *dir)
+{
+#ifdef O_TMPFILE
+    int fd = open(dir, O_RDWR | O_TMPFILE | O_CLOEXEC, 0600);
+    if (fd < 0 && (errno == EISDIR || errno == EINVAL))
+        errno = EOPNOTSUPP;
+    return fd;
+#else
+    (void)dir;
+    errno = EOPNOTSUPP;
+    return -1;
+#endif
+}
+
 np_status cc_spill_file(FILE **f, const cc_spill *sp, np_error *err)
 {
     static atomic_uint seq; /* one process may compare in several threads */
-    size_t cap = strlen(sp->dir) + 64;
-    char *path = malloc(cap);
-    if (!path)
-        return np_error_set(err, NP_ERR_NOMEM, sp->dir, NULL, "out of memory");
-    int fd = -1;
-    for (int tries = 0; fd < 0 && tries < 100; tries++) {
-        snprintf(path, cap, "%s/.nprobe-cc.%ld.%u.tmp", sp->dir, (long)getpid(),
+    int fd = nameless_file(sp->dir);
+    int en = errno;
+    for (int tries = 0; fd < 0 && en == EOPNOTSUPP && tries < 100; tries++) {
+        /* else a name created exclusively, unlinked at once */
+        char path[4200];
+        snprintf(path, sizeof path, "%s/.nprobe-cc.%ld.%u.tmp", sp->dir, (long)getpid(),
                  atomic_fetch_add(&seq, 1u));
         fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 && errno != EEXIST)
-            break;
+        en = fd < 0 && errno == EEXIST ? EOPNOTSUPP : errno;
+        if (fd >= 0)
+            unlink(path); /* nameless from now on: nothing is left behind */
     }
-    int en = errno;
-    if (fd >= 0)
-        unlink(path); /* nameless from now on: nothing is left behind */
-    free(path);
     if (fd < 0)
         return cc_spill_error(sp, en, err);
     *f = fdopen(fd, "w+");
