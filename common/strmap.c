@@ -87,3 +87,10 @@ void np_strmap_free(np_strmap *m)
     m->vals = NULL;
     m->cap = m->len = 0;
 }
+
+void np_strmap_clear(np_strmap *m)
+{
+    if (m->keys)
+        memset(m->keys, 0, m->cap * sizeof *m->keys);
+    m->len = 0;
+}

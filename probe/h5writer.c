@@ -35,7 +35,8 @@
 
 #include "probe_internal.h"
 
-#define ROW_BLOCK 256     /* rows buffered before an append (and a flush) */
+#define ROW_BLOCK 256     /* rows buffered before an append */
+#define FLUSH_BLOCKS 4    /* full row blocks per flush (1024 rows) */
 #define TABLE_CHUNK 64    /* rows per HDF5 chunk of /entries and /calls */
 #define PAYLOAD_CHUNK_BYTES ((size_t)1 << 20)
 #define DIRECT_ALIGN NP_H5W_DIRECT_ALIGN /* file offset, memory and size unit of O_DIRECT */
@@ -59,12 +60,25 @@ typedef struct stager {
     pthread_cond_t work, done;
 } stager;
 
+/* A table's rows packed by hand into its file layout (the file type is the
+ * memory struct H5Tpack'ed: the same members, no padding), so HDF5 writes
+ * them without converting (a conversion costs thousands of instructions a
+ * row); the file bytes are the same. */
+#define PACK_MAX_MEMBERS 32
+typedef struct row_pack {
+    int n;
+    size_t moff[PACK_MAX_MEMBERS], foff[PACK_MAX_MEMBERS], size[PACK_MAX_MEMBERS];
+    size_t msize, fsize; /* a row in memory, in the file */
+} row_pack;
+
 struct np_h5w {
     char *root;
     int compression;
     hid_t file, entries, calls, data, entry_mt, entry_ft, call_mt, call_ft;
     hid_t row_dxpl;          /* row appends: our own conversion buffers */
     void *tconv, *bkg;       /* ROW_BLOCK rows of the larger record each */
+    row_pack epack, cpack;   /* /entries and /calls rows packed by hand */
+    unsigned char *pbuf;     /* ROW_BLOCK packed rows of the larger record, or NULL */
     char partial[4200], final[4200];
     np_entry_rec *ebuf;
     np_call_rec *cbuf;
@@ -79,6 +93,7 @@ struct np_h5w {
     np_out out;              /* the step file, created exclusively (common/outfile.c) */
     int lock_fd;             /* the step's rank folder, locked while in a step, or -1 */
     np_h5w_totals tot;
+    int blocks;              /* full row blocks appended since the last flush */
 };
 
 /* ---- HDF5 error text ---------------------------------------------------- */
@@ -169,6 +184,41 @@ static hid_t table(hid_t file, const char *name, hid_t ftype, int compression)
     H5Pclose(p);
     H5Sclose(s);
     return d;
+}
+
+/* 0 when `ft` is `mt` packed with members a hand packing can copy. */
+static int row_pack_init(row_pack *rp, hid_t mt, hid_t ft)
+{
+    int n = H5Tget_nmembers(ft);
+    if (n <= 0 || n > PACK_MAX_MEMBERS || H5Tget_nmembers(mt) != n)
+        return -1;
+    rp->n = n;
+    rp->msize = H5Tget_size(mt);
+    rp->fsize = H5Tget_size(ft);
+    size_t end = 0;
+    for (int i = 0; i < n; i++) {
+        hid_t a = H5Tget_member_type(mt, i), b = H5Tget_member_type(ft, i);
+        int same = a >= 0 && b >= 0 && H5Tequal(a, b) > 0;
+        rp->size[i] = b >= 0 ? H5Tget_size(b) : 0;
+        if (a >= 0)
+            H5Tclose(a);
+        if (b >= 0)
+            H5Tclose(b);
+        rp->moff[i] = H5Tget_member_offset(mt, i);
+        rp->foff[i] = H5Tget_member_offset(ft, i);
+        if (!same || rp->foff[i] != end)
+            return -1;
+        end += rp->size[i];
+    }
+    return end == rp->fsize ? 0 : -1;
+}
+
+static void row_pack_rows(const row_pack *rp, unsigned char *dst, const void *src, int rows)
+{
+    const unsigned char *s = src;
+    for (int r = 0; r < rows; r++, s += rp->msize, dst += rp->fsize)
+        for (int i = 0; i < rp->n; i++)
+            memcpy(dst + rp->foff[i], s + rp->moff[i], rp->size[i]);
 }
 
 static herr_t append(hid_t ds, hid_t mtype, hid_t dxpl, hsize_t *rows, const void *buf, int n)
@@ -383,6 +433,10 @@ np_status np_h5w_new(np_h5w **out, const char *dump_path, int compression, np_er
     }
     H5Tpack(w->entry_ft);
     H5Tpack(w->call_ft);
+    if (row_pack_init(&w->epack, w->entry_mt, w->entry_ft) == 0 &&
+        row_pack_init(&w->cpack, w->call_mt, w->call_ft) == 0)
+        w->pbuf = malloc(ROW_BLOCK * (w->epack.fsize > w->cpack.fsize ? w->epack.fsize
+                                                                       : w->cpack.fsize));
     *out = w;
     return NP_OK;
 }
@@ -429,6 +483,7 @@ void np_h5w_free(np_h5w *w)
     if (w->call_ft >= 0) H5Tclose(w->call_ft);
     if (w->row_dxpl >= 0) H5Pclose(w->row_dxpl);
     free(w->tconv);
+    free(w->pbuf);
     free(w->bkg);
     stager_free(w->sg);
     free(w->root);
@@ -550,7 +605,8 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
     /* Large payloads around the page cache where the file system allows
      * O_DIRECT (uncompressed only): aligned in the file for it. */
     w->dfd = w->hfd = -1;
-    if (w->compression == 0) {
+    int payloads = strcmp(in->task, "statistics") != 0 && strcmp(in->task, "md5") != 0;
+    if (w->compression == 0 && payloads) {
         w->dfd = open_direct(w);
         if (w->dfd >= 0 && H5Pset_alignment(fapl, DIRECT_MIN, DIRECT_ALIGN) < 0) {
             close(w->dfd);
@@ -598,6 +654,7 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
         H5Eclear2(H5E_DEFAULT);
     }
     w->in_step = 1;
+    w->blocks = 0;
     w->e_rows = w->c_rows = 0;
     w->en = w->cn = 0;
 
@@ -634,13 +691,26 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
     return np_h5w_flush(w, err);
 }
 
+/* `n` rows of a table: packed by hand and written as the file type when
+ * the writer could set that up, else converted by HDF5. */
+static herr_t append_rows(np_h5w *w, hid_t ds, const row_pack *rp, hid_t mt, hid_t ft,
+                          hsize_t *rows, const void *buf, int n)
+{
+    if (!w->pbuf || n == 0)
+        return append(ds, mt, w->row_dxpl, rows, buf, n);
+    row_pack_rows(rp, w->pbuf, buf, n);
+    return append(ds, ft, H5P_DEFAULT, rows, w->pbuf, n);
+}
+
 static np_status write_rows(np_h5w *w, np_error *err)
 {
-    if (append(w->calls, w->call_mt, w->row_dxpl, &w->c_rows, w->cbuf, w->cn) < 0)
+    if (append_rows(w, w->calls, &w->cpack, w->call_mt, w->call_ft, &w->c_rows, w->cbuf,
+                    w->cn) < 0)
         return h5fail(err, w->partial, "appending to /calls");
     w->tot.calls += w->cn;
     w->cn = 0;
-    if (append(w->entries, w->entry_mt, w->row_dxpl, &w->e_rows, w->ebuf, w->en) < 0)
+    if (append_rows(w, w->entries, &w->epack, w->entry_mt, w->entry_ft, &w->e_rows, w->ebuf,
+                    w->en) < 0)
         return h5fail(err, w->partial, "appending to /entries");
     w->tot.entries += w->en;
     w->en = 0;
@@ -659,7 +729,21 @@ np_status np_h5w_flush(np_h5w *w, np_error *err)
         return st;
     if (H5Fflush(w->file, H5F_SCOPE_LOCAL) < 0)
         return h5fail(err, w->partial, "flushing the dump file");
+    w->blocks = 0;
     return NP_OK;
+}
+
+/* A block of ROW_BLOCK rows is full: appended to the tables; every
+ * FLUSH_BLOCKS-th block the file is flushed too (a flush writes HDF5's
+ * metadata in many small writes: with small rows the largest cost of a
+ * block), else the next one or the step's end flushes it. On disk it is
+ * still the state of a flush plus bytes nothing on disk points at yet
+ * (crash safety as before), and the same rows give the same bytes. */
+static np_status block_full(np_h5w *w, np_error *err)
+{
+    if (++w->blocks >= FLUSH_BLOCKS)
+        return np_h5w_flush(w, err);
+    return write_rows(w, err);
 }
 
 np_status np_h5w_call(np_h5w *w, const np_call_rec *rec, np_error *err)
@@ -668,7 +752,7 @@ np_status np_h5w_call(np_h5w *w, const np_call_rec *rec, np_error *err)
         return np_error_set(err, NP_ERR_INTERNAL, NULL, rec->call, "call outside a step");
     w->cbuf[w->cn++] = *rec;
     if (w->cn == ROW_BLOCK)
-        return np_h5w_flush(w, err);
+        return block_full(w, err);
     return NP_OK;
 }
 
@@ -824,7 +908,7 @@ np_status np_h5w_entry(np_h5w *w, const np_entry_rec *rec, const void *data, np_
     }
     w->ebuf[w->en++] = *rec;
     if (w->en == ROW_BLOCK)
-        return np_h5w_flush(w, err);
+        return block_full(w, err);
     return NP_OK;
 }
 

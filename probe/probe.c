@@ -42,9 +42,9 @@ struct np_probe {
     char embed_call[NP_FMT_NAME_LEN];
     int embed_selected;
     /* embed API: the leaf names of this step (a name must be unique):
-     * owned copies, and a map over them */
-    char **leaves;
-    size_t leaves_cap, leaves_n;
+     * copies in blocks that are reused step after step, and a map over
+     * them that keeps its size */
+    struct name_block *names, *names_free;
     np_strmap leaf_set;
     /* per-call buffer (hook path) */
     np_entry_rec *recs;
@@ -396,36 +396,69 @@ static void note_overflow(np_probe *p, const char *call, const char *module)
 
 /* ---- leaf names of a step (embedding API) -------------------------------- */
 
-/* 1 if `name` was new (now added), 0 if it is there, -1 out of memory. */
-static int leaves_add(np_probe *p, const char *name)
+#define NAME_BLOCK 65536 /* bytes of leaf names per block (a name is < 256) */
+
+struct name_block {
+    struct name_block *next;
+    size_t used;
+    char buf[NAME_BLOCK];
+};
+
+/* A copy of `name` (`len` bytes) that lives until the step ends. */
+static const char *names_copy(np_probe *p, const char *name, size_t len)
+{
+    struct name_block *b = p->names;
+    if (!b || b->used + len + 1 > NAME_BLOCK) {
+        b = p->names_free;
+        if (b)
+            p->names_free = b->next;
+        else if (!(b = malloc(sizeof *b)))
+            return NULL;
+        b->used = 0;
+        b->next = p->names;
+        p->names = b;
+    }
+    char *copy = b->buf + b->used;
+    memcpy(copy, name, len + 1);
+    b->used += len + 1;
+    return copy;
+}
+
+/* 1 if `name` (`len` bytes) was new (now added), 0 if it is there, -1 out
+ * of memory. */
+static int leaves_add(np_probe *p, const char *name, size_t len)
 {
     if (!p->leaf_set.cap && np_strmap_init(&p->leaf_set, 64) != 0)
         return -1;
     if (np_strmap_get(&p->leaf_set, name) >= 0)
         return 0;
-    if (p->leaves_n == p->leaves_cap) {
-        size_t cap = p->leaves_cap ? 2 * p->leaves_cap : 64;
-        char **t = realloc(p->leaves, cap * sizeof *t);
-        if (!t)
-            return -1;
-        p->leaves = t;
-        p->leaves_cap = cap;
-    }
-    char *copy = strdup(name);
-    if (!copy || np_strmap_put(&p->leaf_set, copy, 1) != 0) {
-        free(copy);
+    const char *copy = names_copy(p, name, len);
+    if (!copy || np_strmap_put(&p->leaf_set, copy, 1) != 0)
         return -1;
-    }
-    p->leaves[p->leaves_n++] = copy;
     return 1;
 }
 
+/* The step's names go; their blocks and the map's room stay for the next. */
 static void leaves_clear(np_probe *p)
 {
-    for (size_t i = 0; i < p->leaves_n; i++)
-        free(p->leaves[i]);
-    p->leaves_n = 0;
-    np_strmap_free(&p->leaf_set); /* made again by the next step's first leaf */
+    while (p->names) {
+        struct name_block *b = p->names;
+        p->names = b->next;
+        b->next = p->names_free;
+        p->names_free = b;
+    }
+    np_strmap_clear(&p->leaf_set);
+}
+
+static void leaves_free(np_probe *p)
+{
+    leaves_clear(p);
+    while (p->names_free) {
+        struct name_block *b = p->names_free;
+        p->names_free = b->next;
+        free(b);
+    }
+    np_strmap_free(&p->leaf_set);
 }
 
 /* ---- overflow_check through the embedding API ----------------------------- */
@@ -825,7 +858,7 @@ static np_status embed_leaf(np_probe *p, const char *call, np_role role, const c
                                 "(\"{call}.{role}.{key}\" must fit the dump table uncut; "
                                 "refused, the step goes on)",
                                 full, len, NP_FMT_NAME_LEN - 1);
-        int r = leaves_add(p, full);
+        int r = leaves_add(p, full, len);
         if (r < 0)
             return np_error_set(err, NP_ERR_NOMEM, NULL, full, "out of memory");
         if (r == 0)
@@ -1215,8 +1248,7 @@ void np_probe_free(np_probe *p)
     free(p->recs);
     free(p->datas);
     free(p->nbytes);
-    leaves_clear(p);
-    free(p->leaves);
+    leaves_free(p);
     np_stats_scratch_free(&p->scratch);
     free(p->vbuf);
     free(p->pend);

@@ -117,6 +117,7 @@ int np_strmap_init(np_strmap *m, size_t expected);        /* 0 ok, -1 out of mem
 int np_strmap_put(np_strmap *m, const char *key, int val); /* replaces; -1 out of memory */
 int np_strmap_get(const np_strmap *m, const char *key);    /* -1 if absent */
 void np_strmap_free(np_strmap *m);                         /* the map, not the keys */
+void np_strmap_clear(np_strmap *m);                        /* empty, room kept */
 
 /* ---- CRC-32, common/crc32.c ---------------------------------------------- */
 /* zlib's crc32 (same polynomial and results; start with crc 0), folded with
