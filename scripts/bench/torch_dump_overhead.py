@@ -7,8 +7,11 @@ each mode and the median over rounds of each round's ratio to the plain
 script (wall clock and CPU time). With --tensor also the tensor task (async
 writes) and, as its baseline, a plain sequential write of the same bytes
 per step (os.write of 4 MiB blocks into a new file per step, the same
-folder): the tensor task's write speed is bytes / (tensor step - plain
-step), the baseline's bytes / its time.
+folder, removed after the step): the tensor task's write speed is bytes /
+(tensor step - plain step), the baseline's bytes / its time. For
+information also the same write with O_DIRECT (the disk itself: the dump
+keeps its files, so it is bound by the disk; a file written and removed
+at once never leaves the page cache).
 
 usage: torch_dump_overhead.py [--model big|tiny] [--rounds R] [--steps N] [--tensor]
   big:  4 layers x 256 wide, context 128, batch 8 (the issue's GPT 4x256)
@@ -18,6 +21,7 @@ One thread (torch.set_num_threads(1)). The package must be importable
 """
 import argparse
 import json
+import mmap
 import os
 import shutil
 import statistics
@@ -29,7 +33,7 @@ import time
 SIZES = {"big": dict(layers=4, heads=4, width=256, context=128, batch=8, vocab=512),
          "tiny": dict(layers=2, heads=2, width=32, context=16, batch=4, vocab=64)}
 MODES = ("plain", "statistics", "md5")
-TENSOR_MODES = ("tensor", "seqwrite")
+TENSOR_MODES = ("tensor", "seqwrite", "seqdirect")
 
 
 def child(a):
@@ -42,8 +46,8 @@ def child(a):
     model = GPT(s["layers"], s["heads"], s["width"], s["context"], s["vocab"])
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.01)
     d = None
-    if a.mode == "seqwrite":
-        return seqwrite(a)
+    if a.mode in ("seqwrite", "seqdirect"):
+        return seqwrite(a, a.mode == "seqdirect")
     if a.mode != "plain":
         from nprobe.torch import PrecisionDebugger
         cfg = os.path.join(a.out, f"{a.mode}.json")
@@ -78,18 +82,29 @@ def child(a):
     print(f"median_ms {statistics.median(times):.4f} {statistics.median(cpu):.4f} {nbytes}")
 
 
-def seqwrite(a):
+def seqwrite(a, direct=False):
     """The baseline of the tensor task: a.bytes bytes written sequentially
-    into a new file per step (4 MiB blocks, as a plain writer would)."""
-    block = os.urandom(4 << 20)
+    into a new file per step (4 MiB blocks, as a plain writer would); with
+    `direct` through O_DIRECT (page-aligned memory, the size rounded up to
+    4 KiB), or "median_ms nan" where the file system refuses it."""
+    block = mmap.mmap(-1, 4 << 20)
+    block.write(os.urandom(4 << 20))
+    view = memoryview(block)
     times, cpu = [], []
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | (os.O_DIRECT if direct else 0)
     for step in range(a.warmup + a.steps):
         path = os.path.join(a.out, f"seq{step}.bin")
         t0, c0 = time.perf_counter(), time.process_time()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        left = a.bytes
-        while left > 0:
-            left -= os.write(fd, block[:min(left, len(block))])
+        fd = os.open(path, flags, 0o644)
+        left = (a.bytes + 4095) // 4096 * 4096 if direct else a.bytes
+        try:
+            while left > 0:
+                left -= os.write(fd, view[:min(left, len(block))])
+        except OSError:
+            os.close(fd)
+            os.remove(path)
+            print("median_ms nan nan 0")
+            return
         os.close(fd)
         if step >= a.warmup:
             times.append((time.perf_counter() - t0) * 1000.0)
@@ -165,12 +180,18 @@ def report(a, modes, res, cpu, nbytes):
                   f"async) vs plain sequential write | {statistics.median(sp):.0f} MB/s | "
                   f"{statistics.median(sq):.0f} MB/s | {r:.2f} | >= 0.5 | "
                   f"{'yes' if r >= 0.5 else 'no'} |")
+            sd = [nbytes / q / 1e3 for q in res["seqdirect"] if q == q and q > 0]
+            if len(sd) == len(sp):
+                rd = statistics.median(x / y for x, y in zip(sp, sd))
+                print(f"| {label}, the same vs a plain O_DIRECT sequential write (the disk; "
+                      f"for information) | {statistics.median(sp):.0f} MB/s | "
+                      f"{statistics.median(sd):.0f} MB/s | {rd:.2f} | - | - |")
         return
     print(f"model {a.model} ({SIZES[a.model]}), {a.rounds} interleaved rounds of "
           f"{a.steps} steps, one thread; medians of the per-round medians, ratios the "
           f"median of the per-round ratios")
     for m in modes:
-        if m == "seqwrite":
+        if m in ("seqwrite", "seqdirect"):
             print(f"  {m:<11} wall {statistics.median(res[m]):9.2f} ms for {nbytes} bytes")
             continue
         print(f"  {m:<11} wall {statistics.median(res[m]):9.2f} ms  x{ratio(res, m):.2f}   "

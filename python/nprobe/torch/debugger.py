@@ -325,10 +325,11 @@ _skip_code = {}     # code object -> True when it is torch's or nprobe's own
 _sites = {}         # (code object, line) -> b"file.py:42 function"
 
 
-def _callsite():
-    """The first frame outside torch and nprobe as b"file:line function";
-    what a code object is and a (code, line)'s text are looked up once."""
-    f = sys._getframe(2)
+def _callsite(depth=2):
+    """The first frame outside torch and nprobe, from `depth` frames up, as
+    b"file:line function"; what a code object is and a (code, line)'s text
+    are looked up once."""
+    f = sys._getframe(depth)
     while f is not None:
         c = f.f_code
         skip = _skip_code.get(c)
@@ -405,6 +406,7 @@ class PrecisionDebugger:
         # np_probe_dump_call's leaves (grown as a call needs)
         self._cap = 64
         self._buf = ctypes.create_string_buffer(self._cap * _LEAF_SIZE)
+        self._addr = ctypes.addressof(self._buf)
         self._refused = ctypes.c_int()
         self._refref = ctypes.byref(self._refused)
         self._lstats.size = ctypes.sizeof(_lib.LeafStats)
@@ -630,37 +632,54 @@ class PrecisionDebugger:
         if n > self._cap:
             self._cap = max(n, 2 * self._cap)
             self._buf = ctypes.create_string_buffer(self._cap * _LEAF_SIZE)
+            self._addr = ctypes.addressof(self._buf)
         buf, off = self._buf, 0
         keep = []
         names = b""
-        for role, seq, keys in ((_ROLE_IN, ins, in_keys), (_ROLE_PAR, params, None),
-                                (_ROLE_OUT, outs, out_keys)):
-            if role == _ROLE_PAR:
-                for k, v in scalars:
-                    _LEAF_PACK[0].pack_into(buf, off, _ROLE_KW, 0, len(names), 0, 0, 0, 0, 0,
-                                            v)
-                    names += k.encode() + b"\0"
-                    off += _LEAF_SIZE
-            for i, t in enumerate(seq):
-                if role == _ROLE_PAR:
-                    k, t = t
-                elif t is None:
-                    continue
-                dt = _DT.get(t.dtype)
-                nd = t.dim()
-                if dt is None or nd > _MAX_DIMS or not t.is_cpu:
-                    return None
-                if role == _ROLE_PAR:
-                    idx, name = 0, len(names)
-                    names += k.encode() + b"\0"
-                else:
-                    idx, name = (keys[i] if keys else i), -1
-                _LEAF_PACK[nd].pack_into(buf, off, role, idx, name, dt, nd, t.requires_grad,
-                                         t.data_ptr() if t.numel() else 0, t._version, 0.0,
-                                         *t.shape, *t.stride())
-                keep.append(t)
-                off += _LEAF_SIZE
-        st = _lib.probe_dump_call(self._p, cb, pb, site, self._bufaddr(), off // _LEAF_SIZE,
+        for i, t in enumerate(ins):
+            if t is None:
+                continue
+            shape = t.shape
+            nd = len(shape)
+            dt = _DT.get(t.dtype)
+            if dt is None or nd > _MAX_DIMS or not t.is_cpu:
+                return None
+            _LEAF_PACK[nd].pack_into(buf, off, _ROLE_IN, in_keys[i] if in_keys else i, -1, dt,
+                                     nd, t.requires_grad, t.data_ptr(), t._version, 0.0,
+                                     *shape, *t.stride())
+            keep.append(t)
+            off += _LEAF_SIZE
+        for k, v in scalars:
+            _LEAF_PACK[0].pack_into(buf, off, _ROLE_KW, 0, len(names), 0, 0, 0, 0, 0, v)
+            names += k.encode() + b"\0"
+            off += _LEAF_SIZE
+        for k, t in params:
+            shape = t.shape
+            nd = len(shape)
+            dt = _DT.get(t.dtype)
+            if dt is None or nd > _MAX_DIMS or not t.is_cpu:
+                return None
+            _LEAF_PACK[nd].pack_into(buf, off, _ROLE_PAR, 0, len(names), dt, nd,
+                                     t.requires_grad, t.data_ptr(), t._version, 0.0, *shape,
+                                     *t.stride())
+            names += k.encode() + b"\0"
+            keep.append(t)
+            off += _LEAF_SIZE
+        for i, t in enumerate(outs):
+            if t is None:
+                continue
+            shape = t.shape
+            nd = len(shape)
+            dt = _DT.get(t.dtype)
+            if dt is None or nd > _MAX_DIMS or not t.is_cpu:
+                return None
+            _LEAF_PACK[nd].pack_into(buf, off, _ROLE_OUT, out_keys[i] if out_keys else i, -1,
+                                     dt, nd, t.requires_grad, t.data_ptr(), t._version, 0.0,
+                                     *shape, *t.stride())
+            keep.append(t)
+            off += _LEAF_SIZE
+        # the data pointer of an empty tensor is not read (numel 0)
+        st = _lib.probe_dump_call(self._p, cb, pb, site, self._addr, off // _LEAF_SIZE,
                                   names, self._refref, self._eref)
         self._recent.extend(keep)
         if st:
@@ -669,9 +688,6 @@ class PrecisionDebugger:
             return self._refused.value > 0
         return True
 
-    def _bufaddr(self):
-        return ctypes.addressof(self._buf)
-
     # ---- API calls --------------------------------------------------------------
     def _open_call(self, api):
         """A call's number in the step, forward name, enclosing module call
@@ -679,7 +695,9 @@ class PrecisionDebugger:
         n = self._counts.get(api, 0)
         self._counts[api] = n + 1
         parent = self._mstack[-1] if self._mstack else None
-        site = _callsite() if self._sel & _SEL_CALLSITE else None
+        # _callsite <- _open_call <- _api_call/_alias_call/_inplace_call <-
+        # the wrapper <- its caller: the first frame that may be the user's
+        site = _callsite(4) if self._sel & _SEL_CALLSITE else None
         return n, f"{api}.{n}.forward", parent, site
 
     def _api_call(self, api, op, fn, is_method, args, kwargs):
