@@ -39,14 +39,41 @@ static void vput_safe(FILE *out, const char *fmt, va_list ap)
     free(big);
 }
 
+/* A message is gathered in memory and goes to stderr (unbuffered) in one
+ * write, so the lines of processes sharing it (mpirun's ranks) never
+ * interleave mid-line. Without memory it is written piece by piece. */
+typedef struct msg {
+    char *buf;
+    size_t len;
+    FILE *m;
+} msg;
+
+static FILE *msg_begin(msg *g)
+{
+    g->buf = NULL;
+    g->len = 0;
+    g->m = open_memstream(&g->buf, &g->len);
+    return g->m ? g->m : stderr;
+}
+
+static void msg_end(msg *g)
+{
+    if (g->m && fclose(g->m) == 0 && g->buf)
+        fwrite(g->buf, 1, g->len, stderr);
+    free(g->buf);
+}
+
 void np_cli_error(const char *fmt, ...)
 {
     va_list ap;
-    fputs("nprobe: ", stderr);
+    msg g;
+    FILE *out = msg_begin(&g);
+    fputs("nprobe: ", out);
     va_start(ap, fmt);
-    vput_safe(stderr, fmt, ap);
+    vput_safe(out, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    fputc('\n', out);
+    msg_end(&g);
 }
 
 void np_cli_printf(const char *fmt, ...)
@@ -59,22 +86,25 @@ void np_cli_printf(const char *fmt, ...)
 
 void np_cli_report(const np_error *err)
 {
-    fputs("nprobe: ", stderr);
+    msg g;
+    FILE *out = msg_begin(&g);
+    fputs("nprobe: ", out);
     if (err->file[0]) {
-        put_safe(stderr, err->file);
+        put_safe(out, err->file);
         if (err->line > 0) {
-            fprintf(stderr, ":%ld", err->line);
+            fprintf(out, ":%ld", err->line);
             if (err->column > 0)
-                fprintf(stderr, ":%ld", err->column);
+                fprintf(out, ":%ld", err->column);
         }
-        fputs(": ", stderr);
+        fputs(": ", out);
     }
     if (err->key[0]) {
-        put_safe(stderr, err->key);
-        fputs(": ", stderr);
+        put_safe(out, err->key);
+        fputs(": ", out);
     }
-    put_safe(stderr, err->text[0] ? err->text : np_strerror(err->status));
-    fputc('\n', stderr);
+    put_safe(out, err->text[0] ? err->text : np_strerror(err->status));
+    fputc('\n', out);
+    msg_end(&g);
 }
 
 int np_cli_is_help(const char *arg)
