@@ -255,6 +255,65 @@ __attribute__((target("avx2"))) static int chunk_f32_fast_avx2(part *p, const fl
 }
 #endif
 
+#if NP_STATS_X86
+/* The slow path (a chunk holding NaN/Inf: masked attention scores) in
+ * vector registers: element i still goes to lane i % FLANES, each lane
+ * adds its finite elements in index order (masked adds: a non-finite
+ * element leaves the lane untouched, as the scalar loop skips it) and keeps
+ * max/min as `v > mx ? v : mx` / `v < mn ? v : mn` do (the first operand
+ * wins only when strictly greater/less); the tail goes one by one. Same
+ * bits as chunk_f32's scalar loop. */
+__attribute__((target("avx512f"))) static void chunk_f32_slow_avx512(part *p, const float *x,
+                                                                      int64_t n)
+{
+    const __m512d inf = _mm512_set1_pd(INFINITY);
+    __m512d s = _mm512_setzero_pd(), q = _mm512_setzero_pd();
+    __m512d mx = _mm512_set1_pd(-INFINITY), mn = _mm512_set1_pd(INFINITY);
+    int64_t nb = n - n % FLANES, nfin = 0, i = 0;
+    for (; i < nb; i += FLANES) {
+        __m512d d = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+        __mmask8 fin = _mm512_cmp_pd_mask(_mm512_abs_pd(d), inf, _CMP_LT_OQ);
+        s = _mm512_mask_add_pd(s, fin, s, d);
+        q = _mm512_mask_add_pd(q, fin, q, _mm512_mul_pd(d, d));
+        mx = _mm512_mask_max_pd(mx, fin, d, mx);
+        mn = _mm512_mask_min_pd(mn, fin, d, mn);
+        nfin += __builtin_popcount((unsigned)fin);
+        if (fin != 0xff) {
+            p->nan += __builtin_popcount((unsigned)_mm512_cmp_pd_mask(d, d, _CMP_UNORD_Q));
+            p->pinf += __builtin_popcount((unsigned)_mm512_cmp_pd_mask(d, inf, _CMP_EQ_OQ));
+            p->ninf += __builtin_popcount(
+                (unsigned)_mm512_cmp_pd_mask(d, _mm512_set1_pd(-INFINITY), _CMP_EQ_OQ));
+        }
+    }
+    double sl[FLANES], ql[FLANES], mxd[FLANES], mnd[FLANES];
+    _mm512_storeu_pd(sl, s);
+    _mm512_storeu_pd(ql, q);
+    _mm512_storeu_pd(mxd, mx);
+    _mm512_storeu_pd(mnd, mn);
+    float mxl[FLANES], mnl[FLANES];
+    for (int l = 0; l < FLANES; l++) {
+        mxl[l] = (float)mxd[l]; /* exact: they are floats */
+        mnl[l] = (float)mnd[l];
+    }
+    for (; i < n; i++) {
+        int l = (int)(i % FLANES);
+        float v = x[i];
+        if (isfinite(v)) {
+            double d = (double)v;
+            sl[l] += d;
+            ql[l] += d * d;
+            mxl[l] = v > mxl[l] ? v : mxl[l];
+            mnl[l] = v < mnl[l] ? v : mnl[l];
+            nfin++;
+        } else {
+            NONFINITE(p, v);
+        }
+    }
+    p->nfin += nfin;
+    fold_f32(p, mxl, mnl, sl, ql);
+}
+#endif
+
 static int simd_off; /* np_stats_force_portable */
 
 void np_stats_force_portable(int on) { simd_off = on; }
@@ -276,6 +335,12 @@ static void chunk_f32(part *p, const float *x, int64_t n)
 {
     if (chunk_f32_fast(p, x, n))
         return;
+#if NP_STATS_X86
+    if (!simd_off && __builtin_cpu_supports("avx512f")) {
+        chunk_f32_slow_avx512(p, x, n);
+        return;
+    }
+#endif
     float mx[FLANES], mn[FLANES];
     double s[FLANES], q[FLANES];
     lanes_init(mx, mn, s, q);

@@ -221,6 +221,46 @@ int main(void)
         }
         free(x);
     }
+    /* A chunk holding NaN/Inf (masked attention scores) takes the slow path:
+     * the vector kernel gives the scalar loop's bits (signed zeros, ties,
+     * every kind of non-finite value, a tail past the last full lane block),
+     * and the values a float64 reference gives. */
+    {
+        size_t n = 4096 + 13;
+        float *x = malloc(n * sizeof *x);
+        uint32_t s = 7;
+        for (size_t i = 0; i < n; i++) {
+            s = s * 1664525u + 1013904223u;
+            x[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 64.0f;
+            if (i % 37 == 5)
+                x[i] = -INFINITY;
+            if (i % 101 == 7)
+                x[i] = NAN;
+            if (i % 211 == 3)
+                x[i] = INFINITY;
+            if (i % 53 == 11)
+                x[i] = (i & 1) ? -0.0f : 0.0f;
+        }
+        x[n - 1] = NAN;
+        x[n - 2] = -INFINITY;
+        check_f32(x, n, NP_FLOAT32, "non-finite chunk");
+        np_probe_stats a, b;
+        np_stats_force_portable(0);
+        np_probe_tensor_stats(&a, NULL, NP_FLOAT32, x, (int64_t)n);
+        np_stats_force_portable(1);
+        np_probe_tensor_stats(&b, NULL, NP_FLOAT32, x, (int64_t)n);
+        np_stats_force_portable(0);
+        CHECK(memcmp(&a, &b, sizeof a) == 0);
+        for (size_t i = 0; i < n; i++) /* all zeros and non-finite: max/min of signed zeros */
+            x[i] = i % 3 == 0 ? NAN : (i % 3 == 1 ? -0.0f : 0.0f);
+        np_probe_tensor_stats(&a, NULL, NP_FLOAT32, x, (int64_t)n);
+        np_stats_force_portable(1);
+        np_probe_tensor_stats(&b, NULL, NP_FLOAT32, x, (int64_t)n);
+        np_stats_force_portable(0);
+        CHECK(memcmp(&a, &b, sizeof a) == 0);
+        CHECK_EQ_INT(a.nan_count, (int64_t)((n + 2) / 3));
+        free(x);
+    }
     /* Large: many chunks in parallel; same bits with 1 and 2 threads. */
     {
         size_t n = getenv("NP_SANITIZED") ? 300000 : 1500007;
