@@ -7,7 +7,8 @@ what open() refuses: a path with an embedded NUL was cut at the NUL by C
 (config_path "c\\0.json" opened the file "c"), a bytes output path wrote a
 file literally named "b'x.zip'", a pathlib.Path raised AttributeError. Each
 case checks what was read or written on disk. $NPROBE_LIB naming another
-shared library is an ImportError saying it is not libnprobe.
+shared library is an ImportError saying it is not libnprobe; module names
+holding a NUL are dumped under distinct names.
 """
 import os
 import pathlib
@@ -112,12 +113,45 @@ def check_wrong_library():
           "NPROBE_LIB naming zlib: %r" % last[0])
 
 
+def check_nul_module_names():
+    """Two modules named 'a\\0b' and 'a\\0c' (torch's add_module takes a
+    NUL): both dumped, under distinct names, the NUL as U+FFFD (C cut both
+    to 'Module.a': the second's leaves were refused as duplicates)."""
+    config("nul.json", b"d_nul")
+    with open("nul.json") as f:
+        cfg = f.read()
+    with open("nul.json", "w") as f:
+        f.write(cfg.replace('"L1"', '"L0"'))
+    model = torch.nn.Sequential()
+    model.add_module("a\0b", torch.nn.Linear(3, 2))
+    model.add_module("a\0c", torch.nn.Linear(2, 2))
+    dbg = PrecisionDebugger(config_path="nul.json")
+    import warnings
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        dbg.start(model)
+        model(torch.ones(1, 3)).sum().backward()
+        dbg.stop()
+        dbg.step()
+        dbg.close()
+    names = set()
+    if dumped("d_nul"):
+        with h5py.File(os.path.join("d_nul", "step0", "rank0", "dump.h5"), "r") as f:
+            names = {r["name"].decode("utf-8", "replace") for r in f["entries"][...]}
+    for m in ("a\ufffdb", "a\ufffdc"):
+        check("Module.%s.Linear.forward.0.output.0" % m in names,
+              "module %r: no forward output leaf in %r" % (m, sorted(names)[:6]))
+    check(not [x for x in w if "dump error" in str(x.message)],
+          "NUL module names: dump errors %r" % [str(x.message) for x in w])
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         os.chdir(tmp)
         check_debugger()
         check_config_checker()
         check_wrong_library()
+        check_nul_module_names()
     print("%d failed" % len(FAILS))
     return 1 if FAILS else 0
 

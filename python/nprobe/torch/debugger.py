@@ -40,6 +40,19 @@ def _key(k):
     return _KEYS[k] if type(k) is int and 0 <= k < 64 else str(k).encode()
 
 
+def _safe_name(s):
+    """A module or parameter name as the probe can hold it: a NUL (torch's
+    add_module accepts one) as U+FFFD, as nprobe reads msprobe's \\u0000.
+    C strings end at a NUL: modules 'a\\0b' and 'a\\0c' both became
+    'Module.a' (their leaves refused as duplicates), and the packed,
+    NUL-separated leaf names of a call shifted."""
+    return s.replace("\0", "\ufffd") if "\0" in s else s
+
+
+def _safe_params(mod):
+    return [(_safe_name(n), p) for n, p in mod.named_parameters(recurse=False)]
+
+
 class _Tls(threading.local):
     depth = 0
 
@@ -852,10 +865,10 @@ class PrecisionDebugger:
         for path, mod in model.named_modules():
             if not path:
                 continue          # the root: the runtime has no module call for it
-            cls = type(mod).__name__
+            path, cls = _safe_name(path), _safe_name(type(mod).__name__)
             mod.register_forward_pre_hook(self._make_pre(path, cls))
             mod.register_forward_hook(self._make_post(path))
-            for pname, prm in mod.named_parameters(recurse=False):
+            for pname, prm in _safe_params(mod):
                 prm.register_hook(self._make_pgrad(f"Module.{path}.{cls}", pname))
 
     def _make_pre(self, path, cls):
@@ -911,7 +924,7 @@ class PrecisionDebugger:
                     out = _wrap_outputs(out, rec)
                 self._emit(call, parent, site,
                            [a if isinstance(a, torch.Tensor) else None for a in args], (),
-                           list(mod.named_parameters(recurse=False)), _out_tensors(out))
+                           _safe_params(mod), _out_tensors(out))
             finally:
                 _tls.depth -= 1
             return out
