@@ -60,6 +60,10 @@ int np_cli_stderr_is_tty(void);
  * write files themselves (an ignored signal stays ignored across exec, and
  * `nprobe dump`'s training command must not inherit that). */
 void np_cli_ignore_sigxfsz(void);
+/* Before a command runs: SIGINT/SIGTERM/SIGHUP remove the temporaries and
+ * reservations of the files being written (np_out_remove_live), then end
+ * the process as the signal would. */
+void np_cli_clean_on_signal(void);
 
 /* ---- the probe inside `nprobe train` (implemented in probe_attach.c) ---- */
 struct np_ctx;

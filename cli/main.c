@@ -51,8 +51,10 @@ int main(int argc, char **argv)
         return NP_EXIT_OK;
     }
     for (int i = 0; i < N_COMMANDS; i++)
-        if (strcmp(name, commands[i].name) == 0)
+        if (strcmp(name, commands[i].name) == 0) {
+            np_cli_clean_on_signal(); /* no hidden temporaries left by a signal */
             return commands[i].fn(argc - 1, argv + 1);
+        }
 
     const char *names[N_COMMANDS];
     for (int i = 0; i < N_COMMANDS; i++)

@@ -131,6 +131,30 @@ int np_cli_stderr_is_tty(void)
     return isatty(2);
 }
 
+/* SIGINT/SIGTERM/SIGHUP: the temporaries and reservations of the reports
+ * being written are removed, then the signal takes its default course (the
+ * exit status says which). */
+static void clean_and_die(int sig)
+{
+    np_out_remove_live();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void np_cli_clean_on_signal(void)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t k = 0; k < sizeof sigs / sizeof sigs[0]; k++) {
+        struct sigaction old, sa;
+        if (sigaction(sigs[k], NULL, &old) != 0 || old.sa_handler == SIG_IGN)
+            continue; /* nohup's or the parent's ignore is kept */
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = clean_and_die;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[k], &sa, NULL);
+    }
+}
+
 void np_cli_ignore_sigxfsz(void)
 {
     struct sigaction sa;

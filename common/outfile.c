@@ -8,17 +8,69 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nprobe/common.h"
 
 static atomic_uint g_out_seq;
+
+/* The live temporaries and reservations, for np_out_remove_live: fixed
+ * slots (a signal handler reads them; nothing is freed under it), state 0
+ * free, 1 being filled, 2 holding a path. More than LIVE_MAX at once are
+ * not tracked (then a signal leaves those). */
+#define LIVE_MAX 32
+static struct live_slot {
+    atomic_int state;
+    char path[4200];
+} g_live[LIVE_MAX];
+static atomic_int g_dying;    /* np_out_remove_live ran: the process is ending */
+static atomic_int g_creating; /* threads between creating a file and recording it */
+
+static void live_add(const char *path)
+{
+    if (strlen(path) >= sizeof g_live[0].path)
+        return;
+    for (int i = 0; i < LIVE_MAX; i++) {
+        int free_slot = 0;
+        if (atomic_compare_exchange_strong(&g_live[i].state, &free_slot, 1)) {
+            memcpy(g_live[i].path, path, strlen(path) + 1);
+            atomic_store(&g_live[i].state, 2);
+            return;
+        }
+    }
+}
+
+static void live_del(const char *path)
+{
+    for (int i = 0; i < LIVE_MAX; i++) {
+        int held = 2;
+        if (atomic_load(&g_live[i].state) == 2 && !strcmp(g_live[i].path, path) &&
+            atomic_compare_exchange_strong(&g_live[i].state, &held, 1)) {
+            atomic_store(&g_live[i].state, 0);
+            return;
+        }
+    }
+}
+
+void np_out_remove_live(void)
+{
+    atomic_store(&g_dying, 1);
+    struct timespec ms = {0, 1000000};
+    for (int k = 0; k < 200 && atomic_load(&g_creating) > 0; k++)
+        nanosleep(&ms, NULL);
+    for (int i = 0; i < LIVE_MAX; i++)
+        if (atomic_load(&g_live[i].state) == 2)
+            unlink(g_live[i].path);
+}
 
 static np_status io_status(int en)
 {
@@ -43,6 +95,33 @@ static int create_excl(const char *path)
     return open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
 }
 
+/* Create `path` exclusively and record it as live, unless the process is
+ * ending (np_out_remove_live waits for the creations under way, so no
+ * file is made after its sweep). */
+static int create_live(const char *path)
+{
+    /* the ending signals wait on this thread until the file is recorded (a
+     * handler run between the open and the record would miss it) */
+    sigset_t block, old;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    atomic_fetch_add(&g_creating, 1);
+    int fd = -1, en = 0;
+    if (atomic_load(&g_dying))
+        en = EINTR;
+    else if ((fd = create_excl(path)) >= 0)
+        live_add(path);
+    else
+        en = errno;
+    atomic_fetch_sub(&g_creating, 1);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = en;
+    return fd;
+}
+
 static np_status make_temp(np_out *o, np_error *err)
 {
     char *dir, *base;
@@ -54,7 +133,7 @@ static np_status make_temp(np_out *o, np_error *err)
     for (int tries = 0; st == NP_OK && o->fd < 0; tries++) {
         snprintf(o->tmp, cap, "%s/.%s.%ld.%u.tmp", dir, base, (long)getpid(),
                  atomic_fetch_add(&g_out_seq, 1u));
-        o->fd = create_excl(o->tmp);
+        o->fd = create_live(o->tmp);
         if (o->fd < 0 && (errno != EEXIST || tries >= 100))
             st = np_error_set(err, io_status(errno), o->final, NULL,
                               "cannot create a temporary file %s in the output folder: %s",
@@ -127,6 +206,8 @@ static int out_close(np_out *o)
 
 static void out_free(np_out *o)
 {
+    if (o->tmp)
+        live_del(o->tmp);
     free(o->tmp);
     free(o->final);
     o->tmp = o->final = NULL;
@@ -219,7 +300,7 @@ np_status np_out_reserve(char *name, size_t cap, const char *dir, const char *ba
         else
             snprintf(name, cap, "%s_%d", base, n);
         snprintf(path, sizeof path, "%s/.%s.reserved", dir, name);
-        int fd = create_excl(path);
+        int fd = create_live(path);
         if (fd < 0) {
             if (errno == EEXIST)
                 continue;
@@ -229,6 +310,7 @@ np_status np_out_reserve(char *name, size_t cap, const char *dir, const char *ba
         close(fd);
         if (!name_taken(dir, name, exts, n_ext))
             return NP_OK;
+        live_del(path);
         unlink(path);
     }
     return np_error_set(err, NP_ERR_LIMIT, dir, base, "no free report name left");
@@ -239,6 +321,7 @@ void np_out_release(const char *dir, const char *name)
     char path[4200];
     snprintf(path, sizeof path, "%s/.%s.reserved", dir, name);
     unlink(path);
+    live_del(path);
 }
 
 /* ---- the lock of a folder ---------------------------------------------- */

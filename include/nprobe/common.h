@@ -220,6 +220,12 @@ void np_out_keep(np_out *o);
 np_status np_out_reserve(char *name, size_t cap, const char *dir, const char *base,
                          const char *const *exts, int n_ext, np_error *err);
 void np_out_release(const char *dir, const char *name);
+/* Remove every temporary (np_out_begin without a name of the caller's) and
+ * reservation this process holds now: async-signal-safe, for a program's
+ * SIGINT/SIGTERM/SIGHUP handler, so a run stopped by a signal leaves no
+ * hidden files in its output folders (a dump step's named .partial is not
+ * among them: it stays, docs/FORMAT.md). Libraries never call it. */
+void np_out_remove_live(void);
 
 /* Hold an exclusive lock (flock) on folder `dir` for as long as *fd is open;
  * NP_ERR_LIMIT when another process holds it. np_dir_unlock: -1 is a no-op. */
