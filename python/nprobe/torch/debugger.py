@@ -211,6 +211,26 @@ def _hook_outputs(outs, rec):
 
 # ---- API wrappers -----------------------------------------------------------
 
+def _pack_tensors(buf, off, role, ts, keys, keep):
+    """The tensors `ts` (None skipped) packed into `buf` from `off` as
+    np_probe_leaf rows of `role`, keyed keys[i] (or i), each kept in `keep`;
+    the next offset, or -1 where a tensor needs _leaf's conversions."""
+    for i, t in enumerate(ts):
+        if t is None:
+            continue
+        shape = t.shape
+        nd = len(shape)
+        dt = _DT.get(t.dtype)
+        if dt is None or nd > _MAX_DIMS or not t.is_cpu:
+            return -1
+        _LEAF_PACK[nd].pack_into(buf, off, role, keys[i] if keys else i, -1, dt, nd,
+                                 t.requires_grad, t.data_ptr(), t._version, 0.0, *shape,
+                                 *t.stride())
+        keep.append(t)
+        off += _LEAF_SIZE
+    return off
+
+
 def _make_wrapper(api, orig, is_method, inplace=False):
     op = api.rsplit(".", 1)[-1]      # the name ops.ALIAS knows it by
 
@@ -646,22 +666,12 @@ class PrecisionDebugger:
             self._cap = max(n, 2 * self._cap)
             self._buf = ctypes.create_string_buffer(self._cap * _LEAF_SIZE)
             self._addr = ctypes.addressof(self._buf)
-        buf, off = self._buf, 0
+        buf = self._buf
         keep = []
         names = b""
-        for i, t in enumerate(ins):
-            if t is None:
-                continue
-            shape = t.shape
-            nd = len(shape)
-            dt = _DT.get(t.dtype)
-            if dt is None or nd > _MAX_DIMS or not t.is_cpu:
-                return None
-            _LEAF_PACK[nd].pack_into(buf, off, _ROLE_IN, in_keys[i] if in_keys else i, -1, dt,
-                                     nd, t.requires_grad, t.data_ptr(), t._version, 0.0,
-                                     *shape, *t.stride())
-            keep.append(t)
-            off += _LEAF_SIZE
+        off = _pack_tensors(buf, 0, _ROLE_IN, ins, in_keys, keep)
+        if off < 0:
+            return None
         for k, v in scalars:
             _LEAF_PACK[0].pack_into(buf, off, _ROLE_KW, 0, len(names), 0, 0, 0, 0, 0, v)
             names += k.encode() + b"\0"
@@ -678,19 +688,9 @@ class PrecisionDebugger:
             names += k.encode() + b"\0"
             keep.append(t)
             off += _LEAF_SIZE
-        for i, t in enumerate(outs):
-            if t is None:
-                continue
-            shape = t.shape
-            nd = len(shape)
-            dt = _DT.get(t.dtype)
-            if dt is None or nd > _MAX_DIMS or not t.is_cpu:
-                return None
-            _LEAF_PACK[nd].pack_into(buf, off, _ROLE_OUT, out_keys[i] if out_keys else i, -1,
-                                     dt, nd, t.requires_grad, t.data_ptr(), t._version, 0.0,
-                                     *shape, *t.stride())
-            keep.append(t)
-            off += _LEAF_SIZE
+        off = _pack_tensors(buf, off, _ROLE_OUT, outs, out_keys, keep)
+        if off < 0:
+            return None
         # the data pointer of an empty tensor is not read (numel 0)
         st = _lib.probe_dump_call(self._p, cb, pb, site, self._addr, off // _LEAF_SIZE,
                                   names, self._refref, self._eref)
