@@ -78,51 +78,15 @@ typedef struct rec_hdr { /* a record in a run file, then key and value bytes */
     uint64_t parent, seq;
 } rec_hdr;
 
-typedef struct ablock {
-    struct ablock *next;
-    size_t used, cap;
-    char data[];
-} ablock;
-
 struct cc_sorter {
     cc_spill sp;
     rec *v;
     size_t n, cap, bytes;
-    ablock *blocks;
+    np_arena text;
     uint64_t seq;
     FILE **runs;
     size_t n_runs, cap_runs;
 };
-
-static char *arena_put(cc_sorter *s, const char *p, size_t n)
-{
-    ablock *b = s->blocks;
-    if (!b || b->cap - b->used < n + 1) {
-        size_t cap = n + 1 > ((size_t)1 << 20) ? n + 1 : (size_t)1 << 20;
-        ablock *nb = malloc(sizeof *nb + cap);
-        if (!nb)
-            return NULL;
-        nb->next = b;
-        nb->used = 0;
-        nb->cap = cap;
-        s->blocks = b = nb;
-    }
-    char *d = b->data + b->used;
-    if (n)
-        memcpy(d, p, n);
-    d[n] = '\0';
-    b->used += n + 1;
-    return d;
-}
-
-static void arena_free(cc_sorter *s)
-{
-    while (s->blocks) {
-        ablock *n = s->blocks->next;
-        free(s->blocks);
-        s->blocks = n;
-    }
-}
 
 static int key_cmp(const char *a, size_t na, const char *b, size_t nb)
 {
@@ -158,7 +122,7 @@ void cc_sorter_free(cc_sorter *s)
 {
     if (!s)
         return;
-    arena_free(s);
+    np_arena_free(&s->text);
     free(s->v);
     for (size_t i = 0; i < s->n_runs; i++)
         fclose(s->runs[i]);
@@ -196,7 +160,7 @@ static np_status spill_run(cc_sorter *s, np_error *err)
         en = errno;
     if (en)
         return cc_spill_error(&s->sp, en, err);
-    arena_free(s);
+    np_arena_reset(&s->text);
     s->n = 0;
     s->bytes = 0;
     return NP_OK;
@@ -224,8 +188,8 @@ np_status cc_sorter_put(cc_sorter *s, const char *key, size_t klen, const char *
         s->cap = cap;
     }
     rec *r = &s->v[s->n];
-    r->k = arena_put(s, key, klen);
-    r->v = r->k && val ? arena_put(s, val, vlen) : NULL;
+    r->k = np_arena_put(&s->text, key, klen);
+    r->v = r->k && val ? np_arena_put(&s->text, val, vlen) : NULL;
     if (!r->k || (val && !r->v))
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
     r->klen = (uint32_t)klen;

@@ -104,41 +104,6 @@ static np_cc_level missing_level(np_cc_item_id id)
  * (np_cc_compare_report) they go to a spill file per item that the report
  * writers read back, and only counts stay in memory. */
 
-typedef struct sblock {
-    struct sblock *next;
-    size_t used, cap;
-    char data[];
-} sblock;
-
-static char *put_text(sblock **head, const char *s)
-{
-    size_t n = strlen(s);
-    sblock *b = *head;
-    if (!b || b->cap - b->used < n + 1) {
-        size_t cap = n + 1 > ((size_t)1 << 20) ? n + 1 : (size_t)1 << 20;
-        sblock *nb = malloc(sizeof *nb + cap);
-        if (!nb)
-            return NULL;
-        nb->next = b;
-        nb->used = 0;
-        nb->cap = cap;
-        *head = b = nb;
-    }
-    char *d = b->data + b->used;
-    memcpy(d, s, n + 1);
-    b->used += n + 1;
-    return d;
-}
-
-static void free_blocks(sblock *b)
-{
-    while (b) {
-        sblock *n = b->next;
-        free(b);
-        b = n;
-    }
-}
-
 /* What the summary and the batch explanation need of an item's rows. */
 typedef struct item_acc {
     FILE *rows;                 /* streamed: the rows file; NULL in memory */
@@ -174,11 +139,13 @@ static int row_put_mem(np_cc_item *it, item_acc *acc, const char *key, const cha
         it->rows = nr;
         acc->cap = cap;
     }
-    sblock **bl = (sblock **)&it->strings;
+    np_arena *a = it->strings;
+    if (!a && !(a = it->strings = calloc(1, sizeof *a)))
+        return -1;
     np_cc_row *r = &it->rows[it->n_rows];
-    r->key = put_text(bl, key);
-    r->bench = bench ? put_text(bl, bench) : NULL;
-    r->cmp = cmp ? put_text(bl, cmp) : NULL;
+    r->key = np_arena_put(a, key, strlen(key));
+    r->bench = bench ? np_arena_put(a, bench, strlen(bench)) : NULL;
+    r->cmp = cmp ? np_arena_put(a, cmp, strlen(cmp)) : NULL;
     r->level = lv;
     if (!r->key || (bench && !r->bench) || (cmp && !r->cmp))
         return -1;
@@ -271,7 +238,9 @@ void np_cc_result_free(np_cc_result *r)
         return;
     for (int i = 0; i < NP_CC_ITEM_COUNT; i++) {
         np_cc_item *it = &r->items[i];
-        free_blocks(it->strings); /* the rows' text */
+        if (it->strings) /* the rows' text */
+            np_arena_free(it->strings);
+        free(it->strings);
         free(it->rows);
         free(it->note);
     }

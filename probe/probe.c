@@ -44,7 +44,7 @@ struct np_probe {
     /* embed API: the leaf names of this step (a name must be unique):
      * copies in blocks that are reused step after step, and a map over
      * them that keeps its size */
-    struct name_block *names, *names_free;
+    np_arena names;
     np_strmap leaf_set;
     /* per-call buffer (hook path) */
     np_entry_rec *recs;
@@ -396,34 +396,6 @@ static void note_overflow(np_probe *p, const char *call, const char *module)
 
 /* ---- leaf names of a step (embedding API) -------------------------------- */
 
-#define NAME_BLOCK 65536 /* bytes of leaf names per block (a name is < 256) */
-
-struct name_block {
-    struct name_block *next;
-    size_t used;
-    char buf[NAME_BLOCK];
-};
-
-/* A copy of `name` (`len` bytes) that lives until the step ends. */
-static const char *names_copy(np_probe *p, const char *name, size_t len)
-{
-    struct name_block *b = p->names;
-    if (!b || b->used + len + 1 > NAME_BLOCK) {
-        b = p->names_free;
-        if (b)
-            p->names_free = b->next;
-        else if (!(b = malloc(sizeof *b)))
-            return NULL;
-        b->used = 0;
-        b->next = p->names;
-        p->names = b;
-    }
-    char *copy = b->buf + b->used;
-    memcpy(copy, name, len + 1);
-    b->used += len + 1;
-    return copy;
-}
-
 /* 1 if `name` (`len` bytes) was new (now added), 0 if it is there, -1 out
  * of memory. */
 static int leaves_add(np_probe *p, const char *name, size_t len)
@@ -432,7 +404,7 @@ static int leaves_add(np_probe *p, const char *name, size_t len)
         return -1;
     if (np_strmap_get(&p->leaf_set, name) >= 0)
         return 0;
-    const char *copy = names_copy(p, name, len);
+    const char *copy = np_arena_put(&p->names, name, len);
     if (!copy || np_strmap_put(&p->leaf_set, copy, 1) != 0)
         return -1;
     return 1;
@@ -441,23 +413,14 @@ static int leaves_add(np_probe *p, const char *name, size_t len)
 /* The step's names go; their blocks and the map's room stay for the next. */
 static void leaves_clear(np_probe *p)
 {
-    while (p->names) {
-        struct name_block *b = p->names;
-        p->names = b->next;
-        b->next = p->names_free;
-        p->names_free = b;
-    }
+    np_arena_reset(&p->names);
     np_strmap_clear(&p->leaf_set);
 }
 
 static void leaves_free(np_probe *p)
 {
     leaves_clear(p);
-    while (p->names_free) {
-        struct name_block *b = p->names_free;
-        p->names_free = b->next;
-        free(b);
-    }
+    np_arena_free(&p->names);
     np_strmap_free(&p->leaf_set);
 }
 

@@ -119,6 +119,21 @@ int np_strmap_get(const np_strmap *m, const char *key);    /* -1 if absent */
 void np_strmap_free(np_strmap *m);                         /* the map, not the keys */
 void np_strmap_clear(np_strmap *m);                        /* empty, room kept */
 
+/* ---- string arena, common/arena.c ---------------------------------------- */
+/* Copies of strings in 1 MiB blocks (a longer string gets a block of its
+ * own), all freed together. Zero-initialise; np_arena_reset forgets every
+ * copy but keeps the blocks for the next ones. */
+typedef struct np_arena_block np_arena_block;
+typedef struct np_arena {
+    np_arena_block *used, *spare;
+} np_arena;
+
+/* A NUL-terminated copy of the n bytes at s (s may be NULL when n is 0);
+ * NULL when out of memory. */
+char *np_arena_put(np_arena *a, const char *s, size_t n);
+void np_arena_reset(np_arena *a);
+void np_arena_free(np_arena *a);
+
 /* ---- CRC-32, common/crc32.c ---------------------------------------------- */
 /* zlib's crc32 (same polynomial and results; start with crc 0), folded with
  * carry-less multiplies where the CPU has them. buf may be NULL when len 0. */

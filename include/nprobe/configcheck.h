@@ -131,7 +131,7 @@ typedef struct np_cc_item {
     char *note;                /* e.g. "weights.json is missing from CMP", or NULL */
     np_cc_row *rows;           /* every key of either side, sorted */
     int n_rows;
-    void *strings;             /* the rows' text, in large blocks (np_cc_result_free) */
+    void *strings;             /* the rows' text (an np_arena; np_cc_result_free) */
 } np_cc_item;
 
 typedef struct np_cc_result {
