@@ -18,19 +18,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.join(HERE, "..")]
 import torch_models  # noqa: E402
 from nprobe import _lib  # noqa: E402
 from nprobe.torch import PrecisionDebugger  # noqa: E402
 from nprobe.torch import debugger as dbgmod  # noqa: E402
-
-FAILS = []
-
-
-def check(cond, what):
-    if not cond:
-        FAILS.append(what)
-        print("FAIL:", what)
+from nptest import check, finish  # noqa: E402
 
 
 def rows_of(path):
@@ -115,8 +109,8 @@ def main():
                 if bad < 10:
                     check(False, f"{k}: {f} {h[f]!r} vs {v[f]!r}")
     check(bad == 0, f"{bad} differing fields")
-    print(f"{len(dev)} rows, {taken} leaves through the device path, {len(FAILS)} failures")
-    return 1 if FAILS else 0
+    print(f"{len(dev)} rows, {taken} leaves through the device path")
+    return finish()
 
 
 if __name__ == "__main__":
