@@ -57,6 +57,9 @@ def run(tmp, name, device_path):
             taken[0] += 1
             return d._leaf_device_stats(cb, role, key, t.detach(), dt, int(t.requires_grad))
         d._leaf = leaf
+        # a device tensor never takes the packed path (np_probe_dump_call
+        # reads CPU memory), so neither do these
+        d._emit_packed = lambda *args: None
     g = torch.Generator().manual_seed(3)
     idx = torch.randint(0, 32, (2, 8), generator=g)
     special = torch.tensor([[0.0, -1.0, 2.0], [float("inf"), 4.0, float("-inf")]])
@@ -82,7 +85,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         host, _ = run(tmp, "host", False)
         dev, taken = run(tmp, "dev", True)
-    check(taken > 100, f"the device path was taken ({taken} leaves)")
+    check(taken > len(dev) // 2, f"the device path was taken ({taken} leaves, {len(dev)} rows)")
     check(set(host) == set(dev), "the same rows either way: "
           f"{sorted(set(host) ^ set(dev))[:5]}")
     log = "Torch.log.0.forward.output.0"
