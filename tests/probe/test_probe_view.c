@@ -68,18 +68,29 @@ static uint16_t bf(float x)
     return (uint16_t)(u >> 16);
 }
 
-static void test_views(const char *dir)
+/* A probe dumping into DIR/SUB with the other settings `rest` (JSON object
+ * members), checked to open; NULL if it did not. */
+static np_probe *open_probe(const char *dir, const char *sub, const char *rest,
+                            const np_probe_meta *meta)
 {
-    char cfg[512], path[600];
-    snprintf(cfg, sizeof cfg,
-             "{\"task\": \"tensor\", \"dump_path\": \"%s/d1\", \"level\": \"mix\"}", dir);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg, "{\"dump_path\": \"%s/%s\", %s}", dir, sub, rest);
     np_probe *p = NULL;
     np_error err;
     np_error_clear(&err);
+    CHECK_EQ_INT(np_probe_open_json(&p, cfg, meta, &err), NP_OK);
+    return p;
+}
+
+static void test_views(const char *dir)
+{
+    char path[600];
     np_probe_meta meta = {"pytorch", "cpu", "fp32", 0, 1};
-    CHECK_EQ_INT(np_probe_open_json(&p, cfg, &meta, &err), NP_OK);
+    np_probe *p = open_probe(dir, "d1", "\"task\": \"tensor\", \"level\": \"mix\"", &meta);
     if (!p)
         return;
+    np_error err;
+    np_error_clear(&err);
     CHECK_EQ_INT(np_probe_selects(p, 0), NP_SELECT_API | NP_SELECT_MODULE | NP_SELECT_CALLSITE);
     CHECK_EQ_INT(np_probe_selects(p, -1), 0);
     np_probe_meta later = {"pytorch", "cuda", "bf16", 3, 4};
@@ -214,11 +225,8 @@ static void *feed(void *arg)
 
 static void test_threads(const char *dir)
 {
-    char cfg[512], path[600];
-    snprintf(cfg, sizeof cfg,
-             "{\"task\": \"statistics\", \"dump_path\": \"%s/d2\", \"level\": \"L1\"}", dir);
-    np_probe *p = NULL;
-    CHECK_EQ_INT(np_probe_open_json(&p, cfg, NULL, NULL), NP_OK);
+    char path[600];
+    np_probe *p = open_probe(dir, "d2", "\"task\": \"statistics\", \"level\": \"L1\"", NULL);
     if (!p)
         return;
     CHECK_EQ_INT(np_probe_selects(p, 0), NP_SELECT_API | NP_SELECT_CALLSITE);
@@ -254,11 +262,8 @@ static void test_threads(const char *dir)
  * version or a different layout computes them again. */
 static void test_reuse(const char *dir)
 {
-    char cfg[512], path[600];
-    snprintf(cfg, sizeof cfg,
-             "{\"task\": \"md5\", \"dump_path\": \"%s/d3\", \"level\": \"L1\"}", dir);
-    np_probe *p = NULL;
-    CHECK_EQ_INT(np_probe_open_json(&p, cfg, NULL, NULL), NP_OK);
+    char path[600];
+    np_probe *p = open_probe(dir, "d3", "\"task\": \"md5\", \"level\": \"L1\"", NULL);
     if (!p)
         return;
     np_probe_step_begin(p, 0, NULL);
@@ -302,12 +307,9 @@ static void test_reuse(const char *dir)
  * of a clean call; overflow_nums stops after the call that reaches it. */
 static void test_overflow_whole_call(const char *dir)
 {
-    char cfg[512], path[600];
-    snprintf(cfg, sizeof cfg,
-             "{\"task\": \"overflow_check\", \"dump_path\": \"%s/d4\", \"level\": \"L1\","
-             " \"overflow_check\": {\"overflow_nums\": 2}}", dir);
-    np_probe *p = NULL;
-    CHECK_EQ_INT(np_probe_open_json(&p, cfg, NULL, NULL), NP_OK);
+    char path[600];
+    np_probe *p = open_probe(dir, "d4", "\"task\": \"overflow_check\", \"level\": \"L1\","
+                             " \"overflow_check\": {\"overflow_nums\": 2}", NULL);
     if (!p)
         return;
     np_probe_step_begin(p, 0, NULL);
@@ -372,12 +374,9 @@ static void test_overflow_whole_call(const char *dir)
  * in. */
 static void test_dump_call(const char *dir)
 {
-    char cfg[512], path[600];
-    snprintf(cfg, sizeof cfg,
-             "{\"task\": \"statistics\", \"dump_path\": \"%s/d5\", \"level\": \"L1\","
-             " \"stack\": true}", dir);
-    np_probe *p = NULL;
-    CHECK_EQ_INT(np_probe_open_json(&p, cfg, NULL, NULL), NP_OK);
+    char path[600];
+    np_probe *p = open_probe(dir, "d5", "\"task\": \"statistics\", \"level\": \"L1\","
+                             " \"stack\": true", NULL);
     if (!p)
         return;
     CHECK_EQ_INT(np_probe_step_begin(p, 0, NULL), NP_OK);
