@@ -1,6 +1,7 @@
 """tests/nptest.py - what the Python test scripts share (one copy):
-check() records a failure and goes on, run() runs nprobe, finish() prints
-the count and gives the exit status, edit_table() rewrites a table of an
+check() records a failure and goes on, run() runs nprobe, train_dump() runs
+nprobe train with a dump config, finish() prints the count and gives the
+exit status, edit_table() rewrites a table of an
 HDF5 dump with h5py. A script imports it with
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     from nptest import check, run, finish"""
@@ -36,6 +37,14 @@ def run(args, cwd, text=True, env=None, fsize=None, timeout=300):
         return p.returncode, p.stdout.decode(), p.stderr.decode()
     return p.returncode, p.stdout, p.stderr
 
+
+
+def train_dump(root, config, args, name="t.json"):
+    """nprobe train ARGS in root, dumping as the JSON text `config` says
+    (written to root/NAME): (exit status, stdout, stderr) as run() gives."""
+    with open(os.path.join(root, name), "w") as f:
+        f.write(config)
+    return run(["train"] + args + ["--dump-config", name], root)
 
 def finish():
     print("%d failed" % len(failures))

@@ -23,7 +23,7 @@ import time
 import zipfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from nptest import NPROBE, check, finish, run  # noqa: E402
+from nptest import NPROBE, check, finish, train_dump  # noqa: E402
 
 
 def stop_early(args, cwd, out, sig):
@@ -54,10 +54,9 @@ def complete(path):
 def main():
     root = tempfile.mkdtemp(prefix="np_sig_")
     try:
-        with open(os.path.join(root, "s.json"), "w") as f:
-            f.write('{"task":"tensor","dump_path":"./b","step":[],"level":"L1"}')
-        rc, so, se = run(["train", "--model", "mlp", "--steps", "30", "--batch", "4",
-                          "--log-every", "100", "--dump-config", "s.json"], root)
+        rc, so, se = train_dump(root, '{"task":"tensor","dump_path":"./b","step":[],"level":"L1"}',
+                                ["--model", "mlp", "--steps", "30", "--batch", "4", "--log-every",
+                                 "100"], name="s.json")
         if rc != 0:
             print("setup failed", so, se)
             return 1

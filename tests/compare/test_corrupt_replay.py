@@ -22,7 +22,7 @@ import tempfile
 import h5py
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from nptest import check, finish, run  # noqa: E402
+from nptest import check, finish, run, train_dump  # noqa: E402
 
 LEAF = "Functional.linear.0.backward.output.1"
 CALL = "Functional.linear.0.backward"
@@ -31,11 +31,9 @@ CALL = "Functional.linear.0.backward"
 def main():
     root = tempfile.mkdtemp(prefix="np_corrupt_")
     try:
-        with open(os.path.join(root, "t.json"), "w") as f:
-            f.write('{"task":"tensor","dump_path":"./d","step":[0],"level":"mix"}')
-        rc, so, se = run(["train", "--model", "gpt", "--layers", "1", "--width", "32",
-                          "--context", "16", "--batch", "2", "--steps", "1", "--threads", "2",
-                          "--dump-config", "t.json"], root)
+        rc, so, se = train_dump(root, '{"task":"tensor","dump_path":"./d","step":[0],"level":"mix"}',
+                                ["--model", "gpt", "--layers", "1", "--width", "32", "--context",
+                                 "16", "--batch", "2", "--steps", "1", "--threads", "2"])
         if rc != 0:
             print("setup failed", so, se)
             return 1

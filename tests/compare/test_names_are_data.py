@@ -26,7 +26,7 @@ import h5py
 import openpyxl
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from nptest import check, edit_table, finish, run as run_nprobe  # noqa: E402
+from nptest import check, edit_table, finish, run as run_nprobe, train_dump  # noqa: E402
 
 ESC_CALL = "Functional.\x1b[31mlinear.1.forward"
 FORMULAS = {
@@ -150,10 +150,9 @@ def check_msprobe_header(root):
 def main():
     root = tempfile.mkdtemp(prefix="np_names_")
     try:
-        with open(os.path.join(root, "t.json"), "w") as f:
-            f.write('{"task":"tensor","dump_path":"./d","step":[0],"level":"mix"}')
-        rc, so, se = run(["train", "--model", "mlp", "--steps", "1", "--batch", "4", "--log-every", "100",
-                          "--dump-config", "t.json"], root)
+        rc, so, se = train_dump(root, '{"task":"tensor","dump_path":"./d","step":[0],"level":"mix"}',
+                                ["--model", "mlp", "--steps", "1", "--batch", "4", "--log-every",
+                                 "100"])
         if rc != 0:
             print("setup failed", so, se)
             return 1

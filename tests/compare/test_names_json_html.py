@@ -37,7 +37,7 @@ import h5py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
-from nptest import NPROBE, check, finish  # noqa: E402
+from nptest import NPROBE, check, finish, train_dump  # noqa: E402
 PY = os.environ.get("NP_PYTHON", sys.executable)
 PWN = b"document.body.setAttribute('data-pwned','1')"
 CALL = (b"Functional.x</script><script>" + PWN + b"</script>\xe2\x80\xa8\"q'\\\x01\xff"
@@ -167,10 +167,9 @@ def check_msprobe_names(root):
 def main():
     root = tempfile.mkdtemp(prefix="np_names_jh_")
     try:
-        with open(os.path.join(root, "t.json"), "w") as f:
-            f.write('{"task":"tensor","dump_path":"./d","step":[0],"level":"mix"}')
-        rc, so, se = run([NPROBE, "train", "--model", "mlp", "--steps", "1", "--batch", "4",
-                          "--log-every", "100", "--dump-config", "t.json"], root)
+        rc, so, se = train_dump(root, '{"task":"tensor","dump_path":"./d","step":[0],"level":"mix"}',
+                                ["--model", "mlp", "--steps", "1", "--batch", "4", "--log-every",
+                                 "100"])
         if rc != 0:
             print("setup failed", so, se)
             return 1

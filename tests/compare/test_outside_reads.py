@@ -25,7 +25,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from nptest import check, finish, run  # noqa: E402
+from nptest import check, finish, run, train_dump  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIX = os.path.join(os.environ.get("NP_SOURCE_DIR", os.path.join(HERE, "..", "..")),
@@ -48,10 +48,9 @@ def payload_names(path, k):
 
 
 def hdf5_cases(root):
-    with open(os.path.join(root, "t.json"), "w") as f:
-        f.write('{"task":"tensor","dump_path":"./d","step":[0],"level":"mix"}')
-    rc, so, se = run(["train", "--model", "mlp", "--steps", "2", "--stop-after", "1", "--batch",
-                      "4", "--log-every", "100", "--dump-config", "t.json", "--save", "ck.h5"], root)
+    rc, so, se = train_dump(root, '{"task":"tensor","dump_path":"./d","step":[0],"level":"mix"}',
+                            ["--model", "mlp", "--steps", "2", "--stop-after", "1", "--batch",
+                             "4", "--log-every", "100", "--save", "ck.h5"])
     if rc != 0:
         check(False, "setup: train exit %d %s" % (rc, se))
         return
