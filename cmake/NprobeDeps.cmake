@@ -13,10 +13,13 @@ pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
 find_library(NP_LIBM m REQUIRED)
 
-# The Python that sees Debian's python3-* packages (numpy, h5py, torch,
-# openpyxl). A pyenv or venv python3 earlier on PATH would not.
+# The Python of the tests, samples and benchmarks: the project's venv
+# (scripts/setup-venv.sh: torch 2.13, transformers, msprobe, pinned in
+# python/requirements/dev.lock) when it exists, else Debian's python3.
 if(NOT NP_PYTHON)
-  if(EXISTS /usr/bin/python3)
+  if(EXISTS ${CMAKE_SOURCE_DIR}/.venv/bin/python)
+    set(NP_PYTHON ${CMAKE_SOURCE_DIR}/.venv/bin/python CACHE FILEPATH "Python used by tests and samples")
+  elseif(EXISTS /usr/bin/python3)
     set(NP_PYTHON /usr/bin/python3 CACHE FILEPATH "Python used by tests and samples")
   else()
     find_program(NP_PYTHON python3)

@@ -11,6 +11,7 @@ quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 
 scripts/install-deps.sh
+py=$(scripts/setup-venv.sh | tail -n 1)
 jobs=$(nproc)
 
 # build DIR: compile quietly; on failure show the log and stop.
@@ -22,14 +23,14 @@ build() {
 }
 
 echo "== build (Release, -Werror)"
-cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DNP_WERROR=ON >/dev/null
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DNP_WERROR=ON -DNP_PYTHON="$py" >/dev/null
 build build/release
 echo "== test (Release)"
 (cd build/release && ctest --output-on-failure -j"$jobs" --timeout 900)
 
 if [ $quick -eq 0 ]; then
   echo "== build (ASan + UBSan)"
-  cmake -S . -B build/sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNP_WERROR=ON -DNP_SANITIZE=ON >/dev/null
+  cmake -S . -B build/sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNP_WERROR=ON -DNP_SANITIZE=ON -DNP_PYTHON="$py" >/dev/null
   build build/sanitize
   echo "== test (ASan + UBSan)"
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1

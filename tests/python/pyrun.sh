@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# pyrun.sh SCRIPT ARGS... - run a Python test with Debian's python3 and the
+# pyrun.sh SCRIPT ARGS... - run a Python test with the project's Python ($NP_PYTHON: .venv) and the
 # nprobe package of this tree (python/, libnprobe from $NPROBE_BIN's build).
 # In the sanitized pass libnprobe is built with ASan+UBSan, so their runtimes
 # are preloaded into the interpreter (leak checking off: CPython and torch
 # keep their allocations to the end). Skips (77) without torch or h5py.
 set -u
-PY=${NP_PYTHON:-/usr/bin/python3}
+PY=${NP_PYTHON:?}
 SRC=${NP_SOURCE_DIR:?}
 "$PY" -c 'import torch, h5py' 2>/dev/null || { echo "SKIP: torch or h5py missing"; exit 77; }
 export PYTHONPATH="$SRC/python${PYTHONPATH:+:$PYTHONPATH}"
