@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # install-deps.sh - install, from Debian's packages, exactly what nprobe's
-# build, tests, demo and benchmarks need. Idempotent: installs only what is
+# build, tests, demo and benchmarks need (the Python side: scripts/setup-venv.sh). Idempotent: installs only what is
 # missing. Works as root or through sudo.
 set -euo pipefail
 
@@ -10,10 +10,11 @@ packages=(
   libhdf5-dev libxlsxwriter-dev libjansson-dev libopenblas-dev libzip-dev zlib1g-dev libisal-dev
   # data-parallel train and compare over MPI (mpirun; tests run several ranks on one machine)
   libopenmpi-dev openmpi-bin
-  # tests, samples and benchmarks: readers and references independent of nprobe
-  hdf5-tools unzip time python3 python3-numpy python3-h5py python3-openpyxl python3-pandas python3-torch
-  # the nprobe Python package: `pip install ./python` offline (tests/python)
-  python3-pip python3-setuptools
+  # tests, samples and benchmarks: tools independent of nprobe; their Python
+  # libraries (torch 2.13, numpy, h5py, pandas, openpyxl, transformers, msprobe)
+  # are PyPI's, pinned in python/requirements/dev.lock, in the project's venv
+  # (scripts/setup-venv.sh), not Debian's
+  hdf5-tools unzip time python3 python3-venv
   # a second, independent xlsx reader (test_cmp_xlsx_libreoffice converts reports to csv)
   libreoffice-calc-nogui
   # a real browser for the HTML report's tests and benchmark (headless, no driver)

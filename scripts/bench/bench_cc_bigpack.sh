@@ -13,7 +13,7 @@ KEYS=${2:-4000000}
 REPS=${3:-1}
 FORMAT=${4:-xlsx}
 BASE=${5:-}
-PY=${NP_PYTHON:-/usr/bin/python3}
+PY=${NP_PYTHON:-$(dirname "$0")/../../.venv/bin/python}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$N" config_check pack --no-python -o "$tmp/base.zip" >/dev/null

@@ -22,7 +22,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${NPROBE_BIN:-$root/build/release/nprobe}
-py=${NP_PYTHON:-/usr/bin/python3}
+py=${NP_PYTHON:-$(dirname "$0")/../../.venv/bin/python}
 here=$root/scripts/bench
 K=300 NUMEL=$((1 << 20)) SROWS=141000 REPS=3
 # flat memory: tensors of 1M float32 (4 MiB) per side: 256 = 1 GiB, 2560 = 10 GiB

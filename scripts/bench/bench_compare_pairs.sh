@@ -15,7 +15,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${NPROBE_BIN:-$root/build/release/nprobe}
 base=${NPROBE_BIN_BASE:-}
-py=${NP_PYTHON:-/usr/bin/python3}
+py=${NP_PYTHON:-$(dirname "$0")/../../.venv/bin/python}
 here=$root/scripts/bench
 SCALES="1000 8000"
 for a in "$@"; do

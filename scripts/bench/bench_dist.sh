@@ -8,7 +8,7 @@
 # Prints a Markdown section on stdout.  --quick: small sizes.
 set -euo pipefail
 bin=${NPROBE_BIN:?set NPROBE_BIN}
-py=${NP_PYTHON:-/usr/bin/python3}
+py=${NP_PYTHON:-$(dirname "$0")/../../.venv/bin/python}
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 mpirun=$(command -v mpirun || true)

@@ -18,7 +18,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${NPROBE_BIN:-$root/build/release/nprobe}
-py=${NP_PYTHON:-/usr/bin/python3}
+py=${NP_PYTHON:-$(dirname "$0")/../../.venv/bin/python}
 threads=${BENCH_THREADS:-$(nproc)}
 [ -x "$bin" ] || { echo "bench_dump: $bin is not built (set NPROBE_BIN)" >&2; exit 2; }
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")

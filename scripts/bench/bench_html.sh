@@ -18,7 +18,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${NPROBE_BIN:-$root/build/release/nprobe}
-py=${NP_PYTHON:-/usr/bin/python3}
+py=${NP_PYTHON:-$(dirname "$0")/../../.venv/bin/python}
 STEPS=100 SROWS=141000 REPS=5
 for a in "$@"; do
   case $a in

@@ -21,7 +21,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${NPROBE_BIN:-$root/build/release/nprobe}
 insp=${MSP_INSPECT:-$(dirname "$bin")/tests/msprobe/msp_inspect}
-py=${NP_PYTHON:-/usr/bin/python3}
+py=${NP_PYTHON:-$(dirname "$0")/../../.venv/bin/python}
 here=$root/scripts/bench
 K=${BENCH_TENSORS:-300} NUMEL=$((1 << 20)) SROWS=${BENCH_ROWS:-141000} REPS=${BENCH_REPS:-3}
 for a in "$@"; do

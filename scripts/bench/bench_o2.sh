@@ -13,7 +13,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rel=${NPROBE_BIN:-$root/build/release/nprobe}
-py=${NP_PYTHON:-/usr/bin/python3}
+py=${NP_PYTHON:-$(dirname "$0")/../../.venv/bin/python}
 threads=${BENCH_THREADS:-$(nproc)}
 [ -x "$rel" ] || { echo "bench_o2: $rel is not built (set NPROBE_BIN)" >&2; exit 2; }
 rel=$(cd "$(dirname "$rel")" && pwd)/$(basename "$rel")

@@ -6,7 +6,7 @@
 #   bench_torch.sh [--quick]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-py=${NP_PYTHON:-/usr/bin/python3}
+py=${NP_PYTHON:-$(dirname "$0")/../../.venv/bin/python}
 bin=${NPROBE_BIN:-$root/build/release/nprobe}
 "$py" -c 'import torch' 2>/dev/null || { printf '## PyTorch package dump overhead (bench_torch.sh)\n\nPyTorch is not installed: not measured.\n'; exit 0; }
 export PYTHONPATH="$root/python" NPROBE_LIB="$(dirname "$bin")/lib/libnprobe.so"

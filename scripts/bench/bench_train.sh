@@ -3,12 +3,12 @@
 # `nprobe train` against the same model in PyTorch CPU (torch_gpt.py), at
 # the same thread count, batch and size, for several model sizes. Prints a
 # Markdown section: one row per size with both medians and the ratio.
-# Env: NPROBE_BIN (default build/nprobe), NP_PYTHON (default /usr/bin/python3),
+# Env: NPROBE_BIN (default build/nprobe), NP_PYTHON (default the project venv, .venv),
 # BENCH_THREADS (default: all cores).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${NPROBE_BIN:-$root/build/release/nprobe}
-py=${NP_PYTHON:-/usr/bin/python3}
+py=${NP_PYTHON:-$(dirname "$0")/../../.venv/bin/python}
 threads=${BENCH_THREADS:-$(nproc)}
 steps=30 warm=5 rounds=3
 # sizes: "layers heads width context batch"

@@ -15,7 +15,7 @@ quick=""
 scripts/install-deps.sh >/dev/null
 bin=$(scripts/build.sh)
 export NPROBE_BIN=$bin
-export NP_PYTHON=${NP_PYTHON:-/usr/bin/python3}
+export NP_PYTHON=${NP_PYTHON:-$(scripts/setup-venv.sh | tail -n 1)}
 out=docs/PERFORMANCE.md
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT

@@ -24,7 +24,7 @@ N=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 SEEDS=${2:-1 2 3 4 5 6 7 8}
 torch=1; [ "${3:-}" = --no-torch ] && torch=0
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=${NP_PYTHON:-/usr/bin/python3}
+PY=${NP_PYTHON:-$(dirname "$0")/../../.venv/bin/python}
 "$PY" -c 'import torch, h5py' 2>/dev/null || torch=0
 export NPROBE_BIN=$N NP_SOURCE_DIR=$SRC
 tmp=$(mktemp -d)
