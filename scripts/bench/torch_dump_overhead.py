@@ -14,9 +14,15 @@ its time. For information two more baselines: the same write into a file
 removed right after (its bytes never leave the page cache: a memory copy),
 and with O_DIRECT (the disk itself).
 
-usage: torch_dump_overhead.py [--model big|tiny] [--rounds R] [--steps N] [--tensor]
-  big:  4 layers x 256 wide, context 128, batch 8 (the issue's GPT 4x256)
-  tiny: 2 layers x 32 wide, context 16, batch 4
+usage: torch_dump_overhead.py [--model big|tiny|llama] [--rounds R] [--steps N] [--tensor] [--msprobe]
+  big:   4 layers x 256 wide, context 128, batch 8 (the issue's GPT 4x256)
+  tiny:  2 layers x 32 wide, context 16, batch 4
+  llama: transformers' LlamaForCausalLM built from its config with random
+         weights (no hub), 4 layers x 256 (MLP 688, 4 heads), sequence 128,
+         batch 8, vocabulary 512
+With --msprobe, msprobe's own PrecisionDebugger (mindstudio-probe) on the
+same script and config (statistics; md5 as its summary_mode), as more modes
+of the same interleaved rounds.
 One thread (torch.set_num_threads(1)). The package must be importable
 (PYTHONPATH=python NPROBE_LIB=build/release/lib/libnprobe.so).
 """
@@ -32,33 +38,64 @@ import tempfile
 import time
 
 SIZES = {"big": dict(layers=4, heads=4, width=256, context=128, batch=8, vocab=512),
-         "tiny": dict(layers=2, heads=2, width=32, context=16, batch=4, vocab=64)}
+         "tiny": dict(layers=2, heads=2, width=32, context=16, batch=4, vocab=64),
+         "llama": dict(layers=4, heads=4, width=256, context=128, batch=8, vocab=512)}
 MODES = ("plain", "statistics", "md5")
+MSPROBE_MODES = ("msprobe_statistics", "msprobe_md5")
+
+
+def build_model(name, s):
+    """(model, loss(model, idx, tgt)) for a SIZES entry."""
+    import torch
+    if name == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+        cfg = LlamaConfig(hidden_size=s["width"], intermediate_size=688,
+                          num_hidden_layers=s["layers"], num_attention_heads=s["heads"],
+                          num_key_value_heads=s["heads"], vocab_size=s["vocab"],
+                          max_position_embeddings=s["context"])
+        return LlamaForCausalLM(cfg), lambda m, i, t: m(input_ids=i, labels=t).loss
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from torch_gpt import GPT
+    torch.manual_seed(0)
+    return (GPT(s["layers"], s["heads"], s["width"], s["context"], s["vocab"]),
+            lambda m, i, t: m(i, t))
+
+
+def make_debugger(a):
+    """The PrecisionDebugger of a.mode (nprobe's, or msprobe's for the
+    msprobe_* modes), every step at L1, its config written into a.out."""
+    task = a.mode.replace("msprobe_", "")
+    cfg = os.path.join(a.out, f"{a.mode}.json")
+    c = {"task": task, "dump_path": os.path.join(a.out, "dump_" + a.mode), "level": "L1"}
+    if a.mode.startswith("msprobe_"):
+        c = {"task": "statistics", "dump_path": c["dump_path"], "rank": [], "step": [],
+             "level": "L1", "statistics": {"scope": [], "list": [], "data_mode": ["all"],
+                                           "summary_mode": "md5" if task == "md5" else
+                                           "statistics"}}
+        from msprobe.pytorch import PrecisionDebugger
+    else:
+        from nprobe.torch import PrecisionDebugger
+        if a.mode == "tensor":
+            c.update(async_dump=True, queue_mb=256)
+    with open(cfg, "w") as f:
+        json.dump(c, f)
+    return PrecisionDebugger(config_path=cfg)
 TENSOR_MODES = ("tensor", "seqwrite", "seqcache", "seqdirect")
 SEQ_MODES = TENSOR_MODES[1:]
 
 
 def child(a):
     import torch
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from torch_gpt import GPT
     s = SIZES[a.model]
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = GPT(s["layers"], s["heads"], s["width"], s["context"], s["vocab"])
+    model, loss_of = build_model(a.model, s)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, betas=(0.9, 0.95), weight_decay=0.01)
     d = None
     if a.mode in SEQ_MODES:
         return seqwrite(a, a.mode)
     if a.mode != "plain":
-        from nprobe.torch import PrecisionDebugger
-        cfg = os.path.join(a.out, f"{a.mode}.json")
-        c = {"task": a.mode, "dump_path": os.path.join(a.out, "dump_" + a.mode), "level": "L1"}
-        if a.mode == "tensor":
-            c.update(async_dump=True, queue_mb=256)
-        with open(cfg, "w") as f:
-            json.dump(c, f)
-        d = PrecisionDebugger(config_path=cfg)
+        d = make_debugger(a)
     times, cpu = [], []
     for step in range(a.warmup + a.steps):
         idx = torch.randint(0, s["vocab"], (s["batch"], s["context"]))
@@ -67,7 +104,7 @@ def child(a):
         if d:
             d.start(model)
         opt.zero_grad(set_to_none=True)
-        loss = model(idx, tgt)
+        loss = loss_of(model, idx, tgt)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -78,7 +115,7 @@ def child(a):
             times.append((time.perf_counter() - t0) * 1000.0)
             cpu.append((time.process_time() - c0) * 1000.0)
     nbytes = 0
-    if d:
+    if d and not a.mode.startswith("msprobe_"):
         d.close()
         nbytes = d.summary["bytes"] // max(1, d.summary["steps"])
     print(f"median_ms {statistics.median(times):.4f} {statistics.median(cpu):.4f} {nbytes}")
@@ -135,13 +172,15 @@ def main():
     ap.add_argument("--markdown", action="store_true", help="print table rows for bench_torch.sh")
     ap.add_argument("--tensor", action="store_true",
                     help="also the tensor task and a plain sequential write of its bytes")
-    ap.add_argument("--mode", choices=MODES + TENSOR_MODES, help=argparse.SUPPRESS)
+    ap.add_argument("--msprobe", action="store_true",
+                    help="also msprobe's PrecisionDebugger (statistics and md5) on the same script")
+    ap.add_argument("--mode", choices=MODES + TENSOR_MODES + MSPROBE_MODES, help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--bytes", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.mode:
         return child(a)
-    modes = MODES + (TENSOR_MODES if a.tensor else ())
+    modes = MODES + (TENSOR_MODES if a.tensor else ()) + (MSPROBE_MODES if a.msprobe else ())
     env = dict(os.environ, OMP_NUM_THREADS="1")
     res = {m: [] for m in modes}
     cpu = {m: [] for m in modes}
@@ -160,7 +199,8 @@ def main():
                 cpu[m].append(float(c))
                 if m == "tensor":
                     nbytes = int(b)
-            shutil.rmtree(os.path.join(out, "dump_tensor"), ignore_errors=True)
+            for m in modes:
+                shutil.rmtree(os.path.join(out, "dump_" + m), ignore_errors=True)
     report(a, modes, res, cpu, nbytes)
 
 
@@ -174,8 +214,9 @@ def report(a, modes, res, cpu, nbytes):
     base, cbase = statistics.median(res["plain"]), statistics.median(cpu["plain"])
     if a.markdown:
         targets = {("big", "statistics"): 1.3, ("big", "md5"): 1.5,
-                   ("tiny", "statistics"): 57 / 8, ("tiny", "md5"): 117 / 8}
-        label = "GPT 4x256" if a.model == "big" else "tiny GPT 2x32"
+                   ("tiny", "statistics"): 57 / 8, ("tiny", "md5"): 117 / 8,
+                   ("llama", "statistics"): 1.3, ("llama", "md5"): 1.5}
+        label = {"big": "GPT 4x256", "tiny": "tiny GPT 2x32", "llama": "HF Llama 4x256"}[a.model]
         for m in MODES[1:]:
             t = targets[(a.model, m)]
             for kind, v, b in (("wall", res, base), ("cpu", cpu, cbase)):
@@ -184,6 +225,22 @@ def report(a, modes, res, cpu, nbytes):
                 print(f"| {label}, {m} L1, {kind} time per step | "
                       f"{statistics.median(v[m]):.1f} ms | {b:.1f} ms | x{r:.2f} | "
                       f"<= x{t:.3g} | {met} |")
+        for m in MSPROBE_MODES:
+            if m not in modes:
+                continue
+            task = m.replace("msprobe_", "")
+            for kind, v, b in (("wall", res, base), ("cpu", cpu, cbase)):
+                ours = [x / p - 1 for x, p in zip(v[task], v["plain"])]
+                theirs = [x / p - 1 for x, p in zip(v[m], v["plain"])]
+                r = statistics.median(o / max(t, 1e-9) for o, t in zip(ours, theirs))
+                print(f"| {label}, msprobe 26 {task} L1, {kind} time per step | "
+                      f"{statistics.median(v[m]):.1f} ms | {b:.1f} ms | x{ratio(v, m):.2f} | "
+                      f"- | - |")
+                print(f"| {label}, nprobe's {task} overhead over msprobe's ({kind}) | "
+                      f"{statistics.median(ours) * 100:.0f} % | "
+                      f"{statistics.median(theirs) * 100:.0f} % | {r:.2f} | "
+                      f"{'<= 0.33' if task == 'statistics' else '-'} | "
+                      f"{('yes' if r <= 1 / 3 else 'no') if task == 'statistics' else '-'} |")
         if "tensor" in modes:
             extra = [t - p for t, p in zip(res["tensor"], res["plain"])]
             sp = [nbytes / max(e, 1e-3) / 1e3 for e in extra]            # MB/s
