@@ -1,17 +1,57 @@
 # All third-party lookups in one place. Every dependency is a Debian package
-# (scripts/install-deps.sh installs them); nothing is vendored.
-find_package(PkgConfig REQUIRED)
-find_package(HDF5 REQUIRED COMPONENTS C)
-find_package(OpenMP REQUIRED COMPONENTS C)
-find_package(ZLIB REQUIRED)
+# (scripts/install-deps.sh installs them); nothing is vendored. Each lookup
+# names its Debian package: the configure (a CMake build, or `pip install .`
+# through scikit-build-core) stops after all of them with one message that
+# lists every missing package and the apt-get line that installs them.
+set(NP_MISSING "")
+set(NP_MISSING_DEBS "")
+# np_need(<found-var> <what> <debian-package>...): record <what> as missing
+# unless <found-var> is true.
+macro(np_need found what)
+  if(NOT ${found})
+    string(REPLACE ";" " " _np_debs "${ARGN}")
+    list(APPEND NP_MISSING "  ${what}: Debian package ${_np_debs}")
+    list(APPEND NP_MISSING_DEBS ${ARGN})
+  endif()
+endmacro()
+# np_pkg(<prefix> <pkg-config module> <debian-package>...): a pkg-config
+# module as the imported target PkgConfig::<prefix>.
+macro(np_pkg prefix module)
+  if(PKG_CONFIG_FOUND)
+    pkg_check_modules(${prefix} QUIET IMPORTED_TARGET ${module})
+  endif()
+  np_need(${prefix}_FOUND "${module} (pkg-config module ${module}.pc)" ${ARGN})
+endmacro()
+
+find_package(PkgConfig QUIET)
+np_need(PKG_CONFIG_FOUND "pkg-config" pkg-config)
+find_package(HDF5 COMPONENTS C)
+np_need(HDF5_FOUND "HDF5 (C library)" libhdf5-dev)
+find_package(OpenMP COMPONENTS C)
+np_need(OpenMP_C_FOUND "OpenMP for C (GCC's libgomp)" gcc)
+find_package(ZLIB)
+np_need(ZLIB_FOUND "zlib" zlib1g-dev)
 find_package(Threads REQUIRED)
-pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
-pkg_check_modules(XLSXWRITER REQUIRED IMPORTED_TARGET xlsxwriter)
-pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
+np_pkg(JANSSON jansson libjansson-dev)
+# Debian 13's xlsxwriter.pc requires minizip's (libminizip-dev)
+np_pkg(XLSXWRITER xlsxwriter libxlsxwriter-dev)
+np_pkg(LIBZIP libzip libzip-dev)
 # ISA-L's igzip deflates the xlsx report's large sheets (compare/xlsx_sheet.c)
-pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
-pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
-find_library(NP_LIBM m REQUIRED)
+np_pkg(ISAL libisal libisal-dev)
+np_pkg(OPENBLAS openblas libopenblas-dev)
+find_library(NP_LIBM m)
+np_need(NP_LIBM "the C math library (libm)" libc6-dev)
+if(NP_MISSING)
+  list(REMOVE_DUPLICATES NP_MISSING_DEBS)
+  string(REPLACE ";" "\n" _np_what "${NP_MISSING}")
+  string(REPLACE ";" " " _np_debs "${NP_MISSING_DEBS}")
+  message(FATAL_ERROR "nprobe: missing build dependencies (Debian's -dev packages):\n"
+    "${_np_what}\n"
+    "Install them with\n"
+    "  sudo apt-get install ${_np_debs}\n"
+    "or run scripts/install-deps.sh, which installs every package the build, "
+    "the tests and the demo need.")
+endif()
 
 # The Python of the tests, samples and benchmarks: the project's venv
 # (scripts/setup-venv.sh: torch 2.13, transformers, msprobe, pinned in

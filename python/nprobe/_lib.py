@@ -1,9 +1,10 @@
 """ctypes binding of libnprobe (include/nprobe/probe.h, nprobe/configcheck.h).
 
 The library is found, in this order, at $NPROBE_LIB (the .so itself or its
-folder), beside the `nprobe` program named by $NPROBE_BIN (its build tree's
-lib/), in a build tree around this package (build/*/lib), then by the
-dynamic loader (an installed libnprobe.so.0).
+folder: a developer's override), inside this package (lib/libnprobe.so.0,
+where `pip install .` puts it), beside the `nprobe` program named by
+$NPROBE_BIN (its build tree's lib/), in a build tree around this package
+(build/*/lib), then by the dynamic loader (an installed libnprobe.so.0).
 """
 import ctypes
 import ctypes.util
@@ -121,12 +122,19 @@ class Summary(ctypes.Structure):
 def _candidates():
     env = os.environ.get("NPROBE_LIB")
     if env:
-        yield os.path.join(env, "libnprobe.so") if os.path.isdir(env) else env
+        if os.path.isdir(env):
+            yield os.path.join(env, "libnprobe.so")
+            yield os.path.join(env, SONAME)
+        else:
+            yield env
         return
+    here = os.path.dirname(os.path.abspath(__file__))
+    own = os.path.join(here, "lib", SONAME)   # the wheel's (pyproject.toml)
+    if os.path.exists(own):
+        yield own
     nbin = os.environ.get("NPROBE_BIN")
     if nbin:
         yield os.path.join(os.path.dirname(os.path.abspath(nbin)), "lib", "libnprobe.so")
-    here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))
     for d in ("release", "sanitize", "*"):
         yield from sorted(glob.glob(os.path.join(root, "build", d, "lib", "libnprobe.so")))
@@ -148,7 +156,8 @@ def _load():
             tried.append(f"{path} (a shared library, but not libnprobe: no np_lib_version)")
             continue
         return lib, path
-    raise ImportError("nprobe: cannot load libnprobe; set NPROBE_LIB to the built "
+    raise ImportError("nprobe: cannot load libnprobe; install the package with its library "
+                      "(`pip install .` at the source root), or set NPROBE_LIB to a built "
                       "libnprobe.so (build/release/lib/libnprobe.so). Tried: " + "; ".join(tried))
 
 
