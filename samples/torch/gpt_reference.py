@@ -16,7 +16,7 @@ targets) is read from the runtime's tensor dump:
 Functional.embedding.0.forward.input.0 and
 Functional.cross_entropy.0.forward.input.1. Needs python3-torch and
 python3-h5py (Debian packages) and the package importable (PYTHONPATH=python,
-NPROBE_LIB=build/release/lib/libnprobe.so, or `pip install ./python`).
+NPROBE_LIB=build/release/lib/libnprobe.so, or `pip install .` at the root).
 """
 import argparse
 import json

@@ -4,7 +4,7 @@ a repeating token pattern, AdamW) dumped by nprobe with msprobe's three lines.
     nprobe dump -c samples/configs/statistics.json -- python3 samples/torch/train.py
     python3 samples/torch/train.py --config my_config.json --steps 20 --bf16
 
-The package must be importable (`pip install ./python`, or PYTHONPATH=python
+The package must be importable (`pip install .` at the root, or PYTHONPATH=python
 with NPROBE_LIB=build/release/lib/libnprobe.so; `nprobe dump` finds the
 library beside itself). Without --config and NPROBE_DUMP_CONFIG the run is
 not dumped.
