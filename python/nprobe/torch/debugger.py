@@ -55,6 +55,8 @@ def _safe_params(mod):
 
 class _Tls(threading.local):
     depth = 0
+    ckpt = None      # the calls of a reentrant checkpoint's forward, as they open
+    replay = None    # a reentrant checkpoint's recompute: _Replay
 
 
 _tls = _Tls()
@@ -79,7 +81,7 @@ def _argnames(fn, is_method):
         names = [p.name for p in inspect.signature(fn).parameters.values()
                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
-        doc = (getattr(fn, "__doc__", None) or "").strip().split("\n", 1)[0]
+        doc = _doc_signature(fn)
         if "(" in doc and ")" in doc:
             inner = doc[doc.index("(") + 1:doc.index(")")]
             for part in inner.split(","):
@@ -93,6 +95,18 @@ def _argnames(fn, is_method):
         names = ["self"] + names
     _argnames_cache[fn] = names
     return names
+
+
+def _doc_signature(fn):
+    """The signature line at the head of a builtin's docstring, joined when
+    it runs over several lines (torch 2.x's `scaled_dot_product_attention(
+    query, key, value, attn_mask=None, dropout_p=0.0,\n is_causal=False,
+    ...)`): the text up to its closing parenthesis; else the first line."""
+    doc = (getattr(fn, "__doc__", None) or "").strip()
+    first = doc.split("\n", 1)[0]
+    if "(" in first and ")" not in first and ")" in doc:
+        return " ".join(doc[:doc.index(")") + 1].split())
+    return first
 
 
 _NUM = (int, float)     # scalar arguments (bool is an int)
@@ -237,7 +251,7 @@ def _make_wrapper(api, orig, is_method, inplace=False):
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
         d = _current
-        if d is None or _tls.depth or not (d._sel & _SEL_API):
+        if d is None or _compiling() or _tls.depth or not (d._sel & _SEL_API):
             return orig(*args, **kwargs)
         if inplace or ((kwargs or len(args) > 1) and
                        _inplace_flag(orig, is_method, args, kwargs)):
@@ -281,6 +295,7 @@ def _install():
         f = getattr(torch, name, None)
         if callable(f) and not isinstance(f, type) and not hasattr(f, "_nprobe_orig"):
             setattr(torch, name, _make_wrapper("Torch." + name, f, False))
+    _install_inplace_functions(F, torch)
     for name in ops.TENSOR:
         if name in ops.TENSOR_SKIP or name in ops.TENSOR_INPLACE:
             continue
@@ -295,10 +310,23 @@ def _install():
         F.scaled_dot_product_attention = _make_wrapper(
             "Functional.scaled_dot_product_attention", _sdpa, False)
     _patch_scaler()
+    _patch_checkpoint()
     # autograd's own entry points run torch code (ones_like for the seed
     # gradient, ...) that is not the model's
     torch.autograd.backward = _paused(torch.autograd.backward)
     torch.Tensor.backward = _paused(torch.Tensor.backward)
+
+
+def _install_inplace_functions(F, torch_mod):
+    """The functions that write into their first argument (`F.relu_`,
+    `torch.sigmoid_`, ...: ops.FUNCTIONAL_INPLACE, ops.TORCH_INPLACE),
+    recorded as the in-place Tensor methods are."""
+    for mod, prefix, names in ((F, "Functional.", ops.FUNCTIONAL_INPLACE),
+                               (torch_mod, "Torch.", ops.TORCH_INPLACE)):
+        for name in names:
+            f = getattr(mod, name, None)
+            if callable(f) and not isinstance(f, type) and not hasattr(f, "_nprobe_orig"):
+                setattr(mod, name, _make_wrapper(prefix + name, f, False, inplace=True))
 
 
 def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
@@ -341,6 +369,10 @@ def _paused(fn):
 
 
 def _patch_scaler():
+    """Know the loss scalers: torch.amp.GradScaler (torch 2.x, any device:
+    GradScaler("cpu") with fp16 autocast on CPU) and torch.cuda.amp's (its
+    subclass in 2.x), from their creation (patched when the package is
+    imported) or, for one made before that, from its first scale()."""
     for mod in (getattr(torch.cuda, "amp", None), getattr(torch, "amp", None)):
         cls = getattr(mod, "GradScaler", None) if mod else None
         if cls is None or getattr(cls.__init__, "_nprobe_seen", False):
@@ -352,6 +384,210 @@ def _patch_scaler():
             _scalers.add(self)
         seen._nprobe_seen = True
         cls.__init__ = seen
+        scale = cls.__dict__.get("scale")
+        if scale is not None:
+            def scaled(self, outputs, _scale=scale):
+                _scalers.add(self)
+                _scaler_used[0] = weakref.ref(self)
+                return _scale(self, outputs)
+            functools.update_wrapper(scaled, scale)
+            cls.scale = scaled
+
+
+_scaler_used = [None]     # a weak reference to the scaler that scaled a loss last
+
+
+def _loss_scale():
+    """The scale the step's gradients will carry: that of the scaler that
+    scaled a loss last, else of any enabled scaler, else 1."""
+    ref = _scaler_used[0]
+    sc = ref() if ref is not None else None
+    for s in ([sc] if sc is not None else []) + list(_scalers):
+        if s.is_enabled():
+            return float(s.get_scale())
+    return 1.0
+
+
+def _autocast_dtype():
+    """The dtype of the autocast region in force (a GPU/NPU one first, then
+    CPU), None outside one. torch 2.x asks by device type
+    (`is_autocast_enabled("cpu")`, `get_autocast_dtype`); its
+    `is_autocast_cpu_enabled` / `get_autocast_gpu_dtype` are deprecated
+    (a warning per call), so they serve only a torch without the former."""
+    if hasattr(torch, "get_autocast_dtype"):
+        for dev in ("cuda", "npu", "xpu", "cpu"):
+            try:
+                if torch.is_autocast_enabled(dev):
+                    return torch.get_autocast_dtype(dev)
+            except (RuntimeError, TypeError, ValueError):
+                continue      # a device type this torch does not know
+        return None
+    if torch.is_autocast_enabled():
+        return torch.get_autocast_gpu_dtype()
+    if hasattr(torch, "is_autocast_cpu_enabled") and torch.is_autocast_cpu_enabled():
+        return torch.get_autocast_cpu_dtype()
+    return None
+
+
+# ---- activation checkpointing (torch.utils.checkpoint) ----------------------
+#
+# A checkpointed region's forward runs again in backward. Its recomputed
+# calls take no new numbers and write no forward rows:
+# - use_reentrant=False: the backward runs through the original forward's
+#   graph (the recompute only refills saved tensors), so the recompute is
+#   run untouched (the package's depth count, as for autograd's own code);
+# - use_reentrant=True: the original forward runs without grad (no
+#   backward hooks), the backward runs through the recomputed graph; the
+#   recomputed calls take the names (numbers) of the original forward's
+#   calls, in order, get their backward hooks, and their backward rows'
+#   callsite starts with RECOMPUTED.
+
+RECOMPUTED = b"(recomputed)"
+
+
+class _Replay:
+    """A reentrant checkpoint's recompute: the original forward's calls
+    [[key, n, callsite]] in order (key: the API name or ("module", path)),
+    and the enclosing module call of the region."""
+    __slots__ = ("calls", "pos", "parent", "site")
+
+    def __init__(self, calls, parent):
+        self.calls, self.pos, self.parent, self.site = calls, 0, parent, None
+
+    def number(self, key):
+        """The original number of the next recomputed call `key` (its
+        callsite in .site), None when the recompute parts from the
+        original's order."""
+        self.site = None
+        if self.pos < len(self.calls) and self.calls[self.pos][0] == key:
+            self.pos += 1
+            _, n, self.site = self.calls[self.pos - 1]
+            return n
+        return None
+
+
+def _patch_checkpoint():
+    try:
+        import torch.utils.checkpoint as ck
+    except ImportError:
+        return
+    hook = getattr(ck, "_recomputation_hook", None)
+    if isinstance(hook, type) and not getattr(hook, "_nprobe", False):
+        class _Recomputation(hook):
+            """The non-reentrant recompute, run untouched."""
+            _nprobe = True
+
+            def __enter__(self):
+                _tls.depth += 1
+                try:
+                    return super().__enter__()
+                except BaseException:
+                    _tls.depth -= 1
+                    raise
+
+            def __exit__(self, *exc):
+                try:
+                    return super().__exit__(*exc)
+                finally:
+                    _tls.depth -= 1
+        ck._recomputation_hook = _Recomputation
+    fn = getattr(ck, "CheckpointFunction", None)
+    if fn is None or getattr(fn.forward, "_nprobe", False):
+        return
+    fwd, bwd = fn.forward, fn.backward
+
+    def forward(ctx, *args):
+        d = _current
+        if d is None or _tls.depth:
+            return fwd(ctx, *args)
+        saved, _tls.ckpt = _tls.ckpt, []
+        parent = d._mstack[-1] if d._mstack else None
+        try:
+            return fwd(ctx, *args)
+        finally:
+            d._ckpt_calls[id(ctx)] = (_tls.ckpt, parent, d._step)
+            _tls.ckpt = saved if saved is None else saved + _tls.ckpt
+
+    def backward(ctx, *grads):
+        d = _current
+        rec = d._ckpt_calls.pop(id(ctx), None) if d is not None else None
+        if rec is None or rec[2] != d._step:
+            return bwd(ctx, *grads)
+        saved = _tls.depth, _tls.replay
+        _tls.depth, _tls.replay = 0, _Replay(rec[0], rec[1])
+        d._mstack.append(rec[1]) if rec[1] else None
+        try:
+            return bwd(ctx, *grads)
+        finally:
+            if rec[1] and d._mstack and d._mstack[-1] == rec[1]:
+                d._mstack.pop()
+            _tls.depth, _tls.replay = saved
+    forward._nprobe = True
+    fn.forward, fn.backward = staticmethod(forward), staticmethod(backward)
+
+
+def _ckpt_site(site):
+    """A call's callsite as its rows carry it: in a reentrant checkpoint's
+    recompute the original call's, marked RECOMPUTED; in its forward, kept
+    for the recompute."""
+    rp = _tls.replay
+    if rp is not None:
+        site = rp.site or site
+        return RECOMPUTED + b" " + site if site else RECOMPUTED
+    if _tls.ckpt:
+        _tls.ckpt[-1][2] = site
+    return site
+
+
+# ---- torch.compile --------------------------------------------------------
+#
+# Dynamo traces the Python a compiled region runs, the package's hooks and
+# wrappers included. The API wrappers step aside while it traces (the op
+# goes into the graph as the original; the compiled code makes no API
+# rows); the module hooks are kept out of its graphs (torch.compiler.disable:
+# a graph break at each, run eagerly), so a compiled model still has its
+# module rows, forward and backward, on its compiled regions' boundaries.
+# PrecisionDebugger(torch_compile="eager") runs compiled code uncompiled
+# while capturing (torch.compiler.set_stance("force_eager")): every row,
+# as in eager mode.
+
+_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or \
+    getattr(getattr(torch, "_dynamo", None), "is_compiling", None) or (lambda: False)
+
+
+def _eager_hook(fn):
+    """fn kept out of torch.compile's graphs (a torch without it: fn)."""
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    return disable(fn) if disable is not None else fn
+
+
+def _compiled_path(path):
+    """A module path with torch.compile's wrapper level (`_orig_mod`, the
+    OptimizedModule's model) left out, so that a compiled model's modules
+    are named as the eager model's; "" for the wrapped model itself."""
+    if "_orig_mod" not in path:
+        return path
+    return ".".join(p for p in path.split(".") if p != "_orig_mod")
+
+
+def _is_compile_wrapper(mod):
+    return type(mod).__name__ == "OptimizedModule" and hasattr(mod, "_orig_mod")
+
+
+_COMPILE_MODES = ("capture", "eager")
+
+
+def _set_eager(on, saved=None):
+    """torch.compile's stance: force_eager (on), else back to `saved`; the
+    stance in force before, None where this torch has no stances."""
+    set_stance = getattr(getattr(torch, "compiler", None), "set_stance", None)
+    if set_stance is None:
+        return None
+    ef = getattr(getattr(torch, "_dynamo", None), "eval_frame", None)
+    prior = getattr(ef, "_stance", None)
+    prior = getattr(prior, "stance", None) or "default"
+    set_stance("force_eager" if on else (saved or "default"))
+    return prior
 
 
 _skip_code = {}     # code object -> True when it is torch's or nprobe's own
@@ -383,6 +619,17 @@ def _bw_name(fwd):
     return fwd.replace(".forward.", ".backward.") if fwd else None
 
 
+def _compile_mode(arg):
+    """PrecisionDebugger's torch_compile, else $NPROBE_TORCH_COMPILE:
+    "capture" (the default) or "eager"."""
+    mode = arg if arg is not None else os.environ.get("NPROBE_TORCH_COMPILE") or "capture"
+    if mode not in _COMPILE_MODES:
+        src = "torch_compile" if arg is not None else "$NPROBE_TORCH_COMPILE"
+        raise ValueError(f"PrecisionDebugger: {src} {mode!r}: one of "
+                         f"{', '.join(_COMPILE_MODES)}")
+    return mode
+
+
 def _rank():
     dist = getattr(torch, "distributed", None)
     if dist is not None and dist.is_available() and dist.is_initialized():
@@ -408,13 +655,16 @@ class PrecisionDebugger:
     A bad config raises NprobeError before anything is written.
     """
 
-    def __init__(self, config_path=None, precision=None, device=None, **_ignored):
+    def __init__(self, config_path=None, precision=None, device=None, torch_compile=None,
+                 **_ignored):
         path = os.environ.get("NPROBE_DUMP_CONFIG") or config_path
         if not path:
             raise ValueError("PrecisionDebugger: no config (config_path=... or "
                              "NPROBE_DUMP_CONFIG)")
         self.config_path = path
         self._precision, self._device = precision, device
+        self._compile_mode = _compile_mode(torch_compile)
+        self._stance = None
         self._err = _lib.Error()
         self._eref = ctypes.byref(self._err)
         self._meta = _lib.Meta(b"pytorch", b"cpu", b"fp32", 0, 1)
@@ -453,6 +703,7 @@ class PrecisionDebugger:
         self._pgrads = {}
         self._mstack = []
         self._counts, self._mcounts = {}, {}
+        self._ckpt_calls = {}    # id(ctx) of a reentrant checkpoint -> its forward's calls
         self._errors = 0
         self._first_error = None
         self._closed = False
@@ -470,6 +721,8 @@ class PrecisionDebugger:
             self._hook_model(model)
         if not self._in_step:
             self._open_step()
+        if self._compile_mode == "eager" and self._stance is None:
+            self._stance = _set_eager(True) or "default"
         _current = self
 
     def stop(self):
@@ -477,6 +730,9 @@ class PrecisionDebugger:
         global _current
         if _current is self:
             _current = None
+        if self._stance is not None:
+            _set_eager(False, self._stance)
+            self._stance = None
         self._flush_param_grads()
 
     def step(self):
@@ -516,6 +772,7 @@ class PrecisionDebugger:
     def _open_step(self):
         self._in_step, self._begun = True, False
         self._counts, self._mcounts = {}, {}
+        self._ckpt_calls = {}
         self._mstack = []
         self._pgrads = {}
         self._sel = _lib.probe_selects(self._p, self._step)
@@ -534,11 +791,7 @@ class PrecisionDebugger:
         m.precision = (self._precision or self._detect_precision()).encode()
         m.rank, m.world_size = rank, world
         _lib.probe_set_meta(self._p, ctypes.byref(m), self._eref)
-        scale = 1.0
-        for sc in list(_scalers):
-            if sc.is_enabled():
-                scale = float(sc.get_scale())
-        _lib.probe_set_loss_scale(self._p, scale)
+        _lib.probe_set_loss_scale(self._p, _loss_scale())
         if _lib.probe_step_begin(self._p, self._step, self._eref):
             self._note_error()
             return False
@@ -552,10 +805,9 @@ class PrecisionDebugger:
         return "cpu"
 
     def _detect_precision(self):
-        if torch.is_autocast_enabled():
-            return _PREC.get(torch.get_autocast_gpu_dtype(), "fp32")
-        if hasattr(torch, "is_autocast_cpu_enabled") and torch.is_autocast_cpu_enabled():
-            return _PREC.get(torch.get_autocast_cpu_dtype(), "fp32")
+        dt = _autocast_dtype()
+        if dt is not None:
+            return _PREC.get(dt, "fp32")
         for m in self._models:
             for p in m.parameters():
                 if p.is_floating_point():
@@ -627,8 +879,12 @@ class PrecisionDebugger:
             self._note_error()
 
     def _emit(self, call, parent, site, ins, scalars, params, outs, in_keys=None,
-              out_keys=None):
-        """One call: its row and leaves, contiguously, under the lock."""
+              out_keys=None, bw=False):
+        """One call: its row and leaves, contiguously, under the lock (no
+        forward row of a reentrant checkpoint's recompute: the original
+        forward wrote it)."""
+        if not bw and _tls.replay is not None:
+            return False
         with self._lock:
             if not self._begun and not self._begin():
                 return False
@@ -705,13 +961,32 @@ class PrecisionDebugger:
     def _open_call(self, api):
         """A call's number in the step, forward name, enclosing module call
         and callsite (the start every kind of API call shares)."""
-        n = self._counts.get(api, 0)
-        self._counts[api] = n + 1
+        n = self._number(api, api)
         parent = self._mstack[-1] if self._mstack else None
         # _callsite <- _open_call <- _api_call/_alias_call/_inplace_call <-
         # the wrapper <- its caller: the first frame that may be the user's
         site = _callsite(4) if self._sel & _SEL_CALLSITE else None
+        if _tls.replay is not None or _tls.ckpt is not None:
+            site = _ckpt_site(site)
         return n, f"{api}.{n}.forward", parent, site
+
+    def _number(self, key, name, counts=None):
+        """The next number of API `name` (module path: counts=_mcounts) in
+        the step; in a reentrant checkpoint's recompute the original call's
+        (activation checkpointing above); a recompute that parts from the
+        original's order counts on under "name.recomputed"."""
+        counts = self._counts if counts is None else counts
+        rp = _tls.replay
+        if rp is not None:
+            n = rp.number(key)
+            if n is not None:
+                return n
+            name += ".recomputed"
+        n = counts.get(name, 0)
+        counts[name] = n + 1
+        if _tls.ckpt is not None:
+            _tls.ckpt.append([key, n, None])
+        return n if rp is None else f"recomputed{n}"
 
     def _api_call(self, api, op, fn, is_method, args, kwargs):
         _tls.depth += 1
@@ -852,7 +1127,7 @@ class PrecisionDebugger:
             ins = list(rec.gin) if rec.gin is not None else []
             outs = list(gouts)
             self._emit(rec.name, rec.parent, rec.site, ins, rec.scalars, (), outs,
-                       in_keys=rec.out_idx or None, out_keys=rec.idx or None)
+                       in_keys=rec.out_idx or None, out_keys=rec.idx or None, bw=True)
         finally:
             _tls.depth -= 1
 
@@ -863,11 +1138,12 @@ class PrecisionDebugger:
         self._hooked.add(id(model))
         self._models.append(model)
         for path, mod in model.named_modules():
-            if not path:
+            path = _compiled_path(path)
+            if not path or _is_compile_wrapper(mod):
                 continue          # the root: the runtime has no module call for it
             path, cls = _safe_name(path), _safe_name(type(mod).__name__)
-            mod.register_forward_pre_hook(self._make_pre(path, cls))
-            mod.register_forward_hook(self._make_post(path))
+            mod.register_forward_pre_hook(_eager_hook(self._make_pre(path, cls)))
+            mod.register_forward_hook(_eager_hook(self._make_post(path)))
             for pname, prm in _safe_params(mod):
                 prm.register_hook(self._make_pgrad(f"Module.{path}.{cls}", pname))
 
@@ -878,11 +1154,12 @@ class PrecisionDebugger:
             if _current is not self or _tls.depth or not self._sel:
                 frames.append(None)
                 return None
-            n = self._mcounts.get(path, 0)
-            self._mcounts[path] = n + 1
+            n = self._number(("module", path), path, self._mcounts)
             call = f"Module.{path}.{cls}.forward.{n}"
             parent = self._mstack[-1] if self._mstack else None
             site = _callsite() if self._sel & _lib.SELECT_CALLSITE else None
+            if _tls.replay is not None or _tls.ckpt is not None:
+                site = _ckpt_site(site)
             rec = None
             new_args = None
             if self._sel & _lib.SELECT_MODULE and torch.is_grad_enabled():
@@ -964,3 +1241,7 @@ class PrecisionDebugger:
                         self._leaf(cb, _ROLE_PG, pname.encode(), g)
         finally:
             _tls.depth -= 1
+
+
+# scalers made after this import are known from their creation (_patch_scaler)
+_patch_scaler()

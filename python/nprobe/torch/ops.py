@@ -3,8 +3,11 @@
 The coverage reference is msprobe's list of wrapped ops
 (support_wrap_ops.yaml: functional, tensor, torch); what the installed torch
 lacks is skipped. In-place methods (`add_`, `mul_`, `__iadd__`, ...) are
-TENSOR_INPLACE: their input is recorded before the write, their output after.
-docs/TORCH.md has the table.
+TENSOR_INPLACE (and FUNCTIONAL_INPLACE, TORCH_INPLACE for the functions that
+write into their first argument: `F.relu_`, `torch.sigmoid_`): their input is
+recorded before the write, their output after. MSPROBE_ONLY_SKIPPED names
+what msprobe wraps and nprobe leaves alone on purpose. docs/TORCH.md has the
+coverage table (scripts/tools/torch_coverage.py makes it).
 """
 
 FUNCTIONAL = """
@@ -23,6 +26,14 @@ nll_loss normalize one_hot pad pairwise_distance pdist pixel_shuffle pixel_unshu
 prelu relu relu6 rrelu scaled_dot_product_attention selu sigmoid silu smooth_l1_loss soft_margin_loss
 softmax softmin softplus softshrink softsign tanh tanhshrink threshold triplet_margin_loss
 triplet_margin_with_distance_loss unfold upsample upsample_bilinear upsample_nearest
+adaptive_max_pool1d_with_indices adaptive_max_pool2d_with_indices adaptive_max_pool3d_with_indices
+channel_shuffle conv_tbc fractional_max_pool2d_with_indices fractional_max_pool3d_with_indices
+lp_pool3d max_pool1d_with_indices max_pool2d_with_indices max_pool3d_with_indices
+""".split()
+
+# Functionals that write into their first argument.
+FUNCTIONAL_INPLACE = """
+celu_ elu_ hardtanh_ leaky_relu_ relu_ rrelu_ selu_ threshold_
 """.split()
 
 TORCH = """
@@ -46,6 +57,37 @@ softmax sort split sqrt square squeeze stack std std_mean sub subtract sum svd s
 t take take_along_dim tan tanh tensor_split tensordot tile topk trace transpose trapz tril triu
 true_divide trunc unbind unique unique_consecutive unsqueeze var var_mean vsplit vstack where
 xlogy zeros_like
+absolute adaptive_avg_pool1d adaptive_max_pool1d affine_grid_generator alpha_dropout aminmax
+angle arccos arccosh arcsin arcsinh arctan arctan2 arctanh argwhere atleast_1d atleast_2d
+atleast_3d avg_pool1d bartlett_window batch_norm_backward_elemt batch_norm_backward_reduce
+batch_norm_elemt batch_norm_gather_stats batch_norm_gather_stats_with_counts batch_norm_stats
+batch_norm_update_stats bilinear binary_cross_entropy_with_logits binomial blackman_window
+block_diag bucketize celu chain_matmul channel_shuffle cholesky cholesky_inverse cholesky_solve
+column_stack combinations concat concatenate constant_pad_nd conv_tbc convolution copysign cov
+cosine_embedding_loss ctc_loss cumulative_trapezoid deg2rad det diagflat diagonal_scatter
+digamma embedding_bag eye feature_alpha_dropout feature_dropout fix float_power frexp
+frobenius_norm full gcd geqrf greater greater_equal grid_sampler grid_sampler_2d
+grid_sampler_3d gru gru_cell hamming_window hann_window heaviside hinge_embedding_loss histc
+histogram histogramdd hypot i0 igamma igammac index_put isin istft kaiser_window kl_div lcm
+ldexp less less_equal linspace logcumsumexp logdet logspace lstm lstm_cell lu_solve lu_unpack
+margin_ranking_loss matrix_exp matrix_power max_pool1d max_pool1d_with_indices max_pool2d
+max_pool3d mode mvlgamma nanquantile narrow_copy native_batch_norm native_group_norm
+native_layer_norm native_norm nextafter norm_except_dim not_equal nuclear_norm
+pairwise_distance pdist pixel_shuffle pixel_unshuffle poisson poisson_nll_loss polar polygamma
+prelu qr quantile rad2deg range real resolve_neg row_stack rrelu rsub scalar_tensor
+searchsorted sgn signbit sinc slogdet split_with_sizes stft threshold tril_indices
+triplet_margin_loss triu_indices unflatten unsafe_chunk unsafe_split unsafe_split_with_sizes
+vander vdot
+""".split()
+
+# torch functions that write into their first argument.
+TORCH_INPLACE = """
+abs_ acos_ acosh_ addmv_ alpha_dropout_ arccos_ arccosh_ arcsin_ arcsinh_ arctan_ arctanh_
+asin_ asinh_ atan_ atanh_ ceil_ celu_ clamp_ clamp_max_ clamp_min_ clip_ cos_ cosh_ deg2rad_
+dropout_ embedding_renorm_ erf_ erfc_ exp2_ exp_ expm1_ feature_alpha_dropout_
+feature_dropout_ fill_ fix_ floor_ frac_ gcd_ i0_ index_put_ lcm_ ldexp_ log10_ log1p_ log2_
+log_ logit_ nan_to_num_ neg_ negative_ rad2deg_ reciprocal_ relu_ round_ rrelu_ rsqrt_ selu_
+sigmoid_ sin_ sinc_ sinh_ sqrt_ square_ tan_ tanh_ threshold_ trunc_ xlogy_
 """.split()
 
 TENSOR = """
@@ -63,6 +105,21 @@ pow prod reciprocal relu remainder repeat repeat_interleave reshape reshape_as r
 scatter scatter_add select sigmoid sign sin sinh softmax sort split sqrt square squeeze std sub
 subtract sum t tan tanh tile to topk transpose tril triu true_divide trunc type type_as unbind
 unflatten unfold unsqueeze var view view_as where
+__floordiv__ __rmod__ __ror__ __rxor__ absolute acosh adjoint allclose aminmax angle arccos
+arccosh arcsin arcsinh arctan arctan2 arctanh argwhere asinh atanh bincount bitwise_and
+bitwise_left_shift bitwise_not bitwise_or bitwise_right_shift bitwise_xor bool byte cfloat char
+cholesky cholesky_inverse cholesky_solve conj_physical copysign corrcoef cov cummax cummin
+deg2rad det diag_embed diagflat diagonal_scatter digamma dist dsplit equal erfc erfinv exp2 fix
+fliplr flipud float_power floor_divide fmax fmin frexp gcd geqrf ger greater greater_equal
+hardshrink heaviside histc histogram hsplit hypot i0 igamma igammac index_copy index_put inner
+inverse isclose isfinite isinf isneginf isposinf isreal kron kthvalue lcm ldexp less less_equal
+lgamma log_softmax logaddexp logaddexp2 logcumsumexp logdet logical_xor logit lu lu_solve
+matrix_exp matrix_power mode moveaxis movedim msort multinomial mvlgamma nanmean nanmedian
+nanquantile nansum narrow_copy negative nextafter not_equal orgqr ormqr outer pinverse
+polygamma prelu qr quantile rad2deg ravel renorm resolve_neg rot90 sgn short signbit sinc
+slice_scatter slogdet split_with_sizes stft sum_to_size svd swapaxes swapdims take
+take_along_dim tensor_split triangular_solve unique unique_consecutive unsafe_chunk unsafe_split
+unsafe_split_with_sizes vdot vsplit xlogy
 """.split()
 
 # In-place methods: they write into their first argument (self).
@@ -76,6 +133,14 @@ index_fill_ le_ lerp_ log10_ log1p_ log2_ log_ lt_ masked_fill_ masked_scatter_ 
 nan_to_num_ ne_ neg_ normal_ pow_ reciprocal_ relu_ remainder_ renorm_ round_ rsqrt_ scatter_
 scatter_add_ sigmoid_ sign_ sin_ sinh_ sqrt_ square_ sub_ subtract_ tan_ tanh_ tril_ triu_
 true_divide_ trunc_ uniform_ zero_
+__ifloordiv__ __ipow__ absolute_ acosh_ arccos_ arccosh_ arcsin_ arcsinh_ arctan2_ arctan_
+arctanh_ asinh_ atanh_ bitwise_and_ bitwise_left_shift_ bitwise_not_ bitwise_or_
+bitwise_right_shift_ bitwise_xor_ cauchy_ copysign_ cumprod_ deg2rad_ digamma_ erfc_ erfinv_
+exp2_ exponential_ fix_ float_power_ floor_divide_ gcd_ geometric_ greater_ greater_equal_
+heaviside_ hypot_ i0_ igamma_ igammac_ index_put_ lcm_ ldexp_ less_ less_equal_ lgamma_
+log_normal_ logical_and_ logical_not_ logical_or_ logical_xor_ logit_ mvlgamma_ negative_
+nextafter_ not_equal_ polygamma_ put_ rad2deg_ sgn_ sinc_ squeeze_ swapdims_ t_ transpose_
+unsqueeze_ xlogy_
 """.split()
 
 # Methods whose result is not a tensor to follow (Python protocol hooks).
@@ -92,4 +157,22 @@ view view_as reshape reshape_as __getitem__ split chunk unbind transpose t permu
 expand_as squeeze unsqueeze flatten unflatten narrow select diagonal unfold contiguous to
 float double half bfloat16 int long type type_as cpu cuda broadcast_to broadcast_tensors
 tensor_split hsplit vsplit dsplit movedim moveaxis swapaxes swapdims ravel detach
+adjoint bool byte char short split_with_sizes unsafe_chunk unsafe_split unsafe_split_with_sizes
+atleast_1d atleast_2d atleast_3d real resolve_neg
+""".split())
+
+# What msprobe 26 wraps and nprobe does not, on purpose (reported by
+# scripts/tools/torch_coverage.py): not tensor-valued or not a computation
+# (`numpy`, `stride`, `__nonzero__`, `q_zero_point`), a Python callable as
+# argument (`map_`, `map2_`), storage resizing (`resize_`, `resize_as_`),
+# sparse operands (`smm`, `spmm`, `hspmm`, `sspaddmm`, `saddmm`, `dsmm`,
+# `hsmm`, `sparse_coo_tensor`), quantization (`choose_qparams_optimized`),
+# autograd internals and fused optimizer kernels whose in-place targets are
+# lists (`_softmax_backward_data`, `_fused_adamw_`, `_foreach_norm`, the
+# other private names), and the collectives of torch.distributed (async
+# handles and in-place writes that land after the call; DDP's own reducer
+# does not call them).
+MSPROBE_ONLY_SKIPPED = set("""
+numpy stride __nonzero__ q_zero_point map_ map2_ resize_ resize_as_ smm spmm hspmm sspaddmm
+saddmm dsmm hsmm sparse_coo_tensor choose_qparams_optimized
 """.split())
