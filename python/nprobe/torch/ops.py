@@ -29,6 +29,7 @@ triplet_margin_with_distance_loss unfold upsample upsample_bilinear upsample_nea
 adaptive_max_pool1d_with_indices adaptive_max_pool2d_with_indices adaptive_max_pool3d_with_indices
 channel_shuffle conv_tbc fractional_max_pool2d_with_indices fractional_max_pool3d_with_indices
 lp_pool3d max_pool1d_with_indices max_pool2d_with_indices max_pool3d_with_indices
+rms_norm linear_cross_entropy native_channel_shuffle
 """.split()
 
 # Functionals that write into their first argument.
@@ -78,6 +79,8 @@ prelu qr quantile rad2deg range real resolve_neg row_stack rrelu rsub scalar_ten
 searchsorted sgn signbit sinc slogdet split_with_sizes stft threshold tril_indices
 triplet_margin_loss triu_indices unflatten unsafe_chunk unsafe_split unsafe_split_with_sizes
 vander vdot
+batch_norm bitwise_left_shift bitwise_right_shift conj_physical corrcoef gradient index_reduce
+isreal lu meshgrid native_dropout nonzero_static orgqr ormqr positive put triangular_solve
 """.split()
 
 # torch functions that write into their first argument.
@@ -165,8 +168,10 @@ atleast_1d atleast_2d atleast_3d real resolve_neg
 # scripts/tools/torch_coverage.py): not tensor-valued or not a computation
 # (`numpy`, `stride`, `__nonzero__`, `q_zero_point`), a Python callable as
 # argument (`map_`, `map2_`), storage resizing (`resize_`, `resize_as_`),
-# sparse operands (`smm`, `spmm`, `hspmm`, `sspaddmm`, `saddmm`, `dsmm`,
-# `hsmm`, `sparse_coo_tensor`), quantization (`choose_qparams_optimized`),
+# removed ops that only raise in torch 2.x (`eig`, `lstsq`, `solve`,
+# `symeig`, `matrix_rank`), sparse operands (`smm`, `spmm`, `hspmm`,
+# `sspaddmm`, `saddmm`, `dsmm`, `hsmm`, `sparse_coo_tensor`), quantization
+# (`choose_qparams_optimized`),
 # autograd internals and fused optimizer kernels whose in-place targets are
 # lists (`_softmax_backward_data`, `_fused_adamw_`, `_foreach_norm`, the
 # other private names), and the collectives of torch.distributed (async
@@ -174,5 +179,5 @@ atleast_1d atleast_2d atleast_3d real resolve_neg
 # does not call them).
 MSPROBE_ONLY_SKIPPED = set("""
 numpy stride __nonzero__ q_zero_point map_ map2_ resize_ resize_as_ smm spmm hspmm sspaddmm
-saddmm dsmm hsmm sparse_coo_tensor choose_qparams_optimized
+saddmm dsmm hsmm sparse_coo_tensor choose_qparams_optimized eig lstsq solve symeig matrix_rank
 """.split())
