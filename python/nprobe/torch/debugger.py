@@ -515,7 +515,8 @@ def _patch_checkpoint():
             return bwd(ctx, *grads)
         saved = _tls.depth, _tls.replay
         _tls.depth, _tls.replay = 0, _Replay(rec[0], rec[1])
-        d._mstack.append(rec[1]) if rec[1] else None
+        if rec[1]:
+            d._mstack.append(rec[1])
         try:
             return bwd(ctx, *grads)
         finally:
