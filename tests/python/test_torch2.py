@@ -9,7 +9,6 @@ slices: statistics against float64 on the logical values, payloads and
 crc32 against the logical tensor), and the APIs added from msprobe 26's
 list. Run through pyrun.sh; exits 1 on any failed check."""
 import json
-import math
 import os
 import sys
 import tempfile
