@@ -33,8 +33,9 @@ find_package(ZLIB)
 np_need(ZLIB_FOUND "zlib" zlib1g-dev)
 find_package(Threads REQUIRED)
 np_pkg(JANSSON jansson libjansson-dev)
-# Debian 13's xlsxwriter.pc requires minizip's (libminizip-dev)
-np_pkg(XLSXWRITER xlsxwriter libxlsxwriter-dev)
+# Debian 13's xlsxwriter.pc requires minizip's .pc, which its libxlsxwriter-dev
+# does not depend on: libminizip-dev is named with it
+np_pkg(XLSXWRITER xlsxwriter libxlsxwriter-dev libminizip-dev)
 np_pkg(LIBZIP libzip libzip-dev)
 # ISA-L's igzip deflates the xlsx report's large sheets (compare/xlsx_sheet.c)
 np_pkg(ISAL libisal libisal-dev)
@@ -51,6 +52,45 @@ if(NP_MISSING)
     "  sudo apt-get install ${_np_debs}\n"
     "or run scripts/install-deps.sh, which installs every package the build, "
     "the tests and the demo need.")
+endif()
+
+# Include hygiene for <zip.h>: nprobe's `#include <zip.h>` (compare/xlsx_sheet.c,
+# configcheck/) means libzip's. Where libxlsxwriter is built on the system
+# minizip (Debian 13), its .pc requires minizip, whose Cflags add the bare
+# -I/usr/include/minizip, and minizip's own zip.h then shadows libzip's in
+# every target that links PkgConfig::XLSXWRITER (`zip_t` unknown).
+# libxlsxwriter's headers reach minizip as <minizip/zip.h>, so no directory of
+# its include path that holds a zip.h is needed: those (libzip's own excepted)
+# are dropped, and a compile check proves both headers still mean what they
+# should together (docs/DEVELOPING.md, "Debian 12 and 13").
+get_target_property(_np_xlsx_inc PkgConfig::XLSXWRITER INTERFACE_INCLUDE_DIRECTORIES)
+if(_np_xlsx_inc)
+  set(_np_kept)
+  foreach(_np_dir IN LISTS _np_xlsx_inc)
+    if(EXISTS "${_np_dir}/zip.h" AND NOT _np_dir IN_LIST LIBZIP_INCLUDE_DIRS)
+      message(STATUS "xlsxwriter: ${_np_dir} left off the include path (its zip.h would shadow libzip's)")
+    else()
+      list(APPEND _np_kept "${_np_dir}")
+    endif()
+  endforeach()
+  set_target_properties(PkgConfig::XLSXWRITER PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_np_kept}")
+endif()
+include(CheckCSourceCompiles)
+set(CMAKE_REQUIRED_LIBRARIES PkgConfig::XLSXWRITER PkgConfig::LIBZIP)
+set(CMAKE_REQUIRED_QUIET ON)
+check_c_source_compiles("
+#include <xlsxwriter.h>
+#include <zip.h>
+#ifndef LIBZIP_VERSION
+#error zip.h is not libzip's
+#endif
+int main(void) { zip_t *z = zip_open(\"x\", ZIP_RDONLY, 0); (void)z; return lxw_version() == 0; }"
+  NP_LIBZIP_AND_XLSXWRITER_HEADERS)
+unset(CMAKE_REQUIRED_LIBRARIES)
+unset(CMAKE_REQUIRED_QUIET)
+if(NOT NP_LIBZIP_AND_XLSXWRITER_HEADERS)
+  message(FATAL_ERROR "<zip.h> beside <xlsxwriter.h> is not libzip's header (zip_t, zip_open): "
+    "another zip.h (minizip's?) shadows it; see the configure log under CMakeFiles/ and docs/DEVELOPING.md")
 endif()
 
 # The Python of the tests, samples and benchmarks: the project's venv

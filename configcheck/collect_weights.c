@@ -121,6 +121,24 @@ done:
     return st;
 }
 
+/* The type of the object a link names (H5O_TYPE_UNKNOWN when it cannot be
+ * read). H5Oget_info_by_name changed its signature in HDF5 1.12 (a fields
+ * argument, H5O_info2_t): the versioned call is named for each release, and
+ * only the basic fields are read (docs/DEVELOPING.md, "Debian 12 and 13"). */
+static H5O_type_t object_type(hid_t loc, const char *name)
+{
+#if H5_VERSION_GE(1, 12, 0)
+    H5O_info2_t oi;
+    if (H5Oget_info_by_name3(loc, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+        return H5O_TYPE_UNKNOWN;
+#else
+    H5O_info_t oi; /* 1.10.3 to 1.10.x: H5O_info_t is the 1.10 struct */
+    if (H5Oget_info_by_name2(loc, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+        return H5O_TYPE_UNKNOWN;
+#endif
+    return oi.type;
+}
+
 static np_status checkpoint_read(json_t *params, const char *path, np_error *err)
 {
     np_h5_quiet_state q;
@@ -169,8 +187,7 @@ static np_status checkpoint_read(json_t *params, const char *path, np_error *err
             st = np_error_set(err, NP_ERR_FORMAT, path, "/params", "unreadable or too long link name");
             break;
         }
-        H5O_info_t oi;
-        if (H5Oget_info_by_name(g, name, &oi, H5P_DEFAULT) < 0 || oi.type != H5O_TYPE_DATASET)
+        if (object_type(g, name) != H5O_TYPE_DATASET)
             continue;
         st = add_dataset(params, g, name, name, path, NULL, err);
     }

@@ -246,7 +246,15 @@ static herr_t vfd_unlock(H5FD_t *file)
     return 0;
 }
 
+/* HDF5 1.13.2 and later version the class struct and give each driver a
+ * value; this one is only ever registered at run time (a file names no
+ * driver: its bytes are sec2's), so it takes one of the values HDF5 leaves to
+ * unregistered drivers (H5_VFD_RESERVED to 511). */
 static const H5FD_class_t vfd_class = {
+#ifdef H5FD_CLASS_VERSION
+    .version = H5FD_CLASS_VERSION,
+    .value = (H5FD_class_value_t)(H5_VFD_RESERVED + 0x6e),
+#endif
     .name = "nprobe-sec2",
     .maxaddr = VFD_MAXADDR,
     .fc_degree = H5F_CLOSE_WEAK,
