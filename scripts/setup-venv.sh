@@ -46,10 +46,15 @@ else
   echo "setup-venv: no Python 3.11 here: $venv from $py with Debian's packages (python3-torch) visible" >&2
   [ -x "$venv/bin/python" ] || "$py" -m venv --system-site-packages "$venv"
   # the lock's pure-Python tools only; torch, numpy, h5py stay Debian's
-  for spec in $(grep -E '^(scikit_build_core|build|pyproject_hooks|pathspec|packaging|transformers|huggingface_hub|tokenizers|safetensors|regex|filelock|fsspec|tqdm|PyYAML|hf-xet|typer|click|shellingham|rich|markdown-it-py|mdurl|Pygments|httpx2|httpcore2|h11|anyio|idna|annotated-doc|truststore)==' "$lock"); do
-    "$venv/bin/pip" install -q --no-deps "$spec" >&2 || echo "setup-venv: $spec not installable here (skipped)" >&2
-  done
+  # in one go; where that fails (no index, or one not built for this Python),
+  # one by one without retries, and no stamp: the next run tries again
+  specs=$(grep -E '^(scikit_build_core|build|pyproject_hooks|pathspec|packaging|transformers|huggingface_hub|tokenizers|safetensors|regex|filelock|fsspec|tqdm|PyYAML|hf-xet|typer|click|shellingham|rich|markdown-it-py|mdurl|Pygments|httpx2|httpcore2|h11|anyio|idna|annotated-doc|truststore)==' "$lock")
+  if ! "$venv/bin/pip" install -q --no-deps $specs >/dev/null 2>&1; then
+    for spec in $specs; do
+      "$venv/bin/pip" install -q --retries 0 --no-deps "$spec" >/dev/null 2>&1 || { partial=1; echo "setup-venv: $spec not installable here (skipped)" >&2; }
+    done
+  fi
 fi
-echo "$want" > "$stamp"
+[ -n "${partial:-}" ] || echo "$want" > "$stamp"
 echo "setup-venv: ready" >&2
 echo "$venv/bin/python"
