@@ -58,8 +58,10 @@ earlier=$(grep -l '"earlier"' out/compare_summary_*.json 2>/dev/null | wc -l)
 # ---- a file size limit: exit 2 from write errors, no SIGXFSZ, nothing partial
 mkdir lim
 # the limit on the nprobe processes only, and Open MPI without its
-# shared-memory files (its own runtime would meet the limit first)
-PMIX_MCA_gds=hash mpirun_k 2 --mca btl self,tcp -x PMIX_MCA_gds=hash \
+# shared-memory files (its own runtime would meet the limit first); TCP over
+# the loopback, which every machine has (Open MPI 5, Debian 13, found no
+# route between two local ranks over this machine's other interfaces)
+PMIX_MCA_gds=hash mpirun_k 2 --mca btl self,tcp --mca btl_tcp_if_include lo -x PMIX_MCA_gds=hash \
   bash -c 'ulimit -f 4; exec "$0" compare -b ref -c run -o lim --format csv,json' "$nprobe" > lim.log 2>&1
 rc=$?
 [ $rc -eq 2 ] || { bad "ulimit mpirun compare: exit $rc (expected 2)"; cat lim.log; }
