@@ -405,6 +405,8 @@ static np_status pip_line(walker *w, const char *p, size_t len)
         sep = strstr(line, " @ ");
         seplen = 3;
     }
+    if (!sep && (sep = strchr(line, '=')) != NULL)
+        seplen = 1; /* msprobe's pip member: "name=version" */
     const char *ver = sep ? sep + seplen : "";
     if (sep)
         *sep = '\0';
@@ -481,7 +483,7 @@ np_status cc_flatten_member(cc_side **side, np_cc_packin *p, np_cc_item_id id, c
     walker w;
     memset(&w, 0, sizeof w);
     w.pack = p->path;
-    w.member = np_cc_member_names[id];
+    w.member = p->names[id] ? p->names[id] : np_cc_member_names[id];
     w.err = err;
     np_status st = cc_sorter_new(&w.s, sp, err);
     if (st != NP_OK)
@@ -497,7 +499,11 @@ np_status cc_flatten_member(cc_side **side, np_cc_packin *p, np_cc_item_id id, c
         } else {
             np_json_init_mem(&w.r, base, len, p->path);
             w.r.map_len = map_len; /* pages behind the reader go back to the kernel */
-            st = walk_doc(&w, id == NP_CC_ENV ? "variables" : id == NP_CC_WEIGHTS ? "params" : NULL);
+            /* msprobe's env and weight.json are the objects themselves */
+            st = walk_doc(&w, p->msprobe                ? NULL
+                              : id == NP_CC_ENV     ? "variables"
+                              : id == NP_CC_WEIGHTS ? "params"
+                                                    : NULL);
             w.r.map_len = 0;
         }
     }

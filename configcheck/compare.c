@@ -200,7 +200,7 @@ static np_status diff_item(np_cc_item *it, item_acc *acc, np_cc_item_id id, np_c
                            np_cc_packin *b, cc_side *sa, cc_side *sb, const cc_spill *sp,
                            np_error *err)
 {
-    const char *name = np_cc_member_names[id];
+    const char *name = a->names[id] ? a->names[id] : np_cc_member_names[id];
     np_status st = join_sides(it, acc, id, sa, sb, sp, err);
     if (st != NP_OK)
         return st;
@@ -214,8 +214,11 @@ static np_status diff_item(np_cc_item *it, item_acc *acc, np_cc_item_id id, np_c
                  a->present[id] ? "compare" : "bench");
         if (missing_level(id) > worst)
             worst = missing_level(id);
+    } else if (!a->present[id] && a->msprobe && !np_cc_msprobe_member(id)) {
+        snprintf(note, sizeof note, "not compared: msprobe's ConfigChecker packs no %s item",
+                 np_cc_item_name(id));
     } else if (!a->present[id]) {
-        snprintf(note, sizeof note, "%s is in neither pack", name);
+        snprintf(note, sizeof note, "%s is in neither pack", a->names[id] ? a->names[id] : name);
     }
     if (note[0] && !(it->note = strdup(note)))
         st = np_error_set(err, NP_ERR_NOMEM, NULL, name, "out of memory");
@@ -290,6 +293,15 @@ static np_status compare_packs(np_cc_result **out, item_acc *acc, long long *run
     st = np_cc_packin_open(&b, cmp_zip, lim, err);
     if (st != NP_OK) {
         np_cc_packin_free(&a);
+        return st;
+    }
+    if (a.msprobe != b.msprobe) {
+        /* the items' contents differ in kind (hashes against statistics) */
+        st = np_error_set(err, NP_ERR_UNSUPPORTED, a.msprobe ? bench_zip : cmp_zip, NULL,
+                          "refused: an msprobe ConfigChecker pack compares only with another "
+                          "one (%s is nprobe's)", a.msprobe ? cmp_zip : bench_zip);
+        np_cc_packin_free(&a);
+        np_cc_packin_free(&b);
         return st;
     }
     np_cc_result *r = calloc(1, sizeof *r);

@@ -170,6 +170,18 @@ static np_status check_entries(zip_t *za, const char *path, size_t max_entry, si
     return NP_OK;
 }
 
+const char *np_cc_msprobe_member(np_cc_item_id m)
+{
+    switch (m) {
+    case NP_CC_ENV: return "env";
+    case NP_CC_PIP: return "pip";
+    case NP_CC_RANDOM: return "random/rank0.json";
+    case NP_CC_WEIGHTS: return "weights/step0/rank0/weight.json";
+    case NP_CC_DATASET: return "dataset/step0/rank0/dataset.json";
+    default: return NULL; /* libs; hyperparameters (msprobe's are per script file) */
+    }
+}
+
 /* manifest.json: read, parsed, its format and version checked. */
 static np_status read_manifest(np_cc_packin *p, zip_t *za, np_error *err)
 {
@@ -235,14 +247,20 @@ np_status np_cc_packin_open(np_cc_packin *p, const char *path, const np_cc_limit
     p->budget = max_total;
     p->max_entry = max_entry;
     np_status st = check_entries(za, path, max_entry, max_total, max_entries, err);
+    /* msprobe's ConfigChecker writes no manifest and names its members
+     * env, pip, random/rank0.json, weights/stepS/rankR/weight.json ... */
+    p->msprobe = zip_name_locate(za, "manifest.json", 0) < 0 &&
+                 (zip_name_locate(za, "env", 0) >= 0 || zip_name_locate(za, "pip", 0) >= 0);
+    for (int m = 0; m < NP_CC_ITEM_COUNT; m++)
+        p->names[m] = p->msprobe ? np_cc_msprobe_member((np_cc_item_id)m) : np_cc_member_names[m];
     for (int m = 0; m < NP_CC_ITEM_COUNT && st == NP_OK; m++) {
-        zip_int64_t idx = zip_name_locate(za, np_cc_member_names[m], 0);
+        zip_int64_t idx = p->names[m] ? zip_name_locate(za, p->names[m], 0) : -1;
         zip_stat_t zs;
         p->idx[m] = idx;
         p->present[m] = idx >= 0;
         p->size[m] = idx >= 0 && zip_stat_index(za, (zip_uint64_t)idx, 0, &zs) == 0 ? zs.size : 0;
     }
-    if (st == NP_OK)
+    if (st == NP_OK && !p->msprobe)
         st = read_manifest(p, za, err);
     if (st != NP_OK)
         np_cc_packin_free(p);
@@ -252,6 +270,6 @@ np_status np_cc_packin_open(np_cc_packin *p, const char *path, const np_cc_limit
 np_status np_cc_packin_member(np_cc_packin *p, np_cc_item_id m, char **buf, size_t *len, FILE *f,
                               const cc_spill *sp, np_error *err)
 {
-    return read_entry(buf, len, f, sp, p->za, p->idx[m], np_cc_member_names[m], p->size[m],
+    return read_entry(buf, len, f, sp, p->za, p->idx[m], p->names[m], p->size[m],
                       p->max_entry, &p->budget, p->path, err);
 }

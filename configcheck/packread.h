@@ -17,7 +17,13 @@ typedef struct np_cc_packin {
     uint64_t size[NP_CC_ITEM_COUNT];
     int present[NP_CC_ITEM_COUNT];
     size_t max_entry, budget;       /* per entry; inflated bytes left in total */
+    int msprobe;                    /* 1: a pack of msprobe's ConfigChecker (no manifest) */
+    const char *names[NP_CC_ITEM_COUNT]; /* each item's member in this pack, NULL: none */
 } np_cc_packin;
+
+/* The member an msprobe ConfigChecker pack holds item m in (NULL: msprobe
+ * packs no such item; the first step and rank where msprobe packs per step). */
+const char *np_cc_msprobe_member(np_cc_item_id m);
 
 /* Open and validate `path` (see np_cc_compare for what is refused): entry
  * names and sizes, the manifest. On error *p is left empty. */

@@ -208,7 +208,11 @@ static np_status entry_finish(walk *w, np_error *err)
     memcpy(r->name, w->nm, w->nm_len + 1);
     memcpy(e->msp_name, w->ms, w->ms_len + 1);
     memcpy(r->call, w->call, sizeof r->call);
-    np_fmt_copy_name(r->role, NP_FMT_ROLE_LEN, w->role);
+    /* a tensor passed by keyword (HF models call their layers so:
+     * hidden_states=...) is an input; the kwargs role holds scalar arguments,
+     * compared by value (docs/FORMAT.md) */
+    np_fmt_copy_name(r->role, NP_FMT_ROLE_LEN,
+                     e->kind == NP_MSP_TENSOR && !strcmp(w->role, "kwargs") ? "input" : w->role);
     if (e->kind == NP_MSP_TENSOR) {
         int fl = !strncmp(r->dtype, "float", 5) || !strcmp(r->dtype, "bfloat16");
         r->posinf_count = r->max == INFINITY || r->mean == INFINITY;

@@ -79,11 +79,11 @@ static int is_scalar(const np_op_info *info, const char *s)
 
 /* The argument an input or kwargs leaf belongs to, into name (cap bytes):
  * its signature name, or "#K" past the end; 1 when the slot is marked '~'. */
-static int slot_of(char *name, size_t cap, int op, const np_entry_rec *e, size_t plen)
+static int slot_of(char *name, size_t cap, int op, const np_entry_rec *e, size_t plen, int kw)
 {
     const char *rest = e->name + plen; /* "3", "3.0", "eps" */
     size_t len = strcspn(rest, ".");
-    if (strcmp(e->role, "kwargs") == 0) {
+    if (kw) {
         snprintf(name, cap, "%.*s", (int)len, rest);
         return 0;
     }
@@ -106,13 +106,17 @@ const char *rp_msp_unmodelled(char *buf, size_t cap, const np_op_info *info, con
         return "its arguments' positions are not known";
     char prefix[NP_FMT_NAME_LEN + 16], slot[NP_FMT_NAME_LEN];
     for (size_t i = 0; i < n; i++) {
-        int kw = strcmp(e[i].role, "kwargs") == 0;
+        /* a keyword argument by its name: msprobe's tensor kwargs are
+         * read with the role input, its scalar ones with kwargs */
+        size_t flen = strlen(fwd);
+        int kw = strcmp(e[i].role, "kwargs") == 0 ||
+                 (strncmp(e[i].name, fwd, flen) == 0 && strncmp(e[i].name + flen, ".kwargs.", 8) == 0);
         if ((!kw && strcmp(e[i].role, "input") != 0) || strcmp(e[i].dtype, "None") == 0)
             continue;
         size_t plen = (size_t)snprintf(prefix, sizeof prefix, "%s.%s.", fwd, kw ? "kwargs" : "input");
         if (strncmp(e[i].name, prefix, plen) != 0)
             continue;
-        if (slot_of(slot, sizeof slot, info->op, &e[i], plen))
+        if (slot_of(slot, sizeof slot, info->op, &e[i], plen, kw))
             continue; /* does not change the values */
         int tensor_ok = in_list(info->inputs, slot), number_ok = is_scalar(info, slot);
         int nested = strchr(e[i].name + plen, '.') != NULL;

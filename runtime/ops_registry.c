@@ -307,6 +307,16 @@ np_status np_op_run(np_op_call *c, np_op_pass pass, np_error *err)
     if (pass == NP_OP_BACKWARD && !info->backward)
         return np_error_set(err, NP_ERR_UNSUPPORTED, NULL, info->name,
                             "%s: no backward kernel", info->name);
+    if (pass == NP_OP_BACKWARD) {
+        /* no input takes a gradient (integer inputs, a view of a no-grad
+         * tensor): nothing to compute, and the single-input kernels write
+         * gin[0] unguarded */
+        int any = 0;
+        for (int i = 0; i < c->n_in; i++)
+            any |= c->gin[i].data != NULL;
+        if (!any)
+            return NP_OK;
+    }
     if (pass == NP_OP_BACKWARD && zero_gouts(c, err))
         return err ? err->status : NP_ERR_NOMEM;
     if (pass == NP_OP_FORWARD)

@@ -284,6 +284,8 @@ void rt_ref_copy_fwd(np_op_call *c)
 
 void rt_ref_copy_bwd(np_op_call *c)
 {
+    if (!c->want_gin[0] || !c->gin[0].data)
+        return; /* the input takes no gradient (an integer or a no-grad view) */
     memcpy(c->gin[0].data, c->gout[0].data, (size_t)c->in[0].numel * sizeof(double));
 }
 

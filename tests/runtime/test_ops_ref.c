@@ -412,9 +412,39 @@ static void test_registry(void)
     np_op_call_free(&c);
 }
 
+/* A backward in which no input takes a gradient (want_gin all 0: an
+ * integer input, a view of a no-grad tensor, as replay meets in HF models'
+ * dumps) computes nothing and writes nowhere (view's kernel wrote gin[0]
+ * through NULL before). */
+static void test_backward_no_gradient(void)
+{
+    static const int ops[] = {NP_OP_VIEW, NP_OP_TRANSPOSE, NP_OP_SUM, NP_OP_RELU};
+    int64_t xs[2] = {3, 4};
+    fill(&A, 2, xs, 1);
+    for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+        np_op_call b;
+        np_error err;
+        np_error_clear(&err);
+        double sc[2] = {0, 1};
+        setup(&b, ops[k], (tin *const[]){&A}, 1, sc, ops[k] == NP_OP_TRANSPOSE ? 2 : 0);
+        CHECK(b.info->shape(&b, &err) == NP_OK);
+        b.gout[0] = b.out[0];
+        b.gout[0].data = gbuf[0];
+        for (int64_t i = 0; i < b.out[0].numel; i++)
+            gbuf[0][i] = 1.0;
+        b.want_gin[0] = 0;
+        CHECK(np_op_call_alloc(&b, NP_OP_BACKWARD, 1, &err) == NP_OK);
+        CHECK(b.gin[0].data == NULL);
+        CHECK_MSG(np_op_run(&b, NP_OP_BACKWARD, &err) == NP_OK, "%s: %s", b.info->name, err.text);
+        CHECK(b.gin[0].data == NULL);
+        np_op_call_free(&b);
+    }
+}
+
 int main(void)
 {
     test_registry();
+    test_backward_no_gradient();
     test_linear_matmul();
     test_conv_pool();
     test_pointwise();

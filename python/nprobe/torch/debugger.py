@@ -645,6 +645,38 @@ def _rank():
 
 # ---- the debugger -----------------------------------------------------------
 
+class _on_latest:
+    """A method that msprobe's scripts also call on the class
+    (PrecisionDebugger.start()): there it acts on the latest instance."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __get__(self, obj, cls):
+        if obj is None:
+            obj = cls._latest
+            if obj is None:
+                raise RuntimeError(f"PrecisionDebugger.{self.fn.__name__}: no PrecisionDebugger "
+                                   "made yet (PrecisionDebugger(config_path=...) first)")
+        return functools.partial(self.fn, obj)
+
+
+def _override_config(path, over):
+    """The config text of `path` with msprobe's constructor overrides (task,
+    dump_path, level, step) applied."""
+    import json
+    try:
+        with open(path, encoding="utf-8") as f:
+            cfg = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ValueError(f"PrecisionDebugger: config_path {path}: {e}") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"PrecisionDebugger: config_path {path}: not a JSON object")
+    cfg.update(over)
+    return json.dumps(cfg)
+
+
 class PrecisionDebugger:
     """msprobe's PrecisionDebugger over nprobe's probe.
 
@@ -656,13 +688,19 @@ class PrecisionDebugger:
     A bad config raises NprobeError before anything is written.
     """
 
-    def __init__(self, config_path=None, precision=None, device=None, torch_compile=None,
-                 **_ignored):
-        path = os.environ.get("NPROBE_DUMP_CONFIG") or config_path
+    def __init__(self, config_path=None, task=None, dump_path=None, level=None, step=None,
+                 precision=None, device=None, torch_compile=None, **_ignored):
+        env = os.environ.get("NPROBE_DUMP_CONFIG")
+        path = env or config_path
         if not path:
             raise ValueError("PrecisionDebugger: no config (config_path=... or "
                              "NPROBE_DUMP_CONFIG)")
         self.config_path = path
+        # msprobe's keyword overrides of the config (not under `nprobe dump`,
+        # whose config says where the dump goes)
+        over = {k: v for k, v in (("task", task), ("dump_path", dump_path), ("level", level),
+                                  ("step", step)) if v is not None}
+        text = None if env or not over else _override_config(path, over)
         self._precision, self._device = precision, device
         self._compile_mode = _compile_mode(torch_compile)
         self._stance = None
@@ -670,8 +708,13 @@ class PrecisionDebugger:
         self._eref = ctypes.byref(self._err)
         self._meta = _lib.Meta(b"pytorch", b"cpu", b"fp32", 0, 1)
         p = ctypes.c_void_p()
-        cpath = _lib.path_arg(path, "PrecisionDebugger: config_path")
-        if _lib.probe_open(ctypes.byref(p), cpath, ctypes.byref(self._meta), self._eref):
+        if text is not None:
+            rc = _lib.probe_open_json(ctypes.byref(p), _lib.text_arg(text, "PrecisionDebugger"),
+                                      ctypes.byref(self._meta), self._eref)
+        else:
+            cpath = _lib.path_arg(path, "PrecisionDebugger: config_path")
+            rc = _lib.probe_open(ctypes.byref(p), cpath, ctypes.byref(self._meta), self._eref)
+        if rc:
             raise self._err.exception()
         self._p = p
         self._task = _lib.probe_task_of(p)
@@ -709,11 +752,19 @@ class PrecisionDebugger:
         self._first_error = None
         self._closed = False
         self.summary = None
+        PrecisionDebugger._latest = self
         atexit.register(self.close)
 
     # ---- msprobe's interface ----------------------------------------------
-    def start(self, model=None):
-        """Capture from now on (hooks `model`'s modules the first time)."""
+    # start, stop, step, set_init_step and save are called on the instance or,
+    # as msprobe's classmethods allow, on the class (the latest instance).
+    _latest = None
+
+    @_on_latest
+    def start(self, model=None, token_range=None, rank_id=None, **_ignored):
+        """Capture from now on (hooks `model`'s modules the first time).
+        msprobe's token_range and rank_id (inference dumps) are accepted and
+        not used: every rank in the config's "rank" list dumps."""
         global _current
         if self._closed:
             return
@@ -726,6 +777,7 @@ class PrecisionDebugger:
             self._stance = _set_eager(True) or "default"
         _current = self
 
+    @_on_latest
     def stop(self):
         """Stop capturing; the step's parameter gradients are recorded."""
         global _current
@@ -736,6 +788,28 @@ class PrecisionDebugger:
             self._stance = None
         self._flush_param_grads()
 
+    @_on_latest
+    def set_init_step(self, step):
+        """The number of the step in progress (msprobe's set_init_step: a
+        resumed run numbers its steps on); before the step's first row."""
+        if not isinstance(step, int) or step < 0:
+            raise ValueError(f"PrecisionDebugger.set_init_step: expected an int >= 0, got {step!r}")
+        with self._lock:
+            if self._begun:
+                raise RuntimeError("PrecisionDebugger.set_init_step: the step has begun")
+            self._step = step
+            if self._in_step:
+                self._sel = _lib.probe_selects(self._p, step)
+
+    @_on_latest
+    def save(self, variable, name, save_backward=True):
+        """msprobe's debug save of one variable: not supported by nprobe
+        (warned once, nothing written)."""
+        if not getattr(self, "_save_warned", False):
+            self._save_warned = True
+            warnings.warn("nprobe: PrecisionDebugger.save is not supported; nothing saved")
+
+    @_on_latest
     def step(self):
         """End the step: its file is completed; the next step begins."""
         with self._lock:
