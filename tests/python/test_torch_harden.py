@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from nptest import check, finish  # noqa: E402
+from nptest import check, finish, run  # noqa: E402
 
 import nprobe.torch as nt  # noqa: E402
 from nprobe.torch import PrecisionDebugger  # noqa: E402
@@ -337,6 +337,12 @@ def case_interrupted(root):
             check(complete == 0, "interrupted %s: complete = %d" % (how, complete))
             check("Functional.linear.0.forward.output.0" in ents,
                   "interrupted %s: the rows so far are not in the .partial" % how)
+    # compared with the finished run, the interrupted one is not a clean pass
+    code, out, err = run(["compare", "-b", os.path.join(root, "int_close"), "-c",
+                          os.path.join(root, "int_raise"), "-o", os.path.join(root, "int_rep")],
+                         root)
+    check(code != 0 and "incomplete" in out + err,
+          "interrupted: compare with the finished run exits %d: %s" % (code, (out + err)[-300:]))
 
 
 def case_threads(root):
