@@ -42,11 +42,11 @@ import nprobe.torch as nt  # noqa: E402
 from nprobe.torch import PrecisionDebugger  # noqa: E402
 
 
-def config(root, name="d", task="statistics", level="L1", steps="[0]"):
+def config(root, name="d", task="statistics", level="L1", steps="[0]", **more):
     path = os.path.join(root, name + ".json")
     with open(path, "w") as f:
-        json.dump({"task": task, "dump_path": os.path.join(root, name), "level": level,
-                   "step": json.loads(steps)}, f)
+        json.dump(dict({"task": task, "dump_path": os.path.join(root, name), "level": level,
+                        "step": json.loads(steps)}, **more), f)
     return path
 
 
@@ -319,7 +319,9 @@ def case_interrupted(root):
     with open(script, "w") as f:
         f.write(INTERRUPT)
     hows = ("raise", "sigint", "exit", "close")
-    procs = [subprocess.Popen([sys.executable, script, config(root, "int_" + how), how],
+    # the uncaught exception with the writer thread (its queue drained first)
+    procs = [subprocess.Popen([sys.executable, script,
+                               config(root, "int_" + how, async_dump=how == "raise"), how],
                               cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for how in hows]       # in parallel: each pays torch's import
     for how, p in zip(hows, procs):
