@@ -46,6 +46,9 @@ void np_cli_printf(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
+/* "  report: PATH" on stdout, every control character of PATH (newline
+ * included: -o is user data) printed as \xNN. */
+void np_cli_report_line(const char *path);
 /* Print an np_error as "nprobe: [file[:line[:col]]: ][key: ]text". */
 void np_cli_report(const np_error *err);
 /* 1 if arg is -h or --help. */

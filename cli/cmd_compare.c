@@ -275,7 +275,7 @@ static np_status write_reports(const np_cmp_result *r, size_t pair, const char *
         if (st == NP_OK && report_list_add(written, pair, path) != 0)
             st = NP_ERR_NOMEM; /* said by report_list_add */
         else if (st == NP_OK && print)
-            printf("  report: %s\n", path);
+            np_cli_report_line(path);
     }
     if (reserved)
         np_out_release(outdir, name);
@@ -323,7 +323,7 @@ static int write_html(const np_cmp_result *r, const report_list *l, const char *
         return -1;
     }
     if (!quiet)
-        printf("  report: %s\n", path);
+        np_cli_report_line(path);
     return 0;
 }
 
@@ -433,7 +433,7 @@ static int run_streamed(const char *bench, const char *cmp, const char *outdir, 
     if (!quiet && !many) {
         print_pair(&r->pairs[0]);
         for (size_t i = 0; i < s.written.n; i++)
-            printf("  report: %s\n", s.written.paths[i]);
+            np_cli_report_line(s.written.paths[i]);
     }
     if (!quiet && many) {
         np_compare_summary(r);

@@ -200,7 +200,7 @@ static int write_reports(const np_replay_result *r, const rp_args *a)
              : i == 1 ? np_replay_write_csv(r, path, &err)
                       : np_replay_write_json(r, path, &err);
         if (st == NP_OK)
-            np_cli_printf("  report: %s\n", path);
+            np_cli_report_line(path);
     }
     if (reserved)
         np_out_release(a->out, name);

@@ -465,7 +465,7 @@ static int html_page(const pair_rec *recs, size_t n, const kept_pair *keep,
         if (!got[0])
             rc = NP_EXIT_USAGE; /* said by the owner */
         else if (!quiet)
-            printf("  report: %s\n", got);
+            np_cli_report_line(got);
     }
     free(all);
     return rc;

@@ -86,7 +86,7 @@ void np_compare_summary_paths(char *const *paths, size_t n, const char *outdir, 
 {
     if (n <= NP_SUMMARY_MAX_PATHS) {
         for (size_t i = 0; i < n; i++)
-            np_cli_printf("  report: %s\n", paths[i]);
+            np_cli_report_line(paths[i]);
     } else {
         static const char *const ext[] = {".xlsx", ".csv", ".json"};
         for (int k = 0; k < 3; k++) {
@@ -105,5 +105,5 @@ void np_compare_summary_paths(char *const *paths, size_t n, const char *outdir, 
         }
     }
     if (html)
-        np_cli_printf("  report: %s\n", html);
+        np_cli_report_line(html);
 }

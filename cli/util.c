@@ -84,6 +84,14 @@ void np_cli_printf(const char *fmt, ...)
     va_end(ap);
 }
 
+void np_cli_report_line(const char *path)
+{
+    size_t cap = 4 * strlen(path) + 1;
+    char *t = malloc(cap);
+    printf("  report: %s\n", t ? np_term_safe(t, cap, path) : "(out of memory)");
+    free(t);
+}
+
 void np_cli_report(const np_error *err)
 {
     msg g;

@@ -386,8 +386,10 @@ static void pip_normalise(char *s)
     *w = '\0';
 }
 
-/* One line "name==version" or "name @ url" -> name = version (no
- * duplicate check: the last line of a name wins). */
+/* One line "name==version" or "name @ url" -> name = version. Every line
+ * has the same parent, so a name listed twice (also once PEP 503
+ * normalised: Foo_Bar and foo-bar) is refused by the sort's duplicate
+ * check (the last line silently won, and pip passed). */
 static np_status pip_line(walker *w, const char *p, size_t len)
 {
     if (grow(&w->kbuf, &w->kcap, len + 1))
@@ -416,14 +418,18 @@ static np_status pip_line(walker *w, const char *p, size_t len)
     json_t *utf8 = json_string(ver); /* the reports are UTF-8 */
     const char *v = utf8 ? ver : "(not UTF-8)";
     json_decref(utf8);
-    return cc_sorter_put(w->s, line, strlen(line), v, strlen(v), ++w->ids, 0, w->err);
+    return cc_sorter_put(w->s, line, strlen(line), v, strlen(v), 1, 0, w->err);
 }
 
-/* Every line of pip.txt (up to a NUL byte, as the text was read before). */
+/* Every line of pip.txt; a NUL byte is refused (the lines after it were
+ * cut off: the text was read up to it, and pip passed). */
 static np_status walk_pip(walker *w, const char *buf, size_t n, size_t map_len)
 {
     const char *nul = memchr(buf, '\0', n);
-    const char *p = buf, *end = nul ? nul : buf + n;
+    if (nul)
+        return np_error_set(w->err, NP_ERR_FORMAT, w->pack, w->member,
+                            "refused: a NUL byte at offset %zu", (size_t)(nul - buf));
+    const char *p = buf, *end = buf + n;
     size_t released = 0, page = (size_t)sysconf(_SC_PAGESIZE);
     np_status st = NP_OK;
     while (st == NP_OK && p < end) {

@@ -372,8 +372,14 @@ int cc_side_next(cc_side *sd, const char **key, const char **val, np_error *err)
         int first = 1, found = 0;
         for (; r && key_cmp(r->k, r->klen, sd->key, klen) == 0; r = side_peek(sd)) {
             if (!first && r->parent == parent) {
-                np_error_set(err, NP_ERR_JSON, sd->pack, sd->what,
-                             "refused: malformed JSON: duplicate object key \"%s\"", sd->key);
+                if (strcmp(sd->what, "pip.txt") == 0)
+                    np_error_set(err, NP_ERR_FORMAT, sd->pack, sd->what,
+                                 "refused: the package \"%s\" is listed twice (names "
+                                 "compared as PEP 503 normalises them)", sd->key);
+                else
+                    np_error_set(err, NP_ERR_JSON, sd->pack, sd->what,
+                                 "refused: malformed JSON: duplicate object key \"%s\"",
+                                 sd->key);
                 return -1;
             }
             first = 0;

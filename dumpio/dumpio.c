@@ -339,8 +339,10 @@ np_status np_dumpio_read_values(double *out, size_t max, size_t *n, np_dumpio *d
     np_dumpio_buf buf = {0};
     np_dumpio_payload p;
     np_status st = np_dumpio_payload_get(&p, d, leaf, numel, NP_DUMPIO_ALLOW_FILE, &buf, err);
-    if (st != NP_OK)
+    if (st != NP_OK) {
+        np_dumpio_buf_free(&buf); /* a failed read may have grown it */
         return st;
+    }
     size_t want = numel > 0 && (uint64_t)numel < max ? (size_t)numel : (numel > 0 ? max : 0);
     if (p.form == NP_DUMPIO_FILE_F32) {
         if (read_file_head(out, want, &p, NULL) != 0)
@@ -365,8 +367,10 @@ np_status np_dumpio_read_checked(double *out, np_dumpio *d, const np_entry_rec *
     np_dumpio_payload p;
     size_t n = e->numel > 0 ? (size_t)e->numel : 0;
     np_status st = np_dumpio_payload_get(&p, d, e->name, e->numel, NP_DUMPIO_ALLOW_FILE, &buf, err);
-    if (st != NP_OK)
+    if (st != NP_OK) {
+        np_dumpio_buf_free(&buf); /* a failed read may have grown it */
         return st;
+    }
     uint32_t crc = 0;
     if (p.form == NP_DUMPIO_FILE_F32) {
         if (read_file_head(out, n, &p, &crc) != 0)

@@ -25,7 +25,8 @@ int dumpio_refs_finish(dumpio_refs *l, np_dumpio_ref **out, size_t *n);
 /* Free the list without a result. */
 void dumpio_refs_free(dumpio_refs *l);
 
-/* "step12" with prefix "step" -> 12; -1 when the name is not of that form. */
+/* The number after `prefix` in `name` ("step12" -> 12): decimal digits
+ * without a leading zero, as every writer spells it; -1 otherwise. */
 int dumpio_num_after(const char *name, const char *prefix);
 /* The last path component and the one before it ("" when none), into
  * buffers of cap bytes each. */

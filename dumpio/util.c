@@ -95,6 +95,10 @@ int dumpio_num_after(const char *name, const char *prefix)
     size_t l = strlen(prefix);
     if (strncmp(name, prefix, l) != 0 || !name[l])
         return -1;
+    /* the number as writers spell it: "step01" beside "step1" was read as
+     * step 1 twice, and compare paired whichever came first */
+    if (name[l] == '0' && name[l + 1])
+        return -1;
     long v = 0;
     for (const char *p = name + l; *p; p++) {
         if (*p < '0' || *p > '9' || v > 100000000)

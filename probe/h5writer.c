@@ -513,11 +513,44 @@ static np_status remove_earlier(const char *dir, np_error *err)
     return NP_OK;
 }
 
+/* step{S} and step{S}/rank{R} below the dump root (`root_len` bytes of
+ * `dir`) must be folders of the dump's own: a symbolic link planted there
+ * (step0 -> elsewhere) took the step file, and the removal of an earlier
+ * dump.h5, outside dump_path (the file-level checks follow no link, but
+ * the folders were followed). Checked before the folders are made and
+ * again after. */
+static np_status no_dir_links(const char *dir, size_t root_len, np_error *err)
+{
+    char path[4096];
+    for (const char *p = dir + root_len; *p;) {
+        const char *slash = strchr(p + 1, '/');
+        size_t len = slash ? (size_t)(slash - dir) : strlen(dir);
+        if (len >= sizeof path)
+            break;
+        memcpy(path, dir, len);
+        path[len] = '\0';
+        struct stat sb;
+        if (lstat(path, &sb) == 0 && !S_ISDIR(sb.st_mode))
+            return np_error_set(err, NP_ERR_IO, path, NULL,
+                                S_ISLNK(sb.st_mode)
+                                    ? "is a symbolic link: the dump writes nothing outside "
+                                      "dump_path through it (remove it)"
+                                    : "is not a folder (remove it)");
+        if (!slash)
+            break;
+        p = slash;
+    }
+    return NP_OK;
+}
+
 np_status np_h5w_clear_step(const char *dump_path, int64_t step, int64_t rank, np_error *err)
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/step%lld/rank%lld", dump_path, (long long)step,
              (long long)rank);
+    np_status lst = no_dir_links(dir, strlen(dump_path), err);
+    if (lst != NP_OK)
+        return lst;
     struct stat sb;
     if (stat(dir, &sb) != 0)
         return NP_OK; /* nothing of this step */
@@ -584,10 +617,15 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/step%lld/rank%lld", w->root, (long long)in->step,
              (long long)in->rank);
+    np_status cst = no_dir_links(dir, strlen(w->root), err);
+    if (cst != NP_OK)
+        return cst;
     if (np_mkdirs(dir) != 0)
         return np_error_set(err, errno == ENOSPC ? NP_ERR_NOSPACE : NP_ERR_IO, dir, NULL,
                             "cannot create the dump directory: %s", strerror(errno));
-    np_status cst = claim_step(w, dir, err);
+    cst = no_dir_links(dir, strlen(w->root), err);
+    if (cst == NP_OK)
+        cst = claim_step(w, dir, err);
     if (cst != NP_OK)
         return cst;
 

@@ -1201,6 +1201,35 @@ static np_status probe_close(np_probe *p, np_probe_summary *out, np_error *err)
     return NP_OK;
 }
 
+void np_probe_abandon(np_probe *p)
+{
+    if (!p)
+        return;
+    LOCK(p);
+    if (!p->closed && p->in_step) {
+        embed_call_end(p);
+        np_error e;
+        np_error_clear(&e);
+        if (p->aw) {
+            /* the queued rows are written first (the writer thread drains) */
+            p->w = np_aw_stop(p->aw, &e);
+            p->aw = NULL;
+            if (e.status)
+                fail(p, &e);
+        }
+        if (p->w && p->file_open && !p->failed && np_h5w_flush(p->w, &e))
+            fail(p, &e);
+        if (p->w)
+            np_h5w_abandon(p->w);
+        p->in_step = 0;
+        p->file_open = 0;
+        p->embed_call[0] = '\0';
+        p->memo_len = p->memo_next = 0;
+        leaves_clear(p);
+    }
+    UNLOCK(p);
+}
+
 void np_probe_free(np_probe *p)
 {
     if (!p)

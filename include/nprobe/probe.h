@@ -141,7 +141,7 @@ np_status np_probe_step_end(np_probe *p, np_error *err);
 /* libnprobe (the shared library): its version ("0.1.0") and ABI level.
  * NP_LIB_ABI grows when functions or struct fields are added; a loader built
  * against level N works with any library of level >= N and the same soname. */
-#define NP_LIB_ABI 2
+#define NP_LIB_ABI 3
 const char *np_lib_version(void);
 int np_lib_abi(void);
 
@@ -287,6 +287,12 @@ typedef struct np_probe_summary {
  * NULL). Returns the dump error if there was one (also in out->error). A
  * closed probe ignores further events. */
 np_status np_probe_close(np_probe *p, np_probe_summary *out, np_error *err);
+/* Leave the step in progress incomplete, as a killed run leaves it: its
+ * rows so far are flushed into dump.h5.partial (complete = 0), which is
+ * neither completed nor renamed; a later np_probe_close finishes nothing.
+ * For a host whose step was interrupted (an exception, Ctrl-C, exit in
+ * the middle of a step). NULL, or no step in progress, is a no-op. */
+void np_probe_abandon(np_probe *p);
 /* Close if needed and free. NULL is a no-op. */
 void np_probe_free(np_probe *p);
 

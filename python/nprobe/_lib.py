@@ -13,7 +13,7 @@ import os
 import struct
 
 SONAME = "libnprobe.so.0"
-ABI = 2   # np_probe_dump_call
+ABI = 3   # np_probe_abandon (2: np_probe_dump_call)
 
 # np_role
 ROLE_INPUT, ROLE_OUTPUT, ROLE_PARAMETERS, ROLE_KWARGS, ROLE_PARAMETERS_GRAD = range(5)
@@ -195,6 +195,7 @@ probe_dump_call = _sig("np_probe_dump_call", _I, _P, _S, _S, _S, ctypes.c_void_p
                        ctypes.POINTER(_I), _E)
 probe_close = _sig("np_probe_close", _I, _P, ctypes.POINTER(Summary), _E)
 probe_free = _sig("np_probe_free", None, _P)
+probe_abandon = _sig("np_probe_abandon", None, _P)
 
 
 def version():

@@ -232,6 +232,22 @@ int main(void)
     }
     refuse("nopack.zip", 2, "manifest.json", "not an nprobe config_check pack");
 
+    /* pip.txt naming a package twice (also once PEP 503 normalised), or
+     * holding a NUL: refused (the last line won, the text was cut at the
+     * NUL, and pip passed; issue 30) */
+    const char *pip_twice = "numpy==1.26.0\ntorch==2.13.0\nnumpy==2.4.0\n";
+    snprintf(p, sizeof p, "%s/pip_twice.zip", work);
+    make_zip(p, -1, -1, NULL, 0, "pip.txt", pip_twice, strlen(pip_twice));
+    refuse("pip_twice.zip", 2, "pip.txt", "\"numpy\" is listed twice");
+    const char *pip_norm = "Foo_Bar==1.0\nfoo.bar==2.0\n";
+    snprintf(p, sizeof p, "%s/pip_norm.zip", work);
+    make_zip(p, -1, -1, NULL, 0, "pip.txt", pip_norm, strlen(pip_norm));
+    refuse("pip_norm.zip", 2, "pip.txt", "\"foo-bar\" is listed twice");
+    const char pip_nul[] = "numpy==1.26.0\n\0torch==2.13.0\n";
+    snprintf(p, sizeof p, "%s/pip_nul.zip", work);
+    make_zip(p, -1, -1, NULL, 0, "pip.txt", pip_nul, sizeof pip_nul - 1);
+    refuse("pip_nul.zip", 2, "pip.txt", "NUL byte");
+
     /* a member missing from one side: reported, not fatal (exit 1) */
     snprintf(p, sizeof p, "%s/noweights.zip", work);
     make_zip(p, 4, -1, NULL, 0, NULL, NULL, 0);

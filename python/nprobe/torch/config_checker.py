@@ -110,6 +110,16 @@ def _np_tensor(name, t, keep):
     """An np_tensor over a host copy of `t` in the runtime's storage
     (bf16/fp16 values in float32)."""
     t = t.detach().cpu()
+    # what the program sees: dequantized, dense, a complex tensor as its
+    # (real, imag) pairs (an int64 cast dropped the imaginary part and the
+    # fraction: 1.2+1j and 1.4-5j hashed equal), lazy conj/neg bits resolved
+    if t.is_quantized:
+        t = t.dequantize()
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    if t.is_complex():
+        t = torch.view_as_real(t.resolve_conj())
+    t = t.resolve_neg()
     dt = _STORE.get(t.dtype)
     if dt is None:
         t, dt = t.to(torch.float64 if t.is_floating_point() else torch.int64), None

@@ -45,8 +45,15 @@ def _safe_name(s):
     add_module accepts one) as U+FFFD, as nprobe reads msprobe's \\u0000.
     C strings end at a NUL: modules 'a\\0b' and 'a\\0c' both became
     'Module.a' (their leaves refused as duplicates), and the packed,
-    NUL-separated leaf names of a call shifted."""
-    return s.replace("\0", "\ufffd") if "\0" in s else s
+    NUL-separated leaf names of a call shifted. A lone surrogate (os.fsdecode
+    of a name that is not UTF-8) as U+FFFD too: it cannot be encoded, and
+    raised UnicodeEncodeError inside the user's forward."""
+    s = s.replace("\0", "\ufffd") if "\0" in s else s
+    try:
+        s.encode()
+    except UnicodeEncodeError:
+        s = s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return s
 
 
 def _safe_params(mod):
@@ -62,6 +69,33 @@ class _Tls(threading.local):
 _tls = _Tls()
 _current = None          # the debugger capturing now (between start and stop)
 _scalers = weakref.WeakSet()
+_debuggers = weakref.WeakSet()
+_STRIDED = torch.strided
+
+
+def _after_fork_in_child():
+    """A forked child (a DataLoader worker forked after start(), ...)
+    inherits the capturing state, not the probe's writer thread: it must
+    never write into its parent's step (it took the step's lock, and the
+    parent then dumped nothing). In the child every debugger of the parent
+    is inert (start, step, close do nothing) and nothing is captured."""
+    global _current
+    _current = None
+    for d in list(_debuggers):
+        d._foreign = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _version(t):
+    """t._version, or -1 (the probe then never reuses its statistics) for an
+    inference tensor, which has no version counter (reading it raised)."""
+    try:
+        return t._version
+    except RuntimeError:
+        return -1
 
 
 # ---- names of positional arguments (for scalar rows) ------------------------
@@ -118,13 +152,13 @@ class _Rec:
     """One call's backward: its name, the positions of the inputs whose
     gradients it produces, the gradients arriving at its outputs."""
     __slots__ = ("d", "name", "parent", "site", "idx", "out_idx", "gin", "has_in", "step",
-                 "scalars", "module", "seen", "wait")
+                 "scalars", "module", "seen", "wait", "passes")
 
     def __init__(self, d, name, parent, site):
         self.d, self.name, self.parent, self.site = d, name, parent, site
         self.idx, self.out_idx, self.gin, self.has_in = [], [], None, False
         self.scalars, self.module = (), False
-        self.seen = self.wait = 0
+        self.seen = self.wait = self.passes = 0
         self.step = d._step
 
 
@@ -156,7 +190,7 @@ def _out_hook(rec, k):
     def hook(g):
         rec.gin[k] = g
         rec.seen += 1
-        if not rec.has_in and rec.seen == rec.wait:
+        if not rec.has_in and rec.seen % rec.wait == 0:     # every backward pass
             rec.d._bw_emit(rec, ())
     return hook
 
@@ -229,19 +263,23 @@ def _pack_tensors(buf, off, role, ts, keys, keep):
     """The tensors `ts` (None skipped) packed into `buf` from `off` as
     np_probe_leaf rows of `role`, keyed keys[i] (or i), each kept in `keep`;
     the next offset, or -1 where a tensor needs _leaf's conversions."""
-    for i, t in enumerate(ts):
-        if t is None:
-            continue
-        shape = t.shape
-        nd = len(shape)
-        dt = _DT.get(t.dtype)
-        if dt is None or nd > _MAX_DIMS or not t.is_cpu:
-            return -1
-        _LEAF_PACK[nd].pack_into(buf, off, role, keys[i] if keys else i, -1, dt, nd,
-                                 t.requires_grad, t.data_ptr(), t._version, 0.0, *shape,
-                                 *t.stride())
-        keep.append(t)
-        off += _LEAF_SIZE
+    try:
+        for i, t in enumerate(ts):
+            if t is None:
+                continue
+            shape = t.shape
+            nd = len(shape)
+            dt = _DT.get(t.dtype)
+            if dt is None or nd > _MAX_DIMS or not t.is_cpu or t.is_neg():
+                return -1
+            _LEAF_PACK[nd].pack_into(buf, off, role, keys[i] if keys else i, -1, dt, nd,
+                                     t.requires_grad, t.data_ptr(), t._version, 0.0, *shape,
+                                     *t.stride())
+            keep.append(t)
+            off += _LEAF_SIZE
+    except RuntimeError:
+        # no sizes (nested), no storage (sparse), no version (inference mode)
+        return -1
     return off
 
 
@@ -352,8 +390,13 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
 def wrap_api(name, fn):
     """Make `fn` (a custom or fused op of one's own) a captured API named
     `name` ("Functional.cross_entropy", "Npu.fused_rms_norm", ...): calls are
-    numbered per step like msprobe's, with forward and backward rows."""
-    return _make_wrapper(name, fn, False)
+    numbered per step like msprobe's, with forward and backward rows. A
+    name with a NUL is refused (C would cut it there)."""
+    if not isinstance(name, str):
+        raise TypeError(f"wrap_api: the name must be a str, not {type(name).__name__}")
+    if "\0" in name:
+        raise ValueError(f"wrap_api: the name {name!r} holds a NUL character")
+    return _make_wrapper(_safe_name(name), fn, False)
 
 
 def _paused(fn):
@@ -610,7 +653,7 @@ def _callsite(depth=2):
             site = _sites.get(key)
             if site is None:
                 site = _sites[key] = (f"{os.path.basename(c.co_filename)}:{key[1]} "
-                                      f"{c.co_name}").encode()
+                                      f"{c.co_name}").encode("utf-8", "replace")
             return site
         f = f.f_back
     return None
@@ -751,9 +794,13 @@ class PrecisionDebugger:
         self._errors = 0
         self._first_error = None
         self._closed = False
+        self._foreign = False     # True in a forked child: the parent's debugger
+        self._outer = None        # the debugger this one's start() interrupted
+        self._skipped = {}        # what was not dumped as the program saw it: kind -> leaves
         self.summary = None
         PrecisionDebugger._latest = self
-        atexit.register(self.close)
+        _debuggers.add(self)
+        atexit.register(self._at_exit)
 
     # ---- msprobe's interface ----------------------------------------------
     # start, stop, step, set_init_step and save are called on the instance or,
@@ -766,7 +813,7 @@ class PrecisionDebugger:
         msprobe's token_range and rank_id (inference dumps) are accepted and
         not used: every rank in the config's "rank" list dumps."""
         global _current
-        if self._closed:
+        if self._closed or self._foreign:
             return
         _install()
         if model is not None:
@@ -775,14 +822,25 @@ class PrecisionDebugger:
             self._open_step()
         if self._compile_mode == "eager" and self._stance is None:
             self._stance = _set_eager(True) or "default"
+        if _current is not None and _current is not self:
+            # one debugger inside another: the inner one captures until its
+            # stop(), then the outer one again (it recorded nothing, silently)
+            warnings.warn(f"nprobe: PrecisionDebugger({self.config_path!r}).start() while "
+                          f"another debugger ({_current.config_path!r}) is capturing: this one "
+                          "captures until its stop(), the other records nothing meanwhile",
+                          stacklevel=2)
+            self._outer = _current
         _current = self
 
     @_on_latest
     def stop(self):
         """Stop capturing; the step's parameter gradients are recorded."""
         global _current
+        if self._foreign:
+            return
         if _current is self:
-            _current = None
+            outer, self._outer = self._outer, None
+            _current = outer if outer is not None and not outer._closed else None
         if self._stance is not None:
             _set_eager(False, self._stance)
             self._stance = None
@@ -812,6 +870,8 @@ class PrecisionDebugger:
     @_on_latest
     def step(self):
         """End the step: its file is completed; the next step begins."""
+        if self._foreign:
+            return
         with self._lock:
             self._flush_param_grads()
             if self._in_step and self._begun:
@@ -823,19 +883,37 @@ class PrecisionDebugger:
                 self._open_step()
 
     def close(self):
-        """Finish the step in progress and close the probe (also at exit)."""
+        """Close the probe. A step in progress is completed when capture was
+        stopped (stop() before close()); one still capturing was interrupted
+        (an exception through a `finally: close()`) and stays incomplete."""
+        self._close(interrupted=_current is self)
+
+    def _at_exit(self):
+        """At exit a step that step() did not end was interrupted (an uncaught
+        exception, Ctrl-C, sys.exit in the middle of it): it stays
+        dump.h5.partial with complete = 0, as a killed run leaves it (it was
+        stamped complete, and compared as a clean pass)."""
+        self._close(interrupted=True)
+
+    def _close(self, interrupted):
         global _current
-        if self._closed:
+        if self._closed or self._foreign:
             return
         if _current is self:
-            _current = None
+            _current = self._outer if self._outer is not None and not self._outer._closed \
+                else None
         with self._lock:
             self._flush_param_grads()
+            if interrupted and self._in_step and self._begun:
+                _lib.probe_abandon(self._p)
+            self._in_step = self._begun = False
             self._closed = True
             s = _lib.Summary()
             _lib.probe_close(self._p, ctypes.byref(s), self._eref)
             self.summary = {k: getattr(s, k) for k in ("steps", "calls", "tensors",
                                                         "data_bytes", "bytes", "overflows")}
+            self.summary["skipped"] = sum(self._skipped.values())
+            self.summary["skipped_kinds"] = dict(self._skipped)
             if s.error.status:
                 self._note_error(s.error)
             _lib.probe_free(self._p)
@@ -856,6 +934,8 @@ class PrecisionDebugger:
         """The step's file starts with its first row: device, precision,
         rank and loss scale are known by then (an autocast region entered
         after start(), torch.distributed initialised after the debugger)."""
+        if self._foreign:
+            return False
         if self._begun:
             return True
         if not self._in_step or self._closed:
@@ -897,17 +977,47 @@ class PrecisionDebugger:
         _lib.Error.__init__(self._err)
 
     # ---- leaves ---------------------------------------------------------------
+    def _skip(self, kind, what):
+        """A leaf not dumped as it is (`kind`: "sparse_coo", "complex", ...):
+        one warning per kind, counted in summary["skipped"]."""
+        n = self._skipped.get(kind, 0)
+        self._skipped[kind] = n + 1
+        if n == 0:
+            warnings.warn(f"nprobe: {what}; such leaves are not dumped (the count is "
+                          "summary['skipped'])", stacklevel=4)
+
+    def _odd(self, t):
+        """A tensor the probe cannot read as it is: the tensor to read
+        instead (quantized: dequantized), or None (skipped with a warning)."""
+        if t.is_nested:
+            return self._skip("nested", "nested tensors have no single shape")
+        if t.layout is not _STRIDED:
+            return self._skip(str(t.layout).replace("torch.", ""),
+                              f"{t.layout} tensors have no dense storage to read")
+        if t.is_meta:
+            return self._skip("meta", "meta tensors hold no data")
+        if t.is_complex():
+            return self._skip("complex", "complex tensors have no place in the dump's dtypes")
+        if t.is_quantized:
+            return t.detach().dequantize()
+        return t
+
     def _leaf(self, cb, role, key, t):
+        if t.layout is not _STRIDED or t.is_nested or t.is_meta or t.is_quantized or \
+                t.is_complex():
+            t = self._odd(t)
+            if t is None:
+                return
         rg = int(t.requires_grad)
         dt = _DT.get(t.dtype)
         nd = t.dim()
-        if dt is None or nd > _lib.MAX_DIMS or not t.is_cpu:
+        if dt is None or nd > _lib.MAX_DIMS or not t.is_cpu or t.is_neg():
             # the uncommon cases on a detached tensor (no autograd record);
-            # a CPU tensor of a known dtype is read as it is
-            t = t.detach()
+            # a CPU tensor of a known dtype is read as it is. A negative-bit
+            # view (x.conj().imag, torch._neg_view) is resolved: its memory
+            # holds the values with the opposite sign.
+            t = t.detach().resolve_neg()
             if dt is None:
-                if t.is_complex():
-                    return
                 t = t.to(torch.float32 if t.is_floating_point() else torch.int64)
                 dt = _DT[t.dtype]
             if t.dim() > _lib.MAX_DIMS:
@@ -923,10 +1033,18 @@ class PrecisionDebugger:
             self._shape[:nd] = t.shape
             self._strides[:nd] = t.stride()
         v.data = t.data_ptr() if t.numel() else None
-        v.version = t._version
+        v.version = _version(t)
         self._recent.append(t)
         if _lib.probe_dump_view(self._p, cb, role, key, self._vref, self._eref):
             self._note_error()
+
+    def _safe_leaf(self, call, role, key, t):
+        """_leaf outside _emit: what cannot be read is skipped, never raised."""
+        try:
+            self._leaf(call.encode(), role, key, t)
+        except Exception as e:  # noqa: BLE001 - the user's program must not fail for the dump
+            self._skip("error " + type(e).__name__,
+                       f"{call}: a leaf could not be read ({type(e).__name__}: {e})")
 
     def _leaf_device_stats(self, cb, role, key, t, dt, rg):
         """Statistics reduced on the tensor's device; only scalars cross."""
@@ -957,9 +1075,19 @@ class PrecisionDebugger:
               out_keys=None, bw=False):
         """One call: its row and leaves, contiguously, under the lock (no
         forward row of a reentrant checkpoint's recompute: the original
-        forward wrote it)."""
-        if not bw and _tls.replay is not None:
+        forward wrote it). Never raises into the user's program: a leaf
+        that cannot be read is skipped (one warning per kind of failure)."""
+        if (not bw and _tls.replay is not None) or self._foreign:
             return False
+        try:
+            return self._emit_locked(call, parent, site, ins, scalars, params, outs, in_keys,
+                                     out_keys)
+        except Exception as e:  # noqa: BLE001 - the user's op must not fail for the dump
+            self._skip("error " + type(e).__name__,
+                       f"{call}: a leaf could not be read ({type(e).__name__}: {e})")
+            return False
+
+    def _emit_locked(self, call, parent, site, ins, scalars, params, outs, in_keys, out_keys):
         with self._lock:
             if not self._begun and not self._begin():
                 return False
@@ -1011,11 +1139,14 @@ class PrecisionDebugger:
             shape = t.shape
             nd = len(shape)
             dt = _DT.get(t.dtype)
-            if dt is None or nd > _MAX_DIMS or not t.is_cpu:
+            if dt is None or nd > _MAX_DIMS or not t.is_cpu or t.is_neg():
                 return None
-            _LEAF_PACK[nd].pack_into(buf, off, _ROLE_PAR, 0, len(names), dt, nd,
-                                     t.requires_grad, t.data_ptr(), t._version, 0.0, *shape,
-                                     *t.stride())
+            try:
+                _LEAF_PACK[nd].pack_into(buf, off, _ROLE_PAR, 0, len(names), dt, nd,
+                                         t.requires_grad, t.data_ptr(), t._version, 0.0,
+                                         *shape, *t.stride())
+            except RuntimeError:    # no storage, no version: _leaf's conversions
+                return None
             names += k.encode() + b"\0"
             keep.append(t)
             off += _LEAF_SIZE
@@ -1036,7 +1167,8 @@ class PrecisionDebugger:
     def _open_call(self, api):
         """A call's number in the step, forward name, enclosing module call
         and callsite (the start every kind of API call shares)."""
-        n = self._number(api, api)
+        with self._lock:        # threads: one number per call
+            n = self._number(api, api)
         parent = self._mstack[-1] if self._mstack else None
         # _callsite <- _open_call <- _api_call/_alias_call/_inplace_call <-
         # the wrapper <- its caller: the first frame that may be the user's
@@ -1074,8 +1206,15 @@ class PrecisionDebugger:
                 if g:
                     rec = _Rec(self, f"{api}.{n}.backward", _bw_name(parent), site)
                     rec.idx, rec.has_in = g, True
-                    new = _BwIn.apply(rec, *[flat[k][1] for k in g])
-                    args, kwargs = _replace(args, kwargs, [flat[k][0] for k in g], new)
+                    try:
+                        new = _BwIn.apply(rec, *[flat[k][1] for k in g])
+                    except Exception as e:  # noqa: BLE001 - a tensor autograd functions refuse
+                        self._skip("backward " + type(e).__name__,
+                                   f"{call}: its backward cannot be captured "
+                                   f"({type(e).__name__}: {e})")
+                        rec = None
+                    else:
+                        args, kwargs = _replace(args, kwargs, [flat[k][0] for k in g], new)
             y = fn(*args, **kwargs)
             if rec is not None and rec.has_in:
                 y = self._unalias(op, y, new, [flat[k][1] for k in g])
@@ -1152,7 +1291,7 @@ class PrecisionDebugger:
                 y = fn(*args, **kwargs)
                 out = y if isinstance(y, torch.Tensor) else (flat[0][1] if flat else None)
                 if began and out is not None:
-                    self._leaf(call.encode(), _ROLE_OUT, b"0", out)
+                    self._safe_leaf(call, _ROLE_OUT, b"0", out)
             node = out.grad_fn if grad and isinstance(out, torch.Tensor) else None
             if node is not None:
                 rec = _Rec(self, f"{api}.{n}.backward", _bw_name(parent), site)
@@ -1195,13 +1334,18 @@ class PrecisionDebugger:
         return out
 
     def _bw_emit(self, rec, gouts):
-        if rec.step != self._step or not self._in_step or self._closed:
+        if rec.step != self._step or not self._in_step or self._closed or self._foreign:
             return
         _tls.depth += 1
         try:
             ins = list(rec.gin) if rec.gin is not None else []
             outs = list(gouts)
-            self._emit(rec.name, rec.parent, rec.site, ins, rec.scalars, (), outs,
+            # a second backward through the same graph (retain_graph, double
+            # backward) is NAME.1, NAME.2, ...: its rows were refused as
+            # duplicates of the first
+            name = rec.name if not rec.passes else f"{rec.name}.{rec.passes}"
+            rec.passes += 1
+            self._emit(name, rec.parent, rec.site, ins, rec.scalars, (), outs,
                        in_keys=rec.out_idx or None, out_keys=rec.idx or None, bw=True)
         finally:
             _tls.depth -= 1
@@ -1218,7 +1362,14 @@ class PrecisionDebugger:
                 continue          # the root: the runtime has no module call for it
             path, cls = _safe_name(path), _safe_name(type(mod).__name__)
             mod.register_forward_pre_hook(_eager_hook(self._make_pre(path, cls)))
-            mod.register_forward_hook(_eager_hook(self._make_post(path)))
+            post = _eager_hook(self._make_post(path))
+            try:
+                # run also when the forward raises: its frame leaves the
+                # module stack (a caught exception left a dead parent for
+                # every later call of the step)
+                mod.register_forward_hook(post, always_call=True)
+            except TypeError:       # torch < 2.1
+                mod.register_forward_hook(post)
             for pname, prm in _safe_params(mod):
                 prm.register_hook(self._make_pgrad(f"Module.{path}.{cls}", pname))
 
@@ -1229,7 +1380,8 @@ class PrecisionDebugger:
             if _current is not self or _tls.depth or not self._sel:
                 frames.append(None)
                 return None
-            n = self._number(("module", path), path, self._mcounts)
+            with self._lock:
+                n = self._number(("module", path), path, self._mcounts)
             call = f"Module.{path}.{cls}.forward.{n}"
             parent = self._mstack[-1] if self._mstack else None
             site = _callsite() if self._sel & _lib.SELECT_CALLSITE else None
@@ -1268,6 +1420,10 @@ class PrecisionDebugger:
             call, parent, site, rec = fr
             if self._mstack and self._mstack[-1] == call:
                 self._mstack.pop()
+            elif call in self._mstack:      # frames left by an exception
+                del self._mstack[self._mstack.index(call):]
+            if out is None and sys.exc_info()[1] is not None:
+                return None                 # the forward raised: no row
             if not self._sel & _lib.SELECT_MODULE:
                 return None
             _tls.depth += 1
@@ -1313,7 +1469,7 @@ class PrecisionDebugger:
                     cb = call.encode()
                     _lib.probe_call_begin(self._p, cb, None, None, self._eref)
                     for pname, g in lst:
-                        self._leaf(cb, _ROLE_PG, pname.encode(), g)
+                        self._safe_leaf(call, _ROLE_PG, pname.encode(), g)
         finally:
             _tls.depth -= 1
 
