@@ -773,6 +773,31 @@ static const struct view_memo *memo_find(const np_probe *p, const np_tensor_view
     return NULL;
 }
 
+/* The view a leaf's statistics are read from, and its memo key: `v`
+ * itself, or, for the statistics task, the contiguous block `v` is a
+ * permutation of (probe_view_block: a transpose, permute or reshape of a
+ * contiguous tensor), read in memory order. The recorded max, min and
+ * counts are those of `v`; mean and norm are float64 sums of the same
+ * elements in another order (docs/TORCH.md, "Statistics of views"). Views
+ * of one block at one version then share one computation. The md5 task
+ * hashes the elements in the view's order and reads the view as it is. */
+static const np_tensor_view *stats_view(const np_probe *p, const np_tensor_view *v,
+                                        probe_block_view *b)
+{
+    if (v && p->cfg->task == NP_TASK_STATISTICS && probe_view_block(v, b))
+        return &b->v;
+    return v;
+}
+
+/* A record's shape set to view `v`'s. */
+static void rec_shape(np_entry_rec *r, const np_tensor_view *v)
+{
+    r->ndim = v->ndim;
+    memset(r->shape, 0, sizeof r->shape);
+    for (int i = 0; i < v->ndim && i < NP_FMT_MAX_DIMS; i++)
+        r->shape[i] = v->shape[i];
+}
+
 /* Every view call takes the next slot (the caller keeps the last
  * NP_VIEW_REUSE tensors alive: the slots never outlive them). */
 static struct view_memo *memo_push(np_probe *p, const np_tensor_view *v)
@@ -841,9 +866,11 @@ static np_status embed_leaf(np_probe *p, const char *call, np_role role, const c
     np_fmt_copy_name(r.call, NP_FMT_NAME_LEN, call);
     np_fmt_copy_name(r.role, NP_FMT_ROLE_LEN, np_role_name(role));
     np_tensor vt;
-    const struct view_memo *hit = memo_usable(p, v) ? memo_find(p, v) : NULL;
+    probe_block_view blk;
+    const np_tensor_view *sv = stats_view(p, v, &blk);
+    const struct view_memo *hit = memo_usable(p, sv) ? memo_find(p, sv) : NULL;
     if (v && !hit) {
-        np_status vs = probe_view_tensor(&vt, v, &p->vbuf, &p->vcap, r.name, err);
+        np_status vs = probe_view_tensor(&vt, sv, &p->vbuf, &p->vcap, r.name, err);
         if (vs)
             return vs;
         t = &vt;
@@ -866,6 +893,8 @@ static np_status embed_leaf(np_probe *p, const char *call, np_role role, const c
         p->memo_fill->rec = r;
         p->memo_fill->has_stats = 1;
     }
+    if (sv != v)
+        rec_shape(&r, v); /* read as its block: recorded with its own shape */
     if (p->cfg->task == NP_TASK_OVERFLOW_CHECK)
         overflow_leaf(p, &r, t ? t->data : NULL, t ? np_tensor_nbytes(t) : 0);
     else
@@ -920,7 +949,9 @@ np_status np_probe_dump_view(np_probe *p, const char *call, np_role role, const 
     if (st)
         return st;
     LOCK(p);
-    struct view_memo *m = memo_usable(p, v) ? memo_push(p, v) : NULL;
+    probe_block_view blk;
+    const np_tensor_view *sv = stats_view(p, v, &blk);
+    struct view_memo *m = memo_usable(p, sv) ? memo_push(p, sv) : NULL;
     p->memo_fill = m;
     st = embed_leaf(p, call, role, key, NULL, v, NULL, 0.0, err);
     p->memo_fill = NULL;
@@ -967,7 +998,9 @@ static np_status call_leaf(np_probe *p, const char *call, const np_probe_leaf *l
         return NP_ERR_ARG;
     np_tensor_view v = {sizeof v, (np_dtype)l->dtype, l->ndim, l->shape, l->strides, l->data,
                         0, l->requires_grad, l->version};
-    struct view_memo *m = memo_usable(p, &v) ? memo_push(p, &v) : NULL;
+    probe_block_view blk;
+    const np_tensor_view *sv = stats_view(p, &v, &blk);
+    struct view_memo *m = memo_usable(p, sv) ? memo_push(p, sv) : NULL;
     p->memo_fill = m;
     np_status st = embed_leaf(p, call, (np_role)l->role, key, NULL, &v, NULL, 0.0, err);
     p->memo_fill = NULL;

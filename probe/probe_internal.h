@@ -54,6 +54,21 @@ np_probe_config *np_probe_config_dup(const np_probe_config *c);
 np_status probe_view_tensor(np_tensor *out, const np_tensor_view *v, void **buf, size_t *cap,
                             const char *leaf, np_error *err);
 
+/* A view whose elements are exactly those of one contiguous block of its
+ * storage, each once, in any order (a contiguous tensor, or a transpose,
+ * permute, reshape, view of one; no overlap, no gap): that block as a 1-D
+ * contiguous view. Size-1 dimensions may have any stride. `numel` holds
+ * v.shape[0] (v.shape points at it: the struct must not be copied). */
+typedef struct probe_block_view {
+    np_tensor_view v;
+    int64_t numel;
+} probe_block_view;
+
+/* 1 and `out` filled when `v` (a valid view: known dtype, 0..NP_MAX_DIMS
+ * dimensions, sizes >= 0, data) is such a block of at least one element;
+ * else 0. */
+int probe_view_block(const np_tensor_view *v, probe_block_view *out);
+
 /* ---- statistics ------------------------------------------------------- */
 
 /* Fill the statistics fields of `rec` (and crc32 when `want_crc`). `scratch`

@@ -105,6 +105,50 @@ static void gather(void *dst, const np_tensor_view *v, const unsigned char *base
     }
 }
 
+int probe_view_block(const np_tensor_view *v, probe_block_view *out)
+{
+    if (!v || v->size < sizeof *v || (unsigned)v->dtype >= NP_DTYPE_COUNT ||
+        np_view_element_size(v->dtype) == 0 || v->ndim < 0 || v->ndim > NP_MAX_DIMS ||
+        (v->ndim > 0 && !v->shape) || !v->data)
+        return 0;
+    /* the dimensions of size > 1, by increasing stride (insertion sort) */
+    int64_t sz[NP_MAX_DIMS], st[NP_MAX_DIMS];
+    int m = 0;
+    int64_t numel = 1;
+    for (int d = 0; d < v->ndim; d++) {
+        if (v->shape[d] <= 0)
+            return 0;
+        numel *= v->shape[d];
+        if (v->shape[d] == 1)
+            continue;
+        int64_t s = v->strides ? v->strides[d] : 0;
+        int j = m++;
+        for (; j > 0 && st[j - 1] > s; j--) {
+            st[j] = st[j - 1];
+            sz[j] = sz[j - 1];
+        }
+        st[j] = s;
+        sz[j] = v->shape[d];
+    }
+    if (v->strides) {
+        /* dense: the smallest stride 1, each next the span of those below
+         * (then every stride is positive and the block starts at the view's
+         * first element) */
+        int64_t want = 1;
+        for (int i = 0; i < m; i++) {
+            if (st[i] != want)
+                return 0;
+            want *= sz[i];
+        }
+    }
+    out->numel = numel;
+    out->v = *v;
+    out->v.ndim = 1;
+    out->v.shape = &out->numel;
+    out->v.strides = NULL;
+    return 1;
+}
+
 np_status probe_view_tensor(np_tensor *out, const np_tensor_view *v, void **buf, size_t *cap,
                             const char *leaf, np_error *err)
 {

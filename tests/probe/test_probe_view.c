@@ -465,6 +465,141 @@ static void test_dump_call(const char *dir)
     H5Fclose(f);
 }
 
+/* float64 statistics of view `v` of float32 storage, walked index by index
+ * (the known answer of test_block_reuse). */
+static void view_stats64(const np_tensor_view *v, double *mx, double *mn, double *mean,
+                         double *norm)
+{
+    int64_t n = 1, idx[NP_MAX_DIMS] = {0};
+    for (int d = 0; d < v->ndim; d++)
+        n *= v->shape[d];
+    double s = 0, q = 0;
+    *mx = -INFINITY;
+    *mn = INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t off = 0;
+        for (int d = 0; d < v->ndim; d++)
+            off += idx[d] * v->strides[d];
+        double x = ((const float *)v->data)[v->byte_offset / 4 + off];
+        *mx = x > *mx ? x : *mx;
+        *mn = x < *mn ? x : *mn;
+        s += x;
+        q += x * x;
+        for (int d = v->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < v->shape[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    *mean = s / (double)n;
+    *norm = sqrt(q);
+}
+
+/* The statistics task reads a view that is a permutation of one contiguous
+ * block (transpose, permute, reshape of a contiguous tensor) as that block,
+ * so views of one block at one version share one computation. Reuse is
+ * made visible by writing the storage without bumping the version (as in
+ * test_reuse): a reused row keeps the old values' statistics. Checked: the
+ * rows equal a float64 walk over each view's own values (max/min/counts
+ * exactly, mean/norm to 1e-12 relative: only the order of the float64 sums
+ * differs) with the view's own shape; the rule fires for a permute and a
+ * reshape of the block at the same version; it does not for a partial
+ * view, overlapping views, another version, another start, another dtype. */
+static void test_block_reuse(const char *dir)
+{
+    char path[600];
+    np_probe *p = open_probe(dir, "d6", "\"task\": \"statistics\", \"level\": \"L1\"", NULL);
+    if (!p)
+        return;
+    CHECK_EQ_INT(np_probe_step_begin(p, 0, NULL), NP_OK);
+    float x[60];
+    for (int i = 0; i < 60; i++)
+        x[i] = (float)((i * 37) % 61 - 30) + 0.25f * (float)(i % 3);
+    int64_t s3[3] = {3, 4, 5}, st3[3] = {20, 5, 1};
+    int64_t sp[3] = {5, 3, 4}, stp[3] = {1, 20, 5};   /* permute(2, 0, 1) */
+    int64_t s1[1] = {60}, st1[1] = {1};               /* reshape(60) */
+    int64_t sh[3] = {3, 2, 5};                        /* [:, :2, :]: a gap */
+    int64_t so[2] = {2, 60}, sto[2] = {0, 1};          /* expand: each twice */
+    int64_t sr[2] = {2, 40}, str_[2] = {20, 1};        /* rows overlapping */
+    int64_t s2[3] = {2, 4, 5};                        /* x[1:]: another start */
+    struct {
+        const char *call;
+        np_tensor_view v;
+        float poke_at;                                /* x[i] = poke_val before it */
+        float poke_val;
+        int reused;                                   /* 1: the block's earlier row */
+    } c[] = {
+        {"Functional.a.0.forward", {sizeof(np_tensor_view), NP_FLOAT32, 3, s3, st3, x, 0, 0, 0}, -1, 0, 0},
+        {"Functional.b.0.forward", {sizeof(np_tensor_view), NP_FLOAT32, 3, sp, stp, x, 0, 0, 0}, 0, 1000, 1},
+        {"Functional.c.0.forward", {sizeof(np_tensor_view), NP_FLOAT32, 1, s1, st1, x, 0, 0, 0}, -1, 0, 1},
+        {"Functional.d.0.forward", {sizeof(np_tensor_view), NP_FLOAT32, 3, sp, stp, x, 0, 0, 1}, -1, 0, 0},
+        {"Functional.e.0.forward", {sizeof(np_tensor_view), NP_FLOAT32, 3, sh, st3, x, 0, 0, 1}, 1, -2000, 0},
+        {"Functional.f.0.forward", {sizeof(np_tensor_view), NP_FLOAT32, 2, so, sto, x, 0, 0, 1}, -1, 0, 0},
+        {"Functional.g.0.forward", {sizeof(np_tensor_view), NP_FLOAT32, 2, sr, str_, x, 0, 0, 1}, -1, 0, 0},
+        {"Functional.h.0.forward", {sizeof(np_tensor_view), NP_FLOAT32, 3, s2, st3, x, 80, 0, 1}, -1, 0, 0},
+        {"Functional.i.0.forward", {sizeof(np_tensor_view), NP_FLOAT32, 3, sp, stp, x, 0, 0, 2}, -1, 0, 0},
+    };
+    int nc = (int)(sizeof c / sizeof c[0]);
+    double want[16][4];
+    for (int i = 0; i < nc; i++) {
+        if (c[i].poke_at >= 0)
+            x[(int)c[i].poke_at] = c[i].poke_val;
+        int src = i;
+        while (c[src].reused)
+            src--;                                    /* the row it reuses */
+        if (src == i)
+            view_stats64(&c[i].v, &want[i][0], &want[i][1], &want[i][2], &want[i][3]);
+        else
+            memcpy(want[i], want[src], sizeof want[i]);
+        CHECK_EQ_INT(np_probe_dump_view(p, c[i].call, NP_ROLE_INPUT, "0", &c[i].v, NULL), NP_OK);
+    }
+    /* another dtype over the same bytes (int32) at version 1: not the block's */
+    int64_t si[1] = {60};
+    np_tensor_view vi = {sizeof vi, NP_INT32, 1, si, NULL, x, 0, 0, 1};
+    CHECK_EQ_INT(np_probe_dump_view(p, "Functional.j.0.forward", NP_ROLE_INPUT, "0", &vi, NULL),
+                 NP_OK);
+    double imax = -INFINITY;
+    for (int i = 0; i < 60; i++) {
+        int32_t b;
+        memcpy(&b, &x[i], 4);
+        imax = b > imax ? b : imax;
+    }
+    np_probe_close(p, NULL, NULL);
+    np_probe_free(p);
+    snprintf(path, sizeof path, "%s/d6/step0/rank0/dump.h5", dir);
+    size_t n = 0;
+    np_entry_rec *r = read_entries(path, &n);
+    CHECK_EQ_INT(n, nc + 1);
+    if (!r || n != (size_t)nc + 1) {
+        free(r);
+        return;
+    }
+    for (int i = 0; i < nc; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.input.0", c[i].call);
+        CHECK_STREQ(r[i].name, name);
+        CHECK_EQ_INT(r[i].ndim, c[i].v.ndim);
+        int64_t numel = 1;
+        for (int d = 0; d < c[i].v.ndim; d++) {
+            CHECK_EQ_INT(r[i].shape[d], c[i].v.shape[d]);
+            numel *= c[i].v.shape[d];
+        }
+        CHECK_EQ_INT(r[i].numel, numel);
+        CHECK_CLOSE(r[i].max, want[i][0], 0, 0);
+        CHECK_CLOSE(r[i].min, want[i][1], 0, 0);
+        CHECK_CLOSE(r[i].mean, want[i][2], 0, 1e-12);
+        CHECK_CLOSE(r[i].norm, want[i][3], 0, 1e-12);
+        CHECK_EQ_INT(r[i].nan_count + r[i].posinf_count + r[i].neginf_count, 0);
+    }
+    /* what the reuse shows: b, c kept the values before x[0] = 1000; e on */
+    CHECK(r[1].max < 1000 && r[2].max < 1000 && r[3].max == 1000);
+    CHECK(r[4].min == -2000 && r[5].min == -2000 && r[6].min == -2000 && r[8].min == -2000);
+    CHECK(r[3].min > -2000);                          /* d ran before the poke */
+    CHECK_CLOSE(r[nc].max, imax, 0, 0);
+    CHECK_EQ_INT(r[nc].numel, 60);
+    free(r);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/np_view_XXXXXX";
@@ -475,6 +610,7 @@ int main(void)
     test_reuse(dir);
     test_overflow_whole_call(dir);
     test_dump_call(dir);
+    test_block_reuse(dir);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)
