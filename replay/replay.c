@@ -421,6 +421,29 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
         np_op_call_free(&oc);
         return;
     }
+    /* the leaves a backward is judged on: at least one gradient arriving at
+     * an output (an absent one of several is torch's None, zero) and one it
+     * produced; otherwise it is not recomputable, not judged on zeros */
+    int any_gout = 0, any_gin = 0;
+    for (int j = 0; j < oc.n_out; j++) {
+        const np_entry_rec *g = leaf(rd, c->name, "input", j);
+        if (g && g->has_data && g->numel != oc.out[j].numel) {
+            skip(c, g->name, ": its element count differs from the recomputed output's");
+            np_op_call_free(&oc);
+            return;
+        }
+        any_gout |= g && g->has_data;
+    }
+    for (int i = 0; i < oc.n_in; i++) {
+        const np_entry_rec *g = leaf(rd, c->name, "output", i);
+        any_gin |= g && g->has_data && oc.in[i].data && !(info->int_mask >> i & 1u);
+    }
+    if (!any_gout || !any_gin) {
+        skip(c, !any_gout ? "no gradient arriving at its outputs is in the dump"
+                          : "no gradient it produced for a float input is in the dump", "");
+        np_op_call_free(&oc);
+        return;
+    }
     for (int j = 0; j < oc.n_out; j++) {
         const np_entry_rec *g = leaf(rd, c->name, "input", j);
         if (g && g->has_data && g->numel == oc.out[j].numel) {

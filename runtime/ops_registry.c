@@ -309,19 +309,42 @@ np_status np_op_run(np_op_call *c, np_op_pass pass, np_error *err)
                             "%s: no backward kernel", info->name);
     if (pass == NP_OP_BACKWARD && zero_gouts(c, err))
         return err ? err->status : NP_ERR_NOMEM;
+    np_op_tensor *t = pass == NP_OP_FORWARD ? c->out : c->gin;
+    int n = pass == NP_OP_FORWARD ? c->n_out : c->n_in, any_mag = 0;
+    /* a kernel writes every output, and may write the gradient of every
+     * input it was given: it writes only into buffers the call owns */
+    int scratch[NP_OP_MAX_IN] = {0};
+    for (int i = 0; i < n; i++) {
+        if (pass == NP_OP_FORWARD && !t[i].data)
+            return np_error_set(err, NP_ERR_ARG, NULL, info->name,
+                                "%s: output %d has no buffer (np_op_call_alloc first)",
+                                info->name, i);
+        if (pass == NP_OP_BACKWARD && c->want_gin[i] && !t[i].data)
+            return np_error_set(err, NP_ERR_ARG, NULL, info->name,
+                                "%s: the gradient of input %d has no buffer "
+                                "(np_op_call_alloc first)", info->name, i);
+        if (pass == NP_OP_BACKWARD && !t[i].data && c->in[i].data) {
+            rt_ref_set_shape(&t[i], c->in[i].ndim, c->in[i].shape);
+            if (!(t[i].data = own_new(c, t[i].numel, 0.0)) ||
+                !(t[i].mag = own_new(c, t[i].numel, 0.0)))
+                return np_error_set(err, NP_ERR_NOMEM, NULL, info->name, "out of memory");
+            scratch[i] = 1;
+        }
+    }
     if (pass == NP_OP_FORWARD)
         info->forward(c);
     else
         info->backward(c);
-    np_op_tensor *t = pass == NP_OP_FORWARD ? c->out : c->gin;
-    int n = pass == NP_OP_FORWARD ? c->n_out : c->n_in, any_mag = 0;
     for (int i = 0; i < n; i++)
-        any_mag |= t[i].data && t[i].mag;
+        any_mag |= t[i].data && t[i].mag && !scratch[i];
     if (any_mag && (info->flags & NP_OPF_MULTILINEAR)) {
         np_status st = run_abs(c, pass, err);
         if (st)
             return st;
     }
+    for (int i = 0; i < n; i++) /* scratch gradients nobody asked for: dropped */
+        if (scratch[i])
+            t[i].data = t[i].mag = NULL;
     /* a magnitude a kernel left unset is the value's own size */
     for (int i = 0; i < n; i++)
         for (int64_t j = 0; t[i].data && t[i].mag && j < t[i].numel; j++)
