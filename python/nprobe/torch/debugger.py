@@ -26,8 +26,10 @@ _DT = {torch.float32: _lib.FLOAT32, torch.bfloat16: _lib.BFLOAT16, torch.float16
        torch.bool: _lib.BOOL}
 _PREC = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
          torch.float64: "fp64"}
-_SKIP_DIRS = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+# torch's and nprobe's own folders, each with its separator: ".../torch" must
+# not take ".../torchvision" (a model's own code) with it (issue 31)
+_SKIP_DIRS = (os.path.join(os.path.dirname(torch.__file__), ""), os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ""))
 _ROLE_IN, _ROLE_OUT, _ROLE_PAR, _ROLE_PG = (_lib.ROLE_INPUT, _lib.ROLE_OUTPUT,
                                             _lib.ROLE_PARAMETERS, _lib.ROLE_PARAMETERS_GRAD)
 _ROLE_KW = _lib.ROLE_KWARGS
