@@ -122,9 +122,14 @@ _STR_CODES = {
 }
 
 
+# arguments that say where or in what type a result is stored, not its
+# values (the dump records every tensor's dtype): not dumped
+_DESCRIPTIVE = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+
+
 def _code(name, a):
     """The number a non-numeric argument is dumped as (None: not dumped)."""
-    if a is None or isinstance(a, torch.Tensor):
+    if a is None or isinstance(a, torch.Tensor) or isinstance(a, _DESCRIPTIVE):
         return None
     if isinstance(a, str):
         return _STR_CODES.get(name, {}).get(a, float("nan"))
