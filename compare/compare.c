@@ -118,7 +118,7 @@ static np_cmp_call module_or_api(const char *name, int64_t seq)
 {
     return (np_cmp_call){.name = name, .kind = strncmp(name, "Module.", 7) == 0 ? "module" : "api",
                          .parent = "", .callsite = "", .seq = seq, .iso_err = NAN,
-                         .iso_ratio = NAN};
+                         .iso_ratio = NAN, .ref_iso_err = NAN, .ref_iso_ratio = NAN};
 }
 
 /* Rule 2 (verdict.c cmp_gaps): per module and API, the forward calls each

@@ -476,6 +476,10 @@ static void json_call(outbuf *f, const np_cmp_pair *p, int k)
     json_num(f, c->iso_err);
     ob_puts(f, ", \"isolated_ratio\": ");
     json_num(f, c->iso_ratio);
+    ob_puts(f, ", \"ref_isolated_error_u\": ");
+    json_num(f, c->ref_iso_err);
+    ob_puts(f, ", \"ref_isolated_ratio\": ");
+    json_num(f, c->ref_iso_ratio);
     ob_puts(f, ", \"worst_row\": ");
     if (c->worst_row >= 0)
         json_str(f, p->rows[c->worst_row].cmp ? p->rows[c->worst_row].cmp->name : "");

@@ -248,6 +248,20 @@ static void culprit_box(FILE *f, const np_cmp_pair *p)
     num_text(b, sizeof b, c->sev_out, 4);
     snprintf(buf, sizeof buf, "inputs %s, outputs %s (1 = error level)", a, b);
     kv(f, "severity", buf);
+    if (!isnan(c->iso_err)) { /* both sides' isolated errors (docs/COMPARE.md, three-way) */
+        char ri[40], rr[40];
+        num_text(a, sizeof a, c->iso_err, 4);
+        num_text(b, sizeof b, c->iso_ratio, 4);
+        num_text(ri, sizeof ri, c->ref_iso_err, 4);
+        num_text(rr, sizeof rr, c->ref_iso_ratio, 4);
+        if (isnan(c->ref_iso_err))
+            snprintf(buf, sizeof buf, "under test %s u (%s x its budget); reference: not "
+                     "recomputed", a, b);
+        else
+            snprintf(buf, sizeof buf, "under test %s u (%s x its budget); reference %s u "
+                     "(%s x its budget)", a, b, ri, rr);
+        kv(f, "isolated error", buf);
+    }
     if (c->worst_row >= 0) {
         const np_cmp_row *r = &p->rows[c->worst_row];
         kv(f, "worst output", r->cmp ? r->cmp->name : r->bench ? r->bench->name : "");

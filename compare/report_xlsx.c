@@ -161,9 +161,11 @@ static void culprit_block(lxw_worksheet *ws, lxw_row_t *row, const np_cmp_pair *
     kvn(ws, row, "output severity", c->sev_out, F);
     kvn(ws, row, "isolated error (u)", c->iso_err, F);
     kvn(ws, row, "isolated / budget", c->iso_ratio, F);
+    kvn(ws, row, "reference isolated error (u)", c->ref_iso_err, F);
+    kvn(ws, row, "reference isolated / budget", c->ref_iso_ratio, F);
     if (c->worst_row >= 0) {
         const np_cmp_row *r = &p->rows[c->worst_row];
-        kv(ws, row, "worst output", r->cmp ? r->cmp->name : "", F);
+        kv(ws, row, "worst output", r->cmp ? r->cmp->name : r->bench ? r->bench->name : "", F);
         if (r->m) {
             kvn(ws, row, "Cosine", r->m->cosine, F);
             kvn(ws, row, "EucDist", r->m->euc_dist, F);
@@ -265,7 +267,8 @@ static const char *const calls_hdr[] = {"Order", "Seq", "Call", "Kind", "Status"
                                          "Input severity", "Output severity",
                                          "Output severity (plotted)", "Error threshold",
                                          "Module", "Callsite", "Reason",
-                                         "Isolated error (u)", "Isolated / budget"};
+                                         "Isolated error (u)", "Isolated / budget",
+                                         "Reference isolated (u)", "Reference / budget"};
 #define CALLS_COLS ((int)(sizeof calls_hdr / sizeof calls_hdr[0]))
 
 static int calls_row(cmp_cells *cells, size_t i, const void *user)
@@ -288,6 +291,8 @@ static int calls_row(cmp_cells *cells, size_t i, const void *user)
     o[11] = str, o[11].str = c->reason;
     o[12] = num, o[12].num = c->iso_err; /* N/A when not recomputed */
     o[13] = num, o[13].num = c->iso_ratio;
+    o[14] = num, o[14].num = c->ref_iso_err; /* the bench's same call, N/A when not */
+    o[15] = num, o[15].num = c->ref_iso_ratio;
     cells->n = CALLS_COLS;
     return c->status == NP_CALL_CULPRIT ? S->red : c->n_error_out ? S->yellow : 0;
 }

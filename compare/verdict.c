@@ -96,10 +96,12 @@ np_cmp_tolerance np_cmp_tolerance_routed(np_cmp_tolerance t, double u)
  * behind a non-smooth op (routed_u > 0: the run's unit roundoff), to the
  * routed level; then the overrides. */
 static np_cmp_tolerance row_tolerance(const np_cmp_pair *p, const char *dtype, const np_cmp_options *o,
-                                      double routed_u)
+                                      double routed_u, const char *inherited)
 {
     np_cmp_tolerance t = np_cmp_tolerance_for(dtype);
     if (!is_int_dtype(dtype)) {
+        if (inherited) /* the data carry a lower dtype's rounding (docs/COMPARE.md) */
+            t = looser(t, np_cmp_tolerance_for(inherited));
         if (p->cmp_precision[0])
             t = looser(t, np_cmp_tolerance_for(p->cmp_precision));
         if (p->bench_precision[0])
@@ -447,7 +449,8 @@ static int row_left_out(const np_cmp_pair *p, const np_cmp_row *r, size_t i)
 }
 
 static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, tol_memo *memo,
-                        double routed_u, const char *routed_from, const unsigned char *facts)
+                        double routed_u, const char *routed_from, const char *inherited,
+                        const char *inherited_from, const unsigned char *facts)
 {
     cmp_pair_priv *pv = p->priv;
     const np_cmp_side *bad = r->bench && r->bench->defect ? r->bench
@@ -497,10 +500,10 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
         return;
     }
     if (!memo->dtype || strcmp(memo->dtype, c->dtype) != 0) {
-        memo->t = row_tolerance(p, c->dtype, o, routed_u);
+        memo->t = row_tolerance(p, c->dtype, o, routed_u, inherited);
         memo->dtype = c->dtype;
         /* remember it for the reports (the tolerances in effect) */
-        const char *scope = routed_u > 0 ? routed_from : "";
+        const char *scope = routed_u > 0 ? routed_from : inherited ? inherited_from : "";
         int seen = 0;
         for (int k = 0; pv && k < pv->n_tols && !seen; k++)
             seen = !strcmp(pv->tols[k].dtype, c->dtype) && !strcmp(pv->tols[k].scope, scope);
@@ -532,7 +535,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
 {
     memset(p->count_verdict, 0, sizeof p->count_verdict);
     memset(p->count_match, 0, sizeof p->count_match);
-    tol_memo memo[2];
+    tol_memo memo[4];
     memset(memo, 0, sizeof memo);
     cmp_pair_priv *pv = p->priv;
     if (pv) {
@@ -558,6 +561,40 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
     /* what each side records per call (one-sided leaves as evidence); NULL
      * when out of memory: one-sided leaves stay warnings */
     unsigned char *facts = call_facts(p);
+    /* tolerances follow the data (docs/COMPARE.md, "Tolerances that follow
+     * the data"): from the first call that holds a bfloat16/float16 tensor on
+     * either side on, every float row may carry that rounding (type promotion,
+     * mixed-precision adds, float32 master copies), whatever its own dtype
+     * and the run's declared precision say */
+    const char *inherited = NULL, *inherited_from = "";
+    int64_t s_low = INT64_MAX;
+    for (size_t i = 0; isnan(o->rtol) && i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        if (r->call_index < 0)
+            continue;
+        const np_cmp_side *sd[2] = {r->bench, r->cmp};
+        for (int k = 0; k < 2; k++) {
+            if (!sd[k] || !strcmp(sd[k]->role, "kwargs"))
+                continue;
+            double lu = low_unit_roundoff(sd[k]->dtype);
+            int64_t sq = p->calls[r->call_index].seq;
+            if (lu <= 0)
+                continue;
+            if (!inherited || lu > low_unit_roundoff(inherited))
+                inherited = sd[k]->dtype; /* the lowest precision seen */
+            s_low = sq < s_low ? sq : s_low;  /* from the first low tensor on */
+        }
+    }
+    if (inherited && u >= low_unit_roundoff(inherited))
+        inherited = NULL; /* the declared precision says as much */
+    if (inherited && pv) {
+        for (size_t k = 0; k < p->n_calls; k++)
+            if (p->calls[k].seq == s_low) {
+                inherited_from = fmt_reason(&pv->arena, "rows from %s on (the data carry %s "
+                                            "rounding)", p->calls[k].name, inherited);
+                break;
+            }
+    }
     /* tensor mode reports payload bytes while reading them (compare.c) */
     int rows_progress = o->progress && p->mode != NP_CMP_MODE_TENSOR;
     for (size_t i = 0; i < p->n_rows; i++) {
@@ -568,7 +605,9 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
             const np_cmp_side *sd = r->cmp ? r->cmp : r->bench;
             routed = c->backward && (c->seq > s0 || (c->seq == s0 && sd && role_is_out(sd->role)));
         }
-        verdict_row(p, r, o, &memo[routed], routed ? u : 0, routed_from, facts);
+        int inh = inherited && r->call_index >= 0 && p->calls[r->call_index].seq >= s_low;
+        verdict_row(p, r, o, &memo[routed + 2 * inh], routed ? u : 0, routed_from,
+                    inh ? inherited : NULL, inherited_from, facts);
         if (!r->reason)
             r->reason = "";
         p->count_verdict[r->verdict]++;

@@ -1,5 +1,6 @@
 /* replay/msprobe_args.c - torch's signatures of the ops the registry
  * recomputes, as msprobe dumps their arguments (replay/msprobe_args.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +19,8 @@ static const char *const *const sig[NP_OP_COUNT] = {
     [NP_OP_MATMUL] = ARGS("input", "other"),
     [NP_OP_CONV2D] = ARGS("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
     [NP_OP_MAX_POOL2D] = ARGS("input", "kernel_size", "stride", "padding", "dilation",
-                              "ceil_mode", "return_indices"),
-    [NP_OP_EMBEDDING] = ARGS("input", "weight", "~padding_idx", "max_norm", "norm_type",
+                              "~ceil_mode", "~return_indices"),
+    [NP_OP_EMBEDDING] = ARGS("input", "weight", "padding_idx", "max_norm", "~norm_type",
                              "~scale_grad_by_freq", "~sparse"),
     [NP_OP_RELU] = ARGS("input", "~inplace"),
     [NP_OP_GELU] = ARGS("input", "approximate"),
@@ -27,8 +28,8 @@ static const char *const *const sig[NP_OP_COUNT] = {
     [NP_OP_DROPOUT] = ARGS("input", "p", "training", "~inplace"),
     [NP_OP_LAYER_NORM] = ARGS("input", "~normalized_shape", "weight", "bias", "eps"),
     [NP_OP_RMS_NORM] = ARGS("input", "~normalized_shape", "weight", "eps"),
-    [NP_OP_SOFTMAX] = ARGS("input", "dim", "~_stacklevel", "dtype"),
-    [NP_OP_LOG_SOFTMAX] = ARGS("input", "dim", "~_stacklevel", "dtype"),
+    [NP_OP_SOFTMAX] = ARGS("input", "dim", "~_stacklevel", "~dtype"),
+    [NP_OP_LOG_SOFTMAX] = ARGS("input", "dim", "~_stacklevel", "~dtype"),
     [NP_OP_SDPA] = ARGS("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale"),
     [NP_OP_CROSS_ENTROPY] = ARGS("input", "target", "weight", "size_average", "ignore_index",
                                  "reduce", "reduction", "label_smoothing"),
@@ -36,8 +37,8 @@ static const char *const *const sig[NP_OP_COUNT] = {
     [NP_OP_SUB] = ARGS("input", "other"),
     [NP_OP_MUL] = ARGS("input", "other"),
     [NP_OP_DIV] = ARGS("input", "other"),
-    [NP_OP_SUM] = ARGS("input", "dim", "~keepdim", "dtype"),
-    [NP_OP_MEAN] = ARGS("input", "dim", "~keepdim", "dtype"),
+    [NP_OP_SUM] = ARGS("input", "dim", "~keepdim", "~dtype"),
+    [NP_OP_MEAN] = ARGS("input", "dim", "~keepdim", "~dtype"),
     [NP_OP_VIEW] = ARGS("input", "~*"),
     [NP_OP_TRANSPOSE] = ARGS("input", "dim0", "dim1"),
     [NP_OP_SPLIT] = ARGS("input", "split_size", "dim"),
@@ -116,15 +117,115 @@ const char *rp_msp_unmodelled(char *buf, size_t cap, const np_op_info *info, con
         size_t plen = (size_t)snprintf(prefix, sizeof prefix, "%s.%s.", fwd, kw ? "kwargs" : "input");
         if (strncmp(e[i].name, prefix, plen) != 0)
             continue;
-        if (slot_of(slot, sizeof slot, info->op, &e[i], plen, kw))
+        int same = slot_of(slot, sizeof slot, info->op, &e[i], plen, kw);
+        const char *elem = strchr(e[i].name + plen, '.');
+        if (!strcmp(slot, "normalized_shape") && elem && strcmp(elem, ".0") != 0) {
+            snprintf(buf, cap, "argument normalized_shape (%s): the float64 reference "
+                     "normalises over the last dimension only", e[i].name);
+            return buf;
+        }
+        if (same)
             continue; /* does not change the values */
         int tensor_ok = in_list(info->inputs, slot), number_ok = is_scalar(info, slot);
         int nested = strchr(e[i].name + plen, '.') != NULL;
         if (!nested && ((tensor_ok && e[i].has_data) || (number_ok && rp_msp_is_number(&e[i]))))
             continue;
+
         snprintf(buf, cap, "argument %s (%s) is not one its float64 reference takes",
                  slot, e[i].name);
         return buf;
+    }
+    return NULL;
+}
+
+/* The numbers list argument `base` holds in entries e[0..n) of call `fwd`
+ * ({fwd}.kwargs.{base}.{j}): 1 when all are equal (*v the value), -1 when
+ * they differ, 0 when there is none. */
+static int list_value(const np_entry_rec *e, size_t n, const char *fwd, const char *base,
+                      double *v)
+{
+    char prefix[NP_FMT_NAME_LEN + 80];
+    size_t plen = (size_t)snprintf(prefix, sizeof prefix, "%s.kwargs.%s.", fwd, base);
+    int found = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(e[i].name, prefix, plen) != 0 || strchr(e[i].name + plen, '.'))
+            continue;
+        if (found && e[i].mean != *v)
+            return -1;
+        *v = e[i].mean;
+        found = 1;
+    }
+    return found;
+}
+
+int rp_np_list_scalar(const np_entry_rec *e, size_t n, const char *fwd, const char *key,
+                      double *v)
+{
+    return list_value(e, n, fwd, key, v);
+}
+
+const char *rp_np_unmodelled(char *buf, size_t cap, const np_op_info *info, const char *fwd,
+                             const np_entry_rec *e, size_t n)
+{
+    int n_in = 0;
+    while (info->inputs[n_in])
+        n_in++;
+    char prefix[NP_FMT_NAME_LEN + 16], slot[NP_FMT_NAME_LEN];
+    for (size_t i = 0; i < n; i++) {
+        int kw = strcmp(e[i].role, "kwargs") == 0;
+        if (!kw && strcmp(e[i].role, "input") != 0)
+            continue;
+        size_t plen = (size_t)snprintf(prefix, sizeof prefix, "%s.%s.", fwd, kw ? "kwargs" : "input");
+        if (strncmp(e[i].name, prefix, plen) != 0)
+            continue;
+        const char *rest = e[i].name + plen, *dot = strchr(rest, '.');
+        if (!kw) { /* the package numbers a call's tensors in argument order */
+            if (dot || atoi(rest) >= n_in) {
+                snprintf(buf, cap, "tensor argument %s is not one its float64 reference takes",
+                         e[i].name);
+                return buf;
+            }
+            continue;
+        }
+        /* a keyword or a positional scalar, named by the parameter (or its position) */
+        snprintf(slot, sizeof slot, "%.*s", (int)(dot ? (size_t)(dot - rest) : strlen(rest)), rest);
+        int ignorable = 0;
+        if (slot[0] >= '0' && slot[0] <= '9' && sig[info->op]) {
+            int k = atoi(slot), m = 0;
+            while (sig[info->op][m])
+                m++;
+            if (k < m) {
+                ignorable = sig[info->op][k][0] == '~';
+                snprintf(slot, sizeof slot, "%s", sig[info->op][k] + ignorable);
+            } else
+                ignorable = m > 0 && strcmp(sig[info->op][m - 1], "~*") == 0;
+        } else if (sig[info->op]) {
+            int k = rp_msp_arg_pos(info->op, slot);
+            ignorable = k >= 0 && sig[info->op][k][0] == '~';
+        }
+        if (!strcmp(slot, "normalized_shape") && dot && strcmp(dot, ".0") != 0) {
+            snprintf(buf, cap, "argument normalized_shape (%s): the float64 reference "
+                     "normalises over the last dimension only", e[i].name);
+            return buf;
+        }
+        if (ignorable)
+            continue;
+        if (!is_scalar(info, slot)) {
+            snprintf(buf, cap, "argument %s (%s) is not one its float64 reference takes", slot,
+                     e[i].name);
+            return buf;
+        }
+        double v = e[i].mean;
+        if (isnan(v)) {
+            snprintf(buf, cap, "argument %s (%s) has a value the float64 reference cannot read "
+                     "(a string or object the package does not encode)", slot, e[i].name);
+            return buf;
+        }
+        if (dot && list_value(e, n, fwd, slot, &v) < 0) {
+            snprintf(buf, cap, "argument %s (%s...) differs between dimensions; the float64 "
+                     "reference takes one value for all", slot, e[i].name);
+            return buf;
+        }
     }
     return NULL;
 }

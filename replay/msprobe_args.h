@@ -29,4 +29,19 @@ int rp_msp_is_number(const np_entry_rec *e);
 const char *rp_msp_unmodelled(char *buf, size_t cap, const np_op_info *info, const char *fwd,
                               const np_entry_rec *e, size_t n);
 
+/* The same for a call of nprobe's own dumps (the package and the runtime):
+ * tensors {fwd}.input.{k} in the order of the op's inputs, every other
+ * argument {fwd}.kwargs.{name} (a list as {name}.{j}; a string as its code,
+ * docs/FORMAT.md, NaN when it has none): NULL when every one is a tensor or
+ * scalar the reference takes (lists with one value for every dimension) or
+ * one that does not change the values; otherwise why not, in buf. */
+const char *rp_np_unmodelled(char *buf, size_t cap, const np_op_info *info, const char *fwd,
+                             const np_entry_rec *e, size_t n);
+
+/* List argument `key` of call `fwd` ({fwd}.kwargs.{key}.{j} in e[0..n)):
+ * 1 and *v when every element is the same number, -1 when they differ,
+ * 0 when the dump has no such list. */
+int rp_np_list_scalar(const np_entry_rec *e, size_t n, const char *fwd, const char *key,
+                      double *v);
+
 #endif

@@ -253,8 +253,28 @@ static int load_inputs(np_replay_call *c, np_op_call *oc, rp_dump *rd, const cha
             en = kwarg(rd, fwd, info->scalars[i].name);
         if (!en)
             en = scalar_leaf(rd, info, fwd, i);
+        double v;
+        int got = en != NULL;
         if (en)
-            oc->sc[i] = en->mean;
+            v = en->mean;
+        else if (!rd->positional) {
+            /* a list with one value for every dimension (stride (2, 2)); under
+             * its position where the package could not name the parameter */
+            char pos[16];
+            int k = rp_msp_arg_pos(info->op, info->scalars[i].name);
+            snprintf(pos, sizeof pos, "%d", k);
+            size_t first, n_e;
+            call_entries(rd, fwd, &first, &n_e);
+            got = rp_np_list_scalar(rd->e + first, n_e, fwd, info->scalars[i].name, &v) == 1;
+            if (!got && k >= 0 && (en = kwarg(rd, fwd, pos)) != NULL) {
+                v = en->mean;
+                got = 1;
+            }
+            if (!got && k >= 0)
+                got = rp_np_list_scalar(rd->e + first, n_e, fwd, pos, &v) == 1;
+        }
+        if (got)
+            oc->sc[i] = v;
         else if (info->scalars[i].required &&
                  !(info->op <= NP_OP_DIV && info->op >= NP_OP_ADD && oc->in[1].data)) {
             skip(c, info->scalars[i].name, ": this scalar argument is not in the dump");
@@ -390,6 +410,16 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
             skip(c, no, "");
             return;
         }
+    } else {
+        /* every argument the call was given is one the reference takes */
+        char why[NP_FMT_NAME_LEN + 200];
+        size_t first, n;
+        call_entries(rd, fwd, &first, &n);
+        const char *no = rp_np_unmodelled(why, sizeof why, info, fwd, rd->e + first, n);
+        if (no) {
+            skip(c, no, "");
+            return;
+        }
     }
     np_op_call oc;
     np_op_call_init(&oc, info);
@@ -418,6 +448,29 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
             skip(c, e2.text, "");
         else
             compare_outputs(c, rd, c->name, oc.out, oc.n_out, exact, NULL, o, &oc, err);
+        np_op_call_free(&oc);
+        return;
+    }
+    /* the leaves a backward is judged on: at least one gradient arriving at
+     * an output (an absent one of several is torch's None, zero) and one it
+     * produced; otherwise it is not recomputable, not judged on zeros */
+    int any_gout = 0, any_gin = 0;
+    for (int j = 0; j < oc.n_out; j++) {
+        const np_entry_rec *g = leaf(rd, c->name, "input", j);
+        if (g && g->has_data && g->numel != oc.out[j].numel) {
+            skip(c, g->name, ": its element count differs from the recomputed output's");
+            np_op_call_free(&oc);
+            return;
+        }
+        any_gout |= g && g->has_data;
+    }
+    for (int i = 0; i < oc.n_in; i++) {
+        const np_entry_rec *g = leaf(rd, c->name, "output", i);
+        any_gin |= g && g->has_data && oc.in[i].data && !(info->int_mask >> i & 1u);
+    }
+    if (!any_gout || !any_gin) {
+        skip(c, !any_gout ? "no gradient arriving at its outputs is in the dump"
+                          : "no gradient it produced for a float input is in the dump", "");
         np_op_call_free(&oc);
         return;
     }

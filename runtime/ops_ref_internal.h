@@ -51,5 +51,10 @@ RT_REF_ADAPTERS(transpose);
 RT_REF_ADAPTERS(split);
 
 const char *rt_ref_dropout_random(const np_op_call *c);
+/* The arguments the float64 references do not take (NULL: none given). */
+const char *rt_ref_conv2d_unsupported(const np_op_call *c);
+const char *rt_ref_max_pool2d_unsupported(const np_op_call *c);
+const char *rt_ref_embedding_unsupported(const np_op_call *c);
+const char *rt_ref_cross_entropy_unsupported(const np_op_call *c);
 
 #endif

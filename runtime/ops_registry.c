@@ -28,15 +28,20 @@ static const np_op_info op_table[NP_OP_COUNT] = {
                       ADAPT(matmul), NULL},
     [NP_OP_CONV2D] = {NP_OP_CONV2D, "conv2d", "Functional.conv2d", NAMES("Torch.conv2d"),
                       NAMES("input", "weight", "bias"), 2, 6u, 0u,
-                      SCALARS({"stride", 1, 0}, {"padding", 0, 0}), ML, rt_ref_conv2d_shape,
-                      ADAPT(conv2d), NULL},
+                      SCALARS({"stride", 1, 0}, {"padding", 0, 0}, {"dilation", 1, 0},
+                              {"groups", 1, 0}),
+                      ML, rt_ref_conv2d_shape, ADAPT(conv2d), rt_ref_conv2d_unsupported},
     [NP_OP_MAX_POOL2D] = {NP_OP_MAX_POOL2D, "max_pool2d", "Functional.max_pool2d",
                           NAMES("Torch.max_pool2d"), NAMES("input"), 1, 0u, 0u,
-                          SCALARS({"kernel_size", REQ}, {"stride", 0, 0}), 0,
-                          rt_ref_max_pool2d_shape, ADAPT(max_pool2d), NULL},
+                          SCALARS({"kernel_size", REQ}, {"stride", 0, 0}, {"padding", 0, 0},
+                                  {"dilation", 1, 0}),
+                          0, rt_ref_max_pool2d_shape, ADAPT(max_pool2d),
+                          rt_ref_max_pool2d_unsupported},
     [NP_OP_EMBEDDING] = {NP_OP_EMBEDDING, "embedding", "Functional.embedding", NAMES("Torch.embedding"),
-                         NAMES("input", "weight"), 2, 2u, 1u, NO_SCALARS, ML,
-                         rt_ref_embedding_shape, ADAPT(embedding), NULL},
+                         NAMES("input", "weight"), 2, 2u, 1u,
+                         SCALARS({"padding_idx", NAN, 0}, {"max_norm", NAN, 0},
+                                 {"scale_grad_by_freq", 0, 0}),
+                         ML, rt_ref_embedding_shape, ADAPT(embedding), rt_ref_embedding_unsupported},
     [NP_OP_RELU] = {NP_OP_RELU, "relu", "Functional.relu", NAMES("Torch.relu", "Tensor.relu"),
                     NAMES("input"), 1, 0u, 0u, NO_SCALARS, 0, rt_ref_same_shape, ADAPT(pointwise),
                     NULL},
@@ -70,8 +75,10 @@ static const np_op_info op_table[NP_OP_COUNT] = {
                     rt_ref_sdpa_shape, ADAPT(sdpa), NULL},
     [NP_OP_CROSS_ENTROPY] = {NP_OP_CROSS_ENTROPY, "cross_entropy", "Functional.cross_entropy",
                              NULL, NAMES("input", "target"), 2, 0u, 2u,
-                             SCALARS({"ignore_index", -100, 0}, {"label_smoothing", 0, 0}), 0,
-                             rt_ref_cross_entropy_shape, ADAPT(cross_entropy), NULL},
+                             SCALARS({"ignore_index", -100, 0}, {"label_smoothing", 0, 0},
+                                     {"reduction", 1, 0}),
+                             0, rt_ref_cross_entropy_shape, ADAPT(cross_entropy),
+                             rt_ref_cross_entropy_unsupported},
     [NP_OP_ADD] = {NP_OP_ADD, "add", "Tensor.add",
                    NAMES("Torch.add", "Tensor.__add__", "Tensor.__radd__"),
                    NAMES("input", "other"), 1, 0u, 0u, SCALARS({"other", REQ}, {"alpha", 1, 0}),
@@ -319,19 +326,42 @@ np_status np_op_run(np_op_call *c, np_op_pass pass, np_error *err)
     }
     if (pass == NP_OP_BACKWARD && zero_gouts(c, err))
         return err ? err->status : NP_ERR_NOMEM;
+    np_op_tensor *t = pass == NP_OP_FORWARD ? c->out : c->gin;
+    int n = pass == NP_OP_FORWARD ? c->n_out : c->n_in, any_mag = 0;
+    /* a kernel writes every output, and may write the gradient of every
+     * input it was given: it writes only into buffers the call owns */
+    int scratch[NP_OP_MAX_IN] = {0};
+    for (int i = 0; i < n; i++) {
+        if (pass == NP_OP_FORWARD && !t[i].data)
+            return np_error_set(err, NP_ERR_ARG, NULL, info->name,
+                                "%s: output %d has no buffer (np_op_call_alloc first)",
+                                info->name, i);
+        if (pass == NP_OP_BACKWARD && c->want_gin[i] && !t[i].data)
+            return np_error_set(err, NP_ERR_ARG, NULL, info->name,
+                                "%s: the gradient of input %d has no buffer "
+                                "(np_op_call_alloc first)", info->name, i);
+        if (pass == NP_OP_BACKWARD && !t[i].data && c->in[i].data) {
+            rt_ref_set_shape(&t[i], c->in[i].ndim, c->in[i].shape);
+            if (!(t[i].data = own_new(c, t[i].numel, 0.0)) ||
+                !(t[i].mag = own_new(c, t[i].numel, 0.0)))
+                return np_error_set(err, NP_ERR_NOMEM, NULL, info->name, "out of memory");
+            scratch[i] = 1;
+        }
+    }
     if (pass == NP_OP_FORWARD)
         info->forward(c);
     else
         info->backward(c);
-    np_op_tensor *t = pass == NP_OP_FORWARD ? c->out : c->gin;
-    int n = pass == NP_OP_FORWARD ? c->n_out : c->n_in, any_mag = 0;
     for (int i = 0; i < n; i++)
-        any_mag |= t[i].data && t[i].mag;
+        any_mag |= t[i].data && t[i].mag && !scratch[i];
     if (any_mag && (info->flags & NP_OPF_MULTILINEAR)) {
         np_status st = run_abs(c, pass, err);
         if (st)
             return st;
     }
+    for (int i = 0; i < n; i++) /* scratch gradients nobody asked for: dropped */
+        if (scratch[i])
+            t[i].data = t[i].mag = NULL;
     /* a magnitude a kernel left unset is the value's own size */
     for (int i = 0; i < n; i++)
         for (int64_t j = 0; t[i].data && t[i].mag && j < t[i].numel; j++)

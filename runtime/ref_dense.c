@@ -255,6 +255,15 @@ np_status rt_ref_conv2d_shape(np_op_call *c, np_error *err)
     return NP_OK;
 }
 
+const char *rt_ref_conv2d_unsupported(const np_op_call *c)
+{
+    if (c->sc[2] != 1.0)
+        return "conv2d: the float64 reference takes dilation 1 only";
+    if (c->sc[3] != 1.0)
+        return "conv2d: the float64 reference takes groups 1 only";
+    return NULL;
+}
+
 void rt_ref_conv2d_fwd(np_op_call *c)
 {
     const int64_t *xs = c->in[0].shape, *ws = c->in[1].shape;
@@ -314,6 +323,13 @@ void np_ref_max_pool2d_backward(double *dinp, const double *dout, const double *
                 dinp[bc * H * W + pool_argmax(p, W, y * stride, x * stride, k)] +=
                     dout[(bc * OH + y) * OW + x];
             }
+}
+
+const char *rt_ref_max_pool2d_unsupported(const np_op_call *c)
+{
+    if (c->sc[2] != 0.0 || c->sc[3] != 1.0)
+        return "max_pool2d: the float64 reference takes padding 0 and dilation 1 only";
+    return NULL;
 }
 
 np_status rt_ref_max_pool2d_shape(np_op_call *c, np_error *err)
@@ -402,9 +418,27 @@ void rt_ref_embedding_fwd(np_op_call *c)
                              c->in[1].shape[0], c->in[1].shape[1]);
 }
 
+const char *rt_ref_embedding_unsupported(const np_op_call *c)
+{
+    if (!isnan(c->sc[1]))
+        return "embedding: max_norm renormalises the weight in place";
+    if (c->sc[2] != 0.0)
+        return "embedding: the float64 reference takes scale_grad_by_freq False only";
+    return NULL;
+}
+
 void rt_ref_embedding_bwd(np_op_call *c)
 {
-    if (c->want_gin[1])
-        np_ref_embedding_backward(c->gin[1].data, c->gout[0].data, c->in[0].data,
-                                  c->in[0].numel, c->in[1].shape[0], c->in[1].shape[1]);
+    if (!c->want_gin[1])
+        return;
+    int64_t V = c->in[1].shape[0], C = c->in[1].shape[1];
+    np_ref_embedding_backward(c->gin[1].data, c->gout[0].data, c->in[0].data, c->in[0].numel, V,
+                              C);
+    /* the row of padding_idx gets no gradient (torch's embedding) */
+    double p = c->sc[0];
+    if (!isnan(p)) {
+        int64_t r = (int64_t)p < 0 ? (int64_t)p + V : (int64_t)p;
+        if (r >= 0 && r < V)
+            memset(c->gin[1].data + r * C, 0, (size_t)C * sizeof(double));
+    }
 }

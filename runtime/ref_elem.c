@@ -85,6 +85,14 @@ void rt_ref_pointwise_fwd(np_op_call *c)
     }
     if (c->out[0].mag)
         rt_ref_abs_copy(c->out[0].mag, y, n);
+    /* GELU = x/2 (1 + erf(x/sqrt 2)) (or tanh): the sum cancels for negative
+     * x, a float32 kernel's error is relative to x/2 (1 + |erf|) */
+    for (int64_t i = 0; c->out[0].mag && c->info->op == NP_OP_GELU && i < n; i++) {
+        double t = c->sc[0] != 0.0
+                       ? tanh(0.7978845608028654 * (x[i] + 0.044715 * x[i] * x[i] * x[i]))
+                       : erf(x[i] * 0.7071067811865476);
+        c->out[0].mag[i] = 0.5 * fabs(x[i]) * (1.0 + fabs(t));
+    }
 }
 
 void rt_ref_pointwise_bwd(np_op_call *c)
@@ -100,6 +108,25 @@ void rt_ref_pointwise_bwd(np_op_call *c)
     }
     if (c->gin[0].mag)
         rt_ref_abs_copy(c->gin[0].mag, d, n);
+    /* the derivative is a sum of terms that cancel where it crosses zero
+     * (GELU near x = -0.75, SiLU near -1.28): the magnitude is |dout| times
+     * the sum of their absolute values (docs/COMPARE.md, isolated error) */
+    for (int64_t i = 0; c->gin[0].mag && i < n; i++) {
+        double xi = x[i], m;
+        if (c->info->op == NP_OP_GELU && c->sc[0] != 0.0) {
+            double u = 0.7978845608028654 * (xi + 0.044715 * xi * xi * xi), t = tanh(u);
+            m = 0.5 * (1.0 + fabs(t)) + fabs(0.5 * xi * (1.0 - t * t) * 0.7978845608028654 *
+                                             (1.0 + 3 * 0.044715 * xi * xi));
+        } else if (c->info->op == NP_OP_GELU)
+            m = 0.5 * (1.0 + fabs(erf(xi * 0.7071067811865476))) +
+                fabs(xi) * exp(-0.5 * xi * xi) * 0.3989422804014327;
+        else if (c->info->op == NP_OP_SILU) {
+            double sg = 1.0 / (1.0 + exp(-xi));
+            m = sg + fabs(xi) * sg * (1.0 - sg);
+        } else
+            continue;
+        c->gin[0].mag[i] = fabs(g[i]) * m;
+    }
 }
 
 const char *rt_ref_dropout_random(const np_op_call *c)

@@ -388,7 +388,9 @@ np_status rt_ref_cross_entropy_shape(np_op_call *c, np_error *err)
 {
     const np_op_tensor *x = &c->in[0], *t = &c->in[1];
     int64_t C = x->ndim ? x->shape[x->ndim - 1] : 0;
-    if (x->ndim < 2 || C == 0 || t->numel * C != x->numel)
+    /* torch takes the classes at dim 1 (logits (N, C, d...), target (N, d...)):
+     * recomputed are (N, C) and the runtime's (..., C) with flattened targets */
+    if (x->ndim < 2 || C == 0 || t->numel * C != x->numel || (x->ndim > 2 && t->ndim != 1))
         return np_error_set(err, NP_ERR_UNSUPPORTED, NULL, "cross_entropy",
                             "cross_entropy: supported are logits (..., C) with one class index "
                             "per row (class probabilities and weights are not)");
@@ -404,6 +406,12 @@ np_status rt_ref_cross_entropy_shape(np_op_call *c, np_error *err)
     c->n_out = 1;
     rt_ref_set_shape(&c->out[0], 0, NULL);
     return NP_OK;
+}
+
+const char *rt_ref_cross_entropy_unsupported(const np_op_call *c)
+{
+    return c->sc[2] != 1.0 ? "cross_entropy: the float64 reference takes reduction 'mean' only"
+                           : NULL;
 }
 
 void rt_ref_cross_entropy_fwd(np_op_call *c)

@@ -215,6 +215,8 @@ typedef struct np_cmp_call {
     double iso_err, iso_ratio;    /* tensor mode: the cmp side's isolated error (nprobe replay)
                                    * in units of u and as a multiple of its budget; NaN when
                                    * not recomputed */
+    double ref_iso_err, ref_iso_ratio; /* the same of the bench side's call (recomputed from
+                                        * the bench's own dumped inputs); NaN when not */
 } np_cmp_call;
 
 typedef struct np_cmp_issue {

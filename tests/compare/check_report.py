@@ -147,7 +147,7 @@ for i, xr in enumerate(xrows):
 # the chart's ranges covering its rows
 cw = wb["calls"]
 chdr = [c.value for c in cw[1]]
-check(chdr[:3] == ["Order", "Seq", "Call"] and len(chdr) == 14 and chdr[12:] == ["Isolated error (u)", "Isolated / budget"], f"calls header {chdr}")
+check(chdr[:3] == ["Order", "Seq", "Call"] and len(chdr) == 16 and chdr[12:] == ["Isolated error (u)", "Isolated / budget", "Reference isolated (u)", "Reference / budget"], f"calls header {chdr}")
 check(cw.freeze_panes == "A2", f"calls freeze panes {cw.freeze_panes}")
 crows = [[c.value for c in r] for r in cw.iter_rows(min_row=2)]
 check([r[0] for r in crows] == list(range(len(crows))), "calls Order column")

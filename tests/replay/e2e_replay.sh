@@ -29,7 +29,7 @@ expect() { # expect NAME CODE [PATTERN]: replay NAME, want exit CODE and PATTERN
   local code=$?
   [ "$code" -eq "$want" ] || { echo "FAIL: replay $name: exit $code, want $want"; cat "$name.out" "$name.err"; fail=1; return; }
   if [ -n "$pat" ]; then
-    grep -m1 '^  exceeds: ' "$name.out" | grep -q "$pat" \
+    grep -m1 -E '^  (exceeds|defect signature): ' "$name.out" | grep -q "$pat" \
       || { echo "FAIL: replay $name: the worst call is not $pat"; cat "$name.out"; fail=1; return; }
   fi
   echo "ok: $name -> $code $(head -n1 "$name.out" | sed 's/.*: \([0-9]* calls\)/\1/')"

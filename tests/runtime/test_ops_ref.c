@@ -441,10 +441,40 @@ static void test_backward_no_gradient(void)
     }
 }
 
+/* A backward that wants no gradient, or a forward without output buffers:
+ * no kernel writes through a buffer the call did not allocate (issue 31:
+ * the copy kernel wrote through a NULL gradient; ASan/UBSan see it). */
+static void test_unallocated(void)
+{
+    np_op_call c;
+    np_error err;
+    np_error_clear(&err);
+    int64_t xs[2] = {4, 2};
+    fill(&A, 2, xs, 1);
+    for (int op = 0; op < NP_OP_COUNT; op++) {
+        if (op != NP_OP_VIEW && op != NP_OP_RELU && op != NP_OP_GELU && op != NP_OP_SOFTMAX &&
+            op != NP_OP_SUM)
+            continue;
+        setup(&c, op, (tin *const[]){&A}, 1, (const double[]){-1}, 1);
+        CHECK_MSG(c.info->shape(&c, &err) == NP_OK, "%s: %s", np_op_name(op), err.text);
+        c.want_gin[0] = 0; /* the dump holds no gradient for the input */
+        CHECK(np_op_call_alloc(&c, NP_OP_BACKWARD, 1, &err) == NP_OK);
+        CHECK(np_op_run(&c, NP_OP_BACKWARD, &err) == NP_OK);
+        CHECK(c.gin[0].data == NULL);
+        np_op_call_free(&c);
+        setup(&c, op, (tin *const[]){&A}, 1, (const double[]){-1}, 1);
+        c.info->shape(&c, &err);
+        CHECK(np_op_run(&c, NP_OP_FORWARD, &err) == NP_ERR_ARG); /* no np_op_call_alloc */
+        CHECK_CONTAINS(err.text, "no buffer");
+        np_op_call_free(&c);
+    }
+}
+
 int main(void)
 {
     test_registry();
     test_backward_no_gradient();
+    test_unallocated();
     test_linear_matmul();
     test_conv_pool();
     test_pointwise();

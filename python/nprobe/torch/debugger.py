@@ -26,8 +26,10 @@ _DT = {torch.float32: _lib.FLOAT32, torch.bfloat16: _lib.BFLOAT16, torch.float16
        torch.bool: _lib.BOOL}
 _PREC = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
          torch.float64: "fp64"}
-_SKIP_DIRS = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+# torch's and nprobe's own folders, each with its separator: ".../torch" must
+# not take ".../torchvision" (a model's own code) with it (issue 31)
+_SKIP_DIRS = (os.path.join(os.path.dirname(torch.__file__), ""), os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ""))
 _ROLE_IN, _ROLE_OUT, _ROLE_PAR, _ROLE_PG = (_lib.ROLE_INPUT, _lib.ROLE_OUTPUT,
                                             _lib.ROLE_PARAMETERS, _lib.ROLE_PARAMETERS_GRAD)
 _ROLE_KW = _lib.ROLE_KWARGS
@@ -144,6 +146,30 @@ def _doc_signature(fn):
 
 
 _NUM = (int, float)     # scalar arguments (bool is an int)
+# String arguments dumped as numbers (docs/FORMAT.md, "Arguments"): the code
+# of a string an op takes; any other string or object (torch.float32, a
+# device) is dumped as NaN, so that a reader knows the argument was given.
+_STR_CODES = {
+    "approximate": {"none": 0.0, "tanh": 1.0},
+    "reduction": {"none": 0.0, "mean": 1.0, "sum": 2.0},
+    "padding": {"valid": 0.0},
+}
+
+
+# arguments that say where or in what type a result is stored, not its
+# values (the dump records every tensor's dtype): not dumped
+_DESCRIPTIVE = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+
+
+def _code(name, a):
+    """The number a non-numeric argument is dumped as (None: not dumped)."""
+    if a is None or isinstance(a, torch.Tensor) or isinstance(a, _DESCRIPTIVE):
+        return None
+    if isinstance(a, str):
+        return _STR_CODES.get(name, {}).get(a, float("nan"))
+    if isinstance(a, (list, tuple)) and any(isinstance(b, torch.Tensor) for b in a):
+        return None       # tensors in a list: leaves of their own
+    return float("nan")
 
 
 # ---- backward through autograd ---------------------------------------------
@@ -1318,19 +1344,28 @@ class PrecisionDebugger:
         out = []
         names = None
         for i, a in enumerate(args):
-            if isinstance(a, torch.Tensor):
+            if isinstance(a, torch.Tensor) or a is None:
                 continue
+            names = names if names is not None else _argnames(fn, is_method)
+            base = names[i] if i < len(names) else str(i)
             if isinstance(a, _NUM):
-                names = names if names is not None else _argnames(fn, is_method)
-                out.append((names[i] if i < len(names) else str(i), float(a)))
+                out.append((base, float(a)))
             elif isinstance(a, (list, tuple)) and a and all(isinstance(b, _NUM) for b in a):
-                names = names if names is not None else _argnames(fn, is_method)
-                base = names[i] if i < len(names) else str(i)
                 out.extend((f"{base}.{j}", float(b)) for j, b in enumerate(a))
+            else:
+                v = _code(base, a)
+                if v is not None:
+                    out.append((base, v))
         if kwargs:
             for k, a in kwargs.items():
                 if isinstance(a, _NUM):
                     out.append((k, float(a)))
+                elif isinstance(a, (list, tuple)) and a and all(isinstance(b, _NUM) for b in a):
+                    out.extend((f"{k}.{j}", float(b)) for j, b in enumerate(a))
+                else:
+                    v = _code(k, a)
+                    if v is not None:
+                        out.append((k, v))
         return out
 
     def _bw_emit(self, rec, gouts):
