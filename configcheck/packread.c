@@ -23,7 +23,7 @@ static int name_is_unsafe(const char *name, const char **why)
     if (n >= 2 && name[1] == ':')
         return *why = "a drive letter", 1;
     for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        if (*p < 0x20 || *p == 0x7f)
+        if (*p < 0x20 || *p == 0x7f || (p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F))
             return *why = "a control character in the name", 1;
     for (const char *p = name; *p;) {
         const char *slash = strchr(p, '/');
@@ -149,11 +149,18 @@ static np_status check_entries(zip_t *za, const char *path, size_t max_entry, si
             !(zs.valid & ZIP_STAT_SIZE))
             return np_error_set(err, NP_ERR_FORMAT, path, NULL, "refused: entry %lld is unreadable",
                                 (long long)i);
+        /* the name as stored: libzip converts a name without the UTF-8
+         * flag from CP437, where bytes 0x01-0x1F become printable symbols */
+        const char *raw = zip_get_name(za, (zip_uint64_t)i, ZIP_FL_ENC_RAW);
+        if (raw && name_is_unsafe(raw, &why))
+            return np_error_set(err, NP_ERR_FORMAT, path, zs.name,
+                                "refused: unsafe entry name: %s", why);
         if (name_is_unsafe(zs.name, &why))
             return np_error_set(err, NP_ERR_FORMAT, path, zs.name,
                                 "refused: unsafe entry name: %s", why);
         if (zip_name_locate(za, zs.name, 0) != i)
-            return np_error_set(err, NP_ERR_FORMAT, path, zs.name, "refused: duplicate entry name");
+            return np_error_set(err, NP_ERR_FORMAT, path, zs.name,
+                                "refused: the entry name appears twice");
         if ((zs.valid & ZIP_STAT_ENCRYPTION_METHOD) && zs.encryption_method != ZIP_EM_NONE)
             return np_error_set(err, NP_ERR_FORMAT, path, zs.name, "refused: encrypted entry");
         if (zs.size > (uint64_t)max_entry)
@@ -180,6 +187,29 @@ const char *np_cc_msprobe_member(np_cc_item_id m)
     case NP_CC_DATASET: return "dataset/step0/rank0/dataset.json";
     default: return NULL; /* libs; hyperparameters (msprobe's are per script file) */
     }
+}
+
+/* libzip's consistency check refuses two entries of one name with "File
+ * already exists": open without it to say which name, and refuse. */
+static np_status duplicate_entry(const char *path, np_error *err)
+{
+    int code = 0;
+    zip_t *za = zip_open(path, ZIP_RDONLY, &code);
+    if (!za)
+        return zip_open_error(path, ZIP_ER_EXISTS, err);
+    zip_int64_t n = zip_get_num_entries(za, 0);
+    for (zip_int64_t i = 0; i < n; i++) {
+        const char *name = zip_get_name(za, (zip_uint64_t)i, 0);
+        if (name && zip_name_locate(za, name, 0) != i) {
+            np_status st = np_error_set(err, NP_ERR_FORMAT, path, name,
+                                        "refused: the entry name appears twice");
+            zip_discard(za);
+            return st;
+        }
+    }
+    zip_discard(za);
+    return np_error_set(err, NP_ERR_FORMAT, path, NULL,
+                        "refused: two entries have the same name");
 }
 
 /* manifest.json: read, parsed, its format and version checked. */
@@ -241,6 +271,8 @@ np_status np_cc_packin_open(np_cc_packin *p, const char *path, const np_cc_limit
                             (long long)sb.st_size, max_total);
     int code = 0;
     zip_t *za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &code);
+    if (!za && code == ZIP_ER_EXISTS)
+        return duplicate_entry(path, err);
     if (!za)
         return zip_open_error(path, code, err);
     p->za = za;

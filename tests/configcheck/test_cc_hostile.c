@@ -248,6 +248,34 @@ int main(void)
     make_zip(p, -1, -1, NULL, 0, "pip.txt", pip_nul, sizeof pip_nul - 1);
     refuse("pip_nul.zip", 2, "pip.txt", "NUL byte");
 
+    /* entry names with control characters, as stored: libzip reads a name
+     * without the UTF-8 flag as CP437 (0x01 becomes a smiley) and one with
+     * a C1 control (U+0085) as UTF-8; both refused (issue 30) */
+    snprintf(p, sizeof p, "%s/ctl_cp437.zip", work);
+    make_zip(p, -1, -1, NULL, 0, "notes\001.json", "{}", 2);
+    refuse("ctl_cp437.zip", 2, "unsafe entry name", "a control character");
+    snprintf(p, sizeof p, "%s/ctl_c1.zip", work);
+    make_zip(p, -1, -1, NULL, 0, "notes\302\205.json", "{}", 2);
+    refuse("ctl_c1.zip", 2, "unsafe entry name", "a control character");
+    /* the same entry name twice (libzip's consistency check says only
+     * "File already exists"): refused naming the entry */
+    snprintf(p, sizeof p, "%s/dup.zip", work);
+    make_zip(p, -1, -1, NULL, 0, "env.jsoo", good_data[1], good_len[1]);
+    {
+        size_t n = 0;
+        char *b = cc_read_file(p, &n);
+        int renamed = 0;
+        for (size_t i = 0; b && i + 8 <= n; i++)
+            if (!memcmp(b + i, "env.jsoo", 8)) {
+                b[i + 7] = 'n';
+                renamed++;
+            }
+        CHECK_EQ_INT(renamed, 2); /* local and central header */
+        cc_write_file(p, b, n);
+        free(b);
+    }
+    refuse("dup.zip", 2, "env.json", "appears twice");
+
     /* a member missing from one side: reported, not fatal (exit 1) */
     snprintf(p, sizeof p, "%s/noweights.zip", work);
     make_zip(p, 4, -1, NULL, 0, NULL, NULL, 0);
