@@ -28,8 +28,13 @@ static void help(FILE *out)
 "  -q, --quiet           print only the first finding\n"
 "  -h, --help            this help\n"
 "\n"
-"exit status: 0 the replicas agree, 1 they part (or a collective is wrong),\n"
-"2 usage or input error\n");
+"A step with fewer than two complete rank files (a killed rank leaves\n"
+"dump.h5.partial or nothing) is not checked, and a rank without one is left\n"
+"out of its step: both are listed, and the exit status is then 1.\n"
+"\n"
+"exit status: 0 every step checked on every rank and the replicas agree, 1\n"
+"they part (or a collective is wrong, or a step or rank could not be\n"
+"checked), 2 usage or input error (no step has two complete ranks)\n");
 }
 
 static const char *kind_name(np_rep_kind k)
@@ -91,9 +96,13 @@ int np_cmd_compare_replicas(int argc, char **argv)
                        f->call, f->ranks);
         }
     }
-    int rc = r.first.kind == NP_REP_NONE ? NP_EXIT_OK : NP_EXIT_DIFF;
-    if (rc == NP_EXIT_OK)
-        printf("first parting: none\n");
+    /* what could not be checked is said, also with -q, and is no pass */
+    for (int i = 0; i < r.n_gaps; i++)
+        np_cli_printf("  step %d: %s\n", r.gaps[i].step, r.gaps[i].text);
+    int rc = r.first.kind == NP_REP_NONE && !r.n_gaps ? NP_EXIT_OK : NP_EXIT_DIFF;
+    if (r.first.kind == NP_REP_NONE)
+        printf("first parting: none%s\n", r.n_gaps ? " among the ranks checked (see the steps "
+                                                      "and ranks not checked above)" : "");
     else
         print_finding("first parting", &r.first);
     np_rep_result_free(&r);

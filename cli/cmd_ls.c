@@ -58,6 +58,9 @@ static int list_entries(np_dumpio *d)
                np_term_safe(nm, sizeof nm, e[i].name), np_term_safe(dt, sizeof dt, e[i].dtype), shape, e[i].max, e[i].min, e[i].mean, e[i].norm,
                (long long)e[i].nan_count, (long long)e[i].posinf_count,
                (long long)e[i].neginf_count, e[i].has_data ? " *" : "");
+        char why[400];
+        if (np_dumpio_entry_problem(np_dumpio_get_info(d), &e[i], why, sizeof why))
+            np_cli_printf("    DUMP DEFECT: this row contradicts itself: %s\n", why);
     }
     printf("  %zu entr%s\n", n, n == 1 ? "y" : "ies");
     free(e);
@@ -140,6 +143,14 @@ static void print_header(const np_dumpio_ref *ref, const np_dumpio_info *in, int
            complete ? ", complete"
                     : ", INCOMPLETE: the run stopped during this step; listing what was "
                       "flushed");
+    if (in->problems[0])
+        np_cli_printf("  DUMP DEFECT: root attribute %s\n", in->problems);
+    if (ref->step >= 0 && in->step >= 0 && ref->step != in->step)
+        np_cli_printf("  DUMP DEFECT: the step attribute is %lld but the folder is step%d\n",
+                      (long long)in->step, ref->step);
+    if (ref->rank >= 0 && in->rank >= 0 && ref->rank != in->rank)
+        np_cli_printf("  DUMP DEFECT: the rank attribute is %lld but the folder is rank%d\n",
+                      (long long)in->rank, ref->rank);
 }
 
 int np_cmd_ls(int argc, char **argv)

@@ -128,6 +128,11 @@ int np_cmd_show(int argc, char **argv)
                 np_cli_printf("step %lld rank %lld: %s%s\n", (long long)in->step,
                               (long long)in->rank, refs[i].path,
                               complete ? "" : "  (INCOMPLETE step: the run stopped during it)");
+                char why[400];
+                if (in->problems[0])
+                    np_cli_printf("  DUMP DEFECT: root attribute %s\n", in->problems);
+                if (np_dumpio_entry_problem(in, &e[k], why, sizeof why))
+                    np_cli_printf("  DUMP DEFECT: this row contradicts itself: %s\n", why);
                 failed |= show_one(d, &e[k], count);
                 found++;
                 break;

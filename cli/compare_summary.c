@@ -17,6 +17,8 @@ static void failing_line(const np_cmp_pair *p)
         np_cli_printf("; culprit %s", p->calls[p->culprits[0]].name);
     else if (p->bench_incomplete || p->cmp_incomplete)
         printf("; incomplete step");
+    else if (p->dump_defects)
+        printf("; dump defect (see the notes)");
     else
         printf("; no culprit");
     printf("\n");
@@ -58,7 +60,8 @@ void np_compare_summary(const np_cmp_result *r)
         rows += p->n_rows;
         steps += i == 0 || p->step != last_step;
         last_step = p->step;
-        failing += p->count_verdict[NP_VERDICT_ERROR] || p->bench_incomplete || p->cmp_incomplete;
+        failing += p->count_verdict[NP_VERDICT_ERROR] || p->bench_incomplete || p->cmp_incomplete ||
+                   p->dump_defects;
         if (!note && p->notes[0])
             note = p->notes;
     }
@@ -71,7 +74,8 @@ void np_compare_summary(const np_cmp_result *r)
     size_t shown = 0;
     for (size_t i = 0; i < r->n_pairs && shown < NP_SUMMARY_MAX_LINES; i++) {
         const np_cmp_pair *p = &r->pairs[i];
-        if (p->count_verdict[NP_VERDICT_ERROR] || p->bench_incomplete || p->cmp_incomplete) {
+        if (p->count_verdict[NP_VERDICT_ERROR] || p->bench_incomplete || p->cmp_incomplete ||
+            p->dump_defects) {
             failing_line(p);
             shown++;
         }

@@ -562,6 +562,9 @@ static np_status open_sides(cmp_dump *bd, cmp_dump *cd, np_strmap *bench_names, 
     return st;
 }
 
+static void file_defects(np_cmp_pair *p, const char *side, const cmp_dump *d,
+                         const np_dumpio_ref *ref);
+
 static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cmp_options *o,
                                const cmp_mapping *map, int pair_index, int n_pairs, np_error *err)
 {
@@ -585,6 +588,8 @@ static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cm
     pv->cmp_entries = cd.entries;
     pv->bench_calls = bd.calls;
     pv->cmp_calls = cd.calls;
+    file_defects(p, "bench", &bd, pf->bench);
+    file_defects(p, "cmp", &cd, pf->cmp);
     p->step = (int)(cd.step >= 0 ? cd.step : bd.step);
     p->rank = (int)(cd.rank >= 0 ? cd.rank : bd.rank);
     snprintf(p->bench_task, sizeof p->bench_task, "%s", bd.task);
@@ -695,6 +700,37 @@ static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cm
     else
         pair_digest(p);
     return st;
+}
+
+/* What a side's file says against itself (noted, naming the file; each
+ * makes the pair count as a difference, np_cmp_has_differences): root
+ * attributes outside the format, a /calls row that contradicts itself or
+ * the entries, a step or rank attribute other than its folder's number
+ * (the pairing goes by the folders: step{S}/rank{R}). */
+static void file_defects(np_cmp_pair *p, const char *side, const cmp_dump *d,
+                         const np_dumpio_ref *ref)
+{
+    if (d->attr_problems[0]) {
+        note(p, "Dump defect in the %s file %s: root attribute %s.", side, d->path,
+             d->attr_problems);
+        p->dump_defects++;
+    }
+    if (d->n_call_problems) {
+        note(p, "Dump defect in the %s file %s: %s%s; the call tree of this file is not "
+                "reliable.", side, d->path, d->call_problem,
+             d->n_call_problems > 1 ? " (and more /calls rows)" : "");
+        p->dump_defects++;
+    }
+    if (ref->step >= 0 && d->step >= 0 && ref->step != d->step) {
+        note(p, "Dump defect in the %s file %s: its step attribute is %lld but its folder is "
+                "step%d (paired by the folder).", side, d->path, (long long)d->step, ref->step);
+        p->dump_defects++;
+    }
+    if (ref->rank >= 0 && d->rank >= 0 && ref->rank != d->rank) {
+        note(p, "Dump defect in the %s file %s: its rank attribute is %lld but its folder is "
+                "rank%d (paired by the folder).", side, d->path, (long long)d->rank, ref->rank);
+        p->dump_defects++;
+    }
 }
 
 /* The step file at `path` as a ref of its detected format (*refs is the
@@ -953,7 +989,7 @@ int np_cmp_has_differences(const np_cmp_result *r)
         return 1;
     for (size_t i = 0; i < r->n_pairs; i++)
         if (r->pairs[i].count_verdict[NP_VERDICT_ERROR] || r->pairs[i].bench_incomplete ||
-            r->pairs[i].cmp_incomplete || r->pairs[i].n_culprits ||
+            r->pairs[i].cmp_incomplete || r->pairs[i].n_culprits || r->pairs[i].dump_defects ||
             np_cmp_pair_paired_nothing(&r->pairs[i]))
             return 1;
     return 0;

@@ -39,6 +39,10 @@ typedef struct cmp_dump {
     const np_cmp_side *twin_entries; /* the other side's entries, or NULL */
     const np_strmap *twin_names;     /* their names -> index */
     size_t call_cursor;              /* reading /calls: position in entries */
+    char attr_problems[512];         /* np_dumpio_info.problems: root attributes */
+    char call_problem[640];          /* the first /calls row that contradicts itself or
+                                      * the entries ("/calls row 3: kind ..."), "" when none */
+    size_t n_call_problems;
 } cmp_dump;
 
 /* Open the step file `ref` (np_dumpio_open_ref with `flags`), read its root

@@ -56,39 +56,14 @@ static np_status entries_begin(void *user, size_t n, np_error *err)
     return NP_OK;
 }
 
-/* Why an /entries row contradicts itself, NULL when it does not: numel
- * must be the product of the shape (1 for ndim 0), no dimension negative,
- * has_data 0 or 1. Such a row would otherwise pass as an "empty tensor"
- * with blank metrics. The text names the field; the caller the leaf. */
-static const char *row_defect(cmp_arena *arena, const np_entry_rec *r)
+/* Why an /entries row contradicts itself or the format, NULL when it does
+ * not (np_dumpio_entry_problem: the field, its value, what was expected).
+ * Such a row would otherwise pass as an "empty tensor" with blank metrics,
+ * or be compared as if its statistics were data. */
+static const char *row_defect(cmp_arena *arena, const np_dumpio_info *in, const np_entry_rec *r)
 {
-    int64_t prod = 1;
-    int overflow = 0, negative = 0;
-    for (int k = 0; k < r->ndim; k++) {
-        if (r->shape[k] < 0)
-            negative = 1;
-        else if (r->shape[k] && prod > INT64_MAX / r->shape[k])
-            overflow = 1;
-        else
-            prod *= r->shape[k];
-    }
-    char sh[NP_FMT_MAX_DIMS * 24 + 8] = "(";
-    size_t u = 1;
-    for (int k = 0; k < r->ndim && u < sizeof sh; k++)
-        u += (size_t)snprintf(sh + u, sizeof sh - u, "%s%lld", k ? ", " : "", (long long)r->shape[k]);
-    if (u < sizeof sh)
-        snprintf(sh + u, sizeof sh - u, ")");
     char buf[400];
-    if (r->has_data != 0 && r->has_data != 1)
-        snprintf(buf, sizeof buf, "has_data is %d (expected 0 or 1)", r->has_data);
-    else if (negative)
-        snprintf(buf, sizeof buf, "shape %s has a negative dimension", sh);
-    else if (overflow)
-        snprintf(buf, sizeof buf, "shape %s overflows a 64-bit element count", sh);
-    else if (r->numel != prod)
-        snprintf(buf, sizeof buf, "numel %lld disagrees with shape %s = %lld elements",
-                 (long long)r->numel, sh, (long long)prod);
-    else
+    if (!np_dumpio_entry_problem(in, r, buf, sizeof buf))
         return NULL;
     const char *t = cmp_arena_strdup(arena, buf);
     return t ? t : "inconsistent row";
@@ -106,6 +81,7 @@ static np_status entries_rows(void *user, np_entry_rec *buf, size_t off, size_t 
     const char *prev_call = off ? d->entries[off - 1].call : NULL;
     for (size_t i = 0; i < cnt; i++) {
         np_entry_rec *r = &buf[i];
+        const char *defect = row_defect(arena, np_dumpio_get_info(d->io), r);
         if (((reading *)user)->to_keep_inf)
             np_msp_stats_keep_inf(r);
         np_cmp_side *s = &d->entries[off + i];
@@ -155,10 +131,12 @@ static np_status entries_rows(void *user, np_entry_rec *buf, size_t off, size_t 
         s->crc32 = r->crc32;
         s->has_data = r->has_data;
         s->requires_grad = r->requires_grad;
-        s->defect = row_defect(arena, r);
+        s->defect = defect;
     }
     return NP_OK;
 }
+
+static void call_problem(cmp_dump *d, size_t row, const char *why);
 
 static np_status calls_begin(void *user, size_t n, np_error *err)
 {
@@ -193,8 +171,86 @@ static np_status calls_rows(void *user, np_call_rec *buf, size_t off, size_t cnt
         c->seq = r->seq;
         if (!c->name || !c->parent || !c->callsite)
             return np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory reading /calls");
+        char why[400];
+        if (np_dumpio_call_problem(np_dumpio_get_info(d->io), r, off + i, why, sizeof why))
+            call_problem(d, off + i, why);
     }
     return NP_OK;
+}
+
+/* A /calls problem of row `row`: the first one's words are kept, all
+ * counted (the pair notes them, naming the file). */
+static void call_problem(cmp_dump *d, size_t row, const char *why)
+{
+    if (!d->n_call_problems++)
+        snprintf(d->call_problem, sizeof d->call_problem, "/calls row %zu: %s", row, why);
+}
+
+/* What the two tables say of each other (nprobe's files, which have
+ * both): each entry's seq is a row of /calls naming the entry's call, a
+ * leaf name appears once, a call name once, a parent found in /calls is a
+ * module call. An entry that fails becomes a row defect, a call a problem. */
+static np_status cross_check(cmp_dump *d, cmp_arena *arena, np_error *err)
+{
+    np_strmap calls, leaves;
+    if (np_strmap_init(&calls, d->n_calls + 1) != 0)
+        return np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
+    if (np_strmap_init(&leaves, d->n_entries + 1) != 0) {
+        np_strmap_free(&calls);
+        return np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
+    }
+    np_status st = NP_OK;
+    char why[600];
+    for (size_t i = 0; i < d->n_calls && st == NP_OK; i++) {
+        int j = np_strmap_get(&calls, d->calls[i].name);
+        if (j >= 0) {
+            snprintf(why, sizeof why, "call '%s' also in row %d (a call is listed once)",
+                     d->calls[i].name, j);
+            call_problem(d, i, why);
+        } else if (np_strmap_put(&calls, d->calls[i].name, (int)i) != 0) {
+            st = np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
+        }
+    }
+    for (size_t i = 0; i < d->n_calls && st == NP_OK; i++) {
+        const char *par = d->calls[i].parent;
+        if (!par[0])
+            continue;
+        /* a parent none of whose leaves was selected (list, data_mode,
+         * level L1) has no row: only one that is there must be a module */
+        int j = np_strmap_get(&calls, par);
+        if (j >= 0 && strcmp(d->calls[j].kind, "module") != 0) {
+            snprintf(why, sizeof why, "parent '%s' is /calls row %d of kind %s (expected module)",
+                     par, j, d->calls[j].kind);
+            call_problem(d, i, why);
+        }
+    }
+    for (size_t i = 0; i < d->n_entries && st == NP_OK; i++) {
+        np_cmp_side *e = &d->entries[i];
+        int j = np_strmap_get(&leaves, e->name);
+        why[0] = '\0';
+        if (j >= 0)
+            snprintf(why, sizeof why, "name '%s' also in /entries row %d (leaf names are unique)",
+                     e->name, j);
+        else if (np_strmap_put(&leaves, e->name, (int)i) != 0)
+            st = np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
+        if (e->defect || why[0])
+            ;
+        else if (e->seq < 0 || (uint64_t)e->seq >= d->n_calls)
+            snprintf(why, sizeof why, "seq %lld is not a row of /calls (%zu rows)",
+                     (long long)e->seq, d->n_calls);
+        else if (strcmp(d->calls[e->seq].name, e->call) != 0)
+            snprintf(why, sizeof why, "seq %lld points to /calls row %lld, call '%s', not this "
+                     "row's call '%s'", (long long)e->seq, (long long)e->seq,
+                     d->calls[e->seq].name, e->call);
+        if (why[0] && !e->defect) {
+            e->defect = cmp_arena_strdup(arena, why);
+            if (!e->defect)
+                e->defect = "inconsistent row";
+        }
+    }
+    np_strmap_free(&calls);
+    np_strmap_free(&leaves);
+    return st;
 }
 
 static void copy_info(cmp_dump *d, const np_dumpio_info *in)
@@ -230,6 +286,10 @@ np_status cmp_dump_open(cmp_dump *d, const np_dumpio_ref *ref, unsigned flags, i
     st = np_dumpio_entries(d->io, &es, err);
     if (st == NP_OK)
         st = np_dumpio_calls(d->io, &cs, err);
+    const np_dumpio_info *in = np_dumpio_get_info(d->io);
+    snprintf(d->attr_problems, sizeof d->attr_problems, "%s", in->problems);
+    if (st == NP_OK && in->has_calls && d->n_calls && !strcmp(in->source, "nprobe"))
+        st = cross_check(d, arena, err);
     if (st != NP_OK) {
         free(d->entries);
         free(d->calls);

@@ -250,10 +250,6 @@ static np_status open_ranks(rank_file *rf, const np_dumpio_ref *refs, int k, np_
 static np_status add_step(np_rep_result *res, const np_dumpio_ref *refs, int k, np_error *err)
 {
     int step = refs[0].step;
-    if (k < 2)
-        return np_error_set(err, NP_ERR_ARG, refs[0].path, NULL,
-                            "step %d has one rank only (rank %d): replicas are checked across "
-                            "2 or more ranks of a data-parallel dump", step, refs[0].rank);
     rank_file *rf = calloc((size_t)k, sizeof *rf);
     np_rep_finding *ps = realloc(res->per_step, sizeof *ps * (size_t)(res->n_steps + 1));
     int *ss = ps ? realloc(res->steps, sizeof *ss * (size_t)(res->n_steps + 1)) : NULL;
@@ -282,6 +278,52 @@ static np_status add_step(np_rep_result *res, const np_dumpio_ref *refs, int k, 
     return NP_OK;
 }
 
+static const char *state_words(np_dumpio_state st)
+{
+    return st == NP_DUMPIO_PARTIAL ? "dump.h5.partial only (incomplete: the rank stopped "
+                                     "during the step)"
+           : st == NP_DUMPIO_TEMP  ? "a temporary file only"
+                                   : "no dump file";
+}
+
+/* Say what of step refs[i..j) cannot be checked: the ranks without a
+ * complete file, and the whole step when fewer than two ranks have one. */
+static np_status add_gap(np_rep_result *res, const np_dumpio_ref *refs, size_t i, size_t j,
+                         const np_dumpio_ref *grp, int k, np_error *err)
+{
+    char bad[400] = "";
+    size_t u = 0;
+    int last = -2;
+    for (size_t q = i; q < j && u < sizeof bad; q++) {
+        int done = 0;
+        for (int g = 0; g < k; g++)
+            done |= grp[g].rank == refs[q].rank;
+        if (done || refs[q].rank == last)
+            continue;
+        last = refs[q].rank;
+        u += (size_t)snprintf(bad + u, sizeof bad - u, "%srank %d: %s", u ? "; " : "",
+                              refs[q].rank, state_words(refs[q].state));
+    }
+    if (k >= 2 && !bad[0])
+        return NP_OK;
+    np_rep_gap *g = realloc(res->gaps, sizeof *g * (size_t)(res->n_gaps + 1));
+    if (!g)
+        return np_error_set(err, NP_ERR_NOMEM, refs[i].path, NULL, "out of memory");
+    res->gaps = g;
+    g = &res->gaps[res->n_gaps++];
+    g->step = refs[i].step;
+    g->checked = k >= 2;
+    if (k >= 2)
+        snprintf(g->text, sizeof g->text, "checked without %s", bad);
+    else if (k == 1)
+        snprintf(g->text, sizeof g->text, "not checked: one complete rank (rank %d); %s",
+                 grp[0].rank, bad[0] ? bad : "no other rank folder");
+    else
+        snprintf(g->text, sizeof g->text, "not checked: no complete rank file (%s)", bad);
+    res->n_steps_unchecked += k < 2;
+    return NP_OK;
+}
+
 np_status np_rep_check(np_rep_result *out, const char *path, np_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -305,10 +347,17 @@ np_status np_rep_check(np_rep_result *out, const char *path, np_error *err)
             if (refs[j].state == NP_DUMPIO_COMPLETE && (k == 0 || refs[j].rank != grp[k - 1].rank))
                 grp[k++] = refs[j];
         st = !grp ? np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory")
-             : k == 0 ? NP_OK : add_step(out, grp, k, err);
+                  : add_gap(out, refs, i, j, grp, k, err);
+        if (!st && k >= 2)
+            st = add_step(out, grp, k, err);
         free(grp);
         i = j;
     }
+    if (!st && out->n_steps == 0 && out->n_gaps)
+        st = np_error_set(err, NP_ERR_ARG, refs[0].path, NULL,
+                          "no step can be checked: step %d %s (replicas are checked across 2 or "
+                          "more complete ranks of a data-parallel dump)",
+                          out->gaps[0].step, out->gaps[0].text);
     free(refs);
     if (st)
         np_rep_result_free(out);
@@ -321,7 +370,9 @@ void np_rep_result_free(np_rep_result *r)
         return;
     free(r->per_step);
     free(r->steps);
+    free(r->gaps);
     r->per_step = NULL;
     r->steps = NULL;
-    r->n_steps = 0;
+    r->gaps = NULL;
+    r->n_steps = r->n_gaps = r->n_steps_unchecked = 0;
 }

@@ -73,6 +73,11 @@ const char *np_cmp_advice(const np_cmp_pair *p)
                "crc32 in /entries (a corrupt or truncated dump file; see the notes and the rows' "
                "reasons): no numerical difference was found in the rest. Dump the step again, "
                "or check the storage the file was copied through.";
+    if (p->dump_defects && !p->count_verdict[NP_VERDICT_ERROR])
+        return "A dump file contradicts its own format (see the notes, \"Dump defect in ...\": "
+               "a root attribute, a /calls row, or a step/rank attribute against its folder): "
+               "the file was damaged or edited, and what it says there was not taken as data. "
+               "Dump the step again, or check the storage the file was copied through.";
     if (p->bench_incomplete || p->cmp_incomplete) {
         if (p->count_match[NP_MATCH_EXACT] + p->count_match[NP_MATCH_FUZZY] +
                 p->count_match[NP_MATCH_MAPPING] ==

@@ -10,7 +10,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <hdf5.h>
+#include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -254,6 +256,66 @@ static void attr_i64(attr_reader *r, const char *name, int64_t *v)
     }
 }
 
+/* Append one problem to in->problems ("; "-separated). */
+static void problem(np_dumpio_info *in, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(np_dumpio_info *in, const char *fmt, ...)
+{
+    size_t u = strlen(in->problems);
+    if (u + 3 >= sizeof in->problems)
+        return;
+    if (u) {
+        memcpy(in->problems + u, "; ", 3);
+        u += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(in->problems + u, sizeof in->problems - u, fmt, ap);
+    va_end(ap);
+}
+
+static int one_of(const char *s, const char *const *set)
+{
+    for (; *set; set++)
+        if (!strcmp(s, *set))
+            return 1;
+    return 0;
+}
+
+/* Root attributes outside their sets (docs/FORMAT.md): noted, and read as
+ * the safe value (complete other than 1: incomplete; loss_scale not
+ * positive finite: 1). */
+static void check_info(attr_reader *r, np_dumpio_info *in)
+{
+    static const char *const tasks[] = {"statistics", "tensor", "md5", "overflow_check", NULL};
+    static const char *const levels[] = {"L0", "L1", "mix", NULL};
+    static const char *const scopes[] = {"closed", "open", "not reached", NULL};
+    in->problems[0] = '\0';
+    if (in->complete != 0 && in->complete != 1) {
+        problem(in, "complete is %lld (expected 0 or 1): read as 0, an incomplete step",
+                (long long)in->complete);
+        in->complete = 0;
+    }
+    double ls = 1.0;
+    if (np_h5_attr_get_f64(r->file, NP_FMT_ATTR_LOSS_SCALE, &ls) == 0 && !(isfinite(ls) && ls > 0))
+        problem(in, "loss_scale is %g (expected a positive finite factor): read as 1, gradients "
+                    "compared unscaled", ls);
+    if (in->task[0] && !one_of(in->task, tasks))
+        problem(in, "task is '%s' (expected statistics, tensor, md5 or overflow_check)", in->task);
+    if (in->level[0] && !one_of(in->level, levels))
+        problem(in, "level is '%s' (expected L0, L1 or mix)", in->level);
+    if (in->scope[0] && !one_of(in->scope, scopes))
+        problem(in, "scope is '%s' (expected closed, open or not reached)", in->scope);
+    if (in->world_size < 1)
+        problem(in, "world_size is %lld (expected at least 1)", (long long)in->world_size);
+    if (in->step < -1 || (in->step == -1 && H5Aexists(r->file, NP_FMT_ATTR_STEP) > 0))
+        problem(in, "step is %lld (expected 0 or more)", (long long)in->step);
+    if (in->rank < -1 || (in->rank == -1 && H5Aexists(r->file, NP_FMT_ATTR_RANK) > 0))
+        problem(in, "rank is %lld (expected 0 or more)", (long long)in->rank);
+    else if (in->world_size >= 1 && in->rank >= in->world_size)
+        problem(in, "rank %lld is not below world_size %lld", (long long)in->rank,
+                (long long)in->world_size);
+}
+
 static void read_info(attr_reader *r, np_dumpio_info *in)
 {
     attr_str(r, NP_FMT_ATTR_NPROBE_VERSION, in->nprobe_version, sizeof in->nprobe_version);
@@ -277,6 +339,7 @@ static void read_info(attr_reader *r, np_dumpio_info *in)
         attr_str(r, NP_FMT_ATTR_SCOPE_FIRST, in->scope_first, sizeof in->scope_first);
         attr_str(r, NP_FMT_ATTR_SCOPE_LAST, in->scope_last, sizeof in->scope_last);
     }
+    check_info(r, in);
 }
 
 /* The format and version checks, then the other attributes; NP_OK when f

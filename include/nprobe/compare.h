@@ -233,6 +233,10 @@ typedef struct np_cmp_pair {
     char bench_device[32], cmp_device[32];
     int bench_incomplete, cmp_incomplete;  /* complete = 0 in that side's file: compared, but it
                                             * counts as a difference (np_cmp_has_differences) */
+    int dump_defects;                      /* root attributes, /calls rows or a step/rank
+                                            * attribute against its folder that contradict the
+                                            * format in either file (each noted, naming the
+                                            * file): counts as a difference */
     double bench_loss_scale, cmp_loss_scale; /* root attribute loss_scale of each side (1 when
                                               * absent): gradient rows are compared divided
                                               * by it */

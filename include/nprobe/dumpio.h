@@ -87,6 +87,10 @@ typedef struct np_dumpio_info {
     char scope[16];               /* how the configured scope fared in the step: "closed",
                                    * "open", "not reached", or "" (no scope) */
     char scope_first[NP_FMT_NAME_LEN], scope_last[NP_FMT_NAME_LEN];
+    char problems[512];           /* root attributes outside what the format allows, each
+                                   * named with its value, what was expected and how it
+                                   * was read ("complete is 2 (expected 0 or 1): read as
+                                   * 0"), "; "-separated; "" when none (readers note it) */
 } np_dumpio_info;
 
 /* Open flags. */
@@ -216,6 +220,24 @@ np_status np_dumpio_read_values(double *out, size_t max, size_t *n, np_dumpio *d
  * corrupt file must not be computed with as if it were data). */
 np_status np_dumpio_read_checked(double *out, np_dumpio *d, const np_entry_rec *e,
                                  np_error *err);
+
+/* ==== rows that contradict themselves ==================================== */
+
+/* Why row `r` of /entries of the file `info` describes contradicts itself or
+ * the format (docs/FORMAT.md, "What readers check"), NULL when it does not:
+ * the words go to buf (cap bytes), naming the field, its value and what was
+ * expected ("nan_count -5 is outside [0, numel 8]"); the caller names the
+ * file and the leaf. Statistics checks follow info->stats_keep_inf; the
+ * stricter ones (role, dtype, name = {call}.{role}.{key}, max and min values
+ * of the dtype, crc32 and has_data 0 in a statistics dump) only for
+ * nprobe's own files. */
+const char *np_dumpio_entry_problem(const np_dumpio_info *info, const np_entry_rec *r, char *buf,
+                                    size_t cap);
+/* Same for row `row` of /calls: seq equal to the row, kind api or module,
+ * call and parent dotted names, text fields UTF-8 without control
+ * characters. */
+const char *np_dumpio_call_problem(const np_dumpio_info *info, const np_call_rec *r, size_t row,
+                                   char *buf, size_t cap);
 
 /* ==== many files: crash-isolated walks ahead of the reads ================= */
 

@@ -43,6 +43,15 @@ typedef struct np_rep_finding {
     char text[512];               /* one sentence: what differs and by how much */
 } np_rep_finding;
 
+/* A step, or ranks of a step, that could not be checked: fewer than two
+ * complete rank files (a killed rank leaves dump.h5.partial or nothing),
+ * or ranks left out of a checked step for the same reason. */
+typedef struct np_rep_gap {
+    int step;
+    int checked;                  /* 1: the step was checked without the ranks named */
+    char text[512];               /* which ranks, which files, why */
+} np_rep_gap;
+
 typedef struct np_rep_result {
     int world_size;               /* ranks found (the largest over the steps) */
     int n_steps;                  /* steps checked */
@@ -52,11 +61,17 @@ typedef struct np_rep_result {
     np_rep_finding first;         /* the first finding over all steps (kind NONE: none) */
     np_rep_finding *per_step;     /* n_steps entries: each step's first finding */
     int *steps;                   /* n_steps step numbers */
+    np_rep_gap *gaps;             /* n_gaps: what could not be checked, in step order */
+    int n_gaps;
+    int n_steps_unchecked;        /* steps with fewer than two complete ranks: not checked */
 } np_rep_result;
 
 /* Check the dump under `path` (a dump root or a step directory holding
- * rank{R}/ directories). Every step needs at least two ranks (NP_ERR_ARG
- * naming the step otherwise). *out is filled; free with np_rep_result_free. */
+ * rank{R}/ directories). A step is checked across its complete rank files
+ * (two or more); a step with fewer, and the ranks of a step whose file is
+ * incomplete or missing, are listed in gaps, not checked (a killed rank).
+ * NP_ERR_ARG naming the step when no step at all can be checked. *out is
+ * filled; free with np_rep_result_free. */
 np_status np_rep_check(np_rep_result *out, const char *path, np_error *err);
 void np_rep_result_free(np_rep_result *r);
 

@@ -99,7 +99,7 @@ fi
 # one rank is not a set of replicas: a usage error naming the step
 "$nprobe" compare --replicas ref/step0/rank0 > one.out 2> one.err
 rc=$?
-if [ $rc = 2 ] && grep -q "step 0 has one rank only" one.err; then
+if [ $rc = 2 ] && grep -q "no step can be checked: step 0 not checked: one complete rank (rank 0)" one.err; then
   echo "ok   --replicas on one rank: exit 2, $(cat one.err)"
 else
   echo "FAIL --replicas on one rank: exit $rc"; cat one.err; fail=1
