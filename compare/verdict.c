@@ -1072,8 +1072,12 @@ static int holds(const np_cmp_pair *p, const char *mod, const char *name)
     return 0;
 }
 
-/* gap >= 0: a call of the bench side only; else -1 - i for pv->gap_*[i] (a count). */
-static void gap_rename(np_cmp_pair *p, int c, int gap, const char *mod)
+/* gap >= 0: a call of the bench side only; else -1 - i for pv->gap_*[i] (a count).
+ * `mod` is named; `common` is the culprit's enclosing module that holds it
+ * (mod itself, or an ancestor of mod when the gap is in a module beside the
+ * culprit's: a router whose missing call shifted the counters of the calls
+ * after it, in the experts). */
+static void gap_rename(np_cmp_pair *p, int c, int gap, const char *mod, const char *common)
 {
     cmp_pair_priv *pv = p->priv;
     int m = call_index(p, mod);
@@ -1094,14 +1098,15 @@ static void gap_rename(np_cmp_pair *p, int c, int gap, const char *mod)
                                      what, cul->name);
     cul->status = NP_CALL_PROPAGATED;
     cul->reason = fmt_reason(&pv->arena, "its inputs fail from the gap in %s (%s)", mod, what);
-    /* the modules between the culprit and `mod` only carry it; those around `mod` contain it */
+    /* the modules between the culprit and `common` only carry it; those around `mod` contain it */
     const char *par = cul->parent;
+    int mc = call_index(p, common);
     for (int d = 0; par && par[0] && d < 64; d++) {
         int j = call_index(p, par);
         if (j < 0)
             break;
-        if (j == m) {
-            par = p->calls[j].parent;
+        if (j == mc) {
+            par = p->calls[m].parent;
             for (int e = 0; par && par[0] && e < 64; e++) {
                 int a = call_index(p, par);
                 if (a < 0)
@@ -1155,13 +1160,27 @@ np_status cmp_gaps(np_cmp_pair *p, np_error *err)
                     found = 1;
                 }
             const cmp_pair_priv *pv = p->priv;
+            const char *named = par;
             for (int g = 0; g < pv->n_gaps && !found; g++)
                 if (!strcmp(pv->gap_mod[g], par)) {
                     gap = -1 - g;
                     found = 1;
                 }
+            /* a count gap in a module inside `par` that ran before the
+             * culprit: the missing call shifted the counters of every later
+             * call of its API, so the first of them to fail may sit in a
+             * module beside it (issue 31: a router's missing Tensor.float,
+             * the culprit in the experts); the gap's own module is named */
+            for (int g = 0; g < pv->n_gaps && !found; g++) {
+                int gm = call_index(p, pv->gap_mod[g]);
+                if (gm >= 0 && gm < (int)k && holds(p, par, pv->gap_mod[g])) {
+                    gap = -1 - g;
+                    named = pv->gap_mod[g];
+                    found = 1;
+                }
+            }
             if (found) {
-                gap_rename(p, (int)k, gap, par);
+                gap_rename(p, (int)k, gap, named, par);
                 renamed = 1;
                 break;
             }

@@ -482,6 +482,76 @@ static void test_gap(void)
     np_cmp_pair_free(&p);
 }
 
+/* A gap beside the culprit's module (issue 31, an HF Mixtral router whose
+ * softmax skipped its `.float()`): the bench calls Tensor.float in the
+ * router (gate) and again in the experts, the cmp only in the experts, so
+ * the cmp's experts call takes the counter of the bench's router call and
+ * is the first to fail (inputs already failing). The router, the module
+ * that holds the gap and ran before it, is named; the walk alone named
+ * the experts' call. */
+static void write_sibling_gap(const char *path, int bench)
+{
+    tw *w = tw_open(path, "tensor", "fp32", 0, 0);
+    CHECK(w != NULL);
+    if (!w)
+        return;
+    float x[N], y[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = base[X][i];
+        y[i] = 2 * x[i] + 1;
+    }
+    const char *moe = "Module.m.moe.Moe.forward.0", *gate = "Module.m.moe.gate.Router.forward.0",
+               *ex = "Module.m.moe.experts.Experts.forward.0";
+    int m = tw_call(w, moe, "module", "", "moe.py:10 forward");
+    tw_tensor(w, m, moe, "input", "0", "float32", 1, shp, x);
+    tw_tensor(w, m, moe, "output", "0", "float32", 1, shp, y);
+    int g = tw_call(w, gate, "module", moe, "moe.py:11 forward");
+    tw_tensor(w, g, gate, "input", "0", "float32", 1, shp, x);
+    tw_tensor(w, g, gate, "output", "0", "float32", 1, shp, x);
+    int k = 0;
+    char name[64];
+    if (bench) {
+        snprintf(name, sizeof name, "Tensor.float.%d.forward", k++);
+        int a = tw_call(w, name, "api", gate, "moe.py:20 forward");
+        tw_tensor(w, a, name, "input", "0", "float32", 1, shp, x);
+        tw_tensor(w, a, name, "output", "0", "float32", 1, shp, x);
+    }
+    int e = tw_call(w, ex, "module", moe, "moe.py:12 forward");
+    tw_tensor(w, e, ex, "input", "0", "float32", 1, shp, x);
+    tw_tensor(w, e, ex, "output", "0", "float32", 1, shp, y);
+    snprintf(name, sizeof name, "Tensor.float.%d.forward", k++);
+    int a = tw_call(w, name, "api", ex, "moe.py:30 forward");
+    tw_tensor(w, a, name, "input", "0", "float32", 1, shp, y);
+    tw_tensor(w, a, name, "output", "0", "float32", 1, shp, y);
+    snprintf(name, sizeof name, "Tensor.float.%d.forward", k++);
+    a = tw_call(w, name, "api", "", "train.py:5 <module>");
+    tw_tensor(w, a, name, "input", "0", "float32", 1, shp, y);
+    tw_tensor(w, a, name, "output", "0", "float32", 1, shp, y);
+    CHECK_EQ_INT(tw_close(w, 1), 0);
+}
+
+static void test_sibling_gap(void)
+{
+    char b[512], c[512];
+    path_of(b, sizeof b, "sgap_b.h5");
+    path_of(c, sizeof c, "sgap_c.h5");
+    write_sibling_gap(b, 1);
+    write_sibling_gap(c, 0);
+    np_cmp_pair p;
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    const np_cmp_call *f = one_culprit(&p, "Module.m.moe.gate.Router.forward.0");
+    if (f) {
+        CHECK_CONTAINS(f->reason, "the bench calls Tensor.float 1 time(s) in it, the cmp 0");
+        CHECK_CONTAINS(f->reason, "Tensor.float.0.forward");
+    }
+    call_is(&p, "Tensor.float.0.forward", NP_CALL_PROPAGATED);
+    call_is(&p, "Module.m.moe.Moe.forward.0", NP_CALL_PASS); /* its outputs agree */
+    const np_cmp_call *ex = find_call(&p, "Module.m.moe.experts.Experts.forward.0");
+    CHECK(ex && ex->status != NP_CALL_CULPRIT && ex->status != NP_CALL_CONTAINS);
+    np_cmp_pair_free(&p);
+}
+
 /* Gradients behind a non-smooth op (docs/COMPARE.md): in a low-precision
  * run, from the first relu/max_pool backward on, a gradient row is judged
  * by the routed level 8 sqrt(u) (bf16 0.5, fp16 0.177); before it, and in
@@ -1524,6 +1594,7 @@ int main(void)
     test_bf16_noise();
     test_subthreshold();
     test_gap();
+    test_sibling_gap();
     test_routed_gradients();
     test_loss_scale();
     test_outside_dump();
