@@ -371,6 +371,18 @@ int cc_side_next(cc_side *sd, const char **key, const char **val, np_error *err)
         uint64_t parent = 0, best = 0;
         int first = 1, found = 0;
         for (; r && key_cmp(r->k, r->klen, sd->key, klen) == 0; r = side_peek(sd)) {
+            if (!first && r->parent == parent && strcmp(sd->what, "pip") == 0) {
+                /* msprobe's pip member lists importlib.metadata's
+                 * distributions in sys.path order: in a venv that sees the
+                 * system's site-packages (Debian 13's python3-torch) a
+                 * package installed in both is listed twice, the one Python
+                 * imports first. That one is kept (lowest order first). */
+                if (side_advance(sd) != 0) {
+                    read_error(sd, err);
+                    return -1;
+                }
+                continue;
+            }
             if (!first && r->parent == parent) {
                 if (strcmp(sd->what, "pip.txt") == 0)
                     np_error_set(err, NP_ERR_FORMAT, sd->pack, sd->what,

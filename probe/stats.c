@@ -146,6 +146,20 @@ static int chunk_f32_fast_c(part *p, const float *x, int64_t n)
  * finiteness is checked; a chunk with a NaN/Inf throws them away (returns 0)
  * and takes the slow path, exactly as before. */
 #if NP_STATS_X86
+/* The arrays a vector register is stored into are declared with the
+ * register's alignment (64 bytes for a zmm, 32 for a ymm). Left at a
+ * double's alignment, GCC (12 and 14) raises it to 64 bytes itself when it
+ * vectorises the loops that read them back (fold_f32, inlined) and then
+ * stores with an aligned move (vmovapd); under AddressSanitizer with
+ * use-after-return detection the function's locals live in a fake stack
+ * frame whose layout does not honour that raised alignment (it does a
+ * declared one), so the array sat 32 bytes off a 64-byte boundary and the
+ * store faulted: the sanitized build on Debian 13, whose libasan turns the
+ * detection on by default. tests/probe/test_probe_stats
+ * runs with the detection on (docs/DEVELOPING.md, "Debian 12 and 13"). */
+#define NP_ZMM_ALIGN _Alignas(64)
+#define NP_YMM_ALIGN _Alignas(32)
+
 /* Software prefetch distance in floats (2 KiB): tensors often come from
  * memory, not cache, and this made the pass ~1.5x faster there. */
 #define PREFETCH 512
@@ -209,7 +223,8 @@ __attribute__((target("avx512f"))) static int chunk_f32_fast_avx512(part *p, con
         s = _mm512_add_pd(s, d);
         q = _mm512_add_pd(q, _mm512_mul_pd(d, d));
     }
-    double sa[FLANES], qa[FLANES];
+    NP_ZMM_ALIGN double sa[FLANES];
+    NP_ZMM_ALIGN double qa[FLANES];
     _mm512_storeu_pd(sa, s);
     _mm512_storeu_pd(qa, q);
     return fast_tail(p, x, i, nb, n, zs, fmx, fmn, sa, qa);
@@ -236,7 +251,9 @@ __attribute__((target("avx2"))) static int chunk_f32_fast_avx2(part *p, const fl
         s1 = _mm256_add_pd(s1, hi);
         q1 = _mm256_add_pd(q1, _mm256_mul_pd(hi, hi));
     }
-    float zl[8], mxl[8], mnl[8];
+    NP_YMM_ALIGN float zl[8];
+    NP_YMM_ALIGN float mxl[8];
+    NP_YMM_ALIGN float mnl[8];
     _mm256_storeu_ps(zl, z);
     _mm256_storeu_ps(mxl, vmx);
     _mm256_storeu_ps(mnl, vmn);
@@ -246,7 +263,8 @@ __attribute__((target("avx2"))) static int chunk_f32_fast_avx2(part *p, const fl
         fmx = mxl[l] > fmx ? mxl[l] : fmx;
         fmn = mnl[l] < fmn ? mnl[l] : fmn;
     }
-    double sa[FLANES], qa[FLANES];
+    NP_YMM_ALIGN double sa[FLANES];
+    NP_YMM_ALIGN double qa[FLANES];
     _mm256_storeu_pd(sa, s0);
     _mm256_storeu_pd(sa + 4, s1);
     _mm256_storeu_pd(qa, q0);
@@ -285,7 +303,10 @@ __attribute__((target("avx512f"))) static void chunk_f32_slow_avx512(part *p, co
                 (unsigned)_mm512_cmp_pd_mask(d, _mm512_set1_pd(-INFINITY), _CMP_EQ_OQ));
         }
     }
-    double sl[FLANES], ql[FLANES], mxd[FLANES], mnd[FLANES];
+    NP_ZMM_ALIGN double sl[FLANES];
+    NP_ZMM_ALIGN double ql[FLANES];
+    NP_ZMM_ALIGN double mxd[FLANES];
+    NP_ZMM_ALIGN double mnd[FLANES];
     _mm512_storeu_pd(sl, s);
     _mm512_storeu_pd(ql, q);
     _mm512_storeu_pd(mxd, mx);

@@ -10,8 +10,9 @@
 # $NP_VENV_PYTHON, else python3.11 on PATH, else /usr/bin/python3.11. Where no
 # Python 3.11 exists (a bare Debian 13 root has 3.13 only), the venv is made
 # from /usr/bin/python3 with Debian's system packages visible
-# (python3-torch, numpy, h5py, ...) and only what PyPI has for that Python is
-# added; the tests that need a package it lacks (msprobe) skip, saying so.
+# (python3-torch 2.6) and the rest of the lock is installed from PyPI (every
+# pin but torch has a wheel for 3.13); a test that needs a package that could
+# not be installed (no index) skips, saying so.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${NP_VENV:-$root/.venv}
@@ -45,10 +46,14 @@ else
   [ -x "$py" ] || { echo "setup-venv: no Python 3.11 and no /usr/bin/python3" >&2; exit 2; }
   echo "setup-venv: no Python 3.11 here: $venv from $py with Debian's packages (python3-torch) visible" >&2
   [ -x "$venv/bin/python" ] || "$py" -m venv --system-site-packages "$venv"
-  # the lock's pure-Python tools only; torch, numpy, h5py stay Debian's
-  # in one go; where that fails (no index, or one not built for this Python),
-  # one by one without retries, and no stamp: the next run tries again
-  specs=$(grep -E '^(scikit_build_core|build|pyproject_hooks|pathspec|packaging|transformers|huggingface_hub|tokenizers|safetensors|regex|filelock|fsspec|tqdm|PyYAML|hf-xet|typer|click|shellingham|rich|markdown-it-py|mdurl|Pygments|httpx2|httpcore2|h11|anyio|idna|annotated-doc|truststore)==' "$lock")
+  # The lock less torch (Debian's 2.6 stays: PyPI has no CPU-only torch for
+  # this Python, and its default torch wheel is a CUDA build of several GB)
+  # and less sympy/mpmath (torch 2.6's symbolic shapes keep Debian's 1.13).
+  # --no-deps: the lock is complete, and pip must never resolve torch. Every
+  # other pin, msprobe and transformers included, has a wheel for 3.13 on
+  # PyPI. In one go; where that fails (no index), one by one without
+  # retries, and no stamp: the next run tries again.
+  specs=$(grep -vE '^(#|torch==|sympy==|mpmath==)' "$lock")
   if ! "$venv/bin/pip" install -q --no-deps $specs >/dev/null 2>&1; then
     for spec in $specs; do
       "$venv/bin/pip" install -q --retries 0 --no-deps "$spec" >/dev/null 2>&1 || { partial=1; echo "setup-venv: $spec not installable here (skipped)" >&2; }

@@ -89,6 +89,30 @@ def main():
         for it in ("libs", "hyperparameters"):
             check("not compared" in res.get(it, ("", ""))[1], "%s: %s, want 'not compared'"
                   % (it, res.get(it)))
+        # a venv that sees the system's site-packages (Debian 13's torch):
+        # msprobe lists a package installed in both twice, the imported one
+        # first; that one is compared, the shadowed one is not
+        def with_pip(src, dst, extra):
+            with zipfile.ZipFile(src) as zi, zipfile.ZipFile(dst, "w") as zo:
+                for m in zi.infolist():
+                    data = zi.read(m)
+                    if m.filename == "pip":
+                        data = extra.encode() + data
+                    zo.writestr(m, data)
+            return dst
+        dup = [with_pip(packs[0], os.path.join(tmp, "dup%d.zip" % k),
+                        "zz-shadowed=1.%d\nzz_shadowed=%s\n" % (k, v))
+               for k, v in ((0, "9.0"), (1, "8.0"))]
+        rc, res, out = items(nprobe, dup[0], dup[0], os.path.join(tmp, "o4"))
+        check(rc == 0 and res.get("pip", ("",))[0] == "pass",
+              "pip listing a package twice, against itself: exit %d\n%s" % (rc, out))
+        d2 = with_pip(packs[0], os.path.join(tmp, "dup2.zip"), "zz-shadowed=1.0\nzz_shadowed=7.0\n")
+        rc, res, out = items(nprobe, dup[0], d2, os.path.join(tmp, "o5"))
+        check(rc == 0 and res.get("pip", ("",))[0] == "pass",
+              "the same imported version, shadowed ones differ: exit %d\n%s" % (rc, out))
+        rc, res, out = items(nprobe, dup[0], dup[1], os.path.join(tmp, "o6"))
+        check(res.get("pip", ("",))[0] != "pass" and "1 difference" in res["pip"][1],
+              "the imported versions differ (1.0, 1.1): %s\n%s" % (res.get("pip"), out))
         rc, res, out = items(nprobe, packs[0], packs[0], os.path.join(tmp, "o2"))
         check(rc == 0 and all(v[0] == "pass" for v in res.values()) and len(res) == 7,
               "a pack against itself: exit %d\n%s" % (rc, out))
