@@ -83,7 +83,11 @@ def agree(ms, np_, percent, extra=0.0):
         return False
     if math.isinf(m) or math.isinf(n) or math.isnan(m) or math.isnan(n):
         return m == n or (math.isnan(m) and math.isnan(n))
-    tol = max(digits_tol(ms) / (100.0 if percent else 1.0), 8 * EPS * abs(m)) + extra
+    # half a unit in the last printed digit plus a few ulps: a value exactly
+    # halfway (msprobe's '{:.12f}' of 145.6776123046875 is 145.677612304688)
+    # is half a unit off, and the decimal it printed is itself rounded to a
+    # double; where it prints 17 digits, the ulps are the summation order
+    tol = digits_tol(ms) / (100.0 if percent else 1.0) + 8 * EPS * abs(m) + extra
     return abs(m - n) <= tol
 
 
@@ -196,6 +200,69 @@ def check_pair(label, kind, nprobe, tool, bench, cmp, oracle_csv, out, expect=No
     print("%s: %d rows, %d values equal to msprobe's digits, %d absent-statistic diffs "
           "(msprobe 0, nprobe N/A), verdicts %s" % (label, len(ours), checked, absent, verdicts))
     return checked
+
+
+def check_md5_pair(label, nprobe, tool, bench, cmp, oracle_csv, out):
+    """md5 task (summary_mode md5): nprobe compare of the msprobe dumps bench
+    and cmp, each row's verdict msprobe's Result (pass where its md5 matches,
+    error where it differs), as many rows as msprobe's. Returns the number of
+    verdicts checked."""
+    p = subprocess.run([nprobe, "compare", "-b", bench, "-c", cmp, "-o", out, "--format", "csv",
+                        "-q"], capture_output=True, text=True, timeout=300)
+    if p.returncode not in (0, 1):
+        fail("%s: nprobe compare exit %d: %s" % (label, p.returncode, p.stderr))
+    rows = []
+    for r in sorted(glob.glob(os.path.join(out, "*.csv"))):
+        with open(r, newline="") as f:
+            rows += list(csv.DictReader(f))
+    names = leaf_names(tool, cmp)
+    ours = {r["NPU Name"]: r for r in rows}
+    with open(oracle_csv, newline="") as f:
+        theirs = list(csv.DictReader(f))
+    same = 0
+    for t in theirs:
+        o = ours.get(names.get(t["NPU Name"]) or t["NPU Name"])
+        if o is None:
+            fail("%s: msprobe's row %s has no nprobe row" % (label, t["NPU Name"]))
+            continue
+        if t["NPU MD5"] in ("", "None", "N/A"):
+            continue
+        same += 1
+        want = "pass" if t["Result"] == "pass" else "error"
+        if o["Verdict"] != want:
+            fail("%s: %s: nprobe %s, msprobe %s (md5 %s/%s)" % (
+                label, t["NPU Name"], o["Verdict"], t["Result"], t["NPU MD5"], t["BENCH MD5"]))
+    if same == 0 or len(ours) != len(theirs):
+        fail("%s: %d md5 rows checked, nprobe %d rows, msprobe %d" % (label, same, len(ours),
+                                                                     len(theirs)))
+    print("%s: %d rows, %d md5 verdicts equal to msprobe's" % (label, len(ours), same))
+    return same
+
+
+def msprobe_compare_many(pairs, cwd, timeout=900):
+    """msprobe's own compare CLI on each (bench_dir, cmp_dir, out) pair of
+    msprobe dumps (`msprobe compare -tp CMP -gp BENCH -o OUT`), all in one
+    process (tests/python/msprobe_compare_many.py): [csv path or None]."""
+    dj = lambda d: glob.glob(os.path.join(d, "step0", "*", "dump.json"))  # noqa: E731
+    specs = []
+    for b, c, out in pairs:
+        jb, jc = dj(b), dj(c)
+        if len(jb) != 1 or len(jc) != 1:
+            fail("%s / %s: not one step0/*/dump.json" % (b, c))
+            return [None] * len(pairs)
+        specs.append("%s,%s,%s" % (jc[0], jb[0], out))
+    helper = os.path.join(HERE, "..", "python", "msprobe_compare_many.py")
+    p = subprocess.run([sys.executable, helper] + specs, capture_output=True, text=True,
+                       timeout=timeout, cwd=cwd)
+    got = []
+    for i, (b, c, out) in enumerate(pairs):
+        csvs = glob.glob(os.path.join(out, "*.csv"))
+        ok = ("PAIR %d: exit 0" % i) in p.stdout and len(csvs) == 1
+        if not ok:
+            fail("msprobe compare -tp %s -gp %s: %d csv, helper exit %d\n%s"
+                 % (c, b, len(csvs), p.returncode, p.stderr[-2000:]))
+        got.append(csvs[0] if ok else None)
+    return got
 
 
 def compare_text(nprobe, b, c, out):
