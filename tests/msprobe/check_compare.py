@@ -83,7 +83,11 @@ def agree(ms, np_, percent, extra=0.0):
         return False
     if math.isinf(m) or math.isinf(n) or math.isnan(m) or math.isnan(n):
         return m == n or (math.isnan(m) and math.isnan(n))
-    tol = max(digits_tol(ms) / (100.0 if percent else 1.0), 8 * EPS * abs(m)) + extra
+    # half a unit in the last printed digit plus a few ulps: a value exactly
+    # halfway (msprobe's '{:.12f}' of 145.6776123046875 is 145.677612304688)
+    # is half a unit off, and the decimal it printed is itself rounded to a
+    # double; where it prints 17 digits, the ulps are the summation order
+    tol = digits_tol(ms) / (100.0 if percent else 1.0) + 8 * EPS * abs(m) + extra
     return abs(m - n) <= tol
 
 
@@ -198,6 +202,69 @@ def check_pair(label, kind, nprobe, tool, bench, cmp, oracle_csv, out, expect=No
     return checked
 
 
+def check_md5_pair(label, nprobe, tool, bench, cmp, oracle_csv, out):
+    """md5 task (summary_mode md5): nprobe compare of the msprobe dumps bench
+    and cmp, each row's verdict msprobe's Result (pass where its md5 matches,
+    error where it differs), as many rows as msprobe's. Returns the number of
+    verdicts checked."""
+    p = subprocess.run([nprobe, "compare", "-b", bench, "-c", cmp, "-o", out, "--format", "csv",
+                        "-q"], capture_output=True, text=True, timeout=300)
+    if p.returncode not in (0, 1):
+        fail("%s: nprobe compare exit %d: %s" % (label, p.returncode, p.stderr))
+    rows = []
+    for r in sorted(glob.glob(os.path.join(out, "*.csv"))):
+        with open(r, newline="") as f:
+            rows += list(csv.DictReader(f))
+    names = leaf_names(tool, cmp)
+    ours = {r["NPU Name"]: r for r in rows}
+    with open(oracle_csv, newline="") as f:
+        theirs = list(csv.DictReader(f))
+    same = 0
+    for t in theirs:
+        o = ours.get(names.get(t["NPU Name"]) or t["NPU Name"])
+        if o is None:
+            fail("%s: msprobe's row %s has no nprobe row" % (label, t["NPU Name"]))
+            continue
+        if t["NPU MD5"] in ("", "None", "N/A"):
+            continue
+        same += 1
+        want = "pass" if t["Result"] == "pass" else "error"
+        if o["Verdict"] != want:
+            fail("%s: %s: nprobe %s, msprobe %s (md5 %s/%s)" % (
+                label, t["NPU Name"], o["Verdict"], t["Result"], t["NPU MD5"], t["BENCH MD5"]))
+    if same == 0 or len(ours) != len(theirs):
+        fail("%s: %d md5 rows checked, nprobe %d rows, msprobe %d" % (label, same, len(ours),
+                                                                     len(theirs)))
+    print("%s: %d rows, %d md5 verdicts equal to msprobe's" % (label, len(ours), same))
+    return same
+
+
+def msprobe_compare_many(pairs, cwd, timeout=900):
+    """msprobe's own compare CLI on each (bench_dir, cmp_dir, out) pair of
+    msprobe dumps (`msprobe compare -tp CMP -gp BENCH -o OUT`), all in one
+    process (tests/python/msprobe_compare_many.py): [csv path or None]."""
+    dj = lambda d: glob.glob(os.path.join(d, "step0", "*", "dump.json"))  # noqa: E731
+    specs = []
+    for b, c, out in pairs:
+        jb, jc = dj(b), dj(c)
+        if len(jb) != 1 or len(jc) != 1:
+            fail("%s / %s: not one step0/*/dump.json" % (b, c))
+            return [None] * len(pairs)
+        specs.append("%s,%s,%s" % (jc[0], jb[0], out))
+    helper = os.path.join(HERE, "..", "python", "msprobe_compare_many.py")
+    p = subprocess.run([sys.executable, helper] + specs, capture_output=True, text=True,
+                       timeout=timeout, cwd=cwd)
+    got = []
+    for i, (b, c, out) in enumerate(pairs):
+        csvs = glob.glob(os.path.join(out, "*.csv"))
+        ok = ("PAIR %d: exit 0" % i) in p.stdout and len(csvs) == 1
+        if not ok:
+            fail("msprobe compare -tp %s -gp %s: %d csv, helper exit %d\n%s"
+                 % (c, b, len(csvs), p.returncode, p.stderr[-2000:]))
+        got.append(csvs[0] if ok else None)
+    return got
+
+
 def compare_text(nprobe, b, c, out):
     p = subprocess.run([nprobe, "compare", "-b", b, "-c", c, "-o", out, "--format", "csv"],
                        capture_output=True, text=True, timeout=300)
@@ -219,6 +286,7 @@ def check_generated(nprobe, tmp):
     rc, out = compare_text(nprobe, *(os.path.join(tmp, x) for x in ("md5_a", "md5_c", "o_m2")))
     if rc != 1 or "first culprit: Functional.linear.1.forward" not in out or "crc32 differs" not in out:
         fail("md5, a changed output: exit %d\n%s" % (rc, out))
+    check_uninitialized(nprobe, tmp, g)
     g("v8_bf16", task="tensor", layout="8", steps=2, n_calls=2, dtype="bfloat16")
     g("v26_fp32", task="tensor", layout="26", steps=2, n_calls=2)
     rc, out = compare_text(nprobe, *(os.path.join(tmp, x) for x in ("v26_fp32", "v8_bf16", "o_l")))
@@ -256,6 +324,66 @@ def check_generated(nprobe, tmp):
         fail("hostile payloads: exit %d, want 1 with 14 rows compared\n%s" % (rc, out))
     if os.path.exists(os.path.join(tmp, "hostile", "PWNED")):
         fail("a hostile .pt ran code")
+
+
+def check_uninitialized(nprobe, tmp, g):
+    """Uninitialized memory is not judged: two identical runs where
+    torch.empty_like's output and __setitem__'s destination (its input 0,
+    before the write: HF Mixtral's inv_perm = empty_like(perm); inv_perm[perm]
+    = arange) hold different garbage compare clean (exit 0, those rows pass,
+    "not judged", their diffs printed), in statistics and md5 mode;
+    __setitem__'s value (input 2) differing is still an error."""
+    import json
+    for task in ("statistics", "md5"):
+        for side, garbage, value in (("a", 140729963773952, 7), ("b", 94891743620461, 7),
+                                     ("c", 94891743620461, 8)):
+            root = os.path.join(tmp, "un_%s_%s" % (task, side))
+            g(os.path.basename(root), task=task, n_calls=1)
+            dj = glob.glob(os.path.join(root, "step0", "*", "dump.json"))[0]
+            with open(dj) as f:
+                doc = json.load(f)
+
+            def leaf(mx, mn, crc):
+                d = {"type": "torch.Tensor", "dtype": "torch.int64", "shape": [32], "Max": mx,
+                     "Min": mn, "Mean": None, "Norm": None, "requires_grad": False}
+                if task == "md5":
+                    d["md5"] = "%08x" % crc
+                return d
+            doc["data"]["Torch.empty_like.0.forward"] = {
+                "input_args": [leaf(31, 0, 1)], "input_kwargs": {},
+                "output": [leaf(garbage, 0, garbage & 0xffffffff)]}
+            doc["data"]["Tensor.__setitem__.0.forward"] = {
+                "input_args": [leaf(garbage, 0, garbage & 0xffffffff), leaf(31, 0, 2),
+                               leaf(value, 0, value)],
+                "input_kwargs": {}, "output": [None]}
+            with open(dj, "w") as f:
+                json.dump(doc, f)
+        ab = [os.path.join(tmp, "un_%s_%s" % (task, x)) for x in "abc"]
+        rc, out = compare_text(nprobe, ab[0], ab[1], os.path.join(tmp, "o_un_" + task))
+        reports = glob.glob(os.path.join(tmp, "o_un_" + task, "*.csv"))
+        rows = {}
+        for r in reports:
+            with open(r, newline="") as f:
+                rows.update({x["NPU Name"]: x for x in csv.DictReader(f)})
+        for name in ("Torch.empty_like.0.forward.output.0", "Tensor.__setitem__.0.forward.input.0"):
+            r = rows.get(name, {})
+            if r.get("Verdict") != "pass" or "not judged" not in r.get("Reason", ""):
+                fail("uninitialized memory, %s: %s is %s (%s)" % (task, name, r.get("Verdict"),
+                                                                   r.get("Reason")))
+            # not judged, still measured: the diffs as msprobe prints them
+            if task == "statistics" and num(r.get("Max diff", "")) is None:
+                fail("uninitialized memory: %s has no Max diff (%s)" % (name, r.get("Max diff")))
+        if rc != 0:
+            fail("uninitialized memory, %s: two identical runs exit %d\n%s" % (task, rc, out))
+        rc, out = compare_text(nprobe, ab[0], ab[2], os.path.join(tmp, "o_un2_" + task))
+        rows = {}
+        for r in glob.glob(os.path.join(tmp, "o_un2_" + task, "*.csv")):
+            with open(r, newline="") as f:
+                rows.update({x["NPU Name"]: x["Verdict"] for x in csv.DictReader(f)})
+        if rc != 1 or rows.get("Tensor.__setitem__.0.forward.input.2") != "error" or \
+                rows.get("Tensor.__setitem__.0.forward.input.0") != "pass":
+            fail("uninitialized memory, %s: a different __setitem__ value: exit %d, rows %s\n%s"
+                 % (task, rc, {k: v for k, v in rows.items() if "setitem" in k}, out))
 
 
 def check_replay(nprobe, tmp):
