@@ -531,6 +531,62 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
     }
 }
 
+/* Weights that parted in an earlier step (docs/COMPARE.md): after the
+ * first step the runs' weights are the optimizer's answer to the earlier
+ * steps' gradients, which those steps' comparisons judged. Adam normalises
+ * each element's update (lr m / sqrt(v)), so a gradient element that is
+ * rounding noise around zero (an attention key bias, which softmax
+ * ignores; a batch-norm bias followed by another normalisation) moves its
+ * weight by +-lr in either direction: a relative difference of order 1 on
+ * a weight near zero, not a fault of this step. So at a step > 0 a
+ * parameter row, and an API input row that holds the same values as a
+ * parameter row (a bias passed to Functional.linear), is at most a
+ * warning; its severity still counts as an input of the calls that use it,
+ * so a call whose outputs fail from such weights is named "the weights
+ * parted before this step" (rule 4) and its successors propagate. */
+static void weights_key(char *buf, size_t cap, const np_cmp_side *s)
+{
+    snprintf(buf, cap, "%lld|%.17g|%.17g|%.17g|%.17g|%u|%s", (long long)s->numel, s->max, s->min,
+             s->mean, s->norm, (unsigned)s->crc32, s->dtype);
+}
+
+static void verdict_weights(np_cmp_pair *p, np_cmp_row *r, const np_strmap *wmap,
+                            const np_strmap *omap)
+{
+    char k[256];
+    const char *role = r->cmp->role;
+    int is_param = !strcmp(role, "parameters");
+    if (r->verdict == NP_VERDICT_PASS || !isfinite(r->severity))
+        return;
+    if (!is_param) {
+        if (strcmp(role, "input") != 0 || r->call_index < 0 ||
+            strcmp(p->calls[r->call_index].kind, "api") != 0)
+            return;
+        weights_key(k, sizeof k, r->cmp);
+        int w = np_strmap_get(wmap, k);
+        if (w >= 0) {
+            char kb[256], kw[256];
+            weights_key(kb, sizeof kb, r->bench);
+            weights_key(kw, sizeof kw, p->rows[w].bench);
+            if (strcmp(kb, kw) != 0)
+                return;
+        } else if (!omap || !r->cmp->requires_grad || !r->bench->requires_grad ||
+                   np_strmap_get(omap, k) >= 0) {
+            return; /* a dump without parameter rows: a leaf that takes a gradient */
+        }
+    }
+    set_fmt(r, NP_VERDICT_WARNING, r->severity,
+            is_param ? "the weights parted in an earlier step (severity %.3g): the optimizer's "
+                       "answer to earlier gradients (Adam moves a weight whose gradient is "
+                       "rounding noise by +-lr); judged there, and here through the calls that "
+                       "use it"
+                     : "an input that holds a weight (a parameter's values, or at L1 a leaf that "
+                       "takes a gradient; severity %.3g): the weights parted in an earlier "
+                       "step (the optimizer's answer to earlier gradients); judged there, and "
+                       "here through the calls that use it",
+            1, r->severity, 0);
+}
+
 void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n_pairs)
 {
     memset(p->count_verdict, 0, sizeof p->count_verdict);
@@ -595,27 +651,87 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
                 break;
             }
     }
+    /* weights at a step after the first (docs/COMPARE.md, "Weights that
+     * parted in an earlier step"): the parameter rows, and the API inputs
+     * that are those parameters (same values on each side), keyed here by
+     * the cmp side's statistics and crc32 */
+    np_strmap wmap = {0};
+    int weights_rule = p->step > 0 && p->mode != NP_CMP_MODE_MD5 && pv &&
+                       np_strmap_init(&wmap, 64) == 0;
+    /* and, for a dump without parameter rows (level L1), the cmp's forward
+     * outputs: an input that is none of them is a leaf of the step */
+    np_strmap omap = {0};
+    int n_params = 0;
+    for (size_t i = 0; weights_rule && i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        char k[256];
+        int par = r->cmp && !strcmp(r->cmp->role, "parameters");
+        n_params += par;
+        if (!r->cmp || (!par && (strcmp(r->cmp->role, "output") != 0 || r->call_index < 0 ||
+                                 p->calls[r->call_index].backward)))
+            continue;
+        if (!par && !omap.cap && np_strmap_init(&omap, 64) != 0)
+            continue;
+        if (par && !r->bench)
+            continue;
+        weights_key(k, sizeof k, r->cmp);
+        np_strmap *m = par ? &wmap : &omap;
+        if (np_strmap_get(m, k) < 0) {
+            const char *kc = cmp_arena_strdup(&pv->arena, k);
+            if (kc)
+                np_strmap_put(m, kc, (int)i);
+        }
+    }
     /* tensor mode reports payload bytes while reading them (compare.c) */
     int rows_progress = o->progress && p->mode != NP_CMP_MODE_TENSOR;
-    for (size_t i = 0; i < p->n_rows; i++) {
-        np_cmp_row *r = &p->rows[i];
-        int routed = 0;
-        if (r0 >= 0 && r->call_index >= 0) {
-            const np_cmp_call *c = &p->calls[r->call_index];
-            const np_cmp_side *sd = r->cmp ? r->cmp : r->bench;
-            routed = c->backward && (c->seq > s0 || (c->seq == s0 && sd && role_is_out(sd->role)));
+    /* two passes: the rows judged by their dtype's level first, then the
+     * routed gradients, whose level follows the forward's measured error
+     * (docs/COMPARE.md, "Gradients behind a non-smooth op") */
+    double fwd_err = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        double ur = u;
+        if (pass == 1 && r0 >= 0 && fwd_err / 2 > u) {
+            ur = fwd_err / 2; /* clean forward rows of a u-precision run measure up to 2u */
+            if (pv)
+                routed_from = fmt_reason(&pv->arena, "%s; the forward outputs differ by up to "
+                                         "%.3g (relative), so the routed level is 8 sqrt(%.3g)",
+                                         routed_from, fwd_err, ur);
         }
-        int inh = inherited && r->call_index >= 0 && p->calls[r->call_index].seq >= s_low;
-        verdict_row(p, r, o, &memo[routed + 2 * inh], routed ? u : 0, routed_from,
-                    inh ? inherited : NULL, inherited_from, facts);
-        if (!r->reason)
-            r->reason = "";
-        p->count_verdict[r->verdict]++;
-        p->count_match[r->match]++;
-        if (rows_progress && (i + 1) % 65536 == 0 && i + 1 < p->n_rows)
-            o->progress(pair_index, n_pairs, i + 1, p->n_rows, o->progress_user);
+        for (size_t i = 0; i < p->n_rows; i++) {
+            np_cmp_row *r = &p->rows[i];
+            int routed = 0;
+            const np_cmp_call *c = r->call_index >= 0 ? &p->calls[r->call_index] : NULL;
+            const np_cmp_side *sd = r->cmp ? r->cmp : r->bench;
+            if (r0 >= 0 && c)
+                routed = c->backward && (c->seq > s0 || (c->seq == s0 && sd && role_is_out(sd->role)));
+            if (routed != pass)
+                continue;
+            int inh = inherited && c && c->seq >= s_low;
+            tol_memo *mm = &memo[routed + 2 * inh];
+            verdict_row(p, r, o, mm, routed ? ur : 0, routed_from, inh ? inherited : NULL,
+                        inherited_from, facts);
+            if (weights_rule && r->bench && r->cmp)
+                verdict_weights(p, r, &wmap, n_params ? NULL : &omap);
+            if (!r->reason)
+                r->reason = "";
+            /* the forward's measured error: outputs of forward calls */
+            if (!pass && c && !c->backward && r->bench && r->cmp && sd && !strcmp(sd->role, "output") &&
+                !is_int_dtype(r->cmp->dtype) && isfinite(r->severity) && mm->dtype &&
+                r->severity * mm->t.rtol > fwd_err)
+                fwd_err = r->severity * mm->t.rtol;
+            if (rows_progress && (i + 1) % 65536 == 0 && i + 1 < p->n_rows)
+                o->progress(pair_index, n_pairs, i + 1, p->n_rows, o->progress_user);
+        }
+    }
+    for (size_t i = 0; i < p->n_rows; i++) {
+        p->count_verdict[p->rows[i].verdict]++;
+        p->count_match[p->rows[i].match]++;
     }
     free(facts);
+    if (weights_rule) {
+        np_strmap_free(&wmap);
+        np_strmap_free(&omap);
+    }
     if (rows_progress)
         o->progress(pair_index, n_pairs, p->n_rows, p->n_rows, o->progress_user);
 }
