@@ -242,7 +242,7 @@ static const char *fmt_reason(cmp_arena *a, const char *fmt, ...)
     return s ? s : "";
 }
 
-static void verdict_tensor(np_cmp_row *r, np_cmp_tolerance t)
+static void verdict_tensor(np_cmp_row *r, np_cmp_tolerance t, double scale)
 {
     np_cmp_metrics *m = r->m;
     if (m->n == 0 && !m->n_mask_mismatch) {
@@ -262,7 +262,7 @@ static void verdict_tensor(np_cmp_row *r, np_cmp_tolerance t)
             set(r, NP_VERDICT_PASS, 0, "");
         return;
     }
-    double floor = t.atol * sqrt((double)m->n);
+    double floor = fmax(t.atol * sqrt((double)m->n), scale);
     double den = m->bench_norm > floor ? m->bench_norm : floor;
     m->rel_l2 = den > 0 ? m->euc_dist / den : (m->euc_dist > 0 ? INFINITY : 0.0);
     double sev = t.rtol > 0 ? m->rel_l2 / t.rtol : (m->rel_l2 > 0 ? INFINITY : 0);
@@ -321,7 +321,7 @@ static const char *const stat_warn_fmt[4] = {
     "mean differs by %.3g (relative to the bench scale), above the warning level %.3g",
     "L2 norm differs by %.3g (relative to the bench scale), above the warning level %.3g"};
 
-static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t)
+static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t, double scale)
 {
     const np_cmp_side *b = r->bench, *c = r->cmp;
     double bv[4] = {b->max, b->min, b->mean, b->norm}, cv[4] = {c->max, c->min, c->mean, c->norm};
@@ -343,11 +343,12 @@ static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t)
         return;
     }
     double n = (double)(b->numel > 0 ? b->numel : 1);
-    double floor = t.atol * sqrt(n);
+    double floor = fmax(t.atol * sqrt(n), scale);
     /* the scales from finite statistics only (msprobe's keep +-inf) */
     double maxabs = fmax(isfinite(b->max) ? fabs(b->max) : 0, isfinite(b->min) ? fabs(b->min) : 0);
     double norm = isfinite(b->norm) ? b->norm : maxabs * sqrt(n);
-    double den[4] = {fmax(maxabs, t.atol), fmax(maxabs, t.atol), fmax(norm / sqrt(n), t.atol),
+    double rms_floor = fmax(t.atol, scale / sqrt(n));
+    double den[4] = {fmax(maxabs, rms_floor), fmax(maxabs, rms_floor), fmax(norm / sqrt(n), rms_floor),
                      fmax(norm, floor)};
     double worst = 0;
     int wi = 0;
@@ -448,7 +449,8 @@ static int row_left_out(const np_cmp_pair *p, const np_cmp_row *r, size_t i)
            strcmp(r->cmp->role, "kwargs") != 0 && r->bench->has_data != r->cmp->has_data;
 }
 
-static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, tol_memo *memo,
+static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, double scale,
+                        tol_memo *memo,
                         double routed_u, const char *routed_from, const char *inherited,
                         const char *inherited_from, const unsigned char *facts)
 {
@@ -525,9 +527,9 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
         else
             set(r, NP_VERDICT_ERROR, INFINITY, "crc32 differs");
     } else if (p->mode == NP_CMP_MODE_TENSOR && b->has_data && c->has_data) {
-        verdict_tensor(r, t);
+        verdict_tensor(r, t, scale);
     } else {
-        verdict_stats(r, t);
+        verdict_stats(r, t, scale);
     }
 }
 
@@ -684,6 +686,21 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
     }
     /* tensor mode reports payload bytes while reading them (compare.c) */
     int rows_progress = o->progress && p->mode != NP_CMP_MODE_TENSOR;
+    /* per backward API call, the bench's incoming gradient (its input
+     * rows): the largest norm and its element count */
+    double *gin = calloc(2 * (p->n_calls + 1), sizeof *gin);
+    for (size_t i = 0; gin && i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        if (r->call_index < 0 || !r->bench || !r->cmp || strcmp(r->bench->role, "input") != 0 ||
+            !p->calls[r->call_index].backward || strcmp(p->calls[r->call_index].kind, "api") != 0 ||
+            is_int_dtype(r->bench->dtype) || !isfinite(r->bench->norm))
+            continue;
+        double *g = &gin[2 * r->call_index];
+        if (r->bench->norm > g[0]) {
+            g[0] = r->bench->norm;
+            g[1] = (double)r->bench->numel;
+        }
+    }
     /* two passes: the rows judged by their dtype's level first, then the
      * routed gradients, whose level follows the forward's measured error
      * (docs/COMPARE.md, "Gradients behind a non-smooth op") */
@@ -708,7 +725,16 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
                 continue;
             int inh = inherited && c && c->seq >= s_low;
             tol_memo *mm = &memo[routed + 2 * inh];
-            verdict_row(p, r, o, mm, routed ? ur : 0, routed_from, inh ? inherited : NULL,
+            double scale = 0;
+            /* a gradient summed over the batch is measured on the scale of
+             * the gradient it sums (docs/COMPARE.md, "Gradients on the
+             * scale of their terms") */
+            if (gin && c && c->backward && sd && !strcmp(sd->role, "output") && r->bench &&
+                gin[2 * r->call_index] > 0 && r->bench->numel > 0 &&
+                (double)r->bench->numel * 2 <= gin[2 * r->call_index + 1])
+                scale = gin[2 * r->call_index] *
+                        sqrt(gin[2 * r->call_index + 1] / (double)r->bench->numel);
+            verdict_row(p, r, o, scale, mm, routed ? ur : 0, routed_from, inh ? inherited : NULL,
                         inherited_from, facts);
             if (weights_rule && r->bench && r->cmp)
                 verdict_weights(p, r, &wmap, n_params ? NULL : &omap);
@@ -723,6 +749,48 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
                 o->progress(pair_index, n_pairs, i + 1, p->n_rows, o->progress_user);
         }
     }
+    /* a parameter gradient row (level mix) holds the values of an API
+     * backward output: it takes that row's verdict when the output was
+     * measured on the scale of its terms */
+    np_strmap gmap = {0};
+    for (size_t i = 0; gin && pv && i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        if (!r->bench || !r->cmp || r->call_index < 0 || !p->calls[r->call_index].backward ||
+            strcmp(p->calls[r->call_index].kind, "api") != 0 || strcmp(r->cmp->role, "output") != 0)
+            continue;
+        char k[600], kb[256];
+        weights_key(k, sizeof k, r->cmp);
+        weights_key(kb, sizeof kb, r->bench);
+        strncat(k, "/", sizeof k - strlen(k) - 1);
+        strncat(k, kb, sizeof k - strlen(k) - 1);
+        if ((!gmap.cap && np_strmap_init(&gmap, 64) != 0) || np_strmap_get(&gmap, k) >= 0)
+            continue;
+        const char *kc = cmp_arena_strdup(&pv->arena, k);
+        if (kc)
+            np_strmap_put(&gmap, kc, (int)i);
+    }
+    for (size_t i = 0; gmap.cap && i < p->n_rows; i++) {
+        np_cmp_row *r = &p->rows[i];
+        if (!r->bench || !r->cmp || strcmp(r->cmp->role, "parameters_grad") != 0 ||
+            r->verdict == NP_VERDICT_PASS || !isfinite(r->severity))
+            continue;
+        char k[600], kb[256];
+        weights_key(k, sizeof k, r->cmp);
+        weights_key(kb, sizeof kb, r->bench);
+        strncat(k, "/", sizeof k - strlen(k) - 1);
+        strncat(k, kb, sizeof k - strlen(k) - 1);
+        int j = np_strmap_get(&gmap, k);
+        if (j >= 0 && p->rows[j].severity < r->severity) {
+            r->verdict = p->rows[j].verdict;
+            r->severity = p->rows[j].severity;
+            r->reason = p->rows[j].reason;
+            r->n_reason_args = p->rows[j].n_reason_args;
+            r->reason_args[0] = p->rows[j].reason_args[0];
+            r->reason_args[1] = p->rows[j].reason_args[1];
+        }
+    }
+    np_strmap_free(&gmap);
+    free(gin);
     for (size_t i = 0; i < p->n_rows; i++) {
         p->count_verdict[p->rows[i].verdict]++;
         p->count_match[p->rows[i].match]++;
