@@ -589,6 +589,24 @@ static void verdict_weights(np_cmp_pair *p, np_cmp_row *r, const np_strmap *wmap
             1, r->severity, 0);
 }
 
+/* The destination of a call that overwrites it (`x[idx] = v`, x.copy_(v),
+ * x.fill_(v), x.zero_()): its input.0 holds the values before the write,
+ * which may be uninitialised memory (HF's MoE: inv_perm =
+ * torch.empty_like(perm); inv_perm[perm] = arange), different in every
+ * run; the written values are compared where they are read. */
+static int write_target(const np_cmp_side *s)
+{
+    static const char *const w[] = {"Tensor.__setitem__.", "Tensor.copy_.", "Tensor.fill_.",
+                                    "Tensor.zero_.", NULL};
+    size_t n = strlen(s->name);
+    if (strcmp(s->role, "input") != 0 || n < 16 || strcmp(s->name + n - 16, ".forward.input.0") != 0)
+        return 0;
+    for (int i = 0; w[i]; i++)
+        if (!strncmp(s->name, w[i], strlen(w[i])))
+            return 1;
+    return 0;
+}
+
 void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n_pairs)
 {
     memset(p->count_verdict, 0, sizeof p->count_verdict);
@@ -738,6 +756,11 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
                         inherited_from, facts);
             if (weights_rule && r->bench && r->cmp)
                 verdict_weights(p, r, &wmap, n_params ? NULL : &omap);
+            if (r->verdict != NP_VERDICT_PASS && r->bench && r->cmp && write_target(r->cmp))
+                set(r, NP_VERDICT_WARNING, 0,
+                    "the destination of an in-place write, before the write: its old values "
+                    "may be uninitialised memory (torch.empty_like, then __setitem__); what "
+                    "is written is compared where it is read");
             if (!r->reason)
                 r->reason = "";
             /* the forward's measured error: outputs of forward calls */
