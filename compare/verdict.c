@@ -750,8 +750,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
             if (gin && c && c->backward && sd && !strcmp(sd->role, "output") && r->bench &&
                 gin[2 * r->call_index] > 0 && r->bench->numel > 0 &&
                 (double)r->bench->numel * 2 <= gin[2 * r->call_index + 1])
-                scale = gin[2 * r->call_index] *
-                        sqrt(gin[2 * r->call_index + 1] / (double)r->bench->numel);
+                scale = gin[2 * r->call_index];
             verdict_row(p, r, o, scale, mm, routed ? ur : 0, routed_from, inh ? inherited : NULL,
                         inherited_from, facts);
             if (weights_rule && r->bench && r->cmp)
