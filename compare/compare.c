@@ -148,6 +148,13 @@ static int count_side(np_strmap *m, int **cnt, size_t *n, size_t *cap, const cha
         if (strcmp(c[k].kind, "api") != 0 || !c[k].parent || !c[k].parent[0] ||
             api_of(api, sizeof api, c[k].name) != 0)
             continue;
+        /* dtype casts: a mixed-precision run makes casts the other does
+         * not need (match.c pairs them by callsite): never a gap */
+        if (!strcmp(api, "Tensor.to") || !strcmp(api, "Tensor.float") ||
+            !strcmp(api, "Tensor.half") || !strcmp(api, "Tensor.bfloat16") ||
+            !strcmp(api, "Tensor.double") || !strcmp(api, "Tensor.type") ||
+            !strcmp(api, "Tensor.type_as"))
+            continue;
         snprintf(key, sizeof key, "%s\x1f%s", c[k].parent, api);
         int i = np_strmap_get(m, key);
         if (i < 0) {

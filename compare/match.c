@@ -157,6 +157,116 @@ static int same_shape(const np_cmp_side *a, const np_cmp_side *b)
     return 1;
 }
 
+/* Dtype casts (issue 31): a mixed-precision run makes casts the float32
+ * run does not (HF T5 casts its hidden states to the weight's dtype only
+ * when they differ), so the calls after an extra cast take other counters
+ * and exact names would pair different casts. Cast calls are paired by
+ * their callsite instead: the k-th cast of an API from one callsite on one
+ * side with the k-th from that callsite on the other (docs/COMPARE.md,
+ * "Matching"); an extra cast is then a call of one side only. Without
+ * callsites (runtime and msprobe dumps) that is the counter order. */
+static const char *const cast_api[] = {"Tensor.to", "Tensor.float", "Tensor.half",
+                                       "Tensor.bfloat16", "Tensor.double", "Tensor.type",
+                                       "Tensor.type_as", NULL};
+
+/* The length of "API.N" at the start of a forward call name of a cast
+ * ("Tensor.to.4.forward" -> 11), 0 for any other call. */
+static size_t cast_base(const char *call)
+{
+    for (int i = 0; cast_api[i]; i++) {
+        size_t l = strlen(cast_api[i]);
+        if (strncmp(call, cast_api[i], l) != 0 || call[l] != '.')
+            continue;
+        size_t k = l + 1;
+        while (call[k] >= '0' && call[k] <= '9')
+            k++;
+        return k > l + 1 && call[k] == '.' ? k : 0;
+    }
+    return 0;
+}
+
+typedef struct cast_map {
+    np_strmap by_base; /* "Tensor.to.4" -> index into keys */
+    np_strmap by_key;  /* "Tensor.to|callsite#k" -> index into bases */
+    const char **keys, **bases;
+    size_t n;
+} cast_map;
+
+static void cast_map_free(cast_map *m)
+{
+    np_strmap_free(&m->by_base);
+    np_strmap_free(&m->by_key);
+    free(m->keys);
+    free(m->bases);
+}
+
+/* The casts of one side's forward calls, keyed by API, callsite and their
+ * order among that API's calls from that callsite. -1 when out of memory. */
+static int cast_map_build(cast_map *m, const cmp_dump *d, cmp_arena *a)
+{
+    if (np_strmap_init(&m->by_base, d->n_calls + 16) || np_strmap_init(&m->by_key, d->n_calls + 16))
+        return -1;
+    m->keys = calloc(d->n_calls + 1, sizeof *m->keys);
+    m->bases = calloc(d->n_calls + 1, sizeof *m->bases);
+    np_strmap count = {0};
+    if (!m->keys || !m->bases || np_strmap_init(&count, d->n_calls + 16))
+        return -1;
+    char key[1400];
+    int rc = 0;
+    for (size_t k = 0; k < d->n_calls && !rc; k++) {
+        const cmp_call_rec *c = &d->calls[k];
+        size_t b = cast_base(c->name);
+        size_t l = strlen(c->name);
+        if (!b || l < 8 || strcmp(c->name + l - 8, ".forward") != 0)
+            continue;
+        size_t api = b - 1;
+        while (api > 0 && c->name[api] != '.')
+            api--;
+        snprintf(key, sizeof key, "%.*s|%.1000s", (int)api, c->name, c->callsite ? c->callsite : "");
+        int seen = np_strmap_get(&count, key);
+        const char *ck = cmp_arena_strdup(a, key);
+        if (!ck || np_strmap_put(&count, ck, seen < 0 ? 1 : seen + 1)) {
+            rc = -1;
+            break;
+        }
+        snprintf(key + strlen(key), sizeof key - strlen(key), "#%d", seen < 0 ? 0 : seen);
+        const char *fk = cmp_arena_strdup(a, key);
+        char base[512];
+        snprintf(base, sizeof base, "%.*s", (int)b, c->name);
+        const char *fb = cmp_arena_strdup(a, base);
+        if (!fk || !fb || np_strmap_get(&m->by_base, fb) >= 0) {
+            rc = fk && fb ? 0 : -1;
+            continue;
+        }
+        m->keys[m->n] = fk;
+        m->bases[m->n] = fb;
+        if (np_strmap_put(&m->by_base, fb, (int)m->n) || np_strmap_put(&m->by_key, fk, (int)m->n))
+            rc = -1;
+        m->n++;
+    }
+    np_strmap_free(&count);
+    return rc;
+}
+
+/* The bench-side name of a cmp leaf of a cast call: 1 renamed into buf, 0
+ * not a cast (look it up as it is), -1 a cast the bench did not make. */
+static int cast_name(char *buf, size_t cap, const cast_map *bm, const cast_map *cm, const char *name)
+{
+    size_t b = cast_base(name);
+    if (!b || !cm->n)
+        return 0;
+    char base[512];
+    snprintf(base, sizeof base, "%.*s", (int)b, name);
+    int i = np_strmap_get(&cm->by_base, base);
+    if (i < 0)
+        return 0;
+    int j = np_strmap_get(&bm->by_key, cm->keys[i]);
+    if (j < 0)
+        return -1;
+    snprintf(buf, cap, "%s%s", bm->bases[j], name + b);
+    return 1;
+}
+
 int cmp_names_map(np_strmap *m, const cmp_dump *d)
 {
     if (np_strmap_init(m, d->n_entries) != 0)
@@ -175,6 +285,9 @@ np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c,
     const np_strmap *exact = bench_names;
     np_strmap keys = {0};
     int *next = NULL;     /* fuzzy: next bench index with the same key */
+    cast_map bcast, ccast; /* exact: casts paired by callsite */
+    memset(&bcast, 0, sizeof bcast);
+    memset(&ccast, 0, sizeof ccast);
     char *used = calloc(nb + 1, 1);
     np_status st = NP_OK;
     /* rows: one per cmp leaf plus the unused bench leaves, counted below */
@@ -205,6 +318,8 @@ np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c,
             }
         }
     }
+    int casts_ok = !fuzzy && cast_map_build(&bcast, b, arena) == 0 &&
+                   cast_map_build(&ccast, c, arena) == 0;
     size_t nr = 0;
     char mapped[2 * NP_FMT_NAME_LEN], key[2 * NP_FMT_NAME_LEN];
     for (size_t i = 0; i < nc; i++) {
@@ -216,7 +331,15 @@ np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c,
         const char *look = renamed ? mapped : cs->name;
         int j = -1;
         np_cmp_match how = NP_MATCH_CMP_ONLY;
-        if (!fuzzy) {
+        int cast = 0;
+        if (!fuzzy && !renamed && casts_ok) {
+            cast = cast_name(mapped, sizeof mapped, &bcast, &ccast, cs->name);
+            if (cast > 0)
+                look = mapped;
+        }
+        if (!fuzzy && cast < 0) {
+            j = -1; /* a cast the bench did not make */
+        } else if (!fuzzy) {
             j = np_strmap_get(exact, look);
             if (j >= 0 && used[j])
                 j = -1;
@@ -263,6 +386,8 @@ np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c,
     }
     p->n_rows = nr;
 done:
+    cast_map_free(&bcast);
+    cast_map_free(&ccast);
     free(used);
     free(next);
     np_strmap_free(&keys);

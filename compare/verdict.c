@@ -242,7 +242,7 @@ static const char *fmt_reason(cmp_arena *a, const char *fmt, ...)
     return s ? s : "";
 }
 
-static void verdict_tensor(np_cmp_row *r, np_cmp_tolerance t)
+static void verdict_tensor(np_cmp_row *r, np_cmp_tolerance t, double scale)
 {
     np_cmp_metrics *m = r->m;
     if (m->n == 0 && !m->n_mask_mismatch) {
@@ -262,7 +262,7 @@ static void verdict_tensor(np_cmp_row *r, np_cmp_tolerance t)
             set(r, NP_VERDICT_PASS, 0, "");
         return;
     }
-    double floor = t.atol * sqrt((double)m->n);
+    double floor = fmax(t.atol * sqrt((double)m->n), scale);
     double den = m->bench_norm > floor ? m->bench_norm : floor;
     m->rel_l2 = den > 0 ? m->euc_dist / den : (m->euc_dist > 0 ? INFINITY : 0.0);
     double sev = t.rtol > 0 ? m->rel_l2 / t.rtol : (m->rel_l2 > 0 ? INFINITY : 0);
@@ -321,7 +321,7 @@ static const char *const stat_warn_fmt[4] = {
     "mean differs by %.3g (relative to the bench scale), above the warning level %.3g",
     "L2 norm differs by %.3g (relative to the bench scale), above the warning level %.3g"};
 
-static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t)
+static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t, double scale)
 {
     const np_cmp_side *b = r->bench, *c = r->cmp;
     double bv[4] = {b->max, b->min, b->mean, b->norm}, cv[4] = {c->max, c->min, c->mean, c->norm};
@@ -343,11 +343,12 @@ static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t)
         return;
     }
     double n = (double)(b->numel > 0 ? b->numel : 1);
-    double floor = t.atol * sqrt(n);
+    double floor = fmax(t.atol * sqrt(n), scale);
     /* the scales from finite statistics only (msprobe's keep +-inf) */
     double maxabs = fmax(isfinite(b->max) ? fabs(b->max) : 0, isfinite(b->min) ? fabs(b->min) : 0);
     double norm = isfinite(b->norm) ? b->norm : maxabs * sqrt(n);
-    double den[4] = {fmax(maxabs, t.atol), fmax(maxabs, t.atol), fmax(norm / sqrt(n), t.atol),
+    double rms_floor = fmax(t.atol, scale / sqrt(n));
+    double den[4] = {fmax(maxabs, rms_floor), fmax(maxabs, rms_floor), fmax(norm / sqrt(n), rms_floor),
                      fmax(norm, floor)};
     double worst = 0;
     int wi = 0;
@@ -475,7 +476,8 @@ static int row_left_out(const np_cmp_pair *p, const np_cmp_row *r, size_t i)
            strcmp(r->cmp->role, "kwargs") != 0 && r->bench->has_data != r->cmp->has_data;
 }
 
-static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, tol_memo *memo,
+static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, double scale,
+                        tol_memo *memo,
                         double routed_u, const char *routed_from, const char *inherited,
                         const char *inherited_from, const unsigned char *facts)
 {
@@ -552,13 +554,87 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
         else
             set(r, NP_VERDICT_ERROR, INFINITY, "crc32 differs");
     } else if (p->mode == NP_CMP_MODE_TENSOR && b->has_data && c->has_data) {
-        verdict_tensor(r, t);
+        verdict_tensor(r, t, scale);
     } else {
-        verdict_stats(r, t);
+        verdict_stats(r, t, scale);
     }
     if (r->verdict != NP_VERDICT_PASS && uninitialized_leaf(b) && uninitialized_leaf(c))
         set(r, NP_VERDICT_PASS, 0, /* judged above for its metrics, then not */
             "not judged: uninitialized memory (torch.empty's output, __setitem__'s destination)");
+}
+
+/* Weights that parted in an earlier step (docs/COMPARE.md): after the
+ * first step the runs' weights are the optimizer's answer to the earlier
+ * steps' gradients, which those steps' comparisons judged. Adam normalises
+ * each element's update (lr m / sqrt(v)), so a gradient element that is
+ * rounding noise around zero (an attention key bias, which softmax
+ * ignores; a batch-norm bias followed by another normalisation) moves its
+ * weight by +-lr in either direction: a relative difference of order 1 on
+ * a weight near zero, not a fault of this step. So at a step > 0 a
+ * parameter row, and an API input row that holds the same values as a
+ * parameter row (a bias passed to Functional.linear), is at most a
+ * warning; its severity still counts as an input of the calls that use it,
+ * so a call whose outputs fail from such weights is named "the weights
+ * parted before this step" (rule 4) and its successors propagate. */
+static void weights_key(char *buf, size_t cap, const np_cmp_side *s)
+{
+    snprintf(buf, cap, "%lld|%.17g|%.17g|%.17g|%.17g|%u|%s", (long long)s->numel, s->max, s->min,
+             s->mean, s->norm, (unsigned)s->crc32, s->dtype);
+}
+
+static void verdict_weights(np_cmp_pair *p, np_cmp_row *r, const np_strmap *wmap,
+                            const np_strmap *omap)
+{
+    char k[256];
+    const char *role = r->cmp->role;
+    int is_param = !strcmp(role, "parameters");
+    if (r->verdict == NP_VERDICT_PASS || !isfinite(r->severity))
+        return;
+    if (!is_param) {
+        if (strcmp(role, "input") != 0 || r->call_index < 0 ||
+            strcmp(p->calls[r->call_index].kind, "api") != 0)
+            return;
+        weights_key(k, sizeof k, r->cmp);
+        int w = np_strmap_get(wmap, k);
+        if (w >= 0) {
+            char kb[256], kw[256];
+            weights_key(kb, sizeof kb, r->bench);
+            weights_key(kw, sizeof kw, p->rows[w].bench);
+            if (strcmp(kb, kw) != 0)
+                return;
+        } else if (!omap || !r->cmp->requires_grad || !r->bench->requires_grad ||
+                   np_strmap_get(omap, k) >= 0) {
+            return; /* a dump without parameter rows: a leaf that takes a gradient */
+        }
+    }
+    set_fmt(r, NP_VERDICT_WARNING, r->severity,
+            is_param ? "the weights parted in an earlier step (severity %.3g): the optimizer's "
+                       "answer to earlier gradients (Adam moves a weight whose gradient is "
+                       "rounding noise by +-lr); judged there, and here through the calls that "
+                       "use it"
+                     : "an input that holds a weight (a parameter's values, or at L1 a leaf that "
+                       "takes a gradient; severity %.3g): the weights parted in an earlier "
+                       "step (the optimizer's answer to earlier gradients); judged there, and "
+                       "here through the calls that use it",
+            1, r->severity, 0);
+}
+
+/* The destination of a call that overwrites it (`x[idx] = v`, x.copy_(v),
+ * x.fill_(v), x.zero_()): its input.0 holds the values before the write,
+ * which may be uninitialised memory (HF's MoE: inv_perm =
+ * torch.empty_like(perm); inv_perm[perm] = arange), different in every
+ * run; the written values are compared where they are read. */
+static int write_target(const np_cmp_side *s)
+{
+    static const char *const w[] = {"Tensor.__setitem__.", "Tensor.copy_.", "Tensor.fill_.",
+                                    "Tensor.zero_.", NULL};
+    size_t n = strlen(s->name);
+    if (strcmp(s->role, "input") != 0 || n < 16 || strcmp(s->name + n - 16, ".forward.input.0") != 0)
+        return 0;
+    for (int i = 0; w[i]; i++)
+        if (!strncmp(s->name, w[i], strlen(w[i])))
+            return 1;
+    return 0;
 }
 
 void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n_pairs)
@@ -625,27 +701,157 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
                 break;
             }
     }
+    /* weights at a step after the first (docs/COMPARE.md, "Weights that
+     * parted in an earlier step"): the parameter rows, and the API inputs
+     * that are those parameters (same values on each side), keyed here by
+     * the cmp side's statistics and crc32 */
+    np_strmap wmap = {0};
+    int weights_rule = p->step > 0 && p->mode != NP_CMP_MODE_MD5 && pv &&
+                       np_strmap_init(&wmap, 64) == 0;
+    /* and, for a dump without parameter rows (level L1), the cmp's forward
+     * outputs: an input that is none of them is a leaf of the step */
+    np_strmap omap = {0};
+    int n_params = 0;
+    for (size_t i = 0; weights_rule && i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        char k[256];
+        int par = r->cmp && !strcmp(r->cmp->role, "parameters");
+        n_params += par;
+        if (!r->cmp || (!par && (strcmp(r->cmp->role, "output") != 0 || r->call_index < 0 ||
+                                 p->calls[r->call_index].backward)))
+            continue;
+        if (!par && !omap.cap && np_strmap_init(&omap, 64) != 0)
+            continue;
+        if (par && !r->bench)
+            continue;
+        weights_key(k, sizeof k, r->cmp);
+        np_strmap *m = par ? &wmap : &omap;
+        if (np_strmap_get(m, k) < 0) {
+            const char *kc = cmp_arena_strdup(&pv->arena, k);
+            if (kc)
+                np_strmap_put(m, kc, (int)i);
+        }
+    }
     /* tensor mode reports payload bytes while reading them (compare.c) */
     int rows_progress = o->progress && p->mode != NP_CMP_MODE_TENSOR;
-    for (size_t i = 0; i < p->n_rows; i++) {
-        np_cmp_row *r = &p->rows[i];
-        int routed = 0;
-        if (r0 >= 0 && r->call_index >= 0) {
-            const np_cmp_call *c = &p->calls[r->call_index];
-            const np_cmp_side *sd = r->cmp ? r->cmp : r->bench;
-            routed = c->backward && (c->seq > s0 || (c->seq == s0 && sd && role_is_out(sd->role)));
+    /* per backward API call, the bench's incoming gradient (its input
+     * rows): the largest norm and its element count */
+    double *gin = calloc(2 * (p->n_calls + 1), sizeof *gin);
+    for (size_t i = 0; gin && i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        if (r->call_index < 0 || !r->bench || !r->cmp || strcmp(r->bench->role, "input") != 0 ||
+            !p->calls[r->call_index].backward || strcmp(p->calls[r->call_index].kind, "api") != 0 ||
+            is_int_dtype(r->bench->dtype) || !isfinite(r->bench->norm))
+            continue;
+        double *g = &gin[2 * r->call_index];
+        if (r->bench->norm > g[0]) {
+            g[0] = r->bench->norm;
+            g[1] = (double)r->bench->numel;
         }
-        int inh = inherited && r->call_index >= 0 && p->calls[r->call_index].seq >= s_low;
-        verdict_row(p, r, o, &memo[routed + 2 * inh], routed ? u : 0, routed_from,
-                    inh ? inherited : NULL, inherited_from, facts);
-        if (!r->reason)
-            r->reason = "";
-        p->count_verdict[r->verdict]++;
-        p->count_match[r->match]++;
-        if (rows_progress && (i + 1) % 65536 == 0 && i + 1 < p->n_rows)
-            o->progress(pair_index, n_pairs, i + 1, p->n_rows, o->progress_user);
+    }
+    /* two passes: the rows judged by their dtype's level first, then the
+     * routed gradients, whose level follows the forward's measured error
+     * (docs/COMPARE.md, "Gradients behind a non-smooth op") */
+    double fwd_err = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        double ur = u;
+        if (pass == 1 && r0 >= 0 && fwd_err / 2 > u) {
+            ur = fwd_err / 2; /* clean forward rows of a u-precision run measure up to 2u */
+            if (pv)
+                routed_from = fmt_reason(&pv->arena, "%s; the forward outputs differ by up to "
+                                         "%.3g (relative), so the routed level is 8 sqrt(%.3g)",
+                                         routed_from, fwd_err, ur);
+        }
+        for (size_t i = 0; i < p->n_rows; i++) {
+            np_cmp_row *r = &p->rows[i];
+            int routed = 0;
+            const np_cmp_call *c = r->call_index >= 0 ? &p->calls[r->call_index] : NULL;
+            const np_cmp_side *sd = r->cmp ? r->cmp : r->bench;
+            if (r0 >= 0 && c)
+                routed = c->backward && (c->seq > s0 || (c->seq == s0 && sd && role_is_out(sd->role)));
+            if (routed != pass)
+                continue;
+            int inh = inherited && c && c->seq >= s_low;
+            tol_memo *mm = &memo[routed + 2 * inh];
+            double scale = 0;
+            /* a gradient summed over the batch is measured on the scale of
+             * the gradient it sums (docs/COMPARE.md, "Gradients on the
+             * scale of their terms") */
+            if (gin && c && c->backward && sd && !strcmp(sd->role, "output") && r->bench &&
+                gin[2 * r->call_index] > 0 && r->bench->numel > 0 &&
+                (double)r->bench->numel * 2 <= gin[2 * r->call_index + 1])
+                scale = gin[2 * r->call_index];
+            verdict_row(p, r, o, scale, mm, routed ? ur : 0, routed_from, inh ? inherited : NULL,
+                        inherited_from, facts);
+            if (weights_rule && r->bench && r->cmp)
+                verdict_weights(p, r, &wmap, n_params ? NULL : &omap);
+            if (r->verdict != NP_VERDICT_PASS && r->bench && r->cmp && write_target(r->cmp))
+                set(r, NP_VERDICT_WARNING, 0,
+                    "the destination of an in-place write, before the write: its old values "
+                    "may be uninitialised memory (torch.empty_like, then __setitem__); what "
+                    "is written is compared where it is read");
+            if (!r->reason)
+                r->reason = "";
+            /* the forward's measured error: outputs of forward calls */
+            if (!pass && c && !c->backward && r->bench && r->cmp && sd && !strcmp(sd->role, "output") &&
+                !is_int_dtype(r->cmp->dtype) && isfinite(r->severity) && mm->dtype &&
+                r->severity * mm->t.rtol > fwd_err)
+                fwd_err = r->severity * mm->t.rtol;
+            if (rows_progress && (i + 1) % 65536 == 0 && i + 1 < p->n_rows)
+                o->progress(pair_index, n_pairs, i + 1, p->n_rows, o->progress_user);
+        }
+    }
+    /* a parameter gradient row (level mix) holds the values of an API
+     * backward output: it takes that row's verdict when the output was
+     * measured on the scale of its terms */
+    np_strmap gmap = {0};
+    for (size_t i = 0; gin && pv && i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        if (!r->bench || !r->cmp || r->call_index < 0 || !p->calls[r->call_index].backward ||
+            strcmp(p->calls[r->call_index].kind, "api") != 0 || strcmp(r->cmp->role, "output") != 0)
+            continue;
+        char k[600], kb[256];
+        weights_key(k, sizeof k, r->cmp);
+        weights_key(kb, sizeof kb, r->bench);
+        strncat(k, "/", sizeof k - strlen(k) - 1);
+        strncat(k, kb, sizeof k - strlen(k) - 1);
+        if ((!gmap.cap && np_strmap_init(&gmap, 64) != 0) || np_strmap_get(&gmap, k) >= 0)
+            continue;
+        const char *kc = cmp_arena_strdup(&pv->arena, k);
+        if (kc)
+            np_strmap_put(&gmap, kc, (int)i);
+    }
+    for (size_t i = 0; gmap.cap && i < p->n_rows; i++) {
+        np_cmp_row *r = &p->rows[i];
+        if (!r->bench || !r->cmp || strcmp(r->cmp->role, "parameters_grad") != 0 ||
+            r->verdict == NP_VERDICT_PASS || !isfinite(r->severity))
+            continue;
+        char k[600], kb[256];
+        weights_key(k, sizeof k, r->cmp);
+        weights_key(kb, sizeof kb, r->bench);
+        strncat(k, "/", sizeof k - strlen(k) - 1);
+        strncat(k, kb, sizeof k - strlen(k) - 1);
+        int j = np_strmap_get(&gmap, k);
+        if (j >= 0 && p->rows[j].severity < r->severity) {
+            r->verdict = p->rows[j].verdict;
+            r->severity = p->rows[j].severity;
+            r->reason = p->rows[j].reason;
+            r->n_reason_args = p->rows[j].n_reason_args;
+            r->reason_args[0] = p->rows[j].reason_args[0];
+            r->reason_args[1] = p->rows[j].reason_args[1];
+        }
+    }
+    np_strmap_free(&gmap);
+    free(gin);
+    for (size_t i = 0; i < p->n_rows; i++) {
+        p->count_verdict[p->rows[i].verdict]++;
+        p->count_match[p->rows[i].match]++;
     }
     free(facts);
+    if (weights_rule) {
+        np_strmap_free(&wmap);
+        np_strmap_free(&omap);
+    }
     if (rows_progress)
         o->progress(pair_index, n_pairs, p->n_rows, p->n_rows, o->progress_user);
 }

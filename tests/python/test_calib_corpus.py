@@ -1,0 +1,81 @@
+"""test_calib_corpus.py NPROBE - issue 31's calibration corpus, the subset
+gated in CI: clean pairs of HF transformers models nobody here wrote
+(tests/python/hf_corpus.py: built from config, random weights) compare
+clean. One decoder with biases (Qwen2: its key bias gets a gradient that
+is rounding noise, so Adam parts the weights at step 1), one encoder
+(BERT), one vision model (ViT); fp32 against CPU bf16 autocast and against
+fp16 autocast with torch.amp.GradScaler; seed 1, initial weights, level
+mix, 2 steps; tensor task (replay on, three-way) and statistics task (the
+low-precision runs' statistics dumps against the fp32 tensor dump, which
+compare reads on statistics). Every compare must exit 0 with "first
+culprit: none" and no error row; the same tensor pairs held to float32's
+level (--rtol 5e-6) must have error rows (the comparison saw the
+differences the rules accept). The full sweep is scripts/tools/
+calib_sweep.py (docs/COMPARE.md, "Calibration corpus"). Skipped in the
+sanitized pass (NP_SANITIZED=1): its C paths are those of python.
+identical_dumps and python.data_tolerance, and it would add ~15 s there."""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import warnings
+
+warnings.filterwarnings("ignore")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+try:
+    import hf_corpus
+except ImportError as e:
+    print("SKIP: %s" % e)
+    sys.exit(77)
+
+NPROBE = sys.argv[1]
+ARCHS = ["qwen2", "bert", "vit"]
+if os.environ.get("NP_SANITIZED") == "1":
+    print("SKIP: the corpus subset runs in the plain pass")
+    sys.exit(77)
+
+
+def compare(b, c, tmp, *extra):
+    out = os.path.join(tmp, "rep_%d" % compare.n)
+    compare.n += 1
+    p = subprocess.run([NPROBE, "compare", "-b", b, "-c", c, "-o", out, "--format", "json"]
+                       + list(extra), capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+compare.n = 0
+
+
+def main():
+    fails = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for arch in ARCHS:
+            d = lambda prec, task: os.path.join(tmp, "%s_%s_%s" % (arch, prec, task))
+            hf_corpus.dump(arch, d("fp32", "tensor"), seed=1, prec="fp32", task="tensor")
+            for prec in ("bf16", "fp16"):
+                for task in ("tensor", "statistics"):
+                    hf_corpus.dump(arch, d(prec, task), seed=1, prec=prec, task=task)
+                    code, text = compare(d("fp32", "tensor"), d(prec, task), tmp)
+                    m = re.search(r"(\d+) error", text)
+                    ok = code == 0 and "first culprit: none" in text and bool(m) and m.group(1) == "0"
+                    if task == "statistics":
+                        ok = ok and "statistics mode" in text
+                    print("%s %s %s: exit %d, %s" % ("ok  " if ok else "FAIL", arch, prec + " " + task,
+                                                     code, text.splitlines()[0] if text else ""))
+                    if not ok:
+                        print(text)
+                        fails += 1
+                # the control: float32's level everywhere sees the differences
+                code, text = compare(d("fp32", "tensor"), d(prec, "tensor"), tmp, "--rtol", "5e-6", "--no-replay")
+                m = re.search(r"(\d+) error", text)
+                if code != 1 or not m or int(m.group(1)) == 0:
+                    print("FAIL %s %s tensor at --rtol 5e-6: exit %d, no error rows\n%s"
+                          % (arch, prec, code, text))
+                    fails += 1
+    print("%d failure(s)" % fails)
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
