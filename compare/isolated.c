@@ -46,21 +46,66 @@ static void mark_parents(np_cmp_pair *p, const np_strmap *byname, size_t k)
  * (each side's error measured in its own dtype's rounding unit). */
 #define NP_ISO_FACTOR 4.0
 
-/* ref2 (may be NULL): the reference's calls recomputed in a second pass. */
-static void apply(np_cmp_pair *p, const np_replay_result *r, const np_replay_result *ref,
-                  const np_replay_result *ref2, const char *ref_why, const np_strmap *byname)
+/* The replayed calls of some results by name (the first of a name wins). */
+typedef struct call_index {
+    const np_replay_call **v;
+    size_t n;
+    np_strmap map;
+    int ok;
+} call_index;
+
+static void index_calls(call_index *x, np_replay_result *const *rs, int n)
+{
+    size_t total = 0;
+    memset(x, 0, sizeof *x);
+    for (int i = 0; i < n; i++)
+        total += rs[i] ? rs[i]->n_calls : 0;
+    x->v = malloc((total + 1) * sizeof *x->v);
+    x->ok = x->v && np_strmap_init(&x->map, total * 2 + 16) == 0;
+    for (int i = 0; x->ok && i < n; i++)
+        for (size_t c = 0; rs[i] && c < rs[i]->n_calls; c++)
+            if (np_strmap_get(&x->map, rs[i]->calls[c].name) < 0) {
+                x->v[x->n] = &rs[i]->calls[c];
+                np_strmap_put(&x->map, rs[i]->calls[c].name, (int)x->n++);
+            }
+}
+
+static const np_replay_call *find_call(const call_index *x, const char *name)
+{
+    int j = x->ok ? np_strmap_get(&x->map, name) : -1;
+    return j < 0 ? NULL : x->v[j];
+}
+
+static void index_free(call_index *x)
+{
+    if (x->ok)
+        np_strmap_free(&x->map);
+    free(x->v);
+}
+
+/* 1 when the three-way rule names the call (rc exceeds): the reference's
+ * same call bc (NULL: not recomputable there) does not explain it. */
+static int three_way(const np_replay_call *rc, const np_replay_call *bc)
+{
+    if (rc->status != NP_REPLAY_EXCEEDS)
+        return 0;
+    if (!bc || bc->status == NP_REPLAY_SKIPPED)
+        return 1;
+    if (rc->signature)
+        return !bc->signature;
+    return rc->ratio > NP_ISO_FACTOR * bc->ratio;
+}
+
+/* rs: the run under test's results, refs: the reference's (ref_ok: its
+ * replay ran). */
+static void apply(np_cmp_pair *p, np_replay_result *const *rs, int n_rs, const call_index *refs,
+                  int ref_ok, const char *ref_why, const np_strmap *byname)
 {
     cmp_pair_priv *pv = p->priv;
     char buf[900], rest[300];
-    np_strmap refmap;
-    size_t n1 = ref ? ref->n_calls : 0, n2 = ref2 ? ref2->n_calls : 0;
-    int have_ref = ref && np_strmap_init(&refmap, (n1 + n2) * 2 + 16) == 0;
-    for (size_t i = 0; have_ref && i < n1 + n2; i++) {
-        const char *nm = i < n1 ? ref->calls[i].name : ref2->calls[i - n1].name;
-        if (np_strmap_get(&refmap, nm) < 0)
-            np_strmap_put(&refmap, nm, (int)i);
-    }
-    for (size_t i = 0; i < r->n_calls; i++) {
+    for (int ri = 0; ri < n_rs; ri++) {
+    const np_replay_result *r = rs[ri];
+    for (size_t i = 0; r && i < r->n_calls; i++) {
         const np_replay_call *rc = &r->calls[i];
         int k = np_strmap_get(byname, rc->name);
         if (k < 0 || rc->status == NP_REPLAY_SKIPPED)
@@ -68,10 +113,7 @@ static void apply(np_cmp_pair *p, const np_replay_result *r, const np_replay_res
         np_cmp_call *c = &p->calls[k];
         c->iso_err = rc->err_units;
         c->iso_ratio = rc->ratio;
-        int j = have_ref ? np_strmap_get(&refmap, rc->name) : -1;
-        const np_replay_call *bc = j < 0               ? NULL
-                                   : (size_t)j < n1    ? &ref->calls[j]
-                                                       : &ref2->calls[(size_t)j - n1];
+        const np_replay_call *bc = ref_ok ? find_call(refs, rc->name) : NULL;
         if (bc && bc->status != NP_REPLAY_SKIPPED) {
             c->ref_iso_err = bc->err_units;
             c->ref_iso_ratio = bc->ratio;
@@ -117,8 +159,7 @@ static void apply(np_cmp_pair *p, const np_replay_result *r, const np_replay_res
             set_reason(c, &pv->arena, buf);
         }
     }
-    if (have_ref)
-        np_strmap_free(&refmap);
+    }
 }
 
 /* ---- what the verdict needs (docs/COMPARE.md, "What the replay
@@ -205,8 +246,10 @@ static int producer(const key_call *kc, size_t n, uint64_t key, int k)
  *   later culprit, never change the first (--replay-all recomputes them).
  * A call kept brings in the producers of its inputs (the latest earlier
  * API call with an output of the same bytes): an error born there below
- * the level is found where it starts. Returns the number of calls left
- * out after the first culprit. */
+ * the level is found where it starts. need[k] = 2 marks a call left out
+ * after the first culprit (recomputed later when a call of its API is named
+ * by the three-way rule: a kernel wrong at one call is wrong at the others).
+ * Returns the number of those. */
 static size_t select_calls(const np_cmp_pair *p, char *need, int replay_all)
 {
     size_t nc = p->n_calls, n_late = 0;
@@ -302,7 +345,10 @@ static size_t select_calls(const np_cmp_pair *p, char *need, int replay_all)
         }
     }
     for (size_t k = 0; k < nc; k++)
-        n_late += late[k];
+        if (late[k]) {
+            need[k] = 2;
+            n_late++;
+        }
     free(late);
     free(bwd_need);
 out:
@@ -318,6 +364,53 @@ out:
 static int select_name(const char *call, void *user)
 {
     return np_strmap_get(user, call) >= 0;
+}
+
+/* "Functional.layer_norm.2.backward" -> "Functional.layer_norm" in buf. */
+static const char *api_of(char *buf, size_t cap, const char *name)
+{
+    snprintf(buf, cap, "%s", name);
+    char *dot = strrchr(buf, '.');
+    if (dot)
+        *dot = '\0';
+    dot = strrchr(buf, '.');
+    if (dot)
+        *dot = '\0';
+    return buf;
+}
+
+/* Replay `path` for the calls in `want` (none: no replay, NULL result). */
+static np_replay_result *replay_some(const char *path, np_strmap *want, size_t n_want,
+                                     char *why, size_t cap)
+{
+    if (!n_want)
+        return NULL;
+    np_replay_options o;
+    np_replay_options_init(&o);
+    o.select = select_name;
+    o.select_user = want;
+    np_replay_result *r = NULL;
+    np_error e;
+    np_error_clear(&e);
+    if (np_replay_files(1, &path, (const np_replay_options *const[]){&o}, &r, &e) != NP_OK)
+        snprintf(why, cap, "its replay failed: %.250s", e.text);
+    return r;
+}
+
+/* The calls of `r` above their budget that `done` does not hold, into `want`
+ * (initialised here); returns their count. */
+static size_t exceeders(np_strmap *want, const np_replay_result *r, const call_index *done)
+{
+    size_t n = 0;
+    memset(want, 0, sizeof *want);
+    if (np_strmap_init(want, (r ? r->n_calls : 0) * 2 + 16) != 0)
+        return 0;
+    for (size_t i = 0; r && i < r->n_calls; i++)
+        if (r->calls[i].status == NP_REPLAY_EXCEEDS && !find_call(done, r->calls[i].name)) {
+            np_strmap_put(want, r->calls[i].name, (int)i);
+            n++;
+        }
+    return n;
 }
 
 np_status cmp_isolated(np_cmp_pair *p, int no_replay, int replay_all, np_error *err)
@@ -350,13 +443,14 @@ np_status cmp_isolated(np_cmp_pair *p, int no_replay, int replay_all, np_error *
     for (size_t k = 0; k < nc; k++) {
         if (np_strmap_get(&byname, p->calls[k].name) < 0)
             np_strmap_put(&byname, p->calls[k].name, (int)k);
-        if (need[k])
+        if (need[k] == 1)
             np_strmap_put(&want_cmp, p->calls[k].name, (int)k);
         /* the culprits of the accumulated walk: the reference's side at once
          * (their cards show both); the rest once the run under test exceeds */
-        if (need[k] && p->calls[k].status == NP_CALL_CULPRIT)
+        if (need[k] == 1 && p->calls[k].status == NP_CALL_CULPRIT)
             np_strmap_put(&want_ref, p->calls[k].name, (int)k);
     }
+    /* 1: the selected calls of both sides side by side */
     np_replay_options oc, orf;
     np_replay_options_init(&oc);
     np_replay_options_init(&orf);
@@ -365,56 +459,76 @@ np_status cmp_isolated(np_cmp_pair *p, int no_replay, int replay_all, np_error *
     orf.select_user = &want_ref;
     const char *paths[2] = {p->cmp_path, p->bench_path};
     const np_replay_options *opts[2] = {&oc, &orf};
-    np_replay_result *res[2] = {NULL, NULL};
+    np_replay_result *cr[2] = {NULL, NULL}, *rr[3] = {NULL, NULL, NULL};
     np_error es[2];
-    np_replay_files(ref_tensor ? 2 : 1, paths, opts, res, es);
-    np_replay_result *r = res[0], *ref = res[1], *ref2 = NULL;
+    np_replay_files(ref_tensor ? 2 : 1, paths, opts, cr, es);
+    rr[0] = cr[1];
+    cr[1] = NULL;
+    np_strmap_free(&want_cmp);
+    np_strmap_free(&want_ref);
+    np_replay_result *r = cr[0];
+    int ref_ok = rr[0] != NULL;
     char ref_why[300];
     snprintf(ref_why, sizeof ref_why, "the reference is a %s dump", p->bench_task);
-    if (ref_tensor && !ref)
+    if (ref_tensor && !ref_ok)
         snprintf(ref_why, sizeof ref_why, "its replay failed: %.250s", es[1].text);
-    if (r && ref) {
-        /* the calls of the run under test above their budget, not yet
-         * recomputed on the reference's side */
+    call_index refs;
+    memset(&refs, 0, sizeof refs);
+    if (r && ref_ok) {
+        /* 2: the reference's side of the calls above their budget */
+        index_calls(&refs, rr, 1);
+        size_t n = exceeders(&want_ref, r, &refs);
+        rr[1] = replay_some(p->bench_path, &want_ref, n, ref_why, sizeof ref_why);
         np_strmap_free(&want_ref);
-        maps &= ~4;
-        size_t n2 = 0;
-        if (np_strmap_init(&want_ref, nc * 2 + 16) == 0) {
-            maps |= 4;
-            np_strmap done;
-            if (np_strmap_init(&done, ref->n_calls * 2 + 16) == 0) {
-                for (size_t i = 0; i < ref->n_calls; i++)
-                    np_strmap_put(&done, ref->calls[i].name, (int)i);
-                for (size_t i = 0; i < r->n_calls; i++)
-                    if (r->calls[i].status == NP_REPLAY_EXCEEDS &&
-                        np_strmap_get(&done, r->calls[i].name) < 0) {
-                        np_strmap_put(&want_ref, r->calls[i].name, (int)i);
-                        n2++;
+        index_free(&refs);
+        index_calls(&refs, rr, 2);
+    }
+    if (r && n_late) {
+        /* 3: the calls left out after the first culprit, of an API the
+         * three-way rule names at a call recomputed */
+        np_strmap apis;
+        size_t n = 0;
+        char api[NP_FMT_NAME_LEN];
+        if (np_strmap_init(&apis, 64) == 0) {
+            for (size_t i = 0; i < r->n_calls; i++)
+                if (three_way(&r->calls[i], ref_ok ? find_call(&refs, r->calls[i].name) : NULL))
+                    np_strmap_put(&apis, r->calls[i].api, 1);
+            if (np_strmap_init(&want_cmp, nc * 2 + 16) == 0) {
+                for (size_t k = 0; k < nc; k++)
+                    if (need[k] == 2 &&
+                        np_strmap_get(&apis, api_of(api, sizeof api, p->calls[k].name)) >= 0) {
+                        np_strmap_put(&want_cmp, p->calls[k].name, (int)k);
+                        n++;
                     }
-                np_strmap_free(&done);
+                char why[300];
+                cr[1] = replay_some(p->cmp_path, &want_cmp, n, why, sizeof why);
+                np_strmap_free(&want_cmp);
             }
+            np_strmap_free(&apis);
         }
-        if (n2) {
-            np_error e2;
-            np_error_clear(&e2);
-            if (np_replay_files(1, &paths[1], &opts[1], &ref2, &e2) != NP_OK)
-                snprintf(ref_why, sizeof ref_why, "its replay failed: %.250s", e2.text);
+        n_late -= cr[1] ? cr[1]->n_calls : 0;
+        if (cr[1] && ref_ok) {
+            /* 4: their reference side where they exceed */
+            size_t n4 = exceeders(&want_ref, cr[1], &refs);
+            rr[2] = replay_some(p->bench_path, &want_ref, n4, ref_why, sizeof ref_why);
+            np_strmap_free(&want_ref);
+            index_free(&refs);
+            index_calls(&refs, rr, 3);
         }
     }
     if (r)
-        apply(p, r, ref, ref2, ref_why, &byname);
+        apply(p, cr, 2, &refs, ref_ok, ref_why, &byname);
     if (r && n_late)
         cmp_note(p, "The float64 replay left out %zu API call(s) after the first culprit whose "
                     "inputs already fail (their isolated error is N/A; --replay-all recomputes "
                     "them).", n_late);
+    index_free(&refs);
     np_strmap_free(&byname);
-    np_strmap_free(&want_cmp);
-    if (maps & 4)
-        np_strmap_free(&want_ref);
     free(need);
-    np_replay_result_free(r);
-    np_replay_result_free(ref);
-    np_replay_result_free(ref2);
+    for (int i = 0; i < 2; i++)
+        np_replay_result_free(cr[i]);
+    for (int i = 0; i < 3; i++)
+        np_replay_result_free(rr[i]);
     if (!r)
         return NP_OK; /* the accumulated root cause stands */
     size_t n = 0;
