@@ -60,6 +60,8 @@ static void help(FILE *out)
 "      --format LIST     comma-separated report formats among xlsx, csv, json, html\n"
 "                        (default xlsx,html; e.g. --format xlsx,csv,json or --format csv)\n"
 "      --no-replay       no float64 recompute of the cmp side's calls (see below)\n"
+"      --replay-all      recompute every call, also those after the first culprit\n"
+"                        whose inputs already fail (see below)\n"
 "      --rows-per-sheet N  split the xlsx rows sheet every N rows (default 1000000)\n"
 "      --single-ref      BENCH is a single-process run, CMP a data-parallel run on\n"
 "                        the same global batch (mpirun -n K nprobe train): every\n"
@@ -88,12 +90,15 @@ static void help(FILE *out)
 "unless no dumped call before it fails (the error comes from outside the dump:\n"
 "it is then the culprit).\n", out);
     fputs(
-"In tensor mode every API call of the cmp side is also recomputed in float64\n"
-"from its own dumped inputs (as nprobe replay does; --no-replay or\n"
-"NPROBE_NO_REPLAY=1 turns it off): an isolated error above its budget makes a\n"
-"call a culprit even below the error level; a culprit whose isolated error is\n"
-"clean says so in its reason. It costs about the model's forward and backward\n"
-"in float64 (it doubles the time of a GPT step's compare).\n"
+"In tensor mode the API calls of the cmp side are also recomputed in float64\n"
+"from their own dumped inputs (as nprobe replay does; --no-replay or\n"
+"NPROBE_NO_REPLAY=1 turns it off), and those above their budget on the bench\n"
+"side too: an isolated error above its budget, and more than 4x the bench's,\n"
+"makes a call a culprit even below the error level; a culprit whose isolated\n"
+"error is clean says so in its reason. Only what the verdict needs is\n"
+"recomputed: not the calls identical on both sides, nor those after the first\n"
+"culprit whose inputs already fail (--replay-all recomputes them too). At most\n"
+"it costs about the model's forward and backward in float64.\n"
 "\n"
 "exit status: 0 no error row, 1 differences found (error rows, a culprit, or a step/rank\n"
 "missing or unreadable on one side while others were compared), 2 usage or\n"
@@ -496,6 +501,8 @@ int np_cmd_compare(int argc, char **argv)
             o.fuzzy = 1;
         else if (!strcmp(a, "--no-replay"))
             o.no_replay = 1;
+        else if (!strcmp(a, "--replay-all"))
+            o.replay_all = 1;
         else if (!strcmp(a, "--single-ref"))
             o.single_ref = 1;
         else if (!strcmp(a, "--mapping"))
@@ -520,7 +527,7 @@ int np_cmd_compare(int argc, char **argv)
             quiet = 1;
         else {
             static const char *const opts[] = {"--bench", "--cmp", "--output", "--step", "--rank",
-                                               "--fuzzy", "--mapping", "--atol", "--rtol", "--cos", "--no-replay",
+                                               "--fuzzy", "--mapping", "--atol", "--rtol", "--cos", "--no-replay", "--replay-all",
                                                "--format", "--rows-per-sheet", "--single-ref",
                                                "--quiet", "--help"};
             int near = np_closest_word(a, opts, (int)(sizeof opts / sizeof opts[0]));

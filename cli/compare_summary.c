@@ -40,7 +40,7 @@ static void first_culprit(const np_cmp_result *r)
         if (c->worst_row >= 0 && p->rows[c->worst_row].cmp) {
             const np_cmp_row *w = &p->rows[c->worst_row];
             char why[256];
-            np_cli_printf(", worst output %s: %s", w->cmp->name, np_cmp_row_reason(why, sizeof why, w));
+            np_cli_printf(", worst output %s: %s", w->cmp->name, np_cmp_row_verdict_text(why, sizeof why, w));
         }
         printf("\n");
         return;

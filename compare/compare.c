@@ -88,6 +88,16 @@ static void note(np_cmp_pair *p, const char *fmt, ...)
     va_end(ap);
 }
 
+void cmp_note(np_cmp_pair *p, const char *fmt, ...)
+{
+    char buf[sizeof p->notes];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    note(p, "%s", buf);
+}
+
 /* Execution order: seq, then the order of first appearance (kept in
  * worst_row while sorting). */
 static int cmp_call_seq(const void *x, const void *y)
@@ -690,7 +700,7 @@ static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cm
         st = cmp_root_cause(p, err);
     }
     if (st == NP_OK)
-        st = cmp_isolated(p, o->no_replay, err);
+        st = cmp_isolated(p, o->no_replay, o->replay_all, err);
     if (st == NP_OK)
         st = cmp_gaps(p, err);
     if (st == NP_OK)

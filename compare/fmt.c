@@ -205,3 +205,24 @@ const char *np_cmp_row_reason(char *buf, size_t cap, const np_cmp_row *r)
     buf[n] = '\0';
     return buf;
 }
+
+const char *np_cmp_row_verdict_text(char *buf, size_t cap, const np_cmp_row *r)
+{
+    const char *why = np_cmp_row_reason(buf, cap, r);
+    if (why[0] || !cap)
+        return why;
+    char sev[CMP_G17_MAX];
+    cmp_fmt_g(sev, r->severity, 3);
+    if (r->verdict == NP_VERDICT_PASS && r->m && !isnan(r->m->rel_l2)) {
+        char rl[CMP_G17_MAX];
+        cmp_fmt_g(rl, r->m->rel_l2, 3);
+        snprintf(buf, cap, "passes: relative L2 error %s, severity %s (1 = the error level)", rl,
+                 sev);
+    } else
+        snprintf(buf, cap, "%s: severity %s (1 = the error level)",
+                 r->verdict == NP_VERDICT_PASS      ? "passes"
+                 : r->verdict == NP_VERDICT_WARNING ? "warning"
+                                                    : "error",
+                 sev);
+    return buf;
+}

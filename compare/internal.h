@@ -117,7 +117,13 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err);
 
 /* Tensor mode: recompute the cmp side's calls in float64 (nprobe replay) and
  * let each call's isolated error correct its status (compare/isolated.c). */
-np_status cmp_isolated(np_cmp_pair *p, int no_replay, np_error *err);
+np_status cmp_isolated(np_cmp_pair *p, int no_replay, int replay_all, np_error *err);
+/* Append a sentence to the pair's notes (compare.c). */
+void cmp_note(np_cmp_pair *p, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 /* Rule 3 (verdict.c): error rows but no culprit: name the call below the
  * level where the error jumped (docs/COMPARE.md, "Sub-threshold origin"). */
 np_status cmp_subthreshold(np_cmp_pair *p, np_error *err);

@@ -56,14 +56,59 @@ void np_cmp_report_basename(char *buf, size_t cap, const np_cmp_pair *p, long lo
     snprintf(buf, cap, "compare_result_rank%d_step%d_%s", p->rank, p->step, ts);
 }
 
+/* The three-way rule's test on a call's isolated errors (compare/isolated.c):
+ * above its budget and more than 4x the reference's (or no reference). */
+static int named_by_isolated(const np_cmp_call *c)
+{
+    return !isnan(c->iso_ratio) && c->iso_ratio > 1 &&
+           (isnan(c->ref_iso_ratio) || c->iso_ratio > 4.0 * c->ref_iso_ratio);
+}
+
+#define LATER " Later culprits may be consequences or independent faults; propagated calls " \
+              "follow from earlier ones."
+
+/* What to do about the first culprit, said from the facts its card shows
+ * (the severities of its inputs and outputs, its isolated errors): the
+ * advice never claims that inputs agree when their severity is above 1. */
+static const char *culprit_advice(const np_cmp_call *c)
+{
+    if (named_by_isolated(c))
+        return "Start with the first culprit: recomputed in float64 from its own dumped inputs, "
+               "its result departs from the exact one by more than its budget (and by more than "
+               "the reference's same call, where the reference could be recomputed), so the "
+               "defect is inside this call on the cmp side, whatever its inputs carry. Check its "
+               "implementation (kernel, epsilon and other scalar arguments, masking, dtype of the "
+               "accumulation), then rerun the compare." LATER;
+    if (c->sev_in > 1)
+        return "Start with the first culprit: its inputs already differ from the bench (input "
+               "severity above 1) while no call dumped before it fails, so the departure starts "
+               "before this call: in an op the dump does not hold (widen the config's scope or "
+               "list, or dump at level mix), in the input data, or in parameters that parted "
+               "before this step (compare an earlier step, or start both runs from the same "
+               "checkpoint). Then rerun the compare." LATER;
+    if (!isnan(c->iso_ratio) && c->iso_ratio <= 1 && c->sev_out >= 1)
+        return "Start with the first culprit: its inputs and parameters agree with the bench "
+               "(within the error level) but its outputs do not, and recomputed in float64 from "
+               "its own dumped inputs and arguments it is within its budget: the op computes "
+               "right from what it was given, so look at what it was called with on the cmp "
+               "side (epsilon and other scalar arguments, a missing bias or mask, the dtype of "
+               "the accumulation), then rerun the compare." LATER;
+    if (c->sev_out >= 1)
+        return "Start with the first culprit: its inputs and parameters agree with the bench "
+               "(within the error level) but its outputs do not, so the departure starts inside "
+               "this call. Check its implementation on the cmp side (kernel, epsilon and other "
+               "scalar arguments, masking, dtype of the accumulation), then rerun the compare."
+               LATER;
+    return "Start with the first culprit: its reason says what sets it apart (a scalar argument, "
+           "a leaf on one side only, or an error below the level that the rows after it grow "
+           "from). Check its implementation and arguments on the cmp side, then rerun the "
+           "compare." LATER;
+}
+
 const char *np_cmp_advice(const np_cmp_pair *p)
 {
     if (p->n_culprits)
-        return "Start with the first culprit: its inputs and parameters agree with the bench but "
-               "its outputs do not, so the departure starts inside this call. Check its "
-               "implementation on the cmp side (kernel, epsilon and other scalar arguments, "
-               "masking, dtype of the accumulation), then rerun the compare. Later culprits may "
-               "be consequences or independent faults; propagated calls follow from earlier ones.";
+        return culprit_advice(&p->calls[p->culprits[0]]);
     const cmp_pair_priv *pv = p->shrunk ? NULL : p->priv; /* shrunk: no payload states */
     size_t n_bad = 0;
     for (size_t i = 0; pv && pv->payload && i < p->n_rows; i++)

@@ -265,7 +265,7 @@ static void culprit_box(FILE *f, const np_cmp_pair *p)
     if (c->worst_row >= 0) {
         const np_cmp_row *r = &p->rows[c->worst_row];
         kv(f, "worst output", r->cmp ? r->cmp->name : r->bench ? r->bench->name : "");
-        kv(f, "verdict reason", np_cmp_row_reason(buf, sizeof buf, r));
+        kv(f, "verdict reason", np_cmp_row_verdict_text(buf, sizeof buf, r));
         cmp_html_raw(f, "<tr><th>metrics<td>");
         worst_row_cells(f, p, r);
     }
@@ -345,14 +345,18 @@ static void inputs_box(FILE *f, const page *pg)
     for (int k = 0; pv && k < pv->n_tols; k++) {
         char t[256];
         cmp_tolerance_text(t, sizeof t, &pv->tols[k].t);
+        /* the scope (which rows: "gradients from Functional.relu.0.backward
+         * on (...)") under the tolerance, not in the label column: a label as
+         * long as a call name left the values a one-character column */
         cmp_html_raw(f, "<tr><th>");
         cmp_html_text(f, pv->tols[k].dtype);
-        if (pv->tols[k].scope[0]) {
-            cmp_html_raw(f, ", ");
-            cmp_html_text(f, pv->tols[k].scope);
-        }
         cmp_html_raw(f, "<td>");
         cmp_html_text(f, t);
+        if (pv->tols[k].scope[0]) {
+            cmp_html_raw(f, "<br><small class=scope>");
+            cmp_html_text(f, pv->tols[k].scope);
+            cmp_html_raw(f, "</small>");
+        }
         cmp_html_raw(f, "\n");
     }
     char ov[256];
@@ -696,7 +700,8 @@ static const char *const css[] = {
     "code,.tree p,.tree summary,.rows .nm{font-family:ui-monospace,'DejaVu Sans Mono',Menlo,monospace;"
     "font-size:12.5px}\n"
     "table.kv th{text-align:left;color:var(--mut);font-weight:600;padding:2px 14px 2px 0;"
-    "vertical-align:top;white-space:nowrap}table.kv td{padding:2px 0;word-break:break-word}\n"
+    "vertical-align:top;white-space:nowrap}table.kv td{padding:2px 0;overflow-wrap:anywhere}"
+    "table.kv .scope{color:var(--mut)}\n"
     "table.grid{border-collapse:collapse}table.grid th,table.grid td{border-bottom:1px solid "
     "var(--line);padding:3px 10px 3px 0;text-align:left;word-break:break-all}table.grid th{white-space:nowrap}\n"
     ".cells span{display:inline-block;background:#f1f3f6;border-radius:4px;padding:1px 6px;"

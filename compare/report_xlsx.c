@@ -174,7 +174,7 @@ static void culprit_block(lxw_worksheet *ws, lxw_row_t *row, const np_cmp_pair *
             kvn(ws, row, "relative L2 error", r->m->rel_l2, F);
         }
         char why[256];
-        kv(ws, row, "verdict reason", np_cmp_row_reason(why, sizeof why, r), F);
+        kv(ws, row, "verdict reason", np_cmp_row_verdict_text(why, sizeof why, r), F);
     }
 }
 

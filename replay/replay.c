@@ -539,8 +539,10 @@ static np_status open_dump(rp_dump *rd, np_replay_result *r, const char *path, n
     return NP_OK;
 }
 
-/* The API calls of the dump in production order, each once. */
-static np_status list_calls(np_replay_result *r, const rp_dump *rd, np_error *err)
+/* The API calls of the dump in production order, each once; with a
+ * selection, only the calls it keeps. */
+static np_status list_calls(np_replay_result *r, const rp_dump *rd, const np_replay_options *o,
+                            np_error *err)
 {
     r->calls = calloc(rd->n_e + 1, sizeof *r->calls);
     if (!r->calls)
@@ -551,6 +553,8 @@ static np_status list_calls(np_replay_result *r, const rp_dump *rd, np_error *er
         if (strcmp(en->call, last) == 0 || strncmp(en->call, "Module.", 7) == 0)
             continue;
         last = en->call;
+        if (o->select && !o->select(en->call, o->select_user))
+            continue;
         np_replay_call *c = &r->calls[r->n_calls];
         memset(c, 0, sizeof *c);
         if (parse_call(c, en->call) == 0) {
@@ -562,66 +566,126 @@ static np_status list_calls(np_replay_result *r, const rp_dump *rd, np_error *er
     return NP_OK;
 }
 
-np_status np_replay_file(np_replay_result **out, const char *path, const np_replay_options *o,
-                         np_error *err)
+/* One file of np_replay_files: its dump, result and progress. */
+typedef struct rp_file {
+    rp_dump rd;
+    np_replay_result *r;
+    const np_replay_options *o;
+    np_status st;
+    size_t done;
+    struct timespec t0;
+} rp_file;
+
+static double since(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0->tv_nsec);
+}
+
+np_status np_replay_files(size_t n, const char *const *paths, const np_replay_options *const *opts,
+                          np_replay_result **out, np_error *errs)
 {
     np_replay_options defo;
-    if (!o) {
-        np_replay_options_init(&defo);
-        o = &defo;
+    np_replay_options_init(&defo);
+    rp_file *fs = calloc(n + 1, sizeof *fs);
+    size_t n_jobs = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = NULL;
+        if (errs)
+            np_error_clear(&errs[i]);
     }
-    *out = NULL;
-    np_replay_result *r = calloc(1, sizeof *r);
-    rp_dump rd;
-    memset(&rd, 0, sizeof rd);
-    rd.path = path;
-    if (!r)
-        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    snprintf(r->path, sizeof r->path, "%s", path);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    np_status st = open_dump(&rd, r, path, err);
-    if (!st)
-        st = list_calls(r, &rd, err);
-    /* calls are independent: one per thread at a time (the kernels inside
-     * run on that thread; the payload reads are thread-safe), each with its
-     * own buffers; results depend on the data only */
-    size_t done = 0;
-    long nc = st ? 0 : (long)r->n_calls;
-#pragma omp parallel for schedule(dynamic, 1) if (nc > 1)
-    for (long i = 0; i < nc; i++) {
-        np_replay_call *c = &r->calls[i];
-        rp_dump mine = rd;
+    if (!fs) {
+        for (size_t i = 0; errs && i < n; i++)
+            np_error_set(&errs[i], NP_ERR_NOMEM, paths[i], NULL, "out of memory");
+        return NP_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        rp_file *f = &fs[i];
+        np_error *err = errs ? &errs[i] : NULL;
+        f->o = opts && opts[i] ? opts[i] : &defo;
+        f->rd.path = paths[i];
+        clock_gettime(CLOCK_MONOTONIC, &f->t0);
+        f->r = calloc(1, sizeof *f->r);
+        if (!f->r) {
+            f->st = np_error_set(err, NP_ERR_NOMEM, paths[i], NULL, "out of memory");
+            continue;
+        }
+        snprintf(f->r->path, sizeof f->r->path, "%s", paths[i]);
+        f->st = open_dump(&f->rd, f->r, paths[i], err);
+        if (!f->st)
+            f->st = list_calls(f->r, &f->rd, f->o, err);
+        if (!f->st)
+            n_jobs += f->r->n_calls;
+    }
+    /* calls are independent, whichever file they come from: one per thread
+     * at a time (the kernels inside run on that thread; the payload reads
+     * are thread-safe), each with its own buffers; results depend on the
+     * data only */
+    size_t *job = malloc((n_jobs + 1) * sizeof *job);
+    long nj = job ? (long)n_jobs : 0;
+    if (job)
+        for (size_t i = 0, k = 0; i < n; i++)
+            for (size_t c = 0; !fs[i].st && c < fs[i].r->n_calls; c++)
+                job[k++] = i << 32 | c;
+    for (size_t i = 0; !job && i < n; i++)
+        if (!fs[i].st)
+            fs[i].st = np_error_set(errs ? &errs[i] : NULL, NP_ERR_NOMEM, paths[i], NULL,
+                                    "out of memory");
+#pragma omp parallel for schedule(dynamic, 1) if (nj > 1)
+    for (long j = 0; j < nj; j++) {
+        rp_file *f = &fs[job[j] >> 32];
+        np_replay_call *c = &f->r->calls[job[j] & 0xffffffffu];
+        rp_dump mine = f->rd;
         mine.n_buf = 0;
         np_error e;
         np_error_clear(&e);
-        replay_call(c, &mine, o, &e);
+        replay_call(c, &mine, f->o, &e);
         free_bufs(&mine);
         if (c->status == NP_REPLAY_SKIPPED)
             c->err_units = c->ratio = NAN;
-        if (o->progress) {
+        if (f->o->progress) {
 #pragma omp critical(np_replay_progress)
             {
-                done++;
-                if (done % 64 == 0 || done == (size_t)nc)
-                    o->progress(done, (size_t)nc, o->progress_user);
+                size_t total = f->r->n_calls;
+                f->done++;
+                if (f->done % 64 == 0 || f->done == total)
+                    f->o->progress(f->done, total, f->o->progress_user);
             }
         }
     }
-    for (size_t i = 0; !st && i < r->n_calls; i++)
-        r->count[r->calls[i].status]++;
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    free_bufs(&rd);
-    np_strmap_free(&rd.names);
-    free(rd.e);
-    np_dumpio_close(rd.d);
-    if (st) {
-        np_replay_result_free(r);
-        return st;
+    free(job);
+    np_status first = NP_OK;
+    for (size_t i = 0; i < n; i++) {
+        rp_file *f = &fs[i];
+        for (size_t c = 0; !f->st && c < f->r->n_calls; c++)
+            f->r->count[f->r->calls[c].status]++;
+        if (f->r)
+            f->r->seconds = since(&f->t0);
+        free_bufs(&f->rd);
+        np_strmap_free(&f->rd.names);
+        free(f->rd.e);
+        np_dumpio_close(f->rd.d);
+        if (f->st) {
+            np_replay_result_free(f->r);
+            if (!first)
+                first = f->st;
+        } else
+            out[i] = f->r;
     }
-    *out = r;
-    return NP_OK;
+    free(fs);
+    return first;
+}
+
+np_status np_replay_file(np_replay_result **out, const char *path, const np_replay_options *o,
+                         np_error *err)
+{
+    np_error e;
+    np_error_clear(&e);
+    np_status st = np_replay_files(1, &path, &o, out, &e);
+    if (st && err)
+        *err = e;
+    return st;
 }
 
 void np_replay_result_free(np_replay_result *r)

@@ -86,6 +86,9 @@ typedef struct np_cmp_options {
     void *progress_user;
     int no_replay;            /* 1: no float64 recompute of the cmp side's calls (the
                                * isolated error; also NPROBE_NO_REPLAY=1 in the environment) */
+    int replay_all;           /* 1: recompute also the calls after the first culprit whose
+                               * inputs already fail (by default left out: docs/COMPARE.md,
+                               * "What the replay recomputes") */
     np_cmp_pair_fn on_pair;   /* NULL: none */
     void *on_pair_user;
     int single_ref;           /* 1: the bench is a single-process run (one rank per step)
@@ -193,6 +196,10 @@ typedef struct np_cmp_row {
  * (cap bytes; 256 are always enough for a formatted reason). Returns the
  * text (borrowed from the row or buf). */
 const char *np_cmp_row_reason(char *buf, size_t cap, const np_cmp_row *r);
+/* The same, never empty: a row without a reason (one that passes) is said
+ * with its severity ("passes: relative L2 error 0.00123, severity 0.0123
+ * (1 = the error level)"), as a culprit's worst output is shown. */
+const char *np_cmp_row_verdict_text(char *buf, size_t cap, const np_cmp_row *r);
 
 /* Statistics-mode numbers of a matched row: cmp - bench of max, min, mean
  * and norm (0 between equal infinities, as msprobe) and |diff / bench|;

@@ -83,10 +83,16 @@ typedef struct np_replay_result {
 /* Progress: `done` of `total` calls. */
 typedef void (*np_replay_progress_fn)(size_t done, size_t total, void *user);
 
+/* Which calls to recompute: 1 for the call named `call`, 0 to leave it out
+ * of the result (compare recomputes only what its verdict needs). */
+typedef int (*np_replay_select_fn)(const char *call, void *user);
+
 typedef struct np_replay_options {
     double budget_scale;       /* multiplies every budget (1) */
     np_replay_progress_fn progress;
     void *progress_user;
+    np_replay_select_fn select; /* NULL: every API call of the dump */
+    void *select_user;
 } np_replay_options;
 
 void np_replay_options_init(np_replay_options *o);
@@ -102,6 +108,14 @@ double np_replay_unit(const char *dtype);
  * every call as not recomputable. *out is the caller's. */
 np_status np_replay_file(np_replay_result **out, const char *path, const np_replay_options *o,
                          np_error *err);
+/* Replay n dump files at once: the selected calls of all of them share
+ * one pool of threads (one call per thread at a time), so two sides of a
+ * comparison are recomputed side by side. opts[i] may be NULL (defaults),
+ * opts itself too. out[i] is the caller's, NULL when file i could not be
+ * read (errs[i] says why; errs may be NULL). Returns NP_OK when every file
+ * was read, else the first failing file's status. */
+np_status np_replay_files(size_t n, const char *const *paths, const np_replay_options *const *opts,
+                          np_replay_result **out, np_error *errs);
 void np_replay_result_free(np_replay_result *r);
 
 /* Reports (the columns are in docs/COMPARE.md): one row per compared leaf

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# html_report_facts.sh - the reports say what the comparison found (issue 31),
+# checked on real generated reports, the HTML page in headless Chromium:
+# 1. tolerances panel at any width: a clean cnn pair, npu-sim bf16 against cpu
+#    fp32 (so the panel has the bf16 row for gradients behind a non-smooth op,
+#    with its long scope), laid out at 1280 and 500 px (check_html_layout.py:
+#    no value squeezed into a narrow column, the panel at most 160 px a row;
+#    before: a one-character column, the panel ~4,900 px tall at 500 px);
+# 2. advice that matches the card: two runs from different seeds (their
+#    parameters differ): the first culprit's input severity is above 1, so
+#    the advice (HTML card, xlsx summary, json) must not say its inputs
+#    "agree with the bench" (before: it always did);
+# 3. a culprit named by the three-way rule (the gelu_tanh fault in bf16,
+#    two steps): its card shows both sides' isolated errors, the xlsx
+#    culprit block and the json give the same two numbers, and each equals
+#    `nprobe replay` of that side's dump alone (the independent answer);
+#    the worst output line says its verdict (the stdout summary and the
+#    card's "verdict reason" are not empty: the row passes, and says so).
+set -u
+nprobe=${NPROBE_BIN:?NPROBE_BIN not set}
+py=${NP_PYTHON:-/usr/bin/python3}
+here=$(cd "$(dirname "$0")" && pwd)
+command -v chromium >/dev/null || { echo "SKIP: chromium is not installed"; exit 77; }
+"$py" -c 'import openpyxl' 2>/dev/null || { echo "SKIP: $py lacks openpyxl"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+fail=0
+
+train() { # dir steps model-args...
+  local d=$1 s=$2; shift 2
+  printf '{"task": "tensor", "dump_path": "%s", "level": "L1", "step": [%s]}\n' \
+    "$tmp/$d" "$(seq -s, 0 $((s - 1)))" > "$d.json"
+  "$nprobe" train --steps "$s" --threads 1 "$@" --dump-config "$d.json" > "$d.log" 2>&1 \
+    || { echo "FAIL: train $d: $*"; cat "$d.log"; exit 1; }
+}
+page() { ls "$1"/compare_report_*.html; }
+
+# 1. the tolerances panel
+train ref 1 --model cnn --seed 3 --device cpu --precision fp32
+train npu 1 --model cnn --seed 3 --device npu-sim --precision bf16
+"$nprobe" compare -b ref -c npu -o clean --format html,json -q; rc=$?
+[ $rc = 0 ] || { echo "FAIL: clean cnn pair: exit $rc"; fail=1; }
+grep -q "<small class=scope>gradients from Functional\.[a-z_0-9]*\.[0-9]*\.backward on" "$(page clean)" \
+  || { echo "FAIL: no routed-gradient scope in the tolerances panel"; fail=1; }
+"$py" "$here/check_html_layout.py" "$(page clean)" || fail=1
+
+# 2. the advice of a culprit whose inputs already differ
+gpt=(--model gpt --layers 1 --width 32 --context 16 --batch 2 --device cpu)
+train s1 1 "${gpt[@]}" --seed 1
+train s2 1 "${gpt[@]}" --seed 2
+"$nprobe" compare -b s1 -c s2 -o seeds --format html,json,xlsx -q; rc=$?
+[ $rc = 1 ] || { echo "FAIL: seeds pair: exit $rc, expected 1"; fail=1; }
+"$py" "$here/check_html_layout.py" "$(page seeds)" --advice-not "agree with the bench" \
+  --card-has "already differ from the bench" || fail=1
+"$py" - seeds <<'PY' || fail=1
+import glob, json, sys
+import openpyxl
+j = json.load(open(glob.glob(sys.argv[1] + "/*.json")[0]))
+fc, advice = j["first_culprit"], j["summary"]["advice"]
+bad = []
+if not fc or not float(fc["input_severity"]) > 1:
+    bad.append("the first culprit's input severity is not above 1: %r" % (fc,))
+if "agree with the bench" in advice:
+    bad.append("the json advice says the inputs agree: %r" % advice)
+ws = openpyxl.load_workbook(glob.glob(sys.argv[1] + "/*.xlsx")[0])["summary"]
+texts = [c.value for row in ws.iter_rows() for c in row if isinstance(c.value, str)]
+if advice not in texts:
+    bad.append("the xlsx summary does not give the json's advice")
+for b in bad:
+    print("FAIL: " + b)
+print("seeds: first culprit %s, input severity %s" % (fc and fc["call"], fc and fc["input_severity"]))
+sys.exit(1 if bad else 0)
+PY
+
+# 3. a culprit of the three-way rule: both sides' isolated errors (the
+# default GPT, two steps: left to the plain pass)
+if [ "${NP_SANITIZED:-0}" = 1 ]; then
+  [ $fail -eq 0 ] && echo "html_report_facts: parts 1-2 passed (part 3 runs in the plain pass)"
+  exit $fail
+fi
+gelu=(--model gpt --seed 3)
+train ref3 2 "${gelu[@]}" --device cpu --precision fp32
+train npu3 2 "${gelu[@]}" --device npu-sim --precision bf16 --fault gelu_tanh
+"$nprobe" compare -b ref3 -c npu3 -o gelu --format html,json,xlsx > gelu.out 2> gelu.err; rc=$?
+[ $rc = 1 ] || { echo "FAIL: gelu_tanh pair: exit $rc, expected 1"; cat gelu.err; fail=1; }
+cat gelu.out
+# the summary's worst output line ends in its verdict, not in ": "
+grep -qE "worst output [^ ]+: [a-z]" gelu.out || { echo "FAIL: empty worst output line"; fail=1; }
+"$nprobe" replay ref3 --step 0 -o rref --format json > /dev/null 2>&1
+"$nprobe" replay npu3 --step 0 -o rnpu --format json > /dev/null 2>&1
+"$py" "$here/check_html_layout.py" "$(page gelu)" --card-has "reference " \
+  --card-has "passes: relative L2 error" || fail=1
+"$py" - gelu rref rnpu "$(page gelu)" <<'PY' || fail=1
+import glob, json, math, re, sys
+import openpyxl
+out, rref, rnpu, page = sys.argv[1:5]
+bad = []
+js = sorted(glob.glob(out + "/*step0*.json"))
+j = json.load(open(js[0]))
+fc = j["first_culprit"]
+call = fc["call"] if fc else None
+if not call or not call.startswith("Functional.gelu."):
+    bad.append("first culprit %r, expected Functional.gelu.*" % call)
+    call = None
+
+
+def replay_err(d, call):
+    """The call's isolated error (u) in `nprobe replay`'s json of one side."""
+    r = json.load(open(glob.glob(d + "/*.json")[0]))
+    rows = [x for x in r["rows"] if x[r["headers"].index("Call")] == call]
+    iso = [x[r["headers"].index("Isolated Error (u)")] for x in rows]
+    iso = [v for v in iso if isinstance(v, (int, float))]
+    return max(iso) if iso else float("nan")
+
+
+if call:
+    got = (fc["isolated_error_u"], fc["ref_isolated_error_u"])
+    want = (replay_err(rnpu, call), replay_err(rref, call))
+    print("%s: compare isolated %r, replay of each side alone %r" % (call, got, want))
+    for g, w, side in zip(got, want, ("cmp", "bench")):
+        if not (isinstance(g, (int, float)) and math.isclose(g, w, rel_tol=1e-9)):
+            bad.append("%s isolated error %r, its own replay %r" % (side, g, w))
+    ws = openpyxl.load_workbook(glob.glob(out + "/*step0*.xlsx")[0])["summary"]
+    kv = {r[0].value: r[1].value for r in ws.iter_rows() if r[0].value and len(r) > 1}
+    for k, w in (("isolated error (u)", got[0]), ("reference isolated error (u)", got[1])):
+        if not (isinstance(kv.get(k), (int, float)) and math.isclose(kv[k], w, rel_tol=1e-9)):
+            bad.append("xlsx summary %r = %r, json %r" % (k, kv.get(k), w))
+    html = open(page, encoding="utf-8").read()
+    m = re.search(r"<th>isolated error<td>under test ([^ ]+) u \(([^ ]+) x its budget\); "
+                  r"reference ([^ ]+) u", html)
+    if not m:
+        bad.append("the HTML card has no isolated errors of both sides")
+    else:
+        for s, w in ((m.group(1), got[0]), (m.group(3), got[1])):
+            if not math.isclose(float(s), w, rel_tol=1e-3):
+                bad.append("HTML card says %s u, json %r" % (s, w))
+    vr = re.search(r"<th>verdict reason<td>([^<]*)", html)
+    if not vr or not vr.group(1).strip():
+        bad.append("the HTML card's verdict reason is empty")
+for b in bad:
+    print("FAIL: " + b)
+sys.exit(1 if bad else 0)
+PY
+[ $fail -eq 0 ] && echo "html_report_facts: all passed" || echo "html_report_facts: FAILED"
+exit $fail
