@@ -18,8 +18,8 @@ int rt_par_all = 0;
 
 void rt_set_par_all(int on) { rt_par_all = on != 0; }
 
-static const char *const device_names[NP_DEVICE_COUNT] = {
-    [NP_DEVICE_CPU] = "cpu", [NP_DEVICE_NPU_SIM] = "npu-sim",
+static const char *const device_names[] = { /* enum order, no designators: the size check below sees a missing name */
+    "cpu", "npu-sim",
 };
 _Static_assert(sizeof device_names / sizeof device_names[0] == NP_DEVICE_COUNT,
                "device_names must name every device");
@@ -669,13 +669,12 @@ static const char *parent_name(const np_ctx *ctx, int mcall, int backward)
     return backward ? ctx->mc[mcall].bwd_name : ctx->mc[mcall].fwd_name;
 }
 
-void rt_node_init(np_ctx *ctx, rt_node *nd, rt_op op, np_tensor *const *in, int n_in)
+void rt_node_init(np_ctx *ctx, rt_node *nd, np_op op, np_tensor *const *in, int n_in)
 {
     memset(nd, 0, sizeof *nd);
     nd->kind = RT_NODE_API;
     nd->op = op;
-    int slot = op == RT_OP_SCALE ? RT_OP_MUL : (int)op;
-    nd->n = ctx->counters[slot]++;
+    nd->n = ctx->counters[op]++;
     nd->mcall = ctx->cur_mc;
     nd->site = take_site(ctx);
     nd->n_in = n_in;
@@ -705,7 +704,7 @@ void rt_node_scalar(rt_node *nd, const char *key, double v)
 static void emit_api(np_ctx *ctx, const rt_node *nd, int backward, const np_hook_tensor *ts,
                      int nt)
 {
-    snprintf(ctx->name, sizeof ctx->name, "%s.%d.%s", rt_op_api((rt_op)nd->op), nd->n,
+    snprintf(ctx->name, sizeof ctx->name, "%s.%d.%s", np_op_api(nd->op), nd->n,
              backward ? "backward" : "forward");
     np_hook_event ev = {0};
     ev.kind = backward ? NP_EV_API_BACKWARD : NP_EV_API_FORWARD;

@@ -7,10 +7,11 @@
 #include <string.h>
 
 #include "model_internal.h"
+#include "nprobe/ops.h"
 
-static const char *const model_names[NP_MODEL_KIND_COUNT] = {
-    [NP_MODEL_MLP] = "mlp", [NP_MODEL_CNN] = "cnn", [NP_MODEL_GPT] = "gpt",
-};
+static const char *const model_names[] = {"mlp", "cnn", "gpt"}; /* np_model_kind order */
+_Static_assert(sizeof model_names / sizeof model_names[0] == NP_MODEL_KIND_COUNT,
+               "model_names must name every np_model_kind");
 
 const char *np_model_kind_name(np_model_kind k)
 {
@@ -19,22 +20,25 @@ const char *np_model_kind_name(np_model_kind k)
 
 /* The API ops each model calls in a training step (forward or backward),
  * checked against the runs in tests/model/test_model_faults.c. */
-static const char *const model_apis[NP_MODEL_KIND_COUNT][12] = {
-    [NP_MODEL_MLP] = {"Functional.linear", "Functional.relu", "Functional.cross_entropy", NULL},
-    [NP_MODEL_CNN] = {"Functional.conv2d", "Functional.relu", "Functional.max_pool2d",
-                      "Torch.flatten", "Functional.linear", "Functional.cross_entropy", NULL},
-    [NP_MODEL_GPT] = {"Functional.embedding", "Functional.layer_norm", "Functional.linear",
-                      "Functional.scaled_dot_product_attention", "Functional.gelu",
-                      "Functional.cross_entropy", NULL},
+static const np_op model_ops[][8] = {
+    [NP_MODEL_MLP] = {NP_OP_LINEAR, NP_OP_RELU, NP_OP_CROSS_ENTROPY, NP_OP_COUNT},
+    [NP_MODEL_CNN] = {NP_OP_CONV2D, NP_OP_RELU, NP_OP_MAX_POOL2D, NP_OP_FLATTEN, NP_OP_LINEAR,
+                      NP_OP_CROSS_ENTROPY, NP_OP_COUNT},
+    [NP_MODEL_GPT] = {NP_OP_EMBEDDING, NP_OP_LAYER_NORM, NP_OP_LINEAR, NP_OP_SDPA, NP_OP_GELU,
+                      NP_OP_CROSS_ENTROPY, NP_OP_COUNT},
 };
+_Static_assert(sizeof model_ops / sizeof model_ops[0] == NP_MODEL_KIND_COUNT,
+               "model_ops must list every model's ops");
 
 int np_model_calls_api(np_model_kind k, const char *api, size_t len)
 {
     if ((unsigned)k >= NP_MODEL_KIND_COUNT || !api)
         return 0;
-    for (int i = 0; model_apis[k][i]; i++)
-        if (strlen(model_apis[k][i]) == len && !strncmp(model_apis[k][i], api, len))
+    for (int i = 0; model_ops[k][i] != NP_OP_COUNT; i++) {
+        const char *a = np_op_api(model_ops[k][i]);
+        if (strlen(a) == len && !strncmp(a, api, len))
             return 1;
+    }
     return 0;
 }
 

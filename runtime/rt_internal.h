@@ -8,38 +8,10 @@
 #include <stdint.h>
 
 #include "kernels.h"
+#include "nprobe/ops.h"
 #include "nprobe/runtime.h"
 
-/* ---- op table ------------------------------------------------------------ */
-typedef enum rt_op {
-    RT_OP_LINEAR = 0,
-    RT_OP_MATMUL,
-    RT_OP_CONV2D,
-    RT_OP_MAX_POOL2D,
-    RT_OP_RELU,
-    RT_OP_GELU,
-    RT_OP_SILU,
-    RT_OP_LAYER_NORM,
-    RT_OP_SOFTMAX,
-    RT_OP_SDPA,
-    RT_OP_EMBEDDING,
-    RT_OP_DROPOUT,
-    RT_OP_CROSS_ENTROPY,
-    RT_OP_ADD,
-    RT_OP_MUL,
-    RT_OP_SCALE,
-    RT_OP_SUM,
-    RT_OP_MEAN,
-    RT_OP_VIEW,
-    RT_OP_RESHAPE,
-    RT_OP_FLATTEN,
-    RT_OP_TRANSPOSE,
-    RT_OP_SPLIT,
-    RT_OP_COUNT
-} rt_op;
-
-/* API name ("Functional.linear") of an op. */
-const char *rt_op_api(rt_op op);
+/* Ops are named by np_op (include/nprobe/ops.h), the one op identity. */
 
 /* ---- tensors ----------------------------------------------------------- */
 typedef struct rt_tensor {
@@ -131,7 +103,7 @@ struct np_ctx {
     rt_site site;       /* pending callsite, consumed by the next API or module call */
     char site_buf[256]; /* the formatted callsite of the event being emitted */
     int step, seq, in_step;
-    int counters[RT_OP_COUNT];
+    int counters[NP_OP_COUNT];  /* per API name: np_op */
     rt_slab slabs[RT_MAX_SLABS];
     int n_slabs, cur_slab;
     rt_node *nodes;
@@ -173,7 +145,7 @@ void rt_round_buf(float *p, int64_t n, np_dtype dt);
 int rt_need_float(np_ctx *ctx, const np_tensor *t, const char *api, const char *what);
 
 /* Start a node for op with inputs (n counter assigned, record decided). */
-void rt_node_init(np_ctx *ctx, rt_node *nd, rt_op op, np_tensor *const *in, int n_in);
+void rt_node_init(np_ctx *ctx, rt_node *nd, np_op op, np_tensor *const *in, int n_in);
 void rt_node_scalar(rt_node *nd, const char *key, double v);
 /* Finish: mark outputs, push on the tape when recording, emit the forward
  * event. Returns out (single output form). */
