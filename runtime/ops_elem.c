@@ -1,5 +1,5 @@
 /* runtime/ops_elem.c - elementwise ops and reductions: Functional.relu,
- * Functional.gelu (erf and tanh), Functional.silu, Functional.dropout,
+ * Functional.gelu (erf and tanh), Functional.silu, Torch.tanh, Functional.dropout,
  * Tensor.add, Tensor.mul (tensor and scalar), Torch.sum, Torch.mean. Outputs
  * keep the (promoted) input dtype, so under autocast a low-precision input
  * gives a rounded low-precision output. The arithmetic is in kern_elem.c
@@ -11,7 +11,7 @@
 #include "rt_internal.h"
 
 /* ---- relu, gelu, silu ----------------------------------------------------- */
-enum { EW_RELU, EW_GELU, EW_GELU_TANH, EW_SILU };
+enum { EW_RELU, EW_GELU, EW_GELU_TANH, EW_SILU, EW_TANH };
 
 typedef struct ew_state {
     int kind;          /* EW_* */
@@ -34,6 +34,9 @@ static void ew_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *g
         break;
     case EW_GELU_TANH:
         rt_gelu_tanh_backward(gin[0], gout[0], x, n);
+        break;
+    case EW_TANH:
+        rt_tanh_backward(gin[0], gout[0], x, n);
         break;
     default:
         rt_silu_backward(gin[0], gout[0], x, n);
@@ -70,6 +73,9 @@ static np_tensor *ew_op(np_ctx *ctx, np_op op, np_tensor *x, int kind, const cha
     case EW_GELU_TANH:
         rt_gelu_tanh_forward(y->data, x->data, n, x->dtype);
         break;
+    case EW_TANH:
+        rt_tanh_forward(y->data, x->data, n, x->dtype);
+        break;
     default:
         rt_silu_forward(y->data, x->data, n, x->dtype);
     }
@@ -94,6 +100,11 @@ np_tensor *np_gelu(np_ctx *ctx, np_tensor *x, int approximate_tanh)
 np_tensor *np_silu(np_ctx *ctx, np_tensor *x)
 {
     return ew_op(ctx, NP_OP_SILU, x, EW_SILU, NULL, 0);
+}
+
+np_tensor *np_tanh(np_ctx *ctx, np_tensor *x)
+{
+    return ew_op(ctx, NP_OP_TANH, x, EW_TANH, NULL, 0);
 }
 
 /* ---- dropout ------------------------------------------------------------ */

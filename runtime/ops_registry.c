@@ -116,13 +116,15 @@ static const np_op_info op_table[] = {
      0u, NO_SCALARS, ML | NP_OPF_EXACT | NP_OPF_AS_VIEW, rt_ref_view_shape, ADAPT(copy), NULL},
     {NP_OP_FLATTEN, "flatten", "Torch.flatten", NAMES("Tensor.flatten"), NAMES("input"), 1, 0u,
      0u, NO_SCALARS, ML | NP_OPF_EXACT | NP_OPF_AS_VIEW, rt_ref_view_shape, ADAPT(copy), NULL},
+    {NP_OP_TANH, "tanh", "Torch.tanh", NAMES("Tensor.tanh", "Functional.tanh"), NAMES("input"), 1,
+     0u, 0u, NO_SCALARS, 0, rt_ref_same_shape, ADAPT(pointwise), NULL},
 };
 
 _Static_assert(sizeof op_table / sizeof op_table[0] == NP_OP_COUNT,
                "op_table must hold one entry per np_op, in enum order");
 /* As ggml's GGML_OP_COUNT check: a new op must be added here on purpose,
  * with its entry above, its kernels and its tests. */
-_Static_assert(NP_OP_COUNT == 26, "a new op: add its op_table entry, kernels and tests, then this count");
+_Static_assert(NP_OP_COUNT == 27, "a new op: add its op_table entry, kernels and tests, then this count");
 
 const np_op_info *np_op_get(int op)
 {

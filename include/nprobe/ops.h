@@ -72,6 +72,7 @@ typedef enum np_op {
     NP_OP_SPLIT,
     NP_OP_RESHAPE,      /* Tensor.reshape: recomputed as Tensor.view (NP_OPF_AS_VIEW) */
     NP_OP_FLATTEN,      /* Torch.flatten: likewise */
+    NP_OP_TANH,
     NP_OP_COUNT
 } np_op;
 
@@ -224,6 +225,8 @@ void np_ref_gelu_backward(double *dinp, const double *dout, const double *inp, i
                           int approximate);
 void np_ref_silu_forward(double *out, const double *inp, int64_t n);
 void np_ref_silu_backward(double *dinp, const double *dout, const double *inp, int64_t n);
+void np_ref_tanh_forward(double *out, const double *inp, int64_t n);
+void np_ref_tanh_backward(double *dinp, const double *dout, const double *inp, int64_t n);
 /* out, mag (R,C) = layer norm of inp (R,C) over C with weight (C), bias (C)
  * (either may be NULL); mean, rstd (R) may be NULL; mag may be NULL. */
 void np_ref_layernorm_forward(double *out, double *mag, double *mean, double *rstd,

@@ -305,6 +305,8 @@ np_tensor *np_relu(np_ctx *ctx, np_tensor *x);
 np_tensor *np_gelu(np_ctx *ctx, np_tensor *x, int approximate_tanh);
 /* [Functional.silu] KEEP. x * sigmoid(x). */
 np_tensor *np_silu(np_ctx *ctx, np_tensor *x);
+/* [Torch.tanh] KEEP. tanh(x). */
+np_tensor *np_tanh(np_ctx *ctx, np_tensor *x);
 /* [Functional.layer_norm] F32. x (..., C), weight (C) or NULL, bias (C) or
  * NULL; biased variance over the last dim. Scalar eps. */
 np_tensor *np_layer_norm(np_ctx *ctx, np_tensor *x, np_tensor *weight,

@@ -206,6 +206,10 @@ static void test_pointwise(void)
     for (int i = 0; i < 21; i++)
         want[i] = A.v[i] * (1 / (1 + exp(-A.v[i])));
     check_op("silu", NP_OP_SILU, (tin *const[]){&A}, 1, NULL, 0, want, 1e-15);
+    for (int i = 0; i < 21; i++) /* tanh = (e^2x - 1) / (e^2x + 1) */
+        want[i] = expm1(2 * A.v[i]) / (exp(2 * A.v[i]) + 1);
+    check_op("tanh", NP_OP_TANH, (tin *const[]){&A}, 1, NULL, 0, want, 1e-15);
+    CHECK_EQ_INT(np_op_from_api("Tensor.tanh"), NP_OP_TANH);
     for (int i = 0; i < 21; i++)
         want[i] = A.v[i] > 0 ? A.v[i] : 0;
     check_op("relu", NP_OP_RELU, (tin *const[]){&A}, 1, NULL, 0, want, 0);
