@@ -14,10 +14,6 @@
 #define RT_ALIGN 64
 #define RT_DEFAULT_ARENA ((size_t)64 << 20)
 
-int rt_par_all = 0;
-
-void rt_set_par_all(int on) { rt_par_all = on != 0; }
-
 static const char *const device_names[] = { /* enum order, no designators: the size check below sees a missing name */
     "cpu", "npu-sim",
 };
@@ -554,30 +550,13 @@ np_status np_tensor_copy(np_tensor *dst, const np_tensor *src, np_error *err)
     return NP_OK;
 }
 
-/* ---- random numbers -------------------------------------------------------- */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-uint64_t np_rng_u64(uint64_t key, uint64_t counter)
-{
-    return mix64(mix64(key + 0x9E3779B97F4A7C15ull) ^ (counter * 0xD6E8FEB86659FD93ull + 0x632BE59BD9B4E019ull));
-}
-
-float np_rng_uniform(uint64_t key, uint64_t counter)
-{
-    return (float)(np_rng_u64(key, counter) >> 40) * (1.0f / 16777216.0f);
-}
-
+/* ---- random tensors (the generator: numeric.c) ------------------------------ */
 void np_tensor_fill_uniform(np_tensor *t, uint64_t seed, uint64_t stream, double lo, double hi)
 {
     float *d = np_tensor_f32(t);
     if (!d)
         return;
-    uint64_t key = mix64(seed ^ mix64(stream + 1));
+    uint64_t key = rt_mix64(seed ^ rt_mix64(stream + 1));
     for (int64_t i = 0; i < t->numel; i++) {
         double u = (double)(np_rng_u64(key, (uint64_t)i) >> 11) * (1.0 / 9007199254740992.0);
         d[i] = np_round_to(t->dtype, (float)(lo + (hi - lo) * u));
@@ -589,7 +568,7 @@ void np_tensor_fill_normal(np_tensor *t, uint64_t seed, uint64_t stream, double 
     float *d = np_tensor_f32(t);
     if (!d)
         return;
-    uint64_t key = mix64(seed ^ mix64(stream + 1));
+    uint64_t key = rt_mix64(seed ^ rt_mix64(stream + 1));
     for (int64_t i = 0; i < t->numel; i++) {
         /* Box-Muller on two 53-bit uniforms from counters 2i, 2i+1 */
         double u1 = ((double)(np_rng_u64(key, 2 * (uint64_t)i) >> 11) + 1.0) * (1.0 / 9007199254740993.0);
@@ -599,20 +578,7 @@ void np_tensor_fill_normal(np_tensor *t, uint64_t seed, uint64_t stream, double 
     }
 }
 
-/* ---- rounding helpers ------------------------------------------------------- */
-void rt_round_buf(float *p, int64_t n, np_dtype dt)
-{
-    if (dt == NP_BFLOAT16) {
-#pragma omp parallel for if (n > RT_PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            p[i] = np_round_bf16(p[i]);
-    } else if (dt == NP_FLOAT16) {
-#pragma omp parallel for if (n > RT_PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            p[i] = np_round_f16(p[i]);
-    }
-}
-
+/* ---- rounded copies (rt_round_buf: numeric.c) ------------------------------ */
 float *rt_rounded(np_ctx *ctx, const np_tensor *t, np_dtype dt)
 {
     float *src = (float *)t->data;

@@ -139,8 +139,10 @@ np_dtype rt_promote(np_dtype a, np_dtype b);
 /* Input data rounded to dt (a copy in the arena), or the data itself when no
  * rounding is needed. */
 float *rt_rounded(np_ctx *ctx, const np_tensor *t, np_dtype dt);
-/* Round n floats in place to dt (no-op for float32). */
+/* Round n floats in place to dt (no-op for float32; numeric.c). */
 void rt_round_buf(float *p, int64_t n, np_dtype dt);
+/* The random generator's mixing function (splitmix64's finaliser; numeric.c). */
+uint64_t rt_mix64(uint64_t z);
 /* 1 if t is floating, non-NULL; sets ctx error naming `what` otherwise. */
 int rt_need_float(np_ctx *ctx, const np_tensor *t, const char *api, const char *what);
 
@@ -172,7 +174,7 @@ void rt_blas_setup(void);
  * is well above that. RT_PAR_MIN for kernels doing some arithmetic per
  * element (~32k elements is ~100 us), RT_PAR_EW for plain copies, adds and
  * scales (memory-bound, ~1 MiB). Measured in docs/PERFORMANCE.md. */
-/* rt_par_all (test knob, ctx.c: rt_set_par_all): when non-zero every kernel
+/* rt_par_all (test knob, numeric.c: rt_set_par_all): when non-zero every kernel
  * takes its OpenMP path whatever its size (thresholds 0, GEMM panels and the
  * optimizer's loops included), so a small graph exercises the parallel code
  * and the 1-vs-N-thread determinism tests can fail. Set it before running;

@@ -1,4 +1,4 @@
-/* runtime/ref_elem.c - float64 reference kernels of the pointwise ops (relu,
+/* ops/ref_elem.c - float64 reference kernels of the pointwise ops (relu,
  * gelu in both forms, silu, dropout), the broadcasting binary ops (add, sub,
  * mul, div), the reductions (sum, mean) and the shape ops (view/reshape/
  * flatten, transpose, split), with their registry entries
