@@ -142,8 +142,7 @@ static void list_faults(void)
     }
 }
 
-/* Parse argv into a; returns 0, or an exit code + 1 to leave with. */
-static int parse_args(train_args *a, int argc, char **argv)
+static void set_defaults(train_args *a)
 {
     memset(a, 0, sizeof *a);
     a->model = "gpt";
@@ -160,6 +159,46 @@ static int parse_args(train_args *a, int argc, char **argv)
     a->layers = a->heads = a->width = a->context = -1;
     a->lr = -1;
     a->grad_clip = -1;
+}
+
+/* --fault NAME: a name of either catalog; 1 (after the error) if none. */
+static int bad_fault(const char *o, const char *v)
+{
+    if (np_fault_from_name(v) >= 0 || np_dist_fault_from_name(v) >= 0)
+        return 0;
+    const char *names[64];
+    int n = 0;
+    for (int k = 0; k < np_fault_count() && n < 64; k++)
+        if (np_fault_get(k))
+            names[n++] = np_fault_get(k)->name;
+    for (int k = 1; k < np_dist_fault_count() && n < 64; k++)
+        names[n++] = np_dist_fault_get(k)->name;
+    parse_choice(o, v, names, n);
+    return 1;
+}
+
+/* The options that constrain one another; 0, or an exit code + 1. */
+static int check_args(const train_args *a)
+{
+    if (a->width > 0 && a->heads > 0 && a->width % a->heads != 0) {
+        np_cli_error("--width: expected a multiple of --heads (%ld), got %ld", a->heads, a->width);
+        return NP_EXIT_USAGE + 1;
+    }
+    if (a->stop_after > a->steps) {
+        np_cli_error("--stop-after: expected at most --steps (%ld), got %ld", a->steps, a->stop_after);
+        return NP_EXIT_USAGE + 1;
+    }
+    if (a->data && strcmp(a->model, "gpt") != 0) {
+        np_cli_error("--data: only the gpt model reads a text file (got --model %s)", a->model);
+        return NP_EXIT_USAGE + 1;
+    }
+    return 0;
+}
+
+/* Parse argv into a; returns 0, or an exit code + 1 to leave with. */
+static int parse_args(train_args *a, int argc, char **argv)
+{
+    set_defaults(a);
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (np_cli_is_help(o)) {
@@ -197,17 +236,7 @@ static int parse_args(train_args *a, int argc, char **argv)
             bad = parse_choice(o, v, optims, 2) < 0;
             a->optim = v;
         } else if (strcmp(o, "--fault") == 0) {
-            if (np_fault_from_name(v) < 0 && np_dist_fault_from_name(v) < 0) {
-                const char *names[64];
-                int n = 0;
-                for (int k = 0; k < np_fault_count() && n < 64; k++)
-                    if (np_fault_get(k))
-                        names[n++] = np_fault_get(k)->name;
-                for (int k = 1; k < np_dist_fault_count() && n < 64; k++)
-                    names[n++] = np_dist_fault_get(k)->name;
-                parse_choice(o, v, names, n);
-                bad = 1;
-            }
+            bad = bad_fault(o, v);
             a->fault = v;
         } else if (strcmp(o, "--steps") == 0) {
             bad = np_cli_parse_int(o, v, 0, 100000000, &a->steps) != 0;
@@ -252,19 +281,7 @@ static int parse_args(train_args *a, int argc, char **argv)
         if (bad)
             return NP_EXIT_USAGE + 1;
     }
-    if (a->width > 0 && a->heads > 0 && a->width % a->heads != 0) {
-        np_cli_error("--width: expected a multiple of --heads (%ld), got %ld", a->heads, a->width);
-        return NP_EXIT_USAGE + 1;
-    }
-    if (a->stop_after > a->steps) {
-        np_cli_error("--stop-after: expected at most --steps (%ld), got %ld", a->steps, a->stop_after);
-        return NP_EXIT_USAGE + 1;
-    }
-    if (a->data && strcmp(a->model, "gpt") != 0) {
-        np_cli_error("--data: only the gpt model reads a text file (got --model %s)", a->model);
-        return NP_EXIT_USAGE + 1;
-    }
-    return 0;
+    return check_args(a);
 }
 
 static double now_s(void)
@@ -428,11 +445,12 @@ static int rank_of(int *rank, int *world, int mpi)
     return 0;
 }
 
-static int train(const train_args *a, int mpi, int rank, int world)
+/* The trainer's options from the command line (and --load's settings);
+ * 0, or an exit code. */
+static int train_opts(np_train_opts *out, const train_args *a, np_model_kind kind)
 {
     np_error err;
     np_error_clear(&err);
-    np_model_kind kind = (np_model_kind)np_model_kind_from_name(a->model);
     np_train_opts o;
     np_train_opts_default(&o, kind);
     o.optim.kind = (np_optim_kind)np_optim_kind_from_name(a->optim);
@@ -475,39 +493,14 @@ static int train(const train_args *a, int mpi, int rank, int world)
         o.model = lc;
         o.seed = lseed;
     }
+    *out = o;
+    return 0;
+}
 
-    np_ctx_opts co;
-    np_ctx_opts_default(&co);
-    co.device = (np_device)np_device_from_name(a->device);
-    co.precision = (np_dtype)np_dtype_from_name(a->precision);
-    co.seed = o.seed;
-    co.threads = (int)a->threads;
-    int rc = rank_of(&rank, &world, mpi);
-    if (rc)
-        return rc;
-    co.rank = rank;
-    if (mpi) {
-        o.dist.rank = rank;
-        o.dist.world_size = world;
-        o.dist.allgather = np_cli_mpi_allgather;
-    }
-    /* only rank 0 reports, warns, saves and packs */
-    int quiet = rank > 0 && mpi;
-    if (quiet && !freopen("/dev/null", "w", stdout))
-        return NP_EXIT_USAGE;
-    set_fault(&co, &o, a, kind, mpi, world, !quiet);
-    np_ctx *ctx = NULL;
-    np_trainer *tr = NULL;
-    np_cli_probe *probe = NULL;
-    int code = NP_EXIT_USAGE;
-    if (np_ctx_new(&ctx, &co, &err) || np_trainer_new(&tr, ctx, &o, &err)) {
-        np_cli_report(&err);
-        goto done;
-    }
-    if (a->load && np_trainer_load(tr, a->load, &err)) {
-        np_cli_report(&err);
-        goto done;
-    }
+/* The run's first lines: model, data, device, run settings. */
+static void print_banner(const train_args *a, np_trainer *tr, np_model_kind kind, int mpi,
+                         int world, const np_train_opts *o, int64_t stop)
+{
     int threads = a->threads > 0 ? (int)a->threads : omp_get_max_threads();
     const np_train_opts *to = np_trainer_opts(tr);
     const np_model_config *mc = &to->model;
@@ -517,7 +510,6 @@ static int train(const train_args *a, int mpi, int rank, int world)
                mc->n_embd, mc->block_size, mc->vocab_size);
     printf(", %lld parameters, data %s, batch %d\n", (long long)np_model_n_weights(np_trainer_model(tr)),
            a->data ? a->data : np_data_kind_name(np_data_kind_of(np_trainer_data(tr))), to->batch);
-    int64_t stop = a->stop_after >= 0 ? a->stop_after : to->steps;
     printf("device %s, precision %s, fault %s, optim %s, lr %g, steps %lld, seed %lld, threads %d",
            a->device, a->precision, a->fault, a->optim, to->optim.lr, (long long)to->steps,
            (long long)to->seed, threads);
@@ -528,22 +520,22 @@ static int train(const train_args *a, int mpi, int rank, int world)
     printf("\n");
     if (mpi)
         printf("data parallel: %d rank(s), global batch %d, %d per rank%s%s\n", world, to->batch,
-               to->batch / world, o.dist.fault ? ", collective fault " : "",
-               o.dist.fault ? np_dist_fault_get(o.dist.fault)->name : "");
+               to->batch / world, o->dist.fault ? ", collective fault " : "",
+               o->dist.fault ? np_dist_fault_get(o->dist.fault)->name : "");
     fflush(stdout);
+}
 
-    const char *dump_cfg = a->dump_config ? a->dump_config : getenv("NPROBE_DUMP_CONFIG");
-    if (dump_cfg && *dump_cfg) {
-        np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
-        if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
-            goto done;
-    }
-    if (a->cc_out && !quiet && (code = write_pack(a, tr)) != NP_EXIT_OK)
-        goto done;
-
-    code = NP_EXIT_OK;
+/* The training steps up to stop, a line per logged step and the "done"
+ * line; NP_EXIT_OK, or the exit code of a failed or diverged step. */
+static int run_steps(const train_args *a, np_trainer *tr, np_ctx *ctx, np_model_kind kind,
+                     const np_ctx_opts *co, int mpi, int64_t stop)
+{
+    np_error err;
+    np_error_clear(&err);
+    const np_train_opts *to = np_trainer_opts(tr);
+    int code = NP_EXIT_OK;
     const char *unit = kind == NP_MODEL_GPT ? "tok/s" : "samples/s";
-    int is_reference = co.device == NP_DEVICE_CPU && co.precision == NP_FLOAT32;
+    int is_reference = co->device == NP_DEVICE_CPU && co->precision == NP_FLOAT32;
     double last_loss = NAN;
     int64_t done_steps = 0;
     while (np_trainer_next_step(tr) < stop) {
@@ -587,6 +579,64 @@ static int train(const train_args *a, int mpi, int rank, int world)
             printf(", %lld steps skipped by the loss scaler (scale %g)", (long long)sc->skipped, sc->scale);
         printf("\n");
     }
+    return code;
+}
+
+static int train(const train_args *a, int mpi, int rank, int world)
+{
+    np_error err;
+    np_error_clear(&err);
+    np_model_kind kind = (np_model_kind)np_model_kind_from_name(a->model);
+    np_train_opts o;
+    int rc = train_opts(&o, a, kind);
+    if (rc)
+        return rc;
+    np_ctx_opts co;
+    np_ctx_opts_default(&co);
+    co.device = (np_device)np_device_from_name(a->device);
+    co.precision = (np_dtype)np_dtype_from_name(a->precision);
+    co.seed = o.seed;
+    co.threads = (int)a->threads;
+    rc = rank_of(&rank, &world, mpi);
+    if (rc)
+        return rc;
+    co.rank = rank;
+    if (mpi) {
+        o.dist.rank = rank;
+        o.dist.world_size = world;
+        o.dist.allgather = np_cli_mpi_allgather;
+    }
+    /* only rank 0 reports, warns, saves and packs */
+    int quiet = rank > 0 && mpi;
+    if (quiet && !freopen("/dev/null", "w", stdout))
+        return NP_EXIT_USAGE;
+    set_fault(&co, &o, a, kind, mpi, world, !quiet);
+    np_ctx *ctx = NULL;
+    np_trainer *tr = NULL;
+    np_cli_probe *probe = NULL;
+    int code = NP_EXIT_USAGE;
+    if (np_ctx_new(&ctx, &co, &err) || np_trainer_new(&tr, ctx, &o, &err)) {
+        np_cli_report(&err);
+        goto done;
+    }
+    if (a->load && np_trainer_load(tr, a->load, &err)) {
+        np_cli_report(&err);
+        goto done;
+    }
+    const np_train_opts *to = np_trainer_opts(tr);
+    int64_t stop = a->stop_after >= 0 ? a->stop_after : to->steps;
+    print_banner(a, tr, kind, mpi, world, &o, stop);
+
+    const char *dump_cfg = a->dump_config ? a->dump_config : getenv("NPROBE_DUMP_CONFIG");
+    if (dump_cfg && *dump_cfg) {
+        np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
+        if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
+            goto done;
+    }
+    if (a->cc_out && !quiet && (code = write_pack(a, tr)) != NP_EXIT_OK)
+        goto done;
+
+    code = run_steps(a, tr, ctx, kind, &co, mpi, stop);
     if (code == NP_EXIT_OK && a->save && !quiet) {
         if (np_trainer_save(tr, a->save, &err)) {
             np_cli_report(&err);
