@@ -61,6 +61,7 @@ struct rt_node {
     int gin_full;       /* bit i: bwd writes every element of gin[i] (no zeroing needed) */
     rt_bwd_fn bwd;
     rt_site site;       /* callsite of the call (forward and backward events) */
+    unsigned declined;  /* bit i: observer i declined the forward call (before event) */
 };
 
 typedef struct rt_mcall {
@@ -94,8 +95,10 @@ struct np_ctx {
     np_ctx_opts o;
     np_fault fault;     /* active fault */
     rt_kernels k;       /* the kernels a fault can act on: the reference, or the fault's (kernels.h) */
-    np_hook_fn hook;
-    void *user;
+    np_observer obs[NP_CTX_MAX_OBSERVERS]; /* in calling order */
+    int obs_hook[NP_CTX_MAX_OBSERVERS];    /* 1: the np_ctx_set_hook one */
+    int n_obs;          /* observers; 0: nobody listens, no event is formatted */
+    int n_before;       /* observers with a before callback */
     double loss_scale;  /* carried by NP_EV_STEP_BEGIN (np_ctx_set_loss_scale) */
     int stop;
     np_error err;
