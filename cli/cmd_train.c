@@ -3,6 +3,7 @@
  * attached (--dump-config / NPROBE_DUMP_CONFIG), a config_check pack of the
  * run (--config-check-out) and checkpoints (--save / --load). */
 #include <math.h>
+#include <stddef.h>
 #include <omp.h>
 #include <errno.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "nprobe/configcheck.h"
 #include "nprobe/model.h"
 #include "nprobe/runtime.h"
@@ -26,94 +28,87 @@ typedef struct train_args {
     int list_faults;
 } train_args;
 
-static void help(FILE *out)
-{
-    fprintf(out,
-        "usage: nprobe train [--model mlp|cnn|gpt] [options]\n"
-        "\n"
-        "Train one of the runtime's models on generated data (or a text file) and\n"
-        "print 'step S loss L lr X  N tok/s' (samples/s for mlp/cnn) per step.\n"
-        "\n"
-        "model and data:\n"
-        "  --model NAME          mlp | cnn | gpt (default gpt)\n"
-        "  --layers L            gpt blocks (default 2)\n"
-        "  --heads H             gpt attention heads (default 2)\n"
-        "  --width C             gpt embedding width, a multiple of heads (default 64)\n"
-        "  --context T           gpt context length (default 32)\n"
-        "  --data FILE           gpt: train on a text file at char level (default: the\n"
-        "                        generated sum language '3+4=7;8+5=13;')\n"
-        "  --batch B             samples per step (default mlp 64, cnn 32, gpt 8)\n"
-        "\n"
-        "device and numerics:\n"
-        "  --device NAME         cpu | npu-sim (default cpu)\n"
-        "  --precision NAME      fp32 | bf16 | fp16 autocast (default fp32); fp16 uses\n"
-        "                        a dynamic loss scaler that skips overflowing steps\n"
-        "  --fault NAME          inject a fault of the npu-sim device (default none); the\n"
-        "                        collective faults act in a data-parallel run\n"
-        "  --list-faults         print the fault catalog and exit\n"
-        "  --threads N           OpenMP and OpenBLAS threads (default 0: leave as set)\n"
-        "  --seed S              seed of initialisation and data (default 1234)\n"
-        "\n"
-        "optimization:\n"
-        "  --steps N             total steps, also the schedule length (default 100)\n"
-        "  --stop-after N        stop after step N-1 of the --steps schedule (then --save);\n"
-        "                        a --load of that checkpoint with the same flags continues\n"
-        "                        the run exactly\n"
-        "  --optim NAME          adamw | sgd (default adamw; sgd with momentum 0.9)\n"
-        "  --lr LR               peak learning rate (default mlp/cnn 0.01, gpt 0.003)\n"
-        "  --warmup N            linear warmup steps before the cosine decay (default steps/10)\n"
-        "  --grad-clip X         max global gradient norm, 0 = off (default gpt 1, others 0)\n"
-        "\n"
-        "files and probes:\n"
-        "  --save CKPT           write an HDF5 checkpoint at the end (or at --stop-after)\n"
-        "  --load CKPT           resume from a checkpoint (model settings and seed come\n"
-        "                        from it; training continues up to --steps). The other\n"
-        "                        settings (--lr --warmup --batch --grad-clip --steps\n"
-        "                        --precision --device --data) must be those of the run\n"
-        "                        that wrote it\n"
-        "  --log-every K         print every K-th step (default 1)\n"
-        "  --dump-config FILE    attach the probe with this config.json (also env\n"
-        "                        NPROBE_DUMP_CONFIG; rank from NPROBE_RANK/NPROBE_WORLD_SIZE)\n"
-        "  --config-check-out PACK.zip\n"
-        "                        write a config_check pack of this run before step 0\n"
-        "  -h, --help            show this help\n"
-        "\n"
-        "data parallel (docs/RUNTIME.md, \"Distributed\"):\n"
-        "  mpirun -n K nprobe train ...   K ranks train one model, each on B/K rows of\n"
-        "                        every global batch B (a multiple of K), gradients\n"
-        "                        averaged in rank order before the update; rank 0 prints,\n"
-        "                        dumps go to rank{R}/ (needs a build with MPI)\n"
-        "\n"
-        "exit codes: 0 run completed, 1 the loss became non-finite on the cpu fp32\n"
-        "reference, 2 usage or input error\n");
-}
+static const char help_before[] =
+    "usage: nprobe train [--model mlp|cnn|gpt] [options]\n"
+    "\n"
+    "Train one of the runtime's models on generated data (or a text file) and\n"
+    "print 'step S loss L lr X  N tok/s' (samples/s for mlp/cnn) per step.\n";
 
-static int parse_choice(const char *opt, const char *text, const char *const *allowed, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(text, allowed[i]) == 0)
-            return i;
-    char list[256] = "";
-    for (int i = 0; i < n; i++) {
-        strncat(list, allowed[i], sizeof list - strlen(list) - 1);
-        if (i + 1 < n)
-            strncat(list, ", ", sizeof list - strlen(list) - 1);
-    }
-    np_cli_error("%s: expected one of %s, got '%s'", opt, list, text);
-    return -1;
-}
+static const char help_after[] =
+    "\n"
+    "data parallel (docs/RUNTIME.md, \"Distributed\"):\n"
+    "  mpirun -n K nprobe train ...   K ranks train one model, each on B/K rows of\n"
+    "                        every global batch B (a multiple of K), gradients\n"
+    "                        averaged in rank order before the update; rank 0 prints,\n"
+    "                        dumps go to rank{R}/ (needs a build with MPI)\n"
+    "\n"
+    "exit codes: 0 run completed, 1 the loss became non-finite on the cpu fp32\n"
+    "reference, 2 usage or input error\n";
 
-static int parse_double(const char *opt, const char *text, double lo, double *out)
-{
-    char *end = NULL;
-    double v = strtod(text, &end);
-    if (!*text || *end || !isfinite(v) || v < lo) {
-        np_cli_error("%s: expected a number >= %g, got '%s'", opt, lo, text);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+static int bad_fault(const char *o, const char *v);
+
+static const char *const models[] = {"mlp", "cnn", "gpt"};
+static const char *const devices[] = {"cpu", "npu-sim"};
+static const char *const precs[] = {"fp32", "bf16", "fp16"};
+static const char *const optims[] = {"adamw", "sgd"};
+
+#define F(f) offsetof(train_args, f)
+#define CHOICE(f, list) NP_OPT_CHOICE, F(f), 0, 0, list, (int)(sizeof list / sizeof list[0]), NULL
+#define LONG(f, lo, hi) NP_OPT_LONG, F(f), lo, hi, NULL, 0, NULL
+#define DBL(f) NP_OPT_DOUBLE, F(f), 0, 0, NULL, 0, NULL
+#define STR(f) NP_OPT_STR, F(f), 0, 0, NULL, 0, NULL
+/* `nprobe train`'s options: parsing and --help from this one table (cli/opts.h). */
+static const np_cli_opt train_opts_table[] = {
+    {"model and data:", "--model", "NAME", "mlp | cnn | gpt (default gpt)", CHOICE(model, models)},
+    {NULL, "--layers", "L", "gpt blocks (default 2)", LONG(layers, 1, 256)},
+    {NULL, "--heads", "H", "gpt attention heads (default 2)", LONG(heads, 1, 256)},
+    {NULL, "--width", "C", "gpt embedding width, a multiple of heads (default 64)", LONG(width, 1, 65536)},
+    {NULL, "--context", "T", "gpt context length (default 32)", LONG(context, 1, 65536)},
+    {NULL, "--data", "FILE", "gpt: train on a text file at char level (default: the\n"
+                             "generated sum language '3+4=7;8+5=13;')", STR(data)},
+    {NULL, "--batch", "B", "samples per step (default mlp 64, cnn 32, gpt 8)", LONG(batch, 1, 1 << 20)},
+    {"device and numerics:", "--device", "NAME", "cpu | npu-sim (default cpu)", CHOICE(device, devices)},
+    {NULL, "--precision", "NAME", "fp32 | bf16 | fp16 autocast (default fp32); fp16 uses\n"
+                                  "a dynamic loss scaler that skips overflowing steps",
+     CHOICE(precision, precs)},
+    {NULL, "--fault", "NAME", "inject a fault of the npu-sim device (default none); the\n"
+                              "collective faults act in a data-parallel run",
+     NP_OPT_CHECKED, F(fault), 0, 0, NULL, 0, bad_fault},
+    {NULL, "--list-faults", NULL, "print the fault catalog and exit", NP_OPT_FLAG, F(list_faults), 0, 0,
+     NULL, 0, NULL},
+    {NULL, "--threads", "N", "OpenMP and OpenBLAS threads (default 0: leave as set)", LONG(threads, 0, 1024)},
+    {NULL, "--seed", "S", "seed of initialisation and data (default 1234)", LONG(seed, 0, 2147483647L)},
+    {"optimization:", "--steps", "N", "total steps, also the schedule length (default 100)",
+     LONG(steps, 0, 100000000)},
+    {NULL, "--stop-after", "N", "stop after step N-1 of the --steps schedule (then --save);\n"
+                                "a --load of that checkpoint with the same flags continues\n"
+                                "the run exactly", LONG(stop_after, 0, 100000000)},
+    {NULL, "--optim", "NAME", "adamw | sgd (default adamw; sgd with momentum 0.9)", CHOICE(optim, optims)},
+    {NULL, "--lr", "LR", "peak learning rate (default mlp/cnn 0.01, gpt 0.003)", DBL(lr)},
+    {NULL, "--warmup", "N", "linear warmup steps before the cosine decay (default steps/10)",
+     LONG(warmup, 0, 100000000)},
+    {NULL, "--grad-clip", "X", "max global gradient norm, 0 = off (default gpt 1, others 0)", DBL(grad_clip)},
+    {"files and probes:", "--save", "CKPT", "write an HDF5 checkpoint at the end (or at --stop-after)",
+     STR(save)},
+    {NULL, "--load", "CKPT", "resume from a checkpoint (model settings and seed come\n"
+                             "from it; training continues up to --steps). The other\n"
+                             "settings (--lr --warmup --batch --grad-clip --steps\n"
+                             "--precision --device --data) must be those of the run\n"
+                             "that wrote it", STR(load)},
+    {NULL, "--log-every", "K", "print every K-th step (default 1)", LONG(log_every, 1, 100000000)},
+    {NULL, "--dump-config", "FILE", "attach the probe with this config.json (also env\n"
+                                    "NPROBE_DUMP_CONFIG; rank from NPROBE_RANK/NPROBE_WORLD_SIZE)",
+     STR(dump_config)},
+    {NULL, "--config-check-out", "PACK.zip", "write a config_check pack of this run before step 0",
+     STR(cc_out)},
+    {NULL, "--help", NULL, "show this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
+};
+#undef F
+#undef CHOICE
+#undef LONG
+#undef DBL
+#undef STR
+#define N_TRAIN_OPTS ((int)(sizeof train_opts_table / sizeof train_opts_table[0]))
 
 static void list_dist_faults(void)
 {
@@ -142,8 +137,7 @@ static void list_faults(void)
     }
 }
 
-/* Parse argv into a; returns 0, or an exit code + 1 to leave with. */
-static int parse_args(train_args *a, int argc, char **argv)
+static void set_defaults(train_args *a)
 {
     memset(a, 0, sizeof *a);
     a->model = "gpt";
@@ -160,98 +154,27 @@ static int parse_args(train_args *a, int argc, char **argv)
     a->layers = a->heads = a->width = a->context = -1;
     a->lr = -1;
     a->grad_clip = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i];
-        if (np_cli_is_help(o)) {
-            help(stdout);
-            return NP_EXIT_OK + 1;
-        }
-        if (strcmp(o, "--list-faults") == 0) {
-            a->list_faults = 1;
-            continue;
-        }
-        if (strncmp(o, "--", 2) != 0) {
-            np_cli_error("train: unexpected argument '%s' (see 'nprobe train --help')", o);
-            return NP_EXIT_USAGE + 1;
-        }
-        if (i + 1 >= argc) {
-            np_cli_error("%s: missing value (see 'nprobe train --help')", o);
-            return NP_EXIT_USAGE + 1;
-        }
-        const char *v = argv[++i];
-        int bad = 0;
-        static const char *const models[] = {"mlp", "cnn", "gpt"};
-        static const char *const devices[] = {"cpu", "npu-sim"};
-        static const char *const precs[] = {"fp32", "bf16", "fp16"};
-        static const char *const optims[] = {"adamw", "sgd"};
-        if (strcmp(o, "--model") == 0) {
-            bad = parse_choice(o, v, models, 3) < 0;
-            a->model = v;
-        } else if (strcmp(o, "--device") == 0) {
-            bad = parse_choice(o, v, devices, 2) < 0;
-            a->device = v;
-        } else if (strcmp(o, "--precision") == 0) {
-            bad = parse_choice(o, v, precs, 3) < 0;
-            a->precision = v;
-        } else if (strcmp(o, "--optim") == 0) {
-            bad = parse_choice(o, v, optims, 2) < 0;
-            a->optim = v;
-        } else if (strcmp(o, "--fault") == 0) {
-            if (np_fault_from_name(v) < 0 && np_dist_fault_from_name(v) < 0) {
-                const char *names[64];
-                int n = 0;
-                for (int k = 0; k < np_fault_count() && n < 64; k++)
-                    if (np_fault_get(k))
-                        names[n++] = np_fault_get(k)->name;
-                for (int k = 1; k < np_dist_fault_count() && n < 64; k++)
-                    names[n++] = np_dist_fault_get(k)->name;
-                parse_choice(o, v, names, n);
-                bad = 1;
-            }
-            a->fault = v;
-        } else if (strcmp(o, "--steps") == 0) {
-            bad = np_cli_parse_int(o, v, 0, 100000000, &a->steps) != 0;
-        } else if (strcmp(o, "--seed") == 0) {
-            bad = np_cli_parse_int(o, v, 0, 2147483647L, &a->seed) != 0;
-        } else if (strcmp(o, "--threads") == 0) {
-            bad = np_cli_parse_int(o, v, 0, 1024, &a->threads) != 0;
-        } else if (strcmp(o, "--batch") == 0) {
-            bad = np_cli_parse_int(o, v, 1, 1 << 20, &a->batch) != 0;
-        } else if (strcmp(o, "--log-every") == 0) {
-            bad = np_cli_parse_int(o, v, 1, 100000000, &a->log_every) != 0;
-        } else if (strcmp(o, "--stop-after") == 0) {
-            bad = np_cli_parse_int(o, v, 0, 100000000, &a->stop_after) != 0;
-        } else if (strcmp(o, "--warmup") == 0) {
-            bad = np_cli_parse_int(o, v, 0, 100000000, &a->warmup) != 0;
-        } else if (strcmp(o, "--layers") == 0) {
-            bad = np_cli_parse_int(o, v, 1, 256, &a->layers) != 0;
-        } else if (strcmp(o, "--heads") == 0) {
-            bad = np_cli_parse_int(o, v, 1, 256, &a->heads) != 0;
-        } else if (strcmp(o, "--width") == 0) {
-            bad = np_cli_parse_int(o, v, 1, 65536, &a->width) != 0;
-        } else if (strcmp(o, "--context") == 0) {
-            bad = np_cli_parse_int(o, v, 1, 65536, &a->context) != 0;
-        } else if (strcmp(o, "--lr") == 0) {
-            bad = parse_double(o, v, 0.0, &a->lr) != 0;
-        } else if (strcmp(o, "--grad-clip") == 0) {
-            bad = parse_double(o, v, 0.0, &a->grad_clip) != 0;
-        } else if (strcmp(o, "--data") == 0) {
-            a->data = v;
-        } else if (strcmp(o, "--save") == 0) {
-            a->save = v;
-        } else if (strcmp(o, "--load") == 0) {
-            a->load = v;
-        } else if (strcmp(o, "--dump-config") == 0) {
-            a->dump_config = v;
-        } else if (strcmp(o, "--config-check-out") == 0) {
-            a->cc_out = v;
-        } else {
-            np_cli_error("train: unknown option '%s' (see 'nprobe train --help')", o);
-            return NP_EXIT_USAGE + 1;
-        }
-        if (bad)
-            return NP_EXIT_USAGE + 1;
-    }
+}
+
+/* --fault NAME: a name of either catalog; 1 (after the error) if none. */
+static int bad_fault(const char *o, const char *v)
+{
+    if (np_fault_from_name(v) >= 0 || np_dist_fault_from_name(v) >= 0)
+        return 0;
+    const char *names[64];
+    int n = 0;
+    for (int k = 0; k < np_fault_count() && n < 64; k++)
+        if (np_fault_get(k))
+            names[n++] = np_fault_get(k)->name;
+    for (int k = 1; k < np_dist_fault_count() && n < 64; k++)
+        names[n++] = np_dist_fault_get(k)->name;
+    np_cli_opt_choice(o, v, names, n);
+    return 1;
+}
+
+/* The options that constrain one another; 0, or an exit code + 1. */
+static int check_args(const train_args *a)
+{
     if (a->width > 0 && a->heads > 0 && a->width % a->heads != 0) {
         np_cli_error("--width: expected a multiple of --heads (%ld), got %ld", a->heads, a->width);
         return NP_EXIT_USAGE + 1;
@@ -265,6 +188,15 @@ static int parse_args(train_args *a, int argc, char **argv)
         return NP_EXIT_USAGE + 1;
     }
     return 0;
+}
+
+/* Parse argv into a; returns 0, or an exit code + 1 to leave with. */
+static int parse_args(train_args *a, int argc, char **argv)
+{
+    set_defaults(a);
+    int rc = np_cli_opts_parse(train_opts_table, N_TRAIN_OPTS, a, "train", help_before, help_after,
+                               argc, argv);
+    return rc ? rc : check_args(a);
 }
 
 static double now_s(void)
@@ -428,11 +360,12 @@ static int rank_of(int *rank, int *world, int mpi)
     return 0;
 }
 
-static int train(const train_args *a, int mpi, int rank, int world)
+/* The trainer's options from the command line (and --load's settings);
+ * 0, or an exit code. */
+static int train_opts(np_train_opts *out, const train_args *a, np_model_kind kind)
 {
     np_error err;
     np_error_clear(&err);
-    np_model_kind kind = (np_model_kind)np_model_kind_from_name(a->model);
     np_train_opts o;
     np_train_opts_default(&o, kind);
     o.optim.kind = (np_optim_kind)np_optim_kind_from_name(a->optim);
@@ -475,39 +408,14 @@ static int train(const train_args *a, int mpi, int rank, int world)
         o.model = lc;
         o.seed = lseed;
     }
+    *out = o;
+    return 0;
+}
 
-    np_ctx_opts co;
-    np_ctx_opts_default(&co);
-    co.device = (np_device)np_device_from_name(a->device);
-    co.precision = (np_dtype)np_dtype_from_name(a->precision);
-    co.seed = o.seed;
-    co.threads = (int)a->threads;
-    int rc = rank_of(&rank, &world, mpi);
-    if (rc)
-        return rc;
-    co.rank = rank;
-    if (mpi) {
-        o.dist.rank = rank;
-        o.dist.world_size = world;
-        o.dist.allgather = np_cli_mpi_allgather;
-    }
-    /* only rank 0 reports, warns, saves and packs */
-    int quiet = rank > 0 && mpi;
-    if (quiet && !freopen("/dev/null", "w", stdout))
-        return NP_EXIT_USAGE;
-    set_fault(&co, &o, a, kind, mpi, world, !quiet);
-    np_ctx *ctx = NULL;
-    np_trainer *tr = NULL;
-    np_cli_probe *probe = NULL;
-    int code = NP_EXIT_USAGE;
-    if (np_ctx_new(&ctx, &co, &err) || np_trainer_new(&tr, ctx, &o, &err)) {
-        np_cli_report(&err);
-        goto done;
-    }
-    if (a->load && np_trainer_load(tr, a->load, &err)) {
-        np_cli_report(&err);
-        goto done;
-    }
+/* The run's first lines: model, data, device, run settings. */
+static void print_banner(const train_args *a, np_trainer *tr, np_model_kind kind, int mpi,
+                         int world, const np_train_opts *o, int64_t stop)
+{
     int threads = a->threads > 0 ? (int)a->threads : omp_get_max_threads();
     const np_train_opts *to = np_trainer_opts(tr);
     const np_model_config *mc = &to->model;
@@ -517,7 +425,6 @@ static int train(const train_args *a, int mpi, int rank, int world)
                mc->n_embd, mc->block_size, mc->vocab_size);
     printf(", %lld parameters, data %s, batch %d\n", (long long)np_model_n_weights(np_trainer_model(tr)),
            a->data ? a->data : np_data_kind_name(np_data_kind_of(np_trainer_data(tr))), to->batch);
-    int64_t stop = a->stop_after >= 0 ? a->stop_after : to->steps;
     printf("device %s, precision %s, fault %s, optim %s, lr %g, steps %lld, seed %lld, threads %d",
            a->device, a->precision, a->fault, a->optim, to->optim.lr, (long long)to->steps,
            (long long)to->seed, threads);
@@ -528,22 +435,22 @@ static int train(const train_args *a, int mpi, int rank, int world)
     printf("\n");
     if (mpi)
         printf("data parallel: %d rank(s), global batch %d, %d per rank%s%s\n", world, to->batch,
-               to->batch / world, o.dist.fault ? ", collective fault " : "",
-               o.dist.fault ? np_dist_fault_get(o.dist.fault)->name : "");
+               to->batch / world, o->dist.fault ? ", collective fault " : "",
+               o->dist.fault ? np_dist_fault_get(o->dist.fault)->name : "");
     fflush(stdout);
+}
 
-    const char *dump_cfg = a->dump_config ? a->dump_config : getenv("NPROBE_DUMP_CONFIG");
-    if (dump_cfg && *dump_cfg) {
-        np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
-        if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
-            goto done;
-    }
-    if (a->cc_out && !quiet && (code = write_pack(a, tr)) != NP_EXIT_OK)
-        goto done;
-
-    code = NP_EXIT_OK;
+/* The training steps up to stop, a line per logged step and the "done"
+ * line; NP_EXIT_OK, or the exit code of a failed or diverged step. */
+static int run_steps(const train_args *a, np_trainer *tr, np_ctx *ctx, np_model_kind kind,
+                     const np_ctx_opts *co, int mpi, int64_t stop)
+{
+    np_error err;
+    np_error_clear(&err);
+    const np_train_opts *to = np_trainer_opts(tr);
+    int code = NP_EXIT_OK;
     const char *unit = kind == NP_MODEL_GPT ? "tok/s" : "samples/s";
-    int is_reference = co.device == NP_DEVICE_CPU && co.precision == NP_FLOAT32;
+    int is_reference = co->device == NP_DEVICE_CPU && co->precision == NP_FLOAT32;
     double last_loss = NAN;
     int64_t done_steps = 0;
     while (np_trainer_next_step(tr) < stop) {
@@ -587,6 +494,64 @@ static int train(const train_args *a, int mpi, int rank, int world)
             printf(", %lld steps skipped by the loss scaler (scale %g)", (long long)sc->skipped, sc->scale);
         printf("\n");
     }
+    return code;
+}
+
+static int train(const train_args *a, int mpi, int rank, int world)
+{
+    np_error err;
+    np_error_clear(&err);
+    np_model_kind kind = (np_model_kind)np_model_kind_from_name(a->model);
+    np_train_opts o;
+    int rc = train_opts(&o, a, kind);
+    if (rc)
+        return rc;
+    np_ctx_opts co;
+    np_ctx_opts_default(&co);
+    co.device = (np_device)np_device_from_name(a->device);
+    co.precision = (np_dtype)np_dtype_from_name(a->precision);
+    co.seed = o.seed;
+    co.threads = (int)a->threads;
+    rc = rank_of(&rank, &world, mpi);
+    if (rc)
+        return rc;
+    co.rank = rank;
+    if (mpi) {
+        o.dist.rank = rank;
+        o.dist.world_size = world;
+        o.dist.allgather = np_cli_mpi_allgather;
+    }
+    /* only rank 0 reports, warns, saves and packs */
+    int quiet = rank > 0 && mpi;
+    if (quiet && !freopen("/dev/null", "w", stdout))
+        return NP_EXIT_USAGE;
+    set_fault(&co, &o, a, kind, mpi, world, !quiet);
+    np_ctx *ctx = NULL;
+    np_trainer *tr = NULL;
+    np_cli_probe *probe = NULL;
+    int code = NP_EXIT_USAGE;
+    if (np_ctx_new(&ctx, &co, &err) || np_trainer_new(&tr, ctx, &o, &err)) {
+        np_cli_report(&err);
+        goto done;
+    }
+    if (a->load && np_trainer_load(tr, a->load, &err)) {
+        np_cli_report(&err);
+        goto done;
+    }
+    const np_train_opts *to = np_trainer_opts(tr);
+    int64_t stop = a->stop_after >= 0 ? a->stop_after : to->steps;
+    print_banner(a, tr, kind, mpi, world, &o, stop);
+
+    const char *dump_cfg = a->dump_config ? a->dump_config : getenv("NPROBE_DUMP_CONFIG");
+    if (dump_cfg && *dump_cfg) {
+        np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
+        if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
+            goto done;
+    }
+    if (a->cc_out && !quiet && (code = write_pack(a, tr)) != NP_EXIT_OK)
+        goto done;
+
+    code = run_steps(a, tr, ctx, kind, &co, mpi, stop);
     if (code == NP_EXIT_OK && a->save && !quiet) {
         if (np_trainer_save(tr, a->save, &err)) {
             np_cli_report(&err);

@@ -9,18 +9,14 @@
 #include "nprobe/hook.h"
 #include "nprobe/tensor.h"
 
-static const char *const dtype_names[NP_DTYPE_COUNT] = {
-    [NP_FLOAT32] = "float32", [NP_BFLOAT16] = "bfloat16", [NP_FLOAT16] = "float16",
-    [NP_FLOAT64] = "float64", [NP_INT64] = "int64",       [NP_INT32] = "int32",
-    [NP_BOOL] = "bool",
+static const char *const dtype_names[] = { /* enum order, no designators: the size check below sees a missing name */
+    "float32", "bfloat16", "float16", "float64", "int64", "int32", "bool",
 };
 _Static_assert(sizeof dtype_names / sizeof dtype_names[0] == NP_DTYPE_COUNT,
                "dtype_names must name every np_dtype");
 
-static const char *const role_names[NP_ROLE_COUNT] = {
-    [NP_ROLE_INPUT] = "input",           [NP_ROLE_OUTPUT] = "output",
-    [NP_ROLE_PARAMETERS] = "parameters", [NP_ROLE_KWARGS] = "kwargs",
-    [NP_ROLE_PARAMETERS_GRAD] = "parameters_grad",
+static const char *const role_names[] = { /* enum order, no designators: the size check below sees a missing name */
+    "input", "output", "parameters", "kwargs", "parameters_grad",
 };
 _Static_assert(sizeof role_names / sizeof role_names[0] == NP_ROLE_COUNT,
                "role_names must name every np_role");

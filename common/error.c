@@ -7,24 +7,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const status_text[NP_STATUS_COUNT] = {
-    [NP_OK] = "ok",
-    [NP_ERR_NOMEM] = "out of memory",
-    [NP_ERR_ARG] = "invalid argument",
-    [NP_ERR_IO] = "input/output error",
-    [NP_ERR_NOSPACE] = "no space left (disk full or file size limit)",
-    [NP_ERR_FORMAT] = "bad file format",
-    [NP_ERR_CONFIG] = "invalid configuration",
-    [NP_ERR_JSON] = "invalid JSON",
-    [NP_ERR_HDF5] = "HDF5 error",
-    [NP_ERR_ZIP] = "zip error",
-    [NP_ERR_SHAPE] = "shape mismatch",
-    [NP_ERR_DTYPE] = "unsupported dtype",
-    [NP_ERR_NOTFOUND] = "not found",
-    [NP_ERR_UNSUPPORTED] = "unsupported",
-    [NP_ERR_INCOMPLETE] = "incomplete data",
-    [NP_ERR_LIMIT] = "limit exceeded",
-    [NP_ERR_INTERNAL] = "internal error",
+static const char *const status_text[] = { /* enum order, no designators: the size check below sees a missing name */
+    "ok",
+    "out of memory",
+    "invalid argument",
+    "input/output error",
+    "no space left (disk full or file size limit)",
+    "bad file format",
+    "invalid configuration",
+    "invalid JSON",
+    "HDF5 error",
+    "zip error",
+    "shape mismatch",
+    "unsupported dtype",
+    "not found",
+    "unsupported",
+    "incomplete data",
+    "limit exceeded",
+    "internal error",
 };
 
 _Static_assert(sizeof status_text / sizeof status_text[0] == NP_STATUS_COUNT,

@@ -541,30 +541,11 @@ static np_status check_msprobe_section_keys(parse_ctx *pc, const json_t *sec,
     return NP_OK;
 }
 
-static np_status parse_root(parse_ctx *pc, np_probe_config *c, const json_t *root)
+/* dump_path: absolute, without trailing slashes (relative ones are taken
+ * from the current directory). */
+static np_status parse_dump_path(parse_ctx *pc, np_probe_config *c, const json_t *root)
 {
-    np_status st;
     const json_t *v;
-    if (!json_is_object(root))
-        return wrong_type(pc, "", root, "a JSON object at the top level");
-    if ((st = check_keys(pc, root, NULL, top_keys, N_TOP_KEYS)))
-        return st;
-
-    int i = 0;
-    if (!(v = json_object_get(root, "task")))
-        return bad(pc, "task", "missing key \"task\" (allowed: %s)%s",
-                   "statistics, tensor, md5, overflow_check", "");
-    if ((st = get_choice(pc, v, "task", task_names, NP_TASK_COUNT, &i)))
-        return st;
-    c->task = (np_probe_task)i;
-
-    c->level = NP_LEVEL_L1;
-    if ((v = json_object_get(root, "level"))) {
-        if ((st = get_choice(pc, v, "level", level_names, NP_LEVEL_COUNT, &i)))
-            return st;
-        c->level = (np_probe_level)i;
-    }
-
     const char *dp = "./dump_path";
     if ((v = json_object_get(root, "dump_path"))) {
         if (!json_is_string(v))
@@ -591,6 +572,83 @@ static np_status parse_root(parse_ctx *pc, np_probe_config *c, const json_t *roo
     size_t dl = strlen(c->dump_path);
     while (dl > 1 && c->dump_path[dl - 1] == '/')
         c->dump_path[--dl] = '\0';
+    return NP_OK;
+}
+
+/* The per-task sections, overflow_check's overflow_nums, and the section
+ * of the configured task parsed into c. */
+static np_status parse_sections(parse_ctx *pc, np_probe_config *c, const json_t *root)
+{
+    np_status st = NP_OK;
+    const json_t *v;
+    /* Per-task sections: every present one is checked; the task's applies. */
+    static const char *const sections[] = {"statistics", "tensor", "md5", "overflow_check"};
+    for (int s = 0; s < 4; s++) {
+        const json_t *sec = json_object_get(root, sections[s]);
+        if (!sec)
+            continue;
+        if (!json_is_object(sec))
+            return wrong_type(pc, sections[s], sec, "an object");
+        if (s == 0)
+            st = check_keys(pc, sec, sections[s], stat_keys, N_KEYS(stat_keys));
+        else if (s == 3)
+            st = check_keys(pc, sec, sections[s], overflow_keys, N_KEYS(overflow_keys));
+        else
+            st = check_keys(pc, sec, sections[s], tensor_keys, N_KEYS(tensor_keys));
+        if (st || (st = check_msprobe_section_keys(pc, sec, sections[s])))
+            return st;
+    }
+    c->overflow_nums = 1;
+    const json_t *ov = json_object_get(root, "overflow_check");
+    if (ov && (v = json_object_get(ov, "overflow_nums"))) {
+        if (!json_is_integer(v))
+            return wrong_type(pc, "overflow_check.overflow_nums", v, "an integer");
+        long n = (long)json_integer_value(v);
+        if (n == 0 || n < -1) {
+            char val[32];
+            snprintf(val, sizeof val, "%ld", n);
+            return bad(pc, "overflow_check.overflow_nums",
+                       "bad value %s (allowed: -1 for no limit, or an integer >= 1)%s", val, "");
+        }
+        c->overflow_nums = n;
+    }
+    /* Which section applies: the task's own; md5 falls back to statistics. */
+    const char *use = sections[c->task];
+    if (c->task == NP_TASK_MD5 && !json_object_get(root, "md5"))
+        use = "statistics";
+    const json_t *sec = json_object_get(root, use);
+    if (c->task != NP_TASK_OVERFLOW_CHECK && sec &&
+        (st = parse_task_section(pc, c, sec, use)))
+        return st;
+    return NP_OK;
+}
+
+static np_status parse_root(parse_ctx *pc, np_probe_config *c, const json_t *root)
+{
+    np_status st;
+    const json_t *v;
+    if (!json_is_object(root))
+        return wrong_type(pc, "", root, "a JSON object at the top level");
+    if ((st = check_keys(pc, root, NULL, top_keys, N_TOP_KEYS)))
+        return st;
+
+    int i = 0;
+    if (!(v = json_object_get(root, "task")))
+        return bad(pc, "task", "missing key \"task\" (allowed: %s)%s",
+                   "statistics, tensor, md5, overflow_check", "");
+    if ((st = get_choice(pc, v, "task", task_names, NP_TASK_COUNT, &i)))
+        return st;
+    c->task = (np_probe_task)i;
+
+    c->level = NP_LEVEL_L1;
+    if ((v = json_object_get(root, "level"))) {
+        if ((st = get_choice(pc, v, "level", level_names, NP_LEVEL_COUNT, &i)))
+            return st;
+        c->level = (np_probe_level)i;
+    }
+
+    if ((st = parse_dump_path(pc, c, root)))
+        return st;
 
     if ((v = json_object_get(root, "rank")) && (st = parse_ranks(pc, c, v)))
         return st;
@@ -636,44 +694,7 @@ static np_status parse_root(parse_ctx *pc, np_probe_config *c, const json_t *roo
         c->stop_training = i == 1;
     }
 
-    /* Per-task sections: every present one is checked; the task's applies. */
-    static const char *const sections[] = {"statistics", "tensor", "md5", "overflow_check"};
-    for (int s = 0; s < 4; s++) {
-        const json_t *sec = json_object_get(root, sections[s]);
-        if (!sec)
-            continue;
-        if (!json_is_object(sec))
-            return wrong_type(pc, sections[s], sec, "an object");
-        if (s == 0)
-            st = check_keys(pc, sec, sections[s], stat_keys, N_KEYS(stat_keys));
-        else if (s == 3)
-            st = check_keys(pc, sec, sections[s], overflow_keys, N_KEYS(overflow_keys));
-        else
-            st = check_keys(pc, sec, sections[s], tensor_keys, N_KEYS(tensor_keys));
-        if (st || (st = check_msprobe_section_keys(pc, sec, sections[s])))
-            return st;
-    }
-    c->overflow_nums = 1;
-    const json_t *ov = json_object_get(root, "overflow_check");
-    if (ov && (v = json_object_get(ov, "overflow_nums"))) {
-        if (!json_is_integer(v))
-            return wrong_type(pc, "overflow_check.overflow_nums", v, "an integer");
-        long n = (long)json_integer_value(v);
-        if (n == 0 || n < -1) {
-            char val[32];
-            snprintf(val, sizeof val, "%ld", n);
-            return bad(pc, "overflow_check.overflow_nums",
-                       "bad value %s (allowed: -1 for no limit, or an integer >= 1)%s", val, "");
-        }
-        c->overflow_nums = n;
-    }
-    /* Which section applies: the task's own; md5 falls back to statistics. */
-    const char *use = sections[c->task];
-    if (c->task == NP_TASK_MD5 && !json_object_get(root, "md5"))
-        use = "statistics";
-    const json_t *sec = json_object_get(root, use);
-    if (c->task != NP_TASK_OVERFLOW_CHECK && sec &&
-        (st = parse_task_section(pc, c, sec, use)))
+    if ((st = parse_sections(pc, c, root)))
         return st;
     return check_dump_path(pc, c->dump_path);
 }

@@ -42,6 +42,7 @@ static const char *const *const sig[NP_OP_COUNT] = {
     [NP_OP_VIEW] = ARGS("input", "~*"),
     [NP_OP_TRANSPOSE] = ARGS("input", "dim0", "dim1"),
     [NP_OP_SPLIT] = ARGS("input", "split_size", "dim"),
+    [NP_OP_TANH] = ARGS("input"),
 };
 _Static_assert(sizeof sig / sizeof sig[0] == NP_OP_COUNT, "sig must cover every np_op");
 

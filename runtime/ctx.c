@@ -14,12 +14,8 @@
 #define RT_ALIGN 64
 #define RT_DEFAULT_ARENA ((size_t)64 << 20)
 
-int rt_par_all = 0;
-
-void rt_set_par_all(int on) { rt_par_all = on != 0; }
-
-static const char *const device_names[NP_DEVICE_COUNT] = {
-    [NP_DEVICE_CPU] = "cpu", [NP_DEVICE_NPU_SIM] = "npu-sim",
+static const char *const device_names[] = { /* enum order, no designators: the size check below sees a missing name */
+    "cpu", "npu-sim",
 };
 _Static_assert(sizeof device_names / sizeof device_names[0] == NP_DEVICE_COUNT,
                "device_names must name every device");
@@ -136,10 +132,62 @@ void np_ctx_free(np_ctx *ctx)
     free(ctx);
 }
 
+static void obs_count(np_ctx *ctx)
+{
+    ctx->n_before = 0;
+    for (int i = 0; i < ctx->n_obs; i++)
+        ctx->n_before += ctx->obs[i].before != NULL;
+}
+
+/* Insert o after the observers of lower or equal order. */
+static void obs_insert(np_ctx *ctx, const np_observer *o, int is_hook)
+{
+    int at = ctx->n_obs;
+    while (at > 0 && ctx->obs[at - 1].order > o->order) {
+        ctx->obs[at] = ctx->obs[at - 1];
+        ctx->obs_hook[at] = ctx->obs_hook[at - 1];
+        at--;
+    }
+    ctx->obs[at] = *o;
+    ctx->obs_hook[at] = is_hook;
+    ctx->n_obs++;
+    obs_count(ctx);
+}
+
+static void obs_remove_if(np_ctx *ctx, const void *user, int hook_only)
+{
+    int k = 0;
+    for (int i = 0; i < ctx->n_obs; i++) {
+        if (hook_only ? ctx->obs_hook[i] : ctx->obs[i].user == user)
+            continue;
+        ctx->obs[k] = ctx->obs[i];
+        ctx->obs_hook[k++] = ctx->obs_hook[i];
+    }
+    ctx->n_obs = k;
+    obs_count(ctx);
+}
+
 void np_ctx_set_hook(np_ctx *ctx, np_hook_fn fn, void *user)
 {
-    ctx->hook = fn;
-    ctx->user = fn ? user : NULL;
+    obs_remove_if(ctx, NULL, 1);
+    if (fn && ctx->n_obs < NP_CTX_MAX_OBSERVERS)
+        obs_insert(ctx, &(np_observer){0, NULL, fn, user}, 1);
+}
+
+np_status np_ctx_add_observer(np_ctx *ctx, const np_observer *obs, np_error *err)
+{
+    if (!obs || (!obs->before && !obs->after))
+        return np_error_set(err, NP_ERR_ARG, NULL, "observer", "an observer needs a before or an after callback");
+    if (ctx->n_obs == NP_CTX_MAX_OBSERVERS)
+        return np_error_set(err, NP_ERR_LIMIT, NULL, "observer", "at most %d observers",
+                            NP_CTX_MAX_OBSERVERS);
+    obs_insert(ctx, obs, 0);
+    return NP_OK;
+}
+
+void np_ctx_remove_observers(np_ctx *ctx, const void *user)
+{
+    obs_remove_if(ctx, user, 0);
 }
 
 int np_ctx_stop_requested(const np_ctx *ctx) { return ctx->stop; }
@@ -554,30 +602,13 @@ np_status np_tensor_copy(np_tensor *dst, const np_tensor *src, np_error *err)
     return NP_OK;
 }
 
-/* ---- random numbers -------------------------------------------------------- */
-static uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-uint64_t np_rng_u64(uint64_t key, uint64_t counter)
-{
-    return mix64(mix64(key + 0x9E3779B97F4A7C15ull) ^ (counter * 0xD6E8FEB86659FD93ull + 0x632BE59BD9B4E019ull));
-}
-
-float np_rng_uniform(uint64_t key, uint64_t counter)
-{
-    return (float)(np_rng_u64(key, counter) >> 40) * (1.0f / 16777216.0f);
-}
-
+/* ---- random tensors (the generator: numeric.c) ------------------------------ */
 void np_tensor_fill_uniform(np_tensor *t, uint64_t seed, uint64_t stream, double lo, double hi)
 {
     float *d = np_tensor_f32(t);
     if (!d)
         return;
-    uint64_t key = mix64(seed ^ mix64(stream + 1));
+    uint64_t key = rt_mix64(seed ^ rt_mix64(stream + 1));
     for (int64_t i = 0; i < t->numel; i++) {
         double u = (double)(np_rng_u64(key, (uint64_t)i) >> 11) * (1.0 / 9007199254740992.0);
         d[i] = np_round_to(t->dtype, (float)(lo + (hi - lo) * u));
@@ -589,7 +620,7 @@ void np_tensor_fill_normal(np_tensor *t, uint64_t seed, uint64_t stream, double 
     float *d = np_tensor_f32(t);
     if (!d)
         return;
-    uint64_t key = mix64(seed ^ mix64(stream + 1));
+    uint64_t key = rt_mix64(seed ^ rt_mix64(stream + 1));
     for (int64_t i = 0; i < t->numel; i++) {
         /* Box-Muller on two 53-bit uniforms from counters 2i, 2i+1 */
         double u1 = ((double)(np_rng_u64(key, 2 * (uint64_t)i) >> 11) + 1.0) * (1.0 / 9007199254740993.0);
@@ -599,20 +630,7 @@ void np_tensor_fill_normal(np_tensor *t, uint64_t seed, uint64_t stream, double 
     }
 }
 
-/* ---- rounding helpers ------------------------------------------------------- */
-void rt_round_buf(float *p, int64_t n, np_dtype dt)
-{
-    if (dt == NP_BFLOAT16) {
-#pragma omp parallel for if (n > RT_PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            p[i] = np_round_bf16(p[i]);
-    } else if (dt == NP_FLOAT16) {
-#pragma omp parallel for if (n > RT_PAR_MIN)
-        for (int64_t i = 0; i < n; i++)
-            p[i] = np_round_f16(p[i]);
-    }
-}
-
+/* ---- rounded copies (rt_round_buf: numeric.c) ------------------------------ */
 float *rt_rounded(np_ctx *ctx, const np_tensor *t, np_dtype dt)
 {
     float *src = (float *)t->data;
@@ -641,19 +659,45 @@ int rt_need_float(np_ctx *ctx, const np_tensor *t, const char *api, const char *
 }
 
 /* ---- events --------------------------------------------------------------- */
-static int emit_raw(np_ctx *ctx, np_hook_event *ev)
+/* The after event to every observer that did not decline it (bit i of
+ * `declined`); non-zero (and a stop request) when one asked to stop. */
+static int emit_masked(np_ctx *ctx, np_hook_event *ev, unsigned declined)
 {
     ev->step = ctx->step;
     ev->rank = ctx->o.rank;
     ev->seq = ctx->seq;
     if (ev->kind != NP_EV_STEP_BEGIN && ev->kind != NP_EV_STEP_END)
         ctx->seq++;
-    if (!ctx->hook)
-        return 0;
-    int r = ctx->hook(ev, ctx->user);
+    int r = 0;
+    for (int i = 0; i < ctx->n_obs; i++)
+        if (ctx->obs[i].after && !((declined >> i) & 1u)) {
+            int ri = ctx->obs[i].after(ev, ctx->obs[i].user);
+            if (ri != 0 && r == 0)
+                r = ri;
+        }
     if (r != 0)
         ctx->stop = 1;
     return r;
+}
+
+static int emit_raw(np_ctx *ctx, np_hook_event *ev)
+{
+    return emit_masked(ctx, ev, 0u);
+}
+
+/* The before event (no seq taken: it is the after event's); the mask of
+ * the observers that declined the call, and those without a before or
+ * after callback need no after event either. */
+static unsigned emit_before(np_ctx *ctx, np_hook_event *ev)
+{
+    ev->step = ctx->step;
+    ev->rank = ctx->o.rank;
+    ev->seq = ctx->seq;
+    unsigned declined = 0;
+    for (int i = 0; i < ctx->n_obs; i++)
+        if (ctx->obs[i].before && ctx->obs[i].before(ev, ctx->obs[i].user) != 0)
+            declined |= 1u << i;
+    return declined;
 }
 
 int np_ctx_emit(np_ctx *ctx, const np_hook_event *ev)
@@ -669,13 +713,15 @@ static const char *parent_name(const np_ctx *ctx, int mcall, int backward)
     return backward ? ctx->mc[mcall].bwd_name : ctx->mc[mcall].fwd_name;
 }
 
-void rt_node_init(np_ctx *ctx, rt_node *nd, rt_op op, np_tensor *const *in, int n_in)
+static unsigned api_before(np_ctx *ctx, const rt_node *nd, int backward, const np_hook_tensor *ts,
+                           int nt);
+
+void rt_node_init(np_ctx *ctx, rt_node *nd, np_op op, np_tensor *const *in, int n_in)
 {
     memset(nd, 0, sizeof *nd);
     nd->kind = RT_NODE_API;
     nd->op = op;
-    int slot = op == RT_OP_SCALE ? RT_OP_MUL : (int)op;
-    nd->n = ctx->counters[slot]++;
+    nd->n = ctx->counters[op]++;
     nd->mcall = ctx->cur_mc;
     nd->site = take_site(ctx);
     nd->n_in = n_in;
@@ -689,6 +735,14 @@ void rt_node_init(np_ctx *ctx, rt_node *nd, rt_op op, np_tensor *const *in, int 
         }
     }
     nd->record = rg && ctx->grad_enabled;
+    if (ctx->n_before) { /* the only cost of the before event when nobody asks */
+        np_hook_tensor ts[RT_MAX_IN];
+        int nt = 0;
+        for (int i = 0; i < n_in; i++)
+            if (in[i])
+                ts[nt++] = (np_hook_tensor){NP_ROLE_INPUT, i, NULL, in[i]};
+        nd->declined = api_before(ctx, nd, 0, ts, nt);
+    }
 }
 
 void rt_node_scalar(rt_node *nd, const char *key, double v)
@@ -702,21 +756,38 @@ void rt_node_scalar(rt_node *nd, const char *key, double v)
 
 /* Emit the API event of node `nd` for its forward or backward pass, with the
  * tensors `ts[0..nt)` and the node's scalar arguments. */
-static void emit_api(np_ctx *ctx, const rt_node *nd, int backward, const np_hook_tensor *ts,
-                     int nt)
+static void api_event(np_ctx *ctx, np_hook_event *ev, const rt_node *nd, int backward,
+                      const np_hook_tensor *ts, int nt)
 {
-    snprintf(ctx->name, sizeof ctx->name, "%s.%d.%s", rt_op_api((rt_op)nd->op), nd->n,
+    snprintf(ctx->name, sizeof ctx->name, "%s.%d.%s", np_op_api(nd->op), nd->n,
              backward ? "backward" : "forward");
-    np_hook_event ev = {0};
-    ev.kind = backward ? NP_EV_API_BACKWARD : NP_EV_API_FORWARD;
-    ev.name = ctx->name;
-    ev.parent = parent_name(ctx, nd->mcall, backward);
-    ev.callsite = site_str(ctx, &nd->site);
-    ev.tensors = ts;
-    ev.n_tensors = nt;
+    memset(ev, 0, sizeof *ev);
+    ev->kind = backward ? NP_EV_API_BACKWARD : NP_EV_API_FORWARD;
+    ev->name = ctx->name;
+    ev->parent = parent_name(ctx, nd->mcall, backward);
+    ev->callsite = site_str(ctx, &nd->site);
+    ev->tensors = ts;
+    ev->n_tensors = nt;
+}
+
+/* The before event of node nd's forward (inputs) or backward (ts: the
+ * gradients arriving); the mask of observers declining it. */
+static unsigned api_before(np_ctx *ctx, const rt_node *nd, int backward, const np_hook_tensor *ts,
+                           int nt)
+{
+    np_hook_event ev;
+    api_event(ctx, &ev, nd, backward, ts, nt);
+    return emit_before(ctx, &ev);
+}
+
+static void emit_api(np_ctx *ctx, const rt_node *nd, int backward, const np_hook_tensor *ts,
+                     int nt, unsigned declined)
+{
+    np_hook_event ev;
+    api_event(ctx, &ev, nd, backward, ts, nt);
     ev.scalars = nd->sc;
     ev.n_scalars = nd->n_sc;
-    emit_raw(ctx, &ev);
+    emit_masked(ctx, &ev, declined);
 }
 
 static void emit_api_forward(np_ctx *ctx, rt_node *nd)
@@ -728,7 +799,7 @@ static void emit_api_forward(np_ctx *ctx, rt_node *nd)
             ts[nt++] = (np_hook_tensor){NP_ROLE_INPUT, i, NULL, nd->in[i]};
     for (int j = 0; j < nd->n_out && nt < RT_MAX_IN + 16; j++)
         ts[nt++] = (np_hook_tensor){NP_ROLE_OUTPUT, j, NULL, nd->out[j]};
-    emit_api(ctx, nd, 0, ts, nt);
+    emit_api(ctx, nd, 0, ts, nt, nd->declined);
 }
 
 static void push_node(np_ctx *ctx, const rt_node *nd)
@@ -1036,11 +1107,23 @@ static void run_api_backward(np_ctx *ctx, rt_node *nd)
                 return;
         }
     }
+    unsigned declined = 0;
+    if (ctx->n_before) { /* the call's start: the gradients arriving at its outputs */
+        np_hook_tensor *bt = rt_alloc(ctx, sizeof *bt * (size_t)(nd->n_out + 1));
+        np_dtype *bdt = rt_alloc(ctx, sizeof *bdt * (size_t)(nd->n_out + 1));
+        if (!bt || !bdt)
+            return;
+        for (int j = 0; j < nd->n_out; j++)
+            bdt[j] = nd->out[j]->dtype;
+        int bk = 0;
+        grad_tensors(ctx, nd->out, nd->n_out, NP_ROLE_INPUT, bt, &bk, bdt, gout);
+        declined = api_before(ctx, nd, 1, bt, bk);
+    }
     nd->bwd(ctx, nd, gout, gin);
     for (int i = 0; i < nd->n_in; i++)
         if (gin[i])
             rt_round_buf(gin[i], nd->in[i]->numel, nd->gdt[i]);
-    if (ctx->hook) {
+    if (ctx->n_obs) {
         int cap = nd->n_out + nd->n_in;
         np_hook_tensor *ts = rt_alloc(ctx, sizeof *ts * (size_t)cap);
         np_dtype *odt = rt_alloc(ctx, sizeof *odt * (size_t)nd->n_out);
@@ -1051,7 +1134,7 @@ static void run_api_backward(np_ctx *ctx, rt_node *nd)
         int k = 0;
         grad_tensors(ctx, nd->out, nd->n_out, NP_ROLE_INPUT, ts, &k, odt, gout);
         grad_tensors(ctx, nd->in, nd->n_in, NP_ROLE_OUTPUT, ts, &k, nd->gdt, gin);
-        emit_api(ctx, nd, 1, ts, k);
+        emit_api(ctx, nd, 1, ts, k, declined);
     }
     for (int i = 0; i < nd->n_in; i++)
         if (gin[i])
@@ -1101,7 +1184,7 @@ static void module_bwd_close(np_ctx *ctx, rt_mcall *c)
     if (any_grad(c->out, c->n_out)) {
         int cap = c->n_in + c->n_out;
         np_hook_tensor *ts = rt_alloc(ctx, sizeof *ts * (size_t)(cap + 1));
-        if (ts && ctx->hook) {
+        if (ts && ctx->n_obs) {
             int k = 0;
             grad_tensors(ctx, c->out, c->n_out, NP_ROLE_INPUT, ts, &k, NULL, NULL);
             grad_tensors(ctx, c->in, c->n_in, NP_ROLE_OUTPUT, ts, &k, NULL, NULL);
@@ -1114,7 +1197,7 @@ static void module_bwd_close(np_ctx *ctx, rt_mcall *c)
             ev.tensors = ts;
             ev.n_tensors = k;
             emit_raw(ctx, &ev);
-        } else if (!ctx->hook) {
+        } else if (!ctx->n_obs) {
             ctx->seq++;
         }
     }

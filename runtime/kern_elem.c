@@ -164,6 +164,22 @@ void rt_silu_backward(float *dinp, const float *dout, const float *inp, int64_t 
     }
 }
 
+void rt_tanh_forward(float *out, const float *inp, int64_t n, np_dtype dt)
+{
+#pragma omp parallel for if (n > RT_PAR_MIN / 8)
+    for (int64_t i = 0; i < n; i++)
+        out[i] = np_round_to(dt, (float)tanh((double)inp[i]));
+}
+
+void rt_tanh_backward(float *dinp, const float *dout, const float *inp, int64_t n)
+{
+#pragma omp parallel for if (n > RT_PAR_MIN / 8)
+    for (int64_t i = 0; i < n; i++) {
+        double t = tanh((double)inp[i]);
+        dinp[i] = (float)((double)dout[i] * (1.0 - t * t));
+    }
+}
+
 /* ---- dropout -------------------------------------------------------------- */
 void rt_dropout_forward(float *out, const float *inp, int64_t n, uint64_t key, float p, float scale,
                         np_dtype dt)

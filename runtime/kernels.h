@@ -83,6 +83,9 @@ void rt_gelu_tanh_forward(float *out, const float *inp, int64_t n, np_dtype dt);
 void rt_gelu_tanh_backward(float *dinp, const float *dout, const float *inp, int64_t n);
 void rt_silu_forward(float *out, const float *inp, int64_t n, np_dtype dt);
 void rt_silu_backward(float *dinp, const float *dout, const float *inp, int64_t n);
+/* tanh, in double; backward from the input: dinp = dout * (1 - tanh(x)^2). */
+void rt_tanh_forward(float *out, const float *inp, int64_t n, np_dtype dt);
+void rt_tanh_backward(float *dinp, const float *dout, const float *inp, int64_t n);
 /* element i kept (times scale) when np_rng_uniform(key, i) >= p, else 0. */
 void rt_dropout_forward(float *out, const float *inp, int64_t n, uint64_t key, float p, float scale,
                         np_dtype dt);

@@ -7,34 +7,29 @@
 #include <string.h>
 
 #include "model_internal.h"
-
-static const char *const model_names[NP_MODEL_KIND_COUNT] = {
-    [NP_MODEL_MLP] = "mlp", [NP_MODEL_CNN] = "cnn", [NP_MODEL_GPT] = "gpt",
-};
-
-const char *np_model_kind_name(np_model_kind k)
-{
-    return (unsigned)k < NP_MODEL_KIND_COUNT ? model_names[k] : "unknown";
-}
+#include "nprobe/ops.h"
 
 /* The API ops each model calls in a training step (forward or backward),
  * checked against the runs in tests/model/test_model_faults.c. */
-static const char *const model_apis[NP_MODEL_KIND_COUNT][12] = {
-    [NP_MODEL_MLP] = {"Functional.linear", "Functional.relu", "Functional.cross_entropy", NULL},
-    [NP_MODEL_CNN] = {"Functional.conv2d", "Functional.relu", "Functional.max_pool2d",
-                      "Torch.flatten", "Functional.linear", "Functional.cross_entropy", NULL},
-    [NP_MODEL_GPT] = {"Functional.embedding", "Functional.layer_norm", "Functional.linear",
-                      "Functional.scaled_dot_product_attention", "Functional.gelu",
-                      "Functional.cross_entropy", NULL},
+static const np_op model_ops[][8] = {
+    [NP_MODEL_MLP] = {NP_OP_LINEAR, NP_OP_RELU, NP_OP_CROSS_ENTROPY, NP_OP_COUNT},
+    [NP_MODEL_CNN] = {NP_OP_CONV2D, NP_OP_RELU, NP_OP_MAX_POOL2D, NP_OP_FLATTEN, NP_OP_LINEAR,
+                      NP_OP_CROSS_ENTROPY, NP_OP_COUNT},
+    [NP_MODEL_GPT] = {NP_OP_EMBEDDING, NP_OP_LAYER_NORM, NP_OP_LINEAR, NP_OP_SDPA, NP_OP_GELU,
+                      NP_OP_CROSS_ENTROPY, NP_OP_COUNT},
 };
+_Static_assert(sizeof model_ops / sizeof model_ops[0] == NP_MODEL_KIND_COUNT,
+               "model_ops must list every model's ops");
 
 int np_model_calls_api(np_model_kind k, const char *api, size_t len)
 {
     if ((unsigned)k >= NP_MODEL_KIND_COUNT || !api)
         return 0;
-    for (int i = 0; model_apis[k][i]; i++)
-        if (strlen(model_apis[k][i]) == len && !strncmp(model_apis[k][i], api, len))
+    for (int i = 0; model_ops[k][i] != NP_OP_COUNT; i++) {
+        const char *a = np_op_api(model_ops[k][i]);
+        if (strlen(a) == len && !strncmp(a, api, len))
             return 1;
+    }
     return 0;
 }
 
@@ -53,65 +48,6 @@ int np_model_fault_applies(np_model_kind k, const char *ops)
         s += strcspn(s, ",");
     }
     return 0;
-}
-
-int np_model_kind_from_name(const char *name)
-{
-    for (int i = 0; name && i < NP_MODEL_KIND_COUNT; i++)
-        if (strcmp(name, model_names[i]) == 0)
-            return i;
-    return -1;
-}
-
-void np_model_config_default(np_model_config *c, np_model_kind kind)
-{
-    memset(c, 0, sizeof *c);
-    c->kind = kind;
-    c->in_dim = 2;
-    c->hidden = 64;
-    c->image_size = 16;
-    c->channels = 8;
-    c->n_classes = kind == NP_MODEL_CNN ? 4 : 3;
-    c->n_layer = 2;
-    c->n_head = 2;
-    c->n_embd = 64;
-    c->block_size = 32;
-    c->vocab_size = 0;
-    c->ln_eps = 1e-5;
-}
-
-np_status np_model_config_check(const np_model_config *c, np_error *err)
-{
-#define NEED(cond, key, ...) \
-    if (!(cond)) return np_error_set(err, NP_ERR_ARG, NULL, key, __VA_ARGS__)
-    NEED((unsigned)c->kind < NP_MODEL_KIND_COUNT, "model", "unknown model kind %d", (int)c->kind);
-    if (c->kind == NP_MODEL_MLP) {
-        NEED(c->in_dim >= 1, "in_dim", "expected >= 1, got %d", c->in_dim);
-        NEED(c->hidden >= 1, "hidden", "expected >= 1, got %d", c->hidden);
-        NEED(c->n_classes >= 2, "n_classes", "expected >= 2, got %d", c->n_classes);
-    } else if (c->kind == NP_MODEL_CNN) {
-        NEED(c->image_size >= 4 && c->image_size % 4 == 0, "image_size",
-             "expected a multiple of 4, got %d", c->image_size);
-        NEED(c->channels >= 1, "channels", "expected >= 1, got %d", c->channels);
-        NEED(c->n_classes >= 2, "n_classes", "expected >= 2, got %d", c->n_classes);
-        /* conv2 has 2 * channels outputs, fc 2 * channels * (image_size/4)^2 inputs */
-        int64_t s = c->image_size / 4;
-        NEED(s <= INT32_MAX / s && 2 * (int64_t)c->channels * s * s <= INT32_MAX, "channels",
-             "channels %d and image_size %d give the fc layer more than %d inputs",
-             c->channels, c->image_size, INT32_MAX);
-    } else {
-        NEED(c->n_layer >= 1, "layers", "expected >= 1, got %d", c->n_layer);
-        NEED(c->n_head >= 1, "heads", "expected >= 1, got %d", c->n_head);
-        NEED(c->n_embd >= 1 && c->n_embd % c->n_head == 0, "width",
-             "expected a multiple of heads (%d), got %d", c->n_head, c->n_embd);
-        NEED(c->n_embd <= INT32_MAX / 4, "width", "expected at most %d (the MLP is 4 x width wide), got %d",
-             INT32_MAX / 4, c->n_embd);
-        NEED(c->block_size >= 1, "context", "expected >= 1, got %d", c->block_size);
-        NEED(c->vocab_size >= 2, "vocab_size", "expected >= 2, got %d", c->vocab_size);
-        NEED(c->ln_eps > 0, "ln_eps", "expected > 0, got %g", c->ln_eps);
-    }
-#undef NEED
-    return NP_OK;
 }
 
 /* PyTorch's default Linear/Conv2d init: uniform(-1/sqrt(fan_in), 1/sqrt(fan_in))

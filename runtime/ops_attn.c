@@ -27,7 +27,7 @@ static void sdpa_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const 
 
 np_tensor *np_sdpa(np_ctx *ctx, np_tensor *q, np_tensor *k, np_tensor *v, int is_causal, double scale)
 {
-    static const char *api = "Functional.scaled_dot_product_attention";
+    const char *api = np_op_api(NP_OP_SDPA);
     if (!q || !k || !v || ctx->err.status)
         return NULL;
     if (!rt_need_float(ctx, q, api, "query") || !rt_need_float(ctx, k, api, "key") ||
@@ -54,7 +54,7 @@ np_tensor *np_sdpa(np_ctx *ctx, np_tensor *q, np_tensor *k, np_tensor *v, int is
     ctx->k.sdpa_forward(y->data, P, s->q, s->k, s->v, g, ac, odt, ctx->k.softmax_row);
     np_tensor *in[3] = {q, k, v};
     rt_node nd;
-    rt_node_init(ctx, &nd, RT_OP_SDPA, in, 3);
+    rt_node_init(ctx, &nd, NP_OP_SDPA, in, 3);
     if (ac != NP_FLOAT32)
         nd.gdt[0] = nd.gdt[1] = nd.gdt[2] = ac;
     rt_node_scalar(&nd, "is_causal", g->causal);

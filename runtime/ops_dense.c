@@ -27,12 +27,12 @@ static void linear_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *cons
 {
     const linear_state *s = nd->st;
     gemm_status(ctx, ctx->k.linear_backward(gin[0], gin[1], gin[2], gout[0], s->x, s->w, s->R, s->I, s->O,
-                                            ctx->o.device), "Functional.linear");
+                                            ctx->o.device), np_op_api(NP_OP_LINEAR));
 }
 
 np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
 {
-    static const char *api = "Functional.linear";
+    const char *api = np_op_api(NP_OP_LINEAR);
     if (!x || !w || ctx->err.status)
         return NULL;
     if (!rt_need_float(ctx, x, api, "input") || !rt_need_float(ctx, w, api, "weight") ||
@@ -60,7 +60,7 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
     gemm_status(ctx, ctx->k.linear_forward(y->data, xd, wd, bd, R, I, O, odt, ctx->o.device), api);
     np_tensor *in[3] = {x, w, b};
     rt_node nd;
-    rt_node_init(ctx, &nd, RT_OP_LINEAR, in, 3);
+    rt_node_init(ctx, &nd, NP_OP_LINEAR, in, 3);
     for (int i = 0; i < 3; i++)
         if (in[i] && ac != NP_FLOAT32)
             nd.gdt[i] = ac;
@@ -80,12 +80,12 @@ static void matmul_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *cons
 {
     const matmul_state *s = nd->st;
     gemm_status(ctx, rt_matmul_backward(gin[0], gin[1], gout[0], s->a, s->b, s->nbat, s->M, s->K, s->N,
-                                        s->shared, ctx->o.device), "Torch.matmul");
+                                        s->shared, ctx->o.device), np_op_api(NP_OP_MATMUL));
 }
 
 np_tensor *np_matmul(np_ctx *ctx, np_tensor *a, np_tensor *b)
 {
-    static const char *api = "Torch.matmul";
+    const char *api = np_op_api(NP_OP_MATMUL);
     if (!a || !b || ctx->err.status)
         return NULL;
     if (!rt_need_float(ctx, a, api, "input") || !rt_need_float(ctx, b, api, "other"))
@@ -121,7 +121,7 @@ np_tensor *np_matmul(np_ctx *ctx, np_tensor *a, np_tensor *b)
     gemm_status(ctx, rt_matmul_forward(y->data, ad, bd, nbat, M, K, N, shared, odt, ctx->o.device), api);
     np_tensor *in[2] = {a, b};
     rt_node nd;
-    rt_node_init(ctx, &nd, RT_OP_MATMUL, in, 2);
+    rt_node_init(ctx, &nd, NP_OP_MATMUL, in, 2);
     if (ac != NP_FLOAT32)
         nd.gdt[0] = nd.gdt[1] = ac;
     nd.st = s;
@@ -143,14 +143,14 @@ static void conv2d_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *cons
     if (gin[0] && !dcol)
         return;
     gemm_status(ctx, ctx->k.conv2d_backward(gin[0], gin[1], gin[2], dcol, gout[0], s->cols, s->w, g,
-                                            ctx->o.device), "Functional.conv2d");
+                                            ctx->o.device), np_op_api(NP_OP_CONV2D));
 }
 
 /* The geometry of x (N,C,H,W) * w (O,C,KH,KW), or 0 with a ctx error. */
 static int conv_geom_of(np_ctx *ctx, rt_conv_geom *g, const np_tensor *x, const np_tensor *w, const np_tensor *b,
                         int stride, int padding)
 {
-    static const char *api = "Functional.conv2d";
+    const char *api = np_op_api(NP_OP_CONV2D);
     if (stride < 1 || padding < 0)
         return rt_fail(ctx, NP_ERR_ARG, api, "%s: stride must be >= 1 and padding >= 0 (got %d, %d)", api, stride, padding), 0;
     if (x->ndim != 4 || w->ndim != 4 || x->shape[1] != w->shape[1])
@@ -169,7 +169,7 @@ static int conv_geom_of(np_ctx *ctx, rt_conv_geom *g, const np_tensor *x, const 
 
 np_tensor *np_conv2d(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b, int stride, int padding)
 {
-    static const char *api = "Functional.conv2d";
+    const char *api = np_op_api(NP_OP_CONV2D);
     if (!x || !w || ctx->err.status)
         return NULL;
     if (!rt_need_float(ctx, x, api, "input") || !rt_need_float(ctx, w, api, "weight") ||
@@ -197,7 +197,7 @@ np_tensor *np_conv2d(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b, int 
     gemm_status(ctx, ctx->k.conv2d_forward(y->data, cols, xd, wd, bd, g, odt, ctx->o.device), api);
     np_tensor *in[3] = {x, w, b};
     rt_node nd;
-    rt_node_init(ctx, &nd, RT_OP_CONV2D, in, 3);
+    rt_node_init(ctx, &nd, NP_OP_CONV2D, in, 3);
     for (int i = 0; i < 3; i++)
         if (in[i] && ac != NP_FLOAT32)
             nd.gdt[i] = ac;
@@ -223,7 +223,7 @@ static void maxpool_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *con
 
 np_tensor *np_max_pool2d(np_ctx *ctx, np_tensor *x, int kernel, int stride)
 {
-    static const char *api = "Functional.max_pool2d";
+    const char *api = np_op_api(NP_OP_MAX_POOL2D);
     if (!x || ctx->err.status)
         return NULL;
     if (!rt_need_float(ctx, x, api, "input"))
@@ -247,7 +247,7 @@ np_tensor *np_max_pool2d(np_ctx *ctx, np_tensor *x, int kernel, int stride)
     rt_max_pool2d_forward(y->data, arg, x->data, planes, H, W, kernel, stride);
     np_tensor *in[1] = {x};
     rt_node nd;
-    rt_node_init(ctx, &nd, RT_OP_MAX_POOL2D, in, 1);
+    rt_node_init(ctx, &nd, NP_OP_MAX_POOL2D, in, 1);
     rt_node_scalar(&nd, "kernel_size", kernel);
     rt_node_scalar(&nd, "stride", stride);
     nd.st = s;

@@ -1,5 +1,5 @@
 /* runtime/ops_elem.c - elementwise ops and reductions: Functional.relu,
- * Functional.gelu (erf and tanh), Functional.silu, Functional.dropout,
+ * Functional.gelu (erf and tanh), Functional.silu, Torch.tanh, Functional.dropout,
  * Tensor.add, Tensor.mul (tensor and scalar), Torch.sum, Torch.mean. Outputs
  * keep the (promoted) input dtype, so under autocast a low-precision input
  * gives a rounded low-precision output. The arithmetic is in kern_elem.c
@@ -11,7 +11,7 @@
 #include "rt_internal.h"
 
 /* ---- relu, gelu, silu ----------------------------------------------------- */
-enum { EW_RELU, EW_GELU, EW_GELU_TANH, EW_SILU };
+enum { EW_RELU, EW_GELU, EW_GELU_TANH, EW_SILU, EW_TANH };
 
 typedef struct ew_state {
     int kind;          /* EW_* */
@@ -35,13 +35,17 @@ static void ew_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *g
     case EW_GELU_TANH:
         rt_gelu_tanh_backward(gin[0], gout[0], x, n);
         break;
+    case EW_TANH:
+        rt_tanh_backward(gin[0], gout[0], x, n);
+        break;
     default:
         rt_silu_backward(gin[0], gout[0], x, n);
     }
 }
 
-static np_tensor *ew_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *x, int kind, const char *sk, double sv)
+static np_tensor *ew_op(np_ctx *ctx, np_op op, np_tensor *x, int kind, const char *sk, double sv)
 {
+    const char *api = np_op_api(op);
     if (!x || ctx->err.status)
         return NULL;
     if (!rt_need_float(ctx, x, api, "input"))
@@ -69,6 +73,9 @@ static np_tensor *ew_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *x, in
     case EW_GELU_TANH:
         rt_gelu_tanh_forward(y->data, x->data, n, x->dtype);
         break;
+    case EW_TANH:
+        rt_tanh_forward(y->data, x->data, n, x->dtype);
+        break;
     default:
         rt_silu_forward(y->data, x->data, n, x->dtype);
     }
@@ -81,18 +88,23 @@ static np_tensor *ew_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *x, in
 
 np_tensor *np_relu(np_ctx *ctx, np_tensor *x)
 {
-    return ew_op(ctx, RT_OP_RELU, "Functional.relu", x, EW_RELU, NULL, 0);
+    return ew_op(ctx, NP_OP_RELU, x, EW_RELU, NULL, 0);
 }
 
 np_tensor *np_gelu(np_ctx *ctx, np_tensor *x, int approximate_tanh)
 {
     int kind = approximate_tanh ? EW_GELU_TANH : EW_GELU;
-    return ew_op(ctx, RT_OP_GELU, "Functional.gelu", x, kind, "approximate", approximate_tanh ? 1 : 0);
+    return ew_op(ctx, NP_OP_GELU, x, kind, "approximate", approximate_tanh ? 1 : 0);
 }
 
 np_tensor *np_silu(np_ctx *ctx, np_tensor *x)
 {
-    return ew_op(ctx, RT_OP_SILU, "Functional.silu", x, EW_SILU, NULL, 0);
+    return ew_op(ctx, NP_OP_SILU, x, EW_SILU, NULL, 0);
+}
+
+np_tensor *np_tanh(np_ctx *ctx, np_tensor *x)
+{
+    return ew_op(ctx, NP_OP_TANH, x, EW_TANH, NULL, 0);
 }
 
 /* ---- dropout ------------------------------------------------------------ */
@@ -122,7 +134,7 @@ static void dropout_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *con
 
 np_tensor *np_dropout(np_ctx *ctx, np_tensor *x, double p, int training)
 {
-    static const char *api = "Functional.dropout";
+    const char *api = np_op_api(NP_OP_DROPOUT);
     if (!x || ctx->err.status)
         return NULL;
     if (!rt_need_float(ctx, x, api, "input"))
@@ -134,7 +146,7 @@ np_tensor *np_dropout(np_ctx *ctx, np_tensor *x, double p, int training)
     if (!y || !s)
         return NULL;
     rt_node nd;
-    rt_node_init(ctx, &nd, RT_OP_DROPOUT, &x, 1);
+    rt_node_init(ctx, &nd, NP_OP_DROPOUT, &x, 1);
     rt_node_scalar(&nd, "p", p);
     rt_node_scalar(&nd, "training", training ? 1 : 0);
     *s = (dropout_state){dropout_key(ctx, nd.n), training && p > 0.0, (float)p,
@@ -159,7 +171,7 @@ static void bin_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *
     int bi = s->big, si = 1 - bi;
     (void)ctx;
     rt_binary_backward(gin[bi], gin[si], gout[0], nd->in[bi]->data, nd->in[si]->data, nd->in[bi]->numel,
-                       nd->in[si]->numel, nd->op != RT_OP_ADD);
+                       nd->in[si]->numel, nd->op != NP_OP_ADD);
 }
 
 /* 1 if small's shape is a suffix of big's (or small has one element). */
@@ -175,8 +187,9 @@ static int suffix_of(const np_tensor *small, const np_tensor *big)
     return 1;
 }
 
-static np_tensor *bin_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *a, np_tensor *b)
+static np_tensor *bin_op(np_ctx *ctx, np_op op, np_tensor *a, np_tensor *b)
 {
+    const char *api = np_op_api(op);
     if (!a || !b || ctx->err.status)
         return NULL;
     if (!rt_need_float(ctx, a, api, "input") || !rt_need_float(ctx, b, api, "other"))
@@ -195,7 +208,7 @@ static np_tensor *bin_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *a, n
     if (!y || !s)
         return NULL;
     s->big = bi;
-    rt_binary_forward(y->data, big->data, small->data, big->numel, small->numel, op != RT_OP_ADD, odt);
+    rt_binary_forward(y->data, big->data, small->data, big->numel, small->numel, op != NP_OP_ADD, odt);
     np_tensor *in[2] = {a, b};
     rt_node nd;
     rt_node_init(ctx, &nd, op, in, 2);
@@ -206,12 +219,12 @@ static np_tensor *bin_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *a, n
 
 np_tensor *np_add(np_ctx *ctx, np_tensor *a, np_tensor *b)
 {
-    return bin_op(ctx, RT_OP_ADD, "Tensor.add", a, b);
+    return bin_op(ctx, NP_OP_ADD, a, b);
 }
 
 np_tensor *np_mul(np_ctx *ctx, np_tensor *a, np_tensor *b)
 {
-    return bin_op(ctx, RT_OP_MUL, "Tensor.mul", a, b);
+    return bin_op(ctx, NP_OP_MUL, a, b);
 }
 
 typedef struct scale_state {
@@ -228,7 +241,7 @@ static void scale_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const
 
 np_tensor *np_scale(np_ctx *ctx, np_tensor *x, double s)
 {
-    static const char *api = "Tensor.mul";
+    const char *api = np_op_api(NP_OP_MUL);
     if (!x || ctx->err.status)
         return NULL;
     if (!rt_need_float(ctx, x, api, "input"))
@@ -240,7 +253,7 @@ np_tensor *np_scale(np_ctx *ctx, np_tensor *x, double s)
     st->s = (float)s;
     rt_scale_forward(y->data, x->data, x->numel, st->s, x->dtype);
     rt_node nd;
-    rt_node_init(ctx, &nd, RT_OP_SCALE, &x, 1);
+    rt_node_init(ctx, &nd, NP_OP_MUL, &x, 1);
     rt_node_scalar(&nd, "other", s);
     nd.st = st;
     return rt_finish(ctx, &nd, y, scale_bwd);
@@ -251,11 +264,12 @@ static void reduce_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *cons
 {
     (void)ctx;
     if (gin[0])
-        rt_reduce_backward(gin[0], gout[0], nd->in[0]->numel, nd->op == RT_OP_MEAN);
+        rt_reduce_backward(gin[0], gout[0], nd->in[0]->numel, nd->op == NP_OP_MEAN);
 }
 
-static np_tensor *reduce_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *x)
+static np_tensor *reduce_op(np_ctx *ctx, np_op op, np_tensor *x)
 {
+    const char *api = np_op_api(op);
     if (!x || ctx->err.status)
         return NULL;
     if (!rt_need_float(ctx, x, api, "input"))
@@ -263,7 +277,7 @@ static np_tensor *reduce_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *x
     np_tensor *y = rt_new(ctx, x->dtype, 0, NULL);
     if (!y)
         return NULL;
-    rt_reduce_forward(y->data, x->data, x->numel, op == RT_OP_MEAN, x->dtype);
+    rt_reduce_forward(y->data, x->data, x->numel, op == NP_OP_MEAN, x->dtype);
     rt_node nd;
     rt_node_init(ctx, &nd, op, &x, 1);
     return rt_finish(ctx, &nd, y, reduce_bwd);
@@ -271,10 +285,10 @@ static np_tensor *reduce_op(np_ctx *ctx, rt_op op, const char *api, np_tensor *x
 
 np_tensor *np_sum(np_ctx *ctx, np_tensor *x)
 {
-    return reduce_op(ctx, RT_OP_SUM, "Torch.sum", x);
+    return reduce_op(ctx, NP_OP_SUM, x);
 }
 
 np_tensor *np_mean(np_ctx *ctx, np_tensor *x)
 {
-    return reduce_op(ctx, RT_OP_MEAN, "Torch.mean", x);
+    return reduce_op(ctx, NP_OP_MEAN, x);
 }

@@ -25,7 +25,7 @@ static void layer_norm_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *
 
 np_tensor *np_layer_norm(np_ctx *ctx, np_tensor *x, np_tensor *weight, np_tensor *bias, double eps)
 {
-    static const char *api = "Functional.layer_norm";
+    const char *api = np_op_api(NP_OP_LAYER_NORM);
     if (!x || ctx->err.status)
         return NULL;
     if (!rt_need_float(ctx, x, api, "input") || (weight && !rt_need_float(ctx, weight, api, "weight")) ||
@@ -48,7 +48,7 @@ np_tensor *np_layer_norm(np_ctx *ctx, np_tensor *x, np_tensor *weight, np_tensor
                              bias ? bias->data : NULL, R, C, eps);
     np_tensor *in[3] = {x, weight, bias};
     rt_node nd;
-    rt_node_init(ctx, &nd, RT_OP_LAYER_NORM, in, 3);
+    rt_node_init(ctx, &nd, NP_OP_LAYER_NORM, in, 3);
     rt_node_scalar(&nd, "eps", eps);
     nd.st = s;
     nd.gin_full = 7;
@@ -70,7 +70,7 @@ static void softmax_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *con
 
 np_tensor *np_softmax(np_ctx *ctx, np_tensor *x, int dim)
 {
-    static const char *api = "Functional.softmax";
+    const char *api = np_op_api(NP_OP_SOFTMAX);
     if (!x || ctx->err.status)
         return NULL;
     if (!rt_need_float(ctx, x, api, "input"))
@@ -85,7 +85,7 @@ np_tensor *np_softmax(np_ctx *ctx, np_tensor *x, int dim)
     *s = (softmax_state){R, C};
     rt_softmax_forward(y->data, x->data, R, C, ctx->k.softmax_row);
     rt_node nd;
-    rt_node_init(ctx, &nd, RT_OP_SOFTMAX, &x, 1);
+    rt_node_init(ctx, &nd, NP_OP_SOFTMAX, &x, 1);
     rt_node_scalar(&nd, "dim", dim);
     nd.st = s;
     nd.gin_full = 1;
@@ -112,7 +112,7 @@ static void ce_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *g
 /* Number of rows whose target is valid, or -1 (ctx error) for a target outside [0, C). */
 static int64_t ce_count_valid(np_ctx *ctx, const int64_t *t, int64_t R, int64_t C, int64_t ignore_index)
 {
-    static const char *api = "Functional.cross_entropy";
+    const char *api = np_op_api(NP_OP_CROSS_ENTROPY);
     int64_t nvalid = 0;
     for (int64_t r = 0; r < R; r++) {
         if (t[r] == ignore_index)
@@ -129,7 +129,7 @@ static int64_t ce_count_valid(np_ctx *ctx, const int64_t *t, int64_t R, int64_t 
 
 np_tensor *np_cross_entropy(np_ctx *ctx, np_tensor *logits, np_tensor *targets, int64_t ignore_index)
 {
-    static const char *api = "Functional.cross_entropy";
+    const char *api = np_op_api(NP_OP_CROSS_ENTROPY);
     if (!logits || !targets || ctx->err.status)
         return NULL;
     if (!rt_need_float(ctx, logits, api, "input"))
@@ -155,7 +155,7 @@ np_tensor *np_cross_entropy(np_ctx *ctx, np_tensor *logits, np_tensor *targets, 
     rt_cross_entropy_forward(y->data, lse, rl, logits->data, targets->data, R, C, ignore_index, nvalid);
     np_tensor *in[2] = {logits, targets};
     rt_node nd;
-    rt_node_init(ctx, &nd, RT_OP_CROSS_ENTROPY, in, 2);
+    rt_node_init(ctx, &nd, NP_OP_CROSS_ENTROPY, in, 2);
     rt_node_scalar(&nd, "ignore_index", (double)ignore_index);
     nd.st = s;
     return rt_finish(ctx, &nd, y, ce_bwd);
@@ -181,7 +181,7 @@ static int64_t idx_at(const np_tensor *idx, int64_t i)
 
 np_tensor *np_embedding(np_ctx *ctx, np_tensor *idx, np_tensor *weight)
 {
-    static const char *api = "Functional.embedding";
+    const char *api = np_op_api(NP_OP_EMBEDDING);
     if (!idx || !weight || ctx->err.status)
         return NULL;
     if (idx->dtype != NP_INT64 && idx->dtype != NP_INT32)
@@ -208,7 +208,7 @@ np_tensor *np_embedding(np_ctx *ctx, np_tensor *idx, np_tensor *weight)
     rt_embedding_forward(y->data, idx->data, idx->dtype, weight->data, idx->numel, C);
     np_tensor *in[2] = {idx, weight};
     rt_node nd;
-    rt_node_init(ctx, &nd, RT_OP_EMBEDDING, in, 2);
+    rt_node_init(ctx, &nd, NP_OP_EMBEDDING, in, 2);
     nd.st = s;
     return rt_finish(ctx, &nd, y, embedding_bwd);
 }

@@ -1,42 +1,10 @@
-/* runtime/ops_shape.c - the op name table and the shape ops: Tensor.view,
+/* runtime/ops_shape.c - the shape ops: Tensor.view,
  * Tensor.reshape, Torch.flatten (aliasing the input's data), Tensor.transpose
  * and Tensor.split (contiguous copies). Their backward moves gradients back
  * without arithmetic. */
 #include <string.h>
 
 #include "rt_internal.h"
-
-static const char *const op_api[RT_OP_COUNT] = {
-    [RT_OP_LINEAR] = "Functional.linear",
-    [RT_OP_MATMUL] = "Torch.matmul",
-    [RT_OP_CONV2D] = "Functional.conv2d",
-    [RT_OP_MAX_POOL2D] = "Functional.max_pool2d",
-    [RT_OP_RELU] = "Functional.relu",
-    [RT_OP_GELU] = "Functional.gelu",
-    [RT_OP_SILU] = "Functional.silu",
-    [RT_OP_LAYER_NORM] = "Functional.layer_norm",
-    [RT_OP_SOFTMAX] = "Functional.softmax",
-    [RT_OP_SDPA] = "Functional.scaled_dot_product_attention",
-    [RT_OP_EMBEDDING] = "Functional.embedding",
-    [RT_OP_DROPOUT] = "Functional.dropout",
-    [RT_OP_CROSS_ENTROPY] = "Functional.cross_entropy",
-    [RT_OP_ADD] = "Tensor.add",
-    [RT_OP_MUL] = "Tensor.mul",
-    [RT_OP_SCALE] = "Tensor.mul",
-    [RT_OP_SUM] = "Torch.sum",
-    [RT_OP_MEAN] = "Torch.mean",
-    [RT_OP_VIEW] = "Tensor.view",
-    [RT_OP_RESHAPE] = "Tensor.reshape",
-    [RT_OP_FLATTEN] = "Torch.flatten",
-    [RT_OP_TRANSPOSE] = "Tensor.transpose",
-    [RT_OP_SPLIT] = "Tensor.split",
-};
-_Static_assert(sizeof op_api / sizeof op_api[0] == RT_OP_COUNT, "op_api must name every op");
-
-const char *rt_op_api(rt_op op)
-{
-    return (unsigned)op < RT_OP_COUNT && op_api[op] ? op_api[op] : "Unknown.op";
-}
 
 /* ---- view / reshape / flatten ----------------------------------------------- */
 static void copy_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
@@ -45,9 +13,9 @@ static void copy_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const 
         memcpy(gin[0], gout[0], (size_t)nd->in[0]->numel * sizeof(float));
 }
 
-static np_tensor *alias_op(np_ctx *ctx, rt_op op, np_tensor *x, int ndim, const int64_t *shape_in)
+static np_tensor *alias_op(np_ctx *ctx, np_op op, np_tensor *x, int ndim, const int64_t *shape_in)
 {
-    const char *api = rt_op_api(op);
+    const char *api = np_op_api(op);
     if (!x || ctx->err.status)
         return NULL;
     if (ndim < 0 || ndim > NP_MAX_DIMS || (ndim > 0 && !shape_in))
@@ -93,12 +61,12 @@ static np_tensor *alias_op(np_ctx *ctx, rt_op op, np_tensor *x, int ndim, const 
 
 np_tensor *np_view(np_ctx *ctx, np_tensor *x, int ndim, const int64_t *shape)
 {
-    return alias_op(ctx, RT_OP_VIEW, x, ndim, shape);
+    return alias_op(ctx, NP_OP_VIEW, x, ndim, shape);
 }
 
 np_tensor *np_reshape(np_ctx *ctx, np_tensor *x, int ndim, const int64_t *shape)
 {
-    return alias_op(ctx, RT_OP_RESHAPE, x, ndim, shape);
+    return alias_op(ctx, NP_OP_RESHAPE, x, ndim, shape);
 }
 
 np_tensor *np_flatten(np_ctx *ctx, np_tensor *x, int start_dim)
@@ -108,12 +76,12 @@ np_tensor *np_flatten(np_ctx *ctx, np_tensor *x, int start_dim)
     if (start_dim < 0)
         start_dim += x->ndim;
     if (start_dim < 0 || (x->ndim > 0 && start_dim >= x->ndim) || (x->ndim == 0 && start_dim != 0))
-        return rt_fail(ctx, NP_ERR_ARG, "Torch.flatten", "Torch.flatten: start_dim %d out of range for rank %d", start_dim, x->ndim);
+        return rt_fail(ctx, NP_ERR_ARG, np_op_api(NP_OP_FLATTEN), "%s: start_dim %d out of range for rank %d", np_op_api(NP_OP_FLATTEN), start_dim, x->ndim);
     int64_t shape[NP_MAX_DIMS];
     for (int i = 0; i < start_dim; i++)
         shape[i] = x->shape[i];
     shape[start_dim] = np_shape_numel(x->ndim - start_dim, x->shape + start_dim);
-    return alias_op(ctx, RT_OP_FLATTEN, x, start_dim + 1, shape);
+    return alias_op(ctx, NP_OP_FLATTEN, x, start_dim + 1, shape);
 }
 
 /* ---- transpose ----------------------------------------------------------- */
@@ -131,7 +99,7 @@ static void transpose_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *c
 
 np_tensor *np_transpose(np_ctx *ctx, np_tensor *x, int dim0, int dim1)
 {
-    static const char *api = "Tensor.transpose";
+    const char *api = np_op_api(NP_OP_TRANSPOSE);
     if (!x || ctx->err.status)
         return NULL;
     if (!rt_need_float(ctx, x, api, "input"))
@@ -160,7 +128,7 @@ np_tensor *np_transpose(np_ctx *ctx, np_tensor *x, int dim0, int dim1)
     else
         rt_transpose_forward(y->data, x->data, s->pre, s->A, s->mid, s->B, s->post);
     rt_node nd;
-    rt_node_init(ctx, &nd, RT_OP_TRANSPOSE, &x, 1);
+    rt_node_init(ctx, &nd, NP_OP_TRANSPOSE, &x, 1);
     rt_node_scalar(&nd, "dim0", dim0);
     rt_node_scalar(&nd, "dim1", dim1);
     nd.gin_full = 1;
@@ -192,7 +160,7 @@ static void split_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const
 
 int np_split(np_ctx *ctx, np_tensor *x, int64_t split_size, int dim, np_tensor **out, int max_out)
 {
-    static const char *api = "Tensor.split";
+    const char *api = np_op_api(NP_OP_SPLIT);
     if (!x || ctx->err.status)
         return -1;
     if (!rt_need_float(ctx, x, api, "input"))
@@ -226,7 +194,7 @@ int np_split(np_ctx *ctx, np_tensor *x, int64_t split_size, int dim, np_tensor *
         out[j] = outs[j];
     }
     rt_node nd;
-    rt_node_init(ctx, &nd, RT_OP_SPLIT, &x, 1);
+    rt_node_init(ctx, &nd, NP_OP_SPLIT, &x, 1);
     rt_node_scalar(&nd, "split_size", (double)split_size);
     rt_node_scalar(&nd, "dim", dim);
     nd.st = s;

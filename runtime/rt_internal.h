@@ -8,38 +8,10 @@
 #include <stdint.h>
 
 #include "kernels.h"
+#include "nprobe/ops.h"
 #include "nprobe/runtime.h"
 
-/* ---- op table ------------------------------------------------------------ */
-typedef enum rt_op {
-    RT_OP_LINEAR = 0,
-    RT_OP_MATMUL,
-    RT_OP_CONV2D,
-    RT_OP_MAX_POOL2D,
-    RT_OP_RELU,
-    RT_OP_GELU,
-    RT_OP_SILU,
-    RT_OP_LAYER_NORM,
-    RT_OP_SOFTMAX,
-    RT_OP_SDPA,
-    RT_OP_EMBEDDING,
-    RT_OP_DROPOUT,
-    RT_OP_CROSS_ENTROPY,
-    RT_OP_ADD,
-    RT_OP_MUL,
-    RT_OP_SCALE,
-    RT_OP_SUM,
-    RT_OP_MEAN,
-    RT_OP_VIEW,
-    RT_OP_RESHAPE,
-    RT_OP_FLATTEN,
-    RT_OP_TRANSPOSE,
-    RT_OP_SPLIT,
-    RT_OP_COUNT
-} rt_op;
-
-/* API name ("Functional.linear") of an op. */
-const char *rt_op_api(rt_op op);
+/* Ops are named by np_op (include/nprobe/ops.h), the one op identity. */
 
 /* ---- tensors ----------------------------------------------------------- */
 typedef struct rt_tensor {
@@ -89,6 +61,7 @@ struct rt_node {
     int gin_full;       /* bit i: bwd writes every element of gin[i] (no zeroing needed) */
     rt_bwd_fn bwd;
     rt_site site;       /* callsite of the call (forward and backward events) */
+    unsigned declined;  /* bit i: observer i declined the forward call (before event) */
 };
 
 typedef struct rt_mcall {
@@ -122,8 +95,10 @@ struct np_ctx {
     np_ctx_opts o;
     np_fault fault;     /* active fault */
     rt_kernels k;       /* the kernels a fault can act on: the reference, or the fault's (kernels.h) */
-    np_hook_fn hook;
-    void *user;
+    np_observer obs[NP_CTX_MAX_OBSERVERS]; /* in calling order */
+    int obs_hook[NP_CTX_MAX_OBSERVERS];    /* 1: the np_ctx_set_hook one */
+    int n_obs;          /* observers; 0: nobody listens, no event is formatted */
+    int n_before;       /* observers with a before callback */
     double loss_scale;  /* carried by NP_EV_STEP_BEGIN (np_ctx_set_loss_scale) */
     int stop;
     np_error err;
@@ -131,7 +106,7 @@ struct np_ctx {
     rt_site site;       /* pending callsite, consumed by the next API or module call */
     char site_buf[256]; /* the formatted callsite of the event being emitted */
     int step, seq, in_step;
-    int counters[RT_OP_COUNT];
+    int counters[NP_OP_COUNT];  /* per API name: np_op */
     rt_slab slabs[RT_MAX_SLABS];
     int n_slabs, cur_slab;
     rt_node *nodes;
@@ -167,13 +142,15 @@ np_dtype rt_promote(np_dtype a, np_dtype b);
 /* Input data rounded to dt (a copy in the arena), or the data itself when no
  * rounding is needed. */
 float *rt_rounded(np_ctx *ctx, const np_tensor *t, np_dtype dt);
-/* Round n floats in place to dt (no-op for float32). */
+/* Round n floats in place to dt (no-op for float32; numeric.c). */
 void rt_round_buf(float *p, int64_t n, np_dtype dt);
+/* The random generator's mixing function (splitmix64's finaliser; numeric.c). */
+uint64_t rt_mix64(uint64_t z);
 /* 1 if t is floating, non-NULL; sets ctx error naming `what` otherwise. */
 int rt_need_float(np_ctx *ctx, const np_tensor *t, const char *api, const char *what);
 
 /* Start a node for op with inputs (n counter assigned, record decided). */
-void rt_node_init(np_ctx *ctx, rt_node *nd, rt_op op, np_tensor *const *in, int n_in);
+void rt_node_init(np_ctx *ctx, rt_node *nd, np_op op, np_tensor *const *in, int n_in);
 void rt_node_scalar(rt_node *nd, const char *key, double v);
 /* Finish: mark outputs, push on the tape when recording, emit the forward
  * event. Returns out (single output form). */
@@ -200,7 +177,7 @@ void rt_blas_setup(void);
  * is well above that. RT_PAR_MIN for kernels doing some arithmetic per
  * element (~32k elements is ~100 us), RT_PAR_EW for plain copies, adds and
  * scales (memory-bound, ~1 MiB). Measured in docs/PERFORMANCE.md. */
-/* rt_par_all (test knob, ctx.c: rt_set_par_all): when non-zero every kernel
+/* rt_par_all (test knob, numeric.c: rt_set_par_all): when non-zero every kernel
  * takes its OpenMP path whatever its size (thresholds 0, GEMM panels and the
  * optimizer's loops included), so a small graph exercises the parallel code
  * and the 1-vs-N-thread determinism tests can fail. Set it before running;

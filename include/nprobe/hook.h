@@ -1,8 +1,12 @@
-/* nprobe/hook.h - the runtime's hook: one callback plus payload.
+/* nprobe/hook.h - the runtime's hook: an ordered list of observers, each
+ * with an after callback (np_hook_fn: every event) and an optional before
+ * callback for API calls (np_hook_before_fn: the call's start, which may
+ * decline the call), plus the payload.
  *
- * The runtime owns a single (np_hook_fn, user) pair and calls it at every hook
- * point; an observer (the probe) registers itself. The runtime never includes
- * the probe. Everything an event points to is borrowed for the duration of
+ * The runtime calls its observers at every hook point; an observer (the
+ * probe, a monitor, a profiler) registers itself (np_ctx_set_hook for the
+ * one classic hook, np_ctx_add_observer for more). The runtime never
+ * includes the probe. Everything an event points to is borrowed for the duration of
  * the call only: copy what you keep.
  *
  * Names follow msprobe (DESIGN.md section 3):
@@ -81,6 +85,24 @@ typedef struct np_hook_event {
  * at the next step boundary (the probe returns non-zero only when it was
  * configured to stop training on a dump error). */
 typedef int (*np_hook_fn)(const np_hook_event *ev, void *user);
+
+/* The before event of an API call (ggml's "ask"): the call's name, parent,
+ * callsite, seq (that of its after event) and its inputs - forward: the
+ * input tensors; backward: the gradients arriving at its outputs (role
+ * input) - no scalars, no outputs yet. Return 0 to observe the call (the
+ * after event follows), non-zero to decline it: this observer gets no
+ * after event for this call. Module and step events have no before. */
+typedef int (*np_hook_before_fn)(const np_hook_event *ev, void *user);
+
+/* An observer of the runtime's events. Observers run in increasing `order`
+ * (registration order among equals), each with its own `user`; so a dump,
+ * a monitor and a profiler observe one run side by side. */
+typedef struct np_observer {
+    int order;
+    np_hook_before_fn before; /* NULL: no before events */
+    np_hook_fn after;         /* every event, as np_ctx_set_hook's hook; NULL: none */
+    void *user;               /* borrowed */
+} np_observer;
 
 #ifdef __cplusplus
 }

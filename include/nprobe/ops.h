@@ -37,6 +37,14 @@ extern "C" {
 
 /* ==== the registry ======================================================= */
 
+/* The one op identity of nprobe: the runtime's tape nodes, its hook events'
+ * API names, the fault catalog, the models' op lists and replay all name an
+ * op by this enum; its API name ("Functional.layer_norm") is spelled once,
+ * in the op's entry of the table (ops/ops_registry.c), np_op_api gives it.
+ * Adding an op: one enumerator here, one entry in that table (the build
+ * fails without it: the table is unsized and checked against NP_OP_COUNT),
+ * its kernels (float64 in ops/, float32 in runtime/) and their tests
+ * (docs/DEVELOPING.md, "Adding an op"). New ops go before NP_OP_COUNT. */
 typedef enum np_op {
     NP_OP_LINEAR = 0,
     NP_OP_MATMUL,
@@ -62,6 +70,9 @@ typedef enum np_op {
     NP_OP_VIEW,
     NP_OP_TRANSPOSE,
     NP_OP_SPLIT,
+    NP_OP_RESHAPE,      /* Tensor.reshape: recomputed as Tensor.view (NP_OPF_AS_VIEW) */
+    NP_OP_FLATTEN,      /* Torch.flatten: likewise */
+    NP_OP_TANH,
     NP_OP_COUNT
 } np_op;
 
@@ -114,7 +125,9 @@ typedef struct np_op_scalar {
 enum {
     NP_OPF_MULTILINEAR = 1, /* magnitudes = the same kernel on |inputs| (sum of |terms|) */
     NP_OPF_RANDOM = 2,      /* random unless its scalars make it deterministic (dropout) */
-    NP_OPF_EXACT = 4        /* moves or copies values only (shape ops): no rounding at all */
+    NP_OPF_EXACT = 4,       /* moves or copies values only (shape ops): no rounding at all */
+    NP_OPF_AS_VIEW = 8      /* np_op_from_api gives NP_OP_VIEW for its names: replay
+                             * recomputes it as a view of the dumped output's shape */
 };
 
 struct np_op_info {
@@ -147,8 +160,12 @@ struct np_op_info {
 const np_op_info *np_op_get(int op);
 /* "layer_norm" for NP_OP_LAYER_NORM, "unknown" out of range. */
 const char *np_op_name(int op);
+/* The API name the runtime emits for the op ("Functional.layer_norm"),
+ * "Unknown.op" out of range. */
+const char *np_op_api(int op);
 /* The op recomputing an API name ("Functional.linear", "Torch.bmm",
- * "Tensor.__add__", ...), -1 when none does. */
+ * "Tensor.__add__", ...), -1 when none does (an op flagged NP_OPF_AS_VIEW
+ * gives NP_OP_VIEW). */
 int np_op_from_api(const char *api);
 /* Index of a scalar of the op by its kwargs key, -1 if it has none. */
 int np_op_scalar_index(const np_op_info *info, const char *key);
@@ -208,6 +225,8 @@ void np_ref_gelu_backward(double *dinp, const double *dout, const double *inp, i
                           int approximate);
 void np_ref_silu_forward(double *out, const double *inp, int64_t n);
 void np_ref_silu_backward(double *dinp, const double *dout, const double *inp, int64_t n);
+void np_ref_tanh_forward(double *out, const double *inp, int64_t n);
+void np_ref_tanh_backward(double *dinp, const double *dout, const double *inp, int64_t n);
 /* out, mag (R,C) = layer norm of inp (R,C) over C with weight (C), bias (C)
  * (either may be NULL); mean, rstd (R) may be NULL; mag may be NULL. */
 void np_ref_layernorm_forward(double *out, double *mag, double *mean, double *rstd,

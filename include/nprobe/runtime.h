@@ -124,8 +124,18 @@ np_status np_ctx_new(np_ctx **out, const np_ctx_opts *o, np_error *err);
 /* Free the context, its arena, every persistent tensor and module. NULL ok. */
 void np_ctx_free(np_ctx *ctx);
 
-/* Register the hook (NULL fn unregisters). `user` is borrowed. */
+/* Register the hook (NULL fn unregisters). `user` is borrowed. The hook is
+ * an observer of order 0 without a before event (np_ctx_add_observer);
+ * setting it again replaces it. */
 void np_ctx_set_hook(np_ctx *ctx, np_hook_fn fn, void *user);
+/* Add an observer (include/nprobe/hook.h); NP_ERR_LIMIT past
+ * NP_CTX_MAX_OBSERVERS, NP_ERR_ARG if it has neither callback. With no
+ * observer the runtime formats no event and the before check is one
+ * branch per call. */
+#define NP_CTX_MAX_OBSERVERS 8
+np_status np_ctx_add_observer(np_ctx *ctx, const np_observer *obs, np_error *err);
+/* Remove the observers registered with this `user`. */
+void np_ctx_remove_observers(np_ctx *ctx, const void *user);
 /* 1 once a hook call returned non-zero (the trainer stops at the next step
  * boundary). Cleared by np_ctx_new only. */
 int np_ctx_stop_requested(const np_ctx *ctx);
@@ -305,6 +315,8 @@ np_tensor *np_relu(np_ctx *ctx, np_tensor *x);
 np_tensor *np_gelu(np_ctx *ctx, np_tensor *x, int approximate_tanh);
 /* [Functional.silu] KEEP. x * sigmoid(x). */
 np_tensor *np_silu(np_ctx *ctx, np_tensor *x);
+/* [Torch.tanh] KEEP. tanh(x). */
+np_tensor *np_tanh(np_ctx *ctx, np_tensor *x);
 /* [Functional.layer_norm] F32. x (..., C), weight (C) or NULL, bias (C) or
  * NULL; biased variance over the last dim. Scalar eps. */
 np_tensor *np_layer_norm(np_ctx *ctx, np_tensor *x, np_tensor *weight,

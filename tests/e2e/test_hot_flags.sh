@@ -13,7 +13,7 @@ py=${NP_PYTHON:-/usr/bin/python3}
 work=$(mktemp -d "${TMPDIR:-/tmp}/np_hot_flags.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 fail=0
-hot="common runtime probe dumpio msprobe replay compare"
+hot="common ops runtime probe dumpio msprobe replay compare"
 
 # configure NAME CFLAGS cmake-args... -> $work/NAME/compile_commands.json
 configure() {

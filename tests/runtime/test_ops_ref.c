@@ -206,6 +206,10 @@ static void test_pointwise(void)
     for (int i = 0; i < 21; i++)
         want[i] = A.v[i] * (1 / (1 + exp(-A.v[i])));
     check_op("silu", NP_OP_SILU, (tin *const[]){&A}, 1, NULL, 0, want, 1e-15);
+    for (int i = 0; i < 21; i++) /* tanh = (e^2x - 1) / (e^2x + 1) */
+        want[i] = expm1(2 * A.v[i]) / (exp(2 * A.v[i]) + 1);
+    check_op("tanh", NP_OP_TANH, (tin *const[]){&A}, 1, NULL, 0, want, 1e-15);
+    CHECK_EQ_INT(np_op_from_api("Tensor.tanh"), NP_OP_TANH);
     for (int i = 0; i < 21; i++)
         want[i] = A.v[i] > 0 ? A.v[i] : 0;
     check_op("relu", NP_OP_RELU, (tin *const[]){&A}, 1, NULL, 0, want, 0);
@@ -383,8 +387,16 @@ static void test_registry(void)
     for (int i = 0; i < NP_OP_COUNT; i++) {
         const np_op_info *info = np_op_get(i);
         CHECK(info && (int)info->op == i && strcmp(info->name, np_op_name(i)) == 0);
-        CHECK_EQ_INT(np_op_from_api(info->api), i);
+        CHECK(strcmp(info->api, np_op_api(i)) == 0);
+        CHECK_EQ_INT(np_op_from_api(info->api), info->flags & NP_OPF_AS_VIEW ? NP_OP_VIEW : i);
     }
+    /* the runtime's reshape and flatten are ops of their own (their own
+     * call counters), recomputed as a view */
+    CHECK_EQ_INT(np_op_from_api("Tensor.reshape"), NP_OP_VIEW);
+    CHECK_EQ_INT(np_op_from_api("Torch.flatten"), NP_OP_VIEW);
+    CHECK_EQ_INT(np_op_from_api("Tensor.flatten"), NP_OP_VIEW);
+    CHECK(strcmp(np_op_api(NP_OP_LAYER_NORM), "Functional.layer_norm") == 0);
+    CHECK(strcmp(np_op_api(NP_OP_COUNT), "Unknown.op") == 0);
     CHECK(np_op_get(NP_OP_COUNT) == NULL);
     CHECK_EQ_INT(np_op_scalar_index(np_op_get(NP_OP_LAYER_NORM), "eps"), 0);
     CHECK_EQ_INT(np_op_scalar_index(np_op_get(NP_OP_LAYER_NORM), "dim"), -1);

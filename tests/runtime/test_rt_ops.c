@@ -104,6 +104,7 @@ static void ref_gelu_tanh(double **in, double *y)
     }
 }
 static void ref_silu(double **in, double *y) { for (int i = 0; i < 14; i++) y[i] = in[0][i] / (1 + exp(-in[0][i])); }
+static void ref_tanh(double **in, double *y) { for (int i = 0; i < 14; i++) y[i] = 1 - 2 / (exp(2 * in[0][i]) + 1); }
 static void ref_ln(double **in, double *y) /* x (3,6) w b, eps 1e-5 */
 {
     for (int r = 0; r < 3; r++) {
@@ -212,6 +213,7 @@ static np_tensor *run_relu(np_ctx *c, np_tensor **in) { return np_relu(c, in[0])
 static np_tensor *run_gelu(np_ctx *c, np_tensor **in) { return np_gelu(c, in[0], 0); }
 static np_tensor *run_gelu_tanh(np_ctx *c, np_tensor **in) { return np_gelu(c, in[0], 1); }
 static np_tensor *run_silu(np_ctx *c, np_tensor **in) { return np_silu(c, in[0]); }
+static np_tensor *run_tanh(np_ctx *c, np_tensor **in) { return np_tanh(c, in[0]); }
 static np_tensor *run_ln(np_ctx *c, np_tensor **in) { return np_layer_norm(c, in[0], in[1], in[2], 1e-5); }
 static np_tensor *run_softmax(np_ctx *c, np_tensor **in) { return np_softmax(c, in[0], -1); }
 static np_tensor *run_sdpa_causal(np_ctx *c, np_tensor **in) { return np_sdpa(c, in[0], in[1], in[2], 1, 0.0); }
@@ -255,6 +257,7 @@ static const opcase cases[] = {
     {"gelu", 1, {2}, {{2, 7}}, {0}, run_gelu, ref_gelu},
     {"gelu_tanh", 1, {2}, {{2, 7}}, {0}, run_gelu_tanh, ref_gelu_tanh},
     {"silu", 1, {2}, {{2, 7}}, {0}, run_silu, ref_silu},
+    {"tanh", 1, {2}, {{2, 7}}, {0}, run_tanh, ref_tanh},
     {"layer_norm", 3, {2, 1, 1}, {{3, 6}, {6}, {6}}, {0}, run_ln, ref_ln},
     {"softmax", 1, {2}, {{3, 7}}, {0}, run_softmax, ref_softmax},
     {"sdpa_causal", 3, {4, 4, 4}, {{1, 2, 5, 3}, {1, 2, 5, 3}, {1, 2, 5, 3}}, {0}, run_sdpa_causal, ref_sdpa_causal},

@@ -1,6 +1,6 @@
-/* runtime/ops_ref_internal.h - the registry adapters of the float64
+/* ops/ops_ref_internal.h - the registry adapters of the float64
  * reference kernels (ref_*.c), gathered into the table of
- * runtime/ops_registry.c. Private to the runtime. */
+ * ops/ops_registry.c. Private to np_ops. */
 #ifndef NPROBE_OPS_REF_INTERNAL_H
 #define NPROBE_OPS_REF_INTERNAL_H
 

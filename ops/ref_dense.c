@@ -1,4 +1,4 @@
-/* runtime/ref_dense.c - float64 reference kernels of the dense ops (linear,
+/* ops/ref_dense.c - float64 reference kernels of the dense ops (linear,
  * matmul, conv2d, max_pool2d, embedding) and their registry entries
  * (include/nprobe/ops.h). Context-free: plain arrays in, plain arrays out.
  * GEMMs are OpenBLAS cblas_dgemm (the caller pins OpenBLAS to one thread,

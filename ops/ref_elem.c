@@ -1,4 +1,4 @@
-/* runtime/ref_elem.c - float64 reference kernels of the pointwise ops (relu,
+/* ops/ref_elem.c - float64 reference kernels of the pointwise ops (relu,
  * gelu in both forms, silu, dropout), the broadcasting binary ops (add, sub,
  * mul, div), the reductions (sum, mean) and the shape ops (view/reshape/
  * flatten, transpose, split), with their registry entries
@@ -64,6 +64,20 @@ void np_ref_silu_backward(double *dinp, const double *dout, const double *inp, i
     }
 }
 
+void np_ref_tanh_forward(double *out, const double *inp, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        out[i] = tanh(inp[i]);
+}
+
+void np_ref_tanh_backward(double *dinp, const double *dout, const double *inp, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double t = tanh(inp[i]);
+        dinp[i] = dout[i] * (1.0 - t * t);
+    }
+}
+
 np_status rt_ref_same_shape(np_op_call *c, np_error *err)
 {
     (void)err;
@@ -81,6 +95,7 @@ void rt_ref_pointwise_fwd(np_op_call *c)
     case NP_OP_RELU: np_ref_relu_forward(y, x, n); break;
     case NP_OP_GELU: np_ref_gelu_forward(y, x, n, c->sc[0] != 0.0); break;
     case NP_OP_SILU: np_ref_silu_forward(y, x, n); break;
+    case NP_OP_TANH: np_ref_tanh_forward(y, x, n); break;
     default: memcpy(y, x, (size_t)n * sizeof(double)); break; /* dropout in eval */
     }
     if (c->out[0].mag)
@@ -104,6 +119,7 @@ void rt_ref_pointwise_bwd(np_op_call *c)
     case NP_OP_RELU: np_ref_relu_backward(d, g, x, n); break;
     case NP_OP_GELU: np_ref_gelu_backward(d, g, x, n, c->sc[0] != 0.0); break;
     case NP_OP_SILU: np_ref_silu_backward(d, g, x, n); break;
+    case NP_OP_TANH: np_ref_tanh_backward(d, g, x, n); break;
     default: memcpy(d, g, (size_t)n * sizeof(double)); break;
     }
     if (c->gin[0].mag)

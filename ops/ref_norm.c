@@ -1,4 +1,4 @@
-/* runtime/ref_norm.c - float64 reference kernels of the normalising ops
+/* ops/ref_norm.c - float64 reference kernels of the normalising ops
  * (layer_norm, rms_norm, softmax, log_softmax, scaled_dot_product_attention,
  * cross_entropy) and their registry entries (include/nprobe/ops.h). Each
  * kernel also gives, when asked, the magnitude of every output: the sum of

@@ -1,4 +1,4 @@
-/* runtime/ops_registry.c - the op registry (include/nprobe/ops.h): one
+/* ops/ops_registry.c - the op registry (include/nprobe/ops.h): one
  * table says which APIs nprobe recomputes in float64, with their inputs,
  * scalar arguments and defaults, and the generic driver that allocates a
  * call's buffers and runs a pass with its magnitudes. */
@@ -17,117 +17,114 @@
 #define ML NP_OPF_MULTILINEAR
 #define ADAPT(a) rt_ref_##a##_fwd, rt_ref_##a##_bwd
 
-static const np_op_info op_table[NP_OP_COUNT] = {
-    [NP_OP_LINEAR] = {NP_OP_LINEAR, "linear", "Functional.linear", NAMES("Torch.nn.functional.linear"),
+/* One entry per np_op, in enum order (no designators: an entry left out
+ * shifts the rest, which the count check below and the id check of
+ * tests/runtime/test_ops_ref.c catch). */
+static const np_op_info op_table[] = {
+    {NP_OP_LINEAR, "linear", "Functional.linear", NAMES("Torch.nn.functional.linear"),
                       NAMES("input", "weight", "bias"), 2, 6u, 0u, NO_SCALARS, ML,
                       rt_ref_linear_shape, ADAPT(linear), NULL},
-    [NP_OP_MATMUL] = {NP_OP_MATMUL, "matmul", "Torch.matmul",
+    {NP_OP_MATMUL, "matmul", "Torch.matmul",
                       NAMES("Tensor.matmul", "Tensor.__matmul__", "Torch.bmm", "Tensor.bmm",
                             "Torch.mm", "Tensor.mm"),
                       NAMES("input", "other"), 2, 0u, 0u, NO_SCALARS, ML, rt_ref_matmul_shape,
                       ADAPT(matmul), NULL},
-    [NP_OP_CONV2D] = {NP_OP_CONV2D, "conv2d", "Functional.conv2d", NAMES("Torch.conv2d"),
+    {NP_OP_CONV2D, "conv2d", "Functional.conv2d", NAMES("Torch.conv2d"),
                       NAMES("input", "weight", "bias"), 2, 6u, 0u,
                       SCALARS({"stride", 1, 0}, {"padding", 0, 0}, {"dilation", 1, 0},
                               {"groups", 1, 0}),
                       ML, rt_ref_conv2d_shape, ADAPT(conv2d), rt_ref_conv2d_unsupported},
-    [NP_OP_MAX_POOL2D] = {NP_OP_MAX_POOL2D, "max_pool2d", "Functional.max_pool2d",
+    {NP_OP_MAX_POOL2D, "max_pool2d", "Functional.max_pool2d",
                           NAMES("Torch.max_pool2d"), NAMES("input"), 1, 0u, 0u,
                           SCALARS({"kernel_size", REQ}, {"stride", 0, 0}, {"padding", 0, 0},
                                   {"dilation", 1, 0}),
                           0, rt_ref_max_pool2d_shape, ADAPT(max_pool2d),
                           rt_ref_max_pool2d_unsupported},
-    [NP_OP_EMBEDDING] = {NP_OP_EMBEDDING, "embedding", "Functional.embedding", NAMES("Torch.embedding"),
+    {NP_OP_EMBEDDING, "embedding", "Functional.embedding", NAMES("Torch.embedding"),
                          NAMES("input", "weight"), 2, 2u, 1u,
                          SCALARS({"padding_idx", NAN, 0}, {"max_norm", NAN, 0},
                                  {"scale_grad_by_freq", 0, 0}),
                          ML, rt_ref_embedding_shape, ADAPT(embedding), rt_ref_embedding_unsupported},
-    [NP_OP_RELU] = {NP_OP_RELU, "relu", "Functional.relu", NAMES("Torch.relu", "Tensor.relu"),
+    {NP_OP_RELU, "relu", "Functional.relu", NAMES("Torch.relu", "Tensor.relu"),
                     NAMES("input"), 1, 0u, 0u, NO_SCALARS, 0, rt_ref_same_shape, ADAPT(pointwise),
                     NULL},
-    [NP_OP_GELU] = {NP_OP_GELU, "gelu", "Functional.gelu", NAMES("Torch.gelu"), NAMES("input"), 1,
+    {NP_OP_GELU, "gelu", "Functional.gelu", NAMES("Torch.gelu"), NAMES("input"), 1,
                     0u, 0u, SCALARS({"approximate", 0, 0}), 0, rt_ref_same_shape,
                     ADAPT(pointwise), NULL},
-    [NP_OP_SILU] = {NP_OP_SILU, "silu", "Functional.silu", NAMES("Torch.silu"), NAMES("input"), 1,
+    {NP_OP_SILU, "silu", "Functional.silu", NAMES("Torch.silu"), NAMES("input"), 1,
                     0u, 0u, NO_SCALARS, 0, rt_ref_same_shape, ADAPT(pointwise), NULL},
-    [NP_OP_DROPOUT] = {NP_OP_DROPOUT, "dropout", "Functional.dropout", NAMES("Torch.dropout"),
+    {NP_OP_DROPOUT, "dropout", "Functional.dropout", NAMES("Torch.dropout"),
                        NAMES("input"), 1, 0u, 0u, SCALARS({"p", 0.5, 0}, {"training", 1, 0}),
                        NP_OPF_RANDOM, rt_ref_same_shape, ADAPT(pointwise),
                        rt_ref_dropout_random},
-    [NP_OP_LAYER_NORM] = {NP_OP_LAYER_NORM, "layer_norm", "Functional.layer_norm",
+    {NP_OP_LAYER_NORM, "layer_norm", "Functional.layer_norm",
                           NAMES("Torch.layer_norm"), NAMES("input", "weight", "bias"), 1, 6u, 0u,
                           SCALARS({"eps", 1e-5, 0}), 0, rt_ref_norm_shape, ADAPT(layernorm),
                           NULL},
-    [NP_OP_RMS_NORM] = {NP_OP_RMS_NORM, "rms_norm", "Functional.rms_norm", NAMES("Torch.rms_norm"),
+    {NP_OP_RMS_NORM, "rms_norm", "Functional.rms_norm", NAMES("Torch.rms_norm"),
                         NAMES("input", "weight"), 1, 2u, 0u, SCALARS({"eps", -1, 0}), 0,
                         rt_ref_norm_shape, ADAPT(rmsnorm), NULL},
-    [NP_OP_SOFTMAX] = {NP_OP_SOFTMAX, "softmax", "Functional.softmax",
+    {NP_OP_SOFTMAX, "softmax", "Functional.softmax",
                        NAMES("Torch.softmax", "Tensor.softmax"), NAMES("input"), 1, 0u, 0u,
                        SCALARS({"dim", REQ}), 0, rt_ref_softmax_shape, ADAPT(softmax), NULL},
-    [NP_OP_LOG_SOFTMAX] = {NP_OP_LOG_SOFTMAX, "log_softmax", "Functional.log_softmax",
+    {NP_OP_LOG_SOFTMAX, "log_softmax", "Functional.log_softmax",
                            NAMES("Torch.log_softmax", "Tensor.log_softmax"), NAMES("input"), 1,
                            0u, 0u, SCALARS({"dim", REQ}), 0, rt_ref_softmax_shape,
                            ADAPT(softmax), NULL},
-    [NP_OP_SDPA] = {NP_OP_SDPA, "scaled_dot_product_attention",
+    {NP_OP_SDPA, "scaled_dot_product_attention",
                     "Functional.scaled_dot_product_attention", NULL,
                     NAMES("query", "key", "value"), 3, 0u, 0u,
                     SCALARS({"is_causal", 0, 0}, {"scale", 0, 0}, {"dropout_p", 0, 0}), 0,
                     rt_ref_sdpa_shape, ADAPT(sdpa), NULL},
-    [NP_OP_CROSS_ENTROPY] = {NP_OP_CROSS_ENTROPY, "cross_entropy", "Functional.cross_entropy",
+    {NP_OP_CROSS_ENTROPY, "cross_entropy", "Functional.cross_entropy",
                              NULL, NAMES("input", "target"), 2, 0u, 2u,
                              SCALARS({"ignore_index", -100, 0}, {"label_smoothing", 0, 0},
                                      {"reduction", 1, 0}),
                              0, rt_ref_cross_entropy_shape, ADAPT(cross_entropy),
                              rt_ref_cross_entropy_unsupported},
-    [NP_OP_ADD] = {NP_OP_ADD, "add", "Tensor.add",
+    {NP_OP_ADD, "add", "Tensor.add",
                    NAMES("Torch.add", "Tensor.__add__", "Tensor.__radd__"),
                    NAMES("input", "other"), 1, 0u, 0u, SCALARS({"other", REQ}, {"alpha", 1, 0}),
                    ML, rt_ref_binary_shape, ADAPT(binary), NULL},
-    [NP_OP_SUB] = {NP_OP_SUB, "sub", "Tensor.sub", NAMES("Torch.sub", "Tensor.__sub__"),
+    {NP_OP_SUB, "sub", "Tensor.sub", NAMES("Torch.sub", "Tensor.__sub__"),
                    NAMES("input", "other"), 1, 0u, 0u, SCALARS({"other", REQ}, {"alpha", 1, 0}),
                    ML, rt_ref_binary_shape, ADAPT(binary), NULL},
-    [NP_OP_MUL] = {NP_OP_MUL, "mul", "Tensor.mul",
+    {NP_OP_MUL, "mul", "Tensor.mul",
                    NAMES("Torch.mul", "Tensor.__mul__", "Tensor.__rmul__"),
                    NAMES("input", "other"), 1, 0u, 0u, SCALARS({"other", REQ}), ML,
                    rt_ref_binary_shape, ADAPT(binary), NULL},
-    [NP_OP_DIV] = {NP_OP_DIV, "div", "Tensor.div",
+    {NP_OP_DIV, "div", "Tensor.div",
                    NAMES("Torch.div", "Tensor.__truediv__", "Tensor.__div__"),
                    NAMES("input", "other"), 1, 0u, 0u, SCALARS({"other", REQ}), ML,
                    rt_ref_binary_shape, ADAPT(binary), NULL},
-    [NP_OP_SUM] = {NP_OP_SUM, "sum", "Torch.sum", NAMES("Tensor.sum"), NAMES("input"), 1, 0u, 0u,
+    {NP_OP_SUM, "sum", "Torch.sum", NAMES("Tensor.sum"), NAMES("input"), 1, 0u, 0u,
                    SCALARS({"dim", NAN, 0}), ML, rt_ref_reduce_shape, ADAPT(reduce), NULL},
-    [NP_OP_MEAN] = {NP_OP_MEAN, "mean", "Torch.mean", NAMES("Tensor.mean"), NAMES("input"), 1, 0u,
+    {NP_OP_MEAN, "mean", "Torch.mean", NAMES("Tensor.mean"), NAMES("input"), 1, 0u,
                     0u, SCALARS({"dim", NAN, 0}), ML, rt_ref_reduce_shape, ADAPT(reduce), NULL},
-    [NP_OP_VIEW] = {NP_OP_VIEW, "view", "Tensor.view",
-                    NAMES("Tensor.reshape", "Torch.reshape", "Torch.flatten", "Tensor.flatten",
-                          "Tensor.contiguous"),
+    {NP_OP_VIEW, "view", "Tensor.view",
+                    NAMES("Tensor.contiguous"),
                     NAMES("input"), 1, 0u, 0u, NO_SCALARS, ML | NP_OPF_EXACT, rt_ref_view_shape,
                     ADAPT(copy), NULL},
-    [NP_OP_TRANSPOSE] = {NP_OP_TRANSPOSE, "transpose", "Tensor.transpose",
+    {NP_OP_TRANSPOSE, "transpose", "Tensor.transpose",
                          NAMES("Torch.transpose"), NAMES("input"), 1, 0u, 0u,
                          SCALARS({"dim0", REQ}, {"dim1", REQ}), ML | NP_OPF_EXACT,
                          rt_ref_transpose_shape, ADAPT(transpose), NULL},
-    [NP_OP_SPLIT] = {NP_OP_SPLIT, "split", "Tensor.split", NAMES("Torch.split"), NAMES("input"), 1,
+    {NP_OP_SPLIT, "split", "Tensor.split", NAMES("Torch.split"), NAMES("input"), 1,
                      0u, 0u, SCALARS({"split_size", REQ}, {"dim", 0, 0}), ML | NP_OPF_EXACT,
                      rt_ref_split_shape, ADAPT(split), NULL},
+    {NP_OP_RESHAPE, "reshape", "Tensor.reshape", NAMES("Torch.reshape"), NAMES("input"), 1, 0u,
+     0u, NO_SCALARS, ML | NP_OPF_EXACT | NP_OPF_AS_VIEW, rt_ref_view_shape, ADAPT(copy), NULL},
+    {NP_OP_FLATTEN, "flatten", "Torch.flatten", NAMES("Tensor.flatten"), NAMES("input"), 1, 0u,
+     0u, NO_SCALARS, ML | NP_OPF_EXACT | NP_OPF_AS_VIEW, rt_ref_view_shape, ADAPT(copy), NULL},
+    {NP_OP_TANH, "tanh", "Torch.tanh", NAMES("Tensor.tanh", "Functional.tanh"), NAMES("input"), 1,
+     0u, 0u, NO_SCALARS, 0, rt_ref_same_shape, ADAPT(pointwise), NULL},
 };
 
-/* One name per op, checked at compile time to cover the enum. */
-static const char *const op_names[] = {
-    [NP_OP_LINEAR] = "linear", [NP_OP_MATMUL] = "matmul", [NP_OP_CONV2D] = "conv2d",
-    [NP_OP_MAX_POOL2D] = "max_pool2d", [NP_OP_EMBEDDING] = "embedding", [NP_OP_RELU] = "relu",
-    [NP_OP_GELU] = "gelu", [NP_OP_SILU] = "silu", [NP_OP_DROPOUT] = "dropout",
-    [NP_OP_LAYER_NORM] = "layer_norm", [NP_OP_RMS_NORM] = "rms_norm",
-    [NP_OP_SOFTMAX] = "softmax", [NP_OP_LOG_SOFTMAX] = "log_softmax",
-    [NP_OP_SDPA] = "scaled_dot_product_attention", [NP_OP_CROSS_ENTROPY] = "cross_entropy",
-    [NP_OP_ADD] = "add", [NP_OP_SUB] = "sub", [NP_OP_MUL] = "mul", [NP_OP_DIV] = "div",
-    [NP_OP_SUM] = "sum", [NP_OP_MEAN] = "mean", [NP_OP_VIEW] = "view",
-    [NP_OP_TRANSPOSE] = "transpose", [NP_OP_SPLIT] = "split",
-};
-_Static_assert(sizeof op_names / sizeof op_names[0] == NP_OP_COUNT,
-               "op_names must name every np_op");
 _Static_assert(sizeof op_table / sizeof op_table[0] == NP_OP_COUNT,
-               "op_table must hold every np_op");
+               "op_table must hold one entry per np_op, in enum order");
+/* As ggml's GGML_OP_COUNT check: a new op must be added here on purpose,
+ * with its entry above, its kernels and its tests. */
+_Static_assert(NP_OP_COUNT == 27, "a new op: add its op_table entry, kernels and tests, then this count");
 
 const np_op_info *np_op_get(int op)
 {
@@ -136,7 +133,12 @@ const np_op_info *np_op_get(int op)
 
 const char *np_op_name(int op)
 {
-    return op >= 0 && op < NP_OP_COUNT && op_names[op] ? op_names[op] : "unknown";
+    return op >= 0 && op < NP_OP_COUNT ? op_table[op].name : "unknown";
+}
+
+const char *np_op_api(int op)
+{
+    return op >= 0 && op < NP_OP_COUNT ? op_table[op].api : "Unknown.op";
 }
 
 int np_op_from_api(const char *api)
@@ -144,11 +146,11 @@ int np_op_from_api(const char *api)
     if (!api)
         return -1;
     for (int i = 0; i < NP_OP_COUNT; i++) {
-        if (strcmp(api, op_table[i].api) == 0)
-            return i;
-        for (const char *const *a = op_table[i].aliases; a && *a; a++)
-            if (strcmp(api, *a) == 0)
-                return i;
+        int hit = strcmp(api, op_table[i].api) == 0;
+        for (const char *const *a = op_table[i].aliases; !hit && a && *a; a++)
+            hit = strcmp(api, *a) == 0;
+        if (hit)
+            return op_table[i].flags & NP_OPF_AS_VIEW ? NP_OP_VIEW : i;
     }
     return -1;
 }

@@ -1,4 +1,4 @@
-/* runtime/ref_attn.c - float64 reference kernel of
+/* ops/ref_attn.c - float64 reference kernel of
  * Functional.scaled_dot_product_attention, forward and backward, with the
  * magnitudes of its outputs (include/nprobe/ops.h). One head at a time,
  * OpenMP over heads (each head writes only its own outputs). A causal mask
