@@ -158,13 +158,11 @@ static int count_side(np_strmap *m, int **cnt, size_t *n, size_t *cap, const cha
         if (strcmp(c[k].kind, "api") != 0 || !c[k].parent || !c[k].parent[0] ||
             api_of(api, sizeof api, c[k].name) != 0)
             continue;
-        /* dtype casts: a mixed-precision run makes casts the other does
-         * not need (match.c pairs them by callsite): never a gap */
-        if (!strcmp(api, "Tensor.to") || !strcmp(api, "Tensor.float") ||
-            !strcmp(api, "Tensor.half") || !strcmp(api, "Tensor.bfloat16") ||
-            !strcmp(api, "Tensor.double") || !strcmp(api, "Tensor.type") ||
-            !strcmp(api, "Tensor.type_as"))
-            continue;
+        /* dtype casts count too: a mixed-precision run makes casts the
+         * fp32 run does not need, but those are the cmp's extra calls, and
+         * only the bench's extra calls are gaps; a cast the bench makes and
+         * the cmp dropped (a router's .float()) is one (match.c pairs casts
+         * by callsite, so the calls after it stay paired) */
         snprintf(key, sizeof key, "%s\x1f%s", c[k].parent, api);
         int i = np_strmap_get(m, key);
         if (i < 0) {
@@ -240,7 +238,7 @@ static np_status find_gaps(np_cmp_pair *p, const cmp_dump *bd, const cmp_dump *c
 static np_status build_calls(np_cmp_pair *p, const cmp_dump *bd, const cmp_dump *cd, np_error *err)
 {
     size_t cap = 0;
-    np_strmap m = {0}, bcalls = {0};
+    np_strmap m = {0}, bcalls = {0}, renamed = {0}, bonly = {0};
     np_status st = NP_OK;
     p->n_calls = 0;
     if (np_strmap_init(&m, cd->n_calls + 16) != 0)
@@ -265,7 +263,8 @@ static np_status build_calls(np_cmp_pair *p, const cmp_dump *bd, const cmp_dump 
         qsort(p->calls, p->n_calls, sizeof *p->calls, cmp_call_seq);
     size_t n_sorted = p->n_calls;
     np_strmap_free(&m);
-    if (np_strmap_init(&m, n_sorted + 16) != 0 || np_strmap_init(&bcalls, bd->n_calls + 1) != 0)
+    if (np_strmap_init(&m, n_sorted + 16) != 0 || np_strmap_init(&bcalls, bd->n_calls + 1) != 0 ||
+        np_strmap_init(&renamed, 16) != 0 || np_strmap_init(&bonly, 16) != 0)
         goto oom;
     for (size_t k = 0; k < n_sorted; k++)
         if (np_strmap_put(&m, p->calls[k].name, (int)k) != 0)
@@ -273,10 +272,20 @@ static np_status build_calls(np_cmp_pair *p, const cmp_dump *bd, const cmp_dump 
     for (size_t k = 0; k < bd->n_calls; k++)
         if (np_strmap_put(&bcalls, bd->calls[k].name, (int)k) != 0)
             goto oom;
+    /* a cmp call paired with a bench call of another name (casts are
+     * paired by callsite, match.c): a bench-only row of the bench call of
+     * that name belongs to a call of its own, not to the cmp's */
+    for (size_t i = 0; i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        if (r->cmp && r->bench && strcmp(r->cmp->call, r->bench->call) != 0 &&
+            np_strmap_get(&renamed, r->cmp->call) < 0 && np_strmap_put(&renamed, r->cmp->call, 0) != 0)
+            goto oom;
+    }
     for (size_t i = 0; i < p->n_rows; i++) {
         np_cmp_row *r = &p->rows[i];
         const char *call = r->cmp ? r->cmp->call : r->bench->call;
-        int k = np_strmap_get(&m, call);
+        int own = !r->cmp && np_strmap_get(&renamed, call) >= 0;
+        int k = np_strmap_get(own ? &bonly : &m, call);
         if (k < 0) {
             int b = np_strmap_get(&bcalls, call);
             np_cmp_call c = b >= 0 ? (np_cmp_call){.name = bd->calls[b].name, .kind = bd->calls[b].kind,
@@ -285,7 +294,7 @@ static np_status build_calls(np_cmp_pair *p, const cmp_dump *bd, const cmp_dump 
                                                    .seq = bd->calls[b].seq}
                                    : module_or_api(call, r->bench->seq);
             k = (int)p->n_calls;
-            if (push_call(p, &cap, c) != 0 || np_strmap_put(&m, call, k) != 0)
+            if (push_call(p, &cap, c) != 0 || np_strmap_put(own ? &bonly : &m, call, k) != 0)
                 goto oom;
         }
         r->call_index = k;
@@ -302,6 +311,8 @@ oom:
 done:
     np_strmap_free(&m);
     np_strmap_free(&bcalls);
+    np_strmap_free(&renamed);
+    np_strmap_free(&bonly);
     return st;
 }
 

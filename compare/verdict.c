@@ -413,6 +413,22 @@ static unsigned char *call_facts(const np_cmp_pair *p)
  * other side records no leaf of that role for the call at all, the two
  * dumpers differ in what they record (a module's backward outputs), not
  * the runs: a warning, as for calls the other run never made. */
+/* `call` is the forward call of a dtype cast API (match.c pairs these by
+ * callsite). */
+static int dropped_cast(const char *call)
+{
+    static const char *const cast[] = {"Tensor.to.", "Tensor.float.", "Tensor.half.",
+                                       "Tensor.bfloat16.", "Tensor.double.", "Tensor.type.",
+                                       "Tensor.type_as.", NULL};
+    size_t n = strlen(call);
+    if (n < 8 || strcmp(call + n - 8, ".forward") != 0)
+        return 0;
+    for (int i = 0; cast[i]; i++)
+        if (!strncmp(call, cast[i], strlen(cast[i])))
+            return 1;
+    return 0;
+}
+
 static void verdict_one_side(np_cmp_pair *p, np_cmp_row *r, const unsigned char *facts)
 {
     const np_cmp_side *s = r->bench ? r->bench : r->cmp;
@@ -431,6 +447,15 @@ static void verdict_one_side(np_cmp_pair *p, np_cmp_row *r, const unsigned char 
                        has, why, s->role, lacks));
         return;
     }
+    /* a dtype cast the bench makes and the cmp does not (a router's
+     * .float() dropped): the cmp computes what follows in another dtype; a
+     * cast of the cmp only is what mixed precision adds (a warning) */
+    if (r->bench && pv && dropped_cast(s->call)) {
+        set(r, NP_VERDICT_ERROR, INFINITY,
+            fmt_reason(&pv->arena, "the bench casts here (%s) and the cmp does not: a dropped "
+                       "dtype cast, so the cmp computes what follows in another dtype", s->call));
+        return;
+    }
     set(r, NP_VERDICT_WARNING, 0,
         r->bench ? "no cmp leaf matched this bench leaf" : "No bench data matched.");
 }
@@ -439,14 +464,17 @@ static void verdict_one_side(np_cmp_pair *p, np_cmp_row *r, const unsigned char 
  * cause (a payload unreadable or corrupt, an /entries row that contradicts
  * itself, a payload on one side only). */
 /* Leaves whose values are uninitialized memory, or may be: the output of
- * the torch.empty family, and the first input of __setitem__, its
- * destination before the write (HF Mixtral: inv_perm = torch.empty_like(perm);
+ * the torch.empty family, and the first input of a call that overwrites it
+ * (`x[idx] = v`, x.copy_(v), x.fill_(v), x.zero_()), its destination before
+ * the write (HF Mixtral: inv_perm = torch.empty_like(perm);
  * inv_perm[perm] = arange(...)). Two identical runs hold different bytes
  * there, so they are not judged; a destination that held real data was
- * judged where it was made. (msprobe 26.2 passes every row of these calls,
+ * judged where it was made, and what is written is judged where it is read. (msprobe 26.2 passes every row of these calls,
  * and of `to` and `numpy`, which nprobe judges.) */
 static const char *const uninit_api[] = {"empty", "empty_like", "empty_strided", "new_empty",
                                          "new_empty_strided", NULL};
+
+static const char *const write_api[] = {"__setitem__", "copy_", "fill_", "zero_", NULL};
 
 static int uninitialized_leaf(const np_cmp_side *s)
 {
@@ -458,7 +486,7 @@ static int uninitialized_leaf(const np_cmp_side *s)
     if (!end)
         return 0;
     size_t n = (size_t)(end - op);
-    if (n == 11 && !strncmp(op, "__setitem__", n)) {
+    if (in_list(write_api, op, n)) {
         size_t ln = strlen(s->name);
         return !strcmp(s->role, "input") && ln > 8 && !strcmp(s->name + ln - 8, ".input.0");
     }
@@ -560,7 +588,8 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
     }
     if (r->verdict != NP_VERDICT_PASS && uninitialized_leaf(b) && uninitialized_leaf(c))
         set(r, NP_VERDICT_PASS, 0, /* judged above for its metrics, then not */
-            "not judged: uninitialized memory (torch.empty's output, __setitem__'s destination)");
+            "not judged: uninitialized memory (torch.empty's output, or an in-place write's "
+            "destination before the write)");
 }
 
 /* Weights that parted in an earlier step (docs/COMPARE.md): after the
@@ -617,24 +646,6 @@ static void verdict_weights(np_cmp_pair *p, np_cmp_row *r, const np_strmap *wmap
                        "step (the optimizer's answer to earlier gradients); judged there, and "
                        "here through the calls that use it",
             1, r->severity, 0);
-}
-
-/* The destination of a call that overwrites it (`x[idx] = v`, x.copy_(v),
- * x.fill_(v), x.zero_()): its input.0 holds the values before the write,
- * which may be uninitialised memory (HF's MoE: inv_perm =
- * torch.empty_like(perm); inv_perm[perm] = arange), different in every
- * run; the written values are compared where they are read. */
-static int write_target(const np_cmp_side *s)
-{
-    static const char *const w[] = {"Tensor.__setitem__.", "Tensor.copy_.", "Tensor.fill_.",
-                                    "Tensor.zero_.", NULL};
-    size_t n = strlen(s->name);
-    if (strcmp(s->role, "input") != 0 || n < 16 || strcmp(s->name + n - 16, ".forward.input.0") != 0)
-        return 0;
-    for (int i = 0; w[i]; i++)
-        if (!strncmp(s->name, w[i], strlen(w[i])))
-            return 1;
-    return 0;
 }
 
 void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n_pairs)
@@ -785,11 +796,6 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
                         inherited_from, facts);
             if (weights_rule && r->bench && r->cmp)
                 verdict_weights(p, r, &wmap, n_params ? NULL : &omap);
-            if (r->verdict != NP_VERDICT_PASS && r->bench && r->cmp && write_target(r->cmp))
-                set(r, NP_VERDICT_WARNING, 0,
-                    "the destination of an in-place write, before the write: its old values "
-                    "may be uninitialised memory (torch.empty_like, then __setitem__); what "
-                    "is written is compared where it is read");
             if (!r->reason)
                 r->reason = "";
             /* the forward's measured error: outputs of forward calls */
