@@ -194,30 +194,51 @@ static int fast_tail(part *p, const float *x, int64_t i, int64_t nb, int64_t n, 
     return 1;
 }
 
+/* Whether the AVX-512 lane sums of a chunk's first n16 elements are all
+ * finite: each lane adds every one of its elements, the sums of finite
+ * float32 values (and of their squares: at most 65536 x 1.2e77) never
+ * overflow a double, and a NaN or infinity, once added, never leaves
+ * (x + NaN, Inf - Inf: NaN; Inf + finite: Inf). So "all lane sums
+ * finite" is "all those elements finite", with no separate check. */
+__attribute__((target("avx512f"))) static float lanes_finite_zs(__m512d s)
+{
+    double l[FLANES];
+    _mm512_storeu_pd(l, s);
+    double z = 0.0;
+    for (int k = 0; k < FLANES; k++)
+        z += l[k] - l[k];
+    return (float)z; /* 0, or NaN when one lane is not finite */
+}
+
+/* One block of 16 floats of a stream into its lanes (the order of
+ * chunk_f32_fast_c: element i to lane i % FLANES, lo then hi). */
+#define AVX512_BLOCK(x, i, s, q, vmx, vmn)                                  \
+    do {                                                                    \
+        __m512 v_ = _mm512_loadu_ps((x) + (i));                             \
+        vmx = _mm512_max_ps(vmx, v_);                                       \
+        vmn = _mm512_min_ps(vmn, v_);                                       \
+        __m512d lo_ = _mm512_cvtps_pd(_mm256_loadu_ps((x) + (i)));          \
+        __m512d hi_ = _mm512_cvtps_pd(_mm256_loadu_ps((x) + (i) + 8));      \
+        s = _mm512_add_pd(s, lo_);                                          \
+        q = _mm512_add_pd(q, _mm512_mul_pd(lo_, lo_));                      \
+        s = _mm512_add_pd(s, hi_);                                          \
+        q = _mm512_add_pd(q, _mm512_mul_pd(hi_, hi_));                      \
+    } while (0)
+
 __attribute__((target("avx512f"))) static int chunk_f32_fast_avx512(part *p, const float *x,
                                                                       int64_t n)
 {
     __m512d s = _mm512_setzero_pd(), q = _mm512_setzero_pd();
     __m512 vmx = _mm512_set1_ps(-INFINITY), vmn = _mm512_set1_ps(INFINITY);
-    __m512 z = _mm512_setzero_ps();
     int64_t nb = n - n % FLANES, n16 = n - n % 16, i = 0;
     for (; i < n16; i += 16) {
         if (i + PREFETCH < n)
             _mm_prefetch((const char *)(x + i + PREFETCH), _MM_HINT_T0);
-        __m512 v = _mm512_loadu_ps(x + i);
-        z = _mm512_add_ps(z, _mm512_sub_ps(v, v));
-        vmx = _mm512_max_ps(vmx, v);
-        vmn = _mm512_min_ps(vmn, v);
-        __m512d lo = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
-        __m512d hi = _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8));
-        s = _mm512_add_pd(s, lo);
-        q = _mm512_add_pd(q, _mm512_mul_pd(lo, lo));
-        s = _mm512_add_pd(s, hi);
-        q = _mm512_add_pd(q, _mm512_mul_pd(hi, hi));
+        AVX512_BLOCK(x, i, s, q, vmx, vmn);
     }
-    float zs = _mm512_reduce_add_ps(z);
+    float zs = lanes_finite_zs(s);
     float fmx = _mm512_reduce_max_ps(vmx), fmn = _mm512_reduce_min_ps(vmn);
-    if (i < nb) { /* one block of 8 left */
+    if (i < nb) { /* one block of 8 left (its finiteness: fast_tail) */
         __m256 v = _mm256_loadu_ps(x + i);
         __m512d d = _mm512_cvtps_pd(v);
         s = _mm512_add_pd(s, d);
@@ -228,6 +249,41 @@ __attribute__((target("avx512f"))) static int chunk_f32_fast_avx512(part *p, con
     _mm512_storeu_pd(sa, s);
     _mm512_storeu_pd(qa, q);
     return fast_tail(p, x, i, nb, n, zs, fmx, fmn, sa, qa);
+}
+
+/* Two whole chunks (CHUNK elements each, a multiple of 16) at once: the
+ * same arithmetic per chunk as chunk_f32_fast_avx512 (so the same bits),
+ * interleaved, so that the two chunks' dependency chains of double adds
+ * (each lane adds its elements in order: 4 cycles an add) overlap. Bit k
+ * of the result is set when chunk k was all finite and p[k] holds it. */
+__attribute__((target("avx512f"))) static int chunk2_f32_fast_avx512(part *p, const float *x0,
+                                                                       const float *x1)
+{
+    __m512d s0 = _mm512_setzero_pd(), q0 = s0, s1 = s0, q1 = s0;
+    __m512 mx0 = _mm512_set1_ps(-INFINITY), mn0 = _mm512_set1_ps(INFINITY);
+    __m512 mx1 = mx0, mn1 = mn0;
+    for (int64_t i = 0; i < CHUNK; i += 16) {
+        if (i + PREFETCH < CHUNK) {
+            _mm_prefetch((const char *)(x0 + i + PREFETCH), _MM_HINT_T0);
+            _mm_prefetch((const char *)(x1 + i + PREFETCH), _MM_HINT_T0);
+        }
+        AVX512_BLOCK(x0, i, s0, q0, mx0, mn0);
+        AVX512_BLOCK(x1, i, s1, q1, mx1, mn1);
+    }
+    int ok = 0;
+    const float *xs[2] = {x0, x1};
+    __m512d ss[2] = {s0, s1}, qs[2] = {q0, q1};
+    __m512 mxs[2] = {mx0, mx1}, mns[2] = {mn0, mn1};
+    for (int k = 0; k < 2; k++) {
+        double sa[FLANES], qa[FLANES];
+        _mm512_storeu_pd(sa, ss[k]);
+        _mm512_storeu_pd(qa, qs[k]);
+        part_init(&p[k]);
+        if (fast_tail(&p[k], xs[k], CHUNK, CHUNK, CHUNK, lanes_finite_zs(ss[k]),
+                      _mm512_reduce_max_ps(mxs[k]), _mm512_reduce_min_ps(mns[k]), sa, qa))
+            ok |= 1 << k;
+    }
+    return ok;
 }
 
 __attribute__((target("avx2"))) static int chunk_f32_fast_avx2(part *p, const float *x,
@@ -453,6 +509,41 @@ static void run_chunk(part *p, np_dtype dt, const void *data, int64_t off, int64
         p->crc = np_crc32(0, bytes, p->nbytes);
 }
 
+/* Chunks c and c + 1 (when there is one) into pp[0] and pp[1]; how many.
+ * Two whole float chunks go through the interleaved kernel where the CPU
+ * has it; the results are those of run_chunk on each, in any case. */
+static int run_pair(part *pp, np_dtype dt, const void *data, int64_t c, int64_t nchunks,
+                    int64_t numel, int want_crc)
+{
+    int64_t off = c * CHUNK;
+    int64_t n0 = numel - off < CHUNK ? numel - off : CHUNK;
+    if (c + 1 >= nchunks) {
+        run_chunk(&pp[0], dt, data, off, n0, want_crc);
+        return 1;
+    }
+    int64_t n1 = numel - off - CHUNK < CHUNK ? numel - off - CHUNK : CHUNK;
+#if NP_STATS_X86
+    if ((dt == NP_FLOAT32 || dt == NP_BFLOAT16 || dt == NP_FLOAT16) && n1 == CHUNK &&
+        !simd_off && __builtin_cpu_supports("avx512f")) {
+        const float *x = (const float *)data + off;
+        int ok = chunk2_f32_fast_avx512(pp, x, x + CHUNK);
+        for (int k = 0; k < 2; k++) {
+            if (!(ok & (1 << k))) {
+                part_init(&pp[k]);
+                chunk_f32(&pp[k], x + k * CHUNK, CHUNK);
+            }
+            pp[k].nbytes = (size_t)CHUNK * sizeof(float);
+            if (want_crc)
+                pp[k].crc = np_crc32(0, x + k * CHUNK, pp[k].nbytes);
+        }
+        return 2;
+    }
+#endif
+    run_chunk(&pp[0], dt, data, off, n0, want_crc);
+    run_chunk(&pp[1], dt, data, off + CHUNK, n1, want_crc);
+    return 2;
+}
+
 static void combine(part *acc, const part *p, int want_crc)
 {
     if (p->max > acc->max) acc->max = p->max;
@@ -491,11 +582,8 @@ void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void
         }
         if (parts) {
 #pragma omp parallel for schedule(static)
-            for (int64_t c = 0; c < nchunks; c++) {
-                int64_t off = c * CHUNK;
-                int64_t n = numel - off < CHUNK ? numel - off : CHUNK;
-                run_chunk(&parts[c], dt, data, off, n, want_crc);
-            }
+            for (int64_t c2 = 0; c2 < (nchunks + 1) / 2; c2++)
+                run_pair(&parts[2 * c2], dt, data, 2 * c2, nchunks, numel, want_crc);
             for (int64_t c = 0; c < nchunks; c++)
                 combine(&acc, &parts[c], want_crc);
         } else if (want_crc && numel * (int64_t)np_dtype_storage_size(dt) >= CRC_PAR_MIN_BYTES) {
@@ -505,12 +593,11 @@ void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void
 #pragma omp parallel sections num_threads(2) if (omp_get_max_threads() > 1)
             {
 #pragma omp section
-                for (int64_t c = 0; c < nchunks; c++) {
-                    part p;
-                    int64_t off = c * CHUNK;
-                    int64_t n = numel - off < CHUNK ? numel - off : CHUNK;
-                    run_chunk(&p, dt, data, off, n, 0);
-                    combine(&acc, &p, 0);
+                for (int64_t c = 0; c < nchunks; c += 2) {
+                    part pp[2];
+                    int m = run_pair(pp, dt, data, c, nchunks, numel, 0);
+                    for (int k = 0; k < m; k++)
+                        combine(&acc, &pp[k], 0);
                 }
 #pragma omp section
                 whole = np_crc32(0, data,
@@ -518,12 +605,11 @@ void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void
             }
             acc.crc = whole;
         } else {
-            for (int64_t c = 0; c < nchunks; c++) {
-                part p;
-                int64_t off = c * CHUNK;
-                int64_t n = numel - off < CHUNK ? numel - off : CHUNK;
-                run_chunk(&p, dt, data, off, n, want_crc);
-                combine(&acc, &p, want_crc);
+            for (int64_t c = 0; c < nchunks; c += 2) {
+                part pp[2];
+                int m = run_pair(pp, dt, data, c, nchunks, numel, want_crc);
+                for (int k = 0; k < m; k++)
+                    combine(&acc, &pp[k], want_crc);
             }
         }
     }

@@ -2,7 +2,9 @@
 # bench_torch.sh - the PyTorch package's dump overhead (DESIGN.md section 8):
 # scripts/bench/torch_dump_overhead.py on the GPT 4x256 (context 128, batch
 # 8) and on a tiny 2x32 GPT, one thread, the same script without the
-# debugger as the baseline, processes interleaved. Prints a Markdown section.
+# debugger as the baseline, processes interleaved; then issue 23's HF Llama
+# 4x256 beside msprobe 26's own PrecisionDebugger (where transformers and
+# mindstudio-probe are installed). Prints two Markdown sections.
 #   bench_torch.sh [--quick]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -12,7 +14,11 @@ bin=${NPROBE_BIN:-$root/build/release/nprobe}
 export PYTHONPATH="$root/python" NPROBE_LIB="$(dirname "$bin")/lib/libnprobe.so"
 big=(--rounds 3 --steps 3 --warmup 1 --tensor)
 tiny=(--rounds 5 --steps 30 --warmup 3)
-if [ "${1:-}" = "--quick" ]; then big=(--rounds 1 --steps 2 --warmup 1 --tensor); tiny=(--rounds 1 --steps 5 --warmup 1); fi
+llama=(--rounds 5 --steps 5 --warmup 2 --msprobe --tensor)
+if [ "${1:-}" = "--quick" ]; then
+  big=(--rounds 1 --steps 2 --warmup 1 --tensor); tiny=(--rounds 1 --steps 5 --warmup 1)
+  llama=(--rounds 1 --steps 2 --warmup 1 --msprobe --tensor)
+fi
 echo "## PyTorch package dump overhead (bench_torch.sh)"
 echo
 echo "\`scripts/bench/bench_torch.sh\`: \`scripts/bench/torch_dump_overhead.py\`, the GPT of"
@@ -36,3 +42,27 @@ echo "| work | nprobe | baseline | ratio | target | met? |"
 echo "|---|---|---|---|---|---|"
 "$py" "$root/scripts/bench/torch_dump_overhead.py" --model big "${big[@]}" --markdown
 "$py" "$root/scripts/bench/torch_dump_overhead.py" --model tiny "${tiny[@]}" --markdown
+echo
+echo "## PyTorch package on HF Llama, beside msprobe 26 (torch_dump_overhead.py --model llama)"
+echo
+if ! "$py" -c 'import transformers, msprobe' >/dev/null 2>&1; then
+  echo "transformers or mindstudio-probe (msprobe) is not installed: not measured."
+  exit 0
+fi
+echo "Issue 23's benchmark: \`scripts/bench/torch_dump_overhead.py --model llama ${llama[*]} --markdown\`."
+echo "transformers' \`LlamaForCausalLM\` built from its config (random weights, no"
+echo "hub): 4 layers x 256 (MLP 688, 4 heads), sequence 128, batch 8, vocabulary"
+echo "512; AdamW (torch's per-parameter loop on CPU: its in-place ops are"
+echo "captured, as msprobe captures them), \`clip_grad_norm_\`, one thread, every"
+echo "step dumped at L1. msprobe 26's own \`PrecisionDebugger\` runs the same"
+echo "script and config (statistics; md5 as its \`summary_mode\`) as more"
+echo "variants of the same interleaved rounds; each variant a process of its"
+echo "own, medians over rounds, the ratios the median of the rounds' ratios;"
+echo "\"cpu\" is the process's CPU time, the figure to read on a shared machine."
+echo "Load at the start: \`$(uptime | sed 's/.*load/load/')\`."
+echo
+echo "| work | nprobe | baseline | ratio | target | met? |"
+echo "|---|---|---|---|---|---|"
+"$py" "$root/scripts/bench/torch_dump_overhead.py" --model llama "${llama[@]}" --markdown
+echo
+echo "Load at the end: \`$(uptime | sed 's/.*load/load/')\`."

@@ -186,13 +186,15 @@ int main(void)
         CHECK_EQ_INT(crc, (uint32_t)crc32(0L, bl, 4));
     }
     /* The documented float32 summation order, bit for bit, for every length
-     * up to 200 and a few across a chunk (65536 elements), finite data; the
-     * vector and the portable kernels must both give it. */
+     * up to 200 and a few across chunks (65536 elements; two whole chunks
+     * go through the vector kernel side by side), finite data; the vector
+     * and the portable kernels must both give it. */
     {
-        size_t lens[] = {1000, 4095, 65535, 65536, 65543};
-        float *x = malloc(65543 * sizeof *x);
+        size_t lens[] = {1000, 4095, 65535, 65536, 65543, 131072, 196621, 262149};
+        size_t nmax = 262149;
+        float *x = malloc(nmax * sizeof *x);
         uint32_t s = 7;
-        for (size_t i = 0; i < 65543; i++) {
+        for (size_t i = 0; i < nmax; i++) {
             s = s * 1664525u + 1013904223u;
             /* magnitudes over 2^-20..2^20: double sums round, so a different
              * order gives different bits */
@@ -229,6 +231,30 @@ int main(void)
                 CHECK_EQ_FLOAT(st.norm, sqrt(sq));
             }
             np_stats_force_portable(0);
+        }
+        /* a pair of whole chunks with NaN/Inf in one of them (slow path for
+         * that one only), then in the other: the portable kernel's bits */
+        for (int bad = 0; bad < 2; bad++) {
+            size_t n = 196621, at = bad ? 70001 : 123;
+            float keep = x[at], keep2 = x[at + 9];
+            x[at] = NAN;
+            x[at + 9] = INFINITY;
+            np_probe_stats a, b;
+            np_stats_force_portable(0);
+            np_probe_tensor_stats(&a, NULL, NP_FLOAT32, x, (int64_t)n);
+            np_stats_force_portable(1);
+            np_probe_tensor_stats(&b, NULL, NP_FLOAT32, x, (int64_t)n);
+            np_stats_force_portable(0);
+            fprintf(stderr, "case pair with a non-finite chunk %d\n", bad);
+            CHECK_EQ_FLOAT(a.mean, b.mean);
+            CHECK_EQ_FLOAT(a.norm, b.norm);
+            CHECK_EQ_FLOAT(a.max, b.max);
+            CHECK_EQ_FLOAT(a.min, b.min);
+            CHECK_EQ_INT(a.nan_count, 1);
+            CHECK_EQ_INT(a.posinf_count, 1);
+            check_f32(x, n, NP_FLOAT32, "pair with a non-finite chunk");
+            x[at] = keep;
+            x[at + 9] = keep2;
         }
         free(x);
     }
