@@ -202,7 +202,7 @@ static int fast_tail(part *p, const float *x, int64_t i, int64_t nb, int64_t n, 
  * finite" is "all those elements finite", with no separate check. */
 __attribute__((target("avx512f"))) static float lanes_finite_zs(__m512d s)
 {
-    double l[FLANES];
+    NP_ZMM_ALIGN double l[FLANES];
     _mm512_storeu_pd(l, s);
     double z = 0.0;
     for (int k = 0; k < FLANES; k++)
@@ -275,7 +275,8 @@ __attribute__((target("avx512f"))) static int chunk2_f32_fast_avx512(part *p, co
     __m512d ss[2] = {s0, s1}, qs[2] = {q0, q1};
     __m512 mxs[2] = {mx0, mx1}, mns[2] = {mn0, mn1};
     for (int k = 0; k < 2; k++) {
-        double sa[FLANES], qa[FLANES];
+        NP_ZMM_ALIGN double sa[FLANES];
+        NP_ZMM_ALIGN double qa[FLANES];
         _mm512_storeu_pd(sa, ss[k]);
         _mm512_storeu_pd(qa, qs[k]);
         part_init(&p[k]);
