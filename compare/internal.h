@@ -188,4 +188,8 @@ int cmp_forward_of(char *buf, size_t cap, const char *call);
 /* Leaf name with call counters removed (fuzzy key) into buf. */
 void cmp_fuzzy_key(char *buf, size_t cap, const char *leaf);
 
+/* The length of "API.N" at the start of a call name of a dtype cast
+ * ("Tensor.to.4.forward" -> 11), 0 for any other call (match.c). */
+size_t cmp_cast_base(const char *call);
+
 #endif

@@ -171,7 +171,7 @@ static const char *const cast_api[] = {"Tensor.to", "Tensor.float", "Tensor.half
 
 /* The length of "API.N" at the start of a forward call name of a cast
  * ("Tensor.to.4.forward" -> 11), 0 for any other call. */
-static size_t cast_base(const char *call)
+size_t cmp_cast_base(const char *call)
 {
     for (int i = 0; cast_api[i]; i++) {
         size_t l = strlen(cast_api[i]);
@@ -215,7 +215,7 @@ static int cast_map_build(cast_map *m, const cmp_dump *d, cmp_arena *a)
     int rc = 0;
     for (size_t k = 0; k < d->n_calls && !rc; k++) {
         const cmp_call_rec *c = &d->calls[k];
-        size_t b = cast_base(c->name);
+        size_t b = cmp_cast_base(c->name);
         size_t l = strlen(c->name);
         if (!b || l < 8 || strcmp(c->name + l - 8, ".forward") != 0)
             continue;
@@ -252,7 +252,7 @@ static int cast_map_build(cast_map *m, const cmp_dump *d, cmp_arena *a)
  * not a cast (look it up as it is), -1 a cast the bench did not make. */
 static int cast_name(char *buf, size_t cap, const cast_map *bm, const cast_map *cm, const char *name)
 {
-    size_t b = cast_base(name);
+    size_t b = cmp_cast_base(name);
     if (!b || !cm->n)
         return 0;
     char base[512];

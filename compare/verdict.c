@@ -417,16 +417,8 @@ static unsigned char *call_facts(const np_cmp_pair *p)
  * callsite). */
 static int dropped_cast(const char *call)
 {
-    static const char *const cast[] = {"Tensor.to.", "Tensor.float.", "Tensor.half.",
-                                       "Tensor.bfloat16.", "Tensor.double.", "Tensor.type.",
-                                       "Tensor.type_as.", NULL};
     size_t n = strlen(call);
-    if (n < 8 || strcmp(call + n - 8, ".forward") != 0)
-        return 0;
-    for (int i = 0; cast[i]; i++)
-        if (!strncmp(call, cast[i], strlen(cast[i])))
-            return 1;
-    return 0;
+    return n >= 8 && !strcmp(call + n - 8, ".forward") && cmp_cast_base(call) > 0;
 }
 
 static void verdict_one_side(np_cmp_pair *p, np_cmp_row *r, const unsigned char *facts)
