@@ -28,6 +28,7 @@ int np_cmd_config_check(int argc, char **argv);
 int np_cmd_ls(int argc, char **argv);
 int np_cmd_show(int argc, char **argv);
 int np_cmd_replay(int argc, char **argv);
+int np_cmd_monitor(int argc, char **argv);
 /* `nprobe compare --replicas DUMP` (cmd_compare_replicas.c) */
 int np_cmd_compare_replicas(int argc, char **argv);
 
@@ -88,6 +89,15 @@ int np_cli_probe_attach(np_cli_probe **out, struct np_ctx *ctx,
  * stderr, free. Returns 0, or NP_EXIT_USAGE if the dump failed. NULL is a
  * no-op returning 0. */
 int np_cli_probe_detach(np_cli_probe *p);
+
+/* The monitor in `nprobe train` (cli/monitor_attach.c): a config whose
+ * task is "monitor" attaches it to the context and the trainer. */
+struct np_monitor;
+struct np_trainer;
+int np_cli_monitor_wanted(const char *config_path);
+int np_cli_monitor_attach(struct np_monitor **out, struct np_ctx *ctx, struct np_trainer *tr,
+                          const char *config_path, int rank, int world);
+int np_cli_monitor_detach(struct np_monitor *m);
 
 /* ---- MPI (cli/mpi.c; every function works in a build without MPI) ---- */
 /* Start MPI when the process was launched by mpirun/mpiexec: *rank and

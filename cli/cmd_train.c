@@ -97,7 +97,8 @@ static const np_cli_opt train_opts_table[] = {
                              "that wrote it", STR(load)},
     {NULL, "--log-every", "K", "print every K-th step (default 1)", LONG(log_every, 1, 100000000)},
     {NULL, "--dump-config", "FILE", "attach the probe with this config.json (also env\n"
-                                    "NPROBE_DUMP_CONFIG; rank from NPROBE_RANK/NPROBE_WORLD_SIZE)",
+                                    "NPROBE_DUMP_CONFIG; rank from NPROBE_RANK/NPROBE_WORLD_SIZE);\n"
+                                    "\"task\": \"monitor\" attaches the monitor (docs/MONITOR.md)",
      STR(dump_config)},
     {NULL, "--config-check-out", "PACK.zip", "write a config_check pack of this run before step 0",
      STR(cc_out)},
@@ -529,6 +530,7 @@ static int train(const train_args *a, int mpi, int rank, int world)
     np_ctx *ctx = NULL;
     np_trainer *tr = NULL;
     np_cli_probe *probe = NULL;
+    struct np_monitor *mon = NULL;
     int code = NP_EXIT_USAGE;
     if (np_ctx_new(&ctx, &co, &err) || np_trainer_new(&tr, ctx, &o, &err)) {
         np_cli_report(&err);
@@ -543,7 +545,10 @@ static int train(const train_args *a, int mpi, int rank, int world)
     print_banner(a, tr, kind, mpi, world, &o, stop);
 
     const char *dump_cfg = a->dump_config ? a->dump_config : getenv("NPROBE_DUMP_CONFIG");
-    if (dump_cfg && *dump_cfg) {
+    if (dump_cfg && *dump_cfg && np_cli_monitor_wanted(dump_cfg)) {
+        if (np_cli_monitor_attach(&mon, ctx, tr, dump_cfg, rank, world) != NP_EXIT_OK)
+            goto done;
+    } else if (dump_cfg && *dump_cfg) {
         np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
         if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
             goto done;
@@ -561,6 +566,11 @@ static int train(const train_args *a, int mpi, int rank, int world)
         }
     }
 done:
+    if (mon) {
+        int mc = np_cli_monitor_detach(mon);
+        if (mc != NP_EXIT_OK && code == NP_EXIT_OK)
+            code = mc;
+    }
     if (probe) {
         int pc = np_cli_probe_detach(probe);
         if (pc != NP_EXIT_OK && code == NP_EXIT_OK)

@@ -12,6 +12,7 @@ static const np_cmd commands[] = {
     {"ls", np_cmd_ls, "list the entries, calls or module tree of a dump"},
     {"show", np_cmd_show, "print one tensor's statistics and first values from a dump"},
     {"replay", np_cmd_replay, "recompute each dumped call in float64 and report its isolated error"},
+    {"monitor", np_cmd_monitor, "read a run's monitor files and name the first anomaly across ranks"},
 };
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))
 

@@ -128,6 +128,18 @@ np_scaler *np_trainer_scaler(np_trainer *tr) { return &tr->scaler; }
 const np_train_opts *np_trainer_opts(const np_trainer *tr) { return &tr->opts; }
 int64_t np_trainer_next_step(const np_trainer *tr) { return tr->step; }
 
+void np_trainer_set_watch(np_trainer *tr, np_train_watch_fn fn, void *user)
+{
+    tr->watch = fn;
+    tr->watch_user = fn ? user : NULL;
+}
+
+static void watch(np_trainer *tr, np_train_point pt, const np_step_result *res)
+{
+    if (tr->watch)
+        (void)tr->watch(pt, tr, res, tr->watch_user);
+}
+
 static np_status ctx_fail(np_ctx *ctx, np_error *err, const char *what)
 {
     np_status st = np_ctx_status(ctx) ? np_ctx_status(ctx) : NP_ERR_INTERNAL;
@@ -200,6 +212,7 @@ static np_status clip_norm(np_trainer *tr, np_tensor *const *params, int n, doub
 static np_status update(np_trainer *tr, np_step_result *res, np_error *err)
 {
     const np_train_opts *o = &tr->opts;
+    watch(tr, NP_TRAIN_BACKWARD_END, res);
     np_status st = np_dist_active(tr) ? np_dist_reduce_grads(tr, &res->loss, err) : NP_OK;
     if (st)
         return st;
@@ -214,6 +227,7 @@ static np_status update(np_trainer *tr, np_step_result *res, np_error *err)
     if (!found_inf) {
         if ((st = clip_norm(tr, params, n, &res->grad_norm, err)))
             return st;
+        watch(tr, NP_TRAIN_UPDATE_BEGIN, res);
         np_optim_step(tr->optim, res->lr);
     }
     res->skipped = found_inf;
@@ -237,8 +251,10 @@ np_status np_trainer_step(np_trainer *tr, np_step_result *res, np_error *err)
     st = forward_backward(tr, &res->loss, err);
     if (!st)
         st = update(tr, res, err);
-    if (!st)
+    if (!st) {
         res->items = tr->batch.y_numel;
+        watch(tr, NP_TRAIN_UPDATE_END, res);
+    }
     np_ctx_step_end(tr->ctx);
     if (!st)
         tr->step++;

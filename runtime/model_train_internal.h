@@ -20,6 +20,8 @@ struct np_trainer {
     float *send;
     size_t send_cap;
     int coll_n;               /* Distributed.all_reduce counter of the step */
+    np_train_watch_fn watch;  /* np_trainer_set_watch (a monitor) or NULL */
+    void *watch_user;
 };
 
 /* model_dist.c: the data-parallel part of a step (nprobe/dist.h). */

@@ -341,6 +341,23 @@ const np_train_opts *np_trainer_opts(const np_trainer *tr);
 /* Next step to run (0 for a fresh run, the saved step after a load). */
 int64_t np_trainer_next_step(const np_trainer *tr);
 
+/* Watch points of a step, for a monitor beside the runtime's hook
+ * (docs/MONITOR.md): parameter gradients before the data-parallel
+ * reduction and the optimizer's update are not hook events. */
+typedef enum np_train_point {
+    NP_TRAIN_BACKWARD_END = 0, /* after backward, before the reduction: this rank's own
+                                  gradients (scaled), res->loss this rank's loss */
+    NP_TRAIN_UPDATE_BEGIN,     /* reduced, unscaled and clipped gradients, before the
+                                  optimizer step (not on a step the loss scaler skips) */
+    NP_TRAIN_UPDATE_END,       /* after the optimizer step or skip; res complete */
+    NP_TRAIN_POINT_COUNT
+} np_train_point;
+/* Called inside np_trainer_step, before np_ctx_step_end; return 0. */
+typedef int (*np_train_watch_fn)(np_train_point pt, np_trainer *tr, const np_step_result *res,
+                                 void *user);
+/* Set (NULL fn: clear) the trainer's watcher; `user` is borrowed. */
+void np_trainer_set_watch(np_trainer *tr, np_train_watch_fn fn, void *user);
+
 /* ==== checkpoints (HDF5, docs/CONTRACTS.md "Checkpoint file") ============ */
 
 /* Write parameters, optimizer and scaler state, the next step, seed and

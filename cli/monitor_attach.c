@@ -1,0 +1,51 @@
+/* cli/monitor_attach.c - the monitor inside `nprobe train`: a config.json
+ * with "task": "monitor" opens it instead of the probe (docs/MONITOR.md). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cmd.h"
+#include "nprobe/monitor.h"
+
+int np_cli_monitor_wanted(const char *config_path)
+{
+    return config_path && np_monitor_config_is_monitor(config_path);
+}
+
+int np_cli_monitor_attach(struct np_monitor **out, struct np_ctx *ctx, struct np_trainer *tr,
+                          const char *config_path, int rank, int world)
+{
+    *out = NULL;
+    np_error err;
+    np_error_clear(&err);
+    np_monitor_config *cfg = malloc(sizeof *cfg);
+    if (!cfg) {
+        np_cli_error("out of memory");
+        return NP_EXIT_USAGE;
+    }
+    np_monitor *m = NULL;
+    if (np_monitor_config_load(cfg, config_path, &err) ||
+        np_monitor_open(&m, cfg, rank, world, &err) || np_monitor_attach(m, ctx, tr, &err)) {
+        np_cli_report(&err);
+        np_monitor_free(m);
+        free(cfg);
+        return NP_EXIT_USAGE;
+    }
+    free(cfg);
+    *out = m;
+    return NP_EXIT_OK;
+}
+
+int np_cli_monitor_detach(struct np_monitor *m)
+{
+    if (!m)
+        return NP_EXIT_OK;
+    np_error err;
+    np_error_clear(&err);
+    np_status st = np_monitor_close(m, &err);
+    fprintf(stderr, "nprobe: monitor: %lld step(s), %lld record(s)\n",
+            (long long)np_monitor_steps(m), (long long)np_monitor_records(m));
+    if (st)
+        np_cli_report(&err);
+    np_monitor_free(m);
+    return st ? NP_EXIT_USAGE : NP_EXIT_OK;
+}

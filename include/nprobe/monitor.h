@@ -1,0 +1,123 @@
+/* nprobe/monitor.h - the monitor: a training-health record that stays on
+ * for a long run (docs/MONITOR.md), and the anomaly rules that read it.
+ *
+ * config.json with "task": "monitor" and a "monitor" section selects it
+ * (msprobe's TrainerMon keys where they exist: targets, step_interval,
+ * start_step, collect_times, xy_distribution, wg_distribution,
+ * mv_distribution, param_distribution, alert.rules).
+ *
+ * Writing: np_monitor_open, then np_monitor_attach on a runtime context
+ * (an observer: module activations and activation gradients, the reduced
+ * parameter gradients) and its trainer (a watcher: gradients before the
+ * data-parallel reduction, weights, Adam's m and v, the update-to-weight
+ * ratio, loss, loss scale, global gradient norm). One HDF5 file per rank,
+ * {dump_path}/monitor_rank{R}.h5, appended each monitored step and
+ * readable while the run goes on and after a kill -9 up to the last
+ * finished step (HDF5 SWMR).
+ *
+ * Reading: np_monitor_analyze reads every rank's file of a folder, applies
+ * the rules and orders the anomalies across ranks by step and call order. */
+#ifndef NPROBE_MONITOR_H
+#define NPROBE_MONITOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nprobe/common.h"
+#include "nprobe/model.h"
+#include "nprobe/runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NP_MONITOR_NAME_LEN 192
+#define NP_MONITOR_METRIC_LEN 32
+#define NP_MONITOR_MAX_TARGETS 64
+
+/* The anomaly rules (defaults by np_monitor_rules_default). */
+typedef struct np_monitor_rules {
+    int nan;                /* NaN/Inf in any record (default 1) */
+    double turbulence;      /* t: an activation or gradient norm above (1 + t) x its
+                               running mean (msprobe's AnomalyTurbulence; an exponential
+                               mean, 0.9 on the past); <= 0 off (default 3) */
+    int turbulence_warmup;  /* records of a key before the rule applies (default 10) */
+    double spike_factor;    /* loss or grad_norm above factor x the mean of the last
+                               `spike_window` steps; <= 0 off (default 3) */
+    int spike_window;       /* default 10 */
+    double ratio_min, ratio_max; /* update-to-weight ratio range; max <= 0: off
+                                    (default off) */
+} np_monitor_rules;
+
+void np_monitor_rules_default(np_monitor_rules *r);
+
+typedef struct np_monitor_config {
+    char dump_path[4096];
+    int ranks[64];          /* "rank": the ranks that record; n_ranks 0 = all */
+    int n_ranks;
+    char targets[NP_MONITOR_MAX_TARGETS][NP_MONITOR_NAME_LEN]; /* name patterns (prefix,
+                               or fnmatch glob with * ? [); none = every module */
+    int n_targets;
+    int step_interval;      /* every N-th step (default 1) */
+    int64_t start_step;     /* first step recorded (default 0) */
+    int64_t collect_times;  /* steps recorded at most; <= 0 unbounded */
+    int xy;                 /* activations and activation gradients (default 1) */
+    int wg;                 /* parameter gradients, before and after the reduction (1) */
+    int mv;                 /* Adam m and v norms (1) */
+    int param;              /* weights and the update-to-weight ratio (1) */
+    np_monitor_rules rules;
+} np_monitor_config;
+
+/* 1 if the JSON file at `path` has "task": "monitor", else 0 (also when it
+ * cannot be read: the probe's config loader reports that). */
+int np_monitor_config_is_monitor(const char *path);
+/* Read config.json; errors name the file and key. */
+np_status np_monitor_config_load(np_monitor_config *out, const char *path, np_error *err);
+
+typedef struct np_monitor np_monitor;
+
+/* Create {dump_path}/monitor_rank{rank}.h5 (the folder too) unless this
+ * rank is not selected (then *out is a monitor that records nothing). */
+np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int rank,
+                          int world_size, np_error *err);
+/* Observe ctx (an observer of order 10) and watch tr. */
+np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error *err);
+/* Detach, close the file; the first write error of the run, if any. */
+np_status np_monitor_close(np_monitor *m, np_error *err);
+void np_monitor_free(np_monitor *m);
+/* Steps and records written so far. */
+int64_t np_monitor_steps(const np_monitor *m);
+int64_t np_monitor_records(const np_monitor *m);
+
+/* ==== reading ============================================================ */
+
+typedef struct np_monitor_anomaly {
+    int64_t step;
+    int rank;
+    int seq;                          /* call order inside the step */
+    char name[NP_MONITOR_NAME_LEN];   /* module or parameter ("h.0.mlp", "loss") */
+    char metric[NP_MONITOR_METRIC_LEN]; /* "activation", "grad_pre", ... */
+    const char *rule;                 /* "nan", "turbulence", "spike", "update_ratio" */
+    const char *stat;                 /* "norm", "nans", "infs", "value" */
+    double value;
+    double ref;                       /* the history it was held against (NaN: none) */
+} np_monitor_anomaly;
+
+typedef struct np_monitor_result {
+    int ranks;                        /* files read */
+    int64_t steps;                    /* finished steps (the most of any rank) */
+    int64_t records;
+    np_monitor_anomaly *anomalies;    /* ordered: step, seq, rank */
+    size_t n;
+} np_monitor_result;
+
+/* Read DIR/monitor_rank*.h5 (up to each file's last finished step), apply
+ * the rules; *out holds the anomalies (free with np_monitor_result_free). */
+np_status np_monitor_analyze(np_monitor_result *out, const char *dir,
+                             const np_monitor_rules *rules, np_error *err);
+void np_monitor_result_free(np_monitor_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

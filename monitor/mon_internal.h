@@ -1,0 +1,44 @@
+/* monitor/mon_internal.h - the monitor file's rows and their HDF5 types
+ * (docs/MONITOR.md "File format"), shared by the writer and the reader.
+ * Private to monitor/. */
+#ifndef NPROBE_MONITOR_MON_INTERNAL_H
+#define NPROBE_MONITOR_MON_INTERNAL_H
+
+#include <hdf5.h>
+#include <stdint.h>
+
+#include "nprobe/monitor.h"
+
+#define NP_MON_FORMAT "nprobe-monitor"
+#define NP_MON_VERSION 1
+
+/* /records: one row per statistic set, appended per step */
+typedef struct np_mon_record {
+    int64_t step;
+    int32_t seq;     /* call order inside the step (the same call has the same seq on every rank) */
+    int32_t key;     /* row of /keys */
+    int64_t numel;
+    double norm, min, max, mean;   /* over the non-NaN elements; NaN when any is NaN */
+    int64_t zeros, nans, infs;
+} np_mon_record;
+
+/* /keys: (name, metric), row i is key i */
+typedef struct np_mon_key {
+    char name[NP_MONITOR_NAME_LEN];
+    char metric[NP_MONITOR_METRIC_LEN];
+} np_mon_key;
+
+/* /steps: one row per finished step: the records and keys that cover it */
+typedef struct np_mon_step {
+    int64_t step;
+    int64_t records;  /* /records rows up to and including this step */
+    int64_t keys;     /* /keys rows at the end of this step */
+} np_mon_step;
+
+hid_t np_mon_type_record(void);
+hid_t np_mon_type_key(void);
+hid_t np_mon_type_step(void);
+/* norm/min/max/mean/zeros/nans/infs of n floats (statistics in double). */
+void np_mon_stats(np_mon_record *r, const float *x, int64_t n);
+
+#endif

@@ -1,0 +1,773 @@
+/* monitor/monitor.c - the monitor's config and writer: statistics of the
+ * selected modules' activations and activation gradients (runtime
+ * observer), of parameter gradients before and after the data-parallel
+ * reduction, weights, Adam's m and v, the update ratio and the step's
+ * scalars (trainer watcher), appended to one HDF5 file per rank in SWMR
+ * mode (docs/MONITOR.md). */
+#include <errno.h>
+#include <fnmatch.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <hdf5.h>
+#include <jansson.h>
+
+#include "mon_internal.h"
+
+void np_monitor_rules_default(np_monitor_rules *r)
+{
+    memset(r, 0, sizeof *r);
+    r->nan = 1;
+    r->turbulence = 3.0;
+    r->turbulence_warmup = 10;
+    r->spike_factor = 3.0;
+    r->spike_window = 10;
+    r->ratio_min = 0.0;
+    r->ratio_max = 0.0; /* off: Adam's ratio follows the learning rate */
+}
+
+/* ==== config ============================================================= */
+
+int np_monitor_config_is_monitor(const char *path)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root)
+        return 0;
+    json_t *t = json_object_get(root, "task");
+    int yes = json_is_string(t) && strcmp(json_string_value(t), "monitor") == 0;
+    json_decref(root);
+    return yes;
+}
+
+static np_status cfg_bad(np_error *err, const char *path, const char *key, const char *what)
+{
+    return np_error_set(err, NP_ERR_CONFIG, path, key, "%s", what);
+}
+
+static np_status get_bool(int *out, json_t *sec, const char *key, const char *path,
+                          np_error *err)
+{
+    json_t *v = json_object_get(sec, key);
+    if (!v)
+        return NP_OK;
+    if (!json_is_boolean(v))
+        return np_error_set(err, NP_ERR_CONFIG, path, key, "monitor.%s: expected true or false",
+                            key);
+    *out = json_is_true(v);
+    return NP_OK;
+}
+
+static np_status get_int(int64_t *out, json_t *sec, const char *key, int64_t lo,
+                         const char *path, np_error *err)
+{
+    json_t *v = json_object_get(sec, key);
+    if (!v)
+        return NP_OK;
+    if (!json_is_integer(v) || json_integer_value(v) < lo)
+        return np_error_set(err, NP_ERR_CONFIG, path, key,
+                            "monitor.%s: expected an integer >= %lld", key, (long long)lo);
+    *out = (int64_t)json_integer_value(v);
+    return NP_OK;
+}
+
+static np_status get_num(double *out, json_t *obj, const char *key, const char *where,
+                         const char *path, np_error *err)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v)
+        return NP_OK;
+    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+        return np_error_set(err, NP_ERR_CONFIG, path, key, "%s.%s: expected a finite number",
+                            where, key);
+    *out = json_number_value(v);
+    return NP_OK;
+}
+
+/* alert.rules: [{"rule_name": "AnomalyTurbulence", "args": {"threshold": 0.5}}, ...];
+ * a rules list names the rules in force (the others are off). */
+static np_status parse_rules(np_monitor_rules *r, json_t *alert, const char *path,
+                             np_error *err)
+{
+    if (!json_is_object(alert))
+        return cfg_bad(err, path, "alert", "monitor.alert: expected an object");
+    json_t *rules = json_object_get(alert, "rules");
+    if (!rules)
+        return NP_OK;
+    if (!json_is_array(rules))
+        return cfg_bad(err, path, "rules", "monitor.alert.rules: expected a list");
+    np_monitor_rules d = *r;
+    r->nan = 0;
+    r->turbulence = r->spike_factor = 0;
+    r->ratio_max = 0;
+    size_t i;
+    json_t *it;
+    json_array_foreach(rules, i, it) {
+        json_t *nm = json_object_get(it, "rule_name");
+        json_t *args = json_object_get(it, "args");
+        if (!json_is_string(nm))
+            return cfg_bad(err, path, "rule_name",
+                           "monitor.alert.rules: each rule needs a \"rule_name\" string");
+        if (args && !json_is_object(args))
+            return cfg_bad(err, path, "args", "monitor.alert.rules: \"args\" must be an object");
+        const char *n = json_string_value(nm);
+        np_status st = NP_OK;
+        if (!strcmp(n, "AnomalyNan")) {
+            r->nan = 1;
+        } else if (!strcmp(n, "AnomalyTurbulence")) {
+            r->turbulence = d.turbulence;
+            st = get_num(&r->turbulence, args, "threshold", "AnomalyTurbulence.args", path, err);
+            double w = r->turbulence_warmup;
+            if (!st)
+                st = get_num(&w, args, "warmup", "AnomalyTurbulence.args", path, err);
+            r->turbulence_warmup = (int)w;
+        } else if (!strcmp(n, "AnomalySpike")) {
+            r->spike_factor = d.spike_factor;
+            double w = r->spike_window;
+            st = get_num(&r->spike_factor, args, "factor", "AnomalySpike.args", path, err);
+            if (!st)
+                st = get_num(&w, args, "window", "AnomalySpike.args", path, err);
+            if (!st && (w < 1 || w > 100000))
+                return cfg_bad(err, path, "window", "AnomalySpike.args.window: expected 1 .. 100000");
+            r->spike_window = (int)w;
+        } else if (!strcmp(n, "AnomalyUpdateRatio")) {
+            r->ratio_min = d.ratio_min;
+            r->ratio_max = d.ratio_max;
+            st = get_num(&r->ratio_min, args, "min", "AnomalyUpdateRatio.args", path, err);
+            if (!st)
+                st = get_num(&r->ratio_max, args, "max", "AnomalyUpdateRatio.args", path, err);
+        } else {
+            return np_error_set(err, NP_ERR_CONFIG, path, "rule_name",
+                                "monitor.alert.rules: unknown rule \"%s\" (allowed: AnomalyNan, "
+                                "AnomalyTurbulence, AnomalySpike, AnomalyUpdateRatio)", n);
+        }
+        if (st)
+            return st;
+    }
+    return NP_OK;
+}
+
+static const char *const section_keys[] = {
+    "targets", "step_interval", "start_step", "collect_times", "xy_distribution",
+    "wg_distribution", "mv_distribution", "param_distribution", "alert", "format", "ops", "eps",
+};
+
+np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_error *err)
+{
+    memset(c, 0, sizeof *c);
+    c->step_interval = 1;
+    c->xy = c->wg = c->mv = c->param = 1;
+    np_monitor_rules_default(&c->rules);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root)
+        return np_error_set_at(err, NP_ERR_JSON, path, je.line, je.column, NULL, "%s", je.text);
+    np_status st = NP_OK;
+    json_t *v;
+    if (!json_is_object(root)) {
+        st = cfg_bad(err, path, NULL, "expected a JSON object");
+        goto out;
+    }
+    v = json_object_get(root, "dump_path");
+    if (!json_is_string(v) || !*json_string_value(v)) {
+        st = cfg_bad(err, path, "dump_path", "missing key \"dump_path\" (the monitor's folder)");
+        goto out;
+    }
+    snprintf(c->dump_path, sizeof c->dump_path, "%s", json_string_value(v));
+    if ((v = json_object_get(root, "rank"))) {
+        size_t i;
+        json_t *it;
+        if (!json_is_array(v) || json_array_size(v) > 64) {
+            st = cfg_bad(err, path, "rank", "\"rank\": expected a list of at most 64 ranks");
+            goto out;
+        }
+        json_array_foreach(v, i, it) {
+            if (!json_is_integer(it) || json_integer_value(it) < 0) {
+                st = cfg_bad(err, path, "rank", "\"rank\": expected integers >= 0");
+                goto out;
+            }
+            c->ranks[c->n_ranks++] = (int)json_integer_value(it);
+        }
+    }
+    json_t *sec = json_object_get(root, "monitor");
+    if (!sec)
+        goto out; /* every default */
+    if (!json_is_object(sec)) {
+        st = cfg_bad(err, path, "monitor", "\"monitor\": expected an object");
+        goto out;
+    }
+    const char *key;
+    json_object_foreach(sec, key, v) {
+        int known = 0;
+        for (size_t k = 0; k < sizeof section_keys / sizeof section_keys[0]; k++)
+            known |= !strcmp(key, section_keys[k]);
+        if (!known) {
+            st = np_error_set(err, NP_ERR_CONFIG, path, key,
+                              "monitor: unknown key \"%s\" (allowed: targets, step_interval, "
+                              "start_step, collect_times, xy_distribution, wg_distribution, "
+                              "mv_distribution, param_distribution, alert)", key);
+            goto out;
+        }
+    }
+    if ((v = json_object_get(sec, "targets"))) {
+        /* a list of patterns, or msprobe's object {"name": {}} */
+        if (!json_is_array(v) && !json_is_object(v)) {
+            st = cfg_bad(err, path, "targets", "monitor.targets: expected a list of module patterns");
+            goto out;
+        }
+        size_t i;
+        json_t *it;
+        if (json_is_array(v)) {
+            json_array_foreach(v, i, it) {
+                if (!json_is_string(it) || c->n_targets >= NP_MONITOR_MAX_TARGETS ||
+                    strlen(json_string_value(it)) >= NP_MONITOR_NAME_LEN) {
+                    st = cfg_bad(err, path, "targets", "monitor.targets: expected at most 64 "
+                                 "strings of under 192 characters");
+                    goto out;
+                }
+                snprintf(c->targets[c->n_targets++], NP_MONITOR_NAME_LEN, "%s",
+                         json_string_value(it));
+            }
+        } else {
+            const char *nm;
+            json_object_foreach(v, nm, it) {
+                if (c->n_targets >= NP_MONITOR_MAX_TARGETS || strlen(nm) >= NP_MONITOR_NAME_LEN) {
+                    st = cfg_bad(err, path, "targets", "monitor.targets: at most 64 names of "
+                                 "under 192 characters");
+                    goto out;
+                }
+                snprintf(c->targets[c->n_targets++], NP_MONITOR_NAME_LEN, "%s", nm);
+            }
+        }
+    }
+    int64_t x = c->step_interval;
+    if ((st = get_int(&x, sec, "step_interval", 1, path, err)))
+        goto out;
+    c->step_interval = x > 1 << 30 ? 1 << 30 : (int)x;
+    if ((st = get_int(&c->start_step, sec, "start_step", 0, path, err)) ||
+        (st = get_int(&c->collect_times, sec, "collect_times", 0, path, err)) ||
+        (st = get_bool(&c->xy, sec, "xy_distribution", path, err)) ||
+        (st = get_bool(&c->wg, sec, "wg_distribution", path, err)) ||
+        (st = get_bool(&c->mv, sec, "mv_distribution", path, err)) ||
+        (st = get_bool(&c->param, sec, "param_distribution", path, err)))
+        goto out;
+    if ((v = json_object_get(sec, "alert")))
+        st = parse_rules(&c->rules, v, path, err);
+out:
+    json_decref(root);
+    return st;
+}
+
+/* ==== statistics ========================================================= */
+
+void np_mon_stats(np_mon_record *r, const float *x, int64_t n)
+{
+    double ss = 0.0, sum = 0.0, mx = -INFINITY, mn = INFINITY;
+    int64_t zeros = 0, nans = 0, infs = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i];
+        if (v != v) {
+            nans++;
+            continue;
+        }
+        if (isinf(v))
+            infs++;
+        zeros += v == 0.0;
+        ss += v * v;
+        sum += v;
+        mx = v > mx ? v : mx;
+        mn = v < mn ? v : mn;
+    }
+    r->numel = n;
+    r->norm = nans ? NAN : sqrt(ss);
+    r->max = nans ? NAN : n ? mx : 0.0;
+    r->min = nans ? NAN : n ? mn : 0.0;
+    r->mean = nans ? NAN : n ? sum / (double)n : 0.0;
+    r->zeros = zeros;
+    r->nans = nans;
+    r->infs = infs;
+}
+
+static void scalar_stats(np_mon_record *r, double v)
+{
+    r->numel = 1;
+    r->norm = fabs(v);
+    r->max = r->min = r->mean = v;
+    r->zeros = v == 0.0;
+    r->nans = isnan(v);
+    r->infs = isinf(v);
+}
+
+/* ==== the file =========================================================== */
+
+struct np_monitor {
+    np_monitor_config cfg;
+    int rank, world, active;
+    char path[4200];
+    hid_t file, d_rec, d_key, d_step;
+    hid_t t_rec, t_key, t_step;
+    np_ctx *ctx;
+    np_trainer *tr;
+    /* the step in progress */
+    int on;                /* this step is recorded */
+    int64_t step;
+    int seq;
+    np_mon_record *rec;    /* buffered records of the step */
+    size_t n_rec, cap_rec;
+    /* keys: names seen so far (hash by linear probing) */
+    np_mon_key *keys;
+    int n_keys, cap_keys, keys_flushed;
+    int *slots;
+    int n_slots;
+    int64_t rows, steps_done, collected;
+    float **before;        /* weights before the update (param_distribution) */
+    int n_before;
+    np_status st;          /* first write error */
+    np_error err;
+};
+
+static uint64_t hash_key(const char *name, const char *metric)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = name; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+    for (const char *p = metric; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h;
+}
+
+static int key_id(np_monitor *m, const char *name, const char *metric)
+{
+    if (m->n_keys * 2 >= m->n_slots) {
+        int ns = m->n_slots ? m->n_slots * 2 : 256;
+        int *s = malloc((size_t)ns * sizeof *s);
+        if (!s)
+            return -1;
+        for (int i = 0; i < ns; i++)
+            s[i] = -1;
+        for (int k = 0; k < m->n_keys; k++) {
+            uint64_t h = hash_key(m->keys[k].name, m->keys[k].metric) % (uint64_t)ns;
+            while (s[h] >= 0)
+                h = (h + 1) % (uint64_t)ns;
+            s[h] = k;
+        }
+        free(m->slots);
+        m->slots = s;
+        m->n_slots = ns;
+    }
+    uint64_t h = hash_key(name, metric) % (uint64_t)m->n_slots;
+    while (m->slots[h] >= 0) {
+        np_mon_key *k = &m->keys[m->slots[h]];
+        if (!strcmp(k->name, name) && !strcmp(k->metric, metric))
+            return m->slots[h];
+        h = (h + 1) % (uint64_t)m->n_slots;
+    }
+    if (m->n_keys == m->cap_keys) {
+        int nc = m->cap_keys ? m->cap_keys * 2 : 128;
+        np_mon_key *k = realloc(m->keys, (size_t)nc * sizeof *k);
+        if (!k)
+            return -1;
+        m->keys = k;
+        m->cap_keys = nc;
+    }
+    np_mon_key *k = &m->keys[m->n_keys];
+    memset(k, 0, sizeof *k);
+    snprintf(k->name, sizeof k->name, "%s", name);
+    snprintf(k->metric, sizeof k->metric, "%s", metric);
+    m->slots[h] = m->n_keys;
+    return m->n_keys++;
+}
+
+static void fail(np_monitor *m, np_status st, const char *what)
+{
+    if (!m->st) {
+        m->st = st;
+        np_error_set(&m->err, st, m->path, NULL, "monitor: %s", what);
+    }
+}
+
+static np_mon_record *add(np_monitor *m, const char *name, const char *metric)
+{
+    if (m->st)
+        return NULL;
+    int k = key_id(m, name, metric);
+    if (k < 0 || (m->n_rec == m->cap_rec &&
+                  !(m->cap_rec = m->cap_rec ? m->cap_rec * 2 : 256,
+                    m->rec = realloc(m->rec, m->cap_rec * sizeof *m->rec)))) {
+        fail(m, NP_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    np_mon_record *r = &m->rec[m->n_rec++];
+    memset(r, 0, sizeof *r);
+    r->step = m->step;
+    r->seq = m->seq++;
+    r->key = k;
+    return r;
+}
+
+static void add_tensor(np_monitor *m, const char *name, const char *metric, const float *x,
+                       int64_t n)
+{
+    np_mon_record *r = add(m, name, metric);
+    if (r)
+        np_mon_stats(r, x, n);
+}
+
+static void add_scalar(np_monitor *m, const char *name, const char *metric, double v)
+{
+    np_mon_record *r = add(m, name, metric);
+    if (r)
+        scalar_stats(r, v);
+}
+
+static hid_t make_table(hid_t file, const char *name, hid_t type, hsize_t chunk)
+{
+    hsize_t zero = 0, unl = H5S_UNLIMITED;
+    hid_t sp = H5Screate_simple(1, &zero, &unl);
+    hid_t pl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(pl, 1, &chunk);
+    hid_t d = H5Dcreate2(file, name, type, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
+    H5Pclose(pl);
+    H5Sclose(sp);
+    return d;
+}
+
+static int append(hid_t d, hid_t type, const void *rows, hsize_t n)
+{
+    if (!n)
+        return 0;
+    hid_t sp = H5Dget_space(d);
+    hsize_t cur = 0;
+    H5Sget_simple_extent_dims(sp, &cur, NULL);
+    H5Sclose(sp);
+    hsize_t nd = cur + n;
+    if (H5Dset_extent(d, &nd) < 0)
+        return -1;
+    sp = H5Dget_space(d);
+    H5Sselect_hyperslab(sp, H5S_SELECT_SET, &cur, NULL, &n, NULL);
+    hid_t ms = H5Screate_simple(1, &n, NULL);
+    herr_t e = H5Dwrite(d, type, ms, sp, H5P_DEFAULT, rows);
+    H5Sclose(ms);
+    H5Sclose(sp);
+    return e < 0 ? -1 : 0;
+}
+
+static int mkdir_p(const char *dir)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0777) && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
+}
+
+static void attr_int(hid_t obj, const char *name, long long v)
+{
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, H5T_NATIVE_LLONG, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_LLONG, &v);
+    H5Aclose(a);
+    H5Sclose(sp);
+}
+
+static void attr_str(hid_t obj, const char *name, const char *v)
+{
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(v) + 1);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, t, v);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+}
+
+np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int rank,
+                          int world_size, np_error *err)
+{
+    *out = NULL;
+    np_monitor *m = calloc(1, sizeof *m);
+    if (!m)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, "monitor", "out of memory");
+    m->cfg = *cfg;
+    m->rank = rank;
+    m->world = world_size;
+    m->file = m->d_rec = m->d_key = m->d_step = -1;
+    m->t_rec = np_mon_type_record();
+    m->t_key = np_mon_type_key();
+    m->t_step = np_mon_type_step();
+    m->active = cfg->n_ranks == 0;
+    for (int i = 0; i < cfg->n_ranks; i++)
+        m->active |= cfg->ranks[i] == rank;
+    *out = m;
+    if (!m->active)
+        return NP_OK;
+    if (mkdir_p(cfg->dump_path))
+        return np_error_set(err, NP_ERR_IO, cfg->dump_path, "dump_path", "cannot create: %s",
+                            strerror(errno));
+    snprintf(m->path, sizeof m->path, "%s/monitor_rank%d.h5", cfg->dump_path, rank);
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+    np_status st = NP_OK;
+    H5E_BEGIN_TRY {
+        m->file = H5Fcreate(m->path, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
+    } H5E_END_TRY;
+    H5Pclose(fapl);
+    if (m->file < 0)
+        return np_error_set(err, NP_ERR_IO, m->path, NULL,
+                            "cannot create the monitor file (does it exist already? the monitor "
+                            "never overwrites a run's record)");
+    attr_str(m->file, "format", NP_MON_FORMAT);
+    attr_int(m->file, "version", NP_MON_VERSION);
+    attr_int(m->file, "rank", rank);
+    attr_int(m->file, "world_size", world_size);
+    attr_int(m->file, "step_interval", cfg->step_interval);
+    m->d_rec = make_table(m->file, "records", m->t_rec, 4096);
+    m->d_key = make_table(m->file, "keys", m->t_key, 256);
+    m->d_step = make_table(m->file, "steps", m->t_step, 256);
+    if (m->d_rec < 0 || m->d_key < 0 || m->d_step < 0 || H5Fstart_swmr_write(m->file) < 0)
+        st = np_error_set(err, NP_ERR_HDF5, m->path, NULL, "cannot set up the monitor file");
+    return st;
+}
+
+/* ==== events ============================================================= */
+
+static int matches(const np_monitor *m, const char *name)
+{
+    if (!m->cfg.n_targets)
+        return 1;
+    for (int i = 0; i < m->cfg.n_targets; i++) {
+        const char *t = m->cfg.targets[i];
+        if (strpbrk(t, "*?[") ? fnmatch(t, name, 0) == 0 : strncmp(name, t, strlen(t)) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* "Module.h.0.mlp.MLP.forward.0" -> "h.0.mlp" (path without class and call). */
+static void module_path(char *out, size_t cap, const char *ev)
+{
+    const char *s = strncmp(ev, "Module.", 7) == 0 ? ev + 7 : ev;
+    snprintf(out, cap, "%s", s);
+    for (int drop = 0; drop < 3; drop++) {
+        char *dot = strrchr(out, '.');
+        if (!dot)
+            break;
+        *dot = 0;
+    }
+}
+
+static int on_event(const np_hook_event *ev, void *user)
+{
+    np_monitor *m = user;
+    if (!m->on || !m->cfg.xy || m->st)
+        return 0;
+    if (ev->kind != NP_EV_MODULE_FORWARD && ev->kind != NP_EV_MODULE_BACKWARD)
+        return 0;
+    char path[NP_MONITOR_NAME_LEN];
+    module_path(path, sizeof path, ev->name ? ev->name : "");
+    if (!path[0] || !matches(m, path))
+        return 0;
+    int fwd = ev->kind == NP_EV_MODULE_FORWARD;
+    np_role want = fwd ? NP_ROLE_OUTPUT : NP_ROLE_INPUT; /* backward: grads at the outputs */
+    for (int i = 0; i < ev->n_tensors; i++) {
+        const np_hook_tensor *ht = &ev->tensors[i];
+        if (ht->role != want || !ht->t || !ht->t->data || ht->index != 0 ||
+            !np_dtype_is_floating(ht->t->dtype) || ht->t->dtype == NP_FLOAT64)
+            continue;
+        add_tensor(m, path, fwd ? "activation" : "activation_grad", ht->t->data, ht->t->numel);
+    }
+    return 0;
+}
+
+static int step_selected(const np_monitor *m, int64_t step)
+{
+    if (!m->active || step < m->cfg.start_step)
+        return 0;
+    if ((step - m->cfg.start_step) % m->cfg.step_interval)
+        return 0;
+    return m->cfg.collect_times <= 0 || m->collected < m->cfg.collect_times;
+}
+
+static void grads(np_monitor *m, np_tensor *const *p, int n, const char *metric)
+{
+    for (int i = 0; i < n; i++)
+        if (p[i]->grad && p[i]->name && matches(m, p[i]->name))
+            add_tensor(m, p[i]->name, metric, p[i]->grad, p[i]->numel);
+}
+
+static void flush_step(np_monitor *m)
+{
+    if (m->st)
+        return;
+    if (append(m->d_rec, m->t_rec, m->rec, m->n_rec) ||
+        append(m->d_key, m->t_key, m->keys + m->keys_flushed,
+               (hsize_t)(m->n_keys - m->keys_flushed))) {
+        fail(m, NP_ERR_IO, "cannot append a step's records");
+        return;
+    }
+    m->rows += (int64_t)m->n_rec;
+    m->keys_flushed = m->n_keys;
+    /* the records and keys reach the file before the steps row that covers them */
+    if (H5Dflush(m->d_rec) < 0 || H5Dflush(m->d_key) < 0) {
+        fail(m, NP_ERR_IO, "cannot flush a step's records");
+        return;
+    }
+    np_mon_step row = {m->step, m->rows, m->n_keys};
+    if (append(m->d_step, m->t_step, &row, 1) || H5Dflush(m->d_step) < 0) {
+        fail(m, NP_ERR_IO, "cannot append a step");
+        return;
+    }
+    m->steps_done++;
+    m->collected++;
+}
+
+static int on_train(np_train_point pt, np_trainer *tr, const np_step_result *res, void *user)
+{
+    np_monitor *m = user;
+    if (m->st)
+        return 0;
+    int n = 0;
+    np_tensor *const *p = np_model_params(np_trainer_model(tr), &n);
+    if (pt == NP_TRAIN_BACKWARD_END) {
+        /* the step's first watch point: the observer's records came before it */
+        if (!m->on)
+            return 0;
+        add_scalar(m, "loss", "loss", res->loss);
+        add_scalar(m, "loss_scale", "loss_scale", res->loss_scale);
+        if (m->cfg.wg)
+            grads(m, p, n, "grad_pre");
+        return 0;
+    }
+    if (!m->on)
+        return 0;
+    if (pt == NP_TRAIN_UPDATE_BEGIN) {
+        if (m->cfg.wg)
+            grads(m, p, n, "grad");
+        if (m->cfg.param) {
+            if (m->n_before != n) {
+                for (int i = 0; i < m->n_before; i++)
+                    free(m->before[i]);
+                free(m->before);
+                m->before = calloc((size_t)(n > 0 ? n : 1), sizeof *m->before);
+                m->n_before = m->before ? n : 0;
+            }
+            for (int i = 0; i < m->n_before; i++) {
+                if (!m->before[i])
+                    m->before[i] = malloc((size_t)p[i]->numel * sizeof(float));
+                if (m->before[i])
+                    memcpy(m->before[i], p[i]->data, (size_t)p[i]->numel * sizeof(float));
+            }
+        }
+        return 0;
+    }
+    /* NP_TRAIN_UPDATE_END */
+    if (m->cfg.param || m->cfg.mv) {
+        np_optim *o = np_trainer_optim(tr);
+        for (int i = 0; i < n; i++) {
+            if (!p[i]->name || !matches(m, p[i]->name))
+                continue;
+            const float *w = p[i]->data;
+            if (m->cfg.param) {
+                add_tensor(m, p[i]->name, "weight", w, p[i]->numel);
+                if (!res->skipped && i < m->n_before && m->before[i]) {
+                    double dd = 0.0, ww = 0.0;
+                    for (int64_t k = 0; k < p[i]->numel; k++) {
+                        double b = m->before[i][k], d = (double)w[k] - b;
+                        dd += d * d;
+                        ww += b * b;
+                    }
+                    add_scalar(m, p[i]->name, "update_ratio", ww > 0 ? sqrt(dd / ww) : 0.0);
+                }
+            }
+            for (int s = 0; m->cfg.mv && s < np_optim_n_slots(o); s++) {
+                const float *v = np_optim_slot(o, s, i);
+                if (v)
+                    add_tensor(m, p[i]->name, np_optim_slot_name(o, s), v, p[i]->numel);
+            }
+        }
+    }
+    add_scalar(m, "grad_norm", "grad_norm", res->skipped ? NAN : res->grad_norm);
+    flush_step(m);
+    return 0;
+}
+
+/* The step boundary: STEP_BEGIN decides whether this step is recorded. */
+static int on_step(const np_hook_event *ev, void *user)
+{
+    np_monitor *m = user;
+    if (ev->kind == NP_EV_STEP_BEGIN) {
+        m->step = ev->step;
+        m->seq = 0;
+        m->n_rec = 0;
+        m->on = step_selected(m, ev->step);
+    } else if (ev->kind == NP_EV_STEP_END) {
+        m->on = 0;
+    }
+    return on_event(ev, user);
+}
+
+np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error *err)
+{
+    if (!m->active)
+        return NP_OK;
+    np_observer obs = {10, NULL, on_step, m};
+    np_status st = np_ctx_add_observer(ctx, &obs, err);
+    if (st)
+        return st;
+    m->ctx = ctx;
+    m->tr = tr;
+    np_trainer_set_watch(tr, on_train, m);
+    return NP_OK;
+}
+
+int64_t np_monitor_steps(const np_monitor *m) { return m ? m->steps_done : 0; }
+int64_t np_monitor_records(const np_monitor *m) { return m ? m->rows : 0; }
+
+np_status np_monitor_close(np_monitor *m, np_error *err)
+{
+    if (!m)
+        return NP_OK;
+    if (m->ctx)
+        np_ctx_remove_observers(m->ctx, m);
+    if (m->tr)
+        np_trainer_set_watch(m->tr, NULL, NULL);
+    m->ctx = NULL;
+    m->tr = NULL;
+    if (m->d_rec >= 0) H5Dclose(m->d_rec);
+    if (m->d_key >= 0) H5Dclose(m->d_key);
+    if (m->d_step >= 0) H5Dclose(m->d_step);
+    m->d_rec = m->d_key = m->d_step = -1;
+    if (m->file >= 0 && H5Fclose(m->file) < 0)
+        fail(m, NP_ERR_IO, "cannot close the monitor file");
+    m->file = -1;
+    if (m->st && err)
+        *err = m->err;
+    return m->st;
+}
+
+void np_monitor_free(np_monitor *m)
+{
+    if (!m)
+        return;
+    np_monitor_close(m, NULL);
+    H5Tclose(m->t_rec);
+    H5Tclose(m->t_key);
+    H5Tclose(m->t_step);
+    for (int i = 0; i < m->n_before; i++)
+        free(m->before[i]);
+    free(m->before);
+    free(m->rec);
+    free(m->keys);
+    free(m->slots);
+    free(m);
+}

@@ -1,0 +1,352 @@
+/* monitor/monitor_read.c - reading the monitor files of a run (every
+ * rank's, up to its last finished step, also while the run goes on or
+ * after it was killed) and the anomaly rules (docs/MONITOR.md). */
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mon_internal.h"
+
+/* the running mean of a norm: m = EMA m + (1 - EMA) x */
+#define NP_MON_EMA 0.9
+
+hid_t np_mon_type_record(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(np_mon_record));
+    H5Tinsert(t, "step", HOFFSET(np_mon_record, step), H5T_NATIVE_INT64);
+    H5Tinsert(t, "seq", HOFFSET(np_mon_record, seq), H5T_NATIVE_INT32);
+    H5Tinsert(t, "key", HOFFSET(np_mon_record, key), H5T_NATIVE_INT32);
+    H5Tinsert(t, "numel", HOFFSET(np_mon_record, numel), H5T_NATIVE_INT64);
+    H5Tinsert(t, "norm", HOFFSET(np_mon_record, norm), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "min", HOFFSET(np_mon_record, min), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "max", HOFFSET(np_mon_record, max), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "mean", HOFFSET(np_mon_record, mean), H5T_NATIVE_DOUBLE);
+    H5Tinsert(t, "zeros", HOFFSET(np_mon_record, zeros), H5T_NATIVE_INT64);
+    H5Tinsert(t, "nans", HOFFSET(np_mon_record, nans), H5T_NATIVE_INT64);
+    H5Tinsert(t, "infs", HOFFSET(np_mon_record, infs), H5T_NATIVE_INT64);
+    return t;
+}
+
+static hid_t fixed_str(size_t n)
+{
+    hid_t s = H5Tcopy(H5T_C_S1);
+    H5Tset_size(s, n);
+    H5Tset_strpad(s, H5T_STR_NULLTERM);
+    return s;
+}
+
+hid_t np_mon_type_key(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(np_mon_key));
+    hid_t a = fixed_str(NP_MONITOR_NAME_LEN), b = fixed_str(NP_MONITOR_METRIC_LEN);
+    H5Tinsert(t, "name", HOFFSET(np_mon_key, name), a);
+    H5Tinsert(t, "metric", HOFFSET(np_mon_key, metric), b);
+    H5Tclose(a);
+    H5Tclose(b);
+    return t;
+}
+
+hid_t np_mon_type_step(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(np_mon_step));
+    H5Tinsert(t, "step", HOFFSET(np_mon_step, step), H5T_NATIVE_INT64);
+    H5Tinsert(t, "records", HOFFSET(np_mon_step, records), H5T_NATIVE_INT64);
+    H5Tinsert(t, "keys", HOFFSET(np_mon_step, keys), H5T_NATIVE_INT64);
+    return t;
+}
+
+/* Rows [0, n) of a 1-D dataset into a new buffer (n <= its extent). */
+static void *read_rows(hid_t file, const char *name, hid_t type, size_t row, hsize_t n)
+{
+    hid_t d = H5Dopen2(file, name, H5P_DEFAULT);
+    if (d < 0)
+        return NULL;
+    void *buf = malloc(n ? n * row : 1);
+    hid_t sp = H5Dget_space(d);
+    hsize_t cur = 0, zero = 0;
+    H5Sget_simple_extent_dims(sp, &cur, NULL);
+    herr_t e = -1;
+    if (buf && n <= cur) {
+        e = 0;
+        if (n) {
+            H5Sselect_hyperslab(sp, H5S_SELECT_SET, &zero, NULL, &n, NULL);
+            hid_t ms = H5Screate_simple(1, &n, NULL);
+            e = H5Dread(d, type, ms, sp, H5P_DEFAULT, buf);
+            H5Sclose(ms);
+        }
+    }
+    H5Sclose(sp);
+    H5Dclose(d);
+    if (e < 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static hsize_t extent(hid_t file, const char *name)
+{
+    hid_t d = H5Dopen2(file, name, H5P_DEFAULT);
+    if (d < 0)
+        return 0;
+    hid_t sp = H5Dget_space(d);
+    hsize_t cur = 0;
+    H5Sget_simple_extent_dims(sp, &cur, NULL);
+    H5Sclose(sp);
+    H5Dclose(d);
+    return cur;
+}
+
+typedef struct rank_data {
+    int rank;
+    np_mon_key *keys;
+    int64_t n_keys;
+    np_mon_record *rec;
+    int64_t n_rec;
+    int64_t steps;
+} rank_data;
+
+static np_status read_rank(rank_data *rd, const char *path, np_error *err)
+{
+    memset(rd, 0, sizeof *rd);
+    hid_t f;
+    H5E_BEGIN_TRY {
+        f = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
+    } H5E_END_TRY;
+    if (f < 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, NULL, "not a readable monitor file");
+    np_status st = NP_OK;
+    hid_t ts = np_mon_type_step(), tk = np_mon_type_key(), tr = np_mon_type_record();
+    H5E_BEGIN_TRY {
+        long long rank = -1;
+        hid_t a = H5Aopen(f, "rank", H5P_DEFAULT);
+        if (a < 0 || H5Aread(a, H5T_NATIVE_LLONG, &rank) < 0 || rank < 0 || rank > 1 << 24) {
+            st = np_error_set(err, NP_ERR_FORMAT, path, "rank", "no valid \"rank\" attribute");
+        }
+        if (a >= 0)
+            H5Aclose(a);
+        rd->rank = (int)rank;
+        hsize_t ns = st ? 0 : extent(f, "steps");
+        np_mon_step *steps = st ? NULL : read_rows(f, "steps", ts, sizeof *steps, ns);
+        if (!st && !steps)
+            st = np_error_set(err, NP_ERR_FORMAT, path, "steps", "cannot read /steps");
+        if (!st && ns) {
+            np_mon_step last = steps[ns - 1];
+            rd->steps = (int64_t)ns;
+            rd->n_rec = last.records;
+            rd->n_keys = last.keys;
+            if (last.records < 0 || last.keys < 0 || last.keys > 1 << 24 ||
+                (hsize_t)last.records > extent(f, "records") || (hsize_t)last.keys > extent(f, "keys"))
+                st = np_error_set(err, NP_ERR_FORMAT, path, "steps",
+                                  "/steps names more rows than /records or /keys hold");
+            if (!st) {
+                rd->keys = read_rows(f, "keys", tk, sizeof *rd->keys, (hsize_t)rd->n_keys);
+                rd->rec = read_rows(f, "records", tr, sizeof *rd->rec, (hsize_t)rd->n_rec);
+                if (!rd->keys || !rd->rec)
+                    st = np_error_set(err, NP_ERR_FORMAT, path, NULL, "cannot read /keys or /records");
+            }
+            for (int64_t i = 0; !st && i < rd->n_rec; i++)
+                if (rd->rec[i].key < 0 || rd->rec[i].key >= rd->n_keys)
+                    st = np_error_set(err, NP_ERR_FORMAT, path, "records",
+                                      "record %lld names key %d of %lld", (long long)i,
+                                      (int)rd->rec[i].key, (long long)rd->n_keys);
+        }
+        free(steps);
+    } H5E_END_TRY;
+    H5Tclose(ts);
+    H5Tclose(tk);
+    H5Tclose(tr);
+    H5Fclose(f);
+    for (int64_t i = 0; i < rd->n_keys; i++) {
+        rd->keys[i].name[NP_MONITOR_NAME_LEN - 1] = 0;
+        rd->keys[i].metric[NP_MONITOR_METRIC_LEN - 1] = 0;
+    }
+    return st;
+}
+
+/* ==== rules ============================================================== */
+
+typedef struct key_hist {
+    int64_t n;        /* finite norms seen */
+    double mean;      /* their running mean: exponential, weight NP_MON_EMA on the past */
+    double *win;      /* spike window (loss, grad_norm) */
+    int w_n, w_pos;
+} key_hist;
+
+typedef struct anomalies {
+    np_monitor_anomaly *a;
+    size_t n, cap;
+} anomalies;
+
+static int push(anomalies *A, const rank_data *rd, const np_mon_record *r, const char *rule,
+                const char *stat, double value, double ref)
+{
+    if (A->n == A->cap) {
+        size_t nc = A->cap ? A->cap * 2 : 64;
+        np_monitor_anomaly *x = realloc(A->a, nc * sizeof *x);
+        if (!x)
+            return -1;
+        A->a = x;
+        A->cap = nc;
+    }
+    np_monitor_anomaly *a = &A->a[A->n++];
+    memset(a, 0, sizeof *a);
+    a->step = r->step;
+    a->rank = rd->rank;
+    a->seq = r->seq;
+    snprintf(a->name, sizeof a->name, "%s", rd->keys[r->key].name);
+    snprintf(a->metric, sizeof a->metric, "%s", rd->keys[r->key].metric);
+    a->rule = rule;
+    a->stat = stat;
+    a->value = value;
+    a->ref = ref;
+    return 0;
+}
+
+static int is_scalar_metric(const char *m)
+{
+    return !strcmp(m, "loss") || !strcmp(m, "grad_norm") || !strcmp(m, "loss_scale") ||
+           !strcmp(m, "update_ratio");
+}
+
+/* The norms the turbulence rule watches: activations and gradients (the
+ * weights drift slowly, Adam's moments grow from zero by design). */
+static int turbulent_metric(const char *m)
+{
+    return !strcmp(m, "activation") || !strcmp(m, "activation_grad") || !strcmp(m, "grad_pre") ||
+           !strcmp(m, "grad");
+}
+
+static int apply_rules(anomalies *A, const rank_data *rd, const np_monitor_rules *ru)
+{
+    key_hist *h = calloc((size_t)(rd->n_keys ? rd->n_keys : 1), sizeof *h);
+    if (!h)
+        return -1;
+    int rc = 0;
+    for (int64_t i = 0; i < rd->n_rec && !rc; i++) {
+        const np_mon_record *r = &rd->rec[i];
+        const char *metric = rd->keys[r->key].metric;
+        key_hist *k = &h[r->key];
+        int scalar = is_scalar_metric(metric);
+        double v = scalar ? r->mean : r->norm;
+        int flagged = 0;
+        if (ru->nan && !strcmp(metric, "grad_norm") && isnan(v) && r->nans) {
+            /* a step the loss scaler skipped records NaN: the scaler's own business */
+        } else if (ru->nan && (r->nans || r->infs) && strcmp(metric, "loss_scale") != 0) {
+            rc = scalar ? push(A, rd, r, "nan", "value", v, NAN)
+                        : push(A, rd, r, "nan", r->nans ? "nans" : "infs",
+                               (double)(r->nans ? r->nans : r->infs), (double)r->numel);
+            flagged = 1;
+        }
+        if (!flagged && turbulent_metric(metric) && ru->turbulence > 0 &&
+            k->n >= ru->turbulence_warmup && isfinite(v) && v > (1.0 + ru->turbulence) * k->mean) {
+            rc = push(A, rd, r, "turbulence", "norm", v, k->mean);
+            flagged = 1;
+        }
+        if (!flagged && ru->spike_factor > 0 && (!strcmp(metric, "loss") || !strcmp(metric, "grad_norm")) &&
+            isfinite(v)) {
+            if (!k->win && !(k->win = calloc((size_t)ru->spike_window, sizeof *k->win))) {
+                rc = -1;
+                break;
+            }
+            int need = ru->spike_window < 3 ? ru->spike_window : 3;
+            if (k->w_n >= need) {
+                double s = 0.0;
+                for (int j = 0; j < k->w_n; j++)
+                    s += k->win[j];
+                double mean = s / k->w_n;
+                if (v > ru->spike_factor * mean) {
+                    rc = push(A, rd, r, "spike", "value", v, mean);
+                    flagged = 1;
+                }
+            }
+            k->win[k->w_pos] = v;
+            k->w_pos = (k->w_pos + 1) % ru->spike_window;
+            if (k->w_n < ru->spike_window)
+                k->w_n++;
+        }
+        if (!flagged && ru->ratio_max > 0 && !strcmp(metric, "update_ratio") && isfinite(v) &&
+            (v < ru->ratio_min || v > ru->ratio_max))
+            rc = push(A, rd, r, "update_ratio", "value", v, ru->ratio_max);
+        if (!scalar && isfinite(v)) {
+            k->mean = k->n ? NP_MON_EMA * k->mean + (1.0 - NP_MON_EMA) * v : v;
+            k->n++;
+        }
+    }
+    for (int64_t i = 0; i < rd->n_keys; i++)
+        free(h[i].win);
+    free(h);
+    return rc;
+}
+
+static int cmp_anomaly(const void *pa, const void *pb)
+{
+    const np_monitor_anomaly *a = pa, *b = pb;
+    if (a->step != b->step)
+        return a->step < b->step ? -1 : 1;
+    if (a->seq != b->seq)
+        return a->seq < b->seq ? -1 : 1;
+    return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+np_status np_monitor_analyze(np_monitor_result *out, const char *dir,
+                             const np_monitor_rules *rules, np_error *err)
+{
+    memset(out, 0, sizeof *out);
+    np_monitor_rules dflt;
+    if (!rules) {
+        np_monitor_rules_default(&dflt);
+        rules = &dflt;
+    }
+    if (rules->spike_factor > 0 && rules->spike_window < 1)
+        return np_error_set(err, NP_ERR_ARG, NULL, "spike_window", "expected >= 1");
+    DIR *d = opendir(dir);
+    if (!d)
+        return np_error_set(err, NP_ERR_IO, dir, NULL, "cannot open the folder");
+    anomalies A = {0};
+    np_status st = NP_OK;
+    struct dirent *e;
+    while (!st && (e = readdir(d))) {
+        int r = -1, len = 0;
+        if (sscanf(e->d_name, "monitor_rank%d.h5%n", &r, &len) != 1 || r < 0 ||
+            e->d_name[len] != 0)
+            continue;
+        char path[4608];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        rank_data rd;
+        st = read_rank(&rd, path, err);
+        if (!st) {
+            out->ranks++;
+            out->records += rd.n_rec;
+            if (rd.steps > out->steps)
+                out->steps = rd.steps;
+            if (apply_rules(&A, &rd, rules))
+                st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+        }
+        free(rd.keys);
+        free(rd.rec);
+    }
+    closedir(d);
+    if (!st && !out->ranks)
+        st = np_error_set(err, NP_ERR_NOTFOUND, dir, NULL,
+                          "no monitor_rank*.h5 file in the folder (is it the monitor's dump_path?)");
+    if (st) {
+        free(A.a);
+        return st;
+    }
+    if (A.n)
+        qsort(A.a, A.n, sizeof *A.a, cmp_anomaly);
+    out->anomalies = A.a;
+    out->n = A.n;
+    return NP_OK;
+}
+
+void np_monitor_result_free(np_monitor_result *r)
+{
+    if (!r)
+        return;
+    free(r->anomalies);
+    memset(r, 0, sizeof *r);
+}
