@@ -45,7 +45,7 @@ static const np_cli_opt monitor_opts_table[] = {
     {"rules:", "--config", "FILE", "take the rules of this config.json's monitor section",
      NP_OPT_STR, F(config), 0, 0, NULL, 0, NULL},
     {NULL, "--no-nan", NULL, "no NaN/Inf rule", NP_OPT_FLAG, F(no_nan), 0, 0, NULL, 0, NULL},
-    {NULL, "--turbulence", "T", "a norm above (1+T) x its running mean; 0 = off (default 3)",
+    {NULL, "--turbulence", "T", "a norm above (1+T) x its running mean; 0 = off (default 9)",
      NP_OPT_DOUBLE, F(turbulence), 0, 0, NULL, 0, NULL},
     {NULL, "--warmup", "N", "records of a norm before the turbulence rule (default 10)",
      NP_OPT_LONG, F(warmup), 0, 100000000, NULL, 0, NULL},

@@ -14,6 +14,7 @@
 #include "cmd.h"
 #include "opts.h"
 #include "nprobe/configcheck.h"
+#include "nprobe/fault_step.h"
 #include "nprobe/model.h"
 #include "nprobe/runtime.h"
 
@@ -24,6 +25,7 @@ typedef struct train_args {
     const char *data, *save, *load, *dump_config, *cc_out;
     long steps, seed, threads, batch, log_every, warmup, stop_after;
     long layers, heads, width, context;
+    long fault_step, fault_rank;
     double lr, grad_clip;
     int list_faults;
 } train_args;
@@ -74,6 +76,10 @@ static const np_cli_opt train_opts_table[] = {
     {NULL, "--fault", "NAME", "inject a fault of the npu-sim device (default none); the\n"
                               "collective faults act in a data-parallel run",
      NP_OPT_CHECKED, F(fault), 0, 0, NULL, 0, bad_fault},
+    {NULL, "--fault-step", "S", "the step of a one-time fault (gemm_bitflip, outlier_batch,\n"
+                                "logit_growth, nan_input: any device, gpt; docs/MONITOR.md)",
+     LONG(fault_step, 0, 100000000)},
+    {NULL, "--fault-rank", "R", "the rank it fires on (default every rank)", LONG(fault_rank, 0, 1 << 20)},
     {NULL, "--list-faults", NULL, "print the fault catalog and exit", NP_OPT_FLAG, F(list_faults), 0, 0,
      NULL, 0, NULL},
     {NULL, "--threads", "N", "OpenMP and OpenBLAS threads (default 0: leave as set)", LONG(threads, 0, 1024)},
@@ -122,6 +128,16 @@ static void list_dist_faults(void)
     }
 }
 
+static void list_step_faults(void)
+{
+    printf("\none-time faults at a step (--fault NAME --fault-step S [--fault-rank R]; gpt,\n"
+           "any device):\n");
+    for (int i = 1; np_step_fault_get(i); i++) {
+        const np_step_fault_info *f = np_step_fault_get(i);
+        printf("  %-24s %s\n  %-24s %s\n", f->name, f->module, "", f->description);
+    }
+}
+
 static void list_faults(void)
 {
     printf("faults of the npu-sim device (--device npu-sim --fault NAME):\n");
@@ -155,12 +171,14 @@ static void set_defaults(train_args *a)
     a->layers = a->heads = a->width = a->context = -1;
     a->lr = -1;
     a->grad_clip = -1;
+    a->fault_step = a->fault_rank = -1;
 }
 
 /* --fault NAME: a name of either catalog; 1 (after the error) if none. */
 static int bad_fault(const char *o, const char *v)
 {
-    if (np_fault_from_name(v) >= 0 || np_dist_fault_from_name(v) >= 0)
+    if (np_fault_from_name(v) >= 0 || np_dist_fault_from_name(v) >= 0 ||
+        np_step_fault_from_name(v) >= 0)
         return 0;
     const char *names[64];
     int n = 0;
@@ -169,6 +187,8 @@ static int bad_fault(const char *o, const char *v)
             names[n++] = np_fault_get(k)->name;
     for (int k = 1; k < np_dist_fault_count() && n < 64; k++)
         names[n++] = np_dist_fault_get(k)->name;
+    for (int k = 1; np_step_fault_get(k) && n < 64; k++)
+        names[n++] = np_step_fault_get(k)->name;
     np_cli_opt_choice(o, v, names, n);
     return 1;
 }
@@ -182,6 +202,18 @@ static int check_args(const train_args *a)
     }
     if (a->stop_after > a->steps) {
         np_cli_error("--stop-after: expected at most --steps (%ld), got %ld", a->steps, a->stop_after);
+        return NP_EXIT_USAGE + 1;
+    }
+    int sf = np_step_fault_from_name(a->fault) > 0;
+    if (sf != (a->fault_step >= 0) || (a->fault_rank >= 0 && !sf)) {
+        np_cli_error(sf ? "--fault %s: a one-time fault needs --fault-step S"
+                        : "--fault-step/--fault-rank: expected a one-time fault (--fault %s is not one; "
+                          "see --list-faults)", a->fault);
+        return NP_EXIT_USAGE + 1;
+    }
+    if (sf && strcmp(a->model, "gpt") != 0) {
+        np_cli_error("--fault %s: the one-time faults act on the gpt model (got --model %s)",
+                     a->fault, a->model);
         return NP_EXIT_USAGE + 1;
     }
     if (a->data && strcmp(a->model, "gpt") != 0) {
@@ -329,6 +361,10 @@ static void set_fault(np_ctx_opts *co, np_train_opts *o, const train_args *a, np
         else if (f->needs_ranks && world < 2)
             fprintf(stderr, "nprobe: warning: --fault %s needs 2 or more ranks (mpirun -n 1 "
                             "runs without it)\n", a->fault);
+        return;
+    }
+    if (np_step_fault_from_name(a->fault) > 0) {
+        co->fault = NP_FAULT_NONE; /* attached as an observer once the context exists */
         return;
     }
     co->fault = (np_fault)np_fault_from_name(a->fault);
@@ -531,6 +567,7 @@ static int train(const train_args *a, int mpi, int rank, int world)
     np_trainer *tr = NULL;
     np_cli_probe *probe = NULL;
     struct np_monitor *mon = NULL;
+    np_step_fault *sfault = NULL;
     int code = NP_EXIT_USAGE;
     if (np_ctx_new(&ctx, &co, &err) || np_trainer_new(&tr, ctx, &o, &err)) {
         np_cli_report(&err);
@@ -553,6 +590,12 @@ static int train(const train_args *a, int mpi, int rank, int world)
         if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
             goto done;
     }
+    int sf = np_step_fault_from_name(a->fault);
+    if (sf > 0 && np_step_fault_attach(&sfault, ctx, (np_step_fault_kind)sf, a->fault_step,
+                                       (int)a->fault_rank, &err)) {
+        np_cli_report(&err);
+        goto done;
+    }
     if (a->cc_out && !quiet && (code = write_pack(a, tr)) != NP_EXIT_OK)
         goto done;
 
@@ -566,6 +609,7 @@ static int train(const train_args *a, int mpi, int rank, int world)
         }
     }
 done:
+    np_step_fault_detach(sfault);
     if (mon) {
         int mc = np_cli_monitor_detach(mon);
         if (mc != NP_EXIT_OK && code == NP_EXIT_OK)
@@ -590,6 +634,7 @@ int np_cmd_train(int argc, char **argv)
     if (a.list_faults) {
         list_faults();
         list_dist_faults();
+        list_step_faults();
         return NP_EXIT_OK;
     }
     int rank = 0, world = 1, mpi = np_cli_mpi_start(&rank, &world);

@@ -21,7 +21,7 @@ void np_monitor_rules_default(np_monitor_rules *r)
 {
     memset(r, 0, sizeof *r);
     r->nan = 1;
-    r->turbulence = 3.0;
+    r->turbulence = 9.0;
     r->turbulence_warmup = 10;
     r->spike_factor = 3.0;
     r->spike_window = 10;

@@ -1,0 +1,143 @@
+/* runtime/fault_step.c - the one-time faults of nprobe/fault_step.h: an
+ * observer of order -100 that rewrites one API call's output in place at
+ * the chosen step and rank, before any other observer (dump, monitor)
+ * sees it and before the next op reads it. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nprobe/fault_step.h"
+
+static const np_step_fault_info catalog[] = {
+    {"none", NULL, NULL},
+    {"gemm_bitflip", "h.0.mlp.c_fc",
+     "a one-time bit flip (bit 30, the exponent's top bit) in one output element of the GEMM of "
+     "h.0.mlp.c_fc"},
+    {"outlier_batch", "wte", "an extreme batch: the token embeddings of one step x 64"},
+    {"logit_growth", "lm_head",
+     "the logits grow x256 a step from step S on until bf16 overflows"},
+    {"nan_input", "wte", "one element of the token embeddings turns NaN (one rank's input)"},
+};
+_Static_assert(sizeof catalog / sizeof catalog[0] == NP_STEP_FAULT_COUNT, "one entry per kind");
+
+/* The call each fault corrupts: API and parent module prefix. */
+static const char *const target_api[] = {NULL, "Functional.linear.", "Functional.embedding.",
+                                         "Functional.linear.", "Functional.embedding."};
+static const char *const target_parent[] = {NULL, "Module.h.0.mlp.c_fc.", "Module.wte.",
+                                            "Module.lm_head.", "Module.wte."};
+_Static_assert(sizeof target_api / sizeof target_api[0] == NP_STEP_FAULT_COUNT, "one per kind");
+_Static_assert(sizeof target_parent / sizeof target_parent[0] == NP_STEP_FAULT_COUNT, "one per kind");
+
+const np_step_fault_info *np_step_fault_get(int k)
+{
+    return k > 0 && k < NP_STEP_FAULT_COUNT ? &catalog[k] : NULL;
+}
+
+int np_step_fault_from_name(const char *name)
+{
+    for (int k = 1; name && k < NP_STEP_FAULT_COUNT; k++)
+        if (!strcmp(name, catalog[k].name))
+            return k;
+    return -1;
+}
+
+struct np_step_fault {
+    np_ctx *ctx;
+    np_step_fault_kind kind;
+    int64_t step;
+    int rank;
+    int fired;
+    int64_t fired_step; /* the step of the last firing (once per step) */
+};
+
+static int active_step(const np_step_fault *f, int64_t step)
+{
+    return f->kind == NP_STEP_FAULT_LOGIT_GROWTH ? step >= f->step : step == f->step;
+}
+
+static void corrupt(np_step_fault *f, np_tensor *t, int64_t step)
+{
+    float *x = t->data;
+    int64_t n = t->numel;
+    if (!x || n < 1 || t->dtype == NP_FLOAT64 || !np_dtype_is_floating(t->dtype))
+        return;
+    switch (f->kind) {
+    case NP_STEP_FAULT_GEMM_BITFLIP: {
+        uint32_t b;
+        memcpy(&b, &x[n / 3], sizeof b);
+        b ^= 1u << 30;
+        memcpy(&x[n / 3], &b, sizeof b);
+        break;
+    }
+    case NP_STEP_FAULT_OUTLIER_BATCH:
+        for (int64_t i = 0; i < n; i++)
+            x[i] *= 64.0f;
+        break;
+    case NP_STEP_FAULT_LOGIT_GROWTH: {
+        float s = ldexpf(1.0f, (int)(8 * (step - f->step + 1) > 120 ? 120 : 8 * (step - f->step + 1)));
+        for (int64_t i = 0; i < n; i++)
+            x[i] = np_round_to(t->dtype, x[i] * s);
+        break;
+    }
+    case NP_STEP_FAULT_NAN_INPUT:
+        x[0] = NAN;
+        break;
+    default:
+        return;
+    }
+    f->fired++;
+    f->fired_step = step;
+}
+
+static int on_event(const np_hook_event *ev, void *user)
+{
+    np_step_fault *f = user;
+    if (ev->kind != NP_EV_API_FORWARD || !ev->name || !ev->parent || !active_step(f, ev->step) ||
+        (f->rank >= 0 && ev->rank != f->rank) || f->fired_step == ev->step)
+        return 0;
+    const char *api = target_api[f->kind], *par = target_parent[f->kind];
+    if (strncmp(ev->name, api, strlen(api)) || strncmp(ev->parent, par, strlen(par)))
+        return 0;
+    for (int i = 0; i < ev->n_tensors; i++)
+        if (ev->tensors[i].role == NP_ROLE_OUTPUT && ev->tensors[i].index == 0 && ev->tensors[i].t) {
+            corrupt(f, (np_tensor *)ev->tensors[i].t, ev->step);
+            break;
+        }
+    return 0;
+}
+
+np_status np_step_fault_attach(np_step_fault **out, np_ctx *ctx, np_step_fault_kind kind,
+                               int64_t step, int rank, np_error *err)
+{
+    *out = NULL;
+    if (kind <= NP_STEP_FAULT_NONE || kind >= NP_STEP_FAULT_COUNT)
+        return np_error_set(err, NP_ERR_ARG, NULL, "fault", "unknown step fault %d", (int)kind);
+    if (step < 0)
+        return np_error_set(err, NP_ERR_ARG, NULL, "fault-step", "expected >= 0");
+    np_step_fault *f = calloc(1, sizeof *f);
+    if (!f)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, "fault", "out of memory");
+    f->ctx = ctx;
+    f->kind = kind;
+    f->step = step;
+    f->rank = rank;
+    f->fired_step = -1;
+    np_observer obs = {-100, NULL, on_event, f};
+    np_status st = np_ctx_add_observer(ctx, &obs, err);
+    if (st) {
+        free(f);
+        return st;
+    }
+    *out = f;
+    return NP_OK;
+}
+
+int np_step_fault_detach(np_step_fault *f)
+{
+    if (!f)
+        return 0;
+    np_ctx_remove_observers(f->ctx, f);
+    int n = f->fired;
+    free(f);
+    return n;
+}

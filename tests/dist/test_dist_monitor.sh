@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# test_dist_monitor.sh - the monitor task (docs/MONITOR.md) on a 2-rank
+# bf16 GPT: the records against independent answers (the printed loss is
+# the mean of the ranks' loss records; the last step's weight and Adam m/v
+# norms are those of the checkpoint's tensors in float64; both ranks record
+# the same reduced gradients), a clean run raises no anomaly, each one-time
+# fault at a random step and rank is named by `nprobe monitor` with that
+# step, rank and module, a NaN on one rank of 4 before the all-reduce is
+# that rank's, csv/json agree with the text, a bad config is refused naming
+# its key, and a run killed with SIGKILL leaves a file readable up to its
+# last finished step (read while the run goes on, then after the kill).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/mpi_env.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+fail=0
+steps=16
+faults="gemm_bitflip outlier_batch logit_growth nan_input"
+[ -n "${NP_SANITIZED:-}" ] && faults="gemm_bitflip nan_input"
+model=(train --model gpt --layers 2 --width 32 --heads 2 --context 16 --precision bf16 --threads 1
+       --log-every 1)
+cfg() { # DIR -> config file mon_DIR.json
+  printf '{"task": "monitor", "dump_path": "%s", "monitor": {"targets": []}}\n' "$1" > "cfg_$1.json"
+}
+
+# -- clean run: no anomaly, records against independent answers
+cfg clean
+mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --dump-config cfg_clean.json --save ck.h5 \
+  > clean.log 2> clean.err || { echo "FAIL clean run"; cat clean.log clean.err; exit 1; }
+"$nprobe" monitor clean > clean.mon; rc=$?
+[ $rc = 0 ] && grep -q "^no anomaly" clean.mon && grep -q "2 rank(s), $steps step(s)" clean.mon ||
+  { echo "FAIL clean run: exit $rc"; cat clean.mon; fail=1; }
+"$py" - "$steps" <<'PY' || fail=1
+import re, sys
+import h5py, numpy as np
+steps = int(sys.argv[1])
+def load(r):
+    with h5py.File(f"clean/monitor_rank{r}.h5", "r", swmr=True) as f:
+        keys = [(k["name"].decode(), k["metric"].decode()) for k in f["keys"][()]]
+        assert f.attrs["rank"] == r and f.attrs["world_size"] == 2
+        assert len(f["steps"]) == steps, len(f["steps"])
+        return keys, f["records"][()]
+def series(keys, rec, name, metric, field=None):
+    k = keys.index((name, metric))
+    rows = rec[rec["key"] == k]
+    return rows if field is None else rows[field]
+k0, r0 = load(0)
+k1, r1 = load(1)
+printed = [float(m) for m in re.findall(r"^step \d+ loss (\S+)", open("clean.log").read(), re.M)]
+mean = (series(k0, r0, "loss", "loss", "mean") + series(k1, r1, "loss", "loss", "mean")) / 2
+assert len(printed) == steps and np.allclose(mean, printed, rtol=0, atol=2e-6), (mean, printed)
+# the same reduced gradients on both ranks, different local ones
+g0 = series(k0, r0, "h.0.mlp.c_fc.weight", "grad", "norm")
+g1 = series(k1, r1, "h.0.mlp.c_fc.weight", "grad", "norm")
+p0 = series(k0, r0, "h.0.mlp.c_fc.weight", "grad_pre", "norm")
+p1 = series(k1, r1, "h.0.mlp.c_fc.weight", "grad_pre", "norm")
+assert np.array_equal(g0, g1) and not np.array_equal(p0, p1), (g0, p0, p1)
+with h5py.File("ck.h5", "r") as ck:
+    n = 0
+    for name, metric, path in [(nm, m, f"{grp}/{nm}") for nm in ck["params"]
+                               for m, grp in [("weight", "params"), ("exp_avg", "optim/exp_avg"),
+                                              ("exp_avg_sq", "optim/exp_avg_sq")]]:
+        x = ck[path][()].astype(np.float64).ravel()
+        got = series(k0, r0, name, metric)[-1]
+        want = (np.sqrt((x * x).sum()), x.max(), x.min(), x.mean(), (x == 0).sum())
+        have = (got["norm"], got["max"], got["min"], got["mean"], got["zeros"])
+        assert np.allclose(have[:4], want[:4], rtol=1e-12, atol=0) and have[4] == want[4], \
+            (name, metric, have, want)
+        n += 1
+    assert n >= 30, n
+# every module of every step has an activation and an activation gradient
+for m in ("activation", "activation_grad"):
+    assert len(series(k0, r0, "h.1.mlp", m, "norm")) == steps, m
+print("records: ok")
+PY
+
+# -- one-time faults at a random step (past the rules' warmup) and rank
+module_of() { case $1 in gemm_bitflip) echo h.0.mlp.c_fc;; outlier_batch|nan_input) echo wte;;
+                         logit_growth) echo lm_head;; esac; }
+for f in $faults; do
+  s=$((11 + RANDOM % 4)); r=$((RANDOM % 2))
+  cfg "$f"
+  mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --dump-config "cfg_$f.json" --fault "$f" \
+    --fault-step $s --fault-rank $r > "$f.log" 2>&1 || { echo "FAIL $f run"; cat "$f.log"; fail=1; continue; }
+  "$nprobe" monitor "$f" > "$f.mon"; rc=$?
+  want="first anomaly: step $s rank $r $(module_of "$f") activation "
+  [ $rc = 1 ] && grep -q "^$want" "$f.mon" ||
+    { echo "FAIL $f at step $s rank $r: expected '$want...' (exit $rc)"; cat "$f.mon"; fail=1; }
+done
+
+# -- 4 ranks, one rank's input NaN before the all-reduce: that rank is first
+s=$((11 + RANDOM % 4)); r=$((RANDOM % 4))
+cfg four
+mpirun_k 4 "$nprobe" "${model[@]}" --steps $steps --dump-config cfg_four.json --fault nan_input \
+  --fault-step $s --fault-rank $r > four.log 2>&1 || { echo "FAIL 4-rank run"; cat four.log; fail=1; }
+"$nprobe" monitor four --format json > four.json
+"$nprobe" monitor four --format csv > four.csv
+"$py" - "$s" "$r" <<'PY' || fail=1
+import csv, json, sys
+s, r = int(sys.argv[1]), int(sys.argv[2])
+j = json.load(open("four.json"))
+a = j["anomalies"]
+assert j["ranks"] == 4 and a, j
+first = a[0]
+assert (first["step"], first["rank"], first["name"], first["rule"]) == (s, r, "wte", "nan"), first
+# the reduced gradient carries the NaN to every rank, after the source rank's own
+ranks_grad = {x["rank"] for x in a if x["metric"] == "grad" and x["step"] == s}
+assert ranks_grad == {0, 1, 2, 3}, ranks_grad
+rows = list(csv.DictReader(open("four.csv")))
+assert len(rows) == len(a) and int(rows[0]["rank"]) == r and rows[0]["name"] == "wte", rows[0]
+print("4 ranks: ok")
+PY
+
+# -- bad config: named key, exit 2
+printf '{"task": "monitor", "dump_path": "bad", "monitor": {"step_intervall": 2}}\n' > bad.json
+"$nprobe" "${model[@]}" --steps 1 --dump-config bad.json > bad.log 2>&1; rc=$?
+[ $rc = 2 ] && grep -q 'step_intervall' bad.log && [ ! -e bad ] ||
+  { echo "FAIL bad config: exit $rc"; cat bad.log; fail=1; }
+
+# -- kill -9: readable while running and after, up to the last finished step
+cfg kill
+"$nprobe" "${model[@]}" --steps 100000 --dump-config cfg_kill.json > kill.log 2>&1 &
+pid=$!
+seen=0
+for _ in $(seq 1 300); do
+  seen=$("$nprobe" monitor kill --format json 2>/dev/null | "$py" -c 'import json,sys; print(json.load(sys.stdin)["steps"])' 2>/dev/null || echo 0)
+  [ "${seen:-0}" -ge 3 ] && break
+  sleep 0.1
+done
+kill -9 $pid; wait $pid 2>/dev/null
+[ "${seen:-0}" -ge 3 ] || { echo "FAIL kill: never read 3 steps while running"; cat kill.log; fail=1; }
+"$nprobe" monitor kill > kill.mon; rc=$?
+after=$(sed -n 's/.* \([0-9]*\) step(s).*/\1/p' kill.mon)
+[ $rc = 0 ] && [ "${after:-0}" -ge "$seen" ] ||
+  { echo "FAIL kill: after SIGKILL exit $rc, $after steps (read $seen while running)"; cat kill.mon; fail=1; }
+"$py" - <<'PY' || fail=1
+import h5py
+with h5py.File("kill/monitor_rank0.h5", "r", swmr=True) as f:
+    st = f["steps"][()]
+    assert len(st) >= 3 and (st["step"] == range(len(st))).all(), st
+    assert st["records"][-1] <= len(f["records"]) and st["keys"][-1] <= len(f["keys"])
+print("kill -9: ok")
+PY
+[ $fail = 0 ] && echo "test_dist_monitor: ok"
+exit $fail
