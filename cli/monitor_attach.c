@@ -2,6 +2,7 @@
  * with "task": "monitor" opens it instead of the probe (docs/MONITOR.md). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "cmd.h"
 #include "nprobe/monitor.h"
@@ -42,8 +43,13 @@ int np_cli_monitor_detach(struct np_monitor *m)
     np_error err;
     np_error_clear(&err);
     np_status st = np_monitor_close(m, &err);
-    fprintf(stderr, "nprobe: monitor: %lld step(s), %lld record(s)\n",
-            (long long)np_monitor_steps(m), (long long)np_monitor_records(m));
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    double proc = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec, mon = np_monitor_cpu_seconds(m);
+    fprintf(stderr, "nprobe: monitor: %lld step(s), %lld record(s), %.3f s of CPU in the monitor "
+                    "(%.2f%% of the process's %.3f s)\n",
+            (long long)np_monitor_steps(m), (long long)np_monitor_records(m), mon,
+            proc > 0 ? 100.0 * mon / proc : 0.0, proc);
     if (st)
         np_cli_report(&err);
     np_monitor_free(m);

@@ -11,11 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <hdf5.h>
 #include <jansson.h>
 
 #include "mon_internal.h"
+#include "nprobe/probe.h"
 
 void np_monitor_rules_default(np_monitor_rules *r)
 {
@@ -263,32 +265,23 @@ out:
 
 /* ==== statistics ========================================================= */
 
+/* The probe's statistics kernel (vectorised, chunked, deterministic: the
+ * same as a dump's), plus a count of the zeros. */
 void np_mon_stats(np_mon_record *r, const float *x, int64_t n)
 {
-    double ss = 0.0, sum = 0.0, mx = -INFINITY, mn = INFINITY;
-    int64_t zeros = 0, nans = 0, infs = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double v = x[i];
-        if (v != v) {
-            nans++;
-            continue;
-        }
-        if (isinf(v))
-            infs++;
-        zeros += v == 0.0;
-        ss += v * v;
-        sum += v;
-        mx = v > mx ? v : mx;
-        mn = v < mn ? v : mn;
-    }
+    np_probe_stats ps;
+    np_probe_tensor_stats(&ps, NULL, NP_FLOAT32, x, n);
+    int64_t zeros = 0;
+    for (int64_t i = 0; i < n; i++)
+        zeros += x[i] == 0.0f;
     r->numel = n;
-    r->norm = nans ? NAN : sqrt(ss);
-    r->max = nans ? NAN : n ? mx : 0.0;
-    r->min = nans ? NAN : n ? mn : 0.0;
-    r->mean = nans ? NAN : n ? sum / (double)n : 0.0;
+    r->norm = ps.norm;
+    r->max = ps.max;
+    r->min = ps.min;
+    r->mean = ps.mean;
     r->zeros = zeros;
-    r->nans = nans;
-    r->infs = infs;
+    r->nans = ps.nan_count;
+    r->infs = ps.posinf_count + ps.neginf_count;
 }
 
 static void scalar_stats(np_mon_record *r, double v)
@@ -325,6 +318,7 @@ struct np_monitor {
     int64_t rows, steps_done, collected;
     float **before;        /* weights before the update (param_distribution) */
     int n_before;
+    double cpu_s;          /* thread CPU time spent in the monitor's callbacks */
     np_status st;          /* first write error */
     np_error err;
 };
@@ -566,6 +560,13 @@ static void module_path(char *out, size_t cap, const char *ev)
     }
 }
 
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int on_event(const np_hook_event *ev, void *user)
 {
     np_monitor *m = user;
@@ -631,7 +632,7 @@ static void flush_step(np_monitor *m)
     m->collected++;
 }
 
-static int on_train(np_train_point pt, np_trainer *tr, const np_step_result *res, void *user)
+static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *res, void *user)
 {
     np_monitor *m = user;
     if (m->st)
@@ -678,15 +679,18 @@ static int on_train(np_train_point pt, np_trainer *tr, const np_step_result *res
                 continue;
             const float *w = p[i]->data;
             if (m->cfg.param) {
-                add_tensor(m, p[i]->name, "weight", w, p[i]->numel);
-                if (!res->skipped && i < m->n_before && m->before[i]) {
-                    double dd = 0.0, ww = 0.0;
-                    for (int64_t k = 0; k < p[i]->numel; k++) {
-                        double b = m->before[i][k], d = (double)w[k] - b;
-                        dd += d * d;
-                        ww += b * b;
-                    }
-                    add_scalar(m, p[i]->name, "update_ratio", ww > 0 ? sqrt(dd / ww) : 0.0);
+                np_mon_record *wr = add(m, p[i]->name, "weight");
+                if (wr)
+                    np_mon_stats(wr, w, p[i]->numel);
+                if (wr && !res->skipped && i < m->n_before && m->before[i]) {
+                    /* ||W_after - W_before|| / ||W_after||, the difference in place */
+                    float *d = m->before[i];
+                    for (int64_t k = 0; k < p[i]->numel; k++)
+                        d[k] = w[k] - d[k];
+                    np_probe_stats ds;
+                    np_probe_tensor_stats(&ds, NULL, NP_FLOAT32, d, p[i]->numel);
+                    double wn = wr->norm;
+                    add_scalar(m, p[i]->name, "update_ratio", wn > 0 ? ds.norm / wn : 0.0);
                 }
             }
             for (int s = 0; m->cfg.mv && s < np_optim_n_slots(o); s++) {
@@ -698,6 +702,17 @@ static int on_train(np_train_point pt, np_trainer *tr, const np_step_result *res
     }
     add_scalar(m, "grad_norm", "grad_norm", res->skipped ? NAN : res->grad_norm);
     flush_step(m);
+    return 0;
+}
+
+static int on_train(np_train_point pt, np_trainer *tr, const np_step_result *res, void *user)
+{
+    np_monitor *m = user;
+    if (!m->on)
+        return 0;
+    double t0 = cpu_now();
+    train_point(pt, tr, res, user);
+    m->cpu_s += cpu_now() - t0;
     return 0;
 }
 
@@ -713,7 +728,12 @@ static int on_step(const np_hook_event *ev, void *user)
     } else if (ev->kind == NP_EV_STEP_END) {
         m->on = 0;
     }
-    return on_event(ev, user);
+    if (!m->on || (ev->kind != NP_EV_MODULE_FORWARD && ev->kind != NP_EV_MODULE_BACKWARD))
+        return 0;
+    double t0 = cpu_now();
+    on_event(ev, user);
+    m->cpu_s += cpu_now() - t0;
+    return 0;
 }
 
 np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error *err)
@@ -732,6 +752,7 @@ np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error
 
 int64_t np_monitor_steps(const np_monitor *m) { return m ? m->steps_done : 0; }
 int64_t np_monitor_records(const np_monitor *m) { return m ? m->rows : 0; }
+double np_monitor_cpu_seconds(const np_monitor *m) { return m ? m->cpu_s : 0.0; }
 
 np_status np_monitor_close(np_monitor *m, np_error *err)
 {

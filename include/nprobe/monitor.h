@@ -88,6 +88,8 @@ void np_monitor_free(np_monitor *m);
 /* Steps and records written so far. */
 int64_t np_monitor_steps(const np_monitor *m);
 int64_t np_monitor_records(const np_monitor *m);
+/* Thread CPU seconds spent in the monitor (statistics, file), its cost. */
+double np_monitor_cpu_seconds(const np_monitor *m);
 
 /* ==== reading ============================================================ */
 
