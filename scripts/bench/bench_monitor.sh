@@ -1,42 +1,57 @@
 #!/usr/bin/env bash
 # bench_monitor.sh - the monitor's cost on the runtime GPT 4x256 (docs/MONITOR.md,
-# docs/PERFORMANCE.md): step time with the monitor off, on for gradients and
-# weights (wg, mv, param; no activations) and on for everything (activations
-# and activation gradients of every module too), every step. Runs are
-# interleaved (off, wg, all, off, wg, all, ...) so drifting machine load hits
-# each alike; the figure per variant is the median over rounds of each run's
-# median step time (the first 2 steps dropped). Prints the load average.
-#   scripts/bench/bench_monitor.sh [NPROBE] [ROUNDS] [STEPS]
+# docs/PERFORMANCE.md "Monitor"): monitor off, on for gradients and weights
+# (wg: wg, mv, param; no activations) and on for everything (all: the
+# activations and activation gradients of every module too), every step,
+# at batch B (8 x 32 = 256 tokens a step, and a larger batch).
+# Two figures per variant:
+#  - wall: runs interleaved (off, wg, all, off, ...) so drifting machine load
+#    hits each alike; the median over rounds of each run's median step time
+#    (the first 2 steps dropped), as a ratio to off;
+#  - cpu: the monitor's own thread CPU time over the process's CPU time (as
+#    `nprobe train` prints it at the end; init included), which the load of
+#    other processes does not inflate.
+#   scripts/bench/bench_monitor.sh [NPROBE] [ROUNDS] [STEPS] [BATCHES]
 set -eu
 nprobe=${1:-build/release/nprobe}
 rounds=${2:-5}
 steps=${3:-12}
+batches=${4:-8 64}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf '{"task": "monitor", "dump_path": "%s/m", "monitor": {"xy_distribution": false}}\n' "$tmp" > "$tmp/wg.json"
 printf '{"task": "monitor", "dump_path": "%s/m", "monitor": {}}\n' "$tmp" > "$tmp/all.json"
-args=(train --model gpt --layers 4 --width 256 --heads 4 --steps "$steps" --threads "${THREADS:-1}")
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-for r in $(seq 1 "$rounds"); do
-  for v in off wg all; do
-    rm -rf "$tmp/m"
-    extra=()
-    [ "$v" != off ] && extra=(--dump-config "$tmp/$v.json")
-    "$nprobe" "${args[@]}" "${extra[@]}" > "$tmp/$v.$r.log" 2>&1
+for b in $batches; do
+  args=(train --model gpt --layers 4 --width 256 --heads 4 --batch "$b" --steps "$steps" --threads "${THREADS:-1}")
+  for r in $(seq 1 "$rounds"); do
+    for v in off wg all; do
+      rm -rf "$tmp/m"
+      extra=()
+      [ "$v" != off ] && extra=(--dump-config "$tmp/$v.json")
+      "$nprobe" "${args[@]}" "${extra[@]}" > "$tmp/$b.$v.$r.log" 2>&1
+    done
   done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$tmp" "$rounds" <<'PY'
+python3 - "$tmp" "$rounds" $batches <<'PY'
 import re, statistics, sys
-tmp, rounds = sys.argv[1], int(sys.argv[2])
-med = {}
-for v in ("off", "wg", "all"):
-    per = []
-    for r in range(1, rounds + 1):
-        tps = [float(x) for x in re.findall(r"^step \d+ loss \S+ lr \S+\s+(\S+) tok/s", open(f"{tmp}/{v}.{r}.log").read(), re.M)]
-        per.append(statistics.median([1.0 / t for t in tps[2:]]))
-    med[v] = statistics.median(per)
-for v in ("off", "wg", "all"):
-    print(f"{v:4s} step {med[v] * 1e3:.2f} ms per 1000 tokens, x{med[v] / med['off']:.3f} of off "
-          f"(median of {rounds} run medians)")
+tmp, rounds, batches = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+for b in batches:
+    med, cpu = {}, {}
+    for v in ("off", "wg", "all"):
+        per, share = [], []
+        for r in range(1, rounds + 1):
+            text = open(f"{tmp}/{b}.{v}.{r}.log").read()
+            tps = [float(x) for x in re.findall(r"^step \d+ loss \S+ lr \S+\s+(\S+) tok/s", text, re.M)]
+            per.append(statistics.median([1.0 / t for t in tps[2:]]))
+            m = re.search(r"\(([0-9.]+)% of the process", text)
+            if m:
+                share.append(float(m.group(1)))
+        med[v] = statistics.median(per)
+        cpu[v] = statistics.median(share) if share else 0.0
+    tokens = int(b) * 32
+    for v in ("off", "wg", "all"):
+        print(f"batch {b:>3} ({tokens} tokens/step) {v:4s} step {med[v] * tokens * 1e3:8.1f} ms  "
+              f"wall x{med[v] / med['off']:.3f}  monitor cpu {cpu[v]:.2f}% of the process")
 PY
