@@ -18,7 +18,7 @@ typedef struct np_mon_record {
     int32_t seq;     /* call order inside the step (the same call has the same seq on every rank) */
     int32_t key;     /* row of /keys */
     int64_t numel;
-    double norm, min, max, mean;   /* over the non-NaN elements; NaN when any is NaN */
+    double norm, min, max, mean;   /* over the finite elements; NaN when none is */
     int64_t zeros, nans, infs;
 } np_mon_record;
 
