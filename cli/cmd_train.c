@@ -77,7 +77,8 @@ static const np_cli_opt train_opts_table[] = {
                               "collective faults act in a data-parallel run",
      NP_OPT_CHECKED, F(fault), 0, 0, NULL, 0, bad_fault},
     {NULL, "--fault-step", "S", "the step of a one-time fault (gemm_bitflip, outlier_batch,\n"
-                                "logit_growth, nan_input: any device, gpt; docs/MONITOR.md)",
+                                "logit_growth, nan_input, rare_pattern: any device, gpt;\n"
+                                "docs/MONITOR.md)",
      LONG(fault_step, 0, 100000000)},
     {NULL, "--fault-rank", "R", "the rank it fires on (default every rank)", LONG(fault_rank, 0, 1 << 20)},
     {NULL, "--list-faults", NULL, "print the fault catalog and exit", NP_OPT_FLAG, F(list_faults), 0, 0,

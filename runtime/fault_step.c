@@ -17,14 +17,21 @@ static const np_step_fault_info catalog[] = {
     {"logit_growth", "lm_head",
      "the logits grow x256 a step from step S on until bf16 overflows"},
     {"nan_input", "wte", "one element of the token embeddings turns NaN (one rank's input)"},
+    {"rare_pattern", "h.0.attn.c_attn",
+     "a GEMM defect that fires on a rare input (the first two elements both -3.96875: the first "
+     "output row x1024); at step S h.0.ln_1's output carries that pattern"},
 };
 _Static_assert(sizeof catalog / sizeof catalog[0] == NP_STEP_FAULT_COUNT, "one entry per kind");
 
 /* The call each fault corrupts: API and parent module prefix. */
 static const char *const target_api[] = {NULL, "Functional.linear.", "Functional.embedding.",
-                                         "Functional.linear.", "Functional.embedding."};
+                                         "Functional.linear.", "Functional.embedding.",
+                                         "Functional.layer_norm."};
 static const char *const target_parent[] = {NULL, "Module.h.0.mlp.c_fc.", "Module.wte.",
-                                            "Module.lm_head.", "Module.wte."};
+                                            "Module.lm_head.", "Module.wte.", "Module.h.0.ln_1."};
+
+/* rare_pattern: the input the defective GEMM mishandles */
+#define RARE_VALUE (-3.96875f) /* exact in bf16 and fp16 */
 _Static_assert(sizeof target_api / sizeof target_api[0] == NP_STEP_FAULT_COUNT, "one per kind");
 _Static_assert(sizeof target_parent / sizeof target_parent[0] == NP_STEP_FAULT_COUNT, "one per kind");
 
@@ -82,6 +89,11 @@ static void corrupt(np_step_fault *f, np_tensor *t, int64_t step)
     case NP_STEP_FAULT_NAN_INPUT:
         x[0] = NAN;
         break;
+    case NP_STEP_FAULT_RARE_PATTERN: /* plant the pattern; the defect is in on_event */
+        if (n < 2)
+            return;
+        x[0] = x[1] = RARE_VALUE;
+        break;
     default:
         return;
     }
@@ -89,9 +101,37 @@ static void corrupt(np_step_fault *f, np_tensor *t, int64_t step)
     f->fired_step = step;
 }
 
+/* The defective GEMM of rare_pattern, on every step and rank: the first
+ * output row x1024 when the input starts with the pattern. */
+static void rare_gemm(const np_hook_event *ev)
+{
+    const np_tensor *in = NULL, *out = NULL;
+    for (int i = 0; i < ev->n_tensors; i++) {
+        const np_hook_tensor *h = &ev->tensors[i];
+        if (h->index == 0 && h->role == NP_ROLE_INPUT)
+            in = h->t;
+        if (h->index == 0 && h->role == NP_ROLE_OUTPUT)
+            out = h->t;
+    }
+    if (!in || !out || in->numel < 2 || !in->data || !out->data || out->ndim < 1 ||
+        in->dtype == NP_FLOAT64 || out->dtype == NP_FLOAT64)
+        return;
+    const float *x = in->data;
+    if (x[0] != RARE_VALUE || x[1] != RARE_VALUE)
+        return;
+    float *y = out->data;
+    int64_t row = out->shape[out->ndim - 1];
+    for (int64_t k = 0; k < row && k < out->numel; k++)
+        y[k] = np_round_to(out->dtype, y[k] * 1024.0f);
+}
+
 static int on_event(const np_hook_event *ev, void *user)
 {
     np_step_fault *f = user;
+    if (f->kind == NP_STEP_FAULT_RARE_PATTERN && ev->kind == NP_EV_API_FORWARD && ev->name &&
+        ev->parent && !strncmp(ev->name, "Functional.linear.", 18) &&
+        !strncmp(ev->parent, "Module.h.0.attn.c_attn.", 23))
+        rare_gemm(ev);
     if (ev->kind != NP_EV_API_FORWARD || !ev->name || !ev->parent || !active_step(f, ev->step) ||
         (f->rank >= 0 && ev->rank != f->rank) || f->fired_step == ev->step)
         return 0;

@@ -22,6 +22,10 @@ typedef enum np_step_fault_kind {
     NP_STEP_FAULT_OUTLIER_BATCH, /* wte's embedding output x 64: an extreme batch */
     NP_STEP_FAULT_LOGIT_GROWTH,  /* lm_head's output x 256^(k+1) at step S+k, until bf16 overflows */
     NP_STEP_FAULT_NAN_INPUT,     /* wte's embedding output: one element NaN */
+    NP_STEP_FAULT_RARE_PATTERN,  /* h.0.attn.c_attn's GEMM is defective on a rare input (its
+                                    first two elements both -3.96875: first output row x1024),
+                                    on every step and rank; step S, rank R: h.0.ln_1's output
+                                    carries that pattern */
     NP_STEP_FAULT_COUNT
 } np_step_fault_kind;
 

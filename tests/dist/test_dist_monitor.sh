@@ -18,7 +18,7 @@ cd "$tmp"
 fail=0
 # plain: 14 steps, the faults past the turbulence rule's warmup (10 records);
 # sanitized: 6 steps, the NaN on one rank (no warmup) on 2 ranks only
-steps=14 faults="gemm_bitflip outlier_batch logit_growth" k_nan=4 s_nan=$((11 + RANDOM % 3))
+steps=14 faults="gemm_bitflip outlier_batch logit_growth rare_pattern" k_nan=4 s_nan=$((11 + RANDOM % 3))
 [ -n "${NP_SANITIZED:-}" ] && steps=6 faults="" k_nan=2 s_nan=$((2 + RANDOM % 3))
 model=(train --model gpt --layers 2 --width 32 --heads 2 --context 16 --precision bf16 --threads 1
        --log-every 1)
@@ -79,7 +79,7 @@ PY
 
 # -- one-time faults at a random step (past the rules' warmup) and rank
 module_of() { case $1 in gemm_bitflip) echo h.0.mlp.c_fc;; outlier_batch|nan_input) echo wte;;
-                         logit_growth) echo lm_head;; esac; }
+                         logit_growth) echo lm_head;; rare_pattern) echo h.0.attn.c_attn;; esac; }
 for f in $faults; do
   s=$((11 + RANDOM % 3)); r=$((RANDOM % 2))
   cfg "$f"
