@@ -525,10 +525,15 @@ np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int ra
     attr_int(m->file, "rank", rank);
     attr_int(m->file, "world_size", world_size);
     attr_int(m->file, "step_interval", cfg->step_interval);
-    m->d_rec = make_table(m->file, "records", m->t_rec, 4096);
-    m->d_key = make_table(m->file, "keys", m->t_key, 256);
-    m->d_step = make_table(m->file, "steps", m->t_step, 256);
-    if (m->d_rec < 0 || m->d_key < 0 || m->d_step < 0 || H5Fstart_swmr_write(m->file) < 0)
+    herr_t swmr = -1;
+    H5E_BEGIN_TRY {
+        m->d_rec = make_table(m->file, "records", m->t_rec, 4096);
+        m->d_key = make_table(m->file, "keys", m->t_key, 256);
+        m->d_step = make_table(m->file, "steps", m->t_step, 256);
+        if (m->d_rec >= 0 && m->d_key >= 0 && m->d_step >= 0)
+            swmr = H5Fstart_swmr_write(m->file);
+    } H5E_END_TRY;
+    if (swmr < 0)
         st = np_error_set(err, NP_ERR_HDF5, m->path, NULL, "cannot set up the monitor file");
     return st;
 }
@@ -606,7 +611,7 @@ static void grads(np_monitor *m, np_tensor *const *p, int n, const char *metric)
             add_tensor(m, p[i]->name, metric, p[i]->grad, p[i]->numel);
 }
 
-static void flush_step(np_monitor *m)
+static void flush_step_quiet(np_monitor *m)
 {
     if (m->st)
         return;
@@ -632,6 +637,15 @@ static void flush_step(np_monitor *m)
     m->collected++;
 }
 
+/* The library never prints: HDF5's error stack stays quiet, the first
+ * error is kept (np_monitor_close returns it). */
+static void flush_step(np_monitor *m)
+{
+    H5E_BEGIN_TRY {
+        flush_step_quiet(m);
+    } H5E_END_TRY;
+}
+
 static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *res, void *user)
 {
     np_monitor *m = user;
@@ -645,7 +659,7 @@ static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *
             return 0;
         add_scalar(m, "loss", "loss", res->loss);
         add_scalar(m, "loss_scale", "loss_scale", res->loss_scale);
-        if (m->cfg.wg)
+        if (m->cfg.wg && m->world > 1) /* one process: nothing is reduced */
             grads(m, p, n, "grad_pre");
         return 0;
     }
@@ -768,7 +782,11 @@ np_status np_monitor_close(np_monitor *m, np_error *err)
     if (m->d_key >= 0) H5Dclose(m->d_key);
     if (m->d_step >= 0) H5Dclose(m->d_step);
     m->d_rec = m->d_key = m->d_step = -1;
-    if (m->file >= 0 && H5Fclose(m->file) < 0)
+    herr_t ce = 0;
+    H5E_BEGIN_TRY {
+        ce = m->file >= 0 ? H5Fclose(m->file) : 0;
+    } H5E_END_TRY;
+    if (ce < 0)
         fail(m, NP_ERR_IO, "cannot close the monitor file");
     m->file = -1;
     if (m->st && err)

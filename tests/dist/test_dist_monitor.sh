@@ -91,6 +91,52 @@ for f in $faults; do
     { echo "FAIL $f at step $s rank $r: expected '$want...' (exit $rc)"; cat "$f.mon"; fail=1; }
 done
 
+# the first anomaly of each fault run by a second implementation of the rules
+# (NaN/Inf counts; a norm above 10 x its exponential running mean after 10
+# records; loss/grad_norm spikes), ordered by step, call, rank
+[ -n "$faults" ] && { "$py" - $faults <<'PY' || fail=1
+import glob, json, subprocess, sys, os
+import h5py, numpy as np
+turb = {"activation", "activation_grad", "grad_pre", "grad"}
+for d in sys.argv[1:]:
+    found = []
+    for path in sorted(glob.glob(f"{d}/monitor_rank*.h5")):
+        with h5py.File(path, "r", swmr=True) as f:
+            rank = int(f.attrs["rank"])
+            keys = [(k["name"].decode(), k["metric"].decode()) for k in f["keys"][()]]
+            rec = f["records"][()]
+        mean, n, win = {}, {}, {}
+        for r in rec:
+            name, metric = keys[r["key"]]
+            scalar = metric in ("loss", "grad_norm", "loss_scale", "update_ratio")
+            v = float(r["mean"] if scalar else r["norm"])
+            hit = None
+            if (r["nans"] or r["infs"]) and metric != "loss_scale" and not (metric == "grad_norm" and np.isnan(v)):
+                hit = "nan"
+            elif metric in turb and n.get(r["key"], 0) >= 10 and np.isfinite(v) and v > 10 * mean[r["key"]]:
+                hit = "turbulence"
+            elif metric in ("loss", "grad_norm") and np.isfinite(v):
+                w = win.setdefault(r["key"], [])
+                if len(w) >= 3 and v > 3 * np.mean(w):
+                    hit = "spike"
+                w.append(v)
+                del w[:-10]
+            if hit:
+                found.append((int(r["step"]), int(r["seq"]), rank, name, metric, hit))
+            if not scalar and np.isfinite(v):
+                k = r["key"]
+                mean[k] = 0.9 * mean[k] + 0.1 * v if n.get(k, 0) else v
+                n[k] = n.get(k, 0) + 1
+    first = min(found)
+    out = json.loads(subprocess.run([os.environ["NPROBE_BIN"], "monitor", d, "--format", "json"],
+                                    capture_output=True, text=True).stdout)
+    a = out["anomalies"]
+    got = (a[0]["step"], a[0]["call"], a[0]["rank"], a[0]["name"], a[0]["metric"], a[0]["rule"])
+    assert got == first and len(a) == len(found), (d, got, first, len(a), len(found))
+print("rules: ok")
+PY
+}
+
 # -- 4 ranks, one rank's input NaN before the all-reduce: that rank is first
 s=$s_nan; r=$((RANDOM % k_nan))
 cfg four
