@@ -12,7 +12,7 @@
 #include "nprobe/monitor.h"
 
 typedef struct monitor_args {
-    const char *format, *config;
+    const char *format, *config, *html;
     double turbulence, spike_factor, ratio_max, ratio_min;
     long spike_window, warmup, limit;
     int no_nan;
@@ -40,6 +40,9 @@ static const char *const formats[] = {"text", "csv", "json"};
 static const np_cli_opt monitor_opts_table[] = {
     {"output:", "--format", "FMT", "text | csv | json (default text)", NP_OPT_CHOICE, F(format), 0, 0,
      formats, 3, NULL},
+    {NULL, "--html", "FILE", "also write a self-contained HTML page: loss and grad_norm\n"
+                             "trends, a step x module heat map, anomalies marked",
+     NP_OPT_STR, F(html), 0, 0, NULL, 0, NULL},
     {NULL, "--limit", "N", "text: list at most N anomalies after the first (default 20)",
      NP_OPT_LONG, F(limit), 0, 100000000, NULL, 0, NULL},
     {"rules:", "--config", "FILE", "take the rules of this config.json's monitor section",
@@ -160,6 +163,11 @@ int np_cmd_monitor(int argc, char **argv)
     np_monitor_result res;
     if (np_monitor_analyze(&res, dir, &rules, &err)) {
         np_cli_report(&err);
+        return NP_EXIT_USAGE;
+    }
+    if (a.html && np_monitor_write_html(a.html, dir, &res, &err)) {
+        np_cli_report(&err);
+        np_monitor_result_free(&res);
         return NP_EXIT_USAGE;
     }
     if (!strcmp(a.format, "csv")) {

@@ -35,6 +35,17 @@ typedef struct np_mon_step {
     int64_t keys;     /* /keys rows at the end of this step */
 } np_mon_step;
 
+/* One rank's file, read up to its last finished step. */
+typedef struct rank_data {
+    int rank;
+    np_mon_key *keys;
+    int64_t n_keys;
+    np_mon_record *rec;
+    int64_t n_rec;
+    int64_t steps;
+} rank_data;
+np_status np_mon_read_rank(rank_data *rd, const char *path, np_error *err);
+
 hid_t np_mon_type_record(void);
 hid_t np_mon_type_key(void);
 hid_t np_mon_type_step(void);

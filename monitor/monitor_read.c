@@ -99,16 +99,7 @@ static hsize_t extent(hid_t file, const char *name)
     return cur;
 }
 
-typedef struct rank_data {
-    int rank;
-    np_mon_key *keys;
-    int64_t n_keys;
-    np_mon_record *rec;
-    int64_t n_rec;
-    int64_t steps;
-} rank_data;
-
-static np_status read_rank(rank_data *rd, const char *path, np_error *err)
+np_status np_mon_read_rank(rank_data *rd, const char *path, np_error *err)
 {
     memset(rd, 0, sizeof *rd);
     hid_t f;
@@ -316,7 +307,7 @@ np_status np_monitor_analyze(np_monitor_result *out, const char *dir,
         char path[4608];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         rank_data rd;
-        st = read_rank(&rd, path, err);
+        st = np_mon_read_rank(&rd, path, err);
         if (!st) {
             out->ranks++;
             out->records += rd.n_rec;

@@ -118,6 +118,12 @@ typedef struct np_monitor_result {
 np_status np_monitor_analyze(np_monitor_result *out, const char *dir,
                              const np_monitor_rules *rules, np_error *err);
 void np_monitor_result_free(np_monitor_result *r);
+/* A self-contained HTML page at `path` (through np_out): per rank the loss
+ * and grad_norm trends with the anomalous steps marked, and a step x module
+ * heat map of the activation norms of the first anomaly's rank (rank 0
+ * without one), each cell against its module's median, anomalies outlined. */
+np_status np_monitor_write_html(const char *path, const char *dir, const np_monitor_result *res,
+                                np_error *err);
 
 #ifdef __cplusplus
 }

@@ -91,6 +91,28 @@ for f in $faults; do
     { echo "FAIL $f at step $s rank $r: expected '$want...' (exit $rc)"; cat "$f.mon"; fail=1; }
 done
 
+# the HTML page of the bit flip: the first anomaly, its cell outlined
+if [ -d gemm_bitflip ]; then
+  "$nprobe" monitor gemm_bitflip --html page.html > /dev/null
+  "$py" - <<'PY' || fail=1
+import html.parser, re
+text = open("page.html").read()
+class P(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__(); self.rects = []; self.polylines = 0; self.stack = []
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "rect" and a.get("class") == "anomaly": self.rects.append(a)
+        if tag == "polyline": self.polylines += 1
+p = P(); p.feed(text)
+m = re.search(r"first anomaly: step (\d+) rank (\d+) h\.0\.mlp\.c_fc activation", text)
+assert m and p.rects and p.polylines >= 4, (m, len(p.rects), p.polylines)
+assert re.search(r"<title>step %s h\.0\.mlp\.c_fc turbulence</title>" % m.group(1), text)
+assert "<script" not in text and "http" not in text
+print("html: ok")
+PY
+fi
+
 # the first anomaly of each fault run by a second implementation of the rules
 # (NaN/Inf counts; a norm above 10 x its exponential running mean after 10
 # records; loss/grad_norm spikes), ordered by step, call, rank
