@@ -13,7 +13,7 @@ static const np_step_fault_info catalog[] = {
     {"gemm_bitflip", "h.0.mlp.c_fc",
      "a one-time bit flip (bit 30, the exponent's top bit) in one output element of the GEMM of "
      "h.0.mlp.c_fc"},
-    {"outlier_batch", "wte", "an extreme batch: the token embeddings of one step x 64"},
+    {"outlier_batch", "wte", "an extreme batch: the token embeddings of one step x 256"},
     {"logit_growth", "lm_head",
      "the logits grow x256 a step from step S on until bf16 overflows"},
     {"nan_input", "wte", "one element of the token embeddings turns NaN (one rank's input)"},
@@ -78,7 +78,7 @@ static void corrupt(np_step_fault *f, np_tensor *t, int64_t step)
     }
     case NP_STEP_FAULT_OUTLIER_BATCH:
         for (int64_t i = 0; i < n; i++)
-            x[i] *= 64.0f;
+            x[i] *= 256.0f;
         break;
     case NP_STEP_FAULT_LOGIT_GROWTH: {
         float s = ldexpf(1.0f, (int)(8 * (step - f->step + 1) > 120 ? 120 : 8 * (step - f->step + 1)));

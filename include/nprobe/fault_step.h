@@ -19,7 +19,7 @@ extern "C" {
 typedef enum np_step_fault_kind {
     NP_STEP_FAULT_NONE = 0,
     NP_STEP_FAULT_GEMM_BITFLIP,  /* h.0.mlp.c_fc's linear: bit 30 of one output element flipped */
-    NP_STEP_FAULT_OUTLIER_BATCH, /* wte's embedding output x 64: an extreme batch */
+    NP_STEP_FAULT_OUTLIER_BATCH, /* wte's embedding output x 256: an extreme batch */
     NP_STEP_FAULT_LOGIT_GROWTH,  /* lm_head's output x 256^(k+1) at step S+k, until bf16 overflows */
     NP_STEP_FAULT_NAN_INPUT,     /* wte's embedding output: one element NaN */
     NP_STEP_FAULT_RARE_PATTERN,  /* h.0.attn.c_attn's GEMM is defective on a rare input (its

@@ -40,10 +40,10 @@ typedef struct np_monitor_rules {
     int nan;                /* NaN/Inf in any record (default 1) */
     double turbulence;      /* t: an activation or gradient norm above (1 + t) x its
                                running mean (msprobe's AnomalyTurbulence; an exponential
-                               mean, 0.9 on the past); <= 0 off (default 9) */
+                               mean, 0.9 on the past); <= 0 off (default 49) */
     int turbulence_warmup;  /* records of a key before the rule applies (default 10) */
     double spike_factor;    /* loss or grad_norm above factor x the mean of the last
-                               `spike_window` steps; <= 0 off (default 3) */
+                               `spike_window` steps; <= 0 off (default 10) */
     int spike_window;       /* default 10 */
     double ratio_min, ratio_max; /* update-to-weight ratio range; max <= 0: off
                                     (default off) */

@@ -114,8 +114,8 @@ PY
 fi
 
 # the first anomaly of each fault run by a second implementation of the rules
-# (NaN/Inf counts; a norm above 10 x its exponential running mean after 10
-# records; loss/grad_norm spikes), ordered by step, call, rank
+# (NaN/Inf counts; a norm above 50 x its exponential running mean after 10
+# records; loss/grad_norm above 10 x their last 10 values' mean), ordered by step, call, rank
 [ -n "$faults" ] && { "$py" - $faults <<'PY' || fail=1
 import glob, json, subprocess, sys, os
 import h5py, numpy as np
@@ -135,11 +135,11 @@ for d in sys.argv[1:]:
             hit = None
             if (r["nans"] or r["infs"]) and metric != "loss_scale" and not (metric == "grad_norm" and np.isnan(v)):
                 hit = "nan"
-            elif metric in turb and n.get(r["key"], 0) >= 10 and np.isfinite(v) and v > 10 * mean[r["key"]]:
+            elif metric in turb and n.get(r["key"], 0) >= 10 and np.isfinite(v) and v > 50 * mean[r["key"]]:
                 hit = "turbulence"
             elif metric in ("loss", "grad_norm") and np.isfinite(v):
                 w = win.setdefault(r["key"], [])
-                if len(w) >= 3 and v > 3 * np.mean(w):
+                if len(w) >= 3 and v > 10 * np.mean(w):
                     hit = "spike"
                 w.append(v)
                 del w[:-10]
