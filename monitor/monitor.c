@@ -319,6 +319,9 @@ struct np_monitor {
     float **before;        /* weights before the update (param_distribution) */
     int n_before;
     double cpu_s;          /* thread CPU time spent in the monitor's callbacks */
+    const void *last_data; /* the last module tensor measured, while no API call ran since */
+    int64_t last_numel;
+    size_t last_rec;
     np_status st;          /* first write error */
     np_error err;
 };
@@ -590,7 +593,27 @@ static int on_event(const np_hook_event *ev, void *user)
         if (ht->role != want || !ht->t || !ht->t->data || ht->index != 0 ||
             !np_dtype_is_floating(ht->t->dtype) || ht->t->dtype == NP_FLOAT64)
             continue;
-        add_tensor(m, path, fwd ? "activation" : "activation_grad", ht->t->data, ht->t->numel);
+        const char *metric = fwd ? "activation" : "activation_grad";
+        /* a module returning its last submodule's output (h.0.attn = h.0.attn.c_proj):
+         * the same tensor, unchanged as no API call ran since, measured once */
+        if (ht->t->data == m->last_data && ht->t->numel == m->last_numel && m->last_rec < m->n_rec) {
+            np_mon_record prev = m->rec[m->last_rec];
+            np_mon_record *r = add(m, path, metric);
+            if (r) {
+                int seq = r->seq, key = r->key;
+                *r = prev;
+                r->seq = seq;
+                r->key = key;
+            }
+            continue;
+        }
+        np_mon_record *r = add(m, path, metric);
+        if (!r)
+            continue;
+        np_mon_stats(r, ht->t->data, ht->t->numel);
+        m->last_data = ht->t->data;
+        m->last_numel = ht->t->numel;
+        m->last_rec = m->n_rec - 1;
     }
     return 0;
 }
@@ -742,6 +765,8 @@ static int on_step(const np_hook_event *ev, void *user)
     } else if (ev->kind == NP_EV_STEP_END) {
         m->on = 0;
     }
+    if (ev->kind == NP_EV_API_FORWARD || ev->kind == NP_EV_API_BACKWARD || ev->kind == NP_EV_STEP_BEGIN)
+        m->last_data = NULL;
     if (!m->on || (ev->kind != NP_EV_MODULE_FORWARD && ev->kind != NP_EV_MODULE_BACKWARD))
         return 0;
     double t0 = cpu_now();
