@@ -22,7 +22,7 @@
 
 typedef struct train_args {
     const char *model, *device, *precision, *fault, *optim;
-    const char *data, *save, *load, *dump_config, *cc_out;
+    const char *data, *save, *load, *dump_config, *cc_out, *monitor_config;
     long steps, seed, threads, batch, log_every, warmup, stop_after;
     long layers, heads, width, context;
     long fault_step, fault_rank;
@@ -107,6 +107,9 @@ static const np_cli_opt train_opts_table[] = {
                                     "NPROBE_DUMP_CONFIG; rank from NPROBE_RANK/NPROBE_WORLD_SIZE);\n"
                                     "\"task\": \"monitor\" attaches the monitor (docs/MONITOR.md)",
      STR(dump_config)},
+    {NULL, "--monitor-config", "FILE", "attach the monitor with this config.json (\"task\":\n"
+                                       "\"monitor\"), beside a dump of --dump-config",
+     STR(monitor_config)},
     {NULL, "--config-check-out", "PACK.zip", "write a config_check pack of this run before step 0",
      STR(cc_out)},
     {NULL, "--help", NULL, "show this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
@@ -583,10 +586,15 @@ static int train(const train_args *a, int mpi, int rank, int world)
     print_banner(a, tr, kind, mpi, world, &o, stop);
 
     const char *dump_cfg = a->dump_config ? a->dump_config : getenv("NPROBE_DUMP_CONFIG");
-    if (dump_cfg && *dump_cfg && np_cli_monitor_wanted(dump_cfg)) {
-        if (np_cli_monitor_attach(&mon, ctx, tr, dump_cfg, rank, world) != NP_EXIT_OK)
-            goto done;
-    } else if (dump_cfg && *dump_cfg) {
+    if (a->monitor_config && !np_cli_monitor_wanted(a->monitor_config)) {
+        np_cli_error("--monitor-config %s: expected \"task\": \"monitor\"", a->monitor_config);
+        goto done;
+    }
+    const char *mon_cfg = a->monitor_config ? a->monitor_config
+                          : dump_cfg && *dump_cfg && np_cli_monitor_wanted(dump_cfg) ? dump_cfg : NULL;
+    if (mon_cfg && np_cli_monitor_attach(&mon, ctx, tr, mon_cfg, rank, world) != NP_EXIT_OK)
+        goto done;
+    if (dump_cfg && *dump_cfg && mon_cfg != dump_cfg) {
         np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
         if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
             goto done;

@@ -182,6 +182,25 @@ assert len(rows) == len(a) and int(rows[0]["rank"]) == r and rows[0]["name"] == 
 print(f"{k} ranks: ok")
 PY
 
+# -- beside a dump (--monitor-config with --dump-config): the dump's tables are
+# those of a run without the monitor, both files are written
+printf '{"task": "statistics", "dump_path": "%s", "level": "mix", "step": [2]}\n' alone > s_alone.json
+printf '{"task": "statistics", "dump_path": "%s", "level": "mix", "step": [2]}\n' beside > s_beside.json
+cfg mb
+"$nprobe" "${model[@]}" --steps 3 --dump-config s_alone.json > alone.log 2>&1 &&
+"$nprobe" "${model[@]}" --steps 3 --dump-config s_beside.json --monitor-config cfg_mb.json > beside.log 2>&1 ||
+  { echo "FAIL dump beside the monitor"; cat alone.log beside.log; fail=1; }
+"$py" - <<'PY' || fail=1
+import h5py, numpy as np
+with h5py.File("alone/step2/rank0/dump.h5", "r") as a, h5py.File("beside/step2/rank0/dump.h5", "r") as b:
+    for t in ("calls", "entries"):
+        assert np.array_equal(a[t][()], b[t][()]), t
+    assert len(a["entries"]) > 50
+with h5py.File("mb/monitor_rank0.h5", "r", swmr=True) as f:
+    assert len(f["steps"]) == 3
+print("beside a dump: ok")
+PY
+
 # -- bad config: named key, exit 2
 printf '{"task": "monitor", "dump_path": "bad", "monitor": {"step_intervall": 2}}\n' > bad.json
 "$nprobe" "${model[@]}" --steps 1 --dump-config bad.json > bad.log 2>&1; rc=$?
