@@ -1,0 +1,673 @@
+/* cli/cmd_profile.c - `nprobe profile TRACE...` (time by category, top
+ * operators, idle bubbles, comm/compute overlap, FLOP/s and MFU of
+ * torch.profiler's Chrome traces) and `nprobe profile compare A B` (two
+ * traces op by op, the most regressed first). One option table drives
+ * parsing and help (cli/opts.h); docs/PROFILE.md. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cmd.h"
+#include "nprobe/profile.h"
+#include "opts.h"
+
+typedef struct pf_args {
+    const char *out, *format;
+    long top;
+    double peak_flops;
+} pf_args;
+
+#define F(f) offsetof(pf_args, f)
+static const np_cli_opt pf_opts[] = {
+    {NULL, "--out", "DIR", "(or -o) write the reports into DIR (created; default: none)", NP_OPT_STR, F(out), 0, 0,
+     NULL, 0, NULL},
+    {NULL, "--format", "LIST", "report formats, comma-separated: csv, json (csv,json)", NP_OPT_STR,
+     F(format), 0, 0, NULL, 0, NULL},
+    {NULL, "--top", "N", "operators (and compare rows) printed (10)", NP_OPT_LONG, F(top), 0,
+     1L << 30, NULL, 0, NULL},
+    {NULL, "--peak-flops", "X", "the device's peak FLOP/s: MFU = achieved / X (0: no MFU)",
+     NP_OPT_DOUBLE, F(peak_flops), 0, 0, NULL, 0, NULL},
+    {NULL, "--help", NULL, "show this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
+};
+#define N_PF_OPTS ((int)(sizeof pf_opts / sizeof pf_opts[0]))
+
+static const char help_before[] =
+    "usage: nprobe profile TRACE... [options]\n"
+    "       nprobe profile compare A B [options]\n"
+    "\n"
+    "Analyse Chrome/Perfetto trace-event JSON as torch.profiler writes it\n"
+    "(export_chrome_trace, tensorboard_trace_handler; .json or .json.gz; a folder:\n"
+    "every *.json and *.json.gz in it, one trace per rank). Per trace: the timeline\n"
+    "split into compute, communication, memory, optimizer, data loading, other and\n"
+    "idle time, communication/compute overlap, idle bubbles, operators by total and\n"
+    "by mean time, FLOP/s where the trace gives flops and an MFU estimate.\n"
+    "`compare A B` pairs two traces' operators by category and name and lists the\n"
+    "per-step time of each, B/A ratio and share of the step, most regressed first,\n"
+    "ops on one side only, and the step-time gap. Reading streams: memory does\n"
+    "not grow with the trace's size (docs/PROFILE.md).\n"
+    "\noptions:\n";
+static const char help_after[] =
+    "\nreports (-o): profile_summary.csv, profile_ops.csv, profile.json;\n"
+    "compare: profile_compare.csv, profile_compare.json.\n"
+    "exit code: 0 done, 2 usage or input error (unreadable trace).\n";
+
+/* ---- trace paths ------------------------------------------------------------ */
+typedef struct paths {
+    char **v;
+    size_t n, cap;
+} paths;
+
+static int path_add(paths *p, const char *s)
+{
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 8;
+        char **v = realloc(p->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        p->v = v;
+        p->cap = cap;
+    }
+    if (!(p->v[p->n] = strdup(s)))
+        return -1;
+    p->n++;
+    return 0;
+}
+
+static void paths_free(paths *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        free(p->v[i]);
+    free(p->v);
+}
+
+static int ends(const char *s, const char *suf)
+{
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && !strcmp(s + n - m, suf);
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A file, or a folder's *.json and *.json.gz (sorted). */
+static int expand(paths *p, const char *arg)
+{
+    struct stat st;
+    if (stat(arg, &st) != 0) {
+        np_cli_error("%s: %s", arg, strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return path_add(p, arg);
+    DIR *d = opendir(arg);
+    if (!d) {
+        np_cli_error("%s: %s", arg, strerror(errno));
+        return -1;
+    }
+    size_t first = p->n;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.' || !(ends(e->d_name, ".json") || ends(e->d_name, ".json.gz")))
+            continue;
+        size_t len = strlen(arg) + strlen(e->d_name) + 2;
+        char *full = malloc(len);
+        if (!full || (snprintf(full, len, "%s/%s", arg, e->d_name), path_add(p, full))) {
+            free(full);
+            closedir(d);
+            return -1;
+        }
+        free(full);
+    }
+    closedir(d);
+    if (p->n == first) {
+        np_cli_error("%s: no trace in this folder (*.json, *.json.gz)", arg);
+        return -1;
+    }
+    qsort(p->v + first, p->n - first, sizeof *p->v, str_cmp);
+    return 0;
+}
+
+/* ---- writers ------------------------------------------------------------------ */
+static void csv_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void json_num(FILE *f, double x)
+{
+    if (isfinite(x))
+        fprintf(f, "%.17g", x);
+    else
+        fputs("null", f);
+}
+
+static void csv_num(FILE *f, double x)
+{
+    if (isfinite(x))
+        fprintf(f, "%.17g", x);
+}
+
+typedef void (*writer_fn)(FILE *f, const void *data);
+
+static int write_report(const char *dir, const char *name, writer_fn fn, const void *data)
+{
+    size_t len = strlen(dir) + strlen(name) + 2;
+    char *path = malloc(len);
+    if (!path)
+        return -1;
+    snprintf(path, len, "%s/%s", dir, name);
+    np_out o;
+    np_error err = {0};
+    if (np_out_begin(&o, path, NULL, &err)) {
+        np_cli_report(&err);
+        free(path);
+        return -1;
+    }
+    FILE *f = np_out_stream(&o);
+    if (!f) {
+        np_out_abort(&o);
+        np_cli_error("%s: cannot write", path);
+        free(path);
+        return -1;
+    }
+    fn(f, data);
+    if (np_out_commit(&o, 0, &err)) {
+        np_cli_report(&err);
+        free(path);
+        return -1;
+    }
+    np_cli_report_line(path);
+    free(path);
+    return 0;
+}
+
+typedef struct ranks {
+    np_prof_rank *r;
+    size_t n;
+    double peak;
+} ranks;
+
+static long long rank_id(const ranks *R, size_t i)
+{
+    return R->r[i].rank >= 0 ? R->r[i].rank : (long long)i;
+}
+
+static double mfu(double flops, double span_us, double peak)
+{
+    return peak > 0 && span_us > 0 && flops > 0 ? flops / (span_us * 1e-6) / peak : NAN;
+}
+
+static void w_summary_csv(FILE *f, const void *data)
+{
+    const ranks *R = data;
+    fputs("rank,trace,timeline,steps,events,span_us,busy_us", f);
+    for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
+        fprintf(f, ",%s_us", np_prof_class_name(c));
+    fputs(",comm_us,compute_us,overlap_us,overlap_of_comm,bubbles,flops,flops_per_s,mfu\n", f);
+    for (size_t i = 0; i < R->n; i++) {
+        const np_prof_rank *r = &R->r[i];
+        fprintf(f, "%lld,", rank_id(R, i));
+        csv_str(f, r->path);
+        fprintf(f, ",%s,%lld,%lld,", r->device ? "device" : "cpu", r->steps, r->events);
+        csv_num(f, r->span_us);
+        fputc(',', f);
+        csv_num(f, r->busy_us);
+        for (int c = 0; c < NP_PROF_CLASS_COUNT; c++) {
+            fputc(',', f);
+            csv_num(f, r->class_us[c]);
+        }
+        fputc(',', f);
+        csv_num(f, r->comm_us);
+        fputc(',', f);
+        csv_num(f, r->compute_us);
+        fputc(',', f);
+        csv_num(f, r->overlap_us);
+        fputc(',', f);
+        csv_num(f, r->comm_us > 0 ? r->overlap_us / r->comm_us : NAN);
+        fprintf(f, ",%lld,", r->n_bubbles);
+        csv_num(f, r->flops);
+        fputc(',', f);
+        csv_num(f, r->span_us > 0 && r->flops > 0 ? r->flops / (r->span_us * 1e-6) : NAN);
+        fputc(',', f);
+        csv_num(f, mfu(r->flops, r->span_us, R->peak));
+        fputc('\n', f);
+    }
+}
+
+static void w_ops_csv(FILE *f, const void *data)
+{
+    const ranks *R = data;
+    fputs("rank,category,name,count,total_us,self_us,step_median_us,mean_us,min_us,max_us,flops,flops_per_s\n", f);
+    for (size_t i = 0; i < R->n; i++)
+        for (size_t k = 0; k < R->r[i].n_ops; k++) {
+            const np_prof_op *o = &R->r[i].ops[k];
+            fprintf(f, "%lld,", rank_id(R, i));
+            csv_str(f, o->cat);
+            fputc(',', f);
+            csv_str(f, o->name);
+            fprintf(f, ",%lld,", o->count);
+            csv_num(f, o->total_us);
+            fputc(',', f);
+            csv_num(f, o->self_us);
+            fputc(',', f);
+            csv_num(f, o->step_us);
+            fputc(',', f);
+            csv_num(f, o->total_us / (double)o->count);
+            fputc(',', f);
+            csv_num(f, o->min_us);
+            fputc(',', f);
+            csv_num(f, o->max_us);
+            fputc(',', f);
+            csv_num(f, o->flops);
+            fputc(',', f);
+            csv_num(f, o->flops > 0 && o->total_us > 0 ? o->flops / (o->total_us * 1e-6) : NAN);
+            fputc('\n', f);
+        }
+}
+
+static void w_json(FILE *f, const void *data)
+{
+    const ranks *R = data;
+    fputs("{\"ranks\": [", f);
+    for (size_t i = 0; i < R->n; i++) {
+        const np_prof_rank *r = &R->r[i];
+        fprintf(f, "%s\n {\"rank\": %lld, \"trace\": ", i ? "," : "", rank_id(R, i));
+        json_str(f, r->path);
+        fprintf(f, ", \"timeline\": \"%s\", \"steps\": %lld, \"events\": %lld, \"last_step_dropped\": %s",
+                r->device ? "device" : "cpu", r->steps, r->events, r->last_step_dropped ? "true" : "false");
+        fputs(", \"span_us\": ", f);
+        json_num(f, r->span_us);
+        fputs(", \"busy_us\": ", f);
+        json_num(f, r->busy_us);
+        fputs(", \"time_us\": {", f);
+        for (int c = 0; c < NP_PROF_CLASS_COUNT; c++) {
+            fprintf(f, "%s\"%s\": ", c ? ", " : "", np_prof_class_name(c));
+            json_num(f, r->class_us[c]);
+        }
+        fputs("}, \"comm_us\": ", f);
+        json_num(f, r->comm_us);
+        fputs(", \"compute_us\": ", f);
+        json_num(f, r->compute_us);
+        fputs(", \"overlap_us\": ", f);
+        json_num(f, r->overlap_us);
+        fprintf(f, ", \"bubbles\": %lld, \"bubble_us\": ", r->n_bubbles);
+        json_num(f, r->bubble_us);
+        fputs(", \"longest_bubbles\": [", f);
+        for (int k = 0; k < r->n_top; k++) {
+            fprintf(f, "%s{\"start_us\": ", k ? ", " : "");
+            json_num(f, r->top[k].start_us);
+            fputs(", \"dur_us\": ", f);
+            json_num(f, r->top[k].dur_us);
+            fputc('}', f);
+        }
+        fputs("], \"flops\": ", f);
+        json_num(f, r->flops);
+        fputs(", \"mfu\": ", f);
+        json_num(f, mfu(r->flops, r->span_us, R->peak));
+        fputs(", \"ops\": [", f);
+        for (size_t k = 0; k < r->n_ops; k++) {
+            const np_prof_op *o = &r->ops[k];
+            fputs(k ? ",\n  {\"category\": " : "\n  {\"category\": ", f);
+            json_str(f, o->cat);
+            fputs(", \"name\": ", f);
+            json_str(f, o->name);
+            fprintf(f, ", \"count\": %lld, \"total_us\": ", o->count);
+            json_num(f, o->total_us);
+            fputs(", \"self_us\": ", f);
+            json_num(f, o->self_us);
+            fputs(", \"step_median_us\": ", f);
+            json_num(f, o->step_us);
+            fputs(", \"min_us\": ", f);
+            json_num(f, o->min_us);
+            fputs(", \"max_us\": ", f);
+            json_num(f, o->max_us);
+            fputs(", \"flops\": ", f);
+            json_num(f, o->flops);
+            fputc('}', f);
+        }
+        fputs("]}", f);
+    }
+    fputs("\n]}\n", f);
+}
+
+/* Which of csv, json; -1 after an error. */
+static int formats_of(const char *s)
+{
+    if (!s)
+        return 3;
+    int f = 0;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        if (!strcmp(t, "csv"))
+            f |= 1;
+        else if (!strcmp(t, "json"))
+            f |= 2;
+        else {
+            np_cli_error("--format: expected csv, json, got '%s'", t);
+            return -1;
+        }
+    }
+    if (!f)
+        np_cli_error("--format: empty list");
+    return f ? f : -1;
+}
+
+/* ---- printing --------------------------------------------------------------- */
+static int ptr_mean_cmp(const void *x, const void *y)
+{
+    const np_prof_op *a = *(const np_prof_op *const *)x, *b = *(const np_prof_op *const *)y;
+    double ma = a->total_us / (double)a->count, mb = b->total_us / (double)b->count;
+    if (ma != mb)
+        return ma > mb ? -1 : 1;
+    return a->first < b->first ? -1 : a->first > b->first;
+}
+
+/* An operator for the printed tables: not a span (Trace), a step or a
+ * user range (annotations), a Python frame. */
+static int is_operator(const np_prof_op *o)
+{
+    return strcmp(o->cat, "Trace") && strcmp(o->cat, "user_annotation") &&
+           strcmp(o->cat, "gpu_user_annotation") && strcmp(o->cat, "python_function");
+}
+
+static void print_rank(const ranks *R, size_t i, long top)
+{
+    const np_prof_rank *r = &R->r[i];
+    np_cli_printf("rank %lld: %s\n", rank_id(R, i), r->path);
+    np_cli_printf("  %s timeline, %lld events, %lld steps, span %.3f ms (busy %.3f ms)%s\n",
+                  r->device ? "device" : "cpu", r->events, r->steps, r->span_us / 1e3, r->busy_us / 1e3,
+                  r->last_step_dropped ? ", kernels of the last step left out" : "");
+    np_cli_printf("  time by category:");
+    for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
+        if (r->class_us[c] > 0 || c == NP_PROF_IDLE || c == NP_PROF_COMPUTE)
+            np_cli_printf(" %s %.3f ms (%.1f%%)", np_prof_class_name(c), r->class_us[c] / 1e3,
+                          r->span_us > 0 ? 100 * r->class_us[c] / r->span_us : 0.0);
+    np_cli_printf("\n");
+    if (r->comm_us > 0)
+        np_cli_printf("  communication %.3f ms, %.1f%% of it overlapped with compute\n", r->comm_us / 1e3,
+                      100 * r->overlap_us / r->comm_us);
+    np_cli_printf("  idle bubbles: %lld, %.3f ms", r->n_bubbles, r->bubble_us / 1e3);
+    if (r->n_top)
+        np_cli_printf(", longest %.3f ms at +%.3f ms", r->top[0].dur_us / 1e3, r->top[0].start_us / 1e3);
+    np_cli_printf("\n");
+    if (r->flops > 0) {
+        double fs = r->flops / (r->span_us * 1e-6);
+        np_cli_printf("  %.4g FLOP, %.4g FLOP/s over the span", r->flops, fs);
+        if (R->peak > 0)
+            np_cli_printf(", MFU %.2f%% of %.4g", 100 * fs / R->peak, R->peak);
+        np_cli_printf("\n");
+    }
+    const np_prof_op **by = malloc((r->n_ops + 1) * sizeof *by);
+    if (!by)
+        return;
+    size_t m = 0;
+    for (size_t k = 0; k < r->n_ops; k++)
+        if (is_operator(&r->ops[k]))
+            by[m++] = &r->ops[k];
+    size_t n = m < (size_t)top ? m : (size_t)top;
+    if (!n) {
+        free(by);
+        return;
+    }
+    np_cli_printf("  top operators by total time:\n");
+    for (size_t k = 0; k < n; k++) {
+        const np_prof_op *o = by[k];
+        np_cli_printf("    %12.3f ms %8lld x %10.3f us  %s [%s]\n", o->total_us / 1e3, o->count,
+                      o->total_us / (double)o->count, o->name, o->cat);
+    }
+    qsort(by, m, sizeof *by, ptr_mean_cmp);
+    np_cli_printf("  top operators by mean time:\n");
+    for (size_t k = 0; k < n; k++)
+        np_cli_printf("    %12.3f us %8lld x  %s [%s]\n", by[k]->total_us / (double)by[k]->count,
+                      by[k]->count, by[k]->name, by[k]->cat);
+    free(by);
+}
+
+/* ---- compare ------------------------------------------------------------------ */
+static void w_compare_csv(FILE *f, const void *data)
+{
+    const np_prof_compare *c = data;
+    fputs("category,name,count_a,count_b,a_step_us,b_step_us,delta_us,ratio,share_a,share_b,side\n", f);
+    for (size_t i = 0; i < c->n_pairs; i++) {
+        const np_prof_pair *p = &c->pairs[i];
+        const np_prof_op *o = p->a ? p->a : p->b;
+        csv_str(f, o->cat);
+        fputc(',', f);
+        csv_str(f, o->name);
+        fprintf(f, ",%lld,%lld,", p->a ? p->a->count : 0, p->b ? p->b->count : 0);
+        csv_num(f, p->a_step_us);
+        fputc(',', f);
+        csv_num(f, p->b_step_us);
+        fputc(',', f);
+        csv_num(f, p->delta_us);
+        fputc(',', f);
+        csv_num(f, p->ratio);
+        fputc(',', f);
+        csv_num(f, p->share_a);
+        fputc(',', f);
+        csv_num(f, p->share_b);
+        fprintf(f, ",%s\n", p->a && p->b ? "both" : p->a ? "a_only" : "b_only");
+    }
+}
+
+static void w_compare_json(FILE *f, const void *data)
+{
+    const np_prof_compare *c = data;
+    fputs("{\"a_step_us\": ", f);
+    json_num(f, c->a_step_us);
+    fputs(", \"b_step_us\": ", f);
+    json_num(f, c->b_step_us);
+    fputs(", \"ops\": [", f);
+    for (size_t i = 0; i < c->n_pairs; i++) {
+        const np_prof_pair *p = &c->pairs[i];
+        const np_prof_op *o = p->a ? p->a : p->b;
+        fputs(i ? ",\n {\"category\": " : "\n {\"category\": ", f);
+        json_str(f, o->cat);
+        fputs(", \"name\": ", f);
+        json_str(f, o->name);
+        fprintf(f, ", \"count_a\": %lld, \"count_b\": %lld, \"a_step_us\": ", p->a ? p->a->count : 0,
+                p->b ? p->b->count : 0);
+        json_num(f, p->a_step_us);
+        fputs(", \"b_step_us\": ", f);
+        json_num(f, p->b_step_us);
+        fputs(", \"delta_us\": ", f);
+        json_num(f, p->delta_us);
+        fputs(", \"ratio\": ", f);
+        json_num(f, p->ratio);
+        fprintf(f, ", \"side\": \"%s\"}", p->a && p->b ? "both" : p->a ? "a_only" : "b_only");
+    }
+    fputs("\n]}\n", f);
+}
+
+static int analyze_one(np_prof_rank *r, const char *path)
+{
+    np_error err = {0};
+    if (np_prof_analyze(r, path, &err)) {
+        np_cli_report(&err);
+        return -1;
+    }
+    return 0;
+}
+
+static int cmd_compare(int argc, char **argv, const pf_args *a, int formats)
+{
+    if (argc != 2) {
+        np_cli_error("profile compare: expected two traces A B (see 'nprobe profile --help')");
+        return NP_EXIT_USAGE;
+    }
+    np_prof_rank ra, rb;
+    if (analyze_one(&ra, argv[0]))
+        return NP_EXIT_USAGE;
+    if (analyze_one(&rb, argv[1])) {
+        np_prof_rank_free(&ra);
+        return NP_EXIT_USAGE;
+    }
+    np_prof_compare c;
+    np_error err = {0};
+    int rc = NP_EXIT_OK;
+    if (np_prof_compare_ranks(&c, &ra, &rb, &err)) {
+        np_cli_report(&err);
+        rc = NP_EXIT_USAGE;
+        goto done;
+    }
+    np_cli_printf("A: %s\nB: %s\n", argv[0], argv[1]);
+    np_cli_printf("step time: A %.3f ms, B %.3f ms, gap %+.3f ms (B/A %.3f)%s\n", c.a_step_us / 1e3,
+                  c.b_step_us / 1e3, (c.b_step_us - c.a_step_us) / 1e3,
+                  c.a_step_us > 0 ? c.b_step_us / c.a_step_us : NAN,
+                  ra.self_ok && rb.self_ok ? "" : " (total times: a trace's events are out of order)");
+    double explained = 0;
+    for (size_t i = 0; i < c.n_pairs; i++)
+        explained += c.pairs[i].delta_us;
+    np_cli_printf("gap explained: operators %+.3f ms, the rest (idle, launch gaps) %+.3f ms%s\n",
+                  explained / 1e3, (c.b_step_us - c.a_step_us - explained) / 1e3,
+                  c.robust ? "; times are medians over the steps" : "");
+    np_cli_printf("%12s %12s %12s %8s %7s %7s  %s\n", "A us/step", "B us/step", "delta us", "B/A", "A %step",
+                  "B %step", "operator");
+    size_t n = c.n_pairs < (size_t)a->top ? c.n_pairs : (size_t)a->top;
+    for (size_t i = 0; i < n; i++) {
+        const np_prof_pair *p = &c.pairs[i];
+        const np_prof_op *o = p->a ? p->a : p->b;
+        np_cli_printf("%12.3f %12.3f %+12.3f %8.3f %6.2f%% %6.2f%%  %s [%s]%s\n", p->a_step_us, p->b_step_us,
+                      p->delta_us, p->ratio, 100 * p->share_a, 100 * p->share_b, o->name, o->cat,
+                      p->a && p->b ? "" : p->a ? " (A only)" : " (B only)");
+    }
+    size_t only_a = 0, only_b = 0;
+    for (size_t i = 0; i < c.n_pairs; i++)
+        only_a += !c.pairs[i].b, only_b += !c.pairs[i].a;
+    np_cli_printf("operators: %zu paired, %zu in A only, %zu in B only\n", c.n_pairs - only_a - only_b,
+                  only_a, only_b);
+    if (a->out) {
+        if ((formats & 1) && write_report(a->out, "profile_compare.csv", w_compare_csv, &c))
+            rc = NP_EXIT_USAGE;
+        if ((formats & 2) && write_report(a->out, "profile_compare.json", w_compare_json, &c))
+            rc = NP_EXIT_USAGE;
+    }
+    np_prof_compare_free(&c);
+done:
+    np_prof_rank_free(&ra);
+    np_prof_rank_free(&rb);
+    return rc;
+}
+
+int np_cmd_profile(int argc, char **argv)
+{
+    pf_args a = {.top = 10};
+    /* positionals apart, options to the table */
+    char **opt = calloc((size_t)argc + 1, sizeof *opt), **pos = calloc((size_t)argc + 1, sizeof *pos);
+    if (!opt || !pos) {
+        free(opt);
+        free(pos);
+        np_cli_error("out of memory");
+        return NP_EXIT_USAGE;
+    }
+    int no = 1, np = 0;
+    opt[0] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if (argv[i][0] == '-' && argv[i][1]) {
+            opt[no++] = strcmp(argv[i], "-o") ? argv[i] : "--out";
+            if (!np_cli_is_help(argv[i]) && i + 1 < argc)
+                opt[no++] = argv[++i];
+        } else {
+            pos[np++] = argv[i];
+        }
+    }
+    int rc = np_cli_opts_parse(pf_opts, N_PF_OPTS, &a, "profile", help_before, help_after, no, opt);
+    int formats = 0;
+    paths P = {0};
+    ranks R = {0};
+    if (rc) {
+        rc -= 1;
+        goto done;
+    }
+    if ((formats = formats_of(a.format)) < 0) {
+        rc = NP_EXIT_USAGE;
+        goto done;
+    }
+    if (a.out && np_mkdirs(a.out) != 0) {
+        np_cli_error("--out %s: cannot create: %s", a.out, strerror(errno));
+        rc = NP_EXIT_USAGE;
+        goto done;
+    }
+    np_cli_clean_on_signal();
+    if (np >= 1 && !strcmp(pos[0], "compare")) {
+        rc = cmd_compare(np - 1, pos + 1, &a, formats);
+        goto done;
+    }
+    if (np == 0) {
+        np_cli_error("profile: expected a trace (see 'nprobe profile --help')");
+        rc = NP_EXIT_USAGE;
+        goto done;
+    }
+    for (int i = 0; i < np; i++)
+        if (expand(&P, pos[i])) {
+            rc = NP_EXIT_USAGE;
+            goto done;
+        }
+    R.r = calloc(P.n, sizeof *R.r);
+    R.peak = a.peak_flops;
+    if (!R.r) {
+        np_cli_error("out of memory");
+        rc = NP_EXIT_USAGE;
+        goto done;
+    }
+    for (size_t i = 0; i < P.n; i++) {
+        if (analyze_one(&R.r[i], P.v[i])) {
+            rc = NP_EXIT_USAGE;
+            goto done;
+        }
+        R.n++;
+    }
+    for (size_t i = 0; i < R.n; i++)
+        print_rank(&R, i, a.top);
+    if (R.n > 1) {
+        size_t slow = 0;
+        for (size_t i = 1; i < R.n; i++)
+            if (R.r[i].span_us > R.r[slow].span_us)
+                slow = i;
+        np_cli_printf("slowest rank: %lld (span %.3f ms)\n", rank_id(&R, slow), R.r[slow].span_us / 1e3);
+    }
+    if (a.out) {
+        if ((formats & 1) && (write_report(a.out, "profile_summary.csv", w_summary_csv, &R) ||
+                              write_report(a.out, "profile_ops.csv", w_ops_csv, &R)))
+            rc = NP_EXIT_USAGE;
+        if ((formats & 2) && write_report(a.out, "profile.json", w_json, &R))
+            rc = NP_EXIT_USAGE;
+    }
+done:
+    for (size_t i = 0; i < R.n; i++)
+        np_prof_rank_free(&R.r[i]);
+    free(R.r);
+    paths_free(&P);
+    free(opt);
+    free(pos);
+    return rc;
+}

@@ -1,0 +1,152 @@
+/* nprobe/profile.h - performance traces (docs/PROFILE.md): reading the
+ * Chrome/Perfetto trace-event JSON that torch.profiler writes
+ * (export_chrome_trace, tensorboard_trace_handler) as a stream of events,
+ * the analysis behind `nprobe profile` (time by category on the timeline,
+ * operators by total and mean time, idle bubbles, communication/compute
+ * overlap, FLOP/s) and the op-by-op compare of two traces. Part of the
+ * np_profile library. Reads in memory independent of the trace's size
+ * (the JSON pull reader of np_msprobe over a mapping); never prints. */
+#ifndef NPROBE_PROFILE_H
+#define NPROBE_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nprobe/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One trace event as read. Strings are decoded, NUL-terminated and valid
+ * during the callback only. Absent numbers are NAN (ts, dur, flops) or -1
+ * (stream, correlation, pid/tid when not integers: then pid_s/tid_s). */
+typedef struct np_prof_event {
+    const char *name, *cat;
+    char ph;               /* 'X', 'B', 'E', 'i', 'M', ... ('?' when absent) */
+    double ts, dur;        /* microseconds */
+    long long pid, tid;
+    double flops;          /* args.flops */
+    long long stream;      /* args.stream (device events) */
+    long long correlation; /* args.correlation (launches and kernels) */
+} np_prof_event;
+
+/* Non-zero return stops the read (returned as NP_ERR_ARG). */
+typedef int (*np_prof_event_fn)(const np_prof_event *e, void *user);
+
+/* Root facts of a trace file. */
+typedef struct np_prof_trace_info {
+    long long rank;   /* distributedInfo.rank, -1 when absent */
+    long long events; /* events read */
+} np_prof_trace_info;
+
+/* Stream the events of `path`: a {"traceEvents": [...]} object (other
+ * root keys skipped) or a bare array of events; a .gz file is inflated in
+ * memory first. info may be NULL. Errors name the file, line and column. */
+np_status np_prof_read(np_prof_trace_info *info, const char *path, np_prof_event_fn fn, void *user,
+                       np_error *err);
+
+/* ---- analysis ----------------------------------------------------------- */
+/* Timeline categories. On a device timeline (the trace has GPU/NPU
+ * kernels, args.stream) the busy time is split compute > communication >
+ * memory > other (the first that covers an instant takes it: compute is
+ * HTA's compute time, the rest HTA's non-compute time); on a CPU timeline
+ * (no device events) optimizer > data loading > communication > compute.
+ * Idle is the span not covered by any event. */
+typedef enum np_prof_class {
+    NP_PROF_COMPUTE = 0,
+    NP_PROF_COMM,
+    NP_PROF_MEMORY,
+    NP_PROF_OPTIMIZER,
+    NP_PROF_DATA,
+    NP_PROF_OTHER,
+    NP_PROF_IDLE,
+    NP_PROF_CLASS_COUNT
+} np_prof_class;
+const char *np_prof_class_name(np_prof_class c);
+
+/* An operator: all complete events ('X') of one category and name. */
+typedef struct np_prof_op {
+    char *cat, *name;
+    long long count;
+    double total_us, min_us, max_us;
+    double self_us;     /* total less the time of the ops nested in its calls
+                         * (cpu_op on one thread; a device event's own); NAN
+                         * for other categories or when self_ok is 0 */
+    double step_us;     /* the median over the ProfilerStep#s of its time in
+                         * each step (self time where it has one, else
+                         * total; by the start of each call): one step
+                         * preempted or stalled does not move it. NAN when
+                         * the trace has no steps */
+    double flops;       /* sum of args.flops (0 when none) */
+    long long first;
+    double *per_step;   /* its time in each step (internal) */    /* order of its first event in the trace */
+} np_prof_op;
+
+typedef struct np_prof_bubble {
+    double start_us; /* from the start of the span */
+    double dur_us;
+} np_prof_bubble;
+
+#define NP_PROF_TOP_BUBBLES 10
+
+/* One trace (one rank). */
+typedef struct np_prof_rank {
+    char *path;
+    long long rank;
+    int device;                   /* 1: device timeline, 0: CPU timeline */
+    long long events, steps;      /* events read, ProfilerStep# annotations */
+    double step_med_us;           /* median ProfilerStep# duration (NAN: none) */
+    int last_step_dropped;        /* device kernels launched in the last step left out (as HTA) */
+    double span_us;               /* first busy start to last busy end */
+    double busy_us;               /* union of the timeline's events */
+    double class_us[NP_PROF_CLASS_COUNT];
+    double comm_us, compute_us;   /* unions of each (not exclusive) */
+    double overlap_us;            /* communication and compute at once */
+    long long n_bubbles;          /* gaps on the timeline */
+    double bubble_us;             /* their sum (= idle) */
+    np_prof_bubble top[NP_PROF_TOP_BUBBLES]; /* the longest, longest first */
+    int n_top;
+    double flops;                 /* all args.flops */
+    int self_ok;                  /* 1: each thread's cpu_op events came in start order */
+    np_prof_op *ops;              /* sorted by total time, longest first */
+    size_t n_ops;
+} np_prof_rank;
+
+/* Read and analyse one trace. *out is filled (np_prof_rank_free). */
+np_status np_prof_analyze(np_prof_rank *out, const char *path, np_error *err);
+void np_prof_rank_free(np_prof_rank *r);
+
+/* ---- compare -------------------------------------------------------------- */
+/* One operator of A and B paired by category and name (calls paired in
+ * their order: the counts say how many of each side). Only operators with
+ * a self time take part (cpu_op and device events): their self times add
+ * up to the busy time, so the pairs' deltas explain the step-time gap;
+ * an unordered trace (self_ok 0) falls back to total times. */
+typedef struct np_prof_pair {
+    const np_prof_op *a, *b;  /* NULL: on one side only */
+    double a_step_us, b_step_us; /* time per step: the op's step_us when
+                                  * both traces have steps, else its time
+                                  * over the trace / steps */
+    double delta_us;          /* b_step - a_step */
+    double ratio;             /* b_step / a_step (NAN when one-sided or a is 0) */
+    double share_a, share_b;  /* of the side's step time */
+} np_prof_pair;
+
+typedef struct np_prof_compare {
+    double a_step_us, b_step_us; /* median step duration, else span / steps */
+    int robust;                   /* 1: per-op medians over steps */
+    double a_steps, b_steps;
+    np_prof_pair *pairs;          /* most regressed first (delta_us descending) */
+    size_t n_pairs;
+} np_prof_compare;
+
+/* Pair two analysed traces. The pairs borrow a's and b's ops. */
+np_status np_prof_compare_ranks(np_prof_compare *out, const np_prof_rank *a, const np_prof_rank *b,
+                                np_error *err);
+void np_prof_compare_free(np_prof_compare *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,762 @@
+/* profile/analyze.c - one trace analysed (time by category on the timeline,
+ * operators, idle bubbles, communication/compute overlap, FLOPs) and two
+ * traces compared op by op (include/nprobe/profile.h, docs/PROFILE.md).
+ *
+ * Memory: the operator table grows with the distinct (category, name)
+ * pairs, the timeline with its disjoint busy runs: each category's
+ * intervals are buffered and, when the buffer fills, sorted and merged in
+ * place, so a long trace of back-to-back events keeps few of them. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nprobe/profile.h"
+
+static const char *const class_names[] = {"compute", "communication", "memory", "optimizer",
+                                          "data_loading", "other", "idle"};
+_Static_assert(sizeof class_names / sizeof class_names[0] == NP_PROF_CLASS_COUNT, "class names");
+
+const char *np_prof_class_name(np_prof_class c)
+{
+    return (unsigned)c < NP_PROF_CLASS_COUNT ? class_names[c] : "?";
+}
+
+/* ---- interval sets ---------------------------------------------------- */
+typedef struct ivset {
+    double *v; /* start, end pairs */
+    size_t n, cap;
+} ivset;
+
+static int iv_cmp(const void *a, const void *b)
+{
+    const double *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : (x[1] < y[1] ? -1 : x[1] > y[1]);
+}
+
+/* Sort and merge touching/overlapping intervals in place. */
+static void iv_compact(ivset *s)
+{
+    if (s->n < 2)
+        return;
+    qsort(s->v, s->n, 2 * sizeof(double), iv_cmp);
+    size_t k = 0;
+    for (size_t i = 1; i < s->n; i++) {
+        if (s->v[2 * i] <= s->v[2 * k + 1]) {
+            if (s->v[2 * i + 1] > s->v[2 * k + 1])
+                s->v[2 * k + 1] = s->v[2 * i + 1];
+        } else {
+            k++;
+            s->v[2 * k] = s->v[2 * i];
+            s->v[2 * k + 1] = s->v[2 * i + 1];
+        }
+    }
+    s->n = k + 1;
+}
+
+static int iv_add(ivset *s, double a, double b)
+{
+    if (s->n == s->cap) {
+        iv_compact(s);
+        if (!s->cap || s->n * 2 > s->cap) { /* still half full: grow */
+            size_t cap = s->cap ? s->cap * 2 : 4096;
+            double *v = realloc(s->v, cap * 2 * sizeof(double));
+            if (!v)
+                return -1;
+            s->v = v;
+            s->cap = cap;
+        }
+    }
+    s->v[2 * s->n] = a;
+    s->v[2 * s->n + 1] = b;
+    s->n++;
+    return 0;
+}
+
+static double iv_len(const ivset *s)
+{
+    double t = 0;
+    for (size_t i = 0; i < s->n; i++)
+        t += s->v[2 * i + 1] - s->v[2 * i];
+    return t;
+}
+
+/* out = a U b (both compacted); out must be distinct from a and b. */
+static int iv_union(ivset *out, const ivset *a, const ivset *b)
+{
+    out->n = 0;
+    size_t need = a->n + b->n;
+    if (need > out->cap) {
+        double *v = realloc(out->v, (need ? need : 1) * 2 * sizeof(double));
+        if (!v)
+            return -1;
+        out->v = v;
+        out->cap = need;
+    }
+    if (a->n)
+        memcpy(out->v, a->v, a->n * 2 * sizeof(double));
+    if (b->n)
+        memcpy(out->v + 2 * a->n, b->v, b->n * 2 * sizeof(double));
+    out->n = need;
+    iv_compact(out);
+    return 0;
+}
+
+/* ---- operator table ------------------------------------------------------ */
+typedef struct optab {
+    np_prof_op *ops;
+    size_t n, cap;
+    uint32_t *slot; /* index + 1, 0 empty */
+    size_t nslot;
+} optab;
+
+static uint64_t hash2(const char *a, const char *b)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *a; a++)
+        h = (h ^ (unsigned char)*a) * 1099511628211ull;
+    h = (h ^ 0x1f) * 1099511628211ull;
+    for (; *b; b++)
+        h = (h ^ (unsigned char)*b) * 1099511628211ull;
+    return h;
+}
+
+static np_prof_op *op_get(optab *t, const char *cat, const char *name, long long order)
+{
+    if ((t->n + 1) * 2 > t->nslot) {
+        size_t ns = t->nslot ? t->nslot * 2 : 1024;
+        uint32_t *s = calloc(ns, sizeof *s);
+        if (!s)
+            return NULL;
+        for (size_t i = 0; i < t->n; i++) {
+            size_t j = hash2(t->ops[i].cat, t->ops[i].name) & (ns - 1);
+            while (s[j])
+                j = (j + 1) & (ns - 1);
+            s[j] = (uint32_t)(i + 1);
+        }
+        free(t->slot);
+        t->slot = s;
+        t->nslot = ns;
+    }
+    size_t j = hash2(cat, name) & (t->nslot - 1);
+    while (t->slot[j]) {
+        np_prof_op *o = &t->ops[t->slot[j] - 1];
+        if (!strcmp(o->name, name) && !strcmp(o->cat, cat))
+            return o;
+        j = (j + 1) & (t->nslot - 1);
+    }
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        np_prof_op *o = realloc(t->ops, cap * sizeof *o);
+        if (!o)
+            return NULL;
+        t->ops = o;
+        t->cap = cap;
+    }
+    np_prof_op *o = &t->ops[t->n];
+    memset(o, 0, sizeof *o);
+    o->cat = strdup(cat);
+    o->name = strdup(name);
+    if (!o->cat || !o->name) {
+        free(o->cat);
+        free(o->name);
+        return NULL;
+    }
+    o->min_us = INFINITY;
+    o->first = order;
+    t->slot[j] = (uint32_t)(++t->n);
+    return o;
+}
+
+/* ---- classification ------------------------------------------------------ */
+static int starts(const char *s, const char *p)
+{
+    return strncmp(s, p, strlen(p)) == 0;
+}
+
+static int is_device_event(const np_prof_event *e)
+{
+    return e->stream >= 0 || !strcmp(e->cat, "kernel") || !strcmp(e->cat, "gpu_memcpy") ||
+           !strcmp(e->cat, "gpu_memset");
+}
+
+/* HTA's kernel kinds: nccl...Kernel communication; Memcpy/Memset/dma memory;
+ * compute unless nccl...Kernel, containing Memcpy, starting Memset or
+ * containing Sync. */
+static int nccl_kernel(const char *n)
+{
+    if (!starts(n, "nccl"))
+        return 0;
+    return strstr(n + 4, "Kernel") != NULL;
+}
+
+static np_prof_class device_class(const char *n)
+{
+    if (nccl_kernel(n))
+        return NP_PROF_COMM;
+    if (starts(n, "Memcpy") || starts(n, "Memset") || starts(n, "dma"))
+        return NP_PROF_MEMORY;
+    if (strstr(n, "Memcpy") || strstr(n, "Sync"))
+        return NP_PROF_OTHER;
+    return NP_PROF_COMPUTE;
+}
+
+static int comm_op_name(const char *n)
+{
+    static const char *const pats[] = {"c10d::", "nccl:", "gloo:", "hccl", "allreduce", "all_reduce",
+                                       "allgather", "all_gather", "reduce_scatter", "broadcast_",
+                                       "alltoall", "all_to_all", "record_param_comms"};
+    for (size_t i = 0; i < sizeof pats / sizeof pats[0]; i++)
+        if (strstr(n, pats[i]))
+            return 1;
+    return 0;
+}
+
+/* The CPU timeline's class of an 'X' event, -1 when it is not on it. */
+static int cpu_class(const np_prof_event *e)
+{
+    int annot = !strcmp(e->cat, "user_annotation");
+    if (annot || !strcmp(e->cat, "cpu_op")) {
+        if (starts(e->name, "Optimizer."))
+            return NP_PROF_OPTIMIZER;
+        if (strstr(e->name, "DataLoader"))
+            return NP_PROF_DATA;
+        if (annot)
+            return -1; /* ProfilerStep#N, user record_function ranges: not busy by themselves */
+        return comm_op_name(e->name) ? NP_PROF_COMM : NP_PROF_COMPUTE;
+    }
+    return -1;
+}
+
+/* ---- the two passes -------------------------------------------------------- */
+typedef struct corr_ts {
+    long long corr;
+    double ts;
+} corr_ts;
+
+typedef struct pass1 {
+    double *stepv;    /* ProfilerStep# start, end pairs */
+    size_t cap_step;
+    double last_step; /* latest ProfilerStep# start */
+    long long steps, device_events;
+    corr_ts *late; /* launches at or after the latest step start seen so far */
+    size_t n_late, cap_late;
+    int oom;
+} pass1;
+
+static int pass1_fn(const np_prof_event *e, void *user)
+{
+    pass1 *p = user;
+    if (e->ph != 'X' || !isfinite(e->ts))
+        return 0;
+    if (is_device_event(e)) {
+        p->device_events++;
+        return 0;
+    }
+    if (starts(e->name, "ProfilerStep#")) {
+        if ((size_t)p->steps == p->cap_step) {
+            size_t cap = p->cap_step ? p->cap_step * 2 : 64;
+            double *v = realloc(p->stepv, cap * 2 * sizeof *v);
+            if (!v) {
+                p->oom = 1;
+                return 1;
+            }
+            p->stepv = v;
+            p->cap_step = cap;
+        }
+        p->stepv[2 * p->steps] = e->ts;
+        p->stepv[2 * p->steps + 1] = e->ts + (isfinite(e->dur) ? e->dur : 0);
+        p->steps++;
+        if (p->steps == 1 || e->ts > p->last_step)
+            p->last_step = e->ts;
+        return 0;
+    }
+    if (e->correlation >= 0 && (p->steps == 0 || e->ts >= p->last_step)) {
+        if (p->n_late == p->cap_late) {
+            size_t cap = p->cap_late ? p->cap_late * 2 : 1024;
+            corr_ts *v = realloc(p->late, cap * sizeof *v);
+            if (!v) {
+                p->oom = 1;
+                return 1;
+            }
+            p->late = v;
+            p->cap_late = cap;
+        }
+        p->late[p->n_late++] = (corr_ts){e->correlation, e->ts};
+    }
+    return 0;
+}
+
+static int ll_cmp(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* One thread's open cpu_op events (self time). */
+typedef struct frame {
+    double start, end, dur, child;
+    size_t op;
+} frame;
+
+typedef struct thread_st {
+    long long pid, tid;
+    double last_ts;
+    frame *st;
+    size_t n, cap;
+} thread_st;
+
+typedef struct pass2 {
+    int device;
+    long long *drop; /* sorted correlations of kernels left out */
+    size_t n_drop;
+    optab ops;
+    ivset cls[NP_PROF_CLASS_COUNT];
+    double flops;
+    long long order;
+    int oom, unordered;
+    thread_st *th;
+    size_t n_th, cap_th;
+    const double *stepv; /* sorted step intervals */
+    size_t n_steps;
+} pass2;
+
+/* The step holding time t, -1 when none. */
+static long step_of(const pass2 *p, double t)
+{
+    size_t lo = 0, hi = p->n_steps;
+    while (lo < hi) { /* first step starting after t */
+        size_t mid = (lo + hi) / 2;
+        if (p->stepv[2 * mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0 || t > p->stepv[2 * (lo - 1) + 1])
+        return -1;
+    return (long)(lo - 1);
+}
+
+/* Add t us at `at` to op's time in its step. */
+static int step_add(pass2 *p, np_prof_op *o, double at, double t)
+{
+    if (!p->n_steps)
+        return 0;
+    long k = step_of(p, at);
+    if (k < 0)
+        return 0;
+    if (!o->per_step && !(o->per_step = calloc(p->n_steps, sizeof(double))))
+        return -1;
+    o->per_step[k] += t;
+    return 0;
+}
+
+static thread_st *thread_of(pass2 *p, long long pid, long long tid)
+{
+    for (size_t i = 0; i < p->n_th; i++)
+        if (p->th[i].pid == pid && p->th[i].tid == tid)
+            return &p->th[i];
+    if (p->n_th == p->cap_th) {
+        size_t cap = p->cap_th ? p->cap_th * 2 : 16;
+        thread_st *v = realloc(p->th, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        p->th = v;
+        p->cap_th = cap;
+    }
+    thread_st *t = &p->th[p->n_th++];
+    memset(t, 0, sizeof *t);
+    t->pid = pid;
+    t->tid = tid;
+    t->last_ts = -INFINITY;
+    return t;
+}
+
+static int step_add(pass2 *p, np_prof_op *o, double at, double t);
+
+static int frame_close(pass2 *p, thread_st *t)
+{
+    frame *f = &t->st[--t->n];
+    np_prof_op *o = &p->ops.ops[f->op];
+    o->self_us += f->dur - f->child;
+    return step_add(p, o, f->start, f->dur - f->child);
+}
+
+/* Nest a cpu_op event in its thread's stack (events in start order). */
+static int nest(pass2 *p, const np_prof_event *e, size_t op)
+{
+    thread_st *t = thread_of(p, e->pid, e->tid);
+    if (!t)
+        return -1;
+    if (e->ts < t->last_ts)
+        p->unordered = 1;
+    t->last_ts = e->ts;
+    while (t->n && t->st[t->n - 1].end <= e->ts)
+        if (frame_close(p, t))
+            return -1;
+    if (t->n)
+        t->st[t->n - 1].child += e->dur;
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 32;
+        frame *v = realloc(t->st, cap * sizeof *v);
+        if (!v)
+            return -1;
+        t->st = v;
+        t->cap = cap;
+    }
+    t->st[t->n++] = (frame){e->ts, e->ts + e->dur, e->dur, 0, op};
+    return 0;
+}
+
+static int pass2_fn(const np_prof_event *e, void *user)
+{
+    pass2 *p = user;
+    p->order++;
+    if (e->ph != 'X' || !isfinite(e->ts) || !isfinite(e->dur) || e->dur < 0)
+        return 0;
+    int dev = is_device_event(e);
+    if (dev && p->n_drop && e->correlation >= 0 &&
+        bsearch(&e->correlation, p->drop, p->n_drop, sizeof *p->drop, ll_cmp))
+        return 0;
+    np_prof_op *o = op_get(&p->ops, e->cat, e->name, p->order);
+    if (!o) {
+        p->oom = 1;
+        return 1;
+    }
+    o->count++;
+    o->total_us += e->dur;
+    int fail = 0;
+    if (dev) {
+        o->self_us += e->dur;
+        fail = step_add(p, o, e->ts, e->dur);
+    } else if (!strcmp(e->cat, "cpu_op")) {
+        if (!p->unordered)
+            fail = nest(p, e, (size_t)(o - p->ops.ops));
+    } else {
+        fail = step_add(p, o, e->ts, e->dur);
+    }
+    if (fail) {
+        p->oom = 1;
+        return 1;
+    }
+    if (e->dur < o->min_us)
+        o->min_us = e->dur;
+    if (e->dur > o->max_us)
+        o->max_us = e->dur;
+    if (isfinite(e->flops)) {
+        o->flops += e->flops;
+        p->flops += e->flops;
+    }
+    int c = -1;
+    if (p->device)
+        c = dev ? (int)device_class(e->name) : -1;
+    else
+        c = cpu_class(e);
+    if (c >= 0 && iv_add(&p->cls[c], e->ts, e->ts + e->dur)) {
+        p->oom = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static int dbl_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n) (n > 0; sorts v). */
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, dbl_cmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int op_total_cmp(const void *a, const void *b)
+{
+    const np_prof_op *x = a, *y = b;
+    if (x->total_us != y->total_us)
+        return x->total_us > y->total_us ? -1 : 1;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+static void bubbles(np_prof_rank *r, const ivset *all)
+{
+    for (size_t i = 1; i < all->n; i++) {
+        double g = all->v[2 * i] - all->v[2 * i - 1];
+        r->n_bubbles++;
+        r->bubble_us += g;
+        int k;
+        if (r->n_top < NP_PROF_TOP_BUBBLES)
+            k = r->n_top++;
+        else if (g > r->top[NP_PROF_TOP_BUBBLES - 1].dur_us)
+            k = NP_PROF_TOP_BUBBLES - 1;
+        else
+            continue;
+        r->top[k] = (np_prof_bubble){all->v[2 * i - 1] - all->v[0], g};
+        for (; k > 0 && r->top[k - 1].dur_us < r->top[k].dur_us; k--) {
+            np_prof_bubble t = r->top[k - 1];
+            r->top[k - 1] = r->top[k];
+            r->top[k] = t;
+        }
+    }
+}
+
+np_status np_prof_analyze(np_prof_rank *r, const char *path, np_error *err)
+{
+    memset(r, 0, sizeof *r);
+    r->rank = -1;
+    np_prof_trace_info info;
+    pass1 p1;
+    memset(&p1, 0, sizeof p1);
+    np_status st = np_prof_read(&info, path, pass1_fn, &p1, err);
+    if (st) {
+        free(p1.late);
+        free(p1.stepv);
+        if (p1.oom)
+            return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+        return st;
+    }
+    qsort(p1.stepv, (size_t)p1.steps, 2 * sizeof(double), iv_cmp);
+    pass2 p2;
+    memset(&p2, 0, sizeof p2);
+    p2.device = p1.device_events > 0;
+    /* HTA leaves out the kernels launched in the last ProfilerStep (they may
+     * be cut off by the profiler's stop) when there are several steps. */
+    if (p2.device && p1.steps >= 2) {
+        p2.drop = malloc((p1.n_late ? p1.n_late : 1) * sizeof *p2.drop);
+        if (!p2.drop) {
+            free(p1.late);
+            free(p1.stepv);
+            return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+        }
+        for (size_t i = 0; i < p1.n_late; i++)
+            if (p1.late[i].ts >= p1.last_step)
+                p2.drop[p2.n_drop++] = p1.late[i].corr;
+        qsort(p2.drop, p2.n_drop, sizeof *p2.drop, ll_cmp);
+        r->last_step_dropped = 1;
+    }
+    free(p1.late);
+    p2.stepv = p1.stepv;
+    p2.n_steps = (size_t)p1.steps;
+    st = np_prof_read(&info, path, pass2_fn, &p2, err);
+    if (!st && p2.oom)
+        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    if (p2.oom && st == NP_ERR_ARG)
+        st = np_error_set(NULL, NP_ERR_NOMEM, path, NULL, "out of memory");
+    free(p2.drop);
+    for (size_t i = 0; i < p2.n_th; i++) {
+        while (p2.th[i].n)
+            if (frame_close(&p2, &p2.th[i]) && !st)
+                st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+        free(p2.th[i].st);
+    }
+    free(p2.th);
+    r->self_ok = !p2.unordered;
+    double *tmpv = malloc((p2.n_steps ? p2.n_steps : 1) * sizeof *tmpv);
+    if (!tmpv && !st)
+        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    r->step_med_us = NAN;
+    if (tmpv && p2.n_steps) {
+        for (size_t k = 0; k < p2.n_steps; k++)
+            tmpv[k] = p2.stepv[2 * k + 1] - p2.stepv[2 * k];
+        r->step_med_us = median(tmpv, p2.n_steps);
+    }
+    for (size_t i = 0; i < p2.ops.n; i++) {
+        np_prof_op *o = &p2.ops.ops[i];
+        int is_cpu = !strcmp(o->cat, "cpu_op");
+        int has_self = is_cpu ? r->self_ok
+                              : (!strcmp(o->cat, "kernel") || !strcmp(o->cat, "gpu_memcpy") ||
+                                 !strcmp(o->cat, "gpu_memset"));
+        if (!has_self)
+            o->self_us = NAN;
+        o->step_us = NAN;
+        if (tmpv && p2.n_steps && (!is_cpu || r->self_ok)) {
+            for (size_t k = 0; k < p2.n_steps; k++)
+                tmpv[k] = o->per_step ? o->per_step[k] : 0;
+            o->step_us = median(tmpv, p2.n_steps);
+        }
+        free(o->per_step);
+        o->per_step = NULL;
+    }
+    free(tmpv);
+    free(p1.stepv);
+    r->path = strdup(path);
+    r->rank = info.rank;
+    r->device = p2.device;
+    r->events = info.events;
+    r->steps = p1.steps;
+    r->flops = p2.flops;
+    r->ops = p2.ops.ops;
+    r->n_ops = p2.ops.n;
+    free(p2.ops.slot);
+    if (!st && !r->path)
+        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    if (st) {
+        for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
+            free(p2.cls[c].v);
+        np_prof_rank_free(r);
+        return st;
+    }
+    qsort(r->ops, r->n_ops, sizeof *r->ops, op_total_cmp);
+
+    static const int dev_prio[] = {NP_PROF_COMPUTE, NP_PROF_COMM, NP_PROF_MEMORY, NP_PROF_OTHER};
+    static const int cpu_prio[] = {NP_PROF_OPTIMIZER, NP_PROF_DATA, NP_PROF_COMM, NP_PROF_COMPUTE};
+    const int *prio = r->device ? dev_prio : cpu_prio;
+    ivset acc = {0}, tmp = {0};
+    int oom = 0;
+    for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
+        iv_compact(&p2.cls[c]);
+    double before = 0;
+    for (int i = 0; i < 4; i++) {
+        oom |= iv_union(&tmp, &acc, &p2.cls[prio[i]]);
+        ivset t = acc;
+        acc = tmp;
+        tmp = t;
+        double now = iv_len(&acc);
+        r->class_us[prio[i]] = now - before;
+        before = now;
+    }
+    r->busy_us = before;
+    if (acc.n) {
+        r->span_us = acc.v[2 * acc.n - 1] - acc.v[0];
+        r->class_us[NP_PROF_IDLE] = r->span_us - r->busy_us;
+        bubbles(r, &acc);
+    }
+    r->comm_us = iv_len(&p2.cls[NP_PROF_COMM]);
+    r->compute_us = iv_len(&p2.cls[NP_PROF_COMPUTE]);
+    oom |= iv_union(&tmp, &p2.cls[NP_PROF_COMM], &p2.cls[NP_PROF_COMPUTE]);
+    r->overlap_us = r->comm_us + r->compute_us - iv_len(&tmp);
+    if (r->overlap_us < 0)
+        r->overlap_us = 0;
+    free(acc.v);
+    free(tmp.v);
+    for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
+        free(p2.cls[c].v);
+    if (oom) {
+        np_prof_rank_free(r);
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    }
+    return NP_OK;
+}
+
+void np_prof_rank_free(np_prof_rank *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n_ops; i++) {
+        free(r->ops[i].cat);
+        free(r->ops[i].name);
+        free(r->ops[i].per_step);
+    }
+    free(r->ops);
+    free(r->path);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- compare ----------------------------------------------------------------- */
+static double op_time(const np_prof_op *o, int use_self)
+{
+    return use_self ? o->self_us : o->total_us;
+}
+
+static int pair_cmp(const void *x, const void *y)
+{
+    const np_prof_pair *a = x, *b = y;
+    if (a->delta_us != b->delta_us)
+        return a->delta_us > b->delta_us ? -1 : 1;
+    const np_prof_op *oa = a->a ? a->a : a->b, *ob = b->a ? b->a : b->b;
+    int c = strcmp(oa->cat, ob->cat);
+    return c ? c : strcmp(oa->name, ob->name);
+}
+
+/* Operators that take part: those with a self time (or cpu_op and device
+ * events by total when a side is unordered). */
+static int takes_part(const np_prof_op *o, int use_self)
+{
+    if (use_self)
+        return isfinite(o->self_us);
+    return !strcmp(o->cat, "cpu_op") || !strcmp(o->cat, "kernel") || !strcmp(o->cat, "gpu_memcpy") ||
+           !strcmp(o->cat, "gpu_memset");
+}
+
+np_status np_prof_compare_ranks(np_prof_compare *out, const np_prof_rank *a, const np_prof_rank *b,
+                                np_error *err)
+{
+    memset(out, 0, sizeof *out);
+    int use_self = a->self_ok && b->self_ok;
+    out->a_steps = a->steps > 0 ? (double)a->steps : 1;
+    out->b_steps = b->steps > 0 ? (double)b->steps : 1;
+    out->robust = use_self && a->steps > 0 && b->steps > 0;
+    out->a_step_us = out->robust ? a->step_med_us : a->span_us / out->a_steps;
+    out->b_step_us = out->robust ? b->step_med_us : b->span_us / out->b_steps;
+    optab idx = {0};
+    np_prof_pair *pairs = malloc((a->n_ops + b->n_ops + 1) * sizeof *pairs);
+    if (!pairs)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+    size_t n = 0;
+    /* a's ops indexed by (cat, name) in a table of copies whose .first
+     * is the pair's index */
+    for (size_t i = 0; i < a->n_ops; i++) {
+        if (!takes_part(&a->ops[i], use_self))
+            continue;
+        if (!op_get(&idx, a->ops[i].cat, a->ops[i].name, (long long)n))
+            goto oom;
+        pairs[n++] = (np_prof_pair){.a = &a->ops[i]};
+    }
+    size_t n_a = n;
+    for (size_t i = 0; i < b->n_ops; i++) {
+        if (!takes_part(&b->ops[i], use_self))
+            continue;
+        size_t before = idx.n;
+        np_prof_op *o = op_get(&idx, b->ops[i].cat, b->ops[i].name, -1);
+        if (!o)
+            goto oom;
+        if (idx.n == before && o->first >= 0 && (size_t)o->first < n_a) { /* in a */
+            pairs[o->first].b = &b->ops[i];
+        } else {
+            pairs[n++] = (np_prof_pair){.b = &b->ops[i]};
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        np_prof_pair *p = &pairs[k];
+        if (out->robust) {
+            p->a_step_us = p->a && isfinite(p->a->step_us) ? p->a->step_us : 0;
+            p->b_step_us = p->b && isfinite(p->b->step_us) ? p->b->step_us : 0;
+        } else {
+            p->a_step_us = p->a ? op_time(p->a, use_self) / out->a_steps : 0;
+            p->b_step_us = p->b ? op_time(p->b, use_self) / out->b_steps : 0;
+        }
+        p->delta_us = p->b_step_us - p->a_step_us;
+        p->ratio = p->a && p->b && p->a_step_us > 0 ? p->b_step_us / p->a_step_us : NAN;
+        p->share_a = out->a_step_us > 0 ? p->a_step_us / out->a_step_us : NAN;
+        p->share_b = out->b_step_us > 0 ? p->b_step_us / out->b_step_us : NAN;
+    }
+    qsort(pairs, n, sizeof *pairs, pair_cmp);
+    for (size_t i = 0; i < idx.n; i++) {
+        free(idx.ops[i].cat);
+        free(idx.ops[i].name);
+    }
+    free(idx.ops);
+    free(idx.slot);
+    out->pairs = pairs;
+    out->n_pairs = n;
+    return NP_OK;
+oom:
+    for (size_t i = 0; i < idx.n; i++) {
+        free(idx.ops[i].cat);
+        free(idx.ops[i].name);
+    }
+    free(idx.ops);
+    free(idx.slot);
+    free(pairs);
+    return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+}
+
+void np_prof_compare_free(np_prof_compare *c)
+{
+    if (c) {
+        free(c->pairs);
+        memset(c, 0, sizeof *c);
+    }
+}
