@@ -273,14 +273,21 @@ static int pass1_fn(const np_prof_event *e, void *user)
     }
     if (e->correlation >= 0 && (p->steps == 0 || e->ts >= p->last_step)) {
         if (p->n_late == p->cap_late) {
-            size_t cap = p->cap_late ? p->cap_late * 2 : 1024;
-            corr_ts *v = realloc(p->late, cap * sizeof *v);
-            if (!v) {
-                p->oom = 1;
-                return 1;
+            size_t k = 0; /* drop the launches before the latest step first */
+            for (size_t i = 0; i < p->n_late; i++)
+                if (!p->steps || p->late[i].ts >= p->last_step)
+                    p->late[k++] = p->late[i];
+            p->n_late = k;
+            if (!p->cap_late || k * 2 >= p->cap_late) {
+                size_t cap = p->cap_late ? p->cap_late * 2 : 1024;
+                corr_ts *v = realloc(p->late, cap * sizeof *v);
+                if (!v) {
+                    p->oom = 1;
+                    return 1;
+                }
+                p->late = v;
+                p->cap_late = cap;
             }
-            p->late = v;
-            p->cap_late = cap;
         }
         p->late[p->n_late++] = (corr_ts){e->correlation, e->ts};
     }
@@ -502,6 +509,76 @@ static void bubbles(np_prof_rank *r, const ivset *all)
     }
 }
 
+/* The timeline split (each class's intervals, frees them): each instant
+ * goes to the first class covering it in the timeline's order; the span,
+ * idle, bubbles and communication/compute overlap. -1 out of memory. */
+static int timeline(np_prof_rank *r, ivset *cls)
+{
+    static const int dev_prio[] = {NP_PROF_COMPUTE, NP_PROF_COMM, NP_PROF_MEMORY, NP_PROF_OTHER};
+    static const int cpu_prio[] = {NP_PROF_OPTIMIZER, NP_PROF_DATA, NP_PROF_COMM, NP_PROF_COMPUTE};
+    const int *prio = r->device ? dev_prio : cpu_prio;
+    ivset acc = {0}, tmp = {0};
+    int oom = 0;
+    for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
+        iv_compact(&cls[c]);
+    double before = 0;
+    for (int i = 0; i < 4; i++) {
+        oom |= iv_union(&tmp, &acc, &cls[prio[i]]);
+        ivset t = acc;
+        acc = tmp;
+        tmp = t;
+        double now = iv_len(&acc);
+        r->class_us[prio[i]] = now - before;
+        before = now;
+    }
+    r->busy_us = before;
+    if (acc.n) {
+        r->span_us = acc.v[2 * acc.n - 1] - acc.v[0];
+        r->class_us[NP_PROF_IDLE] = r->span_us - r->busy_us;
+        bubbles(r, &acc);
+    }
+    r->comm_us = iv_len(&cls[NP_PROF_COMM]);
+    r->compute_us = iv_len(&cls[NP_PROF_COMPUTE]);
+    oom |= iv_union(&tmp, &cls[NP_PROF_COMM], &cls[NP_PROF_COMPUTE]);
+    r->overlap_us = r->comm_us + r->compute_us - iv_len(&tmp);
+    if (r->overlap_us < 0)
+        r->overlap_us = 0;
+    free(acc.v);
+    free(tmp.v);
+    for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
+        free(cls[c].v);
+    return oom ? -1 : 0;
+}
+
+/* The median step time, each op's median over the steps, self times
+ * kept only where they mean something. tmpv: room for the steps (or NULL). */
+static void finish_ops(np_prof_rank *r, pass2 *p, double *tmpv)
+{
+    r->step_med_us = NAN;
+    if (tmpv && p->n_steps) {
+        for (size_t k = 0; k < p->n_steps; k++)
+            tmpv[k] = p->stepv[2 * k + 1] - p->stepv[2 * k];
+        r->step_med_us = median(tmpv, p->n_steps);
+    }
+    for (size_t i = 0; i < p->ops.n; i++) {
+        np_prof_op *o = &p->ops.ops[i];
+        int is_cpu = !strcmp(o->cat, "cpu_op");
+        int has_self = is_cpu ? r->self_ok
+                              : (!strcmp(o->cat, "kernel") || !strcmp(o->cat, "gpu_memcpy") ||
+                                 !strcmp(o->cat, "gpu_memset"));
+        if (!has_self)
+            o->self_us = NAN;
+        o->step_us = NAN;
+        if (tmpv && p->n_steps && (!is_cpu || r->self_ok)) {
+            for (size_t k = 0; k < p->n_steps; k++)
+                tmpv[k] = o->per_step ? o->per_step[k] : 0;
+            o->step_us = median(tmpv, p->n_steps);
+        }
+        free(o->per_step);
+        o->per_step = NULL;
+    }
+}
+
 np_status np_prof_analyze(np_prof_rank *r, const char *path, np_error *err)
 {
     memset(r, 0, sizeof *r);
@@ -556,29 +633,7 @@ np_status np_prof_analyze(np_prof_rank *r, const char *path, np_error *err)
     double *tmpv = malloc((p2.n_steps ? p2.n_steps : 1) * sizeof *tmpv);
     if (!tmpv && !st)
         st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    r->step_med_us = NAN;
-    if (tmpv && p2.n_steps) {
-        for (size_t k = 0; k < p2.n_steps; k++)
-            tmpv[k] = p2.stepv[2 * k + 1] - p2.stepv[2 * k];
-        r->step_med_us = median(tmpv, p2.n_steps);
-    }
-    for (size_t i = 0; i < p2.ops.n; i++) {
-        np_prof_op *o = &p2.ops.ops[i];
-        int is_cpu = !strcmp(o->cat, "cpu_op");
-        int has_self = is_cpu ? r->self_ok
-                              : (!strcmp(o->cat, "kernel") || !strcmp(o->cat, "gpu_memcpy") ||
-                                 !strcmp(o->cat, "gpu_memset"));
-        if (!has_self)
-            o->self_us = NAN;
-        o->step_us = NAN;
-        if (tmpv && p2.n_steps && (!is_cpu || r->self_ok)) {
-            for (size_t k = 0; k < p2.n_steps; k++)
-                tmpv[k] = o->per_step ? o->per_step[k] : 0;
-            o->step_us = median(tmpv, p2.n_steps);
-        }
-        free(o->per_step);
-        o->per_step = NULL;
-    }
+    finish_ops(r, &p2, tmpv);
     free(tmpv);
     free(p1.stepv);
     r->path = strdup(path);
@@ -600,40 +655,7 @@ np_status np_prof_analyze(np_prof_rank *r, const char *path, np_error *err)
     }
     qsort(r->ops, r->n_ops, sizeof *r->ops, op_total_cmp);
 
-    static const int dev_prio[] = {NP_PROF_COMPUTE, NP_PROF_COMM, NP_PROF_MEMORY, NP_PROF_OTHER};
-    static const int cpu_prio[] = {NP_PROF_OPTIMIZER, NP_PROF_DATA, NP_PROF_COMM, NP_PROF_COMPUTE};
-    const int *prio = r->device ? dev_prio : cpu_prio;
-    ivset acc = {0}, tmp = {0};
-    int oom = 0;
-    for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
-        iv_compact(&p2.cls[c]);
-    double before = 0;
-    for (int i = 0; i < 4; i++) {
-        oom |= iv_union(&tmp, &acc, &p2.cls[prio[i]]);
-        ivset t = acc;
-        acc = tmp;
-        tmp = t;
-        double now = iv_len(&acc);
-        r->class_us[prio[i]] = now - before;
-        before = now;
-    }
-    r->busy_us = before;
-    if (acc.n) {
-        r->span_us = acc.v[2 * acc.n - 1] - acc.v[0];
-        r->class_us[NP_PROF_IDLE] = r->span_us - r->busy_us;
-        bubbles(r, &acc);
-    }
-    r->comm_us = iv_len(&p2.cls[NP_PROF_COMM]);
-    r->compute_us = iv_len(&p2.cls[NP_PROF_COMPUTE]);
-    oom |= iv_union(&tmp, &p2.cls[NP_PROF_COMM], &p2.cls[NP_PROF_COMPUTE]);
-    r->overlap_us = r->comm_us + r->compute_us - iv_len(&tmp);
-    if (r->overlap_us < 0)
-        r->overlap_us = 0;
-    free(acc.v);
-    free(tmp.v);
-    for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
-        free(p2.cls[c].v);
-    if (oom) {
+    if (timeline(r, p2.cls)) {
         np_prof_rank_free(r);
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     }

@@ -26,7 +26,7 @@ import re
 import sys
 
 PRODUCT_DIRS = ["common", "msprobe", "dumpio", "ops", "runtime", "ckpt", "probe", "replay",
-                "compare", "configcheck", "cli", "libnprobe"]
+                "compare", "configcheck", "profile", "cli", "libnprobe"]
 MAX_LINES = 120
 
 # dir/file:function -> lines when listed (2026-11-28, issue 24: compare/
