@@ -1,0 +1,192 @@
+/* tests/profile/test_prof_analyze.c - np_profile on small traces whose
+ * answers are worked out by hand in the comments: the device timeline
+ * (compute > communication > memory, the last step's kernels left out as
+ * HTA does), the CPU timeline (optimizer > data > communication > compute),
+ * self times of nested calls, idle bubbles, overlap, the op-by-op compare,
+ * the root forms (object, bare array) and bad input naming the file. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "nprobe/profile.h"
+
+static char dir[] = "np_prof_test_XXXXXX"; /* in the test's build folder */
+
+static const char *put(const char *name, const char *text)
+{
+    static char path[4][256];
+    static int k;
+    char *p = path[k++ % 4];
+    snprintf(p, 256, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    fputs(text, f);
+    fclose(f);
+    return p;
+}
+
+static const np_prof_op *find(const np_prof_rank *r, const char *name)
+{
+    for (size_t i = 0; i < r->n_ops; i++)
+        if (!strcmp(r->ops[i].name, name))
+            return &r->ops[i];
+    return NULL;
+}
+
+/* Two steps [0,100) [100,200). Kernels: gemm [20,50] (launch 10),
+ * nccl [40,70] (launch 12), Memcpy [80,90] (launch 14), gemm [160,170]
+ * launched at 150 in the last step: left out. compute 30; communication
+ * [50,70] 20; memory 10; busy 60; span 20..90 = 70; idle 10, one bubble
+ * [70,80]; overlap [40,50] 10 of communication's 30. */
+static const char device_trace[] =
+    "{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": 3}, \"traceEvents\": [\n"
+    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":100},\n"
+    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#2\",\"pid\":1,\"tid\":1,\"ts\":100,\"dur\":100},\n"
+    "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":10,\"dur\":1,\"args\":{\"correlation\":1}},\n"
+    "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":12,\"dur\":1,\"args\":{\"correlation\":2}},\n"
+    "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaMemcpyAsync\",\"pid\":1,\"tid\":1,\"ts\":14,\"dur\":1,\"args\":{\"correlation\":3}},\n"
+    "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":1,\"ts\":150,\"dur\":1,\"args\":{\"correlation\":4}},\n"
+    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"pid\":0,\"tid\":7,\"ts\":20,\"dur\":30,\"args\":{\"stream\":7,\"correlation\":1,\"flops\":3e6}},\n"
+    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ncclKernel_AllReduce_RING\",\"pid\":0,\"tid\":20,\"ts\":40,\"dur\":30,\"args\":{\"stream\":20,\"correlation\":2}},\n"
+    "{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":\"Memcpy HtoD (Pageable -> Device)\",\"pid\":0,\"tid\":7,\"ts\":80,\"dur\":10,\"args\":{\"stream\":7,\"correlation\":3}},\n"
+    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"pid\":0,\"tid\":7,\"ts\":160,\"dur\":10,\"args\":{\"stream\":7,\"correlation\":4}},\n"
+    "{\"ph\":\"i\",\"name\":\"marker\",\"pid\":1,\"tid\":1,\"ts\":5}\n"
+    "], \"traceName\": \"t\"}\n";
+
+/* No steps. Thread 1: outer [0,100] holding inner [10,40] and [50,70]:
+ * outer self 50, inner total and self 50. Optimizer.step [120,150]
+ * (annotation) holding aten::add_ [125,135]. Thread 2: c10d::allreduce_
+ * [90,110]. optimizer 30; communication 20; compute [0,90] 90; busy 140;
+ * span 150; idle 10, one bubble [110,120]; overlap [90,100] 10. */
+#define CPU_EVENTS(inner2_dur)                                                                        \
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"outer\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":100},\n"   \
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"inner\",\"pid\":1,\"tid\":1,\"ts\":10,\"dur\":30},\n"   \
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"inner\",\"pid\":1,\"tid\":1,\"ts\":50,\"dur\":" inner2_dur "},\n" \
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::add_\",\"pid\":1,\"tid\":1,\"ts\":125,\"dur\":10},\n" \
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"c10d::allreduce_\",\"pid\":1,\"tid\":2,\"ts\":90,\"dur\":20},\n" \
+    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"Optimizer.step#SGD.step\",\"pid\":1,\"tid\":1,\"ts\":120,\"dur\":30}\n"
+
+static void test_device(void)
+{
+    np_prof_rank r;
+    np_error err = {0};
+    CHECK(np_prof_analyze(&r, put("dev.json", device_trace), &err) == NP_OK);
+    CHECK(r.device == 1 && r.rank == 3 && r.steps == 2 && r.last_step_dropped == 1);
+    CHECK(r.events == 11);
+    CHECK_CLOSE(r.class_us[NP_PROF_COMPUTE], 30, 0, 0);
+    CHECK_CLOSE(r.class_us[NP_PROF_COMM], 20, 0, 0);
+    CHECK_CLOSE(r.class_us[NP_PROF_MEMORY], 10, 0, 0);
+    CHECK_CLOSE(r.class_us[NP_PROF_OTHER], 0, 0, 0);
+    CHECK_CLOSE(r.class_us[NP_PROF_IDLE], 10, 0, 0);
+    CHECK_CLOSE(r.span_us, 70, 0, 0);
+    CHECK_CLOSE(r.busy_us, 60, 0, 0);
+    CHECK_CLOSE(r.comm_us, 30, 0, 0);
+    CHECK_CLOSE(r.overlap_us, 10, 0, 0);
+    CHECK(r.n_bubbles == 1 && r.n_top == 1);
+    CHECK_CLOSE(r.top[0].start_us, 50, 0, 0);
+    CHECK_CLOSE(r.top[0].dur_us, 10, 0, 0);
+    CHECK_CLOSE(r.flops, 3e6, 0, 0);
+    const np_prof_op *g = find(&r, "gemm");
+    CHECK(g && g->count == 1);
+    CHECK(g && g->total_us == 30 && g->self_us == 30 && g->flops == 3e6);
+    /* per step: gemm 30 in step 1, nothing in step 2 (left out): median 15 */
+    CHECK(g && g->step_us == 15);
+    CHECK_CLOSE(r.step_med_us, 100, 0, 0);
+    np_prof_rank_free(&r);
+}
+
+static void test_cpu(void)
+{
+    np_prof_rank r;
+    np_error err = {0};
+    /* a bare array of events */
+    CHECK(np_prof_analyze(&r, put("cpu.json", "[\n" CPU_EVENTS("20") "]\n"), &err) == NP_OK);
+    CHECK(r.device == 0 && r.rank == -1 && r.steps == 0 && r.self_ok == 1);
+    CHECK_CLOSE(r.class_us[NP_PROF_OPTIMIZER], 30, 0, 0);
+    CHECK_CLOSE(r.class_us[NP_PROF_COMM], 20, 0, 0);
+    CHECK_CLOSE(r.class_us[NP_PROF_COMPUTE], 90, 0, 0);
+    CHECK_CLOSE(r.class_us[NP_PROF_DATA], 0, 0, 0);
+    CHECK_CLOSE(r.class_us[NP_PROF_IDLE], 10, 0, 0);
+    CHECK_CLOSE(r.span_us, 150, 0, 0);
+    CHECK_CLOSE(r.overlap_us, 10, 0, 0);
+    CHECK(r.n_bubbles == 1);
+    CHECK_CLOSE(r.top[0].start_us, 110, 0, 0);
+    const np_prof_op *o = find(&r, "outer"), *in = find(&r, "inner");
+    CHECK(o && o->self_us == 50 && o->total_us == 100);
+    CHECK(in && in->count == 2 && in->total_us == 50 && in->self_us == 50 && in->min_us == 20 &&
+          in->max_us == 30);
+    CHECK(r.ops[0].total_us == 100); /* sorted by total: outer first */
+    np_prof_rank_free(&r);
+}
+
+static void test_compare(void)
+{
+    np_prof_rank a, b;
+    np_error err = {0};
+    CHECK(np_prof_analyze(&a, put("a.json", "{\"traceEvents\": [" CPU_EVENTS("20") "]}"), &err) == NP_OK);
+    /* B: the second inner lasts 40 (to 90): inner self 70 (+20), outer self 30 (-20) */
+    CHECK(np_prof_analyze(&b, put("b.json", "{\"traceEvents\": [" CPU_EVENTS("40")
+                                            ",{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"only_b\",\"pid\":1,"
+                                            "\"tid\":3,\"ts\":0,\"dur\":5}]}"),
+                          &err) == NP_OK);
+    np_prof_compare c;
+    CHECK(np_prof_compare_ranks(&c, &a, &b, &err) == NP_OK);
+    CHECK(c.n_pairs == 5); /* outer inner add_ allreduce_ (both), only_b; the annotation takes no part */
+    CHECK(c.pairs[0].a && c.pairs[0].b && !strcmp(c.pairs[0].a->name, "inner"));
+    CHECK_CLOSE(c.pairs[0].delta_us, 20, 0, 0);
+    CHECK_CLOSE(c.pairs[0].ratio, 70.0 / 50.0, 0, 1e-15);
+    CHECK(!c.pairs[1].a && !strcmp(c.pairs[1].b->name, "only_b"));
+    CHECK(!strcmp(c.pairs[c.n_pairs - 1].a->name, "outer"));
+    CHECK_CLOSE(c.pairs[c.n_pairs - 1].delta_us, -20, 0, 0);
+    np_prof_compare_free(&c);
+    np_prof_rank_free(&a);
+    np_prof_rank_free(&b);
+}
+
+static void test_bad(void)
+{
+    np_prof_rank r;
+    np_error err = {0};
+    CHECK(np_prof_analyze(&r, put("t.json", "{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1,"), &err) ==
+          NP_ERR_JSON);
+    CHECK_CONTAINS(err.file, "t.json");
+    memset(&err, 0, sizeof err);
+    CHECK(np_prof_analyze(&r, put("n.json", "{\"schemaVersion\": 1}"), &err) == NP_ERR_FORMAT);
+    CHECK_CONTAINS(err.text, "traceEvents");
+    memset(&err, 0, sizeof err);
+    CHECK(np_prof_analyze(&r, put("s.json", "\"a string\""), &err) == NP_ERR_FORMAT);
+    memset(&err, 0, sizeof err);
+    CHECK(np_prof_analyze(&r, put("e.json", "{\"traceEvents\": [1, 2]}"), &err) == NP_ERR_FORMAT);
+    memset(&err, 0, sizeof err);
+    char missing[300];
+    snprintf(missing, sizeof missing, "%s/missing.json", dir);
+    CHECK(np_prof_analyze(&r, missing, &err) == NP_ERR_NOTFOUND);
+    /* odd values are ignored, not fatal: string pid, non-numeric dur, ph B */
+    memset(&err, 0, sizeof err);
+    CHECK(np_prof_analyze(&r, put("o.json", "[{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"x\",\"pid\":\"p\","
+                                            "\"tid\":\"t\",\"ts\":\"5\",\"dur\":\"2.5\"},"
+                                            "{\"ph\":\"X\",\"name\":\"y\",\"ts\":1,\"dur\":null},"
+                                            "{\"ph\":\"B\",\"name\":\"z\",\"ts\":1}]"),
+                          &err) == NP_OK);
+    CHECK(r.n_ops == 1 && r.ops[0].total_us == 2.5 && r.span_us == 2.5);
+    np_prof_rank_free(&r);
+}
+
+int main(void)
+{
+    if (!mkdtemp(dir))
+        return 1;
+    test_device();
+    test_cpu();
+    test_compare();
+    test_bad();
+    const char *names[] = {"dev.json", "cpu.json", "a.json", "b.json", "t.json", "n.json", "s.json", "e.json", "o.json"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char p[300];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+    return check_report();
+}
