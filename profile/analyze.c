@@ -229,6 +229,9 @@ static int cpu_class(const np_prof_event *e)
 }
 
 /* ---- the two passes -------------------------------------------------------- */
+/* Intervals of one class buffered before the timeline's past is finalized
+ * (events in start order: nothing can start before the latest start). */
+#define FINAL_AT 16384
 typedef struct corr_ts {
     long long corr;
     double ts;
@@ -326,7 +329,15 @@ typedef struct pass2 {
     size_t n_th, cap_th;
     const double *stepv; /* sorted step intervals */
     size_t n_steps;
+    np_prof_rank *r;     /* the timeline's finalized part accumulates here */
+    int allow_final;     /* finalize the timeline's past while events come in order */
+    int sorted, violated;
+    double last_start, water; /* the latest timeline start; finalized up to water */
+    int any;             /* something finalized: first .. last_end */
+    double first, last_end;
 } pass2;
+
+static int timeline_part(pass2 *p, double upto);
 
 /* The step holding time t, -1 when none. */
 static long step_of(const pass2 *p, double t)
@@ -459,9 +470,27 @@ static int pass2_fn(const np_prof_event *e, void *user)
         c = dev ? (int)device_class(e->name) : -1;
     else
         c = cpu_class(e);
-    if (c >= 0 && iv_add(&p->cls[c], e->ts, e->ts + e->dur)) {
+    if (c < 0)
+        return 0;
+    if (e->ts < p->water) { /* before the finalized past: read again without finalizing */
+        p->violated = 1;
+        return 1;
+    }
+    if (e->ts < p->last_start)
+        p->sorted = 0;
+    else
+        p->last_start = e->ts;
+    if (iv_add(&p->cls[c], e->ts, e->ts + e->dur)) {
         p->oom = 1;
         return 1;
+    }
+    if (p->allow_final && p->sorted && p->cls[c].n >= FINAL_AT) {
+        if (timeline_part(p, e->ts)) {
+            p->oom = 1;
+            return 1;
+        }
+        p->water = e->ts;
+        p->r->streamed = 1;
     }
     return 0;
 }
@@ -487,66 +516,102 @@ static int op_total_cmp(const void *a, const void *b)
     return x->first < y->first ? -1 : x->first > y->first;
 }
 
-static void bubbles(np_prof_rank *r, const ivset *all)
+static void add_bubble(np_prof_rank *r, double start, double g)
 {
-    for (size_t i = 1; i < all->n; i++) {
-        double g = all->v[2 * i] - all->v[2 * i - 1];
-        r->n_bubbles++;
-        r->bubble_us += g;
-        int k;
-        if (r->n_top < NP_PROF_TOP_BUBBLES)
-            k = r->n_top++;
-        else if (g > r->top[NP_PROF_TOP_BUBBLES - 1].dur_us)
-            k = NP_PROF_TOP_BUBBLES - 1;
-        else
-            continue;
-        r->top[k] = (np_prof_bubble){all->v[2 * i - 1] - all->v[0], g};
-        for (; k > 0 && r->top[k - 1].dur_us < r->top[k].dur_us; k--) {
-            np_prof_bubble t = r->top[k - 1];
-            r->top[k - 1] = r->top[k];
-            r->top[k] = t;
-        }
+    r->n_bubbles++;
+    r->bubble_us += g;
+    int k;
+    if (r->n_top < NP_PROF_TOP_BUBBLES)
+        k = r->n_top++;
+    else if (g > r->top[NP_PROF_TOP_BUBBLES - 1].dur_us)
+        k = NP_PROF_TOP_BUBBLES - 1;
+    else
+        return;
+    r->top[k] = (np_prof_bubble){start, g};
+    for (; k > 0 && r->top[k - 1].dur_us < r->top[k].dur_us; k--) {
+        np_prof_bubble t = r->top[k - 1];
+        r->top[k - 1] = r->top[k];
+        r->top[k] = t;
     }
 }
 
-/* The timeline split (each class's intervals, frees them): each instant
- * goes to the first class covering it in the timeline's order; the span,
- * idle, bubbles and communication/compute overlap. -1 out of memory. */
-static int timeline(np_prof_rank *r, ivset *cls)
+/* Move the parts of s (compacted) before `upto` into h; s keeps the rest. */
+static int iv_split(ivset *h, ivset *s, double upto)
+{
+    iv_compact(s);
+    h->n = 0;
+    if (s->n > h->cap) {
+        double *v = realloc(h->v, s->n * 2 * sizeof(double));
+        if (!v)
+            return -1;
+        h->v = v;
+        h->cap = s->n;
+    }
+    size_t i = 0;
+    for (; i < s->n && s->v[2 * i] < upto; i++) {
+        h->v[2 * h->n] = s->v[2 * i];
+        h->v[2 * h->n + 1] = s->v[2 * i + 1] < upto ? s->v[2 * i + 1] : upto;
+        h->n++;
+        if (s->v[2 * i + 1] > upto) { /* crosses: its rest stays */
+            s->v[2 * i] = upto;
+            break;
+        }
+    }
+    memmove(s->v, s->v + 2 * i, (s->n - i) * 2 * sizeof(double));
+    s->n -= i;
+    return 0;
+}
+
+/* The timeline before `upto` (INFINITY: all of it) finalized into p->r:
+ * each instant goes to the first class covering it in the timeline's
+ * order; busy time, bubbles (also the gap to what was finalized before),
+ * communication/compute overlap. -1 out of memory. */
+static int timeline_part(pass2 *p, double upto)
 {
     static const int dev_prio[] = {NP_PROF_COMPUTE, NP_PROF_COMM, NP_PROF_MEMORY, NP_PROF_OTHER};
     static const int cpu_prio[] = {NP_PROF_OPTIMIZER, NP_PROF_DATA, NP_PROF_COMM, NP_PROF_COMPUTE};
-    const int *prio = r->device ? dev_prio : cpu_prio;
-    ivset acc = {0}, tmp = {0};
+    const int *prio = p->device ? dev_prio : cpu_prio;
+    np_prof_rank *r = p->r;
+    ivset head[4] = {{0}}, acc = {0}, tmp = {0};
     int oom = 0;
-    for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
-        iv_compact(&cls[c]);
+    for (int i = 0; i < 4; i++)
+        oom |= iv_split(&head[i], &p->cls[prio[i]], upto);
     double before = 0;
-    for (int i = 0; i < 4; i++) {
-        oom |= iv_union(&tmp, &acc, &cls[prio[i]]);
+    for (int i = 0; i < 4 && !oom; i++) {
+        oom |= iv_union(&tmp, &acc, &head[i]);
         ivset t = acc;
         acc = tmp;
         tmp = t;
         double now = iv_len(&acc);
-        r->class_us[prio[i]] = now - before;
+        r->class_us[prio[i]] += now - before;
         before = now;
     }
-    r->busy_us = before;
-    if (acc.n) {
-        r->span_us = acc.v[2 * acc.n - 1] - acc.v[0];
-        r->class_us[NP_PROF_IDLE] = r->span_us - r->busy_us;
-        bubbles(r, &acc);
+    r->busy_us += before;
+    if (!oom && acc.n) {
+        if (!p->any) {
+            p->any = 1;
+            p->first = acc.v[0];
+        } else if (acc.v[0] > p->last_end) {
+            add_bubble(r, p->last_end - p->first, acc.v[0] - p->last_end);
+        }
+        for (size_t i = 1; i < acc.n; i++)
+            add_bubble(r, acc.v[2 * i - 1] - p->first, acc.v[2 * i] - acc.v[2 * i - 1]);
+        p->last_end = acc.v[2 * acc.n - 1];
     }
-    r->comm_us = iv_len(&cls[NP_PROF_COMM]);
-    r->compute_us = iv_len(&cls[NP_PROF_COMPUTE]);
-    oom |= iv_union(&tmp, &cls[NP_PROF_COMM], &cls[NP_PROF_COMPUTE]);
-    r->overlap_us = r->comm_us + r->compute_us - iv_len(&tmp);
-    if (r->overlap_us < 0)
-        r->overlap_us = 0;
+    int ic = -1, im = -1; /* communication and compute among the four */
+    for (int i = 0; i < 4; i++)
+        prio[i] == NP_PROF_COMM ? (ic = i) : prio[i] == NP_PROF_COMPUTE ? (im = i) : 0;
+    double lc = iv_len(&head[ic]), lm = iv_len(&head[im]);
+    r->comm_us += lc;
+    r->compute_us += lm;
+    if (!oom) {
+        oom |= iv_union(&tmp, &head[ic], &head[im]);
+        r->overlap_us += lc + lm - iv_len(&tmp);
+    }
+    for (int i = 0; i < 4; i++)
+        free(head[i].v);
     free(acc.v);
     free(tmp.v);
-    for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
-        free(cls[c].v);
     return oom ? -1 : 0;
 }
 
@@ -579,86 +644,124 @@ static void finish_ops(np_prof_rank *r, pass2 *p, double *tmpv)
     }
 }
 
-np_status np_prof_analyze(np_prof_rank *r, const char *path, np_error *err)
+/* Free what pass 2 holds besides the operators. */
+static void pass2_free(pass2 *p)
 {
-    memset(r, 0, sizeof *r);
-    r->rank = -1;
-    np_prof_trace_info info;
-    pass1 p1;
-    memset(&p1, 0, sizeof p1);
-    np_status st = np_prof_read(&info, path, pass1_fn, &p1, err);
-    if (st) {
-        free(p1.late);
-        free(p1.stepv);
-        if (p1.oom)
-            return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    free(p->drop);
+    for (size_t i = 0; i < p->n_th; i++)
+        free(p->th[i].st);
+    free(p->th);
+    free(p->ops.slot);
+    for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
+        free(p->cls[c].v);
+}
+
+/* Pass 2 into r: operators, self times, the timeline. NP_ERR_ARG with
+ * p->violated when the finalized past was contradicted (read again with
+ * allow_final 0). */
+static np_status run_pass2(np_prof_rank *r, pass2 *p, const char *path, np_prof_trace_info *info,
+                           np_error *err)
+{
+    p->r = r;
+    p->sorted = 1;
+    p->last_start = p->water = -INFINITY;
+    np_status st = np_prof_read(info, path, pass2_fn, p, err);
+    if (p->oom)
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    if (st)
         return st;
+    for (size_t i = 0; i < p->n_th; i++)
+        while (p->th[i].n)
+            if (frame_close(p, &p->th[i]))
+                return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    if (timeline_part(p, INFINITY))
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    if (p->any) {
+        r->span_us = p->last_end - p->first;
+        r->class_us[NP_PROF_IDLE] = r->span_us - r->busy_us;
     }
-    qsort(p1.stepv, (size_t)p1.steps, 2 * sizeof(double), iv_cmp);
-    pass2 p2;
-    memset(&p2, 0, sizeof p2);
-    p2.device = p1.device_events > 0;
+    if (r->overlap_us < 0)
+        r->overlap_us = 0;
+    r->self_ok = !p->unordered;
+    return NP_OK;
+}
+
+/* Pass 1: the ProfilerSteps and, on a device trace, the correlations of
+ * the last step's launches (p2->drop). */
+static np_status run_pass1(np_prof_rank *r, pass1 *p1, pass2 *p2, const char *path, np_error *err)
+{
+    np_prof_trace_info info;
+    np_status st = np_prof_read(&info, path, pass1_fn, p1, err);
+    if (p1->oom)
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    if (st)
+        return st;
+    qsort(p1->stepv, (size_t)p1->steps, 2 * sizeof(double), iv_cmp);
+    p2->device = p1->device_events > 0;
     /* HTA leaves out the kernels launched in the last ProfilerStep (they may
      * be cut off by the profiler's stop) when there are several steps. */
-    if (p2.device && p1.steps >= 2) {
-        p2.drop = malloc((p1.n_late ? p1.n_late : 1) * sizeof *p2.drop);
-        if (!p2.drop) {
-            free(p1.late);
-            free(p1.stepv);
+    if (p2->device && p1->steps >= 2) {
+        p2->drop = malloc((p1->n_late ? p1->n_late : 1) * sizeof *p2->drop);
+        if (!p2->drop)
             return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-        }
-        for (size_t i = 0; i < p1.n_late; i++)
-            if (p1.late[i].ts >= p1.last_step)
-                p2.drop[p2.n_drop++] = p1.late[i].corr;
-        qsort(p2.drop, p2.n_drop, sizeof *p2.drop, ll_cmp);
+        for (size_t i = 0; i < p1->n_late; i++)
+            if (p1->late[i].ts >= p1->last_step)
+                p2->drop[p2->n_drop++] = p1->late[i].corr;
+        qsort(p2->drop, p2->n_drop, sizeof *p2->drop, ll_cmp);
         r->last_step_dropped = 1;
     }
-    free(p1.late);
-    p2.stepv = p1.stepv;
-    p2.n_steps = (size_t)p1.steps;
-    st = np_prof_read(&info, path, pass2_fn, &p2, err);
-    if (!st && p2.oom)
-        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    if (p2.oom && st == NP_ERR_ARG)
-        st = np_error_set(NULL, NP_ERR_NOMEM, path, NULL, "out of memory");
-    free(p2.drop);
-    for (size_t i = 0; i < p2.n_th; i++) {
-        while (p2.th[i].n)
-            if (frame_close(&p2, &p2.th[i]) && !st)
-                st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-        free(p2.th[i].st);
+    p2->stepv = p1->stepv;
+    p2->n_steps = (size_t)p1->steps;
+    return NP_OK;
+}
+
+np_status np_prof_analyze(np_prof_rank *r, const char *path, np_error *err)
+{
+    pass1 p1;
+    pass2 p2;
+    np_prof_trace_info info = {0};
+    np_status st;
+    for (int allow = 1;; allow = 0) {
+        memset(r, 0, sizeof *r);
+        r->rank = -1;
+        memset(&p1, 0, sizeof p1);
+        memset(&p2, 0, sizeof p2);
+        p2.allow_final = allow;
+        st = run_pass1(r, &p1, &p2, path, err);
+        if (!st)
+            st = run_pass2(r, &p2, path, &info, err);
+        free(p1.late);
+        r->ops = p2.ops.ops; /* owned by r from here */
+        r->n_ops = p2.ops.n;
+        if (st && p2.violated && allow) {
+            free(p1.stepv);
+            pass2_free(&p2);
+            np_prof_rank_free(r);
+            continue;
+        }
+        break;
     }
-    free(p2.th);
-    r->self_ok = !p2.unordered;
-    double *tmpv = malloc((p2.n_steps ? p2.n_steps : 1) * sizeof *tmpv);
-    if (!tmpv && !st)
+    double *tmpv = st ? NULL : malloc((p2.n_steps ? p2.n_steps : 1) * sizeof *tmpv);
+    if (!st && !tmpv)
         st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    finish_ops(r, &p2, tmpv);
+    if (!st)
+        finish_ops(r, &p2, tmpv);
     free(tmpv);
     free(p1.stepv);
+    pass2_free(&p2);
     r->path = strdup(path);
     r->rank = info.rank;
     r->device = p2.device;
     r->events = info.events;
     r->steps = p1.steps;
     r->flops = p2.flops;
-    r->ops = p2.ops.ops;
-    r->n_ops = p2.ops.n;
-    free(p2.ops.slot);
     if (!st && !r->path)
         st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     if (st) {
-        for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
-            free(p2.cls[c].v);
         np_prof_rank_free(r);
         return st;
     }
     qsort(r->ops, r->n_ops, sizeof *r->ops, op_total_cmp);
-
-    if (timeline(r, p2.cls)) {
-        np_prof_rank_free(r);
-        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    }
     return NP_OK;
 }
 

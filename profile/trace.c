@@ -183,7 +183,7 @@ static np_status read_event(rd *d, np_prof_event_fn fn, void *user)
     e.name = d->name.s;
     e.cat = d->cat.s;
     if (fn(&e, user))
-        return np_error_set(d->err, NP_ERR_ARG, d->r.name, NULL, "reading stopped by the caller");
+        return NP_ERR_ARG; /* the caller says why */
     return NP_OK;
 }
 

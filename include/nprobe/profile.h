@@ -31,7 +31,8 @@ typedef struct np_prof_event {
     long long correlation; /* args.correlation (launches and kernels) */
 } np_prof_event;
 
-/* Non-zero return stops the read (returned as NP_ERR_ARG). */
+/* Non-zero return stops the read: np_prof_read returns NP_ERR_ARG and
+ * leaves err to the caller. */
 typedef int (*np_prof_event_fn)(const np_prof_event *e, void *user);
 
 /* Root facts of a trace file. */
@@ -109,6 +110,9 @@ typedef struct np_prof_rank {
     int n_top;
     double flops;                 /* all args.flops */
     int self_ok;                  /* 1: each thread's cpu_op events came in start order */
+    int streamed;                 /* 1: the timeline's past was finalized while reading
+                                   * (its events came in start order): memory bounded;
+                                   * 0: all its busy runs were kept to the end */
     np_prof_op *ops;              /* sorted by total time, longest first */
     size_t n_ops;
 } np_prof_rank;

@@ -28,7 +28,7 @@ def model(slow):
 
 def run(m, steps, on_ready):
     opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
-    x = torch.randn(64, 64, generator=torch.Generator().manual_seed(1))
+    x = torch.randn(128, 64, generator=torch.Generator().manual_seed(1))
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
                  schedule=schedule(wait=0, warmup=1, active=steps), on_trace_ready=on_ready) as p:
         for _ in range(steps + 1):

@@ -144,6 +144,44 @@ static void test_compare(void)
     np_prof_rank_free(&b);
 }
 
+/* N cpu_op events [10i, 10i + 5] on one thread: compute 5N, N - 1
+ * bubbles of 5, span 10(N - 1) + 5. Enough of them that the timeline's
+ * past is finalized while reading; the same events with the first moved
+ * to the end (it starts before the finalized past: read again without
+ * finalizing) and in reverse order (never finalized) give the same. */
+static void test_long(void)
+{
+    enum { N = 50000 };
+    const char *names[] = {"long_sorted.json", "long_late.json", "long_reverse.json"};
+    for (int form = 0; form < 3; form++) {
+        char path[300];
+        snprintf(path, sizeof path, "%s/%s", dir, names[form]);
+        FILE *f = fopen(path, "w");
+        fputs("{\"traceEvents\": [", f);
+        for (int k = 0; k < N; k++) {
+            int i = form == 0 ? k : form == 1 ? (k + 1) % N : N - 1 - k;
+            fprintf(f, "%s{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"op%d\",\"pid\":1,\"tid\":1,"
+                       "\"ts\":%d,\"dur\":5}",
+                    k ? ",\n" : "", i % 3, 10 * i);
+        }
+        fputs("]}\n", f);
+        fclose(f);
+        np_prof_rank r;
+        np_error err = {0};
+        CHECK(np_prof_analyze(&r, path, &err) == NP_OK);
+        CHECK_CLOSE(r.class_us[NP_PROF_COMPUTE], 5.0 * N, 0, 0);
+        CHECK_CLOSE(r.span_us, 10.0 * (N - 1) + 5, 0, 0);
+        CHECK_CLOSE(r.class_us[NP_PROF_IDLE], 5.0 * (N - 1), 0, 0);
+        CHECK(r.n_bubbles == N - 1);
+        CHECK_CLOSE(r.bubble_us, 5.0 * (N - 1), 0, 0);
+        CHECK(r.n_ops == 3 && r.ops[0].count + r.ops[1].count + r.ops[2].count == N);
+        CHECK(r.self_ok == (form == 0));
+        CHECK(r.streamed == (form == 0));
+        np_prof_rank_free(&r);
+        unlink(path);
+    }
+}
+
 static void test_bad(void)
 {
     np_prof_rank r;
@@ -181,6 +219,7 @@ int main(void)
     test_cpu();
     test_compare();
     test_bad();
+    test_long();
     const char *names[] = {"dev.json", "cpu.json", "a.json", "b.json", "t.json", "n.json", "s.json", "e.json", "o.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char p[300];
