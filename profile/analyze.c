@@ -557,7 +557,8 @@ static int iv_split(ivset *h, ivset *s, double upto)
             break;
         }
     }
-    memmove(s->v, s->v + 2 * i, (s->n - i) * 2 * sizeof(double));
+    if (i && s->n > i)
+        memmove(s->v, s->v + 2 * i, (s->n - i) * 2 * sizeof(double));
     s->n -= i;
     return 0;
 }
@@ -696,7 +697,8 @@ static np_status run_pass1(np_prof_rank *r, pass1 *p1, pass2 *p2, const char *pa
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     if (st)
         return st;
-    qsort(p1->stepv, (size_t)p1->steps, 2 * sizeof(double), iv_cmp);
+    if (p1->steps)
+        qsort(p1->stepv, (size_t)p1->steps, 2 * sizeof(double), iv_cmp);
     p2->device = p1->device_events > 0;
     /* HTA leaves out the kernels launched in the last ProfilerStep (they may
      * be cut off by the profiler's stop) when there are several steps. */
@@ -707,7 +709,8 @@ static np_status run_pass1(np_prof_rank *r, pass1 *p1, pass2 *p2, const char *pa
         for (size_t i = 0; i < p1->n_late; i++)
             if (p1->late[i].ts >= p1->last_step)
                 p2->drop[p2->n_drop++] = p1->late[i].corr;
-        qsort(p2->drop, p2->n_drop, sizeof *p2->drop, ll_cmp);
+        if (p2->n_drop)
+            qsort(p2->drop, p2->n_drop, sizeof *p2->drop, ll_cmp);
         r->last_step_dropped = 1;
     }
     p2->stepv = p1->stepv;
@@ -761,7 +764,8 @@ np_status np_prof_analyze(np_prof_rank *r, const char *path, np_error *err)
         np_prof_rank_free(r);
         return st;
     }
-    qsort(r->ops, r->n_ops, sizeof *r->ops, op_total_cmp);
+    if (r->n_ops)
+        qsort(r->ops, r->n_ops, sizeof *r->ops, op_total_cmp);
     return NP_OK;
 }
 
@@ -857,7 +861,8 @@ np_status np_prof_compare_ranks(np_prof_compare *out, const np_prof_rank *a, con
         p->share_a = out->a_step_us > 0 ? p->a_step_us / out->a_step_us : NAN;
         p->share_b = out->b_step_us > 0 ? p->b_step_us / out->b_step_us : NAN;
     }
-    qsort(pairs, n, sizeof *pairs, pair_cmp);
+    if (n)
+        qsort(pairs, n, sizeof *pairs, pair_cmp);
     for (size_t i = 0; i < idx.n; i++) {
         free(idx.ops[i].cat);
         free(idx.ops[i].name);
