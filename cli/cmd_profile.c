@@ -301,8 +301,10 @@ static void w_json(FILE *f, const void *data)
         const np_prof_rank *r = &R->r[i];
         fprintf(f, "%s\n {\"rank\": %lld, \"trace\": ", i ? "," : "", rank_id(R, i));
         json_str(f, r->path);
-        fprintf(f, ", \"timeline\": \"%s\", \"steps\": %lld, \"events\": %lld, \"last_step_dropped\": %s",
-                r->device ? "device" : "cpu", r->steps, r->events, r->last_step_dropped ? "true" : "false");
+        fprintf(f, ", \"timeline\": \"%s\", \"steps\": %lld, \"events\": %lld, \"last_step_dropped\": %s"
+                   ", \"streamed\": %s",
+                r->device ? "device" : "cpu", r->steps, r->events, r->last_step_dropped ? "true" : "false",
+                r->streamed ? "true" : "false");
         fputs(", \"span_us\": ", f);
         json_num(f, r->span_us);
         fputs(", \"busy_us\": ", f);

@@ -232,6 +232,7 @@ static int cpu_class(const np_prof_event *e)
 /* Intervals of one class buffered before the timeline's past is finalized
  * (events in start order: nothing can start before the latest start). */
 #define FINAL_AT 16384
+#define MAX_SRC 256 /* sources followed; more: nothing finalized */
 typedef struct corr_ts {
     long long corr;
     double ts;
@@ -331,8 +332,10 @@ typedef struct pass2 {
     size_t n_steps;
     np_prof_rank *r;     /* the timeline's finalized part accumulates here */
     int allow_final;     /* finalize the timeline's past while events come in order */
-    int sorted, violated;
-    double last_start, water; /* the latest timeline start; finalized up to water */
+    int sorted, violated;     /* sorted: every source in start order so far */
+    double water;             /* the timeline is finalized up to here */
+    struct src { long long pid, tid; double last; } src[MAX_SRC]; /* threads, streams */
+    int n_src;
     int any;             /* something finalized: first .. last_end */
     double first, last_end;
 } pass2;
@@ -426,6 +429,28 @@ static int nest(pass2 *p, const np_prof_event *e, size_t op)
     return 0;
 }
 
+/* Track the latest start of e's source (its thread or stream; an
+ * annotation apart from the ops of its thread); one out of order, or too
+ * many sources, ends the finalizing. */
+static void follow_source(pass2 *p, const np_prof_event *e, int c)
+{
+    long long tid = e->tid * 2 + (c == NP_PROF_OPTIMIZER || c == NP_PROF_DATA);
+    int i = 0;
+    while (i < p->n_src && (p->src[i].pid != e->pid || p->src[i].tid != tid))
+        i++;
+    if (i == p->n_src) {
+        if (p->n_src == MAX_SRC) {
+            p->sorted = 0;
+            return;
+        }
+        p->src[p->n_src++] = (struct src){e->pid, tid, e->ts};
+    } else if (e->ts < p->src[i].last) {
+        p->sorted = 0;
+    } else {
+        p->src[i].last = e->ts;
+    }
+}
+
 static int pass2_fn(const np_prof_event *e, void *user)
 {
     pass2 *p = user;
@@ -476,21 +501,25 @@ static int pass2_fn(const np_prof_event *e, void *user)
         p->violated = 1;
         return 1;
     }
-    if (e->ts < p->last_start)
-        p->sorted = 0;
-    else
-        p->last_start = e->ts;
+    follow_source(p, e, c);
     if (iv_add(&p->cls[c], e->ts, e->ts + e->dur)) {
         p->oom = 1;
         return 1;
     }
     if (p->allow_final && p->sorted && p->cls[c].n >= FINAL_AT) {
-        if (timeline_part(p, e->ts)) {
-            p->oom = 1;
-            return 1;
+        /* every source's next event starts at or after its latest start */
+        double upto = INFINITY;
+        for (int i = 0; i < p->n_src; i++)
+            if (p->src[i].last < upto)
+                upto = p->src[i].last;
+        if (upto > p->water) {
+            if (timeline_part(p, upto)) {
+                p->oom = 1;
+                return 1;
+            }
+            p->water = upto;
+            p->r->streamed = 1;
         }
-        p->water = e->ts;
-        p->r->streamed = 1;
     }
     return 0;
 }
@@ -665,7 +694,7 @@ static np_status run_pass2(np_prof_rank *r, pass2 *p, const char *path, np_prof_
 {
     p->r = r;
     p->sorted = 1;
-    p->last_start = p->water = -INFINITY;
+    p->water = -INFINITY;
     np_status st = np_prof_read(info, path, pass2_fn, p, err);
     if (p->oom)
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");

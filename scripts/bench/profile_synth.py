@@ -1,8 +1,8 @@
 """scripts/bench/profile_synth.py SRC OUT [--repeat N] [--rank R] - a device
 trace made from a real CPU torch.profiler trace (SRC, export_chrome_trace):
 each cpu_op launches one kernel (a cuda_runtime cudaLaunchKernel at the op's
-start, correlated with a kernel on GPU 0 that starts a little later and lasts
-as 0.3 of the op): every 7th an NCCL all-reduce on stream
+start, correlated with a kernel on GPU 0 that starts a little later, after
+its stream's previous kernel, and lasts 0.3 of the op): every 7th an NCCL all-reduce on stream
 20, every 11th a Memcpy, the rest compute kernels on stream 7. The whole
 trace is repeated N times end to end (ProfilerStep#s renumbered), so OUT can
 be made as large as a benchmark needs while keeping the real trace's op mix
@@ -30,6 +30,7 @@ def main():
     period = (t1 - t0) * 1.02
     steps = sorted({e["name"] for e in ev if e["name"].startswith("ProfilerStep#")})
     corr = 1
+    free_at = {}
     with open(a.out, "w") as out:
         out.write('{"schemaVersion": 1, "distributedInfo": {"rank": %d, "world_size": 1}, '
                   '"deviceProperties": [{"id": 0, "name": "synthetic"}], "traceEvents": [\n' % a.rank)
@@ -55,9 +56,11 @@ def main():
                     launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel",
                               "pid": e["pid"], "tid": e["tid"], "ts": x["ts"], "dur": 1.0,
                               "args": {"correlation": corr, "External id": e["args"].get("External id", 0)}}
+                    start = max(x["ts"] + 3.0 + (k % 5), free_at.get(stream, 0.0))
+                    dur = float(max(round(e["dur"] * 0.3), 1))
+                    free_at[stream] = start + dur  # a stream runs its kernels one after another
                     kern = {"ph": "X", "cat": "kernel" if "Memcpy" not in kname else "gpu_memcpy",
-                            "name": kname, "pid": 0, "tid": stream,
-                            "ts": x["ts"] + 3.0 + (k % 5), "dur": float(max(round(e["dur"] * 0.3), 1)),
+                            "name": kname, "pid": 0, "tid": stream, "ts": start, "dur": dur,
                             "args": {"device": 0, "stream": stream, "correlation": corr,
                                      "External id": e["args"].get("External id", 0)}}
                     recs += [launch, kern]
