@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # test_profile.sh - run test_profile.py with the project's Python ($NP_PYTHON):
-# torch makes the traces in that process, nprobe (sanitized in the second
-# pass) reads them as a subprocess, so no sanitizer runtime is preloaded.
+# torch makes the traces in that process, nprobe reads them as a subprocess.
 # Skips (77) without torch, and in the sanitized pass: its C paths run
 # there in test_prof_analyze (hand-made traces), the torch runs cost ~30 s.
 set -u
