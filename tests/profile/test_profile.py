@@ -164,6 +164,22 @@ def main():
     line = [ln for ln in so.splitlines() if "gelu" in ln.lower()]
     check(bool(line) and "A us/step" in so, "compare prints the table")
 
+    # --- FLOP/s and MFU on a small device trace with args.flops ---
+    dev = os.path.join(tmp, "dev.json")
+    kern = [(0.0, 40.0, 2.5e9), (50.0, 30.0, 1.5e9), (100.0, 20.0, None)]
+    with open(dev, "w") as f:
+        json.dump({"traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": t, "dur": d,
+             "args": dict({"stream": 7}, **({"flops": fl} if fl else {}))} for t, d, fl in kern]}, f)
+    rc, so, se = run(["profile", dev, "--peak-flops", "1e14", "-o", os.path.join(tmp, "dev_out")], tmp)
+    check(rc == 0 and "MFU" in so, "profile --peak-flops: exit %d %s" % (rc, se))
+    with open(os.path.join(tmp, "dev_out", "profile_summary.csv")) as f:
+        row = list(csv.DictReader(f))[0]
+    want = 4e9 / (120e-6) / 1e14  # all flops over the span 0..120 us
+    check(abs(float(row["mfu"]) - want) <= 1e-12 * want, "MFU %s vs %r" % (row["mfu"], want))
+    check(float(row["idle_us"]) == 30.0 and float(row["compute_us"]) == 90.0,
+          "device split: compute 90, idle 30 (%s %s)" % (row["compute_us"], row["idle_us"]))
+
     # --- bad input ---
     bad = os.path.join(tmp, "bad.json")
     with open(bad, "w") as f:
