@@ -475,9 +475,8 @@ static int pass2_fn(const np_prof_event *e, void *user)
     } else if (!strcmp(e->cat, "cpu_op")) {
         if (!p->unordered)
             fail = nest(p, e, (size_t)(o - p->ops.ops));
-    } else {
-        fail = step_add(p, o, e->ts, e->dur);
-    }
+    } /* other categories (steps, annotations) keep no per-step times: the
+       * compare does not use them, and ProfilerStep#N is one op per step */
     if (fail) {
         p->oom = 1;
         return 1;
@@ -664,7 +663,7 @@ static void finish_ops(np_prof_rank *r, pass2 *p, double *tmpv)
         if (!has_self)
             o->self_us = NAN;
         o->step_us = NAN;
-        if (tmpv && p->n_steps && (!is_cpu || r->self_ok)) {
+        if (tmpv && p->n_steps && has_self) {
             for (size_t k = 0; k < p->n_steps; k++)
                 tmpv[k] = o->per_step ? o->per_step[k] : 0;
             o->step_us = median(tmpv, p->n_steps);

@@ -75,10 +75,10 @@ typedef struct np_prof_op {
                          * (cpu_op on one thread; a device event's own); NAN
                          * for other categories or when self_ok is 0 */
     double step_us;     /* the median over the ProfilerStep#s of its time in
-                         * each step (self time where it has one, else
-                         * total; by the start of each call): one step
-                         * preempted or stalled does not move it. NAN when
-                         * the trace has no steps */
+                         * each step (its self time, by the start of each
+                         * call): one step preempted or stalled does not
+                         * move it. NAN when the trace has no steps or the
+                         * op no self time */
     double flops;       /* sum of args.flops (0 when none) */
     long long first;
     double *per_step;   /* its time in each step (internal) */    /* order of its first event in the trace */
