@@ -580,6 +580,28 @@ done:
     return rc;
 }
 
+/* What makes the slowest rank slow: its ops against the fastest rank's,
+ * the most regressed first (the compare's rows). */
+static void explain_slow(const ranks *R, size_t slow)
+{
+    size_t fast = 0;
+    for (size_t i = 1; i < R->n; i++)
+        if (R->r[i].span_us < R->r[fast].span_us)
+            fast = i;
+    np_prof_compare c;
+    if (fast == slow || np_prof_compare_ranks(&c, &R->r[fast], &R->r[slow], NULL))
+        return;
+    np_cli_printf("  against the fastest rank %lld (span %.3f ms), most regressed:\n", rank_id(R, fast),
+                  R->r[fast].span_us / 1e3);
+    for (size_t i = 0; i < c.n_pairs && i < 3 && c.pairs[i].delta_us > 0; i++) {
+        const np_prof_pair *p = &c.pairs[i];
+        const np_prof_op *o = p->b ? p->b : p->a;
+        np_cli_printf("    %+12.3f us/step  %s [%s]%s\n", p->delta_us, o->name, o->cat,
+                      p->a ? "" : " (slowest rank only)");
+    }
+    np_prof_compare_free(&c);
+}
+
 int np_cmd_profile(int argc, char **argv)
 {
     pf_args a = {.top = 10};
@@ -656,6 +678,7 @@ int np_cmd_profile(int argc, char **argv)
             if (R.r[i].span_us > R.r[slow].span_us)
                 slow = i;
         np_cli_printf("slowest rank: %lld (span %.3f ms)\n", rank_id(&R, slow), R.r[slow].span_us / 1e3);
+        explain_slow(&R, slow);
     }
     if (a.out) {
         if ((formats & 1) && (write_report(a.out, "profile_summary.csv", w_summary_csv, &R) ||

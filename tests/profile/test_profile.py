@@ -164,6 +164,14 @@ def main():
     line = [ln for ln in so.splitlines() if "gelu" in ln.lower()]
     check(bool(line) and "A us/step" in so, "compare prints the table")
 
+    # two traces as two ranks: the slow one is named, and the op that makes it slow
+    rc, so, se = run(["profile", a, b], tmp)
+    tail = so[so.find("slowest rank"):]
+    check(rc == 0 and tail.startswith("slowest rank: 1") and "most regressed" in tail,
+          "slowest rank named: %d %s" % (rc, tail[:300]))
+    check("gelu" in tail.split("most regressed:")[-1].splitlines()[1].lower(),
+          "what makes it slow: a GELU op first: %s" % tail[:400])
+
     # --- FLOP/s and MFU on a small device trace with args.flops ---
     dev = os.path.join(tmp, "dev.json")
     kern = [(0.0, 40.0, 2.5e9), (50.0, 30.0, 1.5e9), (100.0, 20.0, None)]
