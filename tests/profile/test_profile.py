@@ -16,6 +16,7 @@ import glob
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -93,6 +94,13 @@ def expected(events):
 
 def main():
     tmp = tempfile.mkdtemp(prefix="np_profile_")
+    try:
+        return checks(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def checks(tmp):
     gen = subprocess.run([sys.executable, os.path.join(HERE, "gen_traces.py"), tmp, "5"],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     if gen.returncode:
