@@ -18,6 +18,7 @@ import cProfile
 import json
 import os
 import pstats
+import shutil
 import sys
 import tempfile
 import time
@@ -102,6 +103,7 @@ def main():
             pr.disable()
     if d:
         d.close()
+    shutil.rmtree(out, ignore_errors=True)
     print(f"{a.task}: process cpu ms per step {', '.join(f'{c:.1f}' for c in cpu)}")
     for k, v in sorted(acc.items(), key=lambda kv: -kv[1]):
         print(f"  {k:24s} {v / 1e6 / a.steps:8.1f} ms/step (thread cpu, inclusive)")
