@@ -640,6 +640,36 @@ static void verdict_weights(np_cmp_pair *p, np_cmp_row *r, const np_strmap *wmap
             1, r->severity, 0);
 }
 
+/* A step the loss scaler skipped (docs/COMPARE.md, "A step the loss scaler
+ * skipped"): a gradient row that is non-finite on one side only, where that
+ * side's step carries a loss scale above 1 (root attribute loss_scale),
+ * overflowed its dtype under the scale. A dynamic loss scaler
+ * (torch.amp.GradScaler, the runtime's fp16 scaler) finds the inf/NaN,
+ * skips the optimizer step and lowers the scale: what the run was built to
+ * do, not a defect of the call. The row is a warning of severity 0 (it
+ * makes no culprit); returns 1 for such a row, which the pair's note
+ * counts. */
+static int verdict_overflow(const np_cmp_pair *p, np_cmp_row *r)
+{
+    const np_cmp_side *b = r->bench, *c = r->cmp;
+    if (r->verdict != NP_VERDICT_ERROR || !b || !c || !cmp_side_is_grad(b) || !cmp_side_is_grad(c))
+        return 0;
+    int bad_b = b->nan_count + b->inf_count > 0 || !isfinite(b->max) || !isfinite(b->min);
+    int bad_c = c->nan_count + c->inf_count > 0 || !isfinite(c->max) || !isfinite(c->min);
+    if (bad_b == bad_c)
+        return 0;
+    double s = bad_c ? p->cmp_loss_scale : p->bench_loss_scale;
+    if (!(s > 1))
+        return 0;
+    set_fmt(r, NP_VERDICT_WARNING, 0,
+            bad_c ? "non-finite on the cmp side only, under its loss scale %.17g: the gradient "
+                    "overflowed, and the loss scaler skips this step (not judged)"
+                  : "non-finite on the bench side only, under its loss scale %.17g: the gradient "
+                    "overflowed, and the loss scaler skips this step (not judged)",
+            1, s, 0);
+    return bad_c ? 1 : 2;
+}
+
 void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n_pairs)
 {
     memset(p->count_verdict, 0, sizeof p->count_verdict);
@@ -756,6 +786,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
      * routed gradients, whose level follows the forward's measured error
      * (docs/COMPARE.md, "Gradients behind a non-smooth op") */
     double fwd_err = 0;
+    long long n_overflow[2] = {0, 0}; /* rows of a skipped step: cmp's, bench's */
     for (int pass = 0; pass < 2; pass++) {
         double ur = u;
         if (pass == 1 && r0 >= 0 && fwd_err / 2 > u) {
@@ -788,6 +819,9 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
                         inherited_from, facts);
             if (weights_rule && r->bench && r->cmp)
                 verdict_weights(p, r, &wmap, n_params ? NULL : &omap);
+            int ov = verdict_overflow(p, r);
+            if (ov)
+                n_overflow[ov - 1]++;
             if (!r->reason)
                 r->reason = "";
             /* the forward's measured error: outputs of forward calls */
@@ -841,6 +875,16 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
     }
     np_strmap_free(&gmap);
     free(gin);
+    for (int k = 0; k < 2; k++)
+        if (n_overflow[k])
+            cmp_note(p, "Step skipped by the %s's loss scaler: %lld gradient row(s) are non-finite "
+                     "on the %s side only, under its loss scale %.17g (root attribute "
+                     "loss_scale): an overflow, after which a dynamic loss scaler skips the "
+                     "optimizer step and lowers the scale; those rows are warnings, not judged. "
+                     "From the next step on the runs hold different weights (one took this "
+                     "step's update, the other did not).",
+                     k ? "bench" : "cmp", n_overflow[k], k ? "bench" : "cmp",
+                     k ? p->bench_loss_scale : p->cmp_loss_scale);
     for (size_t i = 0; i < p->n_rows; i++) {
         p->count_verdict[p->rows[i].verdict]++;
         p->count_match[p->rows[i].match]++;
@@ -1000,7 +1044,9 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
             c->reason = pb
                             ? "its parameters already differ from the bench, and no earlier dumped "
                               "call fails: the weights parted before this step (compare an "
-                              "earlier step, or start both runs from the same checkpoint)"
+                              "earlier step, or start both runs from the same checkpoint; a "
+                              "step one run's loss scaler skipped parts them too: see that "
+                              "step's note)"
                             : "its inputs already fail, but no earlier dumped call fails: the "
                               "error starts before it, in an op that is not dumped (the config's "
                               "list or scope left it out) or in the input data";
