@@ -496,6 +496,43 @@ static int row_left_out(const np_cmp_pair *p, const np_cmp_row *r, size_t i)
            strcmp(r->cmp->role, "kwargs") != 0 && r->bench->has_data != r->cmp->has_data;
 }
 
+/* A step the loss scaler skipped (docs/COMPARE.md, "A step the loss scaler
+ * skipped"): a gradient row that is non-finite on one side only, where that
+ * side's step carries a loss scale above 1 (root attribute loss_scale),
+ * overflowed its dtype under the scale. A dynamic loss scaler
+ * (torch.amp.GradScaler, the runtime's fp16 scaler) finds the inf/NaN,
+ * skips the optimizer step and lowers the scale: what the run was built to
+ * do, not a defect of the call. The row is a warning of severity 0 (it
+ * makes no culprit), and the pair's notes say it once. */
+static void verdict_overflow(np_cmp_pair *p, np_cmp_row *r)
+{
+    const np_cmp_side *b = r->bench, *c = r->cmp;
+    if (r->verdict != NP_VERDICT_ERROR || !cmp_side_is_grad(b) || !cmp_side_is_grad(c))
+        return;
+    int bad_b = b->nan_count + b->inf_count > 0 || !isfinite(b->max) || !isfinite(b->min);
+    int bad_c = c->nan_count + c->inf_count > 0 || !isfinite(c->max) || !isfinite(c->min);
+    double s = bad_c ? p->cmp_loss_scale : p->bench_loss_scale;
+    if (bad_b == bad_c || !(s > 1))
+        return;
+    const char *side = bad_c ? "cmp" : "bench";
+    set_fmt(r, NP_VERDICT_WARNING, 0,
+            bad_c ? "non-finite on the cmp side only, under its loss scale %.17g: the gradient "
+                    "overflowed, and the loss scaler skips this step (not judged)"
+                  : "non-finite on the bench side only, under its loss scale %.17g: the gradient "
+                    "overflowed, and the loss scaler skips this step (not judged)",
+            1, s, 0);
+    char note[400];
+    int n = snprintf(note, sizeof note, "Step skipped by the %s's loss scaler: gradients "
+                     "non-finite on the %s side only, under its loss scale %.17g (an overflow; "
+                     "the scaler skips the optimizer step): those rows are warnings, not "
+                     "judged, and the next steps run on weights that differ by this update.",
+                     side, side, s);
+    size_t len = strlen(p->notes);
+    if (strstr(p->notes, note) || n <= 0 || len + (size_t)n + 2 > sizeof p->notes)
+        return;
+    snprintf(p->notes + len, sizeof p->notes - len, "%s%s", len ? " " : "", note);
+}
+
 static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, double scale,
                         tol_memo *memo,
                         double routed_u, const char *routed_from, const char *inherited,
@@ -582,6 +619,7 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
         set(r, NP_VERDICT_PASS, 0, /* judged above for its metrics, then not */
             "not judged: uninitialized memory (torch.empty's output, or an in-place write's "
             "destination before the write)");
+    verdict_overflow(p, r);
 }
 
 /* Weights that parted in an earlier step (docs/COMPARE.md): after the
@@ -999,8 +1037,8 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
             c->status = NP_CALL_CULPRIT;
             c->reason = pb
                             ? "its parameters already differ from the bench, and no earlier dumped "
-                              "call fails: the weights parted before this step (compare an "
-                              "earlier step, or start both runs from the same checkpoint)"
+                              "call fails: the weights parted before this step (compare an earlier "
+                              "step or its skipped-step note, or start both from one checkpoint)"
                             : "its inputs already fail, but no earlier dumped call fails: the "
                               "error starts before it, in an op that is not dumped (the config's "
                               "list or scope left it out) or in the input data";

@@ -38,6 +38,19 @@ double np_replay_unit(const char *dtype)
     return 0x1p-24;
 }
 
+/* The largest finite value of a dtype: an exact value beyond it rounds to
+ * +-inf in that dtype (IEEE overflow, under a loss scale in fp16). */
+static double dtype_max(const char *dtype)
+{
+    if (dtype && strcmp(dtype, "float16") == 0)
+        return 65504.0;
+    if (dtype && strcmp(dtype, "bfloat16") == 0)
+        return 0x1.fep127;
+    if (dtype && strcmp(dtype, "float64") == 0)
+        return INFINITY;
+    return 0x1.fffffep127;
+}
+
 /* Half the smallest subnormal: below it, a difference is no rounding error. */
 static double unit_floor(const char *dtype)
 {
@@ -289,11 +302,14 @@ static void measure(np_replay_leaf *lf, const double *d, const double *r, const 
                     int64_t n, const char *dtype)
 {
     double u = np_replay_unit(dtype), eta = unit_floor(dtype), worst = 0.0, se = 0.0, sr = 0.0;
+    double big = dtype_max(dtype);
     lf->worst = -1;
     lf->max_abs = 0.0;
     for (int64_t i = 0; i < n; i++) {
         double e;
-        if (!isfinite(r[i]) || !isfinite(d[i]))
+        if (isinf(d[i]) && isfinite(r[i]) && fabs(r[i]) >= big && (d[i] > 0) == (r[i] > 0))
+            e = 0.0; /* the exact value overflows the dtype: +-inf is its rounding */
+        else if (!isfinite(r[i]) || !isfinite(d[i]))
             e = (isnan(r[i]) && isnan(d[i])) || r[i] == d[i] ? 0.0 : INFINITY;
         else {
             double a = fabs(d[i] - r[i]);

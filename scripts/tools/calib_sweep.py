@@ -6,7 +6,8 @@ weights, offline) must compare clean: no culprit, no error row.
     .venv/bin/python scripts/tools/calib_sweep.py [--nprobe build/release/nprobe]
         [--archs llama,gpt2,...] [--seeds 1,2,3,4] [--pairs bf16,fp16]
         [--weights init,trained] [--tasks statistics,tensor] [--levels L1,mix]
-        [--no-identical] [--work DIR] [--keep]
+        [--no-identical] [--work DIR] [--keep] [--json FILE]
+    .venv/bin/python scripts/tools/calib_sweep.py --summarize J1.json,J2.json
 
 Per architecture, seed and weights (initial, or 10 fp32 AdamW steps both
 runs load), it dumps an fp32 run and the bf16 (CPU autocast) and fp16 (CPU
@@ -53,7 +54,47 @@ def parse():
     ap.add_argument("--work", default=None)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--json", default=None, help="write every compare's result here")
+    ap.add_argument("--summarize", default=None, metavar="J1,J2,...",
+                    help="print the condensed table (architecture x seed, weights, level) of "
+                         "sweeps' --json files and exit; no dump is made")
     return ap.parse_args()
+
+
+def summarize(paths):
+    """One row per architecture and pair (bf16, fp16, same, rerun), one
+    column per seed, weights and level: clean compares / compares, and the
+    error rows and culprits of those that were not clean."""
+    rs = []
+    for p in paths:
+        rs += json.load(open(p))
+    cols = sorted({(r["seed"], r["weights"], r["level"]) for r in rs})
+    rows = collections.OrderedDict()
+    for r in rs:
+        rows.setdefault((r["arch"], r["pair"].split(":")[0]), {}).setdefault(
+            (r["seed"], r["weights"], r["level"]), []).append(r)
+    print("| arch | pair | " + " | ".join("s%d %s %s" % c for c in cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
+    for (arch, pair), by in rows.items():
+        cells = []
+        for c in cols:
+            g = by.get(c, [])
+            if not g:
+                cells.append("-")
+                continue
+            clean = sum(1 for r in g if r["exit"] == 0 and not r["errors"] and not r["culprits"])
+            cell = "%d/%d" % (clean, len(g))
+            if clean < len(g):
+                cell += " (%d err, %d cul)" % (sum(r["errors"] for r in g),
+                                              sum(bool(r["culprits"]) for r in g))
+            cells.append(cell)
+        print("| %s | %s | %s |" % (arch, pair, " | ".join(cells)))
+    bad = [r for r in rs if r["exit"] != 0 or r["errors"] or r["culprits"]]
+    print("\n%d of %d compares clean" % (len(rs) - len(bad), len(rs)))
+    for r in bad:
+        print("- %s s%d %s %s %s %s: %d error rows, %s" % (r["arch"], r["seed"], r["weights"], r["task"],
+                                                       r["level"], r["pair"], r["errors"],
+                                                       r["first"] or "no culprit"))
+    return 0
 
 
 def call_type(leaf):
@@ -139,6 +180,8 @@ def three_way(nprobe, bench, cmp):
 
 def main():
     a = parse()
+    if a.summarize:
+        return summarize(a.summarize.split(","))
     sys.path.insert(0, os.path.join(SRC, "tests/python"))
     sys.path.insert(0, os.path.join(SRC, "python"))
     os.environ.setdefault("NPROBE_LIB", os.path.join(os.path.dirname(os.path.abspath(a.nprobe)),

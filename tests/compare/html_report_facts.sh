@@ -15,7 +15,11 @@
 #    culprit block and the json give the same two numbers, and each equals
 #    `nprobe replay` of that side's dump alone (the independent answer);
 #    the worst output line says its verdict (the stdout summary and the
-#    card's "verdict reason" are not empty: the row passes, and says so).
+#    card's "verdict reason" are not empty: the row passes, and says so);
+# 4. a culprit named by its isolated error alone against a reference that has
+#    no recomputable data (dumped with data_mode ["output"]): the reason says
+#    it rests on the budget alone, the reference's isolated error is N/A in
+#    json, xlsx and the HTML card, the cmp's equals its own `nprobe replay`.
 set -u
 nprobe=${NPROBE_BIN:?NPROBE_BIN not set}
 py=${NP_PYTHON:-/usr/bin/python3}
@@ -140,6 +144,60 @@ if call:
         bad.append("the HTML card's verdict reason is empty")
 for b in bad:
     print("FAIL: " + b)
+sys.exit(1 if bad else 0)
+PY
+
+# 4. a culprit named by the isolated error alone, the reference without
+# recomputable data: the same fault against a reference dumped with
+# data_mode ["output"] (no call inputs: nothing of it can be replayed). The
+# culprit rests on its own replay (its reason says "judged on its budget
+# alone"), exit 1; its isolated error equals `nprobe replay` of the cmp alone;
+# the reference's is N/A in the json (null), the xlsx summary (N/A) and the
+# HTML card ("reference: not recomputed")
+printf '{"task": "tensor", "dump_path": "%s", "level": "L1", "step": [0, 1], "tensor": {"data_mode": ["output"]}}\n' \
+  "$tmp/refo" > refo.json
+"$nprobe" train --steps 2 --threads 1 "${gelu[@]}" --device cpu --precision fp32 --dump-config refo.json \
+  > refo.log 2>&1 || { echo "FAIL: train refo"; cat refo.log; fail=1; }
+"$nprobe" compare -b refo -c npu3 -o alone --format html,json,xlsx -q; rc=$?
+[ $rc = 1 ] || { echo "FAIL: output-only reference pair: exit $rc, expected 1"; fail=1; }
+"$py" - alone rnpu "$(page alone)" <<'PY' || fail=1
+import glob, html as H, json, math, re, sys
+import openpyxl
+out, rnpu, page = sys.argv[1:4]
+bad = []
+j = json.load(open(sorted(glob.glob(out + "/*step0*.json"))[0]))
+fc = j["first_culprit"] or {}
+call = fc.get("call") or ""
+if not call.startswith("Functional.gelu."):
+    bad.append("first culprit %r, expected Functional.gelu.*" % call)
+if "judged on its budget alone" not in (fc.get("reason") or "") or \
+        "the reference has no recomputable data" not in (fc.get("reason") or ""):
+    bad.append("the reason does not say the verdict rests on the budget alone: %r" % fc.get("reason"))
+if fc.get("ref_isolated_error_u") is not None or fc.get("ref_isolated_ratio") is not None:
+    bad.append("json gives the reference an isolated error: %r" % fc)
+r = json.load(open(glob.glob(rnpu + "/*.json")[0]))
+h = r["headers"]
+want = max((x[h.index("Isolated Error (u)")] for x in r["rows"] if x[h.index("Call")] == call and
+            isinstance(x[h.index("Isolated Error (u)")], (int, float))), default=float("nan"))
+got = fc.get("isolated_error_u")
+if not (isinstance(got, (int, float)) and math.isclose(got, want, rel_tol=1e-9)):
+    bad.append("isolated error %r, `nprobe replay` of the cmp alone %r" % (got, want))
+ws = openpyxl.load_workbook(sorted(glob.glob(out + "/*step0*.xlsx"))[0])["summary"]
+kv = {x[0].value: x[1].value for x in ws.iter_rows() if x[0].value and len(x) > 1}
+if not (isinstance(kv.get("isolated error (u)"), (int, float)) and
+        math.isclose(kv["isolated error (u)"], want, rel_tol=1e-9)):
+    bad.append("xlsx isolated error (u) %r, replay %r" % (kv.get("isolated error (u)"), want))
+if kv.get("reference isolated error (u)") != "N/A":
+    bad.append("xlsx reference isolated error (u) %r, expected N/A" % kv.get("reference isolated error (u)"))
+page_text = H.unescape(open(page, encoding="utf-8").read())
+if not re.search(r"<th>isolated error<td>under test [^ ]+ u \([^ ]+ x its budget\); reference: not recomputed",
+                 page_text):
+    bad.append("the HTML card does not say the reference was not recomputed")
+if "judged on its budget alone" not in page_text:
+    bad.append("the HTML page does not give the culprit's reason")
+for b in bad:
+    print("FAIL: " + b)
+print("alone: %s, isolated %r u, reference N/A" % (call, got))
 sys.exit(1 if bad else 0)
 PY
 [ $fail -eq 0 ] && echo "html_report_facts: all passed" || echo "html_report_facts: FAILED"

@@ -143,6 +143,71 @@ def test_grad_scaler(tmp):
         check(r is not None and r["dtype"] == b"float16", "the autocast output is fp16")
 
 
+def test_grad_scaler_skip(tmp):
+    """GradScaler at its default init scale 65536: the fp16 run's weight
+    gradient overflows at step 0, the scaler skips that step (scale halved),
+    step 1 runs. Against an fp32 run of the same model and batch, compare
+    names no culprit in step 0 and says the step was skipped (the dump's
+    loss_scale); in step 1 the weights differ by the skipped update, and the
+    culprit says the weights parted."""
+    import subprocess
+
+    def run(prec):
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+        x, y = torch.randn(8, 16), torch.randn(8, 4)
+        opt = torch.optim.SGD(m.parameters(), lr=0.05)
+        sc = torch.amp.GradScaler("cpu") if prec == "fp16" else None
+        d = PrecisionDebugger(cfg(f"{tmp}/s{prec}.json", task="tensor", dump_path=f"{tmp}/s{prec}",
+                                  level="mix", step=[0, 1]))
+        scales, finite = [], []
+        for _ in range(2):
+            opt.zero_grad()
+            d.start(m)
+            with torch.autocast("cpu", dtype=torch.float16, enabled=sc is not None):
+                loss = F.mse_loss(m(x).float(), y) * 4
+            (sc.scale(loss) if sc else loss).backward()
+            d.stop()
+            finite.append(all(bool(p.grad.isfinite().all()) for p in m.parameters()))
+            if sc:
+                scales.append(sc.get_scale())
+                sc.step(opt)
+                sc.update()
+            else:
+                opt.step()
+            d.step()
+        d.close()
+        return scales, finite, sc.get_scale() if sc else None
+
+    run("fp32")
+    scales, finite, last = run("fp16")
+    # the scaler's own account: step 0 overflowed and was skipped, step 1 ran
+    check(scales == [65536.0, 32768.0] and last == 32768.0 and finite == [False, True],
+          f"GradScaler skipped step 0 only: scales {scales} -> {last}, finite grads {finite}")
+    for s in range(2):
+        _, _, attrs, _ = load(f"{tmp}/sfp16/step{s}/rank0/dump.h5")
+        check(attrs["loss_scale"] == scales[s], f"step {s}: loss_scale {attrs['loss_scale']}")
+    for s, want in ((0, 0), (1, 1)):
+        out = f"{tmp}/srep{s}"
+        p = subprocess.run([os.environ["NPROBE_BIN"], "compare", "-b", f"{tmp}/sfp32", "-c",
+                            f"{tmp}/sfp16", "--step", str(s), "-o", out, "--format", "json"],
+                           capture_output=True, text=True)
+        check(p.returncode == want, f"step {s}: compare exit {p.returncode}, want {want}\n"
+              + p.stdout + p.stderr)
+        j = json.load(open([f"{out}/{f}" for f in os.listdir(out) if f.endswith(".json")][0]))
+        if s == 0:
+            rows = [r for r in j["rows"] if "loss scaler skips" in (r[j["headers"].index("Reason")] or "")]
+            check(not j.get("first_culprit") and j["summary"].get("error", 0) == 0 and rows and
+                  "Step skipped by the cmp's loss scaler" in j["inputs"]["notes"] and
+                  j["inputs"]["cmp_run"]["loss_scale"] == 65536,
+                  f"step 0: the skipped step said as such, no culprit: {j.get('first_culprit')}, "
+                  f"{j['summary']}, {len(rows)} overflow rows, notes {j['inputs']['notes'][:300]}")
+        else:
+            c = j.get("first_culprit") or {}
+            check("weights parted" in (c.get("reason") or ""),
+                  f"step 1: the culprit says the weights parted: {c}")
+
+
 # ---- activation checkpointing -------------------------------------------------
 
 class Inner(nn.Module):
@@ -335,7 +400,7 @@ def test_added_apis(tmp):
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        for t in (test_sdpa, test_grad_scaler, test_checkpoint, test_strided, test_added_apis):
+        for t in (test_sdpa, test_grad_scaler, test_grad_scaler_skip, test_checkpoint, test_strided, test_added_apis):
             print("--", t.__name__)
             t(tmp)
     return finish()
