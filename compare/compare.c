@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "stages.h"
 
 /* ---- names of enums ------------------------------------------------------- */
 
@@ -543,14 +543,45 @@ typedef struct pair_files {
     unsigned flags;             /* NP_DUMPIO_CHECKED when their walks passed */
 } pair_files;
 
-/* Open both sides (the cmp side sharing the bench side's strings); on
- * success *bench_names maps the bench leaf names to their rows. */
-/* single_ref: the leaves a data-parallel rank shares with the single run:
- * the reduced gradients at every step, the parameters at step 0 (the same
- * initialisation). Later parameters carry the optimizer's history: AdamW
- * turns the rounding of a gradient that is zero in exact arithmetic (the
- * attention's key bias: softmax ignores it) into steps of +-lr, so two
- * equivalent runs part there (docs/COMPARE.md "Distributed"). */
+/* ---- the stages of one pair (stages.h) -------------------------------- */
+
+/* No assembler yet (issue 25's compare/assemble.c sets this). */
+const cmp_assemble_fn cmp_assembler = NULL;
+
+static np_status names_oom(const cmp_run *r, np_error *err)
+{
+    return np_error_set(err, NP_ERR_NOMEM, r->bench_ref->path, NULL,
+                        "out of memory for %zu names", r->bd.n_entries);
+}
+
+/* read: both sides (the cmp side sharing the bench side's strings); the
+ * pair owns their entries and calls from here on. */
+static np_status stage_read(cmp_run *r, np_error *err)
+{
+    cmp_pair_priv *pv = r->pv;
+    /* statistics that keep +-inf on one side only: compare the like with the like */
+    int b_inf = r->bench_ref->source && r->bench_ref->source->stats_keep_inf;
+    int c_inf = r->cmp_ref->source && r->cmp_ref->source->stats_keep_inf;
+    np_status st = cmp_dump_open(&r->bd, r->bench_ref, r->flags, c_inf, NULL, NULL, &pv->arena, err);
+    if (st != NP_OK)
+        return st;
+    pv->bench_entries = r->bd.entries;
+    pv->bench_calls = r->bd.calls;
+    if (cmp_names_map(&r->bench_names, &r->bd) != 0)
+        return names_oom(r, err);
+    st = cmp_dump_open(&r->cd, r->cmp_ref, r->flags, b_inf, &r->bd, &r->bench_names, &pv->arena,
+                       err);
+    pv->cmp_entries = r->cd.entries;
+    pv->cmp_calls = r->cd.calls;
+    return st;
+}
+
+/* select (--single-ref): the leaves a data-parallel rank shares with the
+ * single run: the reduced gradients at every step, the parameters at step
+ * 0 (the same initialisation). Later parameters carry the optimizer's
+ * history: AdamW turns the rounding of a gradient that is zero in exact
+ * arithmetic (the attention's key bias: softmax ignores it) into steps of
+ * +-lr, so two equivalent runs part there (docs/COMPARE.md "Distributed"). */
 static void keep_dp_shared(cmp_dump *d)
 {
     size_t k = 0;
@@ -561,173 +592,237 @@ static void keep_dp_shared(cmp_dump *d)
     d->n_entries = k;
 }
 
-static np_status open_sides(cmp_dump *bd, cmp_dump *cd, np_strmap *bench_names, np_cmp_pair *p,
-                            const pair_files *pf, int single_ref, np_error *err)
+static int when_single_ref(const cmp_run *r) { return r->o->single_ref; }
+
+static np_status stage_select_dp(cmp_run *r, np_error *err)
 {
-    cmp_pair_priv *pv = p->priv;
-    memset(bench_names, 0, sizeof *bench_names);
-    /* statistics that keep +-inf on one side only: compare the like with the like */
-    int b_inf = pf->bench->source && pf->bench->source->stats_keep_inf;
-    int c_inf = pf->cmp->source && pf->cmp->source->stats_keep_inf;
-    np_status st = cmp_dump_open(bd, pf->bench, pf->flags, c_inf, NULL, NULL, &pv->arena, err);
+    keep_dp_shared(&r->bd);
+    keep_dp_shared(&r->cd);
+    np_strmap_free(&r->bench_names);
+    return cmp_names_map(&r->bench_names, &r->bd) != 0 ? names_oom(r, err) : NP_OK;
+}
+
+static int when_assembler(const cmp_run *r)
+{
+    (void)r;
+    return cmp_assembler != NULL;
+}
+
+/* assemble: shards into logical rows (stages.h). */
+static np_status stage_assemble(cmp_run *r, np_error *err)
+{
+    cmp_pair_priv *pv = r->pv;
+    np_status st = cmp_assembler(&r->bd, &pv->arena, err);
+    pv->bench_entries = r->bd.entries;
+    if (st == NP_OK)
+        st = cmp_assembler(&r->cd, &pv->arena, err);
+    pv->cmp_entries = r->cd.entries;
     if (st != NP_OK)
         return st;
-    if (single_ref)
-        keep_dp_shared(bd);
-    if (cmp_names_map(bench_names, bd) != 0)
-        st = np_error_set(err, NP_ERR_NOMEM, pf->bench->path, NULL,
-                          "out of memory for %zu names", bd->n_entries);
-    if (st == NP_OK)
-        st = cmp_dump_open(cd, pf->cmp, pf->flags, b_inf, bd, bench_names, &pv->arena, err);
-    if (st == NP_OK && single_ref)
-        keep_dp_shared(cd);
-    if (st != NP_OK) {
-        np_strmap_free(bench_names);
-        free(bd->entries);
-        free(bd->calls);
-        cmp_dump_close(bd);
-    }
-    return st;
+    np_strmap_free(&r->bench_names);
+    return cmp_names_map(&r->bench_names, &r->bd) != 0 ? names_oom(r, err) : NP_OK;
 }
 
 static void file_defects(np_cmp_pair *p, const char *side, const cmp_dump *d,
                          const np_dumpio_ref *ref);
 
+/* describe: the pair's header (step, rank, tasks, precisions, mode) and
+ * the notes on the files themselves; gradients divided by their loss scale. */
+static np_status stage_describe(cmp_run *r, np_error *err)
+{
+    (void)err;
+    np_cmp_pair *p = r->p;
+    cmp_dump *bd = &r->bd, *cd = &r->cd;
+    file_defects(p, "bench", bd, r->bench_ref);
+    file_defects(p, "cmp", cd, r->cmp_ref);
+    p->step = (int)(cd->step >= 0 ? cd->step : bd->step);
+    p->rank = (int)(cd->rank >= 0 ? cd->rank : bd->rank);
+    snprintf(p->bench_task, sizeof p->bench_task, "%s", bd->task);
+    snprintf(p->cmp_task, sizeof p->cmp_task, "%s", cd->task);
+    snprintf(p->bench_precision, sizeof p->bench_precision, "%s", bd->precision);
+    snprintf(p->cmp_precision, sizeof p->cmp_precision, "%s", cd->precision);
+    p->bench_loss_scale = bd->loss_scale;
+    p->cmp_loss_scale = cd->loss_scale;
+    unscale_grads(bd);
+    unscale_grads(cd);
+    if (bd->loss_scale != 1 || cd->loss_scale != 1)
+        note(p, "Gradient rows compared divided by the loss scale of their step (bench %.17g, "
+                "cmp %.17g: root attribute loss_scale); their statistics are shown divided too.",
+             bd->loss_scale, cd->loss_scale);
+    snprintf(p->bench_device, sizeof p->bench_device, "%s", bd->device);
+    snprintf(p->cmp_device, sizeof p->cmp_device, "%s", cd->device);
+    if (!strcmp(bd->task, "tensor") && !strcmp(cd->task, "tensor"))
+        p->mode = NP_CMP_MODE_TENSOR;
+    else if (!strcmp(bd->task, "md5") && !strcmp(cd->task, "md5"))
+        p->mode = NP_CMP_MODE_MD5;
+    else
+        p->mode = NP_CMP_MODE_STATISTICS;
+    if (strcmp(bd->task, cd->task) != 0)
+        note(p, "Task mismatch: bench task '%s', cmp task '%s': compared on statistics.", bd->task,
+             cd->task);
+    p->bench_incomplete = !bd->complete;
+    p->cmp_incomplete = !cd->complete;
+    static const char *const side[2] = {"bench", "cmp"};
+    const cmp_dump *d[2] = {bd, cd};
+    for (int k = 0; k < 2; k++)
+        if (!d[k]->complete)
+            note(p, "The %s dump %s is incomplete (complete = 0: the step was not closed cleanly); "
+                    "compared what it holds.", side[k], d[k]->path);
+    if (bd->step >= 0 && cd->step >= 0 && bd->step != cd->step)
+        note(p, "Steps differ between the two files (bench step %lld, cmp step %lld).",
+             (long long)bd->step, (long long)cd->step);
+    for (int k = 0; k < 2; k++)
+        if (d[k]->n_entries && !d[k]->n_calls)
+            note(p, "The %s dump %s has no /calls table: calls are taken from the leaf names; "
+                    "module paths, callsites and the order of modules are unknown.", side[k],
+                 d[k]->path);
+    if (r->o->single_ref)
+        note(p, "Against a single-process run (--single-ref): this rank's reduced gradients (and "
+                "at step 0 its parameters) only; activations come from the rank's shard of the "
+                "batch.");
+    else if (bd->rank >= 0 && cd->rank >= 0 && bd->rank != cd->rank)
+        note(p, "Ranks differ between the two files (bench rank %lld, cmp rank %lld).",
+             (long long)bd->rank, (long long)cd->rank);
+    return NP_OK;
+}
+
+/* pair: match the two sides' entries into rows; in tensor mode each row
+ * gets its metrics record (a statistics row stays small). */
+static np_status stage_pair(cmp_run *r, np_error *err)
+{
+    np_cmp_pair *p = r->p;
+    cmp_pair_priv *pv = r->pv;
+    np_status st = cmp_match(p, &r->bd, &r->cd, &r->bench_names, r->o->fuzzy, r->map, &pv->arena,
+                             err);
+    np_strmap_free(&r->bench_names);
+    if (st != NP_OK || p->mode != NP_CMP_MODE_TENSOR)
+        return st;
+    pv->metrics = malloc((p->n_rows + 1) * sizeof *pv->metrics);
+    pv->payload = calloc(p->n_rows + 1, 1);
+    if (!pv->metrics || !pv->payload)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory for %zu rows", p->n_rows);
+    for (size_t i = 0; i < p->n_rows; i++) {
+        p->rows[i].m = &pv->metrics[i];
+        metrics_nan(p->rows[i].m);
+        p->rows[i].m->n = p->rows[i].m->n_masked = p->rows[i].m->n_mask_mismatch = 0;
+    }
+    return NP_OK;
+}
+
+/* calls: the pair's call list and its gaps; the /calls records are then
+ * no longer needed (their strings stay in the arena). */
+static np_status stage_calls(cmp_run *r, np_error *err)
+{
+    np_status st = build_calls(r->p, &r->bd, &r->cd, err);
+    if (st == NP_OK)
+        st = find_gaps(r->p, &r->bd, &r->cd, err);
+    if (st != NP_OK)
+        return st;
+    free(r->pv->bench_calls);
+    free(r->pv->cmp_calls);
+    r->pv->bench_calls = r->pv->cmp_calls = NULL;
+    r->bd.calls = r->cd.calls = NULL;
+    r->bd.n_calls = r->cd.n_calls = 0;
+    return NP_OK;
+}
+
+static int when_tensor(const cmp_run *r) { return r->p->mode == NP_CMP_MODE_TENSOR; }
+
+/* metrics (tensor mode): every paired payload read and measured. */
+static np_status stage_metrics(cmp_run *r, np_error *err)
+{
+    (void)err;
+    np_cmp_pair *p = r->p;
+    np_status st = compare_payloads(p, &r->bd, &r->cd, r->pair_index, r->n_pairs, r->o);
+    size_t n_bad[3] = {0};
+    for (size_t i = 0; i < p->n_rows; i++)
+        n_bad[r->pv->payload[i]]++;
+    if (n_bad[CMP_PAYLOAD_CORRUPT])
+        note(p, "%zu payload(s) do not match their crc32 in /entries (file corrupt): those rows "
+                "are errors, left out of the root cause.", n_bad[CMP_PAYLOAD_CORRUPT]);
+    if (n_bad[CMP_PAYLOAD_UNREADABLE])
+        note(p, "%zu payload(s) could not be read (missing from /data or unreadable): those "
+                "rows are errors, left out of the root cause.", n_bad[CMP_PAYLOAD_UNREADABLE]);
+    return st;
+}
+
+static np_status stage_verdicts(cmp_run *r, np_error *err)
+{
+    (void)err;
+    cmp_verdicts(r->p, r->o, r->pair_index, r->n_pairs);
+    return NP_OK;
+}
+
+static np_status stage_root_cause(cmp_run *r, np_error *err) { return cmp_root_cause(r->p, err); }
+
+static np_status stage_replay(cmp_run *r, np_error *err)
+{
+    return cmp_isolated(r->p, r->o->no_replay, r->o->replay_all, err);
+}
+
+static np_status stage_gaps(cmp_run *r, np_error *err) { return cmp_gaps(r->p, err); }
+
+static np_status stage_subthreshold(cmp_run *r, np_error *err) { return cmp_subthreshold(r->p, err); }
+
+static np_status stage_paired_nothing(cmp_run *r, np_error *err)
+{
+    (void)err;
+    if (np_cmp_pair_paired_nothing(r->p))
+        note(r->p, "Nothing was paired: no leaf of the cmp dump (%zu) matched one of the bench "
+                   "(%zu), so nothing was compared, which is not a pass. If the names differ only "
+                   "in their call counters try --fuzzy; if modules or APIs were renamed give "
+                   "--mapping FILE.", r->cd.n_entries, r->bd.n_entries);
+    return NP_OK;
+}
+
+/* The chain, in order (docs/DEVELOPING.md, "compare as stages"). */
+static const cmp_stage chain[] = {
+    {"read", stage_read, NULL},
+    {"select", stage_select_dp, when_single_ref},
+    {"assemble", stage_assemble, when_assembler},
+    {"describe", stage_describe, NULL},
+    {"pair", stage_pair, NULL},
+    {"calls", stage_calls, NULL},
+    {"metrics", stage_metrics, when_tensor},
+    {"verdicts", stage_verdicts, NULL},
+    {"root cause", stage_root_cause, NULL},
+    {"replay", stage_replay, NULL},
+    {"gaps", stage_gaps, NULL},
+    {"sub-threshold", stage_subthreshold, NULL},
+    {"paired nothing", stage_paired_nothing, NULL},
+};
+
+np_status cmp_run_stages(cmp_run *r, np_error *err)
+{
+    np_status st = NP_OK;
+    for (size_t i = 0; st == NP_OK && i < sizeof chain / sizeof chain[0]; i++)
+        if (!chain[i].when || chain[i].when(r))
+            st = chain[i].run(r, err);
+    np_strmap_free(&r->bench_names);
+    cmp_dump_close(&r->bd);
+    cmp_dump_close(&r->cd);
+    if (st != NP_OK)
+        np_cmp_pair_free(r->p);
+    else
+        pair_digest(r->p);
+    return st;
+}
+
+/* One pair of files through the chain into *p. */
 static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cmp_options *o,
                                const cmp_mapping *map, int pair_index, int n_pairs, np_error *err)
 {
-    const char *bench_h5 = pf->bench->path, *cmp_h5 = pf->cmp->path;
     memset(p, 0, sizeof *p);
     p->step = p->rank = -1;
-    snprintf(p->bench_path, sizeof p->bench_path, "%s", bench_h5);
-    snprintf(p->cmp_path, sizeof p->cmp_path, "%s", cmp_h5);
+    snprintf(p->bench_path, sizeof p->bench_path, "%s", pf->bench->path);
+    snprintf(p->cmp_path, sizeof p->cmp_path, "%s", pf->cmp->path);
     cmp_pair_priv *pv = calloc(1, sizeof *pv);
     if (!pv)
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
     p->priv = pv;
-    cmp_dump bd, cd;
-    np_strmap bench_names;
-    np_status st = open_sides(&bd, &cd, &bench_names, p, pf, o->single_ref, err);
-    if (st != NP_OK) {
-        np_cmp_pair_free(p);
-        return st;
-    }
-    pv->bench_entries = bd.entries;
-    pv->cmp_entries = cd.entries;
-    pv->bench_calls = bd.calls;
-    pv->cmp_calls = cd.calls;
-    file_defects(p, "bench", &bd, pf->bench);
-    file_defects(p, "cmp", &cd, pf->cmp);
-    p->step = (int)(cd.step >= 0 ? cd.step : bd.step);
-    p->rank = (int)(cd.rank >= 0 ? cd.rank : bd.rank);
-    snprintf(p->bench_task, sizeof p->bench_task, "%s", bd.task);
-    snprintf(p->cmp_task, sizeof p->cmp_task, "%s", cd.task);
-    snprintf(p->bench_precision, sizeof p->bench_precision, "%s", bd.precision);
-    snprintf(p->cmp_precision, sizeof p->cmp_precision, "%s", cd.precision);
-    p->bench_loss_scale = bd.loss_scale;
-    p->cmp_loss_scale = cd.loss_scale;
-    unscale_grads(&bd);
-    unscale_grads(&cd);
-    if (bd.loss_scale != 1 || cd.loss_scale != 1)
-        note(p, "Gradient rows compared divided by the loss scale of their step (bench %.17g, "
-                "cmp %.17g: root attribute loss_scale); their statistics are shown divided too.",
-             bd.loss_scale, cd.loss_scale);
-    snprintf(p->bench_device, sizeof p->bench_device, "%s", bd.device);
-    snprintf(p->cmp_device, sizeof p->cmp_device, "%s", cd.device);
-    if (!strcmp(bd.task, "tensor") && !strcmp(cd.task, "tensor"))
-        p->mode = NP_CMP_MODE_TENSOR;
-    else if (!strcmp(bd.task, "md5") && !strcmp(cd.task, "md5"))
-        p->mode = NP_CMP_MODE_MD5;
-    else
-        p->mode = NP_CMP_MODE_STATISTICS;
-    if (strcmp(bd.task, cd.task) != 0)
-        note(p, "Task mismatch: bench task '%s', cmp task '%s': compared on statistics.", bd.task,
-             cd.task);
-    p->bench_incomplete = !bd.complete;
-    p->cmp_incomplete = !cd.complete;
-    if (!bd.complete)
-        note(p, "The bench dump %s is incomplete (complete = 0: the step was not closed cleanly); "
-                "compared what it holds.", bench_h5);
-    if (!cd.complete)
-        note(p, "The cmp dump %s is incomplete (complete = 0: the step was not closed cleanly); "
-                "compared what it holds.", cmp_h5);
-    if (bd.step >= 0 && cd.step >= 0 && bd.step != cd.step)
-        note(p, "Steps differ between the two files (bench step %lld, cmp step %lld).",
-             (long long)bd.step, (long long)cd.step);
-    if (bd.n_entries && !bd.n_calls)
-        note(p, "The bench dump %s has no /calls table: calls are taken from the leaf names; "
-                "module paths, callsites and the order of modules are unknown.", bench_h5);
-    if (cd.n_entries && !cd.n_calls)
-        note(p, "The cmp dump %s has no /calls table: calls are taken from the leaf names; "
-                "module paths, callsites and the order of modules are unknown.", cmp_h5);
-    if (o->single_ref)
-        note(p, "Against a single-process run (--single-ref): this rank's reduced gradients (and "
-                "at step 0 its parameters) only; activations come from the rank's shard of the "
-                "batch.");
-    else if (bd.rank >= 0 && cd.rank >= 0 && bd.rank != cd.rank)
-        note(p, "Ranks differ between the two files (bench rank %lld, cmp rank %lld).",
-             (long long)bd.rank, (long long)cd.rank);
-    st = cmp_match(p, &bd, &cd, &bench_names, o->fuzzy, map, &pv->arena, err);
-    np_strmap_free(&bench_names);
-    if (st == NP_OK && p->mode == NP_CMP_MODE_TENSOR) {
-        /* metrics only in tensor mode: a statistics row stays small */
-        pv->metrics = malloc((p->n_rows + 1) * sizeof *pv->metrics);
-        pv->payload = calloc(p->n_rows + 1, 1);
-        if (!pv->metrics || !pv->payload)
-            st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory for %zu rows", p->n_rows);
-        for (size_t i = 0; st == NP_OK && i < p->n_rows; i++) {
-            p->rows[i].m = &pv->metrics[i];
-            metrics_nan(p->rows[i].m);
-            p->rows[i].m->n = p->rows[i].m->n_masked = p->rows[i].m->n_mask_mismatch = 0;
-        }
-    }
-    if (st == NP_OK)
-        st = build_calls(p, &bd, &cd, err);
-    if (st == NP_OK)
-        st = find_gaps(p, &bd, &cd, err);
-    if (st == NP_OK) {
-        /* p->calls holds what is needed of the /calls records (their
-         * strings stay in the arena) */
-        free(pv->bench_calls);
-        free(pv->cmp_calls);
-        pv->bench_calls = pv->cmp_calls = NULL;
-        bd.calls = cd.calls = NULL;
-        bd.n_calls = cd.n_calls = 0;
-    }
-    if (st == NP_OK && p->mode == NP_CMP_MODE_TENSOR) {
-        st = compare_payloads(p, &bd, &cd, pair_index, n_pairs, o);
-        size_t n_bad[3] = {0};
-        for (size_t i = 0; i < p->n_rows; i++)
-            n_bad[pv->payload[i]]++;
-        if (n_bad[CMP_PAYLOAD_CORRUPT])
-            note(p, "%zu payload(s) do not match their crc32 in /entries (file corrupt): those rows "
-                    "are errors, left out of the root cause.", n_bad[CMP_PAYLOAD_CORRUPT]);
-        if (n_bad[CMP_PAYLOAD_UNREADABLE])
-            note(p, "%zu payload(s) could not be read (missing from /data or unreadable): those "
-                    "rows are errors, left out of the root cause.", n_bad[CMP_PAYLOAD_UNREADABLE]);
-    }
-    if (st == NP_OK) {
-        cmp_verdicts(p, o, pair_index, n_pairs);
-        st = cmp_root_cause(p, err);
-    }
-    if (st == NP_OK)
-        st = cmp_isolated(p, o->no_replay, o->replay_all, err);
-    if (st == NP_OK)
-        st = cmp_gaps(p, err);
-    if (st == NP_OK)
-        st = cmp_subthreshold(p, err);
-    if (st == NP_OK && np_cmp_pair_paired_nothing(p))
-        note(p, "Nothing was paired: no leaf of the cmp dump (%zu) matched one of the bench (%zu), "
-                "so nothing was compared, which is not a pass. If the names differ only in their "
-                "call counters try --fuzzy; if modules or APIs were renamed give --mapping FILE.",
-             cd.n_entries, bd.n_entries);
-    cmp_dump_close(&bd);
-    cmp_dump_close(&cd);
-    if (st != NP_OK)
-        np_cmp_pair_free(p);
-    else
-        pair_digest(p);
-    return st;
+    cmp_run r = {.p = p, .pv = pv, .bench_ref = pf->bench, .cmp_ref = pf->cmp, .flags = pf->flags,
+                 .o = o, .map = map, .pair_index = pair_index, .n_pairs = n_pairs};
+    return cmp_run_stages(&r, err);
 }
 
 /* What a side's file says against itself (noted, naming the file; each

@@ -34,7 +34,6 @@ MAX_LINES = 120
 # their rows).
 ALLOW = {
     "compare/verdict.c:cmp_root_cause": 328,
-    "compare/compare.c:compare_files": 136,
     "compare/report.c:np_cmp_write_json": 126,
     # grown in the same session by the merges of issue 31's calibration
     # (two-pass verdicts) and replay selection work, which ran beside this
