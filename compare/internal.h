@@ -114,6 +114,8 @@ np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side
 void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n_pairs);
 /* Per-call statuses and the culprit list (rows' verdicts filled). */
 np_status cmp_root_cause(np_cmp_pair *p, np_error *err);
+/* p->culprits: the calls whose status is culprit, in call order (verdict.c). */
+np_status cmp_culprit_list(np_cmp_pair *p, np_error *err);
 
 /* Tensor mode: recompute the cmp side's calls in float64 (nprobe replay) and
  * let each call's isolated error correct its status (compare/isolated.c). */

@@ -910,73 +910,78 @@ static int int_order(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
+/* The root-cause walk's facts about one call (one struct per call, filled
+ * by the passes below in order). */
+typedef struct rc_call {
+    int n_in;          /* input rows compared (a backward call: its forward's too) */
+    int n_left[2];     /* rows left out (payload unreadable or corrupt): inputs, outputs */
+    char kw_bad;       /* a scalar argument (kwargs row) fails */
+    char par_bad;      /* a parameter row fails */
+    char one_side;     /* a leaf of it is evidence on one side only */
+    char in_warn;      /* a row of its inputs is at least a warning (statistics mode) */
+    char out_warn;     /* a row of its outputs is at least a warning */
+    char has_cul;      /* the module pass: contains a culprit */
+    int depth;         /* the module pass: depth in the module tree */
+    int first_fail;    /* the module pass: first failing inner call, -1 none */
+    double s_before;   /* the module pass: the error seen before first_fail */
+} rc_call;
+
+/* The walk over one pair: its calls' facts and the calls by name. */
+typedef struct rc_walk {
+    np_cmp_pair *p;
+    cmp_arena *arena;
+    size_t nc;
+    rc_call *cc;
+    np_strmap byname;
+} rc_walk;
+
+/* Pass 1: reset the calls' statuses and gather their rows' facts. */
+static void rc_gather(rc_walk *w)
 {
-    cmp_pair_priv *pv = p->priv;
-    size_t nc = p->n_calls;
-    int *n_in = calloc(nc + 1, sizeof *n_in);
-    char *kw_bad = calloc(nc + 1, 1);
-    char *par_bad = calloc(nc + 1, 1); /* a parameter row fails */
-    char *one_side = calloc(nc + 1, 1); /* a leaf of it is evidence on one side only */
-    /* a row of its inputs / outputs is at least a warning (statistics mode) */
-    char *in_warn = calloc(nc + 1, 1), *out_warn = calloc(nc + 1, 1);
-    /* rows left out (payload unreadable or corrupt), per call: inputs, outputs */
-    int *n_left = calloc(2 * (nc + 1), sizeof *n_left);
-    /* the module pass: depth in the module tree, first failing inner call,
-     * order of visit, the error seen before it, "contains a culprit" */
-    int *depth = malloc((nc + 1) * sizeof *depth), *first_fail = malloc((nc + 1) * sizeof *first_fail);
-    int *order = malloc((nc + 1) * sizeof *order);
-    double *s_before = calloc(nc + 1, sizeof *s_before);
-    char *has_cul = calloc(nc + 1, 1);
-    np_strmap byname = {0};
-    np_status st = NP_OK;
-    if (!n_in || !kw_bad || !par_bad || !one_side || !in_warn || !out_warn || !n_left || !depth || !first_fail ||
-        !order || !s_before || !has_cul || np_strmap_init(&byname, nc) != 0) {
-        st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
-        goto out;
-    }
-    for (size_t k = 0; k < nc; k++) {
+    np_cmp_pair *p = w->p;
+    for (size_t k = 0; k < w->nc; k++) {
         np_cmp_call *c = &p->calls[k];
         c->sev_in = c->sev_out = 0;
         c->n_rows = c->n_error_out = 0;
         c->worst_row = -1;
         c->status = NP_CALL_PASS;
         c->reason = "";
-        np_strmap_put(&byname, c->name, (int)k);
+        np_strmap_put(&w->byname, c->name, (int)k);
     }
     for (size_t i = 0; i < p->n_rows; i++) {
         np_cmp_row *r = &p->rows[i];
         if (r->call_index < 0)
             continue;
         np_cmp_call *c = &p->calls[r->call_index];
+        rc_call *f = &w->cc[r->call_index];
         c->n_rows++;
         /* one side only: a warning says nothing; an error is evidence */
         if ((!r->bench || !r->cmp) && r->verdict != NP_VERDICT_ERROR)
             continue;
         const char *role = (r->cmp ? r->cmp : r->bench)->role;
         if (!r->bench || !r->cmp) {
-            one_side[r->call_index] = 1;
+            f->one_side = 1;
             continue;
         }
         if (row_left_out(p, r, i)) {
             /* its error says nothing about the numerics */
-            n_left[2 * r->call_index + (role_is_out(role) ? 1 : 0)]++;
+            f->n_left[role_is_out(role) ? 1 : 0]++;
             continue;
         }
         if (!strcmp(role, "kwargs")) {
             if (r->verdict == NP_VERDICT_ERROR)
-                kw_bad[r->call_index] = 1;
+                f->kw_bad = 1;
         } else if (role_is_in(role)) {
-            n_in[r->call_index]++;
+            f->n_in++;
             if (r->severity > c->sev_in)
                 c->sev_in = r->severity;
             if (!strcmp(role, "parameters") && r->severity > 1)
-                par_bad[r->call_index] = 1;
+                f->par_bad = 1;
             if (r->verdict != NP_VERDICT_PASS)
-                in_warn[r->call_index] = 1;
+                f->in_warn = 1;
         } else if (role_is_out(role)) {
             if (r->verdict != NP_VERDICT_PASS)
-                out_warn[r->call_index] = 1;
+                f->out_warn = 1;
             if (r->verdict == NP_VERDICT_ERROR)
                 c->n_error_out++;
             if (c->worst_row < 0 || r->severity > p->rows[c->worst_row].severity)
@@ -985,57 +990,74 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
                 c->sev_out = r->severity;
         }
     }
-    /* A backward call also uses its forward's inputs and parameters. */
+}
+
+/* Pass 2: a backward call also uses its forward's inputs and parameters. */
+static void rc_backward_inputs(rc_walk *w)
+{
     char fwd[2 * NP_FMT_NAME_LEN];
-    for (size_t k = 0; k < nc; k++) {
-        np_cmp_call *c = &p->calls[k];
+    for (size_t k = 0; k < w->nc; k++) {
+        np_cmp_call *c = &w->p->calls[k];
         if (!c->backward || !cmp_forward_of(fwd, sizeof fwd, c->name))
             continue;
-        int f = np_strmap_get(&byname, fwd);
+        int f = np_strmap_get(&w->byname, fwd);
         if (f < 0)
             continue;
-        n_in[k] += n_in[f];
-        if (p->calls[f].sev_in > c->sev_in)
-            c->sev_in = p->calls[f].sev_in;
-        par_bad[k] |= par_bad[f];
-        in_warn[k] |= in_warn[f];
+        w->cc[k].n_in += w->cc[f].n_in;
+        if (w->p->calls[f].sev_in > c->sev_in)
+            c->sev_in = w->p->calls[f].sev_in;
+        w->cc[k].par_bad |= w->cc[f].par_bad;
+        w->cc[k].in_warn |= w->cc[f].in_warn;
     }
+}
+
+/* Call k's parameters, or those of a module around it (an API call takes
+ * the module's weights as inputs), already differ? */
+static int rc_params_bad(const rc_walk *w, size_t k)
+{
+    int pb = w->cc[k].par_bad;
+    const char *par = w->p->calls[k].parent;
+    for (int d = 0; !pb && par && par[0] && d < 64; d++) {
+        int j = np_strmap_get(&w->byname, par);
+        if (j < 0 || j == (int)k)
+            break;
+        pb = w->cc[j].par_bad;
+        par = w->p->calls[j].parent;
+    }
+    return pb;
+}
+
+/* Pass 3: each call's status from its inputs and outputs, in call order
+ * (propagation: what fails after a failing call only propagates unless it
+ * amplifies). */
+static void rc_calls(rc_walk *w)
+{
+    np_cmp_pair *p = w->p;
     int failed_before = 0, api_failed_before = 0;
-    size_t n_cul = 0;
-    for (size_t k = 0; k < nc; k++) {
+    for (size_t k = 0; k < w->nc; k++) {
         np_cmp_call *c = &p->calls[k];
+        const rc_call *f = &w->cc[k];
         int out_bad = c->n_error_out > 0;
         int is_api = !strcmp(c->kind, "api");
-        if (kw_bad[k]) {
+        if (f->kw_bad) {
             c->status = NP_CALL_CULPRIT;
             c->reason = "a scalar argument differs from the bench";
-        } else if (one_side[k]) {
+        } else if (f->one_side) {
             /* a structural difference at this call, whatever came before */
             c->status = NP_CALL_CULPRIT;
             c->reason = "a leaf of this call is on one side only (a dropped or added parameter, "
                         "input or output: see its rows)";
         } else if (!out_bad) {
             c->status = NP_CALL_PASS;
-        } else if (n_in[k] == 0) {
+        } else if (f->n_in == 0) {
             c->status = failed_before ? NP_CALL_PROPAGATED : NP_CALL_CULPRIT;
             c->reason = failed_before ? "no inputs recorded and an earlier call already fails"
                                       : "outputs fail and no earlier call fails (no inputs recorded)";
         } else if (c->sev_in > 1 && !api_failed_before && is_api) {
             /* nothing dumped before it fails, yet its inputs do: the error
              * comes from outside the dump (modules: see below) */
-            /* its parameters, or those of a module around it (an API call
-             * takes the module's weights as inputs), already differ? */
-            int pb = par_bad[k];
-            const char *par = c->parent;
-            for (int d = 0; !pb && par && par[0] && d < 64; d++) {
-                int j = np_strmap_get(&byname, par);
-                if (j < 0 || j == (int)k)
-                    break;
-                pb = par_bad[j];
-                par = p->calls[j].parent;
-            }
             c->status = NP_CALL_CULPRIT;
-            c->reason = pb
+            c->reason = rc_params_bad(w, k)
                             ? "its parameters already differ from the bench, and no earlier dumped "
                               "call fails: the weights parted before this step (compare an earlier "
                               "step or its skipped-step note, or start both from one checkpoint)"
@@ -1047,195 +1069,250 @@ np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
             c->reason = "its inputs already fail";
         } else if (c->sev_out < AMPLIFICATION * c->sev_in) {
             c->status = NP_CALL_PROPAGATED;
-            c->reason = fmt_reason(&pv->arena,
+            c->reason = fmt_reason(w->arena,
                                    "outputs fail narrowly: error %.3g x the input error, "
                                    "below the amplification threshold %.0f",
                                    c->sev_in > 0 ? c->sev_out / c->sev_in : 0, AMPLIFICATION);
         } else {
             c->status = NP_CALL_CULPRIT;
-            c->reason = c->sev_in > 0 ? fmt_reason(&pv->arena, "inputs pass, outputs fail (%.3g x the input error)",
+            c->reason = c->sev_in > 0 ? fmt_reason(w->arena, "inputs pass, outputs fail (%.3g x the input error)",
                                                    c->sev_out / c->sev_in)
                                       : "inputs pass, outputs fail";
         }
-        if (out_bad || kw_bad[k] || one_side[k]) {
+        if (out_bad || f->kw_bad || f->one_side) {
             failed_before = 1;
             api_failed_before |= is_api;
         }
     }
-    /* Statistics mode: max/min/mean/norm do not see a reordering or a
-     * change that keeps them (a flipped kernel, a gradient that lost a
-     * term), so "inputs pass" is weak evidence there. A culprit whose
-     * inputs are already above the warning level hands the title to the
-     * first call of its kind whose outputs rose above the warning level
-     * while its inputs stayed below: where the difference became visible. */
-    if (p->mode == NP_CMP_MODE_STATISTICS) {
-        /* the first API culprit (modules are settled below, from their
-         * inner calls); at L0, the first module culprit */
-        int any_api = 0;
-        for (size_t i = 0; i < nc && !any_api; i++)
-            any_api = !strcmp(p->calls[i].kind, "api");
-        size_t k = 0;
-        while (k < nc && (p->calls[k].status != NP_CALL_CULPRIT ||
-                          (any_api && strcmp(p->calls[k].kind, "api") != 0)))
-            k++;
-        if (k < nc && !kw_bad[k] && in_warn[k]) {
-            np_cmp_call *c = &p->calls[k];
-            int j = -1;
-            for (size_t i = 0; i < k && j < 0; i++)
-                if (out_warn[i] && !in_warn[i] && !kw_bad[i] && n_in[i] > 0 &&
-                    !strcmp(p->calls[i].kind, c->kind))
-                    j = (int)i;
-            if (j >= 0) {
-                np_cmp_call *w = &p->calls[j];
-                w->status = NP_CALL_CULPRIT;
-                w->reason = fmt_reason(&pv->arena,
-                                       "statistics mode: the first call whose outputs differ "
-                                       "(above the warning level) while its inputs pass; %s "
-                                       "fails outright later, its inputs already differing. "
-                                       "Statistics cannot tell more: confirm with a tensor dump "
-                                       "of this call",
-                                       c->name);
-                c->status = NP_CALL_PROPAGATED;
-                c->reason = fmt_reason(&pv->arena,
-                                       "its inputs already differ (above the warning level) "
-                                       "since %s",
-                                       w->name);
-            }
-        }
-    }
-    /* Modules, innermost first. A module's failing outputs are explained
-     * by the calls inside it:
-     * - a module enclosing a culprit "contains" it;
-     * - a module the walk found a culprit (inputs pass, outputs fail by
-     *   AMPLIFICATION x its input error) whose first failing inner call
-     *   already has failing inputs, by AMPLIFICATION x the error seen
-     *   before it (the module's inputs and the outputs of the inner calls
-     *   before it), stays the culprit: the error starts inside the module
-     *   in something the dump does not hold (an L0 dump has no API calls;
-     *   at mix level an op that is not hooked), so the module is the
-     *   finest place the dump can name;
-     * - otherwise, when inner calls fail (the first one narrowly: noise
-     *   that grew), it only propagates;
-     * - a module whose inner calls all pass (or were not dumped) stays a
-     *   culprit itself. */
+}
+
+/* Pass 4, statistics mode: max/min/mean/norm do not see a reordering or a
+ * change that keeps them (a flipped kernel, a gradient that lost a term),
+ * so "inputs pass" is weak evidence there. A culprit whose inputs are
+ * already above the warning level hands the title to the first call of
+ * its kind whose outputs rose above the warning level while its inputs
+ * stayed below: where the difference became visible. */
+static void rc_statistics(rc_walk *w)
+{
+    np_cmp_pair *p = w->p;
+    size_t nc = w->nc;
+    const rc_call *cc = w->cc;
+    /* the first API culprit (modules are settled below, from their inner
+     * calls); at L0, the first module culprit */
+    int any_api = 0;
+    for (size_t i = 0; i < nc && !any_api; i++)
+        any_api = !strcmp(p->calls[i].kind, "api");
+    size_t k = 0;
+    while (k < nc && (p->calls[k].status != NP_CALL_CULPRIT ||
+                      (any_api && strcmp(p->calls[k].kind, "api") != 0)))
+        k++;
+    if (k >= nc || cc[k].kw_bad || !cc[k].in_warn)
+        return;
+    np_cmp_call *c = &p->calls[k];
+    int j = -1;
+    for (size_t i = 0; i < k && j < 0; i++)
+        if (cc[i].out_warn && !cc[i].in_warn && !cc[i].kw_bad && cc[i].n_in > 0 &&
+            !strcmp(p->calls[i].kind, c->kind))
+            j = (int)i;
+    if (j < 0)
+        return;
+    np_cmp_call *wc = &p->calls[j];
+    wc->status = NP_CALL_CULPRIT;
+    wc->reason = fmt_reason(w->arena,
+                            "statistics mode: the first call whose outputs differ "
+                            "(above the warning level) while its inputs pass; %s "
+                            "fails outright later, its inputs already differing. "
+                            "Statistics cannot tell more: confirm with a tensor dump "
+                            "of this call",
+                            c->name);
+    c->status = NP_CALL_PROPAGATED;
+    c->reason = fmt_reason(w->arena,
+                           "its inputs already differ (above the warning level) "
+                           "since %s",
+                           wc->name);
+}
+
+/* The module pass's tree facts: each call's depth, each module's first
+ * failing inner call and the error before it, "contains a final culprit";
+ * the modules into order[], deepest first, then in execution order.
+ * Returns their count. */
+static size_t rc_module_tree(rc_walk *w, int *order)
+{
+    np_cmp_pair *p = w->p;
+    size_t nc = w->nc;
+    rc_call *cc = w->cc;
     for (size_t k = 0; k < nc; k++)
-        first_fail[k] = -1;
+        cc[k].first_fail = -1;
     size_t n_mod = 0;
     for (size_t k = 0; k < nc; k++) {
         np_cmp_call *c = &p->calls[k];
-        int fails = c->n_error_out > 0 || kw_bad[k];
+        int fails = c->n_error_out > 0 || cc[k].kw_bad;
         int is_mod = !strcmp(c->kind, "module");
         /* the statuses of API calls (and of scalar-argument culprits) are final */
-        int final_culprit = c->status == NP_CALL_CULPRIT && (!is_mod || kw_bad[k]);
+        int final_culprit = c->status == NP_CALL_CULPRIT && (!is_mod || cc[k].kw_bad);
         int d = 0;
         const char *par = c->parent;
         for (; par && par[0] && d < 64; d++) {
-            int j = np_strmap_get(&byname, par);
+            int j = np_strmap_get(&w->byname, par);
             if (j < 0 || j == (int)k)
                 break;
-            if (first_fail[j] < 0) {
+            if (cc[j].first_fail < 0) {
                 if (fails)
-                    first_fail[j] = (int)k;
-                else if (c->sev_out > s_before[j])
-                    s_before[j] = c->sev_out;
+                    cc[j].first_fail = (int)k;
+                else if (c->sev_out > cc[j].s_before)
+                    cc[j].s_before = c->sev_out;
             }
             if (final_culprit)
-                has_cul[j] = 1;
+                cc[j].has_cul = 1;
             par = p->calls[j].parent;
         }
-        depth[k] = d;
+        cc[k].depth = d;
         if (is_mod)
             order[n_mod++] = (int)k;
     }
     /* deepest first, then in execution order */
     for (size_t a = 0; a < n_mod; a++)
-        order[a] = (64 - depth[order[a]]) * (int)(nc + 1) + order[a];
+        order[a] = (64 - cc[order[a]].depth) * (int)(nc + 1) + order[a];
     qsort(order, n_mod, sizeof *order, int_order);
     for (size_t a = 0; a < n_mod; a++)
         order[a] %= (int)(nc + 1);
+    return n_mod;
+}
+
+/* Module k (a culprit of the walk with a failing inner call): stays the
+ * culprit when that call's inputs already fail by AMPLIFICATION x the
+ * error seen before it, else only propagates. */
+static void rc_module_culprit(rc_walk *w, int k)
+{
+    np_cmp_call *m = &w->p->calls[k];
+    const rc_call *mf = &w->cc[k];
+    const np_cmp_call *f = &w->p->calls[mf->first_fail];
+    double before = m->sev_in > mf->s_before ? m->sev_in : mf->s_before;
+    if (f->sev_in > 1 && f->sev_in >= AMPLIFICATION * before) {
+        m->reason = before > 0
+                        ? fmt_reason(w->arena,
+                                     "the error starts inside this module, in a call not "
+                                     "dumped: inputs pass, outputs fail, and the first call "
+                                     "inside it to fail, %s, already has failing inputs "
+                                     "(%.3g x the error before it)",
+                                     f->name, f->sev_in / before)
+                        : fmt_reason(w->arena,
+                                     "the error starts inside this module, in a call not "
+                                     "dumped: inputs pass, outputs fail, and the first call "
+                                     "inside it to fail, %s, already has failing inputs",
+                                     f->name);
+    } else {
+        m->status = NP_CALL_PROPAGATED;
+        m->reason = "the calls inside it fail, but none is a culprit (the error only grew)";
+    }
+}
+
+/* Pass 5: modules, innermost first. A module's failing outputs are
+ * explained by the calls inside it:
+ * - a module enclosing a culprit "contains" it;
+ * - a module the walk found a culprit (inputs pass, outputs fail by
+ *   AMPLIFICATION x its input error) whose first failing inner call
+ *   already has failing inputs, by AMPLIFICATION x the error seen
+ *   before it (the module's inputs and the outputs of the inner calls
+ *   before it), stays the culprit: the error starts inside the module
+ *   in something the dump does not hold (an L0 dump has no API calls;
+ *   at mix level an op that is not hooked), so the module is the
+ *   finest place the dump can name;
+ * - otherwise, when inner calls fail (the first one narrowly: noise
+ *   that grew), it only propagates;
+ * - a module whose inner calls all pass (or were not dumped) stays a
+ *   culprit itself. */
+static void rc_modules(rc_walk *w, int *order)
+{
+    size_t n_mod = rc_module_tree(w, order);
+    rc_call *cc = w->cc;
     for (size_t a = 0; a < n_mod; a++) {
         int k = order[a];
-        np_cmp_call *m = &p->calls[k];
-        if (m->status == NP_CALL_PASS || kw_bad[k])
+        np_cmp_call *m = &w->p->calls[k];
+        if (m->status == NP_CALL_PASS || cc[k].kw_bad)
             ;
-        else if (has_cul[k]) {
+        else if (cc[k].has_cul) {
             m->status = NP_CALL_CONTAINS;
             m->reason = "a call inside this module is the culprit";
-        } else if (m->status == NP_CALL_CULPRIT && first_fail[k] >= 0) {
-            const np_cmp_call *f = &p->calls[first_fail[k]];
-            double before = m->sev_in > s_before[k] ? m->sev_in : s_before[k];
-            if (f->sev_in > 1 && f->sev_in >= AMPLIFICATION * before) {
-                m->reason = before > 0
-                                ? fmt_reason(&pv->arena,
-                                             "the error starts inside this module, in a call not "
-                                             "dumped: inputs pass, outputs fail, and the first call "
-                                             "inside it to fail, %s, already has failing inputs "
-                                             "(%.3g x the error before it)",
-                                             f->name, f->sev_in / before)
-                                : fmt_reason(&pv->arena,
-                                             "the error starts inside this module, in a call not "
-                                             "dumped: inputs pass, outputs fail, and the first call "
-                                             "inside it to fail, %s, already has failing inputs",
-                                             f->name);
-            } else {
-                m->status = NP_CALL_PROPAGATED;
-                m->reason = "the calls inside it fail, but none is a culprit (the error only grew)";
-            }
+        } else if (m->status == NP_CALL_CULPRIT && cc[k].first_fail >= 0) {
+            rc_module_culprit(w, k);
         }
         if (m->status == NP_CALL_CULPRIT) {
             const char *par = m->parent;
             for (int d = 0; par && par[0] && d < 64; d++) {
-                int j = np_strmap_get(&byname, par);
+                int j = np_strmap_get(&w->byname, par);
                 if (j < 0 || j == k)
                     break;
-                has_cul[j] = 1;
-                par = p->calls[j].parent;
+                cc[j].has_cul = 1;
+                par = w->p->calls[j].parent;
             }
         }
     }
-    /* say which rows were left out, and that the status does not rest on them */
-    for (size_t k = 0; k < nc; k++) {
-        int li = n_left[2 * k], lo = n_left[2 * k + 1];
+}
+
+/* Pass 6: say which rows were left out, and that the status does not rest
+ * on them. */
+static void rc_left_out(rc_walk *w)
+{
+    for (size_t k = 0; k < w->nc; k++) {
+        int li = w->cc[k].n_left[0], lo = w->cc[k].n_left[1];
         if (!li && !lo)
             continue;
-        np_cmp_call *c = &p->calls[k];
+        np_cmp_call *c = &w->p->calls[k];
         char what[96];
         if (li && lo)
             snprintf(what, sizeof what, "%d input and %d output row(s)", li, lo);
         else
             snprintf(what, sizeof what, "%d %s row(s)", li ? li : lo, li ? "input" : "output");
-        c->reason = fmt_reason(&pv->arena,
+        c->reason = fmt_reason(w->arena,
                                "%s%s%s left out of the root cause: the payload could not be "
                                "read or does not match its crc32 (file corrupt), so the error "
                                "says nothing about this call",
                                c->reason, c->reason[0] ? "; " : "", what);
     }
-    for (size_t k = 0; k < nc; k++)
-        if (p->calls[k].status == NP_CALL_CULPRIT)
-            n_cul++;
+}
+
+np_status cmp_culprit_list(np_cmp_pair *p, np_error *err)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < p->n_calls; k++)
+        n += p->calls[k].status == NP_CALL_CULPRIT;
     free(p->culprits);
-    p->culprits = malloc((n_cul + 1) * sizeof *p->culprits);
+    p->culprits = malloc((n + 1) * sizeof *p->culprits);
     p->n_culprits = 0;
-    if (p->culprits)
-        for (size_t k = 0; k < nc; k++)
-            if (p->calls[k].status == NP_CALL_CULPRIT)
-                p->culprits[p->n_culprits++] = (int)k;
     if (!p->culprits)
-        st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
-out:
-    free(depth);
-    free(first_fail);
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+    for (size_t k = 0; k < p->n_calls; k++)
+        if (p->calls[k].status == NP_CALL_CULPRIT)
+            p->culprits[p->n_culprits++] = (int)k;
+    return NP_OK;
+}
+
+/* The root cause as passes over one rc_call per call: gather, backward
+ * inputs, calls, (statistics mode) the visible difference, modules, left-out
+ * rows, the culprit list. */
+np_status cmp_root_cause(np_cmp_pair *p, np_error *err)
+{
+    cmp_pair_priv *pv = p->priv;
+    rc_walk w = {.p = p, .arena = &pv->arena, .nc = p->n_calls};
+    w.cc = calloc(w.nc + 1, sizeof *w.cc);
+    int *order = malloc((w.nc + 1) * sizeof *order);
+    np_status st = NP_OK;
+    if (!w.cc || !order || np_strmap_init(&w.byname, w.nc) != 0) {
+        st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory in the root-cause walk");
+    } else {
+        rc_gather(&w);
+        rc_backward_inputs(&w);
+        rc_calls(&w);
+        if (p->mode == NP_CMP_MODE_STATISTICS)
+            rc_statistics(&w);
+        rc_modules(&w, order);
+        rc_left_out(&w);
+        st = cmp_culprit_list(p, err);
+    }
+    free(w.cc);
     free(order);
-    free(s_before);
-    free(has_cul);
-    free(n_in);
-    free(kw_bad);
-    free(par_bad);
-    free(one_side);
-    free(in_warn);
-    free(out_warn);
-    free(n_left);
-    np_strmap_free(&byname);
+    np_strmap_free(&w.byname);
     return st;
 }
 
