@@ -413,6 +413,51 @@ static size_t exceeders(np_strmap *want, const np_replay_result *r, const call_i
     return n;
 }
 
+/* Passes 3 and 4 of cmp_isolated: the calls left out after the first
+ * culprit (need[k] == 2), of an API the three-way rule names at a call
+ * recomputed, into cr[1]; their reference side where they exceed into
+ * rr[2] (refs re-indexed). Returns the calls still left out. */
+static size_t replay_late(np_cmp_pair *p, const char *need, size_t n_late,
+                          np_replay_result *cr[2], np_replay_result *rr[3], call_index *refs,
+                          int ref_ok, char *ref_why, size_t why_cap)
+{
+    size_t nc = p->n_calls;
+    const np_replay_result *r = cr[0];
+    np_strmap want_cmp, want_ref;
+    /* 3: the calls left out after the first culprit, of an API the
+     * three-way rule names at a call recomputed */
+    np_strmap apis;
+    size_t n = 0;
+    char api[NP_FMT_NAME_LEN];
+    if (np_strmap_init(&apis, 64) == 0) {
+        for (size_t i = 0; i < r->n_calls; i++)
+            if (three_way(&r->calls[i], ref_ok ? find_call(refs, r->calls[i].name) : NULL))
+                np_strmap_put(&apis, r->calls[i].api, 1);
+        if (np_strmap_init(&want_cmp, nc * 2 + 16) == 0) {
+            for (size_t k = 0; k < nc; k++)
+                if (need[k] == 2 &&
+                    np_strmap_get(&apis, api_of(api, sizeof api, p->calls[k].name)) >= 0) {
+                    np_strmap_put(&want_cmp, p->calls[k].name, (int)k);
+                    n++;
+                }
+            char why[300];
+            cr[1] = replay_some(p->cmp_path, &want_cmp, n, why, sizeof why);
+            np_strmap_free(&want_cmp);
+        }
+        np_strmap_free(&apis);
+    }
+    n_late -= cr[1] ? cr[1]->n_calls : 0;
+    if (cr[1] && ref_ok) {
+        /* 4: their reference side where they exceed */
+        size_t n4 = exceeders(&want_ref, cr[1], refs);
+        rr[2] = replay_some(p->bench_path, &want_ref, n4, ref_why, why_cap);
+        np_strmap_free(&want_ref);
+        index_free(refs);
+        index_calls(refs, rr, 3);
+    }
+    return n_late;
+}
+
 np_status cmp_isolated(np_cmp_pair *p, int no_replay, int replay_all, np_error *err)
 {
     for (size_t k = 0; k < p->n_calls; k++)
@@ -483,39 +528,8 @@ np_status cmp_isolated(np_cmp_pair *p, int no_replay, int replay_all, np_error *
         index_free(&refs);
         index_calls(&refs, rr, 2);
     }
-    if (r && n_late) {
-        /* 3: the calls left out after the first culprit, of an API the
-         * three-way rule names at a call recomputed */
-        np_strmap apis;
-        size_t n = 0;
-        char api[NP_FMT_NAME_LEN];
-        if (np_strmap_init(&apis, 64) == 0) {
-            for (size_t i = 0; i < r->n_calls; i++)
-                if (three_way(&r->calls[i], ref_ok ? find_call(&refs, r->calls[i].name) : NULL))
-                    np_strmap_put(&apis, r->calls[i].api, 1);
-            if (np_strmap_init(&want_cmp, nc * 2 + 16) == 0) {
-                for (size_t k = 0; k < nc; k++)
-                    if (need[k] == 2 &&
-                        np_strmap_get(&apis, api_of(api, sizeof api, p->calls[k].name)) >= 0) {
-                        np_strmap_put(&want_cmp, p->calls[k].name, (int)k);
-                        n++;
-                    }
-                char why[300];
-                cr[1] = replay_some(p->cmp_path, &want_cmp, n, why, sizeof why);
-                np_strmap_free(&want_cmp);
-            }
-            np_strmap_free(&apis);
-        }
-        n_late -= cr[1] ? cr[1]->n_calls : 0;
-        if (cr[1] && ref_ok) {
-            /* 4: their reference side where they exceed */
-            size_t n4 = exceeders(&want_ref, cr[1], &refs);
-            rr[2] = replay_some(p->bench_path, &want_ref, n4, ref_why, sizeof ref_why);
-            np_strmap_free(&want_ref);
-            index_free(&refs);
-            index_calls(&refs, rr, 3);
-        }
-    }
+    if (r && n_late)
+        n_late = replay_late(p, need, n_late, cr, rr, &refs, ref_ok, ref_why, sizeof ref_why);
     if (r)
         apply(p, cr, 2, &refs, ref_ok, ref_why, &byname);
     if (r && n_late)
@@ -531,17 +545,5 @@ np_status cmp_isolated(np_cmp_pair *p, int no_replay, int replay_all, np_error *
         np_replay_result_free(rr[i]);
     if (!r)
         return NP_OK; /* the accumulated root cause stands */
-    size_t n = 0;
-    for (size_t k = 0; k < p->n_calls; k++)
-        n += p->calls[k].status == NP_CALL_CULPRIT;
-    int *cul = malloc((n + 1) * sizeof *cul);
-    if (!cul)
-        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
-    free(p->culprits);
-    p->culprits = cul;
-    p->n_culprits = 0;
-    for (size_t k = 0; k < p->n_calls; k++)
-        if (p->calls[k].status == NP_CALL_CULPRIT)
-            p->culprits[p->n_culprits++] = (int)k;
-    return NP_OK;
+    return cmp_culprit_list(p, err);
 }

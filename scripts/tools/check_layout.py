@@ -38,7 +38,6 @@ ALLOW = {
     # (two-pass verdicts) and replay selection work, which ran beside this
     # script's making: split with cmp_root_cause
     "compare/verdict.c:cmp_verdicts": 213,
-    "compare/isolated.c:cmp_isolated": 132,
 }
 # call circles listed the same way (sorted files of the circle, joined by
 # ", "): configcheck/ was being edited too (harden).
