@@ -563,23 +563,9 @@ static void json_call(outbuf *f, const np_cmp_pair *p, int k)
     ob_putc(f, '}');
 }
 
-np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const char *path,
-                            np_error *err)
+/* The JSON report's "inputs" block (up to its notes). */
+static void json_inputs(outbuf *f, const np_cmp_result *r, const np_cmp_pair *p)
 {
-    if (p->shrunk)
-        return cmp_shrunk_error(path, err);
-    np_out o;
-    FILE *fp;
-    np_status st = report_open(&fp, &o, path, err);
-    if (st != NP_OK)
-        return st;
-    outbuf *f = malloc(sizeof *f);
-    if (!f) {
-        np_out_abort(&o);
-        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    }
-    f->n = 0;
-    f->f = fp;
     ob_puts(f, "{\n\"inputs\": {\"bench\": ");
     json_str(f, r ? r->bench_input : p->bench_path);
     ob_puts(f, ", \"cmp\": ");
@@ -608,17 +594,12 @@ np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const 
     json_num(f, p->cmp_loss_scale);
     ob_puts(f, "}, \"notes\": ");
     json_str(f, p->notes);
-    ob_puts(f, "},\n\"summary\": {");
-    for (int v = 0; v < 3; v++)
-        ob_printf(f, "%s\"%s\": %zu", v ? ", " : "", np_cmp_verdict_name((np_cmp_verdict)v),
-                p->count_verdict[v]);
-    for (int m = 0; m < 5; m++)
-        ob_printf(f, ", \"%s\": %zu", np_cmp_match_name((np_cmp_match)m), p->count_match[m]);
-    ob_puts(f, ", \"advice\": ");
-    json_str(f, np_cmp_advice(p));
+}
+
+static void json_tolerances(outbuf *f, const cmp_pair_priv *pv)
+{
     /* the tolerances in effect: the overrides given and, per cmp dtype, the
      * levels its rows were judged by (none in md5 mode) */
-    const cmp_pair_priv *pv = p->priv;
     ob_puts(f, "},\n\"tolerances\": {\"overrides\": {\"atol\": ");
     json_num(f, pv ? pv->opt_atol : NAN);
     ob_puts(f, ", \"rtol\": ");
@@ -644,6 +625,58 @@ np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const 
         json_num(f, t->cos_warn);
         ob_putc(f, '}');
     }
+}
+
+/* The "rows" array: each row's cells, as the csv has them. */
+static void json_rows(outbuf *f, const np_cmp_pair *p)
+{
+    ob_puts(f, "],\n\"rows\": [");
+    cmp_cells cells;
+    for (size_t i = 0; i < p->n_rows; i++) {
+        cmp_row_cells(&cells, p, &p->rows[i]);
+        ob_puts(f, i ? ",\n[" : "\n[");
+        for (int k = 0; k < cells.n; k++) {
+            if (k)
+                ob_puts(f, ", ");
+            const cmp_cell *c = &cells.c[k];
+            if (c->kind == CELL_NUM)
+                json_num(f, c->num);
+            else if (c->kind == CELL_STR)
+                json_str(f, c->str);
+            else
+                ob_puts(f, "null");
+        }
+        ob_putc(f, ']');
+    }
+}
+
+np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const char *path,
+                            np_error *err)
+{
+    if (p->shrunk)
+        return cmp_shrunk_error(path, err);
+    np_out o;
+    FILE *fp;
+    np_status st = report_open(&fp, &o, path, err);
+    if (st != NP_OK)
+        return st;
+    outbuf *f = malloc(sizeof *f);
+    if (!f) {
+        np_out_abort(&o);
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    }
+    f->n = 0;
+    f->f = fp;
+    json_inputs(f, r, p);
+    ob_puts(f, "},\n\"summary\": {");
+    for (int v = 0; v < 3; v++)
+        ob_printf(f, "%s\"%s\": %zu", v ? ", " : "", np_cmp_verdict_name((np_cmp_verdict)v),
+                p->count_verdict[v]);
+    for (int m = 0; m < 5; m++)
+        ob_printf(f, ", \"%s\": %zu", np_cmp_match_name((np_cmp_match)m), p->count_match[m]);
+    ob_puts(f, ", \"advice\": ");
+    json_str(f, np_cmp_advice(p));
+    json_tolerances(f, p->priv);
     ob_puts(f, "]},\n\"first_culprit\": ");
     if (p->n_culprits)
         json_call(f, p, p->culprits[0]);
@@ -666,24 +699,7 @@ np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const 
         ob_puts(f, i ? ", " : "");
         json_str(f, h[i]);
     }
-    ob_puts(f, "],\n\"rows\": [");
-    cmp_cells cells;
-    for (size_t i = 0; i < p->n_rows; i++) {
-        cmp_row_cells(&cells, p, &p->rows[i]);
-        ob_puts(f, i ? ",\n[" : "\n[");
-        for (int k = 0; k < cells.n; k++) {
-            if (k)
-                ob_puts(f, ", ");
-            const cmp_cell *c = &cells.c[k];
-            if (c->kind == CELL_NUM)
-                json_num(f, c->num);
-            else if (c->kind == CELL_STR)
-                json_str(f, c->str);
-            else
-                ob_puts(f, "null");
-        }
-        ob_putc(f, ']');
-    }
+    json_rows(f, p);
     ob_puts(f, "\n]\n}\n");
     ob_flush(f);
     free(f);

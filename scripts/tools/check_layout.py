@@ -33,7 +33,6 @@ MAX_LINES = 120
 # and replay/ were being edited by other sessions; split them, then drop
 # their rows).
 ALLOW = {
-    "compare/report.c:np_cmp_write_json": 126,
     # grown in the same session by the merges of issue 31's calibration
     # (two-pass verdicts) and replay selection work, which ran beside this
     # script's making: split with cmp_root_cause
