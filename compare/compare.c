@@ -75,27 +75,10 @@ static void note(np_cmp_pair *p, const char *fmt, ...)
     ;
 static void note(np_cmp_pair *p, const char *fmt, ...)
 {
-    size_t len = strlen(p->notes);
-    if (len + 2 >= sizeof p->notes)
-        return;
-    if (len) {
-        p->notes[len++] = ' ';
-        p->notes[len] = '\0';
-    }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(p->notes + len, sizeof p->notes - len, fmt, ap);
+    cmp_vnote(p, fmt, ap);
     va_end(ap);
-}
-
-void cmp_note(np_cmp_pair *p, const char *fmt, ...)
-{
-    char buf[sizeof p->notes];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    note(p, "%s", buf);
 }
 
 /* Execution order: seq, then the order of first appearance (kept in
@@ -324,16 +307,6 @@ static void metrics_nan(np_cmp_metrics *m)
     m->note = "";
 }
 
-static int same_shape(const np_cmp_side *a, const np_cmp_side *b)
-{
-    if (a->ndim != b->ndim || a->numel != b->numel)
-        return 0;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i])
-            return 0;
-    return 1;
-}
-
 /* Tensors of at least this many elements are compared one at a time with
  * OpenMP over their blocks; smaller ones are spread over the threads one
  * pair each (HDF5 serialised, reads and metrics in parallel), which keeps
@@ -346,7 +319,7 @@ static int payload_row(const np_cmp_row *r)
 {
     return r->bench && r->cmp && r->bench->has_data == 1 && r->cmp->has_data == 1 &&
            !r->bench->defect && !r->cmp->defect && strcmp(r->cmp->role, "kwargs") &&
-           same_shape(r->bench, r->cmp);
+           r->bench->numel == r->cmp->numel && cmp_same_shape(r->bench, r->cmp);
 }
 
 static void payload_one(np_cmp_pair *p, np_cmp_row *r, cmp_dump *bd, cmp_dump *cd,

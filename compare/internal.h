@@ -4,6 +4,7 @@
 #ifndef NPROBE_COMPARE_INTERNAL_H
 #define NPROBE_COMPARE_INTERNAL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -120,7 +121,12 @@ np_status cmp_culprit_list(np_cmp_pair *p, np_error *err);
 /* Tensor mode: recompute the cmp side's calls in float64 (nprobe replay) and
  * let each call's isolated error correct its status (compare/isolated.c). */
 np_status cmp_isolated(np_cmp_pair *p, int no_replay, int replay_all, np_error *err);
-/* Append a sentence to the pair's notes (compare.c). */
+/* Append a sentence to the pair's notes (util.c; cut at the notes' size). */
+void cmp_vnote(np_cmp_pair *p, const char *fmt, va_list ap)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 0)))
+#endif
+    ;
 void cmp_note(np_cmp_pair *p, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
@@ -179,6 +185,8 @@ typedef struct cmp_pair_priv {
 int cmp_side_is_grad(const np_cmp_side *s);
 /* NP_ERR_ARG for a report of a shrunk pair (np_cmp_pair_shrink). */
 np_status cmp_shrunk_error(const char *path, np_error *err);
+/* 1 when the two sides have the same dimensions (util.c). */
+int cmp_same_shape(const np_cmp_side *a, const np_cmp_side *b);
 /* Name helpers. */
 /* 1 when `name` is the backward call of an op whose gradient is routed by a
  * comparison of forward values (relu, max_pool2d, clamp, ...; the module

@@ -147,16 +147,6 @@ static int map_name(char *buf, size_t cap, const cmp_mapping *m, const char *nam
     return 0;
 }
 
-static int same_shape(const np_cmp_side *a, const np_cmp_side *b)
-{
-    if (a->ndim != b->ndim)
-        return 0;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i])
-            return 0;
-    return 1;
-}
-
 /* Dtype casts (issue 31): a mixed-precision run makes casts the float32
  * run does not (HF T5 casts its hidden states to the weight's dtype only
  * when they differ), so the calls after an extra cast take other counters
@@ -348,7 +338,7 @@ np_status cmp_match(np_cmp_pair *p, const cmp_dump *b, const cmp_dump *c,
         } else {
             cmp_fuzzy_key(key, sizeof key, look);
             int k = np_strmap_get(&keys, key);
-            while (k >= 0 && (used[k] || !same_shape(&b->entries[k], cs)))
+            while (k >= 0 && (used[k] || !cmp_same_shape(&b->entries[k], cs)))
                 k = next[k];
             if (k >= 0) {
                 j = k;

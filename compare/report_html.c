@@ -8,7 +8,6 @@
  * the full rows stay in xlsx/csv). Every text that comes from a dump or a
  * path is escaped (leaf names are user input). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,40 +22,6 @@
 #define TREE_GROUP 250
 
 /* ---- output ------------------------------------------------------------------ */
-
-void cmp_html_raw(FILE *f, const char *s)
-{
-    fputs(s, f);
-}
-
-void cmp_html_text(FILE *f, const char *s)
-{
-    const char *run = s;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        const char *rep = c == '&'   ? "&amp;"
-                          : c == '<' ? "&lt;"
-                          : c == '>' ? "&gt;"
-                          : c == '"' ? "&quot;"
-                          : c == '\'' ? "&#39;"
-                          : (c < 0x20 && c != '\t' && c != '\n') || c == 0x7f ? "&#xFFFD;"
-                                                                              : NULL;
-        if (!rep)
-            continue;
-        fwrite(run, 1, (size_t)(s - run), f);
-        fputs(rep, f);
-        run = s + 1;
-    }
-    fwrite(run, 1, (size_t)(s - run), f);
-}
-
-void cmp_html_printf(FILE *f, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-}
 
 static void num_text(char *buf, size_t cap, double x, int prec)
 {

@@ -1,5 +1,6 @@
 /* compare/util.c - the string arena, the string hash map and the name
  * helpers (backward/forward pairs, fuzzy keys) used across compare/. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,4 +140,34 @@ void cmp_fuzzy_key(char *buf, size_t cap, const char *leaf)
             snprintf(buf, cap, "%.*s%s", (int)pre, leaf, end);
         }
     }
+}
+
+int cmp_same_shape(const np_cmp_side *a, const np_cmp_side *b)
+{
+    if (a->ndim != b->ndim)
+        return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i])
+            return 0;
+    return 1;
+}
+
+void cmp_vnote(np_cmp_pair *p, const char *fmt, va_list ap)
+{
+    size_t len = strlen(p->notes);
+    if (len + 2 >= sizeof p->notes)
+        return;
+    if (len) {
+        p->notes[len++] = ' ';
+        p->notes[len] = '\0';
+    }
+    vsnprintf(p->notes + len, sizeof p->notes - len, fmt, ap);
+}
+
+void cmp_note(np_cmp_pair *p, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cmp_vnote(p, fmt, ap);
+    va_end(ap);
 }

@@ -194,16 +194,6 @@ static int first_routed_call(const np_cmp_pair *p)
     return any_api ? -1 : first_bwd;
 }
 
-static int shapes_equal(const np_cmp_side *a, const np_cmp_side *b)
-{
-    if (a->ndim != b->ndim)
-        return 0;
-    for (int i = 0; i < a->ndim; i++)
-        if (a->shape[i] != b->shape[i])
-            return 0;
-    return 1;
-}
-
 static void set(np_cmp_row *r, np_cmp_verdict v, double sev, const char *why)
 {
     r->verdict = (int8_t)v;
@@ -577,7 +567,7 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
                     2, cv, bv);
         return;
     }
-    if (!shapes_equal(b, c)) {
+    if (!cmp_same_shape(b, c)) {
         set(r, NP_VERDICT_ERROR, INFINITY, "Shape of NPU and bench Tensor do not match.");
         return;
     }
@@ -678,6 +668,144 @@ static void verdict_weights(np_cmp_pair *p, np_cmp_row *r, const np_strmap *wmap
             1, r->severity, 0);
 }
 
+/* The lowest precision the data carry (a bfloat16/float16 tensor on
+ * either side, from its first call on: *s_low), when the runs' declared
+ * precision (u) says less; NULL otherwise. *from: the sentence naming
+ * where (docs/COMPARE.md, "Tolerances that follow the data"). */
+static const char *data_low_precision(np_cmp_pair *p, const np_cmp_options *o, double u,
+                                      int64_t *s_low, const char **from)
+{
+    cmp_pair_priv *pv = p->priv;
+    const char *inherited = NULL;
+    for (size_t i = 0; isnan(o->rtol) && i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        if (r->call_index < 0)
+            continue;
+        const np_cmp_side *sd[2] = {r->bench, r->cmp};
+        for (int k = 0; k < 2; k++) {
+            if (!sd[k] || !strcmp(sd[k]->role, "kwargs"))
+                continue;
+            double lu = low_unit_roundoff(sd[k]->dtype);
+            int64_t sq = p->calls[r->call_index].seq;
+            if (lu <= 0)
+                continue;
+            if (!inherited || lu > low_unit_roundoff(inherited))
+                inherited = sd[k]->dtype; /* the lowest precision seen */
+            *s_low = sq < *s_low ? sq : *s_low;  /* from the first low tensor on */
+        }
+    }
+    if (inherited && u >= low_unit_roundoff(inherited))
+        inherited = NULL; /* the declared precision says as much */
+    if (inherited && pv) {
+        for (size_t k = 0; k < p->n_calls; k++)
+            if (p->calls[k].seq == *s_low) {
+                *from = fmt_reason(&pv->arena, "rows from %s on (the data carry %s rounding)",
+                                   p->calls[k].name, inherited);
+                break;
+            }
+    }
+    return inherited;
+}
+
+/* The weights rule's maps (step > 0, not md5): wmap the parameter rows,
+ * omap the cmp's forward outputs; *n_params the parameter rows. Returns
+ * whether the rule applies. */
+static int weights_maps(np_cmp_pair *p, np_strmap *wmap, np_strmap *omap, int *n_params)
+{
+    cmp_pair_priv *pv = p->priv;
+    int weights_rule = p->step > 0 && p->mode != NP_CMP_MODE_MD5 && pv &&
+                       np_strmap_init(wmap, 64) == 0;
+    /* and, for a dump without parameter rows (level L1), the cmp's forward
+     * outputs: an input that is none of them is a leaf of the step */
+    for (size_t i = 0; weights_rule && i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        char k[256];
+        int par = r->cmp && !strcmp(r->cmp->role, "parameters");
+        *n_params += par;
+        if (!r->cmp || (!par && (strcmp(r->cmp->role, "output") != 0 || r->call_index < 0 ||
+                                 p->calls[r->call_index].backward)))
+            continue;
+        if (!par && !omap->cap && np_strmap_init(omap, 64) != 0)
+            continue;
+        if (par && !r->bench)
+            continue;
+        weights_key(k, sizeof k, r->cmp);
+        np_strmap *m = par ? wmap : omap;
+        if (np_strmap_get(m, k) < 0) {
+            const char *kc = cmp_arena_strdup(&pv->arena, k);
+            if (kc)
+                np_strmap_put(m, kc, (int)i);
+        }
+    }
+    return weights_rule;
+}
+
+/* Per backward API call, the bench's incoming gradient (its input rows):
+ * the largest norm and its element count (NULL when out of memory). */
+static double *grad_in(const np_cmp_pair *p)
+{
+    double *gin = calloc(2 * (p->n_calls + 1), sizeof *gin);
+    for (size_t i = 0; gin && i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        if (r->call_index < 0 || !r->bench || !r->cmp || strcmp(r->bench->role, "input") != 0 ||
+            !p->calls[r->call_index].backward || strcmp(p->calls[r->call_index].kind, "api") != 0 ||
+            is_int_dtype(r->bench->dtype) || !isfinite(r->bench->norm))
+            continue;
+        double *g = &gin[2 * r->call_index];
+        if (r->bench->norm > g[0]) {
+            g[0] = r->bench->norm;
+            g[1] = (double)r->bench->numel;
+        }
+    }
+    return gin;
+}
+
+/* A parameter gradient row (level mix) holds the values of an API
+ * backward output: it takes that row's verdict when the output was
+ * measured on the scale of its terms. */
+static void grad_params_follow(np_cmp_pair *p, const double *gin)
+{
+    cmp_pair_priv *pv = p->priv;
+    np_strmap gmap = {0};
+    for (size_t i = 0; gin && pv && i < p->n_rows; i++) {
+        const np_cmp_row *r = &p->rows[i];
+        if (!r->bench || !r->cmp || r->call_index < 0 || !p->calls[r->call_index].backward ||
+            strcmp(p->calls[r->call_index].kind, "api") != 0 || strcmp(r->cmp->role, "output") != 0)
+            continue;
+        char k[600], kb[256];
+        weights_key(k, sizeof k, r->cmp);
+        weights_key(kb, sizeof kb, r->bench);
+        strncat(k, "/", sizeof k - strlen(k) - 1);
+        strncat(k, kb, sizeof k - strlen(k) - 1);
+        if ((!gmap.cap && np_strmap_init(&gmap, 64) != 0) || np_strmap_get(&gmap, k) >= 0)
+            continue;
+        const char *kc = cmp_arena_strdup(&pv->arena, k);
+        if (kc)
+            np_strmap_put(&gmap, kc, (int)i);
+    }
+    for (size_t i = 0; gmap.cap && i < p->n_rows; i++) {
+        np_cmp_row *r = &p->rows[i];
+        if (!r->bench || !r->cmp || strcmp(r->cmp->role, "parameters_grad") != 0 ||
+            r->verdict == NP_VERDICT_PASS || !isfinite(r->severity))
+            continue;
+        char k[600], kb[256];
+        weights_key(k, sizeof k, r->cmp);
+        weights_key(kb, sizeof kb, r->bench);
+        strncat(k, "/", sizeof k - strlen(k) - 1);
+        strncat(k, kb, sizeof k - strlen(k) - 1);
+        int j = np_strmap_get(&gmap, k);
+        if (j >= 0 && p->rows[j].severity < r->severity) {
+            r->verdict = p->rows[j].verdict;
+            r->severity = p->rows[j].severity;
+            r->reason = p->rows[j].reason;
+            r->n_reason_args = p->rows[j].n_reason_args;
+            r->reason_args[0] = p->rows[j].reason_args[0];
+            r->reason_args[1] = p->rows[j].reason_args[1];
+        }
+    }
+    np_strmap_free(&gmap);
+}
+
 void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n_pairs)
 {
     memset(p->count_verdict, 0, sizeof p->count_verdict);
@@ -713,83 +841,19 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
      * either side on, every float row may carry that rounding (type promotion,
      * mixed-precision adds, float32 master copies), whatever its own dtype
      * and the run's declared precision say */
-    const char *inherited = NULL, *inherited_from = "";
+    const char *inherited_from = "";
     int64_t s_low = INT64_MAX;
-    for (size_t i = 0; isnan(o->rtol) && i < p->n_rows; i++) {
-        const np_cmp_row *r = &p->rows[i];
-        if (r->call_index < 0)
-            continue;
-        const np_cmp_side *sd[2] = {r->bench, r->cmp};
-        for (int k = 0; k < 2; k++) {
-            if (!sd[k] || !strcmp(sd[k]->role, "kwargs"))
-                continue;
-            double lu = low_unit_roundoff(sd[k]->dtype);
-            int64_t sq = p->calls[r->call_index].seq;
-            if (lu <= 0)
-                continue;
-            if (!inherited || lu > low_unit_roundoff(inherited))
-                inherited = sd[k]->dtype; /* the lowest precision seen */
-            s_low = sq < s_low ? sq : s_low;  /* from the first low tensor on */
-        }
-    }
-    if (inherited && u >= low_unit_roundoff(inherited))
-        inherited = NULL; /* the declared precision says as much */
-    if (inherited && pv) {
-        for (size_t k = 0; k < p->n_calls; k++)
-            if (p->calls[k].seq == s_low) {
-                inherited_from = fmt_reason(&pv->arena, "rows from %s on (the data carry %s "
-                                            "rounding)", p->calls[k].name, inherited);
-                break;
-            }
-    }
+    const char *inherited = data_low_precision(p, o, u, &s_low, &inherited_from);
     /* weights at a step after the first (docs/COMPARE.md, "Weights that
      * parted in an earlier step"): the parameter rows, and the API inputs
      * that are those parameters (same values on each side), keyed here by
      * the cmp side's statistics and crc32 */
-    np_strmap wmap = {0};
-    int weights_rule = p->step > 0 && p->mode != NP_CMP_MODE_MD5 && pv &&
-                       np_strmap_init(&wmap, 64) == 0;
-    /* and, for a dump without parameter rows (level L1), the cmp's forward
-     * outputs: an input that is none of them is a leaf of the step */
-    np_strmap omap = {0};
+    np_strmap wmap = {0}, omap = {0};
     int n_params = 0;
-    for (size_t i = 0; weights_rule && i < p->n_rows; i++) {
-        const np_cmp_row *r = &p->rows[i];
-        char k[256];
-        int par = r->cmp && !strcmp(r->cmp->role, "parameters");
-        n_params += par;
-        if (!r->cmp || (!par && (strcmp(r->cmp->role, "output") != 0 || r->call_index < 0 ||
-                                 p->calls[r->call_index].backward)))
-            continue;
-        if (!par && !omap.cap && np_strmap_init(&omap, 64) != 0)
-            continue;
-        if (par && !r->bench)
-            continue;
-        weights_key(k, sizeof k, r->cmp);
-        np_strmap *m = par ? &wmap : &omap;
-        if (np_strmap_get(m, k) < 0) {
-            const char *kc = cmp_arena_strdup(&pv->arena, k);
-            if (kc)
-                np_strmap_put(m, kc, (int)i);
-        }
-    }
+    int weights_rule = weights_maps(p, &wmap, &omap, &n_params);
     /* tensor mode reports payload bytes while reading them (compare.c) */
     int rows_progress = o->progress && p->mode != NP_CMP_MODE_TENSOR;
-    /* per backward API call, the bench's incoming gradient (its input
-     * rows): the largest norm and its element count */
-    double *gin = calloc(2 * (p->n_calls + 1), sizeof *gin);
-    for (size_t i = 0; gin && i < p->n_rows; i++) {
-        const np_cmp_row *r = &p->rows[i];
-        if (r->call_index < 0 || !r->bench || !r->cmp || strcmp(r->bench->role, "input") != 0 ||
-            !p->calls[r->call_index].backward || strcmp(p->calls[r->call_index].kind, "api") != 0 ||
-            is_int_dtype(r->bench->dtype) || !isfinite(r->bench->norm))
-            continue;
-        double *g = &gin[2 * r->call_index];
-        if (r->bench->norm > g[0]) {
-            g[0] = r->bench->norm;
-            g[1] = (double)r->bench->numel;
-        }
-    }
+    double *gin = grad_in(p);
     /* two passes: the rows judged by their dtype's level first, then the
      * routed gradients, whose level follows the forward's measured error
      * (docs/COMPARE.md, "Gradients behind a non-smooth op") */
@@ -837,47 +901,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
                 o->progress(pair_index, n_pairs, i + 1, p->n_rows, o->progress_user);
         }
     }
-    /* a parameter gradient row (level mix) holds the values of an API
-     * backward output: it takes that row's verdict when the output was
-     * measured on the scale of its terms */
-    np_strmap gmap = {0};
-    for (size_t i = 0; gin && pv && i < p->n_rows; i++) {
-        const np_cmp_row *r = &p->rows[i];
-        if (!r->bench || !r->cmp || r->call_index < 0 || !p->calls[r->call_index].backward ||
-            strcmp(p->calls[r->call_index].kind, "api") != 0 || strcmp(r->cmp->role, "output") != 0)
-            continue;
-        char k[600], kb[256];
-        weights_key(k, sizeof k, r->cmp);
-        weights_key(kb, sizeof kb, r->bench);
-        strncat(k, "/", sizeof k - strlen(k) - 1);
-        strncat(k, kb, sizeof k - strlen(k) - 1);
-        if ((!gmap.cap && np_strmap_init(&gmap, 64) != 0) || np_strmap_get(&gmap, k) >= 0)
-            continue;
-        const char *kc = cmp_arena_strdup(&pv->arena, k);
-        if (kc)
-            np_strmap_put(&gmap, kc, (int)i);
-    }
-    for (size_t i = 0; gmap.cap && i < p->n_rows; i++) {
-        np_cmp_row *r = &p->rows[i];
-        if (!r->bench || !r->cmp || strcmp(r->cmp->role, "parameters_grad") != 0 ||
-            r->verdict == NP_VERDICT_PASS || !isfinite(r->severity))
-            continue;
-        char k[600], kb[256];
-        weights_key(k, sizeof k, r->cmp);
-        weights_key(kb, sizeof kb, r->bench);
-        strncat(k, "/", sizeof k - strlen(k) - 1);
-        strncat(k, kb, sizeof k - strlen(k) - 1);
-        int j = np_strmap_get(&gmap, k);
-        if (j >= 0 && p->rows[j].severity < r->severity) {
-            r->verdict = p->rows[j].verdict;
-            r->severity = p->rows[j].severity;
-            r->reason = p->rows[j].reason;
-            r->n_reason_args = p->rows[j].n_reason_args;
-            r->reason_args[0] = p->rows[j].reason_args[0];
-            r->reason_args[1] = p->rows[j].reason_args[1];
-        }
-    }
-    np_strmap_free(&gmap);
+    grad_params_follow(p, gin);
     free(gin);
     for (size_t i = 0; i < p->n_rows; i++) {
         p->count_verdict[p->rows[i].verdict]++;

@@ -31,20 +31,13 @@ MAX_LINES = 120
 
 # dir/file:function -> lines when listed (2026-11-28, issue 24: compare/
 # and replay/ were being edited by other sessions; split them, then drop
-# their rows).
-ALLOW = {
-    # grown in the same session by the merges of issue 31's calibration
-    # (two-pass verdicts) and replay selection work, which ran beside this
-    # script's making: split with cmp_root_cause
-    "compare/verdict.c:cmp_verdicts": 213,
-}
+# their rows). Empty since compare/ became a chain of stages.
+ALLOW = {}
 # call circles listed the same way (sorted files of the circle, joined by
 # ", "): configcheck/ was being edited too (harden).
 ALLOW_CIRCLES = {
-    "compare/: report_html.c, report_html_chart.c",
     "configcheck/: compare.c, report.c",
     "cli/: cmd_compare.c, compare_mpi.c",  # the mpi path calls back the report writers
-    "compare/: compare.c, isolated.c",  # replay selection (issue 31) calls back compare's reader
 }
 ALLOW_DATE = "2026-11-28"
 
