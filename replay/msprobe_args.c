@@ -7,51 +7,21 @@
 
 #include "msprobe_args.h"
 
-#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+/* Torch's positional signature of each op: its op_table row's
+ * torch_args (include/nprobe/ops.h), NULL when none is known. */
+static const char *const *sig_of(int op)
+{
+    const np_op_info *info = np_op_get(op);
+    return info ? info->torch_args : NULL;
+}
 
-/* Positional arguments in torch's order. A leading '~' marks an argument
- * that does not change the values computed (a shape the dumped output
- * gives, an in-place flag); "~*" stands for every further positional one
- * (Tensor.view(*shape)). Keyword-only arguments (add's alpha) are found by
- * their key. */
-static const char *const *const sig[NP_OP_COUNT] = {
-    [NP_OP_LINEAR] = ARGS("input", "weight", "bias"),
-    [NP_OP_MATMUL] = ARGS("input", "other"),
-    [NP_OP_CONV2D] = ARGS("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
-    [NP_OP_MAX_POOL2D] = ARGS("input", "kernel_size", "stride", "padding", "dilation",
-                              "~ceil_mode", "~return_indices"),
-    [NP_OP_EMBEDDING] = ARGS("input", "weight", "padding_idx", "max_norm", "~norm_type",
-                             "~scale_grad_by_freq", "~sparse"),
-    [NP_OP_RELU] = ARGS("input", "~inplace"),
-    [NP_OP_GELU] = ARGS("input", "approximate"),
-    [NP_OP_SILU] = ARGS("input", "~inplace"),
-    [NP_OP_DROPOUT] = ARGS("input", "p", "training", "~inplace"),
-    [NP_OP_LAYER_NORM] = ARGS("input", "~normalized_shape", "weight", "bias", "eps"),
-    [NP_OP_RMS_NORM] = ARGS("input", "~normalized_shape", "weight", "eps"),
-    [NP_OP_SOFTMAX] = ARGS("input", "dim", "~_stacklevel", "~dtype"),
-    [NP_OP_LOG_SOFTMAX] = ARGS("input", "dim", "~_stacklevel", "~dtype"),
-    [NP_OP_SDPA] = ARGS("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale"),
-    [NP_OP_CROSS_ENTROPY] = ARGS("input", "target", "weight", "size_average", "ignore_index",
-                                 "reduce", "reduction", "label_smoothing"),
-    [NP_OP_ADD] = ARGS("input", "other"),
-    [NP_OP_SUB] = ARGS("input", "other"),
-    [NP_OP_MUL] = ARGS("input", "other"),
-    [NP_OP_DIV] = ARGS("input", "other"),
-    [NP_OP_SUM] = ARGS("input", "dim", "~keepdim", "~dtype"),
-    [NP_OP_MEAN] = ARGS("input", "dim", "~keepdim", "~dtype"),
-    [NP_OP_VIEW] = ARGS("input", "~*"),
-    [NP_OP_TRANSPOSE] = ARGS("input", "dim0", "dim1"),
-    [NP_OP_SPLIT] = ARGS("input", "split_size", "dim"),
-    [NP_OP_TANH] = ARGS("input"),
-};
-_Static_assert(sizeof sig / sizeof sig[0] == NP_OP_COUNT, "sig must cover every np_op");
 
 int rp_msp_arg_pos(int op, const char *name)
 {
-    if (op < 0 || op >= NP_OP_COUNT || !sig[op])
+    if (op < 0 || op >= NP_OP_COUNT || !sig_of(op))
         return -1;
-    for (int i = 0; sig[op][i]; i++)
-        if (strcmp(sig[op][i] + (sig[op][i][0] == '~'), name) == 0)
+    for (int i = 0; sig_of(op)[i]; i++)
+        if (strcmp(sig_of(op)[i] + (sig_of(op)[i][0] == '~'), name) == 0)
             return i;
     return -1;
 }
@@ -90,7 +60,7 @@ static int slot_of(char *name, size_t cap, int op, const np_entry_rec *e, size_t
         return 0;
     }
     int k = atoi(rest), n = 0;
-    const char *const *s = sig[op];
+    const char *const *s = sig_of(op);
     while (s[n])
         n++;
     if (k < n) {
@@ -104,7 +74,7 @@ static int slot_of(char *name, size_t cap, int op, const np_entry_rec *e, size_t
 const char *rp_msp_unmodelled(char *buf, size_t cap, const np_op_info *info, const char *fwd,
                               const np_entry_rec *e, size_t n)
 {
-    if (!sig[info->op])
+    if (!sig_of(info->op))
         return "its arguments' positions are not known";
     char prefix[NP_FMT_NAME_LEN + 16], slot[NP_FMT_NAME_LEN];
     for (size_t i = 0; i < n; i++) {
@@ -191,18 +161,18 @@ const char *rp_np_unmodelled(char *buf, size_t cap, const np_op_info *info, cons
         /* a keyword or a positional scalar, named by the parameter (or its position) */
         snprintf(slot, sizeof slot, "%.*s", (int)(dot ? (size_t)(dot - rest) : strlen(rest)), rest);
         int ignorable = 0;
-        if (slot[0] >= '0' && slot[0] <= '9' && sig[info->op]) {
+        if (slot[0] >= '0' && slot[0] <= '9' && sig_of(info->op)) {
             int k = atoi(slot), m = 0;
-            while (sig[info->op][m])
+            while (sig_of(info->op)[m])
                 m++;
             if (k < m) {
-                ignorable = sig[info->op][k][0] == '~';
-                snprintf(slot, sizeof slot, "%s", sig[info->op][k] + ignorable);
+                ignorable = sig_of(info->op)[k][0] == '~';
+                snprintf(slot, sizeof slot, "%s", sig_of(info->op)[k] + ignorable);
             } else
-                ignorable = m > 0 && strcmp(sig[info->op][m - 1], "~*") == 0;
-        } else if (sig[info->op]) {
+                ignorable = m > 0 && strcmp(sig_of(info->op)[m - 1], "~*") == 0;
+        } else if (sig_of(info->op)) {
             int k = rp_msp_arg_pos(info->op, slot);
-            ignorable = k >= 0 && sig[info->op][k][0] == '~';
+            ignorable = k >= 0 && sig_of(info->op)[k][0] == '~';
         }
         if (!strcmp(slot, "normalized_shape") && dot && strcmp(dot, ".0") != 0) {
             snprintf(buf, cap, "argument normalized_shape (%s): the float64 reference "

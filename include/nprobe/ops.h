@@ -154,6 +154,13 @@ struct np_op_info {
     /* NULL, or a reason the call cannot be recomputed with these scalars
      * (dropout in training: its mask is random). */
     const char *(*not_recomputable)(const np_op_call *c);
+    /* Torch's positional arguments in order, as msprobe dumps them
+     * (replay/msprobe_args.c), NULL-ended; NULL when unknown. A leading
+     * '~' marks an argument that does not change the values computed (a
+     * shape the dumped output gives, an in-place flag); "~*" stands for
+     * every further positional one (Tensor.view(*shape)). Keyword-only
+     * arguments (add's alpha) are found by their key. */
+    const char *const *torch_args;
 };
 
 /* The op's entry; NULL for an id out of range. */
