@@ -780,6 +780,23 @@ static unsigned api_before(np_ctx *ctx, const rt_node *nd, int backward, const n
     return emit_before(ctx, &ev);
 }
 
+/* The before event of module call c's forward (no tensors) or backward
+ * (ts: the gradients arriving at its outputs); the mask of observers
+ * declining it. */
+static unsigned module_before(np_ctx *ctx, const rt_mcall *c, int backward,
+                              const np_hook_tensor *ts, int nt)
+{
+    np_hook_event ev = {0};
+    ev.kind = backward ? NP_EV_MODULE_BACKWARD : NP_EV_MODULE_FORWARD;
+    ev.name = backward ? c->bwd_name : c->fwd_name;
+    ev.is_module = 1;
+    ev.parent = parent_name(ctx, c->parent, backward);
+    ev.callsite = site_str(ctx, &c->site);
+    ev.tensors = ts;
+    ev.n_tensors = nt;
+    return emit_before(ctx, &ev);
+}
+
 static void emit_api(np_ctx *ctx, const rt_node *nd, int backward, const np_hook_tensor *ts,
                      int nt, unsigned declined)
 {
@@ -918,6 +935,8 @@ np_status np_module_begin(np_ctx *ctx, np_module *m)
     c->bwd_name = arena_printf(ctx, m->name, "backward", c->n);
     if (!c->fwd_name || !c->bwd_name)
         return NP_ERR_NOMEM;
+    if (ctx->n_before) /* the call's start: no tensors yet (its inputs come with its end) */
+        c->declined_fwd = module_before(ctx, c, 0, NULL, 0);
     ctx->cur_mc = ctx->n_mc++;
     rt_node nd;
     memset(&nd, 0, sizeof nd);
@@ -968,7 +987,7 @@ np_status np_module_end(np_ctx *ctx, np_module *m, np_tensor *const *inputs, int
     ev.callsite = site_str(ctx, &c->site);
     ev.tensors = ts;
     ev.n_tensors = k;
-    emit_raw(ctx, &ev);
+    emit_masked(ctx, &ev, c->declined_fwd);
     rt_node nd;
     memset(&nd, 0, sizeof nd);
     nd.kind = RT_NODE_MOD_END;
@@ -1167,6 +1186,14 @@ static int dup_input(const rt_mcall *c, int i)
  * markers) is set aside by each call in turn, a stack in reverse order. */
 static void module_bwd_open(np_ctx *ctx, rt_mcall *c)
 {
+    if (ctx->n_before && any_grad(c->out, c->n_out)) {
+        /* the call's start: the gradients arriving at its outputs */
+        np_hook_tensor *ts = rt_alloc(ctx, sizeof *ts * (size_t)(c->n_out + 1));
+        int k = 0;
+        if (ts)
+            grad_tensors(ctx, c->out, c->n_out, NP_ROLE_INPUT, ts, &k, NULL, NULL);
+        c->declined_bwd = module_before(ctx, c, 1, ts, k);
+    }
     c->swap = c->n_in ? rt_calloc(ctx, sizeof *c->swap * (size_t)c->n_in) : NULL;
     if (c->n_in && !c->swap)
         return;
@@ -1196,7 +1223,7 @@ static void module_bwd_close(np_ctx *ctx, rt_mcall *c)
             ev.callsite = site_str(ctx, &c->site);
             ev.tensors = ts;
             ev.n_tensors = k;
-            emit_raw(ctx, &ev);
+            emit_masked(ctx, &ev, c->declined_bwd);
         } else if (!ctx->n_obs) {
             ctx->seq++;
         }

@@ -51,10 +51,10 @@ np_tensor *np_sdpa(np_ctx *ctx, np_tensor *q, np_tensor *k, np_tensor *v, int is
     if (!y || !s->q || !s->k || !s->v || !P)
         return NULL;
     s->P = P;
-    ctx->k.sdpa_forward(y->data, P, s->q, s->k, s->v, g, ac, odt, ctx->k.softmax_row);
     np_tensor *in[3] = {q, k, v};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_SDPA, in, 3);
+    ctx->k.sdpa_forward(y->data, P, s->q, s->k, s->v, g, ac, odt, ctx->k.softmax_row);
     if (ac != NP_FLOAT32)
         nd.gdt[0] = nd.gdt[1] = nd.gdt[2] = ac;
     rt_node_scalar(&nd, "is_causal", g->causal);

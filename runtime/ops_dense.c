@@ -57,10 +57,10 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
     if (!y || !s || !xd || !wd || (b && !bd))
         return NULL;
     *s = (linear_state){xd, wd, R, I, O};
-    gemm_status(ctx, ctx->k.linear_forward(y->data, xd, wd, bd, R, I, O, odt, ctx->o.device), api);
     np_tensor *in[3] = {x, w, b};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_LINEAR, in, 3);
+    gemm_status(ctx, ctx->k.linear_forward(y->data, xd, wd, bd, R, I, O, odt, ctx->o.device), api);
     for (int i = 0; i < 3; i++)
         if (in[i] && ac != NP_FLOAT32)
             nd.gdt[i] = ac;
@@ -118,10 +118,10 @@ np_tensor *np_matmul(np_ctx *ctx, np_tensor *a, np_tensor *b)
     if (!y || !s || !ad || !bd)
         return NULL;
     *s = (matmul_state){ad, bd, nbat, M, K, N, shared};
-    gemm_status(ctx, rt_matmul_forward(y->data, ad, bd, nbat, M, K, N, shared, odt, ctx->o.device), api);
     np_tensor *in[2] = {a, b};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_MATMUL, in, 2);
+    gemm_status(ctx, rt_matmul_forward(y->data, ad, bd, nbat, M, K, N, shared, odt, ctx->o.device), api);
     if (ac != NP_FLOAT32)
         nd.gdt[0] = nd.gdt[1] = ac;
     nd.st = s;
@@ -194,10 +194,10 @@ np_tensor *np_conv2d(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b, int 
         return NULL;
     s->cols = cols;
     s->w = wd;
-    gemm_status(ctx, ctx->k.conv2d_forward(y->data, cols, xd, wd, bd, g, odt, ctx->o.device), api);
     np_tensor *in[3] = {x, w, b};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_CONV2D, in, 3);
+    gemm_status(ctx, ctx->k.conv2d_forward(y->data, cols, xd, wd, bd, g, odt, ctx->o.device), api);
     for (int i = 0; i < 3; i++)
         if (in[i] && ac != NP_FLOAT32)
             nd.gdt[i] = ac;
@@ -244,10 +244,10 @@ np_tensor *np_max_pool2d(np_ctx *ctx, np_tensor *x, int kernel, int stride)
     if (!y || !arg || !s)
         return NULL;
     *s = (maxpool_state){arg, planes, H * W, OH * OW};
-    rt_max_pool2d_forward(y->data, arg, x->data, planes, H, W, kernel, stride);
     np_tensor *in[1] = {x};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_MAX_POOL2D, in, 1);
+    rt_max_pool2d_forward(y->data, arg, x->data, planes, H, W, kernel, stride);
     rt_node_scalar(&nd, "kernel_size", kernel);
     rt_node_scalar(&nd, "stride", stride);
     nd.st = s;

@@ -208,10 +208,10 @@ static np_tensor *bin_op(np_ctx *ctx, np_op op, np_tensor *a, np_tensor *b)
     if (!y || !s)
         return NULL;
     s->big = bi;
-    rt_binary_forward(y->data, big->data, small->data, big->numel, small->numel, op != NP_OP_ADD, odt);
     np_tensor *in[2] = {a, b};
     rt_node nd;
     rt_node_init(ctx, &nd, op, in, 2);
+    rt_binary_forward(y->data, big->data, small->data, big->numel, small->numel, op != NP_OP_ADD, odt);
     nd.st = s;
     nd.gin_full = 3;
     return rt_finish(ctx, &nd, y, bin_bwd);
@@ -251,9 +251,9 @@ np_tensor *np_scale(np_ctx *ctx, np_tensor *x, double s)
     if (!y || !st)
         return NULL;
     st->s = (float)s;
-    rt_scale_forward(y->data, x->data, x->numel, st->s, x->dtype);
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_MUL, &x, 1);
+    rt_scale_forward(y->data, x->data, x->numel, st->s, x->dtype);
     rt_node_scalar(&nd, "other", s);
     nd.st = st;
     return rt_finish(ctx, &nd, y, scale_bwd);
@@ -277,9 +277,9 @@ static np_tensor *reduce_op(np_ctx *ctx, np_op op, np_tensor *x)
     np_tensor *y = rt_new(ctx, x->dtype, 0, NULL);
     if (!y)
         return NULL;
-    rt_reduce_forward(y->data, x->data, x->numel, op == NP_OP_MEAN, x->dtype);
     rt_node nd;
     rt_node_init(ctx, &nd, op, &x, 1);
+    rt_reduce_forward(y->data, x->data, x->numel, op == NP_OP_MEAN, x->dtype);
     return rt_finish(ctx, &nd, y, reduce_bwd);
 }
 

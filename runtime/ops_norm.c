@@ -44,11 +44,11 @@ np_tensor *np_layer_norm(np_ctx *ctx, np_tensor *x, np_tensor *weight, np_tensor
     if (!y || !s || !mean || !rstd)
         return NULL;
     *s = (ln_state){mean, rstd, R, C};
-    ctx->k.layernorm_forward(y->data, mean, rstd, x->data, weight ? weight->data : NULL,
-                             bias ? bias->data : NULL, R, C, eps);
     np_tensor *in[3] = {x, weight, bias};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_LAYER_NORM, in, 3);
+    ctx->k.layernorm_forward(y->data, mean, rstd, x->data, weight ? weight->data : NULL,
+                             bias ? bias->data : NULL, R, C, eps);
     rt_node_scalar(&nd, "eps", eps);
     nd.st = s;
     nd.gin_full = 7;
@@ -83,9 +83,9 @@ np_tensor *np_softmax(np_ctx *ctx, np_tensor *x, int dim)
     if (!y || !s)
         return NULL;
     *s = (softmax_state){R, C};
-    rt_softmax_forward(y->data, x->data, R, C, ctx->k.softmax_row);
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_SOFTMAX, &x, 1);
+    rt_softmax_forward(y->data, x->data, R, C, ctx->k.softmax_row);
     rt_node_scalar(&nd, "dim", dim);
     nd.st = s;
     nd.gin_full = 1;
@@ -152,10 +152,10 @@ np_tensor *np_cross_entropy(np_ctx *ctx, np_tensor *logits, np_tensor *targets, 
     if (!y || !s || !lse || !rl)
         return NULL;
     *s = (ce_state){lse, R, C, ignore_index, nvalid};
-    rt_cross_entropy_forward(y->data, lse, rl, logits->data, targets->data, R, C, ignore_index, nvalid);
     np_tensor *in[2] = {logits, targets};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_CROSS_ENTROPY, in, 2);
+    rt_cross_entropy_forward(y->data, lse, rl, logits->data, targets->data, R, C, ignore_index, nvalid);
     rt_node_scalar(&nd, "ignore_index", (double)ignore_index);
     nd.st = s;
     return rt_finish(ctx, &nd, y, ce_bwd);
@@ -205,10 +205,10 @@ np_tensor *np_embedding(np_ctx *ctx, np_tensor *idx, np_tensor *weight)
     if (!y || !s)
         return NULL;
     s->C = C;
-    rt_embedding_forward(y->data, idx->data, idx->dtype, weight->data, idx->numel, C);
     np_tensor *in[2] = {idx, weight};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_EMBEDDING, in, 2);
+    rt_embedding_forward(y->data, idx->data, idx->dtype, weight->data, idx->numel, C);
     nd.st = s;
     return rt_finish(ctx, &nd, y, embedding_bwd);
 }

@@ -123,12 +123,12 @@ np_tensor *np_transpose(np_ctx *ctx, np_tensor *x, int dim0, int dim1)
     *s = (transpose_state){np_shape_numel(d0, x->shape), x->shape[d0],
                            np_shape_numel(d1 - d0 - 1, x->shape + d0 + 1), x->shape[d1],
                            np_shape_numel(x->ndim - d1 - 1, x->shape + d1 + 1)};
+    rt_node nd;
+    rt_node_init(ctx, &nd, NP_OP_TRANSPOSE, &x, 1);
     if (d0 == d1)
         memcpy(y->data, x->data, np_tensor_nbytes(x));
     else
         rt_transpose_forward(y->data, x->data, s->pre, s->A, s->mid, s->B, s->post);
-    rt_node nd;
-    rt_node_init(ctx, &nd, NP_OP_TRANSPOSE, &x, 1);
     rt_node_scalar(&nd, "dim0", dim0);
     rt_node_scalar(&nd, "dim1", dim1);
     nd.gin_full = 1;
@@ -182,6 +182,8 @@ int np_split(np_ctx *ctx, np_tensor *x, int64_t split_size, int dim, np_tensor *
         return -1;
     *s = (split_state){np_shape_numel(d, x->shape), S, np_shape_numel(x->ndim - d - 1, x->shape + d + 1),
                        split_size};
+    rt_node nd;
+    rt_node_init(ctx, &nd, NP_OP_SPLIT, &x, 1);
     for (int64_t j = 0; j < n; j++) {
         int64_t off = j * split_size, len = S - off < split_size ? S - off : split_size;
         int64_t shape[NP_MAX_DIMS];
@@ -193,8 +195,6 @@ int np_split(np_ctx *ctx, np_tensor *x, int64_t split_size, int dim, np_tensor *
         rt_split_forward(outs[j]->data, x->data, s->pre, S, s->post, off, len);
         out[j] = outs[j];
     }
-    rt_node nd;
-    rt_node_init(ctx, &nd, NP_OP_SPLIT, &x, 1);
     rt_node_scalar(&nd, "split_size", (double)split_size);
     rt_node_scalar(&nd, "dim", dim);
     nd.st = s;

@@ -73,6 +73,8 @@ typedef struct rt_mcall {
     int n_in, n_out;
     float **swap;       /* (n_in) grads of the inputs set aside while this call's backward runs */
     rt_site site;       /* where the module was called */
+    unsigned declined_fwd, declined_bwd; /* bit i: observer i declined this call's forward /
+                                          * backward (its before event) */
 } rt_mcall;
 
 struct np_module {

@@ -91,7 +91,12 @@ typedef int (*np_hook_fn)(const np_hook_event *ev, void *user);
  * input tensors; backward: the gradients arriving at its outputs (role
  * input) - no scalars, no outputs yet. Return 0 to observe the call (the
  * after event follows), non-zero to decline it: this observer gets no
- * after event for this call. Module and step events have no before. */
+ * after event for this call. A module call has one too (is_module 1), at
+ * np_module_begin for its forward - no tensors (its inputs come with its
+ * end), seq the next event's, not its after event's (its inner calls come
+ * first) - and at the start of its backward, with the gradients arriving
+ * at its outputs (role input). Parameter-gradient and step events have no
+ * before. */
 typedef int (*np_hook_before_fn)(const np_hook_event *ev, void *user);
 
 /* An observer of the runtime's events. Observers run in increasing `order`

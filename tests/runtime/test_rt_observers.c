@@ -40,6 +40,18 @@ static int before(const np_hook_event *ev, void *user)
     return w->decline && strncmp(ev->name, w->decline, strlen(w->decline)) == 0;
 }
 
+/* A before event of any call, logged with its tensor count; declines the
+ * calls named with the observer's prefix. */
+static int module_before(const np_hook_event *ev, void *user)
+{
+    who *w = user;
+    w->befores++;
+    if (R.n < 64)
+        snprintf(R.log[R.n++], 64, "%s before %s %d t%d", w->tag, ev->name, ev->seq, ev->n_tensors);
+    CHECK(ev->n_scalars == 0 && (ev->n_tensors == 0 || ev->tensors[0].role == NP_ROLE_INPUT));
+    return w->decline && strncmp(ev->name, w->decline, strlen(w->decline)) == 0;
+}
+
 static int after(const np_hook_event *ev, void *user)
 {
     who *w = user;
@@ -112,6 +124,38 @@ int main(void)
         CHECK(np_ctx_add_observer(ctx, &(np_observer){i, NULL, after, &late}, &err) == NP_OK);
     CHECK(np_ctx_add_observer(ctx, &(np_observer){0, NULL, after, &late}, &err) == NP_ERR_LIMIT);
     np_ctx_remove_observers(ctx, &late);
+    np_ctx_reset_arena(ctx);
+
+    /* module calls: a before event at np_module_begin (no tensors) and at
+     * the start of the module's backward (the gradient arriving at its
+     * output); an observer declining the module gets no module after
+     * event but still sees the API calls inside it */
+    np_module *m = np_module_new(ctx, "m", "M");
+    who mod = {"mod", "Module.m.M", 0, 0};
+    CHECK(np_ctx_add_observer(ctx, &(np_observer){0, module_before, after, &mod}, &err) == NP_OK);
+    R.n = 0;
+    CHECK(np_module_begin(ctx, m) == NP_OK);
+    np_tensor *my = np_relu(ctx, x);
+    CHECK(np_module_end(ctx, m, (np_tensor *const[]){x}, 1, (np_tensor *const[]){my}, 1) == NP_OK);
+    CHECK(np_backward(ctx, np_sum(ctx, my)) == NP_OK);
+    /* seqs: 0-3 above, 4 and 5 the two relu calls after them; the module's
+     * before event has the next event's seq (its first inner call's), its
+     * after event (declined here) takes 7 */
+    static const char *const want_mod[] = {
+        "mod before Module.m.M.forward.0 6 t0",        "mod before Functional.relu.3.forward 6 t1",
+        "mod after Functional.relu.3.forward 6",       "mod before Torch.sum.1.forward 8 t1",
+        "mod after Torch.sum.1.forward 8",             "mod before Torch.sum.1.backward 9 t1",
+        "mod after Torch.sum.1.backward 9",            "mod before Module.m.M.backward.0 10 t1",
+        "mod before Functional.relu.3.backward 10 t1", "mod after Functional.relu.3.backward 10",
+    };
+    int nm = (int)(sizeof want_mod / sizeof want_mod[0]);
+    CHECK_EQ_INT(R.n, nm);
+    for (int i = 0; i < nm && i < R.n; i++)
+        CHECK_MSG(strcmp(R.log[i], want_mod[i]) == 0, "module event %d: got '%s', want '%s'", i,
+                  R.log[i], want_mod[i]);
+    CHECK_EQ_INT(mod.befores, 6);
+    CHECK_EQ_INT(mod.afters, 4);
+    np_ctx_remove_observers(ctx, &mod);
     np_ctx_reset_arena(ctx);
 
     /* the cost of a call (no recording: a plain tensor) */
