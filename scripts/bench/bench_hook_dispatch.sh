@@ -41,14 +41,14 @@ ir() { # bin steps [dump-config] -> total Ir
 rm -rf d_mix
 "${bins[1]}" train "${model[@]}" --steps 1 --dump-config mix.json >/dev/null
 calls=$("${bins[1]}" ls --calls d_mix | grep -c 'forward\|backward' || true)
-echo "| build | Ir per step, no observer | Ir per step, probe (declines all) | dispatch Ir per call |"
+echo "| build | Ir per step, no observer | Ir per step, probe filtering every leaf | Ir per call, dispatch + probe |"
 echo "|---|---:|---:|---:|"
 for i in 0 1; do
   b=${bins[$i]}
   n1=$(ir "$b" 1); n2=$(ir "$b" 2)
   p1=$(ir "$b" 1 none.json); p2=$(ir "$b" 2 none.json)
   none=$((n2 - n1)); probe=$((p2 - p1))
-  per=$(awk -v a="$probe" -v b="$none" -v c="$calls" 'BEGIN { printf "%.0f", c > 0 ? (a - b) / c : 0 }')
+  per=$(awk -v a="$probe" -v b="$none" -v c="$calls" 'BEGIN { printf "%.0f", (c > 0) ? (a - b) / c : 0 }')
   echo "| ${labels[$i]} | $none | $probe | $per |"
 done
 echo
