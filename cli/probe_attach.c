@@ -43,9 +43,16 @@ int np_cli_probe_attach(np_cli_probe **out, struct np_ctx *ctx, const char *conf
     }
     snprintf(cp->dump_path, sizeof cp->dump_path, "%s", np_probe_config_dump_path(cfg));
     np_probe_config_free(cfg);
+    /* the probe is one observer of the runtime's list (order 0, after
+     * events), so a monitor or a profiler can observe the same run */
+    if (ctx && np_ctx_add_observer(ctx, &(np_observer){0, NULL, np_probe_on_event, cp->probe},
+                                   &err) != NP_OK) {
+        np_cli_report(&err);
+        np_probe_free(cp->probe);
+        free(cp);
+        return NP_EXIT_USAGE;
+    }
     cp->ctx = ctx;
-    if (ctx)
-        np_ctx_set_hook(ctx, np_probe_on_event, cp->probe);
     *out = cp;
     return NP_EXIT_OK;
 }
@@ -55,7 +62,7 @@ int np_cli_probe_detach(np_cli_probe *cp)
     if (!cp)
         return NP_EXIT_OK;
     if (cp->ctx)
-        np_ctx_set_hook(cp->ctx, NULL, NULL);
+        np_ctx_remove_observers(cp->ctx, cp->probe);
     np_probe_summary s;
     np_error err;
     np_error_clear(&err);
