@@ -9,7 +9,7 @@ set -u
 N=${NPROBE_BIN:?}
 SRC=${NP_SOURCE_DIR:?}
 RUN="$SRC/tests/python/pyrun.sh"
-"${NP_PYTHON:-/usr/bin/python3}" -c 'import torch, h5py' 2>/dev/null || { echo "SKIP: torch or h5py missing"; exit 77; }
+"${NP_PYTHON:-/usr/bin/python3}" -c 'import importlib.util as u, sys; sys.exit(not all(map(u.find_spec, ("torch", "h5py"))))' 2>/dev/null || { echo "SKIP: torch or h5py missing"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
