@@ -148,8 +148,7 @@ def load(ckpt, batch_from):
     return model, idx, tgt
 
 
-def main(argv=None):
-    """One run; argv: the command line's arguments (None: sys.argv's)."""
+def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ckpt", required=True, help="nprobe checkpoint with the weights (nprobe train --save)")
     ap.add_argument("--batch-from", required=True, help="the runtime's tensor dump.h5 of the same step")
@@ -164,7 +163,7 @@ def main(argv=None):
                     help="inject a bug into the model: a wrong layer-norm epsilon passed "
                          "positionally, the MLP's output bias dropped, tanh GELU, the "
                          "attention's residual left out, label smoothing 0.1 inside the loss")
-    a = ap.parse_args(argv)
+    a = ap.parse_args()
     global BUG
     BUG = a.bug
     torch.set_num_threads(a.threads)

@@ -11,12 +11,13 @@
 #     Block holding the gap), label smoothing 0.1 inside the loss (all fp32).
 # The runtime's runs (C) come first; then every PyTorch run of the three
 # parts, each with its own debugger and model, in one Python process
-# (gpt_reference_many.py: a process with torch and a hooked model costs ~5 s
-# to start, more than a run of this GPT; CI time); then the compares.
+# (pymany.py: a process with torch and a hooked model costs ~5 s to start,
+# more than a run of this GPT; CI time); then the compares.
 set -u
 N=${NPROBE_BIN:?}
 SRC=${NP_SOURCE_DIR:?}
 RUN="$SRC/tests/python/pyrun.sh"
+REF=$(printf %q "$SRC/samples/torch/gpt_reference.py")   # a line of runs.txt (pymany.py)
 "${NP_PYTHON:-/usr/bin/python3}" -c 'import importlib.util as u, sys; sys.exit(not all(map(u.find_spec, ("torch", "h5py"))))' 2>/dev/null || { echo "SKIP: torch or h5py missing"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -35,23 +36,23 @@ for s in $seeds; do
   "$N" train "${model[@]}" --seed "$s" --steps 0 --save "init_$s.h5" >/dev/null || { echo "FAIL: train --save seed $s"; exit 1; }
   "$N" dump -c rt.json -- "$N" train "${model[@]}" --seed "$s" --steps 1 >/dev/null 2>&1 || { echo "FAIL: runtime dump seed $s"; exit 1; }
   mv dump_rt "dump_rt_$s"
-  echo "--ckpt init_$s.h5 --batch-from dump_rt_$s/step0/rank0/dump.h5 --out dump_torch_$s" >> runs.txt
+  echo "$REF --ckpt init_$s.h5 --batch-from dump_rt_$s/step0/rank0/dump.h5 --out dump_torch_$s" >> runs.txt
   last=$s
 done
 cp "init_$last.h5" init.h5
 cp "dump_rt_$last/step0/rank0/dump.h5" batch.h5
 "$N" train "${model[@]}" --seed 1 --steps 20 --save trained.h5 >/dev/null || { echo "FAIL: train 20 steps"; exit 1; }
 for w in init trained; do
-  echo "--ckpt $w.h5 --batch-from batch.h5 --out f32_$w" >> runs.txt
-  echo "--ckpt $w.h5 --batch-from batch.h5 --out bf16_$w --bf16" >> runs.txt
+  echo "$REF --ckpt $w.h5 --batch-from batch.h5 --out f32_$w" >> runs.txt
+  echo "$REF --ckpt $w.h5 --batch-from batch.h5 --out bf16_$w --bf16" >> runs.txt
 done
 bugs="ln_eps no_bias tanh_gelu no_residual label_smoothing"
 for bug in $bugs; do
-  echo "--ckpt trained.h5 --batch-from batch.h5 --out dump_$bug --bug $bug" >> runs.txt
+  echo "$REF --ckpt trained.h5 --batch-from batch.h5 --out dump_$bug --bug $bug" >> runs.txt
 done
 # every PyTorch run, one process (a failed run is named; its compare fails below)
-"$RUN" "$SRC/tests/python/gpt_reference_many.py" runs.txt > runs.log 2>&1 \
-  || { echo "FAIL: gpt_reference_many.py"; grep -v "^gpt_reference.py: step" runs.log; fail=1; }
+"$RUN" "$SRC/tests/python/pymany.py" runs.txt > runs.log 2>&1 \
+  || { echo "FAIL: a PyTorch run"; grep -v "^gpt_reference.py: step" runs.log; fail=1; }
 tail -n 1 runs.log
 
 # 1. PyTorch against the runtime, several seeds
