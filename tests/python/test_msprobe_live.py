@@ -40,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(SRC, "tests"))
 sys.path.insert(0, os.path.join(SRC, "tests", "msprobe"))
-from nptest import check, finish  # noqa: E402
+from nptest import check, finish, foreign_env  # noqa: E402
 
 # (model, task, level, steps): each dumped in fp32 and bf16 by both tools
 JOBS = [("llama", "statistics", "mix", 2), ("gpt2", "tensor", "mix", 1),
@@ -108,7 +108,7 @@ def main():
                     jobs[who].append("%s,%s,%s,%d,%s" % (cfg, model, prec, steps, os.path.join(
                         tmp, who, "%s_%s_%s_%s" % (model, task, level, prec))))
         env = dict(os.environ, PYTHONWARNINGS="ignore::UserWarning:torch", TQDM_DISABLE="1")
-        procs = {"ms": run_script(ms_script, jobs["ms"], tmp, env),
+        procs = {"ms": run_script(ms_script, jobs["ms"], tmp, foreign_env(env)),
                  "np": run_script(np_script, jobs["np"], tmp, env)}
         outs = {}
         for who, p in procs.items():
