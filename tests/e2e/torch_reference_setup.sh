@@ -12,7 +12,7 @@
 N=${NPROBE_BIN:?}
 PY=${NP_PYTHON:-/usr/bin/python3}
 SRC=${NP_SOURCE_DIR:?}
-"$PY" -c 'import torch, h5py' 2>/dev/null || { echo "SKIP: torch or h5py missing"; exit 77; }
+"$PY" -c 'import importlib.util as u, sys; sys.exit(not all(map(u.find_spec, ("torch", "h5py"))))' 2>/dev/null || { echo "SKIP: torch or h5py missing"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp" || exit 1

@@ -252,8 +252,10 @@ def msprobe_compare_many(pairs, cwd, timeout=900):
             return [None] * len(pairs)
         specs.append("%s,%s,%s" % (jc[0], jb[0], out))
     helper = os.path.join(HERE, "..", "python", "msprobe_compare_many.py")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)   # msprobe runs no nprobe code (the sanitized pass's preload)
     p = subprocess.run([sys.executable, helper] + specs, capture_output=True, text=True,
-                       timeout=timeout, cwd=cwd)
+                       timeout=timeout, cwd=cwd, env=env)
     got = []
     for i, (b, c, out) in enumerate(pairs):
         csvs = glob.glob(os.path.join(out, "*.csv"))

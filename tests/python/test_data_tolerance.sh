@@ -9,12 +9,14 @@ set -u
 N=${NPROBE_BIN:?}
 SRC=${NP_SOURCE_DIR:?}
 RUN="$SRC/tests/python/pyrun.sh"
-"${NP_PYTHON:-/usr/bin/python3}" -c 'import torch, h5py' 2>/dev/null || { echo "SKIP: torch or h5py missing"; exit 77; }
+"${NP_PYTHON:-/usr/bin/python3}" -c 'import importlib.util as u, sys; sys.exit(not all(map(u.find_spec, ("torch", "h5py"))))' 2>/dev/null || { echo "SKIP: torch or h5py missing"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
-"$RUN" "$SRC/tests/python/llama_tiny.py" f32 f32 statistics 1 >/dev/null || { echo "FAIL: fp32 run"; exit 1; }
-"$RUN" "$SRC/tests/python/llama_tiny.py" bf16 bf16 statistics 1 >/dev/null || { echo "FAIL: bf16 run"; exit 1; }
+# both runs in one process (tests/python/pymany.py; CI time)
+lt=$(printf %q "$SRC/tests/python/llama_tiny.py")
+printf '%s f32 f32 statistics 1\n%s bf16 bf16 statistics 1\n' "$lt" "$lt" > runs.txt
+"$RUN" "$SRC/tests/python/pymany.py" runs.txt > runs.log 2>&1 || { echo "FAIL: the fp32 or bf16 run"; cat runs.log; exit 1; }
 "$N" compare -b f32 -c bf16 -o rep > out.txt
 code=$?
 cat out.txt | head -4

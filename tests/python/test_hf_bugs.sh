@@ -11,7 +11,7 @@
 set -u
 SRC=${NP_SOURCE_DIR:?}
 [ "${NP_SANITIZED:-0}" = 1 ] && { echo "SKIP: sanitized pass (torch model runs)"; exit 77; }
-"${NP_PYTHON:-/usr/bin/python3}" -c 'import torch, h5py, transformers' 2>/dev/null \
+"${NP_PYTHON:-/usr/bin/python3}" -c 'import importlib.util as u, sys; sys.exit(not all(map(u.find_spec, ("torch", "h5py", "transformers"))))' 2>/dev/null \
   || { echo "SKIP: torch, h5py or transformers missing"; exit 77; }
 exec "$SRC/tests/python/pyrun.sh" "$SRC/scripts/tools/hf_bug_sweep.py" "${NPROBE_BIN:?}" \
   --bugs rope_base,attn_scale,router_dtype --archs llama,mixtral --dtypes bf16 --modes tensor --no-clean

@@ -22,7 +22,7 @@ import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE)))
-from nptest import check, finish  # noqa: E402
+from nptest import check, finish, foreign_env  # noqa: E402
 
 PACK = r'''
 import os, sys, torch
@@ -65,7 +65,8 @@ def main():
             f.write(PACK)
         packs = [os.path.join(tmp, "seed%d.zip" % s) for s in (0, 1)]
         procs = [subprocess.Popen([sys.executable, script, HERE, str(s), packs[s]], cwd=tmp,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=foreign_env())
                  for s in (0, 1)]
         for p in procs:
             out, err = p.communicate(timeout=300)

@@ -128,7 +128,7 @@ grep -q 'has no payload' gpt_stats.out || { echo "FAIL: no reason given"; fail=1
 [ $? -eq 2 ] && grep -q -- '--format' bad.err || { echo "FAIL: --format pdf: want exit 2"; fail=1; }
 
 # a PyTorch reference run (fp32) flags nothing either
-if "$PY" -c 'import torch, h5py' 2>/dev/null; then
+if "$PY" -c 'import importlib.util as u, sys; sys.exit(not all(map(u.find_spec, ("torch", "h5py"))))' 2>/dev/null; then
   small=(--model gpt --layers 2 --heads 2 --width 32 --context 16 --batch 4 --seed 11 --threads 1)
   "$N" train "${small[@]}" --steps 0 --save init.h5 >/dev/null
   dump small tensor -- "${small[@]}" --steps 1
