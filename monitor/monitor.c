@@ -16,7 +16,10 @@
 #include <hdf5.h>
 #include <jansson.h>
 
+#include <unistd.h>
+
 #include "mon_internal.h"
+#include "nprobe/common.h"
 #include "nprobe/probe.h"
 
 void np_monitor_rules_default(np_monitor_rules *r)
@@ -33,12 +36,25 @@ void np_monitor_rules_default(np_monitor_rules *r)
 
 /* ==== config ============================================================= */
 
+/* a config.json read as a regular file only: a FIFO, socket or device is
+ * refused without blocking (np_open_regular), whose reason *why names */
+static json_t *load_regular(const char *path, json_error_t *je, const char **why)
+{
+    int fd = np_open_regular(path, why);
+    if (fd < 0)
+        return NULL;
+    json_t *root = json_loadfd(fd, 0, je);
+    close(fd);
+    return root;
+}
+
 int np_monitor_config_is_monitor(const char *path)
 {
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    const char *why = NULL;
+    json_t *root = load_regular(path, &je, &why);
     if (!root)
-        return 0;
+        return 0;   /* not a monitor config: the probe's loader names what is wrong */
     json_t *t = json_object_get(root, "task");
     int yes = json_is_string(t) && strcmp(json_string_value(t), "monitor") == 0;
     json_decref(root);
@@ -164,7 +180,10 @@ np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_erro
     c->xy = c->wg = c->mv = c->param = 1;
     np_monitor_rules_default(&c->rules);
     json_error_t je;
-    json_t *root = json_load_file(path, 0, &je);
+    const char *why = NULL;
+    json_t *root = load_regular(path, &je, &why);
+    if (!root && why)
+        return np_error_set(err, NP_ERR_CONFIG, path, NULL, "cannot open the config: %s", why);
     if (!root)
         return np_error_set_at(err, NP_ERR_JSON, path, je.line, je.column, NULL, "%s", je.text);
     np_status st = NP_OK;

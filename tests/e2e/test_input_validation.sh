@@ -30,6 +30,8 @@ expect dump-config-fifo 2 "fifo: cannot open the config: it is not a regular fil
   "$N" dump -c fifo -- true
 expect train-dump-config-fifo 2 "it is not a regular file" -- \
   "$N" train --model mlp --steps 1 --dump-config fifo
+expect train-monitor-config-fifo 2 "fifo" -- \
+  "$N" train --model mlp --steps 1 --monitor-config fifo
 expect pack-hyperparams-fifo 2 "fifo: cannot read the hyperparameters: it is not a regular file" -- \
   "$N" config_check pack -o p.zip --no-python --hyperparams fifo
 [ ! -e p.zip ] || { echo "FAIL pack-hyperparams-fifo: p.zip written"; fail=$((fail + 1)); }
