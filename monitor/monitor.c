@@ -20,6 +20,7 @@
 
 #include "mon_internal.h"
 #include "nprobe/common.h"
+#include "nprobe/format.h"
 #include "nprobe/probe.h"
 
 void np_monitor_rules_default(np_monitor_rules *r)
@@ -472,41 +473,6 @@ static int append(hid_t d, hid_t type, const void *rows, hsize_t n)
     return e < 0 ? -1 : 0;
 }
 
-static int mkdir_p(const char *dir)
-{
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0777) && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0777) && errno != EEXIST ? -1 : 0;
-}
-
-static void attr_int(hid_t obj, const char *name, long long v)
-{
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, H5T_NATIVE_LLONG, sp, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, H5T_NATIVE_LLONG, &v);
-    H5Aclose(a);
-    H5Sclose(sp);
-}
-
-static void attr_str(hid_t obj, const char *name, const char *v)
-{
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, strlen(v) + 1);
-    hid_t sp = H5Screate(H5S_SCALAR);
-    hid_t a = H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
-    H5Awrite(a, t, v);
-    H5Aclose(a);
-    H5Sclose(sp);
-    H5Tclose(t);
-}
-
 np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int rank,
                           int world_size, np_error *err)
 {
@@ -527,7 +493,7 @@ np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int ra
     *out = m;
     if (!m->active)
         return NP_OK;
-    if (mkdir_p(cfg->dump_path))
+    if (np_mkdirs(cfg->dump_path))
         return np_error_set(err, NP_ERR_IO, cfg->dump_path, "dump_path", "cannot create: %s",
                             strerror(errno));
     snprintf(m->path, sizeof m->path, "%s/monitor_rank%d.h5", cfg->dump_path, rank);
@@ -542,11 +508,11 @@ np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int ra
         return np_error_set(err, NP_ERR_IO, m->path, NULL,
                             "cannot create the monitor file (does it exist already? the monitor "
                             "never overwrites a run's record)");
-    attr_str(m->file, "format", NP_MON_FORMAT);
-    attr_int(m->file, "version", NP_MON_VERSION);
-    attr_int(m->file, "rank", rank);
-    attr_int(m->file, "world_size", world_size);
-    attr_int(m->file, "step_interval", cfg->step_interval);
+    np_h5_attr_set_str(m->file, "format", NP_MON_FORMAT);
+    np_h5_attr_set_i64(m->file, "version", NP_MON_VERSION);
+    np_h5_attr_set_i64(m->file, "rank", rank);
+    np_h5_attr_set_i64(m->file, "world_size", world_size);
+    np_h5_attr_set_i64(m->file, "step_interval", cfg->step_interval);
     herr_t swmr = -1;
     H5E_BEGIN_TRY {
         m->d_rec = make_table(m->file, "records", m->t_rec, 4096);
