@@ -21,7 +21,6 @@
 #include "mon_internal.h"
 #include "nprobe/common.h"
 #include "nprobe/format.h"
-#include "nprobe/probe.h"
 
 void np_monitor_rules_default(np_monitor_rules *r)
 {
@@ -285,23 +284,73 @@ out:
 
 /* ==== statistics ========================================================= */
 
-/* The probe's statistics kernel (vectorised, chunked, deterministic: the
- * same as a dump's), plus a count of the zeros. */
+/* One pass over the tensor for every statistic (norm, min, max, mean,
+ * zeros, NaN/Inf counts): chunks of MON_CHUNK elements, each an OpenMP simd
+ * reduction (sums in double, min/max in float, exact); z sums v - v, NaN as
+ * soon as one element is not finite, and only then the chunk is taken
+ * again element by element. Chunks combine in order: deterministic. */
+#define MON_CHUNK 4096
+
+static void rec_from_tstats(np_mon_record *r, const np_optim_tstats *t, int64_t n)
+{
+    r->numel = n;
+    r->zeros = t->zeros;
+    r->nans = t->nans;
+    r->infs = t->infs;
+    if (t->finite > 0) {
+        r->norm = sqrt(t->sumsq);
+        r->min = t->min;
+        r->max = t->max;
+        r->mean = t->sum / (double)t->finite;
+    } else {
+        r->norm = r->min = r->max = r->mean = NAN;
+    }
+}
+
 void np_mon_stats(np_mon_record *r, const float *x, int64_t n)
 {
-    np_probe_stats ps;
-    np_probe_tensor_stats(&ps, NULL, NP_FLOAT32, x, n);
-    int64_t zeros = 0;
-    for (int64_t i = 0; i < n; i++)
-        zeros += x[i] == 0.0f;
-    r->numel = n;
-    r->norm = ps.norm;
-    r->max = ps.max;
-    r->min = ps.min;
-    r->mean = ps.mean;
-    r->zeros = zeros;
-    r->nans = ps.nan_count;
-    r->infs = ps.posinf_count + ps.neginf_count;
+    np_optim_tstats t = {0, 0, INFINITY, -INFINITY, 0, 0, 0, 0};
+    for (int64_t k0 = 0; k0 < n; k0 += MON_CHUNK) {
+        int64_t k1 = k0 + MON_CHUNK < n ? k0 + MON_CHUNK : n;
+        double s = 0.0, q = 0.0;
+        float mn = INFINITY, mx = -INFINITY, z = 0.0f;
+        int64_t zeros = 0;
+#pragma omp simd reduction(+ : s, q, z, zeros) reduction(min : mn) reduction(max : mx)
+        for (int64_t k = k0; k < k1; k++) {
+            float v = x[k];
+            z += v - v;
+            s += v;
+            q += (double)v * v;
+            zeros += v == 0.0f;
+            mn = v < mn ? v : mn;
+            mx = v > mx ? v : mx;
+        }
+        if (!isnan(z)) {
+            t.sum += s;
+            t.sumsq += q;
+            if ((double)mn < t.min) t.min = mn;
+            if ((double)mx > t.max) t.max = mx;
+            t.finite += k1 - k0;
+            t.zeros += zeros;
+            continue;
+        }
+        for (int64_t k = k0; k < k1; k++) {
+            float v = x[k];
+            if (isnan(v)) {
+                t.nans++;
+            } else if (isinf(v)) {
+                t.infs++;
+            } else {
+                t.sum += v;
+                t.sumsq += (double)v * v;
+                if (v < t.min) t.min = v;
+                if (v > t.max) t.max = v;
+                t.finite++;
+                t.zeros += v == 0.0f;
+            }
+        }
+    }
+    rec_from_tstats(r, &t, n);
 }
 
 static void scalar_stats(np_mon_record *r, double v)
@@ -336,8 +385,9 @@ struct np_monitor {
     int *slots;
     int n_slots;
     int64_t rows, steps_done, collected;
-    float **before;        /* weights before the update (param_distribution) */
-    int n_before;
+    np_optim_tstats *ost;  /* the optimizer's statistics of the step, NP_OPTIM_ST_N per parameter */
+    unsigned char *want;   /* the parameters the targets select */
+    int n_ost, ost_pending;
     double cpu_s;          /* thread CPU time spent in the monitor's callbacks */
     const void *last_data; /* the last module tensor measured, while no API call ran since */
     int64_t last_numel;
@@ -673,52 +723,62 @@ static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *
     }
     if (!m->on)
         return 0;
+    np_optim *o = np_trainer_optim(tr);
     if (pt == NP_TRAIN_UPDATE_BEGIN) {
-        if (m->cfg.wg)
-            grads(m, p, n, "grad");
-        if (m->cfg.param) {
-            if (m->n_before != n) {
-                for (int i = 0; i < m->n_before; i++)
-                    free(m->before[i]);
-                free(m->before);
-                m->before = calloc((size_t)(n > 0 ? n : 1), sizeof *m->before);
-                m->n_before = m->before ? n : 0;
-            }
-            for (int i = 0; i < m->n_before; i++) {
-                if (!m->before[i])
-                    m->before[i] = malloc((size_t)p[i]->numel * sizeof(float));
-                if (m->before[i])
-                    memcpy(m->before[i], p[i]->data, (size_t)p[i]->numel * sizeof(float));
-            }
+        /* the gradients the update reads, its state and weights after it and
+         * ||W_after - W_before||: gathered inside the optimizer's own loop
+         * (np_optim_collect_stats), no pass over the parameters of ours */
+        if (!o || (!m->cfg.wg && !m->cfg.param && !m->cfg.mv))
+            return 0;
+        if (m->n_ost != n) {
+            free(m->ost);
+            free(m->want);
+            m->ost = calloc((size_t)(n > 0 ? n : 1) * NP_OPTIM_ST_N, sizeof *m->ost);
+            m->want = calloc((size_t)(n > 0 ? n : 1), 1);
+            m->n_ost = m->ost && m->want ? n : 0;
+            for (int i = 0; i < m->n_ost; i++)
+                m->want[i] = p[i]->name && matches(m, p[i]->name);
+        }
+        if (m->n_ost == n) {
+            np_optim_collect_stats(o, m->ost, m->want);
+            m->ost_pending = 1;
         }
         return 0;
     }
     /* NP_TRAIN_UPDATE_END */
+    int fused = m->ost_pending && !res->skipped;
+    m->ost_pending = 0;
+    if (fused && m->cfg.wg)
+        for (int i = 0; i < n; i++)
+            if (m->want[i]) {
+                np_mon_record *r = add(m, p[i]->name, "grad");
+                if (r)
+                    rec_from_tstats(r, &m->ost[(size_t)i * NP_OPTIM_ST_N + NP_OPTIM_ST_GRAD],
+                                    p[i]->numel);
+            }
     if (m->cfg.param || m->cfg.mv) {
-        np_optim *o = np_trainer_optim(tr);
         for (int i = 0; i < n; i++) {
             if (!p[i]->name || !matches(m, p[i]->name))
                 continue;
-            const float *w = p[i]->data;
+            const np_optim_tstats *t = fused ? &m->ost[(size_t)i * NP_OPTIM_ST_N] : NULL;
             if (m->cfg.param) {
                 np_mon_record *wr = add(m, p[i]->name, "weight");
-                if (wr)
-                    np_mon_stats(wr, w, p[i]->numel);
-                if (wr && !res->skipped && i < m->n_before && m->before[i]) {
-                    /* ||W_after - W_before|| / ||W_after||, the difference in place */
-                    float *d = m->before[i];
-                    for (int64_t k = 0; k < p[i]->numel; k++)
-                        d[k] = w[k] - d[k];
-                    np_probe_stats ds;
-                    np_probe_tensor_stats(&ds, NULL, NP_FLOAT32, d, p[i]->numel);
-                    double wn = wr->norm;
-                    add_scalar(m, p[i]->name, "update_ratio", wn > 0 ? ds.norm / wn : 0.0);
+                if (wr && t)
+                    rec_from_tstats(wr, &t[NP_OPTIM_ST_WEIGHT], p[i]->numel);
+                else if (wr)
+                    np_mon_stats(wr, p[i]->data, p[i]->numel);
+                if (wr && t) {
+                    /* ||W_after - W_before|| / ||W_after|| */
+                    double wn = wr->norm, dn = sqrt(t[NP_OPTIM_ST_DELTA].sumsq);
+                    add_scalar(m, p[i]->name, "update_ratio", wn > 0 ? dn / wn : 0.0);
                 }
             }
-            for (int s = 0; m->cfg.mv && s < np_optim_n_slots(o); s++) {
-                const float *v = np_optim_slot(o, s, i);
-                if (v)
-                    add_tensor(m, p[i]->name, np_optim_slot_name(o, s), v, p[i]->numel);
+            for (int s = 0; m->cfg.mv && o && s < np_optim_n_slots(o); s++) {
+                np_mon_record *r = add(m, p[i]->name, np_optim_slot_name(o, s));
+                if (r && t)
+                    rec_from_tstats(r, &t[NP_OPTIM_ST_SLOT0 + s], p[i]->numel);
+                else if (r)
+                    np_mon_stats(r, np_optim_slot(o, s, i), p[i]->numel);
             }
         }
     }
@@ -812,9 +872,8 @@ void np_monitor_free(np_monitor *m)
     H5Tclose(m->t_rec);
     H5Tclose(m->t_key);
     H5Tclose(m->t_step);
-    for (int i = 0; i < m->n_before; i++)
-        free(m->before[i]);
-    free(m->before);
+    free(m->ost);
+    free(m->want);
     free(m->rec);
     free(m->keys);
     free(m->slots);

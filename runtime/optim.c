@@ -16,6 +16,8 @@ struct np_optim {
     int64_t t;                 /* updates done */
     float **slot[2];           /* [slot][param] -> numel floats, or NULL */
     int n_slots;
+    np_optim_tstats *st_out;   /* np_optim_collect_stats: the next step's statistics */
+    const unsigned char *st_want;
 };
 
 static const char *const optim_names[NP_OPTIM_KIND_COUNT] = {
@@ -177,10 +179,248 @@ static void adamw_update(np_optim *o, int i, double lr)
     round_params(p);
 }
 
+/* ==== the update with its statistics (np_optim_collect_stats) ============
+ * The same float expressions as sgd_update/adamw_update, so the same bits;
+ * per chunk of ST_CHUNK elements one loop updates and accumulates (an
+ * OpenMP simd reduction; z sums v - v of every value, NaN as soon as one is
+ * not finite, and then the chunk's statistics are taken again element by
+ * element from the stored values). */
+#define ST_CHUNK 4096
+
+typedef struct st_acc {
+    double s, q;
+    float mn, mx;
+    int64_t zeros;
+} st_acc;
+
+static void tst_init(np_optim_tstats *t)
+{
+    memset(t, 0, sizeof *t);
+    t->min = INFINITY;
+    t->max = -INFINITY;
+}
+
+static void tst_add_fast(np_optim_tstats *t, const st_acc *a, int64_t n)
+{
+    t->sum += a->s;
+    t->sumsq += a->q;
+    if ((double)a->mn < t->min) t->min = a->mn;
+    if ((double)a->mx > t->max) t->max = a->mx;
+    t->finite += n;
+    t->zeros += a->zeros;
+}
+
+static void tst_add_slow(np_optim_tstats *t, const float *x, int64_t n)
+{
+    for (int64_t k = 0; k < n; k++) {
+        float v = x[k];
+        if (isnan(v)) {
+            t->nans++;
+        } else if (isinf(v)) {
+            t->infs++;
+        } else {
+            t->sum += v;
+            t->sumsq += (double)v * v;
+            if (v < t->min) t->min = v;
+            if (v > t->max) t->max = v;
+            t->finite++;
+            t->zeros += v == 0.0f;
+        }
+    }
+}
+
+/* one chunk [k0, k1) of AdamW with statistics into part[NP_OPTIM_ST_N] */
+static void adamw_chunk_st(float *w, const float *g, float *m, float *v, int64_t k0, int64_t k1,
+                           const float *c, np_dtype dt, np_optim_tstats *part)
+{
+    const float b1 = c[0], b2 = c[1], omb1 = c[2], omb2 = c[3], step_size = c[4];
+    const float bc2_sqrt = c[5], eps = c[6], decay = c[7];
+    st_acc ag = {0, 0, INFINITY, -INFINITY, 0}, am = ag, av = ag, aw = ag;
+    double dq = 0.0;
+    float z = 0.0f;
+    int round = dt == NP_BFLOAT16 || dt == NP_FLOAT16;
+    if (round) {
+        for (int64_t k = k0; k < k1; k++) {
+            float w0 = w[k];
+            float wk = w0 * decay;
+            float mk = m[k] * b1 + omb1 * g[k];
+            float vk = v[k] * b2 + omb2 * g[k] * g[k];
+            m[k] = mk;
+            v[k] = vk;
+            float denom = sqrtf(vk) / bc2_sqrt + eps;
+            w[k] = np_round_to(dt, wk - step_size * (mk / denom));
+            float d = w[k] - w0;
+            dq += (double)d * d;
+            z += d - d;
+        }
+        z = NAN; /* the statistics element by element (rare: low-precision master weights) */
+    } else {
+        /* scalars, not the st_acc fields: OpenMP reduces variables only */
+        double gs = 0, gq = 0, ms = 0, mq = 0, vs = 0, vq = 0, ws = 0, wq = 0;
+        float gmn = INFINITY, gmx = -INFINITY, mmn = INFINITY, mmx = -INFINITY;
+        float vmn = INFINITY, vmx = -INFINITY, wmn = INFINITY, wmx = -INFINITY;
+        int64_t gz = 0, mz = 0, vz = 0, wz = 0;
+#pragma omp simd reduction(+ : z, dq, gs, gq, ms, mq, vs, vq, ws, wq, gz, mz, vz, wz) \
+    reduction(min : gmn, mmn, vmn, wmn) reduction(max : gmx, mmx, vmx, wmx)
+        for (int64_t k = k0; k < k1; k++) {
+            float gk = g[k], w0 = w[k];
+            float wk = w0 * decay;
+            float mk = m[k] * b1 + omb1 * gk;
+            float vk = v[k] * b2 + omb2 * gk * gk;
+            m[k] = mk;
+            v[k] = vk;
+            float denom = sqrtf(vk) / bc2_sqrt + eps;
+            float wn = wk - step_size * (mk / denom);
+            w[k] = wn;
+            float d = wn - w0;
+            z += (gk - gk) + (mk - mk) + (vk - vk) + (d - d);
+            dq += (double)d * d;
+            gs += gk; gq += (double)gk * gk; gz += gk == 0.0f;
+            ms += mk; mq += (double)mk * mk; mz += mk == 0.0f;
+            vs += vk; vq += (double)vk * vk; vz += vk == 0.0f;
+            ws += wn; wq += (double)wn * wn; wz += wn == 0.0f;
+            gmn = gk < gmn ? gk : gmn; gmx = gk > gmx ? gk : gmx;
+            mmn = mk < mmn ? mk : mmn; mmx = mk > mmx ? mk : mmx;
+            vmn = vk < vmn ? vk : vmn; vmx = vk > vmx ? vk : vmx;
+            wmn = wn < wmn ? wn : wmn; wmx = wn > wmx ? wn : wmx;
+        }
+        ag = (st_acc){gs, gq, gmn, gmx, gz};
+        am = (st_acc){ms, mq, mmn, mmx, mz};
+        av = (st_acc){vs, vq, vmn, vmx, vz};
+        aw = (st_acc){ws, wq, wmn, wmx, wz};
+    }
+    for (int s = 0; s < NP_OPTIM_ST_N; s++)
+        tst_init(&part[s]);
+    int64_t n = k1 - k0;
+    part[NP_OPTIM_ST_DELTA].sumsq = dq;
+    if (!isnan(z)) {
+        tst_add_fast(&part[NP_OPTIM_ST_GRAD], &ag, n);
+        tst_add_fast(&part[NP_OPTIM_ST_SLOT0], &am, n);
+        tst_add_fast(&part[NP_OPTIM_ST_SLOT1], &av, n);
+        tst_add_fast(&part[NP_OPTIM_ST_WEIGHT], &aw, n);
+        part[NP_OPTIM_ST_DELTA].finite = n;
+    } else {
+        tst_add_slow(&part[NP_OPTIM_ST_GRAD], g + k0, n);
+        tst_add_slow(&part[NP_OPTIM_ST_SLOT0], m + k0, n);
+        tst_add_slow(&part[NP_OPTIM_ST_SLOT1], v + k0, n);
+        tst_add_slow(&part[NP_OPTIM_ST_WEIGHT], w + k0, n);
+        part[NP_OPTIM_ST_DELTA].finite = isfinite(dq) ? n : 0;
+    }
+}
+
+/* one chunk of SGD with statistics (slot 1 stays empty) */
+static void sgd_chunk_st(float *w, const float *g, float *buf, int64_t k0, int64_t k1,
+                         float lr, float mom, float wd, int first, np_dtype dt,
+                         np_optim_tstats *part)
+{
+    double dq = 0.0;
+    for (int64_t k = k0; k < k1; k++) {
+        float w0 = w[k];
+        float d = g[k];
+        if (wd != 0.0f)
+            d = d + wd * w[k];
+        float b = first ? d : mom * buf[k] + d;
+        buf[k] = b;
+        float wn = w[k] - lr * b;
+        if (dt == NP_BFLOAT16 || dt == NP_FLOAT16)
+            wn = np_round_to(dt, wn);
+        w[k] = wn;
+        float dd = wn - w0;
+        dq += (double)dd * dd;
+    }
+    for (int s = 0; s < NP_OPTIM_ST_N; s++)
+        tst_init(&part[s]);
+    int64_t n = k1 - k0;
+    tst_add_slow(&part[NP_OPTIM_ST_GRAD], g + k0, n);
+    tst_add_slow(&part[NP_OPTIM_ST_SLOT0], buf + k0, n);
+    tst_add_slow(&part[NP_OPTIM_ST_WEIGHT], w + k0, n);
+    part[NP_OPTIM_ST_DELTA].sumsq = dq;
+    part[NP_OPTIM_ST_DELTA].finite = isfinite(dq) ? n : 0;
+}
+
+static void tst_combine(np_optim_tstats *t, const np_optim_tstats *p)
+{
+    t->sum += p->sum;
+    t->sumsq += p->sumsq;
+    if (p->min < t->min) t->min = p->min;
+    if (p->max > t->max) t->max = p->max;
+    t->finite += p->finite;
+    t->zeros += p->zeros;
+    t->nans += p->nans;
+    t->infs += p->infs;
+}
+
+static void update_st(np_optim *o, int i, double lr, np_optim_tstats *out)
+{
+    const np_tensor *p = o->params[i];
+    float *w = np_tensor_f32(p);
+    const float *g = p->grad;
+    int64_t n = p->numel, nch = (n + ST_CHUNK - 1) / ST_CHUNK;
+    np_optim_tstats one[NP_OPTIM_ST_N];
+    np_optim_tstats *parts = nch > 1 ? malloc((size_t)nch * NP_OPTIM_ST_N * sizeof *parts) : one;
+    int par = parts != one;
+    if (!parts) {
+        parts = one;   /* out of memory: chunk by chunk, combined as it goes */
+        par = 0;
+    }
+    for (int s = 0; s < NP_OPTIM_ST_N; s++)
+        tst_init(&out[s]);
+    if (o->cfg.kind == NP_OPTIM_SGD) {
+        float mom = (float)o->cfg.momentum, lrf = (float)lr;
+        float wd = p->ndim >= 2 ? (float)o->cfg.weight_decay : 0.0f;
+        int first = o->t == 0;
+#pragma omp parallel for schedule(static) if (par && (rt_par_all || n > 65536))
+        for (int64_t c = 0; c < nch; c++) {
+            np_optim_tstats *pc = par ? parts + c * NP_OPTIM_ST_N : parts;
+            int64_t k1 = (c + 1) * ST_CHUNK < n ? (c + 1) * ST_CHUNK : n;
+            sgd_chunk_st(w, g, o->slot[0][i], c * ST_CHUNK, k1, lrf, mom, wd, first, p->dtype, pc);
+            if (!par)
+                for (int s = 0; s < NP_OPTIM_ST_N; s++)
+                    tst_combine(&out[s], &pc[s]);
+        }
+    } else {
+        double t = (double)(o->t + 1);
+        double bc1 = 1.0 - pow(o->cfg.beta1, t);
+        double bc2 = 1.0 - pow(o->cfg.beta2, t);
+        const float c[8] = {
+            (float)o->cfg.beta1, (float)o->cfg.beta2, (float)(1.0 - o->cfg.beta1),
+            (float)(1.0 - o->cfg.beta2), (float)(lr / bc1), (float)sqrt(bc2), (float)o->cfg.eps,
+            p->ndim >= 2 ? (float)(1.0 - lr * o->cfg.weight_decay) : 1.0f,
+        };
+#pragma omp parallel for schedule(static) if (par && (rt_par_all || n > 65536))
+        for (int64_t ch = 0; ch < nch; ch++) {
+            np_optim_tstats *pc = par ? parts + ch * NP_OPTIM_ST_N : parts;
+            int64_t k1 = (ch + 1) * ST_CHUNK < n ? (ch + 1) * ST_CHUNK : n;
+            adamw_chunk_st(w, g, o->slot[0][i], o->slot[1][i], ch * ST_CHUNK, k1, c, p->dtype, pc);
+            if (!par)
+                for (int s = 0; s < NP_OPTIM_ST_N; s++)
+                    tst_combine(&out[s], &pc[s]);
+        }
+    }
+    if (par) {
+        for (int64_t c = 0; c < nch; c++)
+            for (int s = 0; s < NP_OPTIM_ST_N; s++)
+                tst_combine(&out[s], &parts[c * NP_OPTIM_ST_N + s]);
+        free(parts);
+    }
+    if (out[NP_OPTIM_ST_DELTA].finite < n)
+        out[NP_OPTIM_ST_DELTA].sumsq = NAN;
+}
+
+void np_optim_collect_stats(np_optim *o, np_optim_tstats *out, const unsigned char *want)
+{
+    o->st_out = out;
+    o->st_want = want;
+}
+
 void np_optim_step(np_optim *o, double lr)
 {
+    np_optim_tstats *st = o->st_out;
+    o->st_out = NULL;
     for (int i = 0; i < o->n; i++) {
-        if (o->cfg.kind == NP_OPTIM_SGD)
+        if (st && (!o->st_want || o->st_want[i]))
+            update_st(o, i, lr, st + (size_t)i * NP_OPTIM_ST_N);
+        else if (o->cfg.kind == NP_OPTIM_SGD)
             sgd_update(o, i, (float)lr);
         else
             adamw_update(o, i, lr);

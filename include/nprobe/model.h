@@ -257,6 +257,30 @@ int np_optim_n_slots(const np_optim *o);
 const char *np_optim_slot_name(const np_optim *o, int slot);
 float *np_optim_slot(np_optim *o, int slot, int i);
 
+/* Statistics of the tensors an update reads and writes, gathered inside
+ * its loop (no pass of their own: the monitor's gradient, optimizer-state,
+ * weight and update-ratio records, docs/MONITOR.md "Costs"). Over the
+ * finite elements: sum, sum of squares (double), min, max; counts of
+ * finite elements, zeros, NaNs and infinities. */
+typedef struct np_optim_tstats {
+    double sum, sumsq, min, max;
+    int64_t finite, zeros, nans, infs;
+} np_optim_tstats;
+enum {
+    NP_OPTIM_ST_GRAD,    /* the gradient the update read */
+    NP_OPTIM_ST_SLOT0,   /* exp_avg / momentum_buffer after the update */
+    NP_OPTIM_ST_SLOT1,   /* exp_avg_sq after the update (AdamW) */
+    NP_OPTIM_ST_WEIGHT,  /* the weight after the update */
+    NP_OPTIM_ST_DELTA,   /* W_after - W_before: sumsq only (NaN when a value is not finite) */
+    NP_OPTIM_ST_N
+};
+/* The next np_optim_step fills out[i * NP_OPTIM_ST_N + k] for every
+ * parameter i with want[i] != 0 (want NULL: every parameter), with the same
+ * updated values as without; the step after it collects nothing again.
+ * The chunks' partials are combined in order: the figures do not depend on
+ * the thread count. */
+void np_optim_collect_stats(np_optim *o, np_optim_tstats *out, const unsigned char *want);
+
 /* Global L2 norm of the gradients, accumulated in double. */
 double np_grad_norm(np_tensor *const *params, int n);
 /* Scale every gradient by max_norm / (norm + 1e-6) when that is below 1
