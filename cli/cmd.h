@@ -29,6 +29,7 @@ int np_cmd_ls(int argc, char **argv);
 int np_cmd_show(int argc, char **argv);
 int np_cmd_replay(int argc, char **argv);
 int np_cmd_monitor(int argc, char **argv);
+int np_cmd_triage(int argc, char **argv);
 int np_cmd_profile(int argc, char **argv);
 /* `nprobe compare --replicas DUMP` (cmd_compare_replicas.c) */
 int np_cmd_compare_replicas(int argc, char **argv);

@@ -27,7 +27,7 @@ typedef struct train_args {
     long layers, heads, width, context;
     long fault_step, fault_rank;
     double lr, grad_clip;
-    int list_faults;
+    int list_faults, load_other_precision;
 } train_args;
 
 static const char help_before[] =
@@ -102,6 +102,9 @@ static const np_cli_opt train_opts_table[] = {
                              "settings (--lr --warmup --batch --grad-clip --steps\n"
                              "--precision --device --data) must be those of the run\n"
                              "that wrote it", STR(load)},
+    {NULL, "--load-other-precision", NULL, "--load accepts a checkpoint of another --precision\n"
+                                           "(a rerun of a step at other numerics: nprobe triage)",
+     NP_OPT_FLAG, F(load_other_precision), 0, 0, NULL, 0, NULL},
     {NULL, "--log-every", "K", "print every K-th step (default 1)", LONG(log_every, 1, 100000000)},
     {NULL, "--dump-config", "FILE", "attach the probe with this config.json (also env\n"
                                     "NPROBE_DUMP_CONFIG; rank from NPROBE_RANK/NPROBE_WORLD_SIZE);\n"
@@ -425,6 +428,7 @@ static int train_opts(np_train_opts *out, const train_args *a, np_model_kind kin
     o.warmup = a->warmup;
     o.seed = (uint64_t)a->seed;
     o.data_path = a->data;
+    o.load_other_precision = a->load_other_precision;
     if (a->layers > 0) o.model.n_layer = (int)a->layers;
     if (a->heads > 0) o.model.n_head = (int)a->heads;
     if (a->width > 0) o.model.n_embd = (int)a->width;

@@ -13,6 +13,7 @@ static const np_cmd commands[] = {
     {"show", np_cmd_show, "print one tensor's statistics and first values from a dump"},
     {"replay", np_cmd_replay, "recompute each dumped call in float64 and report its isolated error"},
     {"monitor", np_cmd_monitor, "read a run's monitor files and name the first anomaly across ranks"},
+    {"triage", np_cmd_triage, "rerun a monitored anomaly's step to class it: transient, data, numerics, code"},
     {"profile", np_cmd_profile, "analyse torch.profiler traces (time by category, top ops), compare two"},
 };
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))

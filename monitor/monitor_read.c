@@ -334,6 +334,88 @@ np_status np_monitor_analyze(np_monitor_result *out, const char *dir,
     return NP_OK;
 }
 
+/* key of (name, metric) in rd, added when absent; -1: out of memory */
+static int64_t key_of(rank_data *rd, const np_mon_key *k, int64_t *cap)
+{
+    for (int64_t i = 0; i < rd->n_keys; i++)
+        if (!strcmp(rd->keys[i].name, k->name) && !strcmp(rd->keys[i].metric, k->metric))
+            return i;
+    if (rd->n_keys == *cap) {
+        int64_t nc = *cap ? *cap * 2 : 64;
+        np_mon_key *x = realloc(rd->keys, (size_t)nc * sizeof *x);
+        if (!x)
+            return -1;
+        rd->keys = x;
+        *cap = nc;
+    }
+    rd->keys[rd->n_keys] = *k;
+    return rd->n_keys++;
+}
+
+np_status np_monitor_analyze_rerun(np_monitor_result *out, const char *dir, int rank,
+                                   int64_t step, const char *rerun_dir,
+                                   const np_monitor_rules *rules, np_error *err)
+{
+    memset(out, 0, sizeof *out);
+    np_monitor_rules dflt;
+    if (!rules) {
+        np_monitor_rules_default(&dflt);
+        rules = &dflt;
+    }
+    char path[4608];
+    rank_data h = {0}, r = {0};
+    snprintf(path, sizeof path, "%s/monitor_rank%d.h5", dir, rank);
+    np_status st = np_mon_read_rank(&h, path, err);
+    snprintf(path, sizeof path, "%s/monitor_rank0.h5", rerun_dir);
+    if (!st)
+        st = np_mon_read_rank(&r, path, err);
+    anomalies A = {0};
+    if (!st) {
+        int64_t keep = 0, cap = h.n_keys;
+        while (keep < h.n_rec && h.rec[keep].step < step)
+            keep++;
+        np_mon_record *all = realloc(h.rec, (size_t)(keep + r.n_rec + 1) * sizeof *all);
+        if (!all) {
+            st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+        } else {
+            h.rec = all;
+            h.n_rec = keep;
+            for (int64_t i = 0; i < r.n_rec && !st; i++) {
+                if (r.rec[i].step < step)
+                    continue;
+                int64_t k = key_of(&h, &r.keys[r.rec[i].key], &cap);
+                if (k < 0)
+                    st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+                h.rec[h.n_rec] = r.rec[i];
+                h.rec[h.n_rec++].key = (int32_t)k;
+            }
+        }
+        h.rank = rank;
+        if (!st && apply_rules(&A, &h, rules))
+            st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+        out->ranks = 1;
+        out->records = r.n_rec;
+        out->steps = r.steps;
+    }
+    free(h.keys);
+    free(h.rec);
+    free(r.keys);
+    free(r.rec);
+    if (st) {
+        free(A.a);
+        return st;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < A.n; i++)
+        if (A.a[i].step >= step)
+            A.a[n++] = A.a[i];
+    if (n)
+        qsort(A.a, n, sizeof *A.a, cmp_anomaly);
+    out->anomalies = A.a;
+    out->n = n;
+    return NP_OK;
+}
+
 void np_monitor_result_free(np_monitor_result *r)
 {
     if (!r)

@@ -149,6 +149,8 @@ static np_status check_run_hps(hid_t f, const np_trainer *tr, const char *path, 
     run_hps(tr, hp);
     np_status st = NP_OK;
     for (int i = 0; i < N_HP && !st; i++) {
+        if (tr->opts.load_other_precision && !strcmp(hp[i].key, "precision"))
+            continue; /* a rerun at another precision, asked for */
         char got[160];
         int bad;
         if (hp[i].is_int) {

@@ -55,6 +55,7 @@ struct np_step_fault {
     int rank;
     int fired;
     int64_t fired_step; /* the step of the last firing (once per step) */
+    int64_t first_step; /* the first step this run did (-1 before it) */
 };
 
 static int active_step(const np_step_fault *f, int64_t step)
@@ -81,6 +82,9 @@ static void corrupt(np_step_fault *f, np_tensor *t, int64_t step)
             x[i] *= 256.0f;
         break;
     case NP_STEP_FAULT_LOGIT_GROWTH: {
+        /* an overflow of the reduced precision: fp32 logits are left alone */
+        if (t->dtype != NP_BFLOAT16 && t->dtype != NP_FLOAT16)
+            return;
         float s = ldexpf(1.0f, (int)(8 * (step - f->step + 1) > 120 ? 120 : 8 * (step - f->step + 1)));
         for (int64_t i = 0; i < n; i++)
             x[i] = np_round_to(t->dtype, x[i] * s);
@@ -132,6 +136,12 @@ static int on_event(const np_hook_event *ev, void *user)
         ev->parent && !strncmp(ev->name, "Functional.linear.", 18) &&
         !strncmp(ev->parent, "Module.h.0.attn.c_attn.", 23))
         rare_gemm(ev);
+    if (f->first_step < 0)
+        f->first_step = ev->step;
+    /* gemm_bitflip is a one-time hardware event: a rerun of its step (a run
+     * resumed at or after it from a checkpoint) does not meet it again */
+    if (f->kind == NP_STEP_FAULT_GEMM_BITFLIP && f->first_step >= f->step)
+        return 0;
     if (ev->kind != NP_EV_API_FORWARD || !ev->name || !ev->parent || !active_step(f, ev->step) ||
         (f->rank >= 0 && ev->rank != f->rank) || f->fired_step == ev->step)
         return 0;
@@ -162,6 +172,7 @@ np_status np_step_fault_attach(np_step_fault **out, np_ctx *ctx, np_step_fault_k
     f->step = step;
     f->rank = rank;
     f->fired_step = -1;
+    f->first_step = -1;
     np_observer obs = {-100, NULL, on_event, f};
     np_status st = np_ctx_add_observer(ctx, &obs, err);
     if (st) {

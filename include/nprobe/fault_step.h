@@ -18,9 +18,11 @@ extern "C" {
 
 typedef enum np_step_fault_kind {
     NP_STEP_FAULT_NONE = 0,
-    NP_STEP_FAULT_GEMM_BITFLIP,  /* h.0.mlp.c_fc's linear: bit 30 of one output element flipped */
+    NP_STEP_FAULT_GEMM_BITFLIP,  /* h.0.mlp.c_fc's linear: bit 30 of one output element flipped;
+                                    one-time: not in a run resumed at or after the step */
     NP_STEP_FAULT_OUTLIER_BATCH, /* wte's embedding output x 256: an extreme batch */
-    NP_STEP_FAULT_LOGIT_GROWTH,  /* lm_head's output x 256^(k+1) at step S+k, until bf16 overflows */
+    NP_STEP_FAULT_LOGIT_GROWTH,  /* lm_head's output x 256^(k+1) at step S+k, until bf16 overflows;
+                                    only where that output is bf16 or fp16 (fp32: untouched) */
     NP_STEP_FAULT_NAN_INPUT,     /* wte's embedding output: one element NaN */
     NP_STEP_FAULT_RARE_PATTERN,  /* h.0.attn.c_attn's GEMM is defective on a rare input (its
                                     first two elements both -3.96875: first output row x1024),

@@ -330,6 +330,9 @@ typedef struct np_train_opts {
     double scaler_init;        /* initial loss scale (65536) */
     np_dist dist;              /* data parallelism (nprobe/dist.h); zero = one process.
                                 * batch is the global batch, a multiple of world_size */
+    int load_other_precision;  /* np_trainer_load accepts a checkpoint written at another
+                                * autocast precision (nprobe triage's reruns; the weights are
+                                * float32 either way) */
 } np_train_opts;
 
 /* Defaults for a model kind (AdamW; lr: mlp and cnn 1e-2, gpt 3e-3). */

@@ -118,6 +118,13 @@ typedef struct np_monitor_result {
 np_status np_monitor_analyze(np_monitor_result *out, const char *dir,
                              const np_monitor_rules *rules, np_error *err);
 void np_monitor_result_free(np_monitor_result *r);
+/* nprobe triage: the rules over rank `rank`'s records in DIR before `step`
+ * followed by those of a one-process rerun (RERUN_DIR/monitor_rank0.h5)
+ * from `step` on, keys matched by name and metric (a rerun of one step is
+ * judged against the run's own history); the anomalies from `step` on. */
+np_status np_monitor_analyze_rerun(np_monitor_result *out, const char *dir, int rank,
+                                   int64_t step, const char *rerun_dir,
+                                   const np_monitor_rules *rules, np_error *err);
 /* A self-contained HTML page at `path` (through np_out): per rank the loss
  * and grad_norm trends with the anomalous steps marked, and a step x module
  * heat map of the activation norms of the first anomaly's rank (rank 0

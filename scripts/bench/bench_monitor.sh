@@ -8,9 +8,11 @@
 #  - wall: runs interleaved (off, wg, all, off, ...) so drifting machine load
 #    hits each alike; the median over rounds of each run's median step time
 #    (the first 2 steps dropped), as a ratio to off;
-#  - cpu: the monitor's own thread CPU time over the process's CPU time (as
-#    `nprobe train` prints it at the end; init included), which the load of
-#    other processes does not inflate.
+#  - cpu: the process's CPU time (user + sys, /usr/bin/time; init included)
+#    as a ratio to off, the median over rounds: the load of other processes
+#    inflates it far less than the wall time (the monitor's gradient, Adam
+#    and weight statistics run inside the optimizer's update loop, so its
+#    own callbacks' CPU time, the last column, leaves them out).
 #   scripts/bench/bench_monitor.sh [NPROBE] [ROUNDS] [STEPS] [BATCHES]
 set -eu
 nprobe=${1:-build/release/nprobe}
@@ -29,7 +31,8 @@ for b in $batches; do
       rm -rf "$tmp/m"
       extra=()
       [ "$v" != off ] && extra=(--dump-config "$tmp/$v.json")
-      "$nprobe" "${args[@]}" "${extra[@]}" > "$tmp/$b.$v.$r.log" 2>&1
+      /usr/bin/time -f "cputime %U %S" -o "$tmp/$b.$v.$r.time" \
+        "$nprobe" "${args[@]}" "${extra[@]}" > "$tmp/$b.$v.$r.log" 2>&1
     done
   done
 done
@@ -38,9 +41,9 @@ python3 - "$tmp" "$rounds" $batches <<'PY'
 import re, statistics, sys
 tmp, rounds, batches = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 for b in batches:
-    med, cpu = {}, {}
+    med, cpu, proc = {}, {}, {}
     for v in ("off", "wg", "all"):
-        per, share = [], []
+        per, share, pc = [], [], []
         for r in range(1, rounds + 1):
             text = open(f"{tmp}/{b}.{v}.{r}.log").read()
             tps = [float(x) for x in re.findall(r"^step \d+ loss \S+ lr \S+\s+(\S+) tok/s", text, re.M)]
@@ -48,10 +51,14 @@ for b in batches:
             m = re.search(r"\(([0-9.]+)% of the process", text)
             if m:
                 share.append(float(m.group(1)))
+            u, s_ = open(f"{tmp}/{b}.{v}.{r}.time").read().split("cputime ")[1].split()[:2]
+            pc.append(float(u) + float(s_))
         med[v] = statistics.median(per)
         cpu[v] = statistics.median(share) if share else 0.0
+        proc[v] = statistics.median(pc)
     tokens = int(b) * 32
     for v in ("off", "wg", "all"):
         print(f"batch {b:>3} ({tokens} tokens/step) {v:4s} step {med[v] * tokens * 1e3:8.1f} ms  "
-              f"wall x{med[v] / med['off']:.3f}  monitor cpu {cpu[v]:.2f}% of the process")
+              f"wall x{med[v] / med['off']:.3f}  process cpu {proc[v]:.2f} s x{proc[v] / proc['off']:.3f}  "
+              f"monitor callbacks {cpu[v]:.2f}% of the process")
 PY

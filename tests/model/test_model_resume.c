@@ -6,7 +6,8 @@
  * the same options and run 4 more: the 8 losses (as doubles) and the final
  * weights are bit-identical to a straight 8-step run (GPT AdamW fp32, MLP
  * SGD). Loading with another steps, lr, warmup, batch, grad_clip or
- * precision fails naming the key and both values.
+ * precision fails naming the key and both values; another precision loads
+ * with np_train_opts.load_other_precision.
  *
  * CLI ($NPROBE_BIN): `train --steps 8 --stop-after 4 --save H` then
  * `train --steps 8 --load H --save R` prints the same step lines (loss,
@@ -14,6 +15,7 @@
  * and optimizer state of F; `--steps 4 --load H` exits 2 naming steps 8 and
  * 4; `--stop-after 9 --steps 8` is a usage error. */
 #include <hdf5.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +137,16 @@ static void test_trainer(const char *dir, np_model_kind kind)
         CHECK_CONTAINS(err.text, "this run has");
         free(r.w);
     }
+    /* load_other_precision (nprobe triage's reruns): the fp32 checkpoint
+     * resumes in a bf16 run, which trains on from the saved step */
+    np_train_opts p = o;
+    p.load_other_precision = 1;
+    run_out r;
+    CHECK_MSG(run(&r, &p, NP_BFLOAT16, 5, half, NULL, &err), "%s: load_other_precision: %s",
+              np_model_kind_name(kind), err.text);
+    CHECK_EQ_INT(r.n, 1);
+    CHECK(r.n == 1 && isfinite(r.loss[0]));
+    free(r.w);
 }
 
 /* ---- CLI -------------------------------------------------------------- */

@@ -1,0 +1,371 @@
+/* cli/cmd_triage.c - `nprobe triage DIR --load CK --out OUT -- TRAIN...`:
+ * the first anomaly of a monitored run (docs/MONITOR.md), told apart by
+ * rerunning its step from a checkpoint taken just before it: the same
+ * rerun clean -> transient (hardware-like); reproduced, and clean in fp32
+ * -> numerics; reproduced in fp32 at the module that reads the batch ->
+ * data; elsewhere -> code. For numerics and code the op: the first API
+ * call inside the anomalous module, from a statistics dump of the rerun
+ * that reproduced it. Each rerun is `nprobe train TRAIN... --load CK
+ * --stop-after S+1` in a child process, its files under OUT. */
+#include <errno.h>
+#include <hdf5.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "opts.h"
+#include "nprobe/format.h"
+#include "nprobe/model.h"
+#include "nprobe/monitor.h"
+
+typedef struct triage_args {
+    const char *load, *out, *config;
+} triage_args;
+
+static const char help_before[] =
+    "usage: nprobe triage DIR --load CKPT --out OUT [options] -- TRAIN_OPTIONS...\n"
+    "\n"
+    "Tell the cause of the first anomaly of the monitor folder DIR by rerunning its\n"
+    "step S from CKPT (a checkpoint at step S: nprobe train ... --stop-after S --save\n"
+    "CKPT) with TRAIN_OPTIONS, the `nprobe train` options of the run (not --load,\n"
+    "--save, --stop-after, --dump-config, --monitor-config), and print\n"
+    "'class: transient|data|numerics|code' and, for numerics and code, 'op: CALL'.\n";
+
+static const char help_after[] =
+    "\n"
+    "Reruns (each judged by the rules over the run's own records before S, then\n"
+    "the rerun's step S): the same options: clean -> transient; at fp32\n"
+    "(--precision fp32 --load-other-precision; skipped when the run was fp32):\n"
+    "clean -> numerics; reproduced at the module that reads the batch (the\n"
+    "step's first record) -> data, elsewhere -> code. The op: the first API call\n"
+    "of the anomalous module in a statistics dump of the rerun that reproduced it.\n"
+    "One-process runs only (DIR holds monitor_rank0.h5 alone). OUT must not exist.\n"
+    "\n"
+    "exit codes: 0 classified (or no anomaly), 2 usage or input error\n";
+
+#define F(f) offsetof(triage_args, f)
+static const np_cli_opt triage_opts_table[] = {
+    {"reruns:", "--load", "CKPT", "the checkpoint at the anomaly's step (required)", NP_OPT_STR,
+     F(load), 0, 0, NULL, 0, NULL},
+    {NULL, "--out", "OUT", "folder of the reruns' monitor files, dumps and logs\n"
+                           "(created; must not exist)", NP_OPT_STR, F(out), 0, 0, NULL, 0, NULL},
+    {NULL, "--config", "FILE", "the rules of this config.json's monitor section\n"
+                               "(default: the default rules)", NP_OPT_STR, F(config), 0, 0, NULL, 0,
+     NULL},
+    {NULL, "--help", NULL, "show this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
+};
+#undef F
+#define N_OPTS ((int)(sizeof triage_opts_table / sizeof triage_opts_table[0]))
+
+static int write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wx");
+    if (!f)
+        return -1;
+    int bad = fputs(text, f) < 0;
+    return fclose(f) || bad ? -1 : 0;
+}
+
+/* `nprobe train TRAIN... --load CK --stop-after S+1 EXTRA...` with its output
+ * in OUT/NAME.log; 0 when it exited 0. */
+static int rerun(const char *out, const char *name, char **train, int n_train, const char *ck,
+                 int64_t step, const char *const *extra, int n_extra)
+{
+    char log[4300], stop[32];
+    snprintf(log, sizeof log, "%s/%s.log", out, name);
+    snprintf(stop, sizeof stop, "%lld", (long long)step + 1);
+    char **av = calloc((size_t)(n_train + n_extra + 8), sizeof *av);
+    if (!av)
+        return -1;
+    int k = 0;
+    av[k++] = "nprobe";
+    av[k++] = "train";
+    for (int i = 0; i < n_train; i++)
+        av[k++] = train[i];
+    av[k++] = "--load";
+    av[k++] = (char *)ck;
+    av[k++] = "--stop-after";
+    av[k++] = stop;
+    for (int i = 0; i < n_extra; i++)
+        av[k++] = (char *)extra[i];
+    av[k] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd < 0)
+            _exit(127);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+        execv("/proc/self/exe", av);
+        _exit(127);
+    }
+    free(av);
+    int ws = 0;
+    if (pid < 0 || waitpid(pid, &ws, 0) != pid)
+        return -1;
+    return WIFEXITED(ws) && WEXITSTATUS(ws) == 0 ? 0 : -1;
+}
+
+/* The first API call inside module `mod`'s first forward call in the dump
+ * DUMP/step{S}/rank0/dump.h5; 0 when found. */
+static int first_api_of(char *api, size_t cap, const char *dump, int64_t step, const char *mod)
+{
+    char path[4600], want[NP_MONITOR_NAME_LEN + 16];
+    snprintf(path, sizeof path, "%s/step%lld/rank0/dump.h5", dump, (long long)step);
+    snprintf(want, sizeof want, "Module.%s.", mod);
+    int found = -1;
+    H5E_BEGIN_TRY {
+        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+        hid_t d = f >= 0 ? H5Dopen2(f, "calls", H5P_DEFAULT) : -1;
+        hid_t t = (hid_t)np_fmt_call_h5type();
+        hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
+        hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+        np_call_rec *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
+        if (rows && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0) {
+            const char *modcall = NULL;
+            for (hssize_t i = 0; i < n && !modcall; i++)
+                if (!strcmp(rows[i].kind, "module") && !strncmp(rows[i].call, want, strlen(want)) &&
+                    strstr(rows[i].call, ".forward."))
+                    modcall = rows[i].call;
+            for (hssize_t i = 0; modcall && i < n && found; i++)
+                if (!strcmp(rows[i].kind, "api") && !strcmp(rows[i].parent, modcall)) {
+                    snprintf(api, cap, "%s", rows[i].call);
+                    found = 0;
+                }
+        }
+        free(rows);
+        if (sp >= 0) H5Sclose(sp);
+        if (t >= 0) H5Tclose(t);
+        if (d >= 0) H5Dclose(d);
+        if (f >= 0) H5Fclose(f);
+    } H5E_END_TRY;
+    return found;
+}
+
+typedef struct verdict {
+    int ok;                      /* the rerun ran */
+    size_t n;                    /* anomalies at the step */
+    np_monitor_anomaly first;
+} verdict;
+
+static void judge(verdict *v, const char *dir, const char *rdir, int64_t step,
+                  const np_monitor_rules *rules)
+{
+    np_monitor_result res;
+    np_error err;
+    np_error_clear(&err);
+    memset(v, 0, sizeof *v);
+    if (np_monitor_analyze_rerun(&res, dir, 0, step, rdir, rules, &err)) {
+        np_cli_report(&err);
+        return;
+    }
+    v->ok = 1;
+    for (size_t i = 0; i < res.n; i++)
+        if (res.anomalies[i].step == step && !v->n++)
+            v->first = res.anomalies[i];
+    np_monitor_result_free(&res);
+}
+
+static void print_verdict(const char *what, const verdict *v)
+{
+    if (!v->n)
+        printf("rerun %s: clean\n", what);
+    else
+        printf("rerun %s: reproduced (%zu anomalies; first %s %s %s %s %.6g)\n", what, v->n,
+               v->first.name, v->first.metric, v->first.rule, v->first.stat, v->first.value);
+}
+
+/* The precision TRAIN asks for (its last --precision; fp32 without). */
+static const char *train_precision(char **train, int n)
+{
+    const char *p = "fp32";
+    for (int i = 0; i + 1 < n; i++)
+        if (!strcmp(train[i], "--precision"))
+            p = train[i + 1];
+    return p;
+}
+
+static int train_has(char **train, int n, const char *opt)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(train[i], opt))
+            return 1;
+    return 0;
+}
+
+/* The rerun of VARIANT: a monitor into OUT/VARIANT and a statistics dump of
+ * step S into OUT/VARIANT_dump; judged against DIR's history into *v. */
+static int run_variant(verdict *v, const char *dir, const char *out, const char *variant,
+                       char **train, int n_train, const char *ck, int64_t step,
+                       const np_monitor_rules *rules, int fp32)
+{
+    char mcfg[4300], dcfg[4300], text[9000], rdir[4300];
+    snprintf(rdir, sizeof rdir, "%s/%s", out, variant);
+    snprintf(mcfg, sizeof mcfg, "%s/%s_monitor.json", out, variant);
+    snprintf(dcfg, sizeof dcfg, "%s/%s_dump.json", out, variant);
+    snprintf(text, sizeof text, "{\"task\": \"monitor\", \"dump_path\": \"%s\"}\n", rdir);
+    if (write_text(mcfg, text))
+        return -1;
+    snprintf(text, sizeof text,
+             "{\"task\": \"statistics\", \"level\": \"mix\", \"dump_path\": \"%s_dump\", "
+             "\"step\": [%lld]}\n", rdir, (long long)step);
+    if (write_text(dcfg, text))
+        return -1;
+    const char *extra[] = {"--monitor-config", mcfg, "--dump-config", dcfg, "--precision", "fp32",
+                           "--load-other-precision"};
+    /* a rerun that diverges (a NaN loss in fp32) exits non-zero: its
+     * monitor file still holds the step */
+    int bad = rerun(out, variant, train, n_train, ck, step, extra, fp32 ? 7 : 4);
+    judge(v, dir, rdir, step, rules);
+    if (!v->ok)
+        np_cli_error("triage: the rerun '%s' %s (its output: %s/%s.log)", variant,
+                     bad ? "failed" : "left no monitor record", out, variant);
+    return v->ok ? 0 : -1;
+}
+
+int np_cmd_triage(int argc, char **argv)
+{
+    triage_args a;
+    memset(&a, 0, sizeof a);
+    int split = argc;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--")) {
+            split = i;
+            break;
+        }
+    char **train = argv + split + 1;
+    int n_train = split < argc ? argc - split - 1 : 0;
+    const char *dir = NULL;
+    int ac = split;
+    char **av = argv;
+    if (ac >= 2 && av[1][0] != '-') {
+        dir = av[1];
+        ac--;
+        av++;
+    }
+    int rc = np_cli_opts_parse(triage_opts_table, N_OPTS, &a, "triage", help_before, help_after,
+                               ac, av);
+    if (rc)
+        return rc - 1;
+    if (!dir || !a.load || !a.out) {
+        np_cli_error("triage: expected the monitor folder first, --load CKPT and --out OUT (see "
+                     "'nprobe triage --help')");
+        return NP_EXIT_USAGE;
+    }
+    static const char *const owned[] = {"--load", "--save", "--stop-after", "--dump-config",
+                                        "--monitor-config", "--load-other-precision"};
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
+        if (train_has(train, n_train, owned[i])) {
+            np_cli_error("triage: %s is triage's own; leave it out of the train options after --",
+                         owned[i]);
+            return NP_EXIT_USAGE;
+        }
+    np_monitor_rules rules;
+    np_monitor_rules_default(&rules);
+    np_error err;
+    np_error_clear(&err);
+    if (a.config) {
+        static np_monitor_config cfg;
+        if (np_monitor_config_load(&cfg, a.config, &err)) {
+            np_cli_report(&err);
+            return NP_EXIT_USAGE;
+        }
+        rules = cfg.rules;
+    }
+    np_monitor_result res;
+    if (np_monitor_analyze(&res, dir, &rules, &err)) {
+        np_cli_report(&err);
+        return NP_EXIT_USAGE;
+    }
+    if (res.ranks != 1) {
+        np_cli_error("triage: %s holds %d ranks' files; triage reruns one-process runs only", dir,
+                     res.ranks);
+        np_monitor_result_free(&res);
+        return NP_EXIT_USAGE;
+    }
+    if (!res.n) {
+        printf("nprobe triage: no anomaly in %s\n", dir);
+        np_monitor_result_free(&res);
+        return NP_EXIT_OK;
+    }
+    np_monitor_anomaly first = res.anomalies[0];
+    np_monitor_result_free(&res);
+    printf("first anomaly: step %lld rank %d %s %s %s: %s %.6g\n", (long long)first.step,
+           first.rank, first.name, first.metric, first.rule, first.stat, first.value);
+    np_model_config lc;
+    int64_t lstep = -1;
+    uint64_t lseed = 0;
+    if (np_checkpoint_read_config(&lc, &lstep, &lseed, a.load, &err)) {
+        np_cli_report(&err);
+        return NP_EXIT_USAGE;
+    }
+    if (lstep != first.step) {
+        np_cli_error("triage: %s is at step %lld; the rerun needs one at the anomaly's step %lld "
+                     "(nprobe train ... --stop-after %lld --save CKPT)", a.load, (long long)lstep,
+                     (long long)first.step, (long long)first.step);
+        return NP_EXIT_USAGE;
+    }
+    if (mkdir(a.out, 0755)) {
+        np_cli_error("triage: cannot create %s: %s (it must not exist)", a.out, strerror(errno));
+        return NP_EXIT_USAGE;
+    }
+    const char *prec = train_precision(train, n_train);
+    int reduced = strcmp(prec, "fp32") != 0;
+    verdict same, full = {0};
+    char what[64];
+    snprintf(what, sizeof what, "same (%s)", prec);
+    if (run_variant(&same, dir, a.out, "same", train, n_train, a.load, first.step, &rules, 0))
+        return NP_EXIT_USAGE;
+    print_verdict(what, &same);
+    const char *cls, *why, *opdump = NULL;
+    const verdict *at = &same;
+    if (!same.n) {
+        cls = "transient";
+        why = "the same step from the same state is clean: a one-time (hardware-like) event";
+    } else {
+        if (reduced) {
+            if (run_variant(&full, dir, a.out, "fp32", train, n_train, a.load, first.step, &rules,
+                            1))
+                return NP_EXIT_USAGE;
+            print_verdict("fp32", &full);
+        } else {
+            full = same;
+        }
+        if (reduced && !full.n) {
+            cls = "numerics";
+            why = "reproduced at the run's precision, clean in fp32";
+            opdump = "same_dump";
+        } else {
+            at = &full;
+            opdump = reduced ? "fp32_dump" : "same_dump";
+            if (full.first.seq == 0) {
+                cls = "data";
+                why = "reproduced in fp32 at the module that reads the batch (the step's first "
+                      "record): the batch itself";
+                opdump = NULL;
+            } else {
+                cls = "code";
+                why = "reproduced in fp32 past the batch's own module: a persistent defect";
+            }
+        }
+    }
+    printf("class: %s (%s)\n", cls, why);
+    if (opdump) {
+        char dpath[4400], api[NP_FMT_NAME_LEN];
+        snprintf(dpath, sizeof dpath, "%s/%s", a.out, opdump);
+        if (!first_api_of(api, sizeof api, dpath, first.step, at->first.name))
+            printf("op: %s (in %s)\n", api, at->first.name);
+        else
+            printf("op: not found (no API call of %s in %s)\n", at->first.name, dpath);
+    }
+    return NP_EXIT_OK;
+}

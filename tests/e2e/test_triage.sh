@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# test_triage.sh - `nprobe triage` (docs/MONITOR.md "Triage") on a one-process
+# bf16 GPT (2 x 32, 13 steps), each one-time fault at a random step S past
+# the rules' warmup: the monitor names S, and the rerun of S from a
+# checkpoint at S gives the class the fault was built to be (known answers):
+# gemm_bitflip transient (a one-time flip, gone on the rerun), outlier_batch
+# and nan_input data (reproduced in fp32 at wte, the module reading the
+# batch), logit_growth numerics (clean in fp32; op lm_head's linear),
+# rare_pattern code (reproduced in fp32 in h.0.attn.c_attn; op its linear).
+# A checkpoint at another step, a train option triage owns and an existing
+# --out are refused (exit 2). Also: a checkpoint of a bf16 run loads into an
+# fp32 run only with --load-other-precision.
+set -u
+nprobe=${NPROBE_BIN:-nprobe}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+fail=0
+s=$((11 + RANDOM % 2))
+M=(--model gpt --layers 2 --width 32 --heads 2 --context 16 --precision bf16 --threads 1 --steps 20 --log-every 100)
+"$nprobe" train "${M[@]}" --stop-after "$s" --save ck.h5 > ck.log 2>&1 || { cat ck.log; exit 1; }
+"$nprobe" train "${M[@]}" --stop-after 3 --save ck3.h5 > ck3.log 2>&1 || { cat ck3.log; exit 1; }
+check() { # fault class op-module
+  local f=$1 cls=$2 mod=$3
+  printf '{"task": "monitor", "dump_path": "m_%s"}\n' "$f" > "c_$f.json"
+  "$nprobe" train "${M[@]}" --fault "$f" --fault-step "$s" --stop-after $((s + 1)) \
+    --dump-config "c_$f.json" > "run_$f.log" 2>&1
+  "$nprobe" monitor "m_$f" > "mon_$f.txt"
+  if ! grep -q "^first anomaly: step $s rank 0 " "mon_$f.txt"; then
+    echo "FAIL $f: the monitor does not name step $s"; cat "mon_$f.txt"; fail=1; return
+  fi
+  "$nprobe" triage "m_$f" --load ck.h5 --out "t_$f" -- "${M[@]}" --fault "$f" --fault-step "$s" \
+    > "tri_$f.txt" 2>&1
+  local rc=$?
+  if [ $rc -ne 0 ] || ! grep -q "^class: $cls " "tri_$f.txt"; then
+    echo "FAIL $f: expected class $cls (rc $rc)"; cat "tri_$f.txt"; fail=1; return
+  fi
+  if [ -n "$mod" ] && ! grep -q "^op: Functional\.linear\.[0-9]*\.forward (in $mod)$" "tri_$f.txt"; then
+    echo "FAIL $f: expected the op of $mod"; cat "tri_$f.txt"; fail=1; return
+  fi
+  if [ -z "$mod" ] && grep -q "^op:" "tri_$f.txt"; then
+    echo "FAIL $f: no op expected"; cat "tri_$f.txt"; fail=1; return
+  fi
+  echo "ok $f: $(grep '^class:' "tri_$f.txt" | cut -d' ' -f1-2) $(grep '^op:' "tri_$f.txt")"
+}
+check gemm_bitflip transient ""
+check outlier_batch data ""
+check nan_input data ""
+check logit_growth numerics lm_head
+check rare_pattern code h.0.attn.c_attn
+
+# refusals: exit 2, naming the problem
+expect2() { # what pattern cmd...
+  local what=$1 pat=$2
+  shift 2
+  "$@" > out.txt 2>&1
+  local rc=$?
+  if [ $rc -ne 2 ] || ! grep -q -- "$pat" out.txt; then
+    echo "FAIL $what: rc $rc"; cat out.txt; fail=1
+  fi
+}
+expect2 "checkpoint at another step" "is at step 3" \
+  "$nprobe" triage m_outlier_batch --load ck3.h5 --out t_x -- "${M[@]}"
+expect2 "an owned option" "--save is triage's own" \
+  "$nprobe" triage m_outlier_batch --load ck.h5 --out t_y -- "${M[@]}" --save x.h5
+expect2 "an existing --out" "must not exist" \
+  "$nprobe" triage m_outlier_batch --load ck.h5 --out t_outlier_batch -- "${M[@]}"
+# the precision check of --load, and its opt-out
+F=(--model gpt --layers 2 --width 32 --heads 2 --context 16 --precision fp32 --threads 1 --steps 20)
+expect2 "load at another precision" "precision 'bf16', this run has precision 'fp32'" \
+  "$nprobe" train "${F[@]}" --load ck.h5 --stop-after $((s + 1))
+if ! "$nprobe" train "${F[@]}" --load ck.h5 --stop-after $((s + 1)) --load-other-precision > lp.log 2>&1; then
+  echo "FAIL --load-other-precision"; cat lp.log; fail=1
+fi
+exit $fail
