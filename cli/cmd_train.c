@@ -16,6 +16,7 @@
 #include "nprobe/configcheck.h"
 #include "nprobe/fault_step.h"
 #include "nprobe/model.h"
+#include "nprobe/monitor.h"
 #include "nprobe/runtime.h"
 
 #define N_HASHED_BATCHES 4
@@ -596,9 +597,13 @@ static int train(const train_args *a, int mpi, int rank, int world)
     }
     const char *mon_cfg = a->monitor_config ? a->monitor_config
                           : dump_cfg && *dump_cfg && np_cli_monitor_wanted(dump_cfg) ? dump_cfg : NULL;
+    /* one file for both: a dump task with a "monitor" section */
+    int mon_too = !mon_cfg && dump_cfg && *dump_cfg && np_monitor_config_has_section(dump_cfg);
+    if (mon_too)
+        mon_cfg = dump_cfg;
     if (mon_cfg && np_cli_monitor_attach(&mon, ctx, tr, mon_cfg, rank, world) != NP_EXIT_OK)
         goto done;
-    if (dump_cfg && *dump_cfg && mon_cfg != dump_cfg) {
+    if (dump_cfg && *dump_cfg && (mon_cfg != dump_cfg || mon_too)) {
         np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
         if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
             goto done;

@@ -61,6 +61,18 @@ int np_monitor_config_is_monitor(const char *path)
     return yes;
 }
 
+int np_monitor_config_has_section(const char *path)
+{
+    json_error_t je;
+    const char *why = NULL;
+    json_t *root = load_regular(path, &je, &why);
+    if (!root)
+        return 0;
+    int yes = json_is_object(json_object_get(root, "monitor"));
+    json_decref(root);
+    return yes;
+}
+
 static np_status cfg_bad(np_error *err, const char *path, const char *key, const char *what)
 {
     return np_error_set(err, NP_ERR_CONFIG, path, key, "%s", what);

@@ -35,7 +35,7 @@ const char *np_probe_level_name(np_probe_level l)
 static const char *const top_keys[] = {
     "task", "dump_path", "rank", "step", "level", "extra_info", "async_dump", "queue_mb",
     "compression", "stack", "on_error", "statistics", "tensor", "md5", "overflow_check",
-    "seed", "is_deterministic", "enable_dataloader",
+    "seed", "is_deterministic", "enable_dataloader", "monitor",
 };
 #define N_TOP_KEYS ((int)(sizeof top_keys / sizeof top_keys[0]))
 static const char *const stat_keys[] = {"scope", "list", "data_mode", "summary_mode",
@@ -636,9 +636,17 @@ static np_status parse_root(parse_ctx *pc, np_probe_config *c, const json_t *roo
     if (!(v = json_object_get(root, "task")))
         return bad(pc, "task", "missing key \"task\" (allowed: %s)%s",
                    "statistics, tensor, md5, overflow_check", "");
+    if (json_is_string(v) && !strcmp(json_string_value(v), "monitor"))
+        return bad(pc, "task", "\"monitor\" is the monitor's task, not a dump's (nprobe train "
+                   "--dump-config attaches the monitor for it, nprobe.torch.TrainerMon in PyTorch; "
+                   "for a dump beside it keep a dump task: statistics, tensor, md5, overflow_check, "
+                   "and the \"monitor\" section in the same file)");
     if ((st = get_choice(pc, v, "task", task_names, NP_TASK_COUNT, &i)))
         return st;
     c->task = (np_probe_task)i;
+    /* the monitor's section (docs/MONITOR.md), read by the monitor's loader */
+    if ((v = json_object_get(root, "monitor")) && !json_is_object(v))
+        return wrong_type(pc, "monitor", v, "an object (the monitor's section)");
 
     c->level = NP_LEVEL_L1;
     if ((v = json_object_get(root, "level"))) {

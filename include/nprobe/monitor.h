@@ -71,6 +71,9 @@ typedef struct np_monitor_config {
 /* 1 if the JSON file at `path` has "task": "monitor", else 0 (also when it
  * cannot be read: the probe's config loader reports that). */
 int np_monitor_config_is_monitor(const char *path);
+/* 1 if it has a "monitor" object: a dump's config (a dump task) with one
+ * attaches the monitor too, from the same file (nprobe train --dump-config). */
+int np_monitor_config_has_section(const char *path);
 /* Read config.json; errors name the file and key. */
 np_status np_monitor_config_load(np_monitor_config *out, const char *path, np_error *err);
 

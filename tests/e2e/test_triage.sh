@@ -9,7 +9,8 @@
 # rare_pattern code (reproduced in fp32 in h.0.attn.c_attn; op its linear).
 # A checkpoint at another step, a train option triage owns and an existing
 # --out are refused (exit 2). Also: a checkpoint of a bf16 run loads into an
-# fp32 run only with --load-other-precision.
+# fp32 run only with --load-other-precision, and one config.json (a dump
+# task with a "monitor" section) gives both a dump and a monitor record.
 set -u
 nprobe=${NPROBE_BIN:-nprobe}
 tmp=$(mktemp -d)
@@ -72,4 +73,13 @@ expect2 "load at another precision" "precision 'bf16', this run has precision 'f
 if ! "$nprobe" train "${F[@]}" --load ck.h5 --stop-after $((s + 1)) --load-other-precision > lp.log 2>&1; then
   echo "FAIL --load-other-precision"; cat lp.log; fail=1
 fi
+# one file for both: the dump of step 2 and the monitor's 4 steps of h.0
+printf '{"task": "statistics", "dump_path": "both", "step": [2], "monitor": {"targets": ["h.0"]}}\n' > both.json
+"$nprobe" train "${F[@]}" --steps 4 --dump-config both.json > both.log 2>&1
+if [ ! -f both/step2/rank0/dump.h5 ] || ! "$nprobe" monitor both > both_mon.txt ||
+   ! grep -q "1 rank(s), 4 step(s)" both_mon.txt; then
+  echo "FAIL one config for dump and monitor"; cat both.log both_mon.txt; fail=1
+fi
+printf '{"task": "statistics", "dump_path": "bad", "monitor": 3}\n' > bad.json
+expect2 "a monitor section that is not an object" "monitor" "$nprobe" train "${F[@]}" --steps 2 --dump-config bad.json
 exit $fail
