@@ -14,6 +14,8 @@ like `nprobe config_check pack`. docs/TORCH.md describes both.
 from .debugger import PrecisionDebugger, wrap_api  # noqa: F401
 from .config_checker import ConfigChecker, apply_patches  # noqa: F401
 from .seed import seed_all  # noqa: F401
+from .monitor import TrainerMon  # noqa: F401
 
 
-__all__ = ["PrecisionDebugger", "ConfigChecker", "apply_patches", "wrap_api", "seed_all"]
+__all__ = ["PrecisionDebugger", "ConfigChecker", "apply_patches", "wrap_api", "seed_all",
+           "TrainerMon"]

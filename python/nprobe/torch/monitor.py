@@ -1,0 +1,301 @@
+"""nprobe's monitor for PyTorch under msprobe's name (docs/MONITOR.md, "PyTorch").
+
+    from nprobe.torch import TrainerMon          # msprobe: from msprobe.pytorch import TrainerMon
+    monitor = TrainerMon("config.json")          # "task": "monitor" and a "monitor" section
+    monitor.set_monitor(model, optimizer)
+    for batch in loader:
+        loss = model(batch); loss.backward(); optimizer.step()   # one step a optimizer.step()
+
+Per recorded step it writes the runtime monitor's file, {dump_path}/
+monitor_rank{R}.h5 (the same tables, HDF5 SWMR, readable while the run goes
+on), which `nprobe monitor DIR` reads: module outputs (`activation`) and the
+gradients arriving at them (`activation_grad`) of the modules the targets
+select, parameter gradients as the optimizer reads them (`grad`), weights
+after the update (`weight`), the update-to-weight ratio, the optimizer's
+state tensors (Adam's `exp_avg`, `exp_avg_sq`) and the global gradient norm
+(`grad_norm`). The statistics are libnprobe's kernel (float64 sums over the
+float32 values, the dump's statistics) plus a count of the zeros. Writing
+needs h5py.
+"""
+import ctypes
+import fnmatch
+import json
+import math
+import os
+
+import numpy as np
+import torch
+
+from .. import _lib
+
+FORMAT, VERSION = "nprobe-monitor", 1
+NAME_LEN, METRIC_LEN = 192, 32
+_SECTION_KEYS = ("targets", "step_interval", "start_step", "collect_times", "xy_distribution",
+                 "wg_distribution", "mv_distribution", "param_distribution", "alert", "format",
+                 "ops", "eps")
+REC_DTYPE = np.dtype([("step", "<i8"), ("seq", "<i4"), ("key", "<i4"), ("numel", "<i8"),
+                      ("norm", "<f8"), ("min", "<f8"), ("max", "<f8"), ("mean", "<f8"),
+                      ("zeros", "<i8"), ("nans", "<i8"), ("infs", "<i8")])
+KEY_DTYPE = np.dtype([("name", f"S{NAME_LEN}"), ("metric", f"S{METRIC_LEN}")])
+STEP_DTYPE = np.dtype([("step", "<i8"), ("records", "<i8"), ("keys", "<i8")])
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [("max", ctypes.c_double), ("min", ctypes.c_double), ("mean", ctypes.c_double),
+                ("norm", ctypes.c_double), ("nan_count", ctypes.c_int64),
+                ("posinf_count", ctypes.c_int64), ("neginf_count", ctypes.c_int64)]
+
+
+_tensor_stats = _lib._sig("np_probe_tensor_stats", None, ctypes.POINTER(_Stats), ctypes.c_void_p,
+                          ctypes.c_int, ctypes.c_void_p, ctypes.c_int64)
+
+
+def _config(path):
+    """The monitor's settings of config.json; errors name the file and key."""
+    where = os.fspath(path)
+    with open(path, "rb") as f:
+        try:
+            root = json.load(f)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
+    if not isinstance(root, dict):
+        raise ValueError(f"{where}: expected a JSON object")
+    dump_path = root.get("dump_path")
+    if not isinstance(dump_path, str) or not dump_path:
+        raise ValueError(f"{where}: dump_path: missing key \"dump_path\" (the monitor's folder)")
+    ranks = root.get("rank", [])
+    if not isinstance(ranks, list) or not all(isinstance(r, int) and r >= 0 for r in ranks):
+        raise ValueError(f"{where}: rank: expected a list of integers >= 0")
+    sec = root.get("monitor", {})
+    if not isinstance(sec, dict):
+        raise ValueError(f"{where}: monitor: expected an object")
+    for k in sec:
+        if k not in _SECTION_KEYS:
+            raise ValueError(f"{where}: {k}: monitor: unknown key \"{k}\" (allowed: "
+                             + ", ".join(_SECTION_KEYS[:9]) + ")")
+    targets = sec.get("targets", [])
+    if isinstance(targets, dict):
+        targets = list(targets)
+    if not isinstance(targets, list) or not all(isinstance(t, str) for t in targets):
+        raise ValueError(f"{where}: targets: monitor.targets: expected a list of module patterns")
+    cfg = {"dump_path": dump_path, "ranks": ranks, "targets": targets}
+    for k, d, lo in (("step_interval", 1, 1), ("start_step", 0, 0), ("collect_times", 0, 0)):
+        v = sec.get(k, d)
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"{where}: {k}: monitor.{k}: expected an integer >= {lo}")
+        cfg[k] = v
+    for k in ("xy_distribution", "wg_distribution", "mv_distribution", "param_distribution"):
+        v = sec.get(k, True)
+        if not isinstance(v, bool):
+            raise ValueError(f"{where}: {k}: monitor.{k}: expected true or false")
+        cfg[k] = v
+    return cfg
+
+
+def tensor_stats(t):
+    """(numel, norm, min, max, mean, zeros, nans, infs) of a tensor's values as
+    float32, by libnprobe's statistics kernel (the zeros counted here)."""
+    x = t.detach()
+    if x.dtype != torch.float32:
+        x = x.float()
+    x = x.contiguous().cpu()
+    n = x.numel()
+    s = _Stats()
+    _tensor_stats(ctypes.byref(s), None, _lib.FLOAT32, ctypes.c_void_p(x.data_ptr()), n)
+    zeros = int(np.count_nonzero(x.numpy() == 0)) if n else 0
+    return (n, s.norm, s.min, s.max, s.mean, zeros, s.nan_count,
+            s.posinf_count + s.neginf_count)
+
+
+def _matches(targets, name):
+    if not targets:
+        return True
+    for t in targets:
+        if any(c in t for c in "*?["):
+            if fnmatch.fnmatchcase(name, t):
+                return True
+        elif name.startswith(t):
+            return True
+    return False
+
+
+class TrainerMon:
+    """msprobe's TrainerMon: TrainerMon(config_file_path), then
+    set_monitor(model, optimizer). process_group, params_have_main_grad and
+    opt_ty are accepted for msprobe's signature (the optimizer's state is
+    read from torch.optim's state)."""
+
+    def __init__(self, config_file_path, process_group=None, params_have_main_grad=True,
+                 opt_ty=None):
+        self.config = _config(config_file_path)
+        dist = torch.distributed
+        on = dist.is_available() and dist.is_initialized()
+        self.rank = dist.get_rank() if on else 0
+        self.world = dist.get_world_size() if on else 1
+        self.active = not self.config["ranks"] or self.rank in self.config["ranks"]
+        self.handles = []
+        self.file = None
+        self.step = 0
+        self.collected = 0
+        self._keys, self._key_rows, self._rec = {}, [], []
+        self._flushed_keys = 0
+        self._rows = 0
+        self._before = {}
+        self.path = None
+
+    # ---- the file ------------------------------------------------------
+
+    def _open(self):
+        import h5py
+        d = self.config["dump_path"]
+        os.makedirs(d, exist_ok=True)
+        self.path = os.path.join(d, f"monitor_rank{self.rank}.h5")
+        try:
+            # SWMR needs the 1.10 format; its upper bound keeps the file readable by
+            # an HDF5 1.10 (h5py may bundle a newer library than nprobe links)
+            f = h5py.File(self.path, "x", libver=("v110", "v110"))
+        except (FileExistsError, OSError) as e:
+            raise FileExistsError(f"{self.path}: cannot create the monitor file (does it exist "
+                                  f"already? the monitor never overwrites a run's record): {e}")
+        f.attrs["format"] = np.bytes_(FORMAT)
+        f.attrs["version"] = np.int64(VERSION)
+        f.attrs["rank"] = np.int64(self.rank)
+        f.attrs["world_size"] = np.int64(self.world)
+        f.attrs["step_interval"] = np.int64(self.config["step_interval"])
+        self.d_rec = f.create_dataset("records", (0,), REC_DTYPE, maxshape=(None,), chunks=(4096,))
+        self.d_key = f.create_dataset("keys", (0,), KEY_DTYPE, maxshape=(None,), chunks=(256,))
+        self.d_step = f.create_dataset("steps", (0,), STEP_DTYPE, maxshape=(None,), chunks=(256,))
+        f.swmr_mode = True
+        self.file = f
+
+    @staticmethod
+    def _append(d, rows):
+        if len(rows):
+            n = d.shape[0]
+            d.resize((n + len(rows),))
+            d[n:] = rows
+        d.flush()
+
+    def _key(self, name, metric):
+        k = (name, metric)
+        if k not in self._keys:
+            self._keys[k] = len(self._key_rows)
+            self._key_rows.append((name.encode()[:NAME_LEN - 1], metric.encode()[:METRIC_LEN - 1]))
+        return self._keys[k]
+
+    def _add(self, name, metric, stats):
+        self._rec.append((self.step, len(self._rec), self._key(name, metric)) + tuple(stats))
+
+    def _add_scalar(self, name, metric, v):
+        v = float(v)
+        self._add(name, metric, (1, abs(v), v, v, v, int(v == 0.0), int(math.isnan(v)),
+                                 int(math.isinf(v))))
+
+    def _recording(self):
+        c = self.config
+        s = self.step
+        return (self.active and s >= c["start_step"] and (s - c["start_step"]) % c["step_interval"] == 0
+                and (c["collect_times"] <= 0 or self.collected < c["collect_times"]))
+
+    def _flush(self):
+        """The step's records and new keys, flushed, then its /steps row."""
+        recs = np.array(self._rec, dtype=REC_DTYPE)
+        keys = np.array(self._key_rows[self._flushed_keys:], dtype=KEY_DTYPE)
+        self._append(self.d_rec, recs)
+        self._append(self.d_key, keys)
+        self._rows += len(recs)
+        self._flushed_keys = len(self._key_rows)
+        self._append(self.d_step, np.array([(self.step, self._rows, self._flushed_keys)],
+                                           dtype=STEP_DTYPE))
+        self.collected += 1
+
+    # ---- hooks ---------------------------------------------------------
+
+    def set_monitor(self, model, optimizer, grad_acc_steps=1, tp_group=None, dp_group=None,
+                    start_iteration=0):
+        """Hook the model's modules (the targets') and the optimizer's step."""
+        self.step = int(start_iteration)
+        if not self.active:
+            return
+        self._open()
+        models = model if isinstance(model, (list, tuple)) else [model]
+        self.params = {}
+        for m in models:
+            for name, p in m.named_parameters():
+                self.params[p] = name
+        if self.config["xy_distribution"]:
+            for m in models:
+                for name, mod in m.named_modules():
+                    if name and _matches(self.config["targets"], name):
+                        self.handles.append(mod.register_forward_hook(self._fwd(name)))
+                        self.handles.append(mod.register_full_backward_hook(self._bwd(name)))
+        self.handles.append(optimizer.register_step_pre_hook(self._pre_step))
+        self.handles.append(optimizer.register_step_post_hook(self._post_step))
+
+    def _fwd(self, name):
+        def hook(mod, args, out):
+            t = out[0] if isinstance(out, (tuple, list)) and out else out
+            if self._recording() and isinstance(t, torch.Tensor) and t.is_floating_point():
+                self._add(name, "activation", tensor_stats(t))
+        return hook
+
+    def _bwd(self, name):
+        def hook(mod, grad_in, grad_out):
+            g = grad_out[0] if grad_out else None
+            if self._recording() and isinstance(g, torch.Tensor) and g.is_floating_point():
+                self._add(name, "activation_grad", tensor_stats(g))
+        return hook
+
+    def _selected(self):
+        return [(p, n) for p, n in self.params.items() if _matches(self.config["targets"], n)]
+
+    def _pre_step(self, optimizer, args, kwargs):
+        if not self._recording():
+            return
+        c = self.config
+        total, want = 0.0, set(p for p, _ in self._selected()) if c["wg_distribution"] else set()
+        for p, n in self.params.items():
+            if p.grad is not None:
+                st = tensor_stats(p.grad)
+                total += st[1] ** 2
+                if p in want:
+                    self._add(n, "grad", st)
+        self._grad_norm = math.sqrt(total)
+        self._before = {p: p.detach().clone() for p, _ in self._selected()} \
+            if c["param_distribution"] else {}
+
+    def _post_step(self, optimizer, args, kwargs):
+        if self._recording():
+            c = self.config
+            for p, n in self._selected():
+                if c["param_distribution"]:
+                    w = tensor_stats(p)
+                    self._add(n, "weight", w)
+                    if p in self._before:
+                        d = tensor_stats(p.detach() - self._before[p])
+                        self._add_scalar(n, "update_ratio", d[1] / w[1] if w[1] > 0 else 0.0)
+                if c["mv_distribution"]:
+                    st = optimizer.state.get(p, {})
+                    for s in ("exp_avg", "exp_avg_sq", "momentum_buffer"):
+                        if isinstance(st.get(s), torch.Tensor):
+                            self._add(n, s, tensor_stats(st[s]))
+            self._add_scalar("grad_norm", "grad_norm", self._grad_norm)
+            self._flush()
+        self._rec = []
+        self._before = {}
+        self.step += 1
+
+    def stop(self):
+        """Remove the hooks and close the file (also at garbage collection)."""
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+    def __del__(self):
+        try:
+            self.stop()
+        except Exception:
+            pass

@@ -1,0 +1,150 @@
+"""nprobe.torch.TrainerMon (msprobe's monitor API name, docs/MONITOR.md
+"PyTorch"): a small PyTorch model trained 14 steps with Adam, monitored
+every step. Checks against torch's own computation in float64: the last
+step's activation and activation-gradient statistics of every module
+(norm, min, max, mean, zeros; captured by hooks of the test's own), the
+parameter gradients, the weights after the update, Adam's exp_avg and
+exp_avg_sq, the update ratio (from a copy of the weights the test keeps)
+and the global gradient norm; a spike injected at a random step (fc2's
+output x 1e4, past the rules' warmup) is named by `nprobe monitor` (the
+C reader of the same file) with its step and module; a clean run has no
+anomaly; an unknown config key is refused naming it."""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+from nprobe.torch import TrainerMon
+
+torch.manual_seed(0)
+nprobe = os.environ["NPROBE_BIN"]
+tmp = tempfile.mkdtemp()
+fail = []
+
+
+def check(cond, what):
+    if not cond:
+        fail.append(what)
+        print("FAIL", what)
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(16, 32)
+        self.act = torch.nn.GELU()
+        self.fc2 = torch.nn.Linear(32, 8)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.fc1(x)))
+
+
+def run(name, spike_step=None, steps=14):
+    torch.manual_seed(1)
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    cfg = os.path.join(tmp, f"{name}.json")
+    with open(cfg, "w") as f:
+        json.dump({"task": "monitor", "dump_path": os.path.join(tmp, name),
+                   "monitor": {"targets": ["fc", "act"], "xy_distribution": True}}, f)
+    state = {"step": 0}
+    if spike_step is not None:  # before the monitor's hooks: they see the spike
+        model.fc2.register_forward_hook(
+            lambda m, a, out: out * 1e4 if state["step"] == spike_step else None)
+    mon = TrainerMon(cfg)
+    mon.set_monitor(model, opt)
+    seen = {}
+    for n, m in model.named_modules():
+        if n:
+            m.register_forward_hook(lambda m, a, out, n=n: seen.__setitem__((n, "activation"), out.detach().clone()))
+            m.register_full_backward_hook(
+                lambda m, gi, go, n=n: seen.__setitem__((n, "activation_grad"), go[0].detach().clone()))
+    before = {}
+    for s in range(steps):
+        state["step"] = s
+        x = torch.randn(4, 16)
+        y = torch.randn(4, 8)
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        opt.step()
+    mon.stop()
+    return model, opt, seen, before
+
+
+def records(d):
+    import h5py
+    with h5py.File(os.path.join(d, "monitor_rank0.h5"), "r", swmr=True) as f:
+        keys = [(a.decode(), b.decode()) for a, b in f["keys"][:]]
+        rec = f["records"][:]
+        last = int(f["steps"][-1]["step"])
+    out = {}
+    for r in rec:
+        if int(r["step"]) == last:
+            out[keys[r["key"]]] = r
+    return out, last
+
+
+def close(a, b, what, rtol=1e-9):
+    ok = abs(a - b) <= rtol * max(abs(b), 1e-30)
+    check(ok, f"{what}: monitor {a!r} torch {b!r}")
+
+
+def stats_of(rec, t, what):
+    t = t.double()
+    close(rec["norm"], float(torch.linalg.vector_norm(t)), what + " norm")
+    close(rec["min"], float(t.min()), what + " min")
+    close(rec["max"], float(t.max()), what + " max")
+    close(rec["mean"], float(t.mean()), what + " mean", 1e-7)
+    check(int(rec["zeros"]) == int((t == 0).sum()), what + " zeros")
+    check(int(rec["numel"]) == t.numel(), what + " numel")
+
+
+# clean run: every record of the last step against torch
+model, opt, seen, before = run("clean")
+got, last = records(os.path.join(tmp, "clean"))
+check(last == 13, f"last step {last}")
+for (n, metric), t in seen.items():
+    check((n, metric) in got, f"{n} {metric} recorded")
+    if (n, metric) in got:
+        stats_of(got[(n, metric)], t, f"{n} {metric}")
+total = 0.0
+for n, p in model.named_parameters():
+    total += float(torch.linalg.vector_norm(p.grad.double())) ** 2
+    stats_of(got[(n, "grad")], p.grad, f"{n} grad")
+    stats_of(got[(n, "weight")], p.detach(), f"{n} weight")
+    for s in ("exp_avg", "exp_avg_sq"):
+        stats_of(got[(n, s)], opt.state[p][s], f"{n} {s}")
+    ratio = float(torch.linalg.vector_norm((p.detach() - before[n]).double())
+                  / torch.linalg.vector_norm(p.detach().double()))
+    close(float(got[(n, "update_ratio")]["mean"]), ratio, f"{n} update_ratio", 1e-6)
+close(float(got[("grad_norm", "grad_norm")]["mean"]), total ** 0.5, "grad_norm")
+r = subprocess.run([nprobe, "monitor", os.path.join(tmp, "clean")], capture_output=True, text=True)
+check(r.returncode == 0 and "no anomaly" in r.stdout, "clean run: " + r.stdout + r.stderr)
+
+# a spike at a random step past the warmup: named with its step and module
+s = random.randint(11, 12)
+run("spike", spike_step=s)
+r = subprocess.run([nprobe, "monitor", os.path.join(tmp, "spike"), "--format", "json"],
+                   capture_output=True, text=True)
+first = json.loads(r.stdout)["anomalies"][0] if r.returncode == 1 else {}
+check((first.get("step"), first.get("name"), first.get("metric")) == (s, "fc2", "activation"),
+      f"spike at {s}: {r.stdout[:400]} {r.stderr}")
+
+# a bad config key is refused, naming it
+bad = os.path.join(tmp, "bad.json")
+with open(bad, "w") as f:
+    json.dump({"task": "monitor", "dump_path": tmp, "monitor": {"step_intervall": 2}}, f)
+try:
+    TrainerMon(bad)
+    check(False, "unknown key accepted")
+except ValueError as e:
+    check("step_intervall" in str(e), f"error names the key: {e}")
+
+print("torch monitor:", "FAIL" if fail else "ok", f"(spike at step {s})")
+sys.exit(1 if fail else 0)
