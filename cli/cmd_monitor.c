@@ -12,7 +12,7 @@
 #include "nprobe/monitor.h"
 
 typedef struct monitor_args {
-    const char *format, *config, *html;
+    const char *format, *config, *html, *tensorboard;
     double turbulence, spike_factor, ratio_max, ratio_min;
     long spike_window, warmup, limit;
     int no_nan;
@@ -43,6 +43,9 @@ static const np_cli_opt monitor_opts_table[] = {
     {NULL, "--html", "FILE", "also write a self-contained HTML page: loss and grad_norm\n"
                              "trends, a step x module heat map, anomalies marked",
      NP_OPT_STR, F(html), 0, 0, NULL, 0, NULL},
+    {NULL, "--tensorboard", "DIR", "also write TensorBoard event files of the scalar series\n"
+                                   "(DIR/rank{R}/: each record's norm or value per step)",
+     NP_OPT_STR, F(tensorboard), 0, 0, NULL, 0, NULL},
     {NULL, "--limit", "N", "text: list at most N anomalies after the first (default 20)",
      NP_OPT_LONG, F(limit), 0, 100000000, NULL, 0, NULL},
     {"rules:", "--config", "FILE", "take the rules of this config.json's monitor section",
@@ -166,6 +169,11 @@ int np_cmd_monitor(int argc, char **argv)
         return NP_EXIT_USAGE;
     }
     if (a.html && np_monitor_write_html(a.html, dir, &res, &err)) {
+        np_cli_report(&err);
+        np_monitor_result_free(&res);
+        return NP_EXIT_USAGE;
+    }
+    if (a.tensorboard && np_monitor_write_tensorboard(a.tensorboard, dir, res.ranks, &err)) {
         np_cli_report(&err);
         np_monitor_result_free(&res);
         return NP_EXIT_USAGE;

@@ -121,6 +121,12 @@ typedef struct np_monitor_result {
 np_status np_monitor_analyze(np_monitor_result *out, const char *dir,
                              const np_monitor_rules *rules, np_error *err);
 void np_monitor_result_free(np_monitor_result *r);
+/* TensorBoard event files of DIR's scalar series, OUTDIR/rank{R}/
+ * events.out.tfevents.0.nprobe per rank file (`ranks` of them, as
+ * np_monitor_analyze counted): per step `{name}/{metric}` = a tensor
+ * record's norm or a scalar record's value. */
+np_status np_monitor_write_tensorboard(const char *outdir, const char *dir, int ranks,
+                                       np_error *err);
 /* nprobe triage: the rules over rank `rank`'s records in DIR before `step`
  * followed by those of a one-process rerun (RERUN_DIR/monitor_rank0.h5)
  * from `step` on, keys matched by name and metric (a rerun of one step is

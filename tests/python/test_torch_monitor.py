@@ -8,7 +8,9 @@ exp_avg_sq, the update ratio (from a copy of the weights the test keeps)
 and the global gradient norm; a spike injected at a random step (fc2's
 output x 1e4, past the rules' warmup) is named by `nprobe monitor` (the
 C reader of the same file) with its step and module; a clean run has no
-anomaly; an unknown config key is refused naming it."""
+anomaly; `nprobe monitor --tensorboard` writes event files whose every
+series tensorboard's own reader gives back equal to the file's records; an
+unknown config key is refused naming it."""
 import json
 import os
 import random
@@ -126,6 +128,34 @@ for n, p in model.named_parameters():
 close(float(got[("grad_norm", "grad_norm")]["mean"]), total ** 0.5, "grad_norm")
 r = subprocess.run([nprobe, "monitor", os.path.join(tmp, "clean")], capture_output=True, text=True)
 check(r.returncode == 0 and "no anomaly" in r.stdout, "clean run: " + r.stdout + r.stderr)
+
+# TensorBoard event files of the same file, read by tensorboard's own reader:
+# every record's norm (tensors) or value (scalars) at its step
+tb = os.path.join(tmp, "tb")
+r = subprocess.run([nprobe, "monitor", os.path.join(tmp, "clean"), "--tensorboard", tb],
+                   capture_output=True, text=True)
+check(r.returncode == 0, "--tensorboard: " + r.stderr)
+try:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+except ImportError:
+    EventAccumulator = None
+    print("tensorboard not installed: its reader's check skipped")
+if EventAccumulator is not None and r.returncode == 0:
+    import h5py
+    import numpy as np
+    ea = EventAccumulator(os.path.join(tb, "rank0"), size_guidance={"scalars": 0})
+    ea.Reload()
+    with h5py.File(os.path.join(tmp, "clean", "monitor_rank0.h5"), "r") as f:
+        keys = [(a.decode(), b.decode()) for a, b in f["keys"][:]]
+        want = {}
+        for rec in f["records"][:]:
+            n, m = keys[rec["key"]]
+            v = rec["mean"] if m in ("grad_norm", "update_ratio") else rec["norm"]
+            want.setdefault(f"{n}/{m}", []).append((int(rec["step"]), float(np.float32(v))))
+    check(sorted(ea.Tags()["scalars"]) == sorted(want), "tensorboard tags")
+    for tag, series in want.items():
+        got_tb = [(e.step, e.value) for e in ea.Scalars(tag)] if tag in ea.Tags()["scalars"] else []
+        check(got_tb == series, f"tensorboard {tag}: {got_tb[:3]} vs {series[:3]}")
 
 # a spike at a random step past the warmup: named with its step and module
 s = random.randint(11, 12)
