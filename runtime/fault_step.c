@@ -139,8 +139,9 @@ static int on_event(const np_hook_event *ev, void *user)
     if (f->first_step < 0)
         f->first_step = ev->step;
     /* gemm_bitflip is a one-time hardware event: a rerun of its step (a run
-     * resumed at or after it from a checkpoint) does not meet it again */
-    if (f->kind == NP_STEP_FAULT_GEMM_BITFLIP && f->first_step >= f->step)
+     * resumed at or after it from a checkpoint; at step 0 a rerun is a
+     * fresh run, which meets it) does not meet it again */
+    if (f->kind == NP_STEP_FAULT_GEMM_BITFLIP && f->step > 0 && f->first_step >= f->step)
         return 0;
     if (ev->kind != NP_EV_API_FORWARD || !ev->name || !ev->parent || !active_step(f, ev->step) ||
         (f->rank >= 0 && ev->rank != f->rank) || f->fired_step == ev->step)
