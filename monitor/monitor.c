@@ -401,6 +401,9 @@ struct np_monitor {
     unsigned char *want;   /* the parameters the targets select */
     int n_ost, ost_pending;
     double cpu_s;          /* thread CPU time spent in the monitor's callbacks */
+    double upd_t0;         /* thread CPU time at NP_TRAIN_UPDATE_BEGIN (< 0: none) */
+    double upd_s[2];       /* the optimizer updates' thread CPU time: [0] unrecorded steps, */
+    int64_t upd_n[2];      /*   [1] recorded ones (with the statistics in their loop) */
     const void *last_data; /* the last module tensor measured, while no API call ran since */
     int64_t last_numel;
     size_t last_rec;
@@ -546,6 +549,7 @@ np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int ra
     m->rank = rank;
     m->world = world_size;
     m->file = m->d_rec = m->d_key = m->d_step = -1;
+    m->upd_t0 = -1;
     m->t_rec = np_mon_type_record();
     m->t_key = np_mon_type_key();
     m->t_step = np_mon_type_step();
@@ -802,11 +806,24 @@ static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *
 static int on_train(np_train_point pt, np_trainer *tr, const np_step_result *res, void *user)
 {
     np_monitor *m = user;
-    if (!m->on)
+    /* the update's cost, recorded steps against the others (step_interval
+     * > 1): the span from UPDATE_BEGIN's return to UPDATE_END */
+    if (pt == NP_TRAIN_UPDATE_END && m->upd_t0 >= 0 && !res->skipped) {
+        m->upd_s[m->on] += cpu_now() - m->upd_t0;
+        m->upd_n[m->on]++;
+    }
+    m->upd_t0 = -1;
+    if (!m->on) {
+        if (pt == NP_TRAIN_UPDATE_BEGIN)
+            m->upd_t0 = cpu_now();
         return 0;
+    }
     double t0 = cpu_now();
     train_point(pt, tr, res, user);
-    m->cpu_s += cpu_now() - t0;
+    double t1 = cpu_now();
+    m->cpu_s += t1 - t0;
+    if (pt == NP_TRAIN_UPDATE_BEGIN)
+        m->upd_t0 = t1;
     return 0;
 }
 
@@ -849,6 +866,12 @@ np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error
 int64_t np_monitor_steps(const np_monitor *m) { return m ? m->steps_done : 0; }
 int64_t np_monitor_records(const np_monitor *m) { return m ? m->rows : 0; }
 double np_monitor_cpu_seconds(const np_monitor *m) { return m ? m->cpu_s : 0.0; }
+
+double np_monitor_update_seconds(const np_monitor *m, int recorded)
+{
+    return m && m->upd_n[recorded != 0] ? m->upd_s[recorded != 0] / (double)m->upd_n[recorded != 0]
+                                         : 0.0;
+}
 
 np_status np_monitor_close(np_monitor *m, np_error *err)
 {

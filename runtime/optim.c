@@ -229,17 +229,71 @@ static void tst_add_slow(np_optim_tstats *t, const float *x, int64_t n)
     }
 }
 
+/* Statistics of x[0, n) (a chunk, in cache after the update wrote it) into
+ * a: an OpenMP simd reduction; 0 when a value is not finite (then the
+ * caller takes the chunk element by element). Cloned for AVX2 (picked at
+ * run time; float and double adds and products round the same in every
+ * instruction set, so only the speed differs). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define NP_ST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define NP_ST_CLONES
+#endif
+NP_ST_CLONES static int chunk_acc(st_acc *a, const float *x, int64_t n)
+{
+    double s = 0.0, q = 0.0;
+    float mn = INFINITY, mx = -INFINITY, z = 0.0f;
+    int64_t zeros = 0;
+#pragma omp simd reduction(+ : s, q, z, zeros) reduction(min : mn) reduction(max : mx)
+    for (int64_t k = 0; k < n; k++) {
+        float v = x[k];
+        z += v - v;
+        s += v;
+        q += (double)v * v;
+        zeros += v == 0.0f;
+        mn = v < mn ? v : mn;
+        mx = v > mx ? v : mx;
+    }
+    *a = (st_acc){s, q, mn, mx, zeros};
+    return !isnan(z);
+}
+
+/* the AdamW update of [k0, k1) (adamw_update's expressions) and the sum of
+ * squares of the weights' change */
+NP_ST_CLONES static double adamw_chunk(float *w, const float *g, float *m, float *v, int64_t k0,
+                                       int64_t k1, const float *c)
+{
+    const float b1 = c[0], b2 = c[1], omb1 = c[2], omb2 = c[3], step_size = c[4];
+    const float bc2_sqrt = c[5], eps = c[6], decay = c[7];
+    double dq = 0.0;
+#pragma omp simd reduction(+ : dq)
+    for (int64_t k = k0; k < k1; k++) {
+        float w0 = w[k];
+        float wk = w0 * decay;
+        float mk = m[k] * b1 + omb1 * g[k];
+        float vk = v[k] * b2 + omb2 * g[k] * g[k];
+        m[k] = mk;
+        v[k] = vk;
+        float denom = sqrtf(vk) / bc2_sqrt + eps;
+        float wn = wk - step_size * (mk / denom);
+        w[k] = wn;
+        float d = wn - w0;
+        dq += (double)d * d;
+    }
+    return dq;
+}
+
 /* one chunk [k0, k1) of AdamW with statistics into part[NP_OPTIM_ST_N] */
 static void adamw_chunk_st(float *w, const float *g, float *m, float *v, int64_t k0, int64_t k1,
                            const float *c, np_dtype dt, np_optim_tstats *part)
 {
-    const float b1 = c[0], b2 = c[1], omb1 = c[2], omb2 = c[3], step_size = c[4];
-    const float bc2_sqrt = c[5], eps = c[6], decay = c[7];
-    st_acc ag = {0, 0, INFINITY, -INFINITY, 0}, am = ag, av = ag, aw = ag;
+    int64_t n = k1 - k0;
     double dq = 0.0;
-    float z = 0.0f;
-    int round = dt == NP_BFLOAT16 || dt == NP_FLOAT16;
-    if (round) {
+    int fast = 1;
+    if (dt == NP_BFLOAT16 || dt == NP_FLOAT16) {
+        /* low-precision master weights: rounded as round_params does */
+        const float b1 = c[0], b2 = c[1], omb1 = c[2], omb2 = c[3], step_size = c[4];
+        const float bc2_sqrt = c[5], eps = c[6], decay = c[7];
         for (int64_t k = k0; k < k1; k++) {
             float w0 = w[k];
             float wk = w0 * decay;
@@ -251,61 +305,23 @@ static void adamw_chunk_st(float *w, const float *g, float *m, float *v, int64_t
             w[k] = np_round_to(dt, wk - step_size * (mk / denom));
             float d = w[k] - w0;
             dq += (double)d * d;
-            z += d - d;
         }
-        z = NAN; /* the statistics element by element (rare: low-precision master weights) */
     } else {
-        /* scalars, not the st_acc fields: OpenMP reduces variables only */
-        double gs = 0, gq = 0, ms = 0, mq = 0, vs = 0, vq = 0, ws = 0, wq = 0;
-        float gmn = INFINITY, gmx = -INFINITY, mmn = INFINITY, mmx = -INFINITY;
-        float vmn = INFINITY, vmx = -INFINITY, wmn = INFINITY, wmx = -INFINITY;
-        int64_t gz = 0, mz = 0, vz = 0, wz = 0;
-#pragma omp simd reduction(+ : z, dq, gs, gq, ms, mq, vs, vq, ws, wq, gz, mz, vz, wz) \
-    reduction(min : gmn, mmn, vmn, wmn) reduction(max : gmx, mmx, vmx, wmx)
-        for (int64_t k = k0; k < k1; k++) {
-            float gk = g[k], w0 = w[k];
-            float wk = w0 * decay;
-            float mk = m[k] * b1 + omb1 * gk;
-            float vk = v[k] * b2 + omb2 * gk * gk;
-            m[k] = mk;
-            v[k] = vk;
-            float denom = sqrtf(vk) / bc2_sqrt + eps;
-            float wn = wk - step_size * (mk / denom);
-            w[k] = wn;
-            float d = wn - w0;
-            z += (gk - gk) + (mk - mk) + (vk - vk) + (d - d);
-            dq += (double)d * d;
-            gs += gk; gq += (double)gk * gk; gz += gk == 0.0f;
-            ms += mk; mq += (double)mk * mk; mz += mk == 0.0f;
-            vs += vk; vq += (double)vk * vk; vz += vk == 0.0f;
-            ws += wn; wq += (double)wn * wn; wz += wn == 0.0f;
-            gmn = gk < gmn ? gk : gmn; gmx = gk > gmx ? gk : gmx;
-            mmn = mk < mmn ? mk : mmn; mmx = mk > mmx ? mk : mmx;
-            vmn = vk < vmn ? vk : vmn; vmx = vk > vmx ? vk : vmx;
-            wmn = wn < wmn ? wn : wmn; wmx = wn > wmx ? wn : wmx;
-        }
-        ag = (st_acc){gs, gq, gmn, gmx, gz};
-        am = (st_acc){ms, mq, mmn, mmx, mz};
-        av = (st_acc){vs, vq, vmn, vmx, vz};
-        aw = (st_acc){ws, wq, wmn, wmx, wz};
+        dq = adamw_chunk(w, g, m, v, k0, k1, c);
     }
     for (int s = 0; s < NP_OPTIM_ST_N; s++)
         tst_init(&part[s]);
-    int64_t n = k1 - k0;
-    part[NP_OPTIM_ST_DELTA].sumsq = dq;
-    if (!isnan(z)) {
-        tst_add_fast(&part[NP_OPTIM_ST_GRAD], &ag, n);
-        tst_add_fast(&part[NP_OPTIM_ST_SLOT0], &am, n);
-        tst_add_fast(&part[NP_OPTIM_ST_SLOT1], &av, n);
-        tst_add_fast(&part[NP_OPTIM_ST_WEIGHT], &aw, n);
-        part[NP_OPTIM_ST_DELTA].finite = n;
-    } else {
-        tst_add_slow(&part[NP_OPTIM_ST_GRAD], g + k0, n);
-        tst_add_slow(&part[NP_OPTIM_ST_SLOT0], m + k0, n);
-        tst_add_slow(&part[NP_OPTIM_ST_SLOT1], v + k0, n);
-        tst_add_slow(&part[NP_OPTIM_ST_WEIGHT], w + k0, n);
-        part[NP_OPTIM_ST_DELTA].finite = isfinite(dq) ? n : 0;
+    const float *arr[4] = {g + k0, m + k0, v + k0, w + k0};
+    const int slot[4] = {NP_OPTIM_ST_GRAD, NP_OPTIM_ST_SLOT0, NP_OPTIM_ST_SLOT1, NP_OPTIM_ST_WEIGHT};
+    for (int j = 0; j < 4; j++) {
+        st_acc a;
+        if (chunk_acc(&a, arr[j], n))
+            tst_add_fast(&part[slot[j]], &a, n);
+        else
+            tst_add_slow(&part[slot[j]], arr[j], n), fast = 0;
     }
+    part[NP_OPTIM_ST_DELTA].sumsq = dq;
+    part[NP_OPTIM_ST_DELTA].finite = fast || isfinite(dq) ? n : 0;
 }
 
 /* one chunk of SGD with statistics (slot 1 stays empty) */

@@ -93,6 +93,10 @@ int64_t np_monitor_steps(const np_monitor *m);
 int64_t np_monitor_records(const np_monitor *m);
 /* Thread CPU seconds spent in the monitor (statistics, file), its cost. */
 double np_monitor_cpu_seconds(const np_monitor *m);
+/* The optimizer update's mean thread CPU seconds on recorded steps
+ * (recorded = 1: with the statistics gathered in its loop) or on the others
+ * (0; step_interval > 1 gives both in one run); 0 when none. */
+double np_monitor_update_seconds(const np_monitor *m, int recorded);
 
 /* ==== reading ============================================================ */
 

@@ -13,6 +13,8 @@
 #    inflates it far less than the wall time (the monitor's gradient, Adam
 #    and weight statistics run inside the optimizer's update loop, so its
 #    own callbacks' CPU time, the last column, leaves them out).
+# A fourth variant, wg2 (wg every 2nd step), gives the optimizer update's
+# thread CPU time on recorded steps against the others in one process.
 #   scripts/bench/bench_monitor.sh [NPROBE] [ROUNDS] [STEPS] [BATCHES]
 set -eu
 nprobe=${1:-build/release/nprobe}
@@ -23,11 +25,14 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf '{"task": "monitor", "dump_path": "%s/m", "monitor": {"xy_distribution": false}}\n' "$tmp" > "$tmp/wg.json"
 printf '{"task": "monitor", "dump_path": "%s/m", "monitor": {}}\n' "$tmp" > "$tmp/all.json"
+# wg every 2nd step: the optimizer update's own CPU time on recorded steps
+# against the others, in one process (nprobe train prints both)
+printf '{"task": "monitor", "dump_path": "%s/m", "monitor": {"xy_distribution": false, "step_interval": 2}}\n' "$tmp" > "$tmp/wg2.json"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for b in $batches; do
   args=(train --model gpt --layers 4 --width 256 --heads 4 --batch "$b" --steps "$steps" --threads "${THREADS:-1}")
   for r in $(seq 1 "$rounds"); do
-    for v in off wg all; do
+    for v in off wg all wg2; do
       rm -rf "$tmp/m"
       extra=()
       [ "$v" != off ] && extra=(--dump-config "$tmp/$v.json")
@@ -37,12 +42,13 @@ for b in $batches; do
   done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
-python3 - "$tmp" "$rounds" $batches <<'PY'
+python3 - "$tmp" "$rounds" "$steps" $batches <<'PY'
 import re, statistics, sys
-tmp, rounds, batches = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+tmp, rounds, steps, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+upd = {}
 for b in batches:
     med, cpu, proc = {}, {}, {}
-    for v in ("off", "wg", "all"):
+    for v in ("off", "wg", "all", "wg2"):
         per, share, pc = [], [], []
         for r in range(1, rounds + 1):
             text = open(f"{tmp}/{b}.{v}.{r}.log").read()
@@ -53,6 +59,9 @@ for b in batches:
                 share.append(float(m.group(1)))
             u, s_ = open(f"{tmp}/{b}.{v}.{r}.time").read().split("cputime ")[1].split()[:2]
             pc.append(float(u) + float(s_))
+            m = re.search(r"optimizer update ([0-9.]+) ms .* ([0-9.]+) ms on the others", text)
+            if m:
+                upd.setdefault(b, []).append((float(m.group(1)), float(m.group(2))))
         med[v] = statistics.median(per)
         cpu[v] = statistics.median(share) if share else 0.0
         proc[v] = statistics.median(pc)
@@ -61,4 +70,11 @@ for b in batches:
         print(f"batch {b:>3} ({tokens} tokens/step) {v:4s} step {med[v] * tokens * 1e3:8.1f} ms  "
               f"wall x{med[v] / med['off']:.3f}  process cpu {proc[v]:.2f} s x{proc[v] / proc['off']:.3f}  "
               f"monitor callbacks {cpu[v]:.2f}% of the process")
+    if upd.get(b):
+        on = statistics.median(x[0] for x in upd[b])
+        off = statistics.median(x[1] for x in upd[b])
+        step_ms = proc["off"] * 1e3 / steps  # off's process CPU a step (init included)
+        print(f"batch {b:>3} optimizer update (wg2, thread cpu, median): recorded {on:.2f} ms, "
+              f"others {off:.2f} ms: +{on - off:.2f} ms a recorded step = "
+              f"{100 * (on - off) / step_ms:.2f}% of off's {step_ms:.1f} ms CPU a step")
 PY

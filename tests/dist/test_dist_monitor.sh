@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_dist_monitor.sh - the monitor task (docs/MONITOR.md) on a 2-rank
-# bf16 GPT: the records against independent answers (the printed loss is
+# bf16 GPT: a run with the monitor trains to the same bits as one without,
+# the records against independent answers (the printed loss is
 # the mean of the ranks' loss records; the last step's weight and Adam m/v
 # norms are those of the checkpoint's tensors in float64; both ranks record
 # the same reduced gradients), a clean run raises no anomaly, each one-time
@@ -30,6 +31,23 @@ cfg() { # DIR -> config file mon_DIR.json
 cfg clean
 mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --dump-config cfg_clean.json --save ck.h5 \
   > clean.log 2> clean.err || { echo "FAIL clean run"; cat clean.log clean.err; exit 1; }
+# the same run without the monitor: the same weights and optimizer state to
+# the bit (the statistics gathered inside the update change nothing)
+mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --save ck_off.h5 > off.log 2>&1 ||
+  { echo "FAIL run without the monitor"; cat off.log; exit 1; }
+"$py" - <<'PY' || { echo "FAIL the monitor changed the training"; fail=1; }
+import h5py, numpy as np
+def walk(a, b, n=0):
+    for k in a:
+        if isinstance(a[k], h5py.Dataset):
+            assert np.array_equal(a[k][()], b[k][()], equal_nan=True), k
+            n += 1
+        else:
+            n = walk(a[k], b[k], n)
+    return n
+with h5py.File("ck.h5", "r") as a, h5py.File("ck_off.h5", "r") as b:
+    assert walk(a, b) >= 30
+PY
 "$nprobe" monitor clean > clean.mon; rc=$?
 [ $rc = 0 ] && grep -q "^no anomaly" clean.mon && grep -q "2 rank(s), $steps step(s)" clean.mon ||
   { echo "FAIL clean run: exit $rc"; cat clean.mon; fail=1; }
