@@ -232,6 +232,56 @@ static int run_variant(verdict *v, const char *dir, const char *out, const char 
     return v->ok ? 0 : -1;
 }
 
+/* The train options triage owns refused, the rules read: 0 or an exit code. */
+static int setup(const triage_args *a, char **train, int n_train, np_monitor_rules *rules)
+{
+    static const char *const owned[] = {"--load", "--save", "--stop-after", "--dump-config",
+                                        "--monitor-config", "--load-other-precision"};
+    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
+        if (train_has(train, n_train, owned[i])) {
+            np_cli_error("triage: %s is triage's own; leave it out of the train options after --",
+                         owned[i]);
+            return NP_EXIT_USAGE;
+        }
+    np_monitor_rules_default(rules);
+    if (a->config) {
+        static np_monitor_config cfg;
+        np_error err;
+        np_error_clear(&err);
+        if (np_monitor_config_load(&cfg, a->config, &err)) {
+            np_cli_report(&err);
+            return NP_EXIT_USAGE;
+        }
+        *rules = cfg.rules;
+    }
+    return 0;
+}
+
+/* DIR's first anomaly into *first: -1, else the exit code (none: 0). */
+static int find_first(const char *dir, const np_monitor_rules *rules, np_monitor_anomaly *first)
+{
+    np_monitor_result res;
+    np_error err;
+    np_error_clear(&err);
+    if (np_monitor_analyze(&res, dir, rules, &err)) {
+        np_cli_report(&err);
+        return NP_EXIT_USAGE;
+    }
+    int rc = -1;
+    if (res.ranks != 1) {
+        np_cli_error("triage: %s holds %d ranks' files; triage reruns one-process runs only", dir,
+                     res.ranks);
+        rc = NP_EXIT_USAGE;
+    } else if (!res.n) {
+        printf("nprobe triage: no anomaly in %s\n", dir);
+        rc = NP_EXIT_OK;
+    } else {
+        *first = res.anomalies[0];
+    }
+    np_monitor_result_free(&res);
+    return rc;
+}
+
 int np_cmd_triage(int argc, char **argv)
 {
     triage_args a;
@@ -261,44 +311,12 @@ int np_cmd_triage(int argc, char **argv)
                      "'nprobe triage --help')");
         return NP_EXIT_USAGE;
     }
-    static const char *const owned[] = {"--load", "--save", "--stop-after", "--dump-config",
-                                        "--monitor-config", "--load-other-precision"};
-    for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
-        if (train_has(train, n_train, owned[i])) {
-            np_cli_error("triage: %s is triage's own; leave it out of the train options after --",
-                         owned[i]);
-            return NP_EXIT_USAGE;
-        }
     np_monitor_rules rules;
-    np_monitor_rules_default(&rules);
+    np_monitor_anomaly first;
+    if ((rc = setup(&a, train, n_train, &rules)) || (rc = find_first(dir, &rules, &first)) >= 0)
+        return rc;
     np_error err;
     np_error_clear(&err);
-    if (a.config) {
-        static np_monitor_config cfg;
-        if (np_monitor_config_load(&cfg, a.config, &err)) {
-            np_cli_report(&err);
-            return NP_EXIT_USAGE;
-        }
-        rules = cfg.rules;
-    }
-    np_monitor_result res;
-    if (np_monitor_analyze(&res, dir, &rules, &err)) {
-        np_cli_report(&err);
-        return NP_EXIT_USAGE;
-    }
-    if (res.ranks != 1) {
-        np_cli_error("triage: %s holds %d ranks' files; triage reruns one-process runs only", dir,
-                     res.ranks);
-        np_monitor_result_free(&res);
-        return NP_EXIT_USAGE;
-    }
-    if (!res.n) {
-        printf("nprobe triage: no anomaly in %s\n", dir);
-        np_monitor_result_free(&res);
-        return NP_EXIT_OK;
-    }
-    np_monitor_anomaly first = res.anomalies[0];
-    np_monitor_result_free(&res);
     printf("first anomaly: step %lld rank %d %s %s %s: %s %.6g\n", (long long)first.step,
            first.rank, first.name, first.metric, first.rule, first.stat, first.value);
     np_model_config lc;
