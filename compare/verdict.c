@@ -631,18 +631,18 @@ static void weights_key(char *buf, size_t cap, const np_cmp_side *s)
              s->mean, s->norm, (unsigned)s->crc32, s->dtype);
 }
 
-static void verdict_weights(np_cmp_pair *p, np_cmp_row *r, const np_strmap *wmap,
-                            const np_strmap *omap)
+static int verdict_weights(np_cmp_pair *p, np_cmp_row *r, const np_strmap *wmap,
+                           const np_strmap *omap)
 {
     char k[256];
     const char *role = r->cmp->role;
     int is_param = !strcmp(role, "parameters");
     if (r->verdict == NP_VERDICT_PASS || !isfinite(r->severity))
-        return;
+        return 0;
     if (!is_param) {
         if (strcmp(role, "input") != 0 || r->call_index < 0 ||
             strcmp(p->calls[r->call_index].kind, "api") != 0)
-            return;
+            return 0;
         weights_key(k, sizeof k, r->cmp);
         int w = np_strmap_get(wmap, k);
         if (w >= 0) {
@@ -650,10 +650,10 @@ static void verdict_weights(np_cmp_pair *p, np_cmp_row *r, const np_strmap *wmap
             weights_key(kb, sizeof kb, r->bench);
             weights_key(kw, sizeof kw, p->rows[w].bench);
             if (strcmp(kb, kw) != 0)
-                return;
+                return 0;
         } else if (!omap || !r->cmp->requires_grad || !r->bench->requires_grad ||
                    np_strmap_get(omap, k) >= 0) {
-            return; /* a dump without parameter rows: a leaf that takes a gradient */
+            return 0; /* a dump without parameter rows: a leaf that takes a gradient */
         }
     }
     set_fmt(r, NP_VERDICT_WARNING, r->severity,
@@ -666,6 +666,7 @@ static void verdict_weights(np_cmp_pair *p, np_cmp_row *r, const np_strmap *wmap
                        "step (the optimizer's answer to earlier gradients); judged there, and "
                        "here through the calls that use it",
             1, r->severity, 0);
+    return 1;
 }
 
 /* The lowest precision the data carry (a bfloat16/float16 tensor on
@@ -806,6 +807,199 @@ static void grad_params_follow(np_cmp_pair *p, const double *gin)
     np_strmap_free(&gmap);
 }
 
+/* Rows computed from weights that parted (docs/COMPARE.md, "Rows computed
+ * from weights that parted"): from the second step on, the runs' weights
+ * differ by the optimizer's answer to rounding noise (AdamW's first update
+ * is about lr sign(g), so an element whose gradient sign is noise moves by
+ * 2 lr between the runs), an amount set by the learning rate, not by the
+ * dtype, and what is computed from those weights differs by more than the
+ * dtype's rounding. So at a step > 0 the level of a call's output rows
+ * follows the parting its inputs carry in: PARTED_FACTOR times the largest
+ * relative error measured on an input row (parameters and weight-holding
+ * inputs included; a backward call's forward inputs too) that is within its
+ * own level (severity <= 1: a parting beyond it, a skipped step's update, a
+ * wrong checkpoint, stays named as "the weights parted before this step");
+ * an input row that holds an earlier output's values (same statistics and
+ * crc32 on both sides) is judged at that output's level. The factor is the
+ * walk's AMPLIFICATION: an output failing by less than that over its inputs
+ * only propagates there, and here it is not an error row either. In
+ * statistics mode the four statistics of an input bound its parting from
+ * below only (T5: one hidden unit 3 % off moves none of them by more than
+ * 0.1 %, and the min of the weight gradient picks exactly that unit), so
+ * there the parting carried in is at least the largest measured on a
+ * forward output of the step before the call, within its dtype's level (as
+ * the routed level follows the forward's measured error). */
+#define PARTED_FACTOR AMPLIFICATION
+
+typedef struct parted_rows {
+    np_cmp_tolerance *t; /* per row: the level it was judged at (rtol 0: not judgeable) */
+    double *scale;       /* per row: the scale it was measured on */
+    unsigned char *wt;   /* per row: made a warning by the weights rule */
+} parted_rows;
+
+static np_cmp_tolerance tolerance_at(np_cmp_tolerance t, double level)
+{
+    double w = level / 3.0;
+    np_cmp_tolerance g = {t.atol, level, w, 1.0 - level * level / 2.0, 1.0 - w * w / 2.0};
+    return level > t.rtol ? looser(t, g) : t;
+}
+
+/* A row the rule may judge anew: both sides, a float tensor of a call,
+ * judged by its metrics (finite severity) at a known level. */
+static int parted_row(const np_cmp_pair *p, const parted_rows *pr, size_t i)
+{
+    const np_cmp_row *r = &p->rows[i];
+    return r->bench && r->cmp && r->call_index >= 0 && pr->t[i].rtol > 0 && !pr->wt[i] &&
+           strcmp(r->cmp->role, "kwargs") != 0 && !is_int_dtype(r->cmp->dtype) &&
+           !is_int_dtype(r->bench->dtype) && isfinite(r->severity) && !row_left_out(p, r, i);
+}
+
+/* Judge row i again at `level`; its reason says why. */
+static void parted_rejudge(np_cmp_pair *p, const parted_rows *pr, size_t i, double level,
+                           double carried, int from_output)
+{
+    np_cmp_row *r = &p->rows[i];
+    np_cmp_tolerance t = tolerance_at(pr->t[i], level);
+    double sev0 = r->severity;
+    if (p->mode == NP_CMP_MODE_TENSOR && r->m && r->bench->has_data && r->cmp->has_data)
+        verdict_tensor(r, t, pr->scale[i]);
+    else
+        verdict_stats(r, t, pr->scale[i]);
+    /* still an error: its severity stays on its dtype's level, the scale the
+     * walk measures its inputs on (the raised level already took the
+     * amplification it asks for) */
+    if (r->verdict == NP_VERDICT_ERROR)
+        r->severity = sev0;
+    char buf[300];
+    const char *why = np_cmp_row_reason(buf, sizeof buf, r);
+    r->reason = fmt_reason(&((cmp_pair_priv *)p->priv)->arena,
+                           from_output ? "%s%sat step %d the level of these values is that of the "
+                                         "output that made them, %.0f x the parting its inputs "
+                                         "carry (%.3g) = %.3g: the weights parted in an earlier step"
+                                       : "%s%sat step %d the level follows the parting the call's "
+                                         "inputs carry: %.0f x %.3g = %.3g (the weights parted in an "
+                                         "earlier step)",
+                           why, why[0] ? "; " : "", p->step, PARTED_FACTOR, carried, level);
+    r->n_reason_args = 0;
+}
+
+static void parted_key(char *k, size_t cap, const np_cmp_row *r)
+{
+    char kb[256];
+    weights_key(k, cap, r->cmp);
+    weights_key(kb, sizeof kb, r->bench);
+    strncat(k, "/", cap - strlen(k) - 1);
+    strncat(k, kb, cap - strlen(k) - 1);
+}
+
+/* The pass over the calls in execution order; returns the rows judged
+ * anew, *top the highest level given (and *dtype its row's dtype). */
+static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, const char **dtype)
+{
+    cmp_pair_priv *pv = p->priv;
+    size_t nr = p->n_rows, nc = p->n_calls;
+    size_t *start = calloc(nc + 2, sizeof *start);
+    int *byc = malloc((nr + 1) * sizeof *byc);
+    double *carried = calloc(nc + 1, sizeof *carried), *lvl = calloc(nr + 1, sizeof *lvl);
+    np_strmap names = {0}, outs = {0};
+    int n = 0;
+    if (!start || !byc || !carried || !lvl || np_strmap_init(&names, nc + 1) != 0 ||
+        np_strmap_init(&outs, 64) != 0)
+        goto done;
+    for (size_t i = 0; i < nr; i++)
+        if (p->rows[i].call_index >= 0)
+            start[p->rows[i].call_index + 2]++;
+    for (size_t k = 2; k < nc + 2; k++)
+        start[k] += start[k - 1];
+    for (size_t i = 0; i < nr; i++)
+        if (p->rows[i].call_index >= 0)
+            byc[start[p->rows[i].call_index + 1]++] = (int)i;
+    for (size_t k = 0; k < nc; k++)
+        np_strmap_put(&names, p->calls[k].name, (int)k);
+    /* statistics mode: the largest parting measured on a forward output of
+     * the step so far, within its dtype's level */
+    double fwd_max = 0;
+    int stats = p->mode != NP_CMP_MODE_TENSOR;
+    for (size_t k = 0; k < nc; k++) {
+        const np_cmp_call *c = &p->calls[k];
+        double e = stats ? fwd_max : 0;
+        char key[600], fwd[2 * NP_FMT_NAME_LEN];
+        if (c->backward && cmp_forward_of(fwd, sizeof fwd, c->name)) {
+            int f = np_strmap_get(&names, fwd);
+            if (f >= 0 && (size_t)f < k)
+                e = carried[f];
+        }
+        for (size_t j = start[k]; j < start[k + 1]; j++) { /* the inputs */
+            size_t i = (size_t)byc[j];
+            np_cmp_row *r = &p->rows[i];
+            if (!r->bench || !r->cmp || !role_is_in(r->cmp->role) ||
+                (!pr->wt[i] && !parted_row(p, pr, i)) || !isfinite(r->severity))
+                continue;
+            int o = -1;
+            if (!pr->wt[i] && !strcmp(r->cmp->role, "input")) {
+                parted_key(key, sizeof key, r);
+                o = np_strmap_get(&outs, key);
+            }
+            double li = pr->t[i].rtol; /* the level its severity is measured against */
+            if (o >= 0 && r->verdict == NP_VERDICT_ERROR && lvl[o] > li) {
+                parted_rejudge(p, pr, i, lvl[o], lvl[o] / PARTED_FACTOR, 1);
+                li = lvl[o];
+                n++;
+            }
+            if (r->verdict != NP_VERDICT_ERROR && r->severity <= 1 && li > 0)
+                e = fmax(e, r->severity * li);
+        }
+        carried[k] = e;
+        double level = PARTED_FACTOR * e;
+        for (size_t j = start[k]; j < start[k + 1]; j++) { /* the outputs */
+            size_t i = (size_t)byc[j];
+            np_cmp_row *r = &p->rows[i];
+            if (!parted_row(p, pr, i) || !role_is_out(r->cmp->role))
+                continue;
+            lvl[i] = fmax(level, pr->t[i].rtol);
+            if (stats && !c->backward && r->verdict != NP_VERDICT_ERROR)
+                fwd_max = fmax(fwd_max, r->severity * pr->t[i].rtol);
+            if (r->verdict == NP_VERDICT_ERROR && level > pr->t[i].rtol) {
+                parted_rejudge(p, pr, i, level, e, 0);
+                n++;
+                if (level > *top) {
+                    *top = level;
+                    *dtype = r->cmp->dtype;
+                }
+            }
+            parted_key(key, sizeof key, r);
+            int o = np_strmap_get(&outs, key);
+            const char *kc = o < 0 || lvl[o] < lvl[i] ? cmp_arena_strdup(&pv->arena, key) : NULL;
+            if (kc)
+                np_strmap_put(&outs, kc, (int)i);
+        }
+    }
+    /* rows that hold the values of an output judged at a higher level
+     * elsewhere: a module's output (the last inner call's), an input met
+     * before its maker in the calls' order */
+    for (size_t i = 0; i < nr; i++) {
+        np_cmp_row *r = &p->rows[i];
+        char key[600];
+        if (r->verdict != NP_VERDICT_ERROR || !parted_row(p, pr, i) ||
+            (strcmp(r->cmp->role, "input") != 0 && !role_is_out(r->cmp->role)))
+            continue;
+        parted_key(key, sizeof key, r);
+        int o = np_strmap_get(&outs, key);
+        if (o >= 0 && (size_t)o != i && lvl[o] > pr->t[i].rtol) {
+            parted_rejudge(p, pr, i, lvl[o], lvl[o] / PARTED_FACTOR, 1);
+            n++;
+        }
+    }
+done:
+    free(start);
+    free(byc);
+    free(carried);
+    free(lvl);
+    np_strmap_free(&names);
+    np_strmap_free(&outs);
+    return n;
+}
+
 void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n_pairs)
 {
     memset(p->count_verdict, 0, sizeof p->count_verdict);
@@ -851,6 +1045,16 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
     np_strmap wmap = {0}, omap = {0};
     int n_params = 0;
     int weights_rule = weights_maps(p, &wmap, &omap, &n_params);
+    /* rows computed from weights that parted: each row's level and scale,
+     * for the pass after the verdicts (off with --rtol, and where memory
+     * runs short) */
+    parted_rows pr = {NULL, NULL, NULL};
+    if (weights_rule && isnan(o->rtol)) {
+        pr.t = calloc(p->n_rows + 1, sizeof *pr.t);
+        pr.scale = calloc(p->n_rows + 1, sizeof *pr.scale);
+        pr.wt = calloc(p->n_rows + 1, 1);
+    }
+    int parted = pr.t && pr.scale && pr.wt;
     /* tensor mode reports payload bytes while reading them (compare.c) */
     int rows_progress = o->progress && p->mode != NP_CMP_MODE_TENSOR;
     double *gin = grad_in(p);
@@ -888,8 +1092,13 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
                 scale = gin[2 * r->call_index];
             verdict_row(p, r, o, scale, mm, routed ? ur : 0, routed_from, inh ? inherited : NULL,
                         inherited_from, facts);
-            if (weights_rule && r->bench && r->cmp)
-                verdict_weights(p, r, &wmap, n_params ? NULL : &omap);
+            int wt = weights_rule && r->bench && r->cmp &&
+                     verdict_weights(p, r, &wmap, n_params ? NULL : &omap);
+            if (parted && r->cmp && mm->dtype && !strcmp(mm->dtype, r->cmp->dtype)) {
+                pr.t[i] = mm->t;
+                pr.scale[i] = scale;
+                pr.wt[i] = (unsigned char)wt;
+            }
             if (!r->reason)
                 r->reason = "";
             /* the forward's measured error: outputs of forward calls */
@@ -901,6 +1110,23 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
                 o->progress(pair_index, n_pairs, i + 1, p->n_rows, o->progress_user);
         }
     }
+    if (parted) {
+        double top = 0;
+        const char *top_dtype = NULL;
+        int n_parted = verdict_parted(p, &pr, &top, &top_dtype);
+        if (n_parted && top_dtype && pv && pv->n_tols < CMP_MAX_TOLS) {
+            np_cmp_tolerance t0 = np_cmp_tolerance_for(top_dtype);
+            pv->tols[pv->n_tols++] = (cmp_tol_rec){
+                top_dtype,
+                fmt_reason(&pv->arena, "up to: rows computed from weights that parted in an "
+                           "earlier step (step %d; %d rows): %.0f x the parting their call's "
+                           "inputs carry", p->step, n_parted, PARTED_FACTOR),
+                tolerance_at(t0, top)};
+        }
+    }
+    free(pr.t);
+    free(pr.scale);
+    free(pr.wt);
     grad_params_follow(p, gin);
     free(gin);
     for (size_t i = 0; i < p->n_rows; i++) {

@@ -815,6 +815,99 @@ static void test_outside_dump(void)
     np_cmp_pair_free(&p);
 }
 
+/* Rows computed from weights that parted (issue 31): at step 1 the level of
+ * a call's outputs follows the parting its inputs carry (3 x the largest
+ * relative error measured on an input within its level); step 0 keeps the
+ * dtype's level, a fault that amplifies more is still named, and weights
+ * parted beyond their level are still "the weights parted before this
+ * step". fp16 (level 0.02, warning 0.005), tensor mode. */
+static void test_parted_level(void)
+{
+    char b[512], c[512];
+    path_of(b, sizeof b, "pw_b.h5");
+    path_of(c, sizeof c, "pw_c.h5");
+    net_opts z = clean();
+    z.module_params = 1;
+    net_opts o = z;
+    for (int k = X; k < NT; k++)
+        o.delta[k] = 0.0008;
+    o.delta[B] = 0;
+    o.delta[W] = 0.006; /* parted, within the level (severity 0.3) */
+    o.delta[Y1] = 0.015; /* linear: passes */
+    o.delta[Y2] = 0.04;  /* relu: 2.7 x its input 0.015, over 0.02 */
+    o.delta[Y3] = 0.05;  /* layer_norm: 1.25 x its input 0.04 */
+    np_cmp_pair p;
+    for (int step = 1; step >= 0; step--) {
+        write_net(b, "tensor", "fp32", "float32", &z, step);
+        write_net(c, "tensor", "fp16", "float16", &o, step);
+        if (compare(&p, b, c, NULL) != NP_OK)
+            return;
+        const np_cmp_row *y2 = find_row(&p, "Functional.relu.0.forward.output.0");
+        const np_cmp_row *y2in = find_row(&p, "Functional.layer_norm.0.forward.input.0");
+        const np_cmp_row *y3 = find_row(&p, "Functional.layer_norm.0.forward.output.0");
+        const np_cmp_row *m3 = find_row(&p, "Module.block.Block.forward.0.output.0");
+        if (step == 1) {
+            CHECK_EQ_INT(p.count_verdict[NP_VERDICT_ERROR], 0);
+            CHECK_EQ_INT(p.n_culprits, 0);
+            /* 3 x 0.015 = 0.045: 0.04 a warning, its reason says why */
+            CHECK(y2 && y2->verdict == NP_VERDICT_WARNING);
+            if (y2)
+                CHECK_CONTAINS(y2->reason, "3 x 0.015 = 0.045");
+            CHECK(y2in && y2in->verdict == NP_VERDICT_WARNING);
+            if (y2in)
+                CHECK_CONTAINS(y2in->reason, "the output that made them");
+            /* 3 x 0.04 = 0.12 */
+            CHECK(y3 && y3->verdict == NP_VERDICT_WARNING);
+            if (y3)
+                CHECK_CONTAINS(y3->reason, "3 x 0.04 = 0.12");
+            CHECK(m3 && m3->verdict == NP_VERDICT_WARNING);
+        } else {
+            /* step 0: the dtype's level */
+            CHECK(y2 && y2->verdict == NP_VERDICT_ERROR);
+            CHECK(y3 && y3->verdict == NP_VERDICT_ERROR);
+        }
+        np_cmp_pair_free(&p);
+    }
+    /* step 1, a fault in the relu (0.1, 6.7 x its input): named */
+    o.delta[Y2] = 0.1;
+    o.delta[Y3] = 0.1;
+    write_net(b, "tensor", "fp32", "float32", &z, 1);
+    write_net(c, "tensor", "fp16", "float16", &o, 1);
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    const np_cmp_row *y2 = find_row(&p, "Functional.relu.0.forward.output.0");
+    CHECK(y2 && y2->verdict == NP_VERDICT_ERROR);
+    CHECK(y2 && fabs(y2->severity - 5.0) < 1e-3); /* on the dtype's level */
+    one_culprit(&p, "Functional.relu.0.forward");
+    np_cmp_pair_free(&p);
+    /* weights parted beyond their level (0.05, a skipped step's update):
+     * they carry no level; the linear is named as before */
+    o.delta[W] = 0.05;
+    o.delta[Y1] = o.delta[Y2] = o.delta[Y3] = 0.05;
+    write_net(c, "tensor", "fp16", "float16", &o, 1);
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    const np_cmp_call *f = first_culprit(&p);
+    CHECK(f && !strcmp(f->name, "Functional.linear.0.forward"));
+    if (f)
+        CHECK_CONTAINS(f->reason, "parameters already differ");
+    np_cmp_pair_free(&p);
+    /* --rtol turns the rule off */
+    o.delta[W] = 0.006;
+    o.delta[Y1] = 0.015;
+    o.delta[Y2] = 0.04;
+    o.delta[Y3] = 0.05;
+    write_net(c, "tensor", "fp16", "float16", &o, 1);
+    np_cmp_options opt;
+    np_cmp_options_init(&opt);
+    opt.rtol = 0.02;
+    if (compare(&p, b, c, &opt) != NP_OK)
+        return;
+    y2 = find_row(&p, "Functional.relu.0.forward.output.0");
+    CHECK(y2 && y2->verdict == NP_VERDICT_ERROR);
+    np_cmp_pair_free(&p);
+}
+
 /* Statistics mode: when the first culprit's inputs already differ above
  * the warning level, the title goes to the first call whose outputs rose
  * above the warning level while its inputs passed (statistics do not see a
@@ -1633,6 +1726,7 @@ int main(void)
     test_gap();
     test_sibling_gap();
     test_routed_gradients();
+    test_parted_level();
     test_loss_scale();
     test_outside_dump();
     test_stats_warning_start();
