@@ -113,6 +113,14 @@ np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side
  * tensor mode, reports progress in rows (o->progress, every 65536 rows and
  * at the end) as pair `pair_index` of `n_pairs`. */
 void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n_pairs);
+/* The two sides of a pair as read (their payloads open in tensor mode). */
+typedef struct cmp_run_sides {
+    cmp_dump *bench, *cmp;
+} cmp_run_sides;
+/* A discrete choice (topk, sort, ...) that flipped on a near-tie: its index
+ * rows and the failing rows after it become warnings, the notes say it
+ * (near_tie.c; after the verdicts, before the root cause). */
+void cmp_near_ties(np_cmp_pair *p, const cmp_run_sides *s);
 /* Per-call statuses and the culprit list (rows' verdicts filled). */
 np_status cmp_root_cause(np_cmp_pair *p, np_error *err);
 /* p->culprits: the calls whose status is culprit, in call order (verdict.c). */

@@ -908,6 +908,98 @@ static void test_parted_level(void)
     np_cmp_pair_free(&p);
 }
 
+/* A router's top-k that flips on a near-tie (issue 31): 4 tokens x 4
+ * experts, k = 2, then a linear whose output differs by 50 % (the tokens
+ * went to other experts). kind 0: token 0's experts 1 and 2 lie 6e-5 apart
+ * in the bench and swap under noise of 7e-5 (a near-tie: warnings, no
+ * culprit, the note); kind 1: the same flip, the cmp's probabilities in
+ * bfloat16 (a router softmax in the wrong dtype: the culprit); kind 2: the
+ * cmp picks expert 3, 0.05 below expert 1 (no tie: the culprit). */
+static void write_router(const char *path, const char *task, int cmp, int kind)
+{
+    tw *w = tw_open(path, task, cmp ? "bf16" : "fp32", 0, 0);
+    CHECK(w != NULL);
+    if (!w)
+        return;
+    const int64_t s44[2] = {4, 4}, s42[2] = {4, 2}, s8[1] = {8};
+    float x[16] = {0.30f, 0.25003f, 0.24997f, 0.20f, 0.4f, 0.3f, 0.2f, 0.1f,
+                   0.1f,  0.2f,     0.3f,     0.4f,  0.5f, 0.1f, 0.3f, 0.1f};
+    int64_t idx[8] = {0, 1, 0, 1, 3, 2, 0, 2};
+    if (cmp) {
+        for (int i = 0; i < 16; i++)
+            x[i] *= 1.0f + (i % 2 ? -2e-4f : 2e-4f);
+        if (kind != 2) {
+            x[1] = 0.24996f;
+            x[2] = 0.25002f;
+            idx[1] = 2;
+        } else {
+            idx[1] = 3;
+        }
+    }
+    float val[8];
+    for (int t = 0; t < 4; t++)
+        for (int j = 0; j < 2; j++)
+            val[t * 2 + j] = x[t * 4 + idx[t * 2 + j]];
+    const char *tk = "Torch.topk.0.forward", *ln = "Functional.linear.0.forward";
+    int q = tw_call(w, tk, "api", "", "router.py:3");
+    tw_tensor(w, q, tk, "input", "0", cmp && kind == 1 ? "bfloat16" : "float32", 2, s44, x);
+    tw_scalar(w, q, tk, "k", 2);
+    tw_scalar(w, q, tk, "dim", -1);
+    tw_tensor(w, q, tk, "output", "0", cmp && kind == 1 ? "bfloat16" : "float32", 2, s42, val);
+    tw_tensor_i64(w, q, tk, "output", "1", 2, s42, idx);
+    float y[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    if (cmp)
+        y[0] = y[1] = 9;
+    q = tw_call(w, ln, "api", "", "moe.py:7");
+    tw_tensor(w, q, ln, "input", "0", "float32", 1, s8, val);
+    tw_tensor(w, q, ln, "output", "0", cmp ? "bfloat16" : "float32", 1, s8, y);
+    CHECK_EQ_INT(tw_close(w, 1), 0);
+}
+
+static void test_near_tie(void)
+{
+    char b[512], c[512];
+    path_of(b, sizeof b, "nt_b.h5");
+    path_of(c, sizeof c, "nt_c.h5");
+    const char *tasks[2] = {"tensor", "statistics"};
+    for (int m = 0; m < 2; m++)
+        for (int kind = 0; kind < 3; kind++) {
+            write_router(b, tasks[m], 0, kind);
+            write_router(c, tasks[m], 1, kind);
+            np_cmp_pair p;
+            if (compare(&p, b, c, NULL) != NP_OK)
+                return;
+            const np_cmp_row *ix = find_row(&p, "Torch.topk.0.forward.output.1");
+            const np_cmp_row *y = find_row(&p, "Functional.linear.0.forward.output.0");
+            CHECK(ix && y);
+            if (!ix || !y) {
+                np_cmp_pair_free(&p);
+                return;
+            }
+            if (kind == 0) {
+                CHECK_EQ_INT(p.count_verdict[NP_VERDICT_ERROR], 0);
+                CHECK_EQ_INT(p.n_culprits, 0);
+                CHECK(ix->verdict == NP_VERDICT_WARNING && y->verdict == NP_VERDICT_WARNING);
+                CHECK_CONTAINS(ix->reason, "flipped on a near-tie");
+                /* margin 0.25003 - 0.24997, noise the token's largest difference */
+                if (m == 0)
+                    CHECK_CONTAINS(ix->reason, "margin 6e-05 vs noise 7e-05");
+                else
+                    CHECK_CONTAINS(ix->reason, "statistics mode");
+                CHECK_CONTAINS(y->reason, "after the near-tie flip at Torch.topk.0.forward");
+                CHECK_CONTAINS(p.notes, "The choice of Torch.topk.0.forward flipped on a near-tie");
+            } else {
+                CHECK(ix->verdict == NP_VERDICT_ERROR);
+                const np_cmp_call *fc = first_culprit(&p);
+                CHECK(fc && !strcmp(fc->name, "Torch.topk.0.forward"));
+                /* statistics mode, kind 2: the values' min already differs */
+                if (kind == 1 || m == 0)
+                    CHECK_CONTAINS(ix->reason, "no near-tie");
+            }
+            np_cmp_pair_free(&p);
+        }
+}
+
 /* Statistics mode: when the first culprit's inputs already differ above
  * the warning level, the title goes to the first call whose outputs rose
  * above the warning level while its inputs passed (statistics do not see a
@@ -1727,6 +1819,7 @@ int main(void)
     test_sibling_gap();
     test_routed_gradients();
     test_parted_level();
+    test_near_tie();
     test_loss_scale();
     test_outside_dump();
     test_stats_warning_start();
