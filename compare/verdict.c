@@ -1000,6 +1000,52 @@ done:
     return n;
 }
 
+/* The per-row arrays of the rule; 0 when out of memory (the rule is then
+ * off). */
+static int parted_alloc(parted_rows *pr, size_t n_rows)
+{
+    pr->t = calloc(n_rows + 1, sizeof *pr->t);
+    pr->scale = calloc(n_rows + 1, sizeof *pr->scale);
+    pr->wt = calloc(n_rows + 1, 1);
+    return pr->t && pr->scale && pr->wt;
+}
+
+/* The rule's pass (when `run`), the tolerances panel's line for the
+ * highest level it gave; frees the arrays. */
+static void parted_finish(np_cmp_pair *p, parted_rows *pr, int run)
+{
+    cmp_pair_priv *pv = p->priv;
+    double top = 0;
+    const char *top_dtype = NULL;
+    int n_parted = run ? verdict_parted(p, pr, &top, &top_dtype) : 0;
+    free(pr->t);
+    free(pr->scale);
+    free(pr->wt);
+    if (n_parted && top_dtype && pv && pv->n_tols < CMP_MAX_TOLS) {
+        np_cmp_tolerance t0 = np_cmp_tolerance_for(top_dtype);
+        pv->tols[pv->n_tols++] = (cmp_tol_rec){
+            top_dtype,
+            fmt_reason(&pv->arena, "up to: rows computed from weights that parted in an "
+                       "earlier step (step %d; %d rows): %.0f x the parting their call's "
+                       "inputs carry", p->step, n_parted, PARTED_FACTOR),
+            tolerance_at(t0, top)};
+    }
+}
+
+/* The routed level's scope, as the tolerances panel says it ("" when
+ * r0 < 0). */
+static const char *routed_scope(np_cmp_pair *p, int r0)
+{
+    cmp_pair_priv *pv = p->priv;
+    if (r0 < 0 || !pv)
+        return "";
+    const np_cmp_call *rc = &p->calls[r0];
+    return fmt_reason(&pv->arena, "gradients from %s on (%s)", rc->name,
+                      cmp_is_nonsmooth_backward(rc->name)
+                          ? "behind a non-smooth op"
+                          : "level L0: any module may hold a non-smooth op");
+}
+
 void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n_pairs)
 {
     memset(p->count_verdict, 0, sizeof p->count_verdict);
@@ -1019,14 +1065,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
         u = 0; /* --rtol sets every row's level */
     int r0 = u > 0 ? first_routed_call(p) : -1;
     int64_t s0 = r0 >= 0 ? p->calls[r0].seq : INT64_MAX;
-    const char *routed_from = "";
-    if (r0 >= 0 && pv) {
-        const np_cmp_call *rc = &p->calls[r0];
-        routed_from = fmt_reason(&pv->arena, "gradients from %s on (%s)", rc->name,
-                                        cmp_is_nonsmooth_backward(rc->name)
-                                            ? "behind a non-smooth op"
-                                            : "level L0: any module may hold a non-smooth op");
-    }
+    const char *routed_from = routed_scope(p, r0);
     /* what each side records per call (one-sided leaves as evidence); NULL
      * when out of memory: one-sided leaves stay warnings */
     unsigned char *facts = call_facts(p);
@@ -1049,12 +1088,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
      * for the pass after the verdicts (off with --rtol, and where memory
      * runs short) */
     parted_rows pr = {NULL, NULL, NULL};
-    if (weights_rule && isnan(o->rtol)) {
-        pr.t = calloc(p->n_rows + 1, sizeof *pr.t);
-        pr.scale = calloc(p->n_rows + 1, sizeof *pr.scale);
-        pr.wt = calloc(p->n_rows + 1, 1);
-    }
-    int parted = pr.t && pr.scale && pr.wt;
+    int parted = weights_rule && isnan(o->rtol) && parted_alloc(&pr, p->n_rows);
     /* tensor mode reports payload bytes while reading them (compare.c) */
     int rows_progress = o->progress && p->mode != NP_CMP_MODE_TENSOR;
     double *gin = grad_in(p);
@@ -1110,23 +1144,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
                 o->progress(pair_index, n_pairs, i + 1, p->n_rows, o->progress_user);
         }
     }
-    if (parted) {
-        double top = 0;
-        const char *top_dtype = NULL;
-        int n_parted = verdict_parted(p, &pr, &top, &top_dtype);
-        if (n_parted && top_dtype && pv && pv->n_tols < CMP_MAX_TOLS) {
-            np_cmp_tolerance t0 = np_cmp_tolerance_for(top_dtype);
-            pv->tols[pv->n_tols++] = (cmp_tol_rec){
-                top_dtype,
-                fmt_reason(&pv->arena, "up to: rows computed from weights that parted in an "
-                           "earlier step (step %d; %d rows): %.0f x the parting their call's "
-                           "inputs carry", p->step, n_parted, PARTED_FACTOR),
-                tolerance_at(t0, top)};
-        }
-    }
-    free(pr.t);
-    free(pr.scale);
-    free(pr.wt);
+    parted_finish(p, &pr, parted);
     grad_params_follow(p, gin);
     free(gin);
     for (size_t i = 0; i < p->n_rows; i++) {
