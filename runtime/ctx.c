@@ -9,6 +9,7 @@
 
 #include <omp.h>
 
+#include "nprobe/precision.h"
 #include "rt_internal.h"
 
 #define RT_ALIGN 64
@@ -76,6 +77,14 @@ np_status np_ctx_new(np_ctx **out, const np_ctx_opts *o, np_error *err)
         return np_error_set(err, NP_ERR_ARG, NULL, "precision",
                             "precision must be fp32, bf16 or fp16, got %s",
                             np_dtype_name(o->precision));
+    if (o->lowp < 0 || o->lowp >= NP_LOWP_COUNT)
+        return np_error_set(err, NP_ERR_ARG, NULL, "precision", "unknown low-precision format %d", o->lowp);
+    if (o->lowp != NP_LOWP_NONE && o->precision != NP_FLOAT32)
+        return np_error_set(err, NP_ERR_ARG, NULL, "precision",
+                            "%s quantizes the GEMM operands of a float32 run; it does not combine with %s autocast",
+                            np_lowp_name((np_lowp)o->lowp), np_dtype_name(o->precision));
+    if (o->prec_fault < 0 || o->prec_fault >= NP_PREC_FAULT_COUNT)
+        return np_error_set(err, NP_ERR_ARG, NULL, "fault", "unknown precision fault id %d", o->prec_fault);
     if ((int)o->fault < 0 || (int)o->fault >= NP_FAULT_COUNT)
         return np_error_set(err, NP_ERR_ARG, NULL, "fault", "unknown fault id %d", (int)o->fault);
     np_ctx *ctx = calloc(1, sizeof *ctx);

@@ -54,6 +54,8 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
     linear_state *s = rt_alloc(ctx, sizeof *s);
     const float *xd = rt_rounded(ctx, x, ac), *wd = rt_rounded(ctx, w, ac);
     const float *bd = b ? rt_rounded(ctx, b, ac) : NULL;
+    xd = rt_lowp_operand(ctx, 0, xd, R, I, 1); /* MxFP8/HiF8: blocks along I (lowp.c) */
+    wd = rt_lowp_operand(ctx, 1, wd, O, I, 1);
     if (!y || !s || !xd || !wd || (b && !bd))
         return NULL;
     *s = (linear_state){xd, wd, R, I, O};
@@ -115,6 +117,8 @@ np_tensor *np_matmul(np_ctx *ctx, np_tensor *a, np_tensor *b)
     np_tensor *y = rt_new(ctx, odt, a->ndim, shape);
     matmul_state *s = rt_alloc(ctx, sizeof *s);
     const float *ad = rt_rounded(ctx, a, ac), *bd = rt_rounded(ctx, b, ac);
+    ad = rt_lowp_operand(ctx, 0, ad, nbat * M, K, 1); /* MxFP8/HiF8: blocks along K (lowp.c) */
+    bd = rt_lowp_operand(ctx, 1, bd, shared ? 1 : nbat, K, N);
     if (!y || !s || !ad || !bd)
         return NULL;
     *s = (matmul_state){ad, bd, nbat, M, K, N, shared};

@@ -144,6 +144,11 @@ np_dtype rt_promote(np_dtype a, np_dtype b);
 /* Input data rounded to dt (a copy in the arena), or the data itself when no
  * rounding is needed. */
 float *rt_rounded(np_ctx *ctx, const np_tensor *t, np_dtype dt);
+/* A GEMM operand (outer, K, inner; K the reduction dim) quantized to the
+ * context's low-precision format (a copy in the arena), or src itself when
+ * lowp is off (lowp.c). is_weight: the weight/right operand. */
+const float *rt_lowp_operand(np_ctx *ctx, int is_weight, const float *src, int64_t outer, int64_t K,
+                             int64_t inner);
 /* Round n floats in place to dt (no-op for float32; numeric.c). */
 void rt_round_buf(float *p, int64_t n, np_dtype dt);
 /* The random generator's mixing function (splitmix64's finaliser; numeric.c). */

@@ -113,6 +113,10 @@ typedef struct np_ctx_opts {
                            * single-threaded: rt_gemm_dev spreads GEMM panels over OpenMP */
     int rank;             /* reported in events (default 0) */
     size_t arena_bytes;   /* first arena slab; 0 = 64 MiB. The arena grows as needed */
+    int lowp;             /* np_lowp (nprobe/lowp.h): GEMM operands of linear and matmul
+                           * quantized to MxFP8 or HiF8, accumulation in float32; needs
+                           * precision NP_FLOAT32 (default NP_LOWP_NONE) */
+    int prec_fault;       /* np_prec_fault (nprobe/precision.h); only acts on npu-sim */
 } np_ctx_opts;
 
 /* Fill `o` with the defaults above. */
