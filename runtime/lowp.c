@@ -69,6 +69,30 @@ const float *rt_lowp_operand(np_ctx *ctx, int is_weight, const float *src, int64
         dq = 1;
     if (pf == NP_PREC_FAULT_LOWP_SATURATE && !is_weight)
         shift = f == NP_LOWP_MXFP8 ? -4 : -14;
-    np_lowp_quantize(dst, src, outer, K, inner, f, shift, dq, NULL);
+    np_lowp_stats *st = &ctx->lowp_st[is_weight != 0];
+    np_lowp_stats_init(st);
+    np_lowp_quantize(dst, src, outer, K, inner, f, shift, dq, st);
     return dst;
+}
+
+/* keys by operand: static strings, the event keeps the pointers */
+static const char *const stat_keys[2][5] = {
+    {"lowp_x_underflow", "lowp_x_saturation", "lowp_x_mse", "lowp_x_scale_min", "lowp_x_scale_max"},
+    {"lowp_w_underflow", "lowp_w_saturation", "lowp_w_mse", "lowp_w_scale_min", "lowp_w_scale_max"},
+};
+
+void rt_lowp_scalars(np_ctx *ctx, rt_node *nd)
+{
+    if (ctx->o.lowp == NP_LOWP_NONE)
+        return;
+    for (int i = 0; i < 2; i++) {
+        const np_lowp_stats *st = &ctx->lowp_st[i];
+        double n = st->n > 0 ? (double)st->n : 1.0;
+        int has = st->scale_lo <= st->scale_hi;
+        rt_node_scalar(nd, stat_keys[i][0], 100.0 * (double)st->underflow / n);
+        rt_node_scalar(nd, stat_keys[i][1], 100.0 * (double)st->saturated / n);
+        rt_node_scalar(nd, stat_keys[i][2], st->sq_err / n);
+        rt_node_scalar(nd, stat_keys[i][3], has ? st->scale_lo : 0);
+        rt_node_scalar(nd, stat_keys[i][4], has ? st->scale_hi : 0);
+    }
 }

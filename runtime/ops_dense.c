@@ -62,6 +62,7 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
     np_tensor *in[3] = {x, w, b};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_LINEAR, in, 3);
+    rt_lowp_scalars(ctx, &nd);
     gemm_status(ctx, ctx->k.linear_forward(y->data, xd, wd, bd, R, I, O, odt, ctx->o.device), api);
     for (int i = 0; i < 3; i++)
         if (in[i] && ac != NP_FLOAT32)
@@ -125,6 +126,7 @@ np_tensor *np_matmul(np_ctx *ctx, np_tensor *a, np_tensor *b)
     np_tensor *in[2] = {a, b};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_MATMUL, in, 2);
+    rt_lowp_scalars(ctx, &nd);
     gemm_status(ctx, rt_matmul_forward(y->data, ad, bd, nbat, M, K, N, shared, odt, ctx->o.device), api);
     if (ac != NP_FLOAT32)
         nd.gdt[0] = nd.gdt[1] = ac;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "kernels.h"
+#include "nprobe/lowp.h"
 #include "nprobe/ops.h"
 #include "nprobe/runtime.h"
 
@@ -26,7 +27,7 @@ typedef struct rt_tensor {
 /* ---- tape ---------------------------------------------------------------- */
 enum { RT_NODE_API = 0, RT_NODE_MOD_BEGIN, RT_NODE_MOD_END };
 #define RT_MAX_IN 4
-#define RT_MAX_SC 6
+#define RT_MAX_SC 16 /* 10 of them: a low-precision GEMM's quantization statistics (lowp.c) */
 
 /* Where an API or module call was made: a preformatted string (np_ctx_set_callsite)
  * or file/line/function (np_ctx_set_callsite_at, all static storage), formatted
@@ -122,6 +123,7 @@ struct np_ctx {
     np_module **mods;
     int n_mods, cap_mods;
     char name[512];
+    np_lowp_stats lowp_st[2]; /* the last GEMM's operands as quantized (lowp.c): input, weight */
 };
 
 /* ---- helpers (ctx.c) ---------------------------------------------------- */
@@ -149,6 +151,10 @@ float *rt_rounded(np_ctx *ctx, const np_tensor *t, np_dtype dt);
  * lowp is off (lowp.c). is_weight: the weight/right operand. */
 const float *rt_lowp_operand(np_ctx *ctx, int is_weight, const float *src, int64_t outer, int64_t K,
                              int64_t inner);
+/* The quantization statistics of the operands of the GEMM just quantized,
+ * as the node's scalars lowp_{x,w}_{underflow,saturation,mse,scale_min,
+ * scale_max} (no-op when lowp is off; lowp.c). */
+void rt_lowp_scalars(np_ctx *ctx, rt_node *nd);
 /* Round n floats in place to dt (no-op for float32; numeric.c). */
 void rt_round_buf(float *p, int64_t n, np_dtype dt);
 /* The random generator's mixing function (splitmix64's finaliser; numeric.c). */
