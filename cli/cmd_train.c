@@ -586,6 +586,12 @@ static int train(const train_args *a, int mpi, int rank, int world)
     co.precision = lowp > 0 ? NP_FLOAT32 : (np_dtype)np_dtype_from_name(a->precision);
     co.seed = o.seed;
     co.threads = (int)a->threads;
+    static char fp32_ops[4096];
+    rc = np_cli_fp32_ops(fp32_ops, sizeof fp32_ops,
+                         a->dump_config ? a->dump_config : getenv("NPROBE_DUMP_CONFIG"));
+    if (rc)
+        return rc;
+    co.fp32_ops = fp32_ops;
     rc = rank_of(&rank, &world, mpi);
     if (rc)
         return rc;

@@ -997,8 +997,11 @@ static void rc_gather(rc_walk *w)
             continue;
         const char *role = (r->cmp ? r->cmp : r->bench)->role;
         if (!r->bench || !r->cmp) {
-            if (strstr((r->cmp ? r->cmp : r->bench)->name, ".kwargs.lowp_"))
+            const char *nm = (r->cmp ? r->cmp : r->bench)->name;
+            if (strstr(nm, ".kwargs.lowp_"))
                 f->lowp_sat = 1;
+            else if (strstr(nm, ".kwargs.fp32_override"))
+                continue; /* passes: cmp_lowp_row */
             else
                 f->one_side = 1;
             continue;

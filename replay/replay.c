@@ -442,6 +442,8 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
     np_op_call oc;
     np_op_call_init(&oc, info);
     const char *ac = autocast_dtype(rd, fwd, c->backward ? c->name : NULL);
+    if (kwarg(rd, fwd, "fp32_override")) /* a per-op override: float32 inputs, the output cast back */
+        ac = NULL;
     if (load_inputs(c, &oc, rd, fwd, c->name, ac, err))
         return;
     if (rp_lowp_inputs(&oc, rd->lowp)) {

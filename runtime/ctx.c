@@ -95,6 +95,12 @@ np_status np_ctx_new(np_ctx **out, const np_ctx_opts *o, np_error *err)
         ctx->o.arena_bytes = RT_DEFAULT_ARENA;
     ctx->fault = o->device == NP_DEVICE_NPU_SIM ? o->fault : NP_FAULT_NONE;
     rt_kernels_for(&ctx->k, ctx->fault);
+    rt_prec_kernels(&ctx->kp, &ctx->k, o->prec_fault);
+    if (rt_fp32_setup(ctx)) {
+        rt_fp32_free(ctx);
+        free(ctx);
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory creating the runtime context");
+    }
     ctx->grad_enabled = 1;
     ctx->cur_mc = -1;
     rt_blas_setup();
@@ -134,6 +140,7 @@ void np_ctx_free(np_ctx *ctx)
         free(m);
     }
     free(ctx->mods);
+    rt_fp32_free(ctx);
     for (int i = 0; i < ctx->n_slabs; i++)
         free(ctx->slabs[i].base);
     free(ctx->nodes);
@@ -730,6 +737,9 @@ void rt_node_init(np_ctx *ctx, rt_node *nd, np_op op, np_tensor *const *in, int 
     memset(nd, 0, sizeof *nd);
     nd->kind = RT_NODE_API;
     nd->op = op;
+    if (rt_promoted(ctx, op)) /* recorded in the dump: this call ran in float32 */
+        rt_node_scalar(nd, "fp32_override", 1.0);
+    nd->k = rt_kern(ctx, op);
     nd->n = ctx->counters[op]++;
     nd->mcall = ctx->cur_mc;
     nd->site = take_site(ctx);

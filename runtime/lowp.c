@@ -25,6 +25,15 @@ static const prec_fault_def prec_defs[] = {
     {"lowp_saturate", NP_OP_LINEAR, "mxfp8|hif8",
      "the input's scale 2^4 (MxFP8) or 2^14 (HiF8) too small (a stale or mis-read amax): the "
      "largest elements of each block saturate at the format's maximum"},
+    {"ln_stats_bf16", NP_OP_LAYER_NORM, "bf16|fp16",
+     "the layer norm's mean and variance accumulated in bf16 under autocast (a running bf16 sum): "
+     "its float32 version (promotion) is right"},
+    {"softmax_bf16_acc", NP_OP_SOFTMAX, "bf16|fp16",
+     "softmax (and the attention's) without a float32 accumulator under autocast: exp and the "
+     "running sum kept in bf16"},
+    {"loss_bf16", NP_OP_CROSS_ENTROPY, "bf16|fp16",
+     "the loss computed in bf16 under autocast: logits read as bf16, log-sum-exp and the mean over "
+     "rows accumulated in bf16"},
 };
 _Static_assert(sizeof prec_defs / sizeof prec_defs[0] == NP_PREC_FAULT_COUNT, "prec_defs");
 

@@ -47,6 +47,8 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
     int64_t I = w->shape[1], O = w->shape[0], R = x->numel / (I ? I : 1);
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(x->dtype, w->dtype);
+    if (rt_promoted(ctx, NP_OP_LINEAR)) /* a per-op override: float32 inside, the output cast back */
+        ac = NP_FLOAT32;
     int64_t shape[NP_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = O;
@@ -112,6 +114,8 @@ np_tensor *np_matmul(np_ctx *ctx, np_tensor *a, np_tensor *b)
         nbat = np_shape_numel(a->ndim - 2, a->shape);
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(a->dtype, b->dtype);
+    if (rt_promoted(ctx, NP_OP_MATMUL))
+        ac = NP_FLOAT32;
     int64_t shape[NP_MAX_DIMS];
     memcpy(shape, a->shape, sizeof shape);
     shape[a->ndim - 1] = N;
@@ -191,6 +195,8 @@ np_tensor *np_conv2d(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b, int 
     const rt_conv_geom *g = &s->g;
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(x->dtype, w->dtype);
+    if (rt_promoted(ctx, NP_OP_CONV2D))
+        ac = NP_FLOAT32;
     int64_t shape[4] = {g->N, g->O, g->OH, g->OW};
     np_tensor *y = rt_new(ctx, odt, 4, shape);
     const float *xd = rt_rounded(ctx, x, ac), *wd = rt_rounded(ctx, w, ac);

@@ -18,6 +18,11 @@ typedef enum np_prec_fault {
     NP_PREC_FAULT_NONE = 0,
     NP_PREC_FAULT_LOWP_BLOCK_SCALE, /* linear: weight blocks dequantized with twice their scale */
     NP_PREC_FAULT_LOWP_SATURATE,    /* linear: the input's scale 2^4 (MxFP8) / 2^14 (HiF8) too small */
+    /* promotion faults: the op's low-precision path is too imprecise, its
+     * float32 path (a per-op override, np_ctx_opts.fp32_ops) is right */
+    NP_PREC_FAULT_LN_STATS_BF16,    /* layer_norm: mean and variance accumulated in bf16 */
+    NP_PREC_FAULT_SOFTMAX_BF16_ACC, /* softmax and sdpa's softmax: exp and sum kept in bf16 */
+    NP_PREC_FAULT_LOSS_BF16,        /* cross_entropy: log-sum-exp and the mean in bf16 */
     NP_PREC_FAULT_COUNT
 } np_prec_fault;
 
