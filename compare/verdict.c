@@ -35,7 +35,7 @@ np_cmp_tolerance np_cmp_tolerance_for(const char *dtype)
     else if (!strcmp(dtype, "float16") || !strcmp(dtype, "fp16"))
         t = (np_cmp_tolerance){1e-6, 0.02, 0.005, 0.9998, 0.99998};
     else if (!strcmp(dtype, "mxfp8") || !strcmp(dtype, "hif8") || !strcmp(dtype, "float8_e4m3fn") ||
-             !strcmp(dtype, "float8_e5m2"))
+             !strcmp(dtype, "float8_e5m2") || !strcmp(dtype, "hifloat8"))
         t = np_cmp_tolerance_lowp(dtype);
     else if (!strcmp(dtype, "float64") || !strcmp(dtype, "fp64"))
         t = (np_cmp_tolerance){1e-15, 1e-9, 1e-11, 1.0 - 1e-12, 1.0 - 1e-14};

@@ -7,7 +7,8 @@ $NPROBE_FP32_OPS (an API call):
   - a promoted linear's output is bf16 (cast back, as autocast's) and
     equals torch's float32 linear of the float32 inputs rounded once to
     bf16, where the unpromoted one equals the bf16 linear;
-  - a promoted layer_norm ran outside autocast on float32 inputs;
+  - a promoted layer_norm ran outside autocast on float32 inputs, its
+    output cast back to the bf16 autocast gives a bf16 input;
   - the program's results are those of the same promotions made by hand.
 Run through pyrun.sh; exits 1 on any failed check."""
 import json
@@ -92,11 +93,13 @@ with tempfile.TemporaryDirectory() as tmp:
     with torch.autocast("cpu", dtype=torch.bfloat16):
         with torch.autocast("cpu", enabled=False):
             h = F.linear(x, ref.fc1.weight, ref.fc1.bias).bfloat16()
-            h = F.layer_norm(h.float(), (32,), ref.ln.weight, ref.ln.bias, 1e-5)
-            g = F.gelu(h)
+            # layer_norm of a bf16 input gives bf16 under CPU autocast: cast back
+            h = F.layer_norm(h.float(), (32,), ref.ln.weight, ref.ln.bias, 1e-5).bfloat16()
+        g = F.gelu(h)
+        with torch.autocast("cpu", enabled=False):
             yr = F.linear(g.float(), ref.fc2.weight, ref.fc2.bias)
         yr = yr.to(torch.bfloat16)
     check(y.dtype == yr.dtype, f"output dtype {y.dtype}, by hand {yr.dtype}")
     check(torch.equal(y.float(), yr.float()), f"outputs differ from the promotions by hand: "
           f"{(y.float() - yr.float()).abs().max().item()}")
-finish()
+sys.exit(finish())

@@ -24,6 +24,9 @@ from . import ops
 _DT = {torch.float32: _lib.FLOAT32, torch.bfloat16: _lib.BFLOAT16, torch.float16: _lib.FLOAT16,
        torch.float64: _lib.FLOAT64, torch.int64: _lib.INT64, torch.int32: _lib.INT32,
        torch.bool: _lib.BOOL}
+for _n, _c in (("float8_e4m3fn", _lib.FLOAT8_E4M3FN), ("float8_e5m2", _lib.FLOAT8_E5M2)):
+    if hasattr(torch, _n):  # float8: the codes cross as one byte an element (docs/FORMAT.md)
+        _DT[getattr(torch, _n)] = _c
 _PREC = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
          torch.float64: "fp64"}
 # torch's and nprobe's own folders, each with its separator: ".../torch" must
