@@ -31,6 +31,7 @@ int np_cmd_replay(int argc, char **argv);
 int np_cmd_monitor(int argc, char **argv);
 int np_cmd_triage(int argc, char **argv);
 int np_cmd_profile(int argc, char **argv);
+int np_cmd_promote(int argc, char **argv);
 /* `nprobe compare --replicas DUMP` (cmd_compare_replicas.c) */
 int np_cmd_compare_replicas(int argc, char **argv);
 
@@ -97,6 +98,9 @@ int np_cli_probe_detach(np_cli_probe *p);
 struct np_monitor;
 struct np_trainer;
 int np_cli_monitor_wanted(const char *config_path);
+/* The per-op precision overrides (NPROBE_FP32_OPS, then the dump config's
+ * "fp32_ops") as one comma-separated list in buf; an exit code (fp32_ops.c). */
+int np_cli_fp32_ops(char *buf, size_t cap, const char *dump_config);
 int np_cli_monitor_attach(struct np_monitor **out, struct np_ctx *ctx, struct np_trainer *tr,
                           const char *config_path, int rank, int world);
 int np_cli_monitor_detach(struct np_monitor *m);

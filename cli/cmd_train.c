@@ -17,6 +17,7 @@
 #include "nprobe/fault_step.h"
 #include "nprobe/model.h"
 #include "nprobe/monitor.h"
+#include "nprobe/precision.h"
 #include "nprobe/runtime.h"
 
 #define N_HASHED_BATCHES 4
@@ -52,7 +53,7 @@ static int bad_fault(const char *o, const char *v);
 
 static const char *const models[] = {"mlp", "cnn", "gpt"};
 static const char *const devices[] = {"cpu", "npu-sim"};
-static const char *const precs[] = {"fp32", "bf16", "fp16"};
+static const char *const precs[] = {"fp32", "bf16", "fp16", "mxfp8", "hif8"};
 static const char *const optims[] = {"adamw", "sgd"};
 
 #define F(f) offsetof(train_args, f)
@@ -72,7 +73,9 @@ static const np_cli_opt train_opts_table[] = {
     {NULL, "--batch", "B", "samples per step (default mlp 64, cnn 32, gpt 8)", LONG(batch, 1, 1 << 20)},
     {"device and numerics:", "--device", "NAME", "cpu | npu-sim (default cpu)", CHOICE(device, devices)},
     {NULL, "--precision", "NAME", "fp32 | bf16 | fp16 autocast (default fp32); fp16 uses\n"
-                                  "a dynamic loss scaler that skips overflowing steps",
+                                  "a dynamic loss scaler that skips overflowing steps;\n"
+                                  "mxfp8 | hif8: float32 with the GEMM inputs of linear and\n"
+                                  "matmul quantized (MX E4M3 blocks of 32, HiF8 per tensor)",
      CHOICE(precision, precs)},
     {NULL, "--fault", "NAME", "inject a fault of the npu-sim device (default none); the\n"
                               "collective faults act in a data-parallel run",
@@ -146,6 +149,16 @@ static void list_step_faults(void)
     }
 }
 
+static void list_prec_faults(void)
+{
+    printf("\nprecision faults of the npu-sim device (--device npu-sim --fault NAME, with the\n"
+           "precision named):\n");
+    for (int i = 1; i < np_prec_fault_count(); i++) {
+        const np_prec_fault_info *f = np_prec_fault_get(i);
+        printf("  %-24s %s (--precision %s)\n  %-24s %s\n", f->name, f->op, f->needs, "", f->description);
+    }
+}
+
 static void list_faults(void)
 {
     printf("faults of the npu-sim device (--device npu-sim --fault NAME):\n");
@@ -186,7 +199,7 @@ static void set_defaults(train_args *a)
 static int bad_fault(const char *o, const char *v)
 {
     if (np_fault_from_name(v) >= 0 || np_dist_fault_from_name(v) >= 0 ||
-        np_step_fault_from_name(v) >= 0)
+        np_step_fault_from_name(v) >= 0 || np_prec_fault_from_name(v) >= 0)
         return 0;
     const char *names[64];
     int n = 0;
@@ -197,6 +210,8 @@ static int bad_fault(const char *o, const char *v)
         names[n++] = np_dist_fault_get(k)->name;
     for (int k = 1; np_step_fault_get(k) && n < 64; k++)
         names[n++] = np_step_fault_get(k)->name;
+    for (int k = 1; k < np_prec_fault_count() && n < 64; k++)
+        names[n++] = np_prec_fault_get(k)->name;
     np_cli_opt_choice(o, v, names, n);
     return 1;
 }
@@ -369,6 +384,17 @@ static void set_fault(np_ctx_opts *co, np_train_opts *o, const train_args *a, np
         else if (f->needs_ranks && world < 2)
             fprintf(stderr, "nprobe: warning: --fault %s needs 2 or more ranks (mpirun -n 1 "
                             "runs without it)\n", a->fault);
+        return;
+    }
+    int pf = np_prec_fault_from_name(a->fault);
+    if (pf > 0) {
+        co->prec_fault = pf;
+        if (warn && co->device != NP_DEVICE_NPU_SIM)
+            fprintf(stderr, "nprobe: warning: --fault %s acts on --device npu-sim only; "
+                            "the cpu reference runs without it\n", a->fault);
+        else if (warn && !strstr(np_prec_fault_get(pf)->needs, a->precision))
+            fprintf(stderr, "nprobe: warning: --fault %s acts with --precision %s only: this run "
+                            "is the same as one without the fault\n", a->fault, np_prec_fault_get(pf)->needs);
         return;
     }
     if (np_step_fault_from_name(a->fault) > 0) {
@@ -555,9 +581,17 @@ static int train(const train_args *a, int mpi, int rank, int world)
     np_ctx_opts co;
     np_ctx_opts_default(&co);
     co.device = (np_device)np_device_from_name(a->device);
-    co.precision = (np_dtype)np_dtype_from_name(a->precision);
+    int lowp = np_lowp_from_name(a->precision);
+    co.lowp = lowp > 0 ? lowp : NP_LOWP_NONE;
+    co.precision = lowp > 0 ? NP_FLOAT32 : (np_dtype)np_dtype_from_name(a->precision);
     co.seed = o.seed;
     co.threads = (int)a->threads;
+    static char fp32_ops[4096];
+    rc = np_cli_fp32_ops(fp32_ops, sizeof fp32_ops,
+                         a->dump_config ? a->dump_config : getenv("NPROBE_DUMP_CONFIG"));
+    if (rc)
+        return rc;
+    co.fp32_ops = fp32_ops;
     rc = rank_of(&rank, &world, mpi);
     if (rc)
         return rc;
@@ -653,6 +687,7 @@ int np_cmd_train(int argc, char **argv)
         list_faults();
         list_dist_faults();
         list_step_faults();
+        list_prec_faults();
         return NP_EXIT_OK;
     }
     int rank = 0, world = 1, mpi = np_cli_mpi_start(&rank, &world);

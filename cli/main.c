@@ -14,6 +14,7 @@ static const np_cmd commands[] = {
     {"replay", np_cmd_replay, "recompute each dumped call in float64 and report its isolated error"},
     {"monitor", np_cmd_monitor, "read a run's monitor files and name the first anomaly across ranks"},
     {"triage", np_cmd_triage, "rerun a monitored anomaly's step to class it: transient, data, numerics, code"},
+    {"promote", np_cmd_promote, "find the smallest set of ops to run in float32 that brings a run back"},
     {"profile", np_cmd_profile, "analyse torch.profiler traces (time by category, top ops), compare two"},
 };
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))

@@ -7,10 +7,12 @@
 #include <string.h>
 
 #include "nprobe/hook.h"
+#include "nprobe/lowp.h"
 #include "nprobe/tensor.h"
 
 static const char *const dtype_names[] = { /* enum order, no designators: the size check below sees a missing name */
     "float32", "bfloat16", "float16", "float64", "int64", "int32", "bool",
+    "float8_e4m3fn", "float8_e5m2", "hifloat8",
 };
 _Static_assert(sizeof dtype_names / sizeof dtype_names[0] == NP_DTYPE_COUNT,
                "dtype_names must name every np_dtype");
@@ -64,7 +66,8 @@ size_t np_dtype_storage_size(np_dtype dt)
 
 int np_dtype_is_floating(np_dtype dt)
 {
-    return dt == NP_FLOAT32 || dt == NP_BFLOAT16 || dt == NP_FLOAT16 || dt == NP_FLOAT64;
+    return dt == NP_FLOAT32 || dt == NP_BFLOAT16 || dt == NP_FLOAT16 || dt == NP_FLOAT64 ||
+           dt == NP_FLOAT8_E4M3FN || dt == NP_FLOAT8_E5M2 || dt == NP_HIFLOAT8;
 }
 
 size_t np_tensor_nbytes(const np_tensor *t)
@@ -154,6 +157,12 @@ float np_round_to(np_dtype dt, float x)
         return np_round_bf16(x);
     case NP_FLOAT16:
         return np_round_f16(x);
+    case NP_FLOAT8_E4M3FN:
+        return (float)np_fp8_round(NP_FP8_E4M3, x, 1);
+    case NP_FLOAT8_E5M2:
+        return (float)np_fp8_round(NP_FP8_E5M2, x, 0);
+    case NP_HIFLOAT8:
+        return (float)np_fp8_round(NP_FP8_HIF8, x, 0);
     default:
         return x;
     }

@@ -206,6 +206,17 @@ int cmp_forward_of(char *buf, size_t cap, const char *call);
 /* Leaf name with call counters removed (fuzzy key) into buf. */
 void cmp_fuzzy_key(char *buf, size_t cap, const char *leaf);
 
+/* The 8-bit formats' unit roundoff (mxfp8, hif8, float8_e4m3fn: 2^-4;
+ * float8_e5m2: 2^-3; 0 for other names) and tolerance (tol_lowp.c). */
+double np_cmp_lowp_unit_roundoff(const char *d);
+np_cmp_tolerance np_cmp_tolerance_lowp(const char *d);
+/* The verdict of a quantization statistic (a kwargs leaf lowp_*, one side
+ * only) of a run of `precision`: pass, or an error above the format's
+ * saturation level (the reason `fmt` takes value and *level). 0: not such
+ * a leaf (tol_lowp.c). */
+int cmp_lowp_row(const char *leaf, const char *role, double value, const char *precision,
+                 np_cmp_verdict *verdict, double *severity, const char **fmt, double *level);
+
 /* The length of "API.N" at the start of a call name of a dtype cast
  * ("Tensor.to.4.forward" -> 11), 0 for any other call (match.c). */
 size_t cmp_cast_base(const char *call);

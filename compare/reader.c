@@ -12,7 +12,8 @@
 static const char *const known_roles[] = {"input", "output", "parameters", "kwargs",
                                           "parameters_grad"};
 static const char *const known_dtypes[] = {"float32", "bfloat16", "float16", "float64",
-                                           "int64", "int32", "bool"};
+                                           "int64", "int32", "bool", "float8_e4m3fn",
+                                           "float8_e5m2", "hifloat8"};
 
 static const char *intern(cmp_arena *a, const char *s, const char *const *table, int n)
 {
@@ -101,7 +102,7 @@ static np_status entries_rows(void *user, np_entry_rec *buf, size_t off, size_t 
             s->call = cmp_arena_strdup(arena, r->call);
         prev_call = s->call;
         s->role = intern(arena, r->role, known_roles, 5);
-        s->dtype = intern(arena, r->dtype, known_dtypes, 7);
+        s->dtype = intern(arena, r->dtype, known_dtypes, (int)(sizeof known_dtypes / sizeof known_dtypes[0]));
         size_t shape_bytes = (size_t)r->ndim * sizeof(int64_t);
         const int64_t *shape = NULL;
         const np_cmp_side *prev = off + i ? &d->entries[off + i - 1] : NULL;

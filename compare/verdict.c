@@ -34,6 +34,9 @@ np_cmp_tolerance np_cmp_tolerance_for(const char *dtype)
         t = (np_cmp_tolerance){1e-5, 0.1, 0.03, 0.995, 0.9995};
     else if (!strcmp(dtype, "float16") || !strcmp(dtype, "fp16"))
         t = (np_cmp_tolerance){1e-6, 0.02, 0.005, 0.9998, 0.99998};
+    else if (!strcmp(dtype, "mxfp8") || !strcmp(dtype, "hif8") || !strcmp(dtype, "float8_e4m3fn") ||
+             !strcmp(dtype, "float8_e5m2") || !strcmp(dtype, "hifloat8"))
+        t = np_cmp_tolerance_lowp(dtype);
     else if (!strcmp(dtype, "float64") || !strcmp(dtype, "fp64"))
         t = (np_cmp_tolerance){1e-15, 1e-9, 1e-11, 1.0 - 1e-12, 1.0 - 1e-14};
     else if (!strcmp(dtype, "int64") || !strcmp(dtype, "int32") || !strcmp(dtype, "bool"))
@@ -68,7 +71,7 @@ static double low_unit_roundoff(const char *d)
         return 0x1p-8;
     if (!strcmp(d, "float16") || !strcmp(d, "fp16"))
         return 0x1p-11;
-    return 0;
+    return np_cmp_lowp_unit_roundoff(d);
 }
 
 /* The error level of a routed gradient (docs/COMPARE.md, "Gradients behind
@@ -544,6 +547,15 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
          * does not record absent arguments has the same absent value */
         set(r, NP_VERDICT_PASS, 0,
             "None on one side, not dumped on the other: the same absent argument");
+        return;
+    }
+    np_cmp_verdict lv;
+    double lsev, llevel;
+    const char *lfmt;
+    if ((!r->bench || !r->cmp) && one &&
+        cmp_lowp_row(one->name, one->role, one->max, one == r->cmp ? p->cmp_precision : p->bench_precision,
+                     &lv, &lsev, &lfmt, &llevel)) {
+        set_fmt(r, lv, lsev, lfmt, isnan(llevel) ? 0 : 2, one->max, llevel);
         return;
     }
     if (!r->bench || !r->cmp) {
@@ -1186,6 +1198,7 @@ typedef struct rc_call {
     char kw_bad;       /* a scalar argument (kwargs row) fails */
     char par_bad;      /* a parameter row fails */
     char one_side;     /* a leaf of it is evidence on one side only */
+    char lowp_sat;     /* a quantization statistic says an operand saturates (tol_lowp.c) */
     char in_warn;      /* a row of its inputs is at least a warning (statistics mode) */
     char out_warn;     /* a row of its outputs is at least a warning */
     char has_cul;      /* the module pass: contains a culprit */
@@ -1228,7 +1241,13 @@ static void rc_gather(rc_walk *w)
             continue;
         const char *role = (r->cmp ? r->cmp : r->bench)->role;
         if (!r->bench || !r->cmp) {
-            f->one_side = 1;
+            const char *nm = (r->cmp ? r->cmp : r->bench)->name;
+            if (strstr(nm, ".kwargs.lowp_"))
+                f->lowp_sat = 1;
+            else if (strstr(nm, ".kwargs.fp32_override"))
+                continue; /* passes: cmp_lowp_row */
+            else
+                f->one_side = 1;
             continue;
         }
         if (row_left_out(p, r, i)) {
@@ -1310,6 +1329,10 @@ static void rc_calls(rc_walk *w)
         if (f->kw_bad) {
             c->status = NP_CALL_CULPRIT;
             c->reason = "a scalar argument differs from the bench";
+        } else if (f->lowp_sat) {
+            c->status = NP_CALL_CULPRIT;
+            c->reason = "a GEMM operand saturates in the low-precision format (its "
+                        "lowp_x_saturation / lowp_w_saturation row): a scale too small for its values";
         } else if (f->one_side) {
             /* a structural difference at this call, whatever came before */
             c->status = NP_CALL_CULPRIT;
@@ -1347,7 +1370,7 @@ static void rc_calls(rc_walk *w)
                                                    c->sev_out / c->sev_in)
                                       : "inputs pass, outputs fail";
         }
-        if (out_bad || f->kw_bad || f->one_side) {
+        if (out_bad || f->kw_bad || f->one_side || f->lowp_sat) {
             failed_before = 1;
             api_failed_before |= is_api;
         }

@@ -117,7 +117,8 @@ static int known_dtype(const char *d)
  * are elements of the tensor, exactly). */
 static int holds(const char *dtype, double v)
 {
-    if (!strcmp(dtype, "float32") || !strcmp(dtype, "float16") || !strcmp(dtype, "bfloat16"))
+    if (!strcmp(dtype, "float32") || !strcmp(dtype, "float16") || !strcmp(dtype, "bfloat16") ||
+        !strncmp(dtype, "float8_", 7) || !strcmp(dtype, "hifloat8"))
         return (double)(float)v == v;
     if (!strcmp(dtype, "int64") || !strcmp(dtype, "int32"))
         return v == floor(v);

@@ -35,7 +35,7 @@ const char *np_probe_level_name(np_probe_level l)
 static const char *const top_keys[] = {
     "task", "dump_path", "rank", "step", "level", "extra_info", "async_dump", "queue_mb",
     "compression", "stack", "on_error", "statistics", "tensor", "md5", "overflow_check",
-    "seed", "is_deterministic", "enable_dataloader", "monitor",
+    "seed", "is_deterministic", "enable_dataloader", "monitor", "fp32_ops",
 };
 #define N_TOP_KEYS ((int)(sizeof top_keys / sizeof top_keys[0]))
 static const char *const stat_keys[] = {"scope", "list", "data_mode", "summary_mode",
@@ -677,6 +677,18 @@ static np_status parse_root(parse_ctx *pc, np_probe_config *c, const json_t *roo
     if ((v = json_object_get(root, "seed")) &&
         (st = get_int(pc, v, "seed", 0, 4294967295L, &seed)))
         return st;
+    /* the host's per-op precision overrides (docs/CONFIG.md): checked here,
+     * applied by the host (nprobe train, the PyTorch package) */
+    if ((v = json_object_get(root, "fp32_ops"))) {
+        size_t fi;
+        json_t *e;
+        if (!json_is_array(v))
+            return bad(pc, "fp32_ops", "bad value (allowed: a list of API names, API calls or module paths)");
+        json_array_foreach(v, fi, e) {
+            if (!json_is_string(e) || !json_string_length(e) || strchr(json_string_value(e), ','))
+                return bad(pc, "fp32_ops", "bad entry %zu (allowed: a non-empty string without a comma)", fi);
+        }
+    }
     c->stack = 1;
     if ((v = json_object_get(root, "stack")) && (st = get_bool(pc, v, "stack", &c->stack)))
         return st;

@@ -499,7 +499,10 @@ static void run_chunk(part *p, np_dtype dt, const void *data, int64_t off, int64
     switch (dt) {
     case NP_FLOAT32:
     case NP_BFLOAT16:
-    case NP_FLOAT16: chunk_f32(p, (const float *)(const void *)bytes, n); break;
+    case NP_FLOAT16:
+    case NP_FLOAT8_E4M3FN:
+    case NP_FLOAT8_E5M2:
+    case NP_HIFLOAT8: chunk_f32(p, (const float *)(const void *)bytes, n); break;
     case NP_FLOAT64: chunk_f64(p, (const double *)(const void *)bytes, n); break;
     case NP_INT64: chunk_i64(p, (const int64_t *)(const void *)bytes, n); break;
     case NP_INT32: chunk_i32(p, (const int32_t *)(const void *)bytes, n); break;
@@ -524,7 +527,8 @@ static int run_pair(part *pp, np_dtype dt, const void *data, int64_t c, int64_t 
     }
     int64_t n1 = numel - off - CHUNK < CHUNK ? numel - off - CHUNK : CHUNK;
 #if NP_STATS_X86
-    if ((dt == NP_FLOAT32 || dt == NP_BFLOAT16 || dt == NP_FLOAT16) && n1 == CHUNK &&
+    if ((dt == NP_FLOAT32 || dt == NP_BFLOAT16 || dt == NP_FLOAT16 || dt == NP_FLOAT8_E4M3FN ||
+         dt == NP_FLOAT8_E5M2 || dt == NP_HIFLOAT8) && n1 == CHUNK &&
         !simd_off && __builtin_cpu_supports("avx512f")) {
         const float *x = (const float *)data + off;
         int ok = chunk2_f32_fast_avx512(pp, x, x + CHUNK);

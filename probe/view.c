@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nprobe/lowp.h"
 #include "probe_internal.h"
 
 size_t np_view_element_size(np_dtype dt)
@@ -18,7 +19,10 @@ size_t np_view_element_size(np_dtype dt)
     case NP_INT32: return 4;
     case NP_FLOAT64:
     case NP_INT64: return 8;
-    case NP_BOOL: return 1;
+    case NP_BOOL:
+    case NP_FLOAT8_E4M3FN:
+    case NP_FLOAT8_E5M2:
+    case NP_HIFLOAT8: return 1;
     default: return 0;
     }
 }
@@ -54,6 +58,15 @@ static void convert_run(void *dst, const unsigned char *src, int64_t st, int64_t
         const uint16_t *s = (const uint16_t *)(const void *)src;
         for (int64_t i = 0; i < n; i++)
             o[i] = np_f16_bits_to_f32(s[i * st]);
+    } else if (dt == NP_FLOAT8_E4M3FN || dt == NP_FLOAT8_E5M2 || dt == NP_HIFLOAT8) {
+        /* the 8-bit codes decoded through a table (nprobe/lowp.h) */
+        np_fp8_kind k = dt == NP_FLOAT8_E4M3FN ? NP_FP8_E4M3 : dt == NP_FLOAT8_E5M2 ? NP_FP8_E5M2 : NP_FP8_HIF8;
+        float lut[256];
+        for (int c = 0; c < 256; c++)
+            lut[c] = (float)np_fp8_decode(k, (uint8_t)c);
+        float *o = dst;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = lut[src[i * st]];
     } else if (st == 1) {
         memcpy(dst, src, (size_t)n * es);
     } else if (es == 4) {

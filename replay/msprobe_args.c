@@ -179,7 +179,8 @@ const char *rp_np_unmodelled(char *buf, size_t cap, const np_op_info *info, cons
                      "normalises over the last dimension only", e[i].name);
             return buf;
         }
-        if (ignorable)
+        /* a low-precision run's quantization statistics, a per-op override's mark */
+        if (ignorable || !strncmp(slot, "lowp_", 5) || !strcmp(slot, "fp32_override"))
             continue;
         if (!is_scalar(info, slot)) {
             snprintf(buf, cap, "argument %s (%s) is not one its float64 reference takes", slot,

@@ -10,6 +10,7 @@
 
 #include "msprobe_args.h"
 #include "nprobe/dumpio.h"
+#include "nprobe/lowp.h"
 #include "nprobe/ops.h"
 #include "nprobe/replay.h"
 #include "nprobe/tensor.h"
@@ -87,6 +88,7 @@ typedef struct rp_dump {
     np_entry_rec *e;
     size_t n_e;
     np_strmap names;            /* leaf name -> entry index */
+    int lowp;                   /* np_lowp of the run's precision (mxfp8, hif8), 0: none */
     int positional;             /* 1: msprobe's dump, arguments as torch received them
                                  * (replay/msprobe_args.h) */
     double *buf[NP_OP_MAX_IN + 2 * NP_OP_MAX_OUT];
@@ -440,8 +442,14 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
     np_op_call oc;
     np_op_call_init(&oc, info);
     const char *ac = autocast_dtype(rd, fwd, c->backward ? c->name : NULL);
+    if (kwarg(rd, fwd, "fp32_override")) /* a per-op override: float32 inputs, the output cast back */
+        ac = NULL;
     if (load_inputs(c, &oc, rd, fwd, c->name, ac, err))
         return;
+    if (rp_lowp_inputs(&oc, rd->lowp)) {
+        skip(c, "out of memory quantizing the GEMM operands", "");
+        return;
+    }
     const char *why = info->not_recomputable ? info->not_recomputable(&oc) : NULL;
     if (why) {
         skip(c, why, "");
@@ -539,6 +547,7 @@ static np_status open_dump(rp_dump *rd, np_replay_result *r, const char *path, n
         return st;
     const np_dumpio_info *di = np_dumpio_get_info(rd->d);
     rd->positional = di->source && strcmp(di->source, "msprobe") == 0;
+    rd->lowp = np_lowp_from_name(di->precision) > 0 ? np_lowp_from_name(di->precision) : 0;
     snprintf(r->task, sizeof r->task, "%s", di->task);
     snprintf(r->device, sizeof r->device, "%s", di->device);
     snprintf(r->precision, sizeof r->precision, "%s", di->precision);

@@ -14,4 +14,9 @@
 int rp_signature(char *why, size_t n, const np_op_call *oc, const double *dumped,
                  const char *dtype, int backward, const char *what);
 
+/* The operands of a linear or matmul call quantized in place as a run of
+ * low-precision format `lowp` (np_lowp: mxfp8, hif8) quantized them; other
+ * ops and NP_LOWP_NONE: unchanged. -1: out of memory (lowp_inputs.c). */
+int rp_lowp_inputs(np_op_call *oc, int lowp);
+
 #endif

@@ -16,6 +16,7 @@
 
 #include "ckpt_internal.h"
 #include "model_internal.h"
+#include "nprobe/lowp.h"
 #include "nprobe/format.h"
 #include "model_train_internal.h"
 
@@ -99,7 +100,8 @@ static void run_hps(const np_trainer *tr, run_hp hp[N_HP])
 #define HP_F(name, v) hp[k].key = name, hp[k].is_num = 1, hp[k].d = (v), snprintf(hp[k].val, sizeof hp[k].val, "%.17g", hp[k].d), k++
 #define HP_I(name, v) hp[k].key = name, hp[k].is_num = 1, hp[k].is_int = 1, hp[k].i = (v), snprintf(hp[k].val, sizeof hp[k].val, "%lld", (long long)hp[k].i), k++
 #define HP_S(name, v) hp[k].key = name, snprintf(hp[k].val, sizeof hp[k].val, "%s", (v)), k++
-    const char *prec = co->precision == NP_FLOAT32    ? "fp32"
+    const char *prec = co->lowp != NP_LOWP_NONE         ? np_lowp_name((np_lowp)co->lowp)
+                       : co->precision == NP_FLOAT32    ? "fp32"
                        : co->precision == NP_BFLOAT16 ? "bf16"
                        : co->precision == NP_FLOAT16  ? "fp16"
                                                       : np_dtype_name(co->precision);

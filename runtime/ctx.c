@@ -9,6 +9,7 @@
 
 #include <omp.h>
 
+#include "nprobe/precision.h"
 #include "rt_internal.h"
 
 #define RT_ALIGN 64
@@ -76,6 +77,14 @@ np_status np_ctx_new(np_ctx **out, const np_ctx_opts *o, np_error *err)
         return np_error_set(err, NP_ERR_ARG, NULL, "precision",
                             "precision must be fp32, bf16 or fp16, got %s",
                             np_dtype_name(o->precision));
+    if (o->lowp < 0 || o->lowp >= NP_LOWP_COUNT)
+        return np_error_set(err, NP_ERR_ARG, NULL, "precision", "unknown low-precision format %d", o->lowp);
+    if (o->lowp != NP_LOWP_NONE && o->precision != NP_FLOAT32)
+        return np_error_set(err, NP_ERR_ARG, NULL, "precision",
+                            "%s quantizes the GEMM operands of a float32 run; it does not combine with %s autocast",
+                            np_lowp_name((np_lowp)o->lowp), np_dtype_name(o->precision));
+    if (o->prec_fault < 0 || o->prec_fault >= NP_PREC_FAULT_COUNT)
+        return np_error_set(err, NP_ERR_ARG, NULL, "fault", "unknown precision fault id %d", o->prec_fault);
     if ((int)o->fault < 0 || (int)o->fault >= NP_FAULT_COUNT)
         return np_error_set(err, NP_ERR_ARG, NULL, "fault", "unknown fault id %d", (int)o->fault);
     np_ctx *ctx = calloc(1, sizeof *ctx);
@@ -86,6 +95,12 @@ np_status np_ctx_new(np_ctx **out, const np_ctx_opts *o, np_error *err)
         ctx->o.arena_bytes = RT_DEFAULT_ARENA;
     ctx->fault = o->device == NP_DEVICE_NPU_SIM ? o->fault : NP_FAULT_NONE;
     rt_kernels_for(&ctx->k, ctx->fault);
+    rt_prec_kernels(&ctx->kp, &ctx->k, o->prec_fault);
+    if (rt_fp32_setup(ctx)) {
+        rt_fp32_free(ctx);
+        free(ctx);
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory creating the runtime context");
+    }
     ctx->grad_enabled = 1;
     ctx->cur_mc = -1;
     rt_blas_setup();
@@ -125,6 +140,7 @@ void np_ctx_free(np_ctx *ctx)
         free(m);
     }
     free(ctx->mods);
+    rt_fp32_free(ctx);
     for (int i = 0; i < ctx->n_slabs; i++)
         free(ctx->slabs[i].base);
     free(ctx->nodes);
@@ -721,6 +737,9 @@ void rt_node_init(np_ctx *ctx, rt_node *nd, np_op op, np_tensor *const *in, int 
     memset(nd, 0, sizeof *nd);
     nd->kind = RT_NODE_API;
     nd->op = op;
+    if (rt_promoted(ctx, op)) /* recorded in the dump: this call ran in float32 */
+        rt_node_scalar(nd, "fp32_override", 1.0);
+    nd->k = rt_kern(ctx, op);
     nd->n = ctx->counters[op]++;
     nd->mcall = ctx->cur_mc;
     nd->site = take_site(ctx);

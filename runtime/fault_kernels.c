@@ -196,6 +196,7 @@ void rt_kernels_for(rt_kernels *k, np_fault f)
         .linear_backward = rt_linear_backward,
         .conv2d_forward = rt_conv2d_forward,
         .conv2d_backward = rt_conv2d_backward,
+        .cross_entropy_forward = rt_cross_entropy_forward,
     };
     switch (f) {
     case NP_FAULT_LAYERNORM_EPS:

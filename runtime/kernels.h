@@ -225,6 +225,9 @@ typedef struct rt_kernels {
     rt_linear_bwd_fn linear_backward;
     rt_conv2d_fwd_fn conv2d_forward;
     rt_conv2d_bwd_fn conv2d_backward;
+    void (*cross_entropy_forward)(float *loss, float *lse, double *rowloss, const float *logits,
+                                  const int64_t *targets, int64_t N, int64_t C, int64_t ignore_index,
+                                  int64_t nvalid); /* a promotion fault's (runtime/promote.c) */
 } rt_kernels;
 
 /* k = the reference kernels, with fault f's wrappers or replacements in

@@ -43,6 +43,8 @@ np_tensor *np_sdpa(np_ctx *ctx, np_tensor *q, np_tensor *k, np_tensor *v, int is
     g->scale = scale > 0.0 ? scale : 1.0 / sqrt((double)g->D);
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(rt_promote(q->dtype, k->dtype), v->dtype);
+    if (rt_promoted(ctx, NP_OP_SDPA)) /* a per-op override: float32 inside, the output cast back */
+        ac = NP_FLOAT32;
     np_tensor *y = rt_new(ctx, odt, 4, q->shape);
     s->q = rt_rounded(ctx, q, ac);
     s->k = rt_rounded(ctx, k, ac);
@@ -54,7 +56,7 @@ np_tensor *np_sdpa(np_ctx *ctx, np_tensor *q, np_tensor *k, np_tensor *v, int is
     np_tensor *in[3] = {q, k, v};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_SDPA, in, 3);
-    ctx->k.sdpa_forward(y->data, P, s->q, s->k, s->v, g, ac, odt, ctx->k.softmax_row);
+    nd.k->sdpa_forward(y->data, P, s->q, s->k, s->v, g, ac, odt, nd.k->softmax_row);
     if (ac != NP_FLOAT32)
         nd.gdt[0] = nd.gdt[1] = nd.gdt[2] = ac;
     rt_node_scalar(&nd, "is_causal", g->causal);

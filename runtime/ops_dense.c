@@ -47,6 +47,8 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
     int64_t I = w->shape[1], O = w->shape[0], R = x->numel / (I ? I : 1);
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(x->dtype, w->dtype);
+    if (rt_promoted(ctx, NP_OP_LINEAR)) /* a per-op override: float32 inside, the output cast back */
+        ac = NP_FLOAT32;
     int64_t shape[NP_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = O;
@@ -54,12 +56,15 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
     linear_state *s = rt_alloc(ctx, sizeof *s);
     const float *xd = rt_rounded(ctx, x, ac), *wd = rt_rounded(ctx, w, ac);
     const float *bd = b ? rt_rounded(ctx, b, ac) : NULL;
+    xd = rt_lowp_operand(ctx, 0, xd, R, I, 1); /* MxFP8/HiF8: blocks along I (lowp.c) */
+    wd = rt_lowp_operand(ctx, 1, wd, O, I, 1);
     if (!y || !s || !xd || !wd || (b && !bd))
         return NULL;
     *s = (linear_state){xd, wd, R, I, O};
     np_tensor *in[3] = {x, w, b};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_LINEAR, in, 3);
+    rt_lowp_scalars(ctx, &nd);
     gemm_status(ctx, ctx->k.linear_forward(y->data, xd, wd, bd, R, I, O, odt, ctx->o.device), api);
     for (int i = 0; i < 3; i++)
         if (in[i] && ac != NP_FLOAT32)
@@ -109,18 +114,23 @@ np_tensor *np_matmul(np_ctx *ctx, np_tensor *a, np_tensor *b)
         nbat = np_shape_numel(a->ndim - 2, a->shape);
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(a->dtype, b->dtype);
+    if (rt_promoted(ctx, NP_OP_MATMUL))
+        ac = NP_FLOAT32;
     int64_t shape[NP_MAX_DIMS];
     memcpy(shape, a->shape, sizeof shape);
     shape[a->ndim - 1] = N;
     np_tensor *y = rt_new(ctx, odt, a->ndim, shape);
     matmul_state *s = rt_alloc(ctx, sizeof *s);
     const float *ad = rt_rounded(ctx, a, ac), *bd = rt_rounded(ctx, b, ac);
+    ad = rt_lowp_operand(ctx, 0, ad, nbat * M, K, 1); /* MxFP8/HiF8: blocks along K (lowp.c) */
+    bd = rt_lowp_operand(ctx, 1, bd, shared ? 1 : nbat, K, N);
     if (!y || !s || !ad || !bd)
         return NULL;
     *s = (matmul_state){ad, bd, nbat, M, K, N, shared};
     np_tensor *in[2] = {a, b};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_MATMUL, in, 2);
+    rt_lowp_scalars(ctx, &nd);
     gemm_status(ctx, rt_matmul_forward(y->data, ad, bd, nbat, M, K, N, shared, odt, ctx->o.device), api);
     if (ac != NP_FLOAT32)
         nd.gdt[0] = nd.gdt[1] = ac;
@@ -185,6 +195,8 @@ np_tensor *np_conv2d(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b, int 
     const rt_conv_geom *g = &s->g;
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(x->dtype, w->dtype);
+    if (rt_promoted(ctx, NP_OP_CONV2D))
+        ac = NP_FLOAT32;
     int64_t shape[4] = {g->N, g->O, g->OH, g->OW};
     np_tensor *y = rt_new(ctx, odt, 4, shape);
     const float *xd = rt_rounded(ctx, x, ac), *wd = rt_rounded(ctx, w, ac);

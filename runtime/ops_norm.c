@@ -47,7 +47,7 @@ np_tensor *np_layer_norm(np_ctx *ctx, np_tensor *x, np_tensor *weight, np_tensor
     np_tensor *in[3] = {x, weight, bias};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_LAYER_NORM, in, 3);
-    ctx->k.layernorm_forward(y->data, mean, rstd, x->data, weight ? weight->data : NULL,
+    nd.k->layernorm_forward(y->data, mean, rstd, x->data, weight ? weight->data : NULL,
                              bias ? bias->data : NULL, R, C, eps);
     rt_node_scalar(&nd, "eps", eps);
     nd.st = s;
@@ -85,7 +85,7 @@ np_tensor *np_softmax(np_ctx *ctx, np_tensor *x, int dim)
     *s = (softmax_state){R, C};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_SOFTMAX, &x, 1);
-    rt_softmax_forward(y->data, x->data, R, C, ctx->k.softmax_row);
+    rt_softmax_forward(y->data, x->data, R, C, nd.k->softmax_row);
     rt_node_scalar(&nd, "dim", dim);
     nd.st = s;
     nd.gin_full = 1;
@@ -155,7 +155,7 @@ np_tensor *np_cross_entropy(np_ctx *ctx, np_tensor *logits, np_tensor *targets, 
     np_tensor *in[2] = {logits, targets};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_CROSS_ENTROPY, in, 2);
-    rt_cross_entropy_forward(y->data, lse, rl, logits->data, targets->data, R, C, ignore_index, nvalid);
+    nd.k->cross_entropy_forward(y->data, lse, rl, logits->data, targets->data, R, C, ignore_index, nvalid);
     rt_node_scalar(&nd, "ignore_index", (double)ignore_index);
     nd.st = s;
     return rt_finish(ctx, &nd, y, ce_bwd);

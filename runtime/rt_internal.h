@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "kernels.h"
+#include "nprobe/lowp.h"
 #include "nprobe/ops.h"
 #include "nprobe/runtime.h"
 
@@ -26,7 +27,7 @@ typedef struct rt_tensor {
 /* ---- tape ---------------------------------------------------------------- */
 enum { RT_NODE_API = 0, RT_NODE_MOD_BEGIN, RT_NODE_MOD_END };
 #define RT_MAX_IN 4
-#define RT_MAX_SC 6
+#define RT_MAX_SC 16 /* 10 of them: a low-precision GEMM's quantization statistics (lowp.c) */
 
 /* Where an API or module call was made: a preformatted string (np_ctx_set_callsite)
  * or file/line/function (np_ctx_set_callsite_at, all static storage), formatted
@@ -62,6 +63,7 @@ struct rt_node {
     rt_bwd_fn bwd;
     rt_site site;       /* callsite of the call (forward and backward events) */
     unsigned declined;  /* bit i: observer i declined the forward call (before event) */
+    const rt_kernels *k; /* the kernels of this call (ctx->k, or a promotion fault's: promote.c) */
 };
 
 typedef struct rt_mcall {
@@ -122,6 +124,11 @@ struct np_ctx {
     np_module **mods;
     int n_mods, cap_mods;
     char name[512];
+    np_lowp_stats lowp_st[2]; /* the last GEMM's operands as quantized (lowp.c): input, weight */
+    rt_kernels kp;            /* ctx->k with the promotion fault's kernels (promote.c) */
+    char *fp32_buf;           /* the per-op overrides, split (promote.c) */
+    const char **fp32_ent;
+    int n_fp32;
 };
 
 /* ---- helpers (ctx.c) ---------------------------------------------------- */
@@ -144,6 +151,25 @@ np_dtype rt_promote(np_dtype a, np_dtype b);
 /* Input data rounded to dt (a copy in the arena), or the data itself when no
  * rounding is needed. */
 float *rt_rounded(np_ctx *ctx, const np_tensor *t, np_dtype dt);
+/* A GEMM operand (outer, K, inner; K the reduction dim) quantized to the
+ * context's low-precision format (a copy in the arena), or src itself when
+ * lowp is off (lowp.c). is_weight: the weight/right operand. */
+const float *rt_lowp_operand(np_ctx *ctx, int is_weight, const float *src, int64_t outer, int64_t K,
+                             int64_t inner);
+/* The quantization statistics of the operands of the GEMM just quantized,
+ * as the node's scalars lowp_{x,w}_{underflow,saturation,mse,scale_min,
+ * scale_max} (no-op when lowp is off; lowp.c). */
+void rt_lowp_scalars(np_ctx *ctx, rt_node *nd);
+/* Per-op overrides (promote.c): parse o.fp32_ops (-1: no memory), free;
+ * 1 when the next call of op (counter ctx->counters[op], the current
+ * module calls) is listed: it runs in float32 inside autocast. */
+int rt_fp32_setup(np_ctx *ctx);
+void rt_fp32_free(np_ctx *ctx);
+int rt_promoted(const np_ctx *ctx, int op);
+/* The kernels the next call of op runs: ctx->kp where a promotion fault
+ * acts on op under autocast and op is not promoted, else ctx->k. */
+const rt_kernels *rt_kern(const np_ctx *ctx, int op);
+void rt_prec_kernels(rt_kernels *kp, const rt_kernels *k, int f);
 /* Round n floats in place to dt (no-op for float32; numeric.c). */
 void rt_round_buf(float *p, int64_t n, np_dtype dt);
 /* The random generator's mixing function (splitmix64's finaliser; numeric.c). */

@@ -38,7 +38,7 @@ else
   step 1-2/7 "using $nprobe (no install, no build)"
   nprobe=$(cd "$(dirname "$nprobe")" && pwd)/$(basename "$nprobe")
 fi
-if ! "$nprobe" train --list-faults | grep -qw -- "$fault"; then
+if ! "$nprobe" train --list-faults | grep -w -- "$fault" > /dev/null; then
   echo "demo.sh: unknown fault '$fault'; the catalog:" >&2
   "$nprobe" train --list-faults >&2
   exit 2

@@ -113,6 +113,14 @@ typedef struct np_ctx_opts {
                            * single-threaded: rt_gemm_dev spreads GEMM panels over OpenMP */
     int rank;             /* reported in events (default 0) */
     size_t arena_bytes;   /* first arena slab; 0 = 64 MiB. The arena grows as needed */
+    int lowp;             /* np_lowp (nprobe/lowp.h): GEMM operands of linear and matmul
+                           * quantized to MxFP8 or HiF8, accumulation in float32; needs
+                           * precision NP_FLOAT32 (default NP_LOWP_NONE) */
+    int prec_fault;       /* np_prec_fault (nprobe/precision.h); only acts on npu-sim */
+    const char *fp32_ops; /* per-op precision overrides, comma-separated: an API name
+                           * ("Functional.layer_norm"), an API call ("Functional.softmax.2")
+                           * or a module path ("h.0.ln_1": every op inside it) runs in
+                           * float32 inside autocast; NULL/"" none. Copied by np_ctx_new */
 } np_ctx_opts;
 
 /* Fill `o` with the defaults above. */

@@ -24,6 +24,9 @@ from . import ops
 _DT = {torch.float32: _lib.FLOAT32, torch.bfloat16: _lib.BFLOAT16, torch.float16: _lib.FLOAT16,
        torch.float64: _lib.FLOAT64, torch.int64: _lib.INT64, torch.int32: _lib.INT32,
        torch.bool: _lib.BOOL}
+for _n, _c in (("float8_e4m3fn", _lib.FLOAT8_E4M3FN), ("float8_e5m2", _lib.FLOAT8_E5M2)):
+    if hasattr(torch, _n):  # float8: the codes cross as one byte an element (docs/FORMAT.md)
+        _DT[getattr(torch, _n)] = _c
 _PREC = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16",
          torch.float64: "fp64"}
 # torch's and nprobe's own folders, each with its separator: ".../torch" must
@@ -746,6 +749,93 @@ def _override_config(path, over):
     return json.dumps(cfg)
 
 
+# ---- per-op precision overrides (docs/CONFIG.md "fp32_ops", docs/TORCH.md) ----
+# ops autocast runs in its low dtype: a promoted call's output is cast back
+# to the autocast dtype, as the code after it expects
+_AUTOCAST_LOWER = {"linear", "matmul", "mm", "bmm", "addmm", "addbmm", "baddbmm", "conv1d", "conv2d",
+                   "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+                   "scaled_dot_product_attention", "einsum", "prelu", "chain_matmul", "addmv",
+                   "addr", "matrix_power", "mv", "dot", "vdot"}
+
+
+def _fp32_ops(path):
+    """The overrides: $NPROBE_FP32_OPS (comma-separated) and the config's
+    fp32_ops list (the C probe has checked its type)."""
+    import json
+    out = [e for e in os.environ.get("NPROBE_FP32_OPS", "").replace(" ", ",").split(",") if e]
+    try:
+        with open(path, encoding="utf-8") as f:
+            cfg = json.load(f)
+        lst = cfg.get("fp32_ops", []) if isinstance(cfg, dict) else []
+        out += [e for e in lst if isinstance(e, str) and e]
+    except (OSError, ValueError):
+        pass
+    return tuple(out)
+
+
+def _fp32_match(entries, api, n, parent):
+    """A call `api` numbered n inside module call `parent` ("Module.h.0.ln_1.
+    LayerNorm.forward.0") is listed: by API name, by API call ("api.n"), or
+    by the path of a module around it (the path or a prefix of it)."""
+    path = None
+    if parent and parent.startswith("Module."):
+        body = parent[7:].rsplit(".", 3)[0]       # drop ".Class.forward.N"
+        path = body
+    call = f"{api}.{n}"
+    for e in entries:
+        if e == api or e == call or e == call + ".forward":
+            return True
+        if path is not None:
+            m = e[7:].rsplit(".", 3)[0] if e.startswith("Module.") and e.count(".") >= 4 else e
+            if path == m or path.startswith(m + "."):
+                return True
+    return False
+
+
+def _run_fp32(op, fn, args, kwargs):
+    """fn in float32 with autocast off: bf16/fp16 tensor arguments cast up,
+    the outputs cast back to what the surrounding code expects (the
+    autocast dtype for an op autocast lowers, else the common low dtype of
+    the inputs)."""
+    ac = _autocast_dtype()
+    low = (torch.float16, torch.bfloat16)
+    seen = set()
+
+    def up(x):
+        if isinstance(x, torch.Tensor) and x.dtype in low:
+            seen.add(x.dtype)
+            return x.float()
+        if isinstance(x, (list, tuple)):
+            return type(x)(up(v) for v in x)
+        return x
+    a2 = [up(a) for a in args]
+    k2 = {k: up(v) for k, v in kwargs.items()}
+    dev = next((t.device.type for t in _flat_iter(args, kwargs)), "cpu")
+    with torch.autocast(device_type=dev, enabled=False):
+        y = fn(*a2, **k2)
+    back = ac if (ac is not None and op in _AUTOCAST_LOWER) else (seen.pop() if len(seen) == 1 else None)
+    if back is None:
+        return y
+
+    def down(x):
+        if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != back:
+            return x.to(back)
+        if isinstance(x, (list, tuple)):
+            return type(x)(down(v) for v in x)
+        return x
+    return down(y)
+
+
+def _flat_iter(args, kwargs):
+    for x in list(args) + list(kwargs.values()):
+        if isinstance(x, torch.Tensor):
+            yield x
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                if isinstance(v, torch.Tensor):
+                    yield v
+
+
 class PrecisionDebugger:
     """msprobe's PrecisionDebugger over nprobe's probe.
 
@@ -771,6 +861,7 @@ class PrecisionDebugger:
                                   ("step", step)) if v is not None}
         text = None if env or not over else _override_config(path, over)
         self._precision, self._device = precision, device
+        self._fp32 = _fp32_ops(path)
         self._compile_mode = _compile_mode(torch_compile)
         self._stance = None
         self._err = _lib.Error()
@@ -1241,7 +1332,8 @@ class PrecisionDebugger:
                         rec = None
                     else:
                         args, kwargs = _replace(args, kwargs, [flat[k][0] for k in g], new)
-            y = fn(*args, **kwargs)
+            promoted = self._fp32 and _fp32_match(self._fp32, api, n, parent)
+            y = _run_fp32(op, fn, args, kwargs) if promoted else fn(*args, **kwargs)
             if rec is not None and rec.has_in:
                 y = self._unalias(op, y, new, [flat[k][1] for k in g])
             outs = _out_tensors(y)
@@ -1251,6 +1343,8 @@ class PrecisionDebugger:
             if rec is not None:
                 _hook_outputs(outs, rec)
             scalars = self._scalars(fn, is_method, args, kwargs)
+            if promoted:  # recorded in the dump, as the runtime does (docs/CONFIG.md)
+                scalars.append(("fp32_override", 1.0))
             if rec is not None:
                 rec.scalars = scalars
             self._emit(call, parent, site, [t for _, t in flat], scalars, (), outs)

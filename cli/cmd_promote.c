@@ -1,0 +1,462 @@
+/* cli/cmd_promote.c - `nprobe promote`: find a smallest set of ops whose
+ * promotion to float32 (the per-op overrides, NPROBE_FP32_OPS) brings a run
+ * back within the reference's noise, by group testing over the candidates
+ * the compare ranks first (docs/COMPARE.md, "nprobe promote").
+ *
+ * Each run is `nprobe dump -c CONFIG' -- CMD...` (CONFIG with its dump_path
+ * moved into OUT/runK) and `nprobe compare -b BENCH -c OUT/runK` (json
+ * report into OUT/cmpK); the verdict is compare's exit status. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include "cmd.h"
+#include "nprobe/common.h"
+
+#define MAX_CAND 64
+#define NAME_MAX_LEN 256
+
+typedef struct promote_ctx {
+    const char *bench, *config, *out;
+    char **cmd;
+    int max_cand;
+    char exe[4096];
+    json_t *cfg;
+    int runs;         /* runs made, the first (nothing promoted) included */
+    double t0;        /* seconds of the first run */
+    char sets[64][512]; /* the sets run (joined), and their seconds */
+    double secs[64];
+} promote_ctx;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static const char help[] =
+    "usage: nprobe promote -b BENCH -c CONFIG [-o OUTDIR] [--candidates N] -- COMMAND [ARGS...]\n"
+    "\n"
+    "Find a smallest set of ops whose promotion to float32 inside autocast brings\n"
+    "the run of COMMAND back within the reference's noise (nprobe compare against\n"
+    "BENCH passes). COMMAND is run under `nprobe dump -c CONFIG` (its dump_path\n"
+    "moved into OUTDIR/runK) with NPROBE_FP32_OPS set to the set under test; the\n"
+    "candidates are the API names of the calls compare ranks first in the\n"
+    "unpromoted run (culprits, then error rows, in order). One op responsible:\n"
+    "ceil(log2 N) + 2 reruns. Prints one line per run and, last,\n"
+    "  promote: NAME[, NAME...]     (empty: nothing needs promoting)\n"
+    "\n"
+    "options:\n"
+    "  -b, --bench PATH      the reference dump (a dump root)\n"
+    "  -c, --config FILE     the dump config.json of the runs\n"
+    "  -o, --output DIR      runs, logs and reports (default ./promote; created)\n"
+    "      --candidates N    at most N candidates (default 16)\n"
+    "  -h, --help            show this help\n"
+    "\n"
+    "exit codes: 0 a set found and verified (or nothing needed), 1 no set of the\n"
+    "candidates brings the run back, 2 usage or input error\n";
+
+/* Run argv with stdout and stderr into log (env NPROBE_FP32_OPS=ops); the
+ * exit status, or -1 when it could not run. */
+static int run_child(char *const *argv, const char *log, const char *ops)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        if (ops)
+            setenv("NPROBE_FP32_OPS", ops, 1);
+        else
+            unsetenv("NPROBE_FP32_OPS");
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Join the candidates of mask into buf ("A,B"); sep ", " for printing. */
+static void join(char *buf, size_t cap, char cand[][NAME_MAX_LEN], const int *in, int n, const char *sep)
+{
+    size_t l = 0;
+    for (int i = 0; i < n; i++)
+        if (in[i]) {
+            size_t ls = l ? strlen(sep) : 0, lc = strlen(cand[i]);
+            if (l + ls + lc + 1 > cap)
+                break;
+            memcpy(buf + l, sep, ls);
+            memcpy(buf + l + ls, cand[i], lc);
+            l += ls + lc;
+        }
+    buf[l] = '\0';
+}
+
+/* One run with the candidates of `in` promoted: 0 clean, 1 fails, -1 error. */
+static int try_set(promote_ctx *pc, char cand[][NAME_MAX_LEN], const int *in, int n, const char *why)
+{
+    int k = pc->runs++;
+    char dir[4096], cfgp[4096], log[4096], cmpdir[4096], cmplog[4096];
+    snprintf(dir, sizeof dir, "%s/run%d", pc->out, k);
+    snprintf(cfgp, sizeof cfgp, "%s/run%d.json", pc->out, k);
+    snprintf(log, sizeof log, "%s/run%d.log", pc->out, k);
+    snprintf(cmpdir, sizeof cmpdir, "%s/cmp%d", pc->out, k);
+    snprintf(cmplog, sizeof cmplog, "%s/cmp%d.txt", pc->out, k);
+    json_object_set_new(pc->cfg, "dump_path", json_string(dir));
+    json_object_del(pc->cfg, "fp32_ops"); /* the set under test is the environment's */
+    if (json_dump_file(pc->cfg, cfgp, JSON_INDENT(1))) {
+        np_cli_error("promote: cannot write %s", cfgp);
+        return -1;
+    }
+    char ops[8192];
+    join(ops, sizeof ops, cand, in, n, ",");
+    int argc = 0;
+    while (pc->cmd[argc])
+        argc++;
+    char **argv = calloc((size_t)argc + 6, sizeof *argv);
+    if (!argv)
+        return -1;
+    argv[0] = pc->exe;
+    argv[1] = "dump";
+    argv[2] = "-c";
+    argv[3] = cfgp;
+    argv[4] = "--";
+    for (int i = 0; i < argc; i++)
+        argv[5 + i] = pc->cmd[i];
+    double t = now_s();
+    int rc = run_child(argv, log, ops[0] ? ops : NULL);
+    free(argv);
+    t = now_s() - t;
+    if (k == 0)
+        pc->t0 = t;
+    if (k < 64) {
+        snprintf(pc->sets[k], sizeof pc->sets[k], "%.511s", ops);
+        pc->secs[k] = t;
+    }
+    if (rc != 0) {
+        np_cli_error("promote: run %d (%s) exited %d: see %s", k, ops[0] ? ops : "nothing promoted", rc, log);
+        return -1;
+    }
+    char *cargv[] = {pc->exe, "compare", "-b", (char *)pc->bench, "-c", dir, "-o", cmpdir,
+                     "--format", "json", NULL};
+    int crc = run_child(cargv, cmplog, NULL);
+    if (crc != 0 && crc != 1) {
+        np_cli_error("promote: compare of run %d exited %d: see %s", k, crc, cmplog);
+        return -1;
+    }
+    char shown[8192];
+    join(shown, sizeof shown, cand, in, n, ", ");
+    printf("run %d: %-12s promote {%s} -> %s (%.2f s%s)\n", k, why, shown, crc ? "fails" : "clean", t,
+           k ? "" : ", the run as it is");
+    fflush(stdout);
+    return crc;
+}
+
+/* The API name of a call ("Functional.layer_norm.0.forward" ->
+ * "Functional.layer_norm"), or the module path of a module call. */
+static void candidate_of(char *buf, size_t cap, const char *call)
+{
+    if (!strncmp(call, "Module.", 7)) { /* Module.h.0.ln_1.LayerNorm.forward.0 -> h.0.ln_1 */
+        const char *p = call + 7, *f = strstr(p, ".forward.");
+        if (!f)
+            f = strstr(p, ".backward.");
+        const char *cls = f;
+        while (cls && cls > p && cls[-1] != '.')
+            cls--;
+        size_t n = cls && cls > p ? (size_t)(cls - 1 - p) : strlen(p);
+        snprintf(buf, cap, "%.*s", (int)n, p);
+        return;
+    }
+    size_t n = strlen(call);
+    const char *e = call + n;
+    /* drop ".forward"/".backward", then ".N" */
+    const char *d = strrchr(call, '.');
+    if (d && (!strcmp(d, ".forward") || !strcmp(d, ".backward")))
+        e = d;
+    const char *q = e;
+    while (q > call && q[-1] >= '0' && q[-1] <= '9')
+        q--;
+    if (q < e && q > call && q[-1] == '.')
+        e = q - 1;
+    snprintf(buf, cap, "%.*s", (int)(e - call), call);
+}
+
+static int add_cand(char cand[][NAME_MAX_LEN], int *n, int max, const char *call)
+{
+    char c[NAME_MAX_LEN];
+    candidate_of(c, sizeof c, call);
+    if (!c[0] || !strncmp(c, "Distributed.", 12))
+        return 0;
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(cand[i], c))
+            return 0;
+    if (*n >= max)
+        return 0;
+    snprintf(cand[(*n)++], NAME_MAX_LEN, "%s", c);
+    return 1;
+}
+
+/* Candidates from run 0's json reports: culprits first, then the calls of
+ * error rows, then of warning rows, then of every other row, each in the
+ * order of the reports (steps, then execution order). */
+static int candidates(promote_ctx *pc, char cand[][NAME_MAX_LEN])
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/cmp0", pc->out);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    char *files[256];
+    int nf = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && nf < 256)
+        if (!strncmp(de->d_name, "compare_result_", 15) && strstr(de->d_name, ".json"))
+            files[nf++] = strdup(de->d_name);
+    closedir(d);
+    /* report names sort by rank then step: order steps first by name is fine
+     * for a single rank; the culprits of every report come before rows */
+    for (int i = 0; i < nf; i++)
+        for (int j = i + 1; j < nf; j++)
+            if (files[j] && files[i] && strcmp(files[j], files[i]) < 0) {
+                char *t = files[i];
+                files[i] = files[j];
+                files[j] = t;
+            }
+    int n = 0;
+    json_t *docs[256] = {0};
+    for (int i = 0; i < nf; i++) {
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s", dir, files[i] ? files[i] : "");
+        docs[i] = files[i] ? json_load_file(p, 0, NULL) : NULL;
+        free(files[i]);
+    }
+    static const char *const want[] = {NULL, "error", "warning", NULL};
+    for (int pass = 0; pass < 4; pass++)
+        for (int i = 0; i < nf; i++) {
+            if (!docs[i])
+                continue;
+            size_t k;
+            json_t *e;
+            if (pass == 0) {
+                json_array_foreach(json_object_get(docs[i], "culprits"), k, e) {
+                    const char *call = json_string_value(json_object_get(e, "call"));
+                    if (call)
+                        add_cand(cand, &n, pc->max_cand, call);
+                }
+            } else {
+                json_t *hdr = json_object_get(docs[i], "headers");
+                size_t vcol = (size_t)-1, h;
+                json_t *hv;
+                json_array_foreach(hdr, h, hv) if (json_is_string(hv) && !strcmp(json_string_value(hv), "Verdict")) vcol = h;
+                json_array_foreach(json_object_get(docs[i], "rows"), k, e) {
+                    const char *v = json_string_value(json_array_get(e, vcol));
+                    const char *name = json_string_value(json_array_get(e, 0));
+                    if (!v || !name || (want[pass] && strcmp(v, want[pass])))
+                        continue;
+                    /* the leaf's call: cut ".{role}.{index}" */
+                    char call[NAME_MAX_LEN];
+                    snprintf(call, sizeof call, "%s", name);
+                    for (int cut = 0; cut < 2; cut++) {
+                        char *dot = strrchr(call, '.');
+                        if (dot)
+                            *dot = '\0';
+                    }
+                    add_cand(cand, &n, pc->max_cand, call);
+                }
+            }
+        }
+    for (int i = 0; i < nf; i++)
+        json_decref(docs[i]);
+    return n;
+}
+
+static int parse(promote_ctx *pc, int argc, char **argv)
+{
+    pc->out = "promote";
+    pc->max_cand = 16;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            i++;
+            break;
+        }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(help, stdout);
+            return 1;
+        }
+        if (i + 1 >= argc) {
+            np_cli_error("promote: %s needs a value (see 'nprobe promote --help')", a);
+            return NP_EXIT_USAGE + 1;
+        }
+        if (!strcmp(a, "-b") || !strcmp(a, "--bench"))
+            pc->bench = argv[++i];
+        else if (!strcmp(a, "-c") || !strcmp(a, "--config"))
+            pc->config = argv[++i];
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
+            pc->out = argv[++i];
+        else if (!strcmp(a, "--candidates")) {
+            long v;
+            if (np_cli_parse_int(a, argv[++i], 1, MAX_CAND, &v))
+                return NP_EXIT_USAGE + 1;
+            pc->max_cand = (int)v;
+        } else {
+            np_cli_error("promote: unknown option '%s' (see 'nprobe promote --help')", a);
+            return NP_EXIT_USAGE + 1;
+        }
+    }
+    if (!pc->bench || !pc->config || i >= argc) {
+        np_cli_error("promote: -b BENCH, -c CONFIG and -- COMMAND are required (see 'nprobe promote --help')");
+        return NP_EXIT_USAGE + 1;
+    }
+    pc->cmd = argv + i;
+    return 0;
+}
+
+/* The smallest k (1..n) whose prefix {0..k-1} of `order`, with `fixed`, is
+ * clean, knowing that the full prefix is: ceil(log2 n) runs at most. */
+static int shortest_prefix(promote_ctx *pc, char cand[][NAME_MAX_LEN], int nc, const int *order, int n,
+                           const int *fixed, int *err)
+{
+    int lo = 1, hi = n; /* prefix(hi) clean */
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        int in[MAX_CAND];
+        memcpy(in, fixed, sizeof in);
+        for (int i = 0; i < mid; i++)
+            in[order[i]] = 1;
+        int r = try_set(pc, cand, in, nc, "search");
+        if (r < 0) {
+            *err = 1;
+            return -1;
+        }
+        if (r == 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return hi;
+}
+
+int np_cmd_promote(int argc, char **argv)
+{
+    promote_ctx pc;
+    memset(&pc, 0, sizeof pc);
+    int r = parse(&pc, argc, argv);
+    if (r)
+        return r == 1 ? NP_EXIT_OK : r - 1;
+    ssize_t n = readlink("/proc/self/exe", pc.exe, sizeof pc.exe - 1);
+    if (n <= 0) {
+        np_cli_error("promote: cannot find this program (/proc/self/exe)");
+        return NP_EXIT_USAGE;
+    }
+    pc.exe[n] = '\0';
+    const char *why = NULL;
+    int fd = np_open_regular(pc.config, &why);
+    json_error_t je;
+    pc.cfg = fd >= 0 ? json_loadfd(fd, 0, &je) : NULL;
+    if (fd >= 0)
+        close(fd);
+    if (!pc.cfg || !json_is_object(pc.cfg)) {
+        np_cli_error("promote: %s: %s", pc.config, why ? why : fd >= 0 ? je.text : "cannot read it");
+        json_decref(pc.cfg);
+        return NP_EXIT_USAGE;
+    }
+    if (np_mkdirs(pc.out) != 0 && errno != EEXIST) {
+        np_cli_error("promote: cannot create %s: %s", pc.out, strerror(errno));
+        json_decref(pc.cfg);
+        return NP_EXIT_USAGE;
+    }
+    static char cand[MAX_CAND][NAME_MAX_LEN];
+    int none[MAX_CAND] = {0}, code = NP_EXIT_USAGE;
+    int r0 = try_set(&pc, cand, none, 0, "as it is");
+    if (r0 < 0)
+        goto done;
+    if (r0 == 0) {
+        printf("promote: \n");
+        code = NP_EXIT_OK;
+        goto done;
+    }
+    int nc = candidates(&pc, cand);
+    printf("candidates (%d, ranked by the compare of run 0):", nc);
+    for (int i = 0; i < nc; i++)
+        printf(" %s", cand[i]);
+    printf("\n");
+    int all[MAX_CAND], found[MAX_CAND] = {0}, order[MAX_CAND];
+    for (int i = 0; i < MAX_CAND; i++)
+        all[i] = i < nc;
+    int ra = nc ? try_set(&pc, cand, all, nc, "all") : 1;
+    if (ra < 0)
+        goto done;
+    if (ra) {
+        printf("promote: no set of the %d candidates brings the run back (all promoted still fails)\n", nc);
+        code = NP_EXIT_DIFF;
+        goto done;
+    }
+    /* adaptive group testing: the shortest clean prefix names one needed
+     * op; fix it and search the ops before it, until the fixed set alone
+     * is clean (docs/COMPARE.md gives the bounds) */
+    int left = nc, err = 0, verified = 0;
+    for (int i = 0; i < nc; i++)
+        order[i] = i;
+    while (left > 0) {
+        int k = shortest_prefix(&pc, cand, nc, order, left, found, &err);
+        if (err)
+            goto done;
+        found[order[k - 1]] = 1;
+        left = k - 1;
+        if (left == 0) {
+            /* found is the shortest clean prefix with what was fixed: a set
+             * that was run (every set known clean is one that ran) */
+            verified = 1;
+            break;
+        }
+        int rf = try_set(&pc, cand, found, nc, "verify");
+        if (rf < 0)
+            goto done;
+        if (rf == 0) {
+            verified = 1;
+            break;
+        }
+    }
+    if (!verified && try_set(&pc, cand, found, nc, "verify") != 0) {
+        printf("promote: the set found does not verify (the candidates interact)\n");
+        code = NP_EXIT_DIFF;
+        goto done;
+    }
+    char shown[8192];
+    join(shown, sizeof shown, cand, found, nc, ", ");
+    char ops[8192];
+    join(ops, sizeof ops, cand, found, nc, ",");
+    double tf = NAN;
+    for (int k = pc.runs - 1; k >= 0 && isnan(tf); k--)
+        if (k < 64 && !strcmp(pc.sets[k], ops))
+            tf = pc.secs[k];
+    printf("reruns: %d (candidates %d, bound for one op ceil(log2 N) + 2 = %d); cost of the promotion: "
+           "the run took %.2f s as it is, %.2f s promoted (dump and all)\n",
+           pc.runs - 1, nc, (int)ceil(log2(nc > 1 ? nc : 1)) + 2, pc.t0, tf);
+    printf("promote: %s\n", shown);
+    code = NP_EXIT_OK;
+done:
+    json_decref(pc.cfg);
+    return code;
+}

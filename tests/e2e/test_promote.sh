@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# test_promote.sh - per-op precision overrides and `nprobe promote` on the
+# runtime GPT (one step, tensor task, bf16 on npu-sim against the cpu fp32
+# reference):
+#  - the overrides of the env (an API name), the config key (an API call, a
+#    module path) mark exactly those calls (kwargs fp32_override) and the
+#    run still compares clean;
+#  - each promotion fault is found exactly (ln_stats_bf16 ->
+#    Functional.layer_norm, loss_bf16 -> Functional.cross_entropy,
+#    softmax_bf16_acc -> the attention, at context 128, plain pass only)
+#    within ceil(log2 N) + 2 reruns, and the promoted run compares clean;
+#  - a clean bf16 run gives the empty set; bad input exits 2.
+set -u
+N=${NPROBE_BIN:?}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+fail=0
+gpt=(--model gpt --steps 1 --seed 3 --threads 1)
+cfg() { printf '{"task":"tensor","dump_path":"%s","step":[0],"level":"L1"%s}' "$1" "${2:-}" > "$1.json"; }
+
+cfg ref
+"$N" dump -c ref.json -- "$N" train "${gpt[@]}" > ref.log 2>&1 || { echo "FAIL: reference dump"; cat ref.log; exit 1; }
+
+# overrides: env API name + config API call + config module path
+cfg ov ',"fp32_ops":["Functional.linear.3","h.1.ln_1"]'
+NPROBE_FP32_OPS=Functional.scaled_dot_product_attention \
+  "$N" dump -c ov.json -- "$N" train "${gpt[@]}" --precision bf16 --device npu-sim > ov.log 2>&1 \
+  || { echo "FAIL: override dump"; cat ov.log; fail=1; }
+"$N" ls ov/step0/rank0/dump.h5 | grep -o '^ *[A-Za-z_.0-9]*forward.kwargs.fp32_override' | sed 's/^ *//' | sort > marked.txt
+printf '%s\n' Functional.layer_norm.2.forward.kwargs.fp32_override Functional.linear.3.forward.kwargs.fp32_override \
+  Functional.scaled_dot_product_attention.0.forward.kwargs.fp32_override \
+  Functional.scaled_dot_product_attention.1.forward.kwargs.fp32_override | sort > want.txt
+diff want.txt marked.txt > /dev/null || { echo "FAIL: the marked calls differ"; diff want.txt marked.txt; fail=1; }
+"$N" compare -b ref -c ov -o cov > cov.txt 2>&1 || { echo "FAIL: the override run does not compare clean"; cat cov.txt; fail=1; }
+echo "ok: overrides mark $(wc -l < marked.txt) calls, compare clean"
+
+cfg run
+promote() { # promote NAME WANT -- train args...
+  local name=$1 want=$2 bench=$3
+  shift 4
+  "$N" promote -b "$bench" -c run.json -o "P_$name" -- "$N" train "$@" > "$name.out" 2>&1
+  local code=$?
+  local got
+  got=$(grep '^promote: ' "$name.out" | tail -n1)
+  if [ "$code" -ne 0 ] || [ "$got" != "promote: $want" ]; then
+    echo "FAIL: promote $name: exit $code, '$got', want 'promote: $want'"; cat "$name.out"; fail=1; return
+  fi
+  local reruns bound
+  reruns=$(sed -n 's/^reruns: \([0-9]*\) .*= \([0-9]*\)).*/\1/p' "$name.out")
+  bound=$(sed -n 's/^reruns: \([0-9]*\) .*= \([0-9]*\)).*/\2/p' "$name.out")
+  if [ -n "$want" ] && { [ -z "$reruns" ] || [ "$reruns" -gt "$bound" ]; }; then
+    echo "FAIL: promote $name: $reruns reruns, bound $bound"; cat "$name.out"; fail=1; return
+  fi
+  echo "ok: $name -> '$got' (${reruns:-0} reruns, bound ${bound:-})"
+}
+promote ln_stats_bf16 Functional.layer_norm ref -- "${gpt[@]}" --precision bf16 --device npu-sim --fault ln_stats_bf16
+promote clean "" ref -- "${gpt[@]}" --precision bf16 --device npu-sim
+# the promoted run compares clean: its last clean run is the found set's
+last=$(ls -d P_ln_stats_bf16/run* | grep -v json | grep -v log | sort -V | tail -n1)
+"$N" compare -b ref -c "$last" -o clast > clast.txt 2>&1 || { echo "FAIL: the promoted run $last is not clean"; fail=1; }
+if [ "${NP_SANITIZED:-0}" != 1 ]; then # the sanitized pass runs the C paths above once (CI time)
+  promote loss_bf16 Functional.cross_entropy ref -- "${gpt[@]}" --precision bf16 --device npu-sim --fault loss_bf16
+  g128=("${gpt[@]}" --context 128 --batch 4)
+  cfg ref128
+  "$N" dump -c ref128.json -- "$N" train "${g128[@]}" > ref128.log 2>&1 || { echo "FAIL: ref128"; fail=1; }
+  promote softmax_bf16_acc Functional.scaled_dot_product_attention ref128 -- "${g128[@]}" --precision bf16 \
+    --device npu-sim --fault softmax_bf16_acc
+fi
+# bad input
+"$N" promote -b ref -- "$N" train > bad.out 2>&1; [ $? -eq 2 ] || { echo "FAIL: promote without -c"; fail=1; }
+printf '{"task":"tensor","dump_path":"x","fp32_ops":"Functional.linear"}' > badcfg.json
+"$N" dump -c badcfg.json -- "$N" train --steps 1 > bad2.out 2>&1; [ $? -eq 2 ] && grep -q fp32_ops bad2.out \
+  || { echo "FAIL: a bad fp32_ops is not refused naming it"; cat bad2.out; fail=1; }
+exit $fail
