@@ -23,6 +23,48 @@ static void help(FILE *out)
             "exit code: 0, or 2 when NAME is in none of the files.\n");
 }
 
+/* The leaf's placement (format version 2): the mesh, the placements, the
+ * logical shape and the shard's offset, stage and micro-batch; a row outside
+ * the format is a dump defect naming the field. */
+static void show_placement(np_dumpio *d, const np_dumpio_info *in, const np_entry_rec *e)
+{
+    np_place_rec *p = NULL;
+    size_t np = 0;
+    np_error err;
+    np_error_clear(&err);
+    if (np_dumpio_read_placements(&p, &np, d, &err)) {
+        np_cli_printf("  DUMP DEFECT: %s\n", err.text);
+        return;
+    }
+    for (size_t i = 0; i < np; i++) {
+        if (strcmp(p[i].name, e->name) != 0)
+            continue;
+        char why[600];
+        if (np_dumpio_place_problem(in, &p[i], e, why, sizeof why)) {
+            np_cli_printf("  DUMP DEFECT: %s\n", why);
+            break;
+        }
+        np_cli_printf("  mesh      (");
+        for (int k = 0; k < in->mesh_ndim; k++)
+            np_cli_printf("%s%s=%lld", k ? ", " : "", in->mesh_dims[k],
+                          (long long)in->mesh_shape[k]);
+        np_cli_printf(") at (");
+        for (int k = 0; k < in->mesh_ndim; k++)
+            np_cli_printf("%s%lld", k ? ", " : "", (long long)in->mesh_coords[k]);
+        np_cli_printf(")\n  placements [%s]\n  global    (", p[i].placements);
+        for (int k = 0; k < p[i].global_ndim; k++)
+            np_cli_printf("%s%lld", k ? ", " : "", (long long)p[i].global_shape[k]);
+        np_cli_printf(") offset (");
+        for (int k = 0; k < p[i].global_ndim; k++)
+            np_cli_printf("%s%lld", k ? ", " : "", (long long)p[i].offset[k]);
+        np_cli_printf(")\n");
+        if (p[i].stage >= 0 || p[i].micro_batch >= 0)
+            np_cli_printf("  stage     %d  micro-batch %d\n", p[i].stage, p[i].micro_batch);
+        break;
+    }
+    free(p);
+}
+
 static int show_one(np_dumpio *d, const np_entry_rec *e, long count)
 {
     /* names are user data: no terminal escapes pass through */
@@ -133,6 +175,7 @@ int np_cmd_show(int argc, char **argv)
                     np_cli_printf("  DUMP DEFECT: root attribute %s\n", in->problems);
                 if (np_dumpio_entry_problem(in, &e[k], why, sizeof why))
                     np_cli_printf("  DUMP DEFECT: this row contradicts itself: %s\n", why);
+                show_placement(d, in, &e[k]);
                 failed |= show_one(d, &e[k], count);
                 found++;
                 break;

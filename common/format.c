@@ -101,3 +101,34 @@ int np_fmt_copy_name(char *dst, size_t cap, const char *src)
     memset(dst + n, 0, cap - n);
     return truncated;
 }
+
+int64_t np_fmt_place_h5type(void)
+{
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(np_place_rec));
+    hid_t name_t = str_type(NP_FMT_NAME_LEN);
+    hid_t pl_t = str_type(NP_FMT_PLACE_LEN);
+    hsize_t dims = NP_FMT_MAX_DIMS;
+    hid_t shape_t = H5Tarray_create2(H5T_NATIVE_INT64, 1, &dims);
+    herr_t e = 0;
+    if (t < 0 || name_t < 0 || pl_t < 0 || shape_t < 0)
+        e = -1;
+#define F(field, type) \
+    if (e >= 0) e = H5Tinsert(t, #field, offsetof(np_place_rec, field), type)
+    F(name, name_t);
+    F(placements, pl_t);
+    F(global_ndim, H5T_NATIVE_INT32);
+    F(global_shape, shape_t);
+    F(offset, shape_t);
+    F(stage, H5T_NATIVE_INT32);
+    F(micro_batch, H5T_NATIVE_INT32);
+#undef F
+    if (name_t >= 0) H5Tclose(name_t);
+    if (pl_t >= 0) H5Tclose(pl_t);
+    if (shape_t >= 0) H5Tclose(shape_t);
+    if (e < 0) {
+        if (t >= 0)
+            H5Tclose(t);
+        return -1;
+    }
+    return t;
+}

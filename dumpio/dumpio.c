@@ -268,6 +268,27 @@ np_status np_dumpio_read_calls(np_call_rec **out, size_t *n, np_dumpio *d, np_er
     return st;
 }
 
+static np_status collect_places(void *user, np_place_rec *rows, size_t first, size_t n,
+                                np_error *err)
+{
+    (void)first;
+    return collect_rows(user, rows, n, err);
+}
+
+np_status np_dumpio_read_placements(np_place_rec **out, size_t *n, np_dumpio *d, np_error *err)
+{
+    *out = NULL;
+    *n = 0;
+    if (!d->src->placements)
+        return NP_OK;
+    collect c = {NULL, 0, 0, sizeof(np_place_rec), d->path};
+    np_dumpio_place_sink s = {collect_begin, collect_places, &c};
+    void *v;
+    np_status st = collect_done(&v, n, &c, d->src->placements(d->h, &s, err));
+    *out = v;
+    return st;
+}
+
 /* ---- payloads ----------------------------------------------------------------- */
 
 void np_dumpio_buf_free(np_dumpio_buf *b)

@@ -316,6 +316,68 @@ static void check_info(attr_reader *r, np_dumpio_info *in)
                 (long long)in->world_size);
 }
 
+/* "a,b,c" into at most NP_FMT_MESH_MAX items; the count, -1 past it. */
+static int split_list(const char *s, char out[][16], int64_t *num)
+{
+    int k = 0;
+    while (*s) {
+        if (k == NP_FMT_MESH_MAX)
+            return -1;
+        const char *c = strchr(s, ',');
+        size_t len = c ? (size_t)(c - s) : strlen(s);
+        if (out)
+            snprintf(out[k], 16, "%.*s", (int)(len < 15 ? len : 15), s);
+        if (num) {
+            char tmp[32], *end;
+            snprintf(tmp, sizeof tmp, "%.*s", (int)(len < 31 ? len : 31), s);
+            num[k] = strtoll(tmp, &end, 10);
+            if (!tmp[0] || *end)
+                num[k] = -1;
+        }
+        k++;
+        s += len;
+        if (*s == ',' && !*++s)
+            return -1;
+    }
+    return k;
+}
+
+/* The mesh of a version 2 file: mesh_dims, mesh_shape and mesh_coords, each
+ * with the same number of items; a mismatch is a problem and no mesh. */
+static void read_mesh(attr_reader *r, np_dumpio_info *in)
+{
+    char dims[128] = "", shape[128] = "", coords[128] = "";
+    attr_str(r, NP_FMT_ATTR_MESH_DIMS, dims, sizeof dims);
+    attr_str(r, NP_FMT_ATTR_MESH_SHAPE, shape, sizeof shape);
+    attr_str(r, NP_FMT_ATTR_MESH_COORDS, coords, sizeof coords);
+    int nd = split_list(dims, in->mesh_dims, NULL);
+    int ns = split_list(shape, NULL, in->mesh_shape);
+    int nc = split_list(coords, NULL, in->mesh_coords);
+    in->mesh_ndim = 0;
+    if (nd <= 0 || ns != nd || nc != nd) {
+        problem(in, "mesh_dims '%s', mesh_shape '%s', mesh_coords '%s' (expected 1 to %d "
+                    "\",\"-separated items each, as many of each): read as no mesh",
+                dims, shape, coords, NP_FMT_MESH_MAX);
+        return;
+    }
+    int64_t size = 1;
+    for (int k = 0; k < nd; k++) {
+        if (in->mesh_shape[k] < 1 || in->mesh_coords[k] < 0 ||
+            in->mesh_coords[k] >= in->mesh_shape[k]) {
+            problem(in, "mesh_coords '%s' is not inside mesh_shape '%s' (dimension %s): read "
+                        "as no mesh", coords, shape, in->mesh_dims[k]);
+            return;
+        }
+        size *= in->mesh_shape[k];
+    }
+    if (in->world_size >= 1 && size != in->world_size) {
+        problem(in, "mesh_shape '%s' holds %lld ranks, world_size is %lld: read as no mesh",
+                shape, (long long)size, (long long)in->world_size);
+        return;
+    }
+    in->mesh_ndim = nd;
+}
+
 static void read_info(attr_reader *r, np_dumpio_info *in)
 {
     attr_str(r, NP_FMT_ATTR_NPROBE_VERSION, in->nprobe_version, sizeof in->nprobe_version);
@@ -339,6 +401,8 @@ static void read_info(attr_reader *r, np_dumpio_info *in)
         attr_str(r, NP_FMT_ATTR_SCOPE_FIRST, in->scope_first, sizeof in->scope_first);
         attr_str(r, NP_FMT_ATTR_SCOPE_LAST, in->scope_last, sizeof in->scope_last);
     }
+    if (in->format_version >= 2)
+        read_mesh(r, in);
     check_info(r, in);
 }
 
@@ -362,10 +426,10 @@ static np_status check_format(np_dumpio_info *in, hid_t f, const char *path, np_
         return np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_FORMAT_VERSION,
                             "root attribute '%s' %s", NP_FMT_ATTR_FORMAT_VERSION,
                             np_h5_attr_problem(rc));
-    if (in->format_version != NP_FMT_VERSION)
+    if (in->format_version < 1 || in->format_version > NP_FMT_VERSION_MAX)
         return np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_FORMAT_VERSION,
-                            "dump format version %lld, this nprobe reads version %d",
-                            (long long)in->format_version, NP_FMT_VERSION);
+                            "dump format version %lld, this nprobe reads versions 1 to %d",
+                            (long long)in->format_version, NP_FMT_VERSION_MAX);
     attr_reader r = {f, NULL, 0};
     read_info(&r, in);
     if (r.bad_name)
@@ -690,6 +754,33 @@ static np_status h5_entries(void *h, const np_dumpio_entry_sink *sink, np_error 
     return st;
 }
 
+static np_status deliver_places(const void *sink, void *recs, size_t first, size_t n,
+                                np_error *err)
+{
+    const np_dumpio_place_sink *s = sink;
+    np_place_rec *r = recs;
+    for (size_t i = 0; i < n; i++)
+        r[i].name[NP_FMT_NAME_LEN - 1] = r[i].placements[NP_FMT_PLACE_LEN - 1] = '\0';
+    return s->rows(s->user, r, first, n, err);
+}
+
+static np_status h5_placements(void *h, const np_dumpio_place_sink *sink, np_error *err)
+{
+    h5dump *d = h;
+    if (!table_exists(d, NP_FMT_PLACEMENTS)) /* version 1: no placements */
+        return sink->begin ? sink->begin(sink->user, 0, err) : NP_OK;
+    table_out to = {sink->begin, sink->user, deliver_places, sink};
+    pthread_mutex_lock(&h5_lock);
+    hid_t mt = np_fmt_place_h5type();
+    pthread_mutex_unlock(&h5_lock);
+    np_status st = read_table(d, NP_FMT_PLACEMENTS, mt, sizeof(np_place_rec), &to, err);
+    pthread_mutex_lock(&h5_lock);
+    if (mt >= 0)
+        H5Tclose(mt);
+    pthread_mutex_unlock(&h5_lock);
+    return st;
+}
+
 static np_status h5_calls(void *h, const np_dumpio_call_sink *sink, np_error *err)
 {
     h5dump *d = h;
@@ -989,6 +1080,13 @@ static np_status walk_call_rows(void *user, np_call_rec *rows, size_t first, siz
 
 /* The child's walk of a file: the root attributes, /entries, /calls and
  * each payload dataset's layout. 0 when it read, 1 when it refused. */
+static np_status walk_place_rows(void *user, np_place_rec *rows, size_t first, size_t n,
+                                 np_error *err)
+{
+    (void)user, (void)rows, (void)first, (void)n, (void)err;
+    return NP_OK;
+}
+
 static int h5_walk(const char *path)
 {
     np_dumpio_info in;
@@ -1001,6 +1099,8 @@ static int h5_walk(const char *path)
     np_dumpio_call_sink cs = {NULL, walk_call_rows, &w};
     h5_entries(h, &es, NULL);
     h5_calls(h, &cs, NULL);
+    np_dumpio_place_sink ps = {NULL, walk_place_rows, NULL};
+    h5_placements(h, &ps, NULL);
     h5_close(h);
     return 0;
 }
@@ -1014,6 +1114,7 @@ const np_dumpio_source np_dumpio_nprobe_source = {
     .calls = h5_calls,
     .payload = h5_payload,
     .close = h5_close,
+    .placements = h5_placements,
     .walk = h5_walk,
     .file = NP_FMT_FILE,
     .layout = "step*/rank*/" NP_FMT_FILE,

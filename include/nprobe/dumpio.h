@@ -87,6 +87,10 @@ typedef struct np_dumpio_info {
     char scope[16];               /* how the configured scope fared in the step: "closed",
                                    * "open", "not reached", or "" (no scope) */
     char scope_first[NP_FMT_NAME_LEN], scope_last[NP_FMT_NAME_LEN];
+    int mesh_ndim;                /* format version 2: the device mesh (0: none, a
+                                   * dump without placements) */
+    char mesh_dims[NP_FMT_MESH_MAX][16]; /* its dimension names ("dp", "tp", "pp") */
+    int64_t mesh_shape[NP_FMT_MESH_MAX], mesh_coords[NP_FMT_MESH_MAX];
     char problems[512];           /* root attributes outside what the format allows, each
                                    * named with its value, what was expected and how it
                                    * was read ("complete is 2 (expected 0 or 1): read as
@@ -134,6 +138,12 @@ typedef struct np_dumpio_call_sink {
     void *user;
 } np_dumpio_call_sink;
 
+typedef struct np_dumpio_place_sink {
+    np_status (*begin)(void *user, size_t n_hint, np_error *err);
+    np_status (*rows)(void *user, np_place_rec *rows, size_t first, size_t n, np_error *err);
+    void *user;
+} np_dumpio_place_sink;
+
 /* Stream all rows of the entries (one per tensor leaf, in production
  * order) or the calls (one per call; none when !info.has_calls). Memory
  * does not grow with the table beyond what the sink keeps. */
@@ -142,6 +152,10 @@ np_status np_dumpio_calls(np_dumpio *d, const np_dumpio_call_sink *sink, np_erro
 /* All rows at once; *out is the caller's (free()), NULL when *n is 0. */
 np_status np_dumpio_read_entries(np_entry_rec **out, size_t *n, np_dumpio *d, np_error *err);
 np_status np_dumpio_read_calls(np_call_rec **out, size_t *n, np_dumpio *d, np_error *err);
+
+/* The placement rows (format version 2, /placements; none for a dump
+ * without them or a source without placements): *out is the caller's. */
+np_status np_dumpio_read_placements(np_place_rec **out, size_t *n, np_dumpio *d, np_error *err);
 
 /* ---- payloads ---- */
 
@@ -236,6 +250,17 @@ const char *np_dumpio_entry_problem(const np_dumpio_info *info, const np_entry_r
 /* Same for row `row` of /calls: seq equal to the row, kind api or module,
  * call and parent dotted names, text fields UTF-8 without control
  * characters. */
+/* Why placement row `p` of the file `info` describes is outside the format
+ * (docs/FORMAT.md, "/placements"): one placement per mesh dimension, each
+ * Shard(d) with d below global_ndim, Replicate() or Partial(sum); the leaf's
+ * row `e` (NULL: the row names no leaf of /entries) with the same ndim, and
+ * each dimension's shard [offset, offset + shape) inside global_shape, whole
+ * where nothing shards it; stage and micro_batch -1 or more. The message
+ * names the field; NULL when the row is sound. */
+const char *np_dumpio_place_problem(const np_dumpio_info *info, const np_place_rec *p,
+                                    const np_entry_rec *e, char *buf, size_t cap);
+/* Placement item k of p ("Shard(1)") into buf; returns buf ("" past the end). */
+const char *np_dumpio_place_item(const np_place_rec *p, int k, char *buf, size_t cap);
 const char *np_dumpio_call_problem(const np_dumpio_info *info, const np_call_rec *r, size_t row,
                                    char *buf, size_t cap);
 
@@ -283,6 +308,8 @@ struct np_dumpio_source {
     np_status (*payload)(np_dumpio_payload *out, void *h, const char *leaf, int64_t numel,
                          unsigned flags, np_dumpio_buf *buf, np_error *err);
     void (*close)(void *h);
+    /* The placement rows (may be NULL: a format without placements). */
+    np_status (*placements)(void *h, const np_dumpio_place_sink *sink, np_error *err);
     /* Run in a child process before the file is read: everything the reads
      * will ask a crash-prone library for (root attributes, tables, payload
      * layouts). 0 when it read, 1 when it refused the file cleanly. */

@@ -22,7 +22,8 @@ extern "C" {
 #endif
 
 #define NP_FMT_NAME "nprobe-dump"
-#define NP_FMT_VERSION 1
+#define NP_FMT_VERSION 1       /* what the probe writes for a dump without placements */
+#define NP_FMT_VERSION_MAX 2   /* readers take 1..2; 2: the mesh attributes and /placements */
 #define NP_FMT_FILE "dump.h5"
 
 #define NP_FMT_NAME_LEN 256   /* leaf, call, parent names, NUL-terminated */
@@ -52,10 +53,17 @@ extern "C" {
                                                        "closed", "open" or "not reached" */
 #define NP_FMT_ATTR_SCOPE_FIRST "scope_first"       /* string: the configured range's first call */
 #define NP_FMT_ATTR_SCOPE_LAST "scope_last"         /* string: its last call */
+#define NP_FMT_ATTR_MESH_DIMS "mesh_dims"         /* string, version 2: the mesh's dimension
+                                                       names, ","-separated ("dp,tp") */
+#define NP_FMT_ATTR_MESH_SHAPE "mesh_shape"       /* string, version 2: their sizes ("2,2") */
+#define NP_FMT_ATTR_MESH_COORDS "mesh_coords"     /* string, version 2: this rank's coordinates */
 #define NP_FMT_PARTIAL_SUFFIX ".partial"            /* a step in progress: dump.h5.partial */
 
 #define NP_FMT_ENTRIES "entries"
 #define NP_FMT_CALLS "calls"
+#define NP_FMT_PLACEMENTS "placements"            /* version 2: one row per placed leaf */
+#define NP_FMT_PLACE_LEN 96
+#define NP_FMT_MESH_MAX 4                         /* mesh dimensions at most */
 #define NP_FMT_DATA "data"
 #define NP_FMT_DATA_DTYPE_ATTR "dtype"
 
@@ -88,12 +96,28 @@ typedef struct np_call_rec {
     char callsite[NP_FMT_SITE_LEN];
 } np_call_rec;
 
+/* One row of /placements (format version 2): how leaf `name` of this rank
+ * lies in its logical tensor. `placements` has one item per mesh dimension,
+ * ","-separated, in DTensor's words: "Shard(d)" (split along logical dim d
+ * over that mesh dimension), "Replicate()" (a whole copy), "Partial(sum)"
+ * (the logical tensor is the sum over that mesh dimension). */
+typedef struct np_place_rec {
+    char name[NP_FMT_NAME_LEN];          /* a leaf of /entries */
+    char placements[NP_FMT_PLACE_LEN];   /* "Replicate(),Shard(0)" */
+    int32_t global_ndim;                 /* the logical tensor's ndim (= the leaf's) */
+    int64_t global_shape[NP_FMT_MAX_DIMS];
+    int64_t offset[NP_FMT_MAX_DIMS];     /* where this shard starts in the logical tensor */
+    int32_t stage;                       /* pipeline stage, -1: no pipeline */
+    int32_t micro_batch;                 /* micro-batch, -1: the whole batch */
+} np_place_rec;
+
 /* HDF5 type ids are int64_t (hid_t) in HDF5 >= 1.10; declared here without
  * including hdf5.h so this header stays dependency-free. Each returns a new
  * compound type id that the caller closes with H5Tclose, or a negative id on
  * failure. Field names equal the struct member names. */
 int64_t np_fmt_entry_h5type(void);
 int64_t np_fmt_call_h5type(void);
+int64_t np_fmt_place_h5type(void);
 
 /* Scalar attributes on an HDF5 object (`obj` is a hid_t). Strings are
  * written fixed-length NUL-terminated and read fixed or variable length
