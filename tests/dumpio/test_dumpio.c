@@ -284,13 +284,13 @@ static void test_errors(void)
     np_error_clear(&err);
     CHECK_EQ_INT(np_dumpio_open(&d, p, NULL, 0, &err), NP_ERR_INCOMPLETE);
     CHECK_CONTAINS(err.text, "incomplete step");
-    /* format version 2: NP_ERR_FORMAT, as every reader says it */
+    /* format version 3 (past NP_FMT_VERSION_MAX): NP_ERR_FORMAT, as every reader says it */
     path_of(p, sizeof p, "v2.h5");
     write_small(p, "statistics", 0, 0, 4, TW_CHUNKED, 1);
-    set_attr_i64(p, "format_version", 2);
+    set_attr_i64(p, "format_version", 3);
     np_error_clear(&err);
     CHECK_EQ_INT(np_dumpio_open(&d, p, NULL, 0, &err), NP_ERR_FORMAT);
-    CHECK_CONTAINS(err.text, "format version 2");
+    CHECK_CONTAINS(err.text, "format version 3");
     CHECK_STREQ(err.key, "format_version");
     CHECK(d == NULL);
     /* no such file */
