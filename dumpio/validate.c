@@ -318,97 +318,23 @@ const char *np_dumpio_call_problem(const np_dumpio_info *in, const np_call_rec *
     return NULL;
 }
 
-/* ---- placements (format version 2) --------------------------------------------- */
+/* ---- placements (format version 2): the check lives in common/place.c ---------- */
 
 const char *np_dumpio_place_item(const np_place_rec *p, int k, char *buf, size_t cap)
 {
-    const char *s = p->placements;
-    for (int i = 0; i < k && s; i++) {
-        s = strchr(s, ',');
-        if (s)
-            s++;
-    }
-    const char *c = s ? strchr(s, ',') : NULL;
-    size_t len = !s ? 0 : c ? (size_t)(c - s) : strlen(s);
-    snprintf(buf, cap, "%.*s", (int)len, s ? s : "");
-    return buf;
-}
-
-/* Item `it`: 'S' with *dim for Shard(dim), 'R', 'P'; 0 when not a placement. */
-static int place_kind(const char *it, int *dim)
-{
-    if (!strcmp(it, "Replicate()"))
-        return 'R';
-    if (!strcmp(it, "Partial(sum)"))
-        return 'P';
-    int d = -1, used = 0;
-    if (sscanf(it, "Shard(%d)%n", &d, &used) == 1 && used == (int)strlen(it) && d >= 0) {
-        *dim = d;
-        return 'S';
-    }
-    return 0;
-}
-
-static const char *place_say(char *buf, size_t cap, const np_place_rec *p, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static const char *place_say(char *buf, size_t cap, const np_place_rec *p, const char *fmt, ...)
-{
-    int u = snprintf(buf, cap, "placement of '%s': ", p->name);
-    va_list ap;
-    va_start(ap, fmt);
-    if (u >= 0 && (size_t)u < cap)
-        vsnprintf(buf + u, cap - (size_t)u, fmt, ap);
-    va_end(ap);
-    return buf;
+    return np_fmt_place_item(p, k, buf, cap);
 }
 
 const char *np_dumpio_place_problem(const np_dumpio_info *in, const np_place_rec *p,
                                     const np_entry_rec *e, char *buf, size_t cap)
 {
-    if (in->mesh_ndim < 1)
-        return place_say(buf, cap, p, "the file has no mesh (root attributes mesh_dims, "
-                                      "mesh_shape, mesh_coords) for its placements");
-    if (!e)
-        return place_say(buf, cap, p, "name is no leaf of /entries");
-    if (p->global_ndim != e->ndim || p->global_ndim < 0 || p->global_ndim > NP_FMT_MAX_DIMS)
-        return place_say(buf, cap, p, "global_ndim is %d, the leaf's ndim %d", p->global_ndim,
-                         e->ndim);
-    int n = 1;
-    for (const char *c = p->placements; *c; c++)
-        n += *c == ',';
-    if (n != in->mesh_ndim)
-        return place_say(buf, cap, p, "placements '%s' has %d item(s), the mesh %d dimension(s)",
-                         p->placements, n, in->mesh_ndim);
-    int64_t parts[NP_FMT_MAX_DIMS];
-    for (int d = 0; d < NP_FMT_MAX_DIMS; d++)
-        parts[d] = 1;
-    for (int k = 0; k < n; k++) {
-        char it[NP_FMT_PLACE_LEN];
-        int dim = -1;
-        int kind = place_kind(np_dumpio_place_item(p, k, it, sizeof it), &dim);
-        if (!kind)
-            return place_say(buf, cap, p, "placements item %d '%s' (mesh dimension %s) is not "
-                             "Shard(d), Replicate() or Partial(sum)", k, it, in->mesh_dims[k]);
-        if (kind == 'S' && dim >= p->global_ndim)
-            return place_say(buf, cap, p, "placements item %d '%s' shards dimension %d of a "
-                             "%d-dimensional tensor", k, it, dim, p->global_ndim);
-        if (kind == 'S')
-            parts[dim] *= in->mesh_shape[k];
+    np_fmt_mesh m;
+    memset(&m, 0, sizeof m);
+    m.ndim = in->mesh_ndim;
+    for (int k = 0; k < in->mesh_ndim && k < NP_FMT_MESH_MAX; k++) {
+        memcpy(m.dims[k], in->mesh_dims[k], sizeof m.dims[k]);
+        m.shape[k] = in->mesh_shape[k];
+        m.coords[k] = in->mesh_coords[k];
     }
-    for (int d = 0; d < p->global_ndim; d++) {
-        int64_t g = p->global_shape[d], o = p->offset[d], l = e->shape[d];
-        if (g < 0 || o < 0 || o + l > g)
-            return place_say(buf, cap, p, "offset[%d] %lld + the leaf's shape[%d] %lld is "
-                             "outside global_shape[%d] %lld", d, (long long)o, d, (long long)l,
-                             d, (long long)g);
-        if (parts[d] == 1 && (o != 0 || l != g))
-            return place_say(buf, cap, p, "dimension %d is not sharded but the leaf's shape[%d] "
-                             "%lld at offset %lld is not global_shape[%d] %lld", d, d,
-                             (long long)l, (long long)o, d, (long long)g);
-    }
-    if (p->stage < -1 || p->micro_batch < -1)
-        return place_say(buf, cap, p, "%s is %d (expected -1 or more)",
-                         p->stage < -1 ? "stage" : "micro_batch",
-                         p->stage < -1 ? p->stage : p->micro_batch);
-    return NULL;
+    return np_fmt_place_problem(&m, p, e ? e->ndim : -1, e ? e->shape : NULL, buf, cap);
 }

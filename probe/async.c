@@ -16,7 +16,7 @@
 
 #include "probe_internal.h"
 
-enum { M_WRAP = 1, M_STEP_BEGIN, M_CALL, M_ENTRY, M_ENTRY_BIG, M_STEP_END, M_STOP };
+enum { M_WRAP = 1, M_STEP_BEGIN, M_CALL, M_ENTRY, M_ENTRY_BIG, M_PLACE, M_STEP_END, M_STOP };
 
 #define ALIGN 16
 #define HDR 16
@@ -32,6 +32,7 @@ typedef struct step_msg {
     char task[32], level[16], framework[64], device[64], precision[16];
     int64_t step, rank, world_size;
     double loss_scale;
+    char mesh_dims[80], mesh_shape[96], mesh_coords[96];
 } step_msg;
 
 typedef struct entry_msg {
@@ -71,7 +72,8 @@ static void process(np_aw *a, const msg_hdr *h)
         const step_msg *m = (const step_msg *)(const void *)body;
         np_h5w_step_info in = {m->task, m->level,      m->framework,  m->device,
                                m->precision, m->step, m->rank, m->world_size,
-                               m->loss_scale};
+                               m->loss_scale, m->mesh_dims, m->mesh_shape,
+                               m->mesh_coords};
         st = np_h5w_step_begin(a->w, &in, &a->err);
         break;
     }
@@ -88,6 +90,9 @@ static void process(np_aw *a, const msg_hdr *h)
         st = np_h5w_entry(a->w, &m->rec, m->data, &a->err);
         break;
     }
+    case M_PLACE:
+        st = np_h5w_place(a->w, (const np_place_rec *)(const void *)body, &a->err);
+        break;
     case M_STEP_END:
         st = np_h5w_step_end(a->w, h->len >= HDR + sizeof(np_h5w_scope)
                                        ? (const np_h5w_scope *)(const void *)body : NULL,
@@ -250,6 +255,9 @@ np_status np_aw_step_begin(np_aw *a, const np_h5w_step_info *in, np_error *err)
     m.rank = in->rank;
     m.world_size = in->world_size;
     m.loss_scale = in->loss_scale;
+    snprintf(m.mesh_dims, sizeof m.mesh_dims, "%s", in->mesh_dims ? in->mesh_dims : "");
+    snprintf(m.mesh_shape, sizeof m.mesh_shape, "%s", in->mesh_shape ? in->mesh_shape : "");
+    snprintf(m.mesh_coords, sizeof m.mesh_coords, "%s", in->mesh_coords ? in->mesh_coords : "");
     return put(a, M_STEP_BEGIN, &m, sizeof m, err);
 }
 
@@ -298,6 +306,11 @@ np_status np_aw_entry(np_aw *a, const np_entry_rec *rec, const void *data, size_
         memcpy(p + m.data_off, data, nbytes);
     commit(a, p, M_ENTRY, 0, round_up(m.data_off + nbytes));
     return NP_OK;
+}
+
+np_status np_aw_place(np_aw *a, const np_place_rec *rec, np_error *err)
+{
+    return put(a, M_PLACE, rec, sizeof *rec, err);
 }
 
 np_status np_aw_step_end(np_aw *a, const np_h5w_scope *scope, np_error *err)

@@ -93,6 +93,9 @@ struct np_h5w {
     np_out out;              /* the step file, created exclusively (common/outfile.c) */
     int lock_fd;             /* the step's rank folder, locked while in a step, or -1 */
     np_h5w_totals tot;
+    int has_mesh;            /* the step is format version 2 */
+    np_place_rec *places;    /* the step's /placements rows, written at its end */
+    size_t np, capp;
     int blocks;              /* full row blocks appended since the last flush */
 };
 
@@ -470,6 +473,7 @@ void np_h5w_abandon(np_h5w *w)
     close_handles(w);
     w->in_step = 0;
     w->en = w->cn = 0;
+    w->np = 0; /* placements are written at the step's end only: a .partial has none */
 }
 
 void np_h5w_free(np_h5w *w)
@@ -489,6 +493,7 @@ void np_h5w_free(np_h5w *w)
     free(w->root);
     free(w->ebuf);
     free(w->cbuf);
+    free(w->places);
     free(w);
 }
 
@@ -610,6 +615,34 @@ static np_status claim_step(np_h5w *w, const char *dir, np_error *err)
     return st;
 }
 
+/* The root attributes of a new step file (docs/FORMAT.md), complete=0 aside. */
+static herr_t root_attrs(np_h5w *w, const np_h5w_step_info *in)
+{
+    herr_t e = 0;
+    e |= attr_str(w->file, NP_FMT_ATTR_FORMAT, NP_FMT_NAME);
+    /* Version 2 only for a step with a mesh (and so maybe placements): a
+     * plain dump stays version 1 for readers that know nothing else. */
+    w->has_mesh = in->mesh_dims && in->mesh_dims[0];
+    w->np = 0;
+    e |= attr_i64(w->file, NP_FMT_ATTR_FORMAT_VERSION, w->has_mesh ? 2 : NP_FMT_VERSION);
+    e |= attr_str(w->file, NP_FMT_ATTR_NPROBE_VERSION, NP_VERSION_STRING);
+    e |= attr_str(w->file, NP_FMT_ATTR_TASK, in->task);
+    e |= attr_str(w->file, NP_FMT_ATTR_LEVEL, in->level);
+    e |= attr_str(w->file, NP_FMT_ATTR_FRAMEWORK, in->framework);
+    e |= attr_str(w->file, NP_FMT_ATTR_DEVICE, in->device);
+    e |= attr_str(w->file, NP_FMT_ATTR_PRECISION, in->precision);
+    e |= attr_i64(w->file, NP_FMT_ATTR_STEP, in->step);
+    e |= attr_i64(w->file, NP_FMT_ATTR_RANK, in->rank);
+    e |= attr_i64(w->file, NP_FMT_ATTR_WORLD_SIZE, in->world_size);
+    e |= np_h5_attr_set_f64(w->file, NP_FMT_ATTR_LOSS_SCALE, in->loss_scale > 0 ? in->loss_scale : 1.0);
+    if (w->has_mesh) {
+        e |= attr_str(w->file, NP_FMT_ATTR_MESH_DIMS, in->mesh_dims);
+        e |= attr_str(w->file, NP_FMT_ATTR_MESH_SHAPE, in->mesh_shape);
+        e |= attr_str(w->file, NP_FMT_ATTR_MESH_COORDS, in->mesh_coords);
+    }
+    return e;
+}
+
 np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err)
 {
     if (w->in_step)
@@ -696,19 +729,7 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *in, np_error *err
     w->e_rows = w->c_rows = 0;
     w->en = w->cn = 0;
 
-    herr_t e = 0;
-    e |= attr_str(w->file, NP_FMT_ATTR_FORMAT, NP_FMT_NAME);
-    e |= attr_i64(w->file, NP_FMT_ATTR_FORMAT_VERSION, NP_FMT_VERSION);
-    e |= attr_str(w->file, NP_FMT_ATTR_NPROBE_VERSION, NP_VERSION_STRING);
-    e |= attr_str(w->file, NP_FMT_ATTR_TASK, in->task);
-    e |= attr_str(w->file, NP_FMT_ATTR_LEVEL, in->level);
-    e |= attr_str(w->file, NP_FMT_ATTR_FRAMEWORK, in->framework);
-    e |= attr_str(w->file, NP_FMT_ATTR_DEVICE, in->device);
-    e |= attr_str(w->file, NP_FMT_ATTR_PRECISION, in->precision);
-    e |= attr_i64(w->file, NP_FMT_ATTR_STEP, in->step);
-    e |= attr_i64(w->file, NP_FMT_ATTR_RANK, in->rank);
-    e |= attr_i64(w->file, NP_FMT_ATTR_WORLD_SIZE, in->world_size);
-    e |= np_h5_attr_set_f64(w->file, NP_FMT_ATTR_LOSS_SCALE, in->loss_scale > 0 ? in->loss_scale : 1.0);
+    herr_t e = root_attrs(w, in);
     e |= attr_i64(w->file, NP_FMT_ATTR_COMPLETE, 0);
     if (e < 0) {
         np_status st = h5fail(err, w->partial, "writing the root attributes");
@@ -950,6 +971,44 @@ np_status np_h5w_entry(np_h5w *w, const np_entry_rec *rec, const void *data, np_
     return NP_OK;
 }
 
+np_status np_h5w_place(np_h5w *w, const np_place_rec *rec, np_error *err)
+{
+    if (!w->in_step || !w->has_mesh)
+        return np_error_set(err, NP_ERR_INTERNAL, NULL, rec->name,
+                            "placement outside a step with a mesh");
+    if (w->np == w->capp) {
+        size_t cap = w->capp ? 2 * w->capp : 64;
+        np_place_rec *t = realloc(w->places, cap * sizeof *t);
+        if (!t)
+            return np_error_set(err, NP_ERR_NOMEM, NULL, rec->name, "out of memory");
+        w->places = t;
+        w->capp = cap;
+    }
+    w->places[w->np++] = *rec;
+    return NP_OK;
+}
+
+/* The step's placement rows as /placements (none: no table). */
+static np_status write_places(np_h5w *w, np_error *err)
+{
+    if (w->np == 0)
+        return NP_OK;
+    hid_t mt = (hid_t)np_fmt_place_h5type();
+    hid_t ft = mt >= 0 ? H5Tcopy(mt) : -1;
+    herr_t e = ft >= 0 ? H5Tpack(ft) : -1;
+    hid_t ds = e >= 0 ? table(w->file, NP_FMT_PLACEMENTS, ft, w->compression) : -1;
+    hsize_t rows = 0;
+    e = ds >= 0 ? append(ds, mt, H5P_DEFAULT, &rows, w->places, (int)w->np) : -1;
+    if (ds >= 0)
+        H5Dclose(ds);
+    if (ft >= 0)
+        H5Tclose(ft);
+    if (mt >= 0)
+        H5Tclose(mt);
+    w->np = 0;
+    return e < 0 ? h5fail(err, w->partial, "writing /placements") : NP_OK;
+}
+
 np_status np_h5w_step_end(np_h5w *w, const np_h5w_scope *scope, np_error *err)
 {
     if (!w->in_step)
@@ -957,6 +1016,8 @@ np_status np_h5w_step_end(np_h5w *w, const np_h5w_scope *scope, np_error *err)
     np_status st = staged_done(w, err);
     if (!st)
         st = write_rows(w, err);
+    if (!st)
+        st = write_places(w, err);
     if (!st && scope &&
         (attr_str(w->file, NP_FMT_ATTR_SCOPE, scope->state) < 0 ||
          attr_str(w->file, NP_FMT_ATTR_SCOPE_FIRST, scope->first) < 0 ||

@@ -87,6 +87,24 @@ struct np_probe {
     unsigned char *arena;
     size_t arena_n, arena_cap;
     int embed_keep;      /* the current call overflowed: its leaves go out directly */
+    /* the device mesh (np_probe_set_mesh) for the steps begun from now on,
+     * and the one of the step in progress (its placements are checked
+     * against it); ndim 0: none (the step file is format version 1) */
+    np_fmt_mesh mesh, step_mesh;
+    char mesh_str[3][96], step_mesh_str[3][96]; /* dims, shape, coords as written */
+    /* the leaves of the step with a mesh (name -> index in pleaves), and the
+     * placements given for them; those of leaves written go to the file when
+     * the step ends */
+    np_strmap pleaf_map;
+    np_arena pnames;
+    struct place_leaf {
+        int ndim, emitted, placed;
+        int64_t shape[NP_FMT_MAX_DIMS];
+    } *pleaves;
+    int npleaves, cappleaves;
+    np_place_rec *places;
+    int *place_leaf;
+    int nplaces, capplaces;
 };
 
 #define LOCK(p) pthread_mutex_lock(&(p)->mu)
@@ -112,7 +130,8 @@ static np_status w_step_begin(np_probe *p, np_error *e)
 {
     np_h5w_step_info in = {np_probe_task_name(p->cfg->task), np_probe_level_name(p->cfg->level),
                            p->framework, p->device, p->precision, p->step, p->rank,
-                           p->world_size, p->loss_scale};
+                           p->world_size, p->loss_scale,
+                           p->step_mesh_str[0], p->step_mesh_str[1], p->step_mesh_str[2]};
     return p->aw ? np_aw_step_begin(p->aw, &in, e) : np_h5w_step_begin(p->w, &in, e);
 }
 
@@ -125,6 +144,11 @@ static np_status w_entry(np_probe *p, const np_entry_rec *r, const void *d, size
                          np_error *e)
 {
     return p->aw ? np_aw_entry(p->aw, r, d, n, e) : np_h5w_entry(p->w, r, d, e);
+}
+
+static np_status w_place(np_probe *p, const np_place_rec *r, np_error *e)
+{
+    return p->aw ? np_aw_place(p->aw, r, e) : np_h5w_place(p->w, r, e);
 }
 
 static np_status w_step_end(np_probe *p, np_error *e)
@@ -340,6 +364,58 @@ static void begin_call_rec(np_probe *p, const char *name, int is_module, const c
     p->call_emitted = 0;
 }
 
+/* ---- placements (a step with a mesh) ---------------------------------------- */
+
+/* Leaf `r` of a step with a mesh: its shape kept for np_probe_place's check,
+ * `emitted` when its row went to the writer. Out of memory: not kept (a
+ * placement given for it is then refused as for a leaf not dumped). */
+static void place_note(np_probe *p, const np_entry_rec *r, int emitted)
+{
+    if (!p->pleaf_map.cap && np_strmap_init(&p->pleaf_map, 64) != 0)
+        return;
+    int i = np_strmap_get(&p->pleaf_map, r->name);
+    if (i < 0) {
+        if (p->npleaves == p->cappleaves) {
+            int cap = p->cappleaves ? 2 * p->cappleaves : 64;
+            struct place_leaf *t = realloc(p->pleaves, (size_t)cap * sizeof *t);
+            if (!t)
+                return;
+            p->pleaves = t;
+            p->cappleaves = cap;
+        }
+        const char *copy = np_arena_put(&p->pnames, r->name, strlen(r->name));
+        if (!copy || np_strmap_put(&p->pleaf_map, copy, p->npleaves) != 0)
+            return;
+        i = p->npleaves++;
+        memset(&p->pleaves[i], 0, sizeof p->pleaves[i]);
+    }
+    struct place_leaf *l = &p->pleaves[i];
+    l->ndim = r->ndim;
+    memcpy(l->shape, r->shape, sizeof l->shape);
+    l->emitted |= emitted;
+}
+
+/* The step's placements of the leaves written, to the writer (before the
+ * step ends). */
+static np_status places_flush(np_probe *p, np_error *e)
+{
+    for (int i = 0; i < p->nplaces; i++) {
+        if (!p->pleaves[p->place_leaf[i]].emitted)
+            continue; /* overflow_check dropped the leaf's call */
+        np_status st = w_place(p, &p->places[i], e);
+        if (st)
+            return st;
+    }
+    return NP_OK;
+}
+
+static void places_clear(np_probe *p)
+{
+    p->nplaces = p->npleaves = 0;
+    np_arena_reset(&p->pnames);
+    np_strmap_clear(&p->pleaf_map);
+}
+
 /* Write the call row (once) and the buffered/one entry row. */
 static int emit_call(np_probe *p)
 {
@@ -370,6 +446,8 @@ static int emit_entry(np_probe *p, np_entry_rec *r, const void *data, size_t nby
         fail(p, &e);
         return 0;
     }
+    if (p->step_mesh.ndim)
+        place_note(p, r, 1);
     return 1;
 }
 
@@ -415,6 +493,7 @@ static void leaves_clear(np_probe *p)
 {
     np_arena_reset(&p->names);
     np_strmap_clear(&p->leaf_set);
+    places_clear(p);
 }
 
 static void leaves_free(np_probe *p)
@@ -422,6 +501,11 @@ static void leaves_free(np_probe *p)
     leaves_clear(p);
     np_arena_free(&p->names);
     np_strmap_free(&p->leaf_set);
+    np_arena_free(&p->pnames);
+    np_strmap_free(&p->pleaf_map);
+    free(p->pleaves);
+    free(p->places);
+    free(p->place_leaf);
 }
 
 /* ---- overflow_check through the embedding API ----------------------------- */
@@ -509,7 +593,7 @@ static void end_step(np_probe *p)
     if (p->in_step && p->file_open) {
         np_error e;
         np_error_clear(&e);
-        if (w_step_end(p, &e))
+        if (places_flush(p, &e) || w_step_end(p, &e))
             fail(p, &e);
         else if (p->cfg->n_scope == 2) {
             p->scope_steps++;
@@ -532,6 +616,8 @@ static void begin_step(np_probe *p, int step)
         end_step(p);
     p->in_step = 1;
     p->step = step;
+    p->step_mesh = p->mesh;
+    memcpy(p->step_mesh_str, p->mesh_str, sizeof p->step_mesh_str);
     p->seq = 0;
     p->scope_state = 0;
     p->file_open = 0;
@@ -895,6 +981,8 @@ static np_status embed_leaf(np_probe *p, const char *call, np_role role, const c
     }
     if (sv != v)
         rec_shape(&r, v); /* read as its block: recorded with its own shape */
+    if (p->step_mesh.ndim)
+        place_note(p, &r, 0);
     if (p->cfg->task == NP_TASK_OVERFLOW_CHECK)
         overflow_leaf(p, &r, t ? t->data : NULL, t ? np_tensor_nbytes(t) : 0);
     else
@@ -1081,6 +1169,158 @@ np_status np_probe_set_meta(np_probe *p, const np_probe_meta *meta, np_error *er
     apply_meta(p, meta);
     UNLOCK(p);
     return NP_OK;
+}
+
+/* ---- the mesh and placements (format version 2) ----------------------------------- */
+
+/* Why dimension name `s` cannot be written (NULL: it can). */
+static const char *mesh_name_problem(const char *s)
+{
+    if (!s || !s[0])
+        return "is empty";
+    if (strlen(s) > 15)
+        return "is longer than 15 bytes";
+    for (const char *c = s; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+              (*c >= '0' && *c <= '9') || *c == '_'))
+            return "holds a character other than a letter, a digit or '_'";
+    return NULL;
+}
+
+static np_status mesh_check(const np_probe *p, int ndim, const char *const *dim_names,
+                            const int64_t *shape, const int64_t *coords, np_error *err)
+{
+    if (ndim < 0 || ndim > NP_FMT_MESH_MAX)
+        return np_error_set(err, NP_ERR_ARG, NULL, "ndim",
+                            "mesh: ndim %d, expected 0 (no mesh) to %d", ndim, NP_FMT_MESH_MAX);
+    if (ndim > 0 && (!dim_names || !shape || !coords))
+        return np_error_set(err, NP_ERR_ARG, NULL, NULL,
+                            "mesh: dim_names, shape and coords are needed");
+    int64_t size = 1;
+    for (int k = 0; k < ndim; k++) {
+        const char *why = mesh_name_problem(dim_names[k]);
+        if (why)
+            return np_error_set(err, NP_ERR_ARG, NULL, "dim_names",
+                                "mesh: dimension %d's name '%s' %s", k,
+                                dim_names[k] ? dim_names[k] : "", why);
+        for (int j = 0; j < k; j++)
+            if (!strcmp(dim_names[j], dim_names[k]))
+                return np_error_set(err, NP_ERR_ARG, NULL, "dim_names",
+                                    "mesh: dimension name '%s' given twice", dim_names[k]);
+        if (shape[k] < 1 || shape[k] > (int64_t)1 << 30)
+            return np_error_set(err, NP_ERR_ARG, NULL, "shape",
+                                "mesh: dimension %s has size %lld (expected 1 or more)",
+                                dim_names[k], (long long)shape[k]);
+        if (coords[k] < 0 || coords[k] >= shape[k])
+            return np_error_set(err, NP_ERR_ARG, NULL, "coords",
+                                "mesh: coordinate %lld on dimension %s is outside 0..%lld",
+                                (long long)coords[k], dim_names[k], (long long)shape[k] - 1);
+        size *= shape[k];
+    }
+    if (ndim > 0 && size != p->world_size)
+        return np_error_set(err, NP_ERR_ARG, NULL, "shape",
+                            "mesh: its shape holds %lld ranks, the world size is %d (set the "
+                            "rank and world size with np_probe_set_meta first)",
+                            (long long)size, p->world_size);
+    return NP_OK;
+}
+
+np_status np_probe_set_mesh(np_probe *p, int ndim, const char *const *dim_names,
+                            const int64_t *shape, const int64_t *coords, np_error *err)
+{
+    if (!p)
+        return np_error_set(err, NP_ERR_ARG, NULL, NULL, "no probe");
+    LOCK(p);
+    np_status st = mesh_check(p, ndim, dim_names, shape, coords, err);
+    if (st == NP_OK) {
+        memset(&p->mesh, 0, sizeof p->mesh);
+        memset(p->mesh_str, 0, sizeof p->mesh_str);
+        p->mesh.ndim = ndim;
+        for (int k = 0; k < ndim; k++) {
+            snprintf(p->mesh.dims[k], sizeof p->mesh.dims[k], "%s", dim_names[k]);
+            p->mesh.shape[k] = shape[k];
+            p->mesh.coords[k] = coords[k];
+            const char *sep = k ? "," : "";
+            size_t n0 = strlen(p->mesh_str[0]), n1 = strlen(p->mesh_str[1]),
+                   n2 = strlen(p->mesh_str[2]);
+            snprintf(p->mesh_str[0] + n0, sizeof p->mesh_str[0] - n0, "%s%s", sep, dim_names[k]);
+            snprintf(p->mesh_str[1] + n1, sizeof p->mesh_str[1] - n1, "%s%lld", sep,
+                     (long long)shape[k]);
+            snprintf(p->mesh_str[2] + n2, sizeof p->mesh_str[2] - n2, "%s%lld", sep,
+                     (long long)coords[k]);
+        }
+    }
+    UNLOCK(p);
+    return st;
+}
+
+/* np_probe_place with the lock held. */
+static np_status place_locked(np_probe *p, const char *call, np_role role, const char *key,
+                              const np_place_rec *rec, np_error *err)
+{
+    if (p->closed)
+        return np_error_set(err, NP_ERR_ARG, NULL, NULL, "the probe is closed");
+    if (!p->in_step)
+        return np_error_set(err, NP_ERR_ARG, NULL, call,
+                            "no step has begun (call np_probe_step_begin first)");
+    if (!p->step_selected || p->dump_off)
+        return NP_OK; /* nothing of this step is written */
+    char full[3 * NP_FMT_NAME_LEN];
+    if (join3(full, sizeof full, call, np_role_name(role), key) >= NP_FMT_NAME_LEN)
+        return np_error_set(err, NP_ERR_ARG, NULL, full, "placement of %.80s...: no leaf has "
+                            "so long a name", full);
+    if (p->step_mesh.ndim == 0)
+        return np_error_set(err, NP_ERR_ARG, NULL, full,
+                            "placement of '%s': step %d has no mesh (call np_probe_set_mesh "
+                            "before the step begins)", full, p->step);
+    int i = p->pleaf_map.cap ? np_strmap_get(&p->pleaf_map, full) : -1;
+    if (i < 0) {
+        if (p->leaf_set.cap && np_strmap_get(&p->leaf_set, full) >= 0)
+            return NP_OK; /* dumped but not selected (level, scope, list, data_mode) */
+        return np_error_set(err, NP_ERR_ARG, NULL, full,
+                            "placement of '%s': no such tensor was dumped in step %d "
+                            "(np_probe_place follows the np_probe_dump* of its leaf)", full,
+                            p->step);
+    }
+    if (p->pleaves[i].placed)
+        return np_error_set(err, NP_ERR_ARG, NULL, full,
+                            "placement of '%s': given twice in step %d", full, p->step);
+    np_place_rec row = *rec;
+    np_fmt_copy_name(row.name, NP_FMT_NAME_LEN, full);
+    char why[600];
+    if (np_fmt_place_problem(&p->step_mesh, &row, p->pleaves[i].ndim, p->pleaves[i].shape,
+                             why, sizeof why))
+        return np_error_set(err, NP_ERR_ARG, NULL, full, "%s (refused, the step goes on)", why);
+    if (p->nplaces == p->capplaces) {
+        int cap = p->capplaces ? 2 * p->capplaces : 64;
+        np_place_rec *t = realloc(p->places, (size_t)cap * sizeof *t);
+        if (t)
+            p->places = t;
+        int *u = realloc(p->place_leaf, (size_t)cap * sizeof *u);
+        if (u)
+            p->place_leaf = u;
+        if (!t || !u)
+            return np_error_set(err, NP_ERR_NOMEM, NULL, full, "out of memory");
+        p->capplaces = cap;
+    }
+    p->places[p->nplaces] = row;
+    p->place_leaf[p->nplaces++] = i;
+    p->pleaves[i].placed = 1;
+    return NP_OK;
+}
+
+np_status np_probe_place(np_probe *p, const char *call, np_role role, const char *key,
+                         const np_place_rec *rec, np_error *err)
+{
+    np_status st = leaf_args_ok(p, call, role, rec, "placement", err);
+    if (st)
+        return st;
+    if (!call[0] || !key || !key[0])
+        return np_error_set(err, NP_ERR_ARG, NULL, call, "a call name and a key are needed");
+    LOCK(p);
+    st = place_locked(p, call, role, key, rec, err);
+    UNLOCK(p);
+    return st;
 }
 
 int np_probe_selects(np_probe *p, int step)

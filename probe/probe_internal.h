@@ -101,6 +101,9 @@ typedef struct np_h5w_step_info {
     const char *task, *level, *framework, *device, *precision;
     int64_t step, rank, world_size;
     double loss_scale; /* the factor the step's gradients carry (root attribute loss_scale) */
+    /* the device mesh (format version 2, root attributes mesh_dims, mesh_shape,
+     * mesh_coords: ","-separated), or NULL/"" for none (format version 1) */
+    const char *mesh_dims, *mesh_shape, *mesh_coords;
 } np_h5w_step_info;
 
 typedef struct np_h5w_totals {
@@ -114,6 +117,9 @@ np_status np_h5w_step_begin(np_h5w *w, const np_h5w_step_info *info, np_error *e
 np_status np_h5w_call(np_h5w *w, const np_call_rec *rec, np_error *err);
 /* One /entries row; `data` (may be NULL) is written as /data/{rec->name}. */
 np_status np_h5w_entry(np_h5w *w, const np_entry_rec *rec, const void *data, np_error *err);
+/* One /placements row (a step with a mesh only); the rows are kept and
+ * written as the table when the step ends. */
+np_status np_h5w_place(np_h5w *w, const np_place_rec *rec, np_error *err);
 /* Flush rows and HDF5 metadata so the partial file reads up to here. */
 np_status np_h5w_flush(np_h5w *w, np_error *err);
 /* Remove dump.h5 and dump.h5.partial of a step and rank if they exist (a
@@ -164,6 +170,7 @@ np_status np_aw_call(np_aw *a, const np_call_rec *rec, np_error *err);
  * O_DIRECT without another copy. */
 np_status np_aw_entry(np_aw *a, const np_entry_rec *rec, const void *data, size_t nbytes,
                       np_error *err);
+np_status np_aw_place(np_aw *a, const np_place_rec *rec, np_error *err);
 np_status np_aw_step_end(np_aw *a, const np_h5w_scope *scope, np_error *err);
 /* Wait until everything queued is written; returns the writer's error. */
 np_status np_aw_drain(np_aw *a, np_error *err);

@@ -250,19 +250,20 @@ const char *np_dumpio_entry_problem(const np_dumpio_info *info, const np_entry_r
 /* Same for row `row` of /calls: seq equal to the row, kind api or module,
  * call and parent dotted names, text fields UTF-8 without control
  * characters. */
+const char *np_dumpio_call_problem(const np_dumpio_info *info, const np_call_rec *r, size_t row,
+                                   char *buf, size_t cap);
 /* Why placement row `p` of the file `info` describes is outside the format
  * (docs/FORMAT.md, "/placements"): one placement per mesh dimension, each
  * Shard(d) with d below global_ndim, Replicate() or Partial(sum); the leaf's
  * row `e` (NULL: the row names no leaf of /entries) with the same ndim, and
  * each dimension's shard [offset, offset + shape) inside global_shape, whole
  * where nothing shards it; stage and micro_batch -1 or more. The message
- * names the field; NULL when the row is sound. */
+ * names the field; NULL when the row is sound. The check is common/place.c's
+ * np_fmt_place_problem, the one the writer (np_probe_place) makes. */
 const char *np_dumpio_place_problem(const np_dumpio_info *info, const np_place_rec *p,
                                     const np_entry_rec *e, char *buf, size_t cap);
 /* Placement item k of p ("Shard(1)") into buf; returns buf ("" past the end). */
 const char *np_dumpio_place_item(const np_place_rec *p, int k, char *buf, size_t cap);
-const char *np_dumpio_call_problem(const np_dumpio_info *info, const np_call_rec *r, size_t row,
-                                   char *buf, size_t cap);
 
 /* ==== many files: crash-isolated walks ahead of the reads ================= */
 

@@ -111,6 +111,28 @@ typedef struct np_place_rec {
     int32_t micro_batch;                 /* micro-batch, -1: the whole batch */
 } np_place_rec;
 
+/* A device mesh as a dump file states it (format version 2): `ndim` named
+ * dimensions (0: no mesh), their sizes and this rank's coordinates. */
+typedef struct np_fmt_mesh {
+    int ndim;
+    char dims[NP_FMT_MESH_MAX][16];
+    int64_t shape[NP_FMT_MESH_MAX], coords[NP_FMT_MESH_MAX];
+} np_fmt_mesh;
+
+/* Why placement row `p` is outside the format (docs/FORMAT.md,
+ * "/placements") for a file with mesh `m` whose leaf p->name has `ndim`
+ * dimensions of `shape` (ndim < 0: the row names no leaf): the message
+ * names the leaf and the field; NULL when the row is sound. The one check
+ * the writer (np_probe_place) and the readers (np_dumpio_place_problem)
+ * share. */
+const char *np_fmt_place_problem(const np_fmt_mesh *m, const np_place_rec *p, int ndim,
+                                 const int64_t *shape, char *buf, size_t cap);
+/* Placement item k of p ("Shard(1)") into buf; returns buf ("" past the end). */
+const char *np_fmt_place_item(const np_place_rec *p, int k, char *buf, size_t cap);
+/* Item `item`: 'S' with *dim set for Shard(dim), 'R' for Replicate(), 'P'
+ * for Partial(sum); 0 when it is none of them. */
+int np_fmt_place_kind(const char *item, int *dim);
+
 /* HDF5 type ids are int64_t (hid_t) in HDF5 >= 1.10; declared here without
  * including hdf5.h so this header stays dependency-free. Each returns a new
  * compound type id that the caller closes with H5Tclose, or a negative id on

@@ -141,7 +141,7 @@ np_status np_probe_step_end(np_probe *p, np_error *err);
 /* libnprobe (the shared library): its version ("0.1.0") and ABI level.
  * NP_LIB_ABI grows when functions or struct fields are added; a loader built
  * against level N works with any library of level >= N and the same soname. */
-#define NP_LIB_ABI 3
+#define NP_LIB_ABI 4
 const char *np_lib_version(void);
 int np_lib_abi(void);
 
@@ -246,6 +246,37 @@ np_status np_probe_dump_call(np_probe *p, const char *call, const char *parent,
  * autocast region) after the probe is opened. The config's rank selection
  * is applied to the new rank. */
 np_status np_probe_set_meta(np_probe *p, const np_probe_meta *meta, np_error *err);
+
+/* ---- parallel layouts: the device mesh and placements (format version 2) -- */
+
+/* The device mesh this rank is part of, for the step files begun from now
+ * on (root attributes mesh_dims, mesh_shape, mesh_coords; docs/FORMAT.md):
+ * `ndim` dimensions (1..4; 0 removes the mesh) named dim_names[k] (letters,
+ * digits, '_', at most 15 bytes, distinct: "dp", "tp", "pp"), of sizes
+ * shape[k], this rank at coords[k] (0 <= coords[k] < shape[k]). The sizes
+ * must multiply to the world size (np_probe_meta / np_probe_set_meta: set
+ * it first). A step file with a mesh is written as format version 2, one
+ * without as version 1. NP_ERR_ARG naming the field when refused (the
+ * mesh then stays as it was). */
+np_status np_probe_set_mesh(np_probe *p, int ndim, const char *const *dim_names,
+                            const int64_t *shape, const int64_t *coords, np_error *err);
+
+/* Record how leaf "{call}.{role}.{key}" - the one np_probe_dump*(p, call,
+ * role, key, ...) wrote in the current step, called after it - lies in its
+ * logical tensor: a /placements row (nprobe/format.h np_place_rec) with one
+ * placement per mesh dimension ("Shard(d)", "Replicate()", "Partial(sum)",
+ * ","-separated in the mesh's order), the logical tensor's global_ndim and
+ * global_shape, this shard's offset, the pipeline stage and micro-batch
+ * (-1: none). rec->name is ignored (the probe fills it). The step must have
+ * a mesh (np_probe_set_mesh before it began). The row is checked against
+ * the mesh and the leaf as readers check it; a bad one is refused with
+ * NP_ERR_ARG naming the leaf and the field, the step goes on. A leaf that
+ * was not selected (level, scope, list, data_mode, step or rank) is
+ * accepted and nothing is written; a leaf never dumped in this step, or
+ * placed twice, is refused. The rows go to the file when the step ends (a
+ * .partial step file has none). */
+np_status np_probe_place(np_probe *p, const char *call, np_role role, const char *key,
+                         const np_place_rec *rec, np_error *err);
 
 /* What step `step` would select, known before it begins: bit 1 API calls,
  * bit 2 module calls (and parameter gradients), bit 4 callsites wanted
