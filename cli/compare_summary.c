@@ -19,6 +19,8 @@ static void failing_line(const np_cmp_pair *p)
         printf("; incomplete step");
     else if (p->dump_defects)
         printf("; dump defect (see the notes)");
+    else if (p->replica_diffs)
+        printf("; replicas differ (see the notes)");
     else
         printf("; no culprit");
     printf("\n");
@@ -61,7 +63,7 @@ void np_compare_summary(const np_cmp_result *r)
         steps += i == 0 || p->step != last_step;
         last_step = p->step;
         failing += p->count_verdict[NP_VERDICT_ERROR] || p->bench_incomplete || p->cmp_incomplete ||
-                   p->dump_defects;
+                   p->dump_defects || p->replica_diffs;
         if (!note && p->notes[0])
             note = p->notes;
     }
@@ -75,7 +77,7 @@ void np_compare_summary(const np_cmp_result *r)
     for (size_t i = 0; i < r->n_pairs && shown < NP_SUMMARY_MAX_LINES; i++) {
         const np_cmp_pair *p = &r->pairs[i];
         if (p->count_verdict[NP_VERDICT_ERROR] || p->bench_incomplete || p->cmp_incomplete ||
-            p->dump_defects) {
+            p->dump_defects || p->replica_diffs) {
             failing_line(p);
             shown++;
         }

@@ -518,9 +518,6 @@ typedef struct pair_files {
 
 /* ---- the stages of one pair (stages.h) -------------------------------- */
 
-/* No assembler yet (issue 25's compare/assemble.c sets this). */
-const cmp_assemble_fn cmp_assembler = NULL;
-
 static np_status names_oom(const cmp_run *r, np_error *err)
 {
     return np_error_set(err, NP_ERR_NOMEM, r->bench_ref->path, NULL,
@@ -581,7 +578,9 @@ static int when_assembler(const cmp_run *r)
     return cmp_assembler != NULL;
 }
 
-/* assemble: shards into logical rows (stages.h). */
+static void assembly_note(void *p, const char *text) { note(p, "%s", text); }
+
+/* assemble: shards into logical rows (stages.h, assemble.c). */
 static np_status stage_assemble(cmp_run *r, np_error *err)
 {
     cmp_pair_priv *pv = r->pv;
@@ -592,6 +591,8 @@ static np_status stage_assemble(cmp_run *r, np_error *err)
     pv->cmp_entries = r->cd.entries;
     if (st != NP_OK)
         return st;
+    r->p->replica_diffs = (int)(cmp_assembly_notes(&r->bd, assembly_note, r->p) +
+                                cmp_assembly_notes(&r->cd, assembly_note, r->p));
     np_strmap_free(&r->bench_names);
     return cmp_names_map(&r->bench_names, &r->bd) != 0 ? names_oom(r, err) : NP_OK;
 }
@@ -967,6 +968,32 @@ static np_status number_single_file(side_files *s, const char *input, np_error *
     return st;
 }
 
+/* A side whose files carry a device mesh (format version 2) is a sharded
+ * layout: its ranks of a step are one logical step, assembled from all of
+ * them (assemble.c), so it pairs by step through its lowest rank. */
+static void fold_sharded(side_files *s)
+{
+    size_t i = 0;
+    while (i < s->n && s->u[i].temp_only)
+        i++;
+    if (i == s->n)
+        return;
+    np_dumpio *d = NULL;
+    np_error e;
+    np_error_clear(&e);
+    if (np_dumpio_open_ref(&d, s->u[i].ref, 0, &e) != NP_OK)
+        return; /* the pair's own open reports it */
+    int sharded = np_dumpio_get_info(d)->mesh_ndim > 0;
+    np_dumpio_close(d);
+    if (!sharded)
+        return;
+    size_t k = 0;
+    for (size_t j = 0; j < s->n; j++)
+        if (k == 0 || s->u[k - 1].step != s->u[j].step)
+            s->u[k++] = s->u[j];
+    s->n = k;
+}
+
 static int unit_order(const void *x, const void *y)
 {
     const unit *a = x, *b = y;
@@ -1088,6 +1115,7 @@ int np_cmp_has_differences(const np_cmp_result *r)
     for (size_t i = 0; i < r->n_pairs; i++)
         if (r->pairs[i].count_verdict[NP_VERDICT_ERROR] || r->pairs[i].bench_incomplete ||
             r->pairs[i].cmp_incomplete || r->pairs[i].n_culprits || r->pairs[i].dump_defects ||
+            r->pairs[i].replica_diffs ||
             np_cmp_pair_paired_nothing(&r->pairs[i]))
             return 1;
     return 0;
@@ -1234,6 +1262,8 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
         goto fail;
     if ((st = resolve(&lb, bench, err)) != NP_OK || (st = resolve(&lc, cmp, err)) != NP_OK)
         goto fail;
+    fold_sharded(&lb);
+    fold_sharded(&lc);
     int single = lb.n == 1 && lc.n == 1;
     if (!single && ((st = number_single_file(&lb, bench, err)) != NP_OK ||
                     (st = number_single_file(&lc, cmp, err)) != NP_OK))

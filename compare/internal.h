@@ -28,6 +28,8 @@ typedef struct cmp_call_rec {
     int64_t seq;
 } cmp_call_rec;
 
+typedef struct cmp_assembly cmp_assembly;
+
 typedef struct cmp_dump {
     char path[1024];
     np_dumpio *io;             /* open while the pair is compared (payloads) */
@@ -44,7 +46,23 @@ typedef struct cmp_dump {
     char call_problem[640];          /* the first /calls row that contradicts itself or
                                       * the entries ("/calls row 3: kind ..."), "" when none */
     size_t n_call_problems;
+    cmp_assembly *assembly;          /* a sharded side's logical tensors (assemble.c), or NULL */
 } cmp_dump;
+
+/* ---- a sharded side's logical tensors (assemble.c, the assemble stage) ---- */
+
+/* Freed with the dump (cmp_dump_close): the other ranks' files close. */
+void cmp_assembly_free(cmp_assembly *a);
+/* 1 when leaf `name` of d is assembled from several ranks' pieces. */
+int cmp_assembly_has(const cmp_dump *d, const char *name);
+/* The assembled logical tensor of side s as float64 in `buf` (no crc32 to
+ * check: the pieces' stored bytes are checked as they are read). */
+np_status cmp_assembly_payload(np_dumpio_payload *out, cmp_dump *d, const np_cmp_side *s,
+                               np_dumpio_buf *buf, np_error *err);
+/* The assembly's notes (what was assembled; replica and shard
+ * disagreements naming leaf, ranks and mesh coordinates), each to `note`. */
+size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *), void *user);
+/* (returns the number of leaves whose replicas differ) */
 
 /* Open the step file `ref` (np_dumpio_open_ref with `flags`), read its root
  * information, its entries (in chunks, into compact records stored in

@@ -43,6 +43,16 @@ static int crc_differs(const np_dumpio_payload *p, uint32_t computed, const np_c
     return p->crc_kind != NP_DUMPIO_CRC_NONE && *got != s->crc32;
 }
 
+/* A side's payload: its file's, or the logical tensor assembled from the
+ * ranks' pieces (assemble.c). */
+static np_status side_payload(np_dumpio_payload *out, cmp_dump *d, const np_cmp_side *s,
+                              np_dumpio_buf *buf, np_error *err)
+{
+    if (cmp_assembly_has(d, s->name))
+        return cmp_assembly_payload(out, d, s, buf, err);
+    return np_dumpio_payload_get(out, d->io, s->name, s->numel, NP_DUMPIO_ALLOW_FILE, buf, err);
+}
+
 np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side *bs, cmp_dump *cd,
                               const np_cmp_side *cs, double atol, cmp_buffers *bufs,
                               uint64_t *bytes, int *corrupt, np_error *err)
@@ -54,10 +64,9 @@ np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side
         *corrupt = 0;
     memset(&pb, 0, sizeof pb);
     memset(&pc, 0, sizeof pc);
-    st = np_dumpio_payload_get(&pb, bd->io, bs->name, bs->numel, NP_DUMPIO_ALLOW_FILE, &bufs->b,
-                               err);
+    st = side_payload(&pb, bd, bs, &bufs->b, err);
     if (st == NP_OK)
-        st = np_dumpio_payload_get(&pc, cd->io, cs->name, n, NP_DUMPIO_ALLOW_FILE, &bufs->c, err);
+        st = side_payload(&pc, cd, cs, &bufs->c, err);
     cmp_src sb = src_of(&pb), sc = src_of(&pc);
     if (st == NP_OK) {
         /* gradients are compared divided by the loss scale of their step */

@@ -308,5 +308,7 @@ void cmp_dump_close(cmp_dump *d)
         return;
     np_dumpio_close(d->io);
     d->io = NULL;
+    cmp_assembly_free(d->assembly);
+    d->assembly = NULL;
     /* entries and calls are handed over to the pair (or freed by it) */
 }

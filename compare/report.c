@@ -118,6 +118,11 @@ const char *np_cmp_advice(const np_cmp_pair *p)
                "crc32 in /entries (a corrupt or truncated dump file; see the notes and the rows' "
                "reasons): no numerical difference was found in the rest. Dump the step again, "
                "or check the storage the file was copied through.";
+    if (p->replica_diffs && !p->count_verdict[NP_VERDICT_ERROR])
+        return "Values that the layout says are equal on several ranks differ (see the notes, "
+               "\"Replica disagreement\": the leaf, the ranks and their mesh coordinates): a "
+               "reduction left out or done differently on one rank (an all-reduce not applied, "
+               "a gradient not synchronised). The lowest rank's copy was compared and agrees.";
     if (p->dump_defects && !p->count_verdict[NP_VERDICT_ERROR])
         return "A dump file contradicts its own format (see the notes, \"Dump defect in ...\": "
                "a root attribute, a /calls row, or a step/rank attribute against its folder): "

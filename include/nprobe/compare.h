@@ -258,6 +258,9 @@ typedef struct np_cmp_pair {
     int has_loss;                         /* 1: a loss call's one-element forward output was */
     double loss_bench, loss_cmp;          /* dumped, with these values (the mean) */
     int shrunk;                           /* 1 after np_cmp_pair_shrink: see there */
+    int replica_diffs;                    /* a sharded side (format version 2): leaves whose
+                                           * replicas (Replicate() or unplaced copies on
+                                           * several ranks) differ; named in the notes */
     void *priv;                           /* string storage; library-private */
 } np_cmp_pair;
 

@@ -1,0 +1,634 @@
+/* compare/assemble.c - the assemble stage (stages.h, cmp_assembler): a
+ * side whose step file carries a device mesh (format version 2,
+ * docs/FORMAT.md "/placements") is one rank of a sharded layout; its rows
+ * become the logical tensors, rebuilt from the files of every rank of the
+ * step (step{S}/rank{R}/dump.h5 beside it):
+ *
+ *   - Shard(d): the pieces concatenated at their offsets (uneven pieces
+ *     too); they must cover the logical tensor without overlap;
+ *   - Replicate(): the copies must be equal (crc32 of the stored bytes with
+ *     payloads, else the statistics bit for bit); the lowest rank's is kept;
+ *   - Partial(sum): the pieces summed in float64 (tensor mode; a statistics
+ *     dump cannot sum statistics, the row is left out with a note).
+ *
+ * A leaf without a placement row is whole on every rank that holds it
+ * (Replicate() on every mesh dimension). Statistics of the logical tensor
+ * come from the pieces' statistics where that is exact (max, min, the
+ * counts; norm as the root of the summed squares; mean weighted by the
+ * finite elements), from the summed payload for Partial(sum). Payloads
+ * (tensor mode) are assembled when the metrics stage asks for them, one
+ * logical tensor at a time (cmp_assembly_payload), so memory holds one
+ * logical tensor, not the dump.
+ *
+ * Disagreements are named with the leaf, the ranks and their mesh
+ * coordinates: replicas that differ (the lowest rank's copy is compared,
+ * so the call where the bug lives shows as the error; the note says which
+ * ranks differ), a missing piece or overlapping pieces (the row is a dump
+ * defect). The rows keep the order and the calls of this rank's file;
+ * leaves this rank does not hold (another pipeline stage's) are not
+ * compared yet (noted). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "stages.h"
+
+/* One rank's file of the step. */
+typedef struct asm_rank {
+    int rank;
+    np_dumpio *io;
+    int64_t coords[NP_FMT_MESH_MAX];
+    np_entry_rec *e;
+    size_t ne;
+    np_place_rec *pl;
+    size_t npl;
+    np_strmap emap, pmap;  /* leaf name -> row of e / pl */
+} asm_rank;
+
+/* A piece of a logical tensor: rank r's row (a representative of its
+ * replicas). */
+typedef struct asm_piece {
+    int r;                 /* index into cmp_assembly.ranks */
+    const np_entry_rec *e;
+    const np_place_rec *pl; /* NULL: whole */
+} asm_piece;
+
+typedef struct asm_leaf {
+    asm_piece *pieces;
+    int n;
+    int ndim;
+    int64_t gshape[NP_FMT_MAX_DIMS];
+    int64_t numel;
+} asm_leaf;
+
+struct cmp_assembly {
+    np_fmt_mesh mesh;
+    asm_rank *ranks;
+    int n_ranks;
+    np_strmap leaf_map;    /* logical leaf name -> index in leaves */
+    asm_leaf *leaves;
+    size_t n_leaves;
+    /* what the notes say */
+    size_t n_assembled, n_replica_diff, n_partial_skipped, n_not_here, n_defects;
+    char first_replica[800], first_defect[800];
+    char missing_ranks[160];
+    int64_t own_rank;      /* the rank of the file whose rows these are */
+};
+
+/* ---- the rank files ------------------------------------------------------------ */
+
+static void rank_free(asm_rank *r)
+{
+    np_dumpio_close(r->io);
+    free(r->e);
+    free(r->pl);
+    np_strmap_free(&r->emap);
+    np_strmap_free(&r->pmap);
+}
+
+void cmp_assembly_free(cmp_assembly *a)
+{
+    if (!a)
+        return;
+    for (int i = 0; i < a->n_ranks; i++)
+        rank_free(&a->ranks[i]);
+    free(a->ranks);
+    for (size_t i = 0; i < a->n_leaves; i++)
+        free(a->leaves[i].pieces);
+    free(a->leaves);
+    np_strmap_free(&a->leaf_map);
+    free(a);
+}
+
+/* {step dir}/rank{r}/dump.h5 of the file at `path` ({step dir}/rank{R}/dump.h5). */
+static int sibling_path(char *out, size_t cap, const char *path, int r)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        return -1;
+    const char *prev = slash;
+    while (prev > path && prev[-1] != '/')
+        prev--;
+    if (prev == path || strncmp(prev, "rank", 4) != 0)
+        return -1;
+    int n = snprintf(out, cap, "%.*srank%d%s", (int)(prev - path), path, r, slash);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+static np_status rank_read(asm_rank *r, const char *path, np_error *err)
+{
+    np_status st = np_dumpio_open(&r->io, path, NULL, 0, err);
+    if (st != NP_OK)
+        return st;
+    const np_dumpio_info *in = np_dumpio_get_info(r->io);
+    for (int k = 0; k < NP_FMT_MESH_MAX; k++)
+        r->coords[k] = k < in->mesh_ndim ? in->mesh_coords[k] : 0;
+    st = np_dumpio_read_entries(&r->e, &r->ne, r->io, err);
+    if (st == NP_OK)
+        st = np_dumpio_read_placements(&r->pl, &r->npl, r->io, err);
+    if (st != NP_OK)
+        return st;
+    if (np_strmap_init(&r->emap, r->ne + 1) != 0 || np_strmap_init(&r->pmap, r->npl + 1) != 0)
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    for (size_t i = 0; i < r->ne; i++)
+        if (np_strmap_get(&r->emap, r->e[i].name) < 0 &&
+            np_strmap_put(&r->emap, r->e[i].name, (int)i) != 0)
+            return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    for (size_t i = 0; i < r->npl; i++)
+        if (np_strmap_put(&r->pmap, r->pl[i].name, (int)i) != 0)
+            return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    return NP_OK;
+}
+
+/* Every rank of the step (those whose file is missing are listed). */
+static np_status ranks_open(cmp_assembly *a, const cmp_dump *d, int64_t world, np_error *err)
+{
+    a->ranks = calloc((size_t)world, sizeof *a->ranks);
+    if (!a->ranks)
+        return np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
+    for (int r = 0; r < world; r++) {
+        char path[1200];
+        if (sibling_path(path, sizeof path, d->path, r) != 0)
+            return np_error_set(err, NP_ERR_ARG, d->path, NULL,
+                                "a sharded dump (mesh) must lie at step{S}/rank{R}/%s to find "
+                                "its other ranks", NP_FMT_FILE);
+        if (access(path, R_OK) != 0) {
+            size_t n = strlen(a->missing_ranks);
+            snprintf(a->missing_ranks + n, sizeof a->missing_ranks - n, "%s%d", n ? ", " : "", r);
+            continue;
+        }
+        asm_rank *k = &a->ranks[a->n_ranks++];
+        k->rank = r;
+        np_status st = rank_read(k, path, err);
+        if (st != NP_OK)
+            return st;
+    }
+    return NP_OK;
+}
+
+/* ---- one logical leaf --------------------------------------------------------- */
+
+/* "rank 1 (dp=0, tp=1)" */
+static void who(char *buf, size_t cap, const cmp_assembly *a, const asm_rank *r)
+{
+    int n = snprintf(buf, cap, "rank %d (", r->rank);
+    for (int k = 0; k < a->mesh.ndim && n > 0 && (size_t)n < cap; k++)
+        n += snprintf(buf + n, cap - (size_t)n, "%s%s=%lld", k ? ", " : "", a->mesh.dims[k],
+                      (long long)r->coords[k]);
+    if (n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, ")");
+}
+
+/* The kind of each mesh dimension for a piece ('S' with *sdim, 'R', 'P'). */
+static void kinds_of(const cmp_assembly *a, const np_place_rec *pl, char *kind, int *sdim)
+{
+    for (int k = 0; k < a->mesh.ndim; k++) {
+        kind[k] = 'R';
+        sdim[k] = -1;
+        char it[NP_FMT_PLACE_LEN];
+        if (pl)
+            kind[k] = (char)np_fmt_place_kind(np_fmt_place_item(pl, k, it, sizeof it), &sdim[k]);
+    }
+}
+
+/* 1 when two replicas' rows hold the same values (crc32 of the stored
+ * bytes when both have them, else the statistics bit for bit). */
+static int same_values(const np_entry_rec *x, const np_entry_rec *y)
+{
+    if (x->has_data && y->has_data && (x->crc32 || y->crc32))
+        return x->crc32 == y->crc32;
+    return !memcmp(&x->max, &y->max, sizeof x->max) && !memcmp(&x->min, &y->min, sizeof x->min) &&
+           !memcmp(&x->mean, &y->mean, sizeof x->mean) &&
+           !memcmp(&x->norm, &y->norm, sizeof x->norm) && x->nan_count == y->nan_count &&
+           x->posinf_count == y->posinf_count && x->neginf_count == y->neginf_count;
+}
+
+/* 1 when the boxes of two pieces intersect. */
+static int overlaps(const asm_piece *x, const asm_piece *y, int ndim)
+{
+    for (int d = 0; d < ndim; d++) {
+        int64_t xo = x->pl ? x->pl->offset[d] : 0, yo = y->pl ? y->pl->offset[d] : 0;
+        if (xo + x->e->shape[d] <= yo || yo + y->e->shape[d] <= xo)
+            return 0;
+    }
+    return 1;
+}
+
+typedef struct holder {
+    int r;
+    const np_entry_rec *e;
+    const np_place_rec *pl;
+    int64_t dkey[NP_FMT_MESH_MAX], skey[NP_FMT_MESH_MAX];
+} holder;
+
+/* The ranks holding leaf `name`, with their keys: the coordinates on the
+ * dimensions that split the values (dkey: Shard and Partial; skey: Shard).
+ * Returns the count; -1 when some place the leaf and others do not. */
+static int holders_of(const cmp_assembly *a, const char *name, holder *h, int *partial)
+{
+    int n = 0, placed = 0;
+    *partial = 0;
+    for (int i = 0; i < a->n_ranks; i++) {
+        const asm_rank *r = &a->ranks[i];
+        int ei = np_strmap_get(&r->emap, name);
+        if (ei < 0)
+            continue;
+        int pi = np_strmap_get(&r->pmap, name);
+        holder *x = &h[n++];
+        x->r = i;
+        x->e = &r->e[ei];
+        x->pl = pi >= 0 ? &r->pl[pi] : NULL;
+        placed += x->pl != NULL;
+        char kind[NP_FMT_MESH_MAX];
+        int sdim[NP_FMT_MESH_MAX];
+        kinds_of(a, x->pl, kind, sdim);
+        for (int k = 0; k < NP_FMT_MESH_MAX; k++) {
+            int on = k < a->mesh.ndim;
+            x->dkey[k] = on && (kind[k] == 'S' || kind[k] == 'P') ? r->coords[k] : -1;
+            x->skey[k] = on && kind[k] == 'S' ? r->coords[k] : -1;
+            *partial |= on && kind[k] == 'P';
+        }
+    }
+    return placed && placed != n ? -1 : n;
+}
+
+static int same_key(const int64_t *x, const int64_t *y)
+{
+    return !memcmp(x, y, NP_FMT_MESH_MAX * sizeof *x);
+}
+
+/* Keep the first replica of each value key as a piece; replicas that
+ * differ from it are counted and the first such named. */
+static int pick_pieces(cmp_assembly *a, const char *name, const holder *h, int n, asm_piece *out)
+{
+    int np = 0;
+    for (int i = 0; i < n; i++) {
+        int j = 0;
+        while (j < i && !same_key(h[j].dkey, h[i].dkey))
+            j++;
+        if (j == i) {
+            out[np++] = (asm_piece){h[i].r, h[i].e, h[i].pl};
+            continue;
+        }
+        if (!same_values(h[j].e, h[i].e)) {
+            if (a->n_replica_diff++ == 0) {
+                char wa[160], wb[160];
+                who(wa, sizeof wa, a, &a->ranks[h[j].r]);
+                who(wb, sizeof wb, a, &a->ranks[h[i].r]);
+                snprintf(a->first_replica, sizeof a->first_replica,
+                         "%s: %s and %s should hold equal values (%s) but differ (max %.9g vs "
+                         "%.9g, norm %.9g vs %.9g)", name, wa, wb,
+                         h[i].pl ? h[i].pl->placements : "no placement: whole on every rank",
+                         h[j].e->max, h[i].e->max, h[j].e->norm, h[i].e->norm);
+            }
+        }
+    }
+    return np;
+}
+
+/* Why the pieces do not tile the logical tensor (NULL: they do). */
+static const char *coverage_problem(cmp_assembly *a, const char *name, const asm_piece *p, int n,
+                                    int64_t gnumel, int ndim, char *buf, size_t cap)
+{
+    int64_t covered = 0;
+    for (int i = 0; i < n; i++) {
+        int dup = 0; /* Partial(sum) pieces share their box */
+        for (int j = 0; j < i && !dup; j++) {
+            int same = 1;
+            for (int d = 0; d < ndim && same; d++)
+                same = (p[i].pl ? p[i].pl->offset[d] : 0) == (p[j].pl ? p[j].pl->offset[d] : 0) &&
+                       p[i].e->shape[d] == p[j].e->shape[d];
+            if (same)
+                dup = 1;
+            else if (overlaps(&p[i], &p[j], ndim)) {
+                char wa[160], wb[160];
+                who(wa, sizeof wa, a, &a->ranks[p[j].r]);
+                who(wb, sizeof wb, a, &a->ranks[p[i].r]);
+                snprintf(buf, cap, "shards of %s overlap: %s at offset %lld and %s at offset "
+                         "%lld (dimension 0)", name, wa,
+                         (long long)(p[j].pl ? p[j].pl->offset[0] : 0), wb,
+                         (long long)(p[i].pl ? p[i].pl->offset[0] : 0));
+                return buf;
+            }
+        }
+        if (!dup)
+            covered += p[i].e->numel;
+    }
+    if (covered != gnumel) {
+        snprintf(buf, cap, "shards of %s cover %lld of its %lld elements (a shard is missing%s%s)",
+                 name, (long long)covered, (long long)gnumel,
+                 a->missing_ranks[0] ? "; no file for rank(s) " : "", a->missing_ranks);
+        return buf;
+    }
+    return NULL;
+}
+
+/* The logical side from its pieces' statistics (no Partial(sum)). */
+static void combine_stats(np_cmp_side *s, const asm_piece *p, int n)
+{
+    double mx = NAN, mn = NAN, sq = 0, sum = 0;
+    int64_t nan = 0, inf = 0, fin = 0;
+    int any = 0;
+    for (int i = 0; i < n; i++) {
+        const np_entry_rec *e = p[i].e;
+        int64_t f = e->numel - e->nan_count - e->posinf_count - e->neginf_count;
+        nan += e->nan_count;
+        inf += e->posinf_count + e->neginf_count;
+        if (f <= 0 || isnan(e->max))
+            continue;
+        mx = any ? fmax(mx, e->max) : e->max;
+        mn = any ? fmin(mn, e->min) : e->min;
+        sq += e->norm * e->norm;
+        sum += e->mean * (double)f;
+        fin += f;
+        any = 1;
+    }
+    s->max = mx;
+    s->min = mn;
+    s->norm = any ? sqrt(sq) : NAN;
+    s->mean = any ? sum / (double)fin : NAN;
+    s->nan_count = nan;
+    s->inf_count = inf;
+}
+
+/* ---- payloads ------------------------------------------------------------------ */
+
+/* Add piece p's values (`v`, its own shape) into the logical tensor `out`. */
+static void place_values(double *out, const asm_leaf *l, const asm_piece *p, const double *v)
+{
+    int nd = l->ndim;
+    if (nd == 0) {
+        out[0] += v[0];
+        return;
+    }
+    const int64_t *sh = p->e->shape;
+    int64_t idx[NP_FMT_MAX_DIMS] = {0}, rows = 1;
+    for (int d = 0; d < nd - 1; d++)
+        rows *= sh[d];
+    int64_t w = sh[nd - 1];
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t at = 0;
+        for (int d = 0; d < nd; d++)
+            at = at * l->gshape[d] + (p->pl ? p->pl->offset[d] : 0) + (d < nd - 1 ? idx[d] : 0);
+        for (int64_t j = 0; j < w; j++)
+            out[at + j] += v[r * w + j];
+        for (int d = nd - 2; d >= 0; d--) {
+            if (++idx[d] < sh[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* The logical tensor of leaf l into out[0..l->numel). */
+static np_status build_payload(double *out, const cmp_assembly *a, const asm_leaf *l,
+                               np_error *err)
+{
+    memset(out, 0, (size_t)l->numel * sizeof *out);
+    for (int i = 0; i < l->n; i++) {
+        const asm_piece *p = &l->pieces[i];
+        double *v = malloc((size_t)(p->e->numel > 0 ? p->e->numel : 1) * sizeof *v);
+        if (!v)
+            return np_error_set(err, NP_ERR_NOMEM, NULL, p->e->name, "out of memory");
+        np_status st = np_dumpio_read_checked(v, a->ranks[p->r].io, p->e, err);
+        if (st == NP_OK)
+            place_values(out, l, p, v);
+        free(v);
+        if (st != NP_OK)
+            return st;
+    }
+    return NP_OK;
+}
+
+int cmp_assembly_has(const cmp_dump *d, const char *name)
+{
+    return d->assembly && np_strmap_get(&d->assembly->leaf_map, name) >= 0;
+}
+
+np_status cmp_assembly_payload(np_dumpio_payload *out, cmp_dump *d, const np_cmp_side *s,
+                               np_dumpio_buf *buf, np_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const cmp_assembly *a = d->assembly;
+    int li = np_strmap_get(&a->leaf_map, s->name);
+    const asm_leaf *l = &a->leaves[li];
+    size_t need = (size_t)(l->numel > 0 ? l->numel : 1) * sizeof(double);
+    if (buf->cap < need) {
+        void *p = realloc(buf->p, need);
+        if (!p)
+            return np_error_set(err, NP_ERR_NOMEM, d->path, s->name, "out of memory");
+        buf->p = p;
+        buf->cap = need;
+    }
+    out->form = NP_DUMPIO_MEM_F64;
+    out->numel = l->numel;
+    out->mem = buf->p;
+    out->crc_kind = NP_DUMPIO_CRC_NONE;
+    return build_payload(buf->p, a, l, err);
+}
+
+/* Statistics of a Partial(sum) leaf from its summed payload. */
+static np_status partial_stats(np_cmp_side *s, const cmp_assembly *a, const asm_leaf *l,
+                               np_error *err)
+{
+    double *v = malloc((size_t)(l->numel > 0 ? l->numel : 1) * sizeof *v);
+    if (!v)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, s->name, "out of memory");
+    np_status st = build_payload(v, a, l, err);
+    double mx = NAN, mn = NAN, sq = 0, sum = 0;
+    int64_t nan = 0, inf = 0, fin = 0;
+    for (int64_t i = 0; st == NP_OK && i < l->numel; i++) {
+        if (isnan(v[i])) {
+            nan++;
+            continue;
+        }
+        if (isinf(v[i])) {
+            inf++;
+            continue;
+        }
+        mx = fin ? fmax(mx, v[i]) : v[i];
+        mn = fin ? fmin(mn, v[i]) : v[i];
+        sq += v[i] * v[i];
+        sum += v[i];
+        fin++;
+    }
+    free(v);
+    s->max = mx;
+    s->min = mn;
+    s->norm = fin ? sqrt(sq) : NAN;
+    s->mean = fin ? sum / (double)fin : NAN;
+    s->nan_count = nan;
+    s->inf_count = inf;
+    return st;
+}
+
+/* ---- the stage ------------------------------------------------------------------ */
+
+/* Side s (this rank's row of the leaf) made the logical one; 0 when the
+ * row is to be left out (a Partial(sum) leaf without payloads). */
+static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, holder *h,
+                         asm_piece *pieces, np_error *err, np_status *st)
+{
+    int partial = 0;
+    int n = holders_of(a, s->name, h, &partial);
+    if (n < 0) {
+        s->defect = "placed on some ranks and not on others";
+        a->n_defects++;
+        return 1;
+    }
+    const np_place_rec *pl = h[0].pl;
+    if (!pl && n <= 1)
+        return 1; /* whole, held here only */
+    int np = pick_pieces(a, s->name, h, n, pieces);
+    int whole = 1;
+    for (int d = 0; d < s->ndim && pl; d++)
+        whole &= pl->global_shape[d] == s->shape[d];
+    if (np == 1 && whole && !partial && a->ranks[pieces[0].r].rank == a->own_rank)
+        return 1; /* this rank's copy is the logical tensor (its replicas checked) */
+    asm_leaf l = {NULL, np, s->ndim, {0}, 1};
+    for (int d = 0; d < s->ndim; d++) {
+        l.gshape[d] = pl ? pl->global_shape[d] : s->shape[d];
+        l.numel *= l.gshape[d];
+    }
+    char why[700];
+    if (coverage_problem(a, s->name, pieces, np, l.numel, l.ndim, why, sizeof why)) {
+        s->defect = cmp_arena_strdup(arena, why);
+        if (a->n_defects++ == 0)
+            snprintf(a->first_defect, sizeof a->first_defect, "%s", why);
+        return 1;
+    }
+    int has_data = 1;
+    for (int i = 0; i < np; i++)
+        has_data &= pieces[i].e->has_data != 0;
+    if (partial && !has_data) {
+        a->n_partial_skipped++;
+        return 0;
+    }
+    int64_t *shape = cmp_arena_alloc(arena, (size_t)(l.ndim ? l.ndim : 1) * sizeof *shape,
+                                     sizeof *shape);
+    l.pieces = malloc((size_t)np * sizeof *l.pieces);
+    if (!shape || !l.pieces ||
+        np_strmap_put(&a->leaf_map, s->name, (int)a->n_leaves) != 0) {
+        free(l.pieces);
+        *st = np_error_set(err, NP_ERR_NOMEM, NULL, s->name, "out of memory");
+        return 1;
+    }
+    memcpy(l.pieces, pieces, (size_t)np * sizeof *pieces);
+    memcpy(shape, l.gshape, (size_t)l.ndim * sizeof *shape);
+    a->leaves[a->n_leaves++] = l;
+    s->shape = shape;
+    s->numel = l.numel;
+    s->crc32 = 0;
+    s->has_data = (int8_t)has_data;
+    if (partial)
+        *st = partial_stats(s, a, &l, err);
+    else
+        combine_stats(s, pieces, np);
+    a->n_assembled++;
+    return 1;
+}
+
+/* Leaves held by other ranks only (another pipeline stage's), counted once. */
+static void count_not_here(cmp_assembly *a, int64_t own_rank)
+{
+    const asm_rank *own = NULL;
+    for (int r = 0; r < a->n_ranks; r++)
+        if (a->ranks[r].rank == own_rank)
+            own = &a->ranks[r];
+    np_strmap seen;
+    if (!own || np_strmap_init(&seen, 64) != 0)
+        return;
+    for (int r = 0; r < a->n_ranks; r++)
+        for (size_t i = 0; i < a->ranks[r].ne; i++) {
+            const char *nm = a->ranks[r].e[i].name;
+            if (np_strmap_get(&own->emap, nm) >= 0 || np_strmap_get(&seen, nm) >= 0)
+                continue;
+            if (np_strmap_put(&seen, nm, 1) == 0)
+                a->n_not_here++;
+        }
+    np_strmap_free(&seen);
+}
+
+static np_status assemble(cmp_dump *d, cmp_arena *arena, np_error *err)
+{
+    const np_dumpio_info *in = d->io ? np_dumpio_get_info(d->io) : NULL;
+    if (!in || in->mesh_ndim < 1)
+        return NP_OK; /* not sharded: the rows as read are the logical rows */
+    cmp_assembly *a = calloc(1, sizeof *a);
+    if (!a)
+        return np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
+    d->assembly = a;
+    a->own_rank = d->rank;
+    a->mesh.ndim = in->mesh_ndim;
+    for (int k = 0; k < in->mesh_ndim; k++) {
+        memcpy(a->mesh.dims[k], in->mesh_dims[k], sizeof a->mesh.dims[k]);
+        a->mesh.shape[k] = in->mesh_shape[k];
+        a->mesh.coords[k] = in->mesh_coords[k];
+    }
+    np_status st = ranks_open(a, d, in->world_size, err);
+    holder *h = calloc((size_t)a->n_ranks + 1, sizeof *h);
+    asm_piece *pieces = calloc((size_t)a->n_ranks + 1, sizeof *pieces);
+    a->leaves = calloc(d->n_entries + 1, sizeof *a->leaves);
+    if (st == NP_OK && (!h || !pieces || !a->leaves || np_strmap_init(&a->leaf_map, d->n_entries + 1)))
+        st = np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; st == NP_OK && i < d->n_entries; i++) {
+        np_cmp_side s = d->entries[i];
+        if (assemble_leaf(a, &s, arena, h, pieces, err, &st))
+            d->entries[k++] = s;
+    }
+    if (st == NP_OK)
+        d->n_entries = k;
+    if (st == NP_OK)
+        count_not_here(a, d->rank);
+    free(h);
+    free(pieces);
+    return st;
+}
+
+const cmp_assemble_fn cmp_assembler = assemble;
+
+size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *), void *user)
+{
+    const cmp_assembly *a = d->assembly;
+    if (!a)
+        return 0;
+    char buf[1500];
+    snprintf(buf, sizeof buf, "Sharded layout (mesh");
+    for (int k = 0; k < a->mesh.ndim; k++)
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s=%lld", k ? ", " : " ",
+                 a->mesh.dims[k], (long long)a->mesh.shape[k]);
+    snprintf(buf + strlen(buf), sizeof buf - strlen(buf),
+             "): %zu logical tensor(s) assembled from the %d rank file(s) of the step.",
+             a->n_assembled, a->n_ranks);
+    note(user, buf);
+    if (a->missing_ranks[0]) {
+        snprintf(buf, sizeof buf, "Sharded layout: no file for rank(s) %s of the step.",
+                 a->missing_ranks);
+        note(user, buf);
+    }
+    if (a->n_replica_diff) {
+        snprintf(buf, sizeof buf, "Replica disagreement: %zu leaf(s) whose replicas differ; the "
+                 "first: %s. The lowest rank's copy was compared.", a->n_replica_diff,
+                 a->first_replica);
+        note(user, buf);
+    }
+    if (a->n_defects) {
+        snprintf(buf, sizeof buf, "Shard disagreement: %zu leaf(s) could not be assembled; the "
+                 "first: %s.", a->n_defects, a->first_defect);
+        note(user, buf);
+    }
+    if (a->n_not_here) {
+        snprintf(buf, sizeof buf, "%zu leaf(s) held only by other ranks of the step (another "
+                 "pipeline stage's) are not compared.", a->n_not_here);
+        note(user, buf);
+    }
+    if (a->n_partial_skipped) {
+        snprintf(buf, sizeof buf, "%zu Partial(sum) leaf(s) left out: their sum cannot be formed "
+                 "from statistics (compare tensor dumps).", a->n_partial_skipped);
+        note(user, buf);
+    }
+    return a->n_replica_diff;
+}

@@ -1,0 +1,270 @@
+/* tests/compare/test_cmp_assemble.c - compare's assemble stage (issue 25):
+ * a sharded run written through the probe's placements writer (a 2-rank
+ * tensor-parallel mesh: an uneven Shard(0) output, a Replicate() weight, a
+ * Partial(sum) output whose pieces sum to the logical tensor) compares
+ * clean against the one-process dump of the same logical tensors, in
+ * tensor and statistics mode, the assembled statistics equal to the
+ * logical tensor's (computed here in float64); replicas that differ, a
+ * shard at the neighbour's offset (overlap) and a missing rank are named
+ * with the leaf, the rank and its mesh coordinate. */
+#include <hdf5.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "nprobe/compare.h"
+#include "nprobe/probe.h"
+
+static char g_tmp[256];
+
+#define CALL "Module.fc.RowParallelLinear.forward.0"
+#define OUT CALL ".output.0"
+#define W CALL ".parameters.weight"
+#define PART "Functional.matmul.0.forward.output.0"
+
+/* The logical tensors: out 4x3, weight 2x3, the partial 2x2 = a + b. */
+static float g_out[12], g_w[6], g_a[4], g_b[4];
+
+static void init_values(void)
+{
+    for (int i = 0; i < 12; i++)
+        g_out[i] = 0.25f * (float)(i * 7 % 11) - 1.0f;
+    for (int i = 0; i < 6; i++)
+        g_w[i] = 0.5f * (float)i - 1.25f;
+    for (int i = 0; i < 4; i++) {
+        g_a[i] = (float)(i + 1);
+        g_b[i] = (float)(3 - 2 * i);
+    }
+}
+
+static np_tensor tens(float *buf, int64_t r, int64_t c)
+{
+    np_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = NP_FLOAT32;
+    t.ndim = 2;
+    t.shape[0] = r;
+    t.shape[1] = c;
+    t.numel = r * c;
+    t.data = buf;
+    return t;
+}
+
+static np_place_rec prow(const char *pl, int64_t g0, int64_t g1, int64_t o0)
+{
+    np_place_rec r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.placements, sizeof r.placements, "%s", pl);
+    r.global_ndim = 2;
+    r.global_shape[0] = g0;
+    r.global_shape[1] = g1;
+    r.offset[0] = o0;
+    r.stage = r.micro_batch = -1;
+    return r;
+}
+
+static np_probe *open_probe(const char *dir, const char *task, int rank, int world)
+{
+    char cfg[600];
+    snprintf(cfg, sizeof cfg, "{\"task\": \"%s\", \"dump_path\": \"%s\", \"level\": \"mix\"}",
+             task, dir);
+    np_probe_meta meta = {NULL, NULL, NULL, rank, world};
+    np_probe *p = NULL;
+    np_error err;
+    np_error_clear(&err);
+    CHECK_EQ_INT(np_probe_open_json(&p, cfg, &meta, &err), NP_OK);
+    return p;
+}
+
+/* The one-process dump. */
+static void write_single(const char *dir, const char *task)
+{
+    np_probe *p = open_probe(dir, task, 0, 1);
+    if (!p)
+        return;
+    np_error err;
+    np_error_clear(&err);
+    float part[4];
+    for (int i = 0; i < 4; i++)
+        part[i] = g_a[i] + g_b[i];
+    np_tensor o = tens(g_out, 4, 3), w = tens(g_w, 2, 3), q = tens(part, 2, 2);
+    CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
+    CHECK_EQ_INT(np_probe_dump(p, "Functional.matmul.0.forward", NP_ROLE_OUTPUT, "0", &q, &err),
+                 NP_OK);
+    CHECK_EQ_INT(np_probe_dump(p, CALL, NP_ROLE_PARAMETERS, "weight", &w, &err), NP_OK);
+    CHECK_EQ_INT(np_probe_dump(p, CALL, NP_ROLE_OUTPUT, "0", &o, &err), NP_OK);
+    CHECK_EQ_INT(np_probe_close(p, NULL, &err), NP_OK);
+    np_probe_free(p);
+}
+
+enum { F_NONE, F_REPLICA, F_OFFSET, F_MISSING };
+
+/* Rank `rank` of the 2-rank tensor-parallel run: out rows [0,3) on rank 0
+ * and [3,4) on rank 1 (uneven), the weight whole on both, the partial's
+ * pieces a and b. */
+static void write_rank(const char *dir, const char *task, int rank, int fault)
+{
+    np_probe *p = open_probe(dir, task, rank, 2);
+    if (!p)
+        return;
+    np_error err;
+    np_error_clear(&err);
+    const char *dims[1] = {"tp"};
+    int64_t shape[1] = {2}, coords[1] = {rank};
+    CHECK_EQ_INT(np_probe_set_mesh(p, 1, dims, shape, coords, &err), NP_OK);
+    float w[6];
+    memcpy(w, g_w, sizeof w);
+    if (fault == F_REPLICA && rank == 1)
+        w[4] += 0.125f; /* a replica that drifted */
+    int64_t rows = rank == 0 ? 3 : 1, off = rank == 0 ? 0 : 3;
+    if (fault == F_OFFSET && rank == 1)
+        off = 2; /* the neighbour's offset: overlaps rank 0's rows */
+    np_tensor o = tens(g_out + (rank == 0 ? 0 : 9), rows, 3), wt = tens(w, 2, 3),
+              q = tens(rank == 0 ? g_a : g_b, 2, 2);
+    CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
+    CHECK_EQ_INT(np_probe_dump(p, "Functional.matmul.0.forward", NP_ROLE_OUTPUT, "0", &q, &err),
+                 NP_OK);
+    np_place_rec r = prow("Partial(sum)", 2, 2, 0);
+    CHECK_EQ_INT(np_probe_place(p, "Functional.matmul.0.forward", NP_ROLE_OUTPUT, "0", &r, &err),
+                 NP_OK);
+    CHECK_EQ_INT(np_probe_dump(p, CALL, NP_ROLE_PARAMETERS, "weight", &wt, &err), NP_OK);
+    r = prow("Replicate()", 2, 3, 0);
+    CHECK_EQ_INT(np_probe_place(p, CALL, NP_ROLE_PARAMETERS, "weight", &r, &err), NP_OK);
+    CHECK_EQ_INT(np_probe_dump(p, CALL, NP_ROLE_OUTPUT, "0", &o, &err), NP_OK);
+    r = prow("Shard(0)", 4, 3, off);
+    CHECK_EQ_INT(np_probe_place(p, CALL, NP_ROLE_OUTPUT, "0", &r, &err), NP_OK);
+    CHECK_EQ_INT(np_probe_close(p, NULL, &err), NP_OK);
+    np_probe_free(p);
+}
+
+static np_cmp_result *run(const char *bench, const char *cmp)
+{
+    np_cmp_options o;
+    np_cmp_options_init(&o);
+    o.no_replay = 1;
+    np_cmp_result *r = NULL;
+    np_error err;
+    np_error_clear(&err);
+    np_status st = np_cmp_run(&r, bench, cmp, &o, &err);
+    CHECK_MSG(st == NP_OK, "%s", err.text);
+    return r;
+}
+
+static const np_cmp_row *row_of(const np_cmp_pair *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_rows; i++)
+        if (p->rows[i].cmp && !strcmp(p->rows[i].cmp->name, name))
+            return &p->rows[i];
+    return NULL;
+}
+
+static void check_clean(const char *task)
+{
+    char b[400], c[400];
+    snprintf(b, sizeof b, "%s/%s_single", g_tmp, task);
+    snprintf(c, sizeof c, "%s/%s_tp2", g_tmp, task);
+    np_cmp_result *r = run(b, c);
+    if (!r)
+        return;
+    CHECK_EQ_INT(r->n_pairs, 1); /* the two ranks are one logical step */
+    CHECK_EQ_INT(r->n_issues, 0);
+    CHECK_EQ_INT(np_cmp_has_differences(r), 0);
+    const np_cmp_pair *p = &r->pairs[0];
+    CHECK_CONTAINS(p->notes, "Sharded layout (mesh tp=2)");
+    const np_cmp_row *o = row_of(p, OUT);
+    CHECK(o != NULL);
+    if (o) {
+        /* the logical tensor's statistics, in float64 here */
+        double mx = -INFINITY, mn = INFINITY, s = 0, q = 0;
+        for (int i = 0; i < 12; i++) {
+            mx = fmax(mx, g_out[i]);
+            mn = fmin(mn, g_out[i]);
+            s += g_out[i];
+            q += (double)g_out[i] * g_out[i];
+        }
+        CHECK_EQ_INT(o->cmp->numel, 12);
+        CHECK_EQ_INT(o->cmp->shape[0], 4);
+        CHECK_EQ_FLOAT(o->cmp->max, mx);
+        CHECK_EQ_FLOAT(o->cmp->min, mn);
+        CHECK_CLOSE(o->cmp->mean, s / 12, 1e-12, 1e-9);
+        CHECK_CLOSE(o->cmp->norm, sqrt(q), 1e-12, 1e-9);
+        CHECK_EQ_INT(o->verdict, NP_VERDICT_PASS);
+        if (o->m)
+            CHECK_EQ_FLOAT(o->m->max_abs_err, 0.0);
+    }
+    const np_cmp_row *q = row_of(p, PART);
+    if (!strcmp(task, "tensor")) {
+        CHECK(q != NULL);
+        if (q) {
+            CHECK_EQ_FLOAT(q->cmp->max, 4.0);  /* a + b = {4, 3, 2, 1} */
+            CHECK_EQ_FLOAT(q->cmp->min, 1.0);
+            CHECK_EQ_INT(q->verdict, NP_VERDICT_PASS);
+        }
+    } else {
+        CHECK(q == NULL); /* a sum cannot be formed from statistics */
+        CHECK_CONTAINS(p->notes, "Partial(sum) leaf(s) left out");
+    }
+    np_cmp_result_free(r);
+}
+
+static void check_fault(const char *dir, const char *want1, const char *want2, int defect)
+{
+    char b[400];
+    snprintf(b, sizeof b, "%s/tensor_single", g_tmp);
+    np_cmp_result *r = run(b, dir);
+    if (!r)
+        return;
+    CHECK_EQ_INT(np_cmp_has_differences(r), 1);
+    if (r->n_pairs == 1) {
+        const np_cmp_pair *p = &r->pairs[0];
+        CHECK_CONTAINS(p->notes, want1);
+        CHECK_CONTAINS(p->notes, want2);
+        if (defect) {
+            const np_cmp_row *o = row_of(p, OUT);
+            CHECK(o && o->verdict == NP_VERDICT_ERROR && o->cmp->defect != NULL);
+        } else {
+            CHECK_EQ_INT(p->replica_diffs, 1); /* rank 0's copy passes: the pair still fails */
+        }
+    }
+    np_cmp_result_free(r);
+}
+
+int main(void)
+{
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/np_cmp_assemble_XXXXXX");
+    if (!mkdtemp(g_tmp))
+        return 1;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    init_values();
+    const char *tasks[2] = {"tensor", "statistics"};
+    char d[400];
+    for (int t = 0; t < 2; t++) {
+        snprintf(d, sizeof d, "%s/%s_single", g_tmp, tasks[t]);
+        write_single(d, tasks[t]);
+        snprintf(d, sizeof d, "%s/%s_tp2", g_tmp, tasks[t]);
+        write_rank(d, tasks[t], 0, F_NONE);
+        write_rank(d, tasks[t], 1, F_NONE);
+        check_clean(tasks[t]);
+    }
+    snprintf(d, sizeof d, "%s/replica", g_tmp);
+    write_rank(d, "tensor", 0, F_REPLICA);
+    write_rank(d, "tensor", 1, F_REPLICA);
+    check_fault(d, "Replica disagreement", W ": rank 0 (tp=0) and rank 1 (tp=1)", 0);
+    snprintf(d, sizeof d, "%s/offset", g_tmp);
+    write_rank(d, "tensor", 0, F_OFFSET);
+    write_rank(d, "tensor", 1, F_OFFSET);
+    check_fault(d, "shards of " OUT " overlap", "rank 1 (tp=1) at offset 2", 1);
+    snprintf(d, sizeof d, "%s/missing", g_tmp);
+    write_rank(d, "tensor", 0, F_NONE);
+    check_fault(d, "cover 9 of its 12 elements", "no file for rank(s) 1", 1);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    if (getenv("NP_TEST_KEEP"))
+        fprintf(stderr, "kept %s\n", g_tmp);
+    else if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", g_tmp);
+    return check_report();
+}
