@@ -514,6 +514,7 @@ size_t np_cmp_focus_pair(const np_cmp_result *r)
 typedef struct pair_files {
     const np_dumpio_ref *bench, *cmp;
     unsigned flags;             /* NP_DUMPIO_CHECKED when their walks passed */
+    const np_rep_result *rep;   /* the cmp side checked against itself, or NULL */
 } pair_files;
 
 /* ---- the stages of one pair (stages.h) -------------------------------- */
@@ -761,6 +762,7 @@ static const cmp_stage chain[] = {
     {"calls", stage_calls, NULL},
     {"metrics", stage_metrics, when_tensor},
     {"verdicts", stage_verdicts, NULL},
+    {"replicas", cmp_stage_replicas, cmp_when_replicas},
     {"root cause", stage_root_cause, NULL},
     {"replay", stage_replay, NULL},
     {"gaps", stage_gaps, NULL},
@@ -797,7 +799,8 @@ static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cm
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
     p->priv = pv;
     cmp_run r = {.p = p, .pv = pv, .bench_ref = pf->bench, .cmp_ref = pf->cmp, .flags = pf->flags,
-                 .o = o, .map = map, .pair_index = pair_index, .n_pairs = n_pairs};
+                 .o = o, .map = map, .pair_index = pair_index, .n_pairs = n_pairs,
+                 .rep = pf->rep};
     return cmp_run_stages(&r, err);
 }
 
@@ -890,7 +893,7 @@ np_status np_cmp_compare_files(np_cmp_pair *out, const char *bench_h5, const cha
         }
     }
     if (st == NP_OK) {
-        pair_files pf = {&two[0], &two[1], NP_DUMPIO_CHECKED};
+        pair_files pf = {&two[0], &two[1], NP_DUMPIO_CHECKED, NULL};
         st = compare_files(out, &pf, &o, map, 0, 1, err);
     }
     np_dumpio_checker_free(chk);
@@ -971,27 +974,50 @@ static np_status number_single_file(side_files *s, const char *input, np_error *
 /* A side whose files carry a device mesh (format version 2) is a sharded
  * layout: its ranks of a step are one logical step, assembled from all of
  * them (assemble.c), so it pairs by step through its lowest rank. */
-static void fold_sharded(side_files *s)
+static int fold_sharded(side_files *s)
 {
     size_t i = 0;
     while (i < s->n && s->u[i].temp_only)
         i++;
     if (i == s->n)
-        return;
+        return 0;
     np_dumpio *d = NULL;
     np_error e;
     np_error_clear(&e);
     if (np_dumpio_open_ref(&d, s->u[i].ref, 0, &e) != NP_OK)
-        return; /* the pair's own open reports it */
+        return 0; /* the pair's own open reports it */
     int sharded = np_dumpio_get_info(d)->mesh_ndim > 0;
     np_dumpio_close(d);
     if (!sharded)
-        return;
+        return 0;
     size_t k = 0;
     for (size_t j = 0; j < s->n; j++)
         if (k == 0 || s->u[k - 1].step != s->u[j].step)
             s->u[k++] = s->u[j];
     s->n = k;
+    return 1;
+}
+
+/* 1 when some step of the side has two or more complete ranks. */
+static int several_ranks(const side_files *s)
+{
+    for (size_t i = 1; i < s->n; i++)
+        if (s->u[i].step == s->u[i - 1].step && !s->u[i].temp_only && !s->u[i - 1].temp_only)
+            return 1;
+    return 0;
+}
+
+/* The replicas check of the cmp side (np_rep_check); 0 when it could not
+ * run (nothing to add to the pairs then: --replicas says why). */
+static int check_replicas(np_rep_result *rep, const char *cmp)
+{
+    np_error e;
+    np_error_clear(&e);
+    memset(rep, 0, sizeof *rep);
+    if (np_rep_check(rep, cmp, &e) == NP_OK)
+        return 1;
+    np_rep_result_free(rep);
+    return 0;
 }
 
 static int unit_order(const void *x, const void *y)
@@ -1176,7 +1202,7 @@ static np_status start_checks(np_dumpio_checker **chk, np_dumpio_ref **files, pa
 /* Compare the pair of key k (walked by the checker) into r. */
 static void compare_key(np_cmp_result *r, const pair_key *k, np_dumpio_checker *chk,
                         const np_dumpio_ref *files, const cmp_mapping *map, int idx, int n_sel,
-                        int single)
+                        int single, const np_rep_result *rep)
 {
     np_error e;
     np_error_clear(&e);
@@ -1184,7 +1210,7 @@ static void compare_key(np_cmp_result *r, const pair_key *k, np_dumpio_checker *
     np_status st = np_dumpio_checker_wait(chk, k->check, &e);
     if (st == NP_OK)
         st = np_dumpio_checker_wait(chk, k->check + 1, &e);
-    pair_files pf = {&files[k->check], &files[k->check + 1], NP_DUMPIO_CHECKED};
+    pair_files pf = {&files[k->check], &files[k->check + 1], NP_DUMPIO_CHECKED, rep};
     if (st == NP_OK)
         st = compare_files(p, &pf, &r->opts, map, idx, n_sel, &e);
     if (st != NP_OK) {
@@ -1263,7 +1289,7 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
     if ((st = resolve(&lb, bench, err)) != NP_OK || (st = resolve(&lc, cmp, err)) != NP_OK)
         goto fail;
     fold_sharded(&lb);
-    fold_sharded(&lc);
+    int cmp_sharded = fold_sharded(&lc);
     int single = lb.n == 1 && lc.n == 1;
     if (!single && ((st = number_single_file(&lb, bench, err)) != NP_OK ||
                     (st = number_single_file(&lc, cmp, err)) != NP_OK))
@@ -1291,6 +1317,10 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
     if ((st = start_checks(&chk, &files, keys, n_keys, &r->opts, err)) != NP_OK)
         goto fail;
     const char *inputs[2] = {bench, cmp};
+    /* several ranks of a step on the cmp side (data parallel, not a sharded
+     * layout): their replicas and collectives checked against each other */
+    np_rep_result rep;
+    int rep_ok = !cmp_sharded && several_ranks(&lc) && check_replicas(&rep, cmp);
     /* the one-sided pairs first: every report (written as its pair is done,
      * see on_pair) lists them all */
     for (size_t i = 0; i < n_keys; i++)
@@ -1306,12 +1336,14 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
         int skip = !k->b || !k->c || k->b->temp_only || k->c->temp_only;
         size_t before = r->n_pairs;
         if (!skip)
-            compare_key(r, k, chk, files, map, idx, (int)n_sel, single);
+            compare_key(r, k, chk, files, map, idx, (int)n_sel, single, rep_ok ? &rep : NULL);
         idx++;
         if (r->n_pairs > before && r->opts.on_pair &&
             r->opts.on_pair(r, r->n_pairs - 1, r->opts.on_pair_user) != 0)
             break; /* the caller stopped the run */
     }
+    if (rep_ok)
+        np_rep_result_free(&rep);
     *out = r;
     r = NULL;
 fail:

@@ -13,6 +13,7 @@
 #define NPROBE_COMPARE_STAGES_H
 
 #include "internal.h"
+#include "nprobe/replicas.h"
 
 /* One pair on its way through the stages. The read stage fills bd/cd and
  * bench_names; every later stage works on p (rows, calls, notes). */
@@ -26,6 +27,8 @@ typedef struct cmp_run {
     int pair_index, n_pairs;        /* for progress */
     cmp_dump bd, cd;                /* the two sides as read (entries are rows' sides) */
     np_strmap bench_names;          /* bench leaf names -> index in bd.entries */
+    const np_rep_result *rep;       /* the cmp side checked against itself (several ranks
+                                     * of a data-parallel run), or NULL */
 } cmp_run;
 
 typedef struct cmp_stage {
@@ -50,6 +53,14 @@ typedef struct cmp_stage {
  * the stage rebuilds bench_names and hands the new arrays to the pair. */
 typedef np_status (*cmp_assemble_fn)(cmp_dump *d, cmp_arena *arena, np_error *err);
 extern const cmp_assemble_fn cmp_assembler;
+
+/* The replicas stage (reduce_check.c): the first finding of the cmp side's
+ * check against itself (np_rep_check) for this pair's step and rank - a
+ * collective whose output is not the reduction of the ranks' inputs, a
+ * replica that parts - makes its leaf's row an error, so the root cause
+ * names that call with plain compare (no --replicas needed). */
+np_status cmp_stage_replicas(cmp_run *r, np_error *err);
+int cmp_when_replicas(const cmp_run *r);
 
 /* Run the chain on one pair (compare.c). On failure p is freed. */
 np_status cmp_run_stages(cmp_run *r, np_error *err);

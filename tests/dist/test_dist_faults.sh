@@ -12,6 +12,8 @@
 #   shard_drift            the replicas agree (the reduction is right), and
 #       compare against the clean fp32 K-rank reference names the first call
 #       on rank 1, the drifting rank, before any culprit on rank 0.
+# Plain `compare -b REF -c FAULTY` names allreduce_bf16 and
+# allreduce_wrong_count at that all-reduce too (the replicas stage).
 # And no false alarm: the clean bf16 K-rank run against the fp32 reference
 # (no culprit, no error row) and against itself (--replicas: agree).
 set -u
@@ -70,6 +72,32 @@ expect() { # fault pattern-of-first-parting
 }
 expect allreduce_bf16 "first parting: step 0, Distributed.all_reduce.0.forward (seq *), rank(s) every rank: Distributed.all_reduce.0.forward.output.0 is not the mean of the 2 ranks' inputs*"
 expect allreduce_wrong_count "first parting: step 0, Distributed.all_reduce.0.forward (seq *), rank(s) every rank: *the output is 0.5 x the mean"
+# plain compare against the fp32 reference names them too (issue 25: a user
+# runs compare, not a flag he has not heard of): the cmp side's ranks are
+# checked against each other and the collective is the first culprit
+plain() { # fault expected-first-culprit
+  "$nprobe" compare -b ref -c "$1" -o "out_$1" -q --format json > "$1.cmp" 2>&1
+  local rc=$? first
+  first=$("$py" - "out_$1" <<'PY'
+import glob, json, sys
+best = None
+for f in sorted(glob.glob(sys.argv[1] + "/*.json")):
+    j = json.load(open(f))
+    fc = j["first_culprit"]
+    rank = int(f.split("_rank")[1].split("_")[0])
+    if fc and (best is None or (fc["seq"], rank) < best[:2]):
+        best = (fc["seq"], rank, fc["call"])
+print("none" if best is None else f"rank{best[1]} {best[2]}")
+PY
+)
+  if [ "$rc" = 1 ] && [ "$first" = "$2" ]; then
+    echo "ok   $1: plain compare against the reference: first culprit $first"
+  else
+    echo "FAIL $1: plain compare: expected exit 1 and '$2', got exit $rc, '$first'"; cat "$1.cmp"; fail=1
+  fi
+}
+plain allreduce_bf16 "rank0 Distributed.all_reduce.0.forward"
+plain allreduce_wrong_count "rank0 Distributed.all_reduce.0.forward"
 expect allreduce_skip_param "first parting: step 0, Module.h.1.ln_1.LayerNorm (seq *), rank(s) 1: the replicas part: Module.h.1.ln_1.LayerNorm.parameters_grad.weight differs*"
 expect unsynced_init "first parting: step 0, Module.wte.Embedding.forward.0 (seq *), rank(s) 1: the replicas part: Module.wte.Embedding.forward.0.parameters.weight differs*"
 
