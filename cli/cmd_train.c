@@ -28,6 +28,7 @@ typedef struct train_args {
     long steps, seed, threads, batch, log_every, warmup, stop_after;
     long layers, heads, width, context;
     long fault_step, fault_rank;
+    long tp;
     double lr, grad_clip;
     int list_faults, load_other_precision;
 } train_args;
@@ -87,6 +88,8 @@ static const np_cli_opt train_opts_table[] = {
     {NULL, "--fault-rank", "R", "the rank it fires on (default every rank)", LONG(fault_rank, 0, 1 << 20)},
     {NULL, "--list-faults", NULL, "print the fault catalog and exit", NP_OPT_FLAG, F(list_faults), 0, 0,
      NULL, 0, NULL},
+    {NULL, "--tp", "T", "tensor parallel over T ranks (mpirun -n T; gpt; docs/RUNTIME.md\n"
+                        "\"Tensor parallel\")", LONG(tp, 1, 1024)},
     {NULL, "--threads", "N", "OpenMP and OpenBLAS threads (default 0: leave as set)", LONG(threads, 0, 1024)},
     {NULL, "--seed", "S", "seed of initialisation and data (default 1234)", LONG(seed, 0, 2147483647L)},
     {"optimization:", "--steps", "N", "total steps, also the schedule length (default 100)",
@@ -600,6 +603,10 @@ static int train(const train_args *a, int mpi, int rank, int world)
         o.dist.rank = rank;
         o.dist.world_size = world;
         o.dist.allgather = np_cli_mpi_allgather;
+        o.dist.tp = a->tp > 1 ? (int)a->tp : 0;
+    } else if (a->tp > 1) {
+        np_cli_error("--tp %ld: tensor parallelism runs under mpirun -n %ld", a->tp, a->tp);
+        return NP_EXIT_USAGE;
     }
     /* only rank 0 reports, warns, saves and packs */
     int quiet = rank > 0 && mpi;
@@ -640,6 +647,8 @@ static int train(const train_args *a, int mpi, int rank, int world)
     if (dump_cfg && *dump_cfg && (mon_cfg != dump_cfg || mon_too)) {
         np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
         if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
+            goto done;
+        if (o.dist.tp > 1 && np_cli_probe_tp(probe, o.dist.tp, rank) != NP_EXIT_OK)
             goto done;
     }
     int sf = np_step_fault_from_name(a->fault);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 
 #include "cmd.h"
+#include "nprobe/dist.h"
+#include "nprobe/hook.h"
 #include "nprobe/probe.h"
 #include "nprobe/runtime.h"
 
@@ -12,6 +14,8 @@ struct np_cli_probe {
     np_probe *probe;
     struct np_ctx *ctx;
     char dump_path[4096];
+    int tp, tp_rank;          /* tensor parallel: the placements observer */
+    int place_warned;
 };
 
 int np_cli_probe_attach(np_cli_probe **out, struct np_ctx *ctx, const char *config_path,
@@ -57,12 +61,53 @@ int np_cli_probe_attach(np_cli_probe **out, struct np_ctx *ctx, const char *conf
     return NP_EXIT_OK;
 }
 
+/* After the probe has recorded an event: the placements of its shards. */
+static int place_event(const np_hook_event *ev, void *user)
+{
+    np_cli_probe *cp = user;
+    if (ev->kind == NP_EV_STEP_BEGIN || ev->kind == NP_EV_STEP_END)
+        return 0;
+    for (int i = 0; i < ev->n_tensors; i++) {
+        np_place_rec rec;
+        if (!np_tp_placement(cp->tp, cp->tp_rank, ev, i, &rec))
+            continue;
+        const np_hook_tensor *ht = &ev->tensors[i];
+        char idx[16];
+        snprintf(idx, sizeof idx, "%d", ht->index);
+        np_error err;
+        np_error_clear(&err);
+        if (np_probe_place(cp->probe, ev->name, ht->role, ht->key ? ht->key : idx, &rec, &err) &&
+            !cp->place_warned++)
+            fprintf(stderr, "nprobe: warning: dump: %s (further placement errors not shown)\n",
+                    err.text);
+    }
+    return 0;
+}
+
+int np_cli_probe_tp(np_cli_probe *cp, int tp, int rank)
+{
+    np_error err;
+    np_error_clear(&err);
+    const char *dims[1] = {"tp"};
+    int64_t shape[1] = {tp}, coords[1] = {rank};
+    cp->tp = tp;
+    cp->tp_rank = rank;
+    if (np_probe_set_mesh(cp->probe, 1, dims, shape, coords, &err) != NP_OK ||
+        np_ctx_add_observer(cp->ctx, &(np_observer){1, NULL, place_event, cp}, &err) != NP_OK) {
+        np_cli_report(&err);
+        return NP_EXIT_USAGE;
+    }
+    return NP_EXIT_OK;
+}
+
 int np_cli_probe_detach(np_cli_probe *cp)
 {
     if (!cp)
         return NP_EXIT_OK;
-    if (cp->ctx)
+    if (cp->ctx) {
         np_ctx_remove_observers(cp->ctx, cp->probe);
+        np_ctx_remove_observers(cp->ctx, cp);
+    }
     np_probe_summary s;
     np_error err;
     np_error_clear(&err);

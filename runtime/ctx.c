@@ -764,6 +764,39 @@ void rt_node_init(np_ctx *ctx, rt_node *nd, np_op op, np_tensor *const *in, int 
     }
 }
 
+static void push_node(np_ctx *ctx, const rt_node *nd);
+
+void rt_quiet_init(np_ctx *ctx, rt_node *nd, np_tensor *const *in, int n_in)
+{
+    memset(nd, 0, sizeof *nd);
+    nd->kind = RT_NODE_QUIET;
+    nd->mcall = ctx->cur_mc;
+    nd->n_in = n_in;
+    int rg = 0;
+    for (int i = 0; i < n_in; i++) {
+        nd->in[i] = in[i];
+        if (in[i]) {
+            nd->gdt[i] = in[i]->dtype;
+            rg |= in[i]->requires_grad && np_dtype_is_floating(in[i]->dtype);
+        }
+    }
+    nd->record = rg && ctx->grad_enabled;
+}
+
+np_tensor *rt_finish_quiet(np_ctx *ctx, rt_node *nd, np_tensor *out, rt_bwd_fn bwd)
+{
+    if (!out)
+        return NULL;
+    nd->out1 = out;
+    nd->out = &nd->out1;
+    nd->n_out = 1;
+    nd->bwd = bwd;
+    out->requires_grad = nd->record && np_dtype_is_floating(out->dtype);
+    if (nd->record)
+        push_node(ctx, nd);
+    return out;
+}
+
 void rt_node_scalar(rt_node *nd, const char *key, double v)
 {
     if (nd->n_sc < RT_MAX_SC) {
@@ -1146,7 +1179,8 @@ static void run_api_backward(np_ctx *ctx, rt_node *nd)
         }
     }
     unsigned declined = 0;
-    if (ctx->n_before) { /* the call's start: the gradients arriving at its outputs */
+    int quiet = nd->kind == RT_NODE_QUIET;
+    if (ctx->n_before && !quiet) { /* the call's start: the gradients arriving at its outputs */
         np_hook_tensor *bt = rt_alloc(ctx, sizeof *bt * (size_t)(nd->n_out + 1));
         np_dtype *bdt = rt_alloc(ctx, sizeof *bdt * (size_t)(nd->n_out + 1));
         if (!bt || !bdt)
@@ -1161,7 +1195,7 @@ static void run_api_backward(np_ctx *ctx, rt_node *nd)
     for (int i = 0; i < nd->n_in; i++)
         if (gin[i])
             rt_round_buf(gin[i], nd->in[i]->numel, nd->gdt[i]);
-    if (ctx->n_obs) {
+    if (ctx->n_obs && !quiet) {
         int cap = nd->n_out + nd->n_in;
         np_hook_tensor *ts = rt_alloc(ctx, sizeof *ts * (size_t)cap);
         np_dtype *odt = rt_alloc(ctx, sizeof *odt * (size_t)nd->n_out);

@@ -25,6 +25,13 @@ static const np_dist_fault_info dist_faults[NP_DIST_FAULT_COUNT] = {
     {NP_DIST_FAULT_UNSYNCED_INIT, "unsynced_init", "parameters", "ranks > 0", 1,
      "ranks > 0 initialise the model from seed + rank and the parameters are never broadcast "
      "from rank 0: the replicas differ from the first step"},
+    {NP_DIST_FAULT_TP_MISSING_ALLREDUCE, "tp_missing_allreduce", "Module.h.0.mlp.c_proj",
+     "every rank", 1,
+     "tensor parallel (--tp): the row-parallel c_proj of the first block's MLP leaves its "
+     "output unreduced: each rank goes on with its partial sum"},
+    {NP_DIST_FAULT_TP_SHARD_OFFSET, "tp_shard_offset", "Module.h.0.mlp.c_fc", "every rank", 1,
+     "tensor parallel (--tp): the column-parallel c_fc of the first block's MLP takes its "
+     "weight and bias shard at the neighbour's offset (rank r holds block r+1)"},
 };
 
 int np_dist_fault_count(void)
@@ -54,7 +61,9 @@ int np_dist_skipped_param(int n)
 
 int np_dist_active(const np_trainer *tr)
 {
-    return tr->opts.dist.allgather != NULL;
+    /* tensor parallel: every rank trains the whole batch (no data
+     * parallelism beside it yet); its collectives are model_tp.c's */
+    return tr->opts.dist.allgather != NULL && tr->opts.dist.tp <= 1;
 }
 
 static int world_of(const np_trainer *tr)

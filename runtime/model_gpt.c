@@ -114,7 +114,8 @@ static np_tensor *block_forward(np_ctx *ctx, np_gpt_block *b, const np_model_con
     np_tensor *a = NP_AT(ctx, attn_forward(ctx, b, c, h));
     np_tensor *r = NP_AT(ctx, np_add(ctx, x, a));
     h = NP_AT(ctx, np_nn_layer_norm_forward(ctx, &b->ln_2, r));
-    np_tensor *f = NP_AT(ctx, mlp_forward(ctx, b, h));
+    np_tensor *f = b->tp ? NP_AT(ctx, np_tp_mlp_forward(ctx, b, b->tp_layer, h))
+                         : NP_AT(ctx, mlp_forward(ctx, b, h));
     np_tensor *y = NP_AT(ctx, np_add(ctx, r, f));
     np_module_end(ctx, b->mod, &x, 1, &y, 1);
     return y;

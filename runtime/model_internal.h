@@ -5,6 +5,8 @@
 
 #include "nprobe/model.h"
 
+typedef struct np_tp np_tp;   /* tensor parallelism (model_tp.c) */
+
 typedef struct np_gpt_block {
     np_module *mod;            /* "h.N" Block */
     np_nn_layer_norm ln_1;
@@ -16,7 +18,12 @@ typedef struct np_gpt_block {
     np_nn_linear c_fc;         /* (4C, C) */
     np_nn_linear mlp_proj;     /* "h.N.mlp.c_proj" (C, 4C) */
     np_tensor *out;            /* block output of the last forward (B,T,C), step-scoped */
+    np_tp *tp;                 /* tensor parallel (borrowed), or NULL */
+    int tp_layer;              /* the block's index, for the tensor-parallel faults */
 } np_gpt_block;
+
+/* model_tp.c: a block's MLP over the tensor-parallel ranks. */
+np_tensor *np_tp_mlp_forward(np_ctx *ctx, np_gpt_block *b, int layer, np_tensor *x);
 
 struct np_model {
     np_ctx *ctx;

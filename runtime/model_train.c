@@ -39,6 +39,12 @@ static np_status dist_check(const np_train_opts *o, np_error *err)
         return np_error_set(err, NP_ERR_ARG, NULL, "batch",
                             "the global batch %d does not split into %d equal shards (expected "
                             "a multiple of the world size)", o->batch, d->world_size);
+    if (d->tp > 1 && d->tp != d->world_size)
+        return np_error_set(err, NP_ERR_ARG, NULL, "tp",
+                            "tensor parallel over %d ranks needs a world of %d ranks (no data "
+                            "parallelism beside it yet), got %d", d->tp, d->tp, d->world_size);
+    if (d->tp > 1)
+        return NP_OK; /* every rank trains the whole batch */
     if ((int)d->fault < 0 || d->fault >= NP_DIST_FAULT_COUNT)
         return np_error_set(err, NP_ERR_ARG, NULL, "fault", "unknown collective fault %d",
                             (int)d->fault);
@@ -90,6 +96,8 @@ np_status np_trainer_new(np_trainer **out, np_ctx *ctx, const np_train_opts *o, 
         init_seed += (uint64_t)o->dist.rank;
     if (!st)
         st = np_model_new(&tr->model, ctx, &mc, init_seed, err);
+    if (!st && o->dist.allgather && o->dist.tp > 1)
+        st = np_tp_setup(tr, err);
     if (!st) {
         tr->opts.model = mc;
         int n = 0;
@@ -118,6 +126,7 @@ void np_trainer_free(np_trainer *tr)
     np_data_free(tr->data);
     np_batch_free(&tr->batch);
     np_dist_free_buffers(tr);
+    np_tp_free(tr->tp);
     free(tr);
 }
 
@@ -182,6 +191,8 @@ static np_status clip_norm(np_trainer *tr, np_tensor *const *params, int n, doub
                            np_error *err)
 {
     const np_train_opts *o = &tr->opts;
+    if (tr->tp)
+        return np_tp_grad_norm(tr->tp, params, n, o->grad_clip, norm, err);
     if (!np_dist_active(tr)) {
         *norm = o->grad_clip > 0 ? np_clip_grad_norm(params, n, o->grad_clip)
                                  : np_grad_norm(params, n);
@@ -214,6 +225,8 @@ static np_status update(np_trainer *tr, np_step_result *res, np_error *err)
     const np_train_opts *o = &tr->opts;
     watch(tr, NP_TRAIN_BACKWARD_END, res);
     np_status st = np_dist_active(tr) ? np_dist_reduce_grads(tr, &res->loss, err) : NP_OK;
+    if (!st && tr->tp)
+        st = np_tp_sync_grads(tr->tp, err);
     if (st)
         return st;
     np_ctx_emit_param_grads(tr->ctx);

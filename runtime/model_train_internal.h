@@ -22,7 +22,17 @@ struct np_trainer {
     int coll_n;               /* Distributed.all_reduce counter of the step */
     np_train_watch_fn watch;  /* np_trainer_set_watch (a monitor) or NULL */
     void *watch_user;
+    struct np_tp *tp;         /* tensor parallel (model_tp.c), or NULL */
 };
+
+/* model_tp.c: tensor parallelism (np_dist.tp > 1). Setup slices the
+ * parameters (before the optimizer exists); sync sums the gradients only
+ * rank 0 computes; the norm counts the shards once over the ranks. */
+np_status np_tp_setup(np_trainer *tr, np_error *err);
+void np_tp_free(struct np_tp *tp);
+np_status np_tp_sync_grads(struct np_tp *tp, np_error *err);
+np_status np_tp_grad_norm(struct np_tp *tp, np_tensor *const *params, int n, double clip,
+                          double *norm, np_error *err);
 
 /* model_dist.c: the data-parallel part of a step (nprobe/dist.h). */
 int np_dist_active(const np_trainer *tr);

@@ -25,7 +25,7 @@ typedef struct rt_tensor {
 #define RT_T(t) ((rt_tensor *)(t)->rt)
 
 /* ---- tape ---------------------------------------------------------------- */
-enum { RT_NODE_API = 0, RT_NODE_MOD_BEGIN, RT_NODE_MOD_END };
+enum { RT_NODE_API = 0, RT_NODE_MOD_BEGIN, RT_NODE_MOD_END, RT_NODE_QUIET };
 #define RT_MAX_IN 4
 #define RT_MAX_SC 16 /* 10 of them: a low-precision GEMM's quantization statistics (lowp.c) */
 
@@ -130,6 +130,13 @@ struct np_ctx {
     const char **fp32_ent;
     int n_fp32;
 };
+
+/* A tape node without events and without an API counter (model_tp.c: the
+ * tensor-parallel communication, which the single process does not have,
+ * so the names of every other call stay those of one process). Its
+ * backward runs nd->bwd like any node's, without events. */
+void rt_quiet_init(np_ctx *ctx, rt_node *nd, np_tensor *const *in, int n_in);
+np_tensor *rt_finish_quiet(np_ctx *ctx, rt_node *nd, np_tensor *out, rt_bwd_fn bwd);
 
 /* ---- helpers (ctx.c) ---------------------------------------------------- */
 void *rt_alloc(np_ctx *ctx, size_t bytes);   /* arena, 64-byte aligned, uninitialised; NULL + ctx error */

@@ -48,6 +48,8 @@ typedef enum np_dist_fault {
     NP_DIST_FAULT_SKIP_PARAM,     /* one parameter's gradient left out of the all-reduce */
     NP_DIST_FAULT_WRONG_COUNT,    /* mean divided by 2K instead of K */
     NP_DIST_FAULT_UNSYNCED_INIT,  /* ranks > 0 initialise from seed + rank (no broadcast) */
+    NP_DIST_FAULT_TP_MISSING_ALLREDUCE, /* tensor parallel: a row-parallel output not reduced */
+    NP_DIST_FAULT_TP_SHARD_OFFSET,      /* tensor parallel: a column shard at the neighbour's offset */
     NP_DIST_FAULT_COUNT
 } np_dist_fault;
 
@@ -73,11 +75,27 @@ typedef struct np_dist {
     np_allgather_fn allgather;/* NULL: no collectives (single process) */
     void *user;               /* passed to allgather; borrowed */
     np_dist_fault fault;      /* acts on npu-sim only */
+    int tp;                   /* tensor-parallel degree (0 or 1: none); > 1: the GPT's
+                               * MLPs Megatron-style over tp ranks (world_size == tp:
+                               * no data parallelism beside it yet; model_tp.c) */
 } np_dist;
 
 /* Index of the parameter NP_DIST_FAULT_SKIP_PARAM leaves out among n
  * parameters (n / 2). */
 int np_dist_skipped_param(int n);
+
+/* ---- tensor parallelism (runtime/model_tp.c, docs/RUNTIME.md) ------------ */
+
+struct np_hook_event;
+struct np_place_rec;
+/* Where tensor i of event `ev` of rank `rank` of a `tp`-rank tensor-parallel
+ * GPT lies in its logical tensor: 1 and `rec` filled (placements over the
+ * one mesh dimension "tp", global shape, offset; name left empty) when it is
+ * a shard (Shard(d)) or a partial sum (Partial(sum)); 0 when it is whole
+ * (replicated on every rank). For the dump's /placements
+ * (np_probe_place). */
+int np_tp_placement(int tp, int rank, const struct np_hook_event *ev, int i,
+                    struct np_place_rec *rec);
 
 #ifdef __cplusplus
 }

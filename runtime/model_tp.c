@@ -1,0 +1,391 @@
+/* runtime/model_tp.c - tensor parallelism for the GPT, Megatron-style
+ * (nprobe/dist.h np_dist.tp, docs/RUNTIME.md "Tensor parallel"). On rank r
+ * of T, in every block's MLP:
+ *
+ *   x (whole on every rank) -> f -> c_fc, column-parallel: rows
+ *   [r*4C/T, (r+1)*4C/T) of its weight and bias -> gelu on the shard ->
+ *   c_proj, row-parallel: columns [r*4C/T, (r+1)*4C/T) of its weight, the
+ *   bias added by rank 0 only -> a partial sum -> g -> the whole output
+ *
+ * f is the identity forward and an all-reduce (sum) of the gradient
+ * backward; g an all-reduce (sum) forward and the identity backward. Both
+ * are tape nodes without events (rt_quiet_init): every call keeps the name
+ * it has in one process, so a TP run pairs leaf by leaf with the one-process
+ * run once compare assembles its shards (np_tp_placement says how they lie).
+ * The all-reduce gathers every rank's float32 values and sums them in
+ * float64 in rank order, rounding once: the same bits on every rank. The
+ * c_proj bias gradient, which only rank 0 computes, is summed over the
+ * ranks after the backward (np_tp_sync_grads), so every rank steps the same
+ * bias. The global gradient norm sums the shards' squares over the ranks
+ * and counts the whole parameters once (np_tp_grad_norm).
+ *
+ * The parameters are initialised whole, as one process initialises them,
+ * and each rank keeps its slice: the model at step 0 is the one-process
+ * model, cut. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+#include "model_train_internal.h"
+#include "nprobe/format.h"
+#include "nprobe/hook.h"
+#include "rt_internal.h"
+
+struct np_tp {
+    int size, rank;
+    np_allgather_fn allgather;
+    void *user;
+    np_dist_fault fault;
+    float *buf;
+    size_t cap;
+    np_tensor **sharded;  /* the parameters each rank holds a slice of */
+    int n_sharded;
+    np_tensor **rank0;    /* the parameters only rank 0 computes a gradient for */
+    int n_rank0;
+};
+
+/* ---- the all-reduce ------------------------------------------------------------ */
+
+/* x[0..n) = the sum over the ranks of their x, in float64 in rank order. */
+static int allreduce_sum(np_tp *tp, float *x, int64_t n)
+{
+    size_t bytes = (size_t)n * sizeof(float), need = bytes * (size_t)tp->size;
+    if (need > tp->cap) {
+        float *b = realloc(tp->buf, need);
+        if (!b)
+            return -1;
+        tp->buf = b;
+        tp->cap = need;
+    }
+    if (tp->allgather(tp->buf, x, bytes, tp->user) != 0)
+        return -1;
+    for (int64_t e = 0; e < n; e++) {
+        double acc = 0.0;
+        for (int r = 0; r < tp->size; r++)
+            acc += (double)tp->buf[(size_t)r * (size_t)n + (size_t)e];
+        x[e] = (float)acc;
+    }
+    return 0;
+}
+
+static np_tensor *copy_of(np_ctx *ctx, np_tensor *x)
+{
+    np_tensor *y = rt_new(ctx, x->dtype, x->ndim, x->shape);
+    if (y)
+        memcpy(y->data, x->data, np_tensor_nbytes(x));
+    return y;
+}
+
+/* f backward: the gradient summed over the ranks. */
+static void f_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
+{
+    np_tp *tp = (np_tp *)(uintptr_t)nd->st;
+    if (!gin[0])
+        return;
+    memcpy(gin[0], gout[0], (size_t)nd->in[0]->numel * sizeof(float));
+    if (allreduce_sum(tp, gin[0], nd->in[0]->numel) != 0)
+        rt_fail(ctx, NP_ERR_IO, "tp", "tensor parallel: the all-reduce of a gradient failed");
+}
+
+/* g backward: the identity. */
+static void g_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
+{
+    (void)ctx;
+    if (gin[0])
+        memcpy(gin[0], gout[0], (size_t)nd->in[0]->numel * sizeof(float));
+}
+
+/* f: the identity forward, the gradient all-reduced backward. */
+static np_tensor *tp_copy(np_ctx *ctx, np_tp *tp, np_tensor *x)
+{
+    if (!x || np_ctx_status(ctx))
+        return NULL;
+    rt_node nd;
+    rt_quiet_init(ctx, &nd, &x, 1);
+    nd.st = (const void *)tp;
+    nd.gin_full = 1;
+    return rt_finish_quiet(ctx, &nd, copy_of(ctx, x), f_bwd);
+}
+
+/* g: the partial sums all-reduced forward (unless the fault leaves them),
+ * the identity backward. */
+static np_tensor *tp_reduce(np_ctx *ctx, np_tp *tp, np_tensor *x, int skip)
+{
+    if (!x || np_ctx_status(ctx))
+        return NULL;
+    np_tensor *y = copy_of(ctx, x);
+    if (!y)
+        return NULL;
+    if (x->dtype != NP_FLOAT32)
+        return rt_fail(ctx, NP_ERR_ARG, "tp", "tensor parallel: float32 activations only");
+    if (!skip && allreduce_sum(tp, np_tensor_f32(y), y->numel) != 0)
+        return rt_fail(ctx, NP_ERR_IO, "tp", "tensor parallel: the all-reduce of an output failed");
+    rt_node nd;
+    rt_quiet_init(ctx, &nd, &x, 1);
+    nd.gin_full = 1;
+    return rt_finish_quiet(ctx, &nd, y, g_bwd);
+}
+
+/* ---- the MLP ------------------------------------------------------------------ */
+
+/* c_proj, row-parallel: this rank's columns, the bias on rank 0, reduced. */
+static np_tensor *row_linear(np_ctx *ctx, np_tp *tp, np_nn_linear *l, np_tensor *x, int skip)
+{
+    if (!x || np_module_begin(ctx, l->mod) != NP_OK)
+        return NULL;
+    np_tensor *y = NP_AT(ctx, np_linear(ctx, x, l->weight, tp->rank == 0 ? l->bias : NULL));
+    y = tp_reduce(ctx, tp, y, skip);
+    np_module_end(ctx, l->mod, &x, 1, &y, 1);
+    return y;
+}
+
+np_tensor *np_tp_mlp_forward(np_ctx *ctx, np_gpt_block *b, int layer, np_tensor *x)
+{
+    np_tp *tp = b->tp;
+    if (!x || np_module_begin(ctx, b->mlp) != NP_OK)
+        return NULL;
+    np_tensor *xf = tp_copy(ctx, tp, x);
+    np_tensor *h = NP_AT(ctx, np_nn_linear_forward(ctx, &b->c_fc, xf));
+    h = NP_AT(ctx, np_gelu(ctx, h, 0));
+    int skip = tp->fault == NP_DIST_FAULT_TP_MISSING_ALLREDUCE && layer == 0;
+    h = NP_AT(ctx, row_linear(ctx, tp, &b->mlp_proj, h, skip));
+    np_module_end(ctx, b->mlp, &x, 1, &h, 1);
+    return h;
+}
+
+/* ---- the shards ---------------------------------------------------------------- */
+
+/* Keep rows [r0, r0 + n) of t (dimension 0), in place. */
+static void keep_rows(np_tensor *t, int64_t r0, int64_t n)
+{
+    int64_t row = t->numel / t->shape[0];
+    float *d = np_tensor_f32(t);
+    memmove(d, d + r0 * row, (size_t)(n * row) * sizeof *d);
+    t->shape[0] = n;
+    t->numel = n * row;
+}
+
+/* Keep columns [c0, c0 + n) of the 2-D t, in place. */
+static void keep_cols(np_tensor *t, int64_t c0, int64_t n)
+{
+    int64_t rows = t->shape[0], cols = t->shape[1];
+    float *d = np_tensor_f32(t);
+    for (int64_t i = 0; i < rows; i++)
+        memmove(d + i * n, d + i * cols + c0, (size_t)n * sizeof *d);
+    t->shape[1] = n;
+    t->numel = rows * n;
+}
+
+static int add_to(np_tensor ***v, int *n, np_tensor *t)
+{
+    np_tensor **p = realloc(*v, (size_t)(*n + 1) * sizeof *p);
+    if (!p)
+        return -1;
+    p[(*n)++] = t;
+    *v = p;
+    return 0;
+}
+
+np_status np_tp_setup(np_trainer *tr, np_error *err)
+{
+    const np_dist *d = &tr->opts.dist;
+    np_model *m = tr->model;
+    const np_model_config *c = &m->cfg;
+    int T = d->tp;
+    if (c->kind != NP_MODEL_GPT || (4 * c->n_embd) % T != 0)
+        return np_error_set(err, NP_ERR_ARG, NULL, "tp",
+                            "tensor parallel: the gpt model only, with 4 x width (%d) a multiple "
+                            "of --tp %d", 4 * c->n_embd, T);
+    np_tp *tp = calloc(1, sizeof *tp);
+    if (!tp)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, "tp", "out of memory");
+    tr->tp = tp;
+    tp->size = T;
+    tp->rank = d->rank;
+    tp->allgather = d->allgather;
+    tp->user = d->user;
+    tp->fault = tr->dfault;
+    int64_t part = 4 * (int64_t)c->n_embd / T;
+    for (int i = 0; i < c->n_layer; i++) {
+        np_gpt_block *b = &m->h[i];
+        b->tp = tp;
+        b->tp_layer = i;
+        /* tp_shard_offset: the first block's c_fc takes the neighbour's block */
+        int at = tp->fault == NP_DIST_FAULT_TP_SHARD_OFFSET && i == 0 ? (tp->rank + 1) % T
+                                                                        : tp->rank;
+        keep_rows(b->c_fc.weight, at * part, part);
+        keep_rows(b->c_fc.bias, at * part, part);
+        keep_cols(b->mlp_proj.weight, tp->rank * part, part);
+        if (add_to(&tp->sharded, &tp->n_sharded, b->c_fc.weight) ||
+            add_to(&tp->sharded, &tp->n_sharded, b->c_fc.bias) ||
+            add_to(&tp->sharded, &tp->n_sharded, b->mlp_proj.weight) ||
+            add_to(&tp->rank0, &tp->n_rank0, b->mlp_proj.bias))
+            return np_error_set(err, NP_ERR_NOMEM, NULL, "tp", "out of memory");
+    }
+    return NP_OK;
+}
+
+void np_tp_free(np_tp *tp)
+{
+    if (!tp)
+        return;
+    free(tp->buf);
+    free(tp->sharded);
+    free(tp->rank0);
+    free(tp);
+}
+
+np_status np_tp_sync_grads(np_tp *tp, np_error *err)
+{
+    for (int i = 0; i < tp->n_rank0; i++) {
+        np_tensor *t = tp->rank0[i];
+        if (!t->grad)
+            continue;
+        if (tp->rank != 0)
+            memset(t->grad, 0, (size_t)t->numel * sizeof(float));
+        if (allreduce_sum(tp, t->grad, t->numel) != 0)
+            return np_error_set(err, NP_ERR_IO, NULL, "tp",
+                                "tensor parallel: the all-reduce of %s's gradient failed",
+                                t->name ? t->name : "a bias");
+    }
+    return NP_OK;
+}
+
+static int is_sharded(const np_tp *tp, const np_tensor *t)
+{
+    for (int i = 0; i < tp->n_sharded; i++)
+        if (tp->sharded[i] == t)
+            return 1;
+    return 0;
+}
+
+np_status np_tp_grad_norm(np_tp *tp, np_tensor *const *params, int n, double clip, double *norm,
+                          np_error *err)
+{
+    double whole = 0.0, mine = 0.0;
+    for (int i = 0; i < n; i++) {
+        double s = 0.0;
+        for (int64_t k = 0; params[i]->grad && k < params[i]->numel; k++)
+            s += (double)params[i]->grad[k] * (double)params[i]->grad[k];
+        if (is_sharded(tp, params[i]))
+            mine += s;
+        else
+            whole += s;
+    }
+    /* the shards' squares summed over the ranks, in rank order (float64) */
+    size_t need = sizeof(double) * (size_t)tp->size;
+    if (need > tp->cap) {
+        float *b = realloc(tp->buf, need);
+        if (!b)
+            return np_error_set(err, NP_ERR_NOMEM, NULL, "tp", "out of memory");
+        tp->buf = b;
+        tp->cap = need;
+    }
+    if (tp->allgather(tp->buf, &mine, sizeof mine, tp->user) != 0)
+        return np_error_set(err, NP_ERR_IO, NULL, "tp",
+                            "tensor parallel: the all-reduce of the gradient norm failed");
+    double sq = whole, x;
+    for (int r = 0; r < tp->size; r++) {
+        memcpy(&x, (const char *)tp->buf + (size_t)r * sizeof x, sizeof x);
+        sq += x;
+    }
+    *norm = sqrt(sq);
+    double coef = clip / (*norm + 1e-6);
+    if (clip > 0 && coef < 1.0) {
+        float c = (float)coef;
+        for (int i = 0; i < n; i++)
+            for (int64_t k = 0; params[i]->grad && k < params[i]->numel; k++)
+                params[i]->grad[k] *= c;
+    }
+    return NP_OK;
+}
+
+/* ---- placements ------------------------------------------------------------------ */
+
+enum { R_NONE = 0, R_FC, R_PROJ, R_MLP };
+
+/* The TP region of a module name "Module.h.N.mlp.c_fc.Linear[.forward.K]". */
+static int region_of(const char *mod)
+{
+    if (!mod || strncmp(mod, "Module.h.", 9) != 0)
+        return R_NONE;
+    if (strstr(mod, ".mlp.c_fc.Linear"))
+        return R_FC;
+    if (strstr(mod, ".mlp.c_proj.Linear"))
+        return R_PROJ;
+    if (strstr(mod, ".mlp.MLP."))
+        return R_MLP;
+    return R_NONE;
+}
+
+/* 'S' with *dim, 'P', or 0 (whole) for tensor `ht` of an event in region
+ * `rg`; `api`: an API call inside the region's module, `bwd`: backward. */
+static int rule(int rg, int api, int bwd, const np_hook_tensor *ht, int *dim)
+{
+    int last = ht->t->ndim - 1, idx = ht->index;
+    int param = ht->role == NP_ROLE_PARAMETERS || ht->role == NP_ROLE_PARAMETERS_GRAD;
+    int weight = param && ht->key && !strcmp(ht->key, "weight");
+    int bias = param && ht->key && !strcmp(ht->key, "bias");
+    int in = ht->role == NP_ROLE_INPUT, out = ht->role == NP_ROLE_OUTPUT;
+    if (rg == R_MLP)
+        return api ? (*dim = last, 'S') : 0; /* gelu on the shard */
+    if (rg == R_FC) {
+        if (weight || bias)
+            return *dim = 0, 'S';
+        if (!bwd && out && idx == 0)
+            return *dim = last, 'S';
+        if (!bwd && api && in && (idx == 1 || idx == 2))
+            return *dim = 0, 'S';
+        if (bwd && in && idx == 0)
+            return *dim = last, 'S';
+        if (bwd && out && idx == 0)
+            return 'P';
+        if (bwd && api && out && (idx == 1 || idx == 2))
+            return *dim = 0, 'S';
+        return 0;
+    }
+    if (rg == R_PROJ) {
+        if (weight)
+            return *dim = 1, 'S';
+        if (!bwd && in && idx == 0)
+            return *dim = last, 'S';
+        if (!bwd && api && in && idx == 1)
+            return *dim = 1, 'S';
+        if (!bwd && api && out && idx == 0)
+            return 'P';
+        if (bwd && out && idx == 0)
+            return *dim = last, 'S';
+        if (bwd && api && out && idx == 1)
+            return *dim = 1, 'S';
+    }
+    return 0;
+}
+
+int np_tp_placement(int tp, int rank, const np_hook_event *ev, int i, np_place_rec *rec)
+{
+    if (tp <= 1 || !ev || i < 0 || i >= ev->n_tensors || !ev->tensors[i].t)
+        return 0;
+    const np_hook_tensor *ht = &ev->tensors[i];
+    int api = !ev->is_module;
+    int rg = region_of(api ? ev->parent : ev->name);
+    int bwd = ev->kind == NP_EV_API_BACKWARD || ev->kind == NP_EV_MODULE_BACKWARD;
+    int dim = -1;
+    int kind = rg ? rule(rg, api, bwd, ht, &dim) : 0;
+    if (!kind || ht->t->ndim < 1 || ht->t->ndim > NP_FMT_MAX_DIMS)
+        return 0;
+    memset(rec, 0, sizeof *rec);
+    rec->global_ndim = ht->t->ndim;
+    for (int d = 0; d < ht->t->ndim; d++)
+        rec->global_shape[d] = ht->t->shape[d];
+    if (kind == 'S') {
+        rec->global_shape[dim] = ht->t->shape[dim] * tp;
+        rec->offset[dim] = ht->t->shape[dim] * rank;
+        snprintf(rec->placements, sizeof rec->placements, "Shard(%d)", dim);
+    } else {
+        snprintf(rec->placements, sizeof rec->placements, "Partial(sum)");
+    }
+    rec->stage = rec->micro_batch = -1;
+    return 1;
+}

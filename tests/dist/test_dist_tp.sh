@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# test_dist_tp.sh - tensor parallelism in the runtime (`mpirun -n 2 nprobe
+# train --tp 2`, docs/RUNTIME.md "Tensor parallel") compared with the one-
+# process run by plain `nprobe compare`, no mapping (docs/COMPARE.md
+# "Sharded layouts"). Known answers: the TP=2 run prints the one-process
+# losses; its dump is format version 2 with a tp mesh and placements; it
+# compares clean against the one-process run (exit 0, no error row at step
+# 0, the assembled c_fc weight bit-equal: MaxAbsErr 0, the same
+# initialisation cut in two); tp_missing_allreduce is named at the
+# unreduced row-parallel c_proj with its ranks and mesh coordinates,
+# tp_shard_offset at the c_fc whose shard came from the neighbour's offset
+# (exit 1 each); two TP=2 runs give byte-identical payloads.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/mpi_env.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+fail=0
+size=(--model gpt --layers 1 --width 32 --context 16 --batch 4 --steps 2 --threads 1)
+run() { # dir K device fault
+  printf '{"task": "tensor", "dump_path": "%s", "level": "mix", "step": [0, 1]}\n' "$tmp/$1" > "$1.json"
+  local cmd=("$nprobe" train "${size[@]}" --device "$3" --fault "$4" --dump-config "$1.json")
+  if [ "$2" = 0 ]; then "${cmd[@]}" > "$1.log" 2>&1; else mpirun_k "$2" "${cmd[@]}" --tp "$2" > "$1.log" 2>&1; fi ||
+    { echo "FAIL train $*"; cat "$1.log"; exit 1; }
+}
+run single 0 cpu none
+run tp2 2 cpu none
+run tp2b 2 cpu none
+run miss 2 npu-sim tp_missing_allreduce
+run offset 2 npu-sim tp_shard_offset
+
+# the same losses (printed to 6 decimals) as one process
+if diff <(grep '^step ' single.log | awk '{print $2, $4}') <(grep '^step ' tp2.log | awk '{print $2, $4}') > /dev/null; then
+  echo "ok   tp2 prints the one-process losses"
+else
+  echo "FAIL tp2 losses differ from one process"; grep '^step ' single.log tp2.log; fail=1
+fi
+# format version 2, the mesh, a placement
+show=$("$nprobe" show tp2/step0/rank1/dump.h5 Module.h.0.mlp.c_fc.Linear.forward.0.parameters.weight 2>&1)
+if grep -q "mesh      (tp=2) at (1)" <<< "$show" && grep -q "placements \[Shard(0)\]" <<< "$show" &&
+   grep -q "global    (128, 32) offset (64, 0)" <<< "$show"; then
+  echo "ok   tp2 rank 1: c_fc weight Shard(0) of (128, 32) at offset 64 (nprobe show)"
+else
+  echo "FAIL tp2 placements: $show"; fail=1
+fi
+# two runs of the layout: the same payload bytes (crc32 of every leaf)
+"$nprobe" compare -b tp2 -c tp2b -o out_twice -q --format json > twice.out 2>&1 ||
+  { echo "FAIL two tp2 runs differ"; cat twice.out; fail=1; }
+
+cmp_json() { # dir -> "rc errors first-culprit-call"
+  "$nprobe" compare -b single -c "$1" -o "out_$1" --format json --step 0 > "$1.cmp" 2>&1
+  local rc=$?
+  "$py" - "out_$1" "$rc" <<'PY'
+import glob, json, sys
+js = [json.load(open(f)) for f in sorted(glob.glob(sys.argv[1] + "/*.json"))]
+errors = sum(j["summary"]["error"] for j in js)
+fc = next((j["first_culprit"] for j in js if j["first_culprit"]), None)
+w = [r for j in js for r in j["rows"] if r[0] == "Module.h.0.mlp.c_fc.Linear.forward.0.parameters.weight"]
+print(sys.argv[2], errors, fc["call"] if fc else "none", len(w))
+PY
+}
+read -r rc errors first nw < <(cmp_json tp2)
+if [ "$rc" = 0 ] && [ "$errors" = 0 ] && [ "$first" = none ] && [ "$nw" = 1 ]; then
+  echo "ok   tp2 against one process: exit 0, no error row, the c_fc weight assembled and paired"
+else
+  echo "FAIL tp2 against one process: exit $rc, $errors error rows, culprit $first, weight rows $nw"; cat tp2.cmp; fail=1
+fi
+read -r rc errors first nw < <(cmp_json miss)
+if [ "$rc" = 1 ] && [ "$first" = Module.h.0.mlp.c_proj.Linear.forward.0 ] &&
+   grep -q "Replica disagreement.*Module.h.0.mlp.c_proj.Linear.forward.0.output.0: rank 0 (tp=0) and rank 1 (tp=1)" miss.cmp; then
+  echo "ok   tp_missing_allreduce: first culprit $first, replicas rank 0 (tp=0) and rank 1 (tp=1) named"
+else
+  echo "FAIL tp_missing_allreduce: exit $rc, culprit $first"; cat miss.cmp; fail=1
+fi
+read -r rc errors first nw < <(cmp_json offset)
+if [ "$rc" = 1 ] && [ "$first" = Functional.linear.2.forward ] &&
+   grep -q "first culprit: Functional.linear.2.forward (in Module.h.0.mlp.c_fc.Linear.forward.0)" offset.cmp; then
+  echo "ok   tp_shard_offset: first culprit $first in Module.h.0.mlp.c_fc"
+else
+  echo "FAIL tp_shard_offset: exit $rc, culprit $first"; cat offset.cmp; fail=1
+fi
+exit $fail
