@@ -111,7 +111,8 @@ static np_tensor *block_forward(np_ctx *ctx, np_gpt_block *b, const np_model_con
     if (!x || np_module_begin(ctx, b->mod) != NP_OK)
         return NULL;
     np_tensor *h = NP_AT(ctx, np_nn_layer_norm_forward(ctx, &b->ln_1, x));
-    np_tensor *a = NP_AT(ctx, attn_forward(ctx, b, c, h));
+    np_tensor *a = b->tp ? NP_AT(ctx, np_tp_attn_forward(ctx, b, c, h))
+                         : NP_AT(ctx, attn_forward(ctx, b, c, h));
     np_tensor *r = NP_AT(ctx, np_add(ctx, x, a));
     h = NP_AT(ctx, np_nn_layer_norm_forward(ctx, &b->ln_2, r));
     np_tensor *f = b->tp ? NP_AT(ctx, np_tp_mlp_forward(ctx, b, b->tp_layer, h))

@@ -24,6 +24,8 @@ typedef struct np_gpt_block {
 
 /* model_tp.c: a block's MLP over the tensor-parallel ranks. */
 np_tensor *np_tp_mlp_forward(np_ctx *ctx, np_gpt_block *b, int layer, np_tensor *x);
+np_tensor *np_tp_attn_forward(np_ctx *ctx, np_gpt_block *b, const np_model_config *c,
+                              np_tensor *x);
 
 struct np_model {
     np_ctx *ctx;

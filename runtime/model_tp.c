@@ -128,7 +128,86 @@ static np_tensor *tp_reduce(np_ctx *ctx, np_tp *tp, np_tensor *x, int skip)
     return rt_finish_quiet(ctx, &nd, y, g_bwd);
 }
 
-/* ---- the MLP ------------------------------------------------------------------ */
+/* Columns [c0, c0 + n) of the last dimension of x: a quiet slice (the
+ * heads of this rank); backward puts the gradient back in place, zeros
+ * elsewhere (the other ranks' heads: the sum over the ranks is whole). */
+static void slice_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
+{
+    (void)ctx;
+    const int64_t *at = nd->st;
+    const np_tensor *x = nd->in[0];
+    int64_t w = x->shape[x->ndim - 1], rows = x->numel / w, c0 = at[0], n = at[1];
+    if (!gin[0])
+        return;
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(gin[0] + r * w + c0, gout[0] + r * n, (size_t)n * sizeof(float));
+}
+
+static np_tensor *tp_slice(np_ctx *ctx, np_tensor *x, int64_t c0, int64_t n)
+{
+    if (!x || np_ctx_status(ctx))
+        return NULL;
+    if (x->dtype != NP_FLOAT32)
+        return rt_fail(ctx, NP_ERR_ARG, "tp", "tensor parallel: float32 activations only");
+    int64_t shape[NP_MAX_DIMS];
+    memcpy(shape, x->shape, sizeof shape);
+    int64_t w = x->shape[x->ndim - 1], rows = x->numel / w;
+    shape[x->ndim - 1] = n;
+    np_tensor *y = rt_new(ctx, x->dtype, x->ndim, shape);
+    int64_t *at = rt_alloc(ctx, 2 * sizeof *at);
+    if (!y || !at)
+        return NULL;
+    const float *s = np_tensor_f32(x);
+    float *d = np_tensor_f32(y);
+    for (int64_t r = 0; r < rows; r++)
+        memcpy(d + r * n, s + r * w + c0, (size_t)n * sizeof *d);
+    at[0] = c0;
+    at[1] = n;
+    rt_node nd;
+    rt_quiet_init(ctx, &nd, &x, 1);
+    nd.st = at;
+    return rt_finish_quiet(ctx, &nd, y, slice_bwd);
+}
+
+/* ---- attention and the MLP -------------------------------------------------------- */
+
+static np_tensor *row_linear(np_ctx *ctx, np_tp *tp, np_nn_linear *l, np_tensor *x, int skip);
+
+/* Causal self-attention over this rank's heads: c_attn whole (every rank
+ * computes q, k, v), f, the split, this rank's heads [r*H/T, (r+1)*H/T),
+ * attention on them, c_proj row-parallel. */
+np_tensor *np_tp_attn_forward(np_ctx *ctx, np_gpt_block *b, const np_model_config *c,
+                              np_tensor *x)
+{
+    np_tp *tp = b->tp;
+    if (!x || np_module_begin(ctx, b->attn) != NP_OK)
+        return NULL;
+    int64_t B = x->shape[0], T = x->shape[1], C = c->n_embd, H = c->n_head, D = C / H;
+    int64_t h = H / tp->size, w = h * D;
+    np_tensor *qkv = NP_AT(ctx, np_nn_linear_forward(ctx, &b->c_attn, x)); /* (B,T,3C) */
+    qkv = tp_copy(ctx, tp, qkv);
+    np_tensor *parts[3] = {NULL, NULL, NULL};
+    np_tensor *y = NULL;
+    int nparts = 0;
+    if (qkv)
+        nparts = NP_AT(ctx, np_split(ctx, qkv, C, -1, parts, 3));
+    if (nparts == 3) {
+        int64_t s4[4] = {B, T, h, D};
+        np_tensor *heads[3];
+        for (int k = 0; k < 3; k++) {
+            heads[k] = tp_slice(ctx, parts[k], tp->rank * w, w);        /* (B,T,C/T) */
+            heads[k] = NP_AT(ctx, np_view(ctx, heads[k], 4, s4));      /* (B,T,h,D) */
+            heads[k] = NP_AT(ctx, np_transpose(ctx, heads[k], 1, 2));  /* (B,h,T,D) */
+        }
+        y = NP_AT(ctx, np_sdpa(ctx, heads[0], heads[1], heads[2], 1, 0.0));
+        y = NP_AT(ctx, np_transpose(ctx, y, 1, 2));
+        int64_t s3[3] = {B, T, w};
+        y = NP_AT(ctx, np_view(ctx, y, 3, s3));
+        y = NP_AT(ctx, row_linear(ctx, tp, &b->attn_proj, y, 0)); /* (the fault: the MLP's) */
+    }
+    np_module_end(ctx, b->attn, &x, 1, &y, 1);
+    return y;
+}
 
 /* c_proj, row-parallel: this rank's columns, the bias on rank 0, reduced. */
 static np_tensor *row_linear(np_ctx *ctx, np_tp *tp, np_nn_linear *l, np_tensor *x, int skip)
@@ -194,10 +273,10 @@ np_status np_tp_setup(np_trainer *tr, np_error *err)
     np_model *m = tr->model;
     const np_model_config *c = &m->cfg;
     int T = d->tp;
-    if (c->kind != NP_MODEL_GPT || (4 * c->n_embd) % T != 0)
+    if (c->kind != NP_MODEL_GPT || c->n_head % T != 0)
         return np_error_set(err, NP_ERR_ARG, NULL, "tp",
-                            "tensor parallel: the gpt model only, with 4 x width (%d) a multiple "
-                            "of --tp %d", 4 * c->n_embd, T);
+                            "tensor parallel: the gpt model only, with its heads (%d) a multiple "
+                            "of --tp %d", c->n_head, T);
     np_tp *tp = calloc(1, sizeof *tp);
     if (!tp)
         return np_error_set(err, NP_ERR_NOMEM, NULL, "tp", "out of memory");
@@ -218,9 +297,12 @@ np_status np_tp_setup(np_trainer *tr, np_error *err)
         keep_rows(b->c_fc.weight, at * part, part);
         keep_rows(b->c_fc.bias, at * part, part);
         keep_cols(b->mlp_proj.weight, tp->rank * part, part);
+        keep_cols(b->attn_proj.weight, tp->rank * (c->n_embd / T), c->n_embd / T);
         if (add_to(&tp->sharded, &tp->n_sharded, b->c_fc.weight) ||
             add_to(&tp->sharded, &tp->n_sharded, b->c_fc.bias) ||
             add_to(&tp->sharded, &tp->n_sharded, b->mlp_proj.weight) ||
+            add_to(&tp->sharded, &tp->n_sharded, b->attn_proj.weight) ||
+            add_to(&tp->rank0, &tp->n_rank0, b->attn_proj.bias) ||
             add_to(&tp->rank0, &tp->n_rank0, b->mlp_proj.bias))
             return np_error_set(err, NP_ERR_NOMEM, NULL, "tp", "out of memory");
     }
@@ -304,7 +386,7 @@ np_status np_tp_grad_norm(np_tp *tp, np_tensor *const *params, int n, double cli
 
 /* ---- placements ------------------------------------------------------------------ */
 
-enum { R_NONE = 0, R_FC, R_PROJ, R_MLP };
+enum { R_NONE = 0, R_FC, R_PROJ, R_MLP, R_ATTN };
 
 /* The TP region of a module name "Module.h.N.mlp.c_fc.Linear[.forward.K]". */
 static int region_of(const char *mod)
@@ -313,8 +395,10 @@ static int region_of(const char *mod)
         return R_NONE;
     if (strstr(mod, ".mlp.c_fc.Linear"))
         return R_FC;
-    if (strstr(mod, ".mlp.c_proj.Linear"))
+    if (strstr(mod, ".mlp.c_proj.Linear") || strstr(mod, ".attn.c_proj.Linear"))
         return R_PROJ;
+    if (strstr(mod, ".attn.CausalSelfAttention."))
+        return R_ATTN;
     if (strstr(mod, ".mlp.MLP."))
         return R_MLP;
     return R_NONE;
@@ -363,6 +447,31 @@ static int rule(int rg, int api, int bwd, const np_hook_tensor *ht, int *dim)
     return 0;
 }
 
+/* The attention's own API calls: the split works on whole q, k, v (its
+ * gradients are partial sums: each rank's heads only); every call after
+ * this rank's heads were taken holds them: dimension 2 of (B,T,C/T) and
+ * (B,T,h,D), dimension 1 of (B,h,T,D). The forms follow the calls' order
+ * in a block: 3 views to (B,T,h,D), 3 transposes to (B,h,T,D), the
+ * attention, a transpose back, a view (the GPT's 4 transposes a block). */
+static int attn_rule(const char *name, int bwd, const np_hook_tensor *ht, int *dim)
+{
+    if (!strncmp(name, "Tensor.split.", 13))
+        return bwd ? 'P' : 0;
+    if (!strncmp(name, "Functional.scaled_dot_product_attention.", 40))
+        return *dim = 1, 'S';
+    if (!strncmp(name, "Tensor.view.", 12))
+        return *dim = 2, 'S';
+    if (!strncmp(name, "Tensor.transpose.", 17)) {
+        int n = atoi(name + 17);
+        /* forward: input then output; backward swaps their roles */
+        int is_in = (ht->role == NP_ROLE_INPUT) != bwd;
+        int first = n % 4 < 3; /* (B,T,h,D) -> (B,h,T,D) */
+        *dim = (first == is_in) ? 2 : 1;
+        return 'S';
+    }
+    return 0;
+}
+
 int np_tp_placement(int tp, int rank, const np_hook_event *ev, int i, np_place_rec *rec)
 {
     if (tp <= 1 || !ev || i < 0 || i >= ev->n_tensors || !ev->tensors[i].t)
@@ -372,7 +481,9 @@ int np_tp_placement(int tp, int rank, const np_hook_event *ev, int i, np_place_r
     int rg = region_of(api ? ev->parent : ev->name);
     int bwd = ev->kind == NP_EV_API_BACKWARD || ev->kind == NP_EV_MODULE_BACKWARD;
     int dim = -1;
-    int kind = rg ? rule(rg, api, bwd, ht, &dim) : 0;
+    int kind = rg == R_ATTN ? (api ? attn_rule(ev->name, bwd, ht, &dim) : 0)
+               : rg        ? rule(rg, api, bwd, ht, &dim)
+                           : 0;
     if (!kind || ht->t->ndim < 1 || ht->t->ndim > NP_FMT_MAX_DIMS)
         return 0;
     memset(rec, 0, sizeof *rec);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# test_dist_tp.sh - tensor parallelism in the runtime (`mpirun -n 2 nprobe
+# test_dist_tp.sh - tensor parallelism in the runtime (attention heads and
+# MLP split over the ranks) (`mpirun -n 2 nprobe
 # train --tp 2`, docs/RUNTIME.md "Tensor parallel") compared with the one-
 # process run by plain `nprobe compare`, no mapping (docs/COMPARE.md
 # "Sharded layouts"). Known answers: the TP=2 run prints the one-process
