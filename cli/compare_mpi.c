@@ -103,6 +103,25 @@ static size_t single_ref_ids(pair_id *ids, size_t k)
     return u;
 }
 
+/* 1 when the side's files carry a device mesh (a sharded layout: compare
+ * pairs it by step through its lowest rank and assembles the rest). */
+static int side_sharded(const np_dumpio_ref *refs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (refs[i].state != NP_DUMPIO_COMPLETE)
+            continue;
+        np_dumpio *d = NULL;
+        np_error e;
+        np_error_clear(&e);
+        if (np_dumpio_open_ref(&d, &refs[i], 0, &e) != NP_OK)
+            return 0;
+        int mesh = np_dumpio_get_info(d)->mesh_ndim > 0;
+        np_dumpio_close(d);
+        return mesh;
+    }
+    return 0;
+}
+
 /* The (step, rank) pairs found on either side, sorted, unique, within the
  * --step/--rank filters; *n = 0 when a side has a file without step/rank
  * (a single dump.h5: nothing to spread). */
@@ -121,10 +140,14 @@ static np_status list_pairs(pair_id **out, size_t *n, const char *bench, const c
         st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
     size_t k = 0;
     int spreadable = 1;
+    int sharded[2] = {!st && side_sharded(rb, nb), !st && side_sharded(rc, nc)};
     for (size_t i = 0; !st && i < nb + nc; i++) {
         const np_dumpio_ref *r = i < nb ? &rb[i] : &rc[i - nb];
         if (r->step < 0 || r->rank < 0)
             spreadable = 0;
+        const np_dumpio_ref *prev = i == 0 || i == nb ? NULL : r - 1;
+        if (sharded[i >= nb] && prev && prev->step == r->step)
+            continue; /* a sharded side: its lowest rank of the step stands for it */
         if ((o->step >= 0 && r->step != o->step) || (o->rank >= 0 && r->rank != o->rank && !(o->single_ref && i < nb)))
             continue;
         ids[k].step = r->step;

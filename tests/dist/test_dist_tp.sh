@@ -10,7 +10,8 @@
 # initialisation cut in two); tp_missing_allreduce is named at the
 # unreduced row-parallel c_proj with its ranks and mesh coordinates,
 # tp_shard_offset at the c_fc whose shard came from the neighbour's offset
-# (exit 1 each); two TP=2 runs give byte-identical payloads.
+# (exit 1 each), the same first culprit under `mpirun -n 2 nprobe compare`;
+# two TP=2 runs give byte-identical payloads.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/mpi_env.sh"
@@ -73,6 +74,14 @@ if [ "$rc" = 1 ] && [ "$first" = Module.h.0.mlp.c_proj.Linear.forward.0 ] &&
   echo "ok   tp_missing_allreduce: first culprit $first, replicas rank 0 (tp=0) and rank 1 (tp=1) named"
 else
   echo "FAIL tp_missing_allreduce: exit $rc, culprit $first"; cat miss.cmp; fail=1
+fi
+# the same first culprit when compare runs over MPI (a sharded side is one pair a step)
+mpirun_k 2 "$nprobe" compare -b single -c miss -o out_mpi --format csv --step 0 > mpi.cmp 2>&1
+if grep -q "first culprit across all steps and ranks: step 0 rank 0 Module.h.0.mlp.c_proj.Linear.forward.0" mpi.cmp &&
+   grep -q "^1 pair(s) compared over 2 process(es)" mpi.cmp; then
+  echo "ok   tp_missing_allreduce under mpirun -n 2 nprobe compare: the same first culprit"
+else
+  echo "FAIL tp_missing_allreduce under mpirun compare"; cat mpi.cmp; fail=1
 fi
 read -r rc errors first nw < <(cmp_json offset)
 if [ "$rc" = 1 ] && [ "$first" = Functional.linear.2.forward ] &&
