@@ -68,6 +68,7 @@ struct cmp_assembly {
     asm_rank *ranks;
     int n_ranks;
     np_strmap leaf_map;    /* logical leaf name -> index in leaves */
+    np_strmap skipped;     /* Partial(sum) leaves left out (statistics) */
     asm_leaf *leaves;
     size_t n_leaves;
     /* what the notes say */
@@ -99,6 +100,7 @@ void cmp_assembly_free(cmp_assembly *a)
         free(a->leaves[i].pieces);
     free(a->leaves);
     np_strmap_free(&a->leaf_map);
+    np_strmap_free(&a->skipped);
     free(a);
 }
 
@@ -504,6 +506,10 @@ static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, hold
         has_data &= pieces[i].e->has_data != 0;
     if (partial && !has_data) {
         a->n_partial_skipped++;
+        const char *nm = cmp_arena_strdup(arena, s->name);
+        if ((!a->skipped.cap && np_strmap_init(&a->skipped, 64) != 0) || !nm ||
+            np_strmap_put(&a->skipped, nm, 1) != 0)
+            *st = np_error_set(err, NP_ERR_NOMEM, NULL, s->name, "out of memory");
         return 0;
     }
     int64_t *shape = cmp_arena_alloc(arena, (size_t)(l.ndim ? l.ndim : 1) * sizeof *shape,
@@ -590,6 +596,18 @@ static np_status assemble(cmp_dump *d, cmp_arena *arena, np_error *err)
 
 const cmp_assemble_fn cmp_assembler = assemble;
 
+void cmp_assembly_drop_skipped(const cmp_dump *from, cmp_dump *other)
+{
+    const cmp_assembly *a = from->assembly;
+    if (!a || !a->skipped.cap)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < other->n_entries; i++)
+        if (np_strmap_get(&a->skipped, other->entries[i].name) < 0)
+            other->entries[k++] = other->entries[i];
+    other->n_entries = k;
+}
+
 size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *), void *user)
 {
     const cmp_assembly *a = d->assembly;
@@ -626,8 +644,9 @@ size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *),
         note(user, buf);
     }
     if (a->n_partial_skipped) {
-        snprintf(buf, sizeof buf, "%zu Partial(sum) leaf(s) left out: their sum cannot be formed "
-                 "from statistics (compare tensor dumps).", a->n_partial_skipped);
+        snprintf(buf, sizeof buf, "%zu Partial(sum) leaf(s) left out on both sides: their sum "
+                 "cannot be formed from statistics (compare tensor dumps).",
+                 a->n_partial_skipped);
         note(user, buf);
     }
     return a->n_replica_diff;

@@ -592,6 +592,8 @@ static np_status stage_assemble(cmp_run *r, np_error *err)
     pv->cmp_entries = r->cd.entries;
     if (st != NP_OK)
         return st;
+    cmp_assembly_drop_skipped(&r->cd, &r->bd);
+    cmp_assembly_drop_skipped(&r->bd, &r->cd);
     r->p->replica_diffs = (int)(cmp_assembly_notes(&r->bd, assembly_note, r->p) +
                                 cmp_assembly_notes(&r->cd, assembly_note, r->p));
     np_strmap_free(&r->bench_names);

@@ -63,6 +63,9 @@ np_status cmp_assembly_payload(np_dumpio_payload *out, cmp_dump *d, const np_cmp
  * disagreements naming leaf, ranks and mesh coordinates), each to `note`. */
 size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *), void *user);
 /* (returns the number of leaves whose replicas differ) */
+/* Leave out of `other` the leaves `from`'s assembly left out (Partial(sum)
+ * in a statistics dump), so they do not stand as one-sided rows. */
+void cmp_assembly_drop_skipped(const cmp_dump *from, cmp_dump *other);
 
 /* Open the step file `ref` (np_dumpio_open_ref with `flags`), read its root
  * information, its entries (in chunks, into compact records stored in

@@ -205,6 +205,8 @@ static void check_clean(const char *task)
         }
     } else {
         CHECK(q == NULL); /* a sum cannot be formed from statistics */
+        for (size_t i = 0; i < p->n_rows; i++) /* nor does it stand on the bench side alone */
+            CHECK(!p->rows[i].bench || strcmp(p->rows[i].bench->name, PART) != 0);
         CHECK_CONTAINS(p->notes, "Partial(sum) leaf(s) left out");
     }
     np_cmp_result_free(r);

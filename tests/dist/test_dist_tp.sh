@@ -11,7 +11,8 @@
 # unreduced row-parallel c_proj with its ranks and mesh coordinates,
 # tp_shard_offset at the c_fc whose shard came from the neighbour's offset
 # (exit 1 each), the same first culprit under `mpirun -n 2 nprobe compare`;
-# two TP=2 runs give byte-identical payloads.
+# two TP=2 runs give byte-identical payloads; statistics dumps of the layout
+# compare clean too (Partial(sum) leaves left out on both sides).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/mpi_env.sh"
@@ -19,18 +20,28 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
 fail=0
+# The sanitized pass (NP_SANITIZED, CI time) runs the clean layout and one
+# fault only: every C path of the layout (model_tp.c, the event-free tape
+# nodes, the placements, the assembly, the replica note) under ASan.
+lite=${NP_SANITIZED:+1}
 size=(--model gpt --layers 1 --width 32 --context 16 --batch 4 --steps 2 --threads 1)
+task=tensor
 run() { # dir K device fault
-  printf '{"task": "tensor", "dump_path": "%s", "level": "mix", "step": [0, 1]}\n' "$tmp/$1" > "$1.json"
+  printf '{"task": "%s", "dump_path": "%s", "level": "mix", "step": [0, 1]}\n' "$task" "$tmp/$1" > "$1.json"
   local cmd=("$nprobe" train "${size[@]}" --device "$3" --fault "$4" --dump-config "$1.json")
   if [ "$2" = 0 ]; then "${cmd[@]}" > "$1.log" 2>&1; else mpirun_k "$2" "${cmd[@]}" --tp "$2" > "$1.log" 2>&1; fi ||
     { echo "FAIL train $*"; cat "$1.log"; exit 1; }
 }
 run single 0 cpu none
 run tp2 2 cpu none
-run tp2b 2 cpu none
 run miss 2 npu-sim tp_missing_allreduce
-run offset 2 npu-sim tp_shard_offset
+if [ -z "$lite" ]; then
+  run tp2b 2 cpu none
+  run offset 2 npu-sim tp_shard_offset
+  task=statistics
+  run s_single 0 cpu none
+  run s_tp2 2 cpu none
+fi
 
 # the same losses (printed to 6 decimals) as one process
 if diff <(grep '^step ' single.log | awk '{print $2, $4}') <(grep '^step ' tp2.log | awk '{print $2, $4}') > /dev/null; then
@@ -47,8 +58,19 @@ else
   echo "FAIL tp2 placements: $show"; fail=1
 fi
 # two runs of the layout: the same payload bytes (crc32 of every leaf)
-"$nprobe" compare -b tp2 -c tp2b -o out_twice -q --format json > twice.out 2>&1 ||
-  { echo "FAIL two tp2 runs differ"; cat twice.out; fail=1; }
+if [ -z "$lite" ]; then
+  "$nprobe" compare -b tp2 -c tp2b -o out_twice -q --format json > twice.out 2>&1 ||
+    { echo "FAIL two tp2 runs differ"; cat twice.out; fail=1; }
+  # statistics dumps: the pieces' statistics combined, Partial(sum) left out on both sides
+  "$nprobe" compare -b s_single -c s_tp2 -o out_stats --step 0 > stats.cmp 2>&1
+  rc=$?
+  if [ "$rc" = 0 ] && grep -q "Partial(sum) leaf(s) left out on both sides" stats.cmp &&
+     grep -q "0 error (.* 0 cmp-only, 0 bench-only)" stats.cmp; then
+    echo "ok   statistics dumps of tp2 against one process: exit 0, no one-sided row"
+  else
+    echo "FAIL statistics dumps: exit $rc"; cat stats.cmp; fail=1
+  fi
+fi
 
 cmp_json() { # dir -> "rc errors first-culprit-call"
   "$nprobe" compare -b single -c "$1" -o "out_$1" --format json --step 0 > "$1.cmp" 2>&1
@@ -75,6 +97,7 @@ if [ "$rc" = 1 ] && [ "$first" = Module.h.0.mlp.c_proj.Linear.forward.0 ] &&
 else
   echo "FAIL tp_missing_allreduce: exit $rc, culprit $first"; cat miss.cmp; fail=1
 fi
+[ -n "$lite" ] && exit $fail
 # the same first culprit when compare runs over MPI (a sharded side is one pair a step)
 mpirun_k 2 "$nprobe" compare -b single -c miss -o out_mpi --format csv --step 0 > mpi.cmp 2>&1
 if grep -q "first culprit across all steps and ranks: step 0 rank 0 Module.h.0.mlp.c_proj.Linear.forward.0" mpi.cmp &&
