@@ -1278,9 +1278,11 @@ static np_status place_locked(np_probe *p, const char *call, np_role role, const
         if (p->leaf_set.cap && np_strmap_get(&p->leaf_set, full) >= 0)
             return NP_OK; /* dumped but not selected (level, scope, list, data_mode) */
         int backward = role == NP_ROLE_PARAMETERS_GRAD || strstr(call, ".backward") != NULL;
-        if (p->cfg->n_scope || !level_ok(p->cfg, strncmp(call, "Module.", 7) == 0) ||
+        if (p->cfg->n_scope || p->cfg->task == NP_TASK_OVERFLOW_CHECK ||
+            !level_ok(p->cfg, strncmp(call, "Module.", 7) == 0) ||
             !role_ok(p->cfg, role, backward) || !list_ok(p->cfg, full))
-            return NP_OK; /* the config does not select it (a hook's leaf: never dumped) */
+            return NP_OK; /* the config does not select it, or overflow_check dropped its
+                           * call (a hook's leaf: never dumped) */
         return np_error_set(err, NP_ERR_ARG, NULL, full,
                             "placement of '%s': no such tensor was dumped in step %d "
                             "(np_probe_place follows the np_probe_dump* of its leaf)", full,

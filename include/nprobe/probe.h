@@ -272,7 +272,8 @@ np_status np_probe_set_mesh(np_probe *p, int ndim, const char *const *dim_names,
  * the mesh and the leaf as readers check it; a bad one is refused with
  * NP_ERR_ARG naming the leaf and the field, the step goes on. A leaf that
  * was not selected (level, scope, list, data_mode, step or rank) is
- * accepted and nothing is written; a leaf never dumped in this step, or
+ * accepted and nothing is written (so is one whose call overflow_check did
+ * not keep); a leaf the config selects but that was never dumped in this step, or
  * placed twice, is refused. The rows go to the file when the step ends (a
  * .partial step file has none). */
 np_status np_probe_place(np_probe *p, const char *call, np_role role, const char *key,
