@@ -1000,12 +1000,23 @@ static int fold_sharded(side_files *s)
     return 1;
 }
 
-/* 1 when some step of the side has two or more complete ranks. */
+/* 1 when some step of the side has two or more complete ranks and the
+ * files are the nprobe runtime's: its gradient leaves are the reduced ones
+ * (identical replicas); a framework's hooks may record them before the
+ * reduction (PyTorch DDP), where ranks differ by design. */
 static int several_ranks(const side_files *s)
 {
     for (size_t i = 1; i < s->n; i++)
-        if (s->u[i].step == s->u[i - 1].step && !s->u[i].temp_only && !s->u[i - 1].temp_only)
-            return 1;
+        if (s->u[i].step == s->u[i - 1].step && !s->u[i].temp_only && !s->u[i - 1].temp_only) {
+            np_dumpio *d = NULL;
+            np_error e;
+            np_error_clear(&e);
+            if (np_dumpio_open_ref(&d, s->u[i].ref, 0, &e) != NP_OK)
+                return 0;
+            int ours = !strcmp(np_dumpio_get_info(d)->framework, "nprobe-runtime");
+            np_dumpio_close(d);
+            return ours;
+        }
     return 0;
 }
 
