@@ -20,6 +20,8 @@ import torch
 
 from .. import _lib
 from . import ops
+from . import dtensor as _dtensor
+from . import distributed as _distributed
 
 _DT = {torch.float32: _lib.FLOAT32, torch.bfloat16: _lib.BFLOAT16, torch.float16: _lib.FLOAT16,
        torch.float64: _lib.FLOAT64, torch.int64: _lib.INT64, torch.int32: _lib.INT32,
@@ -318,7 +320,8 @@ def _make_wrapper(api, orig, is_method, inplace=False):
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
         d = _current
-        if d is None or _compiling() or _tls.depth or not (d._sel & _SEL_API):
+        if d is None or _compiling() or _tls.depth or not (d._sel & _SEL_API) or (
+                _distributed.on and _distributed.internal(sys._getframe(1))):
             return orig(*args, **kwargs)
         if inplace or ((kwargs or len(args) > 1) and
                        _inplace_flag(orig, is_method, args, kwargs)):
@@ -914,6 +917,9 @@ class PrecisionDebugger:
         self._foreign = False     # True in a forked child: the parent's debugger
         self._outer = None        # the debugger this one's start() interrupted
         self._skipped = {}        # what was not dumped as the program saw it: kind -> leaves
+        self._mesh = None         # the device mesh of the DTensor leaves (dtensor.py)
+        self._placed = []         # the step's placement rows: (call, role, key, PlaceRow)
+        self._phooked = {}        # id -> weak reference of the parameters hooked
         self.summary = None
         PrecisionDebugger._latest = self
         _debuggers.add(self)
@@ -1045,6 +1051,7 @@ class PrecisionDebugger:
         self._ckpt_calls = {}
         self._mstack = []
         self._pgrads = {}
+        self._placed = []
         self._sel = _lib.probe_selects(self._p, self._step)
 
     def _begin(self):
@@ -1158,7 +1165,12 @@ class PrecisionDebugger:
     def _safe_leaf(self, call, role, key, t):
         """_leaf outside _emit: what cannot be read is skipped, never raised."""
         try:
+            found = None
+            if _dtensor.active():
+                (t,), found = _dtensor.localize((t,))
             self._leaf(call.encode(), role, key, t)
+            if found:
+                _dtensor.emit_places(self, call, ((role, found, [key.decode()]),))
         except Exception as e:  # noqa: BLE001 - the user's program must not fail for the dump
             self._skip("error " + type(e).__name__,
                        f"{call}: a leaf could not be read ({type(e).__name__}: {e})")
@@ -1196,13 +1208,38 @@ class PrecisionDebugger:
         that cannot be read is skipped (one warning per kind of failure)."""
         if (not bw and _tls.replay is not None) or self._foreign:
             return False
+        places = None
         try:
-            return self._emit_locked(call, parent, site, ins, scalars, params, outs, in_keys,
-                                     out_keys)
+            if _dtensor.active():
+                ins, params, outs, places = self._localize(ins, params, outs, in_keys, out_keys)
+            began = self._emit_locked(call, parent, site, ins, scalars, params, outs, in_keys,
+                                      out_keys)
+            if began and places:
+                _dtensor.emit_places(self, call, places)
+            return began
         except Exception as e:  # noqa: BLE001 - the user's op must not fail for the dump
             self._skip("error " + type(e).__name__,
                        f"{call}: a leaf could not be read ({type(e).__name__}: {e})")
             return False
+
+    @staticmethod
+    def _localize(ins, params, outs, in_keys, out_keys):
+        """DTensors and pending functional collectives among a call's leaves
+        as the tensors holding this rank's values (dtensor.py), and the
+        DTensors' placement rows to write ((role, [(i, DTensor)], keys)...)."""
+        ins, fi = _dtensor.localize(ins)
+        outs, fo = _dtensor.localize(outs)
+        fp = None
+        if params:
+            pl, fp = _dtensor.localize([t for _, t in params])
+            if fp:
+                keys = [k for k, _ in params]
+                params = list(zip(keys, pl))
+                fp = (_ROLE_PAR, fp, keys)
+        if not (fi or fo or fp):
+            return ins, params, outs, None
+        return ins, params, outs, ((_ROLE_IN, fi, in_keys), fp or (_ROLE_PAR, None, None),
+                                   (_ROLE_OUT, fo, out_keys))
 
     def _emit_locked(self, call, parent, site, ins, scalars, params, outs, in_keys, out_keys):
         with self._lock:
@@ -1485,11 +1522,12 @@ class PrecisionDebugger:
             return
         self._hooked.add(id(model))
         self._models.append(model)
+        _distributed.install(model)
         for path, mod in model.named_modules():
             path = _compiled_path(path)
             if not path or _is_compile_wrapper(mod):
                 continue          # the root: the runtime has no module call for it
-            path, cls = _safe_name(path), _safe_name(type(mod).__name__)
+            path, cls = _safe_name(path), _safe_name(_dtensor.module_class_name(mod))
             mod.register_forward_pre_hook(_eager_hook(self._make_pre(path, cls)))
             post = _eager_hook(self._make_post(path))
             try:
@@ -1499,8 +1537,19 @@ class PrecisionDebugger:
                 mod.register_forward_hook(post, always_call=True)
             except TypeError:       # torch < 2.1
                 mod.register_forward_hook(post)
-            for pname, prm in _safe_params(mod):
-                prm.register_hook(self._make_pgrad(f"Module.{path}.{cls}", pname))
+            self._hook_params(mod, path, cls)
+
+    def _hook_params(self, mod, path, cls):
+        """Gradient hooks on the module's parameters not hooked yet; again
+        at each forward under torch.distributed (FSDP2 swaps a sharded
+        DTensor parameter for an unsharded one around forward and backward:
+        the gradient arrives at that one, before its reduce-scatter)."""
+        for pname, prm in _safe_params(mod):
+            r = self._phooked.get(id(prm))
+            if (r is not None and r() is prm) or not prm.requires_grad:
+                continue
+            self._phooked[id(prm)] = weakref.ref(prm)
+            prm.register_hook(self._make_pgrad(f"Module.{path}.{cls}", pname))
 
     def _make_pre(self, path, cls):
         frames = []
@@ -1509,6 +1558,8 @@ class PrecisionDebugger:
             if _current is not self or _tls.depth or not self._sel:
                 frames.append(None)
                 return None
+            if _distributed.on:
+                self._hook_params(mod, path, cls)
             with self._lock:
                 n = self._number(("module", path), path, self._mcounts)
             call = f"Module.{path}.{cls}.forward.{n}"

@@ -1,0 +1,328 @@
+"""torch.distributed under the PrecisionDebugger (issue 26).
+
+- Collectives as calls: torch.distributed's collectives (all_reduce,
+  broadcast, all_gather_into_tensor, reduce_scatter_tensor,
+  all_to_all_single, send/recv, isend/irecv, batch_isend_irecv, ...) and the
+  functional collectives DTensor, tensor parallel and FSDP2 call
+  (torch.distributed._functional_collectives: all_reduce, all_gather_single,
+  reduce_scatter_single, all_to_all_single, broadcast) are recorded as
+  `Distributed.<name>.<n>.forward` calls: what was sent (input.N, read
+  before the collective runs), what arrived (output.N), and as scalar
+  arguments the group's global ranks (`ranks.0`, `ranks.1`, ...), the
+  reduction (`op`: OP_CODES) and the peer or root (`src`, `dst`). A
+  functional collective is named after its torch.distributed counterpart
+  (all_gather_single -> Distributed.all_gather_into_tensor). They are
+  recorded wherever they run (inside a captured call, in backward), the
+  ones torch issues for DTensor and FSDP2 included; a collective inside
+  another (a functional one calling c10d) is one call. An asynchronous one
+  (async_op=True, isend/irecv) is waited for at once so that its output
+  can be read: the program keeps its result, loses the overlap.
+- torch's own distributed code: a Torch/Tensor/Functional API called
+  directly from torch/distributed/ (DTensor's from_local/to_local views,
+  parallel styles' hooks, FSDP2's flattening and copies) is torch's work,
+  not the model's: not recorded (`internal`).
+"""
+import inspect
+import os
+import sys
+import threading
+
+import torch
+
+from .. import _lib
+
+on = False          # torch.distributed in use: the internal() check runs
+_DIST_DIR = None
+_internal_code = {}
+_installed = False
+
+# the reduction of a collective as the `op` scalar
+OP_CODES = {"sum": 0.0, "avg": 1.0, "product": 2.0, "min": 3.0, "max": 4.0, "band": 5.0,
+            "bor": 6.0, "bxor": 7.0, "premul_sum": 8.0}
+
+# torch.distributed's collectives: name -> (dump name, input arguments,
+# output arguments, scalar arguments); an argument named in both is written
+# in place (read before and after)
+_C10D = {
+    "all_reduce": ("all_reduce", ("tensor",), ("tensor",), ("op",)),
+    "broadcast": ("broadcast", ("tensor",), ("tensor",), ("src",)),
+    "all_gather_into_tensor": ("all_gather_into_tensor", ("input_tensor",), ("output_tensor",),
+                               ()),
+    "all_gather_single": ("all_gather_into_tensor", ("input_tensor",), ("output_tensor",), ()),
+    "all_gather": ("all_gather", ("tensor",), ("tensor_list",), ()),
+    "reduce_scatter_tensor": ("reduce_scatter_tensor", ("input",), ("output",), ("op",)),
+    "reduce_scatter_single": ("reduce_scatter_tensor", ("input",), ("output",), ("op",)),
+    "reduce_scatter": ("reduce_scatter", ("input_list",), ("output",), ("op",)),
+    "all_to_all_single": ("all_to_all_single", ("input",), ("output",),
+                          ("output_split_sizes", "input_split_sizes")),
+    "reduce": ("reduce", ("tensor",), ("tensor",), ("dst", "op")),
+    "send": ("send", ("tensor",), (), ("dst",)),
+    "recv": ("recv", (), ("tensor",), ("src",)),
+    "isend": ("isend", ("tensor",), (), ("dst",)),
+    "irecv": ("irecv", (), ("tensor",), ("src",)),
+}
+# the functional collectives (results are new tensors)
+_FUNCOL = {
+    "all_reduce": ("all_reduce", ("self",), ("reduceOp",)),
+    "all_gather_single": ("all_gather_into_tensor", ("self",), ("gather_dim",)),
+    "all_gather_tensor": ("all_gather_into_tensor", ("self",), ("gather_dim",)),
+    "all_gather_single_autograd": ("all_gather_into_tensor", ("self",), ("gather_dim",)),
+    "all_gather_tensor_autograd": ("all_gather_into_tensor", ("self",), ("gather_dim",)),
+    "reduce_scatter_single": ("reduce_scatter_tensor", ("self",), ("reduceOp", "scatter_dim")),
+    "reduce_scatter_tensor": ("reduce_scatter_tensor", ("self",), ("reduceOp", "scatter_dim")),
+    "reduce_scatter_single_autograd": ("reduce_scatter_tensor", ("self",),
+                                       ("reduceOp", "scatter_dim")),
+    "reduce_scatter_tensor_autograd": ("reduce_scatter_tensor", ("self",),
+                                       ("reduceOp", "scatter_dim")),
+    "all_to_all_single": ("all_to_all_single", ("self",),
+                          ("output_split_sizes", "input_split_sizes")),
+    "all_to_all_single_autograd": ("all_to_all_single", ("self",),
+                                   ("output_split_sizes", "input_split_sizes")),
+    "broadcast": ("broadcast", ("self",), ("src",)),
+}
+
+
+class _Tls(threading.local):
+    inside = False       # in a recorded collective (one inside it is its own work)
+
+
+_tls = _Tls()
+
+
+def internal(frame):
+    """True when `frame` (the caller of an API) is torch.distributed's own code."""
+    c = frame.f_code
+    r = _internal_code.get(c)
+    if r is None:
+        r = _internal_code[c] = c.co_filename.startswith(_DIST_DIR)
+    return r
+
+
+def install(model=None):
+    """Turn the distributed side on when torch.distributed is initialised
+    (the model given to start() is hooked then): the internal-caller check
+    and the collectives' wrappers (installed once per process)."""
+    global on, _DIST_DIR, _installed
+    dist = getattr(torch, "distributed", None)
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return
+    if _DIST_DIR is None:
+        _DIST_DIR = os.path.join(os.path.dirname(dist.__file__), "")
+    on = True
+    if _installed:
+        return
+    _installed = True
+    import torch.distributed.distributed_c10d as c10d
+    for name, spec in _C10D.items():
+        f = getattr(c10d, name, None)
+        if callable(f) and not hasattr(f, "_nprobe_orig"):
+            w = _c10d_wrapper(name, spec, f)
+            setattr(c10d, name, w)
+            if getattr(dist, name, None) is f:
+                setattr(dist, name, w)
+    f = getattr(c10d, "batch_isend_irecv", None)
+    if callable(f) and not hasattr(f, "_nprobe_orig"):
+        w = _batch_wrapper(f)
+        c10d.batch_isend_irecv = w
+        if getattr(dist, "batch_isend_irecv", None) is f:
+            dist.batch_isend_irecv = w
+    try:
+        import torch.distributed._functional_collectives as funcol
+    except ImportError:
+        return
+    for name, spec in _FUNCOL.items():
+        f = getattr(funcol, name, None)
+        if callable(f) and not hasattr(f, "_nprobe_orig"):
+            setattr(funcol, name, _funcol_wrapper(name, spec, f))
+
+
+# ---- arguments ----------------------------------------------------------------
+
+def _op_code(op):
+    if op is None:
+        return None
+    if isinstance(op, str):
+        s = op
+    else:
+        s = getattr(op, "name", None) or str(op)
+    s = s.rsplit(".", 1)[-1].lower()
+    return OP_CODES.get(s, float("nan"))
+
+
+def group_ranks(group, funcol=False):
+    """The global ranks of a collective's group (None: the default group,
+    a ProcessGroup, a group name, a DeviceMesh or (mesh, dim), a list of
+    ranks); [] when they cannot be told."""
+    import torch.distributed as dist
+    try:
+        if group is None:
+            return list(range(dist.get_world_size()))
+        if isinstance(group, (list, tuple)) and group and all(isinstance(r, int) for r in group):
+            return list(group)
+        if funcol or not isinstance(group, dist.ProcessGroup):
+            import torch.distributed._functional_collectives as fc
+            group = fc._resolve_group(group, "")
+        if isinstance(group, str):
+            import torch.distributed.distributed_c10d as c10d
+            group = c10d._resolve_process_group(group)
+        return list(dist.get_process_group_ranks(group))
+    except Exception:  # noqa: BLE001 - the ranks are information, not a need
+        return []
+
+
+def _scalars(bound, names, group, funcol=False):
+    out = []
+    for n in names:
+        if n not in bound:
+            continue
+        v = bound[n]
+        if n in ("op", "reduceOp"):
+            c = _op_code(v)
+            if c is not None:
+                out.append(("op", c))
+        elif isinstance(v, bool) or v is None:
+            continue
+        elif isinstance(v, (int, float)):
+            out.append((n, float(v)))
+        elif isinstance(v, (list, tuple)) and all(isinstance(x, int) for x in v):
+            out.extend((f"{n}.{j}", float(x)) for j, x in enumerate(v))
+    out.extend((f"ranks.{j}", float(r)) for j, r in enumerate(group_ranks(group, funcol)))
+    return out
+
+
+def _tensors(bound, names):
+    ts = []
+    for n in names:
+        v = bound.get(n)
+        if isinstance(v, torch.Tensor):
+            ts.append(v)
+        elif isinstance(v, (list, tuple)):
+            ts.extend(t for t in v if isinstance(t, torch.Tensor))
+    return ts
+
+
+def _bind(sig_cache, fn, args, kwargs):
+    sig = sig_cache.get(fn)
+    if sig is None:
+        sig = sig_cache[fn] = inspect.signature(fn)
+    b = sig.bind(*args, **kwargs)
+    b.apply_defaults()
+    return b.arguments
+
+
+_sigs = {}
+
+
+def _capturing():
+    """The debugger capturing API calls now, else None."""
+    from . import debugger
+    d = debugger._current
+    if d is None or _tls.inside or debugger._compiling() or not (d._sel & _lib.SELECT_API):
+        return None
+    return d
+
+
+def _wait(work):
+    """Wait for an asynchronous collective's Work (or list of them)."""
+    for w in (work if isinstance(work, (list, tuple)) else [work]):
+        if w is not None and hasattr(w, "wait"):
+            w.wait()
+
+
+# ---- the wrappers ---------------------------------------------------------------
+
+def _record(d, dname, ins, outs_fn, scalars, run):
+    """One collective: its call row and inputs, then `run()`, then its outputs
+    (outs_fn(result)); the result of run()."""
+    from . import debugger
+    debugger._tls.depth += 1
+    _tls.inside = True
+    try:
+        _, call, parent, site = d._open_call(f"Distributed.{dname}")
+        with d._lock:
+            began = d._emit(call, parent, site, ins, scalars, (), ())
+            y = run()
+            if began:
+                for k, t in enumerate(outs_fn(y)):
+                    d._safe_leaf(call, _lib.ROLE_OUTPUT, str(k).encode(), t)
+        return y
+    finally:
+        _tls.inside = False
+        debugger._tls.depth -= 1
+
+
+def _c10d_wrapper(name, spec, orig):
+    dname, in_names, out_names, sc_names = spec
+
+    def wrapper(*args, **kwargs):
+        d = _capturing()
+        if d is None:
+            return orig(*args, **kwargs)
+        try:
+            b = _bind(_sigs, orig, args, kwargs)
+        except TypeError:
+            return orig(*args, **kwargs)       # torch says what is wrong
+        ins = _tensors(b, in_names)
+        scalars = _scalars(b, sc_names, b.get("group"))
+
+        def run():
+            work = orig(*args, **kwargs)
+            if b.get("async_op") or name in ("isend", "irecv"):
+                _wait(work)
+            return work
+        return _record(d, dname, ins, lambda _y: _tensors(b, out_names), scalars, run)
+    wrapper._nprobe_orig = orig
+    wrapper.__wrapped__ = orig
+    wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
+    return wrapper
+
+
+def _batch_wrapper(orig):
+    """batch_isend_irecv(p2p_op_list): one Distributed.batch_isend_irecv
+    call: the tensors sent as inputs, those received as outputs, the peers
+    (`peer.N`, in the list's order)."""
+    def wrapper(p2p_op_list):
+        d = _capturing()
+        if d is None:
+            return orig(p2p_op_list)
+        import torch.distributed as dist
+        sends, recvs, scalars = [], [], []
+        for j, op in enumerate(p2p_op_list):
+            fn = getattr(op.op, "_nprobe_orig", op.op)
+            is_send = getattr(fn, "__name__", "") == "isend"
+            (sends if is_send else recvs).append(op.tensor)
+            scalars.append((f"peer.{j}", float(op.peer)))
+        group = getattr(p2p_op_list[0], "group", None) if p2p_op_list else None
+        scalars.extend((f"ranks.{j}", float(r)) for j, r in enumerate(group_ranks(group)))
+        del dist
+
+        def run():
+            works = orig(p2p_op_list)
+            _wait(works)
+            return works
+        return _record(d, "batch_isend_irecv", sends, lambda _y: recvs, scalars, run)
+    wrapper._nprobe_orig = orig
+    wrapper.__wrapped__ = orig
+    wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
+    return wrapper
+
+
+def _funcol_wrapper(name, spec, orig):
+    dname, in_names, sc_names = spec
+
+    def wrapper(*args, **kwargs):
+        d = _capturing()
+        if d is None:
+            return orig(*args, **kwargs)
+        try:
+            b = _bind(_sigs, orig, args, kwargs)
+        except TypeError:
+            return orig(*args, **kwargs)
+        ins = _tensors(b, in_names)
+        scalars = _scalars(b, sc_names, b.get("group"), funcol=True)
+        return _record(d, dname, ins, lambda y: [y] if isinstance(y, torch.Tensor) else [],
+                       scalars, lambda: orig(*args, **kwargs))
+    wrapper._nprobe_orig = orig
+    wrapper.__wrapped__ = orig
+    wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
+    return wrapper
