@@ -320,9 +320,10 @@ def _make_wrapper(api, orig, is_method, inplace=False):
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
         d = _current
-        if d is None or _compiling() or _tls.depth or not (d._sel & _SEL_API) or (
-                _distributed.on and _distributed.internal(sys._getframe(1))):
+        if d is None or _compiling() or _tls.depth or not (d._sel & _SEL_API):
             return orig(*args, **kwargs)
+        if _distributed.on and _distributed.internal(sys._getframe(1)):
+            return _distributed.run_internal(orig, args, kwargs)
         if inplace or ((kwargs or len(args) > 1) and
                        _inplace_flag(orig, is_method, args, kwargs)):
             return d._inplace_call(api, orig, is_method, args, kwargs)

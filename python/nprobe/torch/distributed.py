@@ -32,7 +32,7 @@ import torch
 from .. import _lib
 
 on = False          # torch.distributed in use: the internal() check runs
-_DIST_DIR = None
+_DIST_DIR = _TORCH_DIR = None
 _internal_code = {}
 _installed = False
 
@@ -89,25 +89,52 @@ class _Tls(threading.local):
 _tls = _Tls()
 
 
+# torch's plumbing between a caller and what it calls (an autograd
+# Function's apply, a no_grad decorator, dynamo's disable wrapper): looked
+# through to the frame that called them
+_THROUGH = ("autograd/function.py", "utils/_contextlib.py", "_dynamo/eval_frame.py",
+            "_compile.py")
+
+
 def internal(frame):
-    """True when `frame` (the caller of an API) is torch.distributed's own code."""
-    c = frame.f_code
-    r = _internal_code.get(c)
-    if r is None:
-        r = _internal_code[c] = c.co_filename.startswith(_DIST_DIR)
-    return r
+    """True when `frame` (the caller of an API), looked through torch's
+    plumbing (_THROUGH), is torch.distributed's own code."""
+    while frame is not None:
+        c = frame.f_code
+        r = _internal_code.get(c)
+        if r is None:
+            fn = c.co_filename
+            r = _internal_code[c] = 1 if fn.startswith(_DIST_DIR) else 2 if (
+                fn.startswith(_TORCH_DIR) and fn[len(_TORCH_DIR):] in _THROUGH) else 0
+        if r != 2:
+            return r == 1
+        frame = frame.f_back
+    return False
+
+
+def run_internal(fn, args, kwargs):
+    """An API torch.distributed's own code called: run with the package's
+    capture paused (what it calls in turn is torch's work too; the
+    collectives it issues are still recorded)."""
+    from . import debugger
+    debugger._tls.depth += 1
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        debugger._tls.depth -= 1
 
 
 def install(model=None):
     """Turn the distributed side on when torch.distributed is initialised
     (the model given to start() is hooked then): the internal-caller check
     and the collectives' wrappers (installed once per process)."""
-    global on, _DIST_DIR, _installed
+    global on, _DIST_DIR, _TORCH_DIR, _installed
     dist = getattr(torch, "distributed", None)
     if dist is None or not dist.is_available() or not dist.is_initialized():
         return
     if _DIST_DIR is None:
         _DIST_DIR = os.path.join(os.path.dirname(dist.__file__), "")
+        _TORCH_DIR = os.path.join(os.path.dirname(torch.__file__), "")
     on = True
     if _installed:
         return
