@@ -920,6 +920,7 @@ class PrecisionDebugger:
         self._skipped = {}        # what was not dumped as the program saw it: kind -> leaves
         self._mesh = None         # the device mesh of the DTensor leaves (dtensor.py)
         self._placed = []         # the step's placement rows: (call, role, key, PlaceRow)
+        self._shards = {}         # the step's placed shards by memory (dtensor._known)
         self._phooked = {}        # id -> weak reference of the parameters hooked
         self.summary = None
         PrecisionDebugger._latest = self
@@ -1032,6 +1033,7 @@ class PrecisionDebugger:
                 _lib.probe_abandon(self._p)
             self._in_step = self._begun = False
             self._closed = True
+            self._shards = {}
             s = _lib.Summary()
             _lib.probe_close(self._p, ctypes.byref(s), self._eref)
             self.summary = {k: getattr(s, k) for k in ("steps", "calls", "tensors",
@@ -1052,7 +1054,7 @@ class PrecisionDebugger:
         self._ckpt_calls = {}
         self._mstack = []
         self._pgrads = {}
-        self._placed = []
+        self._placed, self._shards = [], {}
         self._sel = _lib.probe_selects(self._p, self._step)
 
     def _begin(self):
@@ -1071,6 +1073,8 @@ class PrecisionDebugger:
         m.precision = (self._precision or self._detect_precision()).encode()
         m.rank, m.world_size = rank, world
         _lib.probe_set_meta(self._p, ctypes.byref(m), self._eref)
+        if _distributed.on:
+            _dtensor.set_mesh(self, world)
         _lib.probe_set_loss_scale(self._p, _loss_scale())
         if _lib.probe_step_begin(self._p, self._step, self._eref):
             self._note_error()
@@ -1212,7 +1216,9 @@ class PrecisionDebugger:
         places = None
         try:
             if _dtensor.active():
-                ins, params, outs, places = self._localize(ins, params, outs, in_keys, out_keys)
+                ins, params, outs, places = _dtensor.localize_call(
+                    self, call, ins, params, outs, in_keys, out_keys, _ROLE_IN, _ROLE_PAR,
+                    _ROLE_OUT)
             began = self._emit_locked(call, parent, site, ins, scalars, params, outs, in_keys,
                                       out_keys)
             if began and places:
@@ -1222,25 +1228,6 @@ class PrecisionDebugger:
             self._skip("error " + type(e).__name__,
                        f"{call}: a leaf could not be read ({type(e).__name__}: {e})")
             return False
-
-    @staticmethod
-    def _localize(ins, params, outs, in_keys, out_keys):
-        """DTensors and pending functional collectives among a call's leaves
-        as the tensors holding this rank's values (dtensor.py), and the
-        DTensors' placement rows to write ((role, [(i, DTensor)], keys)...)."""
-        ins, fi = _dtensor.localize(ins)
-        outs, fo = _dtensor.localize(outs)
-        fp = None
-        if params:
-            pl, fp = _dtensor.localize([t for _, t in params])
-            if fp:
-                keys = [k for k, _ in params]
-                params = list(zip(keys, pl))
-                fp = (_ROLE_PAR, fp, keys)
-        if not (fi or fo or fp):
-            return ins, params, outs, None
-        return ins, params, outs, ((_ROLE_IN, fi, in_keys), fp or (_ROLE_PAR, None, None),
-                                   (_ROLE_OUT, fo, out_keys))
 
     def _emit_locked(self, call, parent, site, ins, scalars, params, outs, in_keys, out_keys):
         with self._lock:

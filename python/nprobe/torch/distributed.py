@@ -260,22 +260,45 @@ def _wait(work):
 
 def _record(d, dname, ins, outs_fn, scalars, run):
     """One collective: its call row and inputs, then `run()`, then its outputs
-    (outs_fn(result)); the result of run()."""
-    from . import debugger
+    (outs_fn(result)) and the placement rows of its leaves on the dump's
+    mesh (dtensor.collective_rows); the result of run()."""
+    from . import debugger, dtensor
     debugger._tls.depth += 1
     _tls.inside = True
     try:
         _, call, parent, site = d._open_call(f"Distributed.{dname}")
         with d._lock:
+            n0 = len(d._placed)
             began = d._emit(call, parent, site, ins, scalars, (), ())
             y = run()
             if began:
-                for k, t in enumerate(outs_fn(y)):
+                outs = outs_fn(y)
+                for k, t in enumerate(outs):
                     d._safe_leaf(call, _lib.ROLE_OUTPUT, str(k).encode(), t)
+                if d._mesh:
+                    _place_leaves(d, call, dname, scalars, ins, outs, n0)
         return y
     finally:
         _tls.inside = False
         debugger._tls.depth -= 1
+
+
+def _place_leaves(d, call, dname, scalars, ins, outs, n0):
+    """The collective's placement rows, but for leaves placed already (a
+    DTensor's shard known by its memory)."""
+    from . import dtensor
+    try:
+        ranks = [int(v) for k, v in scalars if k.startswith("ranks.")]
+        op = next((v for k, v in scalars if k == "op"), None)
+        done = {(role, key) for c, role, key, _ in d._placed[n0:] if c == call}
+        rows = dtensor.collective_rows(d, dname, ranks, op,
+                                       [dtensor.local(t) for t in ins],
+                                       [dtensor.local(t) for t in outs])
+        for role, i, mr in rows:
+            if (role, str(i)) not in done:
+                dtensor.place(d, call, role, str(i), mr)
+    except Exception as e:  # noqa: BLE001 - the dump must not fail the program
+        dtensor._no_row(d, f"{call}: {type(e).__name__}: {e}")
 
 
 def _c10d_wrapper(name, spec, orig):

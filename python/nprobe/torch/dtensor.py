@@ -21,9 +21,12 @@ Nothing here is imported by torch: the DTensor class is looked up in
 sys.modules, so a program that never imports torch.distributed.tensor pays
 one dictionary look-up per leaf batch.
 """
+import ctypes
 import sys
 
 import torch
+
+from .. import _lib
 
 _MESH_MAX = 4          # the format's mesh dimensions at most (NP_FMT_MESH_MAX)
 _dtensor_cls = None
@@ -82,8 +85,8 @@ def local(t):
 
 def placement_words(p):
     """One placement in the format's (DTensor's) words: "Shard(d)",
-    "Replicate()", "Partial(sum)"; None for a layout without a contiguous
-    shard (_StridedShard) or one not known."""
+    "Replicate()", "Partial(sum)"; None for a layout the format cannot say
+    (_StridedShard: no contiguous shard; Partial(avg), Partial(max), ...)."""
     name = type(p).__name__
     if name == "Shard":
         return f"Shard({int(p.dim)})"
@@ -91,8 +94,8 @@ def placement_words(p):
         return "Replicate()"
     if name in ("Partial", "_Partial", "_NormPartial", "MaskPartial"):
         op = getattr(p, "reduce_op", "sum")
-        op = getattr(op, "name", op)       # an enum in some versions
-        return f"Partial({str(op).lower()})"
+        op = str(getattr(op, "name", op)).lower()      # an enum in some versions
+        return "Partial(sum)" if op == "sum" else None  # the format knows sums only
     return None
 
 
@@ -146,15 +149,39 @@ def shard_layout(global_shape, mesh_shape, coords, placements):
 
 class Mesh:
     """A device mesh as the format holds it: dimension names, shape and
-    this rank's coordinate."""
-    __slots__ = ("names", "shape", "coords")
+    this rank's coordinate; `ranks`, the global rank at each coordinate
+    (nested lists), where known."""
+    __slots__ = ("names", "shape", "coords", "ranks")
 
-    def __init__(self, names, shape, coords):
+    def __init__(self, names, shape, coords, ranks=None):
         self.names, self.shape, self.coords = tuple(names), tuple(shape), tuple(coords)
+        self.ranks = ranks
 
     def __eq__(self, o):
         return isinstance(o, Mesh) and (self.names, self.shape, self.coords) == \
             (o.names, o.shape, o.coords)
+
+    def __hash__(self):
+        return hash((self.names, self.shape, self.coords))
+
+    def group_dim(self, group):
+        """(mesh dimension, this rank's position) of a process group given
+        by its global ranks in order: the dimension along which exactly
+        those ranks lie with this rank's other coordinates; None if none."""
+        if self.ranks is None:
+            return None
+        for k in range(len(self.shape)):
+            line = []
+            for i in range(self.shape[k]):
+                c = list(self.coords)
+                c[k] = i
+                r = self.ranks
+                for x in c:
+                    r = r[x]
+                line.append(r)
+            if line == list(group):
+                return k, self.coords[k]
+        return None
 
     def __repr__(self):
         return f"Mesh({self.names}, {self.shape}, {self.coords})"
@@ -167,7 +194,8 @@ def _mesh_of(dm):
     if coords is None:
         return None
     names = dm.mesh_dim_names or tuple(f"dim{i}" for i in range(dm.ndim))
-    return Mesh(names, tuple(int(s) for s in dm.mesh.shape), tuple(int(c) for c in coords))
+    return Mesh(names, tuple(int(s) for s in dm.mesh.shape), tuple(int(c) for c in coords),
+                dm.mesh.tolist())
 
 
 def root_mesh(dm):
@@ -264,6 +292,59 @@ def module_class_name(mod):
 
 # ---- the debugger's side ------------------------------------------------------
 
+class _PlaceRec(ctypes.Structure):
+    """np_place_rec (nprobe/format.h)."""
+    _fields_ = [("name", ctypes.c_char * 256), ("placements", ctypes.c_char * 96),
+                ("global_ndim", ctypes.c_int32), ("global_shape", ctypes.c_int64 * 8),
+                ("offset", ctypes.c_int64 * 8), ("stage", ctypes.c_int32),
+                ("micro_batch", ctypes.c_int32)]
+
+
+_set_mesh = _place = None
+if hasattr(_lib._L, "np_probe_place"):
+    _set_mesh = _lib._sig("np_probe_set_mesh", ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                          ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_int64),
+                          ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(_lib.Error))
+    _place = _lib._sig("np_probe_place", ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p,
+                       ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(_PlaceRec),
+                       ctypes.POINTER(_lib.Error))
+
+
+def model_mesh(models):
+    """The Mesh of the first DTensor parameter of `models` (its root mesh),
+    None without one."""
+    c = dtensor_class()
+    if c is None:
+        return None
+    for m in models:
+        for p in m.parameters():
+            if isinstance(p, c):
+                return _mesh_of(root_mesh(p.device_mesh))
+    return None
+
+
+def set_mesh(d, world_size):
+    """Before a step begins: the mesh of the model's DTensors to the probe
+    (root attributes mesh_dims/mesh_shape/mesh_coords, format version 2),
+    once; a mesh the probe refuses (not covering the world) is warned once
+    and the dump goes on without placements."""
+    if d._mesh is not None or _set_mesh is None or dtensor_class() is None:
+        return
+    mesh = model_mesh(d._models)
+    if mesh is None:
+        return
+    d._mesh = mesh
+    n = len(mesh.shape)
+    names = (ctypes.c_char_p * n)(*[x.encode() for x in mesh.names])
+    shape = (ctypes.c_int64 * n)(*mesh.shape)
+    coords = (ctypes.c_int64 * n)(*mesh.coords)
+    if _set_mesh(d._p, n, names, shape, coords, d._eref):
+        err = str(d._err.exception())
+        _lib.Error.__init__(d._err)
+        d._mesh = False
+        _no_row(d, f"the device mesh {mesh.names} {mesh.shape} (world size {world_size}) "
+                   f"was refused: {err}")
+
 def _no_row(d, what):
     """A DTensor leaf dumped without a placement row: counted under
     summary["skipped_kinds"]["placement"], warned once."""
@@ -275,27 +356,186 @@ def _no_row(d, what):
                       "count is summary['skipped_kinds']['placement'])", stacklevel=4)
 
 
-def place(d, call, role, key, t):
-    """The placement row of DTensor leaf `call`.`role`.`key` (already dumped
-    as its shard). Never raises into the program."""
+# ops whose output shard is the op of the input shard (elementwise, one
+# tensor operand, or several on the same layout): a plain local tensor they
+# make from a placed one lies as that one does
+POINTWISE = frozenset((
+    "gelu", "relu", "relu6", "silu", "sigmoid", "tanh", "softplus", "leaky_relu", "elu",
+    "selu", "celu", "mish", "hardtanh", "hardswish", "hardsigmoid", "logsigmoid", "dropout",
+    "neg", "exp", "abs", "sqrt", "rsqrt", "square", "clamp", "float", "half", "bfloat16",
+    "to", "type_as", "contiguous", "clone", "detach",
+    "add", "sub", "mul", "div", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__",
+    "__rmul__", "__truediv__", "__neg__", "pow", "__pow__"))
+
+
+def _key(t):
     try:
-        mesh, row = place_row(t)
-    except Exception as e:  # noqa: BLE001 - the dump must not fail the program
-        mesh, row = None, f"{type(e).__name__}: {e}"
+        return (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
+    except RuntimeError:
+        return None
+
+
+def _known(d, t):
+    """(mesh, row) of a plain tensor that is a placed DTensor's shard (the
+    same memory, shape and strides: to_local() of it, a parallel style's
+    local output) or was made from one by a pointwise op, else None."""
+    if not d._shards or t is None or t.numel() == 0:
+        return None
+    hit = d._shards.get(_key(t))
+    return hit[:2] if hit is not None else None
+
+
+def _remember(d, t, mesh, row):
+    """t (a placed leaf's shard) is known by its memory until the step ends
+    (kept alive: no later tensor of the step takes its address)."""
+    if t is not None and t.numel():
+        k = _key(t)
+        if k is not None:
+            d._shards[k] = (mesh, row, t)
+
+
+def _plain(d, call, ts, found, keys, role, out, pointwise_from=None):
+    """Rows of the plain tensors among ts known as shards (_known); for the
+    outputs of a pointwise op, the rows of its placed inputs."""
+    have = {i for i, _ in found} if found else set()
+    for i, t in enumerate(ts):
+        if t is None or i in have or not isinstance(t, torch.Tensor):
+            continue
+        mr = _known(d, t)
+        if mr is None and pointwise_from and tuple(t.shape) == pointwise_from[0]:
+            mr = pointwise_from[1]
+            _remember(d, t, *mr)
+        if mr is not None:
+            out.append((role, [(i, mr)], keys))
+
+
+def localize_call(d, call, ins, params, outs, in_keys, out_keys, role_in, role_par, role_out):
+    """A call's leaves with DTensors and pending collectives as the tensors
+    holding this rank's values, and the placement rows to write after the
+    call's rows ((role, [(i, DTensor or (mesh, row))], keys)...): the
+    DTensors', and those of plain tensors known as shards (_known)."""
+    ins, fi = localize(ins)
+    outs, fo = localize(outs)
+    fp = None
+    if params:
+        pl, fp = localize([t for _, t in params])
+        if fp:
+            keys = [k for k, _ in params]
+            params = list(zip(keys, pl))
+            fp = (role_par, fp, keys)
+    places = []
+    if fi:
+        places.append((role_in, fi, in_keys))
+    if fp:
+        places.append(fp)
+    if fo:
+        places.append((role_out, fo, out_keys))
+    if d._shards or fi or fo:
+        _plain(d, call, ins, fi, in_keys, role_in, places)
+        src = None
+        parts = call.split(".")
+        if parts[0] != "Module" and len(parts) > 2 and parts[1] in POINTWISE:
+            rows = [mr for role, f, _ in places if role == role_in for _, mr in f]
+            rows = [r if isinstance(r, tuple) else None for r in rows]
+            shapes = {tuple(t.shape) for t in ins if isinstance(t, torch.Tensor) and t.dim()}
+            if rows and all(r is not None for r in rows) and len(shapes) == 1 and \
+                    len({(r[0], r[1].placements, r[1].offset) for r in rows}) == 1 and \
+                    "Partial" not in rows[0][1].placements:
+                src = (shapes.pop(), rows[0])
+        _plain(d, call, outs, fo, out_keys, role_out, places, src)
+    return ins, params, outs, places or None
+
+
+def place(d, call, role, key, t):
+    """The placement row of leaf `call`.`role`.`key` (already dumped as its
+    shard): `t` a DTensor, or (mesh, PlaceRow) of a plain shard. Never raises
+    into the program."""
+    if isinstance(t, tuple):
+        mesh, row = t
+    else:
+        try:
+            mesh, row = place_row(t)
+            if mesh is not None:
+                _remember(d, t._local_tensor, mesh, row)
+        except Exception as e:  # noqa: BLE001 - the dump must not fail the program
+            mesh, row = None, f"{type(e).__name__}: {e}"
     if mesh is None:
         _no_row(d, f"{call}: {row}")
         return
-    if d._mesh is None:
-        d._mesh = mesh
-    elif d._mesh != mesh:
+    if not d._mesh:
+        _no_row(d, f"{call}: no device mesh was set when the step began (a model without "
+                   "DTensor parameters)")
+        return
+    if d._mesh != mesh:
         _no_row(d, f"{call}: a DTensor on mesh {mesh.names} {mesh.shape}, the dump's is "
                    f"{d._mesh.names} {d._mesh.shape}")
         return
     d._placed.append((call, role, key, row))
+    if _place is None:
+        return
+    r = _PlaceRec()
+    r.placements = row.placements.encode()
+    r.global_ndim = len(row.global_shape)
+    r.global_shape[:len(row.global_shape)] = row.global_shape
+    r.offset[:len(row.offset)] = row.offset
+    r.stage, r.micro_batch = row.stage, row.micro_batch
+    if _place(d._p, call.encode(), role, key.encode(), ctypes.byref(r), d._eref):
+        d._note_error()
+
+
+def collective_rows(d, dname, ranks, op, ins, outs):
+    """Placement rows of a collective's leaves on the dump's mesh, when its
+    group is one mesh dimension: [(role, index, (mesh, PlaceRow))]. What a
+    rank sends is its piece of a logical tensor: Partial(sum) for a sum
+    reduction (the logical tensor is what the all-reduce or reduce-scatter
+    makes), else Shard(0) of the ranks' inputs concatenated in group order
+    (all-gather: its output). What arrives is Replicate() (all-reduce,
+    all-gather, broadcast) or Shard(0) of the reduced tensor
+    (reduce-scatter); all_to_all_single's pieces are Shard(0) of the
+    concatenation. Point-to-point calls get none."""
+    mesh = d._mesh
+    if not mesh or not ranks:
+        return []
+    gd = mesh.group_dim(ranks)
+    if gd is None:
+        return []
+    k, pos = gd
+    n = len(ranks)
+    rows = []
+
+    def row(role, i, t, kind):
+        nd = t.dim()
+        words = ["Replicate()"] * len(mesh.shape)
+        gshape = list(t.shape)
+        off = [0] * nd
+        if kind == "cat":
+            if nd == 0:
+                return
+            words[k] = "Shard(0)"
+            gshape[0] *= n
+            off[0] = pos * t.shape[0]
+        elif kind == "sum":
+            words[k] = "Partial(sum)"
+        rows.append((role, i, (mesh, PlaceRow(",".join(words), tuple(gshape), tuple(off)))))
+
+    red = {"all_reduce", "reduce_scatter_tensor"}
+    for i, t in enumerate(ins):
+        if dname in red and op == 0.0:
+            row(_lib.ROLE_INPUT, i, t, "sum")
+        elif dname in ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor",
+                       "all_to_all_single", "broadcast"):
+            row(_lib.ROLE_INPUT, i, t, "cat")
+    for i, t in enumerate(outs):
+        if dname in ("all_reduce", "all_gather_into_tensor", "broadcast"):
+            row(_lib.ROLE_OUTPUT, i, t, "rep")
+        elif dname in ("reduce_scatter_tensor", "all_to_all_single"):
+            row(_lib.ROLE_OUTPUT, i, t, "cat")
+    return rows
 
 
 def emit_places(d, call, roles):
-    """Placement rows of one call: roles = ((role, [(index, DTensor)], keys)...)."""
+    """Placement rows of one call: roles = ((role, [(index, DTensor or
+    (mesh, row))], keys)...)."""
     for role, found, keys in roles:
         if not found:
             continue

@@ -1,0 +1,308 @@
+"""test_torch_dtensor.py - PyTorch's parallel layouts under the
+PrecisionDebugger (issue 26), on 2 gloo processes (one torch.multiprocessing
+spawn for everything):
+
+- the shard layout the package works out (dtensor.shard_layout) against
+  nested torch.chunk on meshes up to 3 dimensions (no processes), and each
+  rank's placement row of DTensors made by distribute_tensor (uneven and
+  empty shards, a 2-D mesh's sub-mesh) against DTensor's own full_tensor():
+  the local shard is full_tensor()[offset : offset + local shape];
+- tensor parallel (parallelize_module: up ColwiseParallel, down
+  RowwiseParallel) and FSDP2 (fully_shard) of a 3-module MLP, fp32, task
+  tensor, level mix, the same batch on both ranks: no dump error, no leaf
+  skipped; every call of the one-process run of the same model has its
+  counterpart on each rank; every leaf the one-process run has is rebuilt
+  here from the ranks' files and their /placements rows (h5py) and equals
+  the one-process tensor to float32 reduction noise; the row-parallel
+  all-reduce is a Distributed.all_reduce call with ranks 0, 1 whose output
+  is the sum of the ranks' inputs; FSDP2's all-gathers and reduce-scatters
+  are Distributed.* calls; DTensor's and FSDP2's own view_as/split are not
+  the user's calls;
+- `nprobe compare` of each against the one-process run exits 0 with no
+  culprit (compare's assemble stage).
+Run through pyrun.sh; exits 1 on any failed check."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import h5py
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+FAILS = []
+
+
+def check(cond, what):
+    if not cond:
+        FAILS.append(what)
+        print("FAIL:", what)
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(8, 16)
+        self.act = torch.nn.GELU()
+        self.down = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.down(self.act(self.up(x)))
+
+
+def batch():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(6, 8, generator=g)
+
+
+def model():
+    torch.manual_seed(0)
+    return MLP()
+
+
+def run(m, d, lr=0.1):
+    opt = torch.optim.SGD(m.parameters(), lr=lr)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        d.start(m)
+        m(batch()).pow(2).sum().backward()
+        opt.step()
+        opt.zero_grad()
+        d.stop()
+        d.step()
+        d.close()
+    return [str(x.message) for x in w if "nprobe" in str(x.message)]
+
+
+# ---- the shard layout against torch.chunk ------------------------------------
+
+def chunk_oracle(global_shape, mesh_shape, coords, placements):
+    """The shard of an arange of global_shape, cut with torch.chunk mesh
+    dimension by mesh dimension (DTensor's rule), and where it starts."""
+    idx = [torch.arange(n) for n in global_shape]
+    for k, c, (kind, dim) in zip(mesh_shape, coords, placements):
+        if kind == "S":
+            parts = torch.chunk(idx[dim], k)
+            idx[dim] = parts[c] if c < len(parts) else idx[dim][:0]
+    shape = tuple(len(i) for i in idx)
+    off = tuple(int(i[0]) if len(i) else n for i, n in zip(idx, global_shape))
+    return shape, off
+
+
+def test_layout():
+    from nprobe.torch import dtensor as D
+    cases = 0
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        nd = int(rng.integers(1, 4))
+        gshape = tuple(int(x) for x in rng.integers(0, 9, nd))
+        md = int(rng.integers(1, 4))
+        mesh = tuple(int(x) for x in rng.integers(1, 5, md))
+        coords = tuple(int(rng.integers(0, m)) for m in mesh)
+        pls = []
+        for _k in range(md):
+            r = rng.integers(0, 3)
+            pls.append(("S", int(rng.integers(0, nd))) if r == 0 else ("R", None) if r == 1
+                       else ("P", "sum"))
+        text = ",".join(f"Shard({d})" if k == "S" else "Replicate()" if k == "R"
+                        else "Partial(sum)" for k, d in pls)
+        check(D.parse_placements(text) == pls, f"parse {text}")
+        got = D.shard_layout(gshape, mesh, coords, pls)
+        want = chunk_oracle(gshape, mesh, coords, pls)
+        # an empty shard's offset: DTensor says the dimension's end
+        check(got == want, f"layout {gshape} {text} on {mesh} at {coords}: {got} != {want}")
+        cases += 1
+    print(f"shard_layout: {cases} cases against torch.chunk")
+
+
+# ---- the ranks --------------------------------------------------------------
+
+def check_rows(rank, fails):
+    """DTensors of known layouts: each rank's placement row against
+    DTensor's own full_tensor()."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    from nprobe.torch import dtensor as D
+    m1 = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+    m2 = init_device_mesh("cpu", (1, 2), mesh_dim_names=("dp", "tp"))
+    full = torch.arange(5 * 3, dtype=torch.float32).reshape(5, 3)
+    cases = [(m1, [Shard(0)], full), (m1, [Shard(1)], full), (m1, [Replicate()], full),
+             (m1, [Shard(0)], full[:1]), (m1, [Shard(1)], full[:, :1]),
+             (m2, [Replicate(), Shard(0)], full), (m2, [Shard(1), Shard(0)], full),
+             (m2["tp"], [Shard(1)], full)]
+    for mesh, pls, t in cases:
+        dt = distribute_tensor(t, mesh, pls)
+        whole = dt.full_tensor()
+        mesh_, row = D.place_row(dt)
+        what = f"rank {rank}: {pls} on {mesh.mesh_dim_names} of {tuple(t.shape)}"
+        if mesh_ is None:
+            fails.append(f"{what}: no row ({row})")
+            continue
+        lt = dt.to_local()
+        sl = tuple(slice(o, o + n) for o, n in zip(row.offset, lt.shape))
+        if row.global_shape != tuple(whole.shape) or not torch.equal(whole[sl], lt):
+            fails.append(f"{what}: {row} does not place the local {tuple(lt.shape)} in "
+                         "full_tensor()")
+        if mesh is m2["tp"] and (mesh_.names != ("dp", "tp") or
+                                 row.placements != "Replicate(),Shard(1)"):
+            fails.append(f"{what}: a sub-mesh's row is against the root mesh: {mesh_} {row}")
+
+
+def rank_main(rank, tmp):
+    from nprobe.torch import PrecisionDebugger
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=rank,
+                            world_size=2)
+    out = {"fails": []}
+    check_rows(rank, out["fails"])
+    mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+    m = model()
+    parallelize_module(m, mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    d = PrecisionDebugger(f"{tmp}/tp.json")
+    out["tp"] = {"warnings": run(m, d), "summary": d.summary}
+    m = model()
+    fmesh = init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
+    fully_shard(m.up, mesh=fmesh)
+    fully_shard(m.down, mesh=fmesh)
+    fully_shard(m, mesh=fmesh)
+    d = PrecisionDebugger(f"{tmp}/fsdp.json")
+    out["fsdp"] = {"warnings": run(m, d), "summary": d.summary}
+    with open(f"{tmp}/rank{rank}.json", "w") as f:
+        json.dump(out, f)
+    dist.destroy_process_group()
+
+
+# ---- the checks -------------------------------------------------------------
+
+def read(path):
+    with h5py.File(path, "r") as f:
+        calls = [c.decode() for c in f["calls"]["call"]]
+        data = {k: np.array(v) for k, v in f["data"].items()}
+        for e in f["entries"][()]:
+            if e["role"] == b"kwargs":
+                data[e["name"].decode()] = np.array(e["max"])
+        place = {}
+        if "placements" in f:
+            for r in f["placements"][()]:
+                n = int(r["global_ndim"])
+                place[r["name"].decode()] = (r["placements"].decode(),
+                                             tuple(int(x) for x in r["global_shape"][:n]),
+                                             tuple(int(x) for x in r["offset"][:n]))
+        attrs = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+    return calls, data, place, attrs
+
+
+def assemble(name, ranks):
+    """Leaf `name` rebuilt from the ranks' (data, placements): Shard pieces
+    at their offsets, Partial(sum) pieces summed, Replicate the same on
+    every rank (else None)."""
+    first = ranks[0]
+    if name not in first[1]:
+        return None
+    pl = first[2].get(name)
+    if pl is None:
+        return first[1][name]
+    words, gshape, _ = pl
+    if words == "Replicate()":
+        copies = [r[1][name] for r in ranks]
+        return copies[0] if all(np.array_equal(copies[0], c) for c in copies) else None
+    out = np.zeros(gshape, dtype=np.float64)
+    for r in ranks:
+        w, g, off = r[2][name]
+        piece = r[1][name].astype(np.float64)
+        sl = tuple(slice(o, o + n) for o, n in zip(off, piece.shape))
+        if w == "Partial(sum)":
+            out[sl] += piece
+        else:
+            out[sl] = piece
+    return out
+
+
+def check_layout(label, tmp, single):
+    s_calls, s_data, _, _ = single
+    ranks = [read(f"{tmp}/dump_{label}/step0/rank{r}/dump.h5") for r in (0, 1)]
+    for r, (calls, _data, place, attrs) in enumerate(ranks):
+        missing = sorted(set(s_calls) - set(calls))
+        check(not missing, f"{label} rank {r}: every one-process call has its counterpart "
+              f"(missing {missing[:5]})")
+        internal = [c for c in calls if c.startswith(("Tensor.view_as", "Tensor.split"))]
+        check(not internal, f"{label} rank {r}: no DTensor/FSDP-internal calls ({internal})")
+        check(attrs.get("mesh_shape") == "2" and attrs.get("mesh_coords") == str(r),
+              f"{label} rank {r}: the mesh attributes ({attrs.get('mesh_dims')}, "
+              f"{attrs.get('mesh_shape')}, {attrs.get('mesh_coords')})")
+    bad = []
+    for name, want in s_data.items():
+        got = assemble(name, ranks)
+        if got is None or got.shape != want.shape or not np.allclose(got, want, rtol=1e-5,
+                                                                      atol=1e-6):
+            bad.append(name)
+    check(not bad, f"{label}: {len(bad)} of {len(s_data)} leaves rebuilt from the ranks "
+          f"differ from the one-process run: {bad[:6]}")
+    print(f"{label}: {len(s_data)} leaves of the one-process run rebuilt from 2 ranks, "
+          f"{len(ranks[0][2])} placement rows on rank 0")
+    return ranks
+
+
+def compare(tmp, label):
+    out = subprocess.run([os.environ["NPROBE_BIN"], "compare", "-b", f"{tmp}/dump_single",
+                          "-c", f"{tmp}/dump_{label}", "-o", f"{tmp}/rep_{label}"],
+                         capture_output=True, text=True)
+    print(f"compare one process vs {label}: exit {out.returncode}\n{out.stdout[-800:]}")
+    check(out.returncode == 0 and "first culprit: none" in out.stdout,
+          f"compare one process vs {label}: exit {out.returncode} {out.stderr[-400:]}")
+
+
+def main():
+    torch.set_num_threads(1)
+    test_layout()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("tp", "fsdp", "single"):
+            with open(f"{tmp}/{name}.json", "w") as f:
+                json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}", "level": "mix",
+                           "step": [0]}, f)
+        mp.spawn(rank_main, args=(tmp,), nprocs=2, join=True)
+        from nprobe.torch import PrecisionDebugger
+        d = PrecisionDebugger(f"{tmp}/single.json")
+        check(not run(model(), d), "one process: no warning")
+        for r in (0, 1):
+            with open(f"{tmp}/rank{r}.json") as f:
+                res = json.load(f)
+            for fail in res["fails"]:
+                check(False, fail)
+            for label in ("tp", "fsdp"):
+                s = res[label]["summary"]
+                check(not res[label]["warnings"] and s["skipped"] == 0,
+                      f"{label} rank {r}: no dump error, nothing skipped "
+                      f"({res[label]['warnings']}, {s['skipped_kinds']})")
+        single = read(f"{tmp}/dump_single/step0/rank0/dump.h5")
+        tp = check_layout("tp", tmp, single)
+        # the row-parallel all-reduce: ranks 0 and 1, the sum of the inputs
+        key = "Distributed.all_reduce.0.forward"
+        ok = all(f"{key}.output.0" in r[1] for r in tp)
+        check(ok, f"tp: {key} recorded on both ranks")
+        if ok:
+            s = tp[0][1][f"{key}.input.0"] + tp[1][1][f"{key}.input.0"]
+            check(np.allclose(tp[0][1][f"{key}.output.0"], s, rtol=1e-6, atol=1e-7),
+                  "tp: the all-reduce's output is the sum of the ranks' inputs")
+            check(tp[1][1][f"{key}.kwargs.ranks.0"] == 0 and tp[1][1][f"{key}.kwargs.ranks.1"] == 1
+                  and tp[1][1][f"{key}.kwargs.op"] == 0, "tp: the all-reduce's ranks and op")
+        fs = check_layout("fsdp", tmp, single)
+        for c in ("Distributed.all_gather_into_tensor.0.forward",
+                  "Distributed.reduce_scatter_tensor.0.forward"):
+            check(c in fs[0][0], f"fsdp: {c} recorded")
+        compare(tmp, "tp")
+        compare(tmp, "fsdp")
+    print(f"{len(FAILS)} failed")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
