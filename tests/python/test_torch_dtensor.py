@@ -251,9 +251,9 @@ def check_layout(label, tmp, single):
     return ranks
 
 
-def compare(tmp, label):
+def compare(tmp, label, *opts):
     out = subprocess.run([os.environ["NPROBE_BIN"], "compare", "-b", f"{tmp}/dump_single",
-                          "-c", f"{tmp}/dump_{label}", "-o", f"{tmp}/rep_{label}"],
+                          "-c", f"{tmp}/dump_{label}", "-o", f"{tmp}/rep_{label}", *opts],
                          capture_output=True, text=True)
     print(f"compare one process vs {label}: exit {out.returncode}\n{out.stdout[-800:]}")
     check(out.returncode == 0 and "first culprit: none" in out.stdout,
@@ -298,7 +298,12 @@ def main():
         for c in ("Distributed.all_gather_into_tensor.0.forward",
                   "Distributed.reduce_scatter_tensor.0.forward"):
             check(c in fs[0][0], f"fsdp: {c} recorded")
-        compare(tmp, "tp")
+        # --no-replay: compare's isolated recompute replays one rank's file,
+        # and the row-parallel linear's Partial(sum) output (DTensor adds
+        # half the Replicate() bias on each rank) cannot be recomputed from
+        # one rank's pieces: it named that call (isolated error 3.7e6 u)
+        # though every assembled tensor equals the one-process one (above)
+        compare(tmp, "tp", "--no-replay")
         compare(tmp, "fsdp")
     print(f"{len(FAILS)} failed")
     return 1 if FAILS else 0
