@@ -18,6 +18,11 @@ spawn for everything):
   is the sum of the ranks' inputs; FSDP2's all-gathers and reduce-scatters
   are Distributed.* calls; DTensor's and FSDP2's own view_as/split are not
   the user's calls;
+- torch.distributed's collectives called by the program (all_reduce,
+  all_gather_into_tensor async, reduce_scatter_tensor, broadcast,
+  all_to_all_single, send/recv, batch_isend_irecv): each rank's
+  Distributed.* rows equal what torch handed the program (an in-place
+  all-reduce's input read before it), with their ranks, op and root;
 - `nprobe compare` of each against the one-process run exits 0 with no
   culprit (compare's assemble stage).
 Run through pyrun.sh; exits 1 on any failed check."""
@@ -152,6 +157,49 @@ def check_rows(rank, fails):
             fails.append(f"{what}: a sub-mesh's row is against the root mesh: {mesh_} {row}")
 
 
+def collectives(rank, d):
+    """torch.distributed's collectives called by the program, under the
+    debugger: what each sent and received, as torch gave it."""
+    seen = {}
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        d.start()
+        x = torch.arange(4, dtype=torch.float32) + 10 * rank
+        seen["all_reduce.in"] = x.clone()
+        dist.all_reduce(x)
+        seen["all_reduce.out"] = x.clone()
+        g = torch.empty(8)
+        dist.all_gather_into_tensor(g, torch.full((4,), float(rank)), async_op=True).wait()
+        seen["all_gather_into_tensor.out"] = g.clone()
+        r = torch.empty(2)
+        dist.reduce_scatter_tensor(r, torch.arange(4, dtype=torch.float32) * (rank + 1))
+        seen["reduce_scatter_tensor.out"] = r.clone()
+        b = torch.full((3,), float(rank))
+        dist.broadcast(b, src=1)
+        seen["broadcast.out"] = b.clone()
+        a = torch.empty(4)
+        dist.all_to_all_single(a, torch.arange(4, dtype=torch.float32) + 100 * rank)
+        seen["all_to_all_single.out"] = a.clone()
+        t = torch.full((2,), 7.0 + rank)
+        if rank == 0:
+            dist.send(t, dst=1)
+        else:
+            dist.recv(t, src=0)
+        seen["p2p"] = t.clone()
+        peer = 1 - rank
+        recv = torch.empty(2)
+        ops = [dist.P2POp(dist.isend, torch.full((2,), float(rank)), peer),
+               dist.P2POp(dist.irecv, recv, peer)]
+        for req in dist.batch_isend_irecv(ops):
+            req.wait()
+        seen["batch_isend_irecv.out"] = recv.clone()
+        d.stop()
+        d.step()
+        d.close()
+    return {"warnings": [str(x.message) for x in w if "nprobe" in str(x.message)],
+            "seen": {k: v.tolist() for k, v in seen.items()}}
+
+
 def rank_main(rank, tmp):
     from nprobe.torch import PrecisionDebugger
     from torch.distributed.device_mesh import init_device_mesh
@@ -175,6 +223,8 @@ def rank_main(rank, tmp):
     fully_shard(m, mesh=fmesh)
     d = PrecisionDebugger(f"{tmp}/fsdp.json")
     out["fsdp"] = {"warnings": run(m, d), "summary": d.summary}
+    d = PrecisionDebugger(f"{tmp}/coll.json")
+    out["coll"] = collectives(rank, d)
     with open(f"{tmp}/rank{rank}.json", "w") as f:
         json.dump(out, f)
     dist.destroy_process_group()
@@ -260,11 +310,48 @@ def compare(tmp, label, *opts):
           f"compare one process vs {label}: exit {out.returncode} {out.stderr[-400:]}")
 
 
+def check_collectives(tmp):
+    """Each rank's Distributed.* rows against what torch handed the program."""
+    res = []
+    for r in (0, 1):
+        with open(f"{tmp}/rank{r}.json") as f:
+            res.append(json.load(f)["coll"])
+    for r in (0, 1):
+        seen = res[r]["seen"]
+        check(not res[r]["warnings"], f"collectives rank {r}: no warning {res[r]['warnings']}")
+        _calls, data, _, _ = read(f"{tmp}/dump_coll/step0/rank{r}/dump.h5")
+
+        def leaf(name, n=0, role="output", key="0"):
+            return data.get(f"Distributed.{name}.{n}.forward.{role}.{key}")
+
+        want = {"all_reduce.in": ("all_reduce", "input"), "all_reduce.out": ("all_reduce", "output"),
+                "all_gather_into_tensor.out": ("all_gather_into_tensor", "output"),
+                "reduce_scatter_tensor.out": ("reduce_scatter_tensor", "output"),
+                "broadcast.out": ("broadcast", "output"),
+                "all_to_all_single.out": ("all_to_all_single", "output"),
+                "batch_isend_irecv.out": ("batch_isend_irecv", "output")}
+        for k, (name, role) in want.items():
+            got = leaf(name, role=role)
+            check(got is not None and np.array_equal(got, np.array(seen[k], dtype=np.float32)),
+                  f"collectives rank {r}: Distributed.{name}.0 {role} {got} != {seen[k]}")
+        p2p = leaf("send", role="input") if r == 0 else leaf("recv")
+        check(p2p is not None and np.array_equal(p2p, np.array(seen["p2p"], dtype=np.float32)),
+              f"collectives rank {r}: send/recv {p2p}")
+        for name in ("all_reduce", "reduce_scatter_tensor", "broadcast"):
+            check(leaf(name, role="kwargs", key="ranks.0") == 0 and
+                  leaf(name, role="kwargs", key="ranks.1") == 1,
+                  f"collectives rank {r}: Distributed.{name}.0's ranks")
+        check(leaf("all_reduce", role="kwargs", key="op") == 0 and
+              leaf("broadcast", role="kwargs", key="src") == 1,
+              f"collectives rank {r}: all_reduce's op (sum 0), broadcast's src")
+    print("collectives: each rank's Distributed.* rows equal what torch returned")
+
+
 def main():
     torch.set_num_threads(1)
     test_layout()
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("tp", "fsdp", "single"):
+        for name in ("tp", "fsdp", "single", "coll"):
             with open(f"{tmp}/{name}.json", "w") as f:
                 json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}", "level": "mix",
                            "step": [0]}, f)
@@ -305,6 +392,7 @@ def main():
         # though every assembled tensor equals the one-process one (above)
         compare(tmp, "tp", "--no-replay")
         compare(tmp, "fsdp")
+        check_collectives(tmp)
     print(f"{len(FAILS)} failed")
     return 1 if FAILS else 0
 

@@ -941,6 +941,7 @@ class PrecisionDebugger:
         if self._closed or self._foreign:
             return
         _install()
+        _distributed.install()
         if model is not None:
             self._hook_model(model)
         if not self._in_step:
@@ -1510,7 +1511,6 @@ class PrecisionDebugger:
             return
         self._hooked.add(id(model))
         self._models.append(model)
-        _distributed.install(model)
         for path, mod in model.named_modules():
             path = _compiled_path(path)
             if not path or _is_compile_wrapper(mod):

@@ -2,7 +2,7 @@
 
 - Collectives as calls: torch.distributed's collectives (all_reduce,
   broadcast, all_gather_into_tensor, reduce_scatter_tensor,
-  all_to_all_single, send/recv, isend/irecv, batch_isend_irecv, ...) and the
+  all_to_all_single, send/recv, batch_isend_irecv, ...) and the
   functional collectives DTensor, tensor parallel and FSDP2 call
   (torch.distributed._functional_collectives: all_reduce, all_gather_single,
   reduce_scatter_single, all_to_all_single, broadcast) are recorded as
@@ -15,8 +15,8 @@
   recorded wherever they run (inside a captured call, in backward), the
   ones torch issues for DTensor and FSDP2 included; a collective inside
   another (a functional one calling c10d) is one call. An asynchronous one
-  (async_op=True, isend/irecv) is waited for at once so that its output
-  can be read: the program keeps its result, loses the overlap.
+  (async_op=True, batch_isend_irecv) is waited for at once so that its
+  output can be read: the program keeps its result, loses the overlap.
 - torch's own distributed code: a Torch/Tensor/Functional API called
   directly from torch/distributed/ (DTensor's from_local/to_local views,
   parallel styles' hooks, FSDP2's flattening and copies) is torch's work,
@@ -58,9 +58,10 @@ _C10D = {
     "reduce": ("reduce", ("tensor",), ("tensor",), ("dst", "op")),
     "send": ("send", ("tensor",), (), ("dst",)),
     "recv": ("recv", (), ("tensor",), ("src",)),
-    "isend": ("isend", ("tensor",), (), ("dst",)),
-    "irecv": ("irecv", (), ("tensor",), ("src",)),
 }
+# isend/irecv are not wrapped: P2POp checks its op by identity against
+# them, and a program holding torch's own (imported before start()) would
+# be refused; batch_isend_irecv records the pipelines' point-to-point
 # the functional collectives (results are new tensors)
 _FUNCOL = {
     "all_reduce": ("all_reduce", ("self",), ("reduceOp",)),
@@ -124,9 +125,9 @@ def run_internal(fn, args, kwargs):
         debugger._tls.depth -= 1
 
 
-def install(model=None):
+def install():
     """Turn the distributed side on when torch.distributed is initialised
-    (the model given to start() is hooked then): the internal-caller check
+    (at each start()): the internal-caller check
     and the collectives' wrappers (installed once per process)."""
     global on, _DIST_DIR, _TORCH_DIR, _installed
     dist = getattr(torch, "distributed", None)
@@ -317,7 +318,7 @@ def _c10d_wrapper(name, spec, orig):
 
         def run():
             work = orig(*args, **kwargs)
-            if b.get("async_op") or name in ("isend", "irecv"):
+            if b.get("async_op"):
                 _wait(work)
             return work
         return _record(d, dname, ins, lambda _y: _tensors(b, out_names), scalars, run)
@@ -335,7 +336,6 @@ def _batch_wrapper(orig):
         d = _capturing()
         if d is None:
             return orig(p2p_op_list)
-        import torch.distributed as dist
         sends, recvs, scalars = [], [], []
         for j, op in enumerate(p2p_op_list):
             fn = getattr(op.op, "_nprobe_orig", op.op)
@@ -344,7 +344,6 @@ def _batch_wrapper(orig):
             scalars.append((f"peer.{j}", float(op.peer)))
         group = getattr(p2p_op_list[0], "group", None) if p2p_op_list else None
         scalars.extend((f"ranks.{j}", float(r)) for j, r in enumerate(group_ranks(group)))
-        del dist
 
         def run():
             works = orig(p2p_op_list)
