@@ -1172,7 +1172,7 @@ class PrecisionDebugger:
         """_leaf outside _emit: what cannot be read is skipped, never raised."""
         try:
             found = None
-            if _dtensor.active():
+            if _distributed.on:
                 (t,), found = _dtensor.localize((t,))
             self._leaf(call.encode(), role, key, t)
             if found:
@@ -1216,7 +1216,7 @@ class PrecisionDebugger:
             return False
         places = None
         try:
-            if _dtensor.active():
+            if _distributed.on:
                 ins, params, outs, places = _dtensor.localize_call(
                     self, call, ins, params, outs, in_keys, out_keys, _ROLE_IN, _ROLE_PAR,
                     _ROLE_OUT)

@@ -15,8 +15,11 @@
   recorded wherever they run (inside a captured call, in backward), the
   ones torch issues for DTensor and FSDP2 included; a collective inside
   another (a functional one calling c10d) is one call. An asynchronous one
-  (async_op=True, batch_isend_irecv) is waited for at once so that its
-  output can be read: the program keeps its result, loses the overlap.
+  (async_op=True, batch_isend_irecv) has its inputs only (and `async_op`
+  1): its outputs arrive at the program's wait, and the package never waits
+  in the program's place (a second wait hangs gloo's point-to-point). A
+  functional collective's pending result is waited for (AsyncCollectiveTensor
+  waits once, whoever asks).
 - torch's own distributed code: a Torch/Tensor/Functional API called
   directly from torch/distributed/ (DTensor's from_local/to_local views,
   parallel styles' hooks, FSDP2's flattening and copies) is torch's work,
@@ -133,6 +136,8 @@ def install():
     dist = getattr(torch, "distributed", None)
     if dist is None or not dist.is_available() or not dist.is_initialized():
         return
+    from . import dtensor
+    dtensor.refresh()
     if _DIST_DIR is None:
         _DIST_DIR = os.path.join(os.path.dirname(dist.__file__), "")
         _TORCH_DIR = os.path.join(os.path.dirname(torch.__file__), "")
@@ -250,20 +255,13 @@ def _capturing():
     return d
 
 
-def _wait(work):
-    """Wait for an asynchronous collective's Work (or list of them)."""
-    for w in (work if isinstance(work, (list, tuple)) else [work]):
-        if w is not None and hasattr(w, "wait"):
-            w.wait()
-
-
 # ---- the wrappers ---------------------------------------------------------------
 
 def _record(d, dname, ins, outs_fn, scalars, run):
     """One collective: its call row and inputs, then `run()`, then its outputs
     (outs_fn(result)) and the placement rows of its leaves on the dump's
     mesh (dtensor.collective_rows); the result of run()."""
-    from . import debugger, dtensor
+    from . import debugger
     debugger._tls.depth += 1
     _tls.inside = True
     try:
@@ -315,13 +313,14 @@ def _c10d_wrapper(name, spec, orig):
             return orig(*args, **kwargs)       # torch says what is wrong
         ins = _tensors(b, in_names)
         scalars = _scalars(b, sc_names, b.get("group"))
-
-        def run():
-            work = orig(*args, **kwargs)
-            if b.get("async_op"):
-                _wait(work)
-            return work
-        return _record(d, dname, ins, lambda _y: _tensors(b, out_names), scalars, run)
+        if b.get("async_op"):
+            # the outputs are not there before the program waits, and a
+            # second wait hangs on gloo's point-to-point: the inputs only
+            scalars.append(("async_op", 1.0))
+            return _record(d, dname, ins, lambda _y: [], scalars,
+                           lambda: orig(*args, **kwargs))
+        return _record(d, dname, ins, lambda _y: _tensors(b, out_names), scalars,
+                       lambda: orig(*args, **kwargs))
     wrapper._nprobe_orig = orig
     wrapper.__wrapped__ = orig
     wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
@@ -330,26 +329,26 @@ def _c10d_wrapper(name, spec, orig):
 
 def _batch_wrapper(orig):
     """batch_isend_irecv(p2p_op_list): one Distributed.batch_isend_irecv
-    call: the tensors sent as inputs, those received as outputs, the peers
-    (`peer.N`, in the list's order)."""
+    call: the tensors sent as inputs and the peers (`peer.N`, in the list's
+    order); what is received is not recorded (it arrives at the program's
+    wait)."""
     def wrapper(p2p_op_list):
         d = _capturing()
         if d is None:
             return orig(p2p_op_list)
-        sends, recvs, scalars = [], [], []
+        sends, scalars = [], []
         for j, op in enumerate(p2p_op_list):
-            fn = getattr(op.op, "_nprobe_orig", op.op)
-            is_send = getattr(fn, "__name__", "") == "isend"
-            (sends if is_send else recvs).append(op.tensor)
+            if getattr(op.op, "__name__", "") == "isend":
+                sends.append(op.tensor)
             scalars.append((f"peer.{j}", float(op.peer)))
         group = getattr(p2p_op_list[0], "group", None) if p2p_op_list else None
         scalars.extend((f"ranks.{j}", float(r)) for j, r in enumerate(group_ranks(group)))
 
-        def run():
-            works = orig(p2p_op_list)
-            _wait(works)
-            return works
-        return _record(d, "batch_isend_irecv", sends, lambda _y: recvs, scalars, run)
+        # asynchronous: what is received is not there before the program
+        # waits (a wait here, then the program's, hangs on gloo): the
+        # tensors sent only
+        return _record(d, "batch_isend_irecv", sends, lambda _y: [], scalars,
+                       lambda: orig(p2p_op_list))
     wrapper._nprobe_orig = orig
     wrapper.__wrapped__ = orig
     wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__

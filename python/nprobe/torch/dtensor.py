@@ -17,9 +17,11 @@ does not describe (_StridedShard: FSDP2 over a TP-sharded dimension, whose
 rows are interleaved) gets no placement row; the leaf is still dumped, and
 counted in the debugger's summary["skipped_kinds"]["placement"].
 
-Nothing here is imported by torch: the DTensor class is looked up in
-sys.modules, so a program that never imports torch.distributed.tensor pays
-one dictionary look-up per leaf batch.
+Nothing here imports torch.distributed: the DTensor class is looked up in
+sys.modules at start() (refresh), and the debugger looks at its leaves
+for DTensors only while torch.distributed is initialised
+(distributed.on): a one-process program (transformers imports DTensor)
+pays nothing.
 """
 import ctypes
 import sys
@@ -31,52 +33,32 @@ from .. import _lib
 _MESH_MAX = 4          # the format's mesh dimensions at most (NP_FMT_MESH_MAX)
 _dtensor_cls = None
 _act_cls = None
+_WRAPPED = ()       # the classes localize() looks for (refresh())
+
+
+def refresh():
+    """Look up DTensor and funcol's AsyncCollectiveTensor (at each start()
+    under torch.distributed: imported by then, or not used)."""
+    global _dtensor_cls, _act_cls, _WRAPPED
+    m = sys.modules.get("torch.distributed.tensor")
+    _dtensor_cls = getattr(m, "DTensor", None) if m is not None else None
+    m = sys.modules.get("torch.distributed._functional_collectives")
+    _act_cls = getattr(m, "AsyncCollectiveTensor", None) if m is not None else None
+    _WRAPPED = tuple(c for c in (_dtensor_cls, _act_cls) if c is not None)
 
 
 def dtensor_class():
-    """torch's DTensor class once torch.distributed.tensor is imported, else None."""
-    global _dtensor_cls
-    if _dtensor_cls is None:
-        m = sys.modules.get("torch.distributed.tensor")
-        _dtensor_cls = getattr(m, "DTensor", None) if m is not None else None
+    """torch's DTensor class (refresh()), else None."""
     return _dtensor_cls
-
-
-def _async_class():
-    """funcol's AsyncCollectiveTensor (a functional collective's result not
-    waited for yet) once imported, else None."""
-    global _act_cls
-    if _act_cls is None:
-        m = sys.modules.get("torch.distributed._functional_collectives")
-        _act_cls = getattr(m, "AsyncCollectiveTensor", None) if m is not None else None
-    return _act_cls
-
-
-def active():
-    """True once DTensor or the functional collectives are loaded: then the
-    leaves are looked at for wrappers (localize)."""
-    return dtensor_class() is not None or _async_class() is not None
-
-
-def is_wrapped(t):
-    """A tensor whose data lies in another one: a DTensor or a functional
-    collective's pending result."""
-    c = dtensor_class()
-    if c is not None and isinstance(t, c):
-        return True
-    a = _async_class()
-    return a is not None and isinstance(t, a)
 
 
 def local(t):
     """The tensor whose memory holds `t`'s values on this rank: a DTensor's
     shard (`_local_tensor`, no collective), a pending functional collective
     waited for (its result is needed by the program anyway), else `t`."""
-    c = dtensor_class()
-    if c is not None and isinstance(t, c):
+    if _dtensor_cls is not None and isinstance(t, _dtensor_cls):
         t = t._local_tensor
-    a = _async_class()
-    if a is not None and isinstance(t, a):
+    if _act_cls is not None and isinstance(t, _act_cls):
         t = t.trigger_wait()
     return t
 
@@ -255,18 +237,19 @@ def place_row(t):
 
 
 def localize(ts):
-    """ts with every wrapped tensor (is_wrapped) replaced by local(t), and
-    [(index, DTensor)] of the DTensors among them (None for ts as it was:
-    the common case, nothing wrapped)."""
+    """ts with every DTensor or pending functional collective replaced by
+    local(t), and [(index, DTensor)] of the DTensors among them (ts itself
+    and None when there is none: the common case)."""
     found = None
-    c = dtensor_class()
-    a = _async_class()
+    w = _WRAPPED
+    if not w:
+        return ts, None
     for i, t in enumerate(ts):
-        if t is None or (c is None or not isinstance(t, c)) and (a is None or not isinstance(t, a)):
+        if not isinstance(t, w):
             continue
         if found is None:
             found = ([], list(ts))
-        if c is not None and isinstance(t, c):
+        if isinstance(t, _dtensor_cls):
             found[0].append((i, t))
         found[1][i] = local(t)
     if found is None:
@@ -313,7 +296,7 @@ if hasattr(_lib._L, "np_probe_place"):
 def model_mesh(models):
     """The Mesh of the first DTensor parameter of `models` (its root mesh),
     None without one."""
-    c = dtensor_class()
+    c = _dtensor_cls
     if c is None:
         return None
     for m in models:
@@ -328,7 +311,7 @@ def set_mesh(d, world_size):
     (root attributes mesh_dims/mesh_shape/mesh_coords, format version 2),
     once; a mesh the probe refuses (not covering the world) is warned once
     and the dump goes on without placements."""
-    if d._mesh is not None or _set_mesh is None or dtensor_class() is None:
+    if d._mesh is not None or _set_mesh is None or _dtensor_cls is None:
         return
     mesh = model_mesh(d._models)
     if mesh is None:
