@@ -374,7 +374,7 @@ def main():
                 check(False, fail)
             for label in ("tp", "fsdp"):
                 s = res[label]["summary"]
-                check(not res[label]["warnings"] and s["skipped"] == 0,
+                check(not res[label]["warnings"] and s["skipped"] == 0 and s["unplaced"] == 0,
                       f"{label} rank {r}: no dump error, nothing skipped "
                       f"({res[label]['warnings']}, {s['skipped_kinds']})")
         single = read(f"{tmp}/dump_single/step0/rank0/dump.h5")

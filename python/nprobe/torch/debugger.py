@@ -919,6 +919,7 @@ class PrecisionDebugger:
         self._outer = None        # the debugger this one's start() interrupted
         self._skipped = {}        # what was not dumped as the program saw it: kind -> leaves
         self._mesh = None         # the device mesh of the DTensor leaves (dtensor.py)
+        self._unplaced = 0        # DTensor leaves dumped without a placement row
         self._placed = []         # the step's placement rows: (call, role, key, PlaceRow)
         self._shards = {}         # the step's placed shards by memory (dtensor._known)
         self._phooked = {}        # id -> weak reference of the parameters hooked
@@ -1041,6 +1042,7 @@ class PrecisionDebugger:
                                                         "data_bytes", "bytes", "overflows")}
             self.summary["skipped"] = sum(self._skipped.values())
             self.summary["skipped_kinds"] = dict(self._skipped)
+            self.summary["unplaced"] = self._unplaced   # DTensor leaves without a placement row
             if s.error.status:
                 self._note_error(s.error)
             _lib.probe_free(self._p)

@@ -15,7 +15,7 @@ ceil(n / k), the last ones shorter or empty; several mesh dimensions
 sharding one tensor dimension split it left to right). A layout this rule
 does not describe (_StridedShard: FSDP2 over a TP-sharded dimension, whose
 rows are interleaved) gets no placement row; the leaf is still dumped, and
-counted in the debugger's summary["skipped_kinds"]["placement"].
+counted in the debugger's summary["unplaced"].
 
 Nothing here imports torch.distributed: the DTensor class is looked up in
 sys.modules at start() (refresh), and the debugger looks at its leaves
@@ -68,13 +68,14 @@ def local(t):
 def placement_words(p):
     """One placement in the format's (DTensor's) words: "Shard(d)",
     "Replicate()", "Partial(sum)"; None for a layout the format cannot say
-    (_StridedShard: no contiguous shard; Partial(avg), Partial(max), ...)."""
+    (_StridedShard: no contiguous shard; Partial(avg), Partial(max), a
+    norm's partial, ...)."""
     name = type(p).__name__
     if name == "Shard":
         return f"Shard({int(p.dim)})"
     if name == "Replicate":
         return "Replicate()"
-    if name in ("Partial", "_Partial", "_NormPartial", "MaskPartial"):
+    if name in ("Partial", "_Partial", "MaskPartial"):     # not _NormPartial (a p-norm)
         op = getattr(p, "reduce_op", "sum")
         op = str(getattr(op, "name", op)).lower()      # an enum in some versions
         return "Partial(sum)" if op == "sum" else None  # the format knows sums only
@@ -329,14 +330,13 @@ def set_mesh(d, world_size):
                    f"was refused: {err}")
 
 def _no_row(d, what):
-    """A DTensor leaf dumped without a placement row: counted under
-    summary["skipped_kinds"]["placement"], warned once."""
-    n = d._skipped.get("placement", 0)
-    d._skipped["placement"] = n + 1
-    if n == 0:
+    """A DTensor leaf dumped without a placement row: counted in
+    summary["unplaced"], warned once."""
+    d._unplaced += 1
+    if d._unplaced == 1:
         import warnings
         warnings.warn(f"nprobe: {what}; the shard is dumped without a placement row (the "
-                      "count is summary['skipped_kinds']['placement'])", stacklevel=4)
+                      "count is summary['unplaced'])", stacklevel=4)
 
 
 # ops whose output shard is the op of the input shard (elementwise, one
