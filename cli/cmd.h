@@ -109,6 +109,20 @@ int np_cli_monitor_attach(struct np_monitor **out, struct np_ctx *ctx, struct np
                           const char *config_path, int rank, int world);
 int np_cli_monitor_detach(struct np_monitor *m);
 
+/* The profile task inside `nprobe train` (cli/profile_attach.c): --profile
+ * DIR (every step) and/or a config.json with "task": "profile" (its
+ * dump_path and schedule; DIR, when given too, wins). */
+typedef struct np_cli_profiler np_cli_profiler;
+int np_cli_profile_wanted(const char *config_path);
+int np_cli_profile_attach(np_cli_profiler **out, struct np_ctx *ctx, const char *dir,
+                          const char *config_path, int rank, int world);
+/* Close the trace, print its summary to stderr; NULL ok. */
+int np_cli_profile_detach(np_cli_profiler *p);
+/* --fault slow_*: the slow path on rank fault_rank (-1: every rank); other
+ * names are no-ops. */
+int np_cli_slow_fault_apply(struct np_ctx *ctx, const char *fault, int fault_rank, int rank);
+void np_cli_list_slow_faults(void);
+
 /* ---- MPI (cli/mpi.c; every function works in a build without MPI) ---- */
 /* Start MPI when the process was launched by mpirun/mpiexec: *rank and
  * *world from MPI_COMM_WORLD. Returns 1 under MPI, 0 for a plain process

@@ -14,6 +14,7 @@
 #include "cmd.h"
 #include "opts.h"
 #include "nprobe/configcheck.h"
+#include "nprobe/fault_slow.h"
 #include "nprobe/fault_step.h"
 #include "nprobe/model.h"
 #include "nprobe/monitor.h"
@@ -24,7 +25,7 @@
 
 typedef struct train_args {
     const char *model, *device, *precision, *fault, *optim;
-    const char *data, *save, *load, *dump_config, *cc_out, *monitor_config;
+    const char *data, *save, *load, *dump_config, *cc_out, *monitor_config, *profile;
     long steps, seed, threads, batch, log_every, warmup, stop_after;
     long layers, heads, width, context;
     long fault_step, fault_rank;
@@ -120,6 +121,10 @@ static const np_cli_opt train_opts_table[] = {
     {NULL, "--monitor-config", "FILE", "attach the monitor with this config.json (\"task\":\n"
                                        "\"monitor\"), beside a dump of --dump-config",
      STR(monitor_config)},
+    {NULL, "--profile", "DIR", "write a per-op trace of every step (Chrome trace JSON,\n"
+                               "DIR/rank{R}.trace.json; docs/PROFILE.md); a config.json\n"
+                               "with \"task\": \"profile\" in --dump-config sets a schedule",
+     STR(profile)},
     {NULL, "--config-check-out", "PACK.zip", "write a config_check pack of this run before step 0",
      STR(cc_out)},
     {NULL, "--help", NULL, "show this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
@@ -202,7 +207,8 @@ static void set_defaults(train_args *a)
 static int bad_fault(const char *o, const char *v)
 {
     if (np_fault_from_name(v) >= 0 || np_dist_fault_from_name(v) >= 0 ||
-        np_step_fault_from_name(v) >= 0 || np_prec_fault_from_name(v) >= 0)
+        np_step_fault_from_name(v) >= 0 || np_prec_fault_from_name(v) >= 0 ||
+        np_slow_fault_from_name(v) >= 0)
         return 0;
     const char *names[64];
     int n = 0;
@@ -215,6 +221,8 @@ static int bad_fault(const char *o, const char *v)
         names[n++] = np_step_fault_get(k)->name;
     for (int k = 1; k < np_prec_fault_count() && n < 64; k++)
         names[n++] = np_prec_fault_get(k)->name;
+    for (int k = 1; np_slow_fault_get(k) && n < 64; k++)
+        names[n++] = np_slow_fault_get(k)->name;
     np_cli_opt_choice(o, v, names, n);
     return 1;
 }
@@ -231,7 +239,8 @@ static int check_args(const train_args *a)
         return NP_EXIT_USAGE + 1;
     }
     int sf = np_step_fault_from_name(a->fault) > 0;
-    if (sf != (a->fault_step >= 0) || (a->fault_rank >= 0 && !sf)) {
+    int slow = np_slow_fault_from_name(a->fault) > 0; /* --fault-rank without --fault-step */
+    if (sf != (a->fault_step >= 0) || (a->fault_rank >= 0 && !sf && !slow)) {
         np_cli_error(sf ? "--fault %s: a one-time fault needs --fault-step S"
                         : "--fault-step/--fault-rank: expected a one-time fault (--fault %s is not one; "
                           "see --list-faults)", a->fault);
@@ -400,8 +409,8 @@ static void set_fault(np_ctx_opts *co, np_train_opts *o, const train_args *a, np
                             "is the same as one without the fault\n", a->fault, np_prec_fault_get(pf)->needs);
         return;
     }
-    if (np_step_fault_from_name(a->fault) > 0) {
-        co->fault = NP_FAULT_NONE; /* attached as an observer once the context exists */
+    if (np_step_fault_from_name(a->fault) > 0 || np_slow_fault_from_name(a->fault) > 0) {
+        co->fault = NP_FAULT_NONE; /* attached (applied) once the context exists */
         return;
     }
     co->fault = (np_fault)np_fault_from_name(a->fault);
@@ -617,6 +626,7 @@ static int train(const train_args *a, int mpi, int rank, int world)
     np_trainer *tr = NULL;
     np_cli_probe *probe = NULL;
     struct np_monitor *mon = NULL;
+    np_cli_profiler *prof = NULL;
     np_step_fault *sfault = NULL;
     int code = NP_EXIT_USAGE;
     if (np_ctx_new(&ctx, &co, &err) || np_trainer_new(&tr, ctx, &o, &err)) {
@@ -644,7 +654,13 @@ static int train(const train_args *a, int mpi, int rank, int world)
         mon_cfg = dump_cfg;
     if (mon_cfg && np_cli_monitor_attach(&mon, ctx, tr, mon_cfg, rank, world) != NP_EXIT_OK)
         goto done;
-    if (dump_cfg && *dump_cfg && (mon_cfg != dump_cfg || mon_too)) {
+    const char *prof_cfg = dump_cfg && *dump_cfg && np_cli_profile_wanted(dump_cfg) ? dump_cfg : NULL;
+    if ((a->profile || prof_cfg) &&
+        np_cli_profile_attach(&prof, ctx, a->profile, prof_cfg, rank, world) != NP_EXIT_OK)
+        goto done;
+    if (np_cli_slow_fault_apply(ctx, a->fault, (int)a->fault_rank, rank) != NP_EXIT_OK)
+        goto done;
+    if (dump_cfg && *dump_cfg && (mon_cfg != dump_cfg || mon_too) && prof_cfg != dump_cfg) {
         np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
         if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
             goto done;
@@ -671,6 +687,11 @@ static int train(const train_args *a, int mpi, int rank, int world)
     }
 done:
     np_step_fault_detach(sfault);
+    if (prof) {
+        int pc = np_cli_profile_detach(prof);
+        if (pc != NP_EXIT_OK && code == NP_EXIT_OK)
+            code = pc;
+    }
     if (mon) {
         int mc = np_cli_monitor_detach(mon);
         if (mc != NP_EXIT_OK && code == NP_EXIT_OK)
@@ -697,6 +718,7 @@ int np_cmd_train(int argc, char **argv)
         list_dist_faults();
         list_step_faults();
         list_prec_faults();
+        np_cli_list_slow_faults();
         return NP_EXIT_OK;
     }
     int rank = 0, world = 1, mpi = np_cli_mpi_start(&rank, &world);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "nprobe/common.h"
+#include "nprobe/hook.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -149,6 +150,63 @@ typedef struct np_prof_compare {
 np_status np_prof_compare_ranks(np_prof_compare *out, const np_prof_rank *a, const np_prof_rank *b,
                                 np_error *err);
 void np_prof_compare_free(np_prof_compare *c);
+
+/* ---- the profile task (profile/record.c) ------------------------------------ */
+/* torch.profiler's schedule: skip_first steps, then cycles of `wait` steps
+ * not recorded, `warmup` steps not recorded, `active` steps recorded,
+ * `repeat` cycles (0: cycles until the run ends). active 0: every step
+ * after skip_first is recorded. */
+typedef struct np_prof_schedule {
+    int skip_first, wait, warmup, active, repeat;
+} np_prof_schedule;
+
+/* 1 when `step` (from 0) is recorded under schedule s (NULL: every step). */
+int np_prof_schedule_active(const np_prof_schedule *s, long long step);
+
+typedef struct np_prof_rec_opts {
+    const char *dir;            /* the trace goes to {dir}/rank{rank}.trace.json */
+    int rank, world;
+    np_prof_schedule schedule;
+    size_t (*mem)(void *user);  /* bytes in use (a "Memory" counter after each
+                                 * module call and step), NULL: none */
+    void *mem_user;
+} np_prof_rec_opts;
+
+typedef struct np_prof_rec np_prof_rec;
+
+typedef struct np_prof_rec_summary {
+    long long steps, events; /* steps recorded, call events written */
+    double flops;            /* their FLOPs estimated from shapes */
+} np_prof_rec_summary;
+
+/* Open the trace (the folder is made; the file is written under a
+ * temporary name and appears complete at close). */
+np_status np_prof_rec_open(np_prof_rec **out, const np_prof_rec_opts *o, np_error *err);
+/* The observer's callbacks (include/nprobe/hook.h), `user` the recorder:
+ * register {order, np_prof_rec_before, np_prof_rec_after, rec}. A step not
+ * in the schedule declines every call (no after events, no clock read). */
+int np_prof_rec_before(const np_hook_event *ev, void *rec);
+int np_prof_rec_after(const np_hook_event *ev, void *rec);
+/* The trace's final path. */
+const char *np_prof_rec_path(const np_prof_rec *r);
+/* Finish the file, free r (NULL ok); sum (may be NULL) says what was written. */
+np_status np_prof_rec_close(np_prof_rec *r, np_prof_rec_summary *sum, np_error *err);
+
+/* FLOPs of an API call's after event from its tensors' shapes (0 for other
+ * ops): linear and matmul 2 x out x K per GEMM (backward: one GEMM per
+ * gradient produced), conv2d 2 x out x (Cin/groups x kh x kw) per GEMM,
+ * scaled_dot_product_attention 4 x batch x L x S x E forward (E = Ev),
+ * twice that backward, the causal mask not subtracted (torch's
+ * flop_counter counts the same). */
+double np_prof_event_flops(const np_hook_event *ev);
+
+/* A config.json with "task": "profile" (1), anything else (0). */
+int np_prof_config_is_profile(const char *path);
+/* Read a profile config: {"task": "profile", "dump_path": DIR, "profile":
+ * {"skip_first", "wait", "warmup", "active", "repeat"}} (all optional but
+ * dump_path); dir receives dump_path. Errors name the file and key. */
+np_status np_prof_config_load(np_prof_schedule *s, char *dir, size_t dir_cap, const char *path,
+                              np_error *err);
 
 #ifdef __cplusplus
 }

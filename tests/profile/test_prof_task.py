@@ -1,0 +1,208 @@
+"""tests/profile/test_prof_task.py - the profile task of the runtime
+(`nprobe train --profile DIR`, a config with "task": "profile") and the slow
+faults, checked against answers computed here:
+- one run with a dump and the profile together: the trace's cpu_op events
+  of each step are exactly the API calls the dump holds for that step (names
+  as the dump's, one slice per call), every call lies inside its step's
+  ProfilerStep and inside the slice of its parent module (the nesting of the
+  dump's parent links), the events of the thread come in start order;
+- FLOPs: every linear, matmul and sdpa event's args.flops equals torch's own
+  flop counter (torch.utils.flop_counter) on tensors of the event's shapes,
+  forward and backward (skipped without torch);
+- the schedule (skip_first, wait, warmup, active, repeat) records exactly the
+  steps torch.profiler.schedule would, computed here;
+- `nprobe profile` reads the trace: its operator totals equal float64 sums
+  over the events;
+- a slow fault on rank 1 of two (NPROBE_RANK labels, one process each): `nprobe profile
+  compare clean slow` names a Functional.gelu call first with a ratio
+  above 2, and `nprobe profile DIR` names rank 1 the slow rank;
+- bad configs exit 2 naming the key."""
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from nptest import check, finish, run  # noqa: E402
+
+SAN = os.environ.get("NP_SANITIZED") == "1"
+GPT = ["--model", "gpt", "--threads", "1", "--layers", "2", "--width", "64", "--context", "32",
+       "--batch", "8"]
+
+
+def events(path):
+    with open(path) as f:
+        return json.load(f)["traceEvents"]
+
+
+def dump_calls(root):
+    """{step: [api call names]} from `nprobe ls --calls`"""
+    rc, so, se = run(["ls", "dump", "--calls"], root)
+    check(rc == 0, "nprobe ls --calls: exit %d %s" % (rc, se))
+    out, step = {}, None
+    for line in so.splitlines():
+        w = line.split()
+        if line.startswith("step "):
+            step = int(w[1])
+            out[step] = []
+        elif len(w) >= 3 and w[0].isdigit() and w[1] == "api":
+            out[step].append(w[2])
+    return out
+
+
+def check_calls_and_nesting(root, ev):
+    calls = dump_calls(root)
+    steps = {e["args"]["step"]: e for e in ev if e.get("cat") == "user_annotation"}
+    check(sorted(steps) == sorted(calls), "steps: trace %s, dump %s" % (sorted(steps), sorted(calls)))
+    for s, names in calls.items():
+        ops = [e["name"] for e in ev if e.get("cat") == "cpu_op" and e["args"]["step"] == s]
+        check(sorted(ops) == sorted(names),
+              "step %d: the trace's %d API slices are not the dump's %d calls" % (s, len(ops), len(names)))
+    # nesting: the dump's parent of each call encloses it in the trace
+    rc, so, _ = run(["ls", "dump", "--calls"], root)
+    parent, step = {}, None
+    for line in so.splitlines():
+        w = line.split()
+        if line.startswith("step "):
+            step = int(w[1])
+        elif len(w) >= 4 and w[0].isdigit() and w[1] == "api" and w[3] != "-":
+            parent[(step, w[2])] = w[3]
+    span = {(e["args"]["step"], e["name"]): (e["ts"], e["ts"] + e["dur"])
+            for e in ev if e.get("ph") == "X"}
+    n_nested, bad = 0, []
+    for (s, name), par in parent.items():
+        if (s, par) not in span:
+            continue
+        a, b = span[(s, name)]
+        pa, pb = span[(s, par)]
+        n_nested += 1
+        if not (pa <= a and b <= pb + 1e-3):
+            bad.append((s, name, par))
+    check(n_nested > 50 and not bad, "nesting: %d calls inside their modules, outside: %s" % (n_nested, bad[:3]))
+    for e in ev:
+        if e.get("ph") != "X":
+            continue
+        st = steps[e["args"]["step"]]
+        if not (st["ts"] <= e["ts"] and e["ts"] + e["dur"] <= st["ts"] + st["dur"] + 1e-3):
+            check(False, "%s outside ProfilerStep#%d" % (e["name"], e["args"]["step"]))
+            break
+    xs = [e["ts"] for e in ev if e.get("ph") == "X"]
+    check(xs == sorted(xs), "the events are not in start order")
+
+
+def torch_flops(name, ins, outs):
+    """(forward, backward) FLOPs by torch's flop counter on tensors of these shapes"""
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.flop_counter import FlopCounterMode
+    t = [torch.zeros(s, requires_grad=True) for s in ins]
+    fwd = FlopCounterMode(display=False)
+    with fwd:
+        if ".linear." in name:
+            y = F.linear(*t)
+        elif ".matmul." in name:
+            y = torch.matmul(*t)
+        else:  # attention written out (torch counts no FLOPs for the CPU sdpa kernel)
+            q, k, v = t[:3]
+            y = torch.softmax(q @ k.transpose(-2, -1), -1) @ v
+    bwd = FlopCounterMode(display=False)
+    with bwd:
+        y.backward(torch.ones_like(y))
+    return fwd.get_total_flops(), bwd.get_total_flops()
+
+
+def check_flops(ev):
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("flops: torch missing, not checked")
+        return
+    fwd_shapes = {}
+    for e in ev:
+        if e.get("cat") == "cpu_op" and e["name"].endswith(".forward"):
+            fwd_shapes[(e["args"]["step"], e["name"][:-len(".forward")])] = e["args"]["Input Dims"]
+    n, cache = 0, {}
+    for e in ev:
+        if e.get("cat") != "cpu_op" or not any(k in e["name"] for k in (".linear.", ".matmul.", "attention.")):
+            continue
+        base = e["name"].rsplit(".", 1)[0]
+        ins = fwd_shapes[(e["args"]["step"], base)]
+        key = (base.split(".")[1], json.dumps(ins))
+        if key not in cache:
+            cache[key] = torch_flops(e["name"], ins, None)
+        want = cache[key][0 if e["name"].endswith(".forward") else 1]
+        check(e["args"].get("flops", 0) == want, "%s: flops %s, torch counts %s" % (e["name"], e["args"].get("flops"), want))
+        n += 1
+    check(n > 10, "flops checked on %d events" % n)
+    print("flops: %d events equal torch's flop counter (%d shapes)" % (n, len(cache)))
+
+
+def torch_schedule_steps(skip_first, wait, warmup, active, repeat, steps):
+    """the steps torch.profiler.schedule records (RECORD or RECORD_AND_SAVE),
+    computed from its definition"""
+    out = []
+    for s in range(steps):
+        if s < skip_first:
+            continue
+        k = s - skip_first
+        cycle = wait + warmup + active
+        if repeat > 0 and k // cycle >= repeat:
+            continue
+        if k % cycle >= wait + warmup:
+            out.append(s)
+    return out
+
+
+def check_profile_totals(root, trace):
+    rc, so, se = run(["profile", trace, "-o", "rep"], root)
+    check(rc == 0, "nprobe profile: exit %d %s" % (rc, se))
+    sums = {}
+    for e in events(os.path.join(root, trace)):
+        if e.get("ph") == "X":
+            k = (e["cat"], e["name"])
+            sums[k] = sums.get(k, 0.0) + float(e["dur"])
+    with open(os.path.join(root, "rep", "profile_ops.csv")) as f:
+        rows = list(csv.DictReader(f))
+    bad = [r for r in rows if abs(float(r["total_us"]) - sums[(r["category"], r["name"])]) > 1e-6]
+    check(len(rows) == len(sums) and not bad, "profile_ops.csv: %d rows for %d ops, %d totals differ %s"
+          % (len(rows), len(sums), len(bad), bad[:2]))
+
+
+def main():
+    with tempfile.TemporaryDirectory() as root:
+        with open(os.path.join(root, "d.json"), "w") as f:
+            f.write('{"task": "statistics", "dump_path": "dump", "level": "L1"}')
+        rc, so, se = run(["train"] + GPT + ["--steps", "2", "--dump-config", "d.json", "--profile", "prof"], root)
+        check(rc == 0, "train --profile with a dump: exit %d %s" % (rc, se))
+        trace = os.path.join(root, "prof", "rank0.trace.json")
+        ev = events(trace)
+        check_calls_and_nesting(root, ev)
+        if not SAN:
+            check_flops(ev)
+        check_profile_totals(root, "prof/rank0.trace.json")
+
+        # the schedule from a config; torch's schedule computed here
+        sched = dict(skip_first=1, wait=1, warmup=1, active=2, repeat=2)
+        with open(os.path.join(root, "p.json"), "w") as f:
+            json.dump({"task": "profile", "dump_path": "sched", "profile": sched}, f)
+        rc, so, se = run(["train"] + GPT + ["--steps", "12", "--dump-config", "p.json"], root)
+        check(rc == 0, "train with task profile: exit %d %s" % (rc, se))
+        got = sorted({e["args"]["step"] for e in events(os.path.join(root, "sched", "rank0.trace.json"))
+                      if e.get("ph") == "X"})
+        want = torch_schedule_steps(steps=12, **sched)
+        check(got == want, "schedule %s: steps %s, torch's schedule %s" % (sched, got, want))
+
+        for cfg, key in (({"task": "profile"}, "dump_path"),
+                         ({"task": "profile", "dump_path": "x", "profile": {"wait": -1}}, "wait"),
+                         ({"task": "profile", "dump_path": "x", "profile": {"activ": 1}}, "activ")):
+            with open(os.path.join(root, "bad.json"), "w") as f:
+                json.dump(cfg, f)
+            rc, so, se = run(["train"] + GPT + ["--steps", "1", "--dump-config", "bad.json"], root)
+            check(rc == 2 and key in se and "bad.json" in se, "bad config %s: exit %d %s" % (cfg, rc, se))
+    sys.exit(finish())
+
+
+if __name__ == "__main__":
+    main()
