@@ -170,6 +170,37 @@ def check_profile_totals(root, trace):
           % (len(rows), len(sums), len(bad), bad[:2]))
 
 
+def compare_rows(root, a, b, out):
+    rc, so, se = run(["profile", "compare", a, b, "-o", out, "--format", "json"], root)
+    check(rc == 0, "profile compare %s %s: exit %d %s" % (a, b, rc, se))
+    with open(os.path.join(root, out, "profile_compare.json")) as f:
+        return json.load(f)["ops"]
+
+
+def check_slow_fault(root):
+    """rank 1 of two runs GELU through the slow path; rank 0 and a run
+    without labels are the clean pair (run-to-run noise)"""
+    args = GPT + ["--steps", "4", "--profile", "two", "--fault", "slow_gelu", "--fault-rank", "1"]
+    for r in (0, 1):
+        rc, so, se = run(["train"] + args, root, env={"NPROBE_RANK": str(r), "NPROBE_WORLD_SIZE": "2"})
+        check(rc == 0, "train --fault slow_gelu rank %d: exit %d %s" % (r, rc, se))
+    rc, so, se = run(["train"] + GPT + ["--steps", "4", "--profile", "clean"], root)
+    check(rc == 0, "clean train: exit %d %s" % (rc, se))
+    noise = max(abs(r["delta_us"]) for r in compare_rows(root, "clean/rank0.trace.json", "two/rank0.trace.json", "cc"))
+    rows = compare_rows(root, "clean/rank0.trace.json", "two/rank1.trace.json", "cs")
+    top = rows[0]
+    print("slow_gelu: first row %s, +%.1f us/step, B/A %.2f; clean pair's largest delta %.1f us/step"
+          % (top["name"], top["delta_us"], top["ratio"], noise))
+    check(top["name"].startswith("Functional.gelu.") and top["ratio"] > 2 and top["delta_us"] > 5 * noise,
+          "slow_gelu: the first row %s (ratio %.2f, delta %.1f us) is not a GELU call beyond 5x the "
+          "clean pair's %.1f us" % (top["name"], top["ratio"], top["delta_us"], noise))
+    rc, so, se = run(["profile", "two"], root)
+    lines = so.splitlines()
+    at = [i for i, l in enumerate(lines) if l.startswith("slowest rank:")]
+    check(rc == 0 and at and lines[at[0]].startswith("slowest rank: 1 ") and "Functional.gelu." in lines[at[0] + 2],
+          "nprobe profile two: rank 1 and a GELU call not named the slow rank and its cause:\n%s" % so[-600:])
+
+
 def main():
     with tempfile.TemporaryDirectory() as root:
         with open(os.path.join(root, "d.json"), "w") as f:
@@ -193,6 +224,8 @@ def main():
                       if e.get("ph") == "X"})
         want = torch_schedule_steps(steps=12, **sched)
         check(got == want, "schedule %s: steps %s, torch's schedule %s" % (sched, got, want))
+
+        check_slow_fault(root)
 
         for cfg, key in (({"task": "profile"}, "dump_path"),
                          ({"task": "profile", "dump_path": "x", "profile": {"wait": -1}}, "wait"),
