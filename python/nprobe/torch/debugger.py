@@ -735,6 +735,8 @@ class _on_latest:
             if obj is None:
                 raise RuntimeError(f"PrecisionDebugger.{self.fn.__name__}: no PrecisionDebugger "
                                    "made yet (PrecisionDebugger(config_path=...) first)")
+            if type(obj) is not cls:      # a ProfileDebugger (the profile task): its own method
+                return getattr(obj, self.fn.__name__)
         return functools.partial(self.fn, obj)
 
 
@@ -850,6 +852,15 @@ class PrecisionDebugger:
     detects it per step (an autocast region, else the parameters' dtype).
     A bad config raises NprobeError before anything is written.
     """
+
+    def __new__(cls, config_path=None, task=None, *args, **kwargs):
+        # "task": "profile": torch.profiler instead of the probe (profile.py)
+        if cls is PrecisionDebugger:
+            from . import profile
+            if profile.config_is_profile(os.environ.get("NPROBE_DUMP_CONFIG") or config_path,
+                                         None if os.environ.get("NPROBE_DUMP_CONFIG") else task):
+                return super().__new__(profile.ProfileDebugger)
+        return super().__new__(cls)
 
     def __init__(self, config_path=None, task=None, dump_path=None, level=None, step=None,
                  precision=None, device=None, torch_compile=None, **_ignored):
