@@ -123,6 +123,16 @@ int np_cli_profile_detach(np_cli_profiler *p);
 int np_cli_slow_fault_apply(struct np_ctx *ctx, const char *fault, int fault_rank, int rank);
 void np_cli_list_slow_faults(void);
 
+/* `nprobe profile --format html`: profile.html of analysed traces
+ * (cli/profile_html.c); data is an np_cli_profile_page. */
+struct np_prof_rank;
+typedef struct np_cli_profile_page {
+    const struct np_prof_rank *r;
+    size_t n;
+    long top;
+} np_cli_profile_page;
+void np_cli_profile_html(FILE *f, const void *data);
+
 /* ---- MPI (cli/mpi.c; every function works in a build without MPI) ---- */
 /* Start MPI when the process was launched by mpirun/mpiexec: *rank and
  * *world from MPI_COMM_WORLD. Returns 1 under MPI, 0 for a plain process

@@ -26,7 +26,7 @@ typedef struct pf_args {
 static const np_cli_opt pf_opts[] = {
     {NULL, "--out", "DIR", "(or -o) write the reports into DIR (created; default: none)", NP_OPT_STR, F(out), 0, 0,
      NULL, 0, NULL},
-    {NULL, "--format", "LIST", "report formats, comma-separated: csv, json (csv,json)", NP_OPT_STR,
+    {NULL, "--format", "LIST", "report formats, comma-separated: csv, json, html (csv,json)", NP_OPT_STR,
      F(format), 0, 0, NULL, 0, NULL},
     {NULL, "--top", "N", "operators (and compare rows) printed (10)", NP_OPT_LONG, F(top), 0,
      1L << 30, NULL, 0, NULL},
@@ -52,7 +52,8 @@ static const char help_before[] =
     "not grow with the trace's size (docs/PROFILE.md).\n"
     "\noptions:\n";
 static const char help_after[] =
-    "\nreports (-o): profile_summary.csv, profile_ops.csv, profile.json;\n"
+    "\nreports (-o): profile_summary.csv, profile_ops.csv, profile.json, profile.html\n"
+    "(--format html: tables and the median step's timeline, self-contained);\n"
     "compare: profile_compare.csv, profile_compare.json.\n"
     "exit code: 0 done, 2 usage or input error (unreadable trace).\n";
 
@@ -373,8 +374,10 @@ static int formats_of(const char *s)
             f |= 1;
         else if (!strcmp(t, "json"))
             f |= 2;
+        else if (!strcmp(t, "html"))
+            f |= 4;
         else {
-            np_cli_error("--format: expected csv, json, got '%s'", t);
+            np_cli_error("--format: expected csv, json, html, got '%s'", t);
             return -1;
         }
     }
@@ -685,6 +688,9 @@ int np_cmd_profile(int argc, char **argv)
                               write_report(a.out, "profile_ops.csv", w_ops_csv, &R)))
             rc = NP_EXIT_USAGE;
         if ((formats & 2) && write_report(a.out, "profile.json", w_json, &R))
+            rc = NP_EXIT_USAGE;
+        np_cli_profile_page pg = {R.r, R.n, a.top};
+        if ((formats & 4) && write_report(a.out, "profile.html", np_cli_profile_html, &pg))
             rc = NP_EXIT_USAGE;
     }
 done:
