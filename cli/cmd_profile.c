@@ -26,7 +26,7 @@ typedef struct pf_args {
 static const np_cli_opt pf_opts[] = {
     {NULL, "--out", "DIR", "(or -o) write the reports into DIR (created; default: none)", NP_OPT_STR, F(out), 0, 0,
      NULL, 0, NULL},
-    {NULL, "--format", "LIST", "report formats, comma-separated: csv, json, html (csv,json)", NP_OPT_STR,
+    {NULL, "--format", "LIST", "report formats, comma-separated: csv, json, html, xlsx\n(csv,json)", NP_OPT_STR,
      F(format), 0, 0, NULL, 0, NULL},
     {NULL, "--top", "N", "operators (and compare rows) printed (10)", NP_OPT_LONG, F(top), 0,
      1L << 30, NULL, 0, NULL},
@@ -53,8 +53,9 @@ static const char help_before[] =
     "\noptions:\n";
 static const char help_after[] =
     "\nreports (-o): profile_summary.csv, profile_ops.csv, profile.json, profile.html\n"
-    "(--format html: tables and the median step's timeline, self-contained);\n"
-    "compare: profile_compare.csv, profile_compare.json.\n"
+    "(--format html: tables and the median step's timeline, self-contained),\n"
+    "profile.xlsx (--format xlsx: sheets ranks and ops);\n"
+    "compare: profile_compare.csv, profile_compare.json, profile_compare.xlsx.\n"
     "exit code: 0 done, 2 usage or input error (unreadable trace).\n";
 
 /* ---- trace paths ------------------------------------------------------------ */
@@ -207,6 +208,21 @@ static int write_report(const char *dir, const char *name, writer_fn fn, const v
     }
     np_cli_report_line(path);
     free(path);
+    return 0;
+}
+
+static int write_xlsx(const char *dir, const char *name, const np_prof_rank *r, size_t n,
+                      const np_prof_compare *c)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    np_error err;
+    np_error_clear(&err);
+    if (np_prof_write_xlsx(path, r, n, c, &err)) {
+        np_cli_report(&err);
+        return -1;
+    }
+    np_cli_report_line(path);
     return 0;
 }
 
@@ -376,8 +392,10 @@ static int formats_of(const char *s)
             f |= 2;
         else if (!strcmp(t, "html"))
             f |= 4;
+        else if (!strcmp(t, "xlsx"))
+            f |= 8;
         else {
-            np_cli_error("--format: expected csv, json, html, got '%s'", t);
+            np_cli_error("--format: expected csv, json, html, xlsx, got '%s'", t);
             return -1;
         }
     }
@@ -575,6 +593,8 @@ static int cmd_compare(int argc, char **argv, const pf_args *a, int formats)
             rc = NP_EXIT_USAGE;
         if ((formats & 2) && write_report(a->out, "profile_compare.json", w_compare_json, &c))
             rc = NP_EXIT_USAGE;
+        if ((formats & 8) && write_xlsx(a->out, "profile_compare.xlsx", NULL, 0, &c))
+            rc = NP_EXIT_USAGE;
     }
     np_prof_compare_free(&c);
 done:
@@ -691,6 +711,8 @@ int np_cmd_profile(int argc, char **argv)
             rc = NP_EXIT_USAGE;
         np_cli_profile_page pg = {R.r, R.n, a.top};
         if ((formats & 4) && write_report(a.out, "profile.html", np_cli_profile_html, &pg))
+            rc = NP_EXIT_USAGE;
+        if ((formats & 8) && write_xlsx(a.out, "profile.xlsx", R.r, R.n, NULL))
             rc = NP_EXIT_USAGE;
     }
 done:

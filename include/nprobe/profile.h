@@ -151,6 +151,12 @@ np_status np_prof_compare_ranks(np_prof_compare *out, const np_prof_rank *a, con
                                 np_error *err);
 void np_prof_compare_free(np_prof_compare *c);
 
+/* The xlsx report at `path`: sheets "ranks" and "ops" of the analysed
+ * traces (ranks NULL: none), "compare" of a compare (cmp NULL: none); the
+ * columns of the csv reports, an absent number an empty cell. */
+np_status np_prof_write_xlsx(const char *path, const np_prof_rank *ranks, size_t n,
+                             const np_prof_compare *cmp, np_error *err);
+
 /* ---- the profile task (profile/record.c) ------------------------------------ */
 /* torch.profiler's schedule: skip_first steps, then cycles of `wait` steps
  * not recorded, `warmup` steps not recorded, `active` steps recorded,
