@@ -16,6 +16,8 @@ faults, checked against answers computed here:
 - a slow fault on rank 1 of two (NPROBE_RANK labels, one process each): `nprobe profile
   compare clean slow` names a Functional.gelu call first with a ratio
   above 3 and a delta over 3x the clean pair's largest, and `nprobe profile DIR` names rank 1 the slow rank;
+- a trace shaped as Ascend's trace_view.json (a bare array, string ts) is
+  read with the same totals;
 - bad configs exit 2 naming the key."""
 import csv
 import json
@@ -232,6 +234,31 @@ def check_slow_fault(root):
           "nprobe profile two: rank 1 and a GELU call not named the slow rank and its cause:\n%s" % so[-600:])
 
 
+def check_ascend_shape(root):
+    """a trace shaped as Ascend's PyTorch profiler writes trace_view.json:
+    a bare array, ts as a decimal string of microseconds (ns digits after
+    the point), dur a number, process names as M events; nprobe profile's
+    totals equal the float64 sums here"""
+    ev = [{"ph": "M", "name": "process_name", "pid": 7, "tid": 0, "args": {"name": "Python"}}]
+    t = 1700000000000000123  # ns
+    for i in range(6):
+        for name, d in (("aten::mm", 12345), ("aten::add", 2500 + i)):
+            ev.append({"ph": "X", "name": name, "pid": 7, "tid": 7, "ts": "%d.%03d" % (t // 1000, t % 1000),
+                       "dur": d / 1000.0, "cat": "cpu_op", "args": {}})
+            t += d + 1000
+    with open(os.path.join(root, "trace_view.json"), "w") as f:
+        json.dump(ev, f)
+    rc, so, se = run(["profile", "trace_view.json", "-o", "asc"], root)
+    check(rc == 0, "nprobe profile on a trace_view.json-shaped trace: exit %d %s" % (rc, se))
+    with open(os.path.join(root, "asc", "profile_ops.csv")) as f:
+        rows = {r["name"]: r for r in csv.DictReader(f)}
+    for name in ("aten::mm", "aten::add"):
+        want = sum(e["dur"] for e in ev if e.get("name") == name)
+        got = rows.get(name)
+        check(got is not None and int(got["count"]) == 6 and abs(float(got["total_us"]) - want) < 1e-9,
+              "trace_view.json %s: %s, want 6 calls %.3f us" % (name, got, want))
+
+
 def main():
     with tempfile.TemporaryDirectory() as root:
         with open(os.path.join(root, "d.json"), "w") as f:
@@ -257,6 +284,7 @@ def main():
         check(got == want, "schedule %s: steps %s, torch's schedule %s" % (sched, got, want))
 
         check_slow_fault(root)
+        check_ascend_shape(root)
 
         for cfg, key in (({"task": "profile"}, "dump_path"),
                          ({"task": "profile", "dump_path": "x", "profile": {"wait": -1}}, "wait"),
