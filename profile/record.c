@@ -416,15 +416,18 @@ np_status np_prof_rec_open(np_prof_rec **out, const np_prof_rec_opts *o, np_erro
         return st;
     }
     snprintf(r->path, sizeof r->path, "%s/rank%d.trace.json", o->dir, o->rank);
-    if (np_out_begin(&r->out, r->path, NULL, err)) {
+    r->o.dir = NULL; /* borrowed for the open only: r->path is what stays */
+    np_status bst = np_out_begin(&r->out, r->path, NULL, err);
+    if (bst) {
         free(r);
-        return err ? err->status : NP_ERR_IO;
+        return bst;
     }
     r->fp = np_out_stream(&r->out);
     if (!r->fp) {
+        np_status st = np_error_set(err, NP_ERR_IO, r->path, NULL, "cannot write: %s", strerror(errno));
         np_out_abort(&r->out);
         free(r);
-        return np_error_set(err, NP_ERR_IO, r->path, NULL, "cannot write: %s", strerror(errno));
+        return st;
     }
     /* baseTimeNanoseconds: the epoch time of ts 0, as torch writes it */
     struct timespec rt;

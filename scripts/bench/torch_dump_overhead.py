@@ -15,6 +15,7 @@ removed right after (its bytes never leave the page cache: a memory copy),
 and with O_DIRECT (the disk itself).
 
 usage: torch_dump_overhead.py [--model big|tiny|llama] [--rounds R] [--steps N] [--tensor] [--msprobe]
+                              [--profile]
   big:   4 layers x 256 wide, context 128, batch 8 (the issue's GPT 4x256)
   tiny:  2 layers x 32 wide, context 16, batch 4
   llama: transformers' LlamaForCausalLM built from its config with random
@@ -22,7 +23,9 @@ usage: torch_dump_overhead.py [--model big|tiny|llama] [--rounds R] [--steps N] 
          batch 8, vocabulary 512
 With --msprobe, msprobe's own PrecisionDebugger (mindstudio-probe) on the
 same script and config (statistics; md5 as its summary_mode), as more modes
-of the same interleaved rounds.
+of the same interleaved rounds. With --profile the package's profile task
+("task": "profile": torch.profiler with module ranges, every step recorded,
+the trace written at close, outside the timed steps).
 One thread (torch.set_num_threads(1)). The package must be importable
 (PYTHONPATH=python NPROBE_LIB=build/release/lib/libnprobe.so).
 """
@@ -42,6 +45,7 @@ SIZES = {"big": dict(layers=4, heads=4, width=256, context=128, batch=8, vocab=5
          "llama": dict(layers=4, heads=4, width=256, context=128, batch=8, vocab=512)}
 MODES = ("plain", "statistics", "md5")
 MSPROBE_MODES = ("msprobe_statistics", "msprobe_md5")
+PROFILE_MODES = ("profile",)
 
 
 def build_model(name, s):
@@ -67,6 +71,8 @@ def make_debugger(a):
     task = a.mode.replace("msprobe_", "")
     cfg = os.path.join(a.out, f"{a.mode}.json")
     c = {"task": task, "dump_path": os.path.join(a.out, "dump_" + a.mode), "level": "L1"}
+    if a.mode == "profile":  # the profile task: torch.profiler, every step recorded
+        c = {"task": "profile", "dump_path": c["dump_path"]}
     if a.mode.startswith("msprobe_"):
         c = {"task": "statistics", "dump_path": c["dump_path"], "rank": [], "step": [],
              "level": "L1", "statistics": {"scope": [], "list": [], "data_mode": ["all"],
@@ -115,7 +121,7 @@ def child(a):
             times.append((time.perf_counter() - t0) * 1000.0)
             cpu.append((time.process_time() - c0) * 1000.0)
     nbytes = 0
-    if d and not a.mode.startswith("msprobe_"):
+    if d and not a.mode.startswith("msprobe_") and a.mode != "profile":
         d.close()
         nbytes = d.summary["bytes"] // max(1, d.summary["steps"])
     print(f"median_ms {statistics.median(times):.4f} {statistics.median(cpu):.4f} {nbytes}")
@@ -174,13 +180,17 @@ def main():
                     help="also the tensor task and a plain sequential write of its bytes")
     ap.add_argument("--msprobe", action="store_true",
                     help="also msprobe's PrecisionDebugger (statistics and md5) on the same script")
-    ap.add_argument("--mode", choices=MODES + TENSOR_MODES + MSPROBE_MODES, help=argparse.SUPPRESS)
+    ap.add_argument("--profile", action="store_true",
+                    help="also the package's profile task (torch.profiler, module ranges; every step)")
+    ap.add_argument("--mode", choices=MODES + TENSOR_MODES + MSPROBE_MODES + PROFILE_MODES,
+                    help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     ap.add_argument("--bytes", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.mode:
         return child(a)
-    modes = MODES + (TENSOR_MODES if a.tensor else ()) + (MSPROBE_MODES if a.msprobe else ())
+    modes = MODES + (TENSOR_MODES if a.tensor else ()) + (MSPROBE_MODES if a.msprobe else ()) + \
+        (PROFILE_MODES if a.profile else ())
     env = dict(os.environ, OMP_NUM_THREADS="1")
     res = {m: [] for m in modes}
     cpu = {m: [] for m in modes}
