@@ -18,6 +18,7 @@ faults, checked against answers computed here:
   above 3 and a delta over 3x the clean pair's largest, and `nprobe profile DIR` names rank 1 the slow rank;
 - a trace shaped as Ascend's trace_view.json (a bare array, string ts) is
   read with the same totals;
+- the slow faults leave the run's final loss as it is (same function);
 - bad configs exit 2 naming the key."""
 import csv
 import json
@@ -214,11 +215,19 @@ def check_slow_fault(root):
     """rank 1 of two runs GELU through the slow path; rank 0 and a run
     without labels are the clean pair (run-to-run noise)"""
     args = GPT + ["--steps", "4", "--profile", "two", "--fault", "slow_gelu", "--fault-rank", "1"]
+    done = {}
     for r in (0, 1):
         rc, so, se = run(["train"] + args, root, env={"NPROBE_RANK": str(r), "NPROBE_WORLD_SIZE": "2"})
         check(rc == 0, "train --fault slow_gelu rank %d: exit %d %s" % (r, rc, se))
+        done["slow_gelu"] = [ln for ln in so.splitlines() if ln.startswith("done:")]
     rc, so, se = run(["train"] + GPT + ["--steps", "4", "--profile", "clean"], root)
     check(rc == 0, "clean train: exit %d %s" % (rc, se))
+    done["none"] = [ln for ln in so.splitlines() if ln.startswith("done:")]
+    rc, so, se = run(["train"] + GPT + ["--steps", "4", "--fault", "slow_linear"], root)
+    done["slow_linear"] = [ln for ln in so.splitlines() if ln.startswith("done:")]
+    # a slow path computes the same function: the same final loss (6 digits)
+    check(done["none"] and done["slow_gelu"] == done["none"] and done["slow_linear"] == done["none"],
+          "the slow faults changed the result: %s" % done)
     noise = max(abs(r["delta_us"]) for r in compare_rows(root, "clean/rank0.trace.json", "two/rank0.trace.json", "cc"))
     rows = compare_rows(root, "clean/rank0.trace.json", "two/rank1.trace.json", "cs")
     top = rows[0]
