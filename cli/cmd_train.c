@@ -80,13 +80,15 @@ static const np_cli_opt train_opts_table[] = {
                                   "matmul quantized (MX E4M3 blocks of 32, HiF8 per tensor)",
      CHOICE(precision, precs)},
     {NULL, "--fault", "NAME", "inject a fault of the npu-sim device (default none); the\n"
-                              "collective faults act in a data-parallel run",
+                              "collective faults act in a data-parallel run, the slow_*\n"
+                              "ones (same results, one op slower) on any device",
      NP_OPT_CHECKED, F(fault), 0, 0, NULL, 0, bad_fault},
     {NULL, "--fault-step", "S", "the step of a one-time fault (gemm_bitflip, outlier_batch,\n"
                                 "logit_growth, nan_input, rare_pattern: any device, gpt;\n"
                                 "docs/MONITOR.md)",
      LONG(fault_step, 0, 100000000)},
-    {NULL, "--fault-rank", "R", "the rank it fires on (default every rank)", LONG(fault_rank, 0, 1 << 20)},
+    {NULL, "--fault-rank", "R", "the rank a one-time or slow_* fault acts on (default every\n"
+                                "rank)", LONG(fault_rank, 0, 1 << 20)},
     {NULL, "--list-faults", NULL, "print the fault catalog and exit", NP_OPT_FLAG, F(list_faults), 0, 0,
      NULL, 0, NULL},
     {NULL, "--tp", "T", "tensor parallel over T ranks (mpirun -n T; gpt; docs/RUNTIME.md\n"
