@@ -122,6 +122,14 @@ int np_cli_profile_detach(np_cli_profiler *p);
  * names are no-ops. */
 int np_cli_slow_fault_apply(struct np_ctx *ctx, const char *fault, int fault_rank, int rank);
 void np_cli_list_slow_faults(void);
+/* Both for `nprobe train`: the profiler when --profile DIR or dump_cfg
+ * (a "task": "profile" config; *prof_cfg receives it, else NULL) asks for
+ * it, then --fault slow_*; and at the end: detach, the first failing exit
+ * code kept. */
+int np_cli_profile_setup(np_cli_profiler **prof, const char **prof_cfg, struct np_ctx *ctx,
+                         const char *dir, const char *dump_cfg, const char *fault, int fault_rank,
+                         int rank, int world);
+int np_cli_profile_end(np_cli_profiler *p, int code);
 
 /* `nprobe profile --format html`: profile.html of analysed traces
  * (cli/profile_html.c); data is an np_cli_profile_page. */

@@ -656,11 +656,9 @@ static int train(const train_args *a, int mpi, int rank, int world)
         mon_cfg = dump_cfg;
     if (mon_cfg && np_cli_monitor_attach(&mon, ctx, tr, mon_cfg, rank, world) != NP_EXIT_OK)
         goto done;
-    const char *prof_cfg = dump_cfg && *dump_cfg && np_cli_profile_wanted(dump_cfg) ? dump_cfg : NULL;
-    if ((a->profile || prof_cfg) &&
-        np_cli_profile_attach(&prof, ctx, a->profile, prof_cfg, rank, world) != NP_EXIT_OK)
-        goto done;
-    if (np_cli_slow_fault_apply(ctx, a->fault, (int)a->fault_rank, rank) != NP_EXIT_OK)
+    const char *prof_cfg = NULL; /* the profile task, the slow faults (cli/profile_attach.c) */
+    if (np_cli_profile_setup(&prof, &prof_cfg, ctx, a->profile, dump_cfg, a->fault, (int)a->fault_rank, rank,
+                             world) != NP_EXIT_OK)
         goto done;
     if (dump_cfg && *dump_cfg && (mon_cfg != dump_cfg || mon_too) && prof_cfg != dump_cfg) {
         np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
@@ -689,11 +687,7 @@ static int train(const train_args *a, int mpi, int rank, int world)
     }
 done:
     np_step_fault_detach(sfault);
-    if (prof) {
-        int pc = np_cli_profile_detach(prof);
-        if (pc != NP_EXIT_OK && code == NP_EXIT_OK)
-            code = pc;
-    }
+    code = np_cli_profile_end(prof, code);
     if (mon) {
         int mc = np_cli_monitor_detach(mon);
         if (mc != NP_EXIT_OK && code == NP_EXIT_OK)

@@ -110,3 +110,20 @@ void np_cli_list_slow_faults(void)
         printf("  %-24s %s\n  %-24s %s\n", f->name, f->op, "", f->description);
     }
 }
+
+int np_cli_profile_setup(np_cli_profiler **prof, const char **prof_cfg, struct np_ctx *ctx,
+                         const char *dir, const char *dump_cfg, const char *fault, int fault_rank,
+                         int rank, int world)
+{
+    *prof = NULL;
+    *prof_cfg = dump_cfg && *dump_cfg && np_cli_profile_wanted(dump_cfg) ? dump_cfg : NULL;
+    if ((dir || *prof_cfg) && np_cli_profile_attach(prof, ctx, dir, *prof_cfg, rank, world) != NP_EXIT_OK)
+        return NP_EXIT_USAGE;
+    return np_cli_slow_fault_apply(ctx, fault, fault_rank, rank);
+}
+
+int np_cli_profile_end(np_cli_profiler *p, int code)
+{
+    int pc = np_cli_profile_detach(p);
+    return pc != NP_EXIT_OK && code == NP_EXIT_OK ? pc : code;
+}
