@@ -136,6 +136,15 @@ static int set_value(const np_cli_opt *o, void *args, const char *v)
         *(int *)(void *)field = (int)x;
         return 0;
     }
+    case NP_OPT_APPEND: {
+        np_cli_list *l = (np_cli_list *)(void *)field;
+        if (l->n >= l->cap) {
+            np_cli_error("%s: at most %d of them", name, l->cap);
+            return 1;
+        }
+        l->items[l->n++] = v;
+        return 0;
+    }
     case NP_OPT_DOUBLE:
         return opt_double(name, v, (double)o->lo, (double)o->hi, (double *)(void *)field) != 0;
 
@@ -173,8 +182,15 @@ int np_cli_opts_parse(const np_cli_opt *t, int n, void *args, const char *cmd, c
             continue;
         }
         if (a[0] != '-' || (!o && strncmp(a, "--", 2) != 0)) {
+            const np_cli_opt *rest = NULL;
+            for (int k = 0; k < n; k++)
+                if (t[k].kind == NP_OPT_REST)
+                    rest = &t[k];
             if (a[0] == '-')
                 unknown(t, n, cmd, a);
+            else if (rest)
+                np_cli_error("%s: unexpected argument '%s'; put the %s after '--' (see 'nprobe %s --help')",
+                             cmd, a, rest->arg ? rest->arg : "rest", cmd);
             else
                 np_cli_error("%s: unexpected argument '%s' (see 'nprobe %s --help')", cmd, a, cmd);
             return NP_EXIT_USAGE + 1;

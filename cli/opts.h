@@ -21,9 +21,17 @@ typedef enum np_opt_kind {
     NP_OPT_POS,      /* a positional argument (name: its placeholder): const char *
                       * field = the next one not taken by an earlier NP_OPT_POS;
                       * help lists it only when it has help text */
+    NP_OPT_APPEND,   /* a repeatable option: np_cli_list field, one item per use */
     NP_OPT_REST      /* "--": int field = the index in argv of what follows (the
-                      * rest is not parsed); 0 when absent */
+                      * rest is not parsed); 0 when absent; arg names it in the
+                      * error for a stray argument ("command") */
 } np_opt_kind;
+
+/* NP_OPT_APPEND's field: the command's array of cap items, n used. */
+typedef struct np_cli_list {
+    const char **items;
+    int n, cap;
+} np_cli_list;
 
 typedef struct np_cli_opt {
     const char *group;  /* heading before this option in the help, NULL: none */
