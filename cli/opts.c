@@ -147,7 +147,6 @@ static int set_value(const np_cli_opt *o, void *args, const char *v)
     }
     case NP_OPT_DOUBLE:
         return opt_double(name, v, (double)o->lo, (double)o->hi, (double *)(void *)field) != 0;
-
     default:
         memcpy(field, &v, sizeof v);
         return 0;
