@@ -4,6 +4,7 @@
  * error, 1 when differences are found, 2 on usage or input errors. */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,12 +12,77 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "compare_summary.h"
 #include "nprobe/compare.h"
 
-static void help(FILE *out)
-{
-    fprintf(out,
+typedef struct compare_args {
+    np_cmp_options o;
+    const char *bench, *cmp, *outdir, *format;
+    int quiet;
+} compare_args;
+
+#define F(f) offsetof(compare_args, f)
+#define FLAG(f) NP_OPT_FLAG, F(f), 0, 0, NULL, 0, NULL
+#define STR(f) NP_OPT_STR, F(f), 0, 0, NULL, 0, NULL
+#define INT(f, lo, hi) NP_OPT_INT, F(f), lo, hi, NULL, 0, NULL
+#define DBL(f, lo, hi) NP_OPT_DOUBLE, F(f), lo, hi, NULL, 0, NULL
+/* `nprobe compare`'s options: parsing and --help from this one table
+ * (cli/opts.h); --replicas goes to cmd_compare_replicas.c. */
+static const np_cli_opt compare_opts[] = {
+    {NULL, "-b|--bench", "PATH", "the reference dump (required)", STR(bench)},
+    {NULL, "-c|--cmp", "PATH", "the dump under test (required)", STR(cmp)},
+    {NULL, "-o|--output", "DIR", "where the reports go (default: the current directory;\n"
+                                 "created if missing)", STR(outdir)},
+    {NULL, "--step", "N", "compare only step N", INT(o.step, 0, 100000000)},
+    {NULL, "--rank", "N", "compare only rank N", INT(o.rank, 0, 1000000)},
+    {NULL, "--fuzzy", NULL, "match leaves with the call counters dropped, walking both\n"
+                            "sides in order, shapes equal (for runs whose call counts\n"
+                            "differ); rows say exact or fuzzy", FLAG(o.fuzzy)},
+    {NULL, "--mapping", "FILE", "JSON renames from cmp names to bench names:\n"
+                                "{\"modules\": {\"cmp.path\": \"bench.path\"},\n"
+                                " \"apis\": {\"Torch.matmul\": \"Functional.linear\"},\n"
+                                " \"names\": {\"cmp leaf or call\": \"bench leaf or call\"}}",
+     STR(o.mapping_path)},
+    {NULL, "--atol", "X", "RMS floor: errors are relative to max(||bench||, X*sqrt(n))", DBL(o.atol, 0, 0)},
+    {NULL, "--rtol", "X", "error when the relative L2 error ||cmp-bench||/||bench||\n"
+                          "exceeds X (warning above X/3)", DBL(o.rtol, 0, 0)},
+    {NULL, "--cos", "X", "error when the cosine similarity is below X\n"
+                         "(default tolerances come from the dtype under test and the\n"
+                         "run's precision: fp32 rtol 5e-6, fp16 0.02, bf16 0.1; in a\n"
+                         "bf16/fp16 run, gradients behind relu/max_pool and the like\n"
+                         "8*sqrt(u): bf16 0.5, fp16 0.177; --rtol sets every row;\n"
+                         "docs/COMPARE.md gives the reasoning)", DBL(o.cos, -1, 1)},
+    {NULL, "--format", "LIST", "comma-separated report formats among xlsx, csv, json, html\n"
+                               "(default xlsx,html; e.g. --format xlsx,csv,json or --format csv)",
+     STR(format)},
+    {NULL, "--no-replay", NULL, "no float64 recompute of the cmp side's calls (see below)",
+     FLAG(o.no_replay)},
+    {NULL, "--replay-all", NULL, "recompute every call, also those after the first culprit\n"
+                                 "whose inputs already fail (see below)", FLAG(o.replay_all)},
+    {NULL, "--rows-per-sheet", "N", "split the xlsx rows sheet every N rows (default 1000000)",
+     NP_OPT_LONG, F(o.rows_per_sheet), 1, 1048575, NULL, 0, NULL},
+    {NULL, "--single-ref", NULL, "BENCH is a single-process run, CMP a data-parallel run on\n"
+                                 "the same global batch (mpirun -n K nprobe train): every\n"
+                                 "rank of CMP is compared with BENCH's step, on the leaves\n"
+                                 "they share (parameters and reduced gradients)", FLAG(o.single_ref)},
+    /* --replicas is dispatched before parsing; listed for the help */
+    {NULL, "--replicas", "DUMP", "check one data-parallel dump against itself: the first call\n"
+                                 "where the ranks' replicas part (see --replicas --help)", STR(bench)},
+    {NULL, "-q|--quiet", NULL, "print nothing on stdout (otherwise: one pair's verdicts,\n"
+                               "culprit and reports; for many pairs a summary with one\n"
+                               "line per failing pair, the first 8, and the overall first\n"
+                               "culprit)", FLAG(quiet)},
+    {NULL, "--help", NULL, "this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
+};
+#undef F
+#undef FLAG
+#undef STR
+#undef INT
+#undef DBL
+#define N_COMPARE_OPTS ((int)(sizeof compare_opts / sizeof compare_opts[0]))
+
+static const char compare_before[] =
 "usage: nprobe compare -b BENCH -c CMP [-o OUTDIR] [options]\n"
 "\n"
 "Pair two dumps tensor by tensor, compute msprobe's accuracy metrics, give each\n"
@@ -34,47 +100,9 @@ static void help(FILE *out)
 "dump.h5 / dump.json. Steps and ranks are paired by number; two single files\n"
 "are paired as they are.\n"
 "\n"
-"options:\n"
-"  -b, --bench PATH      the reference dump (required)\n"
-"  -c, --cmp PATH        the dump under test (required)\n"
-"  -o, --output DIR      where the reports go (default: the current directory;\n"
-"                        created if missing)\n"
-"      --step N          compare only step N\n"
-"      --rank N          compare only rank N\n"
-"      --fuzzy           match leaves with the call counters dropped, walking both\n"
-"                        sides in order, shapes equal (for runs whose call counts\n"
-"                        differ); rows say exact or fuzzy\n"
-"      --mapping FILE    JSON renames from cmp names to bench names:\n"
-"                        {\"modules\": {\"cmp.path\": \"bench.path\"},\n"
-"                         \"apis\": {\"Torch.matmul\": \"Functional.linear\"},\n"
-"                         \"names\": {\"cmp leaf or call\": \"bench leaf or call\"}}\n"
-"      --atol X          RMS floor: errors are relative to max(||bench||, X*sqrt(n))\n"
-"      --rtol X          error when the relative L2 error ||cmp-bench||/||bench||\n"
-"                        exceeds X (warning above X/3)\n"
-"      --cos X           error when the cosine similarity is below X\n"
-"                        (default tolerances come from the dtype under test and the\n"
-"                        run's precision: fp32 rtol 5e-6, fp16 0.02, bf16 0.1; in a\n"
-"                        bf16/fp16 run, gradients behind relu/max_pool and the like\n"
-"                        8*sqrt(u): bf16 0.5, fp16 0.177; --rtol sets every row;\n"
-"                        docs/COMPARE.md gives the reasoning)\n"
-"      --format LIST     comma-separated report formats among xlsx, csv, json, html\n"
-"                        (default xlsx,html; e.g. --format xlsx,csv,json or --format csv)\n"
-"      --no-replay       no float64 recompute of the cmp side's calls (see below)\n"
-"      --replay-all      recompute every call, also those after the first culprit\n"
-"                        whose inputs already fail (see below)\n"
-"      --rows-per-sheet N  split the xlsx rows sheet every N rows (default 1000000)\n"
-"      --single-ref      BENCH is a single-process run, CMP a data-parallel run on\n"
-"                        the same global batch (mpirun -n K nprobe train): every\n"
-"                        rank of CMP is compared with BENCH's step, on the leaves\n"
-"                        they share (parameters and reduced gradients)\n"
-"      --replicas DUMP   check one data-parallel dump against itself: the first call\n"
-"                        where the ranks' replicas part (see --replicas --help)\n"
-"  -q, --quiet           print nothing on stdout (otherwise: one pair's verdicts,\n"
-"                        culprit and reports; for many pairs a summary with one\n"
-"                        line per failing pair, the first 8, and the overall first\n"
-"                        culprit)\n"
-"  -h, --help            this help\n");
-    fputs(
+"options:\n";
+
+static const char compare_after[] =
 "\n"
 "Modes: tensor (both dumps keep payloads: Cosine, EucDist, MaxAbsErr,\n"
 "MaxRelativeErr, One Thousandth / Five Thousandths Err Ratio), statistics\n"
@@ -88,8 +116,7 @@ static void help(FILE *out)
 "call whose inputs and parameters pass but whose outputs fail, by at least 3x\n"
 "the input error, is a culprit; a call whose inputs already fail is propagated,\n"
 "unless no dumped call before it fails (the error comes from outside the dump:\n"
-"it is then the culprit).\n", out);
-    fputs(
+"it is then the culprit).\n"
 "In tensor mode the API calls of the cmp side are also recomputed in float64\n"
 "from their own dumped inputs (as nprobe replay does; --no-replay or\n"
 "NPROBE_NO_REPLAY=1 turns it off), and those above their budget on the bench\n"
@@ -102,22 +129,7 @@ static void help(FILE *out)
 "\n"
 "exit status: 0 no error row, 1 differences found (error rows, a culprit, or a step/rank\n"
 "missing or unreadable on one side while others were compared), 2 usage or\n"
-"input error (nothing could be compared)\n", out);
-}
-
-static int parse_double(const char *opt, const char *text, double lo, double hi, double *out)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = text ? strtod(text, &end) : 0;
-    if (!text || !*text || *end || errno || !(v >= lo && v <= hi)) {
-        np_cli_error("compare: %s: expected a number in [%g, %g], got '%s'", opt, lo, hi,
-                     text ? text : "");
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+"input error (nothing could be compared)\n";
 
 enum { F_XLSX = 1, F_CSV = 2, F_JSON = 4, F_HTML = 8 };
 
@@ -458,86 +470,21 @@ int np_cmd_compare(int argc, char **argv)
         if (!strcmp(argv[i], "--replicas"))
             return np_cmd_compare_replicas(argc, argv);
     if (argc < 2) {
-        help(stderr);
+        np_cli_opts_help(stderr, compare_before, compare_opts, N_COMPARE_OPTS, compare_after);
         np_cli_error("compare: missing arguments -b BENCH -c CMP (see 'nprobe compare --help')");
         return NP_EXIT_USAGE;
     }
-    np_cmp_options o;
-    np_cmp_options_init(&o);
-    const char *bench = NULL, *cmp = NULL, *outdir = ".";
-    int formats = F_XLSX | F_HTML, quiet = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long n;
-        if (np_cli_is_help(a)) {
-            help(stdout);
-            return NP_EXIT_OK;
-        }
-        int takes = !strcmp(a, "-b") || !strcmp(a, "--bench") || !strcmp(a, "-c") ||
-                    !strcmp(a, "--cmp") || !strcmp(a, "-o") || !strcmp(a, "--output") ||
-                    !strcmp(a, "--step") || !strcmp(a, "--rank") || !strcmp(a, "--mapping") ||
-                    !strcmp(a, "--atol") || !strcmp(a, "--rtol") || !strcmp(a, "--cos") ||
-                    !strcmp(a, "--format") || !strcmp(a, "--rows-per-sheet");
-        if (takes && !v) {
-            np_cli_error("compare: %s needs a value (see 'nprobe compare --help')", a);
-            return NP_EXIT_USAGE;
-        }
-        if (!strcmp(a, "-b") || !strcmp(a, "--bench"))
-            bench = argv[++i];
-        else if (!strcmp(a, "-c") || !strcmp(a, "--cmp"))
-            cmp = argv[++i];
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
-            outdir = argv[++i];
-        else if (!strcmp(a, "--step")) {
-            if (np_cli_parse_int("compare: --step", argv[++i], 0, 100000000, &n))
-                return NP_EXIT_USAGE;
-            o.step = (int)n;
-        } else if (!strcmp(a, "--rank")) {
-            if (np_cli_parse_int("compare: --rank", argv[++i], 0, 1000000, &n))
-                return NP_EXIT_USAGE;
-            o.rank = (int)n;
-        } else if (!strcmp(a, "--fuzzy"))
-            o.fuzzy = 1;
-        else if (!strcmp(a, "--no-replay"))
-            o.no_replay = 1;
-        else if (!strcmp(a, "--replay-all"))
-            o.replay_all = 1;
-        else if (!strcmp(a, "--single-ref"))
-            o.single_ref = 1;
-        else if (!strcmp(a, "--mapping"))
-            o.mapping_path = argv[++i];
-        else if (!strcmp(a, "--atol")) {
-            if (parse_double("--atol", argv[++i], 0, 1e30, &o.atol))
-                return NP_EXIT_USAGE;
-        } else if (!strcmp(a, "--rtol")) {
-            if (parse_double("--rtol", argv[++i], 0, 1e30, &o.rtol))
-                return NP_EXIT_USAGE;
-        } else if (!strcmp(a, "--cos")) {
-            if (parse_double("--cos", argv[++i], -1, 1, &o.cos))
-                return NP_EXIT_USAGE;
-        } else if (!strcmp(a, "--format")) {
-            if (parse_formats(argv[++i], &formats))
-                return NP_EXIT_USAGE;
-        } else if (!strcmp(a, "--rows-per-sheet")) {
-            if (np_cli_parse_int("compare: --rows-per-sheet", argv[++i], 1, 1048575, &n))
-                return NP_EXIT_USAGE;
-            o.rows_per_sheet = n;
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
-            quiet = 1;
-        else {
-            static const char *const opts[] = {"--bench", "--cmp", "--output", "--step", "--rank",
-                                               "--fuzzy", "--mapping", "--atol", "--rtol", "--cos", "--no-replay", "--replay-all",
-                                               "--format", "--rows-per-sheet", "--single-ref",
-                                               "--quiet", "--help"};
-            int near = np_closest_word(a, opts, (int)(sizeof opts / sizeof opts[0]));
-            if (near >= 0)
-                np_cli_error("compare: unknown option '%s'; did you mean '%s'?", a, opts[near]);
-            else
-                np_cli_error("compare: unknown option '%s' (see 'nprobe compare --help')", a);
-            return NP_EXIT_USAGE;
-        }
-    }
+    compare_args a = {.outdir = "."};
+    np_cmp_options_init(&a.o);
+    int rc = np_cli_opts_parse(compare_opts, N_COMPARE_OPTS, &a, "compare", compare_before,
+                               compare_after, argc, argv);
+    if (rc)
+        return rc - 1;
+    int formats = F_XLSX | F_HTML, quiet = a.quiet;
+    if (a.format && parse_formats(a.format, &formats))
+        return NP_EXIT_USAGE;
+    const char *bench = a.bench, *cmp = a.cmp, *outdir = a.outdir;
+    np_cmp_options o = a.o;
     if (!bench || !cmp) {
         np_cli_error("compare: missing %s (see 'nprobe compare --help')",
                      !bench && !cmp ? "-b BENCH and -c CMP" : !bench ? "-b BENCH" : "-c CMP");

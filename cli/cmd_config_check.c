@@ -2,6 +2,7 @@
  * environment (libs, env, pip, seeds, weights, data, hyperparameters) into a
  * zip, or diff two packs into DIR/result.xlsx (or result.json). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "nprobe/configcheck.h"
 
 #define MAX_DATASETS 256
@@ -28,122 +30,104 @@ static void help_main(FILE *out)
             "and docs/CONFIG_CHECK.md.\n");
 }
 
-static void help_pack(FILE *out)
-{
-    fprintf(out,
-            "usage: nprobe config_check pack -o PACK.zip [--weights CKPT.h5 | --dump DUMP]\n"
-            "                                [--dataset PATH]... [--hyperparams FILE]\n"
-            "                                [--seed N] [--python PYTHON | --no-python]\n"
-            "\n"
-            "  -o, --output PACK.zip  the pack to write (replaced when complete)\n"
-            "  --weights CKPT.h5      hash every parameter of an nprobe checkpoint\n"
-            "  --dump DUMP            hash the parameters of a dump (dump.h5 or its folder)\n"
-            "  --dataset PATH         hash a data file, or every file under a folder (repeatable)\n"
-            "  --hyperparams FILE     a JSON object or key=value lines\n"
-            "  --seed N               the run's seed, recorded in random.json\n"
-            "  --python PYTHON        list this interpreter's packages into pip.txt\n"
-            "                         (default: python3 on PATH when there is one)\n"
-            "  --python-timeout S     limit for listing them (default 60); past it the\n"
-            "                         interpreter and what it started are killed and the\n"
-            "                         pack says pip.txt could not be collected\n"
-            "  --no-python            do not write pip.txt\n"
-            "\n"
-            "exit codes: 0 written, 2 usage or input error\n");
-}
+typedef struct pack_args {
+    np_cc_pack_opts o;
+    const char *out;
+    np_cli_list datasets;
+    long seed, timeout;
+    int no_python;
+} pack_args;
 
-static void help_compare(FILE *out)
-{
-    fprintf(out,
-            "usage: nprobe config_check compare BENCH.zip CMP.zip -o DIR [--format xlsx|json]\n"
-            "                                  [--rows-per-sheet N]\n"
-            "\n"
-            "  -o, --output DIR       folder for result.xlsx (or result.json); created if needed\n"
-            "  --format xlsx|json     report format (default xlsx)\n"
-            "  --rows-per-sheet N     xlsx: rows per item sheet before it continues on\n"
-            "                         'item (2)', ... (default and most 1048575, Excel's limit)\n"
-            "\n"
-            "Each item (env, libs, pip, random, weights, dataset, hyperparameters) gets\n"
-            "pass, warning or error; docs/CONFIG_CHECK.md lists which differences are\n"
-            "errors. Unsafe or oversized packs are refused. Memory stays bounded\n"
-            "whatever the number of keys: the keys are sorted in runs spilled to\n"
-            "temporary files inside DIR (removed whatever happens).\n"
-            "\n"
-            "exit codes: 0 everything passes, 1 something differs, 2 usage or input error\n");
-}
+#define F(f) offsetof(pack_args, f)
+#define STR(f) NP_OPT_STR, F(f), 0, 0, NULL, 0, NULL
+/* `nprobe config_check pack`'s options: parsing and --help from this one table (cli/opts.h). */
+static const np_cli_opt pack_opts[] = {
+    {NULL, "-o|--output", "PACK.zip", "the pack to write (replaced when complete)", STR(out)},
+    {NULL, "--weights", "CKPT.h5", "hash every parameter of an nprobe checkpoint", STR(o.weights_path)},
+    {NULL, "--dump", "DUMP", "hash the parameters of a dump (dump.h5 or its folder)", STR(o.dump_path)},
+    {NULL, "--dataset", "PATH", "hash a data file, or every file under a folder (repeatable)",
+     NP_OPT_APPEND, F(datasets), 0, 0, NULL, 0, NULL},
+    {NULL, "--hyperparams", "FILE", "a JSON object or key=value lines", STR(o.hyperparams_path)},
+    {NULL, "--seed", "N", "the run's seed, recorded in random.json", NP_OPT_LONG, F(seed), 0,
+     2147483647L, NULL, 0, NULL},
+    {NULL, "--python", "PYTHON", "list this interpreter's packages into pip.txt\n"
+                                 "(default: python3 on PATH when there is one)", STR(o.python)},
+    {NULL, "--python-timeout", "S", "limit for listing them (default 60); past it the\n"
+                                    "interpreter and what it started are killed and the\n"
+                                    "pack says pip.txt could not be collected",
+     NP_OPT_LONG, F(timeout), 1, 86400L, NULL, 0, NULL},
+    {NULL, "--no-python", NULL, "do not write pip.txt", NP_OPT_FLAG, F(no_python), 0, 0, NULL, 0, NULL},
+    {NULL, "--help", NULL, "this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
+};
+#undef STR
+#undef F
+#define N_PACK_OPTS ((int)(sizeof pack_opts / sizeof pack_opts[0]))
 
-/* The value of option argv[*i]; advances *i. NULL (and a message) if missing. */
-static const char *opt_value(int argc, char **argv, int *i)
-{
-    if (*i + 1 >= argc) {
-        np_cli_error("config_check: %s needs a value", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
-}
+static const char pack_before[] =
+    "usage: nprobe config_check pack -o PACK.zip [--weights CKPT.h5 | --dump DUMP]\n"
+    "                                [--dataset PATH]... [--hyperparams FILE]\n"
+    "                                [--seed N] [--python PYTHON | --no-python]\n"
+    "\n";
+static const char pack_after[] = "\nexit codes: 0 written, 2 usage or input error\n";
+
+typedef struct cc_compare_args {
+    const char *bench, *cmp, *outdir, *format;
+    long per_sheet;
+} cc_compare_args;
+
+static const char *const cc_formats[] = {"xlsx", "json"};
+#define F(f) offsetof(cc_compare_args, f)
+/* `nprobe config_check compare`'s arguments: parsing and --help from this one table. */
+static const np_cli_opt cc_compare_opts[] = {
+    {NULL, "BENCH.zip", NULL, NULL, NP_OPT_POS, F(bench), 0, 0, NULL, 0, NULL},
+    {NULL, "CMP.zip", NULL, NULL, NP_OPT_POS, F(cmp), 0, 0, NULL, 0, NULL},
+    {NULL, "-o|--output", "DIR", "folder for result.xlsx (or result.json); created if needed",
+     NP_OPT_STR, F(outdir), 0, 0, NULL, 0, NULL},
+    {NULL, "--format", "xlsx|json", "report format (default xlsx)", NP_OPT_CHOICE, F(format), 0, 0,
+     cc_formats, 2, NULL},
+    {NULL, "--rows-per-sheet", "N", "xlsx: rows per item sheet before it continues on\n"
+                                    "'item (2)', ... (default and most 1048575, Excel's limit)",
+     NP_OPT_LONG, F(per_sheet), 1, 1048575, NULL, 0, NULL},
+    {NULL, "--help", NULL, "this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
+};
+#undef F
+#define N_CC_COMPARE_OPTS ((int)(sizeof cc_compare_opts / sizeof cc_compare_opts[0]))
+
+static const char cc_compare_before[] =
+    "usage: nprobe config_check compare BENCH.zip CMP.zip -o DIR [--format xlsx|json]\n"
+    "                                  [--rows-per-sheet N]\n"
+    "\n";
+static const char cc_compare_after[] =
+    "\n"
+    "Each item (env, libs, pip, random, weights, dataset, hyperparameters) gets\n"
+    "pass, warning or error; docs/CONFIG_CHECK.md lists which differences are\n"
+    "errors. Unsafe or oversized packs are refused. Memory stays bounded\n"
+    "whatever the number of keys: the keys are sorted in runs spilled to\n"
+    "temporary files inside DIR (removed whatever happens).\n"
+    "\n"
+    "exit codes: 0 everything passes, 1 something differs, 2 usage or input error\n";
 
 static int cmd_pack(int argc, char **argv)
 {
-    np_cc_pack_opts o;
-    memset(&o, 0, sizeof o);
-    const char *out = NULL;
     const char *datasets[MAX_DATASETS];
-    int no_python = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        if (np_cli_is_help(a)) {
-            help_pack(stdout);
-            return NP_EXIT_OK;
-        }
-        int takes = !strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--weights") ||
-                    !strcmp(a, "--dump") || !strcmp(a, "--dataset") ||
-                    !strcmp(a, "--hyperparams") || !strcmp(a, "--seed") || !strcmp(a, "--python") ||
-                    !strcmp(a, "--python-timeout");
-        if (takes && !(v = opt_value(argc, argv, &i)))
-            return NP_EXIT_USAGE;
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            out = v;
-        } else if (!strcmp(a, "--weights")) {
-            o.weights_path = v;
-        } else if (!strcmp(a, "--dump")) {
-            o.dump_path = v;
-        } else if (!strcmp(a, "--dataset")) {
-            if (o.n_datasets == MAX_DATASETS) {
-                np_cli_error("config_check pack: at most %d --dataset paths", MAX_DATASETS);
-                return NP_EXIT_USAGE;
-            }
-            datasets[o.n_datasets++] = v;
-        } else if (!strcmp(a, "--hyperparams")) {
-            o.hyperparams_path = v;
-        } else if (!strcmp(a, "--seed")) {
-            long s;
-            if (np_cli_parse_int("--seed", v, 0, 2147483647L, &s) != 0)
-                return NP_EXIT_USAGE;
-            o.seed = s;
-            o.has_seed = 1;
-        } else if (!strcmp(a, "--python")) {
-            o.python = v;
-        } else if (!strcmp(a, "--python-timeout")) {
-            long t;
-            if (np_cli_parse_int("--python-timeout", v, 1, 86400L, &t) != 0)
-                return NP_EXIT_USAGE;
-            o.python_timeout_s = (int)t;
-        } else if (!strcmp(a, "--no-python")) {
-            no_python = 1;
-        } else {
-            static const char *const known[] = {"--output", "--weights", "--dump", "--dataset",
-                                                "--hyperparams", "--seed", "--python",
-                                                "--python-timeout", "--no-python", "--help"};
-            int near = np_closest_word(a, known, (int)(sizeof known / sizeof known[0]));
-            if (near >= 0)
-                np_cli_error("config_check pack: unknown option '%s'; did you mean '%s'?", a,
-                             known[near]);
-            else
-                np_cli_error("config_check pack: unknown option '%s' (see 'nprobe config_check "
-                             "pack --help')",
-                             a);
-            return NP_EXIT_USAGE;
-        }
+    pack_args a;
+    memset(&a, 0, sizeof a);
+    a.seed = -1;
+    a.datasets = (np_cli_list){datasets, 0, MAX_DATASETS};
+    int rc = np_cli_opts_parse(pack_opts, N_PACK_OPTS, &a, "config_check pack", pack_before,
+                               pack_after, argc, argv);
+    if (rc)
+        return rc - 1;
+    np_cc_pack_opts o = a.o;
+    const char *out = a.out;
+    int no_python = a.no_python;
+    o.n_datasets = a.datasets.n;
+    if (a.seed >= 0) {
+        o.seed = a.seed;
+        o.has_seed = 1;
     }
+    if (a.timeout)
+        o.python_timeout_s = (int)a.timeout;
     if (!out) {
         np_cli_error("config_check pack: missing -o PACK.zip (see 'nprobe config_check pack --help')");
         return NP_EXIT_USAGE;
@@ -204,43 +188,14 @@ static void print_summary(const np_cc_result *r, const np_cc_counts *counts)
 
 static int cmd_compare(int argc, char **argv)
 {
-    const char *paths[2] = {NULL, NULL}, *outdir = NULL, *format = "xlsx";
-    int npaths = 0;
-    long per_sheet = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (np_cli_is_help(a)) {
-            help_compare(stdout);
-            return NP_EXIT_OK;
-        }
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(outdir = opt_value(argc, argv, &i)))
-                return NP_EXIT_USAGE;
-        } else if (!strcmp(a, "--format")) {
-            if (!(format = opt_value(argc, argv, &i)))
-                return NP_EXIT_USAGE;
-            if (strcmp(format, "xlsx") != 0 && strcmp(format, "json") != 0) {
-                np_cli_error("config_check compare: --format: expected xlsx or json, got '%s'",
-                             format);
-                return NP_EXIT_USAGE;
-            }
-        } else if (!strcmp(a, "--rows-per-sheet")) {
-            const char *v = opt_value(argc, argv, &i);
-            if (!v || np_cli_parse_int("config_check compare: --rows-per-sheet", v, 1, 1048575,
-                                       &per_sheet))
-                return NP_EXIT_USAGE;
-        } else if (a[0] == '-' && a[1]) {
-            np_cli_error("config_check compare: unknown option '%s' (see 'nprobe config_check "
-                         "compare --help')",
-                         a);
-            return NP_EXIT_USAGE;
-        } else if (npaths < 2) {
-            paths[npaths++] = a;
-        } else {
-            np_cli_error("config_check compare: expected two packs, got a third: '%s'", a);
-            return NP_EXIT_USAGE;
-        }
-    }
+    cc_compare_args a = {NULL, NULL, NULL, "xlsx", 0};
+    int rc = np_cli_opts_parse(cc_compare_opts, N_CC_COMPARE_OPTS, &a, "config_check compare",
+                               cc_compare_before, cc_compare_after, argc, argv);
+    if (rc)
+        return rc - 1;
+    const char *paths[2] = {a.bench, a.cmp}, *outdir = a.outdir, *format = a.format;
+    int npaths = !!a.bench + !!a.cmp;
+    long per_sheet = a.per_sheet;
     if (npaths < 2) {
         np_cli_error("config_check compare: missing %s (see 'nprobe config_check compare --help')",
                      npaths ? "CMP.zip" : "BENCH.zip and CMP.zip");

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "nprobe/dumpio.h"
 #include "nprobe/probe.h"
 
@@ -126,29 +128,39 @@ static int run_command(int *status, char **argv, const char *abs_cfg)
     return 0;
 }
 
-static void help(FILE *out)
-{
-    fprintf(out,
-            "usage: nprobe dump -c CONFIG.json -- COMMAND [ARGS...]\n"
-            "\n"
-            "Run COMMAND with the probe on: the config is validated first (a bad one\n"
-            "exits with 2 and writes nothing), COMMAND runs with NPROBE_DUMP_CONFIG set\n"
-            "to the config's absolute path (`nprobe train` and programs using the probe\n"
-            "read it), and at the end the dump files written by this run are read\n"
-            "back and summarised: steps, ranks, calls, tensors, bytes, files, the first\n"
-            "overflow (overflow_check), any incomplete step, and a warning when the\n"
-            "config's scope never opened in a step, or opened and never closed.\n"
-            "SIGTERM, SIGINT and SIGHUP sent to nprobe dump are passed on to COMMAND;\n"
-            "nprobe dump waits for it to end, then summarises the finished steps.\n"
-            "\n"
-            "options:\n"
-            "  -c, --config FILE   the dump config (docs/CONFIG.md)\n"
-            "  -h, --help          this help\n"
-            "\n"
-            "exit code: COMMAND's (128+N if it was killed by signal N); 2 on a bad config\n"
-            "or when COMMAND cannot be started.\n"
-            "example: nprobe dump -c samples/configs/statistics.json -- nprobe train --model gpt --steps 2\n");
-}
+typedef struct dump_args {
+    const char *config;
+    int rest;
+} dump_args;
+
+/* `nprobe dump`'s options: parsing and --help from this one table (cli/opts.h). */
+static const np_cli_opt dump_opts[] = {
+    {NULL, "-c|--config", "FILE", "the dump config (docs/CONFIG.md)", NP_OPT_STR,
+     offsetof(dump_args, config), 0, 0, NULL, 0, NULL},
+    {NULL, "--", "command", NULL, NP_OPT_REST, offsetof(dump_args, rest), 0, 0, NULL, 0, NULL},
+    {NULL, "--help", NULL, "this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
+};
+#define N_DUMP_OPTS ((int)(sizeof dump_opts / sizeof dump_opts[0]))
+
+static const char dump_before[] =
+    "usage: nprobe dump -c CONFIG.json -- COMMAND [ARGS...]\n"
+    "\n"
+    "Run COMMAND with the probe on: the config is validated first (a bad one\n"
+    "exits with 2 and writes nothing), COMMAND runs with NPROBE_DUMP_CONFIG set\n"
+    "to the config's absolute path (`nprobe train` and programs using the probe\n"
+    "read it), and at the end the dump files written by this run are read\n"
+    "back and summarised: steps, ranks, calls, tensors, bytes, files, the first\n"
+    "overflow (overflow_check), any incomplete step, and a warning when the\n"
+    "config's scope never opened in a step, or opened and never closed.\n"
+    "SIGTERM, SIGINT and SIGHUP sent to nprobe dump are passed on to COMMAND;\n"
+    "nprobe dump waits for it to end, then summarises the finished steps.\n"
+    "\n"
+    "options:\n";
+static const char dump_after[] =
+    "\n"
+    "exit code: COMMAND's (128+N if it was killed by signal N); 2 on a bad config\n"
+    "or when COMMAND cannot be started.\n"
+    "example: nprobe dump -c samples/configs/statistics.json -- nprobe train --model gpt --steps 2\n";
 
 typedef struct dump_sum {
     long files, steps, ranks, calls, tensors, incomplete, unreadable;
@@ -374,31 +386,14 @@ static const char *command_missing(const char *cmd)
 
 int np_cmd_dump(int argc, char **argv)
 {
-    const char *config = NULL;
-    int i = 1;
-    for (; i < argc; i++) {
-        if (np_cli_is_help(argv[i])) {
-            help(stdout);
-            return NP_EXIT_OK;
-        }
-        if (strcmp(argv[i], "--") == 0) {
-            i++;
-            break;
-        }
-        if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) {
-            if (i + 1 >= argc) {
-                np_cli_error("dump: %s needs a config file (see 'nprobe dump --help')", argv[i]);
-                return NP_EXIT_USAGE;
-            }
-            config = argv[++i];
-        } else {
-            np_cli_error("dump: unexpected argument '%s'; put the command after '--' (see "
-                         "'nprobe dump --help')", argv[i]);
-            return NP_EXIT_USAGE;
-        }
-    }
+    dump_args a = {NULL, 0};
+    int rc = np_cli_opts_parse(dump_opts, N_DUMP_OPTS, &a, "dump", dump_before, dump_after, argc, argv);
+    if (rc)
+        return rc - 1;
+    const char *config = a.config;
+    int i = a.rest ? a.rest : argc;
     if (!config) {
-        help(stderr);
+        np_cli_opts_help(stderr, dump_before, dump_opts, N_DUMP_OPTS, dump_after);
         np_cli_error("dump: missing -c CONFIG.json (see 'nprobe dump --help')");
         return NP_EXIT_USAGE;
     }

@@ -3,30 +3,46 @@
  * entries with dtype, shape and statistics, or the calls, or the module
  * tree built from the parent links. Incomplete steps (a run that stopped
  * mid-step) are listed as far as they can be read and marked as such. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "nprobe/calltree.h"
 #include "nprobe/dumpio.h"
 
-static void help(FILE *out)
-{
-    fprintf(out,
-            "usage: nprobe ls DUMP [--calls|--tree]\n"
-            "\n"
-            "List a dump. DUMP is a dump.h5 (or dump.h5.partial), a rank directory, a\n"
-            "step directory or a dump root. Each file gets a header line (step, rank,\n"
-            "task, level, complete or INCOMPLETE), then:\n"
-            "  (default)  one line per tensor: name, dtype, shape, max, min, mean, norm,\n"
-            "             NaN/Inf counts, '*' when the payload is stored\n"
-            "  --calls    one line per call: seq, kind, call, parent module, callsite\n"
-            "  --tree     the calls as a module tree (parent links; mix level shows\n"
-            "             modules with their API calls inside)\n"
-            "\n"
-            "exit code: 0, or 2 when DUMP holds no readable dump file.\n");
-}
+typedef struct ls_args {
+    const char *path;
+    int calls, tree;
+} ls_args;
+
+#define F(f) offsetof(ls_args, f)
+/* `nprobe ls`'s arguments: parsing and --help from this one table (cli/opts.h). */
+static const np_cli_opt ls_opts[] = {
+    {NULL, "DUMP", NULL, NULL, NP_OPT_POS, F(path), 0, 0, NULL, 0, NULL},
+    {NULL, "--calls", NULL, "one line per call: seq, kind, call, parent module, callsite",
+     NP_OPT_FLAG, F(calls), 0, 0, NULL, 0, NULL},
+    {NULL, "--tree", NULL, "the calls as a module tree (parent links; mix level shows\n"
+                           "modules with their API calls inside)",
+     NP_OPT_FLAG, F(tree), 0, 0, NULL, 0, NULL},
+    {NULL, "--help", NULL, "show this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
+};
+#undef F
+#define N_LS_OPTS ((int)(sizeof ls_opts / sizeof ls_opts[0]))
+
+static const char ls_before[] =
+    "usage: nprobe ls DUMP [--calls|--tree]\n"
+    "\n"
+    "List a dump. DUMP is a dump.h5 (or dump.h5.partial), a rank directory, a\n"
+    "step directory or a dump root. Each file gets a header line (step, rank,\n"
+    "task, level, complete or INCOMPLETE), then one line per tensor (the\n"
+    "default): name, dtype, shape, max, min, mean, norm, NaN/Inf counts, '*'\n"
+    "when the payload is stored; or, with\n";
+static const char ls_after[] =
+    "\n"
+    "exit code: 0, or 2 when DUMP holds no readable dump file.\n";
 
 static void fmt_shape(char *buf, size_t cap, const np_entry_rec *e)
 {
@@ -155,28 +171,14 @@ static void print_header(const np_dumpio_ref *ref, const np_dumpio_info *in, int
 
 int np_cmd_ls(int argc, char **argv)
 {
-    const char *path = NULL;
-    int mode = 0;
-    for (int i = 1; i < argc; i++) {
-        if (np_cli_is_help(argv[i])) {
-            help(stdout);
-            return NP_EXIT_OK;
-        }
-        if (strcmp(argv[i], "--calls") == 0)
-            mode = 1;
-        else if (strcmp(argv[i], "--tree") == 0)
-            mode = 2;
-        else if (argv[i][0] == '-') {
-            np_cli_error("ls: unknown option '%s' (see 'nprobe ls --help')", argv[i]);
-            return NP_EXIT_USAGE;
-        } else if (path) {
-            np_cli_error("ls: one DUMP only, got '%s' and '%s'", path, argv[i]);
-            return NP_EXIT_USAGE;
-        } else
-            path = argv[i];
-    }
+    ls_args a = {0};
+    int rc = np_cli_opts_parse(ls_opts, N_LS_OPTS, &a, "ls", ls_before, ls_after, argc, argv);
+    if (rc)
+        return rc - 1;
+    const char *path = a.path;
+    int mode = a.tree ? 2 : a.calls ? 1 : 0;
     if (!path) {
-        help(stderr);
+        np_cli_opts_help(stderr, ls_before, ls_opts, N_LS_OPTS, ls_after);
         np_cli_error("ls: missing arguments (see 'nprobe ls --help')");
         return NP_EXIT_USAGE;
     }

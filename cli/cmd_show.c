@@ -2,26 +2,45 @@
  * (dtype, shape, statistics, counts, crc32) and, when the payload is
  * stored, its first values - in every dump file under DUMP that holds it.
  * Works on incomplete steps as far as they were flushed. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "nprobe/dumpio.h"
 
-static void help(FILE *out)
-{
-    fprintf(out,
-            "usage: nprobe show DUMP NAME [-n COUNT]\n"
-            "\n"
-            "Print the tensor leaf NAME (e.g. Functional.linear.0.forward.input.0):\n"
-            "its dtype, shape, max, min, mean, norm, NaN/Inf counts and crc32, then its\n"
-            "first COUNT values (default 16) when the dump holds its payload (tensor or\n"
-            "overflow_check task). DUMP is a dump.h5, a rank or step directory or a\n"
-            "dump root; every file holding NAME is shown.\n"
-            "\n"
-            "exit code: 0, or 2 when NAME is in none of the files.\n");
-}
+typedef struct show_args {
+    const char *path, *name;
+    long count;
+} show_args;
+
+#define F(f) offsetof(show_args, f)
+/* `nprobe show`'s arguments: parsing and --help from this one table (cli/opts.h). */
+static const np_cli_opt show_opts[] = {
+    {NULL, "DUMP", NULL, NULL, NP_OPT_POS, F(path), 0, 0, NULL, 0, NULL},
+    {NULL, "NAME", NULL, NULL, NP_OPT_POS, F(name), 0, 0, NULL, 0, NULL},
+    {NULL, "-n|--count", "COUNT", "how many values to print (default 16)", NP_OPT_LONG, F(count), 0,
+     1000000, NULL, 0, NULL},
+    {NULL, "--help", NULL, "show this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
+};
+#undef F
+#define N_SHOW_OPTS ((int)(sizeof show_opts / sizeof show_opts[0]))
+
+static const char show_before[] =
+    "usage: nprobe show DUMP NAME [-n COUNT]\n"
+    "\n"
+    "Print the tensor leaf NAME (e.g. Functional.linear.0.forward.input.0):\n"
+    "its dtype, shape, max, min, mean, norm, NaN/Inf counts and crc32, then its\n"
+    "first COUNT values when the dump holds its payload (tensor or\n"
+    "overflow_check task). DUMP is a dump.h5, a rank or step directory or a\n"
+    "dump root; every file holding NAME is shown.\n"
+    "\n"
+    "options:\n";
+static const char show_after[] =
+    "\n"
+    "exit code: 0, or 2 when NAME is in none of the files.\n";
 
 /* The leaf's placement (format version 2): the mesh, the placements, the
  * logical shape and the shard's offset, stage and micro-batch; a row outside
@@ -107,29 +126,14 @@ static int show_one(np_dumpio *d, const np_entry_rec *e, long count)
 
 int np_cmd_show(int argc, char **argv)
 {
-    const char *path = NULL, *name = NULL;
-    long count = 16;
-    for (int i = 1; i < argc; i++) {
-        if (np_cli_is_help(argv[i])) {
-            help(stdout);
-            return NP_EXIT_OK;
-        }
-        if (strcmp(argv[i], "-n") == 0) {
-            if (i + 1 >= argc ||
-                np_cli_parse_int("-n", argv[i + 1], 0, 1000000, &count) != 0)
-                return NP_EXIT_USAGE;
-            i++;
-        } else if (!path) {
-            path = argv[i];
-        } else if (!name) {
-            name = argv[i];
-        } else {
-            np_cli_error("show: unexpected argument '%s' (see 'nprobe show --help')", argv[i]);
-            return NP_EXIT_USAGE;
-        }
-    }
+    show_args a = {NULL, NULL, 16};
+    int rc = np_cli_opts_parse(show_opts, N_SHOW_OPTS, &a, "show", show_before, show_after, argc, argv);
+    if (rc)
+        return rc - 1;
+    const char *path = a.path, *name = a.name;
+    long count = a.count;
     if (!path || !name) {
-        help(stderr);
+        np_cli_opts_help(stderr, show_before, show_opts, N_SHOW_OPTS, show_after);
         np_cli_error("show: missing arguments (see 'nprobe show --help')");
         return NP_EXIT_USAGE;
     }

@@ -1,17 +1,26 @@
 /* cli/mpi.c - the program's only contact with MPI (Open MPI or any MPI-3
  * library): started when the process was launched by mpirun/mpiexec, the
  * gather behind the trainer's np_allgather_fn, and the few collectives
- * `nprobe compare` spreads its work with. Built without MPI (NP_HAVE_MPI
- * undefined) every process is rank 0 of 1. */
+ * `nprobe compare` spreads its work with. The MPI calls themselves live in
+ * the module nprobe-mpi.so (cli/mpi/nprobe_mpi.c), loaded here only under
+ * an MPI starter: a plain `nprobe ls` loads no MPI library (Debian 13's
+ * Open MPI costs every process that loads it ~0.1 s, see that file). Built
+ * without MPI (NP_HAVE_MPI undefined) every process is rank 0 of 1. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
 
 #ifdef NP_HAVE_MPI
-#include <mpi.h>
+#include <dlfcn.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include "mpi_plugin.h"
 
 static int started;
+static const struct np_cli_mpi_ops *mpi;
 
 /* Launched by an MPI starter: Open MPI, PMIx (Open MPI 4/5, Slurm) or
  * PMI (MPICH, Hydra) say so in the environment. */
@@ -26,6 +35,52 @@ static int launched_by_mpi(void)
     return 0;
 }
 
+/* The module: $NPROBE_MPI_MODULE, else beside the program (build tree, the
+ * wheel's bin/), else <prefix>/lib/nprobe/ for a program in <prefix>/bin. */
+static const struct np_cli_mpi_ops *load_module(void)
+{
+    char exe[PATH_MAX], path[PATH_MAX + 64];
+    const char *env = getenv("NPROBE_MPI_MODULE");
+    const char *tried = env;
+    void *h = NULL;
+    if (env && *env) {
+        h = dlopen(env, RTLD_NOW | RTLD_GLOBAL);
+    } else {
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n <= 0) {
+            np_cli_error("MPI: cannot find this program's folder (/proc/self/exe) to load %s",
+                         NP_CLI_MPI_MODULE);
+            return NULL;
+        }
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash)
+            *slash = 0;
+        static const char *const where[] = {"/", "/../lib/nprobe/"};
+        for (size_t i = 0; i < 2; i++) {
+            snprintf(path, sizeof path, "%s%s%s", exe, where[i], NP_CLI_MPI_MODULE);
+            tried = path;
+            if (access(path, F_OK) == 0) {
+                h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+                break;
+            }
+        }
+    }
+    if (!h) {
+        const char *why = dlerror();
+        np_cli_error("MPI: cannot load %s (%s): %s", NP_CLI_MPI_MODULE, tried ? tried : "",
+                     why ? why : "not found beside the program");
+        return NULL;
+    }
+    const struct np_cli_mpi_ops *(*get)(void);
+    *(void **)&get = dlsym(h, NP_CLI_MPI_SYMBOL);
+    if (!get) {
+        np_cli_error("MPI: %s has no %s", tried ? tried : NP_CLI_MPI_MODULE, NP_CLI_MPI_SYMBOL);
+        return NULL;
+    }
+    return get();
+}
+
 int np_cli_mpi_start(int *rank, int *world)
 {
     *rank = 0;
@@ -33,15 +88,14 @@ int np_cli_mpi_start(int *rank, int *world)
     if (!started) {
         if (!launched_by_mpi())
             return 0;
-        int inited = 0;
-        MPI_Initialized(&inited);
-        if (!inited && MPI_Init(NULL, NULL) != MPI_SUCCESS)
+        if (!mpi && !(mpi = load_module()))
+            return -1;
+        if (mpi->start(rank, world) != 0)
             return -1;
         started = 1;
+        return 1;
     }
-    MPI_Comm_rank(MPI_COMM_WORLD, rank);
-    MPI_Comm_size(MPI_COMM_WORLD, world);
-    return 1;
+    return mpi->start(rank, world) == 0 ? 1 : -1;
 }
 
 int np_cli_mpi_start_light(int *rank, int *world)
@@ -56,7 +110,7 @@ int np_cli_mpi_start_light(int *rank, int *world)
 void np_cli_mpi_end(void)
 {
     if (started) {
-        MPI_Finalize();
+        mpi->end();
         started = 0;
     }
 }
@@ -64,18 +118,14 @@ void np_cli_mpi_end(void)
 int np_cli_mpi_allgather(void *recv, const void *send, size_t bytes, void *user)
 {
     (void)user;
-    if (!started || bytes > (size_t)2147483647)
+    if (!started)
         return -1;
-    return MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE,
-                         MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+    return mpi->allgather(recv, send, bytes);
 }
 
 int np_cli_mpi_max_int(int v)
 {
-    int out = v;
-    if (started)
-        MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return out;
+    return started ? mpi->max_int(v) : v;
 }
 
 int np_cli_mpi_available(void)
@@ -86,53 +136,20 @@ int np_cli_mpi_available(void)
 void np_cli_mpi_bcast_ll(long long *v)
 {
     if (started)
-        MPI_Bcast(v, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+        mpi->bcast_ll(v);
 }
 
 int np_cli_mpi_allgather_bytes(void **all, size_t *total, const void *send, size_t bytes)
 {
     *all = NULL;
     *total = 0;
-    if (!started) {
-        *all = malloc(bytes ? bytes : 1);
-        if (!*all)
-            return -1;
-        memcpy(*all, send, bytes);
-        *total = bytes;
-        return 0;
-    }
-    int world = 1;
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    /* every process learns whether every other can take part: none stops alone */
-    int n = bytes > (size_t)2147483647 ? -1 : (int)bytes;
-    int *counts = calloc((size_t)world, sizeof *counts);
-    int *displs = calloc((size_t)world, sizeof *displs);
-    int ok = counts && displs, all_ok = 0;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all_ok) {
-        free(counts);
-        free(displs);
+    if (started)
+        return mpi->allgather_bytes(all, total, send, bytes);
+    *all = malloc(bytes ? bytes : 1);
+    if (!*all)
         return -1;
-    }
-    MPI_Allgather(&n, 1, MPI_INT, counts, 1, MPI_INT, MPI_COMM_WORLD);
-    long long sum = 0;
-    for (int r = 0; r < world; r++) {
-        displs[r] = (int)sum;
-        sum += counts[r] < 0 ? 2147483648LL : counts[r];
-    }
-    char *buf = sum <= 2147483647LL ? malloc((size_t)sum + 1) : NULL;
-    ok = buf != NULL;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (all_ok)
-        MPI_Allgatherv(send, n, MPI_BYTE, buf, counts, displs, MPI_BYTE, MPI_COMM_WORLD);
-    free(counts);
-    free(displs);
-    if (!all_ok) {
-        free(buf);
-        return -1;
-    }
-    *all = buf;
-    *total = (size_t)sum;
+    memcpy(*all, send, bytes);
+    *total = bytes;
     return 0;
 }
 

@@ -15,13 +15,27 @@ typedef enum np_opt_kind {
     NP_OPT_STR,      /* const char * field = the value */
     NP_OPT_CHOICE,   /* const char * field = the value, one of choices */
     NP_OPT_LONG,     /* long field in [lo, hi] */
-    NP_OPT_DOUBLE,   /* double field, finite and >= lo */
-    NP_OPT_CHECKED   /* const char * field = the value, accepted by check() */
+    NP_OPT_DOUBLE,   /* double field, finite, >= lo and, when hi > lo, <= hi */
+    NP_OPT_CHECKED,  /* const char * field = the value, accepted by check() */
+    NP_OPT_INT,      /* int field in [lo, hi] */
+    NP_OPT_POS,      /* a positional argument (name: its placeholder): const char *
+                      * field = the next one not taken by an earlier NP_OPT_POS;
+                      * help lists it only when it has help text */
+    NP_OPT_APPEND,   /* a repeatable option: np_cli_list field, one item per use */
+    NP_OPT_REST      /* "--": int field = the index in argv of what follows (the
+                      * rest is not parsed); 0 when absent; arg names it in the
+                      * error for a stray argument ("command") */
 } np_opt_kind;
+
+/* NP_OPT_APPEND's field: the command's array of cap items, n used. */
+typedef struct np_cli_list {
+    const char **items;
+    int n, cap;
+} np_cli_list;
 
 typedef struct np_cli_opt {
     const char *group;  /* heading before this option in the help, NULL: none */
-    const char *name;   /* "--model" */
+    const char *name;   /* "--model", or "-b|--bench": a short name too */
     const char *arg;    /* "NAME" in the help, NULL for none */
     const char *help;   /* lines separated by '\n' */
     np_opt_kind kind;

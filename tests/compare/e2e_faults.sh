@@ -148,9 +148,12 @@ done
 # 8), where the backward of relu and max_pool2d in bf16 routes some gradient
 # elements differently from fp32 (docs/COMPARE.md, gradients behind a
 # non-smooth op): no false alarm over seeds, levels and tasks ...
+# Under the sanitizers (NP_SANITIZED=1) seed 1 only: the other seeds run the
+# same C paths on other numbers, which the plain pass checks.
 SIZE=default
+seeds="1 2 3"; [ -n "${NP_SANITIZED:-}" ] && seeds=1
 for model in gpt cnn mlp; do
-  for SEED in 1 2 3; do no_false_alarm $model mix; done
+  for SEED in $seeds; do no_false_alarm $model mix; done
   SEED=1234
   no_false_alarm $model L0
   TASK=statistics no_false_alarm $model mix

@@ -13,7 +13,15 @@ level (--rtol 5e-6) must have error rows (the comparison saw the
 differences the rules accept). The full sweep is scripts/tools/
 calib_sweep.py (docs/COMPARE.md, "Calibration corpus"). Skipped in the
 sanitized pass (NP_SANITIZED=1): its C paths are those of python.
-identical_dumps and python.data_tolerance, and it would add ~15 s there."""
+identical_dumps and python.data_tolerance, and it would add ~15 s there.
+
+Expectations per torch version (KNOWN): under torch older than 2.13 (a
+bare Debian 13 without Python 3.11 runs Debian's torch 2.6, docs/TORCH.md)
+the ViT fp16 tensor pair has a step-1 false alarm, "the weights parted
+before this step": Adam's first step moves weights whose fp16 gradient is
+rounding noise, and torch 2.6's CPU fp16 kernels round differently from
+2.13's. It is issue 31's open step>=1 case; there it is printed as known
+and not counted, and everywhere else it must be clean."""
 import os
 import re
 import subprocess
@@ -34,6 +42,17 @@ except ImportError as e:
 
 NPROBE = sys.argv[1]
 ARCHS = ["qwen2", "bert", "vit"]
+
+
+def _torch_before(major, minor):
+    import torch
+    v = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return bool(v) and (int(v.group(1)), int(v.group(2))) < (major, minor)
+
+
+# (arch, precision, task) -> why this torch may give a false alarm (issue 31)
+KNOWN = {("vit", "fp16", "tensor"): "issue 31, step>=1: the weights parted at Adam's first step (torch < 2.13)"} \
+    if _torch_before(2, 13) else {}
 
 
 def compare(b, c, tmp, *extra):
@@ -61,9 +80,12 @@ def main():
                     ok = code == 0 and "first culprit: none" in text and bool(m) and m.group(1) == "0"
                     if task == "statistics":
                         ok = ok and "statistics mode" in text
-                    print("%s %s %s: exit %d, %s" % ("ok  " if ok else "FAIL", arch, prec + " " + task,
-                                                     code, text.splitlines()[0] if text else ""))
-                    if not ok:
+                    known = KNOWN.get((arch, prec, task))
+                    print("%s %s %s: exit %d, %s" % ("ok  " if ok else "KNOWN" if known else "FAIL", arch,
+                                                     prec + " " + task, code, text.splitlines()[0] if text else ""))
+                    if not ok and known:
+                        print("  not counted: %s" % known)
+                    elif not ok:
                         print(text)
                         fails += 1
                 # the control: float32's level everywhere sees the differences

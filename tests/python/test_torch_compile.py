@@ -10,6 +10,7 @@ uncompiled (no graph compiled) with every row of the eager run. Run
 through pyrun.sh; exits 1 on any failed check."""
 import json
 import os
+import shutil
 import sys
 import tempfile
 
@@ -76,6 +77,35 @@ def dump(tmp, name, model, hooked, level, **kw):
     return rows, calls
 
 
+def late_compile(tmp):
+    """Step 0 eager, then the same model compiled and captured at step 1 by
+    the same debugger (level L0), in late/: (step 0's rows, calls),
+    (torch._dynamo imported after step 0, step 1's rows, calls); step 0 is
+    also the root eager/, the eager run the rest compares with."""
+    path = os.path.join(tmp, "late.json")
+    with open(path, "w") as f:
+        json.dump({"task": "statistics", "dump_path": os.path.join(tmp, "late"), "level": "L0"}, f)
+    m = net()
+    d = PrecisionDebugger(path)
+    d.start(m)
+    m(X).pow(2).sum().backward()
+    d.stop()
+    d.step()
+    loaded = "torch._dynamo" in sys.modules
+    cm = torch.compile(m, backend=counting_aot_eager)
+    d.start(m)
+    cm(X).pow(2).sum().backward()
+    d.stop()
+    d.step()
+    d.close()
+    shutil.copytree(os.path.join(tmp, "late", "step0"), os.path.join(tmp, "eager", "step0"))
+    out = []
+    for step in (0, 1):
+        with h5py.File(os.path.join(tmp, "late", f"step{step}/rank0/dump.h5"), "r") as f:
+            out += [{r["name"].decode(): r for r in f["entries"][:]}, [c["call"].decode() for c in f["calls"][:]]]
+    return out[0], out[1], (loaded, out[2], out[3])
+
+
 def same_values(a, b):
     return [n for n in a if n in b and not (
         abs(float(a[n]["max"]) - float(b[n]["max"])) <= 1e-6 * max(1, abs(float(b[n]["max"]))) and
@@ -84,7 +114,14 @@ def same_values(a, b):
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        e_rows, e_calls = dump(tmp, "eager", net(), None, "L0")
+        # the process's first capture: torch.compile is not in use, so its
+        # hooks do not import torch._dynamo (~1.7 s); the same debugger on
+        # the same model compiled after it (its next start() keeps the hooks
+        # out of the graphs) gives the eager rows again at step 1
+        e_rows, e_calls, late = late_compile(tmp)
+        check(late[0] is False, "an eager capture does not import torch._dynamo")
+        check(sorted(late[1]) == sorted(e_rows) and sorted(late[2]) == sorted(e_calls),
+              f"compiled after start(): the eager rows: {sorted(set(e_calls) ^ set(late[2]))[:6]}")
         m = net()
         cm = torch.compile(m, backend=counting_aot_eager)
         c_rows, c_calls = dump(tmp, "compiled", cm, cm, "L0")      # start(the compiled model)

@@ -632,8 +632,19 @@ _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or 
     getattr(getattr(torch, "_dynamo", None), "is_compiling", None) or (lambda: False)
 
 
+def _dynamo_loaded():
+    """torch.compile is in use in this process: torch._dynamo is imported
+    (torch.compile imports it at its first call)."""
+    return "torch._dynamo" in sys.modules
+
+
 def _eager_hook(fn):
-    """fn kept out of torch.compile's graphs (a torch without it: fn)."""
+    """fn kept out of torch.compile's graphs (a torch without it: fn).
+    torch.compiler.disable imports torch._dynamo (~1.7 s of every process),
+    so only once torch.compile is in use; hooks registered before are
+    disabled when a later start() finds it in use (_Debugger._eager_hooks)."""
+    if not _dynamo_loaded():
+        return fn
     disable = getattr(getattr(torch, "compiler", None), "disable", None)
     return disable(fn) if disable is not None else fn
 
@@ -919,6 +930,7 @@ class PrecisionDebugger:
         self._sel = 0
         self._models = []
         self._hooked = set()
+        self._plain_hooks = []      # (hooks dict, handle id, fn) registered before torch.compile was in use
         self._pgrads = {}
         self._mstack = []
         self._counts, self._mcounts = {}, {}
@@ -956,6 +968,8 @@ class PrecisionDebugger:
         _distributed.install()
         if model is not None:
             self._hook_model(model)
+        if self._plain_hooks and _dynamo_loaded():
+            self._eager_hooks()
         if not self._in_step:
             self._open_step()
         if self._compile_mode == "eager" and self._stance is None:
@@ -1529,15 +1543,18 @@ class PrecisionDebugger:
             if not path or _is_compile_wrapper(mod):
                 continue          # the root: the runtime has no module call for it
             path, cls = _safe_name(path), _safe_name(_dtensor.module_class_name(mod))
-            mod.register_forward_pre_hook(_eager_hook(self._make_pre(path, cls)))
-            post = _eager_hook(self._make_post(path))
+            pre = self._make_pre(path, cls)
+            h = mod.register_forward_pre_hook(_eager_hook(pre))
+            post = self._make_post(path)
             try:
                 # run also when the forward raises: its frame leaves the
                 # module stack (a caught exception left a dead parent for
                 # every later call of the step)
-                mod.register_forward_hook(post, always_call=True)
+                h2 = mod.register_forward_hook(_eager_hook(post), always_call=True)
             except TypeError:       # torch < 2.1
-                mod.register_forward_hook(post)
+                h2 = mod.register_forward_hook(_eager_hook(post))
+            if not _dynamo_loaded():
+                self._plain_hooks += [(mod._forward_pre_hooks, h.id, pre), (mod._forward_hooks, h2.id, post)]
             self._hook_params(mod, path, cls)
 
     def _hook_params(self, mod, path, cls):
@@ -1551,6 +1568,14 @@ class PrecisionDebugger:
                 continue
             self._phooked[id(prm)] = weakref.ref(prm)
             prm.register_hook(self._make_pgrad(f"Module.{path}.{cls}", pname))
+
+    def _eager_hooks(self):
+        """The module hooks registered before torch.compile was in use, kept
+        out of its graphs now (in place: same handles, same order)."""
+        for hooks, hid, fn in self._plain_hooks:
+            if hid in hooks:
+                hooks[hid] = _eager_hook(fn)
+        self._plain_hooks = []
 
     def _make_pre(self, path, cls):
         frames = []
