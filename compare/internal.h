@@ -19,6 +19,12 @@ typedef struct cmp_arena {
 
 void *cmp_arena_alloc(cmp_arena *a, size_t n, size_t align); /* NULL on OOM */
 const char *cmp_arena_strdup(cmp_arena *a, const char *s);   /* NULL on OOM */
+/* A formatted string (up to 900 bytes) in the arena; "" on OOM. */
+const char *cmp_arena_printf(cmp_arena *a, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 void cmp_arena_free(cmp_arena *a);
 
 

@@ -11,7 +11,6 @@
  * where the bench's is float32) is not excused: that is the choice's own
  * computation differing, and it stays the culprit. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,21 +25,6 @@ static const char *const choice_api[] = {"topk", "sort", "max", "min", "kthvalue
 /* Largest input a flip's margin is measured on (elements). */
 #define TIE_MAX_NUMEL (1 << 24)
 
-static const char *fmt_str(cmp_arena *a, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static const char *fmt_str(cmp_arena *a, const char *fmt, ...)
-{
-    char buf[900];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    const char *s = cmp_arena_strdup(a, buf);
-    return s ? s : "";
-}
 
 static int int_dtype(const char *d)
 {
@@ -213,7 +197,7 @@ static int tie_settle(np_cmp_pair *p, cmp_arena *a, size_t f, const char *why)
         char buf[300];
         const char *old = np_cmp_row_reason(buf, sizeof buf, r);
         r->reason = k == f ? why
-                           : fmt_str(a, "after the near-tie flip at %s the runs compute with "
+                           : cmp_arena_printf(a, "after the near-tie flip at %s the runs compute with "
                                      "different choices: not judged (%s)",
                                      p->calls[f].name, old[0] ? old : "differs");
         r->verdict = NP_VERDICT_WARNING;
@@ -264,7 +248,7 @@ void cmp_near_ties(np_cmp_pair *p, const cmp_run_sides *s)
     if (t->lower) {
         /* the choice's own computation differs: it stays the culprit */
         char buf[300];
-        rx->reason = fmt_str(&pv->arena, "%s; the choice is made from %s values here and %s in "
+        rx->reason = cmp_arena_printf(&pv->arena, "%s; the choice is made from %s values here and %s in "
                              "the bench: a choice computed in another dtype than the reference's "
                              "(a router softmax in %s) is no near-tie",
                              np_cmp_row_reason(buf, sizeof buf, rx), p->rows[t->in].cmp->dtype,
@@ -277,7 +261,7 @@ void cmp_near_ties(np_cmp_pair *p, const cmp_run_sides *s)
     long long n_flip, n_all;
     tie_margin(s, p, t, &margin, &noise, &n_flip, &n_all);
     if (!isnan(margin) && !(margin <= 2 * noise)) {
-        rx->reason = fmt_str(&pv->arena, "integer values differ: the choice flipped where its "
+        rx->reason = cmp_arena_printf(&pv->arena, "integer values differ: the choice flipped where its "
                              "inputs are apart by %.3g, beyond what the runs' noise (%.3g) can "
                              "flip: no near-tie", margin, noise);
         rx->n_reason_args = 0;
@@ -286,13 +270,13 @@ void cmp_near_ties(np_cmp_pair *p, const cmp_run_sides *s)
     }
     const char *why =
         isnan(margin)
-            ? fmt_str(&pv->arena, "the choice flipped on a near-tie: its inputs and the values it "
+            ? cmp_arena_printf(&pv->arena, "the choice flipped on a near-tie: its inputs and the values it "
                       "returns agree within their level while the indices differ (the margin "
                       "cannot be measured here: %s); not a defect, the runs route differently "
                       "from here",
                       p->mode == NP_CMP_MODE_TENSOR ? "the payloads do not allow it"
                                                     : "statistics mode")
-            : fmt_str(&pv->arena, "the choice flipped on a near-tie (margin %.3g vs noise %.3g: "
+            : cmp_arena_printf(&pv->arena, "the choice flipped on a near-tie (margin %.3g vs noise %.3g: "
                       "%lld of %lld choices differ, each between inputs closer than the runs' "
                       "difference); not a defect, the runs route differently from here",
                       margin, noise, n_flip, n_all);

@@ -48,6 +48,17 @@ const char *cmp_arena_strdup(cmp_arena *a, const char *s)
     return p;
 }
 
+const char *cmp_arena_printf(cmp_arena *a, const char *fmt, ...)
+{
+    char buf[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    const char *s = cmp_arena_strdup(a, buf);
+    return s ? s : "";
+}
+
 void cmp_arena_free(cmp_arena *a)
 {
     if (!a)

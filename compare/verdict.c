@@ -2,7 +2,6 @@
  * (pass / warning / error with a reason) and the root-cause walk over the
  * calls in execution order (docs/COMPARE.md explains the rules). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,11 +14,6 @@
 
 static int role_is_out(const char *role);
 static int role_is_in(const char *role);
-static const char *fmt_reason(cmp_arena *a, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
 
 np_cmp_tolerance np_cmp_tolerance_for(const char *dtype)
 {
@@ -219,21 +213,6 @@ static void set_fmt(np_cmp_row *r, np_cmp_verdict v, double sev, const char *fmt
     r->n_reason_args = (int8_t)n;
 }
 
-static const char *fmt_reason(cmp_arena *a, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static const char *fmt_reason(cmp_arena *a, const char *fmt, ...)
-{
-    char buf[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    const char *s = cmp_arena_strdup(a, buf);
-    return s ? s : "";
-}
 
 static void verdict_tensor(np_cmp_row *r, np_cmp_tolerance t, double scale)
 {
@@ -428,7 +407,7 @@ static void verdict_one_side(np_cmp_pair *p, np_cmp_row *r, const unsigned char 
     }
     if (why && pv) {
         set(r, NP_VERDICT_ERROR, INFINITY,
-            fmt_reason(&pv->arena, "only the %s has this %s (%s of the call); the %s lacks it",
+            cmp_arena_printf(&pv->arena, "only the %s has this %s (%s of the call); the %s lacks it",
                        has, why, s->role, lacks));
         return;
     }
@@ -437,7 +416,7 @@ static void verdict_one_side(np_cmp_pair *p, np_cmp_row *r, const unsigned char 
      * cast of the cmp only is what mixed precision adds (a warning) */
     if (r->bench && pv && dropped_cast(s->call)) {
         set(r, NP_VERDICT_ERROR, INFINITY,
-            fmt_reason(&pv->arena, "the bench casts here (%s) and the cmp does not: a dropped "
+            cmp_arena_printf(&pv->arena, "the bench casts here (%s) and the cmp does not: a dropped "
                        "dtype cast, so the cmp computes what follows in another dtype", s->call));
         return;
     }
@@ -537,7 +516,7 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
                                                           : NULL;
     if (bad && pv) {
         set(r, NP_VERDICT_ERROR, INFINITY,
-            fmt_reason(&pv->arena, "the %s row in /entries contradicts itself: %s",
+            cmp_arena_printf(&pv->arena, "the %s row in /entries contradicts itself: %s",
                        bad == r->bench ? "bench" : "cmp", bad->defect));
         return;
     }
@@ -712,7 +691,7 @@ static const char *data_low_precision(np_cmp_pair *p, const np_cmp_options *o, d
     if (inherited && pv) {
         for (size_t k = 0; k < p->n_calls; k++)
             if (p->calls[k].seq == *s_low) {
-                *from = fmt_reason(&pv->arena, "rows from %s on (the data carry %s rounding)",
+                *from = cmp_arena_printf(&pv->arena, "rows from %s on (the data carry %s rounding)",
                                    p->calls[k].name, inherited);
                 break;
             }
@@ -884,7 +863,7 @@ static void parted_rejudge(np_cmp_pair *p, const parted_rows *pr, size_t i, doub
         r->severity = sev0;
     char buf[300];
     const char *why = np_cmp_row_reason(buf, sizeof buf, r);
-    r->reason = fmt_reason(&((cmp_pair_priv *)p->priv)->arena,
+    r->reason = cmp_arena_printf(&((cmp_pair_priv *)p->priv)->arena,
                            from_output ? "%s%sat step %d the level of these values is that of the "
                                          "output that made them, %.0f x the parting its inputs "
                                          "carry (%.3g) = %.3g: the weights parted in an earlier step"
@@ -1037,7 +1016,7 @@ static void parted_finish(np_cmp_pair *p, parted_rows *pr, int run)
         np_cmp_tolerance t0 = np_cmp_tolerance_for(top_dtype);
         pv->tols[pv->n_tols++] = (cmp_tol_rec){
             top_dtype,
-            fmt_reason(&pv->arena, "up to: rows computed from weights that parted in an "
+            cmp_arena_printf(&pv->arena, "up to: rows computed from weights that parted in an "
                        "earlier step (step %d; %d rows): %.0f x the parting their call's "
                        "inputs carry", p->step, n_parted, PARTED_FACTOR),
             tolerance_at(t0, top)};
@@ -1052,7 +1031,7 @@ static const char *routed_scope(np_cmp_pair *p, int r0)
     if (r0 < 0 || !pv)
         return "";
     const np_cmp_call *rc = &p->calls[r0];
-    return fmt_reason(&pv->arena, "gradients from %s on (%s)", rc->name,
+    return cmp_arena_printf(&pv->arena, "gradients from %s on (%s)", rc->name,
                       cmp_is_nonsmooth_backward(rc->name)
                           ? "behind a non-smooth op"
                           : "level L0: any module may hold a non-smooth op");
@@ -1113,7 +1092,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
         if (pass == 1 && r0 >= 0 && fwd_err / 2 > u) {
             ur = fwd_err / 2; /* clean forward rows of a u-precision run measure up to 2u */
             if (pv)
-                routed_from = fmt_reason(&pv->arena, "%s; the forward outputs differ by up to "
+                routed_from = cmp_arena_printf(&pv->arena, "%s; the forward outputs differ by up to "
                                          "%.3g (relative), so the routed level is 8 sqrt(%.3g)",
                                          routed_from, fwd_err, ur);
         }
@@ -1360,13 +1339,13 @@ static void rc_calls(rc_walk *w)
             c->reason = "its inputs already fail";
         } else if (c->sev_out < AMPLIFICATION * c->sev_in) {
             c->status = NP_CALL_PROPAGATED;
-            c->reason = fmt_reason(w->arena,
+            c->reason = cmp_arena_printf(w->arena,
                                    "outputs fail narrowly: error %.3g x the input error, "
                                    "below the amplification threshold %.0f",
                                    c->sev_in > 0 ? c->sev_out / c->sev_in : 0, AMPLIFICATION);
         } else {
             c->status = NP_CALL_CULPRIT;
-            c->reason = c->sev_in > 0 ? fmt_reason(w->arena, "inputs pass, outputs fail (%.3g x the input error)",
+            c->reason = c->sev_in > 0 ? cmp_arena_printf(w->arena, "inputs pass, outputs fail (%.3g x the input error)",
                                                    c->sev_out / c->sev_in)
                                       : "inputs pass, outputs fail";
         }
@@ -1409,7 +1388,7 @@ static void rc_statistics(rc_walk *w)
         return;
     np_cmp_call *wc = &p->calls[j];
     wc->status = NP_CALL_CULPRIT;
-    wc->reason = fmt_reason(w->arena,
+    wc->reason = cmp_arena_printf(w->arena,
                             "statistics mode: the first call whose outputs differ "
                             "(above the warning level) while its inputs pass; %s "
                             "fails outright later, its inputs already differing. "
@@ -1417,7 +1396,7 @@ static void rc_statistics(rc_walk *w)
                             "of this call",
                             c->name);
     c->status = NP_CALL_PROPAGATED;
-    c->reason = fmt_reason(w->arena,
+    c->reason = cmp_arena_printf(w->arena,
                            "its inputs already differ (above the warning level) "
                            "since %s",
                            wc->name);
@@ -1481,13 +1460,13 @@ static void rc_module_culprit(rc_walk *w, int k)
     double before = m->sev_in > mf->s_before ? m->sev_in : mf->s_before;
     if (f->sev_in > 1 && f->sev_in >= AMPLIFICATION * before) {
         m->reason = before > 0
-                        ? fmt_reason(w->arena,
+                        ? cmp_arena_printf(w->arena,
                                      "the error starts inside this module, in a call not "
                                      "dumped: inputs pass, outputs fail, and the first call "
                                      "inside it to fail, %s, already has failing inputs "
                                      "(%.3g x the error before it)",
                                      f->name, f->sev_in / before)
-                        : fmt_reason(w->arena,
+                        : cmp_arena_printf(w->arena,
                                      "the error starts inside this module, in a call not "
                                      "dumped: inputs pass, outputs fail, and the first call "
                                      "inside it to fail, %s, already has failing inputs",
@@ -1555,7 +1534,7 @@ static void rc_left_out(rc_walk *w)
             snprintf(what, sizeof what, "%d input and %d output row(s)", li, lo);
         else
             snprintf(what, sizeof what, "%d %s row(s)", li ? li : lo, li ? "input" : "output");
-        c->reason = fmt_reason(w->arena,
+        c->reason = cmp_arena_printf(w->arena,
                                "%s%s%s left out of the root cause: the payload could not be "
                                "read or does not match its crc32 (file corrupt), so the error "
                                "says nothing about this call",
@@ -1645,12 +1624,12 @@ np_status cmp_subthreshold(np_cmp_pair *p, np_error *err)
     np_cmp_call *c = &p->calls[best];
     c->status = NP_CALL_CULPRIT;
     c->reason = c->sev_in > 0
-                    ? fmt_reason(&pv->arena,
+                    ? cmp_arena_printf(&pv->arena,
                                  "below the error level (severity %.3g, the level is 1), but %.3g x "
                                  "its input error, and the error rows that follow (from %s on) "
                                  "grow from it: no call reaches the level on its own",
                                  c->sev_out, c->sev_out / c->sev_in, p->calls[first].name)
-                    : fmt_reason(&pv->arena,
+                    : cmp_arena_printf(&pv->arena,
                                  "below the error level (severity %.3g, the level is 1) with "
                                  "inputs equal, and the error rows that follow (from %s on) grow "
                                  "from it: no call reaches the level on its own",
@@ -1731,13 +1710,13 @@ static void gap_rename(np_cmp_pair *p, int c, int gap, const char *mod, const ch
         snprintf(what, sizeof what, "the bench calls %.400s %d time(s) in it, the cmp %d",
                  pv->gap_api[-1 - gap], pv->gap_bench[-1 - gap], pv->gap_cmp[-1 - gap]);
     p->calls[m].status = NP_CALL_CULPRIT;
-    p->calls[m].reason = fmt_reason(&pv->arena,
+    p->calls[m].reason = cmp_arena_printf(&pv->arena,
                                      "a gap inside this module: %s (a missing call: a residual "
                                      "add, a skipped op), and the first call after it, %s, already "
                                      "has failing inputs with no earlier dumped call failing",
                                      what, cul->name);
     cul->status = NP_CALL_PROPAGATED;
-    cul->reason = fmt_reason(&pv->arena, "its inputs fail from the gap in %s (%s)", mod, what);
+    cul->reason = cmp_arena_printf(&pv->arena, "its inputs fail from the gap in %s (%s)", mod, what);
     /* the modules between the culprit and `common` only carry it; those around `mod` contain it */
     const char *par = cul->parent;
     int mc = call_index(p, common);
