@@ -63,11 +63,11 @@ expect2() { # what pattern cmd...
   fi
 }
 expect2 "checkpoint at another step" "is at step 3" \
-  "$nprobe" triage m_outlier_batch --load ck3.h5 --out t_x -- "${M[@]}"
+  "$nprobe" triage m_nan_input --load ck3.h5 --out t_x -- "${M[@]}"
 expect2 "an owned option" "--save is triage's own" \
-  "$nprobe" triage m_outlier_batch --load ck.h5 --out t_y -- "${M[@]}" --save x.h5
+  "$nprobe" triage m_nan_input --load ck.h5 --out t_y -- "${M[@]}" --save x.h5
 expect2 "an existing --out" "must not exist" \
-  "$nprobe" triage m_outlier_batch --load ck.h5 --out t_outlier_batch -- "${M[@]}"
+  "$nprobe" triage m_nan_input --load ck.h5 --out t_nan_input -- "${M[@]}"
 # the precision check of --load, and its opt-out
 F=(--model gpt --layers 2 --width 32 --heads 2 --context 16 --precision fp32 --threads 1 --steps 20)
 expect2 "load at another precision" "precision 'bf16', this run has precision 'fp32'" \
