@@ -119,5 +119,16 @@ got=$(sed -n 's/^ *max *\([^ ]*\).*/\1/p' "$tmp/show.txt" | head -n 1)
 "$PY" -c "import sys; g, r = float(sys.argv[1]), float(sys.argv[2]); sys.exit(abs(g - r) > 1e-6 * max(1, abs(r)))" "${got:-nan}" "${ref:-0}"
 check $? "the dumped max ($got) is torch's float64 reference ($ref)"
 
+# the wheel's nprobe under an MPI launcher loads its MPI module, installed
+# beside it (nprobe-mpi.so: the program itself does not link MPI)
+if command -v mpirun >/dev/null 2>&1; then
+  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -n 2 --oversubscribe --bind-to none \
+    -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 \
+    nprobe train --model mlp --steps 2 --threads 1 >"$tmp/mpi.txt" 2>&1
+  check $? "mpirun -n 2 of the installed nprobe train: $(tail -n 3 "$tmp/mpi.txt")"
+  grep -q "^data parallel: 2 rank(s)" "$tmp/mpi.txt"
+  check $? "the installed nprobe runs data parallel on 2 ranks: $(head -n 3 "$tmp/mpi.txt")"
+fi
+
 echo "$fails failed"
 [ $fails -eq 0 ]
