@@ -532,6 +532,17 @@ np_status cmp_isolated(np_cmp_pair *p, int no_replay, int replay_all, np_error *
         n_late = replay_late(p, need, n_late, cr, rr, &refs, ref_ok, ref_why, sizeof ref_why);
     if (r)
         apply(p, cr, 2, &refs, ref_ok, ref_why, &byname);
+    size_t n_sharded = 0;
+    const char *first_sharded = NULL;
+    for (size_t i = 0; r && i < r->n_calls; i++)
+        if (r->calls[i].sharded && !n_sharded++)
+            first_sharded = r->calls[i].name;
+    if (n_sharded)
+        cmp_note(p, "The float64 replay left out %zu API call(s) of the sharded layout (the first: "
+                    "%s): their leaves are this rank's pieces of logical tensors, and the local op "
+                    "ran on what the layout redistributed them to (a row-parallel linear adds its "
+                    "share of a replicated bias), so their isolated error is N/A; they are judged "
+                    "on the assembled tensors.", n_sharded, first_sharded);
     if (r && n_late)
         cmp_note(p, "The float64 replay left out %zu API call(s) after the first culprit whose "
                     "inputs already fail (their isolated error is N/A; --replay-all recomputes "

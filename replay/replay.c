@@ -91,6 +91,10 @@ typedef struct rp_dump {
     int lowp;                   /* np_lowp of the run's precision (mxfp8, hif8), 0: none */
     int positional;             /* 1: msprobe's dump, arguments as torch received them
                                  * (replay/msprobe_args.h) */
+    np_place_rec *pl;           /* the placement rows (format version 2), NULL: none */
+    size_t n_pl;
+    np_strmap sharded;          /* call -> its first leaf split or partial (index into pl) */
+    int have_sharded;
     double *buf[NP_OP_MAX_IN + 2 * NP_OP_MAX_OUT];
     int n_buf;
     char why[200];              /* why the last read_leaf failed */
@@ -402,6 +406,35 @@ static const char *autocast_dtype(const rp_dump *rd, const char *fwd, const char
     return o && is_low(o->dtype) ? o->dtype : NULL;
 }
 
+/* The placement row of a leaf of call `call` that is split or partial, or NULL. */
+static const np_place_rec *sharded_leaf(const rp_dump *rd, const char *call)
+{
+    int k = rd->have_sharded ? np_strmap_get(&rd->sharded, call) : -1;
+    return k < 0 ? NULL : &rd->pl[k];
+}
+
+/* A call of a sharded layout (a leaf of it or of its forward `fwd` split or
+ * partial) is left out: the local op ran on what the layout redistributed
+ * its arguments to (a row-parallel linear adds 1/k of its replicated bias),
+ * not on the dumped shards; recomputed from them it would be named wrongly.
+ * Returns 1 when c is left out. */
+static int skip_sharded(np_replay_call *c, const rp_dump *rd, const char *fwd)
+{
+    const np_place_rec *sh = sharded_leaf(rd, c->name);
+    if (!sh && c->backward)
+        sh = sharded_leaf(rd, fwd);
+    if (!sh)
+        return 0;
+    c->status = NP_REPLAY_SKIPPED;
+    c->sharded = 1;
+    snprintf(c->reason, sizeof c->reason,
+             "a call of a sharded layout (%.200s: %.96s): its leaves are this rank's pieces "
+             "of logical tensors, which the replay does not recompute from; compare judges "
+             "it on the assembled tensors",
+             sh->name, sh->placements);
+    return 1;
+}
+
 static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options *o, np_error *err)
 {
     int op = np_op_from_api(c->api);
@@ -413,6 +446,8 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
     char fwd[NP_FMT_NAME_LEN];
     snprintf(fwd, sizeof fwd, "%.*s.forward", (int)(strlen(c->name) - (c->backward ? 9 : 8)),
              c->name);
+    if (skip_sharded(c, rd, fwd))
+        return;
     if (rd->positional) {
         /* msprobe lists a backward's gradients as autograd hands them over, not
          * by argument; a forward is recomputed only when every argument it was
@@ -540,6 +575,31 @@ static int parse_call(np_replay_call *c, const char *name)
     return 0;
 }
 
+/* The calls with a leaf split or partial over the mesh (rd->sharded). */
+static np_status read_sharded(rp_dump *rd, const char *path, np_error *err)
+{
+    np_status st = np_dumpio_read_placements(&rd->pl, &rd->n_pl, rd->d, err);
+    if (st || !rd->n_pl)
+        return st;
+    if (np_strmap_init(&rd->sharded, rd->n_pl * 2 + 16))
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    rd->have_sharded = 1;
+    for (size_t i = 0; i < rd->n_pl; i++) {
+        const np_place_rec *p = &rd->pl[i];
+        int k = np_strmap_get(&rd->names, p->name), split = 0;
+        char item[NP_FMT_PLACE_LEN];
+        for (int j = 0; *np_fmt_place_item(p, j, item, sizeof item); j++) {
+            int dim;
+            int kind = np_fmt_place_kind(item, &dim);
+            split |= kind == 'S' || kind == 'P';
+        }
+        if (k >= 0 && split && np_strmap_get(&rd->sharded, rd->e[k].call) < 0 &&
+            np_strmap_put(&rd->sharded, rd->e[k].call, (int)i))
+            return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    }
+    return NP_OK;
+}
+
 static np_status open_dump(rp_dump *rd, np_replay_result *r, const char *path, np_error *err)
 {
     np_status st = np_dumpio_open(&rd->d, path, NULL, 0, err);
@@ -561,7 +621,7 @@ static np_status open_dump(rp_dump *rd, np_replay_result *r, const char *path, n
         if (np_strmap_get(&rd->names, rd->e[i].name) < 0 &&
             np_strmap_put(&rd->names, rd->e[i].name, (int)i))
             return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    return NP_OK;
+    return read_sharded(rd, path, err);
 }
 
 /* The API calls of the dump in production order, each once; with a
@@ -689,6 +749,9 @@ np_status np_replay_files(size_t n, const char *const *paths, const np_replay_op
             f->r->seconds = since(&f->t0);
         free_bufs(&f->rd);
         np_strmap_free(&f->rd.names);
+        if (f->rd.have_sharded)
+            np_strmap_free(&f->rd.sharded);
+        free(f->rd.pl);
         free(f->rd.e);
         np_dumpio_close(f->rd.d);
         if (f->st) {

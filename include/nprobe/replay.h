@@ -14,7 +14,12 @@
  * (the sum of the absolute values of the terms that make it) and eta half
  * the dtype's smallest subnormal. A correct op is within a few units; each
  * dtype has a budget (np_replay_budget). Calls the registry cannot
- * recompute are listed with the reason, never guessed.
+ * recompute are listed with the reason, never guessed. A call of a
+ * sharded layout (a leaf of it, or of its forward, split or partial in
+ * /placements) is not recomputed: the local op ran on what DTensor or the
+ * runtime redistributed it to, not on the dumped shards (a row-parallel
+ * linear adds its share of a replicated bias), so a recompute from one
+ * rank's pieces would name a correct call.
  *
  *   np_replay_result *r = NULL;
  *   np_replay_file(&r, "dump/step0/rank0/dump.h5", NULL, &err);
@@ -66,6 +71,9 @@ typedef struct np_replay_call {
     double ratio;              /* err_units / budget of that leaf (NaN when skipped) */
     int signature;             /* 1: exceeds by a known defect's signature (reason says which),
                                   its isolated error being within the budget */
+    int sharded;               /* 1: not recomputable here because its leaves are this rank's
+                                  shards of logical tensors (a Shard or Partial(sum) row in
+                                  /placements, format version 2) */
     np_replay_leaf *leaves;
     int n_leaves;
 } np_replay_call;

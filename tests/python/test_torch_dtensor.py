@@ -24,11 +24,24 @@ spawn for everything):
   Distributed.* rows equal what torch handed the program (an in-place
   all-reduce's input read before it; an asynchronous one's input only),
   with their ranks, op and root;
+- sequence parallel as torchtitan plans it (SequenceParallel norm, its input
+  this rank's chunk of the sequence; Colwise from Shard(1); Rowwise to
+  Shard(1)) with a step on the local tensors that all-reduces the norm's
+  Partial(sum) gradient first;
 - `nprobe compare` of each against the one-process run exits 0 with no
-  culprit (compare's assemble stage).
-Run through pyrun.sh; exits 1 on any failed check."""
+  culprit (compare's assemble stage), replay on: the replay leaves the
+  sharded calls out (their local op ran on redistributed arguments) and
+  its note says how many;
+- three injected parallel bugs, each named by compare against the
+  one-process run (exit 1, the first culprit): a row-parallel output not
+  all-reduced (Module.down.Linear.forward.0), a column shard loaded at the
+  neighbour's offset (Functional.linear.0.forward in Module.up.Linear: its
+  parameters differ), the sequence-parallel norm's gradient used unreduced
+  by the step (Tensor.add_.0.forward, the update of norm.weight).
+Run through pyrun.sh; exits 1 on any failed check. KEEP=DIR keeps the dumps."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,6 +81,59 @@ def batch():
 def model():
     torch.manual_seed(0)
     return MLP()
+
+
+class SPNet(torch.nn.Module):
+    """torchtitan's block layout in small: a sequence-parallel layer norm
+    (SequenceParallel), then column- and row-parallel linears."""
+    def __init__(self):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(8)
+        self.up = torch.nn.Linear(8, 16)
+        self.down = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+def seq_batch():
+    g = torch.Generator().manual_seed(2)
+    return torch.randn(2, 6, 8, generator=g)
+
+
+def sp_model():
+    torch.manual_seed(3)
+    return SPNet()
+
+
+def local_sgd(m, lr, reduce=True):
+    """A step on each parameter's local tensor (as optimizers written for
+    FSDP2/TP shards do): the gradient is brought to the parameter's layout
+    first (a SequenceParallel norm's gradient is Partial(sum): all-reduced
+    here); reduce=False is the bug, the norm's partial gradient taken for
+    the whole. On plain tensors, the same update."""
+    with torch.no_grad():
+        for p in m.parameters():
+            g = p.grad
+            if hasattr(p, "placements"):
+                if reduce and g.placements != p.placements:
+                    g = g.redistribute(p.device_mesh, p.placements)
+                p.to_local().add_(g.to_local(), alpha=-lr)
+            else:
+                p.add_(g, alpha=-lr)
+            p.grad = None
+
+
+def run_sp(m, d, x, lr=0.1, reduce=True):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        d.start(m)
+        m(x).pow(2).sum().backward()
+        local_sgd(m, lr, reduce)
+        d.stop()
+        d.step()
+        d.close()
+    return [str(x.message) for x in w if "nprobe" in str(x.message)]
 
 
 def run(m, d, lr=0.1):
@@ -203,8 +269,17 @@ def rank_main(rank, tmp):
     from nprobe.torch import PrecisionDebugger
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import Shard
     from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
-                                                   parallelize_module)
+                                                   SequenceParallel, parallelize_module)
+
+    class RowwiseNoReduce(RowwiseParallel):
+        """The bug: the row-parallel output (Partial(sum)) handed on as the
+        whole, its all-reduce left out."""
+        @staticmethod
+        def _prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh):
+            return outputs.to_local()
+
     import datetime
     import faulthandler
     faulthandler.dump_traceback_later(300, exit=True)    # a hung rank fails the test
@@ -225,6 +300,29 @@ def rank_main(rank, tmp):
     fully_shard(m, mesh=fmesh)
     d = PrecisionDebugger(f"{tmp}/fsdp.json")
     out["fsdp"] = {"warnings": run(m, d), "summary": d.summary}
+    # sequence parallel (torchtitan's plan), its input this rank's chunk of
+    # the sequence; and the bug of its norm's gradient not all-reduced
+    for label, reduce in (("sp", True), ("bug_sp_grad", False)):
+        m = sp_model()
+        parallelize_module(m, mesh, {
+            "norm": SequenceParallel(), "up": ColwiseParallel(input_layouts=Shard(1)),
+            "down": RowwiseParallel(output_layouts=Shard(1), use_local_output=False)})
+        d = PrecisionDebugger(f"{tmp}/{label}.json")
+        out[label] = {"warnings": run_sp(m, d, seq_batch().chunk(2, dim=1)[rank],
+                                         reduce=reduce), "summary": d.summary}
+    # a row-parallel output handed on unreduced (its all-reduce left out)
+    m = model()
+    parallelize_module(m, mesh, {"up": ColwiseParallel(), "down": RowwiseNoReduce()})
+    d = PrecisionDebugger(f"{tmp}/bug_noreduce.json")
+    out["bug_noreduce"] = {"warnings": run(m, d), "summary": d.summary}
+    # a column shard loaded at the neighbour's offset (rows of rank 1 - r)
+    m = model()
+    full = m.up.weight.detach().clone()
+    parallelize_module(m, mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    with torch.no_grad():
+        m.up.weight.to_local().copy_(full.chunk(2)[1 - rank])
+    d = PrecisionDebugger(f"{tmp}/bug_offset.json")
+    out["bug_offset"] = {"warnings": run(m, d), "summary": d.summary}
     d = PrecisionDebugger(f"{tmp}/coll.json")
     out["coll"] = collectives(rank, d)
     with open(f"{tmp}/rank{rank}.json", "w") as f:
@@ -303,13 +401,23 @@ def check_layout(label, tmp, single):
     return ranks
 
 
-def compare(tmp, label, *opts):
-    out = subprocess.run([os.environ["NPROBE_BIN"], "compare", "-b", f"{tmp}/dump_single",
-                          "-c", f"{tmp}/dump_{label}", "-o", f"{tmp}/rep_{label}", *opts],
+def compare(tmp, label, bench="single", want=None):
+    """nprobe compare of the one-process run against `label`: clean (exit 0,
+    no culprit), or with `want` (a bug) exit 1 and the first culprit's line
+    naming it."""
+    out = subprocess.run([os.environ["NPROBE_BIN"], "compare", "-b", f"{tmp}/dump_{bench}",
+                          "-c", f"{tmp}/dump_{label}", "-o", f"{tmp}/rep_{label}"],
                          capture_output=True, text=True)
-    print(f"compare one process vs {label}: exit {out.returncode}\n{out.stdout[-800:]}")
-    check(out.returncode == 0 and "first culprit: none" in out.stdout,
-          f"compare one process vs {label}: exit {out.returncode} {out.stderr[-400:]}")
+    print(f"compare one process vs {label}: exit {out.returncode}\n{out.stdout[-1500:]}")
+    first = next((ln for ln in out.stdout.splitlines() if "first culprit:" in ln), "")
+    if want is None:
+        check(out.returncode == 0 and "first culprit: none" in first,
+              f"compare one process vs {label}: exit {out.returncode} {out.stderr[-400:]}")
+    else:
+        check(out.returncode == 1 and want in first.split("first culprit:", 1)[-1][:300],
+              f"compare one process vs {label}: exit {out.returncode}, the first culprit names "
+              f"{want!r}: {first[:300]!r} {out.stderr[-400:]}")
+    return out.stdout
 
 
 def check_collectives(tmp):
@@ -359,7 +467,8 @@ def main():
     torch.set_num_threads(1)
     test_layout()
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("tp", "fsdp", "single", "coll"):
+        for name in ("tp", "fsdp", "single", "coll", "sp", "single_sp", "bug_sp_grad",
+                     "bug_noreduce", "bug_offset"):
             with open(f"{tmp}/{name}.json", "w") as f:
                 json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}", "level": "mix",
                            "step": [0]}, f)
@@ -367,12 +476,14 @@ def main():
         from nprobe.torch import PrecisionDebugger
         d = PrecisionDebugger(f"{tmp}/single.json")
         check(not run(model(), d), "one process: no warning")
+        d = PrecisionDebugger(f"{tmp}/single_sp.json")
+        check(not run_sp(sp_model(), d, seq_batch()), "one process (sequence model): no warning")
         for r in (0, 1):
             with open(f"{tmp}/rank{r}.json") as f:
                 res = json.load(f)
             for fail in res["fails"]:
                 check(False, fail)
-            for label in ("tp", "fsdp"):
+            for label in ("tp", "fsdp", "sp", "bug_sp_grad", "bug_noreduce", "bug_offset"):
                 s = res[label]["summary"]
                 check(not res[label]["warnings"] and s["skipped"] == 0 and s["unplaced"] == 0,
                       f"{label} rank {r}: no dump error, nothing skipped "
@@ -393,14 +504,24 @@ def main():
         for c in ("Distributed.all_gather_into_tensor.0.forward",
                   "Distributed.reduce_scatter_tensor.0.forward"):
             check(c in fs[0][0], f"fsdp: {c} recorded")
-        # --no-replay: compare's isolated recompute replays one rank's file,
-        # and the row-parallel linear's Partial(sum) output (DTensor adds
-        # half the Replicate() bias on each rank) cannot be recomputed from
-        # one rank's pieces: it named that call (isolated error 3.7e6 u)
-        # though every assembled tensor equals the one-process one (above)
-        compare(tmp, "tp", "--no-replay")
+        # replay on: the row-parallel linear's Partial(sum) output (DTensor
+        # adds half the Replicate() bias on each rank) cannot be recomputed
+        # from one rank's pieces (it named that call, isolated error 3.7e6 u,
+        # though every assembled tensor equals the one-process one): the
+        # replay leaves the sharded calls out and the report says so
+        out = compare(tmp, "tp")
+        check("left out 6 API call(s) of the sharded layout" in out,
+              "compare one process vs tp: the replay's note on the 6 sharded calls "
+              "(linear 0/1 forward and backward, gelu forward and backward)")
         compare(tmp, "fsdp")
+        compare(tmp, "sp", bench="single_sp")
+        # the injected parallel bugs, each named where it lives
+        compare(tmp, "bug_noreduce", want="Module.down.Linear.forward.0")
+        compare(tmp, "bug_offset", want="Module.up.Linear")
+        compare(tmp, "bug_sp_grad", bench="single_sp", want="Tensor.add_")
         check_collectives(tmp)
+        if os.environ.get("KEEP"):         # the dumps, for a look by hand
+            shutil.copytree(tmp, os.environ["KEEP"], dirs_exist_ok=True)
     print(f"{len(FAILS)} failed")
     return 1 if FAILS else 0
 

@@ -1195,12 +1195,17 @@ class PrecisionDebugger:
         if _lib.probe_dump_view(self._p, cb, role, key, self._vref, self._eref):
             self._note_error()
 
-    def _safe_leaf(self, call, role, key, t):
-        """_leaf outside _emit: what cannot be read is skipped, never raised."""
+    def _safe_leaf(self, call, role, key, t, known=False):
+        """_leaf outside _emit: what cannot be read is skipped, never raised.
+        known: a plain tensor known as a shard (an in-place op's output, the
+        memory of its first input) gets that shard's placement row."""
         try:
             found = None
             if _distributed.on:
                 (t,), found = _dtensor.localize((t,))
+                if known and not found and self._shards:
+                    mr = _dtensor._known(self, t)
+                    found = [(0, mr)] if mr is not None else None
             self._leaf(call.encode(), role, key, t)
             if found:
                 _dtensor.emit_places(self, call, ((role, found, [key.decode()]),))
@@ -1464,7 +1469,7 @@ class PrecisionDebugger:
                 y = fn(*args, **kwargs)
                 out = y if isinstance(y, torch.Tensor) else (flat[0][1] if flat else None)
                 if began and out is not None:
-                    self._safe_leaf(call, _ROLE_OUT, b"0", out)
+                    self._safe_leaf(call, _ROLE_OUT, b"0", out, known=True)
             node = out.grad_fn if grad and isinstance(out, torch.Tensor) else None
             if node is not None:
                 rec = _Rec(self, f"{api}.{n}.backward", _bw_name(parent), site)

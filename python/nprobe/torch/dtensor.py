@@ -370,8 +370,13 @@ def _known(d, t):
 
 def _remember(d, t, mesh, row):
     """t (a placed leaf's shard) is known by its memory until the step ends
-    (kept alive: no later tensor of the step takes its address)."""
-    if t is not None and t.numel():
+    (kept alive: no later tensor of the step takes its address). Not a
+    Partial(sum) piece: DTensor reduces those before the program sees them
+    as plain tensors (an all-reduce, whose input rows say Partial), so a
+    plain tensor holding one is the program taking a piece for the whole
+    (a row-parallel output not reduced, a gradient used unreduced): it is
+    dumped as whole, and compare names the call that took it."""
+    if t is not None and t.numel() and "Partial" not in row.placements:
         k = _key(t)
         if k is not None:
             d._shards[k] = (mesh, row, t)
