@@ -39,6 +39,7 @@ spawn for everything):
   parameters differ), the sequence-parallel norm's gradient used unreduced
   by the step (Tensor.add_.0.forward, the update of norm.weight).
 Run through pyrun.sh; exits 1 on any failed check. KEEP=DIR keeps the dumps."""
+import importlib
 import json
 import os
 import shutil
@@ -189,6 +190,37 @@ def test_layout():
         check(got == want, f"layout {gshape} {text} on {mesh} at {coords}: {got} != {want}")
         cases += 1
     print(f"shard_layout: {cases} cases against torch.chunk")
+    # _StridedShard as FSDP2 x TP makes it, (dp: _StridedShard(0, sf=tp), tp:
+    # Shard(0)), against DTensor's own split of a _StridedShard (then
+    # torch.chunk for tp's Shard(0)); where sizes divide evenly that is
+    # torch.chunk(torch.chunk(rows, tp)[t], dp)[d], a contiguous run
+    from torch.distributed.tensor.placement_types import _StridedShard
+    n_strided = 0
+    for n in range(0, 13):
+        for dp, tp in ((2, 2), (2, 3), (3, 2), (4, 1)):
+            rows = torch.arange(n)
+            for dc in range(dp):
+                for tc in range(tp):
+                    mine = _StridedShard(0, split_factor=tp)._split_tensor(
+                        rows, dp, with_padding=False)[0][dc]
+                    parts = torch.chunk(mine, tp)
+                    want = parts[tc] if tc < len(parts) else mine[:0]
+                    if len(want) and not torch.equal(want, torch.arange(int(want[0]),
+                                                                         int(want[0]) + len(want))):
+                        check(D.strided_layout((n, 3), (dp, tp), (dc, tc),
+                                               (("S", 0, tp), ("S", 0, None))) is None,
+                              f"strided {n} rows on ({dp}, {tp}) at ({dc}, {tc}): interleaved")
+                        continue
+                    got = D.strided_layout((n, 3), (dp, tp), (dc, tc),
+                                           (("S", 0, tp), ("S", 0, None)))
+                    w = ((len(want), 3), (int(want[0]) if len(want) else n, 0))
+                    check(got == w, f"strided {n} rows on ({dp}, {tp}) at ({dc}, {tc}): "
+                          f"{got} != {w}")
+                    n_strided += 1
+    # interleaved: _StridedShard with no later split of its dimension
+    check(D.strided_layout((8,), (2,), (0,), (("S", 0, 2),)) is None,
+          "a _StridedShard whose rows interleave has no layout")
+    print(f"strided_layout: {n_strided} FSDP2 x TP cases against DTensor's split")
 
 
 # ---- the ranks --------------------------------------------------------------
@@ -472,7 +504,12 @@ def main():
             with open(f"{tmp}/{name}.json", "w") as f:
                 json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}", "level": "mix",
                            "step": [0]}, f)
-        mp.spawn(rank_main, args=(tmp,), nprocs=2, join=True)
+        # forked, not spawned: the children have torch and its parallel
+        # modules imported already (the imports cost ~3.5 s of CPU a process)
+        for name in ("torch.distributed.fsdp", "torch.distributed.tensor.parallel",
+                     "nprobe.torch"):
+            importlib.import_module(name)
+        mp.start_processes(rank_main, args=(tmp,), nprocs=2, join=True, start_method="fork")
         from nprobe.torch import PrecisionDebugger
         d = PrecisionDebugger(f"{tmp}/single.json")
         check(not run(model(), d), "one process: no warning")

@@ -266,7 +266,11 @@ def _record(d, dname, ins, outs_fn, scalars, run):
     _tls.inside = True
     try:
         _, call, parent, site = d._open_call(f"Distributed.{dname}")
+        ranks = [int(v) for k, v in scalars if k.startswith("ranks.")]
         with d._lock:
+            if not d._begun:
+                d._begin()        # the mesh is set there (FSDP2 gathers before any call)
+            scalars = _line_scalars(d, ranks, scalars)
             n0 = len(d._placed)
             began = d._emit(call, parent, site, ins, scalars, (), ())
             y = run()
@@ -275,19 +279,34 @@ def _record(d, dname, ins, outs_fn, scalars, run):
                 for k, t in enumerate(outs):
                     d._safe_leaf(call, _lib.ROLE_OUTPUT, str(k).encode(), t)
                 if d._mesh:
-                    _place_leaves(d, call, dname, scalars, ins, outs, n0)
+                    _place_leaves(d, call, dname, ranks, scalars, ins, outs, n0)
         return y
     finally:
         _tls.inside = False
         debugger._tls.depth -= 1
 
 
-def _place_leaves(d, call, dname, scalars, ins, outs, n0):
+def _line_scalars(d, ranks, scalars):
+    """On a mesh of several dimensions, a group that is one line of it
+    (FSDP2's dp all-gather at each tp coordinate) is written as
+    `mesh_dim` (its dimension: the same on every rank, as compare's replica
+    check wants a scalar argument) instead of its ranks (which differ from
+    line to line; mesh_coords and the dimension give them)."""
+    mesh = d._mesh
+    if not mesh or len(mesh.shape) < 2 or not ranks:
+        return scalars
+    gd = mesh.group_dim(ranks)
+    if gd is None:
+        return scalars
+    return [(k, v) for k, v in scalars if not k.startswith("ranks.")] + \
+        [("mesh_dim", float(gd[0]))]
+
+
+def _place_leaves(d, call, dname, ranks, scalars, ins, outs, n0):
     """The collective's placement rows, but for leaves placed already (a
     DTensor's shard known by its memory)."""
     from . import dtensor
     try:
-        ranks = [int(v) for k, v in scalars if k.startswith("ranks.")]
         op = next((v for k, v in scalars if k == "op"), None)
         done = {(role, key) for c, role, key, _ in d._placed[n0:] if c == call}
         rows = dtensor.collective_rows(d, dname, ranks, op,

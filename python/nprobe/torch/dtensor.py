@@ -12,9 +12,12 @@ The shard's offset is worked out here from the placements, the mesh shape
 and this rank's mesh coordinate, by the rule DTensor shards with (a
 dimension split over k ranks as torch.chunk splits it: pieces of
 ceil(n / k), the last ones shorter or empty; several mesh dimensions
-sharding one tensor dimension split it left to right). A layout this rule
-does not describe (_StridedShard: FSDP2 over a TP-sharded dimension, whose
-rows are interleaved) gets no placement row; the leaf is still dumped, and
+sharding one tensor dimension split it left to right). A _StridedShard
+(FSDP2 over a dimension tensor parallel shards: the tp split made first)
+is worked out by its own rule (strided_layout) and written as Shard(d)
+with the offset where this rank's rows lie, when they are one contiguous
+run (FSDP2 x TP's are); a layout whose rows interleave, or that these rules
+do not describe, gets no placement row; the leaf is still dumped, and
 counted in the debugger's summary["unplaced"].
 
 Nothing here imports torch.distributed: the DTensor class is looked up in
@@ -68,10 +71,11 @@ def local(t):
 def placement_words(p):
     """One placement in the format's (DTensor's) words: "Shard(d)",
     "Replicate()", "Partial(sum)"; None for a layout the format cannot say
-    (_StridedShard: no contiguous shard; Partial(avg), Partial(max), a
-    norm's partial, ...)."""
+    (Partial(avg), Partial(max), a norm's partial, ...). A _StridedShard
+    is "Shard(d)" too: its offset is worked out by strided_layout, and the
+    row is written only when this rank's piece is contiguous."""
     name = type(p).__name__
-    if name == "Shard":
+    if name in ("Shard", "_StridedShard"):
         return f"Shard({int(p.dim)})"
     if name == "Replicate":
         return "Replicate()"
@@ -128,6 +132,57 @@ def shard_layout(global_shape, mesh_shape, coords, placements):
         if s == 0 and int(global_shape[d]) > 0:
             offset[d] = int(global_shape[d])
     return tuple(shape), tuple(offset)
+
+
+def _chunk(idx, k, c):
+    """Piece c of index range `idx` cut in k as torch.chunk cuts (pieces of
+    ceil(n / k), the last ones shorter or empty)."""
+    n = len(idx)
+    piece = -(-n // k) if k > 0 else n
+    return idx[min(c * piece, n):min((c + 1) * piece, n)]
+
+
+_strided_cache = {}
+
+
+def strided_layout(global_shape, mesh_shape, coords, items):
+    """(local_shape, offset) of this rank's shard under placements with a
+    _StridedShard, items one per mesh dimension: ("S", d, None) Shard(d),
+    ("S", d, sf) _StridedShard(d, split_factor=sf), ("R"/"P", None, None).
+    DTensor's rule, left to right: Shard(d) takes piece c of k of the
+    indices of d held so far; _StridedShard(d, sf) cuts them in sf pieces,
+    each in k, and takes piece c of every one, concatenated (FSDP2 over a
+    dimension tensor parallel shards: the tp split is made first). None when
+    the indices held are not one contiguous run (an interleaved shard: no
+    offset says where it lies)."""
+    key = (tuple(global_shape), tuple(mesh_shape), tuple(coords), tuple(items))
+    hit = _strided_cache.get(key)
+    if hit is not None or key in _strided_cache:
+        return hit
+    idx = [range(int(n)) for n in global_shape]
+    for k, c, (kind, d, sf) in zip(mesh_shape, coords, items):
+        if kind != "S":
+            continue
+        if sf is None:
+            idx[d] = _chunk(idx[d], k, c)
+        else:
+            held = []
+            for j in range(sf):
+                held.extend(_chunk(_chunk(idx[d], sf, j), k, c))
+            idx[d] = held
+    shape, offset = [], []
+    res = None
+    for d, ix in enumerate(idx):
+        ix = list(ix)
+        if ix and ix != list(range(ix[0], ix[0] + len(ix))):
+            break
+        shape.append(len(ix))
+        offset.append(ix[0] if ix else int(global_shape[d]))
+    else:
+        res = (tuple(shape), tuple(offset))
+    if len(_strided_cache) < 4096:
+        _strided_cache[key] = res
+    return res
 
 
 class Mesh:
@@ -220,16 +275,31 @@ def place_row(t):
     if len(mesh.shape) > _MESH_MAX:
         return None, f"a mesh of {len(mesh.shape)} dimensions (the format holds {_MESH_MAX})"
     words = ["Replicate()"] * len(mesh.shape)
+    items = [("R", None, None)] * len(mesh.shape)
+    strided = False
     names = dm.mesh_dim_names if root is not dm else None
     for i, p in enumerate(t.placements):
         w = placement_words(p)
         if w is None:
-            return None, f"placement {p!r} has no contiguous shard"
-        words[mesh.names.index(names[i]) if names else i] = w
+            return None, f"placement {p!r} is not Shard, Replicate or Partial(sum)"
+        k = mesh.names.index(names[i]) if names else i
+        words[k] = w
+        if type(p).__name__ == "_StridedShard":
+            strided = True
+            items[k] = ("S", int(p.dim) % t.dim(), int(p.split_factor))
+        elif w.startswith("Shard"):
+            items[k] = ("S", int(p.dim) % t.dim(), None)
     text = ",".join(words)
     gshape = tuple(int(s) for s in t.shape)
-    local_shape, offset = shard_layout(gshape, mesh.shape, mesh.coords,
-                                       parse_placements(text))
+    if strided:
+        lay = strided_layout(gshape, mesh.shape, mesh.coords, items)
+        if lay is None:
+            return None, (f"placements {tuple(t.placements)} interleave this rank's rows "
+                          "(no contiguous shard)")
+        local_shape, offset = lay
+    else:
+        local_shape, offset = shard_layout(gshape, mesh.shape, mesh.coords,
+                                           parse_placements(text))
     lt = t._local_tensor
     if tuple(lt.shape) != local_shape:
         return None, (f"its shard {tuple(lt.shape)} is not the {local_shape} of {text} "
@@ -490,21 +560,29 @@ def collective_rows(d, dname, ranks, op, ins, outs):
     k, pos = gd
     n = len(ranks)
     rows = []
+    # the mesh's other dimensions: the group's line at each of their
+    # coordinates runs the collective on its own tensors (FSDP2's dp
+    # all-gather of each tp shard): the leaf's logical tensor is those
+    # stacked along dimension 0 (Shard(0)), each line's checked on its own
+    others = [j for j in range(len(mesh.shape)) if j != k and mesh.shape[j] > 1]
 
     def row(role, i, t, kind):
         nd = t.dim()
         words = ["Replicate()"] * len(mesh.shape)
         gshape = list(t.shape)
-        off = [0] * nd
+        if (kind == "cat" or others) and nd == 0:
+            return
         if kind == "cat":
-            if nd == 0:
-                return
             words[k] = "Shard(0)"
             gshape[0] *= n
-            off[0] = pos * t.shape[0]
         elif kind == "sum":
             words[k] = "Partial(sum)"
-        rows.append((role, i, (mesh, PlaceRow(",".join(words), tuple(gshape), tuple(off)))))
+        for j in others:
+            words[j] = "Shard(0)"
+            gshape[0] *= mesh.shape[j]
+        text = ",".join(words)
+        _, off = shard_layout(gshape, mesh.shape, mesh.coords, parse_placements(text))
+        rows.append((role, i, (mesh, PlaceRow(text, tuple(gshape), tuple(off)))))
 
     red = {"all_reduce", "reduce_scatter_tensor"}
     for i, t in enumerate(ins):

@@ -1,0 +1,117 @@
+"""test_torch_fsdp_tp.py - FSDP2 x tensor parallel on a 2 x 2 mesh (dp, tp)
+of 4 gloo processes under the PrecisionDebugger (issue 26), against one
+process:
+
+- the 3-module MLP of test_torch_dtensor.py, parallelize_module on
+  mesh["tp"] (up ColwiseParallel, down RowwiseParallel) then fully_shard on
+  mesh["dp"] with a bf16 MixedPrecisionPolicy (parameters gathered in
+  bf16, gradients reduced in fp32), the same batch on every rank; one step,
+  task tensor, level mix;
+- the parameters FSDP2 shards over a dimension tensor parallel already
+  shards (up.weight, up.bias: _StridedShard(0) on dp, Shard(0) on tp) get
+  placement rows whose offsets place each rank's shard in DTensor's own
+  full_tensor() (checked on every rank), none is left unplaced;
+- `nprobe compare` of the one-process fp32 run against the 4 ranks
+  assembled exits 0 with no culprit (bf16 against fp32: the bf16 level).
+Run through pyrun.sh; exits 1 on any failed check. KEEP=DIR keeps the dumps."""
+import importlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_torch_dtensor import FAILS, check, compare, model, run  # noqa: E402
+
+WORLD = 4
+
+
+def check_strided(rank, m, fails):
+    """Each DTensor parameter's placement row against full_tensor()."""
+    from nprobe.torch import dtensor as D
+    strided = 0
+    for name, p in m.named_parameters():
+        whole = p.full_tensor()
+        mesh, row = D.place_row(p)
+        strided += any(type(x).__name__ == "_StridedShard" for x in p.placements)
+        if mesh is None:
+            fails.append(f"rank {rank}: {name} {p.placements}: no row ({row})")
+            continue
+        lt = p.to_local()
+        sl = tuple(slice(o, o + n) for o, n in zip(row.offset, lt.shape))
+        if row.global_shape != tuple(whole.shape) or not torch.equal(whole[sl], lt):
+            fails.append(f"rank {rank}: {name} {p.placements}: {row} does not place the "
+                         f"local {tuple(lt.shape)} in full_tensor()")
+    if not strided:
+        fails.append(f"rank {rank}: no _StridedShard parameter (FSDP2 over TP's Shard(0))")
+    return strided
+
+
+def rank_main(rank, tmp):
+    from nprobe.torch import PrecisionDebugger
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+    import datetime
+    import faulthandler
+    faulthandler.dump_traceback_later(300, exit=True)    # a hung rank fails the test
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=rank,
+                            world_size=WORLD, timeout=datetime.timedelta(seconds=240))
+    mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    m = model()
+    parallelize_module(m, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for sub in (m.up, m.down, m):
+        fully_shard(sub, mesh=mesh["dp"], mp_policy=mp_policy)
+    out = {"fails": []}
+    out["strided"] = check_strided(rank, m, out["fails"])
+    d = PrecisionDebugger(f"{tmp}/fsdp_tp.json")
+    out["warnings"] = run(m, d)
+    out["summary"] = d.summary
+    with open(f"{tmp}/rank{rank}.json", "w") as f:
+        json.dump(out, f)
+    dist.destroy_process_group()
+
+
+def main():
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in ("fsdp_tp", "single"):
+            with open(f"{tmp}/{name}.json", "w") as f:
+                json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}", "level": "mix",
+                           "step": [0]}, f)
+        # forked, not spawned: the children have torch and its parallel
+        # modules imported already (the imports cost ~3.5 s of CPU a process)
+        for name in ("torch.distributed.fsdp", "torch.distributed.tensor.parallel",
+                     "nprobe.torch"):
+            importlib.import_module(name)
+        mp.start_processes(rank_main, args=(tmp,), nprocs=WORLD, join=True,
+                           start_method="fork")
+        from nprobe.torch import PrecisionDebugger
+        d = PrecisionDebugger(f"{tmp}/single.json")
+        check(not run(model(), d), "one process: no warning")
+        for r in range(WORLD):
+            with open(f"{tmp}/rank{r}.json") as f:
+                res = json.load(f)
+            for fail in res["fails"]:
+                check(False, fail)
+            s = res["summary"]
+            check(not res["warnings"] and s["skipped"] == 0 and s["unplaced"] == 0,
+                  f"fsdp_tp rank {r}: no dump error, nothing skipped or unplaced "
+                  f"({res['warnings']}, {s['skipped_kinds']}, unplaced {s['unplaced']})")
+        compare(tmp, "fsdp_tp")
+        if os.environ.get("KEEP"):
+            shutil.copytree(tmp, os.environ["KEEP"], dirs_exist_ok=True)
+    print(f"{len(FAILS)} failed")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
