@@ -32,7 +32,7 @@ trap 'rm -f "$tmp"' EXIT
   echo
 } > "$tmp"
 
-for b in bench_train.sh bench_dump.sh bench_compare.sh bench_files.sh bench_html.sh bench_torch.sh bench_dist.sh bench_msprobe.sh bench_replay.sh bench_o2.sh bench_o2_instr.sh bench_compare_pairs.sh; do
+for b in bench_train.sh bench_dump.sh bench_compare.sh bench_files.sh bench_html.sh bench_torch.sh bench_dist.sh bench_msprobe.sh bench_replay.sh bench_o2.sh bench_o2_instr.sh bench_compare_pairs.sh bench_dtensor.sh; do
   if [ -x "scripts/bench/$b" ]; then
     echo "bench: running $b $quick" >&2
     if ! "scripts/bench/$b" $quick >> "$tmp"; then

@@ -263,11 +263,33 @@ class PlaceRow:
                 f"{self.offset}, stage {self.stage}, micro_batch {self.micro_batch})")
 
 
+_row_cache = {}      # (id(mesh), placements, shape, local shape) -> (mesh, (Mesh, row))
+
+
 def place_row(t):
     """(Mesh, PlaceRow) of DTensor `t` against its root mesh, or (None, reason)
-    when it has no row (this rank outside its mesh, a strided shard, a mesh
-    of more dimensions than the format holds). Reads only t's metadata."""
+    when it has no row (this rank outside its mesh, an interleaved shard, a
+    mesh of more dimensions than the format holds). Reads only t's
+    metadata; remembered per mesh, placements and shapes (DeviceMesh's
+    coordinate and root cost ~2 ms a leaf in torch 2.13: a third of a TP
+    step's dump cost before)."""
     dm = t.device_mesh
+    try:
+        key = (id(dm), tuple(t.placements), tuple(t.shape), tuple(t._local_tensor.shape))
+        hit = _row_cache.get(key)
+    except TypeError:          # an unhashable placement
+        key = hit = None
+    if hit is not None and hit[0] is dm:
+        return hit[1]
+    res = _place_row(t, dm)
+    if key is not None:
+        if len(_row_cache) > 4096:
+            _row_cache.clear()
+        _row_cache[key] = (dm, res)      # the mesh kept alive: its id names it
+    return res
+
+
+def _place_row(t, dm):
     root = root_mesh(dm)
     mesh = _mesh_of(root)
     if mesh is None:
