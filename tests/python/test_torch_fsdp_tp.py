@@ -11,6 +11,8 @@ process:
   shards (up.weight, up.bias: _StridedShard(0) on dp, Shard(0) on tp) get
   placement rows whose offsets place each rank's shard in DTensor's own
   full_tensor() (checked on every rank), none is left unplaced;
+- FSDP2's all-gather (on the dp line at each tp coordinate) names its
+  group by `mesh_dim` (the same on every rank) and stacks the tp lines;
 - `nprobe compare` of the one-process fp32 run against the 4 ranks
   assembled exits 0 with no culprit (bf16 against fp32: the bf16 level).
 Run through pyrun.sh; exits 1 on any failed check. KEEP=DIR keeps the dumps."""
@@ -26,7 +28,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_torch_dtensor import FAILS, check, compare, model, run  # noqa: E402
+from test_torch_dtensor import FAILS, check, compare, model, read, run  # noqa: E402
 
 WORLD = 4
 
@@ -106,6 +108,17 @@ def main():
             check(not res["warnings"] and s["skipped"] == 0 and s["unplaced"] == 0,
                   f"fsdp_tp rank {r}: no dump error, nothing skipped or unplaced "
                   f"({res['warnings']}, {s['skipped_kinds']}, unplaced {s['unplaced']})")
+        # FSDP2's all-gather runs on the dp line at each tp coordinate: its
+        # group is written as its mesh dimension (dp: 0), the same on every
+        # rank, and its leaves stack the tp lines (Shard(0) on tp)
+        key = "Distributed.all_gather_into_tensor.0.forward"
+        for r in range(WORLD):
+            _calls, data, place, _ = read(f"{tmp}/dump_fsdp_tp/step0/rank{r}/dump.h5")
+            check(data.get(f"{key}.kwargs.mesh_dim") == 0 and f"{key}.kwargs.ranks.0" not in data,
+                  f"fsdp_tp rank {r}: {key} names its group by mesh_dim 0 "
+                  f"({data.get(f'{key}.kwargs.mesh_dim')})")
+            check(place.get(f"{key}.input.0", ("",))[0] == "Shard(0),Shard(0)",
+                  f"fsdp_tp rank {r}: {key}'s input row {place.get(f'{key}.input.0')}")
         compare(tmp, "fsdp_tp")
         if os.environ.get("KEEP"):
             shutil.copytree(tmp, os.environ["KEEP"], dirs_exist_ok=True)
