@@ -49,7 +49,7 @@ np_status np_mon_read_rank(rank_data *rd, const char *path, np_error *err);
 hid_t np_mon_type_record(void);
 hid_t np_mon_type_key(void);
 hid_t np_mon_type_step(void);
-/* norm/min/max/mean/zeros/nans/infs of n floats (statistics in double). */
+/* norm/min/max/mean/zeros/nans/infs of n floats (np_optim_tstats_add). */
 void np_mon_stats(np_mon_record *r, const float *x, int64_t n);
 
 #endif

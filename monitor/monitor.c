@@ -297,12 +297,10 @@ out:
 /* ==== statistics ========================================================= */
 
 /* One pass over the tensor for every statistic (norm, min, max, mean,
- * zeros, NaN/Inf counts): chunks of MON_CHUNK elements, each an OpenMP simd
- * reduction (sums in double, min/max in float, exact); z sums v - v, NaN as
- * soon as one element is not finite, and only then the chunk is taken
- * again element by element. Chunks combine in order: deterministic. */
-#define MON_CHUNK 4096
-
+ * zeros, NaN/Inf counts): np_optim_tstats_add, float32 sums per block of
+ * 512 elements in an OpenMP simd reduction, float64 totals, blocks added in
+ * order (deterministic); a block with a value not finite is taken again
+ * element by element. */
 static void rec_from_tstats(np_mon_record *r, const np_optim_tstats *t, int64_t n)
 {
     r->numel = n;
@@ -319,64 +317,10 @@ static void rec_from_tstats(np_mon_record *r, const np_optim_tstats *t, int64_t 
     }
 }
 
-/* one chunk: 0 when a value is not finite; cloned for AVX-512/AVX2 (the
- * same sums in every instruction set, only faster) */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-static int mon_chunk(const float *x, int64_t n, double *ps, double *pq, float *pmn, float *pmx,
-                     int64_t *pz)
-{
-    double s = 0.0, q = 0.0;
-    float mn = INFINITY, mx = -INFINITY, z = 0.0f;
-    int64_t zeros = 0;
-#pragma omp simd reduction(+ : s, q, z, zeros) reduction(min : mn) reduction(max : mx)
-    for (int64_t k = 0; k < n; k++) {
-        float v = x[k];
-        z += v - v;
-        s += v;
-        q += (double)v * v;
-        zeros += v == 0.0f;
-        mn = v < mn ? v : mn;
-        mx = v > mx ? v : mx;
-    }
-    *ps = s, *pq = q, *pmn = mn, *pmx = mx, *pz = zeros;
-    return !isnan(z);
-}
-
 void np_mon_stats(np_mon_record *r, const float *x, int64_t n)
 {
     np_optim_tstats t = {0, 0, INFINITY, -INFINITY, 0, 0, 0, 0};
-    for (int64_t k0 = 0; k0 < n; k0 += MON_CHUNK) {
-        int64_t k1 = k0 + MON_CHUNK < n ? k0 + MON_CHUNK : n;
-        double s, q;
-        float mn, mx;
-        int64_t zeros;
-        if (mon_chunk(x + k0, k1 - k0, &s, &q, &mn, &mx, &zeros)) {
-            t.sum += s;
-            t.sumsq += q;
-            if ((double)mn < t.min) t.min = mn;
-            if ((double)mx > t.max) t.max = mx;
-            t.finite += k1 - k0;
-            t.zeros += zeros;
-            continue;
-        }
-        for (int64_t k = k0; k < k1; k++) {
-            float v = x[k];
-            if (isnan(v)) {
-                t.nans++;
-            } else if (isinf(v)) {
-                t.infs++;
-            } else {
-                t.sum += v;
-                t.sumsq += (double)v * v;
-                if (v < t.min) t.min = v;
-                if (v > t.max) t.max = v;
-                t.finite++;
-                t.zeros += v == 0.0f;
-            }
-        }
-    }
+    np_optim_tstats_add(&t, x, n);
     rec_from_tstats(r, &t, n);
 }
 
@@ -418,6 +362,7 @@ struct np_monitor {
     double cpu_s;          /* thread CPU time spent in the monitor's callbacks */
     double upd_t0;         /* thread CPU time at NP_TRAIN_UPDATE_BEGIN (< 0: none) */
     double upd_s[2];       /* the optimizer updates' thread CPU time: [0] unrecorded steps, */
+    int64_t upd_seen;      /* updates seen (the first is not counted) */
     int64_t upd_n[2];      /*   [1] recorded ones (with the statistics in their loop) */
     const void *last_data; /* the last module tensor measured, while no API call ran since */
     int64_t last_numel;
@@ -771,6 +716,10 @@ static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *
                 m->want[i] = p[i]->name && matches(m, p[i]->name);
         }
         if (m->n_ost == n) {
+            /* only what the config asks: the others cost nothing */
+            np_optim_collect_mask(o, (m->cfg.wg ? 1u << NP_OPTIM_ST_GRAD : 0) |
+                                         (m->cfg.mv ? 1u << NP_OPTIM_ST_SLOT0 | 1u << NP_OPTIM_ST_SLOT1 : 0) |
+                                         (m->cfg.param ? 1u << NP_OPTIM_ST_WEIGHT | 1u << NP_OPTIM_ST_DELTA : 0));
             np_optim_collect_stats(o, m->ost, m->want);
             m->ost_pending = 1;
         }
@@ -822,8 +771,10 @@ static int on_train(np_train_point pt, np_trainer *tr, const np_step_result *res
 {
     np_monitor *m = user;
     /* the update's cost, recorded steps against the others (step_interval
-     * > 1): the span from UPDATE_BEGIN's return to UPDATE_END */
-    if (pt == NP_TRAIN_UPDATE_END && m->upd_t0 >= 0 && !res->skipped) {
+     * > 1): the span from UPDATE_BEGIN's return to UPDATE_END; not the
+     * run's first update, which first touches the optimizer's zeroed state
+     * (page faults: a recorded step 0 read 2.5x the others) */
+    if (pt == NP_TRAIN_UPDATE_END && m->upd_t0 >= 0 && !res->skipped && m->upd_seen++ > 0) {
         m->upd_s[m->on] += cpu_now() - m->upd_t0;
         m->upd_n[m->on]++;
     }

@@ -18,6 +18,7 @@ struct np_optim {
     int n_slots;
     np_optim_tstats *st_out;   /* np_optim_collect_stats: the next step's statistics */
     const unsigned char *st_want;
+    unsigned st_mask;          /* the NP_OPTIM_ST_* gathered (bits) */
 };
 
 static const char *const optim_names[NP_OPTIM_KIND_COUNT] = {
@@ -66,6 +67,7 @@ np_status np_optim_new(np_optim **out, const np_optim_config *c, np_tensor *cons
     o->params = params;
     o->n = n;
     o->n_slots = c->kind == NP_OPTIM_ADAMW ? 2 : 1;
+    o->st_mask = (1u << NP_OPTIM_ST_N) - 1;
     for (int s = 0; s < o->n_slots; s++) {
         o->slot[s] = calloc((size_t)(n > 0 ? n : 1), sizeof *o->slot[s]);
         if (!o->slot[s])
@@ -181,33 +183,20 @@ static void adamw_update(np_optim *o, int i, double lr)
 
 /* ==== the update with its statistics (np_optim_collect_stats) ============
  * The same float expressions as sgd_update/adamw_update, so the same bits;
- * per chunk of ST_CHUNK elements one loop updates and accumulates (an
- * OpenMP simd reduction; z sums v - v of every value, NaN as soon as one is
- * not finite, and then the chunk's statistics are taken again element by
- * element from the stored values). */
+ * per chunk of ST_CHUNK elements one loop updates, then each asked array of
+ * the chunk, still in cache, goes through np_optim_tstats_add. */
 #define ST_CHUNK 4096
-
-typedef struct st_acc {
-    double s, q;
-    float mn, mx;
-    int64_t zeros;
-} st_acc;
+/* float32 partial sums over blocks of ST_BLOCK elements, each block's
+ * added to the float64 totals (docs/MONITOR.md "Statistics": the error
+ * bound follows from it) */
+#define ST_BLOCK 512
+#define ST_ALL ((1u << NP_OPTIM_ST_N) - 1)
 
 static void tst_init(np_optim_tstats *t)
 {
     memset(t, 0, sizeof *t);
     t->min = INFINITY;
     t->max = -INFINITY;
-}
-
-static void tst_add_fast(np_optim_tstats *t, const st_acc *a, int64_t n)
-{
-    t->sum += a->s;
-    t->sumsq += a->q;
-    if ((double)a->mn < t->min) t->min = a->mn;
-    if ((double)a->mx > t->max) t->max = a->mx;
-    t->finite += n;
-    t->zeros += a->zeros;
 }
 
 static void tst_add_slow(np_optim_tstats *t, const float *x, int64_t n)
@@ -229,33 +218,54 @@ static void tst_add_slow(np_optim_tstats *t, const float *x, int64_t n)
     }
 }
 
-/* Statistics of x[0, n) (a chunk, in cache after the update wrote it) into
- * a: an OpenMP simd reduction; 0 when a value is not finite (then the
- * caller takes the chunk element by element). Cloned for AVX2 (picked at
- * run time; float and double adds and products round the same in every
- * instruction set, so only the speed differs). */
+/* One block x[0, n), n <= ST_BLOCK: float32 sums in an OpenMP simd
+ * reduction (every accumulator as wide as a float lane, so a vector holds
+ * 16 of them under AVX-512), min/max exact. 0 when the float32 sums do not
+ * hold the block: a value not finite (its square is NaN or Inf), a sum of
+ * squares past FLT_MAX, or a largest magnitude below 2^-50 (squares near
+ * float32's subnormals); the caller then takes it in double. Cloned for
+ * AVX-512/AVX2 (picked at run time). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define NP_ST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define NP_ST_CLONES
 #endif
-NP_ST_CLONES static int chunk_acc(st_acc *a, const float *x, int64_t n)
+NP_ST_CLONES static int block_f32(const float *x, int n, float *ps, float *pq, float *pmn,
+                                  float *pmx, int *pz)
 {
-    double s = 0.0, q = 0.0;
-    float mn = INFINITY, mx = -INFINITY, z = 0.0f;
-    int64_t zeros = 0;
-#pragma omp simd reduction(+ : s, q, z, zeros) reduction(min : mn) reduction(max : mx)
-    for (int64_t k = 0; k < n; k++) {
+    float s = 0.0f, q = 0.0f, mn = INFINITY, mx = -INFINITY;
+    int zeros = 0;
+#pragma omp simd reduction(+ : s, q, zeros) reduction(min : mn) reduction(max : mx)
+    for (int k = 0; k < n; k++) {
         float v = x[k];
-        z += v - v;
         s += v;
-        q += (double)v * v;
+        q += v * v;
         zeros += v == 0.0f;
         mn = v < mn ? v : mn;
         mx = v > mx ? v : mx;
     }
-    *a = (st_acc){s, q, mn, mx, zeros};
-    return !isnan(z);
+    *ps = s, *pq = q, *pmn = mn, *pmx = mx, *pz = zeros;
+    float big = -mn > mx ? -mn : mx;
+    return isfinite(q) && (big >= 0x1p-50f || big == 0.0f);
+}
+
+void np_optim_tstats_add(np_optim_tstats *t, const float *x, int64_t n)
+{
+    for (int64_t k0 = 0; k0 < n; k0 += ST_BLOCK) {
+        int b = n - k0 < ST_BLOCK ? (int)(n - k0) : ST_BLOCK;
+        float s, q, mn, mx;
+        int zeros;
+        if (!block_f32(x + k0, b, &s, &q, &mn, &mx, &zeros)) {
+            tst_add_slow(t, x + k0, b);
+            continue;
+        }
+        t->sum += s;
+        t->sumsq += q;
+        if ((double)mn < t->min) t->min = mn;
+        if ((double)mx > t->max) t->max = mx;
+        t->finite += b;
+        t->zeros += zeros;
+    }
 }
 
 /* the AdamW update of [k0, k1) (adamw_update's expressions) and the sum of
@@ -283,9 +293,56 @@ NP_ST_CLONES static double adamw_chunk(float *w, const float *g, float *m, float
     return dq;
 }
 
+/* The AdamW update of one block [0, n) (n <= ST_BLOCK; adamw_update's
+ * expressions) fused with the statistics of the four arrays it reads and
+ * writes, float32 sums as block_f32's: the statistics' adds, products,
+ * minima and maxima issue beside the update's divisions and square root,
+ * with no load of their own. f[j] = {sum, sumsq, min, max} of g, m, v and
+ * w after, z[j] their zeros, *pdq the sum of squares of the change. */
+NP_ST_CLONES static void adamw_block_st(float *w, const float *g, float *m, float *v, int n,
+                                        const float *c, float f[4][4], int z[4], float *pdq)
+{
+    const float b1 = c[0], b2 = c[1], omb1 = c[2], omb2 = c[3], step_size = c[4];
+    const float bc2_sqrt = c[5], eps = c[6], decay = c[7];
+    float gs = 0, gq = 0, gmn = INFINITY, gmx = -INFINITY;
+    float ms = 0, mq = 0, mmn = INFINITY, mmx = -INFINITY;
+    float vs = 0, vq = 0, vmn = INFINITY, vmx = -INFINITY;
+    float ws = 0, wq = 0, wmn = INFINITY, wmx = -INFINITY;
+    float dq = 0;
+    int gz = 0, mz = 0, vz = 0, wz = 0;
+#pragma omp simd reduction(+ : gs, gq, ms, mq, vs, vq, ws, wq, dq, gz, mz, vz, wz) \
+    reduction(min : gmn, mmn, vmn, wmn) reduction(max : gmx, mmx, vmx, wmx)
+    for (int k = 0; k < n; k++) {
+        float w0 = w[k], gk = g[k];
+        float wk = w0 * decay;
+        float mk = m[k] * b1 + omb1 * gk;
+        float vk = v[k] * b2 + omb2 * gk * gk;
+        m[k] = mk;
+        v[k] = vk;
+        float denom = sqrtf(vk) / bc2_sqrt + eps;
+        float wn = wk - step_size * (mk / denom);
+        w[k] = wn;
+        float d = wn - w0;
+        dq += d * d;
+        gs += gk, gq += gk * gk, gz += gk == 0.0f;
+        gmn = gk < gmn ? gk : gmn, gmx = gk > gmx ? gk : gmx;
+        ms += mk, mq += mk * mk, mz += mk == 0.0f;
+        mmn = mk < mmn ? mk : mmn, mmx = mk > mmx ? mk : mmx;
+        vs += vk, vq += vk * vk, vz += vk == 0.0f;
+        vmn = vk < vmn ? vk : vmn, vmx = vk > vmx ? vk : vmx;
+        ws += wn, wq += wn * wn, wz += wn == 0.0f;
+        wmn = wn < wmn ? wn : wmn, wmx = wn > wmx ? wn : wmx;
+    }
+    f[0][0] = gs, f[0][1] = gq, f[0][2] = gmn, f[0][3] = gmx, z[0] = gz;
+    f[1][0] = ms, f[1][1] = mq, f[1][2] = mmn, f[1][3] = mmx, z[1] = mz;
+    f[2][0] = vs, f[2][1] = vq, f[2][2] = vmn, f[2][3] = vmx, z[2] = vz;
+    f[3][0] = ws, f[3][1] = wq, f[3][2] = wmn, f[3][3] = wmx, z[3] = wz;
+    *pdq = dq;
+}
+
 /* one chunk [k0, k1) of AdamW with statistics into part[NP_OPTIM_ST_N] */
 static void adamw_chunk_st(float *w, const float *g, float *m, float *v, int64_t k0, int64_t k1,
-                           const float *c, np_dtype dt, np_optim_tstats *part)
+                           const float *c, np_dtype dt, unsigned mask, np_optim_tstats *part)
 {
     int64_t n = k1 - k0;
     double dq = 0.0;
@@ -306,6 +363,39 @@ static void adamw_chunk_st(float *w, const float *g, float *m, float *v, int64_t
             float d = w[k] - w0;
             dq += (double)d * d;
         }
+    } else if ((mask & ST_ALL) == ST_ALL) {
+        /* everything asked (the monitor's default): the fused loop */
+        for (int s = 0; s < NP_OPTIM_ST_N; s++)
+            tst_init(&part[s]);
+        float *arr[4] = {(float *)g, m, v, w};
+        const int slot[4] = {NP_OPTIM_ST_GRAD, NP_OPTIM_ST_SLOT0, NP_OPTIM_ST_SLOT1,
+                             NP_OPTIM_ST_WEIGHT};
+        for (int64_t b0 = k0; b0 < k1; b0 += ST_BLOCK) {
+            int nb = k1 - b0 < ST_BLOCK ? (int)(k1 - b0) : ST_BLOCK;
+            float f[4][4], bdq;
+            int z[4];
+            adamw_block_st(w + b0, g + b0, m + b0, v + b0, nb, c, f, z, &bdq);
+            dq += bdq;
+            for (int j = 0; j < 4; j++) {
+                np_optim_tstats *t = &part[slot[j]];
+                float big = -f[j][2] > f[j][3] ? -f[j][2] : f[j][3];
+                if (!isfinite(f[j][1]) || (big < 0x1p-50f && big != 0.0f)) {
+                    tst_add_slow(t, arr[j] + b0, nb);   /* as block_f32's refusal */
+                    continue;
+                }
+                t->sum += f[j][0];
+                t->sumsq += f[j][1];
+                if ((double)f[j][2] < t->min) t->min = f[j][2];
+                if ((double)f[j][3] > t->max) t->max = f[j][3];
+                t->finite += nb;
+                t->zeros += z[j];
+            }
+        }
+        for (int j = 0; j < 4; j++)
+            fast &= part[slot[j]].finite == n;
+        part[NP_OPTIM_ST_DELTA].sumsq = dq;
+        part[NP_OPTIM_ST_DELTA].finite = fast || isfinite(dq) ? n : 0;
+        return;
     } else {
         dq = adamw_chunk(w, g, m, v, k0, k1, c);
     }
@@ -313,13 +403,11 @@ static void adamw_chunk_st(float *w, const float *g, float *m, float *v, int64_t
         tst_init(&part[s]);
     const float *arr[4] = {g + k0, m + k0, v + k0, w + k0};
     const int slot[4] = {NP_OPTIM_ST_GRAD, NP_OPTIM_ST_SLOT0, NP_OPTIM_ST_SLOT1, NP_OPTIM_ST_WEIGHT};
-    for (int j = 0; j < 4; j++) {
-        st_acc a;
-        if (chunk_acc(&a, arr[j], n))
-            tst_add_fast(&part[slot[j]], &a, n);
-        else
-            tst_add_slow(&part[slot[j]], arr[j], n), fast = 0;
-    }
+    for (int j = 0; j < 4; j++)
+        if (mask & 1u << slot[j]) {
+            np_optim_tstats_add(&part[slot[j]], arr[j], n);
+            fast &= part[slot[j]].finite == n;
+        }
     part[NP_OPTIM_ST_DELTA].sumsq = dq;
     part[NP_OPTIM_ST_DELTA].finite = fast || isfinite(dq) ? n : 0;
 }
@@ -327,7 +415,7 @@ static void adamw_chunk_st(float *w, const float *g, float *m, float *v, int64_t
 /* one chunk of SGD with statistics (slot 1 stays empty) */
 static void sgd_chunk_st(float *w, const float *g, float *buf, int64_t k0, int64_t k1,
                          float lr, float mom, float wd, int first, np_dtype dt,
-                         np_optim_tstats *part)
+                         unsigned mask, np_optim_tstats *part)
 {
     double dq = 0.0;
     for (int64_t k = k0; k < k1; k++) {
@@ -347,9 +435,12 @@ static void sgd_chunk_st(float *w, const float *g, float *buf, int64_t k0, int64
     for (int s = 0; s < NP_OPTIM_ST_N; s++)
         tst_init(&part[s]);
     int64_t n = k1 - k0;
-    tst_add_slow(&part[NP_OPTIM_ST_GRAD], g + k0, n);
-    tst_add_slow(&part[NP_OPTIM_ST_SLOT0], buf + k0, n);
-    tst_add_slow(&part[NP_OPTIM_ST_WEIGHT], w + k0, n);
+    if (mask & 1u << NP_OPTIM_ST_GRAD)
+        np_optim_tstats_add(&part[NP_OPTIM_ST_GRAD], g + k0, n);
+    if (mask & 1u << NP_OPTIM_ST_SLOT0)
+        np_optim_tstats_add(&part[NP_OPTIM_ST_SLOT0], buf + k0, n);
+    if (mask & 1u << NP_OPTIM_ST_WEIGHT)
+        np_optim_tstats_add(&part[NP_OPTIM_ST_WEIGHT], w + k0, n);
     part[NP_OPTIM_ST_DELTA].sumsq = dq;
     part[NP_OPTIM_ST_DELTA].finite = isfinite(dq) ? n : 0;
 }
@@ -389,7 +480,7 @@ static void update_st(np_optim *o, int i, double lr, np_optim_tstats *out)
         for (int64_t c = 0; c < nch; c++) {
             np_optim_tstats *pc = par ? parts + c * NP_OPTIM_ST_N : parts;
             int64_t k1 = (c + 1) * ST_CHUNK < n ? (c + 1) * ST_CHUNK : n;
-            sgd_chunk_st(w, g, o->slot[0][i], c * ST_CHUNK, k1, lrf, mom, wd, first, p->dtype, pc);
+            sgd_chunk_st(w, g, o->slot[0][i], c * ST_CHUNK, k1, lrf, mom, wd, first, p->dtype, o->st_mask, pc);
             if (!par)
                 for (int s = 0; s < NP_OPTIM_ST_N; s++)
                     tst_combine(&out[s], &pc[s]);
@@ -407,7 +498,7 @@ static void update_st(np_optim *o, int i, double lr, np_optim_tstats *out)
         for (int64_t ch = 0; ch < nch; ch++) {
             np_optim_tstats *pc = par ? parts + ch * NP_OPTIM_ST_N : parts;
             int64_t k1 = (ch + 1) * ST_CHUNK < n ? (ch + 1) * ST_CHUNK : n;
-            adamw_chunk_st(w, g, o->slot[0][i], o->slot[1][i], ch * ST_CHUNK, k1, c, p->dtype, pc);
+            adamw_chunk_st(w, g, o->slot[0][i], o->slot[1][i], ch * ST_CHUNK, k1, c, p->dtype, o->st_mask, pc);
             if (!par)
                 for (int s = 0; s < NP_OPTIM_ST_N; s++)
                     tst_combine(&out[s], &pc[s]);
@@ -427,6 +518,11 @@ void np_optim_collect_stats(np_optim *o, np_optim_tstats *out, const unsigned ch
 {
     o->st_out = out;
     o->st_want = want;
+}
+
+void np_optim_collect_mask(np_optim *o, unsigned mask)
+{
+    o->st_mask = mask;
 }
 
 void np_optim_step(np_optim *o, double lr)

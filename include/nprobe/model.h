@@ -260,7 +260,8 @@ float *np_optim_slot(np_optim *o, int slot, int i);
 /* Statistics of the tensors an update reads and writes, gathered inside
  * its loop (no pass of their own: the monitor's gradient, optimizer-state,
  * weight and update-ratio records, docs/MONITOR.md "Costs"). Over the
- * finite elements: sum, sum of squares (double), min, max; counts of
+ * finite elements: sum, sum of squares (float64 totals of float32 block
+ * sums: np_optim_tstats_add), min, max; counts of
  * finite elements, zeros, NaNs and infinities. */
 typedef struct np_optim_tstats {
     double sum, sumsq, min, max;
@@ -280,6 +281,14 @@ enum {
  * The chunks' partials are combined in order: the figures do not depend on
  * the thread count. */
 void np_optim_collect_stats(np_optim *o, np_optim_tstats *out, const unsigned char *want);
+/* Which of them np_optim_collect_stats gathers: bits 1 << NP_OPTIM_ST_*
+ * (default every one; the others stay empty and cost nothing). */
+void np_optim_collect_mask(np_optim *o, unsigned mask);
+/* Add the statistics of x[0, n) to t: float32 partial sums over blocks of
+ * 512 elements, each added to t's float64 sums (a block with a value not
+ * finite, or one float32 cannot hold, taken in double element by element);
+ * min, max and the counts exact. The monitor's one-pass kernel. */
+void np_optim_tstats_add(np_optim_tstats *t, const float *x, int64_t n);
 
 /* Global L2 norm of the gradients, accumulated in double. */
 double np_grad_norm(np_tensor *const *params, int n);

@@ -14,7 +14,11 @@
 #    and weight statistics run inside the optimizer's update loop, so its
 #    own callbacks' CPU time, the last column, leaves them out).
 # A fourth variant, wg2 (wg every 2nd step), gives the optimizer update's
-# thread CPU time on recorded steps against the others in one process.
+# thread CPU time on recorded steps against the others in one process (the
+# run's first update, which first touches the optimizer's zeroed state, not
+# counted); a fifth, short (off for 2 steps), gives a step's CPU without the
+# start-up: (off's process CPU - short's) / (STEPS - 2), the denominator of
+# the recorded update's extra CPU.
 #   scripts/bench/bench_monitor.sh [NPROBE] [ROUNDS] [STEPS] [BATCHES]
 set -eu
 nprobe=${1:-build/release/nprobe}
@@ -32,10 +36,14 @@ echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for b in $batches; do
   args=(train --model gpt --layers 4 --width 256 --heads 4 --batch "$b" --steps "$steps" --threads "${THREADS:-1}")
   for r in $(seq 1 "$rounds"); do
-    for v in off wg all wg2; do
+    for v in off wg all wg2 short; do
       rm -rf "$tmp/m"
       extra=()
-      [ "$v" != off ] && extra=(--dump-config "$tmp/$v.json")
+      case $v in
+        off) ;;
+        short) extra=(--stop-after 2) ;;
+        *) extra=(--dump-config "$tmp/$v.json") ;;
+      esac
       /usr/bin/time -f "cputime %U %S" -o "$tmp/$b.$v.$r.time" \
         "$nprobe" "${args[@]}" "${extra[@]}" > "$tmp/$b.$v.$r.log" 2>&1
     done
@@ -48,12 +56,13 @@ tmp, rounds, steps, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), s
 upd = {}
 for b in batches:
     med, cpu, proc = {}, {}, {}
-    for v in ("off", "wg", "all", "wg2"):
+    for v in ("off", "wg", "all", "wg2", "short"):
         per, share, pc = [], [], []
         for r in range(1, rounds + 1):
             text = open(f"{tmp}/{b}.{v}.{r}.log").read()
             tps = [float(x) for x in re.findall(r"^step \d+ loss \S+ lr \S+\s+(\S+) tok/s", text, re.M)]
-            per.append(statistics.median([1.0 / t for t in tps[2:]]))
+            if v != "short":
+                per.append(statistics.median([1.0 / t for t in tps[2:]]))
             m = re.search(r"\(([0-9.]+)% of the process", text)
             if m:
                 share.append(float(m.group(1)))
@@ -62,7 +71,7 @@ for b in batches:
             m = re.search(r"optimizer update ([0-9.]+) ms .* ([0-9.]+) ms on the others", text)
             if m:
                 upd.setdefault(b, []).append((float(m.group(1)), float(m.group(2))))
-        med[v] = statistics.median(per)
+        med[v] = statistics.median(per) if per else 0.0
         cpu[v] = statistics.median(share) if share else 0.0
         proc[v] = statistics.median(pc)
     tokens = int(b) * 32
@@ -73,7 +82,7 @@ for b in batches:
     if upd.get(b):
         on = statistics.median(x[0] for x in upd[b])
         off = statistics.median(x[1] for x in upd[b])
-        step_ms = proc["off"] * 1e3 / steps  # off's process CPU a step (init included)
+        step_ms = (proc["off"] - proc["short"]) * 1e3 / (steps - 2)  # a step's CPU, start-up left out
         print(f"batch {b:>3} optimizer update (wg2, thread cpu, median): recorded {on:.2f} ms, "
               f"others {off:.2f} ms: +{on - off:.2f} ms a recorded step = "
               f"{100 * (on - off) / step_ms:.2f}% of off's {step_ms:.1f} ms CPU a step")

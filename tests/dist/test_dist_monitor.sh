@@ -77,7 +77,7 @@ p0 = series(k0, r0, "h.0.mlp.c_fc.weight", "grad_pre", "norm")
 p1 = series(k1, r1, "h.0.mlp.c_fc.weight", "grad_pre", "norm")
 assert np.array_equal(g0, g1) and not np.array_equal(p0, p1), (g0, p0, p1)
 with h5py.File("ck.h5", "r") as ck:
-    n = 0
+    n, worst = 0, 0.0
     for name, metric, path in [(nm, m, f"{grp}/{nm}") for nm in ck["params"]
                                for m, grp in [("weight", "params"), ("exp_avg", "optim/exp_avg"),
                                               ("exp_avg_sq", "optim/exp_avg_sq")]]:
@@ -85,10 +85,17 @@ with h5py.File("ck.h5", "r") as ck:
         got = series(k0, r0, name, metric)[-1]
         want = (np.sqrt((x * x).sum()), x.max(), x.min(), x.mean(), (x == 0).sum())
         have = (got["norm"], got["max"], got["min"], got["mean"], got["zeros"])
-        assert np.allclose(have[:4], want[:4], rtol=1e-12, atol=0) and have[4] == want[4], \
+        # float32 sums over blocks of 512 (MONITOR.md "Statistics"): a sum of
+        # squares within 512 u (u = 2^-24) of its value, the norm half of it;
+        # a sum within 512 u of the sum of magnitudes; min, max, zeros exact
+        u512 = 512 * 2.0 ** -24
+        assert abs(have[0] - want[0]) <= u512 / 2 * want[0] and have[1:3] == want[1:3] and \
+            abs(have[3] - want[3]) <= u512 * np.abs(x).mean() and have[4] == want[4], \
             (name, metric, have, want)
+        worst = max(worst, abs(have[0] - want[0]) / (want[0] or 1.0))
         n += 1
     assert n >= 30, n
+    print(f"largest relative error of a norm: {worst:.2e}")
 # every module of every step has an activation and an activation gradient
 for m in ("activation", "activation_grad"):
     assert len(series(k0, r0, "h.1.mlp", m, "norm")) == steps, m

@@ -1,7 +1,8 @@
 /* tests/model/test_model_optim.c - optimizer steps, clipping, the schedule,
  * the loss scaler and SHA-256 against independent references: float64
  * re-computations of PyTorch's SGD/AdamW formulas, hand-worked norms and
- * schedule values, and the FIPS 180-2 SHA-256 test vectors. */
+ * schedule values, and the FIPS 180-2 SHA-256 test vectors; the monitor's
+ * statistics (float32 block sums) against float64 ones within their bound. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -202,6 +203,145 @@ static void test_sha256(void)
     CHECK_STREQ(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+/* ---- the monitor's statistics (np_optim_tstats_add, np_optim_collect_stats) */
+
+typedef struct ref_st {
+    double sum, sumsq, min, max, sumabs;
+    int64_t finite, zeros, nans, infs;
+} ref_st;
+
+static ref_st ref_of(const float *x, int64_t n)
+{
+    ref_st r = {0, 0, INFINITY, -INFINITY, 0, 0, 0, 0, 0};
+    for (int64_t k = 0; k < n; k++) {
+        double v = x[k];
+        if (isnan(v)) {
+            r.nans++;
+        } else if (isinf(v)) {
+            r.infs++;
+        } else {
+            r.sum += v, r.sumsq += v * v, r.sumabs += fabs(v), r.finite++, r.zeros += v == 0.0;
+            r.min = v < r.min ? v : r.min, r.max = v > r.max ? v : r.max;
+        }
+    }
+    return r;
+}
+
+/* float32 block sums (512 elements): a sum of squares within 512 u of its
+ * float64 value, a sum within 512 u of the sum of magnitudes (u = 2^-24);
+ * min, max and counts exact */
+static void check_st(const np_optim_tstats *t, const ref_st *r)
+{
+    const double u512 = 512.0 * 0x1p-24;
+    CHECK_EQ_INT(t->finite, r->finite);
+    CHECK_EQ_INT(t->zeros, r->zeros);
+    CHECK_EQ_INT(t->nans, r->nans);
+    CHECK_EQ_INT(t->infs, r->infs);
+    CHECK_EQ_FLOAT(t->min, r->min);
+    CHECK_EQ_FLOAT(t->max, r->max);
+    CHECK_CLOSE(t->sumsq, r->sumsq, 0.0, u512);
+    CHECK_CLOSE(t->sum, r->sum, u512 * r->sumabs, 0.0);
+}
+
+static uint32_t lcg(uint32_t *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return *s >> 8;
+}
+
+static void test_tstats(void)
+{
+    /* blocks: ordinary values with zeros; NaN and Inf among them; values
+     * whose squares are float32 subnormals (2^-70: taken in double, exact);
+     * values whose squares pass FLT_MAX (1e20); a partial last block */
+    enum { NB = 512, LEN = 4 * NB + 300 };
+    static float x[LEN];
+    uint32_t seed = 7;
+    for (int k = 0; k < LEN; k++)
+        x[k] = ((float)lcg(&seed) / 16777216.0f - 0.5f) * 3.0f;
+    for (int k = 0; k < NB; k += 37)
+        x[k] = 0.0f;
+    x[NB + 5] = NAN;
+    x[NB + 100] = INFINITY;
+    x[NB + 101] = -INFINITY;
+    for (int k = 2 * NB; k < 3 * NB; k++)
+        x[k] = ldexpf((float)(k - 2 * NB + 1), -70) * (k % 2 ? -1.0f : 1.0f);
+    for (int k = 3 * NB; k < 4 * NB; k += 3)
+        x[k] = 1e20f;
+    np_optim_tstats t = {0, 0, INFINITY, -INFINITY, 0, 0, 0, 0};
+    np_optim_tstats_add(&t, x, LEN);
+    ref_st r = ref_of(x, LEN);
+    check_st(&t, &r);
+    /* the tiny block alone: exact in double */
+    np_optim_tstats tt = {0, 0, INFINITY, -INFINITY, 0, 0, 0, 0};
+    np_optim_tstats_add(&tt, x + 2 * NB, NB);
+    ref_st rt = ref_of(x + 2 * NB, NB);
+    CHECK_EQ_FLOAT(tt.sumsq, rt.sumsq);
+    CHECK(tt.sumsq > 0.0);
+
+    /* the fused AdamW update: the same bits as without statistics, each
+     * array's statistics against float64 ones of the arrays themselves, the
+     * change's sum of squares; a mask leaves the others empty */
+    enum { PN = 3 * 4096 + 700 };
+    static float wa[PN], ga[PN], w_before[PN];
+    for (int k = 0; k < PN; k++) {
+        wa[k] = ((float)lcg(&seed) / 16777216.0f - 0.5f);
+        ga[k] = k % 11 == 0 ? 0.0f : ((float)lcg(&seed) / 16777216.0f - 0.5f) * 1e-2f;
+    }
+    np_ctx *ctx = NULL;
+    CHECK_EQ_INT(np_ctx_new(&ctx, NULL, NULL), NP_OK);
+    if (!ctx)
+        return;
+    int64_t shape[2] = {PN / 4, 4};   /* PN is a multiple of 4 */
+    np_tensor *pa = np_tensor_new_param(ctx, NP_FLOAT32, 2, shape, "fa.weight");
+    np_tensor *pb = np_tensor_new_param(ctx, NP_FLOAT32, 2, shape, "fb.weight");
+    CHECK(pa && pb);
+    if (!pa || !pb)
+        return;
+    memcpy(np_tensor_f32(pa), wa, sizeof wa);
+    memcpy(np_tensor_f32(pb), wa, sizeof wa);
+    np_optim_config c;
+    np_optim_config_default(&c, NP_OPTIM_ADAMW);
+    np_optim *oa = NULL, *ob = NULL;
+    CHECK_EQ_INT(np_optim_new(&oa, &c, &pa, 1, NULL), NP_OK);
+    CHECK_EQ_INT(np_optim_new(&ob, &c, &pb, 1, NULL), NP_OK);
+    np_optim_tstats st[NP_OPTIM_ST_N];
+    for (int s = 0; s < 3; s++) {
+        memcpy(pa->grad, ga, sizeof ga);
+        memcpy(pb->grad, ga, sizeof ga);
+        memcpy(w_before, np_tensor_f32(pa), sizeof w_before);
+        if (s == 2)
+            np_optim_collect_mask(oa, 1u << NP_OPTIM_ST_GRAD);
+        np_optim_collect_stats(oa, st, NULL);
+        np_optim_step(oa, 1e-3);
+        np_optim_step(ob, 1e-3);
+        CHECK(memcmp(np_tensor_f32(pa), np_tensor_f32(pb), sizeof wa) == 0);
+        CHECK(memcmp(np_optim_slot(oa, 1, 0), np_optim_slot(ob, 1, 0), sizeof wa) == 0);
+        ref_st rg = ref_of(ga, PN);
+        check_st(&st[NP_OPTIM_ST_GRAD], &rg);
+        if (s == 2) {
+            CHECK_EQ_INT(st[NP_OPTIM_ST_WEIGHT].finite, 0);
+            CHECK_EQ_INT(st[NP_OPTIM_ST_SLOT1].finite, 0);
+            break;
+        }
+        ref_st rm = ref_of(np_optim_slot(ob, 0, 0), PN), rv = ref_of(np_optim_slot(ob, 1, 0), PN);
+        ref_st rw = ref_of(np_tensor_f32(pb), PN);
+        check_st(&st[NP_OPTIM_ST_SLOT0], &rm);
+        check_st(&st[NP_OPTIM_ST_SLOT1], &rv);
+        check_st(&st[NP_OPTIM_ST_WEIGHT], &rw);
+        double dq = 0.0;
+        for (int k = 0; k < PN; k++) {
+            double d = (double)np_tensor_f32(pb)[k] - w_before[k];
+            dq += d * d;
+        }
+        CHECK(dq > 0.0);
+        CHECK_CLOSE(st[NP_OPTIM_ST_DELTA].sumsq, dq, 0.0, 512.0 * 0x1p-24);
+    }
+    np_optim_free(oa);
+    np_optim_free(ob);
+    np_ctx_free(ctx);
+}
+
 int main(void)
 {
     np_ctx *ctx = NULL;
@@ -214,6 +354,7 @@ int main(void)
     test_schedule();
     test_scaler(ctx);
     test_sha256();
+    test_tstats();
     np_ctx_free(ctx);
     return check_report();
 }
