@@ -30,11 +30,13 @@ typedef struct triage_args {
 } triage_args;
 
 static const char help_before[] =
-    "usage: nprobe triage DIR --load CKPT --out OUT [options] -- TRAIN_OPTIONS...\n"
+    "usage: nprobe triage DIR [--load CKPT] --out OUT [options] -- TRAIN_OPTIONS...\n"
     "\n"
     "Tell the cause of the first anomaly of the monitor folder DIR by rerunning its\n"
     "step S from CKPT (a checkpoint at step S: nprobe train ... --stop-after S --save\n"
-    "CKPT) with TRAIN_OPTIONS, the `nprobe train` options of the run (not --load,\n"
+    "CKPT; without --load, the monitor's own DIR/anomaly_rank0.stepS.h5 that\n"
+    "monitor.anomaly_checkpoint writes) with TRAIN_OPTIONS, the `nprobe train`\n"
+    "options of the run (not --load,\n"
     "--save, --stop-after, --dump-config, --monitor-config), and print\n"
     "'class: transient|data|numerics|code' and, for numerics and code, 'op: CALL'.\n";
 
@@ -52,7 +54,8 @@ static const char help_after[] =
 
 #define F(f) offsetof(triage_args, f)
 static const np_cli_opt triage_opts_table[] = {
-    {"reruns:", "--load", "CKPT", "the checkpoint at the anomaly's step (required)", NP_OPT_STR,
+    {"reruns:", "--load", "CKPT", "the checkpoint at the anomaly's step (default: the\n"
+                                                       "monitor's DIR/anomaly_rank0.stepS.h5)", NP_OPT_STR,
      F(load), 0, 0, NULL, 0, NULL},
     {NULL, "--out", "OUT", "folder of the reruns' monitor files, dumps and logs\n"
                            "(created; must not exist)", NP_OPT_STR, F(out), 0, 0, NULL, 0, NULL},
@@ -306,8 +309,8 @@ int np_cmd_triage(int argc, char **argv)
                                ac, av);
     if (rc)
         return rc - 1;
-    if (!dir || !a.load || !a.out) {
-        np_cli_error("triage: expected the monitor folder first, --load CKPT and --out OUT (see "
+    if (!dir || !a.out) {
+        np_cli_error("triage: expected the monitor folder first and --out OUT (see "
                      "'nprobe triage --help')");
         return NP_EXIT_USAGE;
     }
@@ -319,6 +322,20 @@ int np_cmd_triage(int argc, char **argv)
     np_error_clear(&err);
     printf("first anomaly: step %lld rank %d %s %s %s: %s %.6g\n", (long long)first.step,
            first.rank, first.name, first.metric, first.rule, first.stat, first.value);
+    char own[4200];
+    if (!a.load) {
+        /* the checkpoint the monitor wrote on the anomaly (anomaly_checkpoint) */
+        snprintf(own, sizeof own, "%s/anomaly_rank%d.step%lld.h5", dir, first.rank,
+                 (long long)first.step);
+        if (access(own, R_OK)) {
+            np_cli_error("triage: no --load and no %s (the monitor writes it with "
+                         "\"anomaly_checkpoint\": true; else nprobe train ... --stop-after %lld "
+                         "--save CKPT)", own, (long long)first.step);
+            return NP_EXIT_USAGE;
+        }
+        a.load = own;
+        printf("checkpoint: %s (the monitor's, at the anomaly)\n", own);
+    }
     np_model_config lc;
     int64_t lstep = -1;
     uint64_t lseed = 0;

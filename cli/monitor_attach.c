@@ -54,6 +54,15 @@ int np_cli_monitor_detach(struct np_monitor *m)
     if (u1 > 0 && u0 > 0)
         fprintf(stderr, "nprobe: monitor: optimizer update %.3f ms of CPU on a recorded step, "
                         "%.3f ms on the others (x%.3f)\n", 1e3 * u1, 1e3 * u0, u1 / u0);
+    int64_t ck_step = -1;
+    int missed = 0;
+    const char *ck = np_monitor_anomaly_checkpoint(m, &ck_step, &missed);
+    if (ck)
+        fprintf(stderr, "nprobe: monitor: anomaly at step %lld: the state it began from in %s\n",
+                (long long)ck_step, ck);
+    else if (missed)
+        fprintf(stderr, "nprobe: monitor: anomaly at step %lld after the update, no state kept "
+                        "(monitor.anomaly_ring 0): no checkpoint\n", (long long)ck_step);
     if (st)
         np_cli_report(&err);
     np_monitor_free(m);

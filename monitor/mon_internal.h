@@ -49,6 +49,19 @@ np_status np_mon_read_rank(rank_data *rd, const char *path, np_error *err);
 hid_t np_mon_type_record(void);
 hid_t np_mon_type_key(void);
 hid_t np_mon_type_step(void);
+/* The rules record by record (nprobe monitor's reading and the writer's
+ * online check for the checkpoint on anomaly): feed the records in the
+ * file's order; hit->rule is the rule that fired on r, or NULL. -1 on a
+ * bad key or out of memory. */
+typedef struct np_mon_rules_state np_mon_rules_state;
+typedef struct np_mon_hit {
+    const char *rule, *stat;
+    double value, ref;
+} np_mon_hit;
+np_mon_rules_state *np_mon_rules_state_new(void);
+void np_mon_rules_state_free(np_mon_rules_state *s);
+int np_mon_rules_feed(np_mon_rules_state *s, const np_monitor_rules *ru, const np_mon_record *r,
+                      const char *metric, np_mon_hit *hit);
 /* norm/min/max/mean/zeros/nans/infs of n floats (np_optim_tstats_add). */
 void np_mon_stats(np_mon_record *r, const float *x, int64_t n);
 

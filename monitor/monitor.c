@@ -183,6 +183,7 @@ static np_status parse_rules(np_monitor_rules *r, json_t *alert, const char *pat
 static const char *const section_keys[] = {
     "targets", "step_interval", "start_step", "collect_times", "xy_distribution",
     "wg_distribution", "mv_distribution", "param_distribution", "alert", "format", "ops", "eps",
+    "anomaly_checkpoint", "anomaly_ring",
 };
 
 np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_error *err)
@@ -241,7 +242,8 @@ np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_erro
             st = np_error_set(err, NP_ERR_CONFIG, path, key,
                               "monitor: unknown key \"%s\" (allowed: targets, step_interval, "
                               "start_step, collect_times, xy_distribution, wg_distribution, "
-                              "mv_distribution, param_distribution, alert)", key);
+                              "mv_distribution, param_distribution, anomaly_checkpoint, "
+                              "anomaly_ring, alert)", key);
             goto out;
         }
     }
@@ -285,8 +287,18 @@ np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_erro
         (st = get_bool(&c->xy, sec, "xy_distribution", path, err)) ||
         (st = get_bool(&c->wg, sec, "wg_distribution", path, err)) ||
         (st = get_bool(&c->mv, sec, "mv_distribution", path, err)) ||
-        (st = get_bool(&c->param, sec, "param_distribution", path, err)))
+        (st = get_bool(&c->param, sec, "param_distribution", path, err)) ||
+        (st = get_bool(&c->anomaly_checkpoint, sec, "anomaly_checkpoint", path, err)))
         goto out;
+    x = 0;
+    if ((st = get_int(&x, sec, "anomaly_ring", 0, path, err)))
+        goto out;
+    if (x > 64) {
+        st = cfg_bad(err, path, "anomaly_ring", "monitor.anomaly_ring: at most 64 steps (each "
+                     "holds a copy of the weights and the optimizer state)");
+        goto out;
+    }
+    c->anomaly_ring = (int)x;
     if ((v = json_object_get(sec, "alert")))
         st = parse_rules(&c->rules, v, path, err);
 out:
@@ -363,6 +375,14 @@ struct np_monitor {
     double upd_t0;         /* thread CPU time at NP_TRAIN_UPDATE_BEGIN (< 0: none) */
     double upd_s[2];       /* the optimizer updates' thread CPU time: [0] unrecorded steps, */
     int64_t upd_seen;      /* updates seen (the first is not counted) */
+    /* the checkpoint on anomaly (docs/MONITOR.md "Dump on anomaly") */
+    np_mon_rules_state *rs; /* the rules' history, fed the records as they come */
+    size_t fed;            /* records of the step fed so far */
+    np_train_state **ring; /* the last anomaly_ring recorded steps' starting state */
+    int ring_pos;
+    int ck_done, ck_missed;
+    int64_t ck_step;
+    char ck_path[4200];
     int64_t upd_n[2];      /*   [1] recorded ones (with the statistics in their loop) */
     const void *last_data; /* the last module tensor measured, while no API call ran since */
     int64_t last_numel;
@@ -680,6 +700,98 @@ static void flush_step(np_monitor *m)
     } H5E_END_TRY;
 }
 
+/* ==== the checkpoint on anomaly ========================================== */
+
+static void ck_path(const np_monitor *m, char *out, size_t cap, int64_t step)
+{
+    snprintf(out, cap, "%s/anomaly_rank%d.step%lld.h5", m->cfg.dump_path, m->rank, (long long)step);
+}
+
+/* At a recorded step's start: a copy of the state into the ring. */
+static void ring_take(np_monitor *m)
+{
+    int k = m->cfg.anomaly_ring;
+    if (k <= 0 || !m->cfg.anomaly_checkpoint || m->ck_done || !m->tr || m->st)
+        return;
+    if (!m->ring && !(m->ring = calloc((size_t)k, sizeof *m->ring))) {
+        fail(m, NP_ERR_NOMEM, "out of memory for the anomaly ring");
+        return;
+    }
+    np_train_state **s = &m->ring[m->ring_pos];
+    if (!*s && np_train_state_new(s, m->tr, NULL)) {
+        fail(m, NP_ERR_NOMEM, "out of memory for a copy of the training state (anomaly_ring)");
+        return;
+    }
+    np_train_state_take(*s, m->tr);
+    m->ring_pos = (m->ring_pos + 1) % k;
+}
+
+/* The rules over the step's records not yet fed (the same history as
+ * nprobe monitor's reading, so the same verdicts). On the run's first
+ * anomaly at step S: the state S began from as a checkpoint, live before
+ * the update (nothing changed it yet), else from the ring, with the
+ * ring's earlier steps. */
+static void online_check(np_monitor *m, int before_update)
+{
+    if (!m->cfg.anomaly_checkpoint || m->ck_done || m->st)
+        return;
+    if (!m->rs && !(m->rs = np_mon_rules_state_new())) {
+        fail(m, NP_ERR_NOMEM, "out of memory");
+        return;
+    }
+    int hit = 0;
+    for (; m->fed < m->n_rec; m->fed++) {
+        const np_mon_record *r = &m->rec[m->fed];
+        np_mon_hit h;
+        if (np_mon_rules_feed(m->rs, &m->cfg.rules, r, m->keys[r->key].metric, &h)) {
+            fail(m, NP_ERR_NOMEM, "out of memory");
+            return;
+        }
+        hit |= h.rule != NULL;
+    }
+    if (!hit)
+        return;
+    m->ck_done = 1;
+    m->ck_step = m->step;
+    char path[sizeof m->ck_path];
+    np_error e;
+    np_error_clear(&e);
+    int wrote = 0;
+    if (before_update) {
+        ck_path(m, path, sizeof path, m->step);
+        if (np_trainer_save(m->tr, path, &e))
+            fail(m, e.status, "cannot write the checkpoint on anomaly");
+        else
+            wrote = 1;
+    }
+    for (int i = 0; m->ring && i < m->cfg.anomaly_ring; i++) {
+        /* oldest first */
+        np_train_state *st = m->ring[(m->ring_pos + i) % m->cfg.anomaly_ring];
+        int64_t s = np_train_state_step(st);
+        if (s < 0 || (s == m->step && wrote))
+            continue;
+        ck_path(m, path, sizeof path, s);
+        if (np_train_state_save(st, m->tr, path, &e)) {
+            fail(m, e.status, "cannot write a kept state on anomaly");
+            return;
+        }
+        wrote |= s == m->step;
+    }
+    if (wrote)
+        ck_path(m, m->ck_path, sizeof m->ck_path, m->step);
+    else
+        m->ck_missed = 1;
+}
+
+const char *np_monitor_anomaly_checkpoint(const np_monitor *m, int64_t *step, int *missed)
+{
+    if (step)
+        *step = m ? m->ck_step : -1;
+    if (missed)
+        *missed = m ? m->ck_missed : 0;
+    return m && m->ck_path[0] ? m->ck_path : NULL;
+}
+
 static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *res, void *user)
 {
     np_monitor *m = user;
@@ -701,6 +813,7 @@ static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *
         return 0;
     np_optim *o = np_trainer_optim(tr);
     if (pt == NP_TRAIN_UPDATE_BEGIN) {
+        online_check(m, 1);
         /* the gradients the update reads, its state and weights after it and
          * ||W_after - W_before||: gathered inside the optimizer's own loop
          * (np_optim_collect_stats), no pass over the parameters of ours */
@@ -763,6 +876,7 @@ static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *
         }
     }
     add_scalar(m, "grad_norm", "grad_norm", res->skipped ? NAN : res->grad_norm);
+    online_check(m, 0);
     flush_step(m);
     return 0;
 }
@@ -801,7 +915,10 @@ static int on_step(const np_hook_event *ev, void *user)
         m->step = ev->step;
         m->seq = 0;
         m->n_rec = 0;
+        m->fed = 0;
         m->on = step_selected(m, ev->step);
+        if (m->on)
+            ring_take(m);
     } else if (ev->kind == NP_EV_STEP_END) {
         m->on = 0;
     }
@@ -873,6 +990,10 @@ void np_monitor_free(np_monitor *m)
     H5Tclose(m->t_rec);
     H5Tclose(m->t_key);
     H5Tclose(m->t_step);
+    for (int i = 0; m->ring && i < m->cfg.anomaly_ring; i++)
+        np_train_state_free(m->ring[i]);
+    free(m->ring);
+    np_mon_rules_state_free(m->rs);
     free(m->ost);
     free(m->want);
     free(m->rec);

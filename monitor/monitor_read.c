@@ -210,65 +210,107 @@ static int turbulent_metric(const char *m)
            !strcmp(m, "grad");
 }
 
+/* The rules' history over the records fed so far, per key (the writer's
+ * online check and the reader share it: the same records in the same
+ * order give the same anomalies). */
+struct np_mon_rules_state {
+    key_hist *h;
+    int64_t cap;
+};
+
+np_mon_rules_state *np_mon_rules_state_new(void)
+{
+    return calloc(1, sizeof(np_mon_rules_state));
+}
+
+void np_mon_rules_state_free(np_mon_rules_state *s)
+{
+    if (!s)
+        return;
+    for (int64_t i = 0; i < s->cap; i++)
+        free(s->h[i].win);
+    free(s->h);
+    free(s);
+}
+
+int np_mon_rules_feed(np_mon_rules_state *S, const np_monitor_rules *ru, const np_mon_record *r,
+                      const char *metric, np_mon_hit *hit)
+{
+    hit->rule = NULL;
+    if (r->key < 0)
+        return -1;
+    if (r->key >= S->cap) {
+        int64_t nc = S->cap ? S->cap : 64;
+        while (nc <= r->key)
+            nc *= 2;
+        key_hist *x = realloc(S->h, (size_t)nc * sizeof *x);
+        if (!x)
+            return -1;
+        memset(x + S->cap, 0, (size_t)(nc - S->cap) * sizeof *x);
+        S->h = x;
+        S->cap = nc;
+    }
+    key_hist *k = &S->h[r->key];
+    int scalar = is_scalar_metric(metric);
+    double v = scalar ? r->mean : r->norm;
+    int flagged = 0;
+    if (ru->nan && !strcmp(metric, "grad_norm") && isnan(v) && r->nans) {
+        /* a step the loss scaler skipped records NaN: the scaler's own business */
+    } else if (ru->nan && (r->nans || r->infs) && strcmp(metric, "loss_scale") != 0) {
+        *hit = scalar ? (np_mon_hit){"nan", "value", v, NAN}
+                      : (np_mon_hit){"nan", r->nans ? "nans" : "infs",
+                                     (double)(r->nans ? r->nans : r->infs), (double)r->numel};
+        flagged = 1;
+    }
+    if (!flagged && turbulent_metric(metric) && ru->turbulence > 0 &&
+        k->n >= ru->turbulence_warmup && isfinite(v) && v > (1.0 + ru->turbulence) * k->mean) {
+        *hit = (np_mon_hit){"turbulence", "norm", v, k->mean};
+        flagged = 1;
+    }
+    if (!flagged && ru->spike_factor > 0 && (!strcmp(metric, "loss") || !strcmp(metric, "grad_norm")) &&
+        isfinite(v)) {
+        if (!k->win && !(k->win = calloc((size_t)ru->spike_window, sizeof *k->win)))
+            return -1;
+        int need = ru->spike_window < 3 ? ru->spike_window : 3;
+        if (k->w_n >= need) {
+            double s = 0.0;
+            for (int j = 0; j < k->w_n; j++)
+                s += k->win[j];
+            double mean = s / k->w_n;
+            if (v > ru->spike_factor * mean) {
+                *hit = (np_mon_hit){"spike", "value", v, mean};
+                flagged = 1;
+            }
+        }
+        k->win[k->w_pos] = v;
+        k->w_pos = (k->w_pos + 1) % ru->spike_window;
+        if (k->w_n < ru->spike_window)
+            k->w_n++;
+    }
+    if (!flagged && ru->ratio_max > 0 && !strcmp(metric, "update_ratio") && isfinite(v) &&
+        (v < ru->ratio_min || v > ru->ratio_max))
+        *hit = (np_mon_hit){"update_ratio", "value", v, ru->ratio_max};
+    if (!scalar && isfinite(v)) {
+        k->mean = k->n ? NP_MON_EMA * k->mean + (1.0 - NP_MON_EMA) * v : v;
+        k->n++;
+    }
+    return 0;
+}
+
 static int apply_rules(anomalies *A, const rank_data *rd, const np_monitor_rules *ru)
 {
-    key_hist *h = calloc((size_t)(rd->n_keys ? rd->n_keys : 1), sizeof *h);
-    if (!h)
+    np_mon_rules_state *S = np_mon_rules_state_new();
+    if (!S)
         return -1;
     int rc = 0;
     for (int64_t i = 0; i < rd->n_rec && !rc; i++) {
         const np_mon_record *r = &rd->rec[i];
-        const char *metric = rd->keys[r->key].metric;
-        key_hist *k = &h[r->key];
-        int scalar = is_scalar_metric(metric);
-        double v = scalar ? r->mean : r->norm;
-        int flagged = 0;
-        if (ru->nan && !strcmp(metric, "grad_norm") && isnan(v) && r->nans) {
-            /* a step the loss scaler skipped records NaN: the scaler's own business */
-        } else if (ru->nan && (r->nans || r->infs) && strcmp(metric, "loss_scale") != 0) {
-            rc = scalar ? push(A, rd, r, "nan", "value", v, NAN)
-                        : push(A, rd, r, "nan", r->nans ? "nans" : "infs",
-                               (double)(r->nans ? r->nans : r->infs), (double)r->numel);
-            flagged = 1;
-        }
-        if (!flagged && turbulent_metric(metric) && ru->turbulence > 0 &&
-            k->n >= ru->turbulence_warmup && isfinite(v) && v > (1.0 + ru->turbulence) * k->mean) {
-            rc = push(A, rd, r, "turbulence", "norm", v, k->mean);
-            flagged = 1;
-        }
-        if (!flagged && ru->spike_factor > 0 && (!strcmp(metric, "loss") || !strcmp(metric, "grad_norm")) &&
-            isfinite(v)) {
-            if (!k->win && !(k->win = calloc((size_t)ru->spike_window, sizeof *k->win))) {
-                rc = -1;
-                break;
-            }
-            int need = ru->spike_window < 3 ? ru->spike_window : 3;
-            if (k->w_n >= need) {
-                double s = 0.0;
-                for (int j = 0; j < k->w_n; j++)
-                    s += k->win[j];
-                double mean = s / k->w_n;
-                if (v > ru->spike_factor * mean) {
-                    rc = push(A, rd, r, "spike", "value", v, mean);
-                    flagged = 1;
-                }
-            }
-            k->win[k->w_pos] = v;
-            k->w_pos = (k->w_pos + 1) % ru->spike_window;
-            if (k->w_n < ru->spike_window)
-                k->w_n++;
-        }
-        if (!flagged && ru->ratio_max > 0 && !strcmp(metric, "update_ratio") && isfinite(v) &&
-            (v < ru->ratio_min || v > ru->ratio_max))
-            rc = push(A, rd, r, "update_ratio", "value", v, ru->ratio_max);
-        if (!scalar && isfinite(v)) {
-            k->mean = k->n ? NP_MON_EMA * k->mean + (1.0 - NP_MON_EMA) * v : v;
-            k->n++;
-        }
+        np_mon_hit hit;
+        rc = np_mon_rules_feed(S, ru, r, rd->keys[r->key].metric, &hit);
+        if (!rc && hit.rule)
+            rc = push(A, rd, r, hit.rule, hit.stat, hit.value, hit.ref);
     }
-    for (int64_t i = 0; i < rd->n_keys; i++)
-        free(h[i].win);
-    free(h);
+    np_mon_rules_state_free(S);
     return rc;
 }
 

@@ -104,6 +104,13 @@ int64_t np_optim_steps(const np_optim *o) { return o->t; }
 void np_optim_set_steps(np_optim *o, int64_t t) { o->t = t; }
 int np_optim_n_slots(const np_optim *o) { return o->n_slots; }
 
+float *np_optim_swap_slot(np_optim *o, int slot, int i, float *buf)
+{
+    float *old = o->slot[slot][i];
+    o->slot[slot][i] = buf;
+    return old;
+}
+
 const char *np_optim_slot_name(const np_optim *o, int slot)
 {
     if (o->cfg.kind == NP_OPTIM_SGD)

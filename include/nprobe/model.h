@@ -256,6 +256,9 @@ void np_optim_set_steps(np_optim *o, int64_t t);
 int np_optim_n_slots(const np_optim *o);
 const char *np_optim_slot_name(const np_optim *o, int slot);
 float *np_optim_slot(np_optim *o, int slot, int i);
+/* Put buf (numel floats) in the place of slot `slot` of parameter i and
+ * return the one it replaces (np_train_state's exchange). */
+float *np_optim_swap_slot(np_optim *o, int slot, int i, float *buf);
 
 /* Statistics of the tensors an update reads and writes, gathered inside
  * its loop (no pass of their own: the monitor's gradient, optimizer-state,
@@ -399,6 +402,18 @@ void np_trainer_set_watch(np_trainer *tr, np_train_watch_fn fn, void *user);
 /* Write parameters, optimizer and scaler state, the next step, seed and
  * model configuration to `path` (replaced atomically via a temp file). */
 np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err);
+/* A copy of the trainer's state (weights, optimizer state and counter,
+ * loss scaler, next step), taken at a step's start and written later as a
+ * checkpoint of that step (np_trainer_save's file): the monitor's ring for
+ * its checkpoint on anomaly (docs/MONITOR.md "Dump on anomaly"). Each copy
+ * holds the weights and the optimizer state: that much memory. */
+typedef struct np_train_state np_train_state;
+np_status np_train_state_new(np_train_state **out, const np_trainer *tr, np_error *err);
+void np_train_state_take(np_train_state *s, np_trainer *tr);
+/* The step it was taken at (-1: none yet). */
+int64_t np_train_state_step(const np_train_state *s);
+np_status np_train_state_save(np_train_state *s, np_trainer *tr, const char *path, np_error *err);
+void np_train_state_free(np_train_state *s);
 /* Restore what np_trainer_save wrote into a trainer built with the same
  * model configuration (NP_ERR_FORMAT naming the attribute or parameter that
  * does not fit). */

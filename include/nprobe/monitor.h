@@ -65,6 +65,10 @@ typedef struct np_monitor_config {
     int wg;                 /* parameter gradients, before and after the reduction (1) */
     int mv;                 /* Adam m and v norms (1) */
     int param;              /* weights and the update-to-weight ratio (1) */
+    int anomaly_checkpoint; /* on the run's first anomalous step S, write the state S began
+                               from as {dump_path}/anomaly_rank{R}.step{S}.h5 (0) */
+    int anomaly_ring;       /* copies kept of the last N recorded steps' starting state, for
+                               anomalies seen at or after the update (0: none, no cost) */
     np_monitor_rules rules;
 } np_monitor_config;
 
@@ -88,6 +92,10 @@ np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error
 /* Detach, close the file; the first write error of the run, if any. */
 np_status np_monitor_close(np_monitor *m, np_error *err);
 void np_monitor_free(np_monitor *m);
+/* The checkpoint written on the first anomaly (anomaly_checkpoint), or NULL;
+ * *step its step. *missed is set when an anomaly came after the update
+ * with no kept state of its step (anomaly_ring 0): nothing was written. */
+const char *np_monitor_anomaly_checkpoint(const np_monitor *m, int64_t *step, int *missed);
 /* Steps and records written so far. */
 int64_t np_monitor_steps(const np_monitor *m);
 int64_t np_monitor_records(const np_monitor *m);

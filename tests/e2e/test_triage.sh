@@ -11,6 +11,7 @@
 # --out are refused (exit 2). Also: a checkpoint of a bf16 run loads into an
 # fp32 run only with --load-other-precision, and one config.json (a dump
 # task with a "monitor" section) gives both a dump and a monitor record.
+# The monitor's checkpoint on anomaly (and its ring): see below.
 set -u
 nprobe=${NPROBE_BIN:-nprobe}
 tmp=$(mktemp -d)
@@ -44,14 +45,6 @@ check() { # fault class op-module
   fi
   echo "ok $f: $(grep '^class:' "tri_$f.txt" | cut -d' ' -f1-2) $(grep '^op:' "tri_$f.txt")"
 }
-check gemm_bitflip transient ""
-if [ -z "${NP_SANITIZED:-}" ]; then # sanitized: one fault of each path of triage's code
-  check outlier_batch data ""
-fi
-check nan_input data ""
-check logit_growth numerics lm_head
-check rare_pattern code h.0.attn.c_attn
-
 # refusals: exit 2, naming the problem
 expect2() { # what pattern cmd...
   local what=$1 pat=$2
@@ -62,6 +55,67 @@ expect2() { # what pattern cmd...
     echo "FAIL $what: rc $rc"; cat out.txt; fail=1
   fi
 }
+
+check gemm_bitflip transient ""
+if [ -z "${NP_SANITIZED:-}" ]; then # sanitized: one fault of each path of triage's code
+  check outlier_batch data ""
+fi
+check nan_input data ""
+check logit_growth numerics lm_head
+check rare_pattern code h.0.attn.c_attn
+
+# the checkpoint on anomaly (MONITOR.md "Dump on anomaly"): rare_pattern at
+# step s with anomaly_checkpoint and a ring of 2; the state step s began
+# from (written live, before the update) is ck.h5's bit for bit (the fault
+# acts from step s on), step s-1's (from the ring's copy) a --save at s-1's;
+# no other step is written. triage without --load takes the monitor's own;
+# a rerun from it with a tensor dump of step s gives the run's own dump of
+# step s (the step dumped without dumping every step).
+"$nprobe" train "${M[@]}" --stop-after $((s - 1)) --save ckp.h5 > ckp.log 2>&1 || { cat ckp.log; fail=1; }
+printf '{"task": "monitor", "dump_path": "m_ring", "monitor": {"anomaly_checkpoint": true, "anomaly_ring": 2}}\n' > c_ring.json
+printf '{"task": "tensor", "dump_path": "d_run", "step": [%d]}\n' "$s" > d_run.json
+printf '{"task": "tensor", "dump_path": "d_rerun", "step": [%d]}\n' "$s" > d_rerun.json
+"$nprobe" train "${M[@]}" --fault rare_pattern --fault-step "$s" --stop-after $((s + 2)) \
+  --dump-config c_ring.json > ring.log 2>&1
+"$nprobe" train "${M[@]}" --fault rare_pattern --fault-step "$s" --stop-after $((s + 1)) \
+  --dump-config d_run.json > d_run.log 2>&1
+"$nprobe" train "${M[@]}" --fault rare_pattern --fault-step "$s" --stop-after $((s + 1)) \
+  --load "m_ring/anomaly_rank0.step$s.h5" --dump-config d_rerun.json > d_rerun.log 2>&1
+if ! grep -q "anomaly at step $s: the state it began from in m_ring/anomaly_rank0.step$s.h5" ring.log ||
+   [ "$(ls m_ring | tr '\n' ' ')" != "anomaly_rank0.step$((s - 1)).h5 anomaly_rank0.step$s.h5 monitor_rank0.h5 " ]; then
+  echo "FAIL checkpoint on anomaly: files"; cat ring.log; ls m_ring; fail=1
+fi
+"${NP_PYTHON:-python3}" - "$s" <<'PY' || fail=1
+import sys
+import h5py, numpy as np
+s = int(sys.argv[1])
+def same(a, b, n=0):
+    assert set(a) == set(b), (sorted(a), sorted(b))
+    for k in a:
+        if isinstance(a[k], h5py.Dataset):
+            assert a[k][()].tobytes() == b[k][()].tobytes(), k
+            n += 1
+        else:
+            n = same(a[k], b[k], n)
+    return n
+for ours, theirs, step in ((f"m_ring/anomaly_rank0.step{s}.h5", "ck.h5", s),
+                           (f"m_ring/anomaly_rank0.step{s - 1}.h5", "ckp.h5", s - 1)):
+    with h5py.File(ours) as a, h5py.File(theirs) as b:
+        assert a.attrs["step"] == step and a["optim"].attrs["t"] == b["optim"].attrs["t"]
+        assert same(a["params"], b["params"]) >= 20 and same(a["optim"], b["optim"]) >= 40
+with h5py.File(f"d_run/step{s}/rank0/dump.h5") as a, h5py.File(f"d_rerun/step{s}/rank0/dump.h5") as b:
+    n = same(a["data"], b["data"])
+    y = a["data/Functional.linear.0.forward.output.0"][()].astype(np.float32)
+    assert n > 200 and np.abs(y).max() > 100, (n, np.abs(y).max())   # the defect's output is in it
+print(f"checkpoint on anomaly: ok (step {s}, {n} tensors of the rerun's dump equal the run's)")
+PY
+"$nprobe" triage m_ring --out t_ring -- "${M[@]}" --fault rare_pattern --fault-step "$s" > tri_ring.txt 2>&1
+if ! grep -q "^checkpoint: m_ring/anomaly_rank0.step$s.h5" tri_ring.txt || ! grep -q "^class: code " tri_ring.txt; then
+  echo "FAIL triage from the monitor's checkpoint"; cat tri_ring.txt; fail=1
+fi
+expect2 "no --load and no checkpoint of the monitor's" "no --load and no" \
+  "$nprobe" triage m_nan_input --out t_z -- "${M[@]}"
+
 expect2 "checkpoint at another step" "is at step 3" \
   "$nprobe" triage m_nan_input --load ck3.h5 --out t_x -- "${M[@]}"
 expect2 "an owned option" "--save is triage's own" \
