@@ -26,8 +26,11 @@
 #include "nprobe/monitor.h"
 
 typedef struct triage_args {
-    const char *load, *out, *config;
+    const char *load, *out, *config, *launcher;
 } triage_args;
+
+static int n_ranks = 1;              /* ranks of DIR (the reruns run as many) */
+static const char *launcher;         /* their launcher ("mpirun -n 2 ..."), or NULL */
 
 static const char help_before[] =
     "usage: nprobe triage DIR [--load CKPT] --out OUT [options] -- TRAIN_OPTIONS...\n"
@@ -48,7 +51,10 @@ static const char help_after[] =
     "clean -> numerics; reproduced at the module that reads the batch (the\n"
     "step's first record) -> data, elsewhere -> code. The op: the first API call\n"
     "of the anomalous module in a statistics dump of the rerun that reproduced it.\n"
-    "One-process runs only (DIR holds monitor_rank0.h5 alone). OUT must not exist.\n"
+    "A run of several ranks (DIR holds monitor_rank{R}.h5 for each) needs --launcher,\n"
+    "the command that starts the run's ranks; every rank loads CKPT (data-parallel\n"
+    "replicas hold the same state), and the first anomaly of the rerun is taken\n"
+    "over all ranks (step, call order, rank). OUT must not exist.\n"
     "\n"
     "exit codes: 0 classified (or no anomaly), 2 usage or input error\n";
 
@@ -62,6 +68,9 @@ static const np_cli_opt triage_opts_table[] = {
     {NULL, "--config", "FILE", "the rules of this config.json's monitor section\n"
                                "(default: the default rules)", NP_OPT_STR, F(config), 0, 0, NULL, 0,
      NULL},
+    {NULL, "--launcher", "CMD", "start each rerun under CMD, split at spaces (a run\n"
+                                "of several ranks: \"mpirun -n 2\")", NP_OPT_STR, F(launcher), 0,
+     0, NULL, 0, NULL},
     {NULL, "--help", NULL, "show this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
 };
 #undef F
@@ -84,11 +93,26 @@ static int rerun(const char *out, const char *name, char **train, int n_train, c
     char log[4300], stop[32];
     snprintf(log, sizeof log, "%s/%s.log", out, name);
     snprintf(stop, sizeof stop, "%lld", (long long)step + 1);
-    char **av = calloc((size_t)(n_train + n_extra + 8), sizeof *av);
+    /* under the launcher: its words, then this program by its path */
+    char lw[1024], exe[4096];
+    int n_lw = 0;
+    char *words[64];
+    if (launcher) {
+        snprintf(lw, sizeof lw, "%s", launcher);
+        for (char *t = strtok(lw, " "); t && n_lw < 64; t = strtok(NULL, " "))
+            words[n_lw++] = t;
+        ssize_t ne = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (ne <= 0 || !n_lw)
+            return -1;
+        exe[ne] = 0;
+    }
+    char **av = calloc((size_t)(n_lw + n_train + n_extra + 9), sizeof *av);
     if (!av)
         return -1;
     int k = 0;
-    av[k++] = "nprobe";
+    for (int i = 0; i < n_lw; i++)
+        av[k++] = words[i];
+    av[k++] = launcher ? exe : "nprobe";
     av[k++] = "train";
     for (int i = 0; i < n_train; i++)
         av[k++] = train[i];
@@ -108,7 +132,10 @@ static int rerun(const char *out, const char *name, char **train, int n_train, c
         dup2(fd, 1);
         dup2(fd, 2);
         close(fd);
-        execv("/proc/self/exe", av);
+        if (launcher)
+            execvp(av[0], av);
+        else
+            execv("/proc/self/exe", av);
         _exit(127);
     }
     free(av);
@@ -119,11 +146,12 @@ static int rerun(const char *out, const char *name, char **train, int n_train, c
 }
 
 /* The first API call inside module `mod`'s first forward call in the dump
- * DUMP/step{S}/rank0/dump.h5; 0 when found. */
-static int first_api_of(char *api, size_t cap, const char *dump, int64_t step, const char *mod)
+ * DUMP/step{S}/rank{R}/dump.h5; 0 when found. */
+static int first_api_of(char *api, size_t cap, const char *dump, int64_t step, int rank,
+                        const char *mod)
 {
     char path[4600], want[NP_MONITOR_NAME_LEN + 16];
-    snprintf(path, sizeof path, "%s/step%lld/rank0/dump.h5", dump, (long long)step);
+    snprintf(path, sizeof path, "%s/step%lld/rank%d/dump.h5", dump, (long long)step, rank);
     snprintf(want, sizeof want, "Module.%s.", mod);
     int found = -1;
     H5E_BEGIN_TRY {
@@ -167,15 +195,24 @@ static void judge(verdict *v, const char *dir, const char *rdir, int64_t step,
     np_error err;
     np_error_clear(&err);
     memset(v, 0, sizeof *v);
-    if (np_monitor_analyze_rerun(&res, dir, 0, step, rdir, rules, &err)) {
-        np_cli_report(&err);
-        return;
+    /* each rank against its own history; the first over the ranks by call
+     * order, then rank (nprobe monitor's order within a step) */
+    for (int r = 0; r < n_ranks; r++) {
+        if (np_monitor_analyze_rerun(&res, dir, r, step, rdir, rules, &err)) {
+            np_cli_report(&err);
+            v->ok = 0;
+            return;
+        }
+        for (size_t i = 0; i < res.n; i++) {
+            const np_monitor_anomaly *a = &res.anomalies[i];
+            if (a->step != step)
+                continue;
+            if (!v->n++ || a->seq < v->first.seq || (a->seq == v->first.seq && a->rank < v->first.rank))
+                v->first = *a;
+        }
+        np_monitor_result_free(&res);
     }
     v->ok = 1;
-    for (size_t i = 0; i < res.n; i++)
-        if (res.anomalies[i].step == step && !v->n++)
-            v->first = res.anomalies[i];
-    np_monitor_result_free(&res);
 }
 
 static void print_verdict(const char *what, const verdict *v)
@@ -183,8 +220,9 @@ static void print_verdict(const char *what, const verdict *v)
     if (!v->n)
         printf("rerun %s: clean\n", what);
     else
-        printf("rerun %s: reproduced (%zu anomalies; first %s %s %s %s %.6g)\n", what, v->n,
-               v->first.name, v->first.metric, v->first.rule, v->first.stat, v->first.value);
+        printf("rerun %s: reproduced (%zu anomalies; first rank %d %s %s %s %s %.6g)\n", what, v->n,
+               v->first.rank, v->first.name, v->first.metric, v->first.rule, v->first.stat,
+               v->first.value);
 }
 
 /* The precision TRAIN asks for (its last --precision; fp32 without). */
@@ -271,9 +309,10 @@ static int find_first(const char *dir, const np_monitor_rules *rules, np_monitor
         return NP_EXIT_USAGE;
     }
     int rc = -1;
-    if (res.ranks != 1) {
-        np_cli_error("triage: %s holds %d ranks' files; triage reruns one-process runs only", dir,
-                     res.ranks);
+    n_ranks = res.ranks;
+    if (res.ranks != 1 && !launcher) {
+        np_cli_error("triage: %s holds %d ranks' files; give --launcher, the command that starts "
+                     "them (\"mpirun -n %d\")", dir, res.ranks, res.ranks);
         rc = NP_EXIT_USAGE;
     } else if (!res.n) {
         printf("nprobe triage: no anomaly in %s\n", dir);
@@ -316,6 +355,7 @@ int np_cmd_triage(int argc, char **argv)
     }
     np_monitor_rules rules;
     np_monitor_anomaly first;
+    launcher = a.launcher && a.launcher[0] ? a.launcher : NULL;
     if ((rc = setup(&a, train, n_train, &rules)) || (rc = find_first(dir, &rules, &first)) >= 0)
         return rc;
     np_error err;
@@ -397,7 +437,7 @@ int np_cmd_triage(int argc, char **argv)
     if (opdump) {
         char dpath[4400], api[NP_FMT_NAME_LEN];
         snprintf(dpath, sizeof dpath, "%s/%s", a.out, opdump);
-        if (!first_api_of(api, sizeof api, dpath, first.step, at->first.name))
+        if (!first_api_of(api, sizeof api, dpath, first.step, at->first.rank, at->first.name))
             printf("op: %s (in %s)\n", api, at->first.name);
         else
             printf("op: not found (no API call of %s in %s)\n", at->first.name, dpath);

@@ -408,7 +408,7 @@ np_status np_monitor_analyze_rerun(np_monitor_result *out, const char *dir, int 
     rank_data h = {0}, r = {0};
     snprintf(path, sizeof path, "%s/monitor_rank%d.h5", dir, rank);
     np_status st = np_mon_read_rank(&h, path, err);
-    snprintf(path, sizeof path, "%s/monitor_rank0.h5", rerun_dir);
+    snprintf(path, sizeof path, "%s/monitor_rank%d.h5", rerun_dir, rank);
     if (!st)
         st = np_mon_read_rank(&r, path, err);
     anomalies A = {0};

@@ -140,7 +140,7 @@ void np_monitor_result_free(np_monitor_result *r);
 np_status np_monitor_write_tensorboard(const char *outdir, const char *dir, int ranks,
                                        np_error *err);
 /* nprobe triage: the rules over rank `rank`'s records in DIR before `step`
- * followed by those of a one-process rerun (RERUN_DIR/monitor_rank0.h5)
+ * followed by those of the rerun's same rank (RERUN_DIR/monitor_rank{rank}.h5)
  * from `step` on, keys matched by name and metric (a rerun of one step is
  * judged against the run's own history); the anomalies from `step` on. */
 np_status np_monitor_analyze_rerun(np_monitor_result *out, const char *dir, int rank,

@@ -10,6 +10,8 @@
 # that rank's, csv/json agree with the text, a bad config is refused naming
 # its key, and a run killed with SIGKILL leaves a file readable up to its
 # last finished step (read while the run goes on, then after the kill).
+# nprobe triage of the 2-rank runs of gemm_bitflip and rare_pattern names
+# the fault's step and rank and gives its class (and op).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/mpi_env.sh"
@@ -23,8 +25,9 @@ steps=14 faults="gemm_bitflip outlier_batch logit_growth rare_pattern" k_nan=4 s
 [ -n "${NP_SANITIZED:-}" ] && steps=6 faults="" k_nan=2 s_nan=$((2 + RANDOM % 3))
 model=(train --model gpt --layers 2 --width 32 --heads 2 --context 16 --precision bf16 --threads 1
        --log-every 1)
-cfg() { # DIR -> config file mon_DIR.json
-  printf '{"task": "monitor", "dump_path": "%s", "monitor": {"targets": []}}\n' "$1" > "cfg_$1.json"
+cfg() { # DIR -> config file mon_DIR.json (the checkpoint on anomaly: triage's)
+  printf '{"task": "monitor", "dump_path": "%s", "monitor": {"targets": [], "anomaly_checkpoint": true}}\n' \
+    "$1" > "cfg_$1.json"
 }
 
 # -- clean run: no anomaly, records against independent answers
@@ -114,6 +117,18 @@ for f in $faults; do
   want="first anomaly: step $s rank $r $(module_of "$f") activation "
   [ $rc = 1 ] && grep -q "^$want" "$f.mon" ||
     { echo "FAIL $f at step $s rank $r: expected '$want...' (exit $rc)"; cat "$f.mon"; fail=1; }
+  # triage of the 2-rank run (MONITOR.md "Triage"): reruns of 2 ranks from
+  # the checkpoint the monitor wrote on the anomaly (rank r's), each rank
+  # judged against its own history; the class and op of the fault, at its
+  # rank and step (gemm_bitflip: transient; rare_pattern: code at c_attn)
+  case $f in gemm_bitflip) cls=transient mod="" ;; rare_pattern) cls=code mod=h.0.attn.c_attn ;; *) continue ;; esac
+  "$nprobe" triage "$f" --out "tri_$f" --launcher "$mpiexec_name -n 2 --oversubscribe --bind-to none" \
+    -- "${model[@]:1}" --steps $steps --fault "$f" --fault-step $s --fault-rank $r > "tri_$f.txt" 2>&1
+  grep -q "^first anomaly: step $s rank $r " "tri_$f.txt" &&
+    grep -q "^checkpoint: $f/anomaly_rank$r.step$s.h5 " "tri_$f.txt" && grep -q "^class: $cls " "tri_$f.txt" &&
+    { [ -z "$mod" ] || grep -q "^rerun fp32: reproduced (.*; first rank $r $mod " "tri_$f.txt"; } &&
+    { [ -z "$mod" ] || grep -q "^op: Functional\.linear\.[0-9]*\.forward (in $mod)$" "tri_$f.txt"; } ||
+    { echo "FAIL triage of $f at step $s rank $r: expected class $cls"; cat "tri_$f.txt"; fail=1; }
 done
 
 # the HTML page of the bit flip: the first anomaly, its cell outlined
