@@ -49,8 +49,10 @@ static const char help_after[] =
     "the rerun's step S): the same options: clean -> transient; at fp32\n"
     "(--precision fp32 --load-other-precision; skipped when the run was fp32):\n"
     "clean -> numerics; reproduced at the module that reads the batch (the\n"
-    "step's first record) -> data, elsewhere -> code. The op: the first API call\n"
-    "of the anomalous module in a statistics dump of the rerun that reproduced it.\n"
+    "step's first record) -> data, elsewhere -> code. The op: for numerics, the\n"
+    "first culprit of nprobe compare of the two reruns' statistics dumps of S (fp32\n"
+    "the bench); for code, the first API call of the anomalous module in the dump\n"
+    "of the rerun that reproduced it.\n"
     "A run of several ranks (DIR holds monitor_rank{R}.h5 for each) needs --launcher,\n"
     "the command that starts the run's ranks; every rank loads CKPT (data-parallel\n"
     "replicas hold the same state), and the first anomaly of the rerun is taken\n"
@@ -143,6 +145,56 @@ static int rerun(const char *out, const char *name, char **train, int n_train, c
     if (pid < 0 || waitpid(pid, &ws, 0) != pid)
         return -1;
     return WIFEXITED(ws) && WEXITSTATUS(ws) == 0 ? 0 : -1;
+}
+
+/* `nprobe compare -b OUT/BENCH -c OUT/CMP --step S --rank R -o OUT/compare`
+ * (output in OUT/compare.log): the first culprit's call into api; 0 when
+ * compare named one. */
+static int culprit_of(char *api, size_t cap, const char *out, const char *bench, const char *cmp,
+                      int64_t step, int rank)
+{
+    char log[4300], b[4300], c[4300], o[4300], st[32], rk[32];
+    snprintf(log, sizeof log, "%s/compare.log", out);
+    snprintf(b, sizeof b, "%s/%s", out, bench);
+    snprintf(c, sizeof c, "%s/%s", out, cmp);
+    snprintf(o, sizeof o, "%s/compare", out);
+    snprintf(st, sizeof st, "%lld", (long long)step);
+    snprintf(rk, sizeof rk, "%d", rank);
+    char *av[] = {"nprobe", "compare", "-b", b, "-c", c, "--step", st, "--rank", rk, "-o", o, NULL};
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd < 0)
+            _exit(127);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+        execv("/proc/self/exe", av);
+        _exit(127);
+    }
+    int ws = 0;
+    if (pid < 0 || waitpid(pid, &ws, 0) != pid || !WIFEXITED(ws) || WEXITSTATUS(ws) > 1)
+        return -1;
+    FILE *f = fopen(log, "r");
+    if (!f)
+        return -1;
+    char line[8192];
+    int found = -1;
+    while (found && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "first culprit: ");
+        if (!p)
+            continue;
+        p += strlen("first culprit: ");
+        size_t n = strcspn(p, " \n");
+        if (n > 0 && n < cap) {
+            memcpy(api, p, n);
+            api[n] = 0;
+            found = 0;
+        }
+    }
+    fclose(f);
+    return found;
 }
 
 /* The first API call inside module `mod`'s first forward call in the dump
@@ -434,6 +486,17 @@ int np_cmd_triage(int argc, char **argv)
         }
     }
     printf("class: %s (%s)\n", cls, why);
+    if (opdump && reduced && !full.n) {
+        /* numerics: the op where the run's precision parts from fp32, by
+         * compare of the two reruns' dumps of step S (the fp32 one the bench) */
+        char api[NP_FMT_NAME_LEN];
+        if (!culprit_of(api, sizeof api, a.out, "fp32_dump", "same_dump", first.step, same.first.rank)) {
+            printf("op: %s (compare of the %s rerun against the fp32 one: the first culprit)\n",
+                   api, prec);
+            return NP_EXIT_OK;
+        }
+        /* no culprit named: the anomalous module's first call, as for code */
+    }
     if (opdump) {
         char dpath[4400], api[NP_FMT_NAME_LEN];
         snprintf(dpath, sizeof dpath, "%s/%s", a.out, opdump);

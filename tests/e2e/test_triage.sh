@@ -5,7 +5,8 @@
 # checkpoint at S gives the class the fault was built to be (known answers):
 # gemm_bitflip transient (a one-time flip, gone on the rerun), outlier_batch
 # and nan_input data (reproduced in fp32 at wte, the module reading the
-# batch), logit_growth numerics (clean in fp32; op lm_head's linear),
+# batch), logit_growth numerics (clean in fp32; op lm_head's linear, the
+# first culprit of compare of the two reruns' dumps),
 # rare_pattern code (reproduced in fp32 in h.0.attn.c_attn; op its linear).
 # A checkpoint at another step, a train option triage owns and an existing
 # --out are refused (exit 2). Also: a checkpoint of a bf16 run loads into an
@@ -37,7 +38,15 @@ check() { # fault class op-module
   if [ $rc -ne 0 ] || ! grep -q "^class: $cls " "tri_$f.txt"; then
     echo "FAIL $f: expected class $cls (rc $rc)"; cat "tri_$f.txt"; fail=1; return
   fi
-  if [ -n "$mod" ] && ! grep -q "^op: Functional\.linear\.[0-9]*\.forward (in $mod)$" "tri_$f.txt"; then
+  if [ "$cls" = numerics ]; then
+    # the op by compare of the bf16 rerun's dump against the fp32 one's: the
+    # first culprit, a call of $mod in the dump's own module tree
+    local op
+    op=$(sed -n 's/^op: \(Functional\.linear\.[0-9]*\.forward\) (compare of the bf16 rerun against the fp32 one: the first culprit)$/\1/p' "tri_$f.txt")
+    if [ -z "$op" ] || ! grep -q "first culprit: $op (in Module\.$mod\." "t_$f/compare.log"; then
+      echo "FAIL $f: expected compare's first culprit in $mod"; cat "tri_$f.txt" "t_$f/compare.log"; fail=1; return
+    fi
+  elif [ -n "$mod" ] && ! grep -q "^op: Functional\.linear\.[0-9]*\.forward (in $mod)$" "tri_$f.txt"; then
     echo "FAIL $f: expected the op of $mod"; cat "tri_$f.txt"; fail=1; return
   fi
   if [ -z "$mod" ] && grep -q "^op:" "tri_$f.txt"; then
