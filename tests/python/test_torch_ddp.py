@@ -5,7 +5,9 @@ nprobe.torch.PrecisionDebugger: rank0/ and rank1/ from torch.distributed
 single-process run of the same model on that rank's batch (`nprobe compare`
 exits 0 pairing both ranks), the local parameter gradients recorded before
 DDP's all-reduce, and the step-1 parameters identical on both ranks and
-equal to w - lr * mean of the ranks' gradients worked out here. Run through
+equal to w - lr * mean of the ranks' gradients worked out here; the
+package's monitor (TrainerMon) on the same run: grad_pre the rank's own
+gradient, grad the mean, loss the rank's (float64 here). Run through
 pyrun.sh; exits 1 on any failed check."""
 import json
 import os
@@ -57,28 +59,35 @@ def batch(rank, step):
     return torch.randn(6, 8, generator=g), torch.randint(0, 4, (6,), generator=g)
 
 
-def train(model, d, rank, steps):
+def train(model, d, rank, steps, mon=None):
     opt = torch.optim.SGD(model.parameters(), lr=LR)
+    if mon is not None:
+        mon.set_monitor(model, opt)
     for step in range(steps):
         x, y = batch(rank, step)
         d.start(model)
-        F.cross_entropy(model(x), y).backward()
+        loss = F.cross_entropy(model(x), y)
+        if mon is not None:
+            mon.record_loss(loss)
+        loss.backward()
         opt.step()
         opt.zero_grad()
         d.stop()
         d.step()
     d.close()
+    if mon is not None:
+        mon.stop()
 
 
 def ddp_rank(rank, tmp):
-    from nprobe.torch import PrecisionDebugger
+    from nprobe.torch import PrecisionDebugger, TrainerMon
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=rank,
                             world_size=2)
     torch.manual_seed(0)
     model = torch.nn.parallel.DistributedDataParallel(Net())
     d = PrecisionDebugger(f"{tmp}/ddp.json")
-    train(model, d, rank, 2)
+    train(model, d, rank, 2, TrainerMon(f"{tmp}/mon.json"))
     dist.destroy_process_group()
 
 
@@ -96,10 +105,13 @@ def main():
             with open(f"{tmp}/{name}.json", "w") as f:
                 json.dump({"task": "tensor", "dump_path": f"{tmp}/{path}", "level": "mix",
                            "step": [0, 1] if name == "ddp" else [0]}, f)
+        with open(f"{tmp}/mon.json", "w") as f:
+            json.dump({"task": "monitor", "dump_path": f"{tmp}/mon",
+                       "monitor": {"targets": ["module.fc1"]}}, f)
         mp.spawn(ddp_rank, args=(tmp,), nprocs=2, join=True)
         # the single-process runs, one per rank's batch (rank from RANK)
         from nprobe.torch import PrecisionDebugger
-        grads = {}
+        grads, losses = {}, {}
         torch.manual_seed(0)
         init = Net().state_dict()
         for r in (0, 1):
@@ -109,7 +121,9 @@ def main():
             d = PrecisionDebugger(f"{tmp}/single.json")
             x, y = batch(r, 0)
             d.start(Wrap(net))
-            F.cross_entropy(net(x), y).backward()
+            loss = F.cross_entropy(net(x), y)
+            losses[r] = float(loss)
+            loss.backward()
             d.stop()
             grads[r] = {k: p.grad.clone() for k, p in net.named_parameters()}
             d.close()
@@ -123,6 +137,28 @@ def main():
             g = data.get("Module.module.fc1.Linear.parameters_grad.weight")
             check(g is not None and np.array_equal(g, grads[r]["fc1.weight"].numpy()),
                   f"rank {r}: the local gradient of fc1.weight (before the all-reduce)")
+        # the package's monitor (TrainerMon) on the same DDP run: grad_pre is
+        # this rank's own gradient (before DDP's all-reduce), grad the mean
+        # of the ranks', loss this rank's (record_loss), all in float64 here
+        for r in (0, 1):
+            with h5py.File(f"{tmp}/mon/monitor_rank{r}.h5", "r", swmr=True) as f:
+                keys = [(a.decode(), b.decode()) for a, b in f["keys"][:]]
+                rec = {keys[x["key"]]: x for x in f["records"][:] if x["step"] == 0}
+            for metric, want in (("grad_pre", grads[r]["fc1.weight"]),
+                                 ("grad", (grads[0]["fc1.weight"] + grads[1]["fc1.weight"]) / 2)):
+                got = rec.get(("module.fc1.weight", metric))
+                w = want.double()
+                check(got is not None and abs(got["norm"] - float(w.norm())) <= 1e-6 * float(w.norm())
+                      and got["max"] == float(want.max()) and got["min"] == float(want.min()),
+                      f"rank {r}: monitor {metric} of fc1.weight {got} against {float(w.norm())}")
+            got = rec.get(("loss", "loss"))
+            check(got is not None and abs(got["mean"] - losses[r]) <= 1e-6 * abs(losses[r]),
+                  f"rank {r}: monitor loss {got} against {losses[r]}")
+            check(("module.fc2.weight", "grad_pre") not in rec, "grad_pre of a parameter not targeted")
+        out = subprocess.run([os.environ["NPROBE_BIN"], "monitor", f"{tmp}/mon"],
+                             capture_output=True, text=True)
+        check(out.returncode == 0 and "2 rank(s), 2 step(s)" in out.stdout,
+              f"nprobe monitor of the package's 2 ranks: {out.stdout} {out.stderr}")
         # step 1: the same parameters on both ranks, w - lr * mean(grads)
         p = [read(f"{tmp}/dump_ddp/step1/rank{r}/dump.h5")[1] for r in (0, 1)]
         key = "Module.module.fc2.Linear.forward.0.parameters.weight"

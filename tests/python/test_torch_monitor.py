@@ -176,5 +176,102 @@ try:
 except ValueError as e:
     check("step_intervall" in str(e), f"error names the key: {e}")
 
+
+
+# an HF Llama (tiny config, random weights) monitored by msprobe's own
+# TrainerMon and by nprobe's, two runs of the same seeds and batches: where
+# the two record the same thing, the last step's figures agree to the digits
+# msprobe's csv keeps (6 decimals): module outputs (msprobe's actv NAME.output
+# or NAME.output_0), the gradients at them (actv_grad), parameter gradients
+# (grad_reduced), weights after the update (param_updated), Adam's m and v
+# (msprobe reads them in the optimizer's pre-step hook: its step s holds
+# the state after step s-1, which nprobe records at s-1); nprobe's loss
+# record is the model's output's .loss
+def llama_run(use_msprobe, out):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(3)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32)
+    model = LlamaForCausalLM(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    path = os.path.join(tmp, "llama_ms.json" if use_msprobe else "llama_np.json")
+    sec = {"targets": {}, "xy_distribution": True, "wg_distribution": True,
+           "mv_distribution": True, "param_distribution": True}
+    if use_msprobe:
+        from msprobe.pytorch import TrainerMon as MsMon
+        sec.update({"ops": ["norm", "min", "max", "mean"], "format": "csv"})
+        with open(path, "w") as f:
+            json.dump(sec, f)
+        mon = MsMon(path, params_have_main_grad=False)
+    else:
+        with open(path, "w") as f:
+            json.dump({"task": "monitor", "dump_path": out, "monitor": sec}, f)
+        mon = TrainerMon(path)
+    mon.set_monitor(model, opt)
+    g = torch.Generator().manual_seed(5)
+    losses = []
+    for _ in range(3):
+        x = torch.randint(0, 64, (2, 16), generator=g)
+        loss = model(input_ids=x, labels=x).loss
+        losses.append(float(loss))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    if not use_msprobe:
+        mon.stop()
+    return losses
+
+
+try:
+    import importlib.util
+    have = all(importlib.util.find_spec(m) for m in ("transformers", "msprobe"))
+except (ImportError, ValueError):
+    have = False
+if have:
+    import csv
+    import glob
+    import warnings
+    warnings.simplefilter("ignore")
+    ms_out = os.path.join(tmp, "ms_monitor")
+    os.environ["MONITOR_OUTPUT_DIR"] = ms_out     # msprobe's output folder
+    l_ms = llama_run(True, None)
+    l_np = llama_run(False, os.path.join(tmp, "np_llama"))
+    check(l_ms == l_np, f"the same training under both monitors: {l_ms} {l_np}")
+    got, last = records(os.path.join(tmp, "np_llama"))
+    import h5py
+    with h5py.File(os.path.join(tmp, "np_llama", "monitor_rank0.h5"), "r", swmr=True) as f:
+        keys = [(a.decode(), b.decode()) for a, b in f["keys"][:]]
+        prev = {keys[r["key"]]: r for r in f["records"][:] if int(r["step"]) == last - 1}
+    check(last == 2, f"llama last step {last}")
+    check(abs(float(got[("loss", "loss")]["mean"]) - l_np[-1]) <= 1e-6 * abs(l_np[-1]),
+          f"llama loss record {got.get(('loss', 'loss'))} against {l_np[-1]}")
+    pairs = {"actv": "activation", "actv_grad": "activation_grad", "grad_reduced": "grad",
+             "param_updated": "weight", "exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq"}
+    n_cmp = {}
+    for tag, metric in pairs.items():
+        files = glob.glob(os.path.join(ms_out, "*", f"{tag}_{last}-{last}.csv"))
+        check(len(files) == 1, f"msprobe's {tag} csv of step {last}: {files}")
+        for row in (csv.DictReader(open(files[0])) if files else []):
+            name = row["name"]
+            if tag.startswith("actv"):
+                if not (name.endswith(".output") or name.endswith(".output_0")):
+                    continue
+                name = name.rsplit(".", 1)[0]
+            rec = (prev if tag.startswith("exp_avg") else got).get((name, metric))
+            if rec is None:
+                continue
+            n_cmp[tag] = n_cmp.get(tag, 0) + 1
+            for st in ("norm", "min", "max", "mean"):
+                want = float(row[st])
+                ok = abs(float(rec[st]) - want) <= 5.1e-7 + 1e-6 * abs(want)
+                check(ok, f"llama {name} {metric} {st}: nprobe {float(rec[st])!r} msprobe {want!r}")
+    # every parameter, and most module outputs (msprobe leaves some out)
+    check(n_cmp.get("grad_reduced") == 21 and n_cmp.get("param_updated") == 21
+          and n_cmp.get("exp_avg_sq") == 21 and n_cmp.get("actv", 0) >= 20
+          and n_cmp.get("actv_grad", 0) >= 20, f"llama records compared: {n_cmp}")
+    print(f"llama against msprobe's monitor: {n_cmp}")
+else:
+    print("transformers or msprobe not importable: the HF Llama check against msprobe skipped")
+
 print("torch monitor:", "FAIL" if fail else "ok", f"(spike at step {s})")
 sys.exit(1 if fail else 0)

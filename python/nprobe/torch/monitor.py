@@ -10,10 +10,13 @@ Per recorded step it writes the runtime monitor's file, {dump_path}/
 monitor_rank{R}.h5 (the same tables, HDF5 SWMR, readable while the run goes
 on), which `nprobe monitor DIR` reads: module outputs (`activation`) and the
 gradients arriving at them (`activation_grad`) of the modules the targets
-select, parameter gradients as the optimizer reads them (`grad`), weights
-after the update (`weight`), the update-to-weight ratio, the optimizer's
-state tensors (Adam's `exp_avg`, `exp_avg_sq`) and the global gradient norm
-(`grad_norm`). The statistics are libnprobe's kernel (float64 sums over the
+select, parameter gradients as the optimizer reads them (`grad`) and, in a
+run of several ranks, as this rank's backward made them before a
+data-parallel reduction (`grad_pre`), weights after the update (`weight`),
+the update-to-weight ratio, the optimizer's state tensors (Adam's
+`exp_avg`, `exp_avg_sq`), the global gradient norm (`grad_norm`) and the
+loss (`loss`: the model's output's `.loss` or `["loss"]`, as Hugging Face
+models return it, or record_loss(loss)). The statistics are libnprobe's kernel (float64 sums over the
 float32 values, the dump's statistics) plus a count of the zeros. Writing
 needs h5py.
 """
@@ -229,6 +232,14 @@ class TrainerMon:
                     if name and _matches(self.config["targets"], name):
                         self.handles.append(mod.register_forward_hook(self._fwd(name)))
                         self.handles.append(mod.register_full_backward_hook(self._bwd(name)))
+        if self.config["wg_distribution"] and self.world > 1:
+            # the gradient as backward hands it to the parameter, before
+            # DDP's reduction (its hooks run after the accumulation)
+            for p, n in self._selected():
+                if p.requires_grad:
+                    self.handles.append(p.register_hook(self._gpre(n)))
+        for m in models:
+            self.handles.append(m.register_forward_hook(self._loss_hook))
         self.handles.append(optimizer.register_step_pre_hook(self._pre_step))
         self.handles.append(optimizer.register_step_post_hook(self._post_step))
 
@@ -238,6 +249,27 @@ class TrainerMon:
             if self._recording() and isinstance(t, torch.Tensor) and t.is_floating_point():
                 self._add(name, "activation", tensor_stats(t))
         return hook
+
+    def _gpre(self, name):
+        def hook(g):
+            if self._recording() and g.is_floating_point():
+                self._add(name, "grad_pre", tensor_stats(g))
+        return hook
+
+    def _loss_hook(self, mod, args, out):
+        loss = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
+        if isinstance(loss, torch.Tensor) and loss.numel() == 1:
+            self.record_loss(loss)
+
+    def record_loss(self, loss, loss_scale=None):
+        """Record this step's loss (a number or a one-element tensor; the
+        model's output's `.loss` is recorded by itself) and, when given, the
+        loss scale."""
+        if self._recording() and self.file is not None:
+            self._add_scalar("loss", "loss", float(loss.detach()) if isinstance(loss, torch.Tensor)
+                             else float(loss))
+            if loss_scale is not None:
+                self._add_scalar("loss_scale", "loss_scale", float(loss_scale))
 
     def _bwd(self, name):
         def hook(mod, grad_in, grad_out):
