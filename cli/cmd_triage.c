@@ -376,6 +376,43 @@ static int find_first(const char *dir, const np_monitor_rules *rules, np_monitor
     return rc;
 }
 
+/* The checkpoint of the rerun into a->load (without --load, the monitor's
+ * own at the anomaly, into own[]), checked to be at the anomaly's step: -1,
+ * else the exit code. */
+static int checkpoint_for(triage_args *a, const char *dir, const np_monitor_anomaly *first,
+                          char *own, size_t cap)
+{
+    np_error err;
+    np_error_clear(&err);
+    if (!a->load) {
+        /* the checkpoint the monitor wrote on the anomaly (anomaly_checkpoint) */
+        snprintf(own, cap, "%s/anomaly_rank%d.step%lld.h5", dir, first->rank,
+                 (long long)first->step);
+        if (access(own, R_OK)) {
+            np_cli_error("triage: no --load and no %s (the monitor writes it with "
+                         "\"anomaly_checkpoint\": true; else nprobe train ... --stop-after %lld "
+                         "--save CKPT)", own, (long long)first->step);
+            return NP_EXIT_USAGE;
+        }
+        a->load = own;
+        printf("checkpoint: %s (the monitor's, at the anomaly)\n", own);
+    }
+    np_model_config lc;
+    int64_t lstep = -1;
+    uint64_t lseed = 0;
+    if (np_checkpoint_read_config(&lc, &lstep, &lseed, a->load, &err)) {
+        np_cli_report(&err);
+        return NP_EXIT_USAGE;
+    }
+    if (lstep != first->step) {
+        np_cli_error("triage: %s is at step %lld; the rerun needs one at the anomaly's step %lld "
+                     "(nprobe train ... --stop-after %lld --save CKPT)", a->load, (long long)lstep,
+                     (long long)first->step, (long long)first->step);
+        return NP_EXIT_USAGE;
+    }
+    return -1;
+}
+
 int np_cmd_triage(int argc, char **argv)
 {
     triage_args a;
@@ -410,37 +447,11 @@ int np_cmd_triage(int argc, char **argv)
     launcher = a.launcher && a.launcher[0] ? a.launcher : NULL;
     if ((rc = setup(&a, train, n_train, &rules)) || (rc = find_first(dir, &rules, &first)) >= 0)
         return rc;
-    np_error err;
-    np_error_clear(&err);
     printf("first anomaly: step %lld rank %d %s %s %s: %s %.6g\n", (long long)first.step,
            first.rank, first.name, first.metric, first.rule, first.stat, first.value);
-    char own[4200];
-    if (!a.load) {
-        /* the checkpoint the monitor wrote on the anomaly (anomaly_checkpoint) */
-        snprintf(own, sizeof own, "%s/anomaly_rank%d.step%lld.h5", dir, first.rank,
-                 (long long)first.step);
-        if (access(own, R_OK)) {
-            np_cli_error("triage: no --load and no %s (the monitor writes it with "
-                         "\"anomaly_checkpoint\": true; else nprobe train ... --stop-after %lld "
-                         "--save CKPT)", own, (long long)first.step);
-            return NP_EXIT_USAGE;
-        }
-        a.load = own;
-        printf("checkpoint: %s (the monitor's, at the anomaly)\n", own);
-    }
-    np_model_config lc;
-    int64_t lstep = -1;
-    uint64_t lseed = 0;
-    if (np_checkpoint_read_config(&lc, &lstep, &lseed, a.load, &err)) {
-        np_cli_report(&err);
-        return NP_EXIT_USAGE;
-    }
-    if (lstep != first.step) {
-        np_cli_error("triage: %s is at step %lld; the rerun needs one at the anomaly's step %lld "
-                     "(nprobe train ... --stop-after %lld --save CKPT)", a.load, (long long)lstep,
-                     (long long)first.step, (long long)first.step);
-        return NP_EXIT_USAGE;
-    }
+    static char own[4200];
+    if ((rc = checkpoint_for(&a, dir, &first, own, sizeof own)) >= 0)
+        return rc;
     if (mkdir(a.out, 0755)) {
         np_cli_error("triage: cannot create %s: %s (it must not exist)", a.out, strerror(errno));
         return NP_EXIT_USAGE;
