@@ -5,7 +5,9 @@
  *
  * Each run is `nprobe dump -c CONFIG' -- CMD...` (CONFIG with its dump_path
  * moved into OUT/runK) and `nprobe compare -b BENCH -c OUT/runK` (json
- * report into OUT/cmpK); the verdict is compare's exit status. */
+ * report into OUT/cmpK); the verdict is compare's exit status and, with
+ * --bench-log, the run's loss trajectory against the reference's, within
+ * the reference's own step-to-step noise. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -24,6 +26,8 @@
 
 #define MAX_CAND 64
 #define NAME_MAX_LEN 256
+#define MAX_LOSS 4096
+#define LOSS_SIGMAS 3.0 /* a run's loss may stray this many noise sigmas from the reference's */
 
 typedef struct promote_ctx {
     const char *bench, *config, *out;
@@ -35,6 +39,10 @@ typedef struct promote_ctx {
     double t0;        /* seconds of the first run */
     char sets[64][512]; /* the sets run (joined), and their seconds */
     double secs[64];
+    const char *bench_log; /* the reference run's output: its loss trajectory (NULL: compare only) */
+    double ref_loss[MAX_LOSS];
+    int nloss;
+    double sigma;       /* the reference's loss noise (loss_noise) */
 } promote_ctx;
 
 static double now_s(void)
@@ -45,7 +53,8 @@ static double now_s(void)
 }
 
 static const char help[] =
-    "usage: nprobe promote -b BENCH -c CONFIG [-o OUTDIR] [--candidates N] -- COMMAND [ARGS...]\n"
+    "usage: nprobe promote -b BENCH -c CONFIG [-o OUTDIR] [--candidates N] [--bench-log FILE]\n"
+    "                      -- COMMAND [ARGS...]\n"
     "\n"
     "Find a smallest set of ops whose promotion to float32 inside autocast brings\n"
     "the run of COMMAND back within the reference's noise (nprobe compare against\n"
@@ -53,7 +62,10 @@ static const char help[] =
     "moved into OUTDIR/runK) with NPROBE_FP32_OPS set to the set under test; the\n"
     "candidates are the API names of the calls compare ranks first in the\n"
     "unpromoted run (culprits, then error rows, in order). One op responsible:\n"
-    "ceil(log2 N) + 2 reruns. Prints one line per run and, last,\n"
+    "ceil(log2 N) + 2 reruns. With --bench-log, a run is clean only if its loss\n"
+    "trajectory (the number after 'loss' on each line of its output, 'final loss'\n"
+    "left out) also stays within 3 sigma of the reference's at every step, sigma\n"
+    "the reference's own step-to-step noise. Prints one line per run and, last,\n"
     "  promote: NAME[, NAME...]     (empty: nothing needs promoting)\n"
     "\n"
     "options:\n"
@@ -61,6 +73,7 @@ static const char help[] =
     "  -c, --config FILE     the dump config.json of the runs\n"
     "  -o, --output DIR      runs, logs and reports (default ./promote; created)\n"
     "      --candidates N    at most N candidates (default 16)\n"
+    "      --bench-log FILE  the reference run's output, 3 or more lines 'loss L'\n"
     "  -h, --help            show this help\n"
     "\n"
     "exit codes: 0 a set found and verified (or nothing needed), 1 no set of the\n"
@@ -109,6 +122,69 @@ static void join(char *buf, size_t cap, char cand[][NAME_MAX_LEN], const int *in
             l += ls + lc;
         }
     buf[l] = '\0';
+}
+
+/* The loss trajectory of a run's output: on each line, the number after the
+ * first word "loss" (then optional ':' or '='), in order; "final loss" (a
+ * summary, as nprobe train's "done:" line) is not a step. The count, or -1
+ * when the file cannot be read. */
+static int read_losses(const char *path, double *out, int cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < cap) {
+        for (char *p = line; (p = strstr(p, "loss")); p += 4) {
+            if (p > line && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= 'A' && p[-1] <= 'Z')))
+                continue; /* a word ending in "loss" */
+            if (p - line >= 6 && !strncmp(p - 6, "final ", 6))
+                break;
+            char *q = p + 4, *end;
+            while (*q == ' ' || *q == ':' || *q == '=' || *q == '\t')
+                q++;
+            double v = strtod(q, &end);
+            if (end != q && q != p + 4) {
+                out[n++] = v;
+                break;
+            }
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+/* The reference's own loss noise: the RMS of its second differences
+ * r_k = L_k - (L_{k-1} + L_{k+1}) / 2, k = 1..K-2, divided by sqrt(1.5)
+ * (for independent noise of deviation s around a locally straight trend,
+ * E[r^2] = 1.5 s^2). The batch-to-batch wobble of the curve: a promotion
+ * that moves the loss less than that is within the reference's noise. */
+static double loss_noise(const double *l, int k)
+{
+    double s = 0;
+    for (int i = 1; i + 1 < k; i++) {
+        double r = l[i] - 0.5 * (l[i - 1] + l[i + 1]);
+        s += r * r;
+    }
+    return sqrt(s / (k - 2) / 1.5);
+}
+
+/* The largest |loss - reference| of a run's log over the reference's steps;
+ * -1 when the log does not hold as many losses. */
+static double loss_dev(const promote_ctx *pc, const char *log, int *got)
+{
+    static double l[MAX_LOSS];
+    *got = read_losses(log, l, MAX_LOSS);
+    if (*got < pc->nloss)
+        return -1;
+    double m = 0;
+    for (int i = 0; i < pc->nloss; i++) {
+        double d = fabs(l[i] - pc->ref_loss[i]);
+        if (!(d <= m)) /* NaN too */
+            m = isnan(d) ? INFINITY : d;
+    }
+    return m;
 }
 
 /* One run with the candidates of `in` promoted: 0 clean, 1 fails, -1 error. */
@@ -163,12 +239,26 @@ static int try_set(promote_ctx *pc, char cand[][NAME_MAX_LEN], const int *in, in
         np_cli_error("promote: compare of run %d exited %d: see %s", k, crc, cmplog);
         return -1;
     }
-    char shown[8192];
+    char shown[8192], lossnote[160] = "";
     join(shown, sizeof shown, cand, in, n, ", ");
-    printf("run %d: %-12s promote {%s} -> %s (%.2f s%s)\n", k, why, shown, crc ? "fails" : "clean", t,
-           k ? "" : ", the run as it is");
+    int verdict = crc;
+    if (pc->bench_log) {
+        int got = 0;
+        double dev = loss_dev(pc, log, &got);
+        if (dev < 0) {
+            np_cli_error("promote: run %d printed %d losses, the reference %s %d: see %s", k, got, pc->bench_log,
+                         pc->nloss, log);
+            return -1;
+        }
+        int off = !(dev <= LOSS_SIGMAS * pc->sigma);
+        verdict |= off;
+        snprintf(lossnote, sizeof lossnote, "; loss max |dev| %.3g %s %.0f sigma %.3g%s", dev, off ? ">" : "<=",
+                 LOSS_SIGMAS, LOSS_SIGMAS * pc->sigma, off && !crc ? ", compare clean" : "");
+    }
+    printf("run %d: %-12s promote {%s} -> %s (%.2f s%s%s)\n", k, why, shown, verdict ? "fails" : "clean", t,
+           k ? "" : ", the run as it is", lossnote);
     fflush(stdout);
-    return crc;
+    return verdict;
 }
 
 /* The API name of a call ("Functional.layer_norm.0.forward" ->
@@ -314,6 +404,8 @@ static int parse(promote_ctx *pc, int argc, char **argv)
             pc->config = argv[++i];
         else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
             pc->out = argv[++i];
+        else if (!strcmp(a, "--bench-log"))
+            pc->bench_log = argv[++i];
         else if (!strcmp(a, "--candidates")) {
             long v;
             if (np_cli_parse_int(a, argv[++i], 1, MAX_CAND, &v))
@@ -380,6 +472,20 @@ int np_cmd_promote(int argc, char **argv)
         np_cli_error("promote: %s: %s", pc.config, why ? why : fd >= 0 ? je.text : "cannot read it");
         json_decref(pc.cfg);
         return NP_EXIT_USAGE;
+    }
+    if (pc.bench_log) {
+        pc.nloss = read_losses(pc.bench_log, pc.ref_loss, MAX_LOSS);
+        if (pc.nloss < 3) {
+            np_cli_error("promote: --bench-log %s: %s", pc.bench_log,
+                         pc.nloss < 0 ? strerror(errno)
+                                      : "fewer than 3 lines with 'loss L' (the noise needs 3 steps or more)");
+            json_decref(pc.cfg);
+            return NP_EXIT_USAGE;
+        }
+        pc.sigma = loss_noise(pc.ref_loss, pc.nloss);
+        printf("loss noise of the reference: %d steps, sigma %.6g (second differences); a run may stray %.0f sigma "
+               "= %.6g\n",
+               pc.nloss, pc.sigma, LOSS_SIGMAS, LOSS_SIGMAS * pc.sigma);
     }
     if (np_mkdirs(pc.out) != 0 && errno != EEXIST) {
         np_cli_error("promote: cannot create %s: %s", pc.out, strerror(errno));
