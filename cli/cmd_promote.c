@@ -5,7 +5,9 @@
  *
  * Each run is `nprobe dump -c CONFIG' -- CMD...` (CONFIG with its dump_path
  * moved into OUT/runK) and `nprobe compare -b BENCH -c OUT/runK` (json
- * report into OUT/cmpK); the verdict is compare's exit status. */
+ * report into OUT/cmpK); the verdict is compare's exit status and, with
+ * --bench-log, the run's loss trajectory against the reference's, within
+ * the reference's own step-to-step noise. */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -24,6 +26,8 @@
 
 #define MAX_CAND 64
 #define NAME_MAX_LEN 256
+#define MAX_LOSS 4096
+#define LOSS_SIGMAS 3.0 /* a run's loss may stray this many noise sigmas from the reference's */
 
 typedef struct promote_ctx {
     const char *bench, *config, *out;
@@ -35,6 +39,11 @@ typedef struct promote_ctx {
     double t0;        /* seconds of the first run */
     char sets[64][512]; /* the sets run (joined), and their seconds */
     double secs[64];
+    int by_module;      /* --granularity module: candidates are module paths (or API calls) */
+    const char *bench_log; /* the reference run's output: its loss trajectory (NULL: compare only) */
+    double ref_loss[MAX_LOSS];
+    int nloss;
+    double sigma;       /* the reference's loss noise (loss_noise) */
 } promote_ctx;
 
 static double now_s(void)
@@ -45,15 +54,22 @@ static double now_s(void)
 }
 
 static const char help[] =
-    "usage: nprobe promote -b BENCH -c CONFIG [-o OUTDIR] [--candidates N] -- COMMAND [ARGS...]\n"
+    "usage: nprobe promote -b BENCH -c CONFIG [-o OUTDIR] [--candidates N] [--bench-log FILE]\n"
+    "                      [--granularity api|module] -- COMMAND [ARGS...]\n"
     "\n"
     "Find a smallest set of ops whose promotion to float32 inside autocast brings\n"
     "the run of COMMAND back within the reference's noise (nprobe compare against\n"
     "BENCH passes). COMMAND is run under `nprobe dump -c CONFIG` (its dump_path\n"
     "moved into OUTDIR/runK) with NPROBE_FP32_OPS set to the set under test; the\n"
     "candidates are the API names of the calls compare ranks first in the\n"
-    "unpromoted run (culprits, then error rows, in order). One op responsible:\n"
-    "ceil(log2 N) + 2 reruns. Prints one line per run and, last,\n"
+    "unpromoted run (culprits, then error rows, in order); with --granularity\n"
+    "module, the innermost module path of each call (an API call 'NAME.N' outside\n"
+    "any module), each module preceded by the modules inside it, so the smallest\n"
+    "one that suffices is named. One op responsible:\n"
+    "ceil(log2 N) + 2 reruns. With --bench-log, a run is clean only if its loss\n"
+    "trajectory (the number after 'loss' on each line of its output, 'final loss'\n"
+    "left out) also stays within 3 sigma of the reference's at every step, sigma\n"
+    "the reference's own step-to-step noise. Prints one line per run and, last,\n"
     "  promote: NAME[, NAME...]     (empty: nothing needs promoting)\n"
     "\n"
     "options:\n"
@@ -61,6 +77,8 @@ static const char help[] =
     "  -c, --config FILE     the dump config.json of the runs\n"
     "  -o, --output DIR      runs, logs and reports (default ./promote; created)\n"
     "      --candidates N    at most N candidates (default 16)\n"
+    "      --bench-log FILE  the reference run's output, 3 or more lines 'loss L'\n"
+    "      --granularity G   api (default: API names, every call of an op) or module\n"
     "  -h, --help            show this help\n"
     "\n"
     "exit codes: 0 a set found and verified (or nothing needed), 1 no set of the\n"
@@ -109,6 +127,69 @@ static void join(char *buf, size_t cap, char cand[][NAME_MAX_LEN], const int *in
             l += ls + lc;
         }
     buf[l] = '\0';
+}
+
+/* The loss trajectory of a run's output: on each line, the number after the
+ * first word "loss" (then optional ':' or '='), in order; "final loss" (a
+ * summary, as nprobe train's "done:" line) is not a step. The count, or -1
+ * when the file cannot be read. */
+static int read_losses(const char *path, double *out, int cap)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f) && n < cap) {
+        for (char *p = line; (p = strstr(p, "loss")); p += 4) {
+            if (p > line && (p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') || (p[-1] >= 'A' && p[-1] <= 'Z')))
+                continue; /* a word ending in "loss" */
+            if (p - line >= 6 && !strncmp(p - 6, "final ", 6))
+                break;
+            char *q = p + 4, *end;
+            while (*q == ' ' || *q == ':' || *q == '=' || *q == '\t')
+                q++;
+            double v = strtod(q, &end);
+            if (end != q && q != p + 4) {
+                out[n++] = v;
+                break;
+            }
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+/* The reference's own loss noise: the RMS of its second differences
+ * r_k = L_k - (L_{k-1} + L_{k+1}) / 2, k = 1..K-2, divided by sqrt(1.5)
+ * (for independent noise of deviation s around a locally straight trend,
+ * E[r^2] = 1.5 s^2). The batch-to-batch wobble of the curve: a promotion
+ * that moves the loss less than that is within the reference's noise. */
+static double loss_noise(const double *l, int k)
+{
+    double s = 0;
+    for (int i = 1; i + 1 < k; i++) {
+        double r = l[i] - 0.5 * (l[i - 1] + l[i + 1]);
+        s += r * r;
+    }
+    return sqrt(s / (k - 2) / 1.5);
+}
+
+/* The largest |loss - reference| of a run's log over the reference's steps;
+ * -1 when the log does not hold as many losses. */
+static double loss_dev(const promote_ctx *pc, const char *log, int *got)
+{
+    static double l[MAX_LOSS];
+    *got = read_losses(log, l, MAX_LOSS);
+    if (*got < pc->nloss)
+        return -1;
+    double m = 0;
+    for (int i = 0; i < pc->nloss; i++) {
+        double d = fabs(l[i] - pc->ref_loss[i]);
+        if (!(d <= m)) /* NaN too */
+            m = isnan(d) ? INFINITY : d;
+    }
+    return m;
 }
 
 /* One run with the candidates of `in` promoted: 0 clean, 1 fails, -1 error. */
@@ -163,12 +244,26 @@ static int try_set(promote_ctx *pc, char cand[][NAME_MAX_LEN], const int *in, in
         np_cli_error("promote: compare of run %d exited %d: see %s", k, crc, cmplog);
         return -1;
     }
-    char shown[8192];
+    char shown[8192], lossnote[160] = "";
     join(shown, sizeof shown, cand, in, n, ", ");
-    printf("run %d: %-12s promote {%s} -> %s (%.2f s%s)\n", k, why, shown, crc ? "fails" : "clean", t,
-           k ? "" : ", the run as it is");
+    int verdict = crc;
+    if (pc->bench_log) {
+        int got = 0;
+        double dev = loss_dev(pc, log, &got);
+        if (dev < 0) {
+            np_cli_error("promote: run %d printed %d losses, the reference %s %d: see %s", k, got, pc->bench_log,
+                         pc->nloss, log);
+            return -1;
+        }
+        int off = !(dev <= LOSS_SIGMAS * pc->sigma);
+        verdict |= off;
+        snprintf(lossnote, sizeof lossnote, "; loss max |dev| %.3g %s %.0f sigma %.3g%s", dev, off ? ">" : "<=",
+                 LOSS_SIGMAS, LOSS_SIGMAS * pc->sigma, off && !crc ? ", compare clean" : "");
+    }
+    printf("run %d: %-12s promote {%s} -> %s (%.2f s%s%s)\n", k, why, shown, verdict ? "fails" : "clean", t,
+           k ? "" : ", the run as it is", lossnote);
     fflush(stdout);
-    return crc;
+    return verdict;
 }
 
 /* The API name of a call ("Functional.layer_norm.0.forward" ->
@@ -200,19 +295,77 @@ static void candidate_of(char *buf, size_t cap, const char *call)
     snprintf(buf, cap, "%.*s", (int)(e - call), call);
 }
 
-static int add_cand(char cand[][NAME_MAX_LEN], int *n, int max, const char *call)
+/* The API call of a call ("Functional.linear.5.forward" ->
+ * "Functional.linear.5"), which the overrides match in every step. */
+static void api_call_of(char *buf, size_t cap, const char *call)
 {
-    char c[NAME_MAX_LEN];
-    candidate_of(c, sizeof c, call);
-    if (!c[0] || !strncmp(c, "Distributed.", 12))
-        return 0;
-    for (int i = 0; i < *n; i++)
+    snprintf(buf, cap, "%s", call);
+    char *d = strrchr(buf, '.');
+    if (d && (!strcmp(d, ".forward") || !strcmp(d, ".backward")))
+        *d = '\0';
+}
+
+static int has(char cand[][NAME_MAX_LEN], int n, const char *c)
+{
+    for (int i = 0; i < n; i++)
         if (!strcmp(cand[i], c))
-            return 0;
-    if (*n >= max)
+            return 1;
+    return 0;
+}
+
+/* The module paths the reports name (every row's innermost module), in
+ * execution order, each once: the finer candidates of --granularity module. */
+typedef struct modlist {
+    char (*p)[NAME_MAX_LEN];
+    int n, cap;
+} modlist;
+
+static int add_one(char cand[][NAME_MAX_LEN], int *n, int max, const char *c)
+{
+    if (!c[0] || !strncmp(c, "Distributed.", 12) || has(cand, *n, c) || *n >= max)
         return 0;
     snprintf(cand[(*n)++], NAME_MAX_LEN, "%s", c);
     return 1;
+}
+
+/* Add the candidate of `call` (in module `module`, "" if none): its API
+ * name, or under --granularity module its innermost module path, preceded
+ * by the paths of mods inside that module (finest first), or its API call
+ * when it is in no module. */
+static int add_cand(const promote_ctx *pc, char cand[][NAME_MAX_LEN], int *n, const char *call, const char *module,
+                    const modlist *mods)
+{
+    char c[NAME_MAX_LEN];
+    if (!pc->by_module) {
+        candidate_of(c, sizeof c, call);
+        return add_one(cand, n, pc->max_cand, c);
+    }
+    if (!strncmp(call, "Module.", 7))
+        module = call;
+    const char *inner = module ? strrchr(module, '>') : NULL; /* a chain "Module.a... > Module.a.b...": the last */
+    if (inner) {
+        module = inner + 1;
+        while (*module == ' ')
+            module++;
+    }
+    if (!module || !module[0]) {
+        api_call_of(c, sizeof c, call);
+        return add_one(cand, n, pc->max_cand, c);
+    }
+    candidate_of(c, sizeof c, module);
+    if (has(cand, *n, c))
+        return 0;
+    size_t lc = strlen(c);
+    for (int pass = 0; pass < 2; pass++) /* deeper paths first: a path's children before it */
+        for (int i = mods ? mods->n - 1 : -1; i >= 0; i--) {
+            const char *m = mods->p[i];
+            if (strncmp(m, c, lc) || m[lc] != '.')
+                continue;
+            int deep = strchr(m + lc + 1, '.') != NULL;
+            if (deep == !pass)
+                add_one(cand, n, pc->max_cand, m);
+        }
+    return add_one(cand, n, pc->max_cand, c);
 }
 
 /* Candidates from run 0's json reports: culprits first, then the calls of
@@ -249,6 +402,23 @@ static int candidates(promote_ctx *pc, char cand[][NAME_MAX_LEN])
         docs[i] = files[i] ? json_load_file(p, 0, NULL) : NULL;
         free(files[i]);
     }
+    static char modbuf[1024][NAME_MAX_LEN];
+    modlist mods = {modbuf, 0, 1024};
+    for (int i = 0; pc->by_module && i < nf; i++) {
+        size_t k, h;
+        json_t *e, *hv;
+        size_t mcol = (size_t)-1;
+        json_array_foreach(json_object_get(docs[i], "headers"), h, hv) if (json_is_string(hv) && !strcmp(json_string_value(hv), "Module")) mcol = h;
+        json_array_foreach(json_object_get(docs[i], "rows"), k, e) {
+            const char *m = json_string_value(json_array_get(e, mcol));
+            char c[NAME_MAX_LEN];
+            if (!m || strncmp(m, "Module.", 7))
+                continue;
+            candidate_of(c, sizeof c, m);
+            if (c[0] && !has(mods.p, mods.n, c) && mods.n < mods.cap)
+                snprintf(mods.p[mods.n++], NAME_MAX_LEN, "%s", c);
+        }
+    }
     static const char *const want[] = {NULL, "error", "warning", NULL};
     for (int pass = 0; pass < 4; pass++)
         for (int i = 0; i < nf; i++) {
@@ -260,13 +430,18 @@ static int candidates(promote_ctx *pc, char cand[][NAME_MAX_LEN])
                 json_array_foreach(json_object_get(docs[i], "culprits"), k, e) {
                     const char *call = json_string_value(json_object_get(e, "call"));
                     if (call)
-                        add_cand(cand, &n, pc->max_cand, call);
+                        add_cand(pc, cand, &n, call, json_string_value(json_object_get(e, "module")), &mods);
                 }
             } else {
                 json_t *hdr = json_object_get(docs[i], "headers");
-                size_t vcol = (size_t)-1, h;
+                size_t vcol = (size_t)-1, mcol = (size_t)-1, h;
                 json_t *hv;
-                json_array_foreach(hdr, h, hv) if (json_is_string(hv) && !strcmp(json_string_value(hv), "Verdict")) vcol = h;
+                json_array_foreach(hdr, h, hv) {
+                    if (json_is_string(hv) && !strcmp(json_string_value(hv), "Verdict"))
+                        vcol = h;
+                    if (json_is_string(hv) && !strcmp(json_string_value(hv), "Module"))
+                        mcol = h;
+                }
                 json_array_foreach(json_object_get(docs[i], "rows"), k, e) {
                     const char *v = json_string_value(json_array_get(e, vcol));
                     const char *name = json_string_value(json_array_get(e, 0));
@@ -280,7 +455,7 @@ static int candidates(promote_ctx *pc, char cand[][NAME_MAX_LEN])
                         if (dot)
                             *dot = '\0';
                     }
-                    add_cand(cand, &n, pc->max_cand, call);
+                    add_cand(pc, cand, &n, call, json_string_value(json_array_get(e, mcol)), &mods);
                 }
             }
         }
@@ -314,6 +489,16 @@ static int parse(promote_ctx *pc, int argc, char **argv)
             pc->config = argv[++i];
         else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
             pc->out = argv[++i];
+        else if (!strcmp(a, "--bench-log"))
+            pc->bench_log = argv[++i];
+        else if (!strcmp(a, "--granularity")) {
+            const char *g = argv[++i];
+            if (strcmp(g, "api") && strcmp(g, "module")) {
+                np_cli_error("promote: --granularity: '%s' is not api or module", g);
+                return NP_EXIT_USAGE + 1;
+            }
+            pc->by_module = !strcmp(g, "module");
+        }
         else if (!strcmp(a, "--candidates")) {
             long v;
             if (np_cli_parse_int(a, argv[++i], 1, MAX_CAND, &v))
@@ -380,6 +565,20 @@ int np_cmd_promote(int argc, char **argv)
         np_cli_error("promote: %s: %s", pc.config, why ? why : fd >= 0 ? je.text : "cannot read it");
         json_decref(pc.cfg);
         return NP_EXIT_USAGE;
+    }
+    if (pc.bench_log) {
+        pc.nloss = read_losses(pc.bench_log, pc.ref_loss, MAX_LOSS);
+        if (pc.nloss < 3) {
+            np_cli_error("promote: --bench-log %s: %s", pc.bench_log,
+                         pc.nloss < 0 ? strerror(errno)
+                                      : "fewer than 3 lines with 'loss L' (the noise needs 3 steps or more)");
+            json_decref(pc.cfg);
+            return NP_EXIT_USAGE;
+        }
+        pc.sigma = loss_noise(pc.ref_loss, pc.nloss);
+        printf("loss noise of the reference: %d steps, sigma %.6g (second differences); a run may stray %.0f sigma "
+               "= %.6g\n",
+               pc.nloss, pc.sigma, LOSS_SIGMAS, LOSS_SIGMAS * pc.sigma);
     }
     if (np_mkdirs(pc.out) != 0 && errno != EEXIST) {
         np_cli_error("promote: cannot create %s: %s", pc.out, strerror(errno));

@@ -76,8 +76,9 @@ static const np_cli_opt train_opts_table[] = {
     {"device and numerics:", "--device", "NAME", "cpu | npu-sim (default cpu)", CHOICE(device, devices)},
     {NULL, "--precision", "NAME", "fp32 | bf16 | fp16 autocast (default fp32); fp16 uses\n"
                                   "a dynamic loss scaler that skips overflowing steps;\n"
-                                  "mxfp8 | hif8: float32 with the GEMM inputs of linear and\n"
-                                  "matmul quantized (MX E4M3 blocks of 32, HiF8 per tensor)",
+                                  "mxfp8 | hif8: float32 with the GEMM inputs of linear,\n"
+                                  "matmul and conv2d quantized (MX E4M3 blocks of 32, HiF8\n"
+                                  "per tensor)",
      CHOICE(precision, precs)},
     {NULL, "--fault", "NAME", "inject a fault of the npu-sim device (default none); the\n"
                               "collective faults act in a data-parallel run, the slow_*\n"

@@ -248,38 +248,155 @@ static int clamp_e8m0(int e)
     return e < -127 ? -127 : e > 127 ? 127 : e;
 }
 
-/* Elements idx(j) = base + j * stride, j < n, scaled by 2^-se, rounded to
- * fmt (saturating), scaled back by 2^(se + dq). nan_all: the block holds a
- * non-finite value (MX: the whole block becomes NaN). */
-static void quant_run(float *dst, const float *src, int64_t base, int64_t stride, int64_t n, np_fp8_kind k,
-                      int se, int dq, int nan_all, np_lowp_stats *st)
+/* The quantizer works a block of QB float32 values at a time, copied into
+ * local arrays (a short MX block, the tail of a HiF8 tensor and a strided K
+ * padded with zeros, which add nothing to the statistics), in loops of a
+ * fixed trip count with no libm call and no branch, which gcc vectorizes at
+ * -O2 (below: for AVX2 and AVX-512). Each element is the scalar np_fp8_round's result, bit for bit
+ * (test_rt_lowp keeps the scalar code as its reference), by exact double
+ * arithmetic: v = x * 2^-se is exact; b = 2^floor(log2|v|) is |v|'s
+ * exponent bits; the quantum q of v's binade is a power of two derived from
+ * b by comparisons; C = q * 2^52 makes (|v| + C) - C the nearest multiple
+ * of q, ties to even (the default rounding mode, as nearbyint), since
+ * |v| < C; HiF8 turns the ties it rounded down into ties away from zero
+ * (|v| - r == q/2 exactly); magnitudes above the format's largest value
+ * saturate to it. The squared-error sums are kept in QLANES fixed lanes
+ * (element j in lane j % QLANES) added in one fixed order at the end, so
+ * they do not depend on the vector width. */
+#define QB NP_MX_BLOCK
+#define QLANES 8
+/* gcc 12 vectorizes the block loop for AVX2 and AVX-512 but not for
+ * baseline x86-64 (SSE2 lacks the 64-bit masks its comparisons need): the
+ * block kernels are compiled three times and chosen at load time (ifunc),
+ * the same bits in each (no contraction, no reassociation). */
+#ifndef LOWP_CLONES /* -DLOWP_CLONES= builds one version (tests/runtime/test_lowp_quant.c's check) */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define LOWP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#endif
+#ifndef LOWP_CLONES
+#define LOWP_CLONES
+#endif
+_Static_assert(QB % QLANES == 0, "QB");
+
+typedef struct qacc {
+    int64_t n, under, sat;
+    double err[QLANES], ref[QLANES];
+} qacc;
+
+/* the kernel's helpers inlined in each clone, or the loop has a call */
+#define QINLINE static inline __attribute__((always_inline))
+#define EXP_BITS 0x7ff0000000000000ull
+#define SIGN_BIT 0x8000000000000000ull
+
+QINLINE double bits_d(uint64_t u)
 {
-    double mx = np_fp8_max(k);
-    for (int64_t j = 0; j < n; j++) {
-        int64_t i = base + j * stride;
-        double x = src[i];
-        double q;
-        if (nan_all) {
-            q = NAN;
-        } else {
-            double v = ldexp(x, -se);
-            if (st && isfinite(v) && fabs(v) > mx)
-                st->saturated++;
-            q = ldexp(np_fp8_round(k, v, 1), se + dq);
-        }
-        float qf = (float)q;
-        if (st) {
-            st->n++;
-            if (x != 0 && qf == 0)
-                st->underflow++;
-            if (isfinite(x) && isfinite(qf)) {
-                double d = (double)qf - x;
-                st->sq_err += d * d;
-                st->sq_ref += x * x;
-            }
-        }
-        dst[i] = qf;
+    double d;
+    memcpy(&d, &u, sizeof d);
+    return d;
+}
+
+QINLINE uint64_t d_bits(double d)
+{
+    uint64_t u;
+    memcpy(&u, &d, sizeof u);
+    return u;
+}
+
+/* c ? x : y by masks: a ?: here lets gcc move the arithmetic of an arm
+ * into a branch, which it then neither if-converts nor vectorizes (a
+ * floating-point operation may trap). */
+QINLINE double sel(int c, double x, double y)
+{
+    uint64_t m = (uint64_t)0 - (uint64_t)(c != 0);
+    return bits_d((d_bits(x) & m) | (d_bits(y) & ~m));
+}
+
+/* |v| rounded to nearest even on E4M3's grid, saturating at 448. */
+QINLINE double e4m3_mag(double a)
+{
+    double b = bits_d(d_bits(a) & EXP_BITS);
+    b = sel(b > 0x1p-6, b, 0x1p-6); /* subnormals: the quantum of the smallest binade */
+    double q = b * 0x1p-3;
+    double C = q * 0x1p52;
+    double r = (a + C) - C;
+    return sel(a > 448.0, 448.0, r);
+}
+
+/* |v| rounded to nearest, ties away, on HiF8's grid, saturating at 2^15. */
+QINLINE double hif8_mag(double a)
+{
+    double b = bits_d(d_bits(a) & EXP_BITS);
+    b = sel(b > 0x1p-22, b, 0x1p-22); /* denormals' quantum is their binade; below 2^-22 only 0 and 2^-22 */
+    double m = sel(b >= 0x1p-15, 0x1p-1, 1.0); /* 2^-(mantissa bits) of b's binade */
+    m = sel((b >= 0x1p-7) & (b <= 0x1p7), 0x1p-2, m);
+    m = sel((b >= 0x1p-3) & (b <= 0x1p3), 0x1p-3, m);
+    double q = b * m;
+    double C = q * 0x1p52;
+    double r = (a + C) - C;
+    r = r + sel(a - r == 0.5 * q, q, 0.0); /* a tie rounded down goes up: ties away */
+    return sel(a > HIF8_MAX, HIF8_MAX, r);
+}
+
+/* out = fmt(in * 2^-se) * 2^(se+dq) as float32 (down = 2^-se, up =
+ * 2^(se+dq)), its statistics into acc. mx: E4M3 (keeps the zero's sign),
+ * else HiF8 (one zero, +0). */
+QINLINE void quant_block(float *restrict out, const float *restrict in, double down,
+                                                               double up, int mx, qacc *acc)
+{
+    double e2[QB], x2[QB];
+    int under = 0, sat = 0;
+    double mxv = mx ? 448.0 : HIF8_MAX;
+    for (int j = 0; j < QB; j++) {
+        double x = in[j];
+        double v = x * down;
+        uint64_t vb = d_bits(v);
+        double a = bits_d(vb & ~SIGN_BIT);
+        double r = mx ? e4m3_mag(a) : hif8_mag(a);
+        double qs = bits_d(d_bits(r) | (vb & SIGN_BIT));
+        if (!mx)
+            qs = qs + 0.0; /* HiF8's zero is +0 */
+        float qf = (float)(qs * up);
+        out[j] = qf;
+        double qd = qf; /* every comparison on doubles: one mask width */
+        sat += (a > mxv) & (a <= 0x1p1023);
+        under += (x != 0) & (qd == 0);
+        int ok = (fabs(x) <= 0x1.fffffep127) & (fabs(qd) <= 0x1.fffffep127);
+        uint64_t keep = (uint64_t)0 - (uint64_t)ok; /* all ones or zero */
+        double d = qd - x;
+        e2[j] = bits_d(d_bits(d * d) & keep);
+        x2[j] = bits_d(d_bits(x * x) & keep);
     }
+    for (int j0 = 0; j0 < QB; j0 += QLANES)
+        for (int l = 0; l < QLANES; l++) {
+            acc->err[l] += e2[j0 + l];
+            acc->ref[l] += x2[j0 + l];
+        }
+    acc->under += under;
+    acc->sat += sat;
+}
+
+/* The largest |x| of n floats as float32 bits (non-finite values are the
+ * largest: 0x7f800000 and above). */
+static uint32_t amax_bits(const float *x, int64_t n)
+{
+    uint32_t m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        u &= 0x7fffffffu;
+        m = u > m ? u : m;
+    }
+    return m;
+}
+
+/* floor(log2) of a positive finite float32 given by its bits. */
+static int flog2_bits(uint32_t u)
+{
+    int e = (int)(u >> 23);
+    return e ? e - 127 : 31 - __builtin_clz(u) - 149;
 }
 
 static void note_scale(np_lowp_stats *st, int se)
@@ -292,44 +409,123 @@ static void note_scale(np_lowp_stats *st, int se)
         st->scale_hi = se;
 }
 
+/* 2^e */
+static double pow2i(int e)
+{
+    return e >= -1022 && e <= 1023 ? bits_d((uint64_t)(e + 1023) << 52) : ldexp(1.0, e);
+}
+
+/* blk = src[base + j * stride] for j < n <= QB, zeros after. */
+static void gather(float *blk, const float *src, int64_t base, int64_t stride, int64_t n)
+{
+    if (n == QB && stride == 1) {
+        memcpy(blk, src + base, sizeof(float) * QB);
+        return;
+    }
+    for (int64_t j = 0; j < QB; j++)
+        blk[j] = j < n ? src[base + j * stride] : 0.0f;
+}
+
+/* blk (gathered from dst's positions base + j * stride, j < n) quantized
+ * with scale exponent se into dst. */
+LOWP_CLONES static void quant_block_mx(float *restrict out, const float *restrict in, double down, double up, qacc *acc)
+{
+    quant_block(out, in, down, up, 1, acc);
+}
+
+LOWP_CLONES static void quant_block_hif8(float *restrict out, const float *restrict in, double down, double up, qacc *acc)
+{
+    quant_block(out, in, down, up, 0, acc);
+}
+
+static void quant_run(float *dst, const float *blk, int64_t base, int64_t stride, int64_t n, int se, int dq,
+                      int mx, qacc *acc)
+{
+    float out[QB];
+    double down = pow2i(-se), up = pow2i(se + dq);
+    if (mx)
+        quant_block_mx(out, blk, down, up, acc);
+    else
+        quant_block_hif8(out, blk, down, up, acc);
+    if (n == QB && stride == 1)
+        memcpy(dst + base, out, sizeof out);
+    else
+        for (int64_t j = 0; j < n; j++)
+            dst[base + j * stride] = out[j];
+    acc->n += n;
+}
+
+static void add_stats(np_lowp_stats *st, qacc *acc)
+{
+    if (!st)
+        return;
+    st->n += acc->n;
+    st->underflow += acc->under;
+    st->saturated += acc->sat;
+    for (int s = 1; s < QLANES; s *= 2) /* pairwise: ((0+1)+(2+3))+((4+5)+(6+7)) */
+        for (int l = 0; l + s < QLANES; l += 2 * s) {
+            acc->err[l] += acc->err[l + s];
+            acc->ref[l] += acc->ref[l + s];
+        }
+    st->sq_err += acc->err[0];
+    st->sq_ref += acc->ref[0];
+}
+
 void np_lowp_quantize(float *dst, const float *src, int64_t outer, int64_t K, int64_t inner, np_lowp f,
                       int scale_shift, int dequant_shift, np_lowp_stats *st)
 {
-    if (f == NP_LOWP_HIF8) {
-        int64_t n = outer * K * inner;
-        double amax = 0;
-        for (int64_t i = 0; i < n; i++)
-            if (isfinite(src[i]) && fabs(src[i]) > amax)
-                amax = fabs(src[i]);
-        /* the largest magnitude lands in [2^3, 2^4), the top binade with a 3-bit mantissa */
-        int se = amax > 0 ? clamp_e8m0(flog2(amax) - 3 + scale_shift) : 0;
-        if (amax > 0)
-            note_scale(st, se);
-        quant_run(dst, src, 0, 1, n, NP_FP8_HIF8, se, dequant_shift, 0, st);
+    int64_t total = outer * K * inner;
+    if (f != NP_LOWP_MXFP8 && f != NP_LOWP_HIF8) {
+        if (dst != src)
+            memcpy(dst, src, (size_t)total * sizeof *dst);
         return;
     }
-    if (f != NP_LOWP_MXFP8) {
-        if (dst != src)
-            memcpy(dst, src, (size_t)(outer * K * inner) * sizeof *dst);
+    qacc acc;
+    memset(&acc, 0, sizeof acc);
+    if (f == NP_LOWP_HIF8) {
+        uint32_t m = 0;
+        float blk[QB];
+        for (int64_t i = 0; i < total; i += QB) { /* the largest finite magnitude */
+            gather(blk, src, i, 1, total - i < QB ? total - i : QB);
+            for (int j = 0; j < QB; j++) {
+                uint32_t u;
+                memcpy(&u, &blk[j], sizeof u);
+                u &= 0x7fffffffu;
+                u = u < 0x7f800000u ? u : 0;
+                m = u > m ? u : m;
+            }
+        }
+        /* the largest magnitude lands in [2^3, 2^4), the top binade with a 3-bit mantissa */
+        int se = m ? clamp_e8m0(flog2_bits(m) - 3 + scale_shift) : 0;
+        if (m)
+            note_scale(st, se);
+        for (int64_t i = 0; i < total; i += QB) {
+            int64_t n = total - i < QB ? total - i : QB;
+            gather(blk, src, i, 1, n);
+            quant_run(dst, blk, i, 1, n, se, dequant_shift, 0, &acc);
+        }
+        add_stats(st, &acc);
         return;
     }
     for (int64_t o = 0; o < outer; o++)
         for (int64_t in = 0; in < inner; in++)
-            for (int64_t k0 = 0; k0 < K; k0 += NP_MX_BLOCK) {
-                int64_t n = K - k0 < NP_MX_BLOCK ? K - k0 : NP_MX_BLOCK;
+            for (int64_t k0 = 0; k0 < K; k0 += QB) {
+                int64_t n = K - k0 < QB ? K - k0 : QB;
                 int64_t base = (o * K + k0) * inner + in;
-                double amax = 0;
-                int bad = 0;
-                for (int64_t j = 0; j < n; j++) {
-                    double a = fabs(src[base + j * inner]);
-                    bad |= !isfinite(a);
-                    if (a > amax)
-                        amax = a;
+                float blk[QB];
+                gather(blk, src, base, inner, n);
+                uint32_t m = amax_bits(blk, QB);
+                if (m >= 0x7f800000u) { /* an infinity or NaN: the block's scale is NaN */
+                    for (int64_t j = 0; j < n; j++)
+                        dst[base + j * inner] = NAN;
+                    acc.n += n;
+                    continue;
                 }
                 /* OCP MX: shared exponent floor(log2(amax)) - emax of E4M3 (8) */
-                int se = amax > 0 && !bad ? clamp_e8m0(flog2(amax) - 8 + scale_shift) : -127;
-                if (amax > 0 && !bad)
+                int se = m ? clamp_e8m0(flog2_bits(m) - 8 + scale_shift) : -127;
+                if (m)
                     note_scale(st, se);
-                quant_run(dst, src, base, inner, n, NP_FP8_E4M3, se, dequant_shift, bad, st);
+                quant_run(dst, blk, base, inner, n, se, dequant_shift, 1, &acc);
             }
+    add_stats(st, &acc);
 }

@@ -201,6 +201,11 @@ np_tensor *np_conv2d(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b, int 
     np_tensor *y = rt_new(ctx, odt, 4, shape);
     const float *xd = rt_rounded(ctx, x, ac), *wd = rt_rounded(ctx, w, ac);
     const float *bd = b ? rt_rounded(ctx, b, ac) : NULL;
+    /* MxFP8/HiF8: blocks along C, the reduction dim of the implicit GEMM, per
+     * pixel of x (N,C,H*W) and per tap of w (O,C,KH*KW); im2col then copies
+     * quantized values (lowp.c) */
+    xd = rt_lowp_operand(ctx, 0, xd, g->N, g->C, g->H * g->W);
+    wd = rt_lowp_operand(ctx, 1, wd, g->O, g->C, g->KH * g->KW);
     float *cols = rt_alloc(ctx, (size_t)(g->N * g->C * g->KH * g->KW * g->OH * g->OW) * sizeof(float) + 1);
     if (!y || !xd || !wd || (b && !bd) || !cols)
         return NULL;
@@ -209,6 +214,7 @@ np_tensor *np_conv2d(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b, int 
     np_tensor *in[3] = {x, w, b};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_CONV2D, in, 3);
+    rt_lowp_scalars(ctx, &nd);
     gemm_status(ctx, ctx->k.conv2d_forward(y->data, cols, xd, wd, bd, g, odt, ctx->o.device), api);
     for (int i = 0; i < 3; i++)
         if (in[i] && ac != NP_FLOAT32)

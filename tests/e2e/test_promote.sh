@@ -9,6 +9,11 @@
 #    Functional.layer_norm, loss_bf16 -> Functional.cross_entropy,
 #    softmax_bf16_acc -> the attention, at context 128, plain pass only)
 #    within ceil(log2 N) + 2 reruns, and the promoted run compares clean;
+#  - the loss trajectory (--bench-log, 12 steps, step 0 dumped): the noise
+#    sigma promote prints equals awk's second-difference RMS of the
+#    reference's losses; an outlier batch at step 3 (step 0's tensors
+#    clean) fails on the loss and no promotion helps (exit 1), where
+#    compare alone says 'promote: '; loss_bf16 over 6 steps is still found;
 #  - a clean bf16 run gives the empty set; bad input exits 2.
 set -u
 N=${NPROBE_BIN:?}
@@ -36,10 +41,11 @@ diff want.txt marked.txt > /dev/null || { echo "FAIL: the marked calls differ"; 
 echo "ok: overrides mark $(wc -l < marked.txt) calls, compare clean"
 
 cfg run
-promote() { # promote NAME WANT -- train args...
+promote() { # promote NAME WANT BENCH -- train args... (PROMOTE_OPTS: more options of promote)
   local name=$1 want=$2 bench=$3
   shift 4
-  "$N" promote -b "$bench" -c run.json -o "P_$name" -- "$N" train "$@" > "$name.out" 2>&1
+  # shellcheck disable=SC2086
+  "$N" promote -b "$bench" -c run.json -o "P_$name" ${PROMOTE_OPTS:-} -- "$N" train "$@" > "$name.out" 2>&1
   local code=$?
   local got
   got=$(grep '^promote: ' "$name.out" | tail -n1)
@@ -59,8 +65,30 @@ promote clean "" ref -- "${gpt[@]}" --precision bf16 --device npu-sim
 # the promoted run compares clean: its last clean run is the found set's
 last=$(ls -d P_ln_stats_bf16/run* | grep -v json | grep -v log | sort -V | tail -n1)
 "$N" compare -b ref -c "$last" -o clast > clast.txt 2>&1 || { echo "FAIL: the promoted run $last is not clean"; fail=1; }
+# the loss trajectory: 12 steps, step 0 dumped
+g12=(--model gpt --steps 12 --seed 3 --threads 1)
+cfg ref12
+"$N" dump -c ref12.json -- "$N" train "${g12[@]}" > ref12.log 2>&1 || { echo "FAIL: ref12"; cat ref12.log; fail=1; }
+want_sigma=$(awk '/^step /{l[n++]=$4} END{for(i=1;i+1<n;i++){r=l[i]-(l[i-1]+l[i+1])/2; s+=r*r}; printf "%.6g", sqrt(s/(n-2)/1.5)}' ref12.log)
+"$N" promote -b ref12 -c run.json -o P_outlier --bench-log ref12.log -- "$N" train "${g12[@]}" --fault outlier_batch \
+  --fault-step 3 > outlier.out 2>&1
+code=$?
+sigma=$(sed -n 's/^loss noise of the reference: 12 steps, sigma \([^ ]*\) .*/\1/p' outlier.out)
+[ "$sigma" = "$want_sigma" ] || { echo "FAIL: loss noise sigma '$sigma', awk $want_sigma"; cat outlier.out; fail=1; }
+if [ $code -ne 1 ] || ! grep -q '^run 0: .*-> fails .*loss max |dev| .* > 3 sigma .*compare clean' outlier.out; then
+  echo "FAIL: an outlier batch at step 3 is not judged by the loss (exit $code)"; cat outlier.out; fail=1
+fi
+"$N" promote -b ref12 -c run.json -o P_outlier0 -- "$N" train "${g12[@]}" --fault outlier_batch --fault-step 3 \
+  > outlier0.out 2>&1 && grep -qx 'promote: ' outlier0.out || { echo "FAIL: without --bench-log step 0 is clean"; fail=1; }
+echo "ok: loss noise sigma $sigma (awk $want_sigma); outlier_batch at step 3 fails on the loss alone, exit $code"
+"$N" promote -b ref12 -c run.json --bench-log ref.log -- "$N" train > bad3.out 2>&1
+[ $? -eq 2 ] && grep -q 'bench-log ref.log: fewer than 3' bad3.out || { echo "FAIL: a 1-step --bench-log is taken"; cat bad3.out; fail=1; }
 if [ "${NP_SANITIZED:-0}" != 1 ]; then # the sanitized pass runs the C paths above once (CI time)
-  promote loss_bf16 Functional.cross_entropy ref -- "${gpt[@]}" --precision bf16 --device npu-sim --fault loss_bf16
+  g6=(--model gpt --steps 6 --seed 3 --threads 1)
+  cfg ref6
+  "$N" dump -c ref6.json -- "$N" train "${g6[@]}" > ref6.log 2>&1 || { echo "FAIL: ref6"; fail=1; }
+  PROMOTE_OPTS="--bench-log ref6.log" promote loss_bf16 Functional.cross_entropy ref6 -- "${g6[@]}" --precision bf16 \
+    --device npu-sim --fault loss_bf16
   g128=("${gpt[@]}" --context 128 --batch 4)
   cfg ref128
   "$N" dump -c ref128.json -- "$N" train "${g128[@]}" > ref128.log 2>&1 || { echo "FAIL: ref128"; fail=1; }

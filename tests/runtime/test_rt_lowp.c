@@ -14,7 +14,8 @@
  *    a partial last block), and its statistics (underflow, saturation,
  *    squared error, scale range) recomputed in float64;
  *  - a linear op of a context with lowp on equals the float64 product of
- *    the quantized operands, and its fault shifts act. */
+ *    the quantized operands, and its fault shifts act; a conv2d equals the
+ *    float64 convolution of x and w quantized in blocks along C. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -409,6 +410,63 @@ static void check_linear(np_lowp f, int fault)
     np_ctx_free(ctx);
 }
 
+/* conv2d under lowp = the float64 convolution of x quantized in blocks
+ * along C per pixel (N, C, H*W) and w along C per tap (O, C, KH*KW) */
+static void check_conv(np_lowp f)
+{
+    np_ctx_opts o;
+    np_ctx_opts_default(&o);
+    o.lowp = f;
+    o.threads = 1;
+    np_ctx *ctx = NULL;
+    np_error err;
+    np_error_clear(&err);
+    CHECK(np_ctx_new(&ctx, &o, &err) == NP_OK);
+    if (!ctx)
+        return;
+    enum { NB = 2, C = 40, H = 5, W = 4, O = 3, KH = 3, KW = 2, S = 1, P = 1 };
+    enum { OH = (H + 2 * P - KH) / S + 1, OW = (W + 2 * P - KW) / S + 1 };
+    int64_t xs[4] = {NB, C, H, W}, ws[4] = {O, C, KH, KW};
+    np_tensor *x = np_tensor_new(ctx, NP_FLOAT32, 4, xs);
+    np_tensor *w = np_tensor_new(ctx, NP_FLOAT32, 4, ws);
+    float *xd = x->data, *wd = w->data;
+    for (int i = 0; i < NB * C * H * W; i++)
+        xd[i] = (float)((urand() * 4 - 2) * pow(2.0, (int)(urand() * 8) - 4));
+    for (int i = 0; i < O * C * KH * KW; i++)
+        wd[i] = (float)(urand() * 0.1 - 0.05);
+    np_tensor *y = np_conv2d(ctx, x, w, NULL, S, P);
+    CHECK(y != NULL);
+    static float xq[NB * C * H * W], wq[O * C * KH * KW];
+    np_lowp_quantize(xq, xd, NB, C, H * W, f, 0, 0, NULL);
+    np_lowp_quantize(wq, wd, O, C, KH * KW, f, 0, 0, NULL);
+    double worst = 0;
+    int differ = 0; /* the quantized operands do change x */
+    for (int i = 0; i < NB * C * H * W; i++)
+        differ += xq[i] != xd[i];
+    for (int n = 0; y && n < NB; n++)
+        for (int oc = 0; oc < O; oc++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OW; ow++) {
+                    double s = 0, sa = 0;
+                    for (int c = 0; c < C; c++)
+                        for (int kh = 0; kh < KH; kh++)
+                            for (int kw = 0; kw < KW; kw++) {
+                                int ih = oh * S - P + kh, iw = ow * S - P + kw;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W)
+                                    continue;
+                                double t = (double)xq[((n * C + c) * H + ih) * W + iw] *
+                                           wq[((oc * C + c) * KH + kh) * KW + kw];
+                                s += t;
+                                sa += fabs(t);
+                            }
+                    float got = ((float *)y->data)[((n * O + oc) * OH + oh) * OW + ow];
+                    worst = fmax(worst, fabs(got - s) / (sa > 0 ? sa : 1));
+                }
+    CHECK_MSG(worst < 1e-6, "%s: conv2d differs from the quantized convolution by %g", np_lowp_name(f), worst);
+    CHECK(differ > 0);
+    np_ctx_free(ctx);
+}
+
 int main(void)
 {
     table t[NP_FP8_KIND_COUNT];
@@ -432,6 +490,8 @@ int main(void)
         check_linear(NP_LOWP_MXFP8, fault);
         check_linear(NP_LOWP_HIF8, fault);
     }
+    check_conv(NP_LOWP_MXFP8);
+    check_conv(NP_LOWP_HIF8);
     /* lowp needs a float32 run */
     np_ctx_opts o;
     np_ctx_opts_default(&o);

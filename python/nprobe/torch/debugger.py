@@ -790,30 +790,83 @@ def _fp32_ops(path):
     return tuple(out)
 
 
+def _fp32_module(e):
+    """The module path of an entry ("Module.h.0.ln_1.LayerNorm.forward.0" or
+    "h.0.ln_1": "h.0.ln_1")."""
+    return e[7:].rsplit(".", 3)[0] if e.startswith("Module.") and e.count(".") >= 4 else e
+
+
 def _fp32_match(entries, api, n, parent):
     """A call `api` numbered n inside module call `parent` ("Module.h.0.ln_1.
-    LayerNorm.forward.0") is listed: by API name, by API call ("api.n"), or
-    by the path of a module around it (the path or a prefix of it)."""
+    LayerNorm.forward.0") is listed: by the path of a module around it (the
+    path or a prefix of it): "module"; by API name or API call ("api.n"):
+    "call"; else None."""
     path = None
     if parent and parent.startswith("Module."):
         body = parent[7:].rsplit(".", 3)[0]       # drop ".Class.forward.N"
         path = body
     call = f"{api}.{n}"
+    how = None
     for e in entries:
         if e == api or e == call or e == call + ".forward":
-            return True
+            how = "call"
         if path is not None:
-            m = e[7:].rsplit(".", 3)[0] if e.startswith("Module.") and e.count(".") >= 4 else e
+            m = _fp32_module(e)
             if path == m or path.startswith(m + "."):
-                return True
-    return False
+                return "module"
+    return how
 
 
-def _run_fp32(op, fn, args, kwargs):
+def _low_dtype(xs):
+    """The one bf16/fp16 dtype among the tensors xs (nested lists too), or None."""
+    seen = set()
+
+    def visit(x):
+        if isinstance(x, torch.Tensor) and x.dtype in (torch.float16, torch.bfloat16):
+            seen.add(x.dtype)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                visit(v)
+    visit(xs)
+    return seen.pop() if len(seen) == 1 else None
+
+
+def _cast_floats(x, dt):
+    if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != dt:
+        return x.to(dt)
+    if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+        return type(x)(_cast_floats(v, dt) for v in x)
+    return x
+
+
+def _promote_module(mod):
+    """A module listed in fp32_ops runs in float32 as a whole: the calls
+    inside keep their float32 outputs (_run_fp32 with keep=True), and the
+    module's floating outputs are cast back, at its boundary, to the one
+    low dtype its inputs came in (none: left float32; the caller's autocast
+    ops lower them again). Hooks put first, so the dump records what the
+    caller gets."""
+    stack = []
+
+    def pre(m, args):
+        stack.append(_low_dtype(args))
+
+    def post(m, args, out):
+        dt = stack.pop() if stack else None
+        return _cast_floats(out, dt) if dt is not None else None
+    try:
+        mod.register_forward_pre_hook(pre, prepend=True)
+        mod.register_forward_hook(post, prepend=True)
+    except TypeError:       # torch < 2.0: no prepend
+        mod.register_forward_pre_hook(pre)
+        mod.register_forward_hook(post)
+
+
+def _run_fp32(op, fn, args, kwargs, keep=False):
     """fn in float32 with autocast off: bf16/fp16 tensor arguments cast up,
     the outputs cast back to what the surrounding code expects (the
     autocast dtype for an op autocast lowers, else the common low dtype of
-    the inputs)."""
+    the inputs); keep: left float32 (a call inside a promoted module)."""
     ac = _autocast_dtype()
     low = (torch.float16, torch.bfloat16)
     seen = set()
@@ -831,7 +884,7 @@ def _run_fp32(op, fn, args, kwargs):
     with torch.autocast(device_type=dev, enabled=False):
         y = fn(*a2, **k2)
     back = ac if (ac is not None and op in _AUTOCAST_LOWER) else (seen.pop() if len(seen) == 1 else None)
-    if back is None:
+    if back is None or keep:
         return y
 
     def down(x):
@@ -1391,7 +1444,7 @@ class PrecisionDebugger:
                     else:
                         args, kwargs = _replace(args, kwargs, [flat[k][0] for k in g], new)
             promoted = self._fp32 and _fp32_match(self._fp32, api, n, parent)
-            y = _run_fp32(op, fn, args, kwargs) if promoted else fn(*args, **kwargs)
+            y = _run_fp32(op, fn, args, kwargs, promoted == "module") if promoted else fn(*args, **kwargs)
             if rec is not None and rec.has_in:
                 y = self._unalias(op, y, new, [flat[k][1] for k in g])
             outs = _out_tensors(y)
@@ -1543,10 +1596,13 @@ class PrecisionDebugger:
             return
         self._hooked.add(id(model))
         self._models.append(model)
+        promoted = {_fp32_module(e) for e in self._fp32}
         for path, mod in model.named_modules():
             path = _compiled_path(path)
             if not path or _is_compile_wrapper(mod):
                 continue          # the root: the runtime has no module call for it
+            if path in promoted:
+                _promote_module(mod)
             path, cls = _safe_name(path), _safe_name(_dtensor.module_class_name(mod))
             pre = self._make_pre(path, cls)
             h = mod.register_forward_pre_hook(_eager_hook(pre))
