@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include <dirent.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "nprobe/common.h"
 
 #define MAX_CAND 64
@@ -53,7 +55,7 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static const char help[] =
+static const char help_before[] =
     "usage: nprobe promote -b BENCH -c CONFIG [-o OUTDIR] [--candidates N] [--bench-log FILE]\n"
     "                      [--granularity api|module] -- COMMAND [ARGS...]\n"
     "\n"
@@ -72,17 +74,40 @@ static const char help[] =
     "the reference's own step-to-step noise. Prints one line per run and, last,\n"
     "  promote: NAME[, NAME...]     (empty: nothing needs promoting)\n"
     "\n"
-    "options:\n"
-    "  -b, --bench PATH      the reference dump (a dump root)\n"
-    "  -c, --config FILE     the dump config.json of the runs\n"
-    "  -o, --output DIR      runs, logs and reports (default ./promote; created)\n"
-    "      --candidates N    at most N candidates (default 16)\n"
-    "      --bench-log FILE  the reference run's output, 3 or more lines 'loss L'\n"
-    "      --granularity G   api (default: API names, every call of an op) or module\n"
-    "  -h, --help            show this help\n"
+    "options:\n";
+
+static const char help_after[] =
     "\n"
     "exit codes: 0 a set found and verified (or nothing needed), 1 no set of the\n"
     "candidates brings the run back, 2 usage or input error\n";
+
+typedef struct promote_args {
+    const char *bench, *config, *out, *bench_log, *granularity;
+    int max_cand, rest;
+} promote_args;
+
+static const char *const granularities[] = {"api", "module"};
+
+/* `nprobe promote`'s options: parsing and --help from this one table (cli/opts.h). */
+#define F(f) offsetof(promote_args, f)
+static const np_cli_opt promote_opts[] = {
+    {NULL, "-b|--bench", "PATH", "the reference dump (a dump root)", NP_OPT_STR, F(bench), 0, 0, NULL,
+     0, NULL},
+    {NULL, "-c|--config", "FILE", "the dump config.json of the runs", NP_OPT_STR, F(config), 0, 0,
+     NULL, 0, NULL},
+    {NULL, "-o|--output", "DIR", "runs, logs and reports (default ./promote; created)", NP_OPT_STR,
+     F(out), 0, 0, NULL, 0, NULL},
+    {NULL, "--candidates", "N", "at most N candidates (default 16)", NP_OPT_INT, F(max_cand), 1,
+     MAX_CAND, NULL, 0, NULL},
+    {NULL, "--bench-log", "FILE", "the reference run's output, 3 or more lines 'loss L'", NP_OPT_STR,
+     F(bench_log), 0, 0, NULL, 0, NULL},
+    {NULL, "--granularity", "G", "api (default: API names, every call of an op) or module",
+     NP_OPT_CHOICE, F(granularity), 0, 0, granularities, 2, NULL},
+    {NULL, "--", "COMMAND", NULL, NP_OPT_REST, F(rest), 0, 0, NULL, 0, NULL},
+    {NULL, "--help", NULL, "show this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
+};
+#undef F
+#define N_PROMOTE_OPTS ((int)(sizeof promote_opts / sizeof promote_opts[0]))
 
 /* Run argv with stdout and stderr into log (env NPROBE_FP32_OPS=ops); the
  * exit status, or -1 when it could not run. */
@@ -466,54 +491,22 @@ static int candidates(promote_ctx *pc, char cand[][NAME_MAX_LEN])
 
 static int parse(promote_ctx *pc, int argc, char **argv)
 {
-    pc->out = "promote";
-    pc->max_cand = 16;
-    int i = 1;
-    for (; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--")) {
-            i++;
-            break;
-        }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(help, stdout);
-            return 1;
-        }
-        if (i + 1 >= argc) {
-            np_cli_error("promote: %s needs a value (see 'nprobe promote --help')", a);
-            return NP_EXIT_USAGE + 1;
-        }
-        if (!strcmp(a, "-b") || !strcmp(a, "--bench"))
-            pc->bench = argv[++i];
-        else if (!strcmp(a, "-c") || !strcmp(a, "--config"))
-            pc->config = argv[++i];
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output"))
-            pc->out = argv[++i];
-        else if (!strcmp(a, "--bench-log"))
-            pc->bench_log = argv[++i];
-        else if (!strcmp(a, "--granularity")) {
-            const char *g = argv[++i];
-            if (strcmp(g, "api") && strcmp(g, "module")) {
-                np_cli_error("promote: --granularity: '%s' is not api or module", g);
-                return NP_EXIT_USAGE + 1;
-            }
-            pc->by_module = !strcmp(g, "module");
-        }
-        else if (!strcmp(a, "--candidates")) {
-            long v;
-            if (np_cli_parse_int(a, argv[++i], 1, MAX_CAND, &v))
-                return NP_EXIT_USAGE + 1;
-            pc->max_cand = (int)v;
-        } else {
-            np_cli_error("promote: unknown option '%s' (see 'nprobe promote --help')", a);
-            return NP_EXIT_USAGE + 1;
-        }
-    }
-    if (!pc->bench || !pc->config || i >= argc) {
+    promote_args a = {NULL, NULL, "promote", NULL, "api", 16, 0};
+    int rc = np_cli_opts_parse(promote_opts, N_PROMOTE_OPTS, &a, "promote", help_before, help_after,
+                               argc, argv);
+    if (rc)
+        return rc;
+    if (!a.bench || !a.config || !a.rest || a.rest >= argc) {
         np_cli_error("promote: -b BENCH, -c CONFIG and -- COMMAND are required (see 'nprobe promote --help')");
         return NP_EXIT_USAGE + 1;
     }
-    pc->cmd = argv + i;
+    pc->bench = a.bench;
+    pc->config = a.config;
+    pc->out = a.out;
+    pc->max_cand = a.max_cand;
+    pc->bench_log = a.bench_log;
+    pc->by_module = !strcmp(a.granularity, "module");
+    pc->cmd = argv + a.rest;
     return 0;
 }
 
@@ -548,7 +541,7 @@ int np_cmd_promote(int argc, char **argv)
     memset(&pc, 0, sizeof pc);
     int r = parse(&pc, argc, argv);
     if (r)
-        return r == 1 ? NP_EXIT_OK : r - 1;
+        return r - 1;
     ssize_t n = readlink("/proc/self/exe", pc.exe, sizeof pc.exe - 1);
     if (n <= 0) {
         np_cli_error("promote: cannot find this program (/proc/self/exe)");

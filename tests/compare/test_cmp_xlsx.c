@@ -75,6 +75,10 @@ int main(int argc, char **argv)
     const char *py = getenv("NP_PYTHON");
     if (!py || access(py, X_OK) != 0)
         CHECK_SKIP("NP_PYTHON not set");
+    /* the sanitized pass writes the same file in the openpyxl mode; what this
+     * mode adds is LibreOffice's reading, no code of the tree (CI time) */
+    if (!strcmp(mode, "libreoffice") && getenv("NP_SANITIZED") && !strcmp(getenv("NP_SANITIZED"), "1"))
+        CHECK_SKIP("sanitized pass: the openpyxl mode writes the same file; LibreOffice runs in the plain pass");
     memset(long_text, 'L', sizeof long_text - 1);
     memcpy(long_text + 32760, "<&>", 3);   /* escaped across the cut at 32767 */
     char dir[] = "/tmp/np_cmp_xlsx_XXXXXX";

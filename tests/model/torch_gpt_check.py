@@ -1,4 +1,4 @@
-"""tests/model/torch_gpt_check.py CKPT RUNTIME_H5 [--trained]
+"""tests/model/torch_gpt_check.py CKPT RUNTIME_H5 [--trained] [CKPT RUNTIME_H5 [--trained] ...]
 
 Rebuild the runtime's GPT in PyTorch from the weights in the nprobe
 checkpoint CKPT (GPT-2 names: wte, wpe, h.N.ln_1, h.N.attn.c_attn, ...,
@@ -29,6 +29,9 @@ a forward ignoring the trained layer-norm biases or weights moves outputs
 by more than 1e-2 of their scale. --trained additionally requires that the
 checkpoint's biases and layer-norm parameters are away from 0 and 1 (so the
 case tests them). Each line prints the error in units of u * max|torch|.
+Several cases (each CKPT RUNTIME_H5, optionally followed by --trained) run
+in one process, which imports torch once (CI time); every case is checked
+and the exit status is 1 if any disagrees.
 """
 import math
 import sys
@@ -105,9 +108,10 @@ def close(name, got, want):
 WORST = [0.0]
 
 
-def main():
-    cfg, P = load(sys.argv[1])
-    with h5py.File(sys.argv[2], "r") as f:
+def check(ckpt, ref, trained):
+    WORST[0] = 0.0
+    cfg, P = load(ckpt)
+    with h5py.File(ref, "r") as f:
         idx = torch.tensor(np.array(f["idx"]))
         tgt = torch.tensor(np.array(f["targets"]))
         rt_blocks = [np.array(f["block"][str(i)]) for i in range(cfg["n_layer"])]
@@ -128,7 +132,7 @@ def main():
     for k in sorted(P):
         if k in rt_grads:
             ok &= close(f"grad {k}", rt_grads[k], P[k].grad.numpy())
-    if "--trained" in sys.argv[3:]:
+    if trained:
         # the trained case must exercise biases and layer-norm parameters
         for k, v in sorted(P.items()):
             if k.endswith(".bias") or ".ln_" in k or k.startswith("ln_f"):
@@ -139,8 +143,26 @@ def main():
                     ok = False
     print(f"worst {WORST[0]:.1f} u (tolerance {TOL_U} u)")
     print("agreement" if ok else "DISAGREEMENT")
+    return ok
+
+
+def main(argv):
+    cases = []
+    for a in argv:
+        if a == "--trained" and cases and len(cases[-1]) == 2:
+            cases[-1].append(True)
+        elif cases and len(cases[-1]) == 1:
+            cases[-1].append(a)
+        else:
+            cases.append([a])
+    if not cases or any(len(c) < 2 for c in cases):
+        raise SystemExit("usage: torch_gpt_check.py CKPT RUNTIME_H5 [--trained] ...")
+    ok = True
+    for c in cases:
+        print(f"case {c[0]}:", flush=True)
+        ok &= check(c[0], c[1], len(c) == 3)
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

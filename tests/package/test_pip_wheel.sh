@@ -18,8 +18,10 @@ SRC=${NP_SOURCE_DIR:?}
 if [ "${NP_SANITIZED:-0}" = 1 ]; then
   echo "SKIP: the wheel is a Release build of its own; the plain pass tests it"; exit 77
 fi
+# looked up, not imported (an import of torch costs seconds of CPU)
 for m in torch scikit_build_core build pip; do
-  "$PY" -c "import $m" 2>/dev/null || { echo "SKIP: $m missing from $PY (scripts/setup-venv.sh)"; exit 77; }
+  "$PY" -c "import importlib.util as u, sys; sys.exit(u.find_spec('$m') is None)" 2>/dev/null \
+    || { echo "SKIP: $m missing from $PY (scripts/setup-venv.sh)"; exit 77; }
 done
 
 fails=0
