@@ -729,6 +729,7 @@ static np_status stage_verdicts(cmp_run *r, np_error *err)
     cmp_verdicts(r->p, r->o, r->pair_index, r->n_pairs);
     cmp_run_sides sides = {&r->bd, &r->cd};
     cmp_near_ties(r->p, &sides);
+    cmp_noise_quotients(r->p, &sides);
     return NP_OK;
 }
 

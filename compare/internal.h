@@ -148,6 +148,10 @@ typedef struct cmp_run_sides {
  * rows and the failing rows after it become warnings, the notes say it
  * (near_tie.c; after the verdicts, before the root cause). */
 void cmp_near_ties(np_cmp_pair *p, const cmp_run_sides *s);
+/* An element-normalised update (addcdiv: Adam's step) whose output fails
+ * only where its numerator or denominator is the runs' noise: its output
+ * rows become warnings (noise_quotient.c; after the near-ties). */
+void cmp_noise_quotients(np_cmp_pair *p, const cmp_run_sides *s);
 /* Per-call statuses and the culprit list (rows' verdicts filled). */
 np_status cmp_root_cause(np_cmp_pair *p, np_error *err);
 /* p->culprits: the calls whose status is culprit, in call order (verdict.c). */

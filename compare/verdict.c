@@ -622,6 +622,13 @@ static void weights_key(char *buf, size_t cap, const np_cmp_side *s)
              s->mean, s->norm, (unsigned)s->crc32, s->dtype);
 }
 
+/* The reason of an input row that holds a parted weight (its pointer marks
+ * such rows for the walk's in-place update rule, rc_calls). */
+static const char weight_input_fmt[] =
+    "an input that holds a weight (a parameter's values, or at L1 a leaf that takes a gradient; "
+    "severity %.3g): the weights parted in an earlier step (the optimizer's answer to earlier "
+    "gradients); judged there, and here through the calls that use it";
+
 static int verdict_weights(np_cmp_pair *p, np_cmp_row *r, const np_strmap *wmap,
                            const np_strmap *omap)
 {
@@ -652,12 +659,70 @@ static int verdict_weights(np_cmp_pair *p, np_cmp_row *r, const np_strmap *wmap,
                        "answer to earlier gradients (Adam moves a weight whose gradient is "
                        "rounding noise by +-lr); judged there, and here through the calls that "
                        "use it"
-                     : "an input that holds a weight (a parameter's values, or at L1 a leaf that "
-                       "takes a gradient; severity %.3g): the weights parted in an earlier "
-                       "step (the optimizer's answer to earlier gradients); judged there, and "
-                       "here through the calls that use it",
+                     : weight_input_fmt,
             1, r->severity, 0);
     return 1;
+}
+
+/* The optimizer's in-place steps on a weight that parted (docs/COMPARE.md,
+ * "Weights that parted in an earlier step"): where the optimizer runs
+ * between start and stop, its in-place calls (weight decay's mul_, Adam's
+ * addcdiv_) take the parted weight as their input.0 and give it back
+ * updated. Such an output row, failing by less than AMPLIFICATION x the
+ * weight's own parting, holds the weight: a warning as the weight is; so is
+ * every later input row that holds it (same statistics and crc32 on both
+ * sides). A weight that parted beyond that, or an update of a weight that
+ * agrees, is judged as before. Rows in execution order. */
+static int inplace_api(const char *name)
+{
+    const char *op = strchr(name, '.');
+    const char *end = op ? strchr(op + 1, '.') : NULL;
+    return end && end - op > 2 && end[-1] == '_' && end[-2] != '_';
+}
+
+static void parted_key(char *k, size_t cap, const np_cmp_row *r);
+
+static void weights_inplace(np_cmp_pair *p)
+{
+    cmp_pair_priv *pv = p->priv;
+    np_strmap held = {0};
+    if (!pv || np_strmap_init(&held, 64) != 0)
+        return;
+    int call = -1;
+    double w_self = 0; /* the current call's input.0 holds a parted weight: its severity */
+    for (size_t i = 0; i < p->n_rows; i++) {
+        np_cmp_row *r = &p->rows[i];
+        if (!r->bench || !r->cmp || r->call_index < 0 || !isfinite(r->severity))
+            continue;
+        const np_cmp_call *c = &p->calls[r->call_index];
+        if (r->call_index != call) {
+            call = r->call_index;
+            w_self = 0;
+        }
+        if (c->backward || strcmp(c->kind, "api") != 0)
+            continue;
+        char k[600];
+        parted_key(k, sizeof k, r);
+        int in = !strcmp(r->cmp->role, "input"), out = !strcmp(r->cmp->role, "output");
+        if (in && r->verdict == NP_VERDICT_ERROR && np_strmap_get(&held, k) >= 0)
+            set_fmt(r, NP_VERDICT_WARNING, r->severity, weight_input_fmt, 1, r->severity, 0);
+        size_t ln = strlen(r->cmp->name);
+        if (in && r->verdict == NP_VERDICT_WARNING && r->reason == weight_input_fmt && ln > 8 &&
+            !strcmp(r->cmp->name + ln - 8, ".input.0"))
+            w_self = r->severity;
+        if (out && w_self > 1 && inplace_api(c->name) && r->verdict == NP_VERDICT_ERROR &&
+            r->severity < AMPLIFICATION * w_self) {
+            set_fmt(r, NP_VERDICT_WARNING, r->severity,
+                    "holds a weight that parted in an earlier step (severity %.3g), after the "
+                    "optimizer's in-place step on it: it differs as the weight does; judged where "
+                    "it parted",
+                    1, r->severity, 0);
+            const char *kc = cmp_arena_strdup(&pv->arena, k);
+            if (kc && np_strmap_get(&held, kc) < 0)
+                np_strmap_put(&held, kc, (int)i);
+        }
+    }
+    np_strmap_free(&held);
 }
 
 /* The lowest precision the data carry (a bfloat16/float16 tensor on
@@ -1136,6 +1201,8 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
         }
     }
     parted_finish(p, &pr, parted);
+    if (weights_rule)
+        weights_inplace(p);
     grad_params_follow(p, gin);
     free(gin);
     for (size_t i = 0; i < p->n_rows; i++) {

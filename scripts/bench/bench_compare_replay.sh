@@ -12,7 +12,8 @@
 #   BENCH_REPLAY_ALL=1 also --replay-all (every call recomputed on both
 #   sides, as before issue 31's selection), each on the .h5 pair and on
 #   msprobe's .pt pair;
-# runs interleaved, medians of REPS; GB/s over both sides' bytes; peak RSS
+# runs interleaved, medians of REPS; GB/s over both sides' bytes; CPU seconds
+# (user + sys, less inflated by a loaded machine than the wall time); peak RSS
 # (GNU time); and each nprobe run's first culprit and exit status, which
 # must be the same with and without the selection. The generated tensors
 # are random (an output is not its call's product), so every recomputed call
@@ -43,10 +44,10 @@ ms=${MSPROBE:-$(dirname "$py")/msprobe}
 work=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/np_bench_replay.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-measure() { # CMD... -> "seconds maxrss_mb exit" (GNU time); stdout kept in $work/cmd.out
+measure() { # CMD... -> "seconds maxrss_mb exit cpu_seconds" (GNU time); stdout kept in $work/cmd.out
   local rc=0
-  /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" > "$work/cmd.out" 2> "$work/cmd.err" || rc=$?
-  tail -1 "$work/time.txt" | awk -v rc="$rc" '{ printf "%s %.1f %s\n", $1, $2 / 1024, rc }'
+  /usr/bin/time -f "%e %M %U %S" -o "$work/time.txt" "$@" > "$work/cmd.out" 2> "$work/cmd.err" || rc=$?
+  tail -1 "$work/time.txt" | awk -v rc="$rc" '{ printf "%s %.1f %s %.2f\n", $1, $2 / 1024, rc, $3 + $4 }'
 }
 median() { sort -g | awk '{ v[NR] = $1 } END { m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m }'; }
 
@@ -58,6 +59,7 @@ gen compare "$work/nc" 2 1e-3
 gen msprobe "$work/mb" 1 0
 gen msprobe "$work/mc" 2 1e-3
 cat "$work"/n[bc]/step0/rank0/dump.h5 "$work"/m[bc]/step0/rank0/dump_tensor_data/*.pt > /dev/null
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # the variants: label, then the command (OUT is replaced by an empty folder)
 variants=()
@@ -76,14 +78,15 @@ for fmt in n m; do
     variants+=("NPROBE_BEFORE compare, default, $what|${base/$bin/$NPROBE_BEFORE}")
   fi
 done
-declare -A secs peak verdict
+declare -A secs peak verdict cpus
 for _ in $(seq "$REPS"); do
   for v in "${variants[@]}"; do
     label=${v%%|*} cmd=${v#*|}
     rm -rf "$work/out" && mkdir -p "$work/out"
     # shellcheck disable=SC2086
-    read -r s m rc < <(measure ${cmd//OUT/$work/out})
+    read -r s m rc cpu < <(measure ${cmd//OUT/$work/out})
     secs[$label]+="$s "
+    cpus[$label]+="$cpu "
     peak[$label]="$m ${peak[$label]:-}"
     case $cmd in
       *"$bin"*|*"${NPROBE_BEFORE:-/nonexistent}"*) verdict[$label]="first culprit $(grep -m1 '^  first culprit: ' "$work/cmd.out" | sed -e 's/^  first culprit: //' -e 's/[ :].*//'), exit $rc";;
@@ -99,17 +102,20 @@ echo
 echo "$K x $NUMEL float32 tensors per side ($(awk -v b=$bytes 'BEGIN { printf "%.2f", b / 1e9 }') GB over both sides), Functional.linear calls,"
 echo "the cmp side the bench's tensors with 1e-3 relative noise; the same data in"
 echo "nprobe's format and in msprobe's (.pt), all in the page cache; interleaved,"
-echo "median of $REPS run(s), peak RSS the largest; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)."
+echo "median of $REPS run(s), peak RSS the largest; cpu: user + sys seconds (median),"
+echo "which a loaded machine inflates less than the wall time; $(nproc) cores, load"
+echo "$(cut -d' ' -f1-3 /proc/loadavg) at the end (at the start: $load0); OpenBLAS core: ${OPENBLAS_CORETYPE:-detected}."
 echo
 echo "Command: \`scripts/bench/bench_compare_replay.sh${*:+ $*}\`"
 echo
-echo "| work | time | GB/s | peak | verdict |"
-echo "|---|---|---|---|---|"
+echo "| work | time | cpu | GB/s | peak | verdict |"
+echo "|---|---|---|---|---|---|"
 for v in "${variants[@]}"; do
   label=${v%%|*}
   t=$(printf '%s\n' ${secs[$label]} | median)
   m=$(printf '%s\n' ${peak[$label]} | sort -g | tail -1)
-  awk -v l="$label" -v t="$t" -v m="$m" -v b="$bytes" -v vd="${verdict[$label]}" 'BEGIN {
-    printf "| %s | %.2f s | %.2f | %.0f MB | %s |\n", l, t, b / 1e9 / t, m, vd }'
+  c=$(printf '%s\n' ${cpus[$label]} | median)
+  awk -v l="$label" -v t="$t" -v c="$c" -v m="$m" -v b="$bytes" -v vd="${verdict[$label]}" 'BEGIN {
+    printf "| %s | %.2f s | %.2f s | %.2f | %.0f MB | %s |\n", l, t, c, b / 1e9 / t, m, vd }'
 done
 echo

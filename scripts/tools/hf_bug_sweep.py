@@ -21,12 +21,15 @@ clean bf16 run against the fp32 reference, which must name nothing.
 
 The bugs, put in as a port would get them wrong (after the model is built,
 weights unchanged):
-  rms_eps       layer 1's input RMSNorm eps 1e-6 -> 1e-5 (variance_epsilon)
+  rms_eps       layer 1's input RMSNorm eps x10 (variance_epsilon: 1e-6 ->
+                1e-5); BERT: layer 1's attention-output LayerNorm eps x10
   rope_base     the rotary embedding's base (rope_theta) changed: inv_freq
                 recomputed with 500000 for 10000 (or 10000 for any other)
   rope_offset   positions start at 1, not 0 (position_ids passed as arange+1;
-                the clean runs pass arange)
+                the clean runs pass arange); BERT: the same offset into its
+                absolute position embeddings (bert.embeddings)
   attn_scale    layer 1's attention scaled by 1/head_dim, not 1/sqrt(head_dim)
+                (BERT: layer 1's attention.self)
   router_dtype  layer 1's MoE router softmax computed in bfloat16 (not fp32)
   drop_bias     layer 1's q projection called without its bias (Llama built
                 with attention_bias=True; every bias of every model is drawn
@@ -58,10 +61,10 @@ LAYER = 1
 
 # bug -> architectures with the bug's site
 SITES = {
-    "rms_eps": ("llama", "qwen2", "mixtral"),
-    "rope_base": ("llama", "qwen2"),
-    "rope_offset": ("llama", "qwen2"),
-    "attn_scale": ("llama", "qwen2"),
+    "rms_eps": ("llama", "qwen2", "mixtral", "bert"),
+    "rope_base": ("llama", "qwen2", "mixtral"),
+    "rope_offset": ("llama", "qwen2", "mixtral", "bert"),
+    "attn_scale": ("llama", "qwen2", "mixtral", "bert"),
     "router_dtype": ("mixtral", "qwen2_moe"),
     "drop_bias": ("llama", "qwen2", "bert"),
 }
@@ -111,6 +114,10 @@ def inject(model, arch, bug):
     else:
         layers = model.model.layers
         prefix = "model.layers"
+    if bug == "rms_eps" and arch == "bert":
+        norm = layers[LAYER].attention.output.LayerNorm
+        norm.eps = norm.eps * 10
+        return "%s.%d.attention.output.LayerNorm" % (prefix, LAYER)
     if bug == "rms_eps":
         norm = layers[LAYER].input_layernorm
         norm.variance_epsilon = norm.variance_epsilon * 10
@@ -122,8 +129,12 @@ def inject(model, arch, bug):
         dim = rot.inv_freq.numel() * 2
         rot.inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.float) / dim))
         return "model.rotary_emb"
-    if bug == "rope_offset":
-        return "model.rotary_emb"      # the offset goes in through position_ids
+    if bug == "rope_offset":           # the offset goes in through position_ids
+        return "bert.embeddings" if arch == "bert" else "model.rotary_emb"
+    if bug == "attn_scale" and arch == "bert":
+        att = layers[LAYER].attention.self
+        att.scaling = 1.0 / att.attention_head_size
+        return "%s.%d.attention.self" % (prefix, LAYER)
     if bug == "attn_scale":
         att = layers[LAYER].self_attn
         att.scaling = 1.0 / att.head_dim
@@ -175,10 +186,11 @@ def dump(out, arch, bug, var, bf16, task, seed, steps=2):
     site = inject(model, arch, bug) if bug else None
     name = "qwen2" if arch == "qwen2_moe" else arch
     b = hf_models.batch(name, seed=seed + 1)
-    if arch != "bert":   # every decoder run passes its positions (arange, or arange+1 for the bug)
-        seq = b["input_ids"].shape[1]
-        pos = torch.arange(seq).unsqueeze(0).expand(b["input_ids"].shape[0], -1).clone()
-        b["position_ids"] = pos + 1 if bug == "rope_offset" else pos
+    # every run passes its positions (arange, or arange+1 for the bug; BERT's
+    # into its absolute position embeddings)
+    seq = b["input_ids"].shape[1]
+    pos = torch.arange(seq).unsqueeze(0).expand(b["input_ids"].shape[0], -1).clone()
+    b["position_ids"] = pos + 1 if bug == "rope_offset" else pos
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     dbg = PrecisionDebugger(config_path=cfg)
     for _ in range(steps):

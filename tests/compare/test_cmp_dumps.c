@@ -1000,6 +1000,105 @@ static void test_near_tie(void)
         }
 }
 
+/* Adam's update inside start/stop (issue 31): a bias that starts at 0 (a
+ * norm's), 8 elements, gradient g; the step is p.addcdiv_(m, d, value=
+ * -0.01) with m = 0.1 g and d = |g| + 1e-8 (Adam's first step: each
+ * element moves by -1e-3 sign(g)). Element 7's gradient is rounding noise:
+ * 4e-4 in the bench, -4e-4 in the cmp (the others differ by 1e-4
+ * relative), so the runs move it by -1e-3 and +1e-3: the output differs by
+ * 2e-3 of a norm of 2.8e-3. kind 0: that is all (a warning, no culprit,
+ * the note); kind 1: element 0 moves by 3e-3 too (its gradient is 0.5: no
+ * noise there): still the culprit. Step 1 (kind 2): the bias parted so
+ * (element 7 at +1e-3 against -1e-3: a parameter row of a module), and the
+ * optimizer's weight decay p.mul_(0.99999) and update take it in place:
+ * their rows hold the parted weight, warnings, no culprit; kind 3: the
+ * decay's output differs by 10 x the weight's parting: the culprit. */
+static void write_adam(const char *path, int cmp, int kind)
+{
+    tw *w = tw_open(path, "tensor", cmp ? "bf16" : "fp32", kind >= 2 ? 1 : 0, 0);
+    CHECK(w != NULL);
+    if (!w)
+        return;
+    const int64_t s8[1] = {8};
+    double g[8] = {0.5, -0.3, 0.2, 0.4, -0.6, 0.1, 0.35, 4e-4};
+    float p0[8], pm[8], mm[8], dd[8], out[8];
+    if (cmp) {
+        for (int i = 0; i < 7; i++)
+            g[i] *= 1.0 + (i % 2 ? -1e-4 : 1e-4);
+        g[7] = -4e-4;
+    }
+    for (int i = 0; i < 8; i++) {
+        /* step 1: the weight after step 0's update (element 7 parted) */
+        p0[i] = kind >= 2 ? (float)(-1e-3 * (g[i] > 0 ? 1 : -1)) : 0.0f;
+        pm[i] = (float)(p0[i] * 0.99999);
+        if (kind == 3 && cmp)
+            pm[i] += i % 2 ? -4e-3f : 4e-3f;
+        mm[i] = (float)(0.1 * g[i]);
+        dd[i] = (float)(fabs(g[i]) + 1e-8);
+        out[i] = (float)(pm[i] - 0.01 * mm[i] / dd[i]);
+    }
+    if (kind == 1 && cmp)
+        out[0] -= 3e-3f;
+    const char *mod = "Module.ln.LayerNorm.forward.0", *dec = "Tensor.mul_.0.forward",
+               *up = "Tensor.addcdiv_.0.forward";
+    int q = tw_call(w, mod, "module", "", "model.py:4");
+    tw_tensor(w, q, mod, "parameters", "bias", "float32", 1, s8, p0);
+    tw_tensor(w, q, mod, "output", "0", "float32", 1, s8, mm);
+    q = tw_call(w, dec, "api", "", "adamw.py:9");
+    tw_tensor(w, q, dec, "input", "0", "float32", 1, s8, p0);
+    tw_scalar(w, q, dec, "other", 0.99999);
+    tw_tensor(w, q, dec, "output", "0", "float32", 1, s8, pm);
+    q = tw_call(w, up, "api", "", "adamw.py:12");
+    tw_tensor(w, q, up, "input", "0", "float32", 1, s8, pm);
+    tw_tensor(w, q, up, "input", "1", "float32", 1, s8, mm);
+    tw_tensor(w, q, up, "input", "2", "float32", 1, s8, dd);
+    tw_scalar(w, q, up, "value", -0.01);
+    tw_tensor(w, q, up, "output", "0", "float32", 1, s8, out);
+    CHECK_EQ_INT(tw_close(w, 1), 0);
+}
+
+static void test_adam_noise(void)
+{
+    char b[512], c[512];
+    path_of(b, sizeof b, "adam_b.h5");
+    path_of(c, sizeof c, "adam_c.h5");
+    for (int kind = 0; kind < 4; kind++) {
+        write_adam(b, 0, kind);
+        write_adam(c, 1, kind);
+        np_cmp_pair p;
+        if (compare(&p, b, c, NULL) != NP_OK)
+            return;
+        const np_cmp_row *o = find_row(&p, "Tensor.addcdiv_.0.forward.output.0");
+        const np_cmp_row *d = find_row(&p, "Tensor.mul_.0.forward.output.0");
+        CHECK(o && d);
+        if (!o || !d) {
+            np_cmp_pair_free(&p);
+            return;
+        }
+        if (kind == 0) {
+            CHECK_EQ_INT(p.count_verdict[NP_VERDICT_ERROR], 0);
+            CHECK_EQ_INT(p.n_culprits, 0);
+            CHECK(o->verdict == NP_VERDICT_WARNING);
+            CHECK_CONTAINS(o->reason, "1 of 8 elements have a numerator or denominator within 2 x");
+            CHECK_CONTAINS(p.notes, "1 update call(s) from Tensor.addcdiv_.0.forward on");
+        } else if (kind == 1) {
+            CHECK(o->verdict == NP_VERDICT_ERROR);
+            one_culprit(&p, "Tensor.addcdiv_.0.forward");
+        } else if (kind == 2) {
+            CHECK_EQ_INT(p.count_verdict[NP_VERDICT_ERROR], 0);
+            CHECK_EQ_INT(p.n_culprits, 0);
+            CHECK(d->verdict == NP_VERDICT_WARNING);
+            CHECK_CONTAINS(d->reason, "after the optimizer's in-place step on it");
+            const np_cmp_row *i0 = find_row(&p, "Tensor.addcdiv_.0.forward.input.0");
+            CHECK(i0 && i0->verdict == NP_VERDICT_WARNING);
+        } else {
+            CHECK(d->verdict == NP_VERDICT_ERROR);
+            one_culprit(&p, "Tensor.mul_.0.forward");
+        }
+        np_cmp_pair_free(&p);
+    }
+}
+
 /* Statistics mode: when the first culprit's inputs already differ above
  * the warning level, the title goes to the first call whose outputs rose
  * above the warning level while its inputs passed (statistics do not see a
@@ -1820,6 +1919,7 @@ int main(void)
     test_routed_gradients();
     test_parted_level();
     test_near_tie();
+    test_adam_noise();
     test_loss_scale();
     test_outside_dump();
     test_stats_warning_start();
