@@ -28,6 +28,12 @@ spawn for everything):
   this rank's chunk of the sequence; Colwise from Shard(1); Rowwise to
   Shard(1)) with a step on the local tensors that all-reduces the norm's
   Partial(sum) gradient first;
+- data parallel (FSDP2, PrecisionDebugger(data_parallel="dp")), each rank
+  on its half of the batch, the gradients summed: the batch's rows are
+  Shard(0) on dp, the loss and the ranks' gradients of replicated tensors
+  Partial(sum); every one-process leaf rebuilt; rank 1's half one row
+  early is named (Functional.linear.0.forward in Module.up.Linear, its
+  input);
 - `nprobe compare` of each against the one-process run exits 0 with no
   culprit (compare's assemble stage), replay on: the replay leaves the
   sharded calls out (their local op ran on redistributed arguments) and
@@ -137,12 +143,12 @@ def run_sp(m, d, x, lr=0.1, reduce=True):
     return [str(x.message) for x in w if "nprobe" in str(x.message)]
 
 
-def run(m, d, lr=0.1):
+def run(m, d, lr=0.1, x=None):
     opt = torch.optim.SGD(m.parameters(), lr=lr)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         d.start(m)
-        m(batch()).pow(2).sum().backward()
+        m(batch() if x is None else x).pow(2).sum().backward()
         opt.step()
         opt.zero_grad()
         d.stop()
@@ -332,6 +338,19 @@ def rank_main(rank, tmp):
     fully_shard(m, mesh=fmesh)
     d = PrecisionDebugger(f"{tmp}/fsdp.json")
     out["fsdp"] = {"warnings": run(m, d), "summary": d.summary}
+    # data parallel: each rank its half of the batch (data_parallel="dp"),
+    # the gradients summed, not averaged (the loss is a sum over the batch;
+    # a sum reduction, as gloo has no PREMUL_SUM). The bug: rank 1's half
+    # one row early (rows 2..4, a loader's off-by-one)
+    for label, shift in (("dp", 0), ("bug_dp_shift", 1)):
+        m = model()
+        for sub in (m.up, m.down, m):
+            fully_shard(sub, mesh=fmesh)
+            sub.set_gradient_divide_factor(1.0)
+            sub.set_force_sum_reduction_for_comms(True)
+        x = batch()[3 * rank - shift * rank:3 * rank - shift * rank + 3]
+        d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="dp")
+        out[label] = {"warnings": run(m, d, x=x), "summary": d.summary}
     # sequence parallel (torchtitan's plan), its input this rank's chunk of
     # the sequence; and the bug of its norm's gradient not all-reduced
     for label, reduce in (("sp", True), ("bug_sp_grad", False)):
@@ -500,7 +519,7 @@ def main():
     test_layout()
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("tp", "fsdp", "single", "coll", "sp", "single_sp", "bug_sp_grad",
-                     "bug_noreduce", "bug_offset"):
+                     "bug_noreduce", "bug_offset", "dp", "bug_dp_shift"):
             with open(f"{tmp}/{name}.json", "w") as f:
                 json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}", "level": "mix",
                            "step": [0]}, f)
@@ -520,7 +539,8 @@ def main():
                 res = json.load(f)
             for fail in res["fails"]:
                 check(False, fail)
-            for label in ("tp", "fsdp", "sp", "bug_sp_grad", "bug_noreduce", "bug_offset"):
+            for label in ("tp", "fsdp", "sp", "bug_sp_grad", "bug_noreduce", "bug_offset", "dp",
+                          "bug_dp_shift"):
                 s = res[label]["summary"]
                 check(not res[label]["warnings"] and s["skipped"] == 0 and s["unplaced"] == 0,
                       f"{label} rank {r}: no dump error, nothing skipped "
@@ -551,6 +571,22 @@ def main():
               "compare one process vs tp: the replay's note on the 6 sharded calls "
               "(linear 0/1 forward and backward, gelu forward and backward)")
         compare(tmp, "fsdp")
+        # data parallel: the batch rows Shard(0) on dp, the loss and each
+        # rank's gradient of a replicated tensor Partial(sum)
+        check_layout("dp", tmp, single)
+        _c, _d, place, _a = read(f"{tmp}/dump_dp/step0/rank1/dump.h5")
+        for leaf, want in (("Module.up.Linear.forward.0.input.0", ("Shard(0)", (6, 8), (3, 0))),
+                           ("Functional.linear.1.backward.input.0",
+                            ("Shard(0)", (6, 4), (3, 0))),
+                           ("Tensor.sum.0.forward.output.0", ("Partial(sum)", (), ())),
+                           ("Functional.linear.0.backward.output.1",
+                            ("Partial(sum)", (16, 8), (0, 0))),
+                           ("Module.up.Linear.parameters_grad.weight",
+                            ("Partial(sum)", (16, 8), (0, 0)))):
+            check(place.get(leaf) == want, f"dp rank 1: {leaf} {place.get(leaf)} != {want}")
+        compare(tmp, "dp")
+        # rank 1's half shifted: the first call on the batch, its input
+        compare(tmp, "bug_dp_shift", want="Functional.linear.0.forward (in Module.up.Linear")
         compare(tmp, "sp", bench="single_sp")
         # the injected parallel bugs, each named where it lives
         compare(tmp, "bug_noreduce", want="Module.down.Linear.forward.0")

@@ -914,6 +914,10 @@ class PrecisionDebugger:
     sets, takes precedence, so the wrapped run dumps where nprobe dump looks.
     precision: "fp32", "bf16", "fp16" for the dump's root attribute; None
     detects it per step (an autocast region, else the parameters' dtype).
+    data_parallel: the name of the device-mesh dimension whose ranks each
+    train on their own part of the batch (FSDP2's "dp"): activations are
+    written as Shard(0) of the batch along it, so that compare against one
+    process on the whole batch assembles it (docs/TORCH.md "Data parallel").
     A bad config raises NprobeError before anything is written.
     """
 
@@ -927,7 +931,8 @@ class PrecisionDebugger:
         return super().__new__(cls)
 
     def __init__(self, config_path=None, task=None, dump_path=None, level=None, step=None,
-                 precision=None, device=None, torch_compile=None, **_ignored):
+                 precision=None, device=None, torch_compile=None, data_parallel=None,
+                 **_ignored):
         env = os.environ.get("NPROBE_DUMP_CONFIG")
         path = env or config_path
         if not path:
@@ -995,6 +1000,9 @@ class PrecisionDebugger:
         self._outer = None        # the debugger this one's start() interrupted
         self._skipped = {}        # what was not dumped as the program saw it: kind -> leaves
         self._mesh = None         # the device mesh of the DTensor leaves (dtensor.py)
+        self._dp = data_parallel  # the mesh dimension whose ranks see different batches
+        self._dp_k = None         # its index in the mesh (dtensor.set_mesh)
+        self._dp_batch = None     # the step's local batch size (dtensor.dp_rows)
         self._unplaced = 0        # DTensor leaves dumped without a placement row
         self._placed = []         # the step's placement rows: (call, role, key, PlaceRow)
         self._shards = {}         # the step's placed shards by memory (dtensor._known)
@@ -1136,6 +1144,7 @@ class PrecisionDebugger:
         self._mstack = []
         self._pgrads = {}
         self._placed, self._shards = [], {}
+        self._dp_batch = None
         self._sel = _lib.probe_selects(self._p, self._step)
 
     def _begin(self):
@@ -1259,6 +1268,10 @@ class PrecisionDebugger:
                 if known and not found and self._shards:
                     mr = _dtensor._known(self, t)
                     found = [(0, mr)] if mr is not None else None
+                if not found and role == _ROLE_PG and self._dp_k is not None and \
+                        self._mesh and isinstance(t, torch.Tensor):
+                    # a rank's gradient of its own batch: the ranks' sum
+                    found = [(0, _dtensor.dp_row(self, t, "P"))]
             self._leaf(call.encode(), role, key, t)
             if found:
                 _dtensor.emit_places(self, call, ((role, found, [key.decode()]),))

@@ -410,6 +410,14 @@ def set_mesh(d, world_size):
     if mesh is None:
         return
     d._mesh = mesh
+    if d._dp is not None:
+        if d._dp in mesh.names:
+            d._dp_k = mesh.names.index(d._dp)
+        else:
+            import warnings
+            warnings.warn(f"nprobe: data_parallel={d._dp!r} is not a dimension of the device "
+                          f"mesh {mesh.names}: activations are written as replicated",
+                          stacklevel=4)
     n = len(mesh.shape)
     names = (ctypes.c_char_p * n)(*[x.encode() for x in mesh.names])
     shape = (ctypes.c_int64 * n)(*mesh.shape)
@@ -523,7 +531,82 @@ def localize_call(d, call, ins, params, outs, in_keys, out_keys, role_in, role_p
                     "Partial" not in rows[0][1].placements:
                 src = (shapes.pop(), rows[0])
         _plain(d, call, outs, fo, out_keys, role_out, places, src)
+    if d._dp_k is not None and d._mesh and not call.startswith("Distributed."):
+        dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places)
     return ins, params, outs, places or None
+
+
+# ---- data parallel: each rank of the dp dimension has its own batch ----------
+
+DP_REDUCTIONS = frozenset(("sum",))
+
+
+def dp_row(d, t, kind):
+    """(mesh, PlaceRow) of plain tensor t along the data-parallel mesh
+    dimension (PrecisionDebugger(data_parallel=NAME)): "S" this rank's rows
+    of the batch (Shard(0), every rank's local batch the same size), "P" a
+    Partial(sum) (a gradient of a replicated tensor: the ranks' sum is the
+    whole batch's); the mesh's other dimensions Replicate()."""
+    mesh, k = d._mesh, d._dp_k
+    words = ["Replicate()"] * len(mesh.shape)
+    g = [int(s) for s in t.shape]
+    if kind == "S":
+        words[k] = "Shard(0)"
+        g[0] *= mesh.shape[k]
+    else:
+        words[k] = "Partial(sum)"
+    text = ",".join(words)
+    _, off = shard_layout(g, mesh.shape, mesh.coords, parse_placements(text))
+    return mesh, PlaceRow(text, tuple(g), tuple(off))
+
+
+def dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places):
+    """Rows of a call's plain leaves (not placed otherwise) when the dp
+    ranks see different batches. The local batch size B is the first
+    dimension of the step's first forward call's first tensor input (not a
+    parameter). Forward: a tensor whose first dimension is B is Shard(0) of
+    the batch; a sum to a scalar of one is Partial(sum) (the loss); others
+    (parameters, what is made from them) are replicated (no row).
+    Backward (the gradients are those of the ranks' summed loss): a
+    gradient whose first dimension is B is Shard(0); the gradient of a
+    replicated tensor is Partial(sum); a sum's scalar gradient (of the
+    loss: 1) replicated."""
+    bw = ".backward" in call
+    have = {(role, i) for role, f, _ in places for i, _ in f}
+    if d._dp_batch is None:
+        if bw:
+            return
+        for t in ins:
+            if isinstance(t, torch.Tensor) and t.dim() and \
+                    not isinstance(t, torch.nn.Parameter):
+                d._dp_batch = int(t.shape[0])
+                break
+        else:
+            return
+    b = d._dp_batch
+    parts = call.split(".")
+    red = len(parts) > 2 and parts[1] in DP_REDUCTIONS
+    batched_in = False
+    for role, ts, keys in ((role_in, ins, in_keys), (role_out, outs, out_keys)):
+        found = []
+        for i, t in enumerate(ts):
+            if (role, i) in have or not isinstance(t, torch.Tensor) or \
+                    isinstance(t, torch.nn.Parameter):
+                continue
+            if t.dim() and t.shape[0] == b:
+                kind = "S"
+                batched_in = batched_in or role == role_in
+            elif bw:
+                if red and role == role_in and t.dim() == 0:
+                    continue
+                kind = "P"
+            elif red and role == role_out and t.dim() == 0 and batched_in:
+                kind = "P"
+            else:
+                continue
+            found.append((i, dp_row(d, t, kind)))
+        if found:
+            places.append((role, found, keys))
 
 
 def place(d, call, role, key, t):
