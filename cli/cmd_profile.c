@@ -48,14 +48,17 @@ static const char help_before[] =
     "by mean time, FLOP/s where the trace gives flops and an MFU estimate.\n"
     "`compare A B` pairs two traces' operators by category and name and lists the\n"
     "per-step time of each, B/A ratio and share of the step, most regressed first,\n"
-    "ops on one side only, and the step-time gap. Reading streams: memory does\n"
+    "ops on one side only, and the step-time gap; where an op is called several\n"
+    "times a step, also its calls paired in call order (NAME #k: the k-th call in\n"
+    "each step), most regressed first. Reading streams: memory does\n"
     "not grow with the trace's size (docs/PROFILE.md).\n"
     "\noptions:\n";
 static const char help_after[] =
     "\nreports (-o): profile_summary.csv, profile_ops.csv, profile.json, profile.html\n"
     "(--format html: tables and the median step's timeline, self-contained),\n"
     "profile.xlsx (--format xlsx: sheets ranks and ops);\n"
-    "compare: profile_compare.csv, profile_compare.json, profile_compare.xlsx.\n"
+    "compare: profile_compare.csv, profile_compare.json, profile_compare.xlsx,\n"
+    "profile_compare_calls.csv (the calls in call order).\n"
     "exit code: 0 done, 2 usage or input error (unreadable trace).\n";
 
 /* ---- trace paths ------------------------------------------------------------ */
@@ -502,6 +505,37 @@ static void w_compare_csv(FILE *f, const void *data)
     }
 }
 
+/* The calls paired in call order: one row per call index of an op. */
+static void w_calls_csv(FILE *f, const void *data)
+{
+    const np_prof_compare *c = data;
+    fputs("category,name,within,at_us,a_step_us,b_step_us,delta_us,ratio,share_a,share_b,side\n", f);
+    for (size_t i = 0; i < c->n_calls; i++) {
+        const np_prof_pair *p = &c->calls[i];
+        const np_prof_op *o = p->a ? p->a : p->b;
+        csv_str(f, o->cat);
+        fputc(',', f);
+        csv_str(f, o->name);
+        fputc(',', f);
+        csv_str(f, o->within ? o->within : "");
+        fputc(',', f);
+        csv_num(f, o->at_us);
+        fputc(',', f);
+        csv_num(f, p->a_step_us);
+        fputc(',', f);
+        csv_num(f, p->b_step_us);
+        fputc(',', f);
+        csv_num(f, p->delta_us);
+        fputc(',', f);
+        csv_num(f, p->ratio);
+        fputc(',', f);
+        csv_num(f, p->share_a);
+        fputc(',', f);
+        csv_num(f, p->share_b);
+        fprintf(f, ",%s\n", p->a && p->b ? "both" : p->a ? "a_only" : "b_only");
+    }
+}
+
 static void w_compare_json(FILE *f, const void *data)
 {
     const np_prof_compare *c = data;
@@ -519,6 +553,29 @@ static void w_compare_json(FILE *f, const void *data)
         json_str(f, o->name);
         fprintf(f, ", \"count_a\": %lld, \"count_b\": %lld, \"a_step_us\": ", p->a ? p->a->count : 0,
                 p->b ? p->b->count : 0);
+        json_num(f, p->a_step_us);
+        fputs(", \"b_step_us\": ", f);
+        json_num(f, p->b_step_us);
+        fputs(", \"delta_us\": ", f);
+        json_num(f, p->delta_us);
+        fputs(", \"ratio\": ", f);
+        json_num(f, p->ratio);
+        fprintf(f, ", \"side\": \"%s\"}", p->a && p->b ? "both" : p->a ? "a_only" : "b_only");
+    }
+    fputs("\n], \"calls\": [", f);
+    size_t n = c->n_calls < 1000 ? c->n_calls : 1000; /* the most regressed; all in the csv */
+    for (size_t i = 0; i < n; i++) {
+        const np_prof_pair *p = &c->calls[i];
+        const np_prof_op *o = p->a ? p->a : p->b;
+        fputs(i ? ",\n {\"category\": " : "\n {\"category\": ", f);
+        json_str(f, o->cat);
+        fputs(", \"name\": ", f);
+        json_str(f, o->name);
+        fputs(", \"within\": ", f);
+        json_str(f, o->within ? o->within : "");
+        fputs(", \"at_us\": ", f);
+        json_num(f, o->at_us);
+        fputs(", \"a_step_us\": ", f);
         json_num(f, p->a_step_us);
         fputs(", \"b_step_us\": ", f);
         json_num(f, p->b_step_us);
@@ -588,10 +645,32 @@ static int cmd_compare(int argc, char **argv, const pf_args *a, int formats)
         only_a += !c.pairs[i].b, only_b += !c.pairs[i].a;
     np_cli_printf("operators: %zu paired, %zu in A only, %zu in B only\n", c.n_pairs - only_a - only_b,
                   only_a, only_b);
+    if (c.n_calls) {
+        np_cli_printf("calls paired in call order (NAME #k: the op's k-th call in each step; "
+                      "self times):\n");
+        np_cli_printf("%12s %12s %12s %8s %10s  %s\n", "A us/step", "B us/step", "delta us", "B/A",
+                      "at us", "call (within)");
+        n = c.n_calls < (size_t)a->top ? c.n_calls : (size_t)a->top;
+        for (size_t i = 0; i < n; i++) {
+            const np_prof_pair *p = &c.calls[i];
+            const np_prof_op *o = p->a ? p->a : p->b;
+            np_cli_printf("%12.3f %12.3f %+12.3f %8.3f %10.1f  %s [%s]%s%s%s\n", p->a_step_us,
+                          p->b_step_us, p->delta_us, p->ratio, o->at_us, o->name, o->cat,
+                          o->within ? " within " : "", o->within ? o->within : "",
+                          p->a && p->b ? "" : p->a ? " (A only)" : " (B only)");
+        }
+    } else if (ra.calls_ok != rb.calls_ok) {
+        np_cli_printf("calls not paired in call order: %s has no call rows (no op called twice in a "
+                      "step, a thread out of order, or over %d calls)\n", ra.calls_ok ? "B" : "A",
+                      NP_PROF_MAX_CALLS);
+    }
     if (a->out) {
         if ((formats & 1) && write_report(a->out, "profile_compare.csv", w_compare_csv, &c))
             rc = NP_EXIT_USAGE;
         if ((formats & 2) && write_report(a->out, "profile_compare.json", w_compare_json, &c))
+            rc = NP_EXIT_USAGE;
+        if ((formats & 1) && c.n_calls &&
+            write_report(a->out, "profile_compare_calls.csv", w_calls_csv, &c))
             rc = NP_EXIT_USAGE;
         if ((formats & 8) && write_xlsx(a->out, "profile_compare.xlsx", NULL, 0, &c))
             rc = NP_EXIT_USAGE;

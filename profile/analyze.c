@@ -308,6 +308,7 @@ static int ll_cmp(const void *a, const void *b)
 typedef struct frame {
     double start, end, dur, child;
     size_t op;
+    size_t call; /* its row in pass2.calls + 1, 0: none */
 } frame;
 
 typedef struct thread_st {
@@ -322,6 +323,9 @@ typedef struct pass2 {
     long long *drop; /* sorted correlations of kernels left out */
     size_t n_drop;
     optab ops;
+    optab calls;         /* the calls in call order (np_prof_rank.calls) */
+    int calls_off;       /* too many of them: dropped */
+    int repeats;         /* an op called twice in a step */
     ivset cls[NP_PROF_CLASS_COUNT];
     double flops;
     long long order;
@@ -395,11 +399,83 @@ static thread_st *thread_of(pass2 *p, long long pid, long long tid)
 
 static int step_add(pass2 *p, np_prof_op *o, double at, double t);
 
+static void optab_free(optab *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->ops[i].cat);
+        free(t->ops[i].name);
+        free(t->ops[i].within);
+        free(t->ops[i].per_step);
+        free(t->ops[i].step_n);
+    }
+    free(t->ops);
+    free(t->slot);
+    memset(t, 0, sizeof *t);
+}
+
+/* The row of e's call in call order: "NAME #k", the k-th call (from 0) of
+ * op o in e's step (the whole trace when it has no steps). Returns its
+ * index + 1; 0 when e is in no step or the calls are off; -1 out of memory.
+ * within: the outermost op holding it (NULL: none). */
+static long long call_of(pass2 *p, np_prof_op *o, const np_prof_event *e, const char *within)
+{
+    if (p->calls_off)
+        return 0;
+    long s = p->n_steps ? step_of(p, e->ts) : 0;
+    if (s < 0)
+        return 0;
+    if (!o->step_n && !(o->step_n = calloc(p->n_steps ? p->n_steps : 1, sizeof *o->step_n)))
+        return -1;
+    long long k = o->step_n[s]++;
+    if (k)
+        p->repeats = 1;
+    char small[256], *name = small;
+    size_t len = strlen(e->name) + 24;
+    if (len > sizeof small && !(name = malloc(len)))
+        return -1;
+    snprintf(name, len, "%s #%lld", e->name, k);
+    np_prof_op *c = op_get(&p->calls, e->cat, name, p->order);
+    if (name != small)
+        free(name);
+    if (!c)
+        return -1;
+    if (!c->count) {
+        c->at_us = e->ts - (p->n_steps ? p->stepv[2 * s] : 0);
+        c->self_us = 0;
+        if (within && !(c->within = strdup(within)))
+            return -1;
+    }
+    c->count++;
+    c->total_us += e->dur;
+    if (e->dur < c->min_us)
+        c->min_us = e->dur;
+    if (e->dur > c->max_us)
+        c->max_us = e->dur;
+    if (p->calls.n > NP_PROF_MAX_CALLS) { /* memory stays bounded: no call rows */
+        optab_free(&p->calls);
+        p->calls_off = 1;
+        return 0;
+    }
+    return (long long)(c - p->calls.ops) + 1;
+}
+
+/* Add self time t at `at` to call row `call` (index + 1; 0: none). */
+static int call_add(pass2 *p, size_t call, double at, double t)
+{
+    if (!call || p->calls_off)
+        return 0;
+    np_prof_op *c = &p->calls.ops[call - 1];
+    c->self_us += t;
+    return step_add(p, c, at, t);
+}
+
 static int frame_close(pass2 *p, thread_st *t)
 {
     frame *f = &t->st[--t->n];
     np_prof_op *o = &p->ops.ops[f->op];
     o->self_us += f->dur - f->child;
+    if (call_add(p, f->call, f->start, f->dur - f->child))
+        return -1;
     return step_add(p, o, f->start, f->dur - f->child);
 }
 
@@ -417,6 +493,9 @@ static int nest(pass2 *p, const np_prof_event *e, size_t op)
             return -1;
     if (t->n)
         t->st[t->n - 1].child += e->dur;
+    long long call = call_of(p, &p->ops.ops[op], e, t->n ? p->ops.ops[t->st[0].op].name : NULL);
+    if (call < 0)
+        return -1;
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 32;
         frame *v = realloc(t->st, cap * sizeof *v);
@@ -425,7 +504,7 @@ static int nest(pass2 *p, const np_prof_event *e, size_t op)
         t->st = v;
         t->cap = cap;
     }
-    t->st[t->n++] = (frame){e->ts, e->ts + e->dur, e->dur, 0, op};
+    t->st[t->n++] = (frame){e->ts, e->ts + e->dur, e->dur, 0, op, (size_t)call};
     return 0;
 }
 
@@ -471,7 +550,8 @@ static int pass2_fn(const np_prof_event *e, void *user)
     int fail = 0;
     if (dev) {
         o->self_us += e->dur;
-        fail = step_add(p, o, e->ts, e->dur);
+        long long call = call_of(p, o, e, NULL);
+        fail = call < 0 || step_add(p, o, e->ts, e->dur) || call_add(p, (size_t)call, e->ts, e->dur);
     } else if (!strcmp(e->cat, "cpu_op")) {
         if (!p->unordered)
             fail = nest(p, e, (size_t)(o - p->ops.ops));
@@ -646,6 +726,8 @@ static int timeline_part(pass2 *p, double upto)
 
 /* The median step time, each op's median over the steps, self times
  * kept only where they mean something. tmpv: room for the steps (or NULL). */
+static void finish_tab(np_prof_rank *r, pass2 *p, optab *t, int calls, double *tmpv);
+
 static void finish_ops(np_prof_rank *r, pass2 *p, double *tmpv)
 {
     r->step_med_us = NAN;
@@ -654,12 +736,25 @@ static void finish_ops(np_prof_rank *r, pass2 *p, double *tmpv)
             tmpv[k] = p->stepv[2 * k + 1] - p->stepv[2 * k];
         r->step_med_us = median(tmpv, p->n_steps);
     }
-    for (size_t i = 0; i < p->ops.n; i++) {
-        np_prof_op *o = &p->ops.ops[i];
+    finish_tab(r, p, &p->ops, 0, tmpv);
+    r->calls_ok = r->self_ok && !p->calls_off && p->repeats && p->calls.n;
+    if (r->calls_ok) {
+        finish_tab(r, p, &p->calls, 1, tmpv);
+        r->calls = p->calls.ops; /* owned by r from here */
+        r->n_calls = p->calls.n;
+        free(p->calls.slot);
+        memset(&p->calls, 0, sizeof p->calls);
+    }
+}
+
+static void finish_tab(np_prof_rank *r, pass2 *p, optab *t, int calls, double *tmpv)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        np_prof_op *o = &t->ops[i];
         int is_cpu = !strcmp(o->cat, "cpu_op");
-        int has_self = is_cpu ? r->self_ok
-                              : (!strcmp(o->cat, "kernel") || !strcmp(o->cat, "gpu_memcpy") ||
-                                 !strcmp(o->cat, "gpu_memset"));
+        int has_self = calls || (is_cpu ? r->self_ok
+                                        : (!strcmp(o->cat, "kernel") || !strcmp(o->cat, "gpu_memcpy") ||
+                                           !strcmp(o->cat, "gpu_memset")));
         if (!has_self)
             o->self_us = NAN;
         o->step_us = NAN;
@@ -670,6 +765,8 @@ static void finish_ops(np_prof_rank *r, pass2 *p, double *tmpv)
         }
         free(o->per_step);
         o->per_step = NULL;
+        free(o->step_n);
+        o->step_n = NULL;
     }
 }
 
@@ -681,6 +778,7 @@ static void pass2_free(pass2 *p)
         free(p->th[i].st);
     free(p->th);
     free(p->ops.slot);
+    optab_free(&p->calls);
     for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
         free(p->cls[c].v);
 }
@@ -801,12 +899,10 @@ void np_prof_rank_free(np_prof_rank *r)
 {
     if (!r)
         return;
-    for (size_t i = 0; i < r->n_ops; i++) {
-        free(r->ops[i].cat);
-        free(r->ops[i].name);
-        free(r->ops[i].per_step);
-    }
-    free(r->ops);
+    optab t = {.ops = r->ops, .n = r->n_ops};
+    optab_free(&t);
+    t = (optab){.ops = r->calls, .n = r->n_calls};
+    optab_free(&t);
     free(r->path);
     memset(r, 0, sizeof *r);
 }
@@ -837,44 +933,52 @@ static int takes_part(const np_prof_op *o, int use_self)
            !strcmp(o->cat, "gpu_memset");
 }
 
-np_status np_prof_compare_ranks(np_prof_compare *out, const np_prof_rank *a, const np_prof_rank *b,
-                                np_error *err)
+/* Pair a's and b's operators by category and name into *out (n rows):
+ * a's in their order, then b's not in a. */
+static int pair_ops(np_prof_pair **out, size_t *n_out, const np_prof_op *a, size_t na,
+                    const np_prof_op *b, size_t nb, int use_self, int all)
 {
-    memset(out, 0, sizeof *out);
-    int use_self = a->self_ok && b->self_ok;
-    out->a_steps = a->steps > 0 ? (double)a->steps : 1;
-    out->b_steps = b->steps > 0 ? (double)b->steps : 1;
-    out->robust = use_self && a->steps > 0 && b->steps > 0;
-    out->a_step_us = out->robust ? a->step_med_us : a->span_us / out->a_steps;
-    out->b_step_us = out->robust ? b->step_med_us : b->span_us / out->b_steps;
     optab idx = {0};
-    np_prof_pair *pairs = malloc((a->n_ops + b->n_ops + 1) * sizeof *pairs);
+    np_prof_pair *pairs = malloc((na + nb + 1) * sizeof *pairs);
     if (!pairs)
-        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+        return -1;
     size_t n = 0;
     /* a's ops indexed by (cat, name) in a table of copies whose .first
      * is the pair's index */
-    for (size_t i = 0; i < a->n_ops; i++) {
-        if (!takes_part(&a->ops[i], use_self))
+    for (size_t i = 0; i < na; i++) {
+        if (!all && !takes_part(&a[i], use_self))
             continue;
-        if (!op_get(&idx, a->ops[i].cat, a->ops[i].name, (long long)n))
+        if (!op_get(&idx, a[i].cat, a[i].name, (long long)n))
             goto oom;
-        pairs[n++] = (np_prof_pair){.a = &a->ops[i]};
+        pairs[n++] = (np_prof_pair){.a = &a[i]};
     }
     size_t n_a = n;
-    for (size_t i = 0; i < b->n_ops; i++) {
-        if (!takes_part(&b->ops[i], use_self))
+    for (size_t i = 0; i < nb; i++) {
+        if (!all && !takes_part(&b[i], use_self))
             continue;
         size_t before = idx.n;
-        np_prof_op *o = op_get(&idx, b->ops[i].cat, b->ops[i].name, -1);
+        np_prof_op *o = op_get(&idx, b[i].cat, b[i].name, -1);
         if (!o)
             goto oom;
         if (idx.n == before && o->first >= 0 && (size_t)o->first < n_a) { /* in a */
-            pairs[o->first].b = &b->ops[i];
+            pairs[o->first].b = &b[i];
         } else {
-            pairs[n++] = (np_prof_pair){.b = &b->ops[i]};
+            pairs[n++] = (np_prof_pair){.b = &b[i]};
         }
     }
+    optab_free(&idx);
+    *out = pairs;
+    *n_out = n;
+    return 0;
+oom:
+    optab_free(&idx);
+    free(pairs);
+    return -1;
+}
+
+/* The pairs' times per step, deltas and shares; sorted most regressed first. */
+static void pair_times(np_prof_compare *out, np_prof_pair *pairs, size_t n, int use_self)
+{
     for (size_t k = 0; k < n; k++) {
         np_prof_pair *p = &pairs[k];
         if (out->robust) {
@@ -891,30 +995,36 @@ np_status np_prof_compare_ranks(np_prof_compare *out, const np_prof_rank *a, con
     }
     if (n)
         qsort(pairs, n, sizeof *pairs, pair_cmp);
-    for (size_t i = 0; i < idx.n; i++) {
-        free(idx.ops[i].cat);
-        free(idx.ops[i].name);
+}
+
+np_status np_prof_compare_ranks(np_prof_compare *out, const np_prof_rank *a, const np_prof_rank *b,
+                                np_error *err)
+{
+    memset(out, 0, sizeof *out);
+    int use_self = a->self_ok && b->self_ok;
+    out->a_steps = a->steps > 0 ? (double)a->steps : 1;
+    out->b_steps = b->steps > 0 ? (double)b->steps : 1;
+    out->robust = use_self && a->steps > 0 && b->steps > 0;
+    out->a_step_us = out->robust ? a->step_med_us : a->span_us / out->a_steps;
+    out->b_step_us = out->robust ? b->step_med_us : b->span_us / out->b_steps;
+    if (pair_ops(&out->pairs, &out->n_pairs, a->ops, a->n_ops, b->ops, b->n_ops, use_self, 0))
+        return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+    pair_times(out, out->pairs, out->n_pairs, use_self);
+    if (a->calls_ok && b->calls_ok) { /* call by call: self times of both */
+        if (pair_ops(&out->calls, &out->n_calls, a->calls, a->n_calls, b->calls, b->n_calls, 1, 1)) {
+            np_prof_compare_free(out);
+            return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+        }
+        pair_times(out, out->calls, out->n_calls, 1);
     }
-    free(idx.ops);
-    free(idx.slot);
-    out->pairs = pairs;
-    out->n_pairs = n;
     return NP_OK;
-oom:
-    for (size_t i = 0; i < idx.n; i++) {
-        free(idx.ops[i].cat);
-        free(idx.ops[i].name);
-    }
-    free(idx.ops);
-    free(idx.slot);
-    free(pairs);
-    return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
 }
 
 void np_prof_compare_free(np_prof_compare *c)
 {
     if (c) {
         free(c->pairs);
+        free(c->calls);
         memset(c, 0, sizeof *c);
     }
 }

@@ -81,8 +81,12 @@ typedef struct np_prof_op {
                          * move it. NAN when the trace has no steps or the
                          * op no self time */
     double flops;       /* sum of args.flops (0 when none) */
-    long long first;
-    double *per_step;   /* its time in each step (internal) */    /* order of its first event in the trace */
+    long long first;    /* order of its first event in the trace */
+    double *per_step;   /* its time in each step (internal) */
+    long long *step_n;  /* its calls in each step (internal) */
+    double at_us;       /* a call row (np_prof_rank.calls): its start from its
+                         * step's start in the first step it is in */
+    char *within;       /* a call row: the outermost cpu_op holding it (NULL: none) */
 } np_prof_op;
 
 typedef struct np_prof_bubble {
@@ -116,7 +120,18 @@ typedef struct np_prof_rank {
                                    * 0: all its busy runs were kept to the end */
     np_prof_op *ops;              /* sorted by total time, longest first */
     size_t n_ops;
+    /* The calls in call order: the k-th call of an op in each step (its
+     * start order in the trace) is one row named "NAME #k" whose times are
+     * that call's self times (per step: step_us, their median), so two runs
+     * pair call by call where an op's name repeats. calls_ok 0: none (no op
+     * called twice in a step, a thread out of order, or more than
+     * NP_PROF_MAX_CALLS distinct calls: memory stays bounded). */
+    np_prof_op *calls;
+    size_t n_calls;
+    int calls_ok;
 } np_prof_rank;
+
+#define NP_PROF_MAX_CALLS 65536
 
 /* Read and analyse one trace. *out is filled (np_prof_rank_free). */
 np_status np_prof_analyze(np_prof_rank *out, const char *path, np_error *err);
@@ -144,6 +159,9 @@ typedef struct np_prof_compare {
     double a_steps, b_steps;
     np_prof_pair *pairs;          /* most regressed first (delta_us descending) */
     size_t n_pairs;
+    np_prof_pair *calls;          /* the ranks' calls paired by name and call
+                                   * index (both calls_ok), most regressed first */
+    size_t n_calls;
 } np_prof_compare;
 
 /* Pair two analysed traces. The pairs borrow a's and b's ops. */

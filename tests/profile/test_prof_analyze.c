@@ -2,7 +2,8 @@
  * answers are worked out by hand in the comments: the device timeline
  * (compute > communication > memory, the last step's kernels left out as
  * HTA does), the CPU timeline (optimizer > data > communication > compute),
- * self times of nested calls, idle bubbles, overlap, the op-by-op compare,
+ * self times of nested calls, idle bubbles, overlap, the op-by-op compare
+ * and the call-by-call one (a slow call of a repeated op named),
  * the root forms (object, bare array) and bad input naming the file. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,7 @@ static void test_device(void)
     /* per step: gemm 30 in step 1, nothing in step 2 (left out): median 15 */
     CHECK(g && g->step_us == 15);
     CHECK_CLOSE(r.step_med_us, 100, 0, 0);
+    CHECK(r.calls_ok == 0 && r.n_calls == 0); /* no op twice in a step */
     np_prof_rank_free(&r);
 }
 
@@ -117,6 +119,12 @@ static void test_cpu(void)
     CHECK(in && in->count == 2 && in->total_us == 50 && in->self_us == 50 && in->min_us == 20 &&
           in->max_us == 30);
     CHECK(r.ops[0].total_us == 100); /* sorted by total: outer first */
+    /* no steps: calls counted over the trace; inner's second call within outer */
+    CHECK(r.calls_ok == 1 && r.n_calls == 5);
+    for (size_t i = 0; i < r.n_calls; i++)
+        if (!strcmp(r.calls[i].name, "inner #1"))
+            CHECK(r.calls[i].self_us == 20 && r.calls[i].at_us == 50 &&
+                  !strcmp(r.calls[i].within, "outer"));
     np_prof_rank_free(&r);
 }
 
@@ -139,6 +147,78 @@ static void test_compare(void)
     CHECK(!c.pairs[1].a && !strcmp(c.pairs[1].b->name, "only_b"));
     CHECK(!strcmp(c.pairs[c.n_pairs - 1].a->name, "outer"));
     CHECK_CLOSE(c.pairs[c.n_pairs - 1].delta_us, -20, 0, 0);
+    np_prof_compare_free(&c);
+    np_prof_rank_free(&a);
+    np_prof_rank_free(&b);
+}
+
+/* Two steps [0,100) [100,200), each (o = 0, 100): aten::linear [o+5,o+25]
+ * holding aten::mm [o+10,o+20], linear [o+30,o+50] holding mm [o+35,o+45],
+ * linear [o+85,o+95] holding mm [o+87,o+93]. B: the second mm of each step
+ * lasts 40 (its linear 50). By name aten::mm is 26 vs 56 us a step (which
+ * call?); in call order "aten::mm #1" within aten::linear at 35 us is
+ * 10 vs 40 (B/A 4), every other call 0 (linear's self times 10 10 4 alike). */
+static void ev(char *buf, size_t cap, const char *name, double ts, double dur)
+{
+    size_t n = strlen(buf);
+    snprintf(buf + n, cap - n,
+             "%s{\"ph\":\"X\",\"cat\":\"%s\",\"name\":\"%s\",\"pid\":1,\"tid\":1,\"ts\":%g,\"dur\":%g}\n",
+             n > 2 ? "," : "", strncmp(name, "ProfilerStep", 12) ? "cpu_op" : "user_annotation", name, ts,
+             dur);
+}
+
+static const char *calls_trace(const char *file, double d2)
+{
+    static char buf[4096];
+    strcpy(buf, "[\n");
+    for (int s = 0; s < 2; s++) {
+        double o = 100.0 * s;
+        ev(buf, sizeof buf, s ? "ProfilerStep#2" : "ProfilerStep#1", o, 100);
+        ev(buf, sizeof buf, "aten::linear", o + 5, 20);
+        ev(buf, sizeof buf, "aten::mm", o + 10, 10);
+        ev(buf, sizeof buf, "aten::linear", o + 30, d2 + 10);
+        ev(buf, sizeof buf, "aten::mm", o + 35, d2);
+        ev(buf, sizeof buf, "aten::linear", o + 85, 10);
+        ev(buf, sizeof buf, "aten::mm", o + 87, 6);
+    }
+    strcat(buf, "]\n");
+    return put(file, buf);
+}
+
+static const np_prof_pair *find_call(const np_prof_compare *c, const char *name)
+{
+    for (size_t i = 0; i < c->n_calls; i++)
+        if (c->calls[i].a && !strcmp(c->calls[i].a->name, name))
+            return &c->calls[i];
+    return NULL;
+}
+
+static void test_calls(void)
+{
+    np_prof_rank a, b;
+    np_error err = {0};
+    CHECK(np_prof_analyze(&a, calls_trace("ca.json", 10), &err) == NP_OK);
+    CHECK(np_prof_analyze(&b, calls_trace("cb.json", 40), &err) == NP_OK);
+    CHECK(a.calls_ok == 1 && a.n_calls == 6 && b.calls_ok == 1 && b.n_calls == 6);
+    np_prof_compare c;
+    CHECK(np_prof_compare_ranks(&c, &a, &b, &err) == NP_OK);
+    /* by name: aten::mm 26 -> 56 a step, the first row */
+    CHECK(c.n_pairs == 2 && !strcmp(c.pairs[0].a->name, "aten::mm"));
+    CHECK_CLOSE(c.pairs[0].a_step_us, 26, 0, 0);
+    CHECK_CLOSE(c.pairs[0].b_step_us, 56, 0, 0);
+    /* in call order: the second call, within aten::linear, 35 us into its step */
+    CHECK(c.n_calls == 6 && c.calls[0].a && c.calls[0].b);
+    const np_prof_op *top = c.calls[0].a;
+    CHECK(!strcmp(top->name, "aten::mm #1") && top->within && !strcmp(top->within, "aten::linear"));
+    CHECK_CLOSE(top->at_us, 35, 0, 0);
+    CHECK_CLOSE(c.calls[0].a_step_us, 10, 0, 0);
+    CHECK_CLOSE(c.calls[0].b_step_us, 40, 0, 0);
+    CHECK_CLOSE(c.calls[0].ratio, 4, 0, 0);
+    for (size_t i = 1; i < c.n_calls; i++)
+        CHECK(c.calls[i].a && c.calls[i].b && c.calls[i].delta_us == 0);
+    const np_prof_pair *l2 = find_call(&c, "aten::linear #2"), *m0 = find_call(&c, "aten::mm #0");
+    CHECK(l2 && l2->a_step_us == 4 && !l2->a->within && l2->a->at_us == 85);
+    CHECK(m0 && m0->b_step_us == 10 && m0->a->at_us == 10);
     np_prof_compare_free(&c);
     np_prof_rank_free(&a);
     np_prof_rank_free(&b);
@@ -218,6 +298,7 @@ int main(void)
     test_device();
     test_cpu();
     test_compare();
+    test_calls();
     test_bad();
     test_long();
     const char *names[] = {"dev.json", "cpu.json", "a.json", "b.json", "t.json", "n.json", "s.json", "e.json", "o.json"};
