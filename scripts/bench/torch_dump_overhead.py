@@ -45,7 +45,34 @@ SIZES = {"big": dict(layers=4, heads=4, width=256, context=128, batch=8, vocab=5
          "llama": dict(layers=4, heads=4, width=256, context=128, batch=8, vocab=512)}
 MODES = ("plain", "statistics", "md5")
 MSPROBE_MODES = ("msprobe_statistics", "msprobe_md5")
-PROFILE_MODES = ("profile",)
+PROFILE_MODES = ("profile", "profile_shapes", "torchprof", "torchprof_shapes")
+
+
+class TorchProf:
+    """torch.profiler itself, as a user would run it around the same steps
+    (CPU activity, every step recorded, no module ranges): the reference the
+    profile task's cost is measured against. shapes: record_shapes and
+    with_flops (what the profile task turned on before they became opt-in)."""
+
+    def __init__(self, shapes):
+        import torch
+        self.p = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                                        record_shapes=shapes, with_flops=shapes)
+        self.on = False
+
+    def start(self, model):
+        if not self.on:
+            self.on = True
+            self.p.start()
+
+    def stop(self):
+        pass
+
+    def step(self):
+        self.p.step()
+
+    def close(self):
+        self.p.stop()
 
 
 def build_model(name, s):
@@ -71,8 +98,12 @@ def make_debugger(a):
     task = a.mode.replace("msprobe_", "")
     cfg = os.path.join(a.out, f"{a.mode}.json")
     c = {"task": task, "dump_path": os.path.join(a.out, "dump_" + a.mode), "level": "L1"}
-    if a.mode == "profile":  # the profile task: torch.profiler, every step recorded
+    if a.mode.startswith("torchprof"):
+        return TorchProf(a.mode == "torchprof_shapes")
+    if a.mode.startswith("profile"):  # the profile task: torch.profiler, every step recorded
         c = {"task": "profile", "dump_path": c["dump_path"]}
+        if a.mode == "profile_shapes":
+            c["profile"] = {"record_shapes": True}
     if a.mode.startswith("msprobe_"):
         c = {"task": "statistics", "dump_path": c["dump_path"], "rank": [], "step": [],
              "level": "L1", "statistics": {"scope": [], "list": [], "data_mode": ["all"],
@@ -121,7 +152,9 @@ def child(a):
             times.append((time.perf_counter() - t0) * 1000.0)
             cpu.append((time.process_time() - c0) * 1000.0)
     nbytes = 0
-    if d and not a.mode.startswith("msprobe_") and a.mode != "profile":
+    if a.mode in PROFILE_MODES:
+        d.close()                       # the trace is written outside the timed steps
+    elif d and not a.mode.startswith("msprobe_"):
         d.close()
         nbytes = d.summary["bytes"] // max(1, d.summary["steps"])
     print(f"median_ms {statistics.median(times):.4f} {statistics.median(cpu):.4f} {nbytes}")
@@ -181,7 +214,9 @@ def main():
     ap.add_argument("--msprobe", action="store_true",
                     help="also msprobe's PrecisionDebugger (statistics and md5) on the same script")
     ap.add_argument("--profile", action="store_true",
-                    help="also the package's profile task (torch.profiler, module ranges; every step)")
+                    help="also the package's profile task (torch.profiler, module ranges; every "
+                    "step; without and with record_shapes) and torch.profiler alone (the same two)")
+    ap.add_argument("--modes", help="only these modes, comma-separated (plain is always run)")
     ap.add_argument("--mode", choices=MODES + TENSOR_MODES + MSPROBE_MODES + PROFILE_MODES,
                     help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
@@ -191,6 +226,11 @@ def main():
         return child(a)
     modes = MODES + (TENSOR_MODES if a.tensor else ()) + (MSPROBE_MODES if a.msprobe else ()) + \
         (PROFILE_MODES if a.profile else ())
+    if a.modes:
+        modes = ("plain",) + tuple(m for m in a.modes.split(",") if m != "plain")
+        bad = [m for m in modes if m not in MODES + TENSOR_MODES + MSPROBE_MODES + PROFILE_MODES]
+        if bad:
+            sys.exit(f"torch_dump_overhead.py: --modes: unknown {bad}")
     env = dict(os.environ, OMP_NUM_THREADS="1")
     res = {m: [] for m in modes}
     cpu = {m: [] for m in modes}
@@ -280,6 +320,10 @@ def report(a, modes, res, cpu, nbytes):
             continue
         print(f"  {m:<11} wall {statistics.median(res[m]):9.2f} ms  x{ratio(res, m):.2f}   "
               f"cpu {statistics.median(cpu[m]):9.2f} ms  x{ratio(cpu, m):.2f}")
+    for ours, ref in (("profile", "torchprof"), ("profile_shapes", "torchprof_shapes")):
+        if ours in modes and ref in modes:
+            print(f"  {ours} against {ref} (torch.profiler alone, the same settings): "
+                  f"wall x{ratio(res, ours, ref):.3f}  cpu x{ratio(cpu, ours, ref):.3f}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ on a tiny MLP trained with AdamW, checked against answers computed here:
   inside their module's slice;
 - aten::addmm's Input Dims are the layers' shapes (record_shapes on; torch
   2.13 writes no args.flops for CPU ops, so nprobe has none to read);
+- without record_shapes (the default) no op has Input Dims, and a module
+  called 6 times in a step has 6 slices numbered 0..5 in call order;
 - `nprobe profile` reads the trace (exit 0) and its aten::linear count and
   total equal the events' float64 sum here;
 - the msprobe-style calls on the class (PrecisionDebugger.step()) reach it;
@@ -57,7 +59,8 @@ def main():
         sched = dict(skip_first=1, wait=1, warmup=1, active=2, repeat=1)
         cfg = os.path.join(root, "p.json")
         with open(cfg, "w") as f:
-            json.dump({"task": "profile", "dump_path": os.path.join(root, "prof"), "profile": sched}, f)
+            json.dump({"task": "profile", "dump_path": os.path.join(root, "prof"),
+                       "profile": dict(sched, record_shapes=True)}, f)
         model, steps = MLP(), 7
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         dbg = PrecisionDebugger(config_path=cfg)
@@ -102,13 +105,32 @@ def main():
         check(len(rows) == 1 and int(rows[0]["count"]) == len(lin) and
               abs(float(rows[0]["total_us"]) - tot) < 1e-6,
               "nprobe profile's aten::linear %s, the events: %d calls %.3f us" % (rows, len(lin), tot))
+        # the default: no shapes; a module's calls numbered in call order
         with open(cfg, "w") as f:
-            json.dump({"task": "profile", "dump_path": "x", "profile": {"activ": 2}}, f)
-        try:
-            PrecisionDebugger(config_path=cfg)
-            check(False, "a bad schedule key raised nothing")
-        except ValueError as e:
-            check("activ" in str(e) and cfg in str(e), "bad key: %s" % e)
+            json.dump({"task": "profile", "dump_path": os.path.join(root, "p2")}, f)
+        dbg = PrecisionDebugger(config_path=cfg)
+        dbg.start(model)
+        for _ in range(6):
+            model.fc1(torch.randn(B, IN))
+        dbg.stop()
+        dbg.step()
+        dbg.close()
+        tr = glob.glob(os.path.join(root, "p2", "*.json"))
+        with open(tr[0]) as f:
+            xs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+        fc1 = sorted((e["ts"], e["name"]) for e in xs if e["name"].startswith("Module.fc1."))
+        check([n for _, n in fc1] == ["Module.fc1.Linear.forward.%d" % i for i in range(6)],
+              "6 calls of fc1 in one step: %s" % [n for _, n in fc1])
+        dims = [e["name"] for e in xs if "Input Dims" in e.get("args", {})]
+        check(len(xs) > 6 and not dims, "record_shapes off by default, yet Input Dims on %s" % dims[:5])
+        for sec, key in (({"activ": 2}, "activ"), ({"record_shapes": 1}, "record_shapes")):
+            with open(cfg, "w") as f:
+                json.dump({"task": "profile", "dump_path": "x", "profile": sec}, f)
+            try:
+                PrecisionDebugger(config_path=cfg)
+                check(False, "a bad profile key %s raised nothing" % key)
+            except ValueError as e:
+                check(key in str(e) and cfg in str(e), "bad key: %s" % e)
     sys.exit(finish())
 
 

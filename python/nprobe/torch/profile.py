@@ -2,8 +2,9 @@
 PyTorch package"): a config with "task": "profile" makes PrecisionDebugger
 a ProfileDebugger. It runs torch.profiler (CPU, and CUDA when there is one)
 with the config's schedule (its "profile" section: skip_first, wait, warmup,
-active, repeat, as torch.profiler.schedule takes them), record_shapes and
-with_flops on, and marks every module call of the model given to start() as
+active, repeat, as torch.profiler.schedule takes them; record_shapes, off
+by default, records the ops' input shapes and torch's FLOPs estimate with
+them), and marks every module call of the model given to start() as
 a record_function range named as the dump names it
 ("Module.layers.0.mlp.LlamaMLP.forward.0"), so the trace pairs with a dump
 and `nprobe profile compare` pairs two runs' module calls by name. Each
@@ -19,6 +20,12 @@ import torch
 from .debugger import PrecisionDebugger, _rank, _safe_name
 
 _KEYS = ("skip_first", "wait", "warmup", "active", "repeat")
+_FLAGS = ("record_shapes",)
+# the calls record_function's __enter__/__exit__ make, without the object,
+# the CUPTI monitor look-up and the torch-function guard (module calls are
+# not tensor subclasses' business): two C calls per module call
+_enter = torch.ops.profiler._record_function_enter_new
+_exit = torch.ops.profiler._record_function_exit._RecordFunction
 
 
 def config_is_profile(path, task):
@@ -49,12 +56,18 @@ def _load(path, over):
     sec = cfg.get("profile", {})
     if not isinstance(sec, dict):
         raise ValueError(f"PrecisionDebugger: {path}: profile: expected an object of schedule "
-                         "keys (skip_first, wait, warmup, active, repeat)")
+                         "keys (skip_first, wait, warmup, active, repeat) and record_shapes")
     sched = {}
     for k, v in sec.items():
+        if k in _FLAGS:
+            if type(v) is not bool:
+                raise ValueError(f"PrecisionDebugger: {path}: profile.{k}: expected true or "
+                                 f"false, got {v!r}")
+            sched[k] = v
+            continue
         if k not in _KEYS:
             raise ValueError(f"PrecisionDebugger: {path}: profile.{k}: unknown key "
-                             "(skip_first, wait, warmup, active, repeat)")
+                             "(skip_first, wait, warmup, active, repeat, record_shapes)")
         if type(v) is not int or v < 0:
             raise ValueError(f"PrecisionDebugger: {path}: profile.{k}: expected an integer >= 0, "
                              f"got {v!r}")
@@ -77,6 +90,7 @@ class ProfileDebugger(PrecisionDebugger):
         self.summary = None
         self.traces = []
         self._hooked = set()
+        self._handles = []       # the module hooks, removed at close
         self._open = []          # record_function ranges of the module calls in progress
         self._counts = {}
         self._started = self._closed = False
@@ -88,9 +102,12 @@ class ProfileDebugger(PrecisionDebugger):
         if sched.get("active", 0) > 0:
             schedule = torch.profiler.schedule(**{k: sched.get(k, 0) for k in _KEYS})
         self._steps = 0
+        # record_shapes costs most of torch.profiler's time per op (it keeps
+        # the inputs' sizes and strides; with_flops reads them): off unless asked
+        shapes = sched.get("record_shapes", False)
         self._prof = torch.profiler.profile(activities=acts, schedule=schedule,
-                                            on_trace_ready=self._ready, record_shapes=True,
-                                            with_flops=True)
+                                            on_trace_ready=self._ready, record_shapes=shapes,
+                                            with_flops=shapes)
         PrecisionDebugger._latest = self
         atexit.register(self.close)
 
@@ -109,21 +126,27 @@ class ProfileDebugger(PrecisionDebugger):
             if not path:
                 continue          # the root: no module call in the dump either
             path, cls = _safe_name(path), _safe_name(type(mod).__name__)
-            mod.register_forward_pre_hook(self._make_pre(path, cls))
-            mod.register_forward_hook(self._post)
+            self._handles.append(mod.register_forward_pre_hook(self._make_pre(path, cls)))
+            self._handles.append(mod.register_forward_hook(self._post))
 
     def _make_pre(self, path, cls):
+        # the names of a module's calls, made once: the n-th call of a step
+        # takes names[n] (one list look-up in the hot path, no formatting)
+        prefix = f"Module.{path}.{cls}.forward."
+        names = [prefix + str(i) for i in range(4)]
+        counts, opened = self._counts, self._open
+
         def pre(mod, args):
-            n = self._counts.get(path, 0)
-            self._counts[path] = n + 1
-            rf = torch.autograd.profiler.record_function(f"Module.{path}.{cls}.forward.{n}")
-            rf.__enter__()
-            self._open.append(rf)
+            n = counts.get(path, 0)
+            counts[path] = n + 1
+            while n >= len(names):
+                names.append(prefix + str(len(names)))
+            opened.append(_enter(names[n], None))
         return pre
 
     def _post(self, mod, args, out):
         if self._open:
-            self._open.pop().__exit__(None, None, None)
+            _exit(self._open.pop())
 
     # ---- msprobe's interface -----------------------------------------------
     def start(self, model=None, **_ignored):
@@ -141,7 +164,7 @@ class ProfileDebugger(PrecisionDebugger):
     def step(self):
         if self._started and not self._closed:
             self._steps += 1
-            self._counts = {}
+            self._counts.clear()        # the hooks hold this dict
             self._prof.step()
 
     def set_init_step(self, step):
@@ -154,6 +177,9 @@ class ProfileDebugger(PrecisionDebugger):
         if self._closed:
             return
         self._closed = True
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
         if self._started:
             self._prof.stop()
         self.summary = {"steps": self._steps, "traces": list(self.traces)}
