@@ -174,10 +174,15 @@ static int starts(const char *s, const char *p)
     return strncmp(s, p, strlen(p)) == 0;
 }
 
+static int device_cat(const char *cat)
+{
+    return !strcmp(cat, "kernel") || !strcmp(cat, "gpu_memcpy") || !strcmp(cat, "gpu_memset") ||
+           !strcmp(cat, "hccl");
+}
+
 static int is_device_event(const np_prof_event *e)
 {
-    return e->stream >= 0 || !strcmp(e->cat, "kernel") || !strcmp(e->cat, "gpu_memcpy") ||
-           !strcmp(e->cat, "gpu_memset");
+    return e->stream >= 0 || device_cat(e->cat);
 }
 
 /* HTA's kernel kinds: nccl...Kernel communication; Memcpy/Memset/dma memory;
@@ -188,6 +193,28 @@ static int nccl_kernel(const char *n)
     if (!starts(n, "nccl"))
         return 0;
     return strstr(n + 4, "Kernel") != NULL;
+}
+
+static np_prof_class device_class(const char *n);
+
+/* Ascend's device tasks (trace_view.json): the HCCL/Communication process
+ * is communication; on the Ascend Hardware process args."Task Type" says
+ * what a task is (AI_CORE, AI_VECTOR_CORE, AI_CPU: compute; HCCL:
+ * communication; MEMCPY_ASYNC...: memory; EVENT_WAIT, NOTIFY...: other),
+ * an hcom_ name is a collective; else the kernel-name rules. */
+static np_prof_class device_class_ev(const np_prof_event *e)
+{
+    const char *t = e->task_type;
+    if (!strcmp(e->cat, "hccl") || starts(t, "HCCL") || starts(t, "COMMUNICATION") ||
+        starts(e->name, "hcom_"))
+        return NP_PROF_COMM;
+    if (strstr(t, "MEMCPY") || strstr(t, "MEMSET") || strstr(t, "DMA"))
+        return NP_PROF_MEMORY;
+    if (strstr(t, "EVENT") || strstr(t, "NOTIFY") || strstr(t, "WAIT"))
+        return NP_PROF_OTHER;
+    if (*t)
+        return NP_PROF_COMPUTE;
+    return device_class(e->name);
 }
 
 static np_prof_class device_class(const char *n)
@@ -238,7 +265,68 @@ typedef struct corr_ts {
     double ts;
 } corr_ts;
 
+/* Ascend's processes in trace_view.json, by their process_name metadata:
+ * the device lanes (tid: the stream), communication lanes (op slices; the
+ * "Plane N" threads under them hold the ops' tasks again: left out) and the
+ * Overlap Analysis lanes msprof derives from the others (left out). */
+enum { ROLE_NONE, ROLE_ASCEND_HW, ROLE_HCCL, ROLE_SKIP };
+#define MAX_ROLES 64
+typedef struct roles {
+    struct role { long long pid, tid; int role; } v[MAX_ROLES]; /* tid -1: the whole process */
+    int n;
+} roles;
+
+static int role_of(const roles *r, long long pid, long long tid)
+{
+    int role = ROLE_NONE;
+    for (int i = 0; i < r->n; i++)
+        if (r->v[i].pid == pid) {
+            if (r->v[i].tid == tid)
+                return r->v[i].role;
+            if (r->v[i].tid == -1)
+                role = r->v[i].role;
+        }
+    return role;
+}
+
+static void role_meta(roles *r, const np_prof_event *e)
+{
+    int role = ROLE_NONE;
+    long long tid = -1;
+    if (!strcmp(e->name, "process_name")) {
+        if (!strcmp(e->arg_name, "Ascend Hardware"))
+            role = ROLE_ASCEND_HW;
+        else if (!strcmp(e->arg_name, "HCCL") || !strcmp(e->arg_name, "Communication"))
+            role = ROLE_HCCL;
+        else if (!strcmp(e->arg_name, "Overlap Analysis"))
+            role = ROLE_SKIP;
+    } else if (!strcmp(e->name, "thread_name") && starts(e->arg_name, "Plane")) {
+        role = ROLE_SKIP; /* skipped only under a communication process (pass2) */
+        tid = e->tid;
+    }
+    if (role != ROLE_NONE && r->n < MAX_ROLES)
+        r->v[r->n++] = (struct role){e->pid, tid, role};
+}
+
+/* The event as the analysis sees it: an Ascend device task as a kernel on
+ * its stream (tid), a communication op as "hccl"; NULL: left out. */
+static const np_prof_event *as_role(const roles *r, const np_prof_event *e, np_prof_event *tmp)
+{
+    if (!r->n || e->ph != 'X')
+        return e;
+    int proc = role_of(r, e->pid, -2), role = role_of(r, e->pid, e->tid);
+    if (proc == ROLE_NONE)
+        return e;
+    if (proc == ROLE_SKIP || (proc == ROLE_HCCL && role == ROLE_SKIP))
+        return NULL;
+    *tmp = *e;
+    tmp->stream = e->stream >= 0 ? e->stream : e->tid >= 0 ? e->tid : 0;
+    tmp->cat = proc == ROLE_HCCL ? "hccl" : "kernel";
+    return tmp;
+}
+
 typedef struct pass1 {
+    roles roles;
     double *stepv;    /* ProfilerStep# start, end pairs */
     size_t cap_step;
     double last_step; /* latest ProfilerStep# start */
@@ -251,6 +339,8 @@ typedef struct pass1 {
 static int pass1_fn(const np_prof_event *e, void *user)
 {
     pass1 *p = user;
+    if (e->ph == 'M')
+        role_meta(&p->roles, e);
     if (e->ph != 'X' || !isfinite(e->ts))
         return 0;
     if (is_device_event(e)) {
@@ -319,6 +409,7 @@ typedef struct thread_st {
 } thread_st;
 
 typedef struct pass2 {
+    roles roles;         /* Ascend's processes (pass 1) */
     int device;
     long long *drop; /* sorted correlations of kernels left out */
     size_t n_drop;
@@ -536,6 +627,9 @@ static int pass2_fn(const np_prof_event *e, void *user)
     p->order++;
     if (e->ph != 'X' || !isfinite(e->ts) || !isfinite(e->dur) || e->dur < 0)
         return 0;
+    np_prof_event tmp;
+    if (!(e = as_role(&p->roles, e, &tmp)))
+        return 0;
     int dev = is_device_event(e);
     if (dev && p->n_drop && e->correlation >= 0 &&
         bsearch(&e->correlation, p->drop, p->n_drop, sizeof *p->drop, ll_cmp))
@@ -571,7 +665,7 @@ static int pass2_fn(const np_prof_event *e, void *user)
     }
     int c = -1;
     if (p->device)
-        c = dev ? (int)device_class(e->name) : -1;
+        c = dev ? (int)device_class_ev(e) : -1;
     else
         c = cpu_class(e);
     if (c < 0)
@@ -752,9 +846,7 @@ static void finish_tab(np_prof_rank *r, pass2 *p, optab *t, int calls, double *t
     for (size_t i = 0; i < t->n; i++) {
         np_prof_op *o = &t->ops[i];
         int is_cpu = !strcmp(o->cat, "cpu_op");
-        int has_self = calls || (is_cpu ? r->self_ok
-                                        : (!strcmp(o->cat, "kernel") || !strcmp(o->cat, "gpu_memcpy") ||
-                                           !strcmp(o->cat, "gpu_memset")));
+        int has_self = calls || (is_cpu ? r->self_ok : device_cat(o->cat));
         if (!has_self)
             o->self_us = NAN;
         o->step_us = NAN;
@@ -825,7 +917,12 @@ static np_status run_pass1(np_prof_rank *r, pass1 *p1, pass2 *p2, const char *pa
         return st;
     if (p1->steps)
         qsort(p1->stepv, (size_t)p1->steps, 2 * sizeof(double), iv_cmp);
+    p2->roles = p1->roles;
     p2->device = p1->device_events > 0;
+    for (int i = 0; i < p1->roles.n; i++) /* Ascend's device lanes (their events are not
+                                            * known as such in pass 1: metadata may follow) */
+        if (p1->roles.v[i].role == ROLE_ASCEND_HW || p1->roles.v[i].role == ROLE_HCCL)
+            p2->device = 1;
     /* HTA leaves out the kernels launched in the last ProfilerStep (they may
      * be cut off by the profiler's stop) when there are several steps. */
     if (p2->device && p1->steps >= 2) {
@@ -929,8 +1026,7 @@ static int takes_part(const np_prof_op *o, int use_self)
 {
     if (use_self)
         return isfinite(o->self_us);
-    return !strcmp(o->cat, "cpu_op") || !strcmp(o->cat, "kernel") || !strcmp(o->cat, "gpu_memcpy") ||
-           !strcmp(o->cat, "gpu_memset");
+    return !strcmp(o->cat, "cpu_op") || device_cat(o->cat);
 }
 
 /* Pair a's and b's operators by category and name into *out (n rows):

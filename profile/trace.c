@@ -4,6 +4,7 @@
  * to the kernel, so a gigabyte trace is read in bounded memory. */
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,7 +81,7 @@ static np_status inflate_file(char **out, size_t *n_out, const char *path, np_er
 
 typedef struct rd {
     np_json_reader r;
-    sbuf name, cat, tmp;
+    sbuf name, cat, tmp, arg_name, task_type;
     np_error *err;
 } rd;
 
@@ -125,10 +126,15 @@ static np_status read_args(np_prof_event *e, rd *d)
             return NP_OK;
         int which = np_json_is(&t, "flops") ? 1 : np_json_is(&t, "stream") ? 2
                     : np_json_is(&t, "correlation")                       ? 3
+                    : np_json_is(&t, "name")                              ? 4
+                    : np_json_is(&t, "Task Type")                         ? 5
                                                                          : 0;
         if ((st = np_json_next(&t, &d->r, d->err)))
             return st;
-        if (which && t.type == NP_JSON_NUM) {
+        if (which >= 4 && t.type == NP_JSON_STR) {
+            if (take_str(which == 4 ? &d->arg_name : &d->task_type, &t))
+                return np_error_set(d->err, NP_ERR_NOMEM, d->r.name, "args", "out of memory");
+        } else if (which && which < 4 && t.type == NP_JSON_NUM) {
             if (which == 1)
                 e->flops = t.num;
             else if (which == 2)
@@ -145,7 +151,7 @@ static np_status read_event(rd *d, np_prof_event_fn fn, void *user)
 {
     np_prof_event e = {.ph = '?', .ts = NAN, .dur = NAN, .pid = -1, .tid = -1, .flops = NAN,
                        .stream = -1, .correlation = -1};
-    d->name.s[0] = d->cat.s[0] = 0;
+    d->name.s[0] = d->cat.s[0] = d->arg_name.s[0] = d->task_type.s[0] = 0;
     np_json_tok t;
     np_status st;
     for (;;) {
@@ -182,6 +188,8 @@ static np_status read_event(rd *d, np_prof_event_fn fn, void *user)
     }
     e.name = d->name.s;
     e.cat = d->cat.s;
+    e.arg_name = d->arg_name.s;
+    e.task_type = d->task_type.s;
     if (fn(&e, user))
         return NP_ERR_ARG; /* the caller says why */
     return NP_OK;
@@ -224,9 +232,220 @@ static np_status read_dist_info(rd *d, long long *rank)
     }
 }
 
+/* ---- Ascend's kernel_details.csv ------------------------------------------------ */
+/* One csv record into b, split in place: fields at commas outside quotes,
+ * "" a quote; a quoted field may hold newlines (more lines are read). 1: a
+ * record, 0: end of file, -1: out of memory. */
+static int csv_record(FILE *f, sbuf *b, char **fld, int max, int *nf)
+{
+    size_t n = 0;
+    int inq = 0;
+    for (;;) {
+        if (n + 2 >= b->cap) {
+            char *s = realloc(b->s, b->cap * 2);
+            if (!s)
+                return -1;
+            b->s = s;
+            b->cap *= 2;
+        }
+        if (!fgets(b->s + n, (int)(b->cap - n > (1u << 30) ? (1u << 30) : b->cap - n), f)) {
+            if (!n)
+                return 0;
+            break;
+        }
+        size_t k = n + strlen(b->s + n);
+        for (size_t i = n; i < k; i++)
+            if (b->s[i] == '"')
+                inq = !inq;
+        n = k;
+        if (n && b->s[n - 1] == '\n' && !inq)
+            break;
+    }
+    while (n && (b->s[n - 1] == '\n' || b->s[n - 1] == '\r'))
+        b->s[--n] = 0;
+    char *r = b->s, *w = b->s;
+    *nf = 0;
+    inq = 0;
+    if (max > 0)
+        fld[(*nf)++] = w;
+    for (; *r; r++) {
+        if (*r == '"') {
+            if (inq && r[1] == '"')
+                *w++ = *r++;
+            else
+                inq = !inq;
+        } else if (*r == ',' && !inq) {
+            *w++ = 0;
+            if (*nf < max)
+                fld[(*nf)++] = w;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = 0;
+    return 1;
+}
+
+/* A number of a csv cell; msprof writes some with a tab after them. */
+static int csv_num(const char *s, double *v)
+{
+    char *end;
+    while (*s == ' ' || *s == '\t')
+        s++;
+    *v = strtod(s, &end);
+    if (end == s)
+        return -1;
+    while (*end == ' ' || *end == '\t')
+        end++;
+    return *end ? -1 : 0;
+}
+
+static int csv_col(char **fld, int nf, const char *a, const char *b)
+{
+    for (int i = 0; i < nf; i++)
+        if (!strcmp(fld[i], a) || (b && !strcmp(fld[i], b)))
+            return i;
+    return -1;
+}
+
+#define CSV_MAX_FIELDS 256
+typedef struct csv_step {
+    long long id;
+    double start, end;
+} csv_step;
+
+/* kernel_details.csv as Ascend's PyTorch profiler writes it: one row per
+ * device task, its Name, Start Time(us), Duration(us) (older files: Op
+ * Name, Task Start Time(us), Task Duration(us)), and where present its
+ * Stream ID, Step Id and Accelerator Core (Task Type). Each row is one
+ * kernel event on its stream; each Step Id becomes a ProfilerStep#N
+ * spanning its rows, given after them. */
+static np_status read_kernel_csv(np_prof_trace_info *info, const char *path, np_prof_event_fn fn,
+                                 void *user, np_error *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open: %s", strerror(errno));
+    sbuf b = {malloc(4096), 4096};
+    char *fld[CSV_MAX_FIELDS];
+    int nf = 0;
+    csv_step *steps = NULL;
+    size_t n_steps = 0, cap_steps = 0;
+    long long count = 0, line = 1;
+    np_status st = NP_OK;
+    int rc = b.s ? csv_record(f, &b, fld, CSV_MAX_FIELDS, &nf) : -1;
+    if (rc < 0) {
+        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+        goto done;
+    }
+    if (rc == 0) {
+        st = np_error_set(err, NP_ERR_FORMAT, path, NULL, "empty csv: expected kernel_details.csv's header");
+        goto done;
+    }
+    if (!strncmp(fld[0], "\xef\xbb\xbf", 3)) /* a UTF-8 byte order mark */
+        memmove(fld[0], fld[0] + 3, strlen(fld[0] + 3) + 1);
+    int c_name = csv_col(fld, nf, "Name", "Op Name");
+    int c_ts = csv_col(fld, nf, "Start Time(us)", "Task Start Time(us)");
+    int c_dur = csv_col(fld, nf, "Duration(us)", "Task Duration(us)");
+    int c_stream = csv_col(fld, nf, "Stream ID", "Stream Id");
+    int c_step = csv_col(fld, nf, "Step Id", "Step ID");
+    int c_core = csv_col(fld, nf, "Accelerator Core", "Task Type");
+    if (csv_col(fld, nf, "Host Self Duration(us)", "Device Self Duration(us)") >= 0) {
+        st = np_error_set(err, NP_ERR_FORMAT, path, NULL,
+                          "operator_details.csv has no start times: give kernel_details.csv or "
+                          "trace_view.json of the same run");
+        goto done;
+    }
+    if (c_name < 0 || c_ts < 0 || c_dur < 0) {
+        st = np_error_set(err, NP_ERR_FORMAT, path, c_name < 0 ? "Name" : c_ts < 0 ? "Start Time(us)"
+                                                                                   : "Duration(us)",
+                          "not a kernel_details.csv: no such column in the header");
+        goto done;
+    }
+    int need = c_name > c_ts ? c_name : c_ts;
+    need = need > c_dur ? need : c_dur;
+    while ((rc = csv_record(f, &b, fld, CSV_MAX_FIELDS, &nf)) > 0) {
+        line++;
+        if (nf == 1 && !fld[0][0])
+            continue; /* a blank line */
+        np_prof_event e = {.ph = 'X', .cat = "kernel", .arg_name = "", .task_type = "", .pid = 0,
+                           .tid = 0, .flops = NAN, .stream = 0, .correlation = -1};
+        double v;
+        if (nf <= need) {
+            st = np_error_set(err, NP_ERR_FORMAT, path, NULL, "line %lld: %d fields, the header has more",
+                              line, nf);
+            goto done;
+        }
+        e.name = fld[c_name];
+        if (csv_num(fld[c_ts], &e.ts) || csv_num(fld[c_dur], &e.dur)) {
+            st = np_error_set(err, NP_ERR_FORMAT, path, csv_num(fld[c_ts], &v) ? "Start Time(us)" : "Duration(us)",
+                              "line %lld: not a number", line);
+            goto done;
+        }
+        if (c_stream >= 0 && c_stream < nf && !csv_num(fld[c_stream], &v))
+            e.tid = e.stream = (long long)v;
+        if (c_core >= 0 && c_core < nf)
+            e.task_type = fld[c_core];
+        if (c_step >= 0 && c_step < nf && !csv_num(fld[c_step], &v)) {
+            size_t k = 0;
+            while (k < n_steps && steps[k].id != (long long)v)
+                k++;
+            if (k == n_steps) {
+                if (n_steps == cap_steps) {
+                    size_t cap = cap_steps ? cap_steps * 2 : 16;
+                    csv_step *ns = realloc(steps, cap * sizeof *ns);
+                    if (!ns) {
+                        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+                        goto done;
+                    }
+                    steps = ns;
+                    cap_steps = cap;
+                }
+                steps[n_steps++] = (csv_step){(long long)v, e.ts, e.ts + e.dur};
+            }
+            if (e.ts < steps[k].start)
+                steps[k].start = e.ts;
+            if (e.ts + e.dur > steps[k].end)
+                steps[k].end = e.ts + e.dur;
+        }
+        count++;
+        if (fn(&e, user)) {
+            st = NP_ERR_ARG;
+            goto done;
+        }
+    }
+    if (rc < 0) {
+        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+        goto done;
+    }
+    for (size_t k = 0; k < n_steps; k++) {
+        char name[48];
+        snprintf(name, sizeof name, "ProfilerStep#%lld", steps[k].id);
+        np_prof_event e = {.ph = 'X', .cat = "user_annotation", .name = name, .arg_name = "",
+                           .task_type = "", .pid = 0, .tid = -1, .flops = NAN, .stream = -1,
+                           .correlation = -1, .ts = steps[k].start, .dur = steps[k].end - steps[k].start};
+        count++;
+        if (fn(&e, user)) {
+            st = NP_ERR_ARG;
+            goto done;
+        }
+    }
+done:
+    if (info) {
+        info->rank = -1;
+        info->events = count;
+    }
+    free(steps);
+    free(b.s);
+    fclose(f);
+    return st;
+}
+
 np_status np_prof_read(np_prof_trace_info *info, const char *path, np_prof_event_fn fn, void *user,
                        np_error *err)
 {
+    if (has_suffix(path, ".csv"))
+        return read_kernel_csv(info, path, fn, user, err);
     rd d;
     memset(&d, 0, sizeof d);
     d.err = err;
@@ -242,12 +461,14 @@ np_status np_prof_read(np_prof_trace_info *info, const char *path, np_prof_event
     }
     long long rank = -1, count = 0;
     int seen_events = 0;
-    d.name.cap = d.cat.cap = d.tmp.cap = 256;
+    d.name.cap = d.cat.cap = d.tmp.cap = d.arg_name.cap = d.task_type.cap = 256;
     d.name.s = malloc(256);
     d.cat.s = malloc(256);
     d.tmp.s = malloc(256);
+    d.arg_name.s = malloc(256);
+    d.task_type.s = malloc(256);
     np_json_tok t;
-    if (!d.name.s || !d.cat.s || !d.tmp.s) {
+    if (!d.name.s || !d.cat.s || !d.tmp.s || !d.arg_name.s || !d.task_type.s) {
         st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
         goto done;
     }
@@ -292,6 +513,8 @@ done:
     free(d.name.s);
     free(d.cat.s);
     free(d.tmp.s);
+    free(d.arg_name.s);
+    free(d.task_type.s);
     np_json_close(&d.r);
     free(mem);
     return st;

@@ -30,6 +30,8 @@ typedef struct np_prof_event {
     double flops;          /* args.flops */
     long long stream;      /* args.stream (device events) */
     long long correlation; /* args.correlation (launches and kernels) */
+    const char *arg_name;  /* args.name (a metadata event's process or thread name), "" */
+    const char *task_type; /* args."Task Type" (Ascend's device tasks), "" */
 } np_prof_event;
 
 /* Non-zero return stops the read: np_prof_read returns NP_ERR_ARG and

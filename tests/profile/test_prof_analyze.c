@@ -224,6 +224,113 @@ static void test_calls(void)
     np_prof_rank_free(&b);
 }
 
+/* Ascend's trace_view.json: a bare array, ts as decimal strings; the
+ * processes named by metadata (the Ascend Hardware one given last: pass 1
+ * learns them before pass 2 reads the events). Ascend Hardware (pid 2):
+ * stream 10 MatMul [10,40] AI_CORE, Add [50,60] AI_VECTOR_CORE, MatMul
+ * [110,130]; stream 11 hcom_allReduce__1_0_1 [30,70] (a collective by name),
+ * MEMCPY [80,90] MEMCPY_ASYNC. HCCL (pid 3): the op [30,70] on tid 30, its
+ * task Notify_Wait [30,50] on thread "Plane 0" (left out). Overlap Analysis
+ * (pid 4): Computing [10,60] (left out). Compute [10,40]+[50,60]+[110,130]
+ * = 60; communication [30,70] less compute's [30,40] [50,60] = 20; memory
+ * 10; busy 90; span 10..130 = 120; idle 30; overlap 20. */
+static const char ascend_trace[] =
+    "[{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":1,\"tid\":0,\"args\":{\"name\":\"Python\"}},\n"
+    "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":3,\"tid\":0,\"args\":{\"name\":\"HCCL\"}},\n"
+    "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":3,\"tid\":31,\"args\":{\"name\":\"Plane 0\"}},\n"
+    "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":4,\"tid\":0,\"args\":{\"name\":\"Overlap Analysis\"}},\n"
+    "{\"ph\":\"X\",\"name\":\"ProfilerStep#1\",\"pid\":1,\"tid\":1,\"ts\":\"0.000\",\"dur\":100},\n"
+    "{\"ph\":\"X\",\"name\":\"ProfilerStep#2\",\"pid\":1,\"tid\":1,\"ts\":\"100.000\",\"dur\":100},\n"
+    "{\"ph\":\"X\",\"name\":\"MatMul\",\"pid\":2,\"tid\":10,\"ts\":\"10.000\",\"dur\":30,\"args\":{\"Task Type\":\"AI_CORE\"}},\n"
+    "{\"ph\":\"X\",\"name\":\"Add\",\"pid\":2,\"tid\":10,\"ts\":\"50.000\",\"dur\":10,\"args\":{\"Task Type\":\"AI_VECTOR_CORE\"}},\n"
+    "{\"ph\":\"X\",\"name\":\"MatMul\",\"pid\":2,\"tid\":10,\"ts\":\"110.000\",\"dur\":20,\"args\":{\"Task Type\":\"AI_CORE\"}},\n"
+    "{\"ph\":\"X\",\"name\":\"hcom_allReduce__1_0_1\",\"pid\":2,\"tid\":11,\"ts\":\"30.000\",\"dur\":40,\"args\":{\"Task Type\":\"AI_CPU\"}},\n"
+    "{\"ph\":\"X\",\"name\":\"MEMCPY\",\"pid\":2,\"tid\":11,\"ts\":\"80.000\",\"dur\":10,\"args\":{\"Task Type\":\"MEMCPY_ASYNC\"}},\n"
+    "{\"ph\":\"X\",\"name\":\"hcom_allReduce__1_0_1\",\"pid\":3,\"tid\":30,\"ts\":\"30.000\",\"dur\":40},\n"
+    "{\"ph\":\"X\",\"name\":\"Notify_Wait\",\"pid\":3,\"tid\":31,\"ts\":\"30.000\",\"dur\":20},\n"
+    "{\"ph\":\"X\",\"name\":\"Computing\",\"pid\":4,\"tid\":0,\"ts\":\"10.000\",\"dur\":50},\n"
+    "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":2,\"tid\":0,\"args\":{\"name\":\"Ascend Hardware\"}}]\n";
+
+static void test_ascend(void)
+{
+    np_prof_rank r;
+    np_error err = {0};
+    CHECK(np_prof_analyze(&r, put("asc.json", ascend_trace), &err) == NP_OK);
+    CHECK(r.device == 1 && r.steps == 2);
+    CHECK_CLOSE(r.class_us[NP_PROF_COMPUTE], 60, 0, 0);
+    CHECK_CLOSE(r.class_us[NP_PROF_COMM], 20, 0, 0);
+    CHECK_CLOSE(r.class_us[NP_PROF_MEMORY], 10, 0, 0);
+    CHECK_CLOSE(r.class_us[NP_PROF_OTHER], 0, 0, 0);
+    CHECK_CLOSE(r.span_us, 120, 0, 0);
+    CHECK_CLOSE(r.class_us[NP_PROF_IDLE], 30, 0, 0);
+    CHECK_CLOSE(r.overlap_us, 20, 0, 0);
+    const np_prof_op *m = find(&r, "MatMul");
+    CHECK(m && m->count == 2 && m->self_us == 50 && !strcmp(m->cat, "kernel"));
+    CHECK(m && m->step_us == 25); /* 30 and 20 */
+    CHECK(!find(&r, "Notify_Wait") && !find(&r, "Computing"));
+    int hccl = 0;
+    for (size_t i = 0; i < r.n_ops; i++)
+        hccl += !strcmp(r.ops[i].name, "hcom_allReduce__1_0_1") && !strcmp(r.ops[i].cat, "hccl");
+    CHECK(hccl == 1);
+    np_prof_rank_free(&r);
+}
+
+/* kernel_details.csv as msprof writes it (a byte order mark, tabs after
+ * the times, quoted shapes with commas). Steps 1 and 2 from Step Id: each
+ * MatMul 10, MatMul 10 (B: 30), Add 5 on stream 2; step 1 starts at
+ * 1000.5. By name MatMul is 20 vs 40 a step; in call order "MatMul #1" at
+ * 19.5 us into its step is 10 vs 30 (B/A 3). */
+static const char *kernel_csv(const char *file, int d2)
+{
+    static char buf[2048];
+    int n = snprintf(buf, sizeof buf,
+                     "\xef\xbb\xbfStep Id,Model ID,Task ID,Stream ID,Name,Type,OP State,Accelerator Core,"
+                     "Start Time(us),Duration(us),Wait Time(us),Block Dim,Input Shapes\n");
+    for (int s = 1; s <= 2; s++) {
+        double o = 900.0 + 100.0 * s;
+        n += snprintf(buf + n, sizeof buf - n,
+                      "%d,4294967295,1,2,MatMul,MatMulV2,dynamic,AI_CORE,%.1f\t,10\t,0,20,\"8,16;16,32\"\n"
+                      "%d,4294967295,2,2,MatMul,MatMulV2,dynamic,AI_CORE,%.1f\t,%d\t,0,20,\"8,32;32,8\"\n"
+                      "%d,4294967295,3,2,Add,Add,dynamic,AI_VECTOR_CORE,%.1f\t,5\t,0,8,\"8,8;8,8\"\n",
+                      s, o + 0.5, s, o + 20, d2, s, o + 60);
+    }
+    return put(file, buf);
+}
+
+static void test_kernel_csv(void)
+{
+    np_prof_rank a, b;
+    np_error err = {0};
+    CHECK(np_prof_analyze(&a, kernel_csv("ka.csv", 10), &err) == NP_OK);
+    CHECK(np_prof_analyze(&b, kernel_csv("kb.csv", 30), &err) == NP_OK);
+    CHECK(a.device == 1 && a.steps == 2 && a.events == 8 && a.calls_ok == 1);
+    CHECK_CLOSE(a.class_us[NP_PROF_COMPUTE], 2 * 25, 0, 0);
+    CHECK_CLOSE(a.step_med_us, 64.5, 0, 1e-12); /* 1000.5 .. 1065 */
+    np_prof_compare c;
+    CHECK(np_prof_compare_ranks(&c, &a, &b, &err) == NP_OK);
+    CHECK(c.n_pairs == 2 && !strcmp(c.pairs[0].a->name, "MatMul"));
+    CHECK_CLOSE(c.pairs[0].a_step_us, 20, 0, 0);
+    CHECK_CLOSE(c.pairs[0].b_step_us, 40, 0, 0);
+    CHECK(c.n_calls == 3 && !strcmp(c.calls[0].a->name, "MatMul #1"));
+    CHECK_CLOSE(c.calls[0].ratio, 3, 0, 0);
+    CHECK_CLOSE(c.calls[0].a->at_us, 19.5, 0, 1e-12);
+    np_prof_compare_free(&c);
+    np_prof_rank_free(&a);
+    np_prof_rank_free(&b);
+    /* operator_details.csv has no start times; a bad number names its column */
+    memset(&err, 0, sizeof err);
+    CHECK(np_prof_analyze(&a, put("od.csv", "Name,Input Shapes,Call Stack,Host Self Duration(us),"
+                                            "Host Total Duration(us),Device Self Duration(us)\n"
+                                            "aten::mm,\"8,16\",,3,4,10\n"),
+                          &err) == NP_ERR_FORMAT);
+    CHECK_CONTAINS(err.text, "kernel_details.csv");
+    memset(&err, 0, sizeof err);
+    CHECK(np_prof_analyze(&a, put("kx.csv", "Name,Start Time(us),Duration(us)\nMatMul,12x,3\n"), &err) ==
+          NP_ERR_FORMAT);
+    CHECK_CONTAINS(err.file, "kx.csv");
+    CHECK(err.key[0] && strstr(err.key, "Start Time") && strstr(err.text, "line 2"));
+}
+
 /* N cpu_op events [10i, 10i + 5] on one thread: compute 5N, N - 1
  * bubbles of 5, span 10(N - 1) + 5. Enough of them that the timeline's
  * past is finalized while reading; the same events with the first moved
@@ -299,9 +406,12 @@ int main(void)
     test_cpu();
     test_compare();
     test_calls();
+    test_ascend();
+    test_kernel_csv();
     test_bad();
     test_long();
-    const char *names[] = {"dev.json", "cpu.json", "a.json", "b.json", "t.json", "n.json", "s.json", "e.json", "o.json"};
+    const char *names[] = {"dev.json", "cpu.json", "a.json", "b.json", "t.json", "n.json", "s.json", "e.json", "o.json",
+                           "ca.json", "cb.json", "asc.json", "ka.csv", "kb.csv", "od.csv", "kx.csv"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char p[300];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
