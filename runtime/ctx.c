@@ -722,6 +722,18 @@ int np_ctx_emit(np_ctx *ctx, const np_hook_event *ev)
     return emit_raw(ctx, &e);
 }
 
+unsigned np_ctx_emit_begin(np_ctx *ctx, const np_hook_event *ev)
+{
+    np_hook_event e = *ev;
+    return emit_before(ctx, &e);
+}
+
+int np_ctx_emit_end(np_ctx *ctx, const np_hook_event *ev, unsigned declined)
+{
+    np_hook_event e = *ev;
+    return emit_masked(ctx, &e, declined);
+}
+
 static const char *parent_name(const np_ctx *ctx, int mcall, int backward)
 {
     if (mcall < 0 || mcall >= ctx->n_mc)

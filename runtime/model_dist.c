@@ -139,21 +139,49 @@ static np_tensor *snapshot(np_ctx *ctx, np_dtype dt, const np_tensor *like, cons
     return t;
 }
 
-/* Emit Distributed.all_reduce.N.forward (input.0 sent, output.0 received). */
-static void emit_all_reduce(np_trainer *tr, np_tensor *in, np_tensor *out, const char *what)
-{
+/* One Distributed.all_reduce.N.forward call (input.0 sent, output.0
+ * received) as a timed pair of hook events: coll_begin before the work (its
+ * before event: name and input), coll_end after it (the after event), so a
+ * profiler's slice spans the gather and the reduction. */
+typedef struct coll {
     char name[64], site[160];
-    snprintf(name, sizeof name, "Distributed.all_reduce.%d.forward", tr->coll_n++);
-    snprintf(site, sizeof site, "model_dist.c all_reduce of %s", what);
-    np_hook_tensor ts[2] = {{NP_ROLE_INPUT, 0, NULL, in}, {NP_ROLE_OUTPUT, 0, NULL, out}};
+    np_hook_tensor ts[2];
     np_hook_event ev;
-    memset(&ev, 0, sizeof ev);
-    ev.kind = NP_EV_API_FORWARD;
-    ev.name = name;
-    ev.callsite = site;
-    ev.tensors = ts;
-    ev.n_tensors = 2;
-    np_ctx_emit(tr->ctx, &ev);
+    unsigned declined;
+} coll;
+
+static np_status ctx_status_err(np_trainer *tr, np_error *err);
+
+static np_status coll_begin(np_trainer *tr, coll *c, np_dtype dt, const np_tensor *like, const void *sent,
+                            const char *what, np_error *err)
+{
+    np_tensor *in = snapshot(tr->ctx, dt, like, sent);
+    if (!in)
+        return ctx_status_err(tr, err);
+    snprintf(c->name, sizeof c->name, "Distributed.all_reduce.%d.forward", tr->coll_n);
+    snprintf(c->site, sizeof c->site, "model_dist.c all_reduce of %s", what);
+    c->ts[0] = (np_hook_tensor){NP_ROLE_INPUT, 0, NULL, in};
+    memset(&c->ev, 0, sizeof c->ev);
+    c->ev.kind = NP_EV_API_FORWARD;
+    c->ev.name = c->name;
+    c->ev.callsite = c->site;
+    c->ev.tensors = c->ts;
+    c->ev.n_tensors = 1;
+    c->declined = np_ctx_emit_begin(tr->ctx, &c->ev);
+    return NP_OK;
+}
+
+static np_status coll_end(np_trainer *tr, coll *c, np_dtype dt, const np_tensor *like, const void *got,
+                          np_error *err)
+{
+    np_tensor *out = snapshot(tr->ctx, dt, like, got);
+    if (!out)
+        return ctx_status_err(tr, err);
+    c->ts[1] = (np_hook_tensor){NP_ROLE_OUTPUT, 0, NULL, out};
+    c->ev.n_tensors = 2;
+    tr->coll_n++;
+    np_ctx_emit_end(tr->ctx, &c->ev, c->declined);
+    return NP_OK;
 }
 
 /* out[k] = mean over ranks of rank r's float at gather[r * stride + off + k],
@@ -187,17 +215,9 @@ static np_status ctx_status_err(np_trainer *tr, np_error *err)
     return np_error_set(err, st, NULL, "all_reduce", "%s", ce && ce->text[0] ? ce->text : np_strerror(st));
 }
 
-/* Snapshot what this rank sent and what it got back (shaped like `like`,
- * NULL: a scalar) and emit the collective as one hook call. */
-static np_status observe(np_trainer *tr, np_dtype dt, const np_tensor *like, const void *sent,
-                         const void *got, const char *what, np_error *err)
+static void grad_what(char *what, size_t n, const np_tensor *p)
 {
-    np_tensor *in = snapshot(tr->ctx, dt, like, sent);
-    np_tensor *out = snapshot(tr->ctx, dt, like, got);
-    if (!in || !out)
-        return ctx_status_err(tr, err);
-    emit_all_reduce(tr, in, out, what);
-    return NP_OK;
+    snprintf(what, n, "%s.grad", p->name ? p->name : "?");
 }
 
 np_status np_dist_reduce_grads(np_trainer *tr, double *loss, np_error *err)
@@ -211,14 +231,27 @@ np_status np_dist_reduce_grads(np_trainer *tr, double *loss, np_error *err)
     np_status st = reserve_send(tr, total * sizeof(float), err);
     if (st)
         return st;
-    size_t off = 0;
+    size_t off = 0, first_off = 0;
+    int first = -1; /* the first call: its slice holds the gather (the communication) */
     for (int i = 0; i < n; i++)
         if (p[i]->grad) {
+            if (first < 0 && i != skip) {
+                first = i;
+                first_off = off;
+            }
             memcpy(tr->send + off, p[i]->grad, (size_t)p[i]->numel * sizeof(float));
             off += (size_t)p[i]->numel;
         }
     tr->send[off] = (float)*loss;
-    if ((st = gather(tr, total * sizeof(float), err)))
+    char what[128];
+    coll c;
+    if (first >= 0) {
+        grad_what(what, sizeof what, p[first]);
+        st = coll_begin(tr, &c, NP_FLOAT32, p[first], tr->send + first_off, what, err);
+    } else {
+        st = coll_begin(tr, &c, NP_FLOAT32, NULL, tr->send + off, "the loss", err);
+    }
+    if (st || (st = gather(tr, total * sizeof(float), err)))
         return st;
     int k = world_of(tr);
     off = 0;
@@ -226,17 +259,20 @@ np_status np_dist_reduce_grads(np_trainer *tr, double *loss, np_error *err)
         if (!p[i]->grad)
             continue;
         if (i != skip) {
+            grad_what(what, sizeof what, p[i]);
+            if (i != first && (st = coll_begin(tr, &c, NP_FLOAT32, p[i], tr->send + off, what, err)))
+                return st;
             reduce_mean(p[i]->grad, tr->gather, total, off, p[i]->numel, k, tr->dfault);
-            char what[128];
-            snprintf(what, sizeof what, "%s.grad", p[i]->name ? p[i]->name : "?");
-            if ((st = observe(tr, NP_FLOAT32, p[i], tr->send + off, p[i]->grad, what, err)))
+            if ((st = coll_end(tr, &c, NP_FLOAT32, p[i], p[i]->grad, err)))
                 return st;
         }
         off += (size_t)p[i]->numel;
     }
     float lsum;
+    if (first >= 0 && (st = coll_begin(tr, &c, NP_FLOAT32, NULL, tr->send + off, "the loss", err)))
+        return st;
     reduce_mean(&lsum, tr->gather, total, off, 1, k, NP_DIST_FAULT_NONE);
-    if ((st = observe(tr, NP_FLOAT32, NULL, tr->send + off, &lsum, "the loss", err)))
+    if ((st = coll_end(tr, &c, NP_FLOAT32, NULL, &lsum, err)))
         return st;
     *loss = (double)lsum;
     return NP_OK;
@@ -248,13 +284,15 @@ np_status np_dist_reduce_flag(np_trainer *tr, int *flag, np_error *err)
     if (st)
         return st;
     tr->send[0] = *flag ? 1.0f : 0.0f;
-    if ((st = gather(tr, sizeof(float), err)))
+    coll c;
+    if ((st = coll_begin(tr, &c, NP_FLOAT32, NULL, tr->send, "the loss scaler's found-inf flag (max)", err)) ||
+        (st = gather(tr, sizeof(float), err)))
         return st;
     float mx = 0.0f;
     for (int r = 0; r < world_of(tr); r++)
         if (tr->gather[r] > mx)
             mx = tr->gather[r];
-    if ((st = observe(tr, NP_FLOAT32, NULL, tr->send, &mx, "the loss scaler's found-inf flag (max)", err)))
+    if ((st = coll_end(tr, &c, NP_FLOAT32, NULL, &mx, err)))
         return st;
     *flag = mx != 0.0f;
     return NP_OK;
@@ -266,7 +304,9 @@ np_status np_dist_reduce_mean(np_trainer *tr, double *v, np_error *err)
     if (st)
         return st;
     memcpy(tr->send, v, sizeof(double));
-    if ((st = gather(tr, sizeof(double), err)))
+    coll c;
+    if ((st = coll_begin(tr, &c, NP_FLOAT64, NULL, v, "the squared gradient norm", err)) ||
+        (st = gather(tr, sizeof(double), err)))
         return st;
     int k = world_of(tr);
     double acc = 0.0, x;
@@ -275,7 +315,7 @@ np_status np_dist_reduce_mean(np_trainer *tr, double *v, np_error *err)
         acc += x;
     }
     acc /= (double)k;
-    if ((st = observe(tr, NP_FLOAT64, NULL, v, &acc, "the squared gradient norm", err)))
+    if ((st = coll_end(tr, &c, NP_FLOAT64, NULL, &acc, err)))
         return st;
     *v = acc;
     return NP_OK;

@@ -220,6 +220,12 @@ void np_ctx_emit_param_grads(np_ctx *ctx);
 /* Emit any event through the hook: the runtime fills step, rank and seq
  * (the rest is the caller's). Returns the hook's value (0 without hook). */
 int np_ctx_emit(np_ctx *ctx, const np_hook_event *ev);
+/* A call the runtime makes outside the ops (a collective) as a timed pair:
+ * np_ctx_emit_begin gives the observers its before event (name, inputs)
+ * and returns the mask of those that declined it; np_ctx_emit_end, after
+ * the work, is np_ctx_emit for the others. */
+unsigned np_ctx_emit_begin(np_ctx *ctx, const np_hook_event *ev);
+int np_ctx_emit_end(np_ctx *ctx, const np_hook_event *ev, unsigned declined);
 
 /* ==== tensors ============================================================ */
 

@@ -24,7 +24,9 @@ for k in 1 2 4; do
   grep -q "^data parallel: $k rank(s), global batch 8, $((8 / k)) per rank" k$k.log ||
     { echo "FAIL mpirun -n $k: no data-parallel header"; cat k$k.log; fail=1; }
 done
-mpirun_k 4 "$nprobe" "${args[@]}" --save k4b.h5 > k4b.log 2>&1 || { echo "FAIL second K=4 run"; fail=1; }
+# the second K=4 run with the profile task (docs/PROFILE.md): it must change
+# nothing (bit-identical below), and each rank's trace holds the collectives
+mpirun_k 4 "$nprobe" "${args[@]}" --save k4b.h5 --profile prof4 > k4b.log 2>&1 || { echo "FAIL second K=4 run"; fail=1; }
 
 "$py" - "$steps" <<'PY' || fail=1
 import re, sys
@@ -68,6 +70,38 @@ if same(tensors("k4.h5"), tensors("k4b.h5")) and np.array_equal(losses("k4.log")
     print("ok   two K=4 runs bit-identical")
 else:
     print("FAIL two K=4 runs differ"); bad = 1
+sys.exit(bad)
+PY
+
+# the collectives as slices: per rank and step one Distributed.all_reduce
+# slice per parameter (k4.h5's params), the loss and the squared gradient
+# norm, inside its ProfilerStep; nprobe profile's communication time is their
+# float64 sum (they do not overlap: one thread)
+"$nprobe" profile prof4 -o prof4rep > prof4.log 2>&1 || { echo "FAIL nprobe profile prof4"; cat prof4.log; fail=1; }
+"$py" - "$steps" <<'PY' || fail=1
+import csv, json, sys
+import h5py
+steps = int(sys.argv[1])
+with h5py.File("k4.h5", "r") as f:
+    n_params = len(f["params"])
+rows = {int(r["rank"]): r for r in csv.DictReader(open("prof4rep/profile_summary.csv"))}
+bad = 0
+for rank in range(4):
+    ev = [e for e in json.load(open(f"prof4/rank{rank}.trace.json"))["traceEvents"] if e.get("ph") == "X"]
+    st = {e["args"]["step"]: e for e in ev if e["name"].startswith("ProfilerStep#")}
+    coll = [e for e in ev if e["name"].startswith("Distributed.all_reduce.")]
+    per = {s: sorted(e["name"] for e in coll if e["args"]["step"] == s) for s in st}
+    want = sorted(f"Distributed.all_reduce.{i}.forward" for i in range(n_params + 2))
+    inside = all(st[e["args"]["step"]]["ts"] <= e["ts"] and
+                 e["ts"] + e["dur"] <= st[e["args"]["step"]]["ts"] + st[e["args"]["step"]]["dur"] + 1e-3
+                 for e in coll)
+    tot = sum(float(e["dur"]) for e in coll)
+    got = float(rows[rank]["communication_us"])
+    ok = len(st) == steps and all(v == want for v in per.values()) and inside and \
+        abs(got - tot) <= 1e-9 * tot and tot > 0
+    print(("ok  " if ok else "FAIL"), f"rank {rank}: {len(coll)} all_reduce slices over {len(st)} steps "
+          f"({n_params} params + loss + grad norm), communication {got:.3f} us, their sum {tot:.3f}")
+    bad |= not ok
 sys.exit(bad)
 PY
 
