@@ -19,7 +19,8 @@
  *                                     ranks) behind clipping and grad_norm
  *
  * Every collective is an API hook point (NP_EV_API_FORWARD, input.0 = what
- * this rank sent, output.0 = what it received). The reduction over K equal
+ * this rank sent, output.0 = what it received) with a before event (a
+ * profiler times it: the step's first gradient call spans the gather). The reduction over K equal
  * shards equals the single-process step on the whole batch up to rounding:
  * the mean of K shard means against one mean over B, and the float64 sum of
  * K float32 gradients rounded once (docs/RUNTIME.md, "Distributed").
