@@ -92,10 +92,11 @@ int np_cli_probe_attach(np_cli_probe **out, struct np_ctx *ctx,
  * stderr, free. Returns 0, or NP_EXIT_USAGE if the dump failed. NULL is a
  * no-op returning 0. */
 int np_cli_probe_detach(np_cli_probe *p);
-/* Tensor parallel over `tp` ranks: the dump's mesh ("tp") and a second
- * observer (after the probe) that records each shard's placement
- * (np_tp_placement -> np_probe_place). */
-int np_cli_probe_tp(np_cli_probe *p, int tp, int rank);
+/* Tensor parallel over `tp` ranks of `world`: the dump's mesh ("tp", or
+ * ("dp", "tp") with world / tp data-parallel groups) and a second observer
+ * (after the probe) that records each shard's placement
+ * (np_mesh_placement -> np_probe_place). */
+int np_cli_probe_tp(np_cli_probe *p, int tp, int rank, int world);
 
 /* The monitor in `nprobe train` (cli/monitor_attach.c): a config whose
  * task is "monitor" attaches it to the context and the trainer. */

@@ -520,7 +520,13 @@ static void print_banner(const train_args *a, np_trainer *tr, np_model_kind kind
     if (a->stop_after >= 0)
         printf(", stopping after %lld", (long long)stop);
     printf("\n");
-    if (mpi)
+    int tp = o->dist.tp > 1 ? o->dist.tp : 1;
+    if (mpi && tp > 1)
+        printf("tensor parallel: %d rank(s), %d group(s) of %d (data parallel over the groups), "
+               "global batch %d, %d per group%s%s\n", world, world / tp, tp, to->batch,
+               to->batch / (world / tp), o->dist.fault ? ", collective fault " : "",
+               o->dist.fault ? np_dist_fault_get(o->dist.fault)->name : "");
+    else if (mpi)
         printf("data parallel: %d rank(s), global batch %d, %d per rank%s%s\n", world, to->batch,
                to->batch / world, o->dist.fault ? ", collective fault " : "",
                o->dist.fault ? np_dist_fault_get(o->dist.fault)->name : "");
@@ -665,7 +671,7 @@ static int train(const train_args *a, int mpi, int rank, int world)
         np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
         if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
             goto done;
-        if (o.dist.tp > 1 && np_cli_probe_tp(probe, o.dist.tp, rank) != NP_EXIT_OK)
+        if (o.dist.tp > 1 && np_cli_probe_tp(probe, o.dist.tp, rank, world) != NP_EXIT_OK)
             goto done;
     }
     int sf = np_step_fault_from_name(a->fault);

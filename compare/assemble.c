@@ -9,7 +9,9 @@
  *   - Replicate(): the copies must be equal (crc32 of the stored bytes with
  *     payloads, else the statistics bit for bit); the lowest rank's is kept;
  *   - Partial(sum): the pieces summed in float64 (tensor mode; a statistics
- *     dump cannot sum statistics, the row is left out with a note).
+ *     dump cannot sum statistics, the row is left out with a note);
+ *     Partial(avg): the same sum divided by the size of the mesh
+ *     dimension(s) it averages over.
  *
  * A leaf without a placement row is whole on every rank that holds it
  * (Replicate() on every mesh dimension). Statistics of the logical tensor
@@ -61,6 +63,7 @@ typedef struct asm_leaf {
     int ndim;
     int64_t gshape[NP_FMT_MAX_DIMS];
     int64_t numel;
+    double div;            /* Partial(avg): the pieces' sum divided by it (else 1) */
 } asm_leaf;
 
 struct cmp_assembly {
@@ -248,9 +251,10 @@ static int holders_of(const cmp_assembly *a, const char *name, holder *h, int *p
         kinds_of(a, x->pl, kind, sdim);
         for (int k = 0; k < NP_FMT_MESH_MAX; k++) {
             int on = k < a->mesh.ndim;
-            x->dkey[k] = on && (kind[k] == 'S' || kind[k] == 'P') ? r->coords[k] : -1;
+            int p = on && (kind[k] == 'P' || kind[k] == 'A');
+            x->dkey[k] = on && (kind[k] == 'S' || p) ? r->coords[k] : -1;
             x->skey[k] = on && kind[k] == 'S' ? r->coords[k] : -1;
-            *partial |= on && kind[k] == 'P';
+            *partial |= p;
         }
     }
     return placed && placed != n ? -1 : n;
@@ -401,7 +405,24 @@ static np_status build_payload(double *out, const cmp_assembly *a, const asm_lea
         if (st != NP_OK)
             return st;
     }
+    if (l->div != 1.0)
+        for (int64_t i = 0; i < l->numel; i++)
+            out[i] /= l->div;
     return NP_OK;
+}
+
+/* The product of the sizes of the mesh dimensions placement pl averages
+ * over (Partial(avg)); 1 when none. */
+static double avg_divisor(const cmp_assembly *a, const np_place_rec *pl)
+{
+    char kind[NP_FMT_MESH_MAX];
+    int sdim[NP_FMT_MESH_MAX];
+    double div = 1.0;
+    kinds_of(a, pl, kind, sdim);
+    for (int k = 0; pl && k < a->mesh.ndim; k++)
+        if (kind[k] == 'A')
+            div *= (double)a->mesh.shape[k];
+    return div;
 }
 
 int cmp_assembly_has(const cmp_dump *d, const char *name)
@@ -431,7 +452,7 @@ np_status cmp_assembly_payload(np_dumpio_payload *out, cmp_dump *d, const np_cmp
     return build_payload(buf->p, a, l, err);
 }
 
-/* Statistics of a Partial(sum) leaf from its summed payload. */
+/* Statistics of a Partial(sum) or Partial(avg) leaf from its summed payload. */
 static np_status partial_stats(np_cmp_side *s, const cmp_assembly *a, const asm_leaf *l,
                                np_error *err)
 {
@@ -489,7 +510,7 @@ static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, hold
         whole &= pl->global_shape[d] == s->shape[d];
     if (np == 1 && whole && !partial && a->ranks[pieces[0].r].rank == a->own_rank)
         return 1; /* this rank's copy is the logical tensor (its replicas checked) */
-    asm_leaf l = {NULL, np, s->ndim, {0}, 1};
+    asm_leaf l = {NULL, np, s->ndim, {0}, 1, avg_divisor(a, pl)};
     for (int d = 0; d < s->ndim; d++) {
         l.gshape[d] = pl ? pl->global_shape[d] : s->shape[d];
         l.numel *= l.gshape[d];
@@ -645,7 +666,8 @@ size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *),
     }
     if (a->n_partial_skipped) {
         snprintf(buf, sizeof buf, "%zu Partial(sum) leaf(s) left out on both sides: their sum "
-                 "cannot be formed from statistics (compare tensor dumps).",
+                 "(Partial(avg): their mean) cannot be formed from statistics (compare "
+                 "tensor dumps).",
                  a->n_partial_skipped);
         note(user, buf);
     }

@@ -74,8 +74,12 @@ static int world_of(const np_trainer *tr)
 void np_dist_shard(np_batch *view, const np_trainer *tr)
 {
     *view = tr->batch;
-    int k = world_of(tr), r = tr->opts.dist.rank;
-    if (!np_dist_active(tr) || k == 1)
+    int k = world_of(tr), r = tr->opts.dist.rank, t = tr->opts.dist.tp;
+    if (t > 1) { /* tensor parallel: the data-parallel groups split the batch */
+        k /= t;
+        r /= t;
+    }
+    if (!tr->opts.dist.allgather || k == 1)
         return;
     int64_t rows = tr->batch.x_shape[0] / k;
     int64_t xrow = tr->batch.x_numel / tr->batch.x_shape[0];

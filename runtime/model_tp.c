@@ -34,7 +34,9 @@
 #include "rt_internal.h"
 
 struct np_tp {
-    int size, rank;
+    int size, rank;        /* the TP group: its size T and this rank's index in it */
+    int world, base;       /* all ranks; the group's first (rank - rank % T) */
+    int dp, dp_rank;       /* data-parallel groups beside it (world / T), this one */
     np_allgather_fn allgather;
     void *user;
     np_dist_fault fault;
@@ -44,14 +46,15 @@ struct np_tp {
     int n_sharded;
     np_tensor **rank0;    /* the parameters only rank 0 computes a gradient for */
     int n_rank0;
+    float *send;          /* the data-parallel reduction's packed gradients */
+    size_t send_cap;
 };
 
 /* ---- the all-reduce ------------------------------------------------------------ */
 
-/* x[0..n) = the sum over the ranks of their x, in float64 in rank order. */
-static int allreduce_sum(np_tp *tp, float *x, int64_t n)
+/* Room for `need` bytes of gathered values. */
+static int reserve(np_tp *tp, size_t need)
 {
-    size_t bytes = (size_t)n * sizeof(float), need = bytes * (size_t)tp->size;
     if (need > tp->cap) {
         float *b = realloc(tp->buf, need);
         if (!b)
@@ -59,11 +62,22 @@ static int allreduce_sum(np_tp *tp, float *x, int64_t n)
         tp->buf = b;
         tp->cap = need;
     }
+    return 0;
+}
+
+/* x[0..n) = the sum over the ranks of the TP group of their x, in float64
+ * in rank order. The gather is over the world (the callback knows no
+ * groups); the other groups' values are ignored. */
+static int allreduce_sum(np_tp *tp, float *x, int64_t n)
+{
+    size_t bytes = (size_t)n * sizeof(float);
+    if (reserve(tp, bytes * (size_t)tp->world) != 0)
+        return -1;
     if (tp->allgather(tp->buf, x, bytes, tp->user) != 0)
         return -1;
     for (int64_t e = 0; e < n; e++) {
         double acc = 0.0;
-        for (int r = 0; r < tp->size; r++)
+        for (int r = tp->base; r < tp->base + tp->size; r++)
             acc += (double)tp->buf[(size_t)r * (size_t)n + (size_t)e];
         x[e] = (float)acc;
     }
@@ -282,7 +296,11 @@ np_status np_tp_setup(np_trainer *tr, np_error *err)
         return np_error_set(err, NP_ERR_NOMEM, NULL, "tp", "out of memory");
     tr->tp = tp;
     tp->size = T;
-    tp->rank = d->rank;
+    tp->rank = d->rank % T;
+    tp->world = d->world_size;
+    tp->base = d->rank - tp->rank;
+    tp->dp = d->world_size / T;
+    tp->dp_rank = d->rank / T;
     tp->allgather = d->allgather;
     tp->user = d->user;
     tp->fault = tr->dfault;
@@ -313,6 +331,7 @@ void np_tp_free(np_tp *tp)
 {
     if (!tp)
         return;
+    free(tp->send);
     free(tp->buf);
     free(tp->sharded);
     free(tp->rank0);
@@ -332,6 +351,59 @@ np_status np_tp_sync_grads(np_tp *tp, np_error *err)
                                 "tensor parallel: the all-reduce of %s's gradient failed",
                                 t->name ? t->name : "a bias");
     }
+    return NP_OK;
+}
+
+int np_tp_dp_size(const np_tp *tp)
+{
+    return tp ? tp->dp : 1;
+}
+
+np_status np_tp_dp_reduce(np_tp *tp, np_tensor *const *p, int n, double *loss, np_dist_fault f,
+                          np_error *err)
+{
+    if (tp->dp <= 1)
+        return NP_OK;
+    size_t total = 1;
+    for (int i = 0; i < n; i++)
+        total += (size_t)p[i]->numel;
+    if (total > tp->send_cap) {
+        float *s = realloc(tp->send, total * sizeof *s);
+        if (!s)
+            return np_error_set(err, NP_ERR_NOMEM, NULL, "all_reduce", "out of memory");
+        tp->send = s;
+        tp->send_cap = total;
+    }
+    size_t off = 0;
+    for (int i = 0; i < n; off += (size_t)p[i]->numel, i++)
+        if (p[i]->grad)
+            memcpy(tp->send + off, p[i]->grad, (size_t)p[i]->numel * sizeof(float));
+        else
+            memset(tp->send + off, 0, (size_t)p[i]->numel * sizeof(float));
+    tp->send[off] = (float)*loss;
+    if (reserve(tp, total * sizeof(float) * (size_t)tp->world) != 0)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, "all_reduce", "out of memory");
+    if (tp->allgather(tp->buf, tp->send, total * sizeof(float), tp->user) != 0)
+        return np_error_set(err, NP_ERR_IO, NULL, "all_reduce",
+                            "data parallel beside tensor parallel: the gather of the gradients "
+                            "failed");
+    /* rank tp->rank of each data-parallel group: d * T + tp->rank, d in order */
+    double scale = f == NP_DIST_FAULT_WRONG_COUNT ? 0.5 : 1.0;
+    off = 0;
+    for (int i = 0; i < n; off += (size_t)p[i]->numel, i++) {
+        if (!p[i]->grad)
+            continue;
+        for (int64_t e = 0; e < p[i]->numel; e++) {
+            double acc = 0.0;
+            for (int d = 0; d < tp->dp; d++)
+                acc += (double)tp->buf[(size_t)(d * tp->size + tp->rank) * total + off + (size_t)e];
+            p[i]->grad[e] = (float)(acc * scale);
+        }
+    }
+    double lsum = 0.0;
+    for (int d = 0; d < tp->dp; d++)
+        lsum += (double)tp->buf[(size_t)(d * tp->size + tp->rank) * total + off];
+    *loss = (double)(float)(lsum / tp->dp);
     return NP_OK;
 }
 
@@ -356,20 +428,15 @@ np_status np_tp_grad_norm(np_tp *tp, np_tensor *const *params, int n, double cli
         else
             whole += s;
     }
-    /* the shards' squares summed over the ranks, in rank order (float64) */
-    size_t need = sizeof(double) * (size_t)tp->size;
-    if (need > tp->cap) {
-        float *b = realloc(tp->buf, need);
-        if (!b)
-            return np_error_set(err, NP_ERR_NOMEM, NULL, "tp", "out of memory");
-        tp->buf = b;
-        tp->cap = need;
-    }
+    /* the shards' squares summed over the TP group, in rank order (float64);
+     * the data-parallel replicas hold the same (reduced) gradients */
+    if (reserve(tp, sizeof(double) * (size_t)tp->world) != 0)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, "tp", "out of memory");
     if (tp->allgather(tp->buf, &mine, sizeof mine, tp->user) != 0)
         return np_error_set(err, NP_ERR_IO, NULL, "tp",
                             "tensor parallel: the all-reduce of the gradient norm failed");
     double sq = whole, x;
-    for (int r = 0; r < tp->size; r++) {
+    for (int r = tp->base; r < tp->base + tp->size; r++) {
         memcpy(&x, (const char *)tp->buf + (size_t)r * sizeof x, sizeof x);
         sq += x;
     }
@@ -497,6 +564,81 @@ int np_tp_placement(int tp, int rank, const np_hook_event *ev, int i, np_place_r
     } else {
         snprintf(rec->placements, sizeof rec->placements, "Partial(sum)");
     }
+    rec->stage = rec->micro_batch = -1;
+    return 1;
+}
+
+/* The data-parallel dimension: 'S' (the batch, dimension 0), 'P' (a
+ * gradient summed over the groups: a parameter's, or of what is broadcast
+ * over the batch), 'A' (the loss: each group's mean over its rows) or 'R'.
+ * Each group's backward is seeded with 1/dp (model_train.c), so its
+ * activation gradients are the rows of the one-process ones. */
+static int dp_rule(const np_hook_event *ev, const np_hook_tensor *ht, int bwd)
+{
+    const np_tensor *t = ht->t;
+    if (ht->role != NP_ROLE_INPUT && ht->role != NP_ROLE_OUTPUT)
+        return 'R'; /* parameters, kwargs, the reduced parameter gradients */
+    if (ev->kind == NP_EV_PARAM_GRAD)
+        return 'R';
+    int api = !ev->is_module;
+    const char *where = api ? ev->parent : ev->name;
+    if (where && !strncmp(where, "Module.wpe.", 11))
+        return bwd ? 'P' : 'R'; /* the positions: the same for every row */
+    if (t->ndim == 0) {
+        if (api && !strncmp(ev->name, "Functional.cross_entropy.", 25))
+            return bwd ? 'P' : ht->role == NP_ROLE_OUTPUT ? 'A' : 'R';
+        return 'R';
+    }
+    /* an API's weight and bias (inputs 1, 2; their gradients: outputs 1, 2) */
+    int param_in = ht->index >= 1 && ht->role == (bwd ? NP_ROLE_OUTPUT : NP_ROLE_INPUT);
+    if (api && param_in &&
+        (!strncmp(ev->name, "Functional.linear.", 18) ||
+         !strncmp(ev->name, "Functional.layer_norm.", 22) ||
+         !strncmp(ev->name, "Functional.embedding.", 21)))
+        return bwd ? 'P' : 'R';
+    /* an operand broadcast over the batch (the position embedding's add) */
+    int most = 0;
+    for (int k = 0; k < ev->n_tensors; k++)
+        if (ev->tensors[k].t && ev->tensors[k].t->ndim > most)
+            most = ev->tensors[k].t->ndim;
+    if (api && !strncmp(ev->name, "Tensor.add.", 11) && t->ndim < most)
+        return bwd ? 'P' : 'R';
+    return 'S';
+}
+
+int np_mesh_placement(int tp, int dp, int rank, const np_hook_event *ev, int i,
+                      np_place_rec *rec)
+{
+    if (dp <= 1)
+        return np_tp_placement(tp, rank, ev, i, rec);
+    if (tp <= 1 || !ev || i < 0 || i >= ev->n_tensors || !ev->tensors[i].t)
+        return 0;
+    const np_hook_tensor *ht = &ev->tensors[i];
+    if (ht->t->ndim > NP_FMT_MAX_DIMS)
+        return 0;
+    np_place_rec t;
+    int has_t = np_tp_placement(tp, rank % tp, ev, i, &t);
+    int bwd = ev->kind == NP_EV_API_BACKWARD || ev->kind == NP_EV_MODULE_BACKWARD;
+    int k = dp_rule(ev, ht, bwd);
+    if (!has_t && k == 'R')
+        return 0;
+    if (has_t && k == 'S' && strcmp(t.placements, "Shard(0)") == 0)
+        return 0; /* not a layout of this runtime */
+    memset(rec, 0, sizeof *rec);
+    rec->global_ndim = ht->t->ndim;
+    for (int d = 0; d < ht->t->ndim; d++) {
+        rec->global_shape[d] = has_t ? t.global_shape[d] : ht->t->shape[d];
+        rec->offset[d] = has_t ? t.offset[d] : 0;
+    }
+    const char *item = k == 'P' ? "Partial(sum)" : k == 'A' ? "Partial(avg)"
+                       : k == 'S' ? "Shard(0)" : "Replicate()";
+    if (k == 'S') {
+        rec->global_shape[0] = ht->t->shape[0] * dp;
+        rec->offset[0] = ht->t->shape[0] * (rank / tp);
+    }
+    char tpi[24];
+    snprintf(tpi, sizeof tpi, "%.23s", has_t ? t.placements : "Replicate()");
+    snprintf(rec->placements, sizeof rec->placements, "%s,%s", item, tpi);
     rec->stage = rec->micro_batch = -1;
     return 1;
 }

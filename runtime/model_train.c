@@ -35,16 +35,16 @@ static np_status dist_check(const np_train_opts *o, np_error *err)
         return np_error_set(err, NP_ERR_ARG, NULL, "rank",
                             "expected 0 <= rank < world_size, got rank %d of %d", d->rank,
                             d->world_size);
-    if (o->batch % d->world_size != 0)
+    int dp = d->tp > 1 && d->world_size % d->tp == 0 ? d->world_size / d->tp : d->world_size;
+    if (o->batch % dp != 0)
         return np_error_set(err, NP_ERR_ARG, NULL, "batch",
                             "the global batch %d does not split into %d equal shards (expected "
-                            "a multiple of the world size)", o->batch, d->world_size);
-    if (d->tp > 1 && d->tp != d->world_size)
+                            "a multiple of the number of data-parallel ranks)", o->batch, dp);
+    if (d->tp > 1 && d->world_size % d->tp != 0)
         return np_error_set(err, NP_ERR_ARG, NULL, "tp",
-                            "tensor parallel over %d ranks needs a world of %d ranks (no data "
-                            "parallelism beside it yet), got %d", d->tp, d->tp, d->world_size);
-    if (d->tp > 1)
-        return NP_OK; /* every rank trains the whole batch */
+                            "tensor parallel over %d ranks needs a world of a multiple of %d "
+                            "ranks (data parallel over world / %d groups), got %d", d->tp, d->tp,
+                            d->tp, d->world_size);
     if ((int)d->fault < 0 || d->fault >= NP_DIST_FAULT_COUNT)
         return np_error_set(err, NP_ERR_ARG, NULL, "fault", "unknown collective fault %d",
                             (int)d->fault);
@@ -177,8 +177,10 @@ static np_status forward_backward(np_trainer *tr, double *loss, np_error *err)
         return ctx_fail(ctx, err, "forward");
     const float *lp = np_tensor_f32(l);
     *loss = lp ? (double)lp[0] : NAN;
-    st = tr->scaler.enabled ? np_backward_seed(ctx, l, (float)tr->scaler.scale)
-                            : np_backward(ctx, l);
+    /* data parallel beside tensor parallel: each group's backward seeded
+     * with 1/dp, its gradients the group's share of the whole batch's */
+    double seed = (tr->scaler.enabled ? tr->scaler.scale : 1.0) / np_tp_dp_size(tr->tp);
+    st = np_backward_seed(ctx, l, (float)seed);
     if (st || np_ctx_status(ctx))
         return ctx_fail(ctx, err, "backward");
     return NP_OK;
@@ -225,13 +227,15 @@ static np_status update(np_trainer *tr, np_step_result *res, np_error *err)
     const np_train_opts *o = &tr->opts;
     watch(tr, NP_TRAIN_BACKWARD_END, res);
     np_status st = np_dist_active(tr) ? np_dist_reduce_grads(tr, &res->loss, err) : NP_OK;
+    int n = 0;
+    np_tensor *const *params = np_model_params(tr->model, &n);
+    if (!st && tr->tp)
+        st = np_tp_dp_reduce(tr->tp, params, n, &res->loss, tr->dfault, err);
     if (!st && tr->tp)
         st = np_tp_sync_grads(tr->tp, err);
     if (st)
         return st;
     np_ctx_emit_param_grads(tr->ctx);
-    int n = 0;
-    np_tensor *const *params = np_model_params(tr->model, &n);
     int found_inf = np_scaler_unscale(&tr->scaler, params, n);
     if (tr->scaler.enabled && np_dist_active(tr) && (st = np_dist_reduce_flag(tr, &found_inf, err)))
         return st;

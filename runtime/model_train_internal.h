@@ -30,6 +30,15 @@ struct np_trainer {
  * rank 0 computes; the norm counts the shards once over the ranks. */
 np_status np_tp_setup(np_trainer *tr, np_error *err);
 void np_tp_free(struct np_tp *tp);
+/* Data parallel beside it (world = T x dp, rank = d * T + t): the number of
+ * data-parallel groups (1: none). */
+int np_tp_dp_size(const struct np_tp *tp);
+/* The gradients summed over the data-parallel group (each rank's backward
+ * was seeded with 1/dp, so its gradients are partial sums of the
+ * one-process ones), float64 in rank order; *loss the mean of the group's
+ * local losses. The fault allreduce_wrong_count halves the sum. */
+np_status np_tp_dp_reduce(struct np_tp *tp, np_tensor *const *p, int n, double *loss,
+                          np_dist_fault f, np_error *err);
 np_status np_tp_sync_grads(struct np_tp *tp, np_error *err);
 np_status np_tp_grad_norm(struct np_tp *tp, np_tensor *const *params, int n, double clip,
                           double *norm, np_error *err);

@@ -77,8 +77,9 @@ typedef struct np_dist {
     void *user;               /* passed to allgather; borrowed */
     np_dist_fault fault;      /* acts on npu-sim only */
     int tp;                   /* tensor-parallel degree (0 or 1: none); > 1: the GPT's
-                               * MLPs Megatron-style over tp ranks (world_size == tp:
-                               * no data parallelism beside it yet; model_tp.c) */
+                               * attention and MLPs Megatron-style over groups of tp
+                               * ranks, data parallel over world_size / tp groups
+                               * (rank = d * tp + t; model_tp.c) */
 } np_dist;
 
 /* Index of the parameter NP_DIST_FAULT_SKIP_PARAM leaves out among n
@@ -97,6 +98,13 @@ struct np_place_rec;
  * (np_probe_place). */
 int np_tp_placement(int tp, int rank, const struct np_hook_event *ev, int i,
                     struct np_place_rec *rec);
+/* The same over a (dp, tp) mesh of world = dp x tp ranks, rank = d * tp + t
+ * (the TP groups contiguous, as Megatron lays them out): placements
+ * "DP_ITEM,TP_ITEM", the batch Shard(0) over dp, parameter gradients and
+ * what is broadcast over the batch Partial(sum), the loss Partial(avg)
+ * (docs/RUNTIME.md "Tensor parallel"). dp <= 1: np_tp_placement. */
+int np_mesh_placement(int tp, int dp, int rank, const struct np_hook_event *ev, int i,
+                      struct np_place_rec *rec);
 
 #ifdef __cplusplus
 }

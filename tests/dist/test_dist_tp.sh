@@ -13,6 +13,13 @@
 # (exit 1 each), the same first culprit under `mpirun -n 2 nprobe compare`;
 # two TP=2 runs give byte-identical payloads; statistics dumps of the layout
 # compare clean too (Partial(sum) leaves left out on both sides).
+# TP x DP (`mpirun -n 4 nprobe train --tp 2`: 2 data-parallel groups of 2
+# TP ranks): the one-process losses, a (dp=2, tp=2) mesh (rank 3 at (1, 1),
+# the batch Shard(0) over dp beside the TP shard, the loss Partial(avg)),
+# plain compare against the one-process run assembles the 4 rank files and
+# passes every row (exit 0, 265 rows, no culprit); tp_missing_allreduce
+# under TP x DP is named at the same c_proj with the TP pair of the first
+# data-parallel group (rank 0 (dp=0, tp=0) and rank 1 (dp=0, tp=1)).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/mpi_env.sh"
@@ -29,13 +36,15 @@ task=tensor
 run() { # dir K device fault
   printf '{"task": "%s", "dump_path": "%s", "level": "mix", "step": [0, 1]}\n' "$task" "$tmp/$1" > "$1.json"
   local cmd=("$nprobe" train "${size[@]}" --device "$3" --fault "$4" --dump-config "$1.json")
-  if [ "$2" = 0 ]; then "${cmd[@]}" > "$1.log" 2>&1; else mpirun_k "$2" "${cmd[@]}" --tp "$2" > "$1.log" 2>&1; fi ||
+  if [ "$2" = 0 ]; then "${cmd[@]}" > "$1.log" 2>&1; else mpirun_k "$2" "${cmd[@]}" --tp 2 > "$1.log" 2>&1; fi ||
     { echo "FAIL train $*"; cat "$1.log"; exit 1; }
 }
 run single 0 cpu none
 run tp2 2 cpu none
 run miss 2 npu-sim tp_missing_allreduce
+run tpdp 4 cpu none
 if [ -z "$lite" ]; then
+  run tpdp_miss 4 npu-sim tp_missing_allreduce
   run tp2b 2 cpu none
   run offset 2 npu-sim tp_shard_offset
   task=statistics
@@ -48,6 +57,20 @@ if diff <(grep '^step ' single.log | awk '{print $2, $4}') <(grep '^step ' tp2.l
   echo "ok   tp2 prints the one-process losses"
 else
   echo "FAIL tp2 losses differ from one process"; grep '^step ' single.log tp2.log; fail=1
+fi
+if diff <(grep '^step ' single.log | awk '{print $2, $4}') <(grep '^step ' tpdp.log | awk '{print $2, $4}') > /dev/null; then
+  echo "ok   tp2 x dp2 prints the one-process losses"
+else
+  echo "FAIL tp2 x dp2 losses differ from one process"; grep '^step ' single.log tpdp.log; fail=1
+fi
+show=$("$nprobe" show tpdp/step0/rank3/dump.h5 Module.h.0.mlp.c_fc.Linear.forward.0.output.0 2>&1)
+loss=$("$nprobe" show tpdp/step0/rank3/dump.h5 Functional.cross_entropy.0.forward.output.0 2>&1)
+if grep -q "mesh      (dp=2, tp=2) at (1, 1)" <<< "$show" && grep -q "placements \[Shard(0),Shard(2)\]" <<< "$show" &&
+   grep -q "global    (4, 16, 128) offset (2, 0, 64)" <<< "$show" &&
+   grep -q "placements \[Partial(avg),Replicate()\]" <<< "$loss"; then
+  echo "ok   tp2 x dp2 rank 3: c_fc output Shard(0),Shard(2) of (4, 16, 128) at (2, 0, 64), the loss Partial(avg)"
+else
+  echo "FAIL tp2 x dp2 placements: $show $loss"; fail=1
 fi
 # format version 2, the mesh, a placement
 show=$("$nprobe" show tp2/step0/rank1/dump.h5 Module.h.0.mlp.c_fc.Linear.forward.0.parameters.weight 2>&1)
@@ -90,6 +113,14 @@ if [ "$rc" = 0 ] && [ "$errors" = 0 ] && [ "$first" = none ] && [ "$nw" = 1 ]; t
 else
   echo "FAIL tp2 against one process: exit $rc, $errors error rows, culprit $first, weight rows $nw"; cat tp2.cmp; fail=1
 fi
+read -r rc errors first nw < <(cmp_json tpdp)
+if [ "$rc" = 0 ] && [ "$errors" = 0 ] && [ "$first" = none ] && [ "$nw" = 1 ] &&
+   grep -q "265 rows: 265 pass" tpdp.cmp &&
+   grep -q "mesh dp=2, tp=2): .* assembled from the 4 rank file(s)" tpdp.cmp; then
+  echo "ok   tp2 x dp2 against one process: exit 0, 265 rows pass, 4 rank files assembled"
+else
+  echo "FAIL tp2 x dp2 against one process: exit $rc, $errors error rows, culprit $first"; cat tpdp.cmp; fail=1
+fi
 read -r rc errors first nw < <(cmp_json miss)
 if [ "$rc" = 1 ] && [ "$first" = Module.h.0.mlp.c_proj.Linear.forward.0 ] &&
    grep -q "Replica disagreement.*Module.h.0.mlp.c_proj.Linear.forward.0.output.0: rank 0 (tp=0) and rank 1 (tp=1)" miss.cmp; then
@@ -98,6 +129,13 @@ else
   echo "FAIL tp_missing_allreduce: exit $rc, culprit $first"; cat miss.cmp; fail=1
 fi
 [ -n "$lite" ] && exit $fail
+read -r rc errors first nw < <(cmp_json tpdp_miss)
+if [ "$rc" = 1 ] && [ "$first" = Module.h.0.mlp.c_proj.Linear.forward.0 ] &&
+   grep -q "Replica disagreement.*c_proj.Linear.forward.0.output.0: rank 0 (dp=0, tp=0) and rank 1 (dp=0, tp=1)" tpdp_miss.cmp; then
+  echo "ok   tp_missing_allreduce under tp2 x dp2: first culprit $first, rank 0 (dp=0, tp=0) and rank 1 (dp=0, tp=1) named"
+else
+  echo "FAIL tp_missing_allreduce under tp2 x dp2: exit $rc, culprit $first"; cat tpdp_miss.cmp; fail=1
+fi
 # the same first culprit when compare runs over MPI (a sharded side is one pair a step)
 mpirun_k 2 "$nprobe" compare -b single -c miss -o out_mpi --format csv --step 0 > mpi.cmp 2>&1
 if grep -q "first culprit across all steps and ranks: step 0 rank 0 Module.h.0.mlp.c_proj.Linear.forward.0" mpi.cmp &&
