@@ -95,8 +95,8 @@ int np_cli_probe_detach(np_cli_probe *p);
 /* Tensor parallel over `tp` ranks of `world`: the dump's mesh ("tp", or
  * ("dp", "tp") with world / tp data-parallel groups) and a second observer
  * (after the probe) that records each shard's placement
- * (np_mesh_placement -> np_probe_place). */
-int np_cli_probe_tp(np_cli_probe *p, int tp, int rank, int world);
+ * (np_mesh_placement_sp -> np_probe_place); sp: sequence parallel. */
+int np_cli_probe_tp(np_cli_probe *p, int tp, int sp, int rank, int world);
 
 /* The monitor in `nprobe train` (cli/monitor_attach.c): a config whose
  * task is "monitor" attaches it to the context and the trainer. */

@@ -31,7 +31,7 @@ typedef struct train_args {
     long fault_step, fault_rank;
     long tp;
     double lr, grad_clip;
-    int list_faults, load_other_precision;
+    int list_faults, load_other_precision, sp;
 } train_args;
 
 static const char help_before[] =
@@ -92,8 +92,11 @@ static const np_cli_opt train_opts_table[] = {
                                 "rank)", LONG(fault_rank, 0, 1 << 20)},
     {NULL, "--list-faults", NULL, "print the fault catalog and exit", NP_OPT_FLAG, F(list_faults), 0, 0,
      NULL, 0, NULL},
-    {NULL, "--tp", "T", "tensor parallel over T ranks (mpirun -n T; gpt; docs/RUNTIME.md\n"
+    {NULL, "--tp", "T", "tensor parallel over groups of T ranks (mpirun -n K, K a multiple\n"
+                        "of T: data parallel over the K/T groups; gpt; docs/RUNTIME.md\n"
                         "\"Tensor parallel\")", LONG(tp, 1, 1024)},
+    {NULL, "--sp", NULL, "sequence parallel beside --tp: layer norms and residuals on a\n"
+                         "slice of the sequence per TP rank", NP_OPT_FLAG, F(sp), 0, 0, NULL, 0, NULL},
     {NULL, "--threads", "N", "OpenMP and OpenBLAS threads (default 0: leave as set)", LONG(threads, 0, 1024)},
     {NULL, "--seed", "S", "seed of initialisation and data (default 1234)", LONG(seed, 0, 2147483647L)},
     {"optimization:", "--steps", "N", "total steps, also the schedule length (default 100)",
@@ -522,8 +525,9 @@ static void print_banner(const train_args *a, np_trainer *tr, np_model_kind kind
     printf("\n");
     int tp = o->dist.tp > 1 ? o->dist.tp : 1;
     if (mpi && tp > 1)
-        printf("tensor parallel: %d rank(s), %d group(s) of %d (data parallel over the groups), "
-               "global batch %d, %d per group%s%s\n", world, world / tp, tp, to->batch,
+        printf("tensor parallel%s: %d rank(s), %d group(s) of %d (data parallel over the groups), "
+               "global batch %d, %d per group%s%s\n", o->dist.sp ? " + sequence parallel" : "",
+               world, world / tp, tp, to->batch,
                to->batch / (world / tp), o->dist.fault ? ", collective fault " : "",
                o->dist.fault ? np_dist_fault_get(o->dist.fault)->name : "");
     else if (mpi)
@@ -622,8 +626,13 @@ static int train(const train_args *a, int mpi, int rank, int world)
         o.dist.world_size = world;
         o.dist.allgather = np_cli_mpi_allgather;
         o.dist.tp = a->tp > 1 ? (int)a->tp : 0;
+        o.dist.sp = a->sp;
     } else if (a->tp > 1) {
         np_cli_error("--tp %ld: tensor parallelism runs under mpirun -n %ld", a->tp, a->tp);
+        return NP_EXIT_USAGE;
+    }
+    if (a->sp && a->tp <= 1) {
+        np_cli_error("--sp: sequence parallelism needs --tp T > 1");
         return NP_EXIT_USAGE;
     }
     /* only rank 0 reports, warns, saves and packs */
@@ -671,7 +680,7 @@ static int train(const train_args *a, int mpi, int rank, int world)
         np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
         if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
             goto done;
-        if (o.dist.tp > 1 && np_cli_probe_tp(probe, o.dist.tp, rank, world) != NP_EXIT_OK)
+        if (o.dist.tp > 1 && np_cli_probe_tp(probe, o.dist.tp, o.dist.sp, rank, world) != NP_EXIT_OK)
             goto done;
     }
     int sf = np_step_fault_from_name(a->fault);

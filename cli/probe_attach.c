@@ -14,7 +14,7 @@ struct np_cli_probe {
     np_probe *probe;
     struct np_ctx *ctx;
     char dump_path[4096];
-    int tp, dp, rank;          /* tensor (x data) parallel: the placements observer */
+    int tp, dp, sp, rank;      /* tensor (x data) parallel: the placements observer */
     int place_warned;
 };
 
@@ -69,7 +69,7 @@ static int place_event(const np_hook_event *ev, void *user)
         return 0;
     for (int i = 0; i < ev->n_tensors; i++) {
         np_place_rec rec;
-        if (!np_mesh_placement(cp->tp, cp->dp, cp->rank, ev, i, &rec))
+        if (!np_mesh_placement_sp(cp->tp, cp->dp, cp->sp, cp->rank, ev, i, &rec))
             continue;
         const np_hook_tensor *ht = &ev->tensors[i];
         char idx[16];
@@ -84,7 +84,7 @@ static int place_event(const np_hook_event *ev, void *user)
     return 0;
 }
 
-int np_cli_probe_tp(np_cli_probe *cp, int tp, int rank, int world)
+int np_cli_probe_tp(np_cli_probe *cp, int tp, int sp, int rank, int world)
 {
     np_error err;
     np_error_clear(&err);
@@ -93,6 +93,7 @@ int np_cli_probe_tp(np_cli_probe *cp, int tp, int rank, int world)
     int64_t shape[2] = {dp, tp}, coords[2] = {rank / tp, rank % tp};
     cp->tp = tp;
     cp->dp = dp;
+    cp->sp = sp;
     cp->rank = rank;
     if (np_probe_set_mesh(cp->probe, n, dims + 2 - n, shape + 2 - n, coords + 2 - n, &err) != NP_OK ||
         np_ctx_add_observer(cp->ctx, &(np_observer){1, NULL, place_event, cp}, &err) != NP_OK) {

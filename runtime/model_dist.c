@@ -32,6 +32,11 @@ static const np_dist_fault_info dist_faults[NP_DIST_FAULT_COUNT] = {
     {NP_DIST_FAULT_TP_SHARD_OFFSET, "tp_shard_offset", "Module.h.0.mlp.c_fc", "every rank", 1,
      "tensor parallel (--tp): the column-parallel c_fc of the first block's MLP takes its "
      "weight and bias shard at the neighbour's offset (rank r holds block r+1)"},
+    {NP_DIST_FAULT_SP_NORM_GRAD_UNREDUCED, "sp_norm_grad_unreduced", "layer norms", "every rank",
+     1,
+     "sequence parallel (--tp --sp): the layer norms' weight and bias gradients, each TP rank's "
+     "from its slice of the sequence, are not all-reduced over the TP group: the replicas of "
+     "the layer norms drift apart from the first update"},
 };
 
 int np_dist_fault_count(void)

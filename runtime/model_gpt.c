@@ -142,11 +142,14 @@ np_tensor *np_model_gpt_forward(np_model *m, np_tensor *idx)
     np_tensor *tok = NP_AT(ctx, np_nn_embedding_forward(ctx, &m->wte, idx)); /* (B,T,C) */
     np_tensor *pe = NP_AT(ctx, np_nn_embedding_forward(ctx, &m->wpe, pos));    /* (T,C) */
     np_tensor *x = NP_AT(ctx, np_add(ctx, tok, pe));
+    np_tp *tp = c->n_layer > 0 ? m->h[0].tp : NULL;
+    x = NP_AT(ctx, np_sp_enter(ctx, tp, x));
     for (int i = 0; i < c->n_layer; i++) {
         x = NP_AT(ctx, block_forward(ctx, &m->h[i], c, x));
         m->h[i].out = x;
     }
     x = NP_AT(ctx, np_nn_layer_norm_forward(ctx, &m->ln_f, x));
+    x = NP_AT(ctx, np_sp_leave(ctx, tp, x));
     if (!x)
         return NULL;
     if (NP_AT(ctx, np_module_begin(ctx, m->lm_head)) != NP_OK)

@@ -26,6 +26,10 @@ typedef struct np_gpt_block {
 np_tensor *np_tp_mlp_forward(np_ctx *ctx, np_gpt_block *b, int layer, np_tensor *x);
 np_tensor *np_tp_attn_forward(np_ctx *ctx, np_gpt_block *b, const np_model_config *c,
                               np_tensor *x);
+/* Sequence parallel (tp with sp; else x itself): the embeddings' sum cut to
+ * this rank's positions before the blocks, gathered again after ln_f. */
+np_tensor *np_sp_enter(np_ctx *ctx, np_tp *tp, np_tensor *x);
+np_tensor *np_sp_leave(np_ctx *ctx, np_tp *tp, np_tensor *x);
 
 struct np_model {
     np_ctx *ctx;

@@ -48,6 +48,9 @@ struct np_tp {
     int n_rank0;
     float *send;          /* the data-parallel reduction's packed gradients */
     size_t send_cap;
+    int sp;               /* sequence parallel */
+    np_tensor **norms;    /* sequence parallel: the layer norms' parameters */
+    int n_norms;
 };
 
 /* ---- the all-reduce ------------------------------------------------------------ */
@@ -183,6 +186,131 @@ static np_tensor *tp_slice(np_ctx *ctx, np_tensor *x, int64_t c0, int64_t n)
     return rt_finish_quiet(ctx, &nd, y, slice_bwd);
 }
 
+/* ---- sequence parallel ------------------------------------------------------------ */
+
+/* Over the sequence dimension (1) of a (B, T, C) tensor, each TP rank of
+ * the group holding T/size positions (Megatron's sequence parallelism):
+ *
+ *   SP_SCATTER   forward: this rank's slice; backward: the slices' gradients
+ *                gathered (the layers before are whole on every rank)
+ *   SP_GATHER    forward: the slices gathered; backward: the gradients summed
+ *                over the group, this rank's slice kept (a reduce-scatter:
+ *                a column-parallel layer follows, its input gradients partial)
+ *   SP_GATHER_1  the same forward; backward: this rank's slice of a gradient
+ *                that is already whole on every rank (lm_head, and c_attn,
+ *                whose output's gradient f sums)
+ *   SP_RSCATTER  forward: the partial sums summed over the group, this
+ *                rank's slice kept (a reduce-scatter, instead of g's
+ *                all-reduce); backward: the gradients gathered */
+enum { SP_SCATTER, SP_GATHER, SP_GATHER_1, SP_RSCATTER };
+
+typedef struct sp_at {
+    np_tp *tp;
+    int op;
+} sp_at;
+
+/* out (B, Ts*size, C) from every group rank's x (B, Ts, C). */
+static int seq_gather(np_tp *tp, float *out, const float *x, int64_t B, int64_t Ts, int64_t C)
+{
+    size_t n = (size_t)(B * Ts * C);
+    if (reserve(tp, n * sizeof(float) * (size_t)tp->world) != 0 ||
+        tp->allgather(tp->buf, x, n * sizeof(float), tp->user) != 0)
+        return -1;
+    int64_t T = Ts * tp->size;
+    for (int r = 0; r < tp->size; r++)
+        for (int64_t b = 0; b < B; b++)
+            memcpy(out + (b * T + r * Ts) * C, tp->buf + (size_t)(tp->base + r) * n + (size_t)(b * Ts * C),
+                   (size_t)(Ts * C) * sizeof(float));
+    return 0;
+}
+
+/* out (B, Ts, C) = this rank's positions of full (B, Ts*size, C). */
+static void seq_slice(const np_tp *tp, float *out, const float *full, int64_t B, int64_t Ts,
+                      int64_t C)
+{
+    int64_t T = Ts * tp->size;
+    for (int64_t b = 0; b < B; b++)
+        memcpy(out + b * Ts * C, full + (b * T + tp->rank * Ts) * C, (size_t)(Ts * C) * sizeof(float));
+}
+
+static void sp_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
+{
+    const sp_at *at = nd->st;
+    np_tp *tp = at->tp;
+    const np_tensor *x = nd->in[0];
+    if (!gin[0])
+        return;
+    int64_t B = x->shape[0], C = x->shape[2];
+    int64_t Ts = at->op == SP_SCATTER || at->op == SP_RSCATTER ? x->shape[1] / tp->size : x->shape[1];
+    int fail = 0;
+    if (at->op == SP_SCATTER || at->op == SP_RSCATTER) {
+        fail = seq_gather(tp, gin[0], gout[0], B, Ts, C);
+    } else if (at->op == SP_GATHER) {
+        size_t n = (size_t)(B * Ts * tp->size * C);
+        float *t = malloc(n * sizeof *t);
+        fail = !t;
+        if (t) {
+            memcpy(t, gout[0], n * sizeof *t);
+            fail = allreduce_sum(tp, t, (int64_t)n);
+            seq_slice(tp, gin[0], t, B, Ts, C);
+        }
+        free(t);
+    } else {
+        seq_slice(tp, gin[0], gout[0], B, Ts, C);
+    }
+    if (fail)
+        rt_fail(ctx, NP_ERR_IO, "sp", "sequence parallel: a collective of a gradient failed");
+}
+
+static np_tensor *sp_node(np_ctx *ctx, np_tp *tp, np_tensor *x, int op, int skip)
+{
+    if (!x || np_ctx_status(ctx))
+        return NULL;
+    if (x->dtype != NP_FLOAT32 || x->ndim != 3)
+        return rt_fail(ctx, NP_ERR_ARG, "sp", "sequence parallel: float32 (B, T, C) activations only");
+    int64_t B = x->shape[0], C = x->shape[2], shape[3] = {B, x->shape[1], C};
+    int down = op == SP_SCATTER || op == SP_RSCATTER;
+    if (down && x->shape[1] % tp->size != 0)
+        return rt_fail(ctx, NP_ERR_ARG, "sp", "sequence parallel: the sequence (%lld) is not a "
+                       "multiple of --tp %d", (long long)x->shape[1], tp->size);
+    shape[1] = down ? x->shape[1] / tp->size : x->shape[1] * tp->size;
+    np_tensor *y = rt_new(ctx, x->dtype, 3, shape);
+    sp_at *at = rt_alloc(ctx, sizeof *at);
+    if (!y || !at)
+        return NULL;
+    at->tp = tp;
+    at->op = op;
+    int64_t Ts = down ? shape[1] : x->shape[1];
+    int fail = 0;
+    if (op == SP_SCATTER) {
+        seq_slice(tp, np_tensor_f32(y), np_tensor_f32(x), B, Ts, C);
+    } else if (op == SP_RSCATTER) {
+        np_tensor *t = copy_of(ctx, x);
+        fail = !t || (!skip && allreduce_sum(tp, np_tensor_f32(t), t->numel) != 0);
+        if (t)
+            seq_slice(tp, np_tensor_f32(y), np_tensor_f32(t), B, Ts, C);
+    } else {
+        fail = seq_gather(tp, np_tensor_f32(y), np_tensor_f32(x), B, Ts, C);
+    }
+    if (fail)
+        return rt_fail(ctx, NP_ERR_IO, "sp", "sequence parallel: a collective of an output failed");
+    rt_node nd;
+    rt_quiet_init(ctx, &nd, &x, 1);
+    nd.st = at;
+    nd.gin_full = 1;
+    return rt_finish_quiet(ctx, &nd, y, sp_bwd);
+}
+
+np_tensor *np_sp_enter(np_ctx *ctx, np_tp *tp, np_tensor *x)
+{
+    return tp && tp->sp ? sp_node(ctx, tp, x, SP_SCATTER, 0) : x;
+}
+
+np_tensor *np_sp_leave(np_ctx *ctx, np_tp *tp, np_tensor *x)
+{
+    return tp && tp->sp ? sp_node(ctx, tp, x, SP_GATHER_1, 0) : x;
+}
+
 /* ---- attention and the MLP -------------------------------------------------------- */
 
 static np_tensor *row_linear(np_ctx *ctx, np_tp *tp, np_nn_linear *l, np_tensor *x, int skip);
@@ -196,6 +324,13 @@ np_tensor *np_tp_attn_forward(np_ctx *ctx, np_gpt_block *b, const np_model_confi
     np_tp *tp = b->tp;
     if (!x || np_module_begin(ctx, b->attn) != NP_OK)
         return NULL;
+    np_tensor *xs = x;
+    if (tp->sp)
+        x = sp_node(ctx, tp, x, SP_GATHER_1, 0);
+    if (!x) {
+        np_module_end(ctx, b->attn, &xs, 1, &x, 1);
+        return NULL;
+    }
     int64_t B = x->shape[0], T = x->shape[1], C = c->n_embd, H = c->n_head, D = C / H;
     int64_t h = H / tp->size, w = h * D;
     np_tensor *qkv = NP_AT(ctx, np_nn_linear_forward(ctx, &b->c_attn, x)); /* (B,T,3C) */
@@ -219,7 +354,7 @@ np_tensor *np_tp_attn_forward(np_ctx *ctx, np_gpt_block *b, const np_model_confi
         y = NP_AT(ctx, np_view(ctx, y, 3, s3));
         y = NP_AT(ctx, row_linear(ctx, tp, &b->attn_proj, y, 0)); /* (the fault: the MLP's) */
     }
-    np_module_end(ctx, b->attn, &x, 1, &y, 1);
+    np_module_end(ctx, b->attn, &xs, 1, &y, 1);
     return y;
 }
 
@@ -229,7 +364,7 @@ static np_tensor *row_linear(np_ctx *ctx, np_tp *tp, np_nn_linear *l, np_tensor 
     if (!x || np_module_begin(ctx, l->mod) != NP_OK)
         return NULL;
     np_tensor *y = NP_AT(ctx, np_linear(ctx, x, l->weight, tp->rank == 0 ? l->bias : NULL));
-    y = tp_reduce(ctx, tp, y, skip);
+    y = tp->sp ? sp_node(ctx, tp, y, SP_RSCATTER, skip) : tp_reduce(ctx, tp, y, skip);
     np_module_end(ctx, l->mod, &x, 1, &y, 1);
     return y;
 }
@@ -239,7 +374,7 @@ np_tensor *np_tp_mlp_forward(np_ctx *ctx, np_gpt_block *b, int layer, np_tensor 
     np_tp *tp = b->tp;
     if (!x || np_module_begin(ctx, b->mlp) != NP_OK)
         return NULL;
-    np_tensor *xf = tp_copy(ctx, tp, x);
+    np_tensor *xf = tp->sp ? sp_node(ctx, tp, x, SP_GATHER, 0) : tp_copy(ctx, tp, x);
     np_tensor *h = NP_AT(ctx, np_nn_linear_forward(ctx, &b->c_fc, xf));
     h = NP_AT(ctx, np_gelu(ctx, h, 0));
     int skip = tp->fault == NP_DIST_FAULT_TP_MISSING_ALLREDUCE && layer == 0;
@@ -301,6 +436,10 @@ np_status np_tp_setup(np_trainer *tr, np_error *err)
     tp->base = d->rank - tp->rank;
     tp->dp = d->world_size / T;
     tp->dp_rank = d->rank / T;
+    tp->sp = d->sp;
+    if (tp->sp && (add_to(&tp->norms, &tp->n_norms, m->ln_f.weight) ||
+                   add_to(&tp->norms, &tp->n_norms, m->ln_f.bias)))
+        return np_error_set(err, NP_ERR_NOMEM, NULL, "tp", "out of memory");
     tp->allgather = d->allgather;
     tp->user = d->user;
     tp->fault = tr->dfault;
@@ -316,6 +455,11 @@ np_status np_tp_setup(np_trainer *tr, np_error *err)
         keep_rows(b->c_fc.bias, at * part, part);
         keep_cols(b->mlp_proj.weight, tp->rank * part, part);
         keep_cols(b->attn_proj.weight, tp->rank * (c->n_embd / T), c->n_embd / T);
+        if (tp->sp && (add_to(&tp->norms, &tp->n_norms, b->ln_1.weight) ||
+                       add_to(&tp->norms, &tp->n_norms, b->ln_1.bias) ||
+                       add_to(&tp->norms, &tp->n_norms, b->ln_2.weight) ||
+                       add_to(&tp->norms, &tp->n_norms, b->ln_2.bias)))
+            return np_error_set(err, NP_ERR_NOMEM, NULL, "tp", "out of memory");
         if (add_to(&tp->sharded, &tp->n_sharded, b->c_fc.weight) ||
             add_to(&tp->sharded, &tp->n_sharded, b->c_fc.bias) ||
             add_to(&tp->sharded, &tp->n_sharded, b->mlp_proj.weight) ||
@@ -335,11 +479,21 @@ void np_tp_free(np_tp *tp)
     free(tp->buf);
     free(tp->sharded);
     free(tp->rank0);
+    free(tp->norms);
     free(tp);
 }
 
 np_status np_tp_sync_grads(np_tp *tp, np_error *err)
 {
+    /* sequence parallel: each rank's layer-norm gradients are its slice's
+     * (sp_norm_grad_unreduced leaves them so) */
+    for (int i = 0; tp->fault != NP_DIST_FAULT_SP_NORM_GRAD_UNREDUCED && i < tp->n_norms; i++) {
+        np_tensor *t = tp->norms[i];
+        if (t->grad && allreduce_sum(tp, t->grad, t->numel) != 0)
+            return np_error_set(err, NP_ERR_IO, NULL, "sp",
+                                "sequence parallel: the all-reduce of %s's gradient failed",
+                                t->name ? t->name : "a layer norm");
+    }
     for (int i = 0; i < tp->n_rank0; i++) {
         np_tensor *t = tp->rank0[i];
         if (!t->grad)
@@ -453,11 +607,13 @@ np_status np_tp_grad_norm(np_tp *tp, np_tensor *const *params, int n, double cli
 
 /* ---- placements ------------------------------------------------------------------ */
 
-enum { R_NONE = 0, R_FC, R_PROJ, R_MLP, R_ATTN };
+enum { R_NONE = 0, R_FC, R_PROJ, R_MLP, R_ATTN, R_LN, R_BLOCK };
 
 /* The TP region of a module name "Module.h.N.mlp.c_fc.Linear[.forward.K]". */
 static int region_of(const char *mod)
 {
+    if (mod && !strncmp(mod, "Module.ln_f.LayerNorm.", 22))
+        return R_LN;
     if (!mod || strncmp(mod, "Module.h.", 9) != 0)
         return R_NONE;
     if (strstr(mod, ".mlp.c_fc.Linear"))
@@ -468,7 +624,36 @@ static int region_of(const char *mod)
         return R_ATTN;
     if (strstr(mod, ".mlp.MLP."))
         return R_MLP;
+    if (strstr(mod, ".ln_1.LayerNorm.") || strstr(mod, ".ln_2.LayerNorm."))
+        return R_LN;
+    if (strstr(mod, ".Block."))
+        return R_BLOCK;
     return R_NONE;
+}
+
+/* Sequence parallel: what lies on this rank's positions (Shard(1)): the
+ * layer norms' and the residuals' activations, the blocks', attentions'
+ * and MLPs' inputs and outputs, a row-parallel c_proj's output (after its
+ * reduce-scatter); the layer norms' in-backward weight gradients are
+ * Partial(sum). -1: not decided here (the tensor-parallel rule). */
+static int sp_rule(int rg, int api, int bwd, const np_hook_tensor *ht, int *dim)
+{
+    int act = ht->role == NP_ROLE_INPUT || ht->role == NP_ROLE_OUTPUT;
+    int idx = ht->index;
+    if (rg == R_LN || rg == R_BLOCK) {
+        if (!act)
+            return 0;
+        if (rg == R_LN && api && idx >= 1) /* weight, bias; their gradients */
+            return bwd && ht->role == NP_ROLE_OUTPUT ? 'P' : 0;
+        return *dim = 1, 'S';
+    }
+    if (api || !act || idx != 0)
+        return -1;
+    if (rg == R_ATTN || rg == R_MLP)
+        return *dim = 1, 'S';
+    if (rg == R_PROJ && ht->role == (bwd ? NP_ROLE_INPUT : NP_ROLE_OUTPUT))
+        return *dim = 1, 'S';
+    return -1;
 }
 
 /* 'S' with *dim, 'P', or 0 (whole) for tensor `ht` of an event in region
@@ -539,7 +724,7 @@ static int attn_rule(const char *name, int bwd, const np_hook_tensor *ht, int *d
     return 0;
 }
 
-int np_tp_placement(int tp, int rank, const np_hook_event *ev, int i, np_place_rec *rec)
+static int tp_place(int tp, int rank, int sp, const np_hook_event *ev, int i, np_place_rec *rec)
 {
     if (tp <= 1 || !ev || i < 0 || i >= ev->n_tensors || !ev->tensors[i].t)
         return 0;
@@ -548,7 +733,10 @@ int np_tp_placement(int tp, int rank, const np_hook_event *ev, int i, np_place_r
     int rg = region_of(api ? ev->parent : ev->name);
     int bwd = ev->kind == NP_EV_API_BACKWARD || ev->kind == NP_EV_MODULE_BACKWARD;
     int dim = -1;
-    int kind = rg == R_ATTN ? (api ? attn_rule(ev->name, bwd, ht, &dim) : 0)
+    int kind = sp && rg ? sp_rule(rg, api, bwd, ht, &dim) : -1;
+    if (kind < 0)
+        kind = rg == R_ATTN ? (api ? attn_rule(ev->name, bwd, ht, &dim) : 0)
+               : rg == R_LN || rg == R_BLOCK ? 0
                : rg        ? rule(rg, api, bwd, ht, &dim)
                            : 0;
     if (!kind || ht->t->ndim < 1 || ht->t->ndim > NP_FMT_MAX_DIMS)
@@ -566,6 +754,11 @@ int np_tp_placement(int tp, int rank, const np_hook_event *ev, int i, np_place_r
     }
     rec->stage = rec->micro_batch = -1;
     return 1;
+}
+
+int np_tp_placement(int tp, int rank, const np_hook_event *ev, int i, np_place_rec *rec)
+{
+    return tp_place(tp, rank, 0, ev, i, rec);
 }
 
 /* The data-parallel dimension: 'S' (the batch, dimension 0), 'P' (a
@@ -609,15 +802,21 @@ static int dp_rule(const np_hook_event *ev, const np_hook_tensor *ht, int bwd)
 int np_mesh_placement(int tp, int dp, int rank, const np_hook_event *ev, int i,
                       np_place_rec *rec)
 {
+    return np_mesh_placement_sp(tp, dp, 0, rank, ev, i, rec);
+}
+
+int np_mesh_placement_sp(int tp, int dp, int sp, int rank, const np_hook_event *ev, int i,
+                         np_place_rec *rec)
+{
     if (dp <= 1)
-        return np_tp_placement(tp, rank, ev, i, rec);
+        return tp_place(tp, rank, sp, ev, i, rec);
     if (tp <= 1 || !ev || i < 0 || i >= ev->n_tensors || !ev->tensors[i].t)
         return 0;
     const np_hook_tensor *ht = &ev->tensors[i];
     if (ht->t->ndim > NP_FMT_MAX_DIMS)
         return 0;
     np_place_rec t;
-    int has_t = np_tp_placement(tp, rank % tp, ev, i, &t);
+    int has_t = tp_place(tp, rank % tp, sp, ev, i, &t);
     int bwd = ev->kind == NP_EV_API_BACKWARD || ev->kind == NP_EV_MODULE_BACKWARD;
     int k = dp_rule(ev, ht, bwd);
     if (!has_t && k == 'R')

@@ -51,6 +51,7 @@ typedef enum np_dist_fault {
     NP_DIST_FAULT_UNSYNCED_INIT,  /* ranks > 0 initialise from seed + rank (no broadcast) */
     NP_DIST_FAULT_TP_MISSING_ALLREDUCE, /* tensor parallel: a row-parallel output not reduced */
     NP_DIST_FAULT_TP_SHARD_OFFSET,      /* tensor parallel: a column shard at the neighbour's offset */
+    NP_DIST_FAULT_SP_NORM_GRAD_UNREDUCED, /* sequence parallel: layer-norm gradients not summed over TP */
     NP_DIST_FAULT_COUNT
 } np_dist_fault;
 
@@ -80,6 +81,8 @@ typedef struct np_dist {
                                * attention and MLPs Megatron-style over groups of tp
                                * ranks, data parallel over world_size / tp groups
                                * (rank = d * tp + t; model_tp.c) */
+    int sp;                   /* with tp > 1: sequence parallel (layer norms and residuals
+                               * on a slice of the sequence per TP rank) */
 } np_dist;
 
 /* Index of the parameter NP_DIST_FAULT_SKIP_PARAM leaves out among n
@@ -105,6 +108,11 @@ int np_tp_placement(int tp, int rank, const struct np_hook_event *ev, int i,
  * (docs/RUNTIME.md "Tensor parallel"). dp <= 1: np_tp_placement. */
 int np_mesh_placement(int tp, int dp, int rank, const struct np_hook_event *ev, int i,
                       struct np_place_rec *rec);
+/* np_mesh_placement of a sequence-parallel run (--sp): the layer norms',
+ * residuals' and blocks' activations Shard(1) over tp, the layer norms'
+ * in-backward weight gradients Partial(sum). */
+int np_mesh_placement_sp(int tp, int dp, int sp, int rank, const struct np_hook_event *ev,
+                         int i, struct np_place_rec *rec);
 
 #ifdef __cplusplus
 }

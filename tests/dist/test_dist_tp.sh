@@ -20,6 +20,14 @@
 # passes every row (exit 0, 265 rows, no culprit); tp_missing_allreduce
 # under TP x DP is named at the same c_proj with the TP pair of the first
 # data-parallel group (rank 0 (dp=0, tp=0) and rank 1 (dp=0, tp=1)).
+# Sequence parallel (`--tp 2 --sp`): the one-process losses, the layer
+# norms' activations Shard(1) over tp, a clean compare at step 0 (265 rows
+# pass); sp_norm_grad_unreduced (the layer norms' gradients left per rank)
+# is named at the first layer norm, Module.h.0.ln_1.LayerNorm (its
+# parameter gradient), with its parting replicas rank 0 (tp=0) and rank 1
+# (tp=1); at step 1 the replicas have drifted (the clipping norm differed
+# per rank, so every parameter parted) and the first culprit is that layer
+# norm's forward, its parameters already differing.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/mpi_env.sh"
@@ -35,7 +43,7 @@ size=(--model gpt --layers 1 --width 32 --context 16 --batch 4 --steps 2 --threa
 task=tensor
 run() { # dir K device fault
   printf '{"task": "%s", "dump_path": "%s", "level": "mix", "step": [0, 1]}\n' "$task" "$tmp/$1" > "$1.json"
-  local cmd=("$nprobe" train "${size[@]}" --device "$3" --fault "$4" --dump-config "$1.json")
+  local cmd=("$nprobe" train "${size[@]}" --device "$3" --fault "$4" --dump-config "$1.json" ${5:-})
   if [ "$2" = 0 ]; then "${cmd[@]}" > "$1.log" 2>&1; else mpirun_k "$2" "${cmd[@]}" --tp 2 > "$1.log" 2>&1; fi ||
     { echo "FAIL train $*"; cat "$1.log"; exit 1; }
 }
@@ -43,7 +51,9 @@ run single 0 cpu none
 run tp2 2 cpu none
 run miss 2 npu-sim tp_missing_allreduce
 run tpdp 4 cpu none
+run sp2 2 cpu none --sp
 if [ -z "$lite" ]; then
+  run spf 2 npu-sim sp_norm_grad_unreduced --sp
   run tpdp_miss 4 npu-sim tp_missing_allreduce
   run tp2b 2 cpu none
   run offset 2 npu-sim tp_shard_offset
@@ -121,6 +131,15 @@ if [ "$rc" = 0 ] && [ "$errors" = 0 ] && [ "$first" = none ] && [ "$nw" = 1 ] &&
 else
   echo "FAIL tp2 x dp2 against one process: exit $rc, $errors error rows, culprit $first"; cat tpdp.cmp; fail=1
 fi
+ln=$("$nprobe" show sp2/step0/rank1/dump.h5 Functional.layer_norm.1.forward.output.0 2>&1)
+read -r rc errors first nw < <(cmp_json sp2)
+if [ "$rc" = 0 ] && [ "$errors" = 0 ] && [ "$first" = none ] && grep -q "265 rows: 265 pass" sp2.cmp &&
+   grep -q "placements \[Shard(1)\]" <<< "$ln" && grep -q "global    (4, 16, 32) offset (0, 8, 0)" <<< "$ln" &&
+   diff <(grep '^step ' single.log | awk '{print $2, $4}') <(grep '^step ' sp2.log | awk '{print $2, $4}') > /dev/null; then
+  echo "ok   tp2 --sp: the one-process losses, ln_2 output Shard(1) at (0, 8, 0), 265 rows pass against one process"
+else
+  echo "FAIL tp2 --sp against one process: exit $rc, $errors error rows, culprit $first; $ln"; cat sp2.cmp; fail=1
+fi
 read -r rc errors first nw < <(cmp_json miss)
 if [ "$rc" = 1 ] && [ "$first" = Module.h.0.mlp.c_proj.Linear.forward.0 ] &&
    grep -q "Replica disagreement.*Module.h.0.mlp.c_proj.Linear.forward.0.output.0: rank 0 (tp=0) and rank 1 (tp=1)" miss.cmp; then
@@ -129,6 +148,16 @@ else
   echo "FAIL tp_missing_allreduce: exit $rc, culprit $first"; cat miss.cmp; fail=1
 fi
 [ -n "$lite" ] && exit $fail
+read -r rc errors first nw < <(cmp_json spf)
+"$nprobe" compare -b single -c spf -o out_spf1 --step 1 > spf1.cmp 2>&1
+if [ "$rc" = 1 ] && [ "$first" = Module.h.0.ln_1.LayerNorm ] &&
+   grep -q "Replica disagreement.*Module.h.0.ln_1.LayerNorm.parameters_grad.weight: rank 0 (tp=0) and rank 1 (tp=1)" spf.cmp &&
+   grep -q "Replica disagreement: .* leaf(s) whose replicas differ; the first: .*: rank 0 (tp=0) and rank 1 (tp=1)" spf1.cmp &&
+   grep -q "first culprit: Functional.layer_norm.0.forward (in Module.h.0.ln_1.LayerNorm.forward.0).*its parameters already differ" spf1.cmp; then
+  echo "ok   sp_norm_grad_unreduced: first culprit $first (its gradient's replicas rank 0 and 1 part), at step 1 the weights drifted"
+else
+  echo "FAIL sp_norm_grad_unreduced: exit $rc, culprit $first"; cat spf.cmp spf1.cmp; fail=1
+fi
 read -r rc errors first nw < <(cmp_json tpdp_miss)
 if [ "$rc" = 1 ] && [ "$first" = Module.h.0.mlp.c_proj.Linear.forward.0 ] &&
    grep -q "Replica disagreement.*c_proj.Linear.forward.0.output.0: rank 0 (dp=0, tp=0) and rank 1 (dp=0, tp=1)" tpdp_miss.cmp; then
