@@ -673,3 +673,92 @@ size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *),
     }
     return a->n_replica_diff;
 }
+
+/* ---- which shards differ ------------------------------------------------------- */
+
+/* Relative L2 error of piece h (values v) against the bench's logical
+ * tensor b (shape gshape, ndim nd) at the piece's offset. */
+static double piece_error(const holder *h, const double *v, double sv, const double *b, double sb,
+                          const int64_t *gshape, int nd)
+{
+    const int64_t *sh = h->e->shape;
+    int64_t idx[NP_FMT_MAX_DIMS] = {0}, rows = 1, w = nd ? sh[nd - 1] : 1;
+    for (int d = 0; d < nd - 1; d++)
+        rows *= sh[d];
+    double dd = 0.0, bb = 0.0;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t at = 0;
+        for (int d = 0; d < nd; d++)
+            at = at * gshape[d] + (h->pl ? h->pl->offset[d] : 0) + (d < nd - 1 ? idx[d] : 0);
+        for (int64_t j = 0; j < w; j++) {
+            double x = v[r * w + j] * sv, y = b[at + j] * sb;
+            dd += (x - y) * (x - y);
+            bb += y * y;
+        }
+        for (int d = nd - 2; d >= 0; d--) {
+            if (++idx[d] < sh[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return bb > 0 ? sqrt(dd / bb) : sqrt(dd);
+}
+
+const char *cmp_assembly_blame(cmp_dump *cd, const np_cmp_side *cs, cmp_dump *bd,
+                               const np_cmp_side *bs, cmp_arena *arena, np_error *err)
+{
+    cmp_assembly *a = cd->assembly;
+    if (!a || bd->assembly || !cs->has_data || !bs->has_data || cs->numel != bs->numel ||
+        cs->ndim != bs->ndim || cs->numel < 1)
+        return NULL;
+    holder *h = calloc((size_t)a->n_ranks + 1, sizeof *h);
+    double *b = malloc((size_t)bs->numel * sizeof *b), *v = NULL, *e = NULL;
+    int partial = 0, n = h ? holders_of(a, cs->name, h, &partial) : -1;
+    size_t got = 0;
+    const char *out = NULL;
+    if (n < 2 || partial || !b ||
+        np_dumpio_read_values(b, (size_t)bs->numel, &got, bd->io, bs->name, bs->numel, err) ||
+        got != (size_t)bs->numel)
+        goto done;
+    double sb = cmp_side_is_grad(bs) ? 1.0 / bd->loss_scale : 1.0;
+    double sv = cmp_side_is_grad(cs) ? 1.0 / cd->loss_scale : 1.0, worst = 0.0;
+    e = calloc((size_t)n, sizeof *e);
+    if (!e)
+        goto done;
+    for (int i = 0; i < n; i++) {
+        double *nv = realloc(v, (size_t)(h[i].e->numel > 0 ? h[i].e->numel : 1) * sizeof *v);
+        if (!nv)
+            goto done;
+        v = nv;
+        if (!h[i].e->has_data || h[i].e->ndim != cs->ndim ||
+            np_dumpio_read_checked(v, a->ranks[h[i].r].io, h[i].e, err) != NP_OK)
+            goto done;
+        e[i] = piece_error(&h[i], v, sv, b, sb, cs->shape, cs->ndim);
+        worst = fmax(worst, e[i]);
+    }
+    if (!(worst > 1e-6))
+        goto done;
+    char buf[900];
+    size_t len = 0;
+    int named = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && len < sizeof buf - 200; i++) {
+        if (!(e[i] >= 0.1 * worst && e[i] > 1e-6))
+            continue;
+        if (named++ == 8) {
+            len += (size_t)snprintf(buf + len, sizeof buf - len, ", ...");
+            break;
+        }
+        char w[160];
+        who(w, sizeof w, a, &a->ranks[h[i].r]);
+        len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", named > 1 ? ", " : "", w);
+    }
+    out = cmp_arena_strdup(arena, buf);
+done:
+    np_error_clear(err);
+    free(h);
+    free(b);
+    free(v);
+    free(e);
+    return out;
+}

@@ -740,6 +740,34 @@ static np_status stage_replay(cmp_run *r, np_error *err)
     return cmp_isolated(r->p, r->o->no_replay, r->o->replay_all, err);
 }
 
+/* A sharded cmp side: the first culprit's reason names the ranks whose
+ * pieces of its first failing assembled leaf differ from the bench. */
+static int when_shards(const cmp_run *r)
+{
+    return r->cd.assembly && r->p->n_culprits && r->p->mode == NP_CMP_MODE_TENSOR;
+}
+
+static np_status stage_shards(cmp_run *r, np_error *err)
+{
+    np_cmp_pair *p = r->p;
+    int ci = p->culprits[0];
+    np_cmp_call *c = &p->calls[ci];
+    for (size_t i = 0; i < p->n_rows; i++) {
+        const np_cmp_row *row = &p->rows[i];
+        if (row->call_index != ci || row->verdict != NP_VERDICT_ERROR || !row->bench || !row->cmp)
+            continue;
+        const char *who = cmp_assembly_blame(&r->cd, row->cmp, &r->bd, row->bench,
+                                             &r->pv->arena, err);
+        if (who && *who) {
+            c->reason = cmp_arena_printf(&r->pv->arena, "%s; the rank(s) whose piece of %s "
+                                         "differs from the bench: %s", c->reason, row->cmp->name,
+                                         who);
+            break;
+        }
+    }
+    return NP_OK;
+}
+
 static np_status stage_gaps(cmp_run *r, np_error *err) { return cmp_gaps(r->p, err); }
 
 static np_status stage_subthreshold(cmp_run *r, np_error *err) { return cmp_subthreshold(r->p, err); }
@@ -768,6 +796,7 @@ static const cmp_stage chain[] = {
     {"replicas", cmp_stage_replicas, cmp_when_replicas},
     {"root cause", stage_root_cause, NULL},
     {"replay", stage_replay, NULL},
+    {"shards", stage_shards, when_shards},
     {"gaps", stage_gaps, NULL},
     {"sub-threshold", stage_subthreshold, NULL},
     {"paired nothing", stage_paired_nothing, NULL},

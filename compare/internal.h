@@ -69,6 +69,15 @@ np_status cmp_assembly_payload(np_dumpio_payload *out, cmp_dump *d, const np_cmp
  * disagreements naming leaf, ranks and mesh coordinates), each to `note`. */
 size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *), void *user);
 /* (returns the number of leaves whose replicas differ) */
+/* Which ranks' pieces of the cmp side's leaf cs differ from the bench's
+ * leaf bs (a one-rank bench): every holder's piece (shards and replicas
+ * alike) read and compared with the bench values at its offset (relative
+ * L2 error, gradients divided by their loss scale); those within a tenth
+ * of the worst piece's error, and above 1e-6, are named: "rank 0 (tp=0),
+ * rank 1 (tp=1)" in the arena. NULL when nothing can be said (a partial
+ * sum, no payloads, a sharded bench, every piece agrees). */
+const char *cmp_assembly_blame(cmp_dump *cd, const np_cmp_side *cs, cmp_dump *bd,
+                               const np_cmp_side *bs, cmp_arena *arena, np_error *err);
 /* Leave out of `other` the leaves `from`'s assembly left out (Partial(sum)
  * in a statistics dump), so they do not stand as one-sided rows. */
 void cmp_assembly_drop_skipped(const cmp_dump *from, cmp_dump *other);

@@ -6,7 +6,9 @@
  * tensor and statistics mode, the assembled statistics equal to the
  * logical tensor's (computed here in float64); replicas that differ, a
  * shard at the neighbour's offset (overlap) and a missing rank are named
- * with the leaf, the rank and its mesh coordinate. */
+ * with the leaf, the rank and its mesh coordinate; a Partial(avg) leaf is
+ * the mean of its pieces; a shard whose values are wrong on one rank makes
+ * the first culprit's reason name that rank alone. */
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,6 +26,7 @@ static char g_tmp[256];
 #define OUT CALL ".output.0"
 #define W CALL ".parameters.weight"
 #define PART "Functional.matmul.0.forward.output.0"
+#define AVG "Functional.mean.0.forward.output.0"
 
 /* The logical tensors: out 4x3, weight 2x3, the partial 2x2 = a + b. */
 static float g_out[12], g_w[6], g_a[4], g_b[4];
@@ -90,8 +93,14 @@ static void write_single(const char *dir, const char *task)
     float part[4];
     for (int i = 0; i < 4; i++)
         part[i] = g_a[i] + g_b[i];
-    np_tensor o = tens(g_out, 4, 3), w = tens(g_w, 2, 3), q = tens(part, 2, 2);
+    float mean[4];
+    for (int i = 0; i < 4; i++)
+        mean[i] = 0.5f * (g_a[i] + g_b[i]);
+    np_tensor o = tens(g_out, 4, 3), w = tens(g_w, 2, 3), q = tens(part, 2, 2),
+              m = tens(mean, 2, 2);
     CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
+    CHECK_EQ_INT(np_probe_dump(p, "Functional.mean.0.forward", NP_ROLE_OUTPUT, "0", &m, &err),
+                 NP_OK);
     CHECK_EQ_INT(np_probe_dump(p, "Functional.matmul.0.forward", NP_ROLE_OUTPUT, "0", &q, &err),
                  NP_OK);
     CHECK_EQ_INT(np_probe_dump(p, CALL, NP_ROLE_PARAMETERS, "weight", &w, &err), NP_OK);
@@ -100,7 +109,7 @@ static void write_single(const char *dir, const char *task)
     np_probe_free(p);
 }
 
-enum { F_NONE, F_REPLICA, F_OFFSET, F_MISSING };
+enum { F_NONE, F_REPLICA, F_OFFSET, F_MISSING, F_VALUE };
 
 /* Rank `rank` of the 2-rank tensor-parallel run: out rows [0,3) on rank 0
  * and [3,4) on rank 1 (uneven), the weight whole on both, the partial's
@@ -122,9 +131,15 @@ static void write_rank(const char *dir, const char *task, int rank, int fault)
     int64_t rows = rank == 0 ? 3 : 1, off = rank == 0 ? 0 : 3;
     if (fault == F_OFFSET && rank == 1)
         off = 2; /* the neighbour's offset: overlaps rank 0's rows */
-    np_tensor o = tens(g_out + (rank == 0 ? 0 : 9), rows, 3), wt = tens(w, 2, 3),
-              q = tens(rank == 0 ? g_a : g_b, 2, 2);
+    float bad[3] = {g_out[9] + 0.5f, g_out[10], g_out[11]}; /* F_VALUE: rank 1's row wrong */
+    np_tensor o = tens(fault == F_VALUE && rank == 1 ? bad : g_out + (rank == 0 ? 0 : 9), rows, 3),
+              wt = tens(w, 2, 3), q = tens(rank == 0 ? g_a : g_b, 2, 2);
     CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
+    CHECK_EQ_INT(np_probe_dump(p, "Functional.mean.0.forward", NP_ROLE_OUTPUT, "0", &q, &err),
+                 NP_OK);
+    np_place_rec ra = prow("Partial(avg)", 2, 2, 0);
+    CHECK_EQ_INT(np_probe_place(p, "Functional.mean.0.forward", NP_ROLE_OUTPUT, "0", &ra, &err),
+                 NP_OK);
     CHECK_EQ_INT(np_probe_dump(p, "Functional.matmul.0.forward", NP_ROLE_OUTPUT, "0", &q, &err),
                  NP_OK);
     np_place_rec r = prow("Partial(sum)", 2, 2, 0);
@@ -195,7 +210,7 @@ static void check_clean(const char *task)
         if (o->m)
             CHECK_EQ_FLOAT(o->m->max_abs_err, 0.0);
     }
-    const np_cmp_row *q = row_of(p, PART);
+    const np_cmp_row *q = row_of(p, PART), *a = row_of(p, AVG);
     if (!strcmp(task, "tensor")) {
         CHECK(q != NULL);
         if (q) {
@@ -203,8 +218,18 @@ static void check_clean(const char *task)
             CHECK_EQ_FLOAT(q->cmp->min, 1.0);
             CHECK_EQ_INT(q->verdict, NP_VERDICT_PASS);
         }
+        CHECK(a != NULL);
+        if (a) {
+            CHECK_EQ_FLOAT(a->cmp->max, 2.0);  /* (a + b) / 2 = {2, 1.5, 1, 0.5} */
+            CHECK_EQ_FLOAT(a->cmp->min, 0.5);
+            CHECK_EQ_FLOAT(a->cmp->mean, 1.25);
+            CHECK_EQ_INT(a->verdict, NP_VERDICT_PASS);
+            if (a->m)
+                CHECK_EQ_FLOAT(a->m->max_abs_err, 0.0);
+        }
     } else {
         CHECK(q == NULL); /* a sum cannot be formed from statistics */
+        CHECK(a == NULL); /* nor a mean */
         for (size_t i = 0; i < p->n_rows; i++) /* nor does it stand on the bench side alone */
             CHECK(!p->rows[i].bench || strcmp(p->rows[i].bench->name, PART) != 0);
         CHECK_CONTAINS(p->notes, "Partial(sum) leaf(s) left out");
@@ -229,6 +254,31 @@ static void check_fault(const char *dir, const char *want1, const char *want2, i
             CHECK(o && o->verdict == NP_VERDICT_ERROR && o->cmp->defect != NULL);
         } else {
             CHECK_EQ_INT(p->replica_diffs, 1); /* rank 0's copy passes: the pair still fails */
+        }
+    }
+    np_cmp_result_free(r);
+}
+
+/* Rank 1's shard of OUT holds a wrong value: the first culprit (the call
+ * of OUT) names rank 1 alone as the rank whose piece differs. */
+static void check_blame(const char *dir)
+{
+    char b[400];
+    snprintf(b, sizeof b, "%s/tensor_single", g_tmp);
+    np_cmp_result *r = run(b, dir);
+    if (!r)
+        return;
+    CHECK_EQ_INT(np_cmp_has_differences(r), 1);
+    CHECK_EQ_INT(r->n_pairs, 1);
+    if (r->n_pairs == 1) {
+        const np_cmp_pair *p = &r->pairs[0];
+        CHECK(p->n_culprits >= 1);
+        if (p->n_culprits >= 1) {
+            const np_cmp_call *c = &p->calls[p->culprits[0]];
+            CHECK(!strcmp(c->name, CALL));
+            CHECK_CONTAINS(c->reason, "the rank(s) whose piece of " OUT
+                                      " differs from the bench: rank 1 (tp=1)");
+            CHECK(strstr(c->reason, "rank 0") == NULL);
         }
     }
     np_cmp_result_free(r);
@@ -259,6 +309,10 @@ int main(void)
     write_rank(d, "tensor", 0, F_OFFSET);
     write_rank(d, "tensor", 1, F_OFFSET);
     check_fault(d, "shards of " OUT " overlap", "rank 1 (tp=1) at offset 2", 1);
+    snprintf(d, sizeof d, "%s/value", g_tmp);
+    write_rank(d, "tensor", 0, F_VALUE);
+    write_rank(d, "tensor", 1, F_VALUE);
+    check_blame(d);
     snprintf(d, sizeof d, "%s/missing", g_tmp);
     write_rank(d, "tensor", 0, F_NONE);
     check_fault(d, "cover 9 of its 12 elements", "no file for rank(s) 1", 1);

@@ -9,7 +9,8 @@
 # 0, the assembled c_fc weight bit-equal: MaxAbsErr 0, the same
 # initialisation cut in two); tp_missing_allreduce is named at the
 # unreduced row-parallel c_proj with its ranks and mesh coordinates,
-# tp_shard_offset at the c_fc whose shard came from the neighbour's offset
+# tp_shard_offset at the c_fc whose shard came from the neighbour's offset,
+# the culprit line naming the ranks whose weight pieces differ (both)
 # (exit 1 each), the same first culprit under `mpirun -n 2 nprobe compare`;
 # two TP=2 runs give byte-identical payloads; statistics dumps of the layout
 # compare clean too (Partial(sum) leaves left out on both sides).
@@ -175,8 +176,9 @@ else
 fi
 read -r rc errors first nw < <(cmp_json offset)
 if [ "$rc" = 1 ] && [ "$first" = Functional.linear.2.forward ] &&
-   grep -q "first culprit: Functional.linear.2.forward (in Module.h.0.mlp.c_fc.Linear.forward.0)" offset.cmp; then
-  echo "ok   tp_shard_offset: first culprit $first in Module.h.0.mlp.c_fc"
+   grep -q "first culprit: Functional.linear.2.forward (in Module.h.0.mlp.c_fc.Linear.forward.0)" offset.cmp &&
+   grep -q "the rank(s) whose piece of Functional.linear.2.forward.input.1 differs from the bench: rank 0 (tp=0), rank 1 (tp=1)$" offset.cmp; then
+  echo "ok   tp_shard_offset: first culprit $first in Module.h.0.mlp.c_fc, the weight's pieces of rank 0 (tp=0) and rank 1 (tp=1) named"
 else
   echo "FAIL tp_shard_offset: exit $rc, culprit $first"; cat offset.cmp; fail=1
 fi
