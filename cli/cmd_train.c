@@ -693,7 +693,9 @@ static int train(const train_args *a, int mpi, int rank, int world)
         goto done;
 
     code = run_steps(a, tr, ctx, kind, &co, mpi, stop);
-    if (code == NP_EXIT_OK && a->save && !quiet) {
+    /* tensor parallel: every rank takes part in gathering the shards;
+     * rank 0 writes the one-process tensors */
+    if (code == NP_EXIT_OK && a->save && (!quiet || o.dist.tp > 1)) {
         if (np_trainer_save(tr, a->save, &err)) {
             np_cli_report(&err);
             code = NP_EXIT_USAGE;

@@ -243,13 +243,60 @@ static np_status write_image(hid_t f, int fd, const char *path, np_error *err)
     return st;
 }
 
+/* Tensor parallel: the whole tensors of the sharded parameters and of
+ * their optimizer slots (k = 0: the values, k = 1 + s: slot s; index
+ * k * n + i; NULL where a rank's own array is whole), gathered over the TP
+ * group by every rank in the same order before anything is written. */
+static void free_wholes(float **w, int count)
+{
+    for (int i = 0; w && i < count; i++)
+        free(w[i]);
+    free(w);
+}
+
+static np_status tp_wholes(const np_trainer *tr, float ***out, int *count, np_error *err)
+{
+    int n = 0, slots = np_optim_n_slots(tr->optim);
+    np_tensor *const *params = np_model_params(tr->model, &n);
+    *count = (slots + 1) * n;
+    float **w = calloc((size_t)*count + 1, sizeof *w);
+    np_status st = w ? NP_OK : np_error_set(err, NP_ERR_NOMEM, NULL, "checkpoint", "out of memory");
+    for (int k = 0; k <= slots && !st; k++)
+        for (int i = 0; i < n && !st; i++) {
+            np_tensor whole;
+            if (np_tp_shard_dim(tr->tp, params[i], &whole) < 0)
+                continue;
+            const float *data = k ? np_optim_slot(tr->optim, k - 1, i) : np_tensor_f32(params[i]);
+            w[k * n + i] = malloc((size_t)whole.numel * sizeof(float));
+            st = w[k * n + i] ? np_tp_gather_whole(tr->tp, params[i], data, w[k * n + i], err)
+                              : np_error_set(err, NP_ERR_NOMEM, NULL, "checkpoint", "out of memory");
+        }
+    if (st) {
+        free_wholes(w, *count);
+        w = NULL;
+    }
+    *out = w;
+    return st;
+}
+
 np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err)
 {
+    float **whole = NULL;
+    int n_whole = 0;
+    if (tr->tp) {
+        np_status ws = tp_wholes(tr, &whole, &n_whole, err);
+        if (ws || np_tp_rank(tr->tp) != 0) { /* rank 0 writes the one-process tensors */
+            free_wholes(whole, n_whole);
+            return ws;
+        }
+    }
     /* a temporary beside `path`, created exclusively, renamed when complete */
     np_out out;
     np_status st = np_out_begin(&out, path, NULL, err);
-    if (st != NP_OK)
+    if (st != NP_OK) {
+        free_wholes(whole, n_whole);
         return st;
+    }
     const char *tmp = out.tmp;
     H5E_auto2_t old_fn;
     void *old_data;
@@ -276,8 +323,11 @@ np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err)
     int n = 0;
     np_tensor *const *params = np_model_params(tr->model, &n);
     bad = bad || gp < 0;
+    np_tensor shp;
     for (int i = 0; i < n && !bad; i++)
-        bad = write_f32(gp, params[i]->name, params[i], np_tensor_f32(params[i]),
+        bad = write_f32(gp, params[i]->name,
+                        np_tp_shard_dim(tr->tp, params[i], &shp) >= 0 ? &shp : params[i],
+                        whole && whole[i] ? whole[i] : np_tensor_f32(params[i]),
                         np_dtype_name(params[i]->dtype));
     go = bad ? -1 : H5Gcreate2(f, "optim", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     bad = bad || go < 0;
@@ -295,8 +345,12 @@ np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err)
     for (int s = 0; s < np_optim_n_slots(tr->optim) && !bad; s++) {
         hid_t gs = H5Gcreate2(go, np_optim_slot_name(tr->optim, s), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         bad = gs < 0;
-        for (int i = 0; i < n && !bad; i++)
-            bad = write_f32(gs, params[i]->name, params[i], np_optim_slot(tr->optim, s, i), NULL);
+        for (int i = 0; i < n && !bad; i++) {
+            float *wd = whole ? whole[(s + 1) * n + i] : NULL;
+            bad = write_f32(gs, params[i]->name,
+                            np_tp_shard_dim(tr->tp, params[i], &shp) >= 0 ? &shp : params[i],
+                            wd ? wd : np_optim_slot(tr->optim, s, i), NULL);
+        }
         if (gs >= 0)
             H5Gclose(gs);
     }
@@ -316,6 +370,25 @@ done:
     else
         np_out_abort(&out);
     H5Eset_auto2(H5E_DEFAULT, old_fn, old_data);
+    free_wholes(whole, n_whole);
+    return st;
+}
+
+/* Read parameter-shaped dataset `name` into data: a sharded parameter of a
+ * TP run reads the whole tensor and keeps this rank's piece. */
+static np_status read_param(hid_t grp, const np_trainer *tr, const np_tensor *t, float *data,
+                            const char *path, np_error *err)
+{
+    np_tensor whole;
+    if (np_tp_shard_dim(tr->tp, t, &whole) < 0)
+        return read_f32(grp, t->name, t, data, path, err);
+    float *buf = malloc((size_t)whole.numel * sizeof *buf);
+    if (!buf)
+        return np_error_set(err, NP_ERR_NOMEM, path, t->name, "out of memory");
+    np_status st = read_f32(grp, t->name, &whole, buf, path, err);
+    if (!st)
+        np_tp_take_piece(tr->tp, t, buf, data);
+    free(buf);
     return st;
 }
 
@@ -351,7 +424,7 @@ np_status np_trainer_load(np_trainer *tr, const char *path, np_error *err)
     int n = 0;
     np_tensor *const *params = np_model_params(tr->model, &n);
     for (int i = 0; i < n && !st; i++)
-        st = read_f32(gp, params[i]->name, params[i], np_tensor_f32(params[i]), path, err);
+        st = read_param(gp, tr, params[i], np_tensor_f32(params[i]), path, err);
     if (!st && (go = np_h5_open_local(f, "optim", &problem)) < 0)
         st = np_error_set(err, NP_ERR_FORMAT, path, "optim", "group /optim %s",
                           np_h5_dset_problem(problem));
@@ -376,7 +449,7 @@ np_status np_trainer_load(np_trainer *tr, const char *path, np_error *err)
             break;
         }
         for (int i = 0; i < n && !st; i++)
-            st = read_f32(gs, params[i]->name, params[i], np_optim_slot(tr->optim, s, i), path, err);
+            st = read_param(gs, tr, params[i], np_optim_slot(tr->optim, s, i), path, err);
         H5Gclose(gs);
     }
     if (!st && tr->scaler.enabled) {

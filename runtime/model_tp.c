@@ -43,6 +43,7 @@ struct np_tp {
     float *buf;
     size_t cap;
     np_tensor **sharded;  /* the parameters each rank holds a slice of */
+    int *shard_dim;       /* ... along this dimension */
     int n_sharded;
     np_tensor **rank0;    /* the parameters only rank 0 computes a gradient for */
     int n_rank0;
@@ -460,6 +461,13 @@ np_status np_tp_setup(np_trainer *tr, np_error *err)
                        add_to(&tp->norms, &tp->n_norms, b->ln_2.weight) ||
                        add_to(&tp->norms, &tp->n_norms, b->ln_2.bias)))
             return np_error_set(err, NP_ERR_NOMEM, NULL, "tp", "out of memory");
+        int *dims = realloc(tp->shard_dim, (size_t)(tp->n_sharded + 4) * sizeof *dims);
+        if (!dims)
+            return np_error_set(err, NP_ERR_NOMEM, NULL, "tp", "out of memory");
+        tp->shard_dim = dims;
+        dims += tp->n_sharded;
+        dims[0] = dims[1] = 0;
+        dims[2] = dims[3] = 1;
         if (add_to(&tp->sharded, &tp->n_sharded, b->c_fc.weight) ||
             add_to(&tp->sharded, &tp->n_sharded, b->c_fc.bias) ||
             add_to(&tp->sharded, &tp->n_sharded, b->mlp_proj.weight) ||
@@ -478,6 +486,7 @@ void np_tp_free(np_tp *tp)
     free(tp->send);
     free(tp->buf);
     free(tp->sharded);
+    free(tp->shard_dim);
     free(tp->rank0);
     free(tp->norms);
     free(tp);
@@ -567,6 +576,66 @@ static int is_sharded(const np_tp *tp, const np_tensor *t)
         if (tp->sharded[i] == t)
             return 1;
     return 0;
+}
+
+int np_tp_shard_dim(const np_tp *tp, const np_tensor *t, np_tensor *whole)
+{
+    for (int i = 0; tp && i < tp->n_sharded; i++)
+        if (tp->sharded[i] == t) {
+            *whole = *t;
+            whole->shape[tp->shard_dim[i]] *= tp->size;
+            whole->numel *= tp->size;
+            return tp->shard_dim[i];
+        }
+    return -1;
+}
+
+/* Rows (dim 0) or columns (dim 1, 2-D) of the whole tensor `whole`: piece
+ * r of size, to or from `piece`. */
+static void piece_copy(float *whole, float *piece, const np_tensor *w, int dim, int r, int size,
+                       int to_whole)
+{
+    if (dim == 0) {
+        size_t n = (size_t)(w->numel / size);
+        float *at = whole + (size_t)r * n;
+        memcpy(to_whole ? at : piece, to_whole ? piece : at, n * sizeof(float));
+        return;
+    }
+    int64_t rows = w->shape[0], cols = w->shape[1], n = cols / size;
+    for (int64_t i = 0; i < rows; i++) {
+        float *at = whole + i * cols + r * n;
+        memcpy(to_whole ? at : piece + i * n, to_whole ? piece + i * n : at,
+               (size_t)n * sizeof(float));
+    }
+}
+
+np_status np_tp_gather_whole(np_tp *tp, const np_tensor *t, const float *data, float *out,
+                             np_error *err)
+{
+    np_tensor w;
+    int dim = np_tp_shard_dim(tp, t, &w);
+    size_t bytes = (size_t)t->numel * sizeof(float);
+    if (reserve(tp, bytes * (size_t)tp->world) != 0)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, t->name, "out of memory");
+    if (tp->allgather(tp->buf, data, bytes, tp->user) != 0)
+        return np_error_set(err, NP_ERR_IO, NULL, t->name,
+                            "tensor parallel: the gather of a shard for the checkpoint failed");
+    for (int r = 0; r < tp->size; r++)
+        piece_copy(out, tp->buf + (size_t)(tp->base + r) * (size_t)t->numel, &w, dim, r,
+                   tp->size, 1);
+    return NP_OK;
+}
+
+void np_tp_take_piece(const np_tp *tp, const np_tensor *t, const float *whole, float *out)
+{
+    np_tensor w;
+    int dim = np_tp_shard_dim(tp, t, &w);
+    piece_copy((float *)(uintptr_t)whole, out, &w, dim, tp->rank, tp->size, 0);
+}
+
+int np_tp_rank(const np_tp *tp)
+{
+    return tp ? tp->base + tp->rank : 0;
 }
 
 np_status np_tp_grad_norm(np_tp *tp, np_tensor *const *params, int n, double clip, double *norm,

@@ -30,6 +30,16 @@ struct np_trainer {
  * rank 0 computes; the norm counts the shards once over the ranks. */
 np_status np_tp_setup(np_trainer *tr, np_error *err);
 void np_tp_free(struct np_tp *tp);
+/* Checkpoints of a TP run hold the one-process (whole) tensors. The
+ * dimension parameter t is split along (-1: whole on every rank), *whole
+ * its one-process shape; the whole tensor gathered from the TP group's
+ * pieces `data` (a collective: every rank calls it, in the same order);
+ * this rank's piece of a whole tensor; the world rank. */
+int np_tp_shard_dim(const struct np_tp *tp, const np_tensor *t, np_tensor *whole);
+np_status np_tp_gather_whole(struct np_tp *tp, const np_tensor *t, const float *data, float *out,
+                             np_error *err);
+void np_tp_take_piece(const struct np_tp *tp, const np_tensor *t, const float *whole, float *out);
+int np_tp_rank(const struct np_tp *tp);
 /* Data parallel beside it (world = T x dp, rank = d * T + t): the number of
  * data-parallel groups (1: none). */
 int np_tp_dp_size(const struct np_tp *tp);

@@ -29,6 +29,11 @@
 # (tp=1); at step 1 the replicas have drifted (the clipping norm differed
 # per rank, so every parameter parted) and the first culprit is that layer
 # norm's forward, its parameters already differing.
+# Checkpoints (--save/--load with --tp): a TP2 --sp run stopped after step
+# 0 saves the one-process tensors (rank 0 writes what the group gathered);
+# one process resumes from it, and a TP2 run resumes from a one-process
+# checkpoint, each printing the one-process loss of step 1 (a shard saved
+# or loaded with the wrong shape fails the load: the shapes are checked).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/mpi_env.sh"
@@ -149,6 +154,19 @@ else
   echo "FAIL tp_missing_allreduce: exit $rc, culprit $first"; cat miss.cmp; fail=1
 fi
 [ -n "$lite" ] && exit $fail
+ck_ok=1
+mpirun_k 2 "$nprobe" train "${size[@]}" --tp 2 --sp --stop-after 1 --save ck_tp.h5 > ck_save.log 2>&1 &&
+  "$nprobe" train "${size[@]}" --load ck_tp.h5 > ck_load1.log 2>&1 &&
+  "$nprobe" train "${size[@]}" --stop-after 1 --save ck_one.h5 > ck_save1.log 2>&1 &&
+  mpirun_k 2 "$nprobe" train "${size[@]}" --tp 2 --load ck_one.h5 > ck_load2.log 2>&1 || ck_ok=0
+want=$(grep '^step 1 ' single.log | awk '{print $4}')
+if [ "$ck_ok" = 1 ] && [ -n "$want" ] && grep -q "^saved ck_tp.h5 (step 1)" ck_save.log &&
+   [ "$(grep '^step 1 ' ck_load1.log | awk '{print $4}')" = "$want" ] &&
+   [ "$(grep '^step 1 ' ck_load2.log | awk '{print $4}')" = "$want" ]; then
+  echo "ok   checkpoints: one process resumes a tp2 --sp checkpoint and tp2 a one-process one at loss $want"
+else
+  echo "FAIL checkpoints with --tp (want step 1 loss $want)"; cat ck_save.log ck_load1.log ck_save1.log ck_load2.log; fail=1
+fi
 read -r rc errors first nw < <(cmp_json spf)
 "$nprobe" compare -b single -c spf -o out_spf1 --step 1 > spf1.cmp 2>&1
 if [ "$rc" = 1 ] && [ "$first" = Module.h.0.ln_1.LayerNorm ] &&
