@@ -9,18 +9,18 @@
 # 0, the assembled c_fc weight bit-equal: MaxAbsErr 0, the same
 # initialisation cut in two); tp_missing_allreduce is named at the
 # unreduced row-parallel c_proj with its ranks and mesh coordinates,
-# tp_shard_offset at the c_fc whose shard came from the neighbour's offset,
-# the culprit line naming the ranks whose weight pieces differ (both)
-# (exit 1 each), the same first culprit under `mpirun -n 2 nprobe compare`;
+# tp_shard_offset (under TP x DP, below) at the c_fc whose shard came from
+# the neighbour's offset, the culprit line naming the ranks whose weight
+# pieces differ (exit 1 each), the same first culprit under `mpirun -n 2 nprobe compare`;
 # two TP=2 runs give byte-identical payloads; statistics dumps of the layout
 # compare clean too (Partial(sum) leaves left out on both sides).
 # TP x DP (`mpirun -n 4 nprobe train --tp 2`: 2 data-parallel groups of 2
 # TP ranks): the one-process losses, a (dp=2, tp=2) mesh (rank 3 at (1, 1),
 # the batch Shard(0) over dp beside the TP shard, the loss Partial(avg)),
 # plain compare against the one-process run assembles the 4 rank files and
-# passes every row (exit 0, 265 rows, no culprit); tp_missing_allreduce
-# under TP x DP is named at the same c_proj with the TP pair of the first
-# data-parallel group (rank 0 (dp=0, tp=0) and rank 1 (dp=0, tp=1)).
+# passes every row (exit 0, 265 rows, no culprit); tp_shard_offset runs
+# under TP x DP: named at c_fc's linear, the culprit line listing the four
+# ranks whose weight pieces differ with their (dp, tp) coordinates.
 # Sequence parallel (`--tp 2 --sp`): the one-process losses, the layer
 # norms' activations Shard(1) over tp, a clean compare at step 0 (265 rows
 # pass); sp_norm_grad_unreduced (the layer norms' gradients left per rank)
@@ -60,9 +60,8 @@ run tpdp 4 cpu none
 run sp2 2 cpu none --sp
 if [ -z "$lite" ]; then
   run spf 2 npu-sim sp_norm_grad_unreduced --sp
-  run tpdp_miss 4 npu-sim tp_missing_allreduce
   run tp2b 2 cpu none
-  run offset 2 npu-sim tp_shard_offset
+  run offset 4 npu-sim tp_shard_offset
   task=statistics
   run s_single 0 cpu none
   run s_tp2 2 cpu none
@@ -177,13 +176,6 @@ if [ "$rc" = 1 ] && [ "$first" = Module.h.0.ln_1.LayerNorm ] &&
 else
   echo "FAIL sp_norm_grad_unreduced: exit $rc, culprit $first"; cat spf.cmp spf1.cmp; fail=1
 fi
-read -r rc errors first nw < <(cmp_json tpdp_miss)
-if [ "$rc" = 1 ] && [ "$first" = Module.h.0.mlp.c_proj.Linear.forward.0 ] &&
-   grep -q "Replica disagreement.*c_proj.Linear.forward.0.output.0: rank 0 (dp=0, tp=0) and rank 1 (dp=0, tp=1)" tpdp_miss.cmp; then
-  echo "ok   tp_missing_allreduce under tp2 x dp2: first culprit $first, rank 0 (dp=0, tp=0) and rank 1 (dp=0, tp=1) named"
-else
-  echo "FAIL tp_missing_allreduce under tp2 x dp2: exit $rc, culprit $first"; cat tpdp_miss.cmp; fail=1
-fi
 # the same first culprit when compare runs over MPI (a sharded side is one pair a step)
 mpirun_k 2 "$nprobe" compare -b single -c miss -o out_mpi --format csv --step 0 > mpi.cmp 2>&1
 if grep -q "first culprit across all steps and ranks: step 0 rank 0 Module.h.0.mlp.c_proj.Linear.forward.0" mpi.cmp &&
@@ -195,8 +187,8 @@ fi
 read -r rc errors first nw < <(cmp_json offset)
 if [ "$rc" = 1 ] && [ "$first" = Functional.linear.2.forward ] &&
    grep -q "first culprit: Functional.linear.2.forward (in Module.h.0.mlp.c_fc.Linear.forward.0)" offset.cmp &&
-   grep -q "the rank(s) whose piece of Functional.linear.2.forward.input.1 differs from the bench: rank 0 (tp=0), rank 1 (tp=1)$" offset.cmp; then
-  echo "ok   tp_shard_offset: first culprit $first in Module.h.0.mlp.c_fc, the weight's pieces of rank 0 (tp=0) and rank 1 (tp=1) named"
+   grep -q "the rank(s) whose piece of Functional.linear.2.forward.input.1 differs from the bench: rank 0 (dp=0, tp=0), rank 1 (dp=0, tp=1), rank 2 (dp=1, tp=0), rank 3 (dp=1, tp=1)$" offset.cmp; then
+  echo "ok   tp_shard_offset under tp2 x dp2: first culprit $first in Module.h.0.mlp.c_fc, the weight's pieces of all 4 ranks named with (dp, tp)"
 else
   echo "FAIL tp_shard_offset: exit $rc, culprit $first"; cat offset.cmp; fail=1
 fi
