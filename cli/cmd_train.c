@@ -402,6 +402,17 @@ static void set_fault(np_ctx_opts *co, np_train_opts *o, const train_args *a, np
         else if (f->needs_ranks && world < 2)
             fprintf(stderr, "nprobe: warning: --fault %s needs 2 or more ranks (mpirun -n 1 "
                             "runs without it)\n", a->fault);
+        else if ((df == NP_DIST_FAULT_REDUCE_BF16 || df == NP_DIST_FAULT_SKIP_PARAM) && a->tp > 1)
+            fprintf(stderr, "nprobe: warning: --fault %s acts on the data-parallel reduction "
+                            "without --tp only: this run is the same as one without the fault\n",
+                    a->fault);
+        else if ((df == NP_DIST_FAULT_TP_MISSING_ALLREDUCE || df == NP_DIST_FAULT_TP_SHARD_OFFSET ||
+                  df == NP_DIST_FAULT_SP_NORM_GRAD_UNREDUCED) && a->tp <= 1)
+            fprintf(stderr, "nprobe: warning: --fault %s acts with --tp only: this run is the "
+                            "same as one without the fault\n", a->fault);
+        else if (df == NP_DIST_FAULT_SP_NORM_GRAD_UNREDUCED && !a->sp)
+            fprintf(stderr, "nprobe: warning: --fault %s acts with --sp only: this run is the "
+                            "same as one without the fault\n", a->fault);
         return;
     }
     int pf = np_prec_fault_from_name(a->fault);
