@@ -605,6 +605,26 @@ static int run_steps(const train_args *a, np_trainer *tr, np_ctx *ctx, np_model_
     return code;
 }
 
+/* The MPI layout: ranks, the gather, tensor and sequence parallelism. */
+static int dist_opts(np_train_opts *o, const train_args *a, int mpi, int rank, int world)
+{
+    if (mpi) {
+        o->dist.rank = rank;
+        o->dist.world_size = world;
+        o->dist.allgather = np_cli_mpi_allgather;
+        o->dist.tp = a->tp > 1 ? (int)a->tp : 0;
+        o->dist.sp = a->sp;
+    } else if (a->tp > 1) {
+        np_cli_error("--tp %ld: tensor parallelism runs under mpirun -n %ld", a->tp, a->tp);
+        return NP_EXIT_USAGE;
+    }
+    if (a->sp && a->tp <= 1) {
+        np_cli_error("--sp: sequence parallelism needs --tp T > 1");
+        return NP_EXIT_USAGE;
+    }
+    return NP_EXIT_OK;
+}
+
 static int train(const train_args *a, int mpi, int rank, int world)
 {
     np_error err;
@@ -632,20 +652,8 @@ static int train(const train_args *a, int mpi, int rank, int world)
     if (rc)
         return rc;
     co.rank = rank;
-    if (mpi) {
-        o.dist.rank = rank;
-        o.dist.world_size = world;
-        o.dist.allgather = np_cli_mpi_allgather;
-        o.dist.tp = a->tp > 1 ? (int)a->tp : 0;
-        o.dist.sp = a->sp;
-    } else if (a->tp > 1) {
-        np_cli_error("--tp %ld: tensor parallelism runs under mpirun -n %ld", a->tp, a->tp);
-        return NP_EXIT_USAGE;
-    }
-    if (a->sp && a->tp <= 1) {
-        np_cli_error("--sp: sequence parallelism needs --tp T > 1");
-        return NP_EXIT_USAGE;
-    }
+    if ((rc = dist_opts(&o, a, mpi, rank, world)) != NP_EXIT_OK)
+        return rc;
     /* only rank 0 reports, warns, saves and packs */
     int quiet = rank > 0 && mpi;
     if (quiet && !freopen("/dev/null", "w", stdout))
