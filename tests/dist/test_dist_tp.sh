@@ -14,16 +14,16 @@
 # pieces differ (exit 1 each), the same first culprit under `mpirun -n 2 nprobe compare`;
 # two TP=2 runs give byte-identical payloads; statistics dumps of the layout
 # compare clean too (Partial(sum) leaves left out on both sides).
-# TP x DP (`mpirun -n 4 nprobe train --tp 2`: 2 data-parallel groups of 2
-# TP ranks): the one-process losses, a (dp=2, tp=2) mesh (rank 3 at (1, 1),
-# the batch Shard(0) over dp beside the TP shard, the loss Partial(avg)),
-# plain compare against the one-process run assembles the 4 rank files and
-# passes every row (exit 0, 265 rows, no culprit); tp_shard_offset runs
+# TP x DP with SP (`mpirun -n 4 nprobe train --tp 2 --sp`: 2 data-parallel
+# groups of 2 TP ranks, the sequence split in the layer norms): the
+# one-process losses, a (dp=2, tp=2) mesh (rank 3 at (1, 1), the batch
+# Shard(0) over dp beside the TP shard, the loss Partial(avg), a layer
+# norm's output Shard(0),Shard(1)), plain compare against the one-process
+# run assembles the 4 rank files and passes every row (exit 0, 265 rows, no
+# culprit); tp_shard_offset runs
 # under TP x DP: named at c_fc's linear, the culprit line listing the four
 # ranks whose weight pieces differ with their (dp, tp) coordinates.
-# Sequence parallel (`--tp 2 --sp`): the one-process losses, the layer
-# norms' activations Shard(1) over tp, a clean compare at step 0 (265 rows
-# pass); sp_norm_grad_unreduced (the layer norms' gradients left per rank)
+# Sequence parallel on 2 ranks: sp_norm_grad_unreduced (the layer norms' gradients left per rank)
 # is named at the first layer norm, Module.h.0.ln_1.LayerNorm (its
 # parameter gradient), with its parting replicas rank 0 (tp=0) and rank 1
 # (tp=1); at step 1 the replicas have drifted (the clipping norm differed
@@ -56,8 +56,7 @@ run() { # dir K device fault
 run single 0 cpu none
 run tp2 2 cpu none
 run miss 2 npu-sim tp_missing_allreduce
-run tpdp 4 cpu none
-run sp2 2 cpu none --sp
+run tpdp 4 cpu none --sp
 if [ -z "$lite" ]; then
   run spf 2 npu-sim sp_norm_grad_unreduced --sp
   run tp2b 2 cpu none
@@ -74,18 +73,20 @@ else
   echo "FAIL tp2 losses differ from one process"; grep '^step ' single.log tp2.log; fail=1
 fi
 if diff <(grep '^step ' single.log | awk '{print $2, $4}') <(grep '^step ' tpdp.log | awk '{print $2, $4}') > /dev/null; then
-  echo "ok   tp2 x dp2 prints the one-process losses"
+  echo "ok   tp2 x dp2 --sp prints the one-process losses"
 else
-  echo "FAIL tp2 x dp2 losses differ from one process"; grep '^step ' single.log tpdp.log; fail=1
+  echo "FAIL tp2 x dp2 --sp losses differ from one process"; grep '^step ' single.log tpdp.log; fail=1
 fi
 show=$("$nprobe" show tpdp/step0/rank3/dump.h5 Module.h.0.mlp.c_fc.Linear.forward.0.output.0 2>&1)
 loss=$("$nprobe" show tpdp/step0/rank3/dump.h5 Functional.cross_entropy.0.forward.output.0 2>&1)
+ln=$("$nprobe" show tpdp/step0/rank1/dump.h5 Functional.layer_norm.1.forward.output.0 2>&1)
 if grep -q "mesh      (dp=2, tp=2) at (1, 1)" <<< "$show" && grep -q "placements \[Shard(0),Shard(2)\]" <<< "$show" &&
    grep -q "global    (4, 16, 128) offset (2, 0, 64)" <<< "$show" &&
-   grep -q "placements \[Partial(avg),Replicate()\]" <<< "$loss"; then
-  echo "ok   tp2 x dp2 rank 3: c_fc output Shard(0),Shard(2) of (4, 16, 128) at (2, 0, 64), the loss Partial(avg)"
+   grep -q "placements \[Partial(avg),Replicate()\]" <<< "$loss" &&
+   grep -q "placements \[Shard(0),Shard(1)\]" <<< "$ln" && grep -q "global    (4, 16, 32) offset (0, 8, 0)" <<< "$ln"; then
+  echo "ok   tp2 x dp2 --sp: rank 3's c_fc output Shard(0),Shard(2) of (4, 16, 128) at (2, 0, 64), the loss Partial(avg), rank 1's ln_2 output Shard(0),Shard(1) at (0, 8, 0)"
 else
-  echo "FAIL tp2 x dp2 placements: $show $loss"; fail=1
+  echo "FAIL tp2 x dp2 placements: $show $loss $ln"; fail=1
 fi
 # format version 2, the mesh, a placement
 show=$("$nprobe" show tp2/step0/rank1/dump.h5 Module.h.0.mlp.c_fc.Linear.forward.0.parameters.weight 2>&1)
@@ -132,18 +133,9 @@ read -r rc errors first nw < <(cmp_json tpdp)
 if [ "$rc" = 0 ] && [ "$errors" = 0 ] && [ "$first" = none ] && [ "$nw" = 1 ] &&
    grep -q "265 rows: 265 pass" tpdp.cmp &&
    grep -q "mesh dp=2, tp=2): .* assembled from the 4 rank file(s)" tpdp.cmp; then
-  echo "ok   tp2 x dp2 against one process: exit 0, 265 rows pass, 4 rank files assembled"
+  echo "ok   tp2 x dp2 --sp against one process: exit 0, 265 rows pass, 4 rank files assembled"
 else
   echo "FAIL tp2 x dp2 against one process: exit $rc, $errors error rows, culprit $first"; cat tpdp.cmp; fail=1
-fi
-ln=$("$nprobe" show sp2/step0/rank1/dump.h5 Functional.layer_norm.1.forward.output.0 2>&1)
-read -r rc errors first nw < <(cmp_json sp2)
-if [ "$rc" = 0 ] && [ "$errors" = 0 ] && [ "$first" = none ] && grep -q "265 rows: 265 pass" sp2.cmp &&
-   grep -q "placements \[Shard(1)\]" <<< "$ln" && grep -q "global    (4, 16, 32) offset (0, 8, 0)" <<< "$ln" &&
-   diff <(grep '^step ' single.log | awk '{print $2, $4}') <(grep '^step ' sp2.log | awk '{print $2, $4}') > /dev/null; then
-  echo "ok   tp2 --sp: the one-process losses, ln_2 output Shard(1) at (0, 8, 0), 265 rows pass against one process"
-else
-  echo "FAIL tp2 --sp against one process: exit $rc, $errors error rows, culprit $first; $ln"; cat sp2.cmp; fail=1
 fi
 read -r rc errors first nw < <(cmp_json miss)
 if [ "$rc" = 1 ] && [ "$first" = Module.h.0.mlp.c_proj.Linear.forward.0 ] &&
