@@ -591,7 +591,7 @@ static np_status read_sharded(rp_dump *rd, const char *path, np_error *err)
         for (int j = 0; *np_fmt_place_item(p, j, item, sizeof item); j++) {
             int dim;
             int kind = np_fmt_place_kind(item, &dim);
-            split |= kind == 'S' || kind == 'P';
+            split |= kind == 'S' || kind == 'P' || kind == 'A';
         }
         if (k >= 0 && split && np_strmap_get(&rd->sharded, rd->e[k].call) < 0 &&
             np_strmap_put(&rd->sharded, rd->e[k].call, (int)i))
