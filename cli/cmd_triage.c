@@ -87,6 +87,32 @@ static int write_text(const char *path, const char *text)
     return fclose(f) || bad ? -1 : 0;
 }
 
+/* Run av with stdout and stderr into log (created, not overwritten): av[0]
+ * searched on PATH when by_path, else this program itself. Its exit status,
+ * or -1 when it could not run or did not exit. */
+static int run_logged(char *const *av, const char *log, int by_path)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd < 0)
+            _exit(127);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        close(fd);
+        if (by_path)
+            execvp(av[0], av);
+        else
+            execv("/proc/self/exe", av);
+        _exit(127);
+    }
+    int ws = 0;
+    if (pid < 0 || waitpid(pid, &ws, 0) != pid || !WIFEXITED(ws))
+        return -1;
+    return WEXITSTATUS(ws);
+}
+
 /* `nprobe train TRAIN... --load CK --stop-after S+1 EXTRA...` with its output
  * in OUT/NAME.log; 0 when it exited 0. */
 static int rerun(const char *out, const char *name, char **train, int n_train, const char *ck,
@@ -125,26 +151,9 @@ static int rerun(const char *out, const char *name, char **train, int n_train, c
     for (int i = 0; i < n_extra; i++)
         av[k++] = (char *)extra[i];
     av[k] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        if (fd < 0)
-            _exit(127);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-        if (launcher)
-            execvp(av[0], av);
-        else
-            execv("/proc/self/exe", av);
-        _exit(127);
-    }
+    int rc = run_logged(av, log, launcher != NULL);
     free(av);
-    int ws = 0;
-    if (pid < 0 || waitpid(pid, &ws, 0) != pid)
-        return -1;
-    return WIFEXITED(ws) && WEXITSTATUS(ws) == 0 ? 0 : -1;
+    return rc == 0 ? 0 : -1;
 }
 
 /* `nprobe compare -b OUT/BENCH -c OUT/CMP --step S --rank R -o OUT/compare`
@@ -161,20 +170,8 @@ static int culprit_of(char *api, size_t cap, const char *out, const char *bench,
     snprintf(st, sizeof st, "%lld", (long long)step);
     snprintf(rk, sizeof rk, "%d", rank);
     char *av[] = {"nprobe", "compare", "-b", b, "-c", c, "--step", st, "--rank", rk, "-o", o, NULL};
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_EXCL, 0644);
-        if (fd < 0)
-            _exit(127);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-        execv("/proc/self/exe", av);
-        _exit(127);
-    }
-    int ws = 0;
-    if (pid < 0 || waitpid(pid, &ws, 0) != pid || !WIFEXITED(ws) || WEXITSTATUS(ws) > 1)
+    int rc = run_logged(av, log, 0);
+    if (rc < 0 || rc > 1)
         return -1;
     FILE *f = fopen(log, "r");
     if (!f)
