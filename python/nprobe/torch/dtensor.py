@@ -70,8 +70,8 @@ def local(t):
 
 def placement_words(p):
     """One placement in the format's (DTensor's) words: "Shard(d)",
-    "Replicate()", "Partial(sum)"; None for a layout the format cannot say
-    (Partial(avg), Partial(max), a norm's partial, ...). A _StridedShard
+    "Replicate()", "Partial(sum)", "Partial(avg)"; None for a layout the
+    format cannot say (Partial(max), a norm's partial, ...). A _StridedShard
     is "Shard(d)" too: its offset is worked out by strided_layout, and the
     row is written only when this rank's piece is contiguous."""
     name = type(p).__name__
@@ -82,7 +82,9 @@ def placement_words(p):
     if name in ("Partial", "_Partial", "MaskPartial"):     # not _NormPartial (a p-norm)
         op = getattr(p, "reduce_op", "sum")
         op = str(getattr(op, "name", op)).lower()      # an enum in some versions
-        return "Partial(sum)" if op == "sum" else None  # the format knows sums only
+        if op in ("sum", "avg"):                       # the format knows sums and means
+            return f"Partial({op})"
+        return None
     return None
 
 
