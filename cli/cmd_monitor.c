@@ -12,7 +12,7 @@
 #include "nprobe/monitor.h"
 
 typedef struct monitor_args {
-    const char *format, *config, *html, *tensorboard;
+    const char *dir, *format, *config, *html, *tensorboard;
     double turbulence, spike_factor, ratio_max, ratio_min;
     long spike_window, warmup, limit;
     int no_nan;
@@ -38,6 +38,7 @@ static const char *const formats[] = {"text", "csv", "json"};
 
 #define F(f) offsetof(monitor_args, f)
 static const np_cli_opt monitor_opts_table[] = {
+    {NULL, "DIR", NULL, NULL, NP_OPT_POS, F(dir), 0, 0, NULL, 0, NULL},
     {"output:", "--format", "FMT", "text | csv | json (default text)", NP_OPT_CHOICE, F(format), 0, 0,
      formats, 3, NULL},
     {NULL, "--html", "FILE", "also write a self-contained HTML page: loss and grad_norm\n"
@@ -130,18 +131,13 @@ int np_cmd_monitor(int argc, char **argv)
     a.limit = 20;
     a.turbulence = a.spike_factor = a.ratio_max = a.ratio_min = -1;
     a.spike_window = a.warmup = -1;
-    const char *dir = NULL;
-    if (argc >= 2 && argv[1][0] != '-') {
-        dir = argv[1];
-        argc--;
-        argv++;
-    }
     int rc = np_cli_opts_parse(monitor_opts_table, N_OPTS, &a, "monitor", help_before, help_after,
                                argc, argv);
     if (rc)
         return rc - 1;
+    const char *dir = a.dir;
     if (!dir) {
-        np_cli_error("monitor: expected the monitor folder first (see 'nprobe monitor --help')");
+        np_cli_error("monitor: expected the monitor folder DIR (see 'nprobe monitor --help')");
         return NP_EXIT_USAGE;
     }
     np_monitor_rules rules;
