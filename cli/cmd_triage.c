@@ -26,7 +26,8 @@
 #include "nprobe/monitor.h"
 
 typedef struct triage_args {
-    const char *load, *out, *config, *launcher;
+    const char *dir, *load, *out, *config, *launcher;
+    int rest; /* argv index of the first TRAIN_OPTION (after "--"), 0: none */
 } triage_args;
 
 static int n_ranks = 1;              /* ranks of DIR (the reruns run as many) */
@@ -62,6 +63,8 @@ static const char help_after[] =
 
 #define F(f) offsetof(triage_args, f)
 static const np_cli_opt triage_opts_table[] = {
+    {NULL, "DIR", NULL, NULL, NP_OPT_POS, F(dir), 0, 0, NULL, 0, NULL},
+    {NULL, "--", "TRAIN_OPTIONS", NULL, NP_OPT_REST, F(rest), 0, 0, NULL, 0, NULL},
     {"reruns:", "--load", "CKPT", "the checkpoint at the anomaly's step (default: the\n"
                                                        "monitor's DIR/anomaly_rank0.stepS.h5)", NP_OPT_STR,
      F(load), 0, 0, NULL, 0, NULL},
@@ -414,28 +417,15 @@ int np_cmd_triage(int argc, char **argv)
 {
     triage_args a;
     memset(&a, 0, sizeof a);
-    int split = argc;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--")) {
-            split = i;
-            break;
-        }
-    char **train = argv + split + 1;
-    int n_train = split < argc ? argc - split - 1 : 0;
-    const char *dir = NULL;
-    int ac = split;
-    char **av = argv;
-    if (ac >= 2 && av[1][0] != '-') {
-        dir = av[1];
-        ac--;
-        av++;
-    }
     int rc = np_cli_opts_parse(triage_opts_table, N_OPTS, &a, "triage", help_before, help_after,
-                               ac, av);
+                               argc, argv);
     if (rc)
         return rc - 1;
+    char **train = argv + (a.rest ? a.rest : argc);
+    int n_train = a.rest ? argc - a.rest : 0;
+    const char *dir = a.dir;
     if (!dir || !a.out) {
-        np_cli_error("triage: expected the monitor folder first and --out OUT (see "
+        np_cli_error("triage: expected the monitor folder DIR and --out OUT (see "
                      "'nprobe triage --help')");
         return NP_EXIT_USAGE;
     }
