@@ -20,14 +20,16 @@ typedef struct pf_args {
     const char *out, *format;
     long top;
     double peak_flops;
+    np_cli_list pos; /* TRACE... or compare A B */
 } pf_args;
 
 #define F(f) offsetof(pf_args, f)
 static const np_cli_opt pf_opts[] = {
-    {NULL, "--out", "DIR", "(or -o) write the reports into DIR (created; default: none)", NP_OPT_STR, F(out), 0, 0,
-     NULL, 0, NULL},
-    {NULL, "--format", "LIST", "report formats, comma-separated: csv, json, html, xlsx\n(csv,json)", NP_OPT_STR,
-     F(format), 0, 0, NULL, 0, NULL},
+    {NULL, "TRACE", NULL, NULL, NP_OPT_POS_LIST, F(pos), 0, 0, NULL, 0, NULL},
+    {NULL, "-o|--out", "DIR", "write the reports into DIR (created; default: none)", NP_OPT_STR, F(out), 0,
+     0, NULL, 0, NULL},
+    {NULL, "--format", "LIST", "report formats, comma-separated: csv, json, html, xlsx\n"
+                               "(default csv,json)", NP_OPT_STR, F(format), 0, 0, NULL, 0, NULL},
     {NULL, "--top", "N", "operators (and compare rows) printed (10)", NP_OPT_LONG, F(top), 0,
      1L << 30, NULL, 0, NULL},
     {NULL, "--peak-flops", "X", "the device's peak FLOP/s: MFU = achieved / X (0: no MFU)",
@@ -709,26 +711,14 @@ static void explain_slow(const ranks *R, size_t slow)
 int np_cmd_profile(int argc, char **argv)
 {
     pf_args a = {.top = 10};
-    /* positionals apart, options to the table */
-    char **opt = calloc((size_t)argc + 1, sizeof *opt), **pos = calloc((size_t)argc + 1, sizeof *pos);
-    if (!opt || !pos) {
-        free(opt);
-        free(pos);
+    char **pos = calloc((size_t)argc + 1, sizeof *pos);
+    if (!pos) {
         np_cli_error("out of memory");
         return NP_EXIT_USAGE;
     }
-    int no = 1, np = 0;
-    opt[0] = argv[0];
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] == '-' && argv[i][1]) {
-            opt[no++] = strcmp(argv[i], "-o") ? argv[i] : "--out";
-            if (!np_cli_is_help(argv[i]) && i + 1 < argc)
-                opt[no++] = argv[++i];
-        } else {
-            pos[np++] = argv[i];
-        }
-    }
-    int rc = np_cli_opts_parse(pf_opts, N_PF_OPTS, &a, "profile", help_before, help_after, no, opt);
+    a.pos = (np_cli_list){(const char **)pos, 0, argc};
+    int rc = np_cli_opts_parse(pf_opts, N_PF_OPTS, &a, "profile", help_before, help_after, argc, argv);
+    int np = a.pos.n;
     int formats = 0;
     paths P = {0};
     ranks R = {0};
@@ -801,7 +791,6 @@ done:
         np_prof_rank_free(&R.r[i]);
     free(R.r);
     paths_free(&P);
-    free(opt);
     free(pos);
     return rc;
 }

@@ -41,7 +41,8 @@ void np_cli_opts_help(FILE *out, const char *before, const np_cli_opt *t, int n,
 {
     fputs(before, out);
     for (int i = 0; i < n; i++) {
-        if ((t[i].kind == NP_OPT_POS || t[i].kind == NP_OPT_REST) && !t[i].help)
+        if ((t[i].kind == NP_OPT_POS || t[i].kind == NP_OPT_POS_LIST || t[i].kind == NP_OPT_REST) &&
+            !t[i].help)
             continue;
         if (t[i].group)
             fprintf(out, "\n%s\n", t[i].group);
@@ -84,19 +85,28 @@ static const char *long_name(const np_cli_opt *o)
     return bar ? bar + 1 : o->name;
 }
 
+/* Whether an entry is an option (not a positional or the '--' rest). */
+static int is_option(const np_cli_opt *o)
+{
+    return o->kind != NP_OPT_POS && o->kind != NP_OPT_POS_LIST && o->kind != NP_OPT_REST;
+}
+
 static const np_cli_opt *find(const np_cli_opt *t, int n, const char *name)
 {
     for (int i = 0; i < n; i++)
-        if (t[i].kind != NP_OPT_POS && t[i].kind != NP_OPT_REST && named(&t[i], name))
+        if (is_option(&t[i]) && named(&t[i], name))
             return &t[i];
     return NULL;
 }
 
-/* The next positional entry after `from` (-1: the first), or -1. */
+/* The positional entry after `from` (-1: the first), or -1; a list takes
+ * every positional argument after the single ones. */
 static int next_pos(const np_cli_opt *t, int n, int from)
 {
+    if (from >= 0 && t[from].kind == NP_OPT_POS_LIST)
+        return from;
     for (int i = from + 1; i < n; i++)
-        if (t[i].kind == NP_OPT_POS)
+        if (t[i].kind == NP_OPT_POS || t[i].kind == NP_OPT_POS_LIST)
             return i;
     return -1;
 }
@@ -106,7 +116,7 @@ static void unknown(const np_cli_opt *t, int n, const char *cmd, const char *a)
     const char *names[64];
     int k = 0;
     for (int i = 0; i < n && k < 64; i++)
-        if (t[i].kind != NP_OPT_POS && t[i].kind != NP_OPT_REST)
+        if (is_option(&t[i]))
             names[k++] = long_name(&t[i]);
     int near = np_closest_word(a, names, k);
     if (near >= 0)
@@ -136,7 +146,8 @@ static int set_value(const np_cli_opt *o, void *args, const char *v)
         *(int *)(void *)field = (int)x;
         return 0;
     }
-    case NP_OPT_APPEND: {
+    case NP_OPT_APPEND:
+    case NP_OPT_POS_LIST: {
         np_cli_list *l = (np_cli_list *)(void *)field;
         if (l->n >= l->cap) {
             np_cli_error("%s: at most %d of them", name, l->cap);
@@ -176,7 +187,10 @@ int np_cli_opts_parse(const np_cli_opt *t, int n, void *args, const char *cmd, c
             continue;
         }
         if (!o && a[0] != '-' && pos >= 0) {
-            memcpy((char *)args + t[pos].off, &a, sizeof a);
+            if (t[pos].kind == NP_OPT_POS_LIST && set_value(&t[pos], args, a))
+                return NP_EXIT_USAGE + 1;
+            if (t[pos].kind == NP_OPT_POS)
+                memcpy((char *)args + t[pos].off, &a, sizeof a);
             pos = next_pos(t, n, pos);
             continue;
         }

@@ -22,6 +22,8 @@ typedef enum np_opt_kind {
                       * field = the next one not taken by an earlier NP_OPT_POS;
                       * help lists it only when it has help text */
     NP_OPT_APPEND,   /* a repeatable option: np_cli_list field, one item per use */
+    NP_OPT_POS_LIST, /* the positional arguments after the NP_OPT_POS ones (name:
+                      * their placeholder, "TRACE..."): np_cli_list field */
     NP_OPT_REST      /* "--": int field = the index in argv of what follows (the
                       * rest is not parsed); 0 when absent; arg names it in the
                       * error for a stray argument ("command") */
