@@ -4,6 +4,7 @@
  * write the reports. One table drives parsing, usage and help. */
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include <cblas.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "nprobe/dumpio.h"
 #include "nprobe/replay.h"
 
@@ -21,105 +23,77 @@ typedef struct rp_args {
     double budget_scale;
 } rp_args;
 
-enum { OPT_OUT, OPT_FORMAT, OPT_STEP, OPT_RANK, OPT_TOP, OPT_BUDGET, OPT_COUNT };
+static int bad_formats(const char *opt, const char *v);
 
-static const struct {
-    const char *name, *arg, *help;
-} opts[OPT_COUNT] = {
-    [OPT_OUT] = {"-o", "DIR", "write the reports into DIR (created; default: no report files)"},
-    [OPT_FORMAT] = {"--format", "LIST", "report formats, comma-separated: xlsx, csv, json (xlsx)"},
-    [OPT_STEP] = {"--step", "N", "only step N"},
-    [OPT_RANK] = {"--rank", "N", "only rank N"},
-    [OPT_TOP] = {"--top", "N", "print at most N exceeding calls per step and rank (10)"},
-    [OPT_BUDGET] = {"--budget-scale", "X", "multiply every budget by X (1)"},
+#define F(f) offsetof(rp_args, f)
+/* `nprobe replay`'s options: parsing and --help from this one table (cli/opts.h). */
+static const np_cli_opt rp_opts[] = {
+    {NULL, "DUMP", NULL, NULL, NP_OPT_POS, F(dump), 0, 0, NULL, 0, NULL},
+    {NULL, "-o|--out", "DIR", "write the reports into DIR (created; default: no report files)",
+     NP_OPT_STR, F(out), 0, 0, NULL, 0, NULL},
+    {NULL, "--format", "LIST", "report formats, comma-separated: xlsx, csv, json (xlsx)",
+     NP_OPT_CHECKED, F(format), 0, 0, NULL, 0, bad_formats},
+    {NULL, "--step", "N", "only step N", NP_OPT_LONG, F(step), 0, 1L << 40, NULL, 0, NULL},
+    {NULL, "--rank", "N", "only rank N", NP_OPT_LONG, F(rank), 0, 1L << 30, NULL, 0, NULL},
+    {NULL, "--top", "N", "print at most N exceeding calls per step and rank (10)", NP_OPT_LONG, F(top),
+     0, 1L << 30, NULL, 0, NULL},
+    {NULL, "--budget-scale", "X", "multiply every budget by X, X > 0 (1)", NP_OPT_DOUBLE,
+     F(budget_scale), 0, 0, NULL, 0, NULL},
+    {NULL, "--help", NULL, "this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
 };
+#undef F
+#define N_RP_OPTS ((int)(sizeof rp_opts / sizeof rp_opts[0]))
 
-static void help(FILE *out)
-{
-    fprintf(out, "usage: nprobe replay DUMP [options]\n"
-                 "\n"
-                 "Recompute every API call of a tensor-task dump in float64 from its dumped\n"
-                 "inputs and scalar arguments (forward), or from the dumped forward inputs and\n"
-                 "incoming gradients (backward), and report each call's isolated error: the\n"
-                 "dumped output against the float64 result, in units of the rounding of the\n"
-                 "output's dtype (u = 2^-24 float32, 2^-8 bfloat16, 2^-11 float16), per element\n"
-                 "relative to the sum of the absolute values of the terms that make it.\n"
-                 "A correct op stays within its budget (float32 256 u, bfloat16/float16 8 u,\n"
-                 "shape ops 0.5 u; docs/COMPARE.md); calls without a float64 reference or\n"
-                 "with inputs missing from the dump are listed as not recomputable.\n"
-                 "Two known defects that stay inside one rounding are told by their\n"
-                 "pattern instead (\"defect signature\"): a softmax/attention computed in\n"
-                 "float16 without max subtraction, and a GELU of the other form (tanh/erf).\n"
-                 "DUMP is a dump root, a step or rank directory or a dump.h5.\n"
-                 "\noptions:\n");
-    for (int i = 0; i < OPT_COUNT; i++) {
-        char left[40];
-        snprintf(left, sizeof left, "%s %s", opts[i].name, opts[i].arg);
-        fprintf(out, "  %-22s %s\n", left, opts[i].help);
-    }
-    fprintf(out, "  %-22s %s\n", "-h, --help", "this help");
-    fprintf(out, "\nexit code: 0 every recomputed call within its budget, 1 a call exceeds it,\n"
-                 "2 usage or input error (no dump, unreadable file).\n");
-}
+static const char rp_before[] =
+    "usage: nprobe replay DUMP [options]\n"
+    "\n"
+    "Recompute every API call of a tensor-task dump in float64 from its dumped\n"
+    "inputs and scalar arguments (forward), or from the dumped forward inputs and\n"
+    "incoming gradients (backward), and report each call's isolated error: the\n"
+    "dumped output against the float64 result, in units of the rounding of the\n"
+    "output's dtype (u = 2^-24 float32, 2^-8 bfloat16, 2^-11 float16), per element\n"
+    "relative to the sum of the absolute values of the terms that make it.\n"
+    "A correct op stays within its budget (float32 256 u, bfloat16/float16 8 u,\n"
+    "shape ops 0.5 u; docs/COMPARE.md); calls without a float64 reference or\n"
+    "with inputs missing from the dump are listed as not recomputable.\n"
+    "Two known defects that stay inside one rounding are told by their\n"
+    "pattern instead (\"defect signature\"): a softmax/attention computed in\n"
+    "float16 without max subtraction, and a GELU of the other form (tanh/erf).\n"
+    "DUMP is a dump root, a step or rank directory or a dump.h5.\n"
+    "\noptions:\n";
 
-static int parse_opt(rp_args *a, int k, const char *v)
-{
-    double x;
-    char *end;
-    switch (k) {
-    case OPT_OUT: a->out = v; return 0;
-    case OPT_FORMAT: a->format = v; return 0;
-    case OPT_STEP: return np_cli_parse_int("--step", v, 0, 1L << 40, &a->step);
-    case OPT_RANK: return np_cli_parse_int("--rank", v, 0, 1L << 30, &a->rank);
-    case OPT_TOP: return np_cli_parse_int("--top", v, 0, 1L << 30, &a->top);
-    default:
-        errno = 0;
-        x = strtod(v, &end);
-        if (errno || *end || end == v || !(x > 0) || !isfinite(x)) {
-            np_cli_error("--budget-scale: expected a positive number, got '%s'", v);
-            return -1;
-        }
-        a->budget_scale = x;
-        return 0;
-    }
-}
+static const char rp_after[] =
+    "\nexit code: 0 every recomputed call within its budget, 1 a call exceeds it,\n"
+    "2 usage or input error (no dump, unreadable file).\n";
 
-static int parse_args(rp_args *a, int argc, char **argv)
+/* --format LIST: 1 (after the error) unless every item is xlsx, csv or json. */
+static int bad_formats(const char *opt, const char *v)
 {
-    for (int i = 1; i < argc; i++) {
-        int k = 0;
-        while (k < OPT_COUNT && strcmp(argv[i], opts[k].name) != 0)
-            k++;
-        if (k < OPT_COUNT) {
-            if (i + 1 >= argc) {
-                np_cli_error("%s: expected %s", opts[k].name, opts[k].arg);
-                return NP_EXIT_USAGE;
-            }
-            if (parse_opt(a, k, argv[++i]))
-                return NP_EXIT_USAGE;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            np_cli_error("unknown option '%s' (nprobe replay --help lists them)", argv[i]);
-            return NP_EXIT_USAGE;
-        } else if (!a->dump) {
-            a->dump = argv[i];
-        } else {
-            np_cli_error("one DUMP expected, got '%s' too", argv[i]);
-            return NP_EXIT_USAGE;
-        }
-    }
-    if (!a->dump) {
-        np_cli_error("a DUMP is required (nprobe replay --help)");
-        return NP_EXIT_USAGE;
-    }
-    for (const char *f = a->format; *f;) {
+    for (const char *f = v; *f;) {
         size_t n = strcspn(f, ",");
         if (!((n == 4 && strncmp(f, "xlsx", 4) == 0) || (n == 3 && strncmp(f, "csv", 3) == 0) ||
               (n == 4 && strncmp(f, "json", 4) == 0))) {
-            np_cli_error("--format: expected xlsx, csv or json (comma-separated), got '%.*s'",
-                         (int)n, f);
-            return NP_EXIT_USAGE;
+            np_cli_error("%s: expected xlsx, csv or json (comma-separated), got '%.*s'", opt, (int)n, f);
+            return 1;
         }
         f += n + (f[n] == ',');
+    }
+    return 0;
+}
+
+/* Parse argv into a; 0, or an exit code + 1 to leave with. */
+static int parse_args(rp_args *a, int argc, char **argv)
+{
+    int rc = np_cli_opts_parse(rp_opts, N_RP_OPTS, a, "replay", rp_before, rp_after, argc, argv);
+    if (rc)
+        return rc;
+    if (!(a->budget_scale > 0)) {
+        np_cli_error("--budget-scale: expected a positive number, got '%g'", a->budget_scale);
+        return NP_EXIT_USAGE + 1;
+    }
+    if (!a->dump) {
+        np_cli_error("replay: a DUMP is required (see 'nprobe replay --help')");
+        return NP_EXIT_USAGE + 1;
     }
     return 0;
 }
@@ -222,15 +196,10 @@ static void progress(size_t done, size_t total, void *user)
 
 int np_cmd_replay(int argc, char **argv)
 {
-    for (int i = 1; i < argc; i++)
-        if (np_cli_is_help(argv[i])) {
-            help(stdout);
-            return NP_EXIT_OK;
-        }
     rp_args a = {NULL, NULL, "xlsx", -1, -1, 10, 1.0};
     int rc = parse_args(&a, argc, argv);
     if (rc)
-        return rc;
+        return rc - 1;
     np_error err;
     np_error_clear(&err);
     np_dumpio_ref *refs = NULL;
