@@ -1,15 +1,32 @@
 /* cli/cmd_compare_replicas.c - `nprobe compare --replicas DUMP`: one
  * data-parallel dump checked against itself (nprobe/replicas.h), the first
  * call where the replicas part named with its step and rank(s). */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cmd.h"
+#include "opts.h"
 #include "nprobe/replicas.h"
 
-static void help(FILE *out)
-{
-    fprintf(out,
+typedef struct replicas_args {
+    const char *dump;
+    int quiet;
+} replicas_args;
+
+#define F(f) offsetof(replicas_args, f)
+/* `nprobe compare --replicas`'s options: parsing and --help from this one
+ * table (cli/opts.h). */
+static const np_cli_opt replicas_opts[] = {
+    {NULL, "--replicas", "DUMP", "the dump to check (2 or more ranks per step)", NP_OPT_STR, F(dump), 0,
+     0, NULL, 0, NULL},
+    {NULL, "-q|--quiet", NULL, "print only the first finding", NP_OPT_FLAG, F(quiet), 0, 0, NULL, 0, NULL},
+    {NULL, "--help", NULL, "this help", NP_OPT_HELP, 0, 0, 0, NULL, 0, NULL},
+};
+#undef F
+#define N_REPLICAS_OPTS ((int)(sizeof replicas_opts / sizeof replicas_opts[0]))
+
+static const char replicas_before[] =
 "usage: nprobe compare --replicas DUMP [-q]\n"
 "\n"
 "Check one data-parallel dump (mpirun -n K nprobe train with the probe on)\n"
@@ -23,10 +40,9 @@ static void help(FILE *out)
 "Prints each step's verdict and the first call where the replicas part, with\n"
 "the rank(s) at fault. DUMP is a dump root or a step directory of rank{R}/.\n"
 "\n"
-"options:\n"
-"  --replicas DUMP       the dump to check (2 or more ranks per step)\n"
-"  -q, --quiet           print only the first finding\n"
-"  -h, --help            this help\n"
+"options:\n";
+
+static const char replicas_after[] =
 "\n"
 "A step with fewer than two complete rank files (a killed rank leaves\n"
 "dump.h5.partial or nothing) is not checked, and a rank without one is left\n"
@@ -34,8 +50,7 @@ static void help(FILE *out)
 "\n"
 "exit status: 0 every step checked on every rank and the replicas agree, 1\n"
 "they part (or a collective is wrong, or a step or rank could not be\n"
-"checked), 2 usage or input error (no step has two complete ranks)\n");
-}
+"checked), 2 usage or input error (no step has two complete ranks)\n";
 
 static const char *kind_name(np_rep_kind k)
 {
@@ -51,23 +66,18 @@ static void print_finding(const char *lead, const np_rep_finding *f)
 
 int np_cmd_compare_replicas(int argc, char **argv)
 {
-    const char *dump = NULL;
-    int quiet = 0;
-    for (int i = 1; i < argc; i++) {
-        if (np_cli_is_help(argv[i])) {
-            help(stdout);
+    replicas_args a = {NULL, 0};
+    for (int i = 1; i < argc; i++)
+        if (np_cli_is_help(argv[i])) { /* also right after --replicas (compare's help says so) */
+            np_cli_opts_help(stdout, replicas_before, replicas_opts, N_REPLICAS_OPTS, replicas_after);
             return NP_EXIT_OK;
         }
-        if (!strcmp(argv[i], "--replicas") && i + 1 < argc)
-            dump = argv[++i];
-        else if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet"))
-            quiet = 1;
-        else {
-            np_cli_error("compare --replicas: unexpected argument '%s' (see 'nprobe compare "
-                         "--replicas --help')", argv[i]);
-            return NP_EXIT_USAGE;
-        }
-    }
+    int rc = np_cli_opts_parse(replicas_opts, N_REPLICAS_OPTS, &a, "compare --replicas", replicas_before,
+                               replicas_after, argc, argv);
+    if (rc)
+        return rc - 1;
+    const char *dump = a.dump;
+    int quiet = a.quiet;
     if (!dump) {
         np_cli_error("compare: --replicas needs a dump (see 'nprobe compare --replicas --help')");
         return NP_EXIT_USAGE;
@@ -99,7 +109,7 @@ int np_cmd_compare_replicas(int argc, char **argv)
     /* what could not be checked is said, also with -q, and is no pass */
     for (int i = 0; i < r.n_gaps; i++)
         np_cli_printf("  step %d: %s\n", r.gaps[i].step, r.gaps[i].text);
-    int rc = r.first.kind == NP_REP_NONE && !r.n_gaps ? NP_EXIT_OK : NP_EXIT_DIFF;
+    rc = r.first.kind == NP_REP_NONE && !r.n_gaps ? NP_EXIT_OK : NP_EXIT_DIFF;
     if (r.first.kind == NP_REP_NONE)
         printf("first parting: none%s\n", r.n_gaps ? " among the ranks checked (see the steps "
                                                       "and ranks not checked above)" : "");
