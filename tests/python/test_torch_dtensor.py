@@ -143,12 +143,13 @@ def run_sp(m, d, x, lr=0.1, reduce=True):
     return [str(x.message) for x in w if "nprobe" in str(x.message)]
 
 
-def run(m, d, lr=0.1, x=None):
+def run(m, d, lr=0.1, x=None, mean=False):
     opt = torch.optim.SGD(m.parameters(), lr=lr)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         d.start(m)
-        m(batch() if x is None else x).pow(2).sum().backward()
+        y = m(batch() if x is None else x).pow(2)
+        (y.mean() if mean else y.sum()).backward()
         opt.step()
         opt.zero_grad()
         d.stop()
@@ -351,6 +352,19 @@ def rank_main(rank, tmp):
         x = batch()[3 * rank - shift * rank:3 * rank - shift * rank + 3]
         d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="dp")
         out[label] = {"warnings": run(m, d, x=x), "summary": d.summary}
+    # FSDP2's default: the gradients averaged (Partial(avg)), each rank's
+    # loss the mean over its half; the bug: summed (divide factor 1) under
+    # the same mean loss, the gradients twice the one process's
+    for label, avg in (("dp_avg", True), ("bug_dp_sum", False)):
+        m = model()
+        for sub in (m.up, m.down, m):
+            fully_shard(sub, mesh=fmesh)
+            if not avg:
+                sub.set_gradient_divide_factor(1.0)
+                sub.set_force_sum_reduction_for_comms(True)
+        d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="dp")
+        out[label] = {"warnings": run(m, d, x=batch()[3 * rank:3 * rank + 3], mean=True),
+                      "summary": d.summary}
     # sequence parallel (torchtitan's plan), its input this rank's chunk of
     # the sequence; and the bug of its norm's gradient not all-reduced
     for label, reduce in (("sp", True), ("bug_sp_grad", False)):
@@ -401,20 +415,26 @@ def read(path):
     return calls, data, place, attrs
 
 
+def is_grad(name):
+    return (".backward" in name or ".parameters_grad." in name) and ".kwargs." not in name
+
+
 def assemble(name, ranks):
     """Leaf `name` rebuilt from the ranks' (data, placements): Shard pieces
-    at their offsets, Partial(sum) pieces summed, Replicate the same on
-    every rank (else None)."""
+    at their offsets, Partial(sum) pieces summed, Partial(avg) averaged,
+    Replicate the same on every rank (else None); a gradient divided by its
+    step's loss_scale."""
     first = ranks[0]
     if name not in first[1]:
         return None
     pl = first[2].get(name)
+    scale = float(first[3].get("loss_scale", 1.0)) if is_grad(name) else 1.0
     if pl is None:
-        return first[1][name]
+        return first[1][name] / scale
     words, gshape, _ = pl
     if words == "Replicate()":
         copies = [r[1][name] for r in ranks]
-        return copies[0] if all(np.array_equal(copies[0], c) for c in copies) else None
+        return copies[0] / scale if all(np.array_equal(copies[0], c) for c in copies) else None
     out = np.zeros(gshape, dtype=np.float64)
     for r in ranks:
         w, g, off = r[2][name]
@@ -422,9 +442,11 @@ def assemble(name, ranks):
         sl = tuple(slice(o, o + n) for o, n in zip(off, piece.shape))
         if w == "Partial(sum)":
             out[sl] += piece
+        elif w == "Partial(avg)":
+            out[sl] += piece / len(ranks)
         else:
             out[sl] = piece
-    return out
+    return out / scale
 
 
 def check_layout(label, tmp, single):
@@ -519,7 +541,8 @@ def main():
     test_layout()
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("tp", "fsdp", "single", "coll", "sp", "single_sp", "bug_sp_grad",
-                     "bug_noreduce", "bug_offset", "dp", "bug_dp_shift"):
+                     "bug_noreduce", "bug_offset", "dp", "bug_dp_shift", "single_mean",
+                     "dp_avg", "bug_dp_sum"):
             with open(f"{tmp}/{name}.json", "w") as f:
                 json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}", "level": "mix",
                            "step": [0]}, f)
@@ -532,6 +555,8 @@ def main():
         from nprobe.torch import PrecisionDebugger
         d = PrecisionDebugger(f"{tmp}/single.json")
         check(not run(model(), d), "one process: no warning")
+        d = PrecisionDebugger(f"{tmp}/single_mean.json")
+        check(not run(model(), d, mean=True), "one process (mean loss): no warning")
         d = PrecisionDebugger(f"{tmp}/single_sp.json")
         check(not run_sp(sp_model(), d, seq_batch()), "one process (sequence model): no warning")
         for r in (0, 1):
@@ -540,7 +565,7 @@ def main():
             for fail in res["fails"]:
                 check(False, fail)
             for label in ("tp", "fsdp", "sp", "bug_sp_grad", "bug_noreduce", "bug_offset", "dp",
-                          "bug_dp_shift"):
+                          "bug_dp_shift", "dp_avg", "bug_dp_sum"):
                 s = res[label]["summary"]
                 check(not res[label]["warnings"] and s["skipped"] == 0 and s["unplaced"] == 0,
                       f"{label} rank {r}: no dump error, nothing skipped "
@@ -587,6 +612,27 @@ def main():
         compare(tmp, "dp")
         # rank 1's half shifted: the first call on the batch, its input
         compare(tmp, "bug_dp_shift", want="Functional.linear.0.forward (in Module.up.Linear")
+        # FSDP2's averaging: the loss (a mean) Partial(avg), the gradients
+        # those of each rank's loss scaled by dp (loss_scale 2), so that
+        # their ranks' sum is the one-process gradient
+        check_layout("dp_avg", tmp, read(f"{tmp}/dump_single_mean/step0/rank0/dump.h5"))
+        _c, _d, place, attrs = read(f"{tmp}/dump_dp_avg/step0/rank1/dump.h5")
+        check(attrs.get("loss_scale") == 2.0, f"dp_avg: loss_scale {attrs.get('loss_scale')}")
+        for leaf, want in (("Tensor.mean.0.forward.output.0", ("Partial(avg)", (), ())),
+                           ("Tensor.mean.0.backward.input.0", ("Partial(sum)", (), ())),
+                           ("Tensor.mean.0.backward.output.0", ("Shard(0)", (6, 4), (3, 0))),
+                           ("Module.up.Linear.parameters_grad.weight",
+                            ("Partial(sum)", (16, 8), (0, 0)))):
+            check(place.get(leaf) == want, f"dp_avg rank 1: {leaf} {place.get(leaf)} != {want}")
+        rs = [k for k in place if k.startswith("Distributed.reduce_scatter_tensor.")
+              and ".input." in k]
+        check(rs and all(place[k][0] == "Partial(avg)" for k in rs),
+              f"dp_avg: FSDP2's averaging reduce-scatter inputs Partial(avg) "
+              f"{[place[k] for k in rs]}")
+        compare(tmp, "dp_avg", bench="single_mean")
+        # summed under a mean loss: every gradient twice the one process's,
+        # from the loss's backward on
+        compare(tmp, "bug_dp_sum", bench="single_mean", want="Tensor.mean.0.backward")
         compare(tmp, "sp", bench="single_sp")
         # the injected parallel bugs, each named where it lives
         compare(tmp, "bug_noreduce", want="Module.down.Linear.forward.0")

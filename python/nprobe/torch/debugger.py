@@ -473,6 +473,17 @@ def _patch_scaler():
 _scaler_used = [None]     # a weak reference to the scaler that scaled a loss last
 
 
+def _dp_reduce_arg(v):
+    """PrecisionDebugger(data_parallel_reduce=...): None, "avg", "sum" or a
+    positive number (the divisor of the summed gradients)."""
+    if v is None or v in ("avg", "sum"):
+        return v
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+        return float(v)
+    raise ValueError(f"PrecisionDebugger: data_parallel_reduce={v!r}: not 'avg', 'sum' or a "
+                     "positive number")
+
+
 def _loss_scale():
     """The scale the step's gradients will carry: that of the scaler that
     scaled a loss last, else of any enabled scaler, else 1."""
@@ -918,6 +929,12 @@ class PrecisionDebugger:
     train on their own part of the batch (FSDP2's "dp"): activations are
     written as Shard(0) of the batch along it, so that compare against one
     process on the whole batch assembles it (docs/TORCH.md "Data parallel").
+    A model under DistributedDataParallel (no device mesh) gets a 1-D mesh
+    of that name over the world.
+    data_parallel_reduce: how the data-parallel reduction combines the
+    ranks' gradients: "avg" (FSDP2's and DDP's default), "sum", or the
+    number they are divided by; None reads it from the model (FSDP2's
+    gradient divide factor, DDP's average), else "sum".
     A bad config raises NprobeError before anything is written.
     """
 
@@ -932,7 +949,7 @@ class PrecisionDebugger:
 
     def __init__(self, config_path=None, task=None, dump_path=None, level=None, step=None,
                  precision=None, device=None, torch_compile=None, data_parallel=None,
-                 **_ignored):
+                 data_parallel_reduce=None, **_ignored):
         env = os.environ.get("NPROBE_DUMP_CONFIG")
         path = env or config_path
         if not path:
@@ -945,6 +962,7 @@ class PrecisionDebugger:
                                   ("step", step)) if v is not None}
         text = None if env or not over else _override_config(path, over)
         self._precision, self._device = precision, device
+        self._dp_reduce = _dp_reduce_arg(data_parallel_reduce)
         self._fp32 = _fp32_ops(path)
         self._compile_mode = _compile_mode(torch_compile)
         self._stance = None
@@ -1003,6 +1021,8 @@ class PrecisionDebugger:
         self._dp = data_parallel  # the mesh dimension whose ranks see different batches
         self._dp_k = None         # its index in the mesh (dtensor.set_mesh)
         self._dp_batch = None     # the step's local batch size (dtensor.dp_rows)
+        self._dp_div = 1.0        # what the dp reduction divides the summed gradients by
+        self._dp_red = {}         # the step's calls with a reduction= argument: call -> it
         self._unplaced = 0        # DTensor leaves dumped without a placement row
         self._placed = []         # the step's placement rows: (call, role, key, PlaceRow)
         self._shards = {}         # the step's placed shards by memory (dtensor._known)
@@ -1145,6 +1165,7 @@ class PrecisionDebugger:
         self._pgrads = {}
         self._placed, self._shards = [], {}
         self._dp_batch = None
+        self._dp_red = {}
         self._sel = _lib.probe_selects(self._p, self._step)
 
     def _begin(self):
@@ -1165,7 +1186,9 @@ class PrecisionDebugger:
         _lib.probe_set_meta(self._p, ctypes.byref(m), self._eref)
         if _distributed.on:
             _dtensor.set_mesh(self, world)
-        _lib.probe_set_loss_scale(self._p, _loss_scale())
+        # under an averaging data-parallel reduction each rank's backward is
+        # that of its loss scaled by the divisor (docs/TORCH.md "Data parallel")
+        _lib.probe_set_loss_scale(self._p, _loss_scale() * self._dp_div)
         if _lib.probe_step_begin(self._p, self._step, self._eref):
             self._note_error()
             return False
@@ -1456,6 +1479,8 @@ class PrecisionDebugger:
                         rec = None
                     else:
                         args, kwargs = _replace(args, kwargs, [flat[k][0] for k in g], new)
+            if self._dp_k is not None and isinstance(kwargs.get("reduction"), str):
+                self._dp_red[f"{api}.{n}"] = kwargs["reduction"]     # dtensor.dp_rows
             promoted = self._fp32 and _fp32_match(self._fp32, api, n, parent)
             y = _run_fp32(op, fn, args, kwargs, promoted == "module") if promoted else fn(*args, **kwargs)
             if rec is not None and rec.has_in:

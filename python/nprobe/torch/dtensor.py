@@ -405,16 +405,23 @@ def set_mesh(d, world_size):
     """Before a step begins: the mesh of the model's DTensors to the probe
     (root attributes mesh_dims/mesh_shape/mesh_coords, format version 2),
     once; a mesh the probe refuses (not covering the world) is warned once
-    and the dump goes on without placements."""
-    if d._mesh is not None or _set_mesh is None or _dtensor_cls is None:
+    and the dump goes on without placements. Without DTensors but with
+    data_parallel (DDP, or a program's own all-reduce), a 1-D mesh of that
+    name over the world."""
+    if d._mesh is not None or _set_mesh is None:
         return
     mesh = model_mesh(d._models)
+    if mesh is None and d._dp is not None and world_size > 1:
+        import torch.distributed as dist
+        rank = dist.get_rank()
+        mesh = Mesh((d._dp,), (world_size,), (rank,), list(range(world_size)))
     if mesh is None:
         return
     d._mesh = mesh
     if d._dp is not None:
         if d._dp in mesh.names:
             d._dp_k = mesh.names.index(d._dp)
+            d._dp_div = dp_divisor(d, mesh.shape[d._dp_k])
         else:
             import warnings
             warnings.warn(f"nprobe: data_parallel={d._dp!r} is not a dimension of the device "
@@ -428,8 +435,40 @@ def set_mesh(d, world_size):
         err = str(d._err.exception())
         _lib.Error.__init__(d._err)
         d._mesh = False
+        d._dp_k, d._dp_div = None, 1.0
         _no_row(d, f"the device mesh {mesh.names} {mesh.shape} (world size {world_size}) "
                    f"was refused: {err}")
+
+
+def dp_divisor(d, size):
+    """What the data-parallel reduction divides the ranks' summed gradients
+    by: data_parallel_reduce ("avg": the dp size, "sum": 1, a number), else
+    read from the model: FSDP2's gradient divide factor (None: the dp size,
+    its default average), DDP (the average), else 1 (a program's own sum)."""
+    r = d._dp_reduce
+    if r == "avg":
+        return float(size)
+    if r == "sum":
+        return 1.0
+    if r is not None:
+        return float(r)
+    m = sys.modules.get("torch.distributed.fsdp")
+    fsdp = getattr(m, "FSDPModule", None) if m is not None else None
+    ddp = getattr(sys.modules.get("torch.nn.parallel"), "DistributedDataParallel", None)
+    for model in d._models:
+        for mod in model.modules():
+            if ddp is not None and isinstance(mod, ddp):
+                return float(size)
+            if fsdp is not None and isinstance(mod, fsdp):
+                try:
+                    group = mod._get_fsdp_state()._fsdp_param_group
+                except Exception:  # noqa: BLE001 - another torch's FSDP2 internals
+                    group = None
+                if group is not None:
+                    f = getattr(group, "gradient_divide_factor", None)
+                    return float(size) if f is None else float(f)
+    return 1.0
+
 
 def _no_row(d, what):
     """A DTensor leaf dumped without a placement row: counted in
@@ -540,7 +579,27 @@ def localize_call(d, call, ins, params, outs, in_keys, out_keys, role_in, role_p
 
 # ---- data parallel: each rank of the dp dimension has its own batch ----------
 
-DP_REDUCTIONS = frozenset(("sum",))
+# the reductions of a batch to a scalar: a sum of the ranks' sums, a mean of
+# their means (a loss function's default reduction="mean"; its "sum" a sum)
+DP_REDUCTIONS = {"sum": "P", "nansum": "P", "mean": "A", "nanmean": "A"}
+DP_LOSSES = frozenset((
+    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "poisson_nll_loss",
+    "gaussian_nll_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
+    "multilabel_margin_loss", "multi_margin_loss", "hinge_embedding_loss",
+    "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss", "ctc_loss"))
+
+
+def _dp_reduction(d, parts):
+    """"P" (a sum) or "A" (a mean) when call `parts` reduces the batch to a
+    scalar, else None."""
+    if len(parts) < 3:
+        return None
+    k = DP_REDUCTIONS.get(parts[1])
+    if k is None and parts[1] in DP_LOSSES:
+        r = d._dp_red.get(f"{parts[0]}.{parts[1]}.{parts[2]}", "mean")
+        k = "P" if r == "sum" else "A" if r == "mean" else None
+    return k
 
 
 def dp_row(d, t, kind):
@@ -548,7 +607,9 @@ def dp_row(d, t, kind):
     dimension (PrecisionDebugger(data_parallel=NAME)): "S" this rank's rows
     of the batch (Shard(0), every rank's local batch the same size), "P" a
     Partial(sum) (a gradient of a replicated tensor: the ranks' sum is the
-    whole batch's); the mesh's other dimensions Replicate()."""
+    whole batch's), "A" a Partial(avg) (a mean over the rank's rows: the
+    ranks' mean is the whole batch's); the mesh's other dimensions
+    Replicate()."""
     mesh, k = d._mesh, d._dp_k
     words = ["Replicate()"] * len(mesh.shape)
     g = [int(s) for s in t.shape]
@@ -556,7 +617,7 @@ def dp_row(d, t, kind):
         words[k] = "Shard(0)"
         g[0] *= mesh.shape[k]
     else:
-        words[k] = "Partial(sum)"
+        words[k] = "Partial(avg)" if kind == "A" else "Partial(sum)"
     text = ",".join(words)
     _, off = shard_layout(g, mesh.shape, mesh.coords, parse_placements(text))
     return mesh, PlaceRow(text, tuple(g), tuple(off))
@@ -567,12 +628,16 @@ def dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places):
     ranks see different batches. The local batch size B is the first
     dimension of the step's first forward call's first tensor input (not a
     parameter). Forward: a tensor whose first dimension is B is Shard(0) of
-    the batch; a sum to a scalar of one is Partial(sum) (the loss); others
-    (parameters, what is made from them) are replicated (no row).
-    Backward (the gradients are those of the ranks' summed loss): a
-    gradient whose first dimension is B is Shard(0); the gradient of a
-    replicated tensor is Partial(sum); a sum's scalar gradient (of the
-    loss: 1) replicated."""
+    the batch; a sum to a scalar of one is Partial(sum), a mean (a loss
+    function's default) Partial(avg); others (parameters, what is made from
+    them) are replicated (no row). Backward: the gradients are those of
+    each rank's loss, scaled by the divisor of the dp reduction (d._dp_div,
+    the step's loss_scale carries it: compare divides it out); unscaled, a
+    gradient whose first dimension is B is Shard(0), the gradient of a
+    replicated tensor Partial(sum). The scalar gradient arriving at a
+    reduction (of the loss: 1 on each rank) is replicated under a summing
+    reduction, Partial(sum) under a dividing one (1 / divisor each,
+    unscaled)."""
     bw = ".backward" in call
     have = {(role, i) for role, f, _ in places for i, _ in f}
     if d._dp_batch is None:
@@ -587,7 +652,7 @@ def dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places):
             return
     b = d._dp_batch
     parts = call.split(".")
-    red = len(parts) > 2 and parts[1] in DP_REDUCTIONS
+    red = _dp_reduction(d, parts)
     batched_in = False
     for role, ts, keys in ((role_in, ins, in_keys), (role_out, outs, out_keys)):
         found = []
@@ -599,11 +664,11 @@ def dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places):
                 kind = "S"
                 batched_in = batched_in or role == role_in
             elif bw:
-                if red and role == role_in and t.dim() == 0:
+                if red and role == role_in and t.dim() == 0 and d._dp_div == 1.0:
                     continue
                 kind = "P"
             elif red and role == role_out and t.dim() == 0 and batched_in:
-                kind = "P"
+                kind = red
             else:
                 continue
             found.append((i, dp_row(d, t, kind)))
@@ -653,8 +718,8 @@ def collective_rows(d, dname, ranks, op, ins, outs):
     group is one mesh dimension: [(role, index, (mesh, PlaceRow))]. What a
     rank sends is its piece of a logical tensor: Partial(sum) for a sum
     reduction (the logical tensor is what the all-reduce or reduce-scatter
-    makes), else Shard(0) of the ranks' inputs concatenated in group order
-    (all-gather: its output). What arrives is Replicate() (all-reduce,
+    makes), Partial(avg) for an average, else Shard(0) of the ranks' inputs
+    concatenated in group order (all-gather: its output). What arrives is Replicate() (all-reduce,
     all-gather, broadcast) or Shard(0) of the reduced tensor
     (reduce-scatter); all_to_all_single's pieces are Shard(0) of the
     concatenation. Point-to-point calls get none."""
@@ -682,8 +747,8 @@ def collective_rows(d, dname, ranks, op, ins, outs):
         if kind == "cat":
             words[k] = "Shard(0)"
             gshape[0] *= n
-        elif kind == "sum":
-            words[k] = "Partial(sum)"
+        elif kind in ("sum", "avg"):
+            words[k] = f"Partial({kind})"
         for j in others:
             words[j] = "Shard(0)"
             gshape[0] *= mesh.shape[j]
@@ -693,8 +758,8 @@ def collective_rows(d, dname, ranks, op, ins, outs):
 
     red = {"all_reduce", "reduce_scatter_tensor"}
     for i, t in enumerate(ins):
-        if dname in red and op == 0.0:
-            row(_lib.ROLE_INPUT, i, t, "sum")
+        if dname in red and op in (0.0, 1.0):      # sum, avg
+            row(_lib.ROLE_INPUT, i, t, "sum" if op == 0.0 else "avg")
         elif dname in ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor",
                        "all_to_all_single", "broadcast"):
             row(_lib.ROLE_INPUT, i, t, "cat")
