@@ -7,8 +7,14 @@ exits 0 pairing both ranks), the local parameter gradients recorded before
 DDP's all-reduce, and the step-1 parameters identical on both ranks and
 equal to w - lr * mean of the ranks' gradients worked out here; the
 package's monitor (TrainerMon) on the same run: grad_pre the rank's own
-gradient, grad the mean, loss the rank's (float64 here). Run through
-pyrun.sh; exits 1 on any failed check."""
+gradient, grad the mean, loss the rank's (float64 here). With
+PrecisionDebugger(data_parallel="dp") (a 1-D mesh "dp" over the world):
+each rank's batch Shard(0) of the ranks' batches, the cross-entropy loss
+Partial(avg), the local parameter gradients Partial(sum) under loss_scale 2
+(DDP's average); `nprobe compare` of one process on both batches against
+it exits 0, and fc2.bias changed on rank 1 after DDP's broadcast (replicas
+that part) is named with rank 1. Run through pyrun.sh; exits 1 on any
+failed check."""
 import json
 import os
 import shutil
@@ -88,6 +94,17 @@ def ddp_rank(rank, tmp):
     model = torch.nn.parallel.DistributedDataParallel(Net())
     d = PrecisionDebugger(f"{tmp}/ddp.json")
     train(model, d, rank, 2, TrainerMon(f"{tmp}/mon.json"))
+    # data_parallel="dp": each rank's batch Shard(0) of the ranks' batches,
+    # DDP's average in the loss scale; the bug: fc2.bias changed on rank 1
+    # after DDP's broadcast (a rank-local re-init or load), replicas part
+    for label in ("dp", "bug_replica"):
+        torch.manual_seed(0)
+        model = torch.nn.parallel.DistributedDataParallel(Net())
+        if label == "bug_replica" and rank == 1:
+            with torch.no_grad():
+                model.module.fc2.bias.add_(0.01)
+        d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="dp")
+        train(model, d, rank, 1)
     dist.destroy_process_group()
 
 
@@ -101,7 +118,8 @@ def read(path):
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        for name, path in (("ddp", "dump_ddp"), ("single", "dump_single")):
+        for name, path in (("ddp", "dump_ddp"), ("single", "dump_single"), ("dp", "dump_dp"),
+                           ("bug_replica", "dump_bug_replica"), ("whole", "dump_whole")):
             with open(f"{tmp}/{name}.json", "w") as f:
                 json.dump({"task": "tensor", "dump_path": f"{tmp}/{path}", "level": "mix",
                            "step": [0, 1] if name == "ddp" else [0]}, f)
@@ -176,6 +194,45 @@ def main():
               f"{out.stderr[-500:]}")
         check(" 0 error" in out.stdout and "compared 2 step/rank pairs" in out.stdout and "0 of 2 pairs fail" in out.stdout
               and "first culprit: none" in out.stdout, "both ranks paired, no culprit")
+        # data_parallel="dp": one process on both ranks' batches (12 rows)
+        net = Net()
+        net.load_state_dict(init)
+        d = PrecisionDebugger(f"{tmp}/whole.json")
+        xs, ys = zip(*(batch(r, 0) for r in (0, 1)))
+        x, y = torch.cat(xs), torch.cat(ys)
+        d.start(Wrap(net))
+        F.cross_entropy(net(x), y).backward()
+        d.stop()
+        d.close()
+        for r in (0, 1):
+            with h5py.File(f"{tmp}/dump_dp/step0/rank{r}/dump.h5", "r") as f:
+                attrs = dict(f.attrs)
+                place = {x["name"].decode(): (x["placements"].decode(),
+                                              tuple(x["global_shape"][:x["global_ndim"]]))
+                         for x in f["placements"][()]}
+            check(attrs.get("loss_scale") == 2.0 and attrs.get("mesh_shape") in ("2", b"2"),
+                  f"dp rank {r}: loss_scale {attrs.get('loss_scale')} (DDP's average), "
+                  f"mesh {attrs.get('mesh_shape')}")
+            for leaf, want in (("Module.module.Net.forward.0.input.0", ("Shard(0)", (12, 8))),
+                               ("Functional.cross_entropy.0.forward.output.0",
+                                ("Partial(avg)", ())),
+                               ("Module.module.fc1.Linear.parameters_grad.weight",
+                                ("Partial(sum)", (16, 8)))):
+                check(place.get(leaf) == want, f"dp rank {r}: {leaf} {place.get(leaf)} != {want}")
+        for label, want in (("dp", None), ("bug_replica", "Module.module.fc2.Linear.forward.0")):
+            out = subprocess.run([os.environ["NPROBE_BIN"], "compare", "-b", f"{tmp}/dump_whole",
+                                  "-c", f"{tmp}/dump_{label}", "-o", f"{tmp}/rep_{label}"],
+                                 capture_output=True, text=True)
+            print(f"compare one process vs DDP {label}: exit {out.returncode}\n"
+                  f"{out.stdout[-1200:]}")
+            first = next((ln for ln in out.stdout.splitlines() if "first culprit:" in ln), "")
+            if want is None:
+                check(out.returncode == 0 and "first culprit: none" in first,
+                      f"compare one process vs DDP dp: exit {out.returncode} {out.stderr[-400:]}")
+            else:
+                check(out.returncode == 1 and want in first and "rank 1" in first,
+                      f"compare one process vs DDP {label}: exit {out.returncode}, the culprit "
+                      f"{want} with rank 1: {first[:400]!r} {out.stderr[-400:]}")
         if os.environ.get("KEEP"):
             shutil.copytree(tmp, os.environ["KEEP"])
     print(f"{len(FAILS)} failed")

@@ -1338,6 +1338,10 @@ class PrecisionDebugger:
         places = None
         try:
             if _distributed.on:
+                if not self._begun:
+                    with self._lock:      # the mesh (set at the step's begin) places the leaves
+                        if not self._begin():
+                            return False
                 ins, params, outs, places = _dtensor.localize_call(
                     self, call, ins, params, outs, in_keys, out_keys, _ROLE_IN, _ROLE_PAR,
                     _ROLE_OUT)
