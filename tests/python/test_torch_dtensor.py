@@ -45,6 +45,8 @@ spawn for everything):
   parameters differ), the sequence-parallel norm's gradient used unreduced
   by the step (Tensor.add_.0.forward, the update of norm.weight).
 Run through pyrun.sh; exits 1 on any failed check. KEEP=DIR keeps the dumps."""
+import csv
+import glob
 import importlib
 import json
 import os
@@ -111,6 +113,60 @@ def seq_batch():
 def sp_model():
     torch.manual_seed(3)
     return SPNet()
+
+
+class PPNet(torch.nn.Module):
+    """Four layers a 2-stage pipeline splits in two (torchtitan's way: the
+    stage's model keeps its layers' names, the others deleted)."""
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleDict({str(i): torch.nn.Linear(8, 8) for i in range(4)})
+
+    def forward(self, x):
+        for layer in self.layers.values():
+            x = torch.nn.functional.gelu(layer(x))
+        return x
+
+
+def pp_model(stage=None):
+    torch.manual_seed(4)
+    m = PPNet()
+    if stage is not None:
+        for k in list(m.layers.keys()):
+            if int(k) // 2 != stage:
+                del m.layers[k]
+    return m
+
+
+def pp_batch():
+    g = torch.Generator().manual_seed(5)
+    return torch.randn(4, 8, generator=g), torch.randn(4, 8, generator=g)
+
+
+def pp_loss(y, t):
+    return torch.nn.functional.mse_loss(y, t)
+
+
+def run_pp(rank, m, d, sched):
+    """One schedule step of the 2-stage pipeline, 2 micro-batches."""
+    from nprobe.torch import pipeline
+    seen = []
+    h = next(iter(m.layers.values())).register_forward_pre_hook(
+        lambda mod, a: seen.append(pipeline.current()))
+    x, t = pp_batch()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        d.start(m)
+        if rank == 0:
+            sched.step(x)
+        else:
+            sched.step(target=t)
+        d.stop()
+        d.step()
+        d.close()
+    h.remove()
+    return {"warnings": [str(x.message) for x in w if "nprobe" in str(x.message)],
+            "summary": d.summary, "seen": seen}
 
 
 def local_sgd(m, lr, reduce=True):
@@ -365,6 +421,26 @@ def rank_main(rank, tmp):
         d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="dp")
         out[label] = {"warnings": run(m, d, x=batch()[3 * rank:3 * rank + 3], mean=True),
                       "summary": d.summary}
+    # a 2-stage pipeline (rank r holds layers 2r, 2r + 1), 2 micro-batches,
+    # GPipe and 1F1B; the bug: the last stage built from stale weights
+    # (layers.2's of another checkpoint); and the stages' layers as DTensors
+    # on a (pp, tp) mesh of tp 1 (placement rows)
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+    pmesh = init_device_mesh("cpu", (2, 1), mesh_dim_names=("pp", "tp"))
+    for label, cls in (("pp", ScheduleGPipe), ("pp_1f1b", Schedule1F1B),
+                       ("bug_pp_stale", ScheduleGPipe), ("pp_tp", ScheduleGPipe)):
+        m = pp_model(rank)
+        if label == "bug_pp_stale" and rank == 1:
+            with torch.no_grad():
+                m.layers["2"].weight.mul_(1.01)
+        group = None
+        if label == "pp_tp":
+            parallelize_module(m, pmesh["tp"], {f"layers.{k}": ColwiseParallel()
+                                                for k in m.layers.keys()})
+            group = pmesh["pp"].get_group()
+        stage = PipelineStage(m, rank, 2, torch.device("cpu"), group=group)
+        sched = cls(stage, n_microbatches=2, loss_fn=pp_loss)
+        out[label] = run_pp(rank, m, PrecisionDebugger(f"{tmp}/{label}.json"), sched)
     # sequence parallel (torchtitan's plan), its input this rank's chunk of
     # the sequence; and the bug of its norm's gradient not all-reduced
     for label, reduce in (("sp", True), ("bug_sp_grad", False)):
@@ -493,6 +569,72 @@ def compare(tmp, label, bench="single", want=None):
     return out.stdout
 
 
+def compare_files(bench, cmp, out_dir):
+    """nprobe compare of two files: exit status, the first-culprit line,
+    the output, the first row (in call order) whose verdict is error."""
+    out = subprocess.run([os.environ["NPROBE_BIN"], "compare", "-b", bench, "-c", cmp,
+                          "-o", out_dir, "--format", "csv"], capture_output=True, text=True)
+    first = next((ln for ln in out.stdout.splitlines() if "first culprit:" in ln), "")
+    err = ""
+    for path in glob.glob(f"{out_dir}/*.csv"):
+        with open(path, newline="") as f:
+            err = next((r["NPU Name"] for r in csv.DictReader(f) if r["Verdict"] == "error"), "")
+    return out.returncode, first, out.stdout + out.stderr, err
+
+
+def check_pp(tmp):
+    """The pipeline: each stage's module rows per micro-batch, named as the
+    one process's (forward.m, backward.m for micro-batch m), compared file
+    by file against the one process; the stage and micro-batch of each
+    chunk (pipeline.current()) and, on the (pp, tp) mesh, in the rows."""
+    single = f"{tmp}/dump_single_pp/step0/rank0/dump.h5"
+    for r in (0, 1):
+        with open(f"{tmp}/rank{r}.json") as f:
+            res = json.load(f)
+        for label in ("pp", "pp_1f1b", "bug_pp_stale", "pp_tp"):
+            s = res[label]["summary"]
+            check(not res[label]["warnings"] and s["skipped"] == 0 and s["unplaced"] == 0,
+                  f"{label} rank {r}: no dump error ({res[label]['warnings']})")
+            # the first stage's set-up pass (shapes) runs outside any chunk
+            seen = [x for x in res[label]["seen"] if x != [-1, -1]]
+            check(seen == [[r, 0], [r, 1]] and len(res[label]["seen"]) <= 3,
+                  f"{label} rank {r}: the first layer ran at (stage, micro-batch) "
+                  f"{res[label]['seen']}, not [({r}, 0), ({r}, 1)]")
+            path = f"{tmp}/dump_{label}/step0/rank{r}/dump.h5"
+            calls, _d, place, _a = read(path)
+            want = {f"Module.layers.{2 * r + j}.Linear.{p}.{m}" for j in (0, 1)
+                    for p in ("forward", "backward") for m in (0, 1)}
+            check(want <= set(calls) and len([c for c in calls if ".forward." in c]) == 4,
+                  f"{label} rank {r}: the stage's module calls, one per micro-batch (no "
+                  f"set-up pass): {calls}")
+            rc, first, text, err = compare_files(single, path, f"{tmp}/rep_{label}_{r}")
+            if label == "bug_pp_stale" and r == 1:
+                # a module dump (L0) names no culprit for parameters that
+                # differ at step 0 (compare's rule); the first error row is
+                # the stale weight's
+                check(rc == 1 and err == "Module.layers.2.Linear.forward.0.parameters.weight",
+                      f"compare one process vs {label} rank 1: the first error row is "
+                      f"layers.2's weight: exit {rc} {err!r}")
+            elif label == "bug_pp_stale":
+                # the first stage's forward passes, the gradients it gets differ
+                check(rc == 1 and err.startswith("Module.layers.1.Linear.backward.0."),
+                      f"compare one process vs {label} rank 0: its backward fails first: "
+                      f"exit {rc} {err!r}")
+            else:
+                check(rc == 0 and "first culprit: none" in first,
+                      f"compare one process vs {label} rank {r}: exit {rc} {text[-600:]}")
+        with h5py.File(f"{tmp}/dump_pp_tp/step0/rank{r}/dump.h5", "r") as f:
+            rows = {x["name"].decode(): (int(x["stage"]), int(x["micro_batch"]))
+                    for x in f["placements"][()]}
+        for leaf, want in ((f"Module.layers.{2 * r}.Linear.forward.1.output.0", (r, 1)),
+                           (f"Module.layers.{2 * r + 1}.Linear.backward.0.input.0", (r, 0)),
+                           (f"Module.layers.{2 * r}.Linear.forward.1.parameters.weight",
+                            (r, -1))):
+            check(rows.get(leaf) == want, f"pp_tp rank {r}: {leaf} (stage, micro_batch) "
+                  f"{rows.get(leaf)} != {want}")
+    print("pipeline: both stages' module rows paired with one process, file by file")
+
+
 def check_collectives(tmp):
     """Each rank's Distributed.* rows against what torch handed the program."""
     res = []
@@ -542,10 +684,11 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for name in ("tp", "fsdp", "single", "coll", "sp", "single_sp", "bug_sp_grad",
                      "bug_noreduce", "bug_offset", "dp", "bug_dp_shift", "single_mean",
-                     "dp_avg", "bug_dp_sum"):
+                     "dp_avg", "bug_dp_sum", "pp", "pp_1f1b", "bug_pp_stale", "pp_tp",
+                     "single_pp"):
             with open(f"{tmp}/{name}.json", "w") as f:
-                json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}", "level": "mix",
-                           "step": [0]}, f)
+                json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}",
+                           "level": "L0" if "pp" in name else "mix", "step": [0]}, f)
         # forked, not spawned: the children have torch and its parallel
         # modules imported already (the imports cost ~3.5 s of CPU a process)
         for name in ("torch.distributed.fsdp", "torch.distributed.tensor.parallel",
@@ -557,6 +700,17 @@ def main():
         check(not run(model(), d), "one process: no warning")
         d = PrecisionDebugger(f"{tmp}/single_mean.json")
         check(not run(model(), d, mean=True), "one process (mean loss): no warning")
+        # the pipeline's reference: one process, the same 2 micro-batches in
+        # turn (gradient accumulation)
+        d = PrecisionDebugger(f"{tmp}/single_pp.json")
+        m = pp_model()
+        x, t = pp_batch()
+        d.start(m)
+        for k in (0, 1):
+            pp_loss(m(x[2 * k:2 * k + 2]), t[2 * k:2 * k + 2]).backward()
+        d.stop()
+        d.step()
+        d.close()
         d = PrecisionDebugger(f"{tmp}/single_sp.json")
         check(not run_sp(sp_model(), d, seq_batch()), "one process (sequence model): no warning")
         for r in (0, 1):
@@ -633,6 +787,7 @@ def main():
         # summed under a mean loss: every gradient twice the one process's,
         # from the loss's backward on
         compare(tmp, "bug_dp_sum", bench="single_mean", want="Tensor.mean.0.backward")
+        check_pp(tmp)
         compare(tmp, "sp", bench="single_sp")
         # the injected parallel bugs, each named where it lives
         compare(tmp, "bug_noreduce", want="Module.down.Linear.forward.0")

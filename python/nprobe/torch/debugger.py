@@ -22,6 +22,7 @@ from .. import _lib
 from . import ops
 from . import dtensor as _dtensor
 from . import distributed as _distributed
+from . import pipeline as _pipeline
 
 _DT = {torch.float32: _lib.FLOAT32, torch.bfloat16: _lib.BFLOAT16, torch.float16: _lib.FLOAT16,
        torch.float64: _lib.FLOAT64, torch.int64: _lib.INT64, torch.int32: _lib.INT32,
@@ -1749,7 +1750,7 @@ class PrecisionDebugger:
 
     def _make_pgrad(self, call, pname):
         def hook(grad):
-            if _current is not self or not self._sel & _lib.SELECT_MODULE:
+            if _current is not self or not self._sel & _lib.SELECT_MODULE or _pipeline._paused:
                 return None
             _tls.depth += 1
             try:

@@ -142,6 +142,8 @@ def install():
         _DIST_DIR = os.path.join(os.path.dirname(dist.__file__), "")
         _TORCH_DIR = os.path.join(os.path.dirname(torch.__file__), "")
     on = True
+    from . import pipeline
+    pipeline.install()
     if _installed:
         return
     _installed = True

@@ -574,7 +574,34 @@ def localize_call(d, call, ins, params, outs, in_keys, out_keys, role_in, role_p
         _plain(d, call, outs, fo, out_keys, role_out, places, src)
     if d._dp_k is not None and d._mesh and not call.startswith("Distributed."):
         dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places)
+    if d._mesh:
+        from . import pipeline
+        if pipeline.current()[0] >= 0:
+            chunk_rows(d, ins, outs, params, in_keys, out_keys, role_in, role_par, role_out,
+                       places)
     return ins, params, outs, places or None
+
+
+def chunk_rows(d, ins, outs, params, in_keys, out_keys, role_in, role_par, role_out, places):
+    """In a pipeline stage's chunk (pipeline.current()), every tensor leaf
+    has a row, so that its stage and micro-batch are written (place()): a
+    leaf placed by nothing else is whole (Replicate() on every mesh
+    dimension)."""
+    have = {(role, i) for role, f, _ in places for i, _ in f}
+    mesh = d._mesh
+    text = ",".join(["Replicate()"] * len(mesh.shape))
+    groups = ((role_in, ins, in_keys), (role_out, outs, out_keys))
+    if params:
+        groups += ((role_par, [t for _, t in params], [k for k, _ in params]),)
+    for role, ts, keys in groups:
+        found = []
+        for i, t in enumerate(ts):
+            if (role, i) in have or not isinstance(t, torch.Tensor):
+                continue
+            g = tuple(int(x) for x in t.shape)
+            found.append((i, (mesh, PlaceRow(text, g, (0,) * len(g)))))
+        if found:
+            places.append((role, found, keys))
 
 
 # ---- data parallel: each rank of the dp dimension has its own batch ----------
@@ -709,6 +736,14 @@ def place(d, call, role, key, t):
     r.global_shape[:len(row.global_shape)] = row.global_shape
     r.offset[:len(row.offset)] = row.offset
     r.stage, r.micro_batch = row.stage, row.micro_batch
+    if r.stage < 0:
+        # a pipeline stage's chunk (pipeline.py): its stage and micro-batch;
+        # parameters and their (accumulated) gradients are the whole batch's
+        from . import pipeline
+        st, mb = pipeline.current()
+        r.stage = st if st >= 0 else pipeline.last_stage()
+        if role not in (_lib.ROLE_PARAMETERS, _lib.ROLE_PARAMETERS_GRAD):
+            r.micro_batch = mb
     if _place(d._p, call.encode(), role, key.encode(), ctypes.byref(r), d._eref):
         d._note_error()
 

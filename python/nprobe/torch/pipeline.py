@@ -1,0 +1,154 @@
+"""torch.distributed.pipelining under the PrecisionDebugger (issue 26).
+
+A pipeline schedule (ScheduleGPipe, Schedule1F1B, ...) runs each stage's
+module once per micro-batch: `forward_one_chunk(chunk)`,
+`backward_one_chunk(chunk)` (and `backward_weight_one_chunk` for the
+zero-bubble schedules) on the stage object, the loss in
+`_maybe_compute_loss(stage, ..., mb_index)`. The package wraps those
+methods (once, when the pipelining module is in use) to know, for every
+row written meanwhile, the stage (`stage_index`) and the micro-batch:
+`current()`. The schedule's sends and receives between the stages
+(`_batch_p2p`: torch.distributed.isend/irecv) are
+`Distributed.batch_isend_irecv` calls (the tensors sent). Placement rows carry them (docs/FORMAT.md "/placements":
+`stage`, `micro_batch`); parameter rows and the parameters' gradients
+(summed over the micro-batches, written at stop()) keep micro_batch -1.
+
+The stage's set-up runs the module once more on its first step, to learn
+the shapes it sends (`_forward_metadata_inference`,
+`_backward_metadata_inference`, `_prepare_*_infra`, the metadata sent
+between the stages): pipelining's work,
+not the model's, so nothing is captured there (no rows, no collectives, no
+parameter gradients).
+"""
+import sys
+import threading
+
+_installed = False
+_paused = 0          # > 0 inside a stage's set-up (the debugger's hooks stand aside)
+
+
+class _Tls(threading.local):
+    stage = -1
+    micro_batch = -1
+
+
+_tls = _Tls()
+_last_stage = -1     # the stage seen last (for the rows written outside a chunk)
+
+
+def current():
+    """(stage, micro_batch) of the chunk running now; (-1, -1) outside one."""
+    return _tls.stage, _tls.micro_batch
+
+
+def last_stage():
+    """The stage index this process ran last, -1 if none."""
+    return _last_stage
+
+
+def _chunk(orig, pos, name):
+    """Wrap a stage method whose argument `name` (position `pos` after
+    self) is the micro-batch index."""
+    def wrapper(self, *args, **kwargs):
+        global _last_stage
+        mb = kwargs.get(name, args[pos] if len(args) > pos else -1)
+        saved = _tls.stage, _tls.micro_batch
+        try:
+            _tls.stage = _last_stage = int(getattr(self, "stage_index", -1))
+            _tls.micro_batch = int(mb) if isinstance(mb, int) else -1
+        except (TypeError, ValueError):
+            pass
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            _tls.stage, _tls.micro_batch = saved
+    wrapper._nprobe_orig = orig
+    wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
+    return wrapper
+
+
+def _loss(orig):
+    """_maybe_compute_loss(self, stage, output, target_mbs, mb_index, ...)."""
+    def wrapper(self, stage, output, target_mbs, mb_index, *args, **kwargs):
+        saved = _tls.stage, _tls.micro_batch
+        _tls.stage = int(getattr(stage, "stage_index", -1))
+        _tls.micro_batch = int(mb_index) if isinstance(mb_index, int) else -1
+        try:
+            return orig(self, stage, output, target_mbs, mb_index, *args, **kwargs)
+        finally:
+            _tls.stage, _tls.micro_batch = saved
+    wrapper._nprobe_orig = orig
+    wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
+    return wrapper
+
+
+def _pause(orig):
+    def wrapper(*args, **kwargs):
+        global _paused
+        from . import debugger, distributed
+        _paused += 1
+        debugger._tls.depth += 1
+        inside, distributed._tls.inside = distributed._tls.inside, True
+        try:
+            return orig(*args, **kwargs)
+        finally:
+            distributed._tls.inside = inside
+            debugger._tls.depth -= 1
+            _paused -= 1
+    wrapper._nprobe_orig = orig
+    wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
+    return wrapper
+
+
+def _p2p(orig):
+    """schedules._batch_p2p(p2p_ops, desc): the schedule's sends and
+    receives between stages (torch.distributed.isend/irecv, which the
+    package does not wrap) as one Distributed.batch_isend_irecv call: the
+    tensors sent, the peers."""
+    from . import distributed
+
+    def wrapper(p2p_ops, *args, **kwargs):
+        return distributed._batch_wrapper(lambda ops: orig(ops, *args, **kwargs))(p2p_ops)
+    wrapper._nprobe_orig = orig
+    wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
+    return wrapper
+
+
+_CHUNKS = {"forward_one_chunk": (0, "fwd_chunk_id"), "backward_one_chunk": (0, "bwd_chunk_id"),
+           "backward_weight_one_chunk": (0, "bwd_chunk_id")}
+_SETUP = ("_forward_metadata_inference", "_backward_metadata_inference",
+          "_prepare_forward_infra", "_prepare_backward_infra", "_send_meta", "_recv_meta",
+          "_warmup_forward_vote", "_warmup_backward_result")
+
+
+def install():
+    """Wrap the stages' and schedules' methods (once), when
+    torch.distributed.pipelining has been imported by the program."""
+    global _installed
+    if _installed:
+        return
+    stage_mod = sys.modules.get("torch.distributed.pipelining.stage")
+    sched_mod = sys.modules.get("torch.distributed.pipelining.schedules")
+    if stage_mod is None or sched_mod is None:
+        return
+    _installed = True
+    for obj in list(vars(stage_mod).values()):
+        if not isinstance(obj, type):
+            continue
+        for name, (pos, arg) in _CHUNKS.items():
+            f = obj.__dict__.get(name)
+            if callable(f) and not hasattr(f, "_nprobe_orig"):
+                setattr(obj, name, _chunk(f, pos, arg))
+        for name in _SETUP:
+            f = obj.__dict__.get(name)
+            if callable(f) and not hasattr(f, "_nprobe_orig"):
+                setattr(obj, name, _pause(f))
+    f = getattr(sched_mod, "_batch_p2p", None)
+    if callable(f) and not hasattr(f, "_nprobe_orig"):
+        sched_mod._batch_p2p = _p2p(f)
+    for obj in list(vars(sched_mod).values()):
+        if not isinstance(obj, type):
+            continue
+        f = obj.__dict__.get("_maybe_compute_loss")
+        if callable(f) and not hasattr(f, "_nprobe_orig"):
+            setattr(obj, "_maybe_compute_loss", _loss(f))
