@@ -32,6 +32,7 @@ import sys
 import torch
 
 from .. import _lib
+from . import pipeline
 
 _MESH_MAX = 4          # the format's mesh dimensions at most (NP_FMT_MESH_MAX)
 _dtensor_cls = None
@@ -574,8 +575,7 @@ def localize_call(d, call, ins, params, outs, in_keys, out_keys, role_in, role_p
         _plain(d, call, outs, fo, out_keys, role_out, places, src)
     if d._dp_k is not None and d._mesh and not call.startswith("Distributed."):
         dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places)
-    if d._mesh:
-        from . import pipeline
+    if d._mesh and pipeline._active:
         if pipeline.current()[0] >= 0:
             chunk_rows(d, ins, outs, params, in_keys, out_keys, role_in, role_par, role_out,
                        places)
@@ -739,7 +739,6 @@ def place(d, call, role, key, t):
     if r.stage < 0:
         # a pipeline stage's chunk (pipeline.py): its stage and micro-batch;
         # parameters and their (accumulated) gradients are the whole batch's
-        from . import pipeline
         st, mb = pipeline.current()
         r.stage = st if st >= 0 else pipeline.last_stage()
         if role not in (_lib.ROLE_PARAMETERS, _lib.ROLE_PARAMETERS_GRAD):

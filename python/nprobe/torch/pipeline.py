@@ -25,6 +25,7 @@ import threading
 
 _installed = False
 _paused = 0          # > 0 inside a stage's set-up (the debugger's hooks stand aside)
+_active = 0          # chunks running now, all threads (current() reads its thread's only then)
 
 
 class _Tls(threading.local):
@@ -38,6 +39,8 @@ _last_stage = -1     # the stage seen last (for the rows written outside a chunk
 
 def current():
     """(stage, micro_batch) of the chunk running now; (-1, -1) outside one."""
+    if not _active:
+        return -1, -1
     return _tls.stage, _tls.micro_batch
 
 
@@ -50,7 +53,7 @@ def _chunk(orig, pos, name):
     """Wrap a stage method whose argument `name` (position `pos` after
     self) is the micro-batch index."""
     def wrapper(self, *args, **kwargs):
-        global _last_stage
+        global _last_stage, _active
         mb = kwargs.get(name, args[pos] if len(args) > pos else -1)
         saved = _tls.stage, _tls.micro_batch
         try:
@@ -58,9 +61,11 @@ def _chunk(orig, pos, name):
             _tls.micro_batch = int(mb) if isinstance(mb, int) else -1
         except (TypeError, ValueError):
             pass
+        _active += 1
         try:
             return orig(self, *args, **kwargs)
         finally:
+            _active -= 1
             _tls.stage, _tls.micro_batch = saved
     wrapper._nprobe_orig = orig
     wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
@@ -70,12 +75,15 @@ def _chunk(orig, pos, name):
 def _loss(orig):
     """_maybe_compute_loss(self, stage, output, target_mbs, mb_index, ...)."""
     def wrapper(self, stage, output, target_mbs, mb_index, *args, **kwargs):
+        global _active
         saved = _tls.stage, _tls.micro_batch
         _tls.stage = int(getattr(stage, "stage_index", -1))
         _tls.micro_batch = int(mb_index) if isinstance(mb_index, int) else -1
+        _active += 1
         try:
             return orig(self, stage, output, target_mbs, mb_index, *args, **kwargs)
         finally:
+            _active -= 1
             _tls.stage, _tls.micro_batch = saved
     wrapper._nprobe_orig = orig
     wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
