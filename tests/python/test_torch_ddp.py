@@ -194,6 +194,11 @@ def main():
               f"{out.stderr[-500:]}")
         check(" 0 error" in out.stdout and "compared 2 step/rank pairs" in out.stdout and "0 of 2 pairs fail" in out.stdout
               and "first culprit: none" in out.stdout, "both ranks paired, no culprit")
+        try:
+            PrecisionDebugger(f"{tmp}/whole.json", data_parallel="dp", data_parallel_reduce="mean")
+            check(False, "data_parallel_reduce='mean' refused")
+        except ValueError as e:
+            check("data_parallel_reduce='mean'" in str(e), f"the refusal names the key: {e}")
         # data_parallel="dp": one process on both ranks' batches (12 rows)
         net = Net()
         net.load_state_dict(init)
