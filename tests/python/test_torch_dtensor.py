@@ -629,9 +629,14 @@ def check_pp(tmp):
         for leaf, want in ((f"Module.layers.{2 * r}.Linear.forward.1.output.0", (r, 1)),
                            (f"Module.layers.{2 * r + 1}.Linear.backward.0.input.0", (r, 0)),
                            (f"Module.layers.{2 * r}.Linear.forward.1.parameters.weight",
-                            (r, -1))):
+                            (r, -1)),
+                           (f"Module.layers.{2 * r}.Linear.parameters_grad.weight", (r, -1))):
             check(rows.get(leaf) == want, f"pp_tp rank {r}: {leaf} (stage, micro_batch) "
                   f"{rows.get(leaf)} != {want}")
+        # a run without a pipeline after it (same process): no stage
+        with h5py.File(f"{tmp}/dump_sp/step0/rank{r}/dump.h5", "r") as f:
+            st = {(int(x["stage"]), int(x["micro_batch"])) for x in f["placements"][()]}
+        check(st == {(-1, -1)}, f"sp rank {r}: stage, micro_batch {st} after a pipeline run")
     print("pipeline: both stages' module rows paired with one process, file by file")
 
 

@@ -738,9 +738,13 @@ def place(d, call, role, key, t):
     r.stage, r.micro_batch = row.stage, row.micro_batch
     if r.stage < 0:
         # a pipeline stage's chunk (pipeline.py): its stage and micro-batch;
-        # parameters and their (accumulated) gradients are the whole batch's
+        # parameters and their (accumulated) gradients are the whole batch's;
+        # outside a chunk (the gradients written at stop()) the stage this
+        # debugger saw last
         st, mb = pipeline.current()
-        r.stage = st if st >= 0 else pipeline.last_stage()
+        if st >= 0:
+            d._pp_stage = st
+        r.stage = st if st >= 0 else getattr(d, "_pp_stage", -1)
         if role not in (_lib.ROLE_PARAMETERS, _lib.ROLE_PARAMETERS_GRAD):
             r.micro_batch = mb
     if _place(d._p, call.encode(), role, key.encode(), ctypes.byref(r), d._eref):
@@ -753,8 +757,9 @@ def collective_rows(d, dname, ranks, op, ins, outs):
     rank sends is its piece of a logical tensor: Partial(sum) for a sum
     reduction (the logical tensor is what the all-reduce or reduce-scatter
     makes), Partial(avg) for an average, else Shard(0) of the ranks' inputs
-    concatenated in group order (all-gather: its output). What arrives is Replicate() (all-reduce,
-    all-gather, broadcast) or Shard(0) of the reduced tensor
+    concatenated in group order (all-gather: its output). What arrives is
+    Replicate() (all-reduce, all-gather, broadcast) or Shard(0) of the
+    reduced tensor
     (reduce-scatter); all_to_all_single's pieces are Shard(0) of the
     concatenation. Point-to-point calls get none."""
     mesh = d._mesh

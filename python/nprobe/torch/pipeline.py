@@ -9,16 +9,16 @@ methods (once, when the pipelining module is in use) to know, for every
 row written meanwhile, the stage (`stage_index`) and the micro-batch:
 `current()`. The schedule's sends and receives between the stages
 (`_batch_p2p`: torch.distributed.isend/irecv) are
-`Distributed.batch_isend_irecv` calls (the tensors sent). Placement rows carry them (docs/FORMAT.md "/placements":
-`stage`, `micro_batch`); parameter rows and the parameters' gradients
-(summed over the micro-batches, written at stop()) keep micro_batch -1.
+`Distributed.batch_isend_irecv` calls (the tensors sent). Placement rows
+carry the stage and micro-batch (docs/FORMAT.md "/placements": `stage`,
+`micro_batch`); parameter rows and the parameters' gradients (summed over
+the micro-batches, written at stop()) keep micro_batch -1.
 
 The stage's set-up runs the module once more on its first step, to learn
 the shapes it sends (`_forward_metadata_inference`,
 `_backward_metadata_inference`, `_prepare_*_infra`, the metadata sent
-between the stages): pipelining's work,
-not the model's, so nothing is captured there (no rows, no collectives, no
-parameter gradients).
+between the stages): pipelining's work, not the model's, so nothing is
+captured there (no rows, no collectives, no parameter gradients).
 """
 import sys
 import threading
@@ -34,9 +34,6 @@ class _Tls(threading.local):
 
 
 _tls = _Tls()
-_last_stage = -1     # the stage seen last (for the rows written outside a chunk)
-
-
 def current():
     """(stage, micro_batch) of the chunk running now; (-1, -1) outside one."""
     if not _active:
@@ -44,20 +41,15 @@ def current():
     return _tls.stage, _tls.micro_batch
 
 
-def last_stage():
-    """The stage index this process ran last, -1 if none."""
-    return _last_stage
-
-
 def _chunk(orig, pos, name):
     """Wrap a stage method whose argument `name` (position `pos` after
     self) is the micro-batch index."""
     def wrapper(self, *args, **kwargs):
-        global _last_stage, _active
+        global _active
         mb = kwargs.get(name, args[pos] if len(args) > pos else -1)
         saved = _tls.stage, _tls.micro_batch
         try:
-            _tls.stage = _last_stage = int(getattr(self, "stage_index", -1))
+            _tls.stage = int(getattr(self, "stage_index", -1))
             _tls.micro_batch = int(mb) if isinstance(mb, int) else -1
         except (TypeError, ValueError):
             pass
