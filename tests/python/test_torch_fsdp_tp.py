@@ -14,7 +14,12 @@ process:
 - FSDP2's all-gather (on the dp line at each tp coordinate) names its
   group by `mesh_dim` (the same on every rank) and stacks the tp lines;
 - `nprobe compare` of the one-process fp32 run against the 4 ranks
-  assembled exits 0 with no culprit (bf16 against fp32: the bf16 level).
+  assembled exits 0 with no culprit (bf16 against fp32: the bf16 level);
+- torchtitan's data parallel: each dp rank on its half of the batch
+  (PrecisionDebugger(data_parallel="dp")), a mean loss, FSDP2's default
+  average: the tensor-parallel rows get Shard(0) over dp for the batch,
+  Partial(sum) for the parameters' gradients, the loss Partial(avg),
+  loss_scale 2; compare against one process on the whole batch exits 0.
 Run through pyrun.sh; exits 1 on any failed check. KEEP=DIR keeps the dumps."""
 import importlib
 import json
@@ -28,7 +33,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_torch_dtensor import FAILS, check, compare, model, read, run  # noqa: E402
+from test_torch_dtensor import FAILS, batch, check, check_layout, compare, model, read, run  # noqa: E402,E501
 
 WORLD = 4
 
@@ -77,6 +82,16 @@ def rank_main(rank, tmp):
     d = PrecisionDebugger(f"{tmp}/fsdp_tp.json")
     out["warnings"] = run(m, d)
     out["summary"] = d.summary
+    # torchtitan's data parallel: each dp rank its half of the batch (both
+    # tp ranks of a dp rank the same), a mean loss, FSDP2's default average
+    m = model()
+    parallelize_module(m, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    for sub in (m.up, m.down, m):
+        fully_shard(sub, mesh=mesh["dp"], mp_policy=mp_policy)
+    dp = rank // 2
+    d = PrecisionDebugger(f"{tmp}/fsdp_tp_dp.json", data_parallel="dp")
+    out["dp_warnings"] = run(m, d, x=batch()[3 * dp:3 * dp + 3], mean=True)
+    out["dp_summary"] = d.summary
     with open(f"{tmp}/rank{rank}.json", "w") as f:
         json.dump(out, f)
     dist.destroy_process_group()
@@ -85,7 +100,7 @@ def rank_main(rank, tmp):
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("fsdp_tp", "single"):
+        for name in ("fsdp_tp", "single", "fsdp_tp_dp", "single_mean"):
             with open(f"{tmp}/{name}.json", "w") as f:
                 json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}", "level": "mix",
                            "step": [0]}, f)
@@ -99,6 +114,8 @@ def main():
         from nprobe.torch import PrecisionDebugger
         d = PrecisionDebugger(f"{tmp}/single.json")
         check(not run(model(), d), "one process: no warning")
+        d = PrecisionDebugger(f"{tmp}/single_mean.json")
+        check(not run(model(), d, mean=True), "one process (mean loss): no warning")
         for r in range(WORLD):
             with open(f"{tmp}/rank{r}.json") as f:
                 res = json.load(f)
@@ -120,6 +137,28 @@ def main():
             check(place.get(f"{key}.input.0", ("",))[0] == "Shard(0),Shard(0)",
                   f"fsdp_tp rank {r}: {key}'s input row {place.get(f'{key}.input.0')}")
         compare(tmp, "fsdp_tp")
+        # each dp rank on its half of the batch, FSDP2's average: the batch
+        # Shard(0) on dp beside the tensor-parallel placements, the loss
+        # Partial(avg), the gradients under loss_scale 2
+        for r in range(WORLD):
+            with open(f"{tmp}/rank{r}.json") as f:
+                res = json.load(f)
+            s = res["dp_summary"]
+            check(not res["dp_warnings"] and s["skipped"] == 0 and s["unplaced"] == 0,
+                  f"fsdp_tp_dp rank {r}: no dump error ({res['dp_warnings']})")
+        _c, _d, place, attrs = read(f"{tmp}/dump_fsdp_tp_dp/step0/rank3/dump.h5")
+        check(attrs.get("loss_scale") == 2.0, f"fsdp_tp_dp: loss_scale {attrs.get('loss_scale')}")
+        for leaf, want in (("Functional.linear.0.forward.input.0",
+                            ("Shard(0),Replicate()", (6, 8), (3, 0))),
+                           ("Functional.linear.0.forward.output.0",
+                            ("Shard(0),Shard(1)", (6, 16), (3, 8))),
+                           ("Tensor.mean.0.forward.output.0",
+                            ("Partial(avg),Replicate()", (), ())),
+                           ("Module.down.Linear.parameters_grad.weight",
+                            ("Partial(sum),Shard(1)", (4, 16), (0, 8)))):
+            check(place.get(leaf) == want, f"fsdp_tp_dp rank 3: {leaf} {place.get(leaf)} "
+                  f"!= {want}")
+        compare(tmp, "fsdp_tp_dp", bench="single_mean")
         if os.environ.get("KEEP"):
             shutil.copytree(tmp, os.environ["KEEP"], dirs_exist_ok=True)
     print(f"{len(FAILS)} failed")

@@ -703,6 +703,31 @@ def dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places):
             places.append((role, found, keys))
 
 
+def dp_over(d, call, role, t, row):
+    """A tensor-parallel row (a DTensor's, or a shard's known by its
+    memory) when the dp ranks see different batches: its Replicate() on the
+    data-parallel dimension says what dp_rows says of a plain tensor: a
+    tensor whose first dimension is the local batch is Shard(0) of the
+    ranks' batches there, the gradient of anything else (a parameter's)
+    Partial(sum); a parameter and what is made from it stay replicated."""
+    k = d._dp_k
+    words = row.placements.split(",")
+    if words[k] != "Replicate()" or role == _lib.ROLE_PARAMETERS or \
+            isinstance(t, torch.nn.Parameter):
+        return row
+    g, off = list(row.global_shape), list(row.offset)
+    if g and g[0] == d._dp_batch and role != _lib.ROLE_PARAMETERS_GRAD:
+        n, c = d._mesh.shape[k], d._mesh.coords[k]
+        words[k] = "Shard(0)"
+        off[0] += c * g[0]
+        g[0] *= n
+    elif ".backward" in call or role == _lib.ROLE_PARAMETERS_GRAD:
+        words[k] = "Partial(sum)"
+    else:
+        return row
+    return PlaceRow(",".join(words), tuple(g), tuple(off), row.stage, row.micro_batch)
+
+
 def place(d, call, role, key, t):
     """The placement row of leaf `call`.`role`.`key` (already dumped as its
     shard): `t` a DTensor, or (mesh, PlaceRow) of a plain shard. Never raises
@@ -727,6 +752,8 @@ def place(d, call, role, key, t):
         _no_row(d, f"{call}: a DTensor on mesh {mesh.names} {mesh.shape}, the dump's is "
                    f"{d._mesh.names} {d._mesh.shape}")
         return
+    if d._dp_k is not None and d._dp_batch is not None and not call.startswith("Distributed."):
+        row = dp_over(d, call, role, t, row)
     d._placed.append((call, role, key, row))
     if _place is None:
         return
