@@ -92,11 +92,12 @@ int np_cli_probe_attach(np_cli_probe **out, struct np_ctx *ctx,
  * stderr, free. Returns 0, or NP_EXIT_USAGE if the dump failed. NULL is a
  * no-op returning 0. */
 int np_cli_probe_detach(np_cli_probe *p);
-/* Tensor parallel over `tp` ranks of `world`: the dump's mesh ("tp", or
- * ("dp", "tp") with world / tp data-parallel groups) and a second observer
- * (after the probe) that records each shard's placement
- * (np_mesh_placement_sp -> np_probe_place); sp: sequence parallel. */
-int np_cli_probe_tp(np_cli_probe *p, int tp, int sp, int rank, int world);
+/* Tensor parallel over `tp` ranks of `world` (tp <= 1: none) and `mb`
+ * micro-batches (<= 1: none): the dump's mesh ("tp", or ("dp", "tp") with
+ * world / tp data-parallel groups, then "mb") and a second observer (after
+ * the probe) that records each leaf's placement (np_mesh_placement_mb ->
+ * np_probe_place); sp: sequence parallel. */
+int np_cli_probe_layout(np_cli_probe *p, int tp, int sp, int mb, int rank, int world);
 
 /* The monitor in `nprobe train` (cli/monitor_attach.c): a config whose
  * task is "monitor" attaches it to the context and the trainer. */

@@ -29,7 +29,7 @@ typedef struct train_args {
     long steps, seed, threads, batch, log_every, warmup, stop_after;
     long layers, heads, width, context;
     long fault_step, fault_rank;
-    long tp;
+    long tp, micro_batches;
     double lr, grad_clip;
     int list_faults, load_other_precision, sp;
 } train_args;
@@ -97,6 +97,9 @@ static const np_cli_opt train_opts_table[] = {
                         "\"Tensor parallel\")", LONG(tp, 1, 1024)},
     {NULL, "--sp", NULL, "sequence parallel beside --tp: layer norms and residuals on a\n"
                          "slice of the sequence per TP rank", NP_OPT_FLAG, F(sp), 0, 0, NULL, 0, NULL},
+    {NULL, "--micro-batches", "M", "gradient accumulation: each rank's rows of the batch in M\n"
+                                   "micro-batches, forward and backward in turn (default 1;\n"
+                                   "docs/RUNTIME.md \"Micro-batches\")", LONG(micro_batches, 1, 4096)},
     {NULL, "--threads", "N", "OpenMP and OpenBLAS threads (default 0: leave as set)", LONG(threads, 0, 1024)},
     {NULL, "--seed", "S", "seed of initialisation and data (default 1234)", LONG(seed, 0, 2147483647L)},
     {"optimization:", "--steps", "N", "total steps, also the schedule length (default 100)",
@@ -396,6 +399,11 @@ static void set_fault(np_ctx_opts *co, np_train_opts *o, const train_args *a, np
         if (co->device != NP_DEVICE_NPU_SIM)
             fprintf(stderr, "nprobe: warning: --fault %s acts on --device npu-sim only; "
                             "the cpu reference runs without it\n", a->fault);
+        else if (df == NP_DIST_FAULT_PP_GRAD_ACCUM_DROP && a->micro_batches < 2)
+            fprintf(stderr, "nprobe: warning: --fault %s acts with --micro-batches M >= 2 only: "
+                            "this run is the same as one without the fault\n", a->fault);
+        else if (df == NP_DIST_FAULT_PP_GRAD_ACCUM_DROP)
+            return;
         else if (!mpi)
             fprintf(stderr, "nprobe: warning: --fault %s is a collective fault: it acts in a "
                             "data-parallel run (mpirun -n K nprobe train ...) only\n", a->fault);
@@ -480,6 +488,7 @@ static int train_opts(np_train_opts *out, const train_args *a, np_model_kind kin
         o.grad_clip = a->grad_clip;
     if (a->batch > 0)
         o.batch = (int)a->batch;
+    o.micro_batches = a->micro_batches > 1 ? (int)a->micro_batches : 0;
     o.steps = a->steps;
     o.warmup = a->warmup;
     o.seed = (uint64_t)a->seed;
@@ -545,6 +554,9 @@ static void print_banner(const train_args *a, np_trainer *tr, np_model_kind kind
         printf("data parallel: %d rank(s), global batch %d, %d per rank%s%s\n", world, to->batch,
                to->batch / world, o->dist.fault ? ", collective fault " : "",
                o->dist.fault ? np_dist_fault_get(o->dist.fault)->name : "");
+    if (to->micro_batches > 1)
+        printf("micro-batches: %d of %d row(s) each, gradients accumulated\n", to->micro_batches,
+               to->batch / (mpi ? world / tp : 1) / to->micro_batches);
     fflush(stdout);
 }
 
@@ -699,7 +711,14 @@ static int train(const train_args *a, int mpi, int rank, int world)
         np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
         if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
             goto done;
-        if (o.dist.tp > 1 && np_cli_probe_tp(probe, o.dist.tp, o.dist.sp, rank, world) != NP_EXIT_OK)
+        int mb = o.micro_batches > 1 ? o.micro_batches : 1;
+        if (mb > 1 && mpi && world > 1 && o.dist.tp <= 1) {
+            np_cli_error("--micro-batches %d with a dump of a plain data-parallel run: its "
+                         "placements are not written yet (dump one process, or add --tp)", mb);
+            goto done;
+        }
+        if ((o.dist.tp > 1 || mb > 1) &&
+            np_cli_probe_layout(probe, o.dist.tp, o.dist.sp, mb, rank, world) != NP_EXIT_OK)
             goto done;
     }
     int sf = np_step_fault_from_name(a->fault);

@@ -6,6 +6,7 @@
 
 #include "cmd.h"
 #include "nprobe/dist.h"
+#include "nprobe/format.h"
 #include "nprobe/hook.h"
 #include "nprobe/probe.h"
 #include "nprobe/runtime.h"
@@ -14,7 +15,8 @@ struct np_cli_probe {
     np_probe *probe;
     struct np_ctx *ctx;
     char dump_path[4096];
-    int tp, dp, sp, rank;      /* tensor (x data) parallel: the placements observer */
+    int tp, dp, sp, mb, rank;  /* tensor (x data) parallel, micro-batches: the placements
+                                * observer */
     int place_warned;
 };
 
@@ -69,7 +71,8 @@ static int place_event(const np_hook_event *ev, void *user)
         return 0;
     for (int i = 0; i < ev->n_tensors; i++) {
         np_place_rec rec;
-        if (!np_mesh_placement_sp(cp->tp, cp->dp, cp->sp, cp->rank, ev, i, &rec))
+        if (!np_mesh_placement_mb(cp->tp, cp->dp, cp->sp, cp->mb, np_ctx_micro_batch(cp->ctx),
+                                  cp->rank, ev, i, &rec))
             continue;
         const np_hook_tensor *ht = &ev->tensors[i];
         char idx[16];
@@ -84,18 +87,36 @@ static int place_event(const np_hook_event *ev, void *user)
     return 0;
 }
 
-int np_cli_probe_tp(np_cli_probe *cp, int tp, int sp, int rank, int world)
+int np_cli_probe_layout(np_cli_probe *cp, int tp, int sp, int mb, int rank, int world)
 {
     np_error err;
     np_error_clear(&err);
-    int dp = world / tp, n = dp > 1 ? 2 : 1;
-    const char *dims[2] = {"dp", "tp"};
-    int64_t shape[2] = {dp, tp}, coords[2] = {rank / tp, rank % tp};
+    /* the mesh: dp and tp under --tp (dp only when more than one group),
+     * then mb with micro-batches */
+    int dp = tp > 1 ? world / tp : 1, n = 0;
+    const char *dims[3];
+    int64_t shape[3], coords[3];
+    if (dp > 1) {
+        dims[n] = "dp";
+        shape[n] = dp;
+        coords[n++] = rank / tp;
+    }
+    if (tp > 1) {
+        dims[n] = "tp";
+        shape[n] = tp;
+        coords[n++] = rank % tp;
+    }
+    if (mb > 1) {
+        dims[n] = NP_FMT_MESH_MB;
+        shape[n] = mb;
+        coords[n++] = 0;
+    }
     cp->tp = tp;
     cp->dp = dp;
     cp->sp = sp;
+    cp->mb = mb;
     cp->rank = rank;
-    if (np_probe_set_mesh(cp->probe, n, dims + 2 - n, shape + 2 - n, coords + 2 - n, &err) != NP_OK ||
+    if (np_probe_set_mesh(cp->probe, n, dims, shape, coords, &err) != NP_OK ||
         np_ctx_add_observer(cp->ctx, &(np_observer){1, NULL, place_event, cp}, &err) != NP_OK) {
         np_cli_report(&err);
         return NP_EXIT_USAGE;

@@ -368,7 +368,8 @@ static void read_mesh(attr_reader *r, np_dumpio_info *in)
                         "as no mesh", coords, shape, in->mesh_dims[k]);
             return;
         }
-        size *= in->mesh_shape[k];
+        if (strcmp(in->mesh_dims[k], NP_FMT_MESH_MB) != 0) /* micro-batches: in time */
+            size *= in->mesh_shape[k];
     }
     if (in->world_size >= 1 && size != in->world_size) {
         problem(in, "mesh_shape '%s' holds %lld ranks, world_size is %lld: read as no mesh",

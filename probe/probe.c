@@ -1215,7 +1215,8 @@ static np_status mesh_check(const np_probe *p, int ndim, const char *const *dim_
             return np_error_set(err, NP_ERR_ARG, NULL, "coords",
                                 "mesh: coordinate %lld on dimension %s is outside 0..%lld",
                                 (long long)coords[k], dim_names[k], (long long)shape[k] - 1);
-        size *= shape[k];
+        if (strcmp(dim_names[k], NP_FMT_MESH_MB) != 0) /* micro-batches: in time */
+            size *= shape[k];
     }
     if (ndim > 0 && size != p->world_size)
         return np_error_set(err, NP_ERR_ARG, NULL, "shape",

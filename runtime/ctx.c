@@ -91,6 +91,7 @@ np_status np_ctx_new(np_ctx **out, const np_ctx_opts *o, np_error *err)
     if (!ctx)
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory creating the runtime context");
     ctx->o = *o;
+    ctx->micro_batch = -1;
     if (ctx->o.arena_bytes == 0)
         ctx->o.arena_bytes = RT_DEFAULT_ARENA;
     ctx->fault = o->device == NP_DEVICE_NPU_SIM ? o->fault : NP_FAULT_NONE;
@@ -243,6 +244,8 @@ static const char *site_str(np_ctx *ctx, const rt_site *s)
 }
 int np_ctx_step(const np_ctx *ctx) { return ctx->step; }
 void np_ctx_set_step(np_ctx *ctx, int step) { ctx->step = step; }
+void np_ctx_set_micro_batch(np_ctx *ctx, int m) { ctx->micro_batch = m < 0 ? -1 : m; }
+int np_ctx_micro_batch(const np_ctx *ctx) { return ctx->micro_batch; }
 
 np_dtype rt_ac(const np_ctx *ctx) { return ctx->o.precision; }
 
@@ -1095,6 +1098,7 @@ void np_ctx_emit_param_grads(np_ctx *ctx)
 void np_ctx_step_begin(np_ctx *ctx)
 {
     tape_clear(ctx);
+    ctx->micro_batch = -1;
     memset(ctx->counters, 0, sizeof ctx->counters);
     for (int i = 0; i < ctx->n_mods; i++)
         ctx->mods[i]->counter = 0;

@@ -37,6 +37,11 @@ static const np_dist_fault_info dist_faults[NP_DIST_FAULT_COUNT] = {
      "sequence parallel (--tp --sp): the layer norms' weight and bias gradients, each TP rank's "
      "from its slice of the sequence, are not all-reduced over the TP group: the replicas of "
      "the layer norms drift apart from the first update"},
+    {NP_DIST_FAULT_PP_GRAD_ACCUM_DROP, "pp_grad_accum_drop", "parameter gradients", "every rank",
+     0,
+     "gradient accumulation (--micro-batches M >= 2): the parameters' gradients are zeroed "
+     "again after micro-batch 0's backward (a zero_grad inside the accumulation loop), so "
+     "micro-batch 0's gradient is left out of the update"},
 };
 
 int np_dist_fault_count(void)

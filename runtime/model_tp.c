@@ -910,3 +910,53 @@ int np_mesh_placement_sp(int tp, int dp, int sp, int rank, const np_hook_event *
     rec->stage = rec->micro_batch = -1;
     return 1;
 }
+
+/* Micro-batches (gradient accumulation, np_train_opts.micro_batches) as the
+ * last mesh dimension "mb": a step's calls of micro-batch m are its
+ * coordinate m there. Its item is the data-parallel rule's (the
+ * micro-batches split this rank's rows as the groups split the batch):
+ * Shard(0) for the rows, Partial(sum) for a gradient summed over them,
+ * Partial(avg) for the loss, else Replicate(). Outside the micro-batches
+ * (m < 0: the parameters' gradients after the accumulation) a leaf is whole
+ * along mb. */
+int np_mesh_placement_mb(int tp, int dp, int sp, int mb, int m, int rank,
+                         const np_hook_event *ev, int i, np_place_rec *rec)
+{
+    int has = tp > 1 ? np_mesh_placement_sp(tp, dp, sp, rank, ev, i, rec) : 0;
+    if (mb <= 1)
+        return has;
+    if (!ev || i < 0 || i >= ev->n_tensors || !ev->tensors[i].t)
+        return 0;
+    const np_hook_tensor *ht = &ev->tensors[i];
+    if (ht->t->ndim > NP_FMT_MAX_DIMS)
+        return 0;
+    size_t len = has ? strlen(rec->placements) : 0;
+    if (m < 0 || ev->kind == NP_EV_PARAM_GRAD) {
+        if (has)
+            snprintf(rec->placements + len, sizeof rec->placements - len, ",Replicate()");
+        return has;
+    }
+    int bwd = ev->kind == NP_EV_API_BACKWARD || ev->kind == NP_EV_MODULE_BACKWARD;
+    int k = dp_rule(ev, ht, bwd);
+    if (!has) {
+        memset(rec, 0, sizeof *rec);
+        rec->global_ndim = ht->t->ndim;
+        for (int d = 0; d < ht->t->ndim; d++)
+            rec->global_shape[d] = ht->t->shape[d];
+        /* Replicate() on each dimension of the (dp, tp) mesh there is */
+        int n = tp > 1 ? (dp > 1 ? 2 : 1) : 0;
+        for (int j = 0; j < n; j++)
+            len += (size_t)snprintf(rec->placements + len, sizeof rec->placements - len, "%s%s",
+                                    j ? "," : "", "Replicate()");
+    }
+    if (k == 'S') {
+        rec->global_shape[0] *= mb;
+        rec->offset[0] = rec->offset[0] * mb + (int64_t)m * ht->t->shape[0];
+    }
+    const char *item = k == 'P' ? "Partial(sum)" : k == 'A' ? "Partial(avg)"
+                       : k == 'S' ? "Shard(0)" : "Replicate()";
+    snprintf(rec->placements + len, sizeof rec->placements - len, "%s%s", len ? "," : "", item);
+    rec->stage = -1;
+    rec->micro_batch = m;
+    return 1;
+}

@@ -25,26 +25,37 @@ void np_train_opts_default(np_train_opts *o, np_model_kind kind)
 }
 
 /* The data-parallel options: ranks in range, a global batch that splits
- * into equal shards. */
+ * into equal shards, each into equal micro-batches. */
 static np_status dist_check(const np_train_opts *o, np_error *err)
 {
     const np_dist *d = &o->dist;
-    if (!d->allgather)
-        return NP_OK;
-    if (d->world_size < 1 || d->rank < 0 || d->rank >= d->world_size)
+    if (o->micro_batches < 0)
+        return np_error_set(err, NP_ERR_ARG, NULL, "micro_batches", "expected >= 0, got %d",
+                            o->micro_batches);
+    if (d->allgather && (d->world_size < 1 || d->rank < 0 || d->rank >= d->world_size))
         return np_error_set(err, NP_ERR_ARG, NULL, "rank",
                             "expected 0 <= rank < world_size, got rank %d of %d", d->rank,
                             d->world_size);
-    int dp = d->tp > 1 && d->world_size % d->tp == 0 ? d->world_size / d->tp : d->world_size;
-    if (o->batch % dp != 0)
+    int dp = !d->allgather                                 ? 1
+             : d->tp > 1 && d->world_size % d->tp == 0 ? d->world_size / d->tp
+                                                       : d->world_size;
+    if (d->allgather && o->batch % dp != 0)
         return np_error_set(err, NP_ERR_ARG, NULL, "batch",
                             "the global batch %d does not split into %d equal shards (expected "
                             "a multiple of the number of data-parallel ranks)", o->batch, dp);
-    if (d->tp > 1 && d->world_size % d->tp != 0)
+    if (d->allgather && d->tp > 1 && d->world_size % d->tp != 0)
         return np_error_set(err, NP_ERR_ARG, NULL, "tp",
                             "tensor parallel over %d ranks needs a world of a multiple of %d "
                             "ranks (data parallel over world / %d groups), got %d", d->tp, d->tp,
                             d->tp, d->world_size);
+    int mb = o->micro_batches > 1 ? o->micro_batches : 1;
+    int rows = d->allgather ? o->batch / dp : o->batch;
+    if (rows % mb != 0)
+        return np_error_set(err, NP_ERR_ARG, NULL, "micro_batches",
+                            "%d rows per %s do not split into %d equal micro-batches (expected "
+                            "a batch of a multiple of %d)", rows,
+                            d->allgather && dp > 1 ? "data-parallel rank" : "step", mb,
+                            mb * (d->allgather ? dp : 1));
     if ((int)d->fault < 0 || d->fault >= NP_DIST_FAULT_COUNT)
         return np_error_set(err, NP_ERR_ARG, NULL, "fault", "unknown collective fault %d",
                             (int)d->fault);
@@ -88,7 +99,8 @@ np_status np_trainer_new(np_trainer **out, np_ctx *ctx, const np_train_opts *o, 
         }
     }
     const np_ctx_opts *co = np_ctx_options(ctx);
-    if (o->dist.allgather && co->device == NP_DEVICE_NPU_SIM)
+    if ((o->dist.allgather || o->dist.fault == NP_DIST_FAULT_PP_GRAD_ACCUM_DROP) &&
+        co->device == NP_DEVICE_NPU_SIM)
         tr->dfault = o->dist.fault;
     /* unsynced_init: ranks > 0 build their replica from their own seed */
     uint64_t init_seed = o->seed;
@@ -157,7 +169,27 @@ static np_status ctx_fail(np_ctx *ctx, np_error *err, const char *what)
                         ce && ce->text[0] ? ce->text : np_strerror(st));
 }
 
-/* Forward and backward of this rank's shard of tr->batch; *loss the local mean. */
+/* Rows [m * rows / M, (m + 1) * rows / M) of a batch view. */
+static void micro_view(np_batch *v, int m, int M)
+{
+    int64_t rows = v->x_shape[0] / M;
+    int64_t xrow = v->x_numel / v->x_shape[0], yrow = v->y_numel / v->y_shape[0];
+    v->x_shape[0] = rows;
+    v->x_numel = rows * xrow;
+    v->y_shape[0] = rows;
+    v->y_numel = rows * yrow;
+    if (v->xf)
+        v->xf += (int64_t)m * rows * xrow;
+    if (v->xi)
+        v->xi += (int64_t)m * rows * xrow;
+    v->y += (int64_t)m * rows * yrow;
+}
+
+/* Forward and backward of this rank's shard of tr->batch; *loss the local
+ * mean. With micro-batches (gradient accumulation) the shard's rows in M
+ * equal parts, each forward and backward in turn, its backward seeded with
+ * 1/M (the gradients of the shard's mean loss add up over them); *loss the
+ * mean of their losses, summed in float64. */
 static np_status forward_backward(np_trainer *tr, double *loss, np_error *err)
 {
     np_ctx *ctx = tr->ctx;
@@ -169,20 +201,34 @@ static np_status forward_backward(np_trainer *tr, double *loss, np_error *err)
     tr->coll_n = 0;
     np_batch shard;
     np_dist_shard(&shard, tr);
-    np_tensor *x = NULL, *y = NULL;
-    if ((st = np_batch_to_tensors(&x, &y, ctx, &shard, err)))
-        return st;
-    np_tensor *l = np_model_loss(tr->model, x, y);
-    if (!l || np_ctx_status(ctx))
-        return ctx_fail(ctx, err, "forward");
-    const float *lp = np_tensor_f32(l);
-    *loss = lp ? (double)lp[0] : NAN;
+    int M = tr->opts.micro_batches > 1 ? tr->opts.micro_batches : 1;
     /* data parallel beside tensor parallel: each group's backward seeded
      * with 1/dp, its gradients the group's share of the whole batch's */
-    double seed = (tr->scaler.enabled ? tr->scaler.scale : 1.0) / np_tp_dp_size(tr->tp);
-    st = np_backward_seed(ctx, l, (float)seed);
-    if (st || np_ctx_status(ctx))
-        return ctx_fail(ctx, err, "backward");
+    double seed = (tr->scaler.enabled ? tr->scaler.scale : 1.0) / np_tp_dp_size(tr->tp) / M;
+    double sum = 0.0;
+    for (int m = 0; m < M; m++) {
+        np_batch part = shard;
+        if (M > 1) {
+            micro_view(&part, m, M);
+            np_ctx_set_micro_batch(ctx, m);
+        }
+        np_tensor *x = NULL, *y = NULL;
+        if ((st = np_batch_to_tensors(&x, &y, ctx, &part, err)))
+            return st;
+        np_tensor *l = np_model_loss(tr->model, x, y);
+        if (!l || np_ctx_status(ctx))
+            return ctx_fail(ctx, err, "forward");
+        const float *lp = np_tensor_f32(l);
+        sum += lp ? (double)lp[0] : NAN;
+        st = np_backward_seed(ctx, l, (float)seed);
+        if (st || np_ctx_status(ctx))
+            return ctx_fail(ctx, err, "backward");
+        /* pp_grad_accum_drop: a zero_grad after the first micro-batch */
+        if (m == 0 && M > 1 && tr->dfault == NP_DIST_FAULT_PP_GRAD_ACCUM_DROP)
+            np_ctx_zero_grads(ctx);
+    }
+    np_ctx_set_micro_batch(ctx, -1);
+    *loss = sum / M;
     return NP_OK;
 }
 

@@ -104,6 +104,7 @@ struct np_ctx {
     int n_obs;          /* observers; 0: nobody listens, no event is formatted */
     int n_before;       /* observers with a before callback */
     double loss_scale;  /* carried by NP_EV_STEP_BEGIN (np_ctx_set_loss_scale) */
+    int micro_batch;    /* np_ctx_set_micro_batch, -1 outside micro-batches */
     int stop;
     np_error err;
     int grad_enabled;

@@ -52,6 +52,7 @@ typedef enum np_dist_fault {
     NP_DIST_FAULT_TP_MISSING_ALLREDUCE, /* tensor parallel: a row-parallel output not reduced */
     NP_DIST_FAULT_TP_SHARD_OFFSET,      /* tensor parallel: a column shard at the neighbour's offset */
     NP_DIST_FAULT_SP_NORM_GRAD_UNREDUCED, /* sequence parallel: layer-norm gradients not summed over TP */
+    NP_DIST_FAULT_PP_GRAD_ACCUM_DROP,   /* micro-batches: micro-batch 0's gradient left out */
     NP_DIST_FAULT_COUNT
 } np_dist_fault;
 
@@ -113,6 +114,15 @@ int np_mesh_placement(int tp, int dp, int rank, const struct np_hook_event *ev, 
  * in-backward weight gradients Partial(sum). */
 int np_mesh_placement_sp(int tp, int dp, int sp, int rank, const struct np_hook_event *ev,
                          int i, struct np_place_rec *rec);
+/* np_mesh_placement_sp with gradient accumulation over mb > 1 micro-batches
+ * (np_train_opts.micro_batches), m the call's micro-batch (-1 outside them:
+ * np_ctx_micro_batch): one more mesh dimension "mb" last, its item the
+ * data-parallel one's (Shard(0) for the rows, Partial(sum) for gradients
+ * summed over the micro-batches, Partial(avg) for the loss, Replicate());
+ * every leaf of a micro-batch is placed, with micro_batch m (docs/FORMAT.md
+ * "/placements"). tp <= 1: the mesh is (mb) alone (one process). */
+int np_mesh_placement_mb(int tp, int dp, int sp, int mb, int m, int rank,
+                         const struct np_hook_event *ev, int i, struct np_place_rec *rec);
 
 #ifdef __cplusplus
 }

@@ -64,6 +64,10 @@ extern "C" {
 #define NP_FMT_PLACEMENTS "placements"            /* version 2: one row per placed leaf */
 #define NP_FMT_PLACE_LEN 96
 #define NP_FMT_MESH_MAX 4                         /* mesh dimensions at most */
+#define NP_FMT_MESH_MB "mb"                       /* the mesh dimension of a rank's micro-batches
+                                                   * (in time): not counted in world_size, the
+                                                   * file's coordinate 0, a leaf's its row's
+                                                   * micro_batch */
 #define NP_FMT_DATA "data"
 #define NP_FMT_DATA_DTYPE_ATTR "dtype"
 

@@ -342,6 +342,10 @@ typedef struct np_train_opts {
     double scaler_init;        /* initial loss scale (65536) */
     np_dist dist;              /* data parallelism (nprobe/dist.h); zero = one process.
                                 * batch is the global batch, a multiple of world_size */
+    int micro_batches;         /* gradient accumulation (0 or 1: none): this rank's rows of
+                                * the batch in M equal micro-batches, each forward and
+                                * backward in turn (its backward seeded 1/M), the
+                                * parameters' gradients summed over them before the update */
     int load_other_precision;  /* np_trainer_load accepts a checkpoint written at another
                                 * autocast precision (nprobe triage's reruns; the weights are
                                 * float32 either way) */

@@ -198,6 +198,11 @@ void np_ctx_step_end(np_ctx *ctx);
 int np_ctx_step(const np_ctx *ctx);
 /* Set the step number (resuming from a checkpoint); keys dropout masks. */
 void np_ctx_set_step(np_ctx *ctx, int step);
+/* The micro-batch the calls from now on belong to (gradient accumulation,
+ * np_train_opts.micro_batches), -1 outside them (the default, and after
+ * np_ctx_step_begin): read by an observer that places leaves. */
+void np_ctx_set_micro_batch(np_ctx *ctx, int m);
+int np_ctx_micro_batch(const np_ctx *ctx);
 /* Drop the tape and every step-scoped tensor without events (evaluation
  * passes outside steps). */
 void np_ctx_reset_arena(np_ctx *ctx);
