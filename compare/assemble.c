@@ -46,13 +46,17 @@ typedef struct asm_rank {
     size_t ne;
     np_place_rec *pl;
     size_t npl;
-    np_strmap emap, pmap;  /* leaf name -> row of e / pl */
+    np_strmap emap, pmap;  /* leaf name -> row of e / pl (emap: rows of micro-batch
+                            * m >= 1 under "LOGICAL\x1fm" instead, mb_key) */
+    int8_t *later;         /* per row of e: 1 for a micro-batch m >= 1 (a piece only) */
+    char (*keys)[NP_FMT_NAME_LEN + 16]; /* their emap keys */
 } asm_rank;
 
 /* A piece of a logical tensor: rank r's row (a representative of its
  * replicas). */
 typedef struct asm_piece {
     int r;                 /* index into cmp_assembly.ranks */
+    int m;                 /* its micro-batch (0 without micro-batches) */
     const np_entry_rec *e;
     const np_place_rec *pl; /* NULL: whole */
 } asm_piece;
@@ -68,6 +72,7 @@ typedef struct asm_leaf {
 
 struct cmp_assembly {
     np_fmt_mesh mesh;
+    int mb_dim, n_mb;      /* the micro-batches' mesh dimension ("mb", -1: none), its size */
     asm_rank *ranks;
     int n_ranks;
     np_strmap leaf_map;    /* logical leaf name -> index in leaves */
@@ -90,6 +95,8 @@ static void rank_free(asm_rank *r)
     free(r->pl);
     np_strmap_free(&r->emap);
     np_strmap_free(&r->pmap);
+    free(r->later);
+    free(r->keys);
 }
 
 void cmp_assembly_free(cmp_assembly *a)
@@ -122,7 +129,119 @@ static int sibling_path(char *out, size_t cap, const char *path, int r)
     return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
-static np_status rank_read(asm_rank *r, const char *path, np_error *err)
+/* Call "Functional.linear.5.forward" (the counter before the direction) or
+ * "Module.h.0.mlp.MLP.forward.5" (after it): the counter, its start and
+ * length in the string; -1 when the call has none. */
+static long call_counter(const char *call, size_t *at, size_t *len)
+{
+    const char *dot = strrchr(call, '.');
+    if (!dot || dot == call)
+        return -1;
+    const char *prev = dot - 1;
+    while (prev > call && prev[-1] != '.')
+        prev--;
+    const char *num = NULL, *end = NULL;
+    if (!strcmp(dot + 1, "forward") || !strcmp(dot + 1, "backward")) {
+        num = prev;
+        end = dot;
+    } else if (prev > call && (!strncmp(prev, "forward.", 8) || !strncmp(prev, "backward.", 9))) {
+        num = dot + 1;
+        end = dot + 1 + strlen(dot + 1);
+    }
+    if (!num || end == num || end - num > 9)
+        return -1;
+    for (const char *c = num; c < end; c++)
+        if (*c < '0' || *c > '9')
+            return -1;
+    *at = (size_t)(num - call);
+    *len = (size_t)(end - num);
+    return strtol(num, NULL, 10);
+}
+
+/* The key of the API or module of a call without its counter and direction
+ * into buf ("m\x1fFunctional.linear", "m\x1fModule.h.0.mlp.MLP"). */
+static void counter_key(char *buf, size_t cap, int m, const char *call, size_t at)
+{
+    size_t end = at ? at - 1 : 0; /* the '.' before the counter */
+    if (end >= 8 && !strncmp(call + end - 8, ".forward", 8))
+        end -= 8;
+    else if (end >= 9 && !strncmp(call + end - 9, ".backward", 9))
+        end -= 9;
+    snprintf(buf, cap, "%d\x1f%.*s", m, (int)end, call);
+}
+
+/* Micro-batches (mesh dimension "mb"): the rows of micro-batch m >= 1 are
+ * pieces of the logical leaves whose calls micro-batch 0 names: a call's
+ * logical counter is its counter less the first counter of its API (or
+ * module) in micro-batch m, plus the first in micro-batch 0 (docs/FORMAT.md
+ * "/placements"). Those rows are keyed "LOGICAL\x1fm" in emap. */
+static int rank_micro(asm_rank *r)
+{
+    np_strmap first, callm;
+    char (*ck)[NP_FMT_NAME_LEN + 16] = calloc(r->ne + 1, sizeof *ck);
+    int *mb = calloc(r->ne + 1, sizeof *mb);
+    r->later = calloc(r->ne + 1, sizeof *r->later);
+    r->keys = calloc(r->ne + 1, sizeof *r->keys);
+    int rc = !ck || !mb || !r->later || !r->keys || np_strmap_init(&first, r->ne + 1) != 0 ? -1 : 0;
+    if (!rc && np_strmap_init(&callm, r->ne + 1) != 0) {
+        np_strmap_free(&first);
+        rc = -1;
+    }
+    if (rc) {
+        free(ck);
+        free(mb);
+        return -1;
+    }
+    /* a leaf without a row (a scalar argument) is its call's micro-batch's */
+    for (size_t i = 0; i < r->ne; i++) {
+        int pi = np_strmap_get(&r->pmap, r->e[i].name);
+        mb[i] = pi >= 0 ? r->pl[pi].micro_batch : -1;
+        if (mb[i] >= 0 && np_strmap_get(&callm, r->e[i].call) < mb[i] &&
+            np_strmap_put(&callm, r->e[i].call, mb[i]) != 0)
+            rc = -1;
+    }
+    for (size_t i = 0; i < r->ne; i++) {
+        if (mb[i] < 0)
+            mb[i] = np_strmap_get(&callm, r->e[i].call);
+        size_t at, len;
+        long c = mb[i] >= 0 ? call_counter(r->e[i].call, &at, &len) : -1;
+        if (c < 0)
+            continue;
+        counter_key(ck[i], sizeof ck[i], mb[i], r->e[i].call, at);
+        int had = np_strmap_get(&first, ck[i]);
+        if ((had < 0 || c < had) && np_strmap_put(&first, ck[i], (int)c) != 0)
+            rc = -1;
+    }
+    for (size_t i = 0; i < r->ne && rc == 0; i++) {
+        if (mb[i] < 1)
+            continue;
+        r->later[i] = 1;
+        const np_entry_rec *e = &r->e[i];
+        size_t at, len;
+        long c = call_counter(e->call, &at, &len);
+        char k0[NP_FMT_NAME_LEN + 16];
+        if (c < 0) { /* no counter: the name itself */
+            snprintf(r->keys[i], sizeof r->keys[i], "%s\x1f%d", e->name, mb[i]);
+        } else {
+            counter_key(k0, sizeof k0, 0, e->call, at);
+            long f0 = np_strmap_get(&first, k0), fm = np_strmap_get(&first, ck[i]);
+            long lc = c - fm + (f0 >= 0 ? f0 : 0);
+            size_t cl = strlen(e->call);
+            snprintf(r->keys[i], sizeof r->keys[i], "%.*s%ld%.*s%s\x1f%d", (int)at, e->call, lc,
+                     (int)(cl - at - len), e->call + at + len,
+                     !strncmp(e->name, e->call, cl) ? e->name + cl : "", mb[i]);
+        }
+        if (np_strmap_put(&r->emap, r->keys[i], (int)i) != 0)
+            rc = -1;
+    }
+    np_strmap_free(&first);
+    np_strmap_free(&callm);
+    free(ck);
+    free(mb);
+    return rc;
+}
+
+static np_status rank_read(asm_rank *r, const char *path, int micro, np_error *err)
 {
     np_status st = np_dumpio_open(&r->io, path, NULL, 0, err);
     if (st != NP_OK)
@@ -137,12 +256,14 @@ static np_status rank_read(asm_rank *r, const char *path, np_error *err)
         return st;
     if (np_strmap_init(&r->emap, r->ne + 1) != 0 || np_strmap_init(&r->pmap, r->npl + 1) != 0)
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    for (size_t i = 0; i < r->ne; i++)
-        if (np_strmap_get(&r->emap, r->e[i].name) < 0 &&
-            np_strmap_put(&r->emap, r->e[i].name, (int)i) != 0)
-            return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     for (size_t i = 0; i < r->npl; i++)
         if (np_strmap_put(&r->pmap, r->pl[i].name, (int)i) != 0)
+            return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    if (micro && rank_micro(r) != 0)
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    for (size_t i = 0; i < r->ne; i++)
+        if ((!r->later || !r->later[i]) && np_strmap_get(&r->emap, r->e[i].name) < 0 &&
+            np_strmap_put(&r->emap, r->e[i].name, (int)i) != 0)
             return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     return NP_OK;
 }
@@ -166,7 +287,7 @@ static np_status ranks_open(cmp_assembly *a, const cmp_dump *d, int64_t world, n
         }
         asm_rank *k = &a->ranks[a->n_ranks++];
         k->rank = r;
-        np_status st = rank_read(k, path, err);
+        np_status st = rank_read(k, path, a->mb_dim >= 0, err);
         if (st != NP_OK)
             return st;
     }
@@ -175,13 +296,13 @@ static np_status ranks_open(cmp_assembly *a, const cmp_dump *d, int64_t world, n
 
 /* ---- one logical leaf --------------------------------------------------------- */
 
-/* "rank 1 (dp=0, tp=1)" */
-static void who(char *buf, size_t cap, const cmp_assembly *a, const asm_rank *r)
+/* "rank 1 (dp=0, tp=1)", "rank 0 (mb=1)": micro-batch m */
+static void who(char *buf, size_t cap, const cmp_assembly *a, const asm_rank *r, int m)
 {
     int n = snprintf(buf, cap, "rank %d (", r->rank);
     for (int k = 0; k < a->mesh.ndim && n > 0 && (size_t)n < cap; k++)
         n += snprintf(buf + n, cap - (size_t)n, "%s%s=%lld", k ? ", " : "", a->mesh.dims[k],
-                      (long long)r->coords[k]);
+                      (long long)(k == a->mb_dim ? m : r->coords[k]));
     if (n > 0 && (size_t)n < cap)
         snprintf(buf + n, cap - (size_t)n, ")");
 }
@@ -222,7 +343,7 @@ static int overlaps(const asm_piece *x, const asm_piece *y, int ndim)
 }
 
 typedef struct holder {
-    int r;
+    int r, m;
     const np_entry_rec *e;
     const np_place_rec *pl;
     int64_t dkey[NP_FMT_MESH_MAX], skey[NP_FMT_MESH_MAX];
@@ -235,28 +356,34 @@ static int holders_of(const cmp_assembly *a, const char *name, holder *h, int *p
 {
     int n = 0, placed = 0;
     *partial = 0;
-    for (int i = 0; i < a->n_ranks; i++) {
-        const asm_rank *r = &a->ranks[i];
-        int ei = np_strmap_get(&r->emap, name);
-        if (ei < 0)
-            continue;
-        int pi = np_strmap_get(&r->pmap, name);
-        holder *x = &h[n++];
-        x->r = i;
-        x->e = &r->e[ei];
-        x->pl = pi >= 0 ? &r->pl[pi] : NULL;
-        placed += x->pl != NULL;
-        char kind[NP_FMT_MESH_MAX];
-        int sdim[NP_FMT_MESH_MAX];
-        kinds_of(a, x->pl, kind, sdim);
-        for (int k = 0; k < NP_FMT_MESH_MAX; k++) {
-            int on = k < a->mesh.ndim;
-            int p = on && (kind[k] == 'P' || kind[k] == 'A');
-            x->dkey[k] = on && (kind[k] == 'S' || p) ? r->coords[k] : -1;
-            x->skey[k] = on && kind[k] == 'S' ? r->coords[k] : -1;
-            *partial |= p;
+    char key[NP_FMT_NAME_LEN + 16];
+    for (int i = 0; i < a->n_ranks; i++)
+        for (int m = 0; m < a->n_mb; m++) {
+            const asm_rank *r = &a->ranks[i];
+            if (m)
+                snprintf(key, sizeof key, "%s\x1f%d", name, m);
+            int ei = np_strmap_get(&r->emap, m ? key : name);
+            if (ei < 0)
+                continue;
+            int pi = np_strmap_get(&r->pmap, r->e[ei].name);
+            holder *x = &h[n++];
+            x->r = i;
+            x->m = m;
+            x->e = &r->e[ei];
+            x->pl = pi >= 0 ? &r->pl[pi] : NULL;
+            placed += x->pl != NULL;
+            char kind[NP_FMT_MESH_MAX];
+            int sdim[NP_FMT_MESH_MAX];
+            kinds_of(a, x->pl, kind, sdim);
+            for (int k = 0; k < NP_FMT_MESH_MAX; k++) {
+                int on = k < a->mesh.ndim;
+                int p = on && (kind[k] == 'P' || kind[k] == 'A');
+                int64_t c = k == a->mb_dim ? m : r->coords[k];
+                x->dkey[k] = on && (kind[k] == 'S' || p) ? c : -1;
+                x->skey[k] = on && kind[k] == 'S' ? c : -1;
+                *partial |= p;
+            }
         }
-    }
     return placed && placed != n ? -1 : n;
 }
 
@@ -275,14 +402,14 @@ static int pick_pieces(cmp_assembly *a, const char *name, const holder *h, int n
         while (j < i && !same_key(h[j].dkey, h[i].dkey))
             j++;
         if (j == i) {
-            out[np++] = (asm_piece){h[i].r, h[i].e, h[i].pl};
+            out[np++] = (asm_piece){h[i].r, h[i].m, h[i].e, h[i].pl};
             continue;
         }
         if (!same_values(h[j].e, h[i].e)) {
             if (a->n_replica_diff++ == 0) {
                 char wa[160], wb[160];
-                who(wa, sizeof wa, a, &a->ranks[h[j].r]);
-                who(wb, sizeof wb, a, &a->ranks[h[i].r]);
+                who(wa, sizeof wa, a, &a->ranks[h[j].r], h[j].m);
+                who(wb, sizeof wb, a, &a->ranks[h[i].r], h[i].m);
                 snprintf(a->first_replica, sizeof a->first_replica,
                          "%s: %s and %s should hold equal values (%s) but differ (max %.9g vs "
                          "%.9g, norm %.9g vs %.9g)", name, wa, wb,
@@ -310,8 +437,8 @@ static const char *coverage_problem(cmp_assembly *a, const char *name, const asm
                 dup = 1;
             else if (overlaps(&p[i], &p[j], ndim)) {
                 char wa[160], wb[160];
-                who(wa, sizeof wa, a, &a->ranks[p[j].r]);
-                who(wb, sizeof wb, a, &a->ranks[p[i].r]);
+                who(wa, sizeof wa, a, &a->ranks[p[j].r], p[j].m);
+                who(wb, sizeof wb, a, &a->ranks[p[i].r], p[i].m);
                 snprintf(buf, cap, "shards of %s overlap: %s at offset %lld and %s at offset "
                          "%lld (dimension 0)", name, wa,
                          (long long)(p[j].pl ? p[j].pl->offset[0] : 0), wb,
@@ -508,7 +635,8 @@ static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, hold
     int whole = 1;
     for (int d = 0; d < s->ndim && pl; d++)
         whole &= pl->global_shape[d] == s->shape[d];
-    if (np == 1 && whole && !partial && a->ranks[pieces[0].r].rank == a->own_rank)
+    if (np == 1 && whole && !partial && a->ranks[pieces[0].r].rank == a->own_rank &&
+        pieces[0].m == 0)
         return 1; /* this rank's copy is the logical tensor (its replicas checked) */
     asm_leaf l = {NULL, np, s->ndim, {0}, 1, avg_divisor(a, pl)};
     for (int d = 0; d < s->ndim; d++) {
@@ -570,6 +698,8 @@ static void count_not_here(cmp_assembly *a, int64_t own_rank)
     for (int r = 0; r < a->n_ranks; r++)
         for (size_t i = 0; i < a->ranks[r].ne; i++) {
             const char *nm = a->ranks[r].e[i].name;
+            if (a->ranks[r].later && a->ranks[r].later[i])
+                continue; /* a micro-batch's piece */
             if (np_strmap_get(&own->emap, nm) >= 0 || np_strmap_get(&seen, nm) >= 0)
                 continue;
             if (np_strmap_put(&seen, nm, 1) == 0)
@@ -594,15 +724,30 @@ static np_status assemble(cmp_dump *d, cmp_arena *arena, np_error *err)
         a->mesh.shape[k] = in->mesh_shape[k];
         a->mesh.coords[k] = in->mesh_coords[k];
     }
+    a->mb_dim = -1;
+    a->n_mb = 1;
+    for (int k = 0; k < in->mesh_ndim; k++)
+        if (!strcmp(in->mesh_dims[k], NP_FMT_MESH_MB)) {
+            a->mb_dim = k;
+            a->n_mb = (int)in->mesh_shape[k];
+        }
     np_status st = ranks_open(a, d, in->world_size, err);
-    holder *h = calloc((size_t)a->n_ranks + 1, sizeof *h);
-    asm_piece *pieces = calloc((size_t)a->n_ranks + 1, sizeof *pieces);
+    size_t nh = (size_t)a->n_ranks * (size_t)a->n_mb + 1;
+    holder *h = calloc(nh, sizeof *h);
+    asm_piece *pieces = calloc(nh, sizeof *pieces);
     a->leaves = calloc(d->n_entries + 1, sizeof *a->leaves);
     if (st == NP_OK && (!h || !pieces || !a->leaves || np_strmap_init(&a->leaf_map, d->n_entries + 1)))
         st = np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
+    /* this rank's rows of micro-batches m >= 1 are pieces, not rows */
+    const asm_rank *own = NULL;
+    for (int r = 0; r < a->n_ranks && a->mb_dim >= 0; r++)
+        if (a->ranks[r].rank == d->rank)
+            own = &a->ranks[r];
     size_t k = 0;
     for (size_t i = 0; st == NP_OK && i < d->n_entries; i++) {
         np_cmp_side s = d->entries[i];
+        if (own && np_strmap_get(&own->emap, s.name) < 0)
+            continue; /* not a row of the file's own: a piece of micro-batch m >= 1 */
         if (assemble_leaf(a, &s, arena, h, pieces, err, &st))
             d->entries[k++] = s;
     }
@@ -711,7 +856,7 @@ const char *cmp_assembly_blame(cmp_dump *cd, const np_cmp_side *cs, cmp_dump *bd
     if (!a || bd->assembly || !cs->has_data || !bs->has_data || cs->numel != bs->numel ||
         cs->ndim != bs->ndim || cs->numel < 1)
         return NULL;
-    holder *h = calloc((size_t)a->n_ranks + 1, sizeof *h);
+    holder *h = calloc((size_t)a->n_ranks * (size_t)a->n_mb + 1, sizeof *h);
     double *b = malloc((size_t)bs->numel * sizeof *b), *v = NULL, *e = NULL;
     int partial = 0, n = h ? holders_of(a, cs->name, h, &partial) : -1;
     size_t got = 0;
@@ -750,7 +895,7 @@ const char *cmp_assembly_blame(cmp_dump *cd, const np_cmp_side *cs, cmp_dump *bd
             break;
         }
         char w[160];
-        who(w, sizeof w, a, &a->ranks[h[i].r]);
+        who(w, sizeof w, a, &a->ranks[h[i].r], h[i].m);
         len += (size_t)snprintf(buf + len, sizeof buf - len, "%s%s", named > 1 ? ", " : "", w);
     }
     out = cmp_arena_strdup(arena, buf);
