@@ -68,6 +68,7 @@ typedef struct asm_leaf {
     int64_t gshape[NP_FMT_MAX_DIMS];
     int64_t numel;
     double div;            /* Partial(avg): the pieces' sum divided by it (else 1) */
+    int partial;           /* a Partial dimension: the values are a sum */
 } asm_leaf;
 
 struct cmp_assembly {
@@ -552,6 +553,41 @@ static double avg_divisor(const cmp_assembly *a, const np_place_rec *pl)
     return div;
 }
 
+/* 1 when a leaf of dtype `dt` is stored as float32 (docs/FORMAT.md "/data"). */
+static int stored_f32(const char *dt)
+{
+    static const char *const f32[] = {"float32", "bfloat16", "float16", "float8_e4m3fn",
+                                      "float8_e5m2", "hifloat8"};
+    for (size_t i = 0; i < sizeof f32 / sizeof *f32; i++)
+        if (!strcmp(dt, f32[i]))
+            return 1;
+    return 0;
+}
+
+/* The crc32 a one-process dump stores for logical leaf l (values v): that
+ * of its float32 bytes, little-endian, row-major, when its pieces are
+ * float32 stored values placed side by side (Shard, Replicate: the values
+ * are theirs, exactly); a sum (Partial) has none (0). Set on the side once
+ * its payload was built, so the verdicts that recognise a tensor by its
+ * values (an input holding an earlier output's: docs/COMPARE.md "Rows
+ * computed from weights that parted") see an assembled tensor as the
+ * whole one it is. */
+static void logical_crc(np_cmp_side *s, const asm_leaf *l, const double *v)
+{
+    if (l->partial || l->numel < 1 || !stored_f32(s->dtype))
+        return;
+    for (int i = 0; i < l->n; i++)
+        if (!stored_f32(l->pieces[i].e->dtype))
+            return;
+    float *f = malloc((size_t)l->numel * sizeof *f);
+    if (!f)
+        return; /* no crc: the statistics identify the row, as before */
+    for (int64_t i = 0; i < l->numel; i++)
+        f[i] = (float)v[i]; /* exact: the pieces' float32 values (a little-endian host) */
+    s->crc32 = np_crc32(0, f, (size_t)l->numel * sizeof *f);
+    free(f);
+}
+
 int cmp_assembly_has(const cmp_dump *d, const char *name)
 {
     return d->assembly && np_strmap_get(&d->assembly->leaf_map, name) >= 0;
@@ -576,7 +612,10 @@ np_status cmp_assembly_payload(np_dumpio_payload *out, cmp_dump *d, const np_cmp
     out->numel = l->numel;
     out->mem = buf->p;
     out->crc_kind = NP_DUMPIO_CRC_NONE;
-    return build_payload(buf->p, a, l, err);
+    np_status st = build_payload(buf->p, a, l, err);
+    if (st == NP_OK)
+        logical_crc((np_cmp_side *)s, l, buf->p); /* s is a row of d->entries */
+    return st;
 }
 
 /* Statistics of a Partial(sum) or Partial(avg) leaf from its summed payload. */
@@ -638,7 +677,7 @@ static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, hold
     if (np == 1 && whole && !partial && a->ranks[pieces[0].r].rank == a->own_rank &&
         pieces[0].m == 0)
         return 1; /* this rank's copy is the logical tensor (its replicas checked) */
-    asm_leaf l = {NULL, np, s->ndim, {0}, 1, avg_divisor(a, pl)};
+    asm_leaf l = {NULL, np, s->ndim, {0}, 1, avg_divisor(a, pl), partial};
     for (int d = 0; d < s->ndim; d++) {
         l.gshape[d] = pl ? pl->global_shape[d] : s->shape[d];
         l.numel *= l.gshape[d];

@@ -616,10 +616,17 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
  * warning; its severity still counts as an input of the calls that use it,
  * so a call whose outputs fail from such weights is named "the weights
  * parted before this step" (rule 4) and its successors propagate. */
+/* What identifies a tensor's values: the crc32 of its stored bytes where
+ * the row has one (a file's, or an assembled tensor's own: compare/
+ * assemble.c logical_crc, whose statistics, combined from its pieces', may
+ * differ from a whole tensor's in the last bits), else its statistics. */
 static void weights_key(char *buf, size_t cap, const np_cmp_side *s)
 {
-    snprintf(buf, cap, "%lld|%.17g|%.17g|%.17g|%.17g|%u|%s", (long long)s->numel, s->max, s->min,
-             s->mean, s->norm, (unsigned)s->crc32, s->dtype);
+    if (s->has_data && s->crc32)
+        snprintf(buf, cap, "%lld|crc %08x|%s", (long long)s->numel, (unsigned)s->crc32, s->dtype);
+    else
+        snprintf(buf, cap, "%lld|%.17g|%.17g|%.17g|%.17g|%u|%s", (long long)s->numel, s->max,
+                 s->min, s->mean, s->norm, (unsigned)s->crc32, s->dtype);
 }
 
 /* The reason of an input row that holds a parted weight (its pointer marks

@@ -136,10 +136,11 @@ static np_tensor *tp_reduce(np_ctx *ctx, np_tp *tp, np_tensor *x, int skip)
     np_tensor *y = copy_of(ctx, x);
     if (!y)
         return NULL;
-    if (x->dtype != NP_FLOAT32)
-        return rt_fail(ctx, NP_ERR_ARG, "tp", "tensor parallel: float32 activations only");
+    if (!np_tensor_f32(x))
+        return rt_fail(ctx, NP_ERR_ARG, "tp", "tensor parallel: floating activations only");
     if (!skip && allreduce_sum(tp, np_tensor_f32(y), y->numel) != 0)
         return rt_fail(ctx, NP_ERR_IO, "tp", "tensor parallel: the all-reduce of an output failed");
+    rt_round_buf(np_tensor_f32(y), y->numel, y->dtype); /* autocast: the sum in its dtype */
     rt_node nd;
     rt_quiet_init(ctx, &nd, &x, 1);
     nd.gin_full = 1;
@@ -165,8 +166,8 @@ static np_tensor *tp_slice(np_ctx *ctx, np_tensor *x, int64_t c0, int64_t n)
 {
     if (!x || np_ctx_status(ctx))
         return NULL;
-    if (x->dtype != NP_FLOAT32)
-        return rt_fail(ctx, NP_ERR_ARG, "tp", "tensor parallel: float32 activations only");
+    if (!np_tensor_f32(x))
+        return rt_fail(ctx, NP_ERR_ARG, "tp", "tensor parallel: floating activations only");
     int64_t shape[NP_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     int64_t w = x->shape[x->ndim - 1], rows = x->numel / w;
@@ -267,8 +268,8 @@ static np_tensor *sp_node(np_ctx *ctx, np_tp *tp, np_tensor *x, int op, int skip
 {
     if (!x || np_ctx_status(ctx))
         return NULL;
-    if (x->dtype != NP_FLOAT32 || x->ndim != 3)
-        return rt_fail(ctx, NP_ERR_ARG, "sp", "sequence parallel: float32 (B, T, C) activations only");
+    if (!np_tensor_f32(x) || x->ndim != 3)
+        return rt_fail(ctx, NP_ERR_ARG, "sp", "sequence parallel: floating (B, T, C) activations only");
     int64_t B = x->shape[0], C = x->shape[2], shape[3] = {B, x->shape[1], C};
     int down = op == SP_SCATTER || op == SP_RSCATTER;
     if (down && x->shape[1] % tp->size != 0)
@@ -288,6 +289,8 @@ static np_tensor *sp_node(np_ctx *ctx, np_tp *tp, np_tensor *x, int op, int skip
     } else if (op == SP_RSCATTER) {
         np_tensor *t = copy_of(ctx, x);
         fail = !t || (!skip && allreduce_sum(tp, np_tensor_f32(t), t->numel) != 0);
+        if (t && !fail)
+            rt_round_buf(np_tensor_f32(t), t->numel, t->dtype);
         if (t)
             seq_slice(tp, np_tensor_f32(y), np_tensor_f32(t), B, Ts, C);
     } else {

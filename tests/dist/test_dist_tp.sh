@@ -63,6 +63,7 @@ run tpdp 4 cpu none '--sp --micro-batches 2'
 if [ -z "$lite" ]; then
   run spf 2 npu-sim sp_norm_grad_unreduced --sp
   run tp2b 2 cpu none
+  run tp2bf 2 cpu none '--precision bf16'
   run offset 4 npu-sim tp_shard_offset
   task=statistics
   run s_single 0 cpu none
@@ -145,6 +146,28 @@ if [ "$rc" = 0 ] && [ "$errors" = 0 ] && [ "$first" = none ] && [ "$nw" = 1 ] &&
   echo "ok   tp2 x dp2 --sp --micro-batches 2 against one process: exit 0, 265 rows pass, 4 rank files assembled"
 else
   echo "FAIL tp2 x dp2 against one process: exit $rc, $errors error rows, culprit $first"; cat tpdp.cmp; fail=1
+fi
+# step 1, the weights parted by AdamW: Tensor.view.1's input, the head slice
+# of the split's k (assembled from the ranks), holds the split output's
+# values and is judged at its level (known by the assembled tensor's
+# crc32); it was an error row and the first culprit before
+"$nprobe" compare -b single -c tp2 -o out_tp2_s1 --step 1 > tp2_s1.cmp 2>&1
+rc=$?
+if [ "$rc" = 0 ] && grep -q "first culprit: none" tp2_s1.cmp; then
+  echo "ok   tp2 against one process at step 1: exit 0, no culprit (the head slice after the split)"
+else
+  echo "FAIL tp2 against one process at step 1: exit $rc"; cat tp2_s1.cmp; fail=1
+fi
+# TP under bf16 autocast (the all-reduced sums rounded to bf16) against the
+# fp32 one-process run, steps 0 and 1
+if [ -z "$lite" ]; then
+  "$nprobe" compare -b single -c tp2bf -o out_tp2bf > tp2bf.cmp 2>&1
+  rc=$?
+  if [ "$rc" = 0 ] && grep -q "first culprit: none" tp2bf.cmp && grep -q "0 of 2 pairs fail" tp2bf.cmp; then
+    echo "ok   tp2 bf16 against one process fp32: exit 0, steps 0 and 1 clean"
+  else
+    echo "FAIL tp2 bf16 against one process fp32: exit $rc"; cat tp2bf.cmp; fail=1
+  fi
 fi
 read -r rc errors first nw < <(cmp_json miss)
 if [ "$rc" = 1 ] && [ "$first" = Module.h.0.mlp.c_proj.Linear.forward.0 ] &&
