@@ -584,12 +584,17 @@ static np_status read_sharded(rp_dump *rd, const char *path, np_error *err)
     if (np_strmap_init(&rd->sharded, rd->n_pl * 2 + 16))
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     rd->have_sharded = 1;
+    const np_dumpio_info *di = np_dumpio_get_info(rd->d);
     for (size_t i = 0; i < rd->n_pl; i++) {
         const np_place_rec *p = &rd->pl[i];
         int k = np_strmap_get(&rd->names, p->name), split = 0;
         char item[NP_FMT_PLACE_LEN];
         for (int j = 0; *np_fmt_place_item(p, j, item, sizeof item); j++) {
             int dim;
+            /* a micro-batch (mesh dimension mb) is a whole call of its own:
+             * it ran on exactly the leaves it dumped */
+            if (j < di->mesh_ndim && !strcmp(di->mesh_dims[j], NP_FMT_MESH_MB))
+                continue;
             int kind = np_fmt_place_kind(item, &dim);
             split |= kind == 'S' || kind == 'P' || kind == 'A';
         }

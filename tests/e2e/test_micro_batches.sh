@@ -10,7 +10,9 @@
 # compares clean against the fp32 one-process run; pp_grad_accum_drop
 # (micro-batch 0's gradient zeroed away) is named at the first parameter
 # gradient, Module.wte.Embedding, in step 0 rank 0, in fp32 and bf16 (exit
-# 1); a batch that does not split into M is refused naming micro_batches.
+# 1); the replay recomputes the micro-batches' calls (2 x the one-process
+# step's, all pass) and compare leaves none out; a batch that does not split
+# into M is refused naming micro_batches.
 set -u
 N=${NPROBE_BIN:?}
 py=${NP_PYTHON:-python3}
@@ -84,6 +86,18 @@ for c in drop ${bf:-bf_drop}; do
     echo "FAIL $c: exit $rc"; cat "$c.cmp"; fail=1
   fi
 done
+
+# the replay recomputes every micro-batch's calls (they ran on exactly the
+# leaves they dumped): twice the one-process step's 51 calls, all within
+# budget; compare leaves none of them out
+rp=$("$N" replay mb2/step0/rank0/dump.h5 2>&1)
+one=$("$N" replay single/step0/rank0/dump.h5 2>&1 | sed -n 's/.*: \([0-9]*\) calls: .*/\1/p')
+if grep -q ": $((2 * one)) calls: $((2 * one)) pass, 0 exceed" <<< "$rp" && [ "$one" -gt 0 ] &&
+   ! grep -q "of the sharded layout" mb2.cmp; then
+  echo "ok   replay of M=2: $((2 * one)) calls (2 x $one) pass, none left out by compare"
+else
+  echo "FAIL replay of the micro-batches: $rp (one process: $one calls)"; cat mb2.cmp; fail=1
+fi
 
 "$N" train "${size[@]}" --steps 1 --micro-batches 3 > bad.log 2>&1
 rc=$?
