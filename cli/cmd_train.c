@@ -637,6 +637,20 @@ static int dist_opts(np_train_opts *o, const train_args *a, int mpi, int rank, i
     return NP_EXIT_OK;
 }
 
+/* The dump's mesh and placements for --tp and --micro-batches. */
+static int probe_layout(np_cli_probe *probe, const np_train_opts *o, int mpi, int rank, int world)
+{
+    int mb = o->micro_batches > 1 ? o->micro_batches : 1;
+    if (mb > 1 && mpi && world > 1 && o->dist.tp <= 1) {
+        np_cli_error("--micro-batches %d with a dump of a plain data-parallel run: its "
+                     "placements are not written yet (dump one process, or add --tp)", mb);
+        return NP_EXIT_USAGE;
+    }
+    if (o->dist.tp <= 1 && mb <= 1)
+        return NP_EXIT_OK;
+    return np_cli_probe_layout(probe, o->dist.tp, o->dist.sp, mb, rank, world);
+}
+
 static int train(const train_args *a, int mpi, int rank, int world)
 {
     np_error err;
@@ -711,14 +725,7 @@ static int train(const train_args *a, int mpi, int rank, int world)
         np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
         if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
             goto done;
-        int mb = o.micro_batches > 1 ? o.micro_batches : 1;
-        if (mb > 1 && mpi && world > 1 && o.dist.tp <= 1) {
-            np_cli_error("--micro-batches %d with a dump of a plain data-parallel run: its "
-                         "placements are not written yet (dump one process, or add --tp)", mb);
-            goto done;
-        }
-        if ((o.dist.tp > 1 || mb > 1) &&
-            np_cli_probe_layout(probe, o.dist.tp, o.dist.sp, mb, rank, world) != NP_EXIT_OK)
+        if (probe_layout(probe, &o, mpi, rank, world) != NP_EXIT_OK)
             goto done;
     }
     int sf = np_step_fault_from_name(a->fault);
