@@ -85,6 +85,8 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(x->dtype, w->dtype);
     int promoted = rt_promoted(ctx, NP_OP_LINEAR);
+    if (promoted == 2) /* inside a promoted module: the output stays float32 */
+        odt = NP_FLOAT32;
     if (promoted) /* a per-op override: float32 inside (not quantized), the output cast back */
         ac = NP_FLOAT32;
     int64_t shape[NP_MAX_DIMS];
@@ -160,6 +162,8 @@ np_tensor *np_matmul(np_ctx *ctx, np_tensor *a, np_tensor *b)
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(a->dtype, b->dtype);
     int promoted = rt_promoted(ctx, NP_OP_MATMUL);
+    if (promoted == 2) /* inside a promoted module: the output stays float32 */
+        odt = NP_FLOAT32;
     if (promoted)
         ac = NP_FLOAT32;
     int64_t shape[NP_MAX_DIMS];
@@ -245,6 +249,8 @@ np_tensor *np_conv2d(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b, int 
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(x->dtype, w->dtype);
     int promoted = rt_promoted(ctx, NP_OP_CONV2D);
+    if (promoted == 2) /* inside a promoted module: the output stays float32 */
+        odt = NP_FLOAT32;
     if (promoted)
         ac = NP_FLOAT32;
     int64_t shape[4] = {g->N, g->O, g->OH, g->OW};

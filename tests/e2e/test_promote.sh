@@ -30,16 +30,22 @@ cfg ref
 "$N" dump -c ref.json -- "$N" train "${gpt[@]}" > ref.log 2>&1 || { echo "FAIL: reference dump"; cat ref.log; exit 1; }
 
 # overrides: env API name + config API call + config module path
-cfg ov ',"fp32_ops":["Functional.linear.3","h.1.ln_1"]'
+cfg ov ',"fp32_ops":["Functional.linear.3","h.1.ln_1","h.0.mlp.c_fc"]'
 NPROBE_FP32_OPS=Functional.scaled_dot_product_attention \
   "$N" dump -c ov.json -- "$N" train "${gpt[@]}" --precision bf16 --device npu-sim > ov.log 2>&1 \
   || { echo "FAIL: override dump"; cat ov.log; fail=1; }
 "$N" ls ov/step0/rank0/dump.h5 | grep -o '^ *[A-Za-z_.0-9]*forward.kwargs.fp32_override' | sed 's/^ *//' | sort > marked.txt
 printf '%s\n' Functional.layer_norm.2.forward.kwargs.fp32_override Functional.linear.3.forward.kwargs.fp32_override \
+  Functional.linear.2.forward.kwargs.fp32_override \
   Functional.scaled_dot_product_attention.0.forward.kwargs.fp32_override \
   Functional.scaled_dot_product_attention.1.forward.kwargs.fp32_override | sort > want.txt
 diff want.txt marked.txt > /dev/null || { echo "FAIL: the marked calls differ"; diff want.txt marked.txt; fail=1; }
 "$N" compare -b ref -c ov -o cov > cov.txt 2>&1 || { echo "FAIL: the override run does not compare clean"; cat cov.txt; fail=1; }
+# a call promoted by name casts its output back to bf16; one inside a
+# promoted module (h.0.mlp.c_fc's linear) keeps it float32, as the package
+dt2=$("$N" ls ov/step0/rank0/dump.h5 | awk '$1 == "Functional.linear.2.forward.output.0" {print $2}')
+dt3=$("$N" ls ov/step0/rank0/dump.h5 | awk '$1 == "Functional.linear.3.forward.output.0" {print $2}')
+[ "$dt2" = float32 ] && [ "$dt3" = bfloat16 ] || { echo "FAIL: output dtypes linear.2 '$dt2' (module: float32), linear.3 '$dt3' (call: bfloat16)"; fail=1; }
 echo "ok: overrides mark $(wc -l < marked.txt) calls, compare clean"
 
 cfg run
