@@ -31,7 +31,7 @@ typedef struct train_args {
     long fault_step, fault_rank;
     long tp, micro_batches;
     double lr, grad_clip;
-    int list_faults, load_other_precision, sp;
+    int list_faults, load_other_precision, sp, lowp_backward;
 } train_args;
 
 static const char help_before[] =
@@ -80,6 +80,10 @@ static const np_cli_opt train_opts_table[] = {
                                   "matmul and conv2d quantized (MX E4M3 blocks of 32, HiF8\n"
                                   "per tensor)",
      CHOICE(precision, precs)},
+    {NULL, "--lowp-backward", NULL, "mxfp8 | hif8: quantize linear's backward GEMMs too (the\n"
+                                    "gradient, the input and the weight, blocks along each\n"
+                                    "GEMM's reduction dim; docs/RUNTIME.md)",
+     NP_OPT_FLAG, F(lowp_backward), 0, 0, NULL, 0, NULL},
     {NULL, "--fault", "NAME", "inject a fault of the npu-sim device (default none); the\n"
                               "collective faults act in a data-parallel run, the slow_*\n"
                               "ones (same results, one op slower) on any device",
@@ -260,6 +264,10 @@ static int check_args(const train_args *a)
                      a->fault, a->model);
         return NP_EXIT_USAGE + 1;
     }
+    if (a->lowp_backward && np_lowp_from_name(a->precision) <= 0) {
+        np_cli_error("--lowp-backward: expected --precision mxfp8 or hif8 (got %s)", a->precision);
+        return NP_EXIT_USAGE + 1;
+    }
     if (a->data && strcmp(a->model, "gpt") != 0) {
         np_cli_error("--data: only the gpt model reads a text file (got --model %s)", a->model);
         return NP_EXIT_USAGE + 1;
@@ -313,7 +321,7 @@ static int write_pack(const train_args *a, np_trainer *tr)
     do { snprintf(buf[k], sizeof buf[k], __VA_ARGS__); hp[k].key = k_; hp[k].value = buf[k]; k++; } while (0)
     HP("model", "%s", np_model_kind_name(mc->kind));
     HP("device", "%s", a->device);
-    HP("precision", "%s", a->precision);
+    HP("precision", "%s%s", a->precision, a->lowp_backward ? "+backward" : "");
     HP("fault", "%s", a->fault);
     HP("optim", "%s", np_optim_kind_name(o->optim.kind));
     HP("lr", "%.17g", o->optim.lr);
@@ -432,6 +440,9 @@ static void set_fault(np_ctx_opts *co, np_train_opts *o, const train_args *a, np
         else if (warn && !strstr(np_prec_fault_get(pf)->needs, a->precision))
             fprintf(stderr, "nprobe: warning: --fault %s acts with --precision %s only: this run "
                             "is the same as one without the fault\n", a->fault, np_prec_fault_get(pf)->needs);
+        else if (warn && pf == NP_PREC_FAULT_LOWP_BWD_UNDERFLOW && !a->lowp_backward)
+            fprintf(stderr, "nprobe: warning: --fault %s acts with --lowp-backward only: this run "
+                            "is the same as one without the fault\n", a->fault);
         return;
     }
     if (np_step_fault_from_name(a->fault) > 0 || np_slow_fault_from_name(a->fault) > 0) {
@@ -535,8 +546,8 @@ static void print_banner(const train_args *a, np_trainer *tr, np_model_kind kind
                mc->n_embd, mc->block_size, mc->vocab_size);
     printf(", %lld parameters, data %s, batch %d\n", (long long)np_model_n_weights(np_trainer_model(tr)),
            a->data ? a->data : np_data_kind_name(np_data_kind_of(np_trainer_data(tr))), to->batch);
-    printf("device %s, precision %s, fault %s, optim %s, lr %g, steps %lld, seed %lld, threads %d",
-           a->device, a->precision, a->fault, a->optim, to->optim.lr, (long long)to->steps,
+    printf("device %s, precision %s%s, fault %s, optim %s, lr %g, steps %lld, seed %lld, threads %d",
+           a->device, a->precision, a->lowp_backward ? " (backward quantized)" : "", a->fault, a->optim, to->optim.lr, (long long)to->steps,
            (long long)to->seed, threads);
     if (a->load)
         printf(", resuming at step %lld", (long long)np_trainer_next_step(tr));
@@ -666,6 +677,7 @@ static int train(const train_args *a, int mpi, int rank, int world)
     int lowp = np_lowp_from_name(a->precision);
     co.lowp = lowp > 0 ? lowp : NP_LOWP_NONE;
     co.precision = lowp > 0 ? NP_FLOAT32 : (np_dtype)np_dtype_from_name(a->precision);
+    co.lowp_backward = a->lowp_backward;
     co.seed = o.seed;
     co.threads = (int)a->threads;
     static char fp32_ops[4096];

@@ -2,7 +2,9 @@
  * hif8 quantized as the runtime quantized them (runtime/lowp.c): the dump
  * holds the operands as the program passed them, the kernel multiplied
  * their 8-bit images, so the float64 recompute starts from the same images
- * (docs/RUNTIME.md, "Low-precision GEMM formats"). */
+ * (docs/RUNTIME.md, "Low-precision GEMM formats"); a linear whose backward
+ * GEMMs were quantized too (kwargs lowp_backward) is recomputed with the
+ * runtime's recipe (rp_lowp_linear_backward). */
 #include <stdlib.h>
 
 #include "nprobe/lowp.h"
@@ -37,4 +39,94 @@ int rp_lowp_inputs(np_op_call *oc, int lowp)
     if (oc->info->op == NP_OP_MATMUL) /* a (..., M, K), b (..., K, N) */
         return quant(a, K, 1, (np_lowp)lowp) || quant(b, K, b->shape[b->ndim - 1], (np_lowp)lowp) ? -1 : 0;
     return 0;
+}
+
+/* a quantized copy of t's data viewed as (outer, K, inner); NULL: no memory */
+static double *quant_copy(const np_op_tensor *t, int64_t outer, int64_t K, int64_t inner, np_lowp f)
+{
+    int64_t n = outer * K * inner;
+    float *b = calloc((size_t)n + 1, sizeof *b);
+    double *d = malloc((size_t)n * sizeof *d + 1);
+    if (!b || !d) {
+        free(b);
+        free(d);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++)
+        b[i] = (float)t->data[i];
+    np_lowp_quantize(b, b, outer, K, inner, f, 0, 0, NULL);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = b[i];
+    free(b);
+    return d;
+}
+
+/* gin[i]'s data and magnitudes into keep (2 * numel doubles) */
+static void keep_gin(const np_op_tensor *g, double *keep)
+{
+    for (int64_t j = 0; g->data && j < g->numel; j++) {
+        keep[j] = g->data[j];
+        keep[g->numel + j] = g->mag ? g->mag[j] : 0;
+    }
+}
+
+static void put_gin(np_op_tensor *g, const double *keep)
+{
+    for (int64_t j = 0; g->data && j < g->numel; j++) {
+        g->data[j] = keep[j];
+        if (g->mag)
+            g->mag[j] = keep[g->numel + j];
+    }
+}
+
+np_status rp_lowp_linear_backward(np_op_call *oc, int lowp, np_error *err)
+{
+    np_op_tensor *x = &oc->in[0], *w = &oc->in[1], *g = &oc->gout[0];
+    if (!x->data || !w->data || !g->data || w->ndim != 2 || w->shape[1] <= 0 || w->shape[0] <= 0 ||
+        x->numel % w->shape[1] || g->numel != x->numel / w->shape[1] * w->shape[0])
+        return np_op_run(oc, NP_OP_BACKWARD, err);
+    np_lowp f = (np_lowp)lowp;
+    int64_t I = w->shape[1], O = w->shape[0], R = x->numel / I;
+    double *xh = x->data, *wh = w->data, *gh = g->data;
+    double *gq_o = quant_copy(g, R, O, 1, f), *wq_o = quant_copy(w, 1, O, I, f);
+    double *gq_r = quant_copy(g, 1, R, O, f), *xq_r = quant_copy(x, 1, R, I, f);
+    double *k0 = malloc((size_t)(2 * oc->gin[0].numel) * sizeof(double) + 1);
+    double *k2 = malloc((size_t)(2 * oc->gin[2].numel) * sizeof(double) + 1);
+    np_status st = NP_ERR_NOMEM;
+    if (!gq_o || !wq_o || !gq_r || !xq_r || !k0 || !k2) {
+        np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory quantizing the backward GEMMs' operands");
+        goto out;
+    }
+    /* the bias gradient: the gradient as it arrived */
+    if ((st = np_op_run(oc, NP_OP_BACKWARD, err)))
+        goto out;
+    keep_gin(&oc->gin[2], k2);
+    /* dX = Q_O(dY) Q_O(W) */
+    w->data = wq_o;
+    g->data = gq_o;
+    st = np_op_run(oc, NP_OP_BACKWARD, err);
+    w->data = wh;
+    if (st)
+        goto out;
+    keep_gin(&oc->gin[0], k0);
+    /* dW = Q_R(dY)^T Q_R(X) */
+    x->data = xq_r;
+    g->data = gq_r;
+    st = np_op_run(oc, NP_OP_BACKWARD, err);
+    x->data = xh;
+    if (st)
+        goto out;
+    put_gin(&oc->gin[0], k0);
+    put_gin(&oc->gin[2], k2);
+out:
+    x->data = xh;
+    w->data = wh;
+    g->data = gh;
+    free(gq_o);
+    free(wq_o);
+    free(gq_r);
+    free(xq_r);
+    free(k0);
+    free(k2);
+    return st;
 }

@@ -481,7 +481,11 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
         ac = NULL;
     if (load_inputs(c, &oc, rd, fwd, c->name, ac, err))
         return;
-    if (rp_lowp_inputs(&oc, rd->lowp)) {
+    /* a promoted call was not quantized; a linear with a quantized backward
+     * quantizes its backward GEMMs' operands itself */
+    int lowp = kwarg(rd, fwd, "fp32_override") ? 0 : rd->lowp;
+    int qbwd = lowp && c->backward && info->op == NP_OP_LINEAR && kwarg(rd, fwd, "lowp_backward");
+    if (!qbwd && rp_lowp_inputs(&oc, lowp)) {
         skip(c, "out of memory quantizing the GEMM operands", "");
         return;
     }
@@ -549,7 +553,8 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
         const np_entry_rec *g = leaf(rd, c->name, "output", i);
         oc.want_gin[i] = g && g->has_data && !(info->int_mask >> i & 1u);
     }
-    if (np_op_call_alloc(&oc, NP_OP_BACKWARD, 1, &e2) || np_op_run(&oc, NP_OP_BACKWARD, &e2))
+    if (np_op_call_alloc(&oc, NP_OP_BACKWARD, 1, &e2) ||
+        (qbwd ? rp_lowp_linear_backward(&oc, lowp, &e2) : np_op_run(&oc, NP_OP_BACKWARD, &e2)))
         skip(c, e2.text, "");
     else
         compare_outputs(c, rd, c->name, oc.gin, oc.n_in, exact, ac, o, &oc, err);

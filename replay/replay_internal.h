@@ -18,5 +18,10 @@ int rp_signature(char *why, size_t n, const np_op_call *oc, const double *dumped
  * low-precision format `lowp` (np_lowp: mxfp8, hif8) quantized them; other
  * ops and NP_LOWP_NONE: unchanged. -1: out of memory (lowp_inputs.c). */
 int rp_lowp_inputs(np_op_call *oc, int lowp);
+/* The backward of a linear whose backward GEMMs the runtime quantized
+ * (kwargs lowp_backward; docs/RUNTIME.md): oc's inputs and gradient as
+ * dumped (not quantized); dX from Q_O(dY) Q_O(W), dW from Q_R(dY)^T Q_R(X),
+ * the bias gradient from dY as it arrived. np_op_run's status. */
+np_status rp_lowp_linear_backward(np_op_call *oc, int lowp, np_error *err);
 
 #endif

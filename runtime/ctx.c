@@ -83,6 +83,9 @@ np_status np_ctx_new(np_ctx **out, const np_ctx_opts *o, np_error *err)
         return np_error_set(err, NP_ERR_ARG, NULL, "precision",
                             "%s quantizes the GEMM operands of a float32 run; it does not combine with %s autocast",
                             np_lowp_name((np_lowp)o->lowp), np_dtype_name(o->precision));
+    if (o->lowp_backward && o->lowp == NP_LOWP_NONE)
+        return np_error_set(err, NP_ERR_ARG, NULL, "precision",
+                            "a quantized backward (lowp_backward) needs a low-precision format (mxfp8 or hif8)");
     if (o->prec_fault < 0 || o->prec_fault >= NP_PREC_FAULT_COUNT)
         return np_error_set(err, NP_ERR_ARG, NULL, "fault", "unknown precision fault id %d", o->prec_fault);
     if ((int)o->fault < 0 || (int)o->fault >= NP_FAULT_COUNT)

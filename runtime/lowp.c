@@ -34,6 +34,10 @@ static const prec_fault_def prec_defs[] = {
     {"loss_bf16", NP_OP_CROSS_ENTROPY, "bf16|fp16",
      "the loss computed in bf16 under autocast: logits read as bf16, log-sum-exp and the mean over "
      "rows accumulated in bf16"},
+    {"lowp_bwd_underflow", NP_OP_LINEAR, "mxfp8|hif8",
+     "with --lowp-backward: the gradient arriving at each linear quantized for the backward GEMMs "
+     "with scales 2^16 (MxFP8) or 2^24 (HiF8) too large (an amax taken from the wrong tensor): all "
+     "but the largest elements of each block flush to zero; the linear in float32 (promotion) is right"},
 };
 _Static_assert(sizeof prec_defs / sizeof prec_defs[0] == NP_PREC_FAULT_COUNT, "prec_defs");
 
@@ -81,6 +85,23 @@ const float *rt_lowp_operand(np_ctx *ctx, int is_weight, const float *src, int64
     np_lowp_stats *st = &ctx->lowp_st[is_weight != 0];
     np_lowp_stats_init(st);
     np_lowp_quantize(dst, src, outer, K, inner, f, shift, dq, st);
+    return dst;
+}
+
+const float *rt_lowp_bwd_operand(np_ctx *ctx, int is_grad, const float *src, int64_t outer, int64_t K,
+                                 int64_t inner)
+{
+    np_lowp f = (np_lowp)ctx->o.lowp;
+    if (f == NP_LOWP_NONE || !src)
+        return src;
+    int64_t n = outer * K * inner;
+    float *dst = rt_alloc(ctx, (size_t)n * sizeof *dst);
+    if (!dst)
+        return NULL;
+    int shift = 0;
+    if (is_grad && ctx->o.device == NP_DEVICE_NPU_SIM && ctx->o.prec_fault == NP_PREC_FAULT_LOWP_BWD_UNDERFLOW)
+        shift = f == NP_LOWP_MXFP8 ? 16 : 24;
+    np_lowp_quantize(dst, src, outer, K, inner, f, shift, 0, NULL);
     return dst;
 }
 

@@ -43,8 +43,11 @@ np_tensor *np_sdpa(np_ctx *ctx, np_tensor *q, np_tensor *k, np_tensor *v, int is
     g->scale = scale > 0.0 ? scale : 1.0 / sqrt((double)g->D);
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(rt_promote(q->dtype, k->dtype), v->dtype);
-    if (rt_promoted(ctx, NP_OP_SDPA)) /* a per-op override: float32 inside, the output cast back */
+    int promoted = rt_promoted(ctx, NP_OP_SDPA);
+    if (promoted) /* a per-op override: float32 inside, the output cast back (inside a module: kept) */
         ac = NP_FLOAT32;
+    if (promoted == 2)
+        odt = NP_FLOAT32;
     np_tensor *y = rt_new(ctx, odt, 4, q->shape);
     s->q = rt_rounded(ctx, q, ac);
     s->k = rt_rounded(ctx, k, ac);

@@ -1,7 +1,8 @@
 /* runtime/ops_dense.c - GEMM-based ops: Functional.linear, Torch.matmul,
  * Functional.conv2d (im2col + GEMM), and Functional.max_pool2d. Under
  * autocast the GEMM inputs are rounded to the low dtype and the output is
- * produced in it; gradients are computed in float32 from the rounded inputs.
+ * produced in it; gradients are computed in float32 from the rounded inputs
+ * (lowp_backward: linear's backward GEMMs quantize their operands too).
  * The arithmetic is in kern_dense.c (linear and conv2d through ctx->k, where
  * their faults act); here the checks, the outputs and one typed saved-state
  * struct per op. */
@@ -19,13 +20,49 @@ static void gemm_status(np_ctx *ctx, int st, const char *api)
 
 /* ---- linear ------------------------------------------------------------ */
 typedef struct linear_state {
-    const float *x, *w; /* (R,I), (O,I): the GEMM's inputs as it saw them (rounded under autocast) */
-    int64_t R, I, O;    /* rows, in features, out features */
+    const float *x, *w;   /* (R,I), (O,I): the GEMM's inputs as it saw them (rounded under autocast) */
+    const float *xh, *wh; /* lowp_backward: the same before quantization, re-quantized for the
+                           * backward GEMMs; NULL otherwise */
+    int64_t R, I, O;      /* rows, in features, out features */
 } linear_state;
+
+/* The quantized backward (lowp_backward; docs/RUNTIME.md, "The backward
+ * GEMMs"): each GEMM quantizes both operands in blocks along its own
+ * reduction dim, from the high-precision tensors (MX blocks are not
+ * transpose-invariant, so the forward's copies cannot be reused):
+ *   dX (R,I) = Q_O(dY) Q_O(W):      dY (R,O) along O, W (O,I) along O (columns)
+ *   dW (O,I) = Q_R(dY)^T Q_R(X):    dY along R (columns), X (R,I) along R (columns)
+ *   db       = column sums of dY as it arrived (no GEMM). */
+static void linear_bwd_lowp(np_ctx *ctx, const linear_state *s, const float *g, float *const *gin)
+{
+    const char *api = np_op_api(NP_OP_LINEAR);
+    int st = 0;
+    if (gin[0]) {
+        const float *gq = rt_lowp_bwd_operand(ctx, 1, g, s->R, s->O, 1);
+        const float *wq = rt_lowp_bwd_operand(ctx, 0, s->wh, 1, s->O, s->I);
+        if (!gq || !wq)
+            return;
+        st |= ctx->k.linear_backward(gin[0], NULL, NULL, gq, s->x, wq, s->R, s->I, s->O, ctx->o.device);
+    }
+    if (gin[1]) {
+        const float *gq = rt_lowp_bwd_operand(ctx, 1, g, 1, s->R, s->O);
+        const float *xq = rt_lowp_bwd_operand(ctx, 0, s->xh, 1, s->R, s->I);
+        if (!gq || !xq)
+            return;
+        st |= ctx->k.linear_backward(NULL, gin[1], NULL, gq, xq, s->w, s->R, s->I, s->O, ctx->o.device);
+    }
+    if (gin[2])
+        st |= ctx->k.linear_backward(NULL, NULL, gin[2], g, s->x, s->w, s->R, s->I, s->O, ctx->o.device);
+    gemm_status(ctx, st, api);
+}
 
 static void linear_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
 {
     const linear_state *s = nd->st;
+    if (s->xh) {
+        linear_bwd_lowp(ctx, s, gout[0], gin);
+        return;
+    }
     gemm_status(ctx, ctx->k.linear_backward(gin[0], gin[1], gin[2], gout[0], s->x, s->w, s->R, s->I, s->O,
                                             ctx->o.device), np_op_api(NP_OP_LINEAR));
 }
@@ -47,24 +84,34 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
     int64_t I = w->shape[1], O = w->shape[0], R = x->numel / (I ? I : 1);
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(x->dtype, w->dtype);
-    if (rt_promoted(ctx, NP_OP_LINEAR)) /* a per-op override: float32 inside, the output cast back */
+    int promoted = rt_promoted(ctx, NP_OP_LINEAR);
+    if (promoted == 2) /* inside a promoted module: the output stays float32 */
+        odt = NP_FLOAT32;
+    if (promoted) /* a per-op override: float32 inside (not quantized), the output cast back */
         ac = NP_FLOAT32;
     int64_t shape[NP_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[x->ndim - 1] = O;
     np_tensor *y = rt_new(ctx, odt, x->ndim, shape);
     linear_state *s = rt_alloc(ctx, sizeof *s);
-    const float *xd = rt_rounded(ctx, x, ac), *wd = rt_rounded(ctx, w, ac);
+    const float *xh = rt_rounded(ctx, x, ac), *wh = rt_rounded(ctx, w, ac);
     const float *bd = b ? rt_rounded(ctx, b, ac) : NULL;
-    xd = rt_lowp_operand(ctx, 0, xd, R, I, 1); /* MxFP8/HiF8: blocks along I (lowp.c) */
-    wd = rt_lowp_operand(ctx, 1, wd, O, I, 1);
+    const float *xd = xh, *wd = wh;
+    if (!promoted) {
+        xd = rt_lowp_operand(ctx, 0, xh, R, I, 1); /* MxFP8/HiF8: blocks along I (lowp.c) */
+        wd = rt_lowp_operand(ctx, 1, wh, O, I, 1);
+    }
     if (!y || !s || !xd || !wd || (b && !bd))
         return NULL;
-    *s = (linear_state){xd, wd, R, I, O};
+    int qbwd = !promoted && ctx->o.lowp != NP_LOWP_NONE && ctx->o.lowp_backward;
+    *s = (linear_state){xd, wd, qbwd ? xh : NULL, qbwd ? wh : NULL, R, I, O};
     np_tensor *in[3] = {x, w, b};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_LINEAR, in, 3);
-    rt_lowp_scalars(ctx, &nd);
+    if (!promoted)
+        rt_lowp_scalars(ctx, &nd);
+    if (qbwd) /* recorded: the replay quantizes this call's backward GEMMs as here */
+        rt_node_scalar(&nd, "lowp_backward", 1);
     gemm_status(ctx, ctx->k.linear_forward(y->data, xd, wd, bd, R, I, O, odt, ctx->o.device), api);
     for (int i = 0; i < 3; i++)
         if (in[i] && ac != NP_FLOAT32)
@@ -114,7 +161,10 @@ np_tensor *np_matmul(np_ctx *ctx, np_tensor *a, np_tensor *b)
         nbat = np_shape_numel(a->ndim - 2, a->shape);
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(a->dtype, b->dtype);
-    if (rt_promoted(ctx, NP_OP_MATMUL))
+    int promoted = rt_promoted(ctx, NP_OP_MATMUL);
+    if (promoted == 2) /* inside a promoted module: the output stays float32 */
+        odt = NP_FLOAT32;
+    if (promoted)
         ac = NP_FLOAT32;
     int64_t shape[NP_MAX_DIMS];
     memcpy(shape, a->shape, sizeof shape);
@@ -122,15 +172,18 @@ np_tensor *np_matmul(np_ctx *ctx, np_tensor *a, np_tensor *b)
     np_tensor *y = rt_new(ctx, odt, a->ndim, shape);
     matmul_state *s = rt_alloc(ctx, sizeof *s);
     const float *ad = rt_rounded(ctx, a, ac), *bd = rt_rounded(ctx, b, ac);
-    ad = rt_lowp_operand(ctx, 0, ad, nbat * M, K, 1); /* MxFP8/HiF8: blocks along K (lowp.c) */
-    bd = rt_lowp_operand(ctx, 1, bd, shared ? 1 : nbat, K, N);
+    if (!promoted) {
+        ad = rt_lowp_operand(ctx, 0, ad, nbat * M, K, 1); /* MxFP8/HiF8: blocks along K (lowp.c) */
+        bd = rt_lowp_operand(ctx, 1, bd, shared ? 1 : nbat, K, N);
+    }
     if (!y || !s || !ad || !bd)
         return NULL;
     *s = (matmul_state){ad, bd, nbat, M, K, N, shared};
     np_tensor *in[2] = {a, b};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_MATMUL, in, 2);
-    rt_lowp_scalars(ctx, &nd);
+    if (!promoted)
+        rt_lowp_scalars(ctx, &nd);
     gemm_status(ctx, rt_matmul_forward(y->data, ad, bd, nbat, M, K, N, shared, odt, ctx->o.device), api);
     if (ac != NP_FLOAT32)
         nd.gdt[0] = nd.gdt[1] = ac;
@@ -195,7 +248,10 @@ np_tensor *np_conv2d(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b, int 
     const rt_conv_geom *g = &s->g;
     np_dtype ac = rt_ac(ctx);
     np_dtype odt = ac != NP_FLOAT32 ? ac : rt_promote(x->dtype, w->dtype);
-    if (rt_promoted(ctx, NP_OP_CONV2D))
+    int promoted = rt_promoted(ctx, NP_OP_CONV2D);
+    if (promoted == 2) /* inside a promoted module: the output stays float32 */
+        odt = NP_FLOAT32;
+    if (promoted)
         ac = NP_FLOAT32;
     int64_t shape[4] = {g->N, g->O, g->OH, g->OW};
     np_tensor *y = rt_new(ctx, odt, 4, shape);
@@ -204,8 +260,10 @@ np_tensor *np_conv2d(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b, int 
     /* MxFP8/HiF8: blocks along C, the reduction dim of the implicit GEMM, per
      * pixel of x (N,C,H*W) and per tap of w (O,C,KH*KW); im2col then copies
      * quantized values (lowp.c) */
-    xd = rt_lowp_operand(ctx, 0, xd, g->N, g->C, g->H * g->W);
-    wd = rt_lowp_operand(ctx, 1, wd, g->O, g->C, g->KH * g->KW);
+    if (!promoted) {
+        xd = rt_lowp_operand(ctx, 0, xd, g->N, g->C, g->H * g->W);
+        wd = rt_lowp_operand(ctx, 1, wd, g->O, g->C, g->KH * g->KW);
+    }
     float *cols = rt_alloc(ctx, (size_t)(g->N * g->C * g->KH * g->KW * g->OH * g->OW) * sizeof(float) + 1);
     if (!y || !xd || !wd || (b && !bd) || !cols)
         return NULL;
@@ -214,7 +272,8 @@ np_tensor *np_conv2d(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b, int 
     np_tensor *in[3] = {x, w, b};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_CONV2D, in, 3);
-    rt_lowp_scalars(ctx, &nd);
+    if (!promoted)
+        rt_lowp_scalars(ctx, &nd);
     gemm_status(ctx, ctx->k.conv2d_forward(y->data, cols, xd, wd, bd, g, odt, ctx->o.device), api);
     for (int i = 0; i < 3; i++)
         if (in[i] && ac != NP_FLOAT32)

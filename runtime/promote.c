@@ -68,15 +68,16 @@ int rt_promoted(const np_ctx *ctx, int op)
         return 0;
     const char *api = np_op_api((np_op)op);
     int n = ctx->counters[op];
+    int how = 0;
     for (int i = 0; i < ctx->n_fp32; i++) {
         const char *e = ctx->fp32_ent[i];
         if (entry_matches_api(e, api, n))
-            return 1;
+            how = 1;
         for (int mc = ctx->cur_mc, d = 0; mc >= 0 && d < 64; mc = ctx->mc[mc].parent, d++)
             if (entry_matches_module(e, ctx->mc[mc].m->path))
-                return 1;
+                return 2;
     }
-    return 0;
+    return how;
 }
 
 /* ---- promotion faults ----------------------------------------------------- */

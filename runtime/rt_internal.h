@@ -168,9 +168,16 @@ const float *rt_lowp_operand(np_ctx *ctx, int is_weight, const float *src, int64
  * as the node's scalars lowp_{x,w}_{underflow,saturation,mse,scale_min,
  * scale_max} (no-op when lowp is off; lowp.c). */
 void rt_lowp_scalars(np_ctx *ctx, rt_node *nd);
+/* The same for linear's backward GEMMs (lowp_backward): src (outer, K,
+ * inner) quantized along K into the arena, no statistics; is_grad: the
+ * gradient (where lowp_bwd_underflow acts). */
+const float *rt_lowp_bwd_operand(np_ctx *ctx, int is_grad, const float *src, int64_t outer, int64_t K,
+                                 int64_t inner);
 /* Per-op overrides (promote.c): parse o.fp32_ops (-1: no memory), free;
- * 1 when the next call of op (counter ctx->counters[op], the current
- * module calls) is listed: it runs in float32 inside autocast. */
+ * nonzero when the next call of op (counter ctx->counters[op], the current
+ * module calls) is listed: it runs in float32 inside autocast; 1 listed by
+ * API name or call (its output cast back to the autocast dtype), 2 inside
+ * a listed module (its output kept float32, as the package does). */
 int rt_fp32_setup(np_ctx *ctx);
 void rt_fp32_free(np_ctx *ctx);
 int rt_promoted(const np_ctx *ctx, int op);

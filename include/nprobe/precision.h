@@ -23,6 +23,8 @@ typedef enum np_prec_fault {
     NP_PREC_FAULT_LN_STATS_BF16,    /* layer_norm: mean and variance accumulated in bf16 */
     NP_PREC_FAULT_SOFTMAX_BF16_ACC, /* softmax and sdpa's softmax: exp and sum kept in bf16 */
     NP_PREC_FAULT_LOSS_BF16,        /* cross_entropy: log-sum-exp and the mean in bf16 */
+    NP_PREC_FAULT_LOWP_BWD_UNDERFLOW, /* linear, lowp_backward: the gradient's scales 2^16 (MX) /
+                                       * 2^24 (HiF8) too large: most of it flushes to zero */
     NP_PREC_FAULT_COUNT
 } np_prec_fault;
 

@@ -121,6 +121,9 @@ typedef struct np_ctx_opts {
                            * ("Functional.layer_norm"), an API call ("Functional.softmax.2")
                            * or a module path ("h.0.ln_1": every op inside it) runs in
                            * float32 inside autocast; NULL/"" none. Copied by np_ctx_new */
+    int lowp_backward;    /* with lowp: the backward GEMMs of linear quantized too (the
+                           * gradient and the re-quantized input and weight, blocks along
+                           * each GEMM's reduction dim: docs/RUNTIME.md); 0: the forward only */
 } np_ctx_opts;
 
 /* Fill `o` with the defaults above. */

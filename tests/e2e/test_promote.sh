@@ -9,6 +9,8 @@
 #    Functional.layer_norm, loss_bf16 -> Functional.cross_entropy,
 #    softmax_bf16_acc -> the attention, at context 128, plain pass only)
 #    within ceil(log2 N) + 2 reruns, and the promoted run compares clean;
+#  - MxFP8 with a quantized backward (--lowp-backward) compares clean, and
+#    lowp_bwd_underflow (its gradients flushed) -> Functional.linear;
 #  - the loss trajectory (--bench-log, 12 steps, step 0 dumped): the noise
 #    sigma promote prints equals awk's second-difference RMS of the
 #    reference's losses; an outlier batch at step 3 (step 0's tensors
@@ -28,16 +30,22 @@ cfg ref
 "$N" dump -c ref.json -- "$N" train "${gpt[@]}" > ref.log 2>&1 || { echo "FAIL: reference dump"; cat ref.log; exit 1; }
 
 # overrides: env API name + config API call + config module path
-cfg ov ',"fp32_ops":["Functional.linear.3","h.1.ln_1"]'
+cfg ov ',"fp32_ops":["Functional.linear.3","h.1.ln_1","h.0.mlp.c_fc"]'
 NPROBE_FP32_OPS=Functional.scaled_dot_product_attention \
   "$N" dump -c ov.json -- "$N" train "${gpt[@]}" --precision bf16 --device npu-sim > ov.log 2>&1 \
   || { echo "FAIL: override dump"; cat ov.log; fail=1; }
 "$N" ls ov/step0/rank0/dump.h5 | grep -o '^ *[A-Za-z_.0-9]*forward.kwargs.fp32_override' | sed 's/^ *//' | sort > marked.txt
 printf '%s\n' Functional.layer_norm.2.forward.kwargs.fp32_override Functional.linear.3.forward.kwargs.fp32_override \
+  Functional.linear.2.forward.kwargs.fp32_override \
   Functional.scaled_dot_product_attention.0.forward.kwargs.fp32_override \
   Functional.scaled_dot_product_attention.1.forward.kwargs.fp32_override | sort > want.txt
 diff want.txt marked.txt > /dev/null || { echo "FAIL: the marked calls differ"; diff want.txt marked.txt; fail=1; }
 "$N" compare -b ref -c ov -o cov > cov.txt 2>&1 || { echo "FAIL: the override run does not compare clean"; cat cov.txt; fail=1; }
+# a call promoted by name casts its output back to bf16; one inside a
+# promoted module (h.0.mlp.c_fc's linear) keeps it float32, as the package
+dt2=$("$N" ls ov/step0/rank0/dump.h5 | awk '$1 == "Functional.linear.2.forward.output.0" {print $2}')
+dt3=$("$N" ls ov/step0/rank0/dump.h5 | awk '$1 == "Functional.linear.3.forward.output.0" {print $2}')
+[ "$dt2" = float32 ] && [ "$dt3" = bfloat16 ] || { echo "FAIL: output dtypes linear.2 '$dt2' (module: float32), linear.3 '$dt3' (call: bfloat16)"; fail=1; }
 echo "ok: overrides mark $(wc -l < marked.txt) calls, compare clean"
 
 cfg run
@@ -62,6 +70,22 @@ promote() { # promote NAME WANT BENCH -- train args... (PROMOTE_OPTS: more optio
 }
 promote ln_stats_bf16 Functional.layer_norm ref -- "${gpt[@]}" --precision bf16 --device npu-sim --fault ln_stats_bf16
 promote clean "" ref -- "${gpt[@]}" --precision bf16 --device npu-sim
+# MxFP8 with the backward GEMMs quantized (--lowp-backward): a clean run
+# compares clean (the replay quantizes each linear's backward as the runtime
+# did: kwargs lowp_backward on every linear), its gradient flushed by
+# lowp_bwd_underflow is found as the linear (plain pass: the promote)
+cfg mxb
+"$N" dump -c mxb.json -- "$N" train "${gpt[@]}" --precision mxfp8 --device npu-sim --lowp-backward > mxb.log 2>&1 \
+  || { echo "FAIL: mxfp8 --lowp-backward dump"; cat mxb.log; fail=1; }
+nq=$("$N" ls mxb/step0/rank0/dump.h5 | grep -c 'Functional\.linear\.[0-9]*\.forward\.kwargs\.lowp_backward')
+nl=$("$N" ls mxb/step0/rank0/dump.h5 | grep -c 'Functional\.linear\.[0-9]*\.forward\.output\.0 ')
+[ "$nq" -gt 0 ] && [ "$nq" = "$nl" ] || { echo "FAIL: lowp_backward marks $nq of $nl linear calls"; fail=1; }
+"$N" compare -b ref -c mxb -o cmxb > cmxb.txt 2>&1 || { echo "FAIL: a clean mxfp8 --lowp-backward run does not compare clean"; cat cmxb.txt; fail=1; }
+echo "ok: mxfp8 --lowp-backward ($nq linear calls) compares clean"
+if [ "${NP_SANITIZED:-0}" != 1 ]; then
+  promote lowp_bwd_underflow Functional.linear ref -- "${gpt[@]}" --precision mxfp8 --device npu-sim --lowp-backward \
+    --fault lowp_bwd_underflow
+fi
 # the promoted run compares clean: its last clean run is the found set's
 last=$(ls -d P_ln_stats_bf16/run* | grep -v json | grep -v log | sort -V | tail -n1)
 "$N" compare -b ref -c "$last" -o clast > clast.txt 2>&1 || { echo "FAIL: the promoted run $last is not clean"; fail=1; }

@@ -303,15 +303,12 @@ static void note(ref_stats *rs, int se)
         rs->hi = se;
 }
 
-static void check_quantize(np_lowp f, const table *t, int shift)
+/* the test's own quantizer: src (OUTER, K, INNER) into want, MX blocks of
+ * 32 along K with the OCP scale, HiF8 one scale per tensor */
+static void ref_quantize(const table *t, np_lowp f, const float *src, float *want, int OUTER, int K, int INNER,
+                         int shift, ref_stats *rs)
 {
-    enum { OUTER = 3, K = 70, INNER = 5, N = OUTER * K * INNER };
-    float src[N], got[N], want[N];
-    for (int i = 0; i < N; i++) /* magnitudes over 2^-30 .. 2^10, some zeros */
-        src[i] = i % 17 == 0 ? 0.0f : (float)((urand() - 0.5) * pow(2.0, -30 + 40 * urand()));
-    src[7] = 3.0e4f; /* a block whose others underflow */
     np_fp8_kind k = f == NP_LOWP_MXFP8 ? NP_FP8_E4M3 : NP_FP8_HIF8;
-    ref_stats rs = {0, 0, 0, 0, 0, 1000, -1000};
     if (f == NP_LOWP_MXFP8) {
         for (int o = 0; o < OUTER; o++)
             for (int in = 0; in < INNER; in++)
@@ -322,19 +319,31 @@ static void check_quantize(np_lowp f, const table *t, int shift)
                         amax = fmax(amax, fabs(src[(o * K + k0 + j) * INNER + in]));
                     int se = amax > 0 ? (int)floor(log2(amax)) - 8 + shift : -127;
                     if (amax > 0)
-                        note(&rs, se);
+                        note(rs, se);
                     for (int j = 0; j < n; j++)
-                        ref_elem(t, k, src, want, (o * K + k0 + j) * INNER + in, se, &rs);
+                        ref_elem(t, k, src, want, (o * K + k0 + j) * INNER + in, se, rs);
                 }
     } else {
+        int N = OUTER * K * INNER;
         double amax = 0;
         for (int i = 0; i < N; i++)
             amax = fmax(amax, fabs(src[i]));
         int se = (int)floor(log2(amax)) - 3 + shift;
-        note(&rs, se);
+        note(rs, se);
         for (int i = 0; i < N; i++)
-            ref_elem(t, k, src, want, i, se, &rs);
+            ref_elem(t, k, src, want, i, se, rs);
     }
+}
+
+static void check_quantize(np_lowp f, const table *t, int shift)
+{
+    enum { OUTER = 3, K = 70, INNER = 5, N = OUTER * K * INNER };
+    float src[N], got[N], want[N];
+    for (int i = 0; i < N; i++) /* magnitudes over 2^-30 .. 2^10, some zeros */
+        src[i] = i % 17 == 0 ? 0.0f : (float)((urand() - 0.5) * pow(2.0, -30 + 40 * urand()));
+    src[7] = 3.0e4f; /* a block whose others underflow */
+    ref_stats rs = {0, 0, 0, 0, 0, 1000, -1000};
+    ref_quantize(t, f, src, want, OUTER, K, INNER, shift, &rs);
     np_lowp_stats st;
     np_lowp_stats_init(&st);
     np_lowp_quantize(got, src, OUTER, K, INNER, f, shift, 0, &st);
@@ -467,6 +476,144 @@ static void check_conv(np_lowp f)
     np_ctx_free(ctx);
 }
 
+/* ---- the quantized backward (lowp_backward) ------------------------------ */
+static np_ctx *bwd_ctx(np_lowp f, int fault, int fp32)
+{
+    np_ctx_opts o;
+    np_ctx_opts_default(&o);
+    o.lowp = f;
+    o.lowp_backward = 1;
+    o.threads = 1;
+    o.device = NP_DEVICE_NPU_SIM;
+    o.prec_fault = fault;
+    o.fp32_ops = fp32 ? "Functional.linear" : NULL;
+    np_ctx *ctx = NULL;
+    np_error err;
+    np_error_clear(&err);
+    CHECK(np_ctx_new(&ctx, &o, &err) == NP_OK);
+    return ctx;
+}
+
+/* y = linear(x, w, b); loss = sum(y * g), so the gradient arriving at y is
+ * g exactly; returns 0 when the backward ran */
+static int bwd_run(np_ctx *ctx, int R, int I, int O, const float *xv, const float *wv, const float *gv, int bias,
+                   np_tensor **x, np_tensor **w, np_tensor **b)
+{
+    int64_t xs[2] = {R, I}, ws[2] = {O, I}, gs[2] = {R, O}, bs[1] = {O};
+    *x = np_tensor_new(ctx, NP_FLOAT32, 2, xs);
+    *w = np_tensor_new_param(ctx, NP_FLOAT32, 2, ws, "w");
+    *b = bias ? np_tensor_new_param(ctx, NP_FLOAT32, 1, bs, "b") : NULL;
+    np_tensor *g = np_tensor_new(ctx, NP_FLOAT32, 2, gs);
+    if (!*x || !*w || !g || (bias && !*b) || np_tensor_set_requires_grad(ctx, *x, 1) != NP_OK)
+        return -1;
+    memcpy((*x)->data, xv, (size_t)(R * I) * sizeof(float));
+    memcpy((*w)->data, wv, (size_t)(O * I) * sizeof(float));
+    memcpy(g->data, gv, (size_t)(R * O) * sizeof(float));
+    np_tensor *loss = np_sum(ctx, np_mul(ctx, np_linear(ctx, *x, *w, *b), g));
+    return loss && np_backward(ctx, loss) == NP_OK ? 0 : -1;
+}
+
+/* Hand-checked: blocks of the backward GEMMs run along their reduction dims.
+ * (1) x = [1; 1] (R 2, I 1), w = [1], dY = [1; 2^-18]: dX needs blocks
+ * along O (one element each: exact), so dX = [1; 2^-18]; dW = dY^T x has its
+ * block along R: amax 1, scale 2^-8, 2^-18 / 2^-8 = 2^-10, half E4M3's least
+ * subnormal 2^-9, rounds (to even) to 0: dW = 1, not 1 + 2^-18.
+ * (2) x = [1] (R 1, I 1), w = [1; 2^-18] (O 2), dY = [1, 1]: dX = dY W
+ * sums along O, W's block (its column) quantizes 2^-18 to 0: dX = 1; dW =
+ * dY^T x along R (one element each): [1; 1]. The forward's blocks (along I,
+ * one element) would have kept every 2^-18. */
+static void check_bwd_hand(void)
+{
+    const float e = 0x1p-18f, one[2] = {1, 1}, w1[1] = {1}, g1[2] = {1, e}, w2[2] = {1, e};
+    np_ctx *ctx = bwd_ctx(NP_LOWP_MXFP8, 0, 0);
+    np_tensor *x, *w, *b;
+    if (ctx && bwd_run(ctx, 2, 1, 1, one, w1, g1, 0, &x, &w, &b) == 0) {
+        CHECK(x->grad[0] == 1.0f && x->grad[1] == e);
+        CHECK_MSG(w->grad[0] == 1.0f, "hand case 1: dW %.9g, want 1", w->grad[0]);
+    } else
+        CHECK_MSG(0, "hand case 1 did not run");
+    np_ctx_free(ctx);
+    ctx = bwd_ctx(NP_LOWP_MXFP8, 0, 0);
+    if (ctx && bwd_run(ctx, 1, 1, 2, one, w2, one, 0, &x, &w, &b) == 0) {
+        CHECK_MSG(x->grad[0] == 1.0f, "hand case 2: dX %.9g, want 1", x->grad[0]);
+        CHECK(w->grad[0] == 1.0f && w->grad[1] == 1.0f);
+    } else
+        CHECK_MSG(0, "hand case 2 did not run");
+    np_ctx_free(ctx);
+    /* promoted: nothing quantized, the exact float32 gradients */
+    ctx = bwd_ctx(NP_LOWP_MXFP8, 0, 1);
+    if (ctx && bwd_run(ctx, 2, 1, 1, one, w1, g1, 0, &x, &w, &b) == 0)
+        CHECK_MSG(w->grad[0] == 1.0f + e, "promoted: dW %.9g, want 1 + 2^-18", w->grad[0]);
+    np_ctx_free(ctx);
+}
+
+/* Random operands (blocks crossing R, I, O with short last ones): the
+ * gradients equal the float64 GEMMs of operands quantized by the test's own
+ * quantizer (ref_quantize) along each GEMM's reduction dim; the bias
+ * gradient the float64 column sums of dY as it arrived. fault: the
+ * gradient's scale shift of lowp_bwd_underflow. */
+static void check_bwd_random(np_lowp f, const table *t, int fault)
+{
+    enum { R = 40, I = 36, O = 34 };
+    static float xv[R * I], wv[O * I], gv[R * O], gq_o[R * O], wq_o[O * I], gq_r[R * O], xq_r[R * I];
+    for (int i = 0; i < R * I; i++)
+        xv[i] = (float)((urand() * 4 - 2) * pow(2.0, (int)(urand() * 8) - 4));
+    for (int i = 0; i < O * I; i++)
+        wv[i] = (float)(urand() * 0.1 - 0.05);
+    for (int i = 0; i < R * O; i++)
+        gv[i] = (float)((urand() - 0.5) * pow(2.0, -20 + 12 * urand()));
+    int gs = fault ? (f == NP_LOWP_MXFP8 ? 16 : 24) : 0;
+    ref_stats rs = {0, 0, 0, 0, 0, 1000, -1000};
+    ref_quantize(t, f, gv, gq_o, R, O, 1, gs, &rs);   /* dY along O */
+    ref_quantize(t, f, wv, wq_o, 1, O, I, 0, &rs);    /* W along O */
+    ref_quantize(t, f, gv, gq_r, 1, R, O, gs, &rs);   /* dY along R */
+    ref_quantize(t, f, xv, xq_r, 1, R, I, 0, &rs);    /* X along R */
+    np_ctx *ctx = bwd_ctx(f, fault ? NP_PREC_FAULT_LOWP_BWD_UNDERFLOW : 0, 0);
+    np_tensor *x, *w, *b;
+    if (!ctx || bwd_run(ctx, R, I, O, xv, wv, gv, 1, &x, &w, &b)) {
+        CHECK_MSG(0, "%s: the backward did not run", np_lowp_name(f));
+        np_ctx_free(ctx);
+        return;
+    }
+    double wdx = 0, wdw = 0, wdb = 0;
+    int zeros = 0; /* the fault flushes gradient elements the format keeps */
+    for (int i = 0; i < R * O; i++)
+        zeros += gq_r[i] == 0 && gv[i] != 0;
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < I; i++) {
+            double s = 0, sa = 0;
+            for (int o = 0; o < O; o++) {
+                s += (double)gq_o[r * O + o] * wq_o[o * I + i];
+                sa += fabs((double)gq_o[r * O + o] * wq_o[o * I + i]);
+            }
+            wdx = fmax(wdx, fabs(x->grad[r * I + i] - s) / (sa > 0 ? sa : 1e-300));
+        }
+    for (int o = 0; o < O; o++)
+        for (int i = 0; i < I; i++) {
+            double s = 0, sa = 0;
+            for (int r = 0; r < R; r++) {
+                s += (double)gq_r[r * O + o] * xq_r[r * I + i];
+                sa += fabs((double)gq_r[r * O + o] * xq_r[r * I + i]);
+            }
+            wdw = fmax(wdw, fabs(w->grad[o * I + i] - s) / (sa > 0 ? sa : 1e-300));
+        }
+    for (int o = 0; o < O; o++) {
+        double s = 0, sa = 0;
+        for (int r = 0; r < R; r++) {
+            s += gv[r * O + o];
+            sa += fabs(gv[r * O + o]);
+        }
+        wdb = fmax(wdb, fabs(b->grad[o] - s) / sa);
+    }
+    CHECK_MSG(wdx < 1e-6 && wdw < 1e-6 && wdb < 1e-6,
+              "%s fault %d: dX, dW, db differ from the float64 reference by %g, %g, %g", np_lowp_name(f), fault,
+              wdx, wdw, wdb);
+    if (fault)
+        CHECK_MSG(zeros > R * O / 2, "%s: the fault flushed %d of %d gradient elements", np_lowp_name(f), zeros,
+                  R * O);
+    np_ctx_free(ctx);
+}
+
 int main(void)
 {
     table t[NP_FP8_KIND_COUNT];
@@ -492,6 +639,11 @@ int main(void)
     }
     check_conv(NP_LOWP_MXFP8);
     check_conv(NP_LOWP_HIF8);
+    check_bwd_hand();
+    for (int fault = 0; fault <= 1; fault++) {
+        check_bwd_random(NP_LOWP_MXFP8, &t[NP_FP8_E4M3], fault);
+        check_bwd_random(NP_LOWP_HIF8, &t[NP_FP8_HIF8], fault);
+    }
     /* lowp needs a float32 run */
     np_ctx_opts o;
     np_ctx_opts_default(&o);
@@ -502,6 +654,14 @@ int main(void)
     np_error_clear(&err);
     CHECK(np_ctx_new(&ctx, &o, &err) == NP_ERR_ARG);
     CHECK_CONTAINS(err.text, "mxfp8");
+    np_ctx_free(ctx);
+    /* a quantized backward needs a format */
+    np_ctx_opts_default(&o);
+    o.lowp_backward = 1;
+    ctx = NULL;
+    np_error_clear(&err);
+    CHECK(np_ctx_new(&ctx, &o, &err) == NP_ERR_ARG);
+    CHECK_CONTAINS(err.text, "lowp_backward");
     np_ctx_free(ctx);
     return check_report();
 }
