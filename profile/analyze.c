@@ -647,8 +647,14 @@ static int pass2_fn(const np_prof_event *e, void *user)
         long long call = call_of(p, o, e, NULL);
         fail = call < 0 || step_add(p, o, e->ts, e->dur) || call_add(p, (size_t)call, e->ts, e->dur);
     } else if (!strcmp(e->cat, "cpu_op")) {
-        if (!p->unordered)
+        if (e->self_given) { /* operator_details.csv: its self time, not nested */
+            o->self_us += e->self_us;
+            long long call = call_of(p, o, e, NULL);
+            fail = call < 0 || step_add(p, o, e->ts, e->self_us) ||
+                   call_add(p, (size_t)call, e->ts, e->self_us);
+        } else if (!p->unordered) {
             fail = nest(p, e, (size_t)(o - p->ops.ops));
+        }
     } /* other categories (steps, annotations) keep no per-step times: the
        * compare does not use them, and ProfilerStep#N is one op per step */
     if (fail) {
@@ -675,7 +681,7 @@ static int pass2_fn(const np_prof_event *e, void *user)
         return 1;
     }
     follow_source(p, e, c);
-    if (iv_add(&p->cls[c], e->ts, e->ts + e->dur)) {
+    if (iv_add(&p->cls[c], e->ts, e->ts + (e->self_given ? e->self_us : e->dur))) {
         p->oom = 1;
         return 1;
     }

@@ -314,57 +314,61 @@ typedef struct csv_step {
     double start, end;
 } csv_step;
 
+/* A csv number cell of column `col` at `line` into *v; an empty cell (or
+ * N/A) is `dflt` when dflt is not NAN, else an error naming the column. */
+static np_status csv_cell(double *v, const char *cell, double dflt, const char *path, const char *col,
+                          long long line, np_error *err)
+{
+    if (!csv_num(cell, v))
+        return NP_OK;
+    if (!isnan(dflt) && (!cell[strspn(cell, " \t")] || !strcmp(cell, "N/A"))) {
+        *v = dflt;
+        return NP_OK;
+    }
+    return np_error_set(err, NP_ERR_FORMAT, path, col, "line %lld: not a number: '%s'", line, cell);
+}
+
+/* Grow a step table by one; NULL out of memory. */
+static csv_step *step_slot(csv_step **steps, size_t *n, size_t *cap)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 16;
+        csv_step *ns = realloc(*steps, c * sizeof *ns);
+        if (!ns)
+            return NULL;
+        *steps = ns;
+        *cap = c;
+    }
+    return &(*steps)[(*n)++];
+}
+
 /* kernel_details.csv as Ascend's PyTorch profiler writes it: one row per
  * device task, its Name, Start Time(us), Duration(us) (older files: Op
  * Name, Task Start Time(us), Task Duration(us)), and where present its
  * Stream ID, Step Id and Accelerator Core (Task Type). Each row is one
  * kernel event on its stream; each Step Id becomes a ProfilerStep#N
- * spanning its rows, given after them. */
-static np_status read_kernel_csv(np_prof_trace_info *info, const char *path, np_prof_event_fn fn,
-                                 void *user, np_error *err)
+ * spanning its rows, given after them. fld/nf: the header. */
+static np_status kernel_rows(FILE *f, sbuf *b, char **fld, int nf, const char *path, np_prof_event_fn fn,
+                             void *user, long long *count, np_error *err)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open: %s", strerror(errno));
-    sbuf b = {malloc(4096), 4096};
-    char *fld[CSV_MAX_FIELDS];
-    int nf = 0;
     csv_step *steps = NULL;
     size_t n_steps = 0, cap_steps = 0;
-    long long count = 0, line = 1;
+    long long line = 1;
     np_status st = NP_OK;
-    int rc = b.s ? csv_record(f, &b, fld, CSV_MAX_FIELDS, &nf) : -1;
-    if (rc < 0) {
-        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-        goto done;
-    }
-    if (rc == 0) {
-        st = np_error_set(err, NP_ERR_FORMAT, path, NULL, "empty csv: expected kernel_details.csv's header");
-        goto done;
-    }
-    if (!strncmp(fld[0], "\xef\xbb\xbf", 3)) /* a UTF-8 byte order mark */
-        memmove(fld[0], fld[0] + 3, strlen(fld[0] + 3) + 1);
+    int rc;
     int c_name = csv_col(fld, nf, "Name", "Op Name");
     int c_ts = csv_col(fld, nf, "Start Time(us)", "Task Start Time(us)");
     int c_dur = csv_col(fld, nf, "Duration(us)", "Task Duration(us)");
     int c_stream = csv_col(fld, nf, "Stream ID", "Stream Id");
     int c_step = csv_col(fld, nf, "Step Id", "Step ID");
     int c_core = csv_col(fld, nf, "Accelerator Core", "Task Type");
-    if (csv_col(fld, nf, "Host Self Duration(us)", "Device Self Duration(us)") >= 0) {
-        st = np_error_set(err, NP_ERR_FORMAT, path, NULL,
-                          "operator_details.csv has no start times: give kernel_details.csv or "
-                          "trace_view.json of the same run");
-        goto done;
-    }
-    if (c_name < 0 || c_ts < 0 || c_dur < 0) {
-        st = np_error_set(err, NP_ERR_FORMAT, path, c_name < 0 ? "Name" : c_ts < 0 ? "Start Time(us)"
-                                                                                   : "Duration(us)",
-                          "not a kernel_details.csv: no such column in the header");
-        goto done;
-    }
+    if (c_name < 0 || c_ts < 0 || c_dur < 0)
+        return np_error_set(err, NP_ERR_FORMAT, path,
+                            c_name < 0 ? "Name" : c_ts < 0 ? "Start Time(us)" : "Duration(us)",
+                            "not a kernel_details.csv (nor operator_details.csv): no such column in the header");
     int need = c_name > c_ts ? c_name : c_ts;
     need = need > c_dur ? need : c_dur;
-    while ((rc = csv_record(f, &b, fld, CSV_MAX_FIELDS, &nf)) > 0) {
+    while ((rc = csv_record(f, b, fld, CSV_MAX_FIELDS, &nf)) > 0) {
         line++;
         if (nf == 1 && !fld[0][0])
             continue; /* a blank line */
@@ -377,11 +381,9 @@ static np_status read_kernel_csv(np_prof_trace_info *info, const char *path, np_
             goto done;
         }
         e.name = fld[c_name];
-        if (csv_num(fld[c_ts], &e.ts) || csv_num(fld[c_dur], &e.dur)) {
-            st = np_error_set(err, NP_ERR_FORMAT, path, csv_num(fld[c_ts], &v) ? "Start Time(us)" : "Duration(us)",
-                              "line %lld: not a number", line);
+        if ((st = csv_cell(&e.ts, fld[c_ts], NAN, path, "Start Time(us)", line, err)) ||
+            (st = csv_cell(&e.dur, fld[c_dur], NAN, path, "Duration(us)", line, err)))
             goto done;
-        }
         if (c_stream >= 0 && c_stream < nf && !csv_num(fld[c_stream], &v))
             e.tid = e.stream = (long long)v;
         if (c_core >= 0 && c_core < nf)
@@ -391,24 +393,19 @@ static np_status read_kernel_csv(np_prof_trace_info *info, const char *path, np_
             while (k < n_steps && steps[k].id != (long long)v)
                 k++;
             if (k == n_steps) {
-                if (n_steps == cap_steps) {
-                    size_t cap = cap_steps ? cap_steps * 2 : 16;
-                    csv_step *ns = realloc(steps, cap * sizeof *ns);
-                    if (!ns) {
-                        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-                        goto done;
-                    }
-                    steps = ns;
-                    cap_steps = cap;
+                csv_step *s = step_slot(&steps, &n_steps, &cap_steps);
+                if (!s) {
+                    st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+                    goto done;
                 }
-                steps[n_steps++] = (csv_step){(long long)v, e.ts, e.ts + e.dur};
+                *s = (csv_step){(long long)v, e.ts, e.ts + e.dur};
             }
             if (e.ts < steps[k].start)
                 steps[k].start = e.ts;
             if (e.ts + e.dur > steps[k].end)
                 steps[k].end = e.ts + e.dur;
         }
-        count++;
+        (*count)++;
         if (fn(&e, user)) {
             st = NP_ERR_ARG;
             goto done;
@@ -424,18 +421,113 @@ static np_status read_kernel_csv(np_prof_trace_info *info, const char *path, np_
         np_prof_event e = {.ph = 'X', .cat = "user_annotation", .name = name, .arg_name = "",
                            .task_type = "", .pid = 0, .tid = -1, .flops = NAN, .stream = -1,
                            .correlation = -1, .ts = steps[k].start, .dur = steps[k].end - steps[k].start};
-        count++;
+        (*count)++;
         if (fn(&e, user)) {
             st = NP_ERR_ARG;
             goto done;
         }
     }
 done:
+    free(steps);
+    return st;
+}
+
+/* operator_details.csv as Ascend's PyTorch profiler writes it: one row per
+ * framework op call (the profiler steps left out), in the order of its op
+ * tree, with Name, Host Self Duration(us), Host Total Duration(us) and
+ * Device Self Duration(us) (the kernels the call launched itself; also
+ * Input Shapes, Call Stack, Device Total Duration(us) and the AI Core
+ * shares, not read). It has no start times, so each row becomes a cpu_op
+ * event of its host total time with its self time given (self_given),
+ * placed after the previous rows' self times (the host timeline is the
+ * calls' self times back to back: busy time, no idle), and, when its
+ * device self time is above 0, a kernel event of that time on stream 0,
+ * after the previous rows' device times. */
+static np_status operator_rows(FILE *f, sbuf *b, char **fld, int nf, const char *path, np_prof_event_fn fn,
+                               void *user, long long *count, np_error *err)
+{
+    static const char k_self[] = "Host Self Duration(us)", k_total[] = "Host Total Duration(us)",
+                      k_dev[] = "Device Self Duration(us)";
+    int c_name = csv_col(fld, nf, "Name", NULL), c_self = csv_col(fld, nf, k_self, NULL);
+    int c_total = csv_col(fld, nf, k_total, NULL), c_dev = csv_col(fld, nf, k_dev, NULL);
+    if (c_name < 0 || c_total < 0)
+        return np_error_set(err, NP_ERR_FORMAT, path, c_name < 0 ? "Name" : k_total,
+                            "operator_details.csv without this column in its header");
+    int need = c_name > c_self ? c_name : c_self;
+    need = need > c_total ? need : c_total;
+    double host_at = 0, dev_at = 0;
+    long long line = 1;
+    int rc;
+    np_status st;
+    while ((rc = csv_record(f, b, fld, CSV_MAX_FIELDS, &nf)) > 0) {
+        line++;
+        if (nf == 1 && !fld[0][0])
+            continue; /* a blank line */
+        if (nf <= need)
+            return np_error_set(err, NP_ERR_FORMAT, path, NULL, "line %lld: %d fields, the header has more",
+                                line, nf);
+        np_prof_event e = {.ph = 'X', .cat = "cpu_op", .name = fld[c_name], .arg_name = "",
+                           .task_type = "", .pid = 0, .tid = 1, .flops = NAN, .stream = -1,
+                           .correlation = -1, .ts = host_at, .self_given = 1};
+        double dev = 0;
+        if ((st = csv_cell(&e.self_us, fld[c_self], NAN, path, k_self, line, err)) ||
+            (st = csv_cell(&e.dur, fld[c_total], NAN, path, k_total, line, err)) ||
+            (c_dev >= 0 && c_dev < nf && (st = csv_cell(&dev, fld[c_dev], 0, path, k_dev, line, err))))
+            return st;
+        if (e.self_us < 0 || e.dur < e.self_us)
+            return np_error_set(err, NP_ERR_FORMAT, path, k_self,
+                                "line %lld: self time %g outside 0 .. the total time %g", line, e.self_us,
+                                e.dur);
+        host_at += e.self_us;
+        (*count)++;
+        if (fn(&e, user))
+            return NP_ERR_ARG;
+        if (dev > 0) {
+            np_prof_event k = {.ph = 'X', .cat = "kernel", .name = fld[c_name], .arg_name = "",
+                               .task_type = "", .pid = 1, .tid = 0, .flops = NAN, .stream = 0,
+                               .correlation = -1, .ts = dev_at, .dur = dev};
+            dev_at += dev;
+            (*count)++;
+            if (fn(&k, user))
+                return NP_ERR_ARG;
+        }
+    }
+    if (rc < 0)
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    return NP_OK;
+}
+
+/* Ascend's csv files: kernel_details.csv or operator_details.csv, told
+ * apart by their header (operator_details.csv has Host Self Duration). */
+static np_status read_csv(np_prof_trace_info *info, const char *path, np_prof_event_fn fn, void *user,
+                          np_error *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return np_error_set(err, NP_ERR_IO, path, NULL, "cannot open: %s", strerror(errno));
+    sbuf b = {malloc(4096), 4096};
+    char *fld[CSV_MAX_FIELDS];
+    int nf = 0;
+    long long count = 0;
+    np_status st = NP_OK;
+    int rc = b.s ? csv_record(f, &b, fld, CSV_MAX_FIELDS, &nf) : -1;
+    if (rc < 0) {
+        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    } else if (rc == 0) {
+        st = np_error_set(err, NP_ERR_FORMAT, path, NULL,
+                          "empty csv: expected the header of kernel_details.csv or operator_details.csv");
+    } else {
+        if (!strncmp(fld[0], "\xef\xbb\xbf", 3)) /* a UTF-8 byte order mark */
+            memmove(fld[0], fld[0] + 3, strlen(fld[0] + 3) + 1);
+        if (csv_col(fld, nf, "Host Self Duration(us)", NULL) >= 0)
+            st = operator_rows(f, &b, fld, nf, path, fn, user, &count, err);
+        else
+            st = kernel_rows(f, &b, fld, nf, path, fn, user, &count, err);
+    }
     if (info) {
         info->rank = -1;
         info->events = count;
     }
-    free(steps);
     free(b.s);
     fclose(f);
     return st;
@@ -445,7 +537,7 @@ np_status np_prof_read(np_prof_trace_info *info, const char *path, np_prof_event
                        np_error *err)
 {
     if (has_suffix(path, ".csv"))
-        return read_kernel_csv(info, path, fn, user, err);
+        return read_csv(info, path, fn, user, err);
     rd d;
     memset(&d, 0, sizeof d);
     d.err = err;

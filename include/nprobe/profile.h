@@ -32,6 +32,11 @@ typedef struct np_prof_event {
     long long correlation; /* args.correlation (launches and kernels) */
     const char *arg_name;  /* args.name (a metadata event's process or thread name), "" */
     const char *task_type; /* args."Task Type" (Ascend's device tasks), "" */
+    int self_given;        /* 1: self_us is the file's (Ascend's operator_details.csv has
+                            * no start times, only each call's self and total time):
+                            * the event is not nested, its self time is self_us and on
+                            * the timeline it covers [ts, ts + self_us] */
+    double self_us;
 } np_prof_event;
 
 /* Non-zero return stops the read: np_prof_read returns NP_ERR_ARG and
@@ -46,7 +51,12 @@ typedef struct np_prof_trace_info {
 
 /* Stream the events of `path`: a {"traceEvents": [...]} object (other
  * root keys skipped) or a bare array of events; a .gz file is inflated in
- * memory first. info may be NULL. Errors name the file, line and column. */
+ * memory first. A .csv file is Ascend's kernel_details.csv (one kernel
+ * event per row, a ProfilerStep#N per Step Id) or operator_details.csv
+ * (per row, one cpu_op event with its host total and self time, and a
+ * kernel event of its device self time when there is one; no start times
+ * in that file: each side's calls are laid back to back by self time, in
+ * row order). info may be NULL. Errors name the file, line and column. */
 np_status np_prof_read(np_prof_trace_info *info, const char *path, np_prof_event_fn fn, void *user,
                        np_error *err);
 

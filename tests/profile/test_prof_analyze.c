@@ -317,18 +317,99 @@ static void test_kernel_csv(void)
     np_prof_compare_free(&c);
     np_prof_rank_free(&a);
     np_prof_rank_free(&b);
-    /* operator_details.csv has no start times; a bad number names its column */
-    memset(&err, 0, sizeof err);
-    CHECK(np_prof_analyze(&a, put("od.csv", "Name,Input Shapes,Call Stack,Host Self Duration(us),"
-                                            "Host Total Duration(us),Device Self Duration(us)\n"
-                                            "aten::mm,\"8,16\",,3,4,10\n"),
-                          &err) == NP_ERR_FORMAT);
-    CHECK_CONTAINS(err.text, "kernel_details.csv");
     memset(&err, 0, sizeof err);
     CHECK(np_prof_analyze(&a, put("kx.csv", "Name,Start Time(us),Duration(us)\nMatMul,12x,3\n"), &err) ==
           NP_ERR_FORMAT);
     CHECK_CONTAINS(err.file, "kx.csv");
     CHECK(err.key[0] && strstr(err.key, "Start Time") && strstr(err.text, "line 2"));
+}
+
+static const np_prof_op *find_cat(const np_prof_op *ops, size_t n, const char *cat, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(ops[i].name, name) && !strcmp(ops[i].cat, cat))
+            return &ops[i];
+    return NULL;
+}
+
+/* Ascend's operator_details.csv (torch_npu's columns; no start times): one
+ * row per op call in op-tree order, host self and total, device self (its
+ * own kernels). Two linear layers (linear > t, addmm) and a relu:
+ *   host self 4 2 14 | 5 2 18 | 3 = 48; linear total 20 + 25 = 45, self 9;
+ *   addmm self = total 14 + 18 = 32; device self: addmm 30 and d2, relu 6.5
+ *   (one N/A: no device time). A (d2 50): device busy 30 + 50 + 6.5 = 86.5,
+ *   all compute, no idle (the calls are laid back to back); B (d2 150): the
+ *   addmm kernels 180 against 80, the first pair +100 and the second addmm
+ *   call (#1) B/A 3. Without device times the host timeline: busy 48. */
+static const char *op_csv(const char *file, const char *d1, const char *d2, const char *relu_dev)
+{
+    static char text[1400];
+    snprintf(text, sizeof text,
+             "\xef\xbb\xbfName,Input Shapes,Call Stack,Host Self Duration(us),Host Total Duration(us),"
+             "Device Self Duration(us),Device Total Duration(us),Device Self Duration With AICore(us),"
+             "Device Total Duration With AICore(us)\n"
+             "aten::linear,\"\"\"8,16;32,16;32\"\"\",\"model.py(10): forward\nmodule.py(5): _call\",4,20,0,30,0,30\n"
+             "aten::t,\"\"\"32,16\"\"\",,2,2,0,0,0,0\n"
+             "aten::addmm,\"\"\"32;8,16;16,32\"\"\",,14,14,%s,30,30,30\n"
+             "aten::linear,,,5,25,0,%s,0,0\n"
+             "aten::t,,,2,2,N/A,0,0,0\n"
+             "aten::addmm,,,18,18,%s,%s,0,0\n"
+             "aten::relu,,,3,3,%s,%s,0,0\n",
+             d1, d2, d2, d2, relu_dev, relu_dev);
+    return put(file, text);
+}
+
+static void test_operator_csv(void)
+{
+    np_prof_rank a, b, h;
+    np_error err = {0};
+    CHECK(np_prof_analyze(&a, op_csv("oa.csv", "30", "50", "6.5"), &err) == NP_OK);
+    CHECK(np_prof_analyze(&b, op_csv("ob.csv", "30", "150", "6.5"), &err) == NP_OK);
+    CHECK(a.device == 1 && a.steps == 0 && a.events == 7 + 3 && a.self_ok && a.calls_ok);
+    CHECK_CLOSE(a.class_us[NP_PROF_COMPUTE], 86.5, 0, 0);
+    CHECK_CLOSE(a.span_us, 86.5, 0, 0);
+    CHECK_CLOSE(a.class_us[NP_PROF_IDLE], 0, 0, 0);
+    const np_prof_op *o = find_cat(a.ops, a.n_ops, "cpu_op", "aten::linear");
+    CHECK(o && o->count == 2);
+    CHECK_CLOSE(o ? o->total_us : 0, 45, 0, 0);
+    CHECK_CLOSE(o ? o->self_us : 0, 9, 0, 0);
+    o = find_cat(a.ops, a.n_ops, "cpu_op", "aten::addmm");
+    CHECK_CLOSE(o ? o->self_us : 0, 32, 0, 0);
+    o = find_cat(a.ops, a.n_ops, "kernel", "aten::addmm");
+    CHECK(o && o->count == 2);
+    CHECK_CLOSE(o ? o->total_us : 0, 80, 0, 0);
+    CHECK(!find_cat(a.ops, a.n_ops, "kernel", "aten::t"));
+    np_prof_compare c;
+    CHECK(np_prof_compare_ranks(&c, &a, &b, &err) == NP_OK);
+    CHECK(c.n_pairs >= 1 && !strcmp(c.pairs[0].a->name, "aten::addmm") &&
+          !strcmp(c.pairs[0].a->cat, "kernel"));
+    CHECK_CLOSE(c.pairs[0].delta_us, 100, 0, 0);
+    CHECK(c.n_calls >= 1 && !strcmp(c.calls[0].a->name, "aten::addmm #1"));
+    CHECK_CLOSE(c.n_calls ? c.calls[0].ratio : 0, 3, 0, 0);
+    CHECK_CLOSE(c.n_calls > 1 ? c.calls[1].delta_us : 1, 0, 0, 0);
+    np_prof_compare_free(&c);
+    np_prof_rank_free(&a);
+    np_prof_rank_free(&b);
+    /* no device time at all: the host timeline, the self times back to back */
+    CHECK(np_prof_analyze(&h, op_csv("oh.csv", "0", "0", "0"), &err) == NP_OK);
+    CHECK(h.device == 0 && h.events == 7);
+    CHECK_CLOSE(h.class_us[NP_PROF_COMPUTE], 48, 0, 0);
+    CHECK_CLOSE(h.span_us, 48, 0, 0);
+    np_prof_rank_free(&h);
+    /* a cell that is not a number names its column and line; self > total */
+    memset(&err, 0, sizeof err);
+    CHECK(np_prof_analyze(&h, op_csv("ox.csv", "30", "5x", "0"), &err) == NP_ERR_FORMAT);
+    CHECK(strstr(err.file, "ox.csv") && !strcmp(err.key, "Device Self Duration(us)") &&
+          strstr(err.text, "line 7") && strstr(err.text, "5x"));
+    memset(&err, 0, sizeof err);
+    CHECK(np_prof_analyze(&h, put("oy.csv", "Name,Host Self Duration(us),Host Total Duration(us)\n"
+                                            "aten::mm,5,4\n"),
+                          &err) == NP_ERR_FORMAT);
+    CHECK(!strcmp(err.key, "Host Self Duration(us)") && strstr(err.text, "line 2"));
+    memset(&err, 0, sizeof err);
+    CHECK(np_prof_analyze(&h, put("oz.csv", "Name,Host Self Duration(us)\naten::mm,5\n"), &err) ==
+          NP_ERR_FORMAT);
+    CHECK(!strcmp(err.key, "Host Total Duration(us)"));
 }
 
 /* N cpu_op events [10i, 10i + 5] on one thread: compute 5N, N - 1
@@ -408,10 +489,12 @@ int main(void)
     test_calls();
     test_ascend();
     test_kernel_csv();
+    test_operator_csv();
     test_bad();
     test_long();
     const char *names[] = {"dev.json", "cpu.json", "a.json", "b.json", "t.json", "n.json", "s.json", "e.json", "o.json",
-                           "ca.json", "cb.json", "asc.json", "ka.csv", "kb.csv", "od.csv", "kx.csv"};
+                           "ca.json", "cb.json", "asc.json", "ka.csv", "kb.csv", "kx.csv", "oa.csv", "ob.csv", "oh.csv",
+                           "ox.csv", "oy.csv", "oz.csv"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char p[300];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
