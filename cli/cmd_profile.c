@@ -185,6 +185,22 @@ static void csv_num(FILE *f, double x)
         fprintf(f, "%.17g", x);
 }
 
+/* n numbers as csv cells, each after a comma (not finite: an empty cell). */
+static void csv_nums(FILE *f, size_t n, const double *v)
+{
+    for (size_t i = 0; i < n; i++) {
+        fputc(',', f);
+        csv_num(f, v[i]);
+    }
+}
+
+/* `, "key": x` (not finite: null). */
+static void json_field(FILE *f, const char *key, double x)
+{
+    fprintf(f, ", \"%s\": ", key);
+    json_num(f, x);
+}
+
 typedef void (*writer_fn)(FILE *f, const void *data);
 
 static int write_report(const char *dir, const char *name, writer_fn fn, const void *data)
@@ -261,28 +277,18 @@ static void w_summary_csv(FILE *f, const void *data)
         const np_prof_rank *r = &R->r[i];
         fprintf(f, "%lld,", rank_id(R, i));
         csv_str(f, r->path);
-        fprintf(f, ",%s,%lld,%lld,", r->device ? "device" : "cpu", r->steps, r->events);
-        csv_num(f, r->span_us);
-        fputc(',', f);
-        csv_num(f, r->busy_us);
-        for (int c = 0; c < NP_PROF_CLASS_COUNT; c++) {
-            fputc(',', f);
-            csv_num(f, r->class_us[c]);
-        }
-        fputc(',', f);
-        csv_num(f, r->comm_us);
-        fputc(',', f);
-        csv_num(f, r->compute_us);
-        fputc(',', f);
-        csv_num(f, r->overlap_us);
-        fputc(',', f);
-        csv_num(f, r->comm_us > 0 ? r->overlap_us / r->comm_us : NAN);
-        fprintf(f, ",%lld,", r->n_bubbles);
-        csv_num(f, r->flops);
-        fputc(',', f);
-        csv_num(f, r->span_us > 0 && r->flops > 0 ? r->flops / (r->span_us * 1e-6) : NAN);
-        fputc(',', f);
-        csv_num(f, mfu(r->flops, r->span_us, R->peak));
+        fprintf(f, ",%s,%lld,%lld", r->device ? "device" : "cpu", r->steps, r->events);
+        double v[2 + NP_PROF_CLASS_COUNT + 4] = {r->span_us, r->busy_us};
+        for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
+            v[2 + c] = r->class_us[c];
+        double *t = v + 2 + NP_PROF_CLASS_COUNT;
+        t[0] = r->comm_us, t[1] = r->compute_us, t[2] = r->overlap_us;
+        t[3] = r->comm_us > 0 ? r->overlap_us / r->comm_us : NAN;
+        csv_nums(f, sizeof v / sizeof v[0], v);
+        fprintf(f, ",%lld", r->n_bubbles);
+        double fl[3] = {r->flops, r->span_us > 0 && r->flops > 0 ? r->flops / (r->span_us * 1e-6) : NAN,
+                        mfu(r->flops, r->span_us, R->peak)};
+        csv_nums(f, 3, fl);
         fputc('\n', f);
     }
 }
@@ -298,22 +304,11 @@ static void w_ops_csv(FILE *f, const void *data)
             csv_str(f, o->cat);
             fputc(',', f);
             csv_str(f, o->name);
-            fprintf(f, ",%lld,", o->count);
-            csv_num(f, o->total_us);
-            fputc(',', f);
-            csv_num(f, o->self_us);
-            fputc(',', f);
-            csv_num(f, o->step_us);
-            fputc(',', f);
-            csv_num(f, o->total_us / (double)o->count);
-            fputc(',', f);
-            csv_num(f, o->min_us);
-            fputc(',', f);
-            csv_num(f, o->max_us);
-            fputc(',', f);
-            csv_num(f, o->flops);
-            fputc(',', f);
-            csv_num(f, o->flops > 0 && o->total_us > 0 ? o->flops / (o->total_us * 1e-6) : NAN);
+            fprintf(f, ",%lld", o->count);
+            double v[] = {o->total_us, o->self_us, o->step_us, o->total_us / (double)o->count, o->min_us,
+                          o->max_us, o->flops,
+                          o->flops > 0 && o->total_us > 0 ? o->flops / (o->total_us * 1e-6) : NAN};
+            csv_nums(f, sizeof v / sizeof v[0], v);
             fputc('\n', f);
         }
 }
@@ -330,23 +325,19 @@ static void w_json(FILE *f, const void *data)
                    ", \"streamed\": %s",
                 r->device ? "device" : "cpu", r->steps, r->events, r->last_step_dropped ? "true" : "false",
                 r->streamed ? "true" : "false");
-        fputs(", \"span_us\": ", f);
-        json_num(f, r->span_us);
-        fputs(", \"busy_us\": ", f);
-        json_num(f, r->busy_us);
+        json_field(f, "span_us", r->span_us);
+        json_field(f, "busy_us", r->busy_us);
         fputs(", \"time_us\": {", f);
         for (int c = 0; c < NP_PROF_CLASS_COUNT; c++) {
             fprintf(f, "%s\"%s\": ", c ? ", " : "", np_prof_class_name(c));
             json_num(f, r->class_us[c]);
         }
-        fputs("}, \"comm_us\": ", f);
-        json_num(f, r->comm_us);
-        fputs(", \"compute_us\": ", f);
-        json_num(f, r->compute_us);
-        fputs(", \"overlap_us\": ", f);
-        json_num(f, r->overlap_us);
-        fprintf(f, ", \"bubbles\": %lld, \"bubble_us\": ", r->n_bubbles);
-        json_num(f, r->bubble_us);
+        fputc('}', f);
+        json_field(f, "comm_us", r->comm_us);
+        json_field(f, "compute_us", r->compute_us);
+        json_field(f, "overlap_us", r->overlap_us);
+        fprintf(f, ", \"bubbles\": %lld", r->n_bubbles);
+        json_field(f, "bubble_us", r->bubble_us);
         fputs(", \"longest_bubbles\": [", f);
         for (int k = 0; k < r->n_top; k++) {
             fprintf(f, "%s{\"start_us\": ", k ? ", " : "");
@@ -355,10 +346,9 @@ static void w_json(FILE *f, const void *data)
             json_num(f, r->top[k].dur_us);
             fputc('}', f);
         }
-        fputs("], \"flops\": ", f);
-        json_num(f, r->flops);
-        fputs(", \"mfu\": ", f);
-        json_num(f, mfu(r->flops, r->span_us, R->peak));
+        fputc(']', f);
+        json_field(f, "flops", r->flops);
+        json_field(f, "mfu", mfu(r->flops, r->span_us, R->peak));
         fputs(", \"ops\": [", f);
         for (size_t k = 0; k < r->n_ops; k++) {
             const np_prof_op *o = &r->ops[k];
@@ -366,18 +356,13 @@ static void w_json(FILE *f, const void *data)
             json_str(f, o->cat);
             fputs(", \"name\": ", f);
             json_str(f, o->name);
-            fprintf(f, ", \"count\": %lld, \"total_us\": ", o->count);
-            json_num(f, o->total_us);
-            fputs(", \"self_us\": ", f);
-            json_num(f, o->self_us);
-            fputs(", \"step_median_us\": ", f);
-            json_num(f, o->step_us);
-            fputs(", \"min_us\": ", f);
-            json_num(f, o->min_us);
-            fputs(", \"max_us\": ", f);
-            json_num(f, o->max_us);
-            fputs(", \"flops\": ", f);
-            json_num(f, o->flops);
+            fprintf(f, ", \"count\": %lld", o->count);
+            json_field(f, "total_us", o->total_us);
+            json_field(f, "self_us", o->self_us);
+            json_field(f, "step_median_us", o->step_us);
+            json_field(f, "min_us", o->min_us);
+            json_field(f, "max_us", o->max_us);
+            json_field(f, "flops", o->flops);
             fputc('}', f);
         }
         fputs("]}", f);
@@ -484,6 +469,19 @@ static void print_rank(const ranks *R, size_t i, long top)
 }
 
 /* ---- compare ------------------------------------------------------------------ */
+static const char *side_of(const np_prof_pair *p)
+{
+    return p->a && p->b ? "both" : p->a ? "a_only" : "b_only";
+}
+
+/* A pair's times as csv cells: a_step_us .. share_b. */
+static void csv_pair(FILE *f, const np_prof_pair *p)
+{
+    double v[] = {p->a_step_us, p->b_step_us, p->delta_us, p->ratio, p->share_a, p->share_b};
+    csv_nums(f, sizeof v / sizeof v[0], v);
+    fprintf(f, ",%s\n", side_of(p));
+}
+
 static void w_compare_csv(FILE *f, const void *data)
 {
     const np_prof_compare *c = data;
@@ -494,27 +492,18 @@ static void w_compare_csv(FILE *f, const void *data)
         csv_str(f, o->cat);
         fputc(',', f);
         csv_str(f, o->name);
-        fprintf(f, ",%lld,%lld,", p->a ? p->a->count : 0, p->b ? p->b->count : 0);
-        csv_num(f, p->a_step_us);
-        fputc(',', f);
-        csv_num(f, p->b_step_us);
-        fputc(',', f);
-        csv_num(f, p->delta_us);
-        fputc(',', f);
-        csv_num(f, p->ratio);
-        fputc(',', f);
-        csv_num(f, p->share_a);
-        fputc(',', f);
-        csv_num(f, p->share_b);
-        fprintf(f, ",%s\n", p->a && p->b ? "both" : p->a ? "a_only" : "b_only");
+        fprintf(f, ",%lld,%lld", p->a ? p->a->count : 0, p->b ? p->b->count : 0);
+        csv_pair(f, p);
     }
 }
 
-/* The calls paired in call order: one row per call index of an op. */
+/* The calls paired in call order: one row per call index of an op; name_b
+ * is B's row where the alignment paired another call index (an op called
+ * once more or less earlier in one run). */
 static void w_calls_csv(FILE *f, const void *data)
 {
     const np_prof_compare *c = data;
-    fputs("category,name,within,at_us,a_step_us,b_step_us,delta_us,ratio,share_a,share_b,side\n", f);
+    fputs("category,name,name_b,within,at_us,a_step_us,b_step_us,delta_us,ratio,share_a,share_b,side\n", f);
     for (size_t i = 0; i < c->n_calls; i++) {
         const np_prof_pair *p = &c->calls[i];
         const np_prof_op *o = p->a ? p->a : p->b;
@@ -522,32 +511,31 @@ static void w_calls_csv(FILE *f, const void *data)
         fputc(',', f);
         csv_str(f, o->name);
         fputc(',', f);
+        csv_str(f, p->b ? p->b->name : "");
+        fputc(',', f);
         csv_str(f, o->within ? o->within : "");
-        fputc(',', f);
-        csv_num(f, o->at_us);
-        fputc(',', f);
-        csv_num(f, p->a_step_us);
-        fputc(',', f);
-        csv_num(f, p->b_step_us);
-        fputc(',', f);
-        csv_num(f, p->delta_us);
-        fputc(',', f);
-        csv_num(f, p->ratio);
-        fputc(',', f);
-        csv_num(f, p->share_a);
-        fputc(',', f);
-        csv_num(f, p->share_b);
-        fprintf(f, ",%s\n", p->a && p->b ? "both" : p->a ? "a_only" : "b_only");
+        csv_nums(f, 1, &o->at_us);
+        csv_pair(f, p);
     }
+}
+
+/* `, "a_step_us": .. , "side": ..}` of a pair. */
+static void json_pair(FILE *f, const np_prof_pair *p)
+{
+    json_field(f, "a_step_us", p->a_step_us);
+    json_field(f, "b_step_us", p->b_step_us);
+    json_field(f, "delta_us", p->delta_us);
+    json_field(f, "ratio", p->ratio);
+    fprintf(f, ", \"side\": \"%s\"}", side_of(p));
 }
 
 static void w_compare_json(FILE *f, const void *data)
 {
     const np_prof_compare *c = data;
-    fputs("{\"a_step_us\": ", f);
+    fputs("{", f);
+    fputs("\"a_step_us\": ", f);
     json_num(f, c->a_step_us);
-    fputs(", \"b_step_us\": ", f);
-    json_num(f, c->b_step_us);
+    json_field(f, "b_step_us", c->b_step_us);
     fputs(", \"ops\": [", f);
     for (size_t i = 0; i < c->n_pairs; i++) {
         const np_prof_pair *p = &c->pairs[i];
@@ -556,16 +544,9 @@ static void w_compare_json(FILE *f, const void *data)
         json_str(f, o->cat);
         fputs(", \"name\": ", f);
         json_str(f, o->name);
-        fprintf(f, ", \"count_a\": %lld, \"count_b\": %lld, \"a_step_us\": ", p->a ? p->a->count : 0,
+        fprintf(f, ", \"count_a\": %lld, \"count_b\": %lld", p->a ? p->a->count : 0,
                 p->b ? p->b->count : 0);
-        json_num(f, p->a_step_us);
-        fputs(", \"b_step_us\": ", f);
-        json_num(f, p->b_step_us);
-        fputs(", \"delta_us\": ", f);
-        json_num(f, p->delta_us);
-        fputs(", \"ratio\": ", f);
-        json_num(f, p->ratio);
-        fprintf(f, ", \"side\": \"%s\"}", p->a && p->b ? "both" : p->a ? "a_only" : "b_only");
+        json_pair(f, p);
     }
     fputs("\n], \"calls\": [", f);
     size_t n = c->n_calls < 1000 ? c->n_calls : 1000; /* the most regressed; all in the csv */
@@ -576,19 +557,12 @@ static void w_compare_json(FILE *f, const void *data)
         json_str(f, o->cat);
         fputs(", \"name\": ", f);
         json_str(f, o->name);
+        fputs(", \"name_b\": ", f);
+        json_str(f, p->b ? p->b->name : "");
         fputs(", \"within\": ", f);
         json_str(f, o->within ? o->within : "");
-        fputs(", \"at_us\": ", f);
-        json_num(f, o->at_us);
-        fputs(", \"a_step_us\": ", f);
-        json_num(f, p->a_step_us);
-        fputs(", \"b_step_us\": ", f);
-        json_num(f, p->b_step_us);
-        fputs(", \"delta_us\": ", f);
-        json_num(f, p->delta_us);
-        fputs(", \"ratio\": ", f);
-        json_num(f, p->ratio);
-        fprintf(f, ", \"side\": \"%s\"}", p->a && p->b ? "both" : p->a ? "a_only" : "b_only");
+        json_field(f, "at_us", o->at_us);
+        json_pair(f, p);
     }
     fputs("\n]}\n", f);
 }
@@ -659,10 +633,11 @@ static int cmd_compare(int argc, char **argv, const pf_args *a, int formats)
         for (size_t i = 0; i < n; i++) {
             const np_prof_pair *p = &c.calls[i];
             const np_prof_op *o = p->a ? p->a : p->b;
-            np_cli_printf("%12.3f %12.3f %+12.3f %8.3f %10.1f  %s [%s]%s%s%s\n", p->a_step_us,
-                          p->b_step_us, p->delta_us, p->ratio, o->at_us, o->name, o->cat,
-                          o->within ? " within " : "", o->within ? o->within : "",
-                          p->a && p->b ? "" : p->a ? " (A only)" : " (B only)");
+            const char *kb = p->a && p->b && strcmp(p->a->name, p->b->name) ? strrchr(p->b->name, '#') : NULL;
+            np_cli_printf("%12.3f %12.3f %+12.3f %8.3f %10.1f  %s%s%s%s [%s]%s%s%s\n", p->a_step_us,
+                          p->b_step_us, p->delta_us, p->ratio, o->at_us, o->name, kb ? " (B " : "",
+                          kb ? kb : "", kb ? ")" : "", o->cat, o->within ? " within " : "",
+                          o->within ? o->within : "", p->a && p->b ? "" : p->a ? " (A only)" : " (B only)");
         }
     } else if (ra.calls_ok != rb.calls_ok) {
         np_cli_printf("calls not paired in call order: %s has no call rows (no op called twice in a "

@@ -1038,7 +1038,7 @@ static int takes_part(const np_prof_op *o, int use_self)
 /* Pair a's and b's operators by category and name into *out (n rows):
  * a's in their order, then b's not in a. */
 static int pair_ops(np_prof_pair **out, size_t *n_out, const np_prof_op *a, size_t na,
-                    const np_prof_op *b, size_t nb, int use_self, int all)
+                    const np_prof_op *b, size_t nb, int use_self)
 {
     optab idx = {0};
     np_prof_pair *pairs = malloc((na + nb + 1) * sizeof *pairs);
@@ -1048,7 +1048,7 @@ static int pair_ops(np_prof_pair **out, size_t *n_out, const np_prof_op *a, size
     /* a's ops indexed by (cat, name) in a table of copies whose .first
      * is the pair's index */
     for (size_t i = 0; i < na; i++) {
-        if (!all && !takes_part(&a[i], use_self))
+        if (!takes_part(&a[i], use_self))
             continue;
         if (!op_get(&idx, a[i].cat, a[i].name, (long long)n))
             goto oom;
@@ -1056,7 +1056,7 @@ static int pair_ops(np_prof_pair **out, size_t *n_out, const np_prof_op *a, size
     }
     size_t n_a = n;
     for (size_t i = 0; i < nb; i++) {
-        if (!all && !takes_part(&b[i], use_self))
+        if (!takes_part(&b[i], use_self))
             continue;
         size_t before = idx.n;
         np_prof_op *o = op_get(&idx, b[i].cat, b[i].name, -1);
@@ -1074,6 +1074,132 @@ static int pair_ops(np_prof_pair **out, size_t *n_out, const np_prof_op *a, size
     return 0;
 oom:
     optab_free(&idx);
+    free(pairs);
+    return -1;
+}
+
+/* ---- calls realigned -------------------------------------------------------- */
+/* Call rows are named "NAME #k" (the k-th call of an op in its step), so
+ * an op called once more in one run (one more add in a layer) shifts every
+ * later k of that op: pairing by name would pair each later call with the
+ * one before it. The rows are therefore aligned as two sequences of ops in
+ * call order (the order of their first calls), matching on category and
+ * NAME without " #k", the way diff aligns lines: equal rows pair; at a
+ * difference the nearest offset d (up to ALIGN_WINDOW) from which the next
+ * ALIGN_RUN rows of both sides agree again skips d rows of A, of B or of
+ * both as one-sided; none found skips one of each. Rows left one-sided
+ * that carry the same full name on both sides (a reordering, not an
+ * insertion) are paired by name afterwards. */
+#define ALIGN_WINDOW 256
+#define ALIGN_RUN 8
+
+typedef struct crow {
+    const np_prof_op *o;
+    size_t len;  /* the name's length without " #k" */
+    int matched;
+} crow;
+
+static size_t base_len(const char *n)
+{
+    const char *h = strrchr(n, '#');
+    return h && h > n && h[-1] == ' ' ? (size_t)(h - 1 - n) : strlen(n);
+}
+
+static int crow_cmp(const void *x, const void *y)
+{
+    const crow *a = x, *b = y;
+    return a->o->first < b->o->first ? -1 : a->o->first > b->o->first;
+}
+
+static int same_op(const crow *x, const crow *y)
+{
+    return x->len == y->len && !memcmp(x->o->name, y->o->name, x->len) && !strcmp(x->o->cat, y->o->cat);
+}
+
+/* 1 when x[i..] and y[j..] agree for ALIGN_RUN rows (or to the end of one). */
+static int runs_agree(const crow *x, size_t nx, size_t i, const crow *y, size_t ny, size_t j)
+{
+    size_t k = 0;
+    for (; k < ALIGN_RUN && i + k < nx && j + k < ny; k++)
+        if (!same_op(&x[i + k], &y[j + k]))
+            return 0;
+    return k > 0;
+}
+
+static crow *crows(const np_prof_op *o, size_t n)
+{
+    crow *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        v[i] = (crow){&o[i], base_len(o[i].name), 0};
+    if (n)
+        qsort(v, n, sizeof *v, crow_cmp);
+    return v;
+}
+
+static int pair_calls(np_prof_pair **out, size_t *n_out, const np_prof_op *a, size_t na,
+                      const np_prof_op *b, size_t nb)
+{
+    crow *x = crows(a, na), *y = crows(b, nb);
+    np_prof_pair *pairs = malloc((na + nb + 1) * sizeof *pairs);
+    optab idx = {0};
+    size_t n = 0, i = 0, j = 0;
+    if (!x || !y || !pairs)
+        goto oom;
+    while (i < na && j < nb) {
+        if (same_op(&x[i], &y[j])) {
+            pairs[n++] = (np_prof_pair){.a = x[i].o, .b = y[j].o};
+            x[i++].matched = y[j++].matched = 1;
+            continue;
+        }
+        size_t skip_a = 1, skip_b = 1;
+        for (size_t d = 1; d <= ALIGN_WINDOW; d++) {
+            if (i + d < na && runs_agree(x, na, i + d, y, nb, j)) {
+                skip_a = d, skip_b = 0;
+                break;
+            }
+            if (j + d < nb && runs_agree(x, na, i, y, nb, j + d)) {
+                skip_a = 0, skip_b = d;
+                break;
+            }
+            if (i + d < na && j + d < nb && runs_agree(x, na, i + d, y, nb, j + d)) {
+                skip_a = skip_b = d;
+                break;
+            }
+        }
+        i += skip_a;
+        j += skip_b;
+    }
+    /* one-sided rows: those of the same full name pair (a reordering) */
+    size_t n_pre = n;
+    for (size_t k = 0; k < na; k++)
+        if (!x[k].matched) {
+            if (!op_get(&idx, x[k].o->cat, x[k].o->name, (long long)n))
+                goto oom;
+            pairs[n++] = (np_prof_pair){.a = x[k].o};
+        }
+    for (size_t k = 0; k < nb; k++)
+        if (!y[k].matched) {
+            size_t before = idx.n;
+            np_prof_op *o = op_get(&idx, y[k].o->cat, y[k].o->name, -1);
+            if (!o)
+                goto oom;
+            if (idx.n == before && o->first >= (long long)n_pre && !pairs[o->first].b)
+                pairs[o->first].b = y[k].o;
+            else
+                pairs[n++] = (np_prof_pair){.b = y[k].o};
+        }
+    optab_free(&idx);
+    free(x);
+    free(y);
+    *out = pairs;
+    *n_out = n;
+    return 0;
+oom:
+    optab_free(&idx);
+    free(x);
+    free(y);
     free(pairs);
     return -1;
 }
@@ -1109,11 +1235,11 @@ np_status np_prof_compare_ranks(np_prof_compare *out, const np_prof_rank *a, con
     out->robust = use_self && a->steps > 0 && b->steps > 0;
     out->a_step_us = out->robust ? a->step_med_us : a->span_us / out->a_steps;
     out->b_step_us = out->robust ? b->step_med_us : b->span_us / out->b_steps;
-    if (pair_ops(&out->pairs, &out->n_pairs, a->ops, a->n_ops, b->ops, b->n_ops, use_self, 0))
+    if (pair_ops(&out->pairs, &out->n_pairs, a->ops, a->n_ops, b->ops, b->n_ops, use_self))
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
     pair_times(out, out->pairs, out->n_pairs, use_self);
     if (a->calls_ok && b->calls_ok) { /* call by call: self times of both */
-        if (pair_ops(&out->calls, &out->n_calls, a->calls, a->n_calls, b->calls, b->n_calls, 1, 1)) {
+        if (pair_calls(&out->calls, &out->n_calls, a->calls, a->n_calls, b->calls, b->n_calls)) {
             np_prof_compare_free(out);
             return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
         }

@@ -171,8 +171,15 @@ typedef struct np_prof_compare {
     double a_steps, b_steps;
     np_prof_pair *pairs;          /* most regressed first (delta_us descending) */
     size_t n_pairs;
-    np_prof_pair *calls;          /* the ranks' calls paired by name and call
-                                   * index (both calls_ok), most regressed first */
+    np_prof_pair *calls;          /* the ranks' calls (both calls_ok) paired in
+                                   * call order: the two sequences of call rows
+                                   * aligned on their op (category, NAME without
+                                   * " #k") as diff aligns lines, so an op called
+                                   * once more in one run leaves one row one-sided
+                                   * instead of shifting every later k; rows
+                                   * left one-sided pair by full name. Most
+                                   * regressed first; a->name and b->name may
+                                   * differ in k */
     size_t n_calls;
 } np_prof_compare;
 

@@ -224,6 +224,73 @@ static void test_calls(void)
     np_prof_rank_free(&b);
 }
 
+/* Call order across a changed program: two steps of four layers, each
+ * layer (40 us from o + 40k) aten::linear [1, 10] holding aten::mm [2, 6],
+ * then aten::relu [25, 4]. B calls one aten::mm more after layer 1's relu
+ * ([31, 3], no linear around it) and its layer 2 mm takes 18 (linear 22).
+ * B's mm calls are #0 #1 (extra) #2 #3 #4 against A's #0 .. #3: aligned on
+ * the op sequence, A's mm #2 pairs with B's mm #3 (6 -> 18, B/A 3, the first
+ * row), B's mm #2 is B only (+3), and every other pair is equal (linear
+ * self 4, relu 4). Pairing by k would give A's #2 B's extra call and A's #3
+ * the slow one. */
+static const char *shift_trace(const char *file, int extra)
+{
+    static char buf[8192];
+    strcpy(buf, "[\n");
+    for (int s = 0; s < 2; s++) {
+        double o = 200.0 * s;
+        ev(buf, sizeof buf, s ? "ProfilerStep#2" : "ProfilerStep#1", o, 200);
+        for (int k = 0; k < 4; k++) {
+            double base = o + 40 * k, slow = extra && k == 2 ? 12 : 0;
+            ev(buf, sizeof buf, "aten::linear", base + 1, 10 + slow);
+            ev(buf, sizeof buf, "aten::mm", base + 2, 6 + slow);
+            ev(buf, sizeof buf, "aten::relu", base + 25, 4);
+            if (extra && k == 1)
+                ev(buf, sizeof buf, "aten::mm", base + 31, 3);
+        }
+    }
+    strcat(buf, "]\n");
+    return put(file, buf);
+}
+
+static void test_calls_shift(void)
+{
+    np_prof_rank a, b;
+    np_error err = {0};
+    CHECK(np_prof_analyze(&a, shift_trace("sa.json", 0), &err) == NP_OK);
+    CHECK(np_prof_analyze(&b, shift_trace("sb.json", 1), &err) == NP_OK);
+    CHECK(a.calls_ok && a.n_calls == 12 && b.calls_ok && b.n_calls == 13);
+    np_prof_compare c;
+    CHECK(np_prof_compare_ranks(&c, &a, &b, &err) == NP_OK);
+    CHECK(c.n_calls == 13);
+    const np_prof_pair *top = c.n_calls ? &c.calls[0] : NULL;
+    CHECK(top && top->a && top->b && !strcmp(top->a->name, "aten::mm #2") &&
+          !strcmp(top->b->name, "aten::mm #3"));
+    CHECK_CLOSE(top ? top->ratio : 0, 3, 0, 0);
+    CHECK_CLOSE(top ? top->delta_us : 0, 12, 0, 0);
+    int one_sided = 0;
+    for (size_t i = 1; i < c.n_calls; i++) {
+        const np_prof_pair *p = &c.calls[i];
+        if (!p->a) {
+            one_sided++;
+            CHECK(!strcmp(p->b->name, "aten::mm #2") && p->delta_us == 3);
+        } else {
+            CHECK(p->b && p->delta_us == 0);
+        }
+    }
+    CHECK(one_sided == 1);
+    np_prof_compare_free(&c);
+    /* the other way round: the extra call is A only, the slow one B/A 1/3 */
+    CHECK(np_prof_compare_ranks(&c, &b, &a, &err) == NP_OK);
+    CHECK(c.n_calls == 13);
+    const np_prof_pair *last = c.n_calls ? &c.calls[c.n_calls - 1] : NULL;
+    CHECK(last && last->a && last->b && !strcmp(last->a->name, "aten::mm #3") &&
+          !strcmp(last->b->name, "aten::mm #2") && last->delta_us == -12);
+    np_prof_compare_free(&c);
+    np_prof_rank_free(&a);
+    np_prof_rank_free(&b);
+}
+
 /* Ascend's trace_view.json: a bare array, ts as decimal strings; the
  * processes named by metadata (the Ascend Hardware one given last: pass 1
  * learns them before pass 2 reads the events). Ascend Hardware (pid 2):
@@ -489,12 +556,13 @@ int main(void)
     test_calls();
     test_ascend();
     test_kernel_csv();
+    test_calls_shift();
     test_operator_csv();
     test_bad();
     test_long();
     const char *names[] = {"dev.json", "cpu.json", "a.json", "b.json", "t.json", "n.json", "s.json", "e.json", "o.json",
                            "ca.json", "cb.json", "asc.json", "ka.csv", "kb.csv", "kx.csv", "oa.csv", "ob.csv", "oh.csv",
-                           "ox.csv", "oy.csv", "oz.csv"};
+                           "ox.csv", "oy.csv", "oz.csv", "sa.json", "sb.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char p[300];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
