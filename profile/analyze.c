@@ -200,7 +200,8 @@ static np_prof_class device_class(const char *n);
 /* Ascend's device tasks (trace_view.json): the HCCL/Communication process
  * is communication; on the Ascend Hardware process args."Task Type" says
  * what a task is (AI_CORE, AI_VECTOR_CORE, AI_CPU: compute; HCCL:
- * communication; MEMCPY_ASYNC...: memory; EVENT_WAIT, NOTIFY...: other),
+ * communication; MEMCPY_ASYNC...: memory, also a task so named; EVENT_WAIT,
+ * NOTIFY...: other),
  * an hcom_ name is a collective; else the kernel-name rules. */
 static np_prof_class device_class_ev(const np_prof_event *e)
 {
@@ -208,8 +209,9 @@ static np_prof_class device_class_ev(const np_prof_event *e)
     if (!strcmp(e->cat, "hccl") || starts(t, "HCCL") || starts(t, "COMMUNICATION") ||
         starts(e->name, "hcom_"))
         return NP_PROF_COMM;
-    if (strstr(t, "MEMCPY") || strstr(t, "MEMSET") || strstr(t, "DMA"))
-        return NP_PROF_MEMORY;
+    if (strstr(t, "MEMCPY") || strstr(t, "MEMSET") || strstr(t, "DMA") || starts(e->name, "MEMCPY") ||
+        starts(e->name, "MEMSET"))
+        return NP_PROF_MEMORY; /* torch_npu names some tasks MEMCPY_ASYNC with Task Type Other */
     if (strstr(t, "EVENT") || strstr(t, "NOTIFY") || strstr(t, "WAIT"))
         return NP_PROF_OTHER;
     if (*t)
@@ -325,8 +327,19 @@ static const np_prof_event *as_role(const roles *r, const np_prof_event *e, np_p
     return tmp;
 }
 
+/* A thread's cpu_op events as pass 1 saw them: in start order (torch
+ * writes them so), in end order (torch_npu's trace_view.json writes each
+ * op when it ends, its children before it) or neither. */
+typedef struct thr_order {
+    long long pid, tid;
+    double last_ts, last_end;
+    int bad_start, bad_end;
+} thr_order;
+
 typedef struct pass1 {
     roles roles;
+    thr_order *thr;
+    size_t n_thr, cap_thr;
     double *stepv;    /* ProfilerStep# start, end pairs */
     size_t cap_step;
     double last_step; /* latest ProfilerStep# start */
@@ -346,6 +359,30 @@ static int pass1_fn(const np_prof_event *e, void *user)
     if (is_device_event(e)) {
         p->device_events++;
         return 0;
+    }
+    if (!strcmp(e->cat, "cpu_op") && !e->self_given && !starts(e->name, "ProfilerStep#") &&
+        isfinite(e->dur)) {
+        size_t i = 0;
+        while (i < p->n_thr && (p->thr[i].pid != e->pid || p->thr[i].tid != e->tid))
+            i++;
+        if (i == p->n_thr) {
+            if (p->n_thr == p->cap_thr) {
+                size_t cap = p->cap_thr ? p->cap_thr * 2 : 16;
+                thr_order *v = realloc(p->thr, cap * sizeof *v);
+                if (!v) {
+                    p->oom = 1;
+                    return 1;
+                }
+                p->thr = v;
+                p->cap_thr = cap;
+            }
+            p->thr[p->n_thr++] = (thr_order){e->pid, e->tid, -INFINITY, -INFINITY, 0, 0};
+        }
+        thr_order *t = &p->thr[i];
+        t->bad_start |= e->ts < t->last_ts;
+        t->bad_end |= e->ts + e->dur < t->last_end;
+        t->last_ts = e->ts;
+        t->last_end = e->ts + e->dur;
     }
     if (starts(e->name, "ProfilerStep#")) {
         if ((size_t)p->steps == p->cap_step) {
@@ -403,10 +440,15 @@ typedef struct frame {
 
 typedef struct thread_st {
     long long pid, tid;
-    double last_ts;
+    double last_ts, last_end;
+    int end_order; /* its events come in end order: st holds its outermost calls so far */
     frame *st;
     size_t n, cap;
 } thread_st;
+
+/* An end-ordered thread's outermost calls kept (2^19 of them at most, 24 MiB:
+ * beyond, the trace is taken as unordered). */
+#define MAX_END_FRAMES (1u << 19)
 
 typedef struct pass2 {
     roles roles;         /* Ascend's processes (pass 1) */
@@ -423,6 +465,8 @@ typedef struct pass2 {
     int oom, unordered;
     thread_st *th;
     size_t n_th, cap_th;
+    const thr_order *thr; /* pass 1's view of each thread's order */
+    size_t n_thr;
     const double *stepv; /* sorted step intervals */
     size_t n_steps;
     np_prof_rank *r;     /* the timeline's finalized part accumulates here */
@@ -484,7 +528,10 @@ static thread_st *thread_of(pass2 *p, long long pid, long long tid)
     memset(t, 0, sizeof *t);
     t->pid = pid;
     t->tid = tid;
-    t->last_ts = -INFINITY;
+    t->last_ts = t->last_end = -INFINITY;
+    for (size_t i = 0; i < p->n_thr; i++)
+        if (p->thr[i].pid == pid && p->thr[i].tid == tid)
+            t->end_order = p->thr[i].bad_start && !p->thr[i].bad_end;
     return t;
 }
 
@@ -570,12 +617,53 @@ static int frame_close(pass2 *p, thread_st *t)
     return step_add(p, o, f->start, f->dur - f->child);
 }
 
-/* Nest a cpu_op event in its thread's stack (events in start order). */
+static int push_frame(thread_st *t, frame f)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 32;
+        frame *v = realloc(t->st, cap * sizeof *v);
+        if (!v)
+            return -1;
+        t->st = v;
+        t->cap = cap;
+    }
+    t->st[t->n++] = f;
+    return 0;
+}
+
+/* A cpu_op event of a thread whose events come in end order: its calls
+ * (the outermost so far) that start at or after it are its children, all
+ * of them seen, so its self time is final now; it replaces them. Its call
+ * row has no `within` (the holder comes later). */
+static int nest_end(pass2 *p, thread_st *t, const np_prof_event *e, size_t op)
+{
+    double end = e->ts + e->dur;
+    if (end < t->last_end || t->n >= MAX_END_FRAMES) {
+        p->unordered = 1;
+        return 0;
+    }
+    t->last_end = end;
+    double child = 0;
+    while (t->n && t->st[t->n - 1].start >= e->ts)
+        child += t->st[--t->n].dur;
+    np_prof_op *o = &p->ops.ops[op];
+    double self = e->dur - child;
+    o->self_us += self;
+    long long call = call_of(p, o, e, NULL);
+    if (call < 0 || call_add(p, (size_t)call, e->ts, self) || step_add(p, o, e->ts, self))
+        return -1;
+    return push_frame(t, (frame){e->ts, end, e->dur, 0, op, 0});
+}
+
+/* Nest a cpu_op event in its thread's stack (events in start order; in
+ * end order: nest_end). */
 static int nest(pass2 *p, const np_prof_event *e, size_t op)
 {
     thread_st *t = thread_of(p, e->pid, e->tid);
     if (!t)
         return -1;
+    if (t->end_order)
+        return nest_end(p, t, e, op);
     if (e->ts < t->last_ts)
         p->unordered = 1;
     t->last_ts = e->ts;
@@ -587,16 +675,7 @@ static int nest(pass2 *p, const np_prof_event *e, size_t op)
     long long call = call_of(p, &p->ops.ops[op], e, t->n ? p->ops.ops[t->st[0].op].name : NULL);
     if (call < 0)
         return -1;
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 32;
-        frame *v = realloc(t->st, cap * sizeof *v);
-        if (!v)
-            return -1;
-        t->st = v;
-        t->cap = cap;
-    }
-    t->st[t->n++] = (frame){e->ts, e->ts + e->dur, e->dur, 0, op, (size_t)call};
-    return 0;
+    return push_frame(t, (frame){e->ts, e->ts + e->dur, e->dur, 0, op, (size_t)call});
 }
 
 /* Track the latest start of e's source (its thread or stream; an
@@ -627,9 +706,14 @@ static int pass2_fn(const np_prof_event *e, void *user)
     p->order++;
     if (e->ph != 'X' || !isfinite(e->ts) || !isfinite(e->dur) || e->dur < 0)
         return 0;
-    np_prof_event tmp;
+    np_prof_event tmp, step;
     if (!(e = as_role(&p->roles, e, &tmp)))
         return 0;
+    if (!strcmp(e->cat, "cpu_op") && starts(e->name, "ProfilerStep#")) {
+        step = *e; /* torch_npu writes its steps as cpu_op: an annotation, as torch's */
+        step.cat = "user_annotation";
+        e = &step;
+    }
     int dev = is_device_event(e);
     if (dev && p->n_drop && e->correlation >= 0 &&
         bsearch(&e->correlation, p->drop, p->n_drop, sizeof *p->drop, ll_cmp))
@@ -896,7 +980,7 @@ static np_status run_pass2(np_prof_rank *r, pass2 *p, const char *path, np_prof_
     if (st)
         return st;
     for (size_t i = 0; i < p->n_th; i++)
-        while (p->th[i].n)
+        while (p->th[i].n && !p->th[i].end_order)
             if (frame_close(p, &p->th[i]))
                 return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     if (timeline_part(p, INFINITY))
@@ -944,6 +1028,8 @@ static np_status run_pass1(np_prof_rank *r, pass1 *p1, pass2 *p2, const char *pa
     }
     p2->stepv = p1->stepv;
     p2->n_steps = (size_t)p1->steps;
+    p2->thr = p1->thr;
+    p2->n_thr = p1->n_thr;
     return NP_OK;
 }
 
@@ -967,6 +1053,7 @@ np_status np_prof_analyze(np_prof_rank *r, const char *path, np_error *err)
         r->n_ops = p2.ops.n;
         if (st && p2.violated && allow) {
             free(p1.stepv);
+            free(p1.thr);
             pass2_free(&p2);
             np_prof_rank_free(r);
             continue;
@@ -980,6 +1067,7 @@ np_status np_prof_analyze(np_prof_rank *r, const char *path, np_error *err)
         finish_ops(r, &p2, tmpv);
     free(tmpv);
     free(p1.stepv);
+    free(p1.thr);
     pass2_free(&p2);
     r->path = strdup(path);
     r->rank = info.rank;

@@ -291,12 +291,60 @@ static void test_calls_shift(void)
     np_prof_rank_free(&b);
 }
 
+/* torch_npu's trace_view.json writes each op when it ends (its children
+ * before it) and its ProfilerStep#N as a cpu_op: A's trace of
+ * test_calls_shift in that order. The steps are steps (2, not operators),
+ * each thread's self times are those of the start-ordered trace (mm 6,
+ * linear 4, relu 4 per layer: 48, 32, 32), the CPU timeline 14 per layer
+ * (112), and its calls pair with the start-ordered trace's with delta 0. */
+static void test_end_order(void)
+{
+    static char buf[8192];
+    strcpy(buf, "[\n");
+    for (int s = 0; s < 2; s++) {
+        double o = 200.0 * s;
+        for (int k = 0; k < 4; k++) {
+            double base = o + 40 * k;
+            ev(buf, sizeof buf, "aten::mm", base + 2, 6);
+            ev(buf, sizeof buf, "aten::linear", base + 1, 10);
+            ev(buf, sizeof buf, "aten::relu", base + 25, 4);
+        }
+        size_t n = strlen(buf);
+        snprintf(buf + n, sizeof buf - n,
+                 ",{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"ProfilerStep#%d\",\"pid\":1,\"tid\":1,"
+                 "\"ts\":%g,\"dur\":200}\n", s + 1, o);
+    }
+    strcat(buf, "]\n");
+    np_prof_rank e, a;
+    np_error err = {0};
+    CHECK(np_prof_analyze(&e, put("eo.json", buf), &err) == NP_OK);
+    CHECK(e.self_ok && e.calls_ok && e.steps == 2 && e.n_calls == 12);
+    const np_prof_op *mm = find(&e, "aten::mm"), *lin = find(&e, "aten::linear"), *st = find(&e, "ProfilerStep#1");
+    CHECK_CLOSE(mm ? mm->self_us : 0, 48, 0, 0);
+    CHECK_CLOSE(lin ? lin->self_us : 0, 32, 0, 0);
+    CHECK_CLOSE(lin ? lin->step_us : 0, 16, 0, 0);
+    CHECK(st && !strcmp(st->cat, "user_annotation"));
+    CHECK_CLOSE(e.class_us[NP_PROF_COMPUTE], 112, 0, 0);
+    CHECK(np_prof_analyze(&a, shift_trace("sa.json", 0), &err) == NP_OK);
+    np_prof_compare c;
+    CHECK(np_prof_compare_ranks(&c, &a, &e, &err) == NP_OK);
+    CHECK(c.n_calls == 12);
+    for (size_t i = 0; i < c.n_calls; i++)
+        CHECK(c.calls[i].a && c.calls[i].b && c.calls[i].delta_us == 0 &&
+              !strcmp(c.calls[i].a->name, c.calls[i].b->name));
+    np_prof_compare_free(&c);
+    np_prof_rank_free(&a);
+    np_prof_rank_free(&e);
+}
+
 /* Ascend's trace_view.json: a bare array, ts as decimal strings; the
  * processes named by metadata (the Ascend Hardware one given last: pass 1
  * learns them before pass 2 reads the events). Ascend Hardware (pid 2):
  * stream 10 MatMul [10,40] AI_CORE, Add [50,60] AI_VECTOR_CORE, MatMul
  * [110,130]; stream 11 hcom_allReduce__1_0_1 [30,70] (a collective by name),
- * MEMCPY [80,90] MEMCPY_ASYNC. HCCL (pid 3): the op [30,70] on tid 30, its
+ * MEMCPY [80,90] MEMCPY_ASYNC; stream 12 MEMCPY_ASYNC [85,90] of Task Type
+ * Other (as torch_npu writes some: memory by its name; as compute it would
+ * take [85,90] from memory). HCCL (pid 3): the op [30,70] on tid 30, its
  * task Notify_Wait [30,50] on thread "Plane 0" (left out). Overlap Analysis
  * (pid 4): Computing [10,60] (left out). Compute [10,40]+[50,60]+[110,130]
  * = 60; communication [30,70] less compute's [30,40] [50,60] = 20; memory
@@ -313,6 +361,7 @@ static const char ascend_trace[] =
     "{\"ph\":\"X\",\"name\":\"MatMul\",\"pid\":2,\"tid\":10,\"ts\":\"110.000\",\"dur\":20,\"args\":{\"Task Type\":\"AI_CORE\"}},\n"
     "{\"ph\":\"X\",\"name\":\"hcom_allReduce__1_0_1\",\"pid\":2,\"tid\":11,\"ts\":\"30.000\",\"dur\":40,\"args\":{\"Task Type\":\"AI_CPU\"}},\n"
     "{\"ph\":\"X\",\"name\":\"MEMCPY\",\"pid\":2,\"tid\":11,\"ts\":\"80.000\",\"dur\":10,\"args\":{\"Task Type\":\"MEMCPY_ASYNC\"}},\n"
+    "{\"ph\":\"X\",\"name\":\"MEMCPY_ASYNC\",\"pid\":2,\"tid\":12,\"ts\":\"85.000\",\"dur\":5,\"args\":{\"Task Type\":\"Other\"}},\n"
     "{\"ph\":\"X\",\"name\":\"hcom_allReduce__1_0_1\",\"pid\":3,\"tid\":30,\"ts\":\"30.000\",\"dur\":40},\n"
     "{\"ph\":\"X\",\"name\":\"Notify_Wait\",\"pid\":3,\"tid\":31,\"ts\":\"30.000\",\"dur\":20},\n"
     "{\"ph\":\"X\",\"name\":\"Computing\",\"pid\":4,\"tid\":0,\"ts\":\"10.000\",\"dur\":50},\n"
@@ -557,12 +606,13 @@ int main(void)
     test_ascend();
     test_kernel_csv();
     test_calls_shift();
+    test_end_order();
     test_operator_csv();
     test_bad();
     test_long();
     const char *names[] = {"dev.json", "cpu.json", "a.json", "b.json", "t.json", "n.json", "s.json", "e.json", "o.json",
                            "ca.json", "cb.json", "asc.json", "ka.csv", "kb.csv", "kx.csv", "oa.csv", "ob.csv", "oh.csv",
-                           "ox.csv", "oy.csv", "oz.csv", "sa.json", "sb.json"};
+                           "ox.csv", "oy.csv", "oz.csv", "sa.json", "sb.json", "eo.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char p[300];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
