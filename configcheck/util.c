@@ -8,16 +8,21 @@
 
 #include "cc_internal.h"
 
-const char *const np_cc_member_names[NP_CC_ITEM_COUNT] = {
+/* enum order; unsized, so a missing name fails the size checks below */
+const char *const np_cc_member_names[] = {
     "env.json", "libs.json", "pip.txt", "random.json",
     "weights.json", "dataset.json", "hyperparameters.json",
 };
 
-static const char *const item_names[NP_CC_ITEM_COUNT] = {
+static const char *const item_names[] = {
     "env", "libs", "pip", "random", "weights", "dataset", "hyperparameters",
 };
 
-static const char *const level_names[NP_CC_LEVEL_COUNT] = {"pass", "info", "warning", "error"};
+static const char *const level_names[] = {"pass", "info", "warning", "error"};
+_Static_assert(sizeof np_cc_member_names / sizeof np_cc_member_names[0] == NP_CC_ITEM_COUNT,
+               "np_cc_member_names");
+_Static_assert(sizeof item_names / sizeof item_names[0] == NP_CC_ITEM_COUNT, "item_names");
+_Static_assert(sizeof level_names / sizeof level_names[0] == NP_CC_LEVEL_COUNT, "level_names");
 
 const char *np_cc_item_name(np_cc_item_id id)
 {

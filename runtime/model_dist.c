@@ -8,7 +8,7 @@
 
 #include "model_train_internal.h"
 
-static const np_dist_fault_info dist_faults[NP_DIST_FAULT_COUNT] = {
+static const np_dist_fault_info dist_faults[] = { /* enum order: the size check below sees a missing one */
     {NP_DIST_FAULT_NONE, "none", "", "", 0, "no collective fault"},
     {NP_DIST_FAULT_REDUCE_BF16, "allreduce_bf16", "Distributed.all_reduce", "every rank", 0,
      "gradients all-reduced in bfloat16: each rank's gradient and every partial sum rounded to "
@@ -38,6 +38,8 @@ static const np_dist_fault_info dist_faults[NP_DIST_FAULT_COUNT] = {
      "from its slice of the sequence, are not all-reduced over the TP group: the replicas of "
      "the layer norms drift apart from the first update"},
 };
+_Static_assert(sizeof dist_faults / sizeof dist_faults[0] == NP_DIST_FAULT_COUNT,
+               "dist_faults must hold every np_dist_fault");
 
 int np_dist_fault_count(void)
 {
