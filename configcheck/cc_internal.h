@@ -9,7 +9,7 @@
 #include "nprobe/configcheck.h"
 
 /* The pack's member names, indexed by np_cc_item_id. */
-extern const char *const np_cc_member_names[NP_CC_ITEM_COUNT];
+extern const char *const np_cc_member_names[]; /* NP_CC_ITEM_COUNT (util.c checks it) */
 
 /* Hex of a 32-byte digest. */
 void np_cc_digest_hex(char hex[65], const unsigned char d[32]);

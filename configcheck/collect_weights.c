@@ -23,10 +23,14 @@
  * storage sizes are common's: np_dtype_name, np_dtype_storage_size). */
 static const struct {
     char kind;
-} dtypes[NP_DTYPE_COUNT] = {
-    [NP_FLOAT32] = {'f'}, [NP_BFLOAT16] = {'f'}, [NP_FLOAT16] = {'f'}, [NP_FLOAT64] = {'d'},
-    [NP_INT64] = {'l'},   [NP_INT32] = {'i'},    [NP_BOOL] = {'b'},
+} dtypes[] = {
+    /* np_dtype order, no designators: the size check below sees a missing one */
+    {'f'} /* float32 */, {'f'} /* bfloat16 */, {'f'} /* float16 */, {'d'} /* float64 */,
+    {'l'} /* int64 */,   {'i'} /* int32 */,    {'b'} /* bool */,
+    /* the float8 kinds: float32 holding the decoded values (np_dtype_storage_size 4) */
+    {'f'} /* float8_e4m3fn */, {'f'} /* float8_e5m2 */, {'f'} /* hifloat8 */,
 };
+_Static_assert(sizeof dtypes / sizeof dtypes[0] == NP_DTYPE_COUNT, "dtypes");
 
 /* HDF5 prints its error stack by default; a library must not print. */
 

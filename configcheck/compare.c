@@ -226,15 +226,6 @@ static np_status diff_item(np_cc_item *it, item_acc *acc, np_cc_item_id id, np_c
     return st;
 }
 
-np_cc_level np_cc_result_level(const np_cc_result *r)
-{
-    np_cc_level w = NP_CC_PASS;
-    for (int i = 0; r && i < NP_CC_ITEM_COUNT; i++)
-        if (r->items[i].pass_check > w)
-            w = r->items[i].pass_check;
-    return w;
-}
-
 void np_cc_result_free(np_cc_result *r)
 {
     if (!r)

@@ -209,7 +209,8 @@ np_status cc_write_xlsx(cc_rows *src, const np_cc_result *r, const char *path,
     format_set_bold(head);
     format_set_bottom(head, LXW_BORDER_THIN);
     lxw_format *lv[NP_CC_LEVEL_COUNT] = {NULL};
-    static const lxw_color_t colors[NP_CC_LEVEL_COUNT] = {0xC6EFCE, 0xDDEBF7, 0xFFEB9C, 0xFFC7CE};
+    static const lxw_color_t colors[] = {0xC6EFCE, 0xDDEBF7, 0xFFEB9C, 0xFFC7CE};
+    _Static_assert(sizeof colors / sizeof colors[0] == NP_CC_LEVEL_COUNT, "a colour per level");
     for (int i = 0; i < NP_CC_LEVEL_COUNT; i++) {
         lv[i] = workbook_add_format(wb);
         format_set_bg_color(lv[i], colors[i]);

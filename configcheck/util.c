@@ -8,16 +8,32 @@
 
 #include "cc_internal.h"
 
-const char *const np_cc_member_names[NP_CC_ITEM_COUNT] = {
+/* enum order; unsized, so a missing name fails the size checks below */
+const char *const np_cc_member_names[] = {
     "env.json", "libs.json", "pip.txt", "random.json",
     "weights.json", "dataset.json", "hyperparameters.json",
 };
 
-static const char *const item_names[NP_CC_ITEM_COUNT] = {
+static const char *const item_names[] = {
     "env", "libs", "pip", "random", "weights", "dataset", "hyperparameters",
 };
 
-static const char *const level_names[NP_CC_LEVEL_COUNT] = {"pass", "info", "warning", "error"};
+static const char *const level_names[] = {"pass", "info", "warning", "error"};
+_Static_assert(sizeof np_cc_member_names / sizeof np_cc_member_names[0] == NP_CC_ITEM_COUNT,
+               "np_cc_member_names");
+_Static_assert(sizeof item_names / sizeof item_names[0] == NP_CC_ITEM_COUNT, "item_names");
+_Static_assert(sizeof level_names / sizeof level_names[0] == NP_CC_LEVEL_COUNT, "level_names");
+
+/* The worst level of a result (here, beside the level names: compare.c and
+ * report.c both ask it, and report.c is called by compare.c). */
+np_cc_level np_cc_result_level(const np_cc_result *r)
+{
+    np_cc_level w = NP_CC_PASS;
+    for (int i = 0; r && i < NP_CC_ITEM_COUNT; i++)
+        if (r->items[i].pass_check > w)
+            w = r->items[i].pass_check;
+    return w;
+}
 
 const char *np_cc_item_name(np_cc_item_id id)
 {

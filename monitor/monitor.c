@@ -22,18 +22,6 @@
 #include "nprobe/common.h"
 #include "nprobe/format.h"
 
-void np_monitor_rules_default(np_monitor_rules *r)
-{
-    memset(r, 0, sizeof *r);
-    r->nan = 1;
-    r->turbulence = 49.0;
-    r->turbulence_warmup = 10;
-    r->spike_factor = 10.0;
-    r->spike_window = 10;
-    r->ratio_min = 0.0;
-    r->ratio_max = 0.0; /* off: Adam's ratio follows the learning rate */
-}
-
 /* ==== config ============================================================= */
 
 /* a config.json read as a regular file only: a FIFO, socket or device is

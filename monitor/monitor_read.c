@@ -218,6 +218,20 @@ struct np_mon_rules_state {
     int64_t cap;
 };
 
+/* The rules live here, with the code that applies them (the writer, monitor.c,
+ * takes its defaults from here too: no call circle between the two). */
+void np_monitor_rules_default(np_monitor_rules *r)
+{
+    memset(r, 0, sizeof *r);
+    r->nan = 1;
+    r->turbulence = 49.0;
+    r->turbulence_warmup = 10;
+    r->spike_factor = 10.0;
+    r->spike_window = 10;
+    r->ratio_min = 0.0;
+    r->ratio_max = 0.0; /* off: Adam's ratio follows the learning rate */
+}
+
 np_mon_rules_state *np_mon_rules_state_new(void)
 {
     return calloc(1, sizeof(np_mon_rules_state));

@@ -15,9 +15,11 @@
 
 #include "probe_internal.h"
 
-static const char *const task_names[NP_TASK_COUNT] = {"statistics", "tensor", "md5",
-                                                      "overflow_check"};
-static const char *const level_names[NP_LEVEL_COUNT] = {"L0", "L1", "mix"};
+static const char *const task_names[] = {"statistics", "tensor", "md5", "overflow_check"};
+static const char *const level_names[] = {"L0", "L1", "mix"};
+/* enum order; a missing name fails the build */
+_Static_assert(sizeof task_names / sizeof task_names[0] == NP_TASK_COUNT, "task_names");
+_Static_assert(sizeof level_names / sizeof level_names[0] == NP_LEVEL_COUNT, "level_names");
 
 const char *np_probe_task_name(np_probe_task t)
 {

@@ -9,7 +9,7 @@
 #include "nprobe/fault_slow.h"
 #include "rt_internal.h"
 
-static const np_slow_fault_info catalog[NP_SLOW_FAULT_COUNT] = {
+static const np_slow_fault_info catalog[] = { /* enum order: the size check sees a missing one */
     {"none", "", ""},
     {"slow_gelu", "Functional.gelu",
      "forward and backward one element at a time in long double (erfl, expl): no vector "
@@ -18,6 +18,7 @@ static const np_slow_fault_info catalog[NP_SLOW_FAULT_COUNT] = {
      "forward GEMM as a naive triple loop in double: no BLAS, no threads (a reference "
      "kernel left in a build)"},
 };
+_Static_assert(sizeof catalog / sizeof catalog[0] == NP_SLOW_FAULT_COUNT, "one entry per kind");
 
 const np_slow_fault_info *np_slow_fault_get(int k)
 {

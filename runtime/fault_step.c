@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "nprobe/fault_step.h"
+#include "nprobe/ops.h"
 
 static const np_step_fault_info catalog[] = {
     {"none", NULL, NULL},
@@ -23,16 +24,16 @@ static const np_step_fault_info catalog[] = {
 };
 _Static_assert(sizeof catalog / sizeof catalog[0] == NP_STEP_FAULT_COUNT, "one entry per kind");
 
-/* The call each fault corrupts: API and parent module prefix. */
-static const char *const target_api[] = {NULL, "Functional.linear.", "Functional.embedding.",
-                                         "Functional.linear.", "Functional.embedding.",
-                                         "Functional.layer_norm."};
+/* The call each fault corrupts: its op (the API name is the op table's,
+ * np_op_api) and parent module prefix. */
+static const np_op target_op[] = {NP_OP_COUNT, NP_OP_LINEAR, NP_OP_EMBEDDING, NP_OP_LINEAR,
+                                  NP_OP_EMBEDDING, NP_OP_LAYER_NORM};
 static const char *const target_parent[] = {NULL, "Module.h.0.mlp.c_fc.", "Module.wte.",
                                             "Module.lm_head.", "Module.wte.", "Module.h.0.ln_1."};
 
 /* rare_pattern: the input the defective GEMM mishandles */
 #define RARE_VALUE (-3.96875f) /* exact in bf16 and fp16 */
-_Static_assert(sizeof target_api / sizeof target_api[0] == NP_STEP_FAULT_COUNT, "one per kind");
+_Static_assert(sizeof target_op / sizeof target_op[0] == NP_STEP_FAULT_COUNT, "one per kind");
 _Static_assert(sizeof target_parent / sizeof target_parent[0] == NP_STEP_FAULT_COUNT, "one per kind");
 
 const np_step_fault_info *np_step_fault_get(int k)
@@ -129,11 +130,19 @@ static void rare_gemm(const np_hook_event *ev)
         y[k] = np_round_to(out->dtype, y[k] * 1024.0f);
 }
 
+/* 1 when name is a call of op ("Functional.linear.3.forward" for linear). */
+static int is_call_of(const char *name, np_op op)
+{
+    const char *api = np_op_api(op);
+    size_t n = strlen(api);
+    return !strncmp(name, api, n) && name[n] == '.';
+}
+
 static int on_event(const np_hook_event *ev, void *user)
 {
     np_step_fault *f = user;
     if (f->kind == NP_STEP_FAULT_RARE_PATTERN && ev->kind == NP_EV_API_FORWARD && ev->name &&
-        ev->parent && !strncmp(ev->name, "Functional.linear.", 18) &&
+        ev->parent && is_call_of(ev->name, NP_OP_LINEAR) &&
         !strncmp(ev->parent, "Module.h.0.attn.c_attn.", 23))
         rare_gemm(ev);
     if (f->first_step < 0)
@@ -146,8 +155,8 @@ static int on_event(const np_hook_event *ev, void *user)
     if (ev->kind != NP_EV_API_FORWARD || !ev->name || !ev->parent || !active_step(f, ev->step) ||
         (f->rank >= 0 && ev->rank != f->rank) || f->fired_step == ev->step)
         return 0;
-    const char *api = target_api[f->kind], *par = target_parent[f->kind];
-    if (strncmp(ev->name, api, strlen(api)) || strncmp(ev->parent, par, strlen(par)))
+    const char *par = target_parent[f->kind];
+    if (!is_call_of(ev->name, target_op[f->kind]) || strncmp(ev->parent, par, strlen(par)))
         return 0;
     for (int i = 0; i < ev->n_tensors; i++)
         if (ev->tensors[i].role == NP_ROLE_OUTPUT && ev->tensors[i].index == 0 && ev->tensors[i].t) {

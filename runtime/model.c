@@ -11,12 +11,13 @@
 
 /* The API ops each model calls in a training step (forward or backward),
  * checked against the runs in tests/model/test_model_faults.c. */
-static const np_op model_ops[][8] = {
-    [NP_MODEL_MLP] = {NP_OP_LINEAR, NP_OP_RELU, NP_OP_CROSS_ENTROPY, NP_OP_COUNT},
-    [NP_MODEL_CNN] = {NP_OP_CONV2D, NP_OP_RELU, NP_OP_MAX_POOL2D, NP_OP_FLATTEN, NP_OP_LINEAR,
-                      NP_OP_CROSS_ENTROPY, NP_OP_COUNT},
-    [NP_MODEL_GPT] = {NP_OP_EMBEDDING, NP_OP_LAYER_NORM, NP_OP_LINEAR, NP_OP_SDPA, NP_OP_GELU,
-                      NP_OP_CROSS_ENTROPY, NP_OP_COUNT},
+static const np_op model_ops[][8] = { /* np_model_kind order, no designators: the size check
+                                       * below sees a missing model */
+    /* mlp */ {NP_OP_LINEAR, NP_OP_RELU, NP_OP_CROSS_ENTROPY, NP_OP_COUNT},
+    /* cnn */ {NP_OP_CONV2D, NP_OP_RELU, NP_OP_MAX_POOL2D, NP_OP_FLATTEN, NP_OP_LINEAR,
+               NP_OP_CROSS_ENTROPY, NP_OP_COUNT},
+    /* gpt */ {NP_OP_EMBEDDING, NP_OP_LAYER_NORM, NP_OP_LINEAR, NP_OP_SDPA, NP_OP_GELU,
+               NP_OP_CROSS_ENTROPY, NP_OP_COUNT},
 };
 _Static_assert(sizeof model_ops / sizeof model_ops[0] == NP_MODEL_KIND_COUNT,
                "model_ops must list every model's ops");

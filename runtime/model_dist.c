@@ -8,7 +8,7 @@
 
 #include "model_train_internal.h"
 
-static const np_dist_fault_info dist_faults[NP_DIST_FAULT_COUNT] = {
+static const np_dist_fault_info dist_faults[] = { /* enum order: the size check below sees a missing one */
     {NP_DIST_FAULT_NONE, "none", "", "", 0, "no collective fault"},
     {NP_DIST_FAULT_REDUCE_BF16, "allreduce_bf16", "Distributed.all_reduce", "every rank", 0,
      "gradients all-reduced in bfloat16: each rank's gradient and every partial sum rounded to "
@@ -43,6 +43,8 @@ static const np_dist_fault_info dist_faults[NP_DIST_FAULT_COUNT] = {
      "again after micro-batch 0's backward (a zero_grad inside the accumulation loop), so "
      "micro-batch 0's gradient is left out of the update"},
 };
+_Static_assert(sizeof dist_faults / sizeof dist_faults[0] == NP_DIST_FAULT_COUNT,
+               "dist_faults must hold every np_dist_fault");
 
 int np_dist_fault_count(void)
 {

@@ -18,7 +18,8 @@
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 A_BIN B_BIN [LABEL_A LABEL_B]" >&2; exit 2; }
 command -v valgrind >/dev/null || { echo "bench_hook_dispatch: valgrind is not installed" >&2; exit 2; }
-bins=("$1" "$2")
+abs() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+bins=("$(abs "$1")" "$(abs "$2")") # the runs happen in a work folder
 labels=("${3:-A}" "${4:-B}")
 for b in "${bins[@]}"; do [ -x "$b" ] || { echo "bench_hook_dispatch: $b is not executable" >&2; exit 2; }; done
 work=$(mktemp -d "${BENCH_DIR:-/tmp}/np_bench_hook.XXXXXX")

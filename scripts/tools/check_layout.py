@@ -25,8 +25,8 @@ import os
 import re
 import sys
 
-PRODUCT_DIRS = ["common", "msprobe", "dumpio", "ops", "runtime", "ckpt", "probe", "replay",
-                "compare", "configcheck", "profile", "cli", "libnprobe"]
+PRODUCT_DIRS = ["include/nprobe", "common", "msprobe", "dumpio", "ops", "runtime", "ckpt", "probe",
+                "replay", "compare", "configcheck", "profile", "monitor", "cli", "libnprobe"]
 MAX_LINES = 120
 
 # dir/file:function -> lines when listed (2026-11-28, issue 24: compare/
@@ -34,11 +34,10 @@ MAX_LINES = 120
 # their rows). Empty since compare/ became a chain of stages.
 ALLOW = {}
 # call circles listed the same way (sorted files of the circle, joined by
-# ", "): configcheck/ was being edited too (harden).
-ALLOW_CIRCLES = {
-    "configcheck/: compare.c, report.c",
-    "cli/: cmd_compare.c, compare_mpi.c",  # the mpi path calls back the report writers
-}
+# ", "). Empty since configcheck/'s compare.c <-> report.c
+# (np_cc_result_level in util.c) and cli/'s cmd_compare.c <-> compare_mpi.c
+# (the report writers in compare_reports.c) are gone.
+ALLOW_CIRCLES = set()
 ALLOW_DATE = "2026-11-28"
 
 KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "do", "else", "case",
@@ -159,8 +158,11 @@ def check_dir(root, d, findings, long_funcs, seen_circles):
     raw = {f: open(os.path.join(path, f), encoding="utf-8", errors="replace").read() for f in files}
     clean = {f: blank(raw[f]) for f in files}
     # include graph between the directory's files
-    inc = {f: {m for m in re.findall(r'^\s*#\s*include\s+"([^"/]+)"', raw[f], re.M) if m in raw and m != f}
-           for f in files}
+    # (the public headers name each other "nprobe/x.h": the directory's own prefix)
+    own = os.path.basename(d) + "/"
+    inc = {f: {m[len(own):] if m.startswith(own) else m
+               for m in re.findall(r'^\s*#\s*include\s+"([^"]+)"', raw[f], re.M)} for f in files}
+    inc = {f: {m for m in ms if m in raw and m != f} for f, ms in inc.items()}
     for comp in cycles(inc):
         findings.append(f"include circle in {d}/: " + " -> ".join(comp))
     # call graph: file -> files defining (non-static) functions it calls
@@ -205,9 +207,16 @@ def self_test():
         body = "".join(f"    x += {i};\n" for i in range(MAX_LINES))
         w("b.c", "static int x;\nint fb(void)\n{\n    return fa();\n}\n\nvoid long_one(void)\n{\n"
           + body + "}\n")
+        # public headers that name each other by their directory's prefix
+        os.makedirs(os.path.join(t, "include", "nprobe"))
+        for a, b in (("x.h", "y.h"), ("y.h", "x.h")):
+            with open(os.path.join(t, "include", "nprobe", a), "w") as f:
+                f.write(f'#include "nprobe/{b}"\n#include "nprobe/common.h"\n')
         findings, long_funcs, seen = [], {}, set()
         check_dir(t, "ops", findings, long_funcs, seen)
+        check_dir(t, "include/nprobe", findings, long_funcs, seen)
         ok = (any(f.startswith("include circle in ops/: a.h -> b.h") for f in findings)
+              and any(f.startswith("include circle in include/nprobe/: x.h -> y.h") for f in findings)
               and any(f.startswith("call circle in ops/: a.c, b.c") for f in findings)
               and list(long_funcs) == ["ops/b.c:long_one"]
               and long_funcs["ops/b.c:long_one"][0] == MAX_LINES + 3)

@@ -307,7 +307,13 @@ static void test_checkpoint_weights(void)
     memset(&tb, 0, sizeof tb);
     tw.dtype = NP_FLOAT32, tw.ndim = 2, tw.shape[0] = 3, tw.shape[1] = 4, tw.numel = 12, tw.data = W;
     tb.dtype = NP_BFLOAT16, tb.ndim = 1, tb.shape[0] = 4, tb.numel = 4, tb.data = B;
-    np_named_tensor nt[2] = {{"wte.weight", &tw}, {"h.0.ln_1.bias", &tb}};
+    /* a float8 weight is float32 holding the decoded values: its statistics
+     * are those of the floats (they were of the bytes: max 63 here) */
+    static float F8[4] = {0.5f, -2.0f, 1.5f, 0.0f};
+    np_tensor tf;
+    memset(&tf, 0, sizeof tf);
+    tf.dtype = NP_FLOAT8_E4M3FN, tf.ndim = 1, tf.shape[0] = 4, tf.numel = 4, tf.data = F8;
+    np_named_tensor nt[3] = {{"wte.weight", &tw}, {"h.0.ln_1.bias", &tb}, {"h.0.mlp.c_fc.weight", &tf}};
     np_kv rnd[2] = {{"seed", "42"}, {"rng.init.draws", "16"}};
     np_kv hp[2] = {{"lr", "0.001"}, {"model", "gpt"}};
     const char *batches[2] = {"aa", "bb"};
@@ -315,7 +321,7 @@ static void test_checkpoint_weights(void)
     cc_path(data, sizeof data, "train.txt");
     cc_write_file(data, "hello world\n", 12);
     const char *files[1] = {data};
-    np_run_info run = {hp, 2, rnd, 2, nt, 2, batches, 2, files, 1, NULL, 0};
+    np_run_info run = {hp, 2, rnd, 2, nt, 3, batches, 2, files, 1, NULL, 0};
     char zr[600];
     cc_path(zr, sizeof zr, "run.zip");
     np_cc_pack_opts none;
@@ -329,6 +335,10 @@ static void test_checkpoint_weights(void)
     CHECK_STREQ(json_string_value(json_object_get(json_object_get(json_object_get(wr, "params"),
                                                                   "h.0.ln_1.bias"), "dtype")),
                 "bfloat16");
+    json_t *pf = json_object_get(json_object_get(wr, "params"), "h.0.mlp.c_fc.weight");
+    CHECK_CLOSE(jnum(pf, "max"), 1.5, 0.0, 0.0);
+    CHECK_CLOSE(jnum(pf, "min"), -2.0, 0.0, 0.0);
+    CHECK_CLOSE(jnum(pf, "mean"), 0.0, 0.0, 0.0);
     json_t *rj = cc_zip_json(zr, "random.json");
     CHECK_STREQ(json_string_value(json_object_get(rj, "seed")), "42");
     CHECK_STREQ(json_string_value(json_object_get(rj, "rng.init.draws")), "16");
