@@ -435,6 +435,28 @@ static int skip_sharded(np_replay_call *c, const rp_dump *rd, const char *fwd)
     return 1;
 }
 
+/* A call is recomputed only when every argument it was given is one the
+ * reference takes; msprobe lists a backward's gradients as autograd hands them
+ * over, not by argument. Marks the call skipped and returns 1 otherwise. */
+static int skip_unmodelled(np_replay_call *c, rp_dump *rd, const np_op_info *info,
+                           const char *fwd)
+{
+    char why[NP_FMT_NAME_LEN + 200];
+    size_t first, n;
+    call_entries(rd, fwd, &first, &n);
+    const char *no;
+    if (!rd->positional)
+        no = rp_np_unmodelled(why, sizeof why, info, fwd, rd->e + first, n);
+    else if (c->backward)
+        no = "msprobe's backward gradients are not tied to argument positions";
+    else
+        no = rp_msp_unmodelled(why, sizeof why, info, fwd, rd->e + first, n);
+    if (!no)
+        return 0;
+    skip(c, no, "");
+    return 1;
+}
+
 static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options *o, np_error *err)
 {
     int op = np_op_from_api(c->api);
@@ -448,32 +470,8 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
              c->name);
     if (skip_sharded(c, rd, fwd))
         return;
-    if (rd->positional) {
-        /* msprobe lists a backward's gradients as autograd hands them over, not
-         * by argument; a forward is recomputed only when every argument it was
-         * given is one the reference takes */
-        char why[NP_FMT_NAME_LEN + 200];
-        size_t first, n;
-        call_entries(rd, fwd, &first, &n);
-        const char *no = c->backward ? "msprobe's backward gradients are not tied to argument "
-                                       "positions"
-                                     : rp_msp_unmodelled(why, sizeof why, info, fwd,
-                                                         rd->e + first, n);
-        if (no) {
-            skip(c, no, "");
-            return;
-        }
-    } else {
-        /* every argument the call was given is one the reference takes */
-        char why[NP_FMT_NAME_LEN + 200];
-        size_t first, n;
-        call_entries(rd, fwd, &first, &n);
-        const char *no = rp_np_unmodelled(why, sizeof why, info, fwd, rd->e + first, n);
-        if (no) {
-            skip(c, no, "");
-            return;
-        }
-    }
+    if (skip_unmodelled(c, rd, info, fwd))
+        return;
     np_op_call oc;
     np_op_call_init(&oc, info);
     const char *ac = autocast_dtype(rd, fwd, c->backward ? c->name : NULL);
