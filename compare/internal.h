@@ -236,6 +236,12 @@ np_status cmp_shrunk_error(const char *path, np_error *err);
 /* 1 when the two sides have the same dimensions (util.c). */
 int cmp_same_shape(const np_cmp_side *a, const np_cmp_side *b);
 /* Name helpers. */
+/* The op of a forward API call ("Tensor.NAME.N.forward" -> NAME): its
+ * length, *op at its first character; 0 (and *op NULL) for a backward call,
+ * a module or a name without "API.NAME." (util.c). */
+size_t cmp_forward_api_op(const np_cmp_call *c, const char **op);
+/* 1 when the n characters at op are `name` (op NULL: 0). */
+int cmp_op_is(const char *op, size_t n, const char *name);
 /* 1 when `name` is the backward call of an op whose gradient is routed by a
  * comparison of forward values (relu, max_pool2d, clamp, ...; the module
  * classes ReLU, MaxPool2d, ...). */
