@@ -515,6 +515,9 @@ typedef struct pair_files {
     const np_dumpio_ref *bench, *cmp;
     unsigned flags;             /* NP_DUMPIO_CHECKED when their walks passed */
     const np_rep_result *rep;   /* the cmp side checked against itself, or NULL */
+    /* the same rank's files of the step before (step - 1), both sides, or
+     * NULL: the weights rule reads their gradients (parted_noise.c) */
+    const np_dumpio_ref *prev_bench, *prev_cmp;
 } pair_files;
 
 /* ---- the stages of one pair (stages.h) -------------------------------- */
@@ -726,8 +729,8 @@ static np_status stage_metrics(cmp_run *r, np_error *err)
 static np_status stage_verdicts(cmp_run *r, np_error *err)
 {
     (void)err;
-    cmp_verdicts(r->p, r->o, r->pair_index, r->n_pairs);
     cmp_run_sides sides = {&r->bd, &r->cd};
+    cmp_verdicts(r->p, r->o, &sides, r->pair_index, r->n_pairs);
     cmp_near_ties(r->p, &sides);
     cmp_noise_quotients(r->p, &sides);
     return NP_OK;
@@ -830,6 +833,8 @@ static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cm
     if (!pv)
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
     p->priv = pv;
+    pv->prev_bench = pf->prev_bench;
+    pv->prev_cmp = pf->prev_cmp;
     cmp_run r = {.p = p, .pv = pv, .bench_ref = pf->bench, .cmp_ref = pf->cmp, .flags = pf->flags,
                  .o = o, .map = map, .pair_index = pair_index, .n_pairs = n_pairs,
                  .rep = pf->rep};
@@ -925,7 +930,7 @@ np_status np_cmp_compare_files(np_cmp_pair *out, const char *bench_h5, const cha
         }
     }
     if (st == NP_OK) {
-        pair_files pf = {&two[0], &two[1], NP_DUMPIO_CHECKED, NULL};
+        pair_files pf = {&two[0], &two[1], NP_DUMPIO_CHECKED, NULL, NULL, NULL};
         st = compare_files(out, &pf, &o, map, 0, 1, err);
     }
     np_dumpio_checker_free(chk);
@@ -1243,9 +1248,10 @@ static np_status start_checks(np_dumpio_checker **chk, np_dumpio_ref **files, pa
 }
 
 /* Compare the pair of key k (walked by the checker) into r. */
-static void compare_key(np_cmp_result *r, const pair_key *k, np_dumpio_checker *chk,
-                        const np_dumpio_ref *files, const cmp_mapping *map, int idx, int n_sel,
-                        int single, const np_rep_result *rep)
+static void compare_key(np_cmp_result *r, const pair_key *k, const pair_key *prev,
+                        np_dumpio_checker *chk, const np_dumpio_ref *files,
+                        const cmp_mapping *map, int idx, int n_sel, int single,
+                        const np_rep_result *rep)
 {
     np_error e;
     np_error_clear(&e);
@@ -1253,7 +1259,8 @@ static void compare_key(np_cmp_result *r, const pair_key *k, np_dumpio_checker *
     np_status st = np_dumpio_checker_wait(chk, k->check, &e);
     if (st == NP_OK)
         st = np_dumpio_checker_wait(chk, k->check + 1, &e);
-    pair_files pf = {&files[k->check], &files[k->check + 1], NP_DUMPIO_CHECKED, rep};
+    pair_files pf = {&files[k->check], &files[k->check + 1], NP_DUMPIO_CHECKED, rep,
+                     prev ? prev->b->ref : NULL, prev ? prev->c->ref : NULL};
     if (st == NP_OK)
         st = compare_files(p, &pf, &r->opts, map, idx, n_sel, &e);
     if (st != NP_OK) {
@@ -1270,6 +1277,19 @@ static void compare_key(np_cmp_result *r, const pair_key *k, np_dumpio_checker *
     if (p->rank < 0)
         p->rank = 0;
     r->n_pairs++;
+}
+
+/* The key of the same rank at the step before k's (step - 1) with a
+ * complete file on both sides, or NULL. */
+static const pair_key *prev_key(const pair_key *keys, size_t n, const pair_key *k)
+{
+    for (size_t i = 0; k->step > 0 && i < n; i++) {
+        const pair_key *q = &keys[i];
+        if (q->step == k->step - 1 && q->rank == k->rank && q->b && q->c && !q->b->temp_only &&
+            !q->c->temp_only)
+            return q;
+    }
+    return NULL;
 }
 
 /* single_ref: the bench must be a single-process run. */
@@ -1379,7 +1399,8 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
         int skip = !k->b || !k->c || k->b->temp_only || k->c->temp_only;
         size_t before = r->n_pairs;
         if (!skip)
-            compare_key(r, k, chk, files, map, idx, (int)n_sel, single, rep_ok ? &rep : NULL);
+            compare_key(r, k, prev_key(keys, n_keys, k), chk, files, map, idx, (int)n_sel,
+                        single, rep_ok ? &rep : NULL);
         idx++;
         if (r->n_pairs > before && r->opts.on_pair &&
             r->opts.on_pair(r, r->n_pairs - 1, r->opts.on_pair_user) != 0)

@@ -148,11 +148,14 @@ np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side
 /* Give every row its verdict and severity (rows' metrics filled). Outside
  * tensor mode, reports progress in rows (o->progress, every 65536 rows and
  * at the end) as pair `pair_index` of `n_pairs`. */
-void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n_pairs);
+/* s: the two sides as read (payloads for the weights rule), or NULL. */
+typedef struct cmp_run_sides cmp_run_sides;
+void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, const cmp_run_sides *s,
+                  int pair_index, int n_pairs);
 /* The two sides of a pair as read (their payloads open in tensor mode). */
-typedef struct cmp_run_sides {
+struct cmp_run_sides {
     cmp_dump *bench, *cmp;
-} cmp_run_sides;
+};
 /* A discrete choice (topk, sort, ...) that flipped on a near-tie: its index
  * rows and the failing rows after it become warnings, the notes say it
  * (near_tie.c; after the verdicts, before the root cause). */
@@ -161,6 +164,14 @@ void cmp_near_ties(np_cmp_pair *p, const cmp_run_sides *s);
  * only where its numerator or denominator is the runs' noise: its output
  * rows become warnings (noise_quotient.c; after the near-ties). */
 void cmp_noise_quotients(np_cmp_pair *p, const cmp_run_sides *s);
+/* Weights that parted beyond their level at a step s > 0 on the noise of
+ * step s-1's gradient (read from the same rank's files of that step,
+ * pv->prev_bench / prev_cmp): rows i with wt[i] and severity > 1, their
+ * level t[i].rtol; dw[i] gets the L2 norm of the runs' difference on the
+ * noise elements (0: not explained), the row's reason and the pair's notes
+ * say it. Returns how many (parted_noise.c; tensor mode). */
+int cmp_parted_noise(np_cmp_pair *p, const cmp_run_sides *s, const unsigned char *wt,
+                     const np_cmp_tolerance *t, double *dw);
 /* Per-call statuses and the culprit list (rows' verdicts filled). */
 np_status cmp_root_cause(np_cmp_pair *p, np_error *err);
 /* p->culprits: the calls whose status is culprit, in call order (verdict.c). */
@@ -226,6 +237,8 @@ typedef struct cmp_pair_priv {
     const char **gap_mod, **gap_api;
     int *gap_bench, *gap_cmp;
     int n_gaps;
+    /* the same rank's files of the step before, both sides (NULL: none) */
+    const np_dumpio_ref *prev_bench, *prev_cmp;
 } cmp_pair_priv;
 
 /* 1 when the side is a gradient (a tensor of a backward call or a
@@ -236,6 +249,12 @@ np_status cmp_shrunk_error(const char *path, np_error *err);
 /* 1 when the two sides have the same dimensions (util.c). */
 int cmp_same_shape(const np_cmp_side *a, const np_cmp_side *b);
 /* Name helpers. */
+/* The op of a forward API call ("Tensor.NAME.N.forward" -> NAME): its
+ * length, *op at its first character; 0 (and *op NULL) for a backward call,
+ * a module or a name without "API.NAME." (util.c). */
+size_t cmp_forward_api_op(const np_cmp_call *c, const char **op);
+/* 1 when the n characters at op are `name` (op NULL: 0). */
+int cmp_op_is(const char *op, size_t n, const char *name);
 /* 1 when `name` is the backward call of an op whose gradient is routed by a
  * comparison of forward values (relu, max_pool2d, clamp, ...; the module
  * classes ReLU, MaxPool2d, ...). */

@@ -33,15 +33,10 @@ static int int_dtype(const char *d)
 
 static int choice_call(const np_cmp_call *c)
 {
-    if (c->backward || strcmp(c->kind, "api") != 0)
-        return 0;
-    const char *op = strchr(c->name, '.');
-    const char *end = op ? strchr(op + 1, '.') : NULL;
-    if (!end)
-        return 0;
-    op++;
-    for (int i = 0; choice_api[i]; i++)
-        if (strlen(choice_api[i]) == (size_t)(end - op) && !strncmp(op, choice_api[i], (size_t)(end - op)))
+    const char *op;
+    size_t n = cmp_forward_api_op(c, &op);
+    for (int i = 0; n && choice_api[i]; i++)
+        if (cmp_op_is(op, n, choice_api[i]))
             return 1;
     return 0;
 }

@@ -30,15 +30,9 @@
 /* 1 when call c is a forward addcdiv / addcdiv_ (Tensor., Torch.). */
 static int quotient_call(const np_cmp_call *c)
 {
-    if (c->backward || strcmp(c->kind, "api") != 0)
-        return 0;
-    const char *op = strchr(c->name, '.');
-    const char *end = op ? strchr(op + 1, '.') : NULL;
-    if (!end)
-        return 0;
-    op++;
-    size_t n = (size_t)(end - op);
-    return (n == 7 && !strncmp(op, "addcdiv", 7)) || (n == 8 && !strncmp(op, "addcdiv_", 8));
+    const char *op;
+    size_t n = cmp_forward_api_op(c, &op);
+    return cmp_op_is(op, n, "addcdiv") || cmp_op_is(op, n, "addcdiv_");
 }
 
 /* One call's rows: its numerator (input.1), denominator (input.2) and

@@ -153,6 +153,24 @@ void cmp_fuzzy_key(char *buf, size_t cap, const char *leaf)
     }
 }
 
+size_t cmp_forward_api_op(const np_cmp_call *c, const char **op)
+{
+    *op = NULL;
+    if (c->backward || strcmp(c->kind, "api") != 0)
+        return 0;
+    const char *dot = strchr(c->name, '.');
+    const char *end = dot ? strchr(dot + 1, '.') : NULL;
+    if (!end)
+        return 0;
+    *op = dot + 1;
+    return (size_t)(end - *op);
+}
+
+int cmp_op_is(const char *op, size_t n, const char *name)
+{
+    return op && strlen(name) == n && !strncmp(op, name, n);
+}
+
 int cmp_same_shape(const np_cmp_side *a, const np_cmp_side *b)
 {
     if (a->ndim != b->ndim)

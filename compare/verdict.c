@@ -714,7 +714,10 @@ static void weights_inplace(np_cmp_pair *p)
         if (in && r->verdict == NP_VERDICT_ERROR && np_strmap_get(&held, k) >= 0)
             set_fmt(r, NP_VERDICT_WARNING, r->severity, weight_input_fmt, 1, r->severity, 0);
         size_t ln = strlen(r->cmp->name);
-        if (in && r->verdict == NP_VERDICT_WARNING && r->reason == weight_input_fmt && ln > 8 &&
+        /* (the reason may go on: a weight that parted on noise, parted_noise.c) */
+        if (in && r->verdict == NP_VERDICT_WARNING && r->reason &&
+            (r->reason == weight_input_fmt ||
+             !strncmp(r->reason, weight_input_fmt, strcspn(weight_input_fmt, "%"))) && ln > 8 &&
             !strcmp(r->cmp->name + ln - 8, ".input.0"))
             w_self = r->severity;
         if (out && w_self > 1 && inplace_api(c->name) && r->verdict == NP_VERDICT_ERROR &&
@@ -898,6 +901,8 @@ typedef struct parted_rows {
     np_cmp_tolerance *t; /* per row: the level it was judged at (rtol 0: not judgeable) */
     double *scale;       /* per row: the scale it was measured on */
     unsigned char *wt;   /* per row: made a warning by the weights rule */
+    double *dw;          /* per row: a weight parted on the noise of the step before, the
+                          * runs' difference there (L2; 0: none; parted_noise.c) */
 } parted_rows;
 
 static np_cmp_tolerance tolerance_at(np_cmp_tolerance t, double level)
@@ -955,6 +960,67 @@ static void parted_key(char *k, size_t cap, const np_cmp_row *r)
     strncat(k, kb, cap - strlen(k) - 1);
 }
 
+/* What a weight that parted on the noise of the step before (its
+ * difference there dw, L2) carries into its call, relative to the call's
+ * first output y: a weight whose shape broadcasts to y's (a bias added
+ * along it, a token copied by expand, a norm's scale) reaches each of its
+ * elements numel(y) / numel(w) times: dw sqrt(numel(y) / numel(w)), exact
+ * for an add or a copy; any other (a linear's or a matmul's matrix) at most
+ * dw |x| (x the call's first input: a product's bound). 0 when the call has
+ * no such rows. */
+static double noise_carried(const np_cmp_pair *p, const int *byc, size_t j0, size_t j1,
+                            const np_cmp_row *w, double dw)
+{
+    const np_cmp_side *x = NULL, *y = NULL;
+    for (size_t j = j0; j < j1; j++) {
+        const np_cmp_row *r = &p->rows[byc[j]];
+        if (!r->bench || !r->cmp)
+            continue;
+        size_t ln = strlen(r->bench->name);
+        if (!y && role_is_out(r->bench->role) && ln > 9 && !strcmp(r->bench->name + ln - 9, ".output.0"))
+            y = r->bench;
+        if (!x && !strcmp(r->bench->role, "input") && ln > 8 &&
+            !strcmp(r->bench->name + ln - 8, ".input.0"))
+            x = r->bench;
+    }
+    if (!y || !(y->norm > 0) || y->numel <= 0)
+        return 0;
+    const np_cmp_side *b = w->bench;
+    int bcast = b->ndim >= 1 && b->ndim <= y->ndim && b->numel > 0 && y->numel % b->numel == 0;
+    for (int d = 1; bcast && d <= b->ndim; d++)
+        bcast = b->shape[b->ndim - d] == y->shape[y->ndim - d] || b->shape[b->ndim - d] == 1;
+    if (bcast)
+        return dw * sqrt((double)(y->numel / b->numel)) / y->norm;
+    return x && x != b && x->norm > 0 ? dw * x->norm / y->norm : 0;
+}
+
+/* The values of a row on both sides without their bytes' dtype: a cast
+ * that keeps the values (float16 -> float32, as autocast hands a float16
+ * matmul's gradient to a float32 softmax backward) keeps the key. */
+static void values_key(char *k, size_t cap, const np_cmp_row *r)
+{
+    const np_cmp_side *sd[2] = {r->cmp, r->bench};
+    size_t n = (size_t)snprintf(k, cap, "v");
+    for (int j = 0; j < 2 && n < cap; j++)
+        n += (size_t)snprintf(k + n, cap - n, "|%lld|%.17g|%.17g|%.17g|%.17g",
+                              (long long)sd[j]->numel, sd[j]->max, sd[j]->min, sd[j]->mean,
+                              sd[j]->norm);
+}
+
+/* The output row whose values row r holds (its bytes, or its values after
+ * a cast), or -1. */
+static int outs_find(const np_strmap *outs, const np_cmp_row *r)
+{
+    char key[600];
+    parted_key(key, sizeof key, r);
+    int o = np_strmap_get(outs, key);
+    if (o < 0) {
+        values_key(key, sizeof key, r);
+        o = np_strmap_get(outs, key);
+    }
+    return o;
+}
+
 /* The pass over the calls in execution order; returns the rows judged
  * anew, *top the highest level given (and *dtype its row's dtype). */
 static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, const char **dtype)
@@ -999,10 +1065,8 @@ static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, co
                 (!pr->wt[i] && !parted_row(p, pr, i)) || !isfinite(r->severity))
                 continue;
             int o = -1;
-            if (!pr->wt[i] && !strcmp(r->cmp->role, "input")) {
-                parted_key(key, sizeof key, r);
-                o = np_strmap_get(&outs, key);
-            }
+            if (!pr->wt[i] && !strcmp(r->cmp->role, "input"))
+                o = outs_find(&outs, r);
             double li = pr->t[i].rtol; /* the level its severity is measured against */
             if (o >= 0 && r->verdict == NP_VERDICT_ERROR && lvl[o] > li) {
                 parted_rejudge(p, pr, i, lvl[o], lvl[o] / PARTED_FACTOR, 1);
@@ -1011,6 +1075,8 @@ static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, co
             }
             if (r->verdict != NP_VERDICT_ERROR && r->severity <= 1 && li > 0)
                 e = fmax(e, r->severity * li);
+            if (pr->dw[i] > 0)
+                e = fmax(e, noise_carried(p, byc, start[k], start[k + 1], r, pr->dw[i]));
         }
         carried[k] = e;
         double level = PARTED_FACTOR * e;
@@ -1030,11 +1096,13 @@ static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, co
                     *dtype = r->cmp->dtype;
                 }
             }
-            parted_key(key, sizeof key, r);
-            int o = np_strmap_get(&outs, key);
-            const char *kc = o < 0 || lvl[o] < lvl[i] ? cmp_arena_strdup(&pv->arena, key) : NULL;
-            if (kc)
-                np_strmap_put(&outs, kc, (int)i);
+            for (int v = 0; v < 2; v++) {
+                (v ? values_key : parted_key)(key, sizeof key, r);
+                int o = np_strmap_get(&outs, key);
+                const char *kc = o < 0 || lvl[o] < lvl[i] ? cmp_arena_strdup(&pv->arena, key) : NULL;
+                if (kc)
+                    np_strmap_put(&outs, kc, (int)i);
+            }
         }
     }
     /* rows that hold the values of an output judged at a higher level
@@ -1042,12 +1110,10 @@ static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, co
      * before its maker in the calls' order */
     for (size_t i = 0; i < nr; i++) {
         np_cmp_row *r = &p->rows[i];
-        char key[600];
         if (r->verdict != NP_VERDICT_ERROR || !parted_row(p, pr, i) ||
             (strcmp(r->cmp->role, "input") != 0 && !role_is_out(r->cmp->role)))
             continue;
-        parted_key(key, sizeof key, r);
-        int o = np_strmap_get(&outs, key);
+        int o = outs_find(&outs, r);
         if (o >= 0 && (size_t)o != i && lvl[o] > pr->t[i].rtol) {
             parted_rejudge(p, pr, i, lvl[o], lvl[o] / PARTED_FACTOR, 1);
             n++;
@@ -1070,7 +1136,8 @@ static int parted_alloc(parted_rows *pr, size_t n_rows)
     pr->t = calloc(n_rows + 1, sizeof *pr->t);
     pr->scale = calloc(n_rows + 1, sizeof *pr->scale);
     pr->wt = calloc(n_rows + 1, 1);
-    return pr->t && pr->scale && pr->wt;
+    pr->dw = calloc(n_rows + 1, sizeof *pr->dw);
+    return pr->t && pr->scale && pr->wt && pr->dw;
 }
 
 /* The rule's pass (when `run`), the tolerances panel's line for the
@@ -1084,6 +1151,7 @@ static void parted_finish(np_cmp_pair *p, parted_rows *pr, int run)
     free(pr->t);
     free(pr->scale);
     free(pr->wt);
+    free(pr->dw);
     if (n_parted && top_dtype && pv && pv->n_tols < CMP_MAX_TOLS) {
         np_cmp_tolerance t0 = np_cmp_tolerance_for(top_dtype);
         pv->tols[pv->n_tols++] = (cmp_tol_rec){
@@ -1109,7 +1177,8 @@ static const char *routed_scope(np_cmp_pair *p, int r0)
                           : "level L0: any module may hold a non-smooth op");
 }
 
-void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n_pairs)
+void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, const cmp_run_sides *s,
+                  int pair_index, int n_pairs)
 {
     memset(p->count_verdict, 0, sizeof p->count_verdict);
     memset(p->count_match, 0, sizeof p->count_match);
@@ -1150,7 +1219,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
     /* rows computed from weights that parted: each row's level and scale,
      * for the pass after the verdicts (off with --rtol, and where memory
      * runs short) */
-    parted_rows pr = {NULL, NULL, NULL};
+    parted_rows pr = {NULL, NULL, NULL, NULL};
     int parted = weights_rule && isnan(o->rtol) && parted_alloc(&pr, p->n_rows);
     /* tensor mode reports payload bytes while reading them (compare.c) */
     int rows_progress = o->progress && p->mode != NP_CMP_MODE_TENSOR;
@@ -1207,6 +1276,10 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, int pair_index, int n
                 o->progress(pair_index, n_pairs, i + 1, p->n_rows, o->progress_user);
         }
     }
+    /* weights that parted on the noise of the step before (parted_noise.c):
+     * what they carry into the calls that use them */
+    if (parted && s)
+        cmp_parted_noise(p, s, pr.wt, pr.t, pr.dw);
     parted_finish(p, &pr, parted);
     if (weights_rule)
         weights_inplace(p);

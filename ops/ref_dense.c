@@ -1,13 +1,12 @@
 /* ops/ref_dense.c - float64 reference kernels of the dense ops (linear,
  * matmul, conv2d, max_pool2d, embedding) and their registry entries
  * (include/nprobe/ops.h). Context-free: plain arrays in, plain arrays out.
- * GEMMs are OpenBLAS cblas_dgemm (the caller pins OpenBLAS to one thread,
- * as the runtime does, so the bits do not depend on a thread count); every
+ * GEMMs are np_ref_dgemm (gemm64.c: OpenBLAS cblas_dgemm, the caller pins
+ * OpenBLAS to one thread, as the runtime does, so the bits do not depend on
+ * a thread count; or nprobe's own kernel with NPROBE_GEMM=own); every
  * other loop is serial or parallel over outputs. */
 #include <math.h>
 #include <string.h>
-
-#include <cblas.h>
 
 #include "ops_ref_internal.h"
 
@@ -20,8 +19,7 @@ void np_ref_linear_forward(double *out, const double *inp, const double *weight,
         for (int64_t j = 0; j < N; j++)
             out[i * N + j] = bias ? bias[j] : 0.0;
     if (M > 0 && N > 0 && K > 0)
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)N, (int)K, 1.0, inp,
-                    (int)K, weight, (int)K, 1.0, out, (int)N);
+        np_ref_dgemm(0, 1, M, N, K, inp, K, weight, K, 1.0, out, N);
 }
 
 void np_ref_linear_backward(double *dinp, double *dweight, double *dbias, const double *dout,
@@ -31,14 +29,12 @@ void np_ref_linear_backward(double *dinp, double *dweight, double *dbias, const 
     if (dinp) {
         memset(dinp, 0, (size_t)(M * K) * sizeof(double));
         if (N > 0)
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)K, (int)N, 1.0,
-                        dout, (int)N, weight, (int)K, 0.0, dinp, (int)K);
+            np_ref_dgemm(0, 0, M, K, N, dout, N, weight, K, 0.0, dinp, K);
     }
     if (dweight) {
         memset(dweight, 0, (size_t)(N * K) * sizeof(double));
         if (M > 0)
-            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)N, (int)K, (int)M, 1.0,
-                        dout, (int)N, inp, (int)K, 0.0, dweight, (int)K);
+            np_ref_dgemm(1, 0, N, K, M, dout, N, inp, K, 0.0, dweight, K);
     }
     if (dbias)
         for (int64_t j = 0; j < N; j++) {
@@ -89,8 +85,7 @@ void np_ref_matmul_forward(double *out, const double *a, const double *b, int64_
             memset(out + t * M * N, 0, (size_t)(M * N) * sizeof(double));
             continue;
         }
-        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0,
-                    a + t * M * K, (int)K, bt, (int)N, 0.0, out + t * M * N, (int)N);
+        np_ref_dgemm(0, 0, M, N, K, a + t * M * K, K, bt, N, 0.0, out + t * M * N, N);
     }
 }
 
@@ -104,14 +99,12 @@ void np_ref_matmul_backward(double *da, double *db, const double *dout, const do
         const double *bt = b_batched ? b + t * K * N : b;
         const double *go = dout + t * M * N;
         if (da && N > 0)
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)K, (int)N, 1.0, go,
-                        (int)N, bt, (int)N, 0.0, da + t * M * K, (int)K);
+            np_ref_dgemm(0, 1, M, K, N, go, N, bt, N, 0.0, da + t * M * K, K);
         else if (da)
             memset(da + t * M * K, 0, (size_t)(M * K) * sizeof(double));
         if (db && M > 0)
-            cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)K, (int)N, (int)M, 1.0,
-                        a + t * M * K, (int)K, go, (int)N, 1.0,
-                        db + (b_batched ? t * K * N : 0), (int)N);
+            np_ref_dgemm(1, 0, K, N, M, a + t * M * K, K, go, N, 1.0,
+                         db + (b_batched ? t * K * N : 0), N);
     }
 }
 

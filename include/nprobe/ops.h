@@ -193,6 +193,17 @@ int64_t np_op_numel(int ndim, const int64_t *shape);
 /* ==== the reference kernels (float64, context-free) ======================
  * Shapes in the llm.c manner; "rows" are all leading dimensions flattened. */
 
+/* C (M,N, row-major, ldc) = op(A) op(B) + beta C with op(A) (M,K), op(B)
+ * (K,N), ta/tb 1 for a transposed operand: every GEMM of these kernels.
+ * OpenBLAS's cblas_dgemm, or with NPROBE_GEMM=own in the environment (or
+ * np_ref_gemm_select(1)) nprobe's own blocked kernel, equal to float64
+ * rounding (docs/PERFORMANCE.md, "The replay's float64 GEMM"). */
+void np_ref_dgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const double *A, int64_t lda,
+                  const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
+/* 1 own kernel, 0 OpenBLAS (overrides NPROBE_GEMM); np_ref_gemm_own: which. */
+void np_ref_gemm_select(int own);
+int np_ref_gemm_own(void);
+
 /* out (M,N) = inp (M,K) . weight (N,K)^T + bias (N) (bias may be NULL). */
 void np_ref_linear_forward(double *out, const double *inp, const double *weight,
                            const double *bias, int64_t M, int64_t K, int64_t N);

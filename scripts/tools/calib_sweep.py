@@ -6,13 +6,14 @@ weights, offline) must compare clean: no culprit, no error row.
     .venv/bin/python scripts/tools/calib_sweep.py [--nprobe build/release/nprobe]
         [--archs llama,gpt2,...] [--seeds 1,2,3,4] [--pairs bf16,fp16]
         [--weights init,trained] [--tasks statistics,tensor] [--levels L1,mix]
-        [--no-identical] [--work DIR] [--keep] [--json FILE]
+        [--no-identical] [--lr 1e-3] [--work DIR] [--keep] [--json FILE]
     .venv/bin/python scripts/tools/calib_sweep.py --summarize J1.json,J2.json
 
 Per architecture, seed and weights (initial, or 10 fp32 AdamW steps both
 runs load), it dumps an fp32 run and the bf16 (CPU autocast) and fp16 (CPU
 autocast + torch.amp.GradScaler) runs of the same model and batch, 2 steps
-each (step 1 runs on weights that already differ), for every task and level,
+each (step 1 runs on weights that already differ; AdamW at --lr, 1e-3 by
+default: a larger one parts more weights at step 1), for every task and level,
 and compares each low-precision run against the fp32 one (`nprobe compare
 -b FP32 -c LOW`, replay on). Identical dumps: every tensor dump compared with
 itself (`-b D -c D`), and a second bf16 tensor run at mix compared with the
@@ -49,6 +50,7 @@ def parse():
     ap.add_argument("--tasks", default="statistics,tensor")
     ap.add_argument("--levels", default="L1,mix")
     ap.add_argument("--no-identical", action="store_true")
+    ap.add_argument("--lr", type=float, default=1e-3, help="the dumped steps' AdamW learning rate")
     ap.add_argument("--no-factor", action="store_true",
                     help="do not replay both sides of tensor pairs for the three-way factor")
     ap.add_argument("--work", default=None)
@@ -206,20 +208,22 @@ def main():
                         for prec in ["fp32"] + lows:
                             d[prec] = os.path.join(work, "%s_s%d_%s_%s_%s_%s" % (arch, seed, wt, task, level, prec))
                             shutil.rmtree(d[prec], ignore_errors=True)
-                            hf_corpus.dump(arch, d[prec], seed=seed, prec=prec, task=task, level=level, weights=w)
+                            hf_corpus.dump(arch, d[prec], seed=seed, prec=prec, task=task, level=level, weights=w,
+                                           lr=a.lr)
                         cases = [(low, d["fp32"], d[low]) for low in lows]
                         if not a.no_identical and task == "tensor":
                             cases += [("same:" + prec, d[prec], d[prec]) for prec in d]
                             if level == "mix" and "bf16" in d:
                                 d2 = d["bf16"] + "_again"
                                 shutil.rmtree(d2, ignore_errors=True)
-                                hf_corpus.dump(arch, d2, seed=seed, prec="bf16", task=task, level=level, weights=w)
+                                hf_corpus.dump(arch, d2, seed=seed, prec="bf16", task=task, level=level, weights=w,
+                                               lr=a.lr)
                                 cases.append(("rerun:bf16", d["bf16"], d2))
                         for pair, b, c in cases:
                             code, err, cul, first, worst, iso, text = compare(a.nprobe, b, c, c + ".rep_" + pair.replace(":", "_"))
                             bad = code != 0 or err or cul
                             fails += bool(bad)
-                            rec = dict(arch=arch, seed=seed, weights=wt, task=task, level=level, pair=pair,
+                            rec = dict(arch=arch, seed=seed, weights=wt, task=task, level=level, pair=pair, lr=a.lr,
                                        exit=code, errors=err, culprits=cul, first=first, worst=worst, iso=iso)
                             if task == "tensor" and pair in lows and not a.no_factor:
                                 rec["over"], rec["factor"], rec["iso_max"] = three_way(a.nprobe, b, c)

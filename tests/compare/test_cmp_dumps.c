@@ -1099,6 +1099,133 @@ static void test_adam_noise(void)
     }
 }
 
+/* Weights that parted on the noise of the step before (parted_noise.c):
+ * two-step roots, fp32 bench against an fp16 cmp (loss scale 1024). Step 0
+ * dumps a zero bias's gradient, whose element 7 is 4e-4 in the bench and
+ * -4e-4 in the cmp (the others agree to 1e-4 relative): noise. Step 1 holds
+ * the bias after Adam's first step, -1e-3 sign(g): element 7 parted by
+ * 2e-3 (relative L2 0.71, far beyond the level), and a linear that adds
+ * it to 16 tokens whose outputs are 0.034 in L2 apart from it. kind 0:
+ * clean; 1: the same partings but step 0's gradient agrees (the bias parted
+ * where its gradient was well defined: a wrong checkpoint); 2: clean
+ * weights and a linear whose output is 0.01 off on every element. Without
+ * the gradient (step 0 dumps the calls, not the gradient: an L1 leaf whose
+ * backward output is not recorded), the updates: 3: element 7 moved by
+ * -1e-3 in the bench and +1e-3 in the cmp from the same value (clean); 4:
+ * the cmp's element 7 moved by +2e-3 (an update doubled on one side). */
+static void write_pn(const char *root, int cmp, int kind)
+{
+    const int64_t s8[1] = {8}, s16x8[2] = {16, 8}, s8x8[2] = {8, 8};
+    double g[8] = {0.5, -0.3, 0.2, 0.4, -0.6, 0.1, 0.35, 4e-4};
+    if (cmp) {
+        for (int i = 0; i < 7; i++)
+            g[i] *= 1.0 + (i % 2 ? -1e-4 : 1e-4);
+        g[7] = kind == 1 ? 4e-4 * (1 + 1e-4) : -4e-4;
+    }
+    char d[700], file[800];
+    for (int step = 0; step < 2; step++) {
+        snprintf(d, sizeof d, "%s/step%d/rank0", root, step);
+        CHECK_EQ_INT(tw_mkdirs(d), 0);
+        snprintf(file, sizeof file, "%s/dump.h5", d);
+        tw *w = tw_open(file, "tensor", cmp ? "fp16" : "fp32", step, 0);
+        CHECK(w != NULL);
+        if (!w)
+            return;
+        float b[8], x[128], wt[64], y[128], gs[8];
+        for (int i = 0; i < 8; i++) {
+            /* Adam's first step, -lr sign(g); kind 1's cmp parts at element 7 anyway */
+            double gi = kind == 1 && cmp && i == 7 ? -1 : g[i];
+            b[i] = step ? (float)(-1e-3 * (gi > 0 ? 1 : -1)) : 0.0f;
+            if (kind == 4 && cmp && step && i == 7)
+                b[i] = 2e-3f;
+            gs[i] = (float)(g[i] * (cmp ? 1024 : 1));
+        }
+        for (int i = 0; i < 64; i++)
+            wt[i] = i % 9 == 0 ? 1.0f : 0.0f; /* the identity */
+        for (int t = 0; t < 16; t++)
+            for (int c = 0; c < 8; c++) {
+                double v = 0.03 * sin(1.0 + t * 8 + c * 1.7);
+                x[t * 8 + c] = (float)(v * (cmp ? 1 + 1e-4 * cos(t + c) : 1));
+                y[t * 8 + c] = x[t * 8 + c] + b[c] + (kind == 2 && cmp && step ? 0.01f : 0.0f);
+            }
+        const char *mod = "Module.proj.Linear.forward.0", *lin = "Functional.linear.0.forward";
+        if (step == 0 && kind < 3) {
+            if (cmp)
+                tw_loss_scale(w, 1024);
+            int q = tw_call(w, "Module.proj.Linear", "module", "", "");
+            tw_tensor(w, q, "Module.proj.Linear", "parameters_grad", "bias", "float32", 1, s8, gs);
+        } else {
+            int q = tw_call(w, mod, "module", "", "model.py:3");
+            tw_tensor(w, q, mod, "parameters", "bias", "float32", 1, s8, b);
+            tw_tensor(w, q, mod, "output", "0", cmp ? "float16" : "float32", 2, s16x8, y);
+            q = tw_call(w, lin, "api", mod, "model.py:4");
+            tw_tensor(w, q, lin, "input", "0", cmp ? "float16" : "float32", 2, s16x8, x);
+            tw_tensor(w, q, lin, "input", "1", "float32", 2, s8x8, wt);
+            tw_tensor(w, q, lin, "input", "2", "float32", 1, s8, b);
+            tw_tensor(w, q, lin, "output", "0", cmp ? "float16" : "float32", 2, s16x8, y);
+        }
+        CHECK_EQ_INT(tw_close(w, 1), 0);
+    }
+}
+
+static void test_parted_noise(void)
+{
+    char rb[512], rc[512];
+    for (int kind = 0; kind < 5; kind++) {
+        char nb[64], nc[64];
+        snprintf(nb, sizeof nb, "pn%d_b", kind);
+        snprintf(nc, sizeof nc, "pn%d_c", kind);
+        path_of(rb, sizeof rb, nb);
+        path_of(rc, sizeof rc, nc);
+        write_pn(rb, 0, kind);
+        write_pn(rc, 1, kind);
+        np_cmp_result *r = NULL;
+        np_error err;
+        np_error_clear(&err);
+        CHECK_EQ_INT(np_cmp_run(&r, rb, rc, NULL, &err), NP_OK);
+        if (!r)
+            return;
+        CHECK_EQ_INT(r->n_pairs, 2);
+        if (r->n_pairs == 2) {
+            np_cmp_pair *p0 = &r->pairs[0], *p = &r->pairs[1];
+            CHECK_EQ_INT(p0->count_verdict[NP_VERDICT_ERROR], 0);
+            const np_cmp_row *bias = find_row(p, "Module.proj.Linear.forward.0.parameters.bias");
+            const np_cmp_row *out = find_row(p, "Functional.linear.0.forward.output.0");
+            const np_cmp_call *f = first_culprit(p);
+            CHECK(bias && out);
+            if (kind == 0 || kind == 3) {
+                CHECK_EQ_INT(p->count_verdict[NP_VERDICT_ERROR], 0);
+                CHECK_EQ_INT(p->n_culprits, 0);
+                if (bias) {
+                    CHECK(bias->verdict == NP_VERDICT_WARNING && bias->severity > 1);
+                    CHECK_CONTAINS(bias->reason, kind ? "(not dumped; its values there agree): 1 of 8"
+                                                      : "parted on the noise of step 0's gradient: 1 of 8");
+                }
+                if (out)
+                    CHECK(out->verdict == NP_VERDICT_WARNING);
+                CHECK_CONTAINS(p->notes, "2 weight row(s) parted beyond their level on the noise");
+            } else {
+                CHECK_MSG(f && !strcmp(f->name, "Functional.linear.0.forward"), "kind %d: %s", kind,
+                          f ? f->name : "no culprit");
+                if (f && (kind == 1 || kind == 4))
+                    CHECK_CONTAINS(f->reason, "parameters already differ");
+                if (bias && (kind == 1 || kind == 4))
+                    CHECK(!strstr(bias->reason, "parted on the noise"));
+            }
+        }
+        np_cmp_result_free(r);
+    }
+    /* one file of step 1 alone: no step before to read, named as before */
+    path_of(rb, sizeof rb, "pn0_b/step1/rank0/dump.h5");
+    path_of(rc, sizeof rc, "pn0_c/step1/rank0/dump.h5");
+    np_cmp_pair p;
+    if (compare(&p, rb, rc, NULL) != NP_OK)
+        return;
+    const np_cmp_call *f = first_culprit(&p);
+    CHECK(f && !strcmp(f->name, "Functional.linear.0.forward"));
+    np_cmp_pair_free(&p);
+}
+
 /* Statistics mode: when the first culprit's inputs already differ above
  * the warning level, the title goes to the first call whose outputs rose
  * above the warning level while its inputs passed (statistics do not see a
@@ -1920,6 +2047,7 @@ int main(void)
     test_parted_level();
     test_near_tie();
     test_adam_noise();
+    test_parted_noise();
     test_loss_scale();
     test_outside_dump();
     test_stats_warning_start();

@@ -1,0 +1,286 @@
+/* compare/parted_noise.c - weights that parted on the noise of the step
+ * before (docs/COMPARE.md, "Weights that parted on the noise of the step
+ * before"). At a step s > 0 the runs' weights are the optimizer's answer to
+ * step s-1's gradients; Adam moves each element by about lr sign(g) on its
+ * first steps, so an element whose gradient at s-1 was rounding noise (an
+ * attention key bias, which softmax ignores; one element of a bias that
+ * cancels) moves by +-lr in either run, whatever the dtype's rounding. A
+ * weight that parted beyond its level that way is said as such when the
+ * data show it: its gradient at step s-1 is read on both sides (the same
+ * rank's files of the step before), an element is noise where min(|g_b|,
+ * |g_c|) is at most NOISE x the runs' largest difference on that gradient
+ * (the test of an element-normalised update, noise_quotient.c), and the
+ * weight, those elements given the bench's value on both sides, must be
+ * within its level. Then the L2 norm of the runs' difference on those
+ * elements is what the weight carries into the calls that use it
+ * (verdict.c puts it on their outputs' scale). A weight that parted where
+ * its gradient was well defined (a wrong checkpoint, a skipped or a
+ * doubled update) is not explained and stays named "the weights parted
+ * before this step". Tensor mode only: the elements are needed. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Largest weight the rule reads (elements). */
+#define PN_MAX_NUMEL (1 << 24)
+/* A gradient element within this many times the runs' largest difference
+ * on its tensor is noise (as in noise_quotient.c and near_tie.c). */
+#define PN_NOISE 2.0
+
+/* The step before's two files, opened on first use. */
+typedef struct pn_prev {
+    np_dumpio *io[2];
+    double scale[2]; /* their loss scales (gradients are divided by them) */
+    int tried, ok;
+} pn_prev;
+
+static int pn_open(pn_prev *pr, const cmp_pair_priv *pv)
+{
+    if (pr->tried)
+        return pr->ok;
+    pr->tried = 1;
+    const np_dumpio_ref *ref[2] = {pv->prev_bench, pv->prev_cmp};
+    for (int k = 0; k < 2; k++) {
+        np_error e;
+        np_error_clear(&e);
+        if (!ref[k] || np_dumpio_open_ref(&pr->io[k], ref[k], 0, &e) != NP_OK)
+            return 0;
+        const np_dumpio_info *in = np_dumpio_get_info(pr->io[k]);
+        pr->scale[k] = in && in->loss_scale > 0 && isfinite(in->loss_scale) ? in->loss_scale : 1.0;
+    }
+    return pr->ok = 1;
+}
+
+static double *pn_read(np_dumpio *io, const char *leaf, int64_t n)
+{
+    size_t got = 0;
+    double *x = malloc((size_t)n * sizeof *x);
+    if (x && (np_dumpio_read_values(x, (size_t)n, &got, io, leaf, n, NULL) != NP_OK ||
+              got != (size_t)n)) {
+        free(x);
+        x = NULL;
+    }
+    return x;
+}
+
+/* The gradient leaf of weight leaf `name` into buf, 0 when it has none:
+ * "M.forward.N.parameters.P" -> "M.parameters_grad.P" (a module's
+ * parameter), "API.op.N.forward.input.K" -> "API.op.N.backward.output.K"
+ * (an API call's input at L1). */
+static int grad_leaf(char *buf, size_t cap, const char *name, const char *role)
+{
+    if (!strcmp(role, "parameters")) {
+        const char *par = strstr(name, ".parameters.");
+        const char *fw = NULL;
+        for (const char *q = strstr(name, ".forward."); q && q < par; q = strstr(q + 1, ".forward."))
+            fw = q;
+        if (!par || !fw)
+            return 0;
+        return snprintf(buf, cap, "%.*s.parameters_grad.%s", (int)(fw - name), name,
+                        par + strlen(".parameters.")) < (int)cap;
+    }
+    const char *in = strstr(name, ".forward.input.");
+    if (!in || strstr(in + 1, ".forward.input."))
+        return 0;
+    return snprintf(buf, cap, "%.*s.backward.output.%s", (int)(in - name), name,
+                    in + strlen(".forward.input.")) < (int)cap;
+}
+
+/* The parameter row that holds the same values as input row r on both
+ * sides (the bias passed to Functional.linear at mix), or -1. */
+static int param_row(const np_cmp_pair *p, const np_cmp_row *r)
+{
+    for (size_t i = 0; i < p->n_rows; i++) {
+        const np_cmp_row *q = &p->rows[i];
+        if (!q->bench || !q->cmp || strcmp(q->cmp->role, "parameters") != 0)
+            continue;
+        const np_cmp_side *a[2] = {r->bench, r->cmp}, *b[2] = {q->bench, q->cmp};
+        int same = 1;
+        for (int k = 0; k < 2 && same; k++)
+            same = a[k]->numel == b[k]->numel && a[k]->crc32 == b[k]->crc32 &&
+                   a[k]->norm == b[k]->norm && a[k]->max == b[k]->max && a[k]->min == b[k]->min &&
+                   !strcmp(a[k]->dtype, b[k]->dtype);
+        if (same)
+            return (int)i;
+    }
+    return -1;
+}
+
+/* Row r's gradient at the step before, both sides (divided by their loss
+ * scales) into g[0], g[1]; 0 when not found. */
+static int prev_grad(const np_cmp_pair *p, const np_cmp_row *r, pn_prev *pr, double *g[2])
+{
+    char leaf[2 * NP_FMT_NAME_LEN];
+    int64_t n = r->cmp->numel;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        const np_cmp_row *w = r;
+        if (attempt == 1) { /* an API input at mix: its module's parameter */
+            int q = strcmp(r->cmp->role, "input") ? -1 : param_row(p, r);
+            if (q < 0)
+                return 0;
+            w = &p->rows[q];
+        }
+        if (!grad_leaf(leaf, sizeof leaf, w->cmp->name, w->cmp->role))
+            continue;
+        g[0] = pn_read(pr->io[0], leaf, n);
+        g[1] = g[0] ? pn_read(pr->io[1], leaf, n) : NULL;
+        if (g[0] && g[1]) {
+            for (int64_t j = 0; j < n; j++) {
+                g[0][j] /= pr->scale[0];
+                g[1][j] /= pr->scale[1];
+            }
+            return 1;
+        }
+        free(g[0]);
+        free(g[1]);
+        g[0] = g[1] = NULL;
+    }
+    return 0;
+}
+
+/* Without its gradient (an L1 leaf whose backward output is not dumped:
+ * the token that expand copies), the weight's own values at the step
+ * before give the same evidence: where both runs held the same value there
+ * and each moved it by the same amount in opposite directions (|u_b + u_c|
+ * <= PN_FLIP x max(|u_b|, |u_c|), u the step's update), the element took
+ * Adam's normalised step on a gradient whose sign the runs disagree on. The
+ * flipped elements are marked 1 in noise[]; 0 when the leaf is not there. */
+#define PN_FLIP 0.05
+
+static int prev_flips(const np_cmp_row *r, pn_prev *pr, const double *w[2], unsigned char *noise,
+                      double *gap)
+{
+    int64_t n = r->cmp->numel;
+    double *v[2];
+    v[0] = pn_read(pr->io[0], r->bench->name, n);
+    v[1] = v[0] ? pn_read(pr->io[1], r->cmp->name, n) : NULL;
+    int ok = v[0] && v[1];
+    for (int64_t j = 0; ok && j < n; j++) {
+        double ub = w[0][j] - v[0][j], uc = w[1][j] - v[1][j];
+        double m = fmax(fabs(ub), fabs(uc));
+        noise[j] = v[0][j] == v[1][j] && ub * uc < 0 && fabs(ub + uc) <= PN_FLIP * m;
+        *gap = fmax(*gap, fabs(v[0][j] - v[1][j]));
+    }
+    free(v[0]);
+    free(v[1]);
+    return ok;
+}
+
+/* Row r explained by the noise of the step before: *dw the L2 norm of the
+ * runs' difference on the noise elements, *n_noise their count, *rest the
+ * weight's relative L2 error without them; 0 when not. *how: 1 from the
+ * gradient, 2 from the updates (prev_flips). */
+static int pn_explain(const np_cmp_pair *p, const np_cmp_row *r, const cmp_run_sides *s,
+                      pn_prev *pr, double level, double *dw, int64_t *n_noise, double *rest,
+                      double *noise, int *how)
+{
+    int64_t n = r->cmp->numel;
+    if (n <= 0 || n > PN_MAX_NUMEL || r->bench->numel != n || !r->bench->has_data ||
+        !r->cmp->has_data || cmp_assembly_has(s->bench, r->bench->name) ||
+        cmp_assembly_has(s->cmp, r->cmp->name))
+        return 0;
+    double *g[2] = {NULL, NULL}, *w[2] = {NULL, NULL};
+    unsigned char *nz = calloc((size_t)n, 1);
+    int ok = 0;
+    w[0] = pn_read(s->bench->io, r->bench->name, n);
+    w[1] = w[0] ? pn_read(s->cmp->io, r->cmp->name, n) : NULL;
+    *noise = 0;
+    if (nz && w[0] && w[1]) {
+        if (prev_grad(p, r, pr, g)) {
+            *how = 1;
+            for (int64_t j = 0; j < n; j++)
+                *noise = fmax(*noise, fabs(g[0][j] - g[1][j]));
+            for (int64_t j = 0; j < n; j++)
+                nz[j] = *noise > 0 && fmin(fabs(g[0][j]), fabs(g[1][j])) <= PN_NOISE * *noise;
+            ok = 1;
+        } else {
+            *how = 2;
+            const double *wc[2] = {w[0], w[1]};
+            ok = prev_flips(r, pr, wc, nz, noise);
+        }
+    }
+    if (ok) {
+        double d2 = 0, r2 = 0, b2 = 0;
+        *n_noise = 0;
+        for (int64_t j = 0; j < n; j++) {
+            double d = w[1][j] - w[0][j];
+            b2 += w[0][j] * w[0][j];
+            if (nz[j]) {
+                d2 += d * d;
+                (*n_noise)++;
+            } else {
+                r2 += d * d;
+            }
+        }
+        *dw = sqrt(d2);
+        *rest = b2 > 0 ? sqrt(r2 / b2) : (r2 > 0 ? INFINITY : 0);
+        ok = *n_noise > 0 && *dw > 0 && *rest <= level;
+    }
+    free(nz);
+    free(g[0]);
+    free(g[1]);
+    free(w[0]);
+    free(w[1]);
+    return ok;
+}
+
+int cmp_parted_noise(np_cmp_pair *p, const cmp_run_sides *s, const unsigned char *wt,
+                     const np_cmp_tolerance *t, double *dw)
+{
+    cmp_pair_priv *pv = p->priv;
+    if (!pv || p->step <= 0 || p->mode != NP_CMP_MODE_TENSOR || !pv->prev_bench ||
+        !pv->prev_cmp || !s || !s->bench || !s->cmp || !s->bench->io || !s->cmp->io)
+        return 0;
+    pn_prev pr = {{NULL, NULL}, {1, 1}, 0, 0};
+    int n = 0;
+    for (size_t i = 0; i < p->n_rows; i++) {
+        np_cmp_row *r = &p->rows[i];
+        dw[i] = 0;
+        if (!wt[i] || !r->bench || !r->cmp || !(r->severity > 1) || !isfinite(r->severity) ||
+            !(t[i].rtol > 0))
+            continue;
+        if (!pn_open(&pr, pv))
+            break;
+        int64_t n_noise = 0;
+        double d = 0, rest = 0, noise = 0;
+        int how = 0;
+        if (!pn_explain(p, r, s, &pr, t[i].rtol, &d, &n_noise, &rest, &noise, &how))
+            continue;
+        dw[i] = d;
+        char buf[300];
+        const char *old = np_cmp_row_reason(buf, sizeof buf, r);
+        r->reason =
+            how == 1
+                ? cmp_arena_printf(
+                      &pv->arena,
+                      "%s; it parted on the noise of step %d's gradient: %lld of %lld elements "
+                      "had a gradient within %.0f x the runs' difference on it there (%.3g), "
+                      "which Adam moves by +-lr either way; without them it is within its level "
+                      "(relative error %.3g), and their difference (L2 %.3g) is what the calls "
+                      "that use it carry",
+                      old, p->step - 1, (long long)n_noise, (long long)r->cmp->numel, PN_NOISE,
+                      noise, rest, d)
+                : cmp_arena_printf(
+                      &pv->arena,
+                      "%s; it parted on the noise of step %d's gradient (not dumped; its values "
+                      "there agree): %lld of %lld elements were moved by the same step in "
+                      "opposite directions by the two runs, Adam's normalised update of a "
+                      "gradient whose sign the runs disagree on; without them it is within its "
+                      "level (relative error %.3g), and their difference (L2 %.3g) is what the "
+                      "calls that use it carry",
+                      old, p->step - 1, (long long)n_noise, (long long)r->cmp->numel, rest, d);
+        r->n_reason_args = 0;
+        n++;
+    }
+    np_dumpio_close(pr.io[0]);
+    np_dumpio_close(pr.io[1]);
+    if (n)
+        cmp_note(p, "%d weight row(s) parted beyond their level on the noise of step %d's gradient "
+                 "(elements within %.0f x the runs' difference there, which Adam moves by +-lr in "
+                 "either run): warnings, and the calls that use them are judged at the level "
+                 "that difference gives their outputs.", n, p->step - 1, PN_NOISE);
+    return n;
+}
