@@ -78,6 +78,7 @@ struct cmp_assembly {
     int n_ranks;
     np_strmap leaf_map;    /* logical leaf name -> index in leaves */
     np_strmap skipped;     /* Partial(sum) leaves left out (statistics) */
+    np_strmap parted;      /* leaves whose replicas differ */
     asm_leaf *leaves;
     size_t n_leaves;
     /* what the notes say */
@@ -112,6 +113,7 @@ void cmp_assembly_free(cmp_assembly *a)
     free(a->leaves);
     np_strmap_free(&a->leaf_map);
     np_strmap_free(&a->skipped);
+    np_strmap_free(&a->parted);
     free(a);
 }
 
@@ -593,6 +595,12 @@ int cmp_assembly_has(const cmp_dump *d, const char *name)
     return d->assembly && np_strmap_get(&d->assembly->leaf_map, name) >= 0;
 }
 
+int cmp_assembly_parted(const cmp_dump *d, const char *name)
+{
+    return d->assembly && d->assembly->parted.cap &&
+           np_strmap_get(&d->assembly->parted, name) >= 0;
+}
+
 np_status cmp_assembly_payload(np_dumpio_payload *out, cmp_dump *d, const np_cmp_side *s,
                                np_dumpio_buf *buf, np_error *err)
 {
@@ -670,7 +678,14 @@ static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, hold
     const np_place_rec *pl = h[0].pl;
     if (!pl && n <= 1)
         return 1; /* whole, held here only */
+    size_t differ = a->n_replica_diff;
     int np = pick_pieces(a, s->name, h, n, pieces);
+    if (a->n_replica_diff > differ) {
+        const char *nm = cmp_arena_strdup(arena, s->name);
+        if ((!a->parted.cap && np_strmap_init(&a->parted, 64) != 0) || !nm ||
+            np_strmap_put(&a->parted, nm, 1) != 0)
+            *st = np_error_set(err, NP_ERR_NOMEM, NULL, s->name, "out of memory");
+    }
     int whole = 1;
     for (int d = 0; d < s->ndim && pl; d++)
         whole &= pl->global_shape[d] == s->shape[d];

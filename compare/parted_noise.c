@@ -16,7 +16,10 @@
  * (verdict.c puts it on their outputs' scale). A weight that parted where
  * its gradient was well defined (a wrong checkpoint, a skipped or a
  * doubled update) is not explained and stays named "the weights parted
- * before this step". Tensor mode only: the elements are needed. */
+ * before this step"; nor is a weight whose replicas over the ranks of a
+ * parallel layout differ (a gradient left unreduced on some ranks parts
+ * the replicas, which one-device noise does not). Tensor mode only: the
+ * elements are needed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -180,8 +183,9 @@ static int pn_explain(const np_cmp_pair *p, const np_cmp_row *r, const cmp_run_s
     int64_t n = r->cmp->numel;
     if (n <= 0 || n > PN_MAX_NUMEL || r->bench->numel != n || !r->bench->has_data ||
         !r->cmp->has_data || cmp_assembly_has(s->bench, r->bench->name) ||
-        cmp_assembly_has(s->cmp, r->cmp->name))
-        return 0;
+        cmp_assembly_has(s->cmp, r->cmp->name) || cmp_assembly_parted(s->bench, r->bench->name) ||
+        cmp_assembly_parted(s->cmp, r->cmp->name))
+        return 0; /* replicas that differ: a parallel bug, not noise */
     double *g[2] = {NULL, NULL}, *w[2] = {NULL, NULL};
     unsigned char *nz = calloc((size_t)n, 1);
     int ok = 0;
