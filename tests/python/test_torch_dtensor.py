@@ -618,8 +618,11 @@ def check_nan_not_skipped(bench, cmp, out_dir, want):
     if skipped or "Step skipped" in notes or j["summary"].get("error", 0) < 1:
         fails.append(f"{cmp}: the NaN gradient taken for a skipped step ({len(skipped)} rows, "
                      f"{j['summary']}, notes {notes[:300]})")
-    if "root attribute dp_grad_scale" not in notes:
-        fails.append(f"{cmp}: no note of the dp factor: {notes[:300]}")
+    runs = (j["inputs"]["bench_run"], j["inputs"]["cmp_run"])
+    if "root attribute dp_grad_scale" not in notes or \
+            [(r.get("dp_grad_scale"), r.get("loss_scale")) for r in runs] != [(1, 1), (2, 1)]:
+        fails.append(f"{cmp}: the dp factor's note, bench 1 cmp 2 and loss_scale 1 in the "
+                     f"report's inputs: {notes[:300]} {runs}")
     return fails
 
 
