@@ -149,9 +149,14 @@ static int list_tree(np_dumpio *d)
 
 static void print_header(const np_dumpio_ref *ref, const np_dumpio_info *in, int complete)
 {
-    char ls[64] = "";
+    char ls[128] = "";
     if (in->loss_scale != 1.0)
         snprintf(ls, sizeof ls, ", gradients x loss scale %.17g", in->loss_scale);
+    if (in->dp_grad_scale != 1.0 && in->dp_grad_scale > 0) {
+        size_t u = strlen(ls);
+        snprintf(ls + u, sizeof ls - u, ", gradients x data-parallel factor %.17g",
+                 in->dp_grad_scale);
+    }
     /* the strings come from the file (a msprobe dump.json's task ...) */
     np_cli_printf("step %lld rank %lld: %s\n  task %s, level %s, %s on %s (%s)%s%s\n",
            (long long)in->step, (long long)in->rank, ref->path, in->task, in->level,

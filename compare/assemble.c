@@ -919,8 +919,8 @@ const char *cmp_assembly_blame(cmp_dump *cd, const np_cmp_side *cs, cmp_dump *bd
         np_dumpio_read_values(b, (size_t)bs->numel, &got, bd->io, bs->name, bs->numel, err) ||
         got != (size_t)bs->numel)
         goto done;
-    double sb = cmp_side_is_grad(bs) ? 1.0 / bd->loss_scale : 1.0;
-    double sv = cmp_side_is_grad(cs) ? 1.0 / cd->loss_scale : 1.0, worst = 0.0;
+    double sb = cmp_side_is_grad(bs) ? 1.0 / bd->grad_div : 1.0;
+    double sv = cmp_side_is_grad(cs) ? 1.0 / cd->grad_div : 1.0, worst = 0.0;
     e = calloc((size_t)n, sizeof *e);
     if (!e)
         goto done;

@@ -49,14 +49,14 @@ void np_cmp_options_init(np_cmp_options *o)
 
 /* ---- one pair of files ------------------------------------------------------ */
 
-/* Gradients carry their step's loss scale (root attribute loss_scale): their
- * statistics are divided by it here, their payloads as they are read
- * (cmp_payload_metrics). */
+/* Gradients carry their step's loss scale and data-parallel factor (root
+ * attributes loss_scale, dp_grad_scale): their statistics are divided by
+ * both here, their payloads as they are read (cmp_payload_metrics). */
 static void unscale_grads(cmp_dump *d)
 {
-    if (d->loss_scale == 1.0)
+    if (d->grad_div == 1.0)
         return;
-    double f = 1.0 / d->loss_scale;
+    double f = 1.0 / d->grad_div;
     for (size_t i = 0; i < d->n_entries; i++) {
         np_cmp_side *e = &d->entries[i];
         if (!cmp_side_is_grad(e))
@@ -623,12 +623,19 @@ static np_status stage_describe(cmp_run *r, np_error *err)
     snprintf(p->cmp_precision, sizeof p->cmp_precision, "%s", cd->precision);
     p->bench_loss_scale = bd->loss_scale;
     p->cmp_loss_scale = cd->loss_scale;
+    p->bench_dp_grad_scale = bd->dp_grad_scale;
+    p->cmp_dp_grad_scale = cd->dp_grad_scale;
     unscale_grads(bd);
     unscale_grads(cd);
     if (bd->loss_scale != 1 || cd->loss_scale != 1)
         note(p, "Gradient rows compared divided by the loss scale of their step (bench %.17g, "
                 "cmp %.17g: root attribute loss_scale); their statistics are shown divided too.",
              bd->loss_scale, cd->loss_scale);
+    if (bd->dp_grad_scale != 1 || cd->dp_grad_scale != 1)
+        note(p, "Gradient rows compared divided by the factor of their run's averaging "
+                "data-parallel reduction (bench %.17g, cmp %.17g: root attribute dp_grad_scale); "
+                "their statistics are shown divided too.",
+             bd->dp_grad_scale, cd->dp_grad_scale);
     snprintf(p->bench_device, sizeof p->bench_device, "%s", bd->device);
     snprintf(p->cmp_device, sizeof p->cmp_device, "%s", cd->device);
     if (!strcmp(bd->task, "tensor") && !strcmp(cd->task, "tensor"))

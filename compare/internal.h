@@ -42,6 +42,8 @@ typedef struct cmp_dump {
     char task[32], level[16], precision[16], device[32];
     int64_t step, rank, complete;
     double loss_scale;         /* root attribute loss_scale (1 when absent) */
+    double dp_grad_scale;      /* root attribute dp_grad_scale (1 when absent) */
+    double grad_div;           /* loss_scale x dp_grad_scale: what gradients are divided by */
     int has_calls;             /* the file has a calls table */
     np_cmp_side *entries; size_t n_entries, cap_entries;
     cmp_call_rec *calls; size_t n_calls, cap_calls;

@@ -70,8 +70,8 @@ np_status cmp_payload_metrics(np_cmp_metrics *m, cmp_dump *bd, const np_cmp_side
     cmp_src sb = src_of(&pb), sc = src_of(&pc);
     if (st == NP_OK) {
         /* gradients are compared divided by the loss scale of their step */
-        sb.scale = cmp_side_is_grad(bs) ? 1.0 / bd->loss_scale : 1.0;
-        sc.scale = cmp_side_is_grad(cs) ? 1.0 / cd->loss_scale : 1.0;
+        sb.scale = cmp_side_is_grad(bs) ? 1.0 / bd->grad_div : 1.0;
+        sc.scale = cmp_side_is_grad(cs) ? 1.0 / cd->grad_div : 1.0;
         uint32_t crc[2];
         if (cmp_metrics_src(m, &sb, &sc, n, cs->ndim, atol, crc) != 0) {
             st = np_error_set(err, NP_ERR_IO, cd->path, cs->name,

@@ -264,6 +264,8 @@ static void copy_info(cmp_dump *d, const np_dumpio_info *in)
     d->rank = in->rank;
     d->complete = in->complete;
     d->loss_scale = in->loss_scale;
+    d->dp_grad_scale = in->dp_grad_scale > 0 ? in->dp_grad_scale : 1.0;
+    d->grad_div = d->loss_scale * d->dp_grad_scale;
     d->has_calls = in->has_calls;
 }
 

@@ -589,6 +589,8 @@ static void json_inputs(outbuf *f, const np_cmp_result *r, const np_cmp_pair *p)
     json_str(f, p->bench_precision);
     ob_puts(f, ", \"loss_scale\": ");
     json_num(f, p->bench_loss_scale);
+    ob_puts(f, ", \"dp_grad_scale\": ");
+    json_num(f, p->bench_dp_grad_scale);
     ob_puts(f, "}, \"cmp_run\": {\"task\": ");
     json_str(f, p->cmp_task);
     ob_puts(f, ", \"device\": ");
@@ -597,6 +599,8 @@ static void json_inputs(outbuf *f, const np_cmp_result *r, const np_cmp_pair *p)
     json_str(f, p->cmp_precision);
     ob_puts(f, ", \"loss_scale\": ");
     json_num(f, p->cmp_loss_scale);
+    ob_puts(f, ", \"dp_grad_scale\": ");
+    json_num(f, p->cmp_dp_grad_scale);
     ob_puts(f, "}, \"notes\": ");
     json_str(f, p->notes);
 }

@@ -141,6 +141,7 @@ np_status np_dumpio_open(np_dumpio **out, const char *path, const np_dumpio_sour
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     d->src = src;
     d->info.loss_scale = 1.0;
+    d->info.dp_grad_scale = 1.0;
     d->info.step = d->info.rank = -1;
     d->info.world_size = 1;
     snprintf(d->path, sizeof d->path, "%s", path);

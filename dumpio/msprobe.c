@@ -257,6 +257,7 @@ static np_status msp_open(void **h, np_dumpio_info *in, const char *path, np_err
     in->world_size = -1;
     in->complete = 1;
     in->loss_scale = 1.0;
+    in->dp_grad_scale = 1.0;
     in->stats_keep_inf = 1;
     in->has_calls = 1;
     *h = d;

@@ -436,6 +436,21 @@ static np_status check_format(np_dumpio_info *in, hid_t f, const char *path, np_
     if (r.bad_name)
         return np_error_set(err, NP_ERR_FORMAT, path, r.bad_name, "root attribute '%s' %s",
                             r.bad_name, np_h5_attr_problem(r.bad_rc));
+    /* the data-parallel factor is refused, not read as 1: gradients divided
+     * by a wrong factor would be judged against the wrong values */
+    in->dp_grad_scale = 1.0;
+    rc = np_h5_attr_get_f64(f, NP_FMT_ATTR_DP_GRAD_SCALE, &in->dp_grad_scale);
+    if (rc != 0 && rc != NP_H5_ATTR_ABSENT)
+        return np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_DP_GRAD_SCALE,
+                            "root attribute '%s' %s", NP_FMT_ATTR_DP_GRAD_SCALE,
+                            np_h5_attr_problem(rc));
+    if (rc == NP_H5_ATTR_ABSENT)
+        in->dp_grad_scale = 1.0;
+    else if (!(isfinite(in->dp_grad_scale) && in->dp_grad_scale > 0))
+        return np_error_set(err, NP_ERR_FORMAT, path, NP_FMT_ATTR_DP_GRAD_SCALE,
+                            "root attribute '%s' is %g (expected a positive finite factor, the "
+                            "divisor of the run's averaging data-parallel reduction)",
+                            NP_FMT_ATTR_DP_GRAD_SCALE, in->dp_grad_scale);
     return NP_OK;
 }
 

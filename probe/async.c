@@ -31,7 +31,7 @@ _Static_assert(sizeof(msg_hdr) == HDR, "header size");
 typedef struct step_msg {
     char task[32], level[16], framework[64], device[64], precision[16];
     int64_t step, rank, world_size;
-    double loss_scale;
+    double loss_scale, dp_grad_scale;
     char mesh_dims[80], mesh_shape[96], mesh_coords[96];
 } step_msg;
 
@@ -73,7 +73,7 @@ static void process(np_aw *a, const msg_hdr *h)
         np_h5w_step_info in = {m->task, m->level,      m->framework,  m->device,
                                m->precision, m->step, m->rank, m->world_size,
                                m->loss_scale, m->mesh_dims, m->mesh_shape,
-                               m->mesh_coords};
+                               m->mesh_coords, m->dp_grad_scale};
         st = np_h5w_step_begin(a->w, &in, &a->err);
         break;
     }
@@ -255,6 +255,7 @@ np_status np_aw_step_begin(np_aw *a, const np_h5w_step_info *in, np_error *err)
     m.rank = in->rank;
     m.world_size = in->world_size;
     m.loss_scale = in->loss_scale;
+    m.dp_grad_scale = in->dp_grad_scale;
     snprintf(m.mesh_dims, sizeof m.mesh_dims, "%s", in->mesh_dims ? in->mesh_dims : "");
     snprintf(m.mesh_shape, sizeof m.mesh_shape, "%s", in->mesh_shape ? in->mesh_shape : "");
     snprintf(m.mesh_coords, sizeof m.mesh_coords, "%s", in->mesh_coords ? in->mesh_coords : "");

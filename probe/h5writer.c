@@ -635,6 +635,8 @@ static herr_t root_attrs(np_h5w *w, const np_h5w_step_info *in)
     e |= attr_i64(w->file, NP_FMT_ATTR_RANK, in->rank);
     e |= attr_i64(w->file, NP_FMT_ATTR_WORLD_SIZE, in->world_size);
     e |= np_h5_attr_set_f64(w->file, NP_FMT_ATTR_LOSS_SCALE, in->loss_scale > 0 ? in->loss_scale : 1.0);
+    if (in->dp_grad_scale > 0 && in->dp_grad_scale != 1.0)
+        e |= np_h5_attr_set_f64(w->file, NP_FMT_ATTR_DP_GRAD_SCALE, in->dp_grad_scale);
     if (w->has_mesh) {
         e |= attr_str(w->file, NP_FMT_ATTR_MESH_DIMS, in->mesh_dims);
         e |= attr_str(w->file, NP_FMT_ATTR_MESH_SHAPE, in->mesh_shape);

@@ -21,6 +21,7 @@ struct np_probe {
     char framework[64], device[64], precision[16];
     int rank, world_size;
     double loss_scale;   /* of the next/current step (np_probe_set_loss_scale, STEP_BEGIN) */
+    double dp_grad_scale; /* of the steps begun from now on (np_probe_set_dp_grad_scale) */
     np_h5w *w;           /* sync writer, or the one the async front owns */
     np_aw *aw;           /* NULL in sync mode */
     int closed;
@@ -131,7 +132,8 @@ static np_status w_step_begin(np_probe *p, np_error *e)
     np_h5w_step_info in = {np_probe_task_name(p->cfg->task), np_probe_level_name(p->cfg->level),
                            p->framework, p->device, p->precision, p->step, p->rank,
                            p->world_size, p->loss_scale,
-                           p->step_mesh_str[0], p->step_mesh_str[1], p->step_mesh_str[2]};
+                           p->step_mesh_str[0], p->step_mesh_str[1], p->step_mesh_str[2],
+                           p->dp_grad_scale};
     return p->aw ? np_aw_step_begin(p->aw, &in, e) : np_h5w_step_begin(p->w, &in, e);
 }
 
@@ -740,6 +742,15 @@ void np_probe_set_loss_scale(np_probe *p, double scale)
         return;
     LOCK(p);
     set_loss_scale(p, scale);
+    UNLOCK(p);
+}
+
+void np_probe_set_dp_grad_scale(np_probe *p, double factor)
+{
+    if (!p)
+        return;
+    LOCK(p);
+    p->dp_grad_scale = factor > 0 && isfinite(factor) ? factor : 1.0;
     UNLOCK(p);
 }
 
@@ -1362,7 +1373,7 @@ np_status np_probe_open_config(np_probe **out, const np_probe_config *cfg,
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "cannot allocate the probe");
     }
     apply_meta(p, meta);
-    p->loss_scale = 1.0;
+    p->loss_scale = p->dp_grad_scale = 1.0;
     p->scope_unreached_step = p->scope_open_step = -1;
     np_status st = np_h5w_new(&p->w, p->cfg->dump_path, p->cfg->compression, err);
     if (st == NP_OK && p->cfg->async_dump) {

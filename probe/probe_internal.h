@@ -104,6 +104,8 @@ typedef struct np_h5w_step_info {
     /* the device mesh (format version 2, root attributes mesh_dims, mesh_shape,
      * mesh_coords: ","-separated), or NULL/"" for none (format version 1) */
     const char *mesh_dims, *mesh_shape, *mesh_coords;
+    double dp_grad_scale; /* the factor of an averaging data-parallel reduction (root
+                           * attribute dp_grad_scale, written when not 1) */
 } np_h5w_step_info;
 
 typedef struct np_h5w_totals {

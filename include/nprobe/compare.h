@@ -247,6 +247,10 @@ typedef struct np_cmp_pair {
     double bench_loss_scale, cmp_loss_scale; /* root attribute loss_scale of each side (1 when
                                               * absent): gradient rows are compared divided
                                               * by it */
+    double bench_dp_grad_scale, cmp_dp_grad_scale; /* root attribute dp_grad_scale (1 when
+                                              * absent): divided by too; unlike loss_scale, it
+                                              * never makes a non-finite gradient a skipped
+                                              * step */
     np_cmp_row *rows; size_t n_rows;
     np_cmp_call *calls; size_t n_calls;   /* in execution order (seq) */
     int *culprits; size_t n_culprits;     /* indices into calls, first = the first culprit */

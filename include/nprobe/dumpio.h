@@ -79,7 +79,10 @@ typedef struct np_dumpio_info {
     char framework[64], device[64], precision[16];
     int64_t step, rank, world_size;   /* -1 when unknown (world_size: 1) */
     int64_t complete;             /* 1 once the step was closed cleanly */
-    double loss_scale;            /* the factor the step's gradients carry (1 when absent) */
+    double loss_scale;            /* the loss scaler's factor the step's gradients carry
+                                   * (1 when absent) */
+    double dp_grad_scale;         /* the factor an averaging data-parallel reduction leaves
+                                   * on them (root attribute dp_grad_scale; 1 when absent) */
     int stats_keep_inf;           /* 0: max/min/mean/norm are over the finite elements
                                    * (nprobe); 1: they include +-inf (msprobe) */
     int has_calls;                /* 1 when the file has a calls table (0: calls only

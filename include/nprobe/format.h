@@ -49,6 +49,10 @@ extern "C" {
 #define NP_FMT_ATTR_LOSS_SCALE "loss_scale"         /* float64: the factor the step's gradients
                                                        carry (1 without a loss scaler; absent in
                                                        files of nprobe 0.x before it: read as 1) */
+#define NP_FMT_ATTR_DP_GRAD_SCALE "dp_grad_scale" /* float64, only when not 1: the factor
+                                                       an averaging data-parallel reduction
+                                                       leaves on each rank's gradients (its
+                                                       divisor); absent: 1 */
 #define NP_FMT_ATTR_SCOPE "scope"                   /* string, only with a configured scope:
                                                        "closed", "open" or "not reached" */
 #define NP_FMT_ATTR_SCOPE_FIRST "scope_first"       /* string: the configured range's first call */

@@ -118,6 +118,14 @@ int np_probe_on_event(const np_hook_event *ev, void *probe);
  * the gradient rows. Values <= 0 or not finite mean 1. The runtime's hook
  * passes it with NP_EV_STEP_BEGIN. */
 void np_probe_set_loss_scale(np_probe *p, double scale);
+/* The factor an averaging data-parallel reduction leaves on each rank's
+ * gradients of the steps begun from now on (its divisor: FSDP2's gradient
+ * divide factor, DDP's world size; 1, the default, without one): written as
+ * the root attribute dp_grad_scale when not 1, by which nprobe compare
+ * divides the gradient rows too. Kept apart from the loss scale: only that
+ * one makes a one-sided non-finite gradient a skipped step. Values <= 0 or
+ * not finite mean 1. (ABI 5) */
+void np_probe_set_dp_grad_scale(np_probe *p, double factor);
 /* Start step `step` (from 0). An open step is ended first. */
 np_status np_probe_step_begin(np_probe *p, int step, np_error *err);
 /* Record tensor `t` as leaf "{call}.{role}.{key}" of call `call`
@@ -141,7 +149,7 @@ np_status np_probe_step_end(np_probe *p, np_error *err);
 /* libnprobe (the shared library): its version ("0.1.0") and ABI level.
  * NP_LIB_ABI grows when functions or struct fields are added; a loader built
  * against level N works with any library of level >= N and the same soname. */
-#define NP_LIB_ABI 4
+#define NP_LIB_ABI 5
 const char *np_lib_version(void);
 int np_lib_abi(void);
 

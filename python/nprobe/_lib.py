@@ -13,7 +13,7 @@ import os
 import struct
 
 SONAME = "libnprobe.so.0"
-ABI = 4   # np_probe_set_mesh, np_probe_place (3: np_probe_abandon, 2: np_probe_dump_call)
+ABI = 5   # np_probe_set_dp_grad_scale (4: np_probe_set_mesh, np_probe_place; 3: np_probe_abandon, 2: np_probe_dump_call)
 
 # np_role
 ROLE_INPUT, ROLE_OUTPUT, ROLE_PARAMETERS, ROLE_KWARGS, ROLE_PARAMETERS_GRAD = range(5)
@@ -185,6 +185,7 @@ probe_set_meta = _sig("np_probe_set_meta", _I, _P, ctypes.POINTER(Meta), _E)
 probe_selects = _sig("np_probe_selects", _I, _P, _I)
 probe_task_of = _sig("np_probe_task_of", _I, _P)
 probe_set_loss_scale = _sig("np_probe_set_loss_scale", None, _P, ctypes.c_double)
+probe_set_dp_grad_scale = _sig("np_probe_set_dp_grad_scale", None, _P, ctypes.c_double)
 probe_step_begin = _sig("np_probe_step_begin", _I, _P, _I, _E)
 probe_step_end = _sig("np_probe_step_end", _I, _P, _E)
 probe_call_begin = _sig("np_probe_call_begin", _I, _P, _S, _S, _S, _E)

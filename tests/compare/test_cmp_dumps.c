@@ -36,6 +36,8 @@ typedef struct net_opts {
     int layout;
     double loss_scale;   /* 0: no attribute; else written, and the gradients scaled by it */
     int module_params;   /* the Block module records W as its parameter "weight" */
+    double dp_grad_scale; /* 0: no attribute; else written, and the gradients scaled by it */
+    int nan_at;          /* > 0: tensor nan_at - 1's first element NaN */
 } net_opts;
 
 static void fill_base(void)
@@ -52,8 +54,12 @@ static const float *tens(const net_opts *o, int t, float *buf)
 {
     /* gradients (G3 .. GW) carry the loss scale */
     double s = t >= G3 && o->loss_scale > 0 ? o->loss_scale : 1.0;
+    if (t >= G3 && o->dp_grad_scale > 0)
+        s *= o->dp_grad_scale;
     for (int i = 0; i < N; i++)
         buf[i] = (float)(s * base[t][i] * (1.0 + o->delta[t] * (i % 2 ? -1.0 : 1.0)));
+    if (o->nan_at == t + 1)
+        buf[0] = NAN;
     return buf;
 }
 
@@ -766,6 +772,81 @@ static void test_loss_scale(void)
         const np_cmp_row *g3 = find_row(&q, "Functional.layer_norm.0.backward.input.0");
         CHECK(g3 && g3->verdict == NP_VERDICT_ERROR);
         np_cmp_pair_free(&q);
+    }
+}
+
+/* Set the root attribute `name` of dump `path` to the float64 v. */
+static void set_root_f64(const char *path, const char *name, double v)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f >= 0);
+    if (f < 0)
+        return;
+    if (H5Aexists(f, name) > 0)
+        H5Adelete(f, name);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(a >= 0 && H5Awrite(a, H5T_NATIVE_DOUBLE, &v) >= 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Fclose(f);
+}
+
+/* An averaging data-parallel reduction's factor (root attribute
+ * dp_grad_scale, docs/FORMAT.md): the cmp gradients carry 2 (each rank's
+ * loss scaled by dp), compare divides them by it as by a loss scale, in
+ * tensor and statistics mode, and says so in a note of its own. A NaN in
+ * one gradient under it (no loss scaler) is an error naming the call,
+ * where the same NaN under a loss_scale of 2 is the skipped step of a loss
+ * scaler (a warning, no culprit): the dp factor is no loss scale. */
+static void test_dp_grad_scale(void)
+{
+    char b[512], c[512];
+    path_of(b, sizeof b, "dp_b.h5");
+    path_of(c, sizeof c, "dp_c.h5");
+    const char *tasks[2] = {"tensor", "statistics"};
+    for (int k = 0; k < 2; k++) {
+        net_opts o = clean();
+        write_net(b, tasks[k], "fp32", "float32", &o, 0);
+        o.dp_grad_scale = 2;
+        write_net(c, tasks[k], "fp32", "float32", &o, 0);
+        set_root_f64(c, "dp_grad_scale", 2.0);
+        np_cmp_pair p;
+        if (compare(&p, b, c, NULL) != NP_OK)
+            return;
+        CHECK_EQ_INT(p.count_verdict[NP_VERDICT_ERROR], 0);
+        CHECK_EQ_INT(p.count_verdict[NP_VERDICT_WARNING], 0);
+        CHECK_EQ_FLOAT(p.cmp_dp_grad_scale, 2.0);
+        CHECK_EQ_FLOAT(p.bench_dp_grad_scale, 1.0);
+        CHECK_EQ_FLOAT(p.cmp_loss_scale, 1.0);
+        CHECK_CONTAINS(p.notes, "root attribute dp_grad_scale");
+        const np_cmp_row *g = find_row(&p, "Functional.linear.0.backward.output.1");
+        CHECK(g && g->cmp && fabs(g->cmp->max - g->bench->max) <= 1e-6 * fabs(g->bench->max));
+        np_cmp_pair_free(&p);
+
+        /* a NaN in the layer_norm's gradient (G2) on the cmp side */
+        o.nan_at = G2 + 1;
+        write_net(c, tasks[k], "fp32", "float32", &o, 0);
+        set_root_f64(c, "dp_grad_scale", 2.0);
+        if (compare(&p, b, c, NULL) != NP_OK)
+            return;
+        const np_cmp_row *r = find_row(&p, "Functional.layer_norm.0.backward.output.0");
+        CHECK(r && r->verdict == NP_VERDICT_ERROR);
+        const np_cmp_call *f = first_culprit(&p);
+        CHECK(f && !strcmp(f->name, "Functional.layer_norm.0.backward"));
+        CHECK(strstr(p.notes, "Step skipped") == NULL);
+        np_cmp_pair_free(&p);
+
+        /* the same NaN and factor 2 as a loss scale: a skipped step */
+        o.dp_grad_scale = 0;
+        o.loss_scale = 2;
+        write_net(c, tasks[k], "fp32", "float32", &o, 0);
+        if (compare(&p, b, c, NULL) != NP_OK)
+            return;
+        r = find_row(&p, "Functional.layer_norm.0.backward.output.0");
+        CHECK(r && r->verdict == NP_VERDICT_WARNING);
+        CHECK_CONTAINS(p.notes, "Step skipped");
+        np_cmp_pair_free(&p);
     }
 }
 
@@ -2049,6 +2130,7 @@ int main(void)
     test_adam_noise();
     test_parted_noise();
     test_loss_scale();
+    test_dp_grad_scale();
     test_outside_dump();
     test_stats_warning_start();
     test_l0_modules();

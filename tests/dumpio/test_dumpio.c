@@ -12,7 +12,10 @@
  * - file locking off: a dump held open for writing by another process;
  * - the batch checker on a second source of this test's own whose walk
  *   crashes (SIGSEGV) or hangs on chosen files: those files are reported
- *   corrupt, the others pass, in any order of waiting. */
+ *   corrupt, the others pass, in any order of waiting;
+ * - the root attribute dp_grad_scale: 1 when absent, read when positive and
+ *   finite, a file with 0, -1, NaN, Inf or a string refused naming the file
+ *   and the attribute. */
 #define _POSIX_C_SOURCE 200809L
 #include <hdf5.h>
 #include <math.h>
@@ -263,6 +266,90 @@ static void set_attr_i64(const char *path, const char *name, int64_t v)
     H5Fclose(f);
 }
 
+static void set_attr_f64(const char *path, const char *name, double v)
+{
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f >= 0);
+    if (f < 0)
+        return;
+    H5Adelete(f, name);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, name, H5T_IEEE_F64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_DOUBLE, &v);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Fclose(f);
+}
+
+/* The data-parallel factor of the gradients (root attribute dp_grad_scale,
+ * docs/FORMAT.md): 1 in a file without it (every file before it), the
+ * written value otherwise; a value that is no factor is refused at open
+ * (NP_ERR_FORMAT naming the file and the attribute), not read as 1, since
+ * gradients divided by a wrong factor would be judged wrongly. */
+static void test_dp_grad_scale(void)
+{
+    char p[1024];
+    np_dumpio *d = NULL;
+    np_error err;
+    path_of(p, sizeof p, "dp/step0/rank0/dump.h5");
+    write_small(p, "statistics", 0, 0, 4, TW_CHUNKED, 1);
+    np_error_clear(&err);
+    CHECK_EQ_INT(np_dumpio_open(&d, p, NULL, 0, &err), NP_OK);
+    if (d) {
+        CHECK_EQ_FLOAT(np_dumpio_get_info(d)->dp_grad_scale, 1.0);
+        CHECK_EQ_FLOAT(np_dumpio_get_info(d)->loss_scale, 1.0);
+        np_dumpio_close(d);
+        d = NULL;
+    }
+    set_attr_f64(p, "dp_grad_scale", 4.0);
+    np_error_clear(&err);
+    CHECK_EQ_INT(np_dumpio_open(&d, p, NULL, 0, &err), NP_OK);
+    if (d) {
+        CHECK_EQ_FLOAT(np_dumpio_get_info(d)->dp_grad_scale, 4.0);
+        CHECK_EQ_FLOAT(np_dumpio_get_info(d)->loss_scale, 1.0); /* apart from the loss scale */
+        CHECK_STREQ(np_dumpio_get_info(d)->problems, "");
+        np_dumpio_close(d);
+        d = NULL;
+    }
+    const double bad[] = {0.0, -2.0, NAN, INFINITY};
+    const char *shown[] = {"is 0 ", "is -2 ", "is nan ", "is inf "};
+    for (int k = 0; k < 4; k++) {
+        set_attr_f64(p, "dp_grad_scale", bad[k]);
+        np_error_clear(&err);
+        CHECK_EQ_INT(np_dumpio_open(&d, p, NULL, 0, &err), NP_ERR_FORMAT);
+        CHECK(d == NULL);
+        CHECK_CONTAINS(err.file, "dp/step0/rank0/dump.h5");
+        CHECK_STREQ(err.key, "dp_grad_scale");
+        CHECK_CONTAINS(err.text, "root attribute 'dp_grad_scale'");
+        CHECK_CONTAINS(err.text, shown[k]);
+        CHECK_CONTAINS(err.text, "expected a positive finite factor");
+        if (d) {
+            np_dumpio_close(d);
+            d = NULL;
+        }
+    }
+    /* a string where a float64 belongs */
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f >= 0);
+    if (f >= 0) {
+        H5Adelete(f, "dp_grad_scale");
+        hid_t sp = H5Screate(H5S_SCALAR), st = H5Tcopy(H5T_C_S1);
+        H5Tset_size(st, 2);
+        hid_t a = H5Acreate2(f, "dp_grad_scale", st, sp, H5P_DEFAULT, H5P_DEFAULT);
+        H5Awrite(a, st, "2");
+        H5Aclose(a);
+        H5Tclose(st);
+        H5Sclose(sp);
+        H5Fclose(f);
+    }
+    np_error_clear(&err);
+    CHECK_EQ_INT(np_dumpio_open(&d, p, NULL, 0, &err), NP_ERR_FORMAT);
+    CHECK_STREQ(err.key, "dp_grad_scale");
+    CHECK_CONTAINS(err.text, "has the wrong type");
+    if (d)
+        np_dumpio_close(d);
+}
+
 static void test_errors(void)
 {
     char p[1024];
@@ -506,6 +593,7 @@ int main(void)
     test_find();
     test_rows();
     test_errors();
+    test_dp_grad_scale();
     test_payloads();
     test_locking();
     test_checker();

@@ -712,7 +712,10 @@ static double attr_f64(const char *path, const char *name)
 
 /* The loss scale of each step (root attribute loss_scale, float64): 1 by
  * default, np_probe_set_loss_scale for the steps begun after it, and the
- * runtime's "loss_scale" scalar of NP_EV_STEP_BEGIN; sync and async. */
+ * runtime's "loss_scale" scalar of NP_EV_STEP_BEGIN; sync and async. The
+ * data-parallel factor (root attribute dp_grad_scale) beside it: absent
+ * by default and for a NaN (read as 1), 2 once np_probe_set_dp_grad_scale
+ * said so, the loss scale untouched by it. */
 static void test_loss_scale(void)
 {
     for (int async = 0; async < 2; async++) {
@@ -732,8 +735,12 @@ static void test_loss_scale(void)
         mk(&tg, g, 1, 3, 0);
         /* step 0: default; step 1: set through the API; step 2: through the hook */
         for (int step = 0; step < 3; step++) {
-            if (step == 1)
+            if (step == 1) {
                 np_probe_set_loss_scale(p, 1024.0);
+                np_probe_set_dp_grad_scale(p, NAN);
+            }
+            if (step == 2)
+                np_probe_set_dp_grad_scale(p, 2.0);
             if (step < 2) {
                 CHECK_EQ_INT(np_probe_step_begin(p, step, &err), NP_OK);
             } else {
@@ -755,6 +762,9 @@ static void test_loss_scale(void)
         CHECK_EQ_FLOAT(attr_f64(step_file(f, sizeof f, dir, 0, 0), "loss_scale"), 1.0);
         CHECK_EQ_FLOAT(attr_f64(step_file(f, sizeof f, dir, 1, 0), "loss_scale"), 1024.0);
         CHECK_EQ_FLOAT(attr_f64(step_file(f, sizeof f, dir, 2, 0), "loss_scale"), 32768.0);
+        CHECK_EQ_FLOAT(attr_f64(step_file(f, sizeof f, dir, 0, 0), "dp_grad_scale"), -98.0);
+        CHECK_EQ_FLOAT(attr_f64(step_file(f, sizeof f, dir, 1, 0), "dp_grad_scale"), -98.0);
+        CHECK_EQ_FLOAT(attr_f64(step_file(f, sizeof f, dir, 2, 0), "dp_grad_scale"), 2.0);
     }
 }
 

@@ -10,10 +10,12 @@ package's monitor (TrainerMon) on the same run: grad_pre the rank's own
 gradient, grad the mean, loss the rank's (float64 here). With
 PrecisionDebugger(data_parallel="dp") (a 1-D mesh "dp" over the world):
 each rank's batch Shard(0) of the ranks' batches, the cross-entropy loss
-Partial(avg), the local parameter gradients Partial(sum) under loss_scale 2
-(DDP's average); `nprobe compare` of one process on both batches against
-it exits 0, and fc2.bias changed on rank 1 after DDP's broadcast (replicas
-that part) is named with rank 1. Run through pyrun.sh; exits 1 on any
+Partial(avg), the local parameter gradients Partial(sum) under dp_grad_scale
+2 (DDP's average; loss_scale 1); `nprobe compare` of one process on both
+batches against it exits 0, fc2.bias changed on rank 1 after DDP's
+broadcast (replicas that part) is named with rank 1, and a NaN put into
+rank 0's gradient of fc1.weight in a copy of the dump is an error naming
+Module.module.fc1.Linear (exit 1), not a step a loss scaler skipped. Run through pyrun.sh; exits 1 on any
 failed check."""
 import json
 import os
@@ -28,6 +30,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_torch_dtensor import check_nan_not_skipped, inject_nan  # noqa: E402
 
 FAILS = []
 LR = 0.1
@@ -215,9 +220,10 @@ def main():
                 place = {x["name"].decode(): (x["placements"].decode(),
                                               tuple(x["global_shape"][:x["global_ndim"]]))
                          for x in f["placements"][()]}
-            check(attrs.get("loss_scale") == 2.0 and attrs.get("mesh_shape") in ("2", b"2"),
-                  f"dp rank {r}: loss_scale {attrs.get('loss_scale')} (DDP's average), "
-                  f"mesh {attrs.get('mesh_shape')}")
+            check(attrs.get("dp_grad_scale") == 2.0 and attrs.get("loss_scale") == 1.0
+                  and attrs.get("mesh_shape") in ("2", b"2"),
+                  f"dp rank {r}: dp_grad_scale {attrs.get('dp_grad_scale')} (DDP's average), "
+                  f"loss_scale {attrs.get('loss_scale')}, mesh {attrs.get('mesh_shape')}")
             for leaf, want in (("Module.module.Net.forward.0.input.0", ("Shard(0)", (12, 8))),
                                ("Functional.cross_entropy.0.forward.output.0",
                                 ("Partial(avg)", ())),
@@ -238,6 +244,14 @@ def main():
                 check(out.returncode == 1 and want in first and "rank 1" in first,
                       f"compare one process vs DDP {label}: exit {out.returncode}, the culprit "
                       f"{want} with rank 1: {first[:400]!r} {out.stderr[-400:]}")
+        # a NaN in rank 0's gradient of fc1.weight under DDP's average, no
+        # GradScaler: an error naming the module (was a skipped-step warning
+        # while the dp factor rode in loss_scale)
+        inject_nan(f"{tmp}/dump_dp", f"{tmp}/dump_bug_dp_nan", 0,
+                   "Module.module.fc1.Linear.parameters_grad.weight")
+        for fail in check_nan_not_skipped(f"{tmp}/dump_whole", f"{tmp}/dump_bug_dp_nan",
+                                          f"{tmp}/rep_bug_dp_nan", "Module.module.fc1.Linear"):
+            check(False, fail)
         if os.environ.get("KEEP"):
             shutil.copytree(tmp, os.environ["KEEP"])
     print(f"{len(FAILS)} failed")

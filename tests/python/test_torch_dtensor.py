@@ -33,7 +33,9 @@ spawn for everything):
   Shard(0) on dp, the loss and the ranks' gradients of replicated tensors
   Partial(sum); every one-process leaf rebuilt; rank 1's half one row
   early is named (Functional.linear.0.forward in Module.up.Linear, its
-  input);
+  input); FSDP2's default average: dp_grad_scale 2, loss_scale 1, and a
+  NaN put into rank 1's gradient of up.weight in a copy of that dump is an
+  error naming Module.up.Linear (exit 1), not a step a loss scaler skipped;
 - `nprobe compare` of each against the one-process run exits 0 with no
   culprit (compare's assemble stage), replay on: the replay leaves the
   sharded calls out (their local op ran on redistributed arguments) and
@@ -55,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import warnings
+import zlib
 
 import h5py
 import numpy as np
@@ -499,12 +502,13 @@ def assemble(name, ranks):
     """Leaf `name` rebuilt from the ranks' (data, placements): Shard pieces
     at their offsets, Partial(sum) pieces summed, Partial(avg) averaged,
     Replicate the same on every rank (else None); a gradient divided by its
-    step's loss_scale."""
+    step's loss_scale and dp_grad_scale."""
     first = ranks[0]
     if name not in first[1]:
         return None
     pl = first[2].get(name)
-    scale = float(first[3].get("loss_scale", 1.0)) if is_grad(name) else 1.0
+    scale = (float(first[3].get("loss_scale", 1.0)) * float(first[3].get("dp_grad_scale", 1.0))
+             if is_grad(name) else 1.0)
     if pl is None:
         return first[1][name] / scale
     words, gshape, _ = pl
@@ -567,6 +571,59 @@ def compare(tmp, label, bench="single", want=None):
               f"compare one process vs {label}: exit {out.returncode}, the first culprit names "
               f"{want!r}: {first[:300]!r} {out.stderr[-400:]}")
     return out.stdout
+
+
+def inject_nan(src, dst, rank, leaf):
+    """A copy of dump `src` (step 0) where rank `rank`'s payload of `leaf`
+    has a NaN for its first element, the row's statistics (over the finite
+    elements, nan_count) and crc32 as the probe writes them: a gradient a
+    run produced non-finite on one rank, with no loss scaler."""
+    shutil.copytree(src, dst)
+    with h5py.File(f"{dst}/step0/rank{rank}/dump.h5", "r+") as f:
+        v = np.array(f["data"][leaf], dtype=np.float32)
+        v.flat[0] = np.nan
+        f["data"][leaf][...] = v
+        rows = f["entries"][()]
+        i = next(k for k, r in enumerate(rows) if r["name"].decode() == leaf)
+        row = rows[i]
+        fin = v[np.isfinite(v)].astype(np.float64)
+        row["max"], row["min"], row["mean"] = fin.max(), fin.min(), fin.mean()
+        row["norm"] = np.sqrt(np.sum(fin * fin))
+        row["nan_count"] = 1
+        row["crc32"] = zlib.crc32(v.tobytes())
+        f["entries"][i] = row
+
+
+def check_nan_not_skipped(bench, cmp, out_dir, want):
+    """compare of dump `bench` against dump `cmp` (a NaN injected by
+    inject_nan into a gradient of a dump under an averaging data-parallel
+    reduction, no loss scaler): exit 1, the first culprit `want`, no row a
+    step the loss scaler skipped (the dp factor is not a loss scale), the
+    factor's note. Returns the failed checks' texts."""
+    out = subprocess.run([os.environ["NPROBE_BIN"], "compare", "-b", bench, "-c", cmp,
+                          "-o", out_dir, "--format", "json"], capture_output=True, text=True)
+    print(f"compare {bench} vs {cmp}: exit {out.returncode}\n{out.stdout[-1200:]}")
+    reps = glob.glob(f"{out_dir}/*.json")
+    if out.returncode != 1 or not reps:
+        return [f"{cmp}: compare exit {out.returncode} (want 1) {out.stderr[-400:]}"]
+    with open(reps[0]) as f:
+        j = json.load(f)
+    fails = []
+    c = j.get("first_culprit") or {}
+    if want not in json.dumps(c)[:400]:
+        fails.append(f"{cmp}: the first culprit names {want!r}: {json.dumps(c)[:400]}")
+    why = j["headers"].index("Reason")
+    skipped = [r for r in j["rows"] if "loss scaler" in (r[why] or "")]
+    notes = j["inputs"]["notes"]
+    if skipped or "Step skipped" in notes or j["summary"].get("error", 0) < 1:
+        fails.append(f"{cmp}: the NaN gradient taken for a skipped step ({len(skipped)} rows, "
+                     f"{j['summary']}, notes {notes[:300]})")
+    runs = (j["inputs"]["bench_run"], j["inputs"]["cmp_run"])
+    if "root attribute dp_grad_scale" not in notes or \
+            [(r.get("dp_grad_scale"), r.get("loss_scale")) for r in runs] != [(1, 1), (2, 1)]:
+        fails.append(f"{cmp}: the dp factor's note, bench 1 cmp 2 and loss_scale 1 in the "
+                     f"report's inputs: {notes[:300]} {runs}")
+    return fails
 
 
 def compare_files(bench, cmp, out_dir):
@@ -772,11 +829,13 @@ def main():
         # rank 1's half shifted: the first call on the batch, its input
         compare(tmp, "bug_dp_shift", want="Functional.linear.0.forward (in Module.up.Linear")
         # FSDP2's averaging: the loss (a mean) Partial(avg), the gradients
-        # those of each rank's loss scaled by dp (loss_scale 2), so that
-        # their ranks' sum is the one-process gradient
+        # those of each rank's loss scaled by dp (dp_grad_scale 2, not in the
+        # loss scale), so that their ranks' sum is the one-process gradient
         check_layout("dp_avg", tmp, read(f"{tmp}/dump_single_mean/step0/rank0/dump.h5"))
         _c, _d, place, attrs = read(f"{tmp}/dump_dp_avg/step0/rank1/dump.h5")
-        check(attrs.get("loss_scale") == 2.0, f"dp_avg: loss_scale {attrs.get('loss_scale')}")
+        check(attrs.get("dp_grad_scale") == 2.0 and attrs.get("loss_scale") == 1.0,
+              f"dp_avg: dp_grad_scale {attrs.get('dp_grad_scale')}, "
+              f"loss_scale {attrs.get('loss_scale')}")
         for leaf, want in (("Tensor.mean.0.forward.output.0", ("Partial(avg)", (), ())),
                            ("Tensor.mean.0.backward.input.0", ("Partial(sum)", (), ())),
                            ("Tensor.mean.0.backward.output.0", ("Shard(0)", (6, 4), (3, 0))),
@@ -789,6 +848,14 @@ def main():
               f"dp_avg: FSDP2's averaging reduce-scatter inputs Partial(avg) "
               f"{[place[k] for k in rs]}")
         compare(tmp, "dp_avg", bench="single_mean")
+        # a NaN in rank 1's gradient of up.weight under the average, no
+        # GradScaler: an error (was a skipped-step warning while the dp
+        # factor rode in loss_scale)
+        inject_nan(f"{tmp}/dump_dp_avg", f"{tmp}/dump_bug_dp_nan", 1,
+                   "Module.up.Linear.parameters_grad.weight")
+        for fail in check_nan_not_skipped(f"{tmp}/dump_single_mean", f"{tmp}/dump_bug_dp_nan",
+                                          f"{tmp}/rep_bug_dp_nan", "Module.up.Linear"):
+            check(False, fail)
         # summed under a mean loss: every gradient twice the one process's,
         # from the loss's backward on
         compare(tmp, "bug_dp_sum", bench="single_mean", want="Tensor.mean.0.backward")

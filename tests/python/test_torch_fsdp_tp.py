@@ -19,7 +19,7 @@ process:
   (PrecisionDebugger(data_parallel="dp")), a mean loss, FSDP2's default
   average: the tensor-parallel rows get Shard(0) over dp for the batch,
   Partial(sum) for the parameters' gradients, the loss Partial(avg),
-  loss_scale 2; compare against one process on the whole batch exits 0.
+  dp_grad_scale 2 (loss_scale 1); compare against one process on the whole batch exits 0.
 Run through pyrun.sh; exits 1 on any failed check. KEEP=DIR keeps the dumps."""
 import importlib
 import json
@@ -139,7 +139,7 @@ def main():
         compare(tmp, "fsdp_tp")
         # each dp rank on its half of the batch, FSDP2's average: the batch
         # Shard(0) on dp beside the tensor-parallel placements, the loss
-        # Partial(avg), the gradients under loss_scale 2
+        # Partial(avg), the gradients under dp_grad_scale 2 (loss_scale 1)
         for r in range(WORLD):
             with open(f"{tmp}/rank{r}.json") as f:
                 res = json.load(f)
@@ -147,7 +147,9 @@ def main():
             check(not res["dp_warnings"] and s["skipped"] == 0 and s["unplaced"] == 0,
                   f"fsdp_tp_dp rank {r}: no dump error ({res['dp_warnings']})")
         _c, _d, place, attrs = read(f"{tmp}/dump_fsdp_tp_dp/step0/rank3/dump.h5")
-        check(attrs.get("loss_scale") == 2.0, f"fsdp_tp_dp: loss_scale {attrs.get('loss_scale')}")
+        check(attrs.get("dp_grad_scale") == 2.0 and attrs.get("loss_scale") == 1.0,
+              f"fsdp_tp_dp: dp_grad_scale {attrs.get('dp_grad_scale')}, "
+              f"loss_scale {attrs.get('loss_scale')}")
         for leaf, want in (("Functional.linear.0.forward.input.0",
                             ("Shard(0),Replicate()", (6, 8), (3, 0))),
                            ("Functional.linear.0.forward.output.0",

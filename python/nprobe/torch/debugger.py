@@ -1188,8 +1188,10 @@ class PrecisionDebugger:
         if _distributed.on:
             _dtensor.set_mesh(self, world)
         # under an averaging data-parallel reduction each rank's backward is
-        # that of its loss scaled by the divisor (docs/TORCH.md "Data parallel")
-        _lib.probe_set_loss_scale(self._p, _loss_scale() * self._dp_div)
+        # that of its loss scaled by the divisor (docs/TORCH.md "Data parallel"):
+        # its own attribute, not the loss scale (only a loss scaler skips steps)
+        _lib.probe_set_loss_scale(self._p, _loss_scale())
+        _lib.probe_set_dp_grad_scale(self._p, self._dp_div)
         if _lib.probe_step_begin(self._p, self._step, self._eref):
             self._note_error()
             return False

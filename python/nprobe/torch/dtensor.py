@@ -659,7 +659,8 @@ def dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places):
     function's default) Partial(avg); others (parameters, what is made from
     them) are replicated (no row). Backward: the gradients are those of
     each rank's loss, scaled by the divisor of the dp reduction (d._dp_div,
-    the step's loss_scale carries it: compare divides it out); unscaled, a
+    the step's root attribute dp_grad_scale carries it, apart from
+    loss_scale: compare divides it out); unscaled, a
     gradient whose first dimension is B is Shard(0), the gradient of a
     replicated tensor Partial(sum). The scalar gradient arriving at a
     reduction (of the loss: 1 on each rank) is replicated under a summing
