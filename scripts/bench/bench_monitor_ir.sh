@@ -13,9 +13,12 @@
 # noisy machine; it counts instructions, not time (a division or a cache
 # miss weighs as an add; the HDF5 file's system calls are not counted).
 # Under valgrind the AVX2 clones of the statistics kernels run (valgrind
-# has no AVX-512). The monitor's work and the step's both grow with the
-# parameters (per layer), so 1 layer gives about the ratio of 4 (the
-# default 1: a callgrind run of 4 layers takes minutes on a loaded machine).
+# has no AVX-512), and the plain update (adamw_update) its SSE2 loop: the
+# ratio counts the monitored update's vectorized clone against it
+# (PERFORMANCE.md says how much). The monitor's work and the step's both
+# grow per layer, so 1 layer (the default) should give close to the ratio
+# of 4 (not measured: a callgrind run of 4 layers takes tens of minutes on
+# a loaded machine).
 # Prints a Markdown table.
 set -euo pipefail
 nprobe=${1:-build/release/nprobe}
