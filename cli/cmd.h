@@ -110,6 +110,11 @@ int np_cli_fp32_ops(char *buf, size_t cap, const char *dump_config);
 int np_cli_monitor_attach(struct np_monitor **out, struct np_ctx *ctx, struct np_trainer *tr,
                           const char *config_path, int rank, int world);
 int np_cli_monitor_detach(struct np_monitor *m);
+/* nprobe triage's op from the calls the monitor kept at the anomaly of
+ * step S on rank R (DIR/anomaly_calls/stepS/rankR/dump.h5, replayed):
+ * printed as "op: CALL (in MODULE; ...)", preferring a call inside module
+ * `mod`; 0 when one was named, -1 when none (no such dump, none exceeds). */
+int np_cli_triage_kept_op(const char *dir, int64_t step, int rank, const char *mod);
 
 /* The profile task inside `nprobe train` (cli/profile_attach.c): --profile
  * DIR (every step) and/or a config.json with "task": "profile" (its

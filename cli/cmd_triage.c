@@ -3,9 +3,11 @@
  * rerunning its step from a checkpoint taken just before it: the same
  * rerun clean -> transient (hardware-like); reproduced, and clean in fp32
  * -> numerics; reproduced in fp32 at the module that reads the batch ->
- * data; elsewhere -> code. For numerics and code the op: the first API
- * call inside the anomalous module, from a statistics dump of the rerun
- * that reproduced it. Each rerun is `nprobe train TRAIN... --load CK
+ * data; elsewhere -> code. For numerics the op: compare's first culprit
+ * of the two reruns' dumps; for code (and transient) the first call
+ * inside the anomalous module whose float64 replay exceeds its budget
+ * among the calls the monitor kept at the anomaly (anomaly_calls,
+ * triage_kept.c), else the module's first API call in the rerun's dump. Each rerun is `nprobe train TRAIN... --load CK
  * --stop-after S+1` in a child process, its files under OUT. */
 #include <errno.h>
 #include <hdf5.h>
@@ -52,8 +54,11 @@ static const char help_after[] =
     "clean -> numerics; reproduced at the module that reads the batch (the\n"
     "step's first record) -> data, elsewhere -> code. The op: for numerics, the\n"
     "first culprit of nprobe compare of the two reruns' statistics dumps of S (fp32\n"
-    "the bench); for code, the first API call of the anomalous module in the dump\n"
-    "of the rerun that reproduced it.\n"
+    "the bench); for code and transient, when the run kept its calls\n"
+    "(monitor.anomaly_calls: DIR/anomaly_calls/stepS/rankR/dump.h5), the first call\n"
+    "of the anomalous module whose float64 replay exceeds its error budget; else,\n"
+    "for code, the first API call of the anomalous module in the dump of the rerun\n"
+    "that reproduced it.\n"
     "A run of several ranks (DIR holds monitor_rank{R}.h5 for each) needs --launcher,\n"
     "the command that starts the run's ranks; every rank loads CKPT (data-parallel\n"
     "replicas hold the same state), and the first anomaly of the rerun is taken\n"
@@ -484,6 +489,11 @@ int np_cmd_triage(int argc, char **argv)
         }
     }
     printf("class: %s (%s)\n", cls, why);
+    /* code (no clean rerun to compare with) and transient (gone on the
+     * rerun): the op by replay of the calls the monitor kept, when it did */
+    if ((!strcmp(cls, "code") || !strcmp(cls, "transient")) &&
+        !np_cli_triage_kept_op(dir, first.step, first.rank, first.name))
+        return NP_EXIT_OK;
     if (opdump && reduced && !full.n) {
         /* numerics: the op where the run's precision parts from fp32, by
          * compare of the two reruns' dumps of step S (the fp32 one the bench) */

@@ -7,6 +7,7 @@
 #include <hdf5.h>
 #include <stdint.h>
 
+#include "nprobe/hook.h"
 #include "nprobe/monitor.h"
 
 #define NP_MON_FORMAT "nprobe-monitor"
@@ -64,5 +65,19 @@ int np_mon_rules_feed(np_mon_rules_state *s, const np_monitor_rules *ru, const n
                       const char *metric, np_mon_hit *hit);
 /* norm/min/max/mean/zeros/nans/infs of n floats (np_optim_tstats_add). */
 void np_mon_stats(np_mon_record *r, const float *x, int64_t n);
+
+/* The ring of call inputs inside a step (monitor.anomaly_calls,
+ * monitor_calls.c): copies of the step's last `cap` API calls, written on
+ * the anomaly as a tensor dump of step S under dir (dir/step{S}/rank{R}/
+ * dump.h5, the probe's layout). take: -1 out of memory (the call is not
+ * kept). */
+typedef struct np_mon_calls np_mon_calls;
+np_mon_calls *np_mon_calls_new(int cap);
+void np_mon_calls_free(np_mon_calls *c);
+void np_mon_calls_reset(np_mon_calls *c, int64_t step, double loss_scale);
+int np_mon_calls_take(np_mon_calls *c, const np_hook_event *ev);
+int np_mon_calls_count(const np_mon_calls *c);
+np_status np_mon_calls_write(const np_mon_calls *c, const char *dir, const char *precision,
+                             int rank, int world, np_error *err);
 
 #endif

@@ -171,7 +171,7 @@ static np_status parse_rules(np_monitor_rules *r, json_t *alert, const char *pat
 static const char *const section_keys[] = {
     "targets", "step_interval", "start_step", "collect_times", "xy_distribution",
     "wg_distribution", "mv_distribution", "param_distribution", "alert", "format", "ops", "eps",
-    "anomaly_checkpoint", "anomaly_ring",
+    "anomaly_checkpoint", "anomaly_ring", "anomaly_calls",
 };
 
 np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_error *err)
@@ -231,7 +231,7 @@ np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_erro
                               "monitor: unknown key \"%s\" (allowed: targets, step_interval, "
                               "start_step, collect_times, xy_distribution, wg_distribution, "
                               "mv_distribution, param_distribution, anomaly_checkpoint, "
-                              "anomaly_ring, alert)", key);
+                              "anomaly_ring, anomaly_calls, alert)", key);
             goto out;
         }
     }
@@ -287,6 +287,15 @@ np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_erro
         goto out;
     }
     c->anomaly_ring = (int)x;
+    x = 0;
+    if ((st = get_int(&x, sec, "anomaly_calls", 0, path, err)))
+        goto out;
+    if (x > 65536) {
+        st = cfg_bad(err, path, "anomaly_calls", "monitor.anomaly_calls: at most 65536 calls (each "
+                     "holds a copy of its inputs and outputs)");
+        goto out;
+    }
+    c->anomaly_calls = (int)x;
     if ((v = json_object_get(sec, "alert")))
         st = parse_rules(&c->rules, v, path, err);
 out:
@@ -369,6 +378,12 @@ struct np_monitor {
     np_train_state **ring; /* the last anomaly_ring recorded steps' starting state */
     int ring_pos;
     int ck_done, ck_missed;
+    int anom;              /* the run's first anomaly was seen (at step anom_step): rules stop */
+    int64_t anom_step;
+    np_mon_calls *calls;   /* the ring of the step's last anomaly_calls API calls */
+    int calls_n;           /* calls written at the anomaly (0: none) */
+    char calls_dir[4200];
+    double step_scale;     /* the step's loss scale (its STEP_BEGIN event) */
     int64_t ck_step;
     char ck_path[4200];
     int64_t upd_n[2];      /*   [1] recorded ones (with the statistics in their loop) */
@@ -527,6 +542,8 @@ np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int ra
     *out = m;
     if (!m->active)
         return NP_OK;
+    if (cfg->anomaly_calls > 0 && !(m->calls = np_mon_calls_new(cfg->anomaly_calls)))
+        return np_error_set(err, NP_ERR_NOMEM, NULL, "anomaly_calls", "out of memory");
     if (np_mkdirs(cfg->dump_path))
         return np_error_set(err, NP_ERR_IO, cfg->dump_path, "dump_path", "cannot create: %s",
                             strerror(errno));
@@ -699,7 +716,7 @@ static void ck_path(const np_monitor *m, char *out, size_t cap, int64_t step)
 static void ring_take(np_monitor *m)
 {
     int k = m->cfg.anomaly_ring;
-    if (k <= 0 || !m->cfg.anomaly_checkpoint || m->ck_done || !m->tr || m->st)
+    if (k <= 0 || !m->cfg.anomaly_checkpoint || m->anom || !m->tr || m->st)
         return;
     if (!m->ring && !(m->ring = calloc((size_t)k, sizeof *m->ring))) {
         fail(m, NP_ERR_NOMEM, "out of memory for the anomaly ring");
@@ -715,29 +732,56 @@ static void ring_take(np_monitor *m)
 }
 
 /* The rules over the step's records not yet fed (the same history as
- * nprobe monitor's reading, so the same verdicts). On the run's first
- * anomaly at step S: the state S began from as a checkpoint, live before
- * the update (nothing changed it yet), else from the ring, with the
- * ring's earlier steps. */
-static void online_check(np_monitor *m, int before_update)
+ * nprobe monitor's reading, so the same verdicts); on the run's first
+ * anomaly at step S, the kept calls are written (anomaly_calls). 1 when
+ * the first anomaly was seen now. */
+static int rules_feed(np_monitor *m)
 {
-    if (!m->cfg.anomaly_checkpoint || m->ck_done || m->st)
-        return;
+    if (m->anom || m->st)
+        return 0;
     if (!m->rs && !(m->rs = np_mon_rules_state_new())) {
         fail(m, NP_ERR_NOMEM, "out of memory");
-        return;
+        return 0;
     }
     int hit = 0;
-    for (; m->fed < m->n_rec; m->fed++) {
+    for (; m->fed < m->n_rec && !hit; m->fed++) {
         const np_mon_record *r = &m->rec[m->fed];
         np_mon_hit h;
         if (np_mon_rules_feed(m->rs, &m->cfg.rules, r, m->keys[r->key].metric, &h)) {
             fail(m, NP_ERR_NOMEM, "out of memory");
-            return;
+            return 0;
         }
-        hit |= h.rule != NULL;
+        hit = h.rule != NULL;
     }
     if (!hit)
+        return 0;
+    m->anom = 1;
+    m->anom_step = m->step;
+    if (m->calls && np_mon_calls_count(m->calls) > 0) {
+        const np_ctx_opts *o = m->ctx ? np_ctx_options(m->ctx) : NULL;
+        const char *prec = !o ? "fp32" : o->precision == NP_BFLOAT16 ? "bf16"
+                                       : o->precision == NP_FLOAT16 ? "fp16" : "fp32";
+        snprintf(m->calls_dir, sizeof m->calls_dir, "%s/anomaly_calls", m->cfg.dump_path);
+        np_error e;
+        np_error_clear(&e);
+        if (np_mon_calls_write(m->calls, m->calls_dir, prec, m->rank, m->world, &e))
+            fail(m, e.status, "cannot write the calls kept on anomaly");
+        else
+            m->calls_n = np_mon_calls_count(m->calls);
+    }
+    return 1;
+}
+
+/* The rules over the rest of the step's records; on the run's first
+ * anomaly at step S (seen now or earlier in this step): the state S began
+ * from as a checkpoint, live before the update (nothing changed it yet),
+ * else from the ring, with the ring's earlier steps. */
+static void online_check(np_monitor *m, int before_update)
+{
+    if ((!m->cfg.anomaly_checkpoint && !m->calls) || m->st)
+        return;
+    rules_feed(m);
+    if (!m->anom || m->anom_step != m->step || m->ck_done || !m->cfg.anomaly_checkpoint)
         return;
     m->ck_done = 1;
     m->ck_step = m->step;
@@ -769,6 +813,15 @@ static void online_check(np_monitor *m, int before_update)
         ck_path(m, m->ck_path, sizeof m->ck_path, m->step);
     else
         m->ck_missed = 1;
+}
+
+const char *np_monitor_anomaly_calls(const np_monitor *m, int64_t *step, int *n)
+{
+    if (step)
+        *step = m && m->calls_n ? m->anom_step : -1;
+    if (n)
+        *n = m ? m->calls_n : 0;
+    return m && m->calls_n ? m->calls_dir : NULL;
 }
 
 const char *np_monitor_anomaly_checkpoint(const np_monitor *m, int64_t *step, int *missed)
@@ -907,15 +960,33 @@ static int on_step(const np_hook_event *ev, void *user)
         m->on = step_selected(m, ev->step);
         if (m->on)
             ring_take(m);
+        if (m->calls) {
+            double ls = 1.0;
+            for (int i = 0; i < ev->n_scalars; i++)
+                if (ev->scalars[i].key && !strcmp(ev->scalars[i].key, "loss_scale"))
+                    ls = ev->scalars[i].value;
+            np_mon_calls_reset(m->calls, ev->step, ls);
+        }
     } else if (ev->kind == NP_EV_STEP_END) {
         m->on = 0;
     }
     if (ev->kind == NP_EV_API_FORWARD || ev->kind == NP_EV_API_BACKWARD || ev->kind == NP_EV_STEP_BEGIN)
         m->last_data = NULL;
+    if (m->on && m->calls && !m->anom && !m->st &&
+        (ev->kind == NP_EV_API_FORWARD || ev->kind == NP_EV_API_BACKWARD)) {
+        /* the ring of call inputs: a copy of the call (anomaly_calls) */
+        double t0 = cpu_now();
+        if (np_mon_calls_take(m->calls, ev))
+            fail(m, NP_ERR_NOMEM, "out of memory for a call kept (anomaly_calls)");
+        m->cpu_s += cpu_now() - t0;
+        return 0;
+    }
     if (!m->on || (ev->kind != NP_EV_MODULE_FORWARD && ev->kind != NP_EV_MODULE_BACKWARD))
         return 0;
     double t0 = cpu_now();
     on_event(ev, user);
+    if (m->calls)
+        rules_feed(m); /* at once: the ring still holds the calls up to this module's */
     m->cpu_s += cpu_now() - t0;
     return 0;
 }
@@ -982,6 +1053,7 @@ void np_monitor_free(np_monitor *m)
         np_train_state_free(m->ring[i]);
     free(m->ring);
     np_mon_rules_state_free(m->rs);
+    np_mon_calls_free(m->calls);
     free(m->ost);
     free(m->want);
     free(m->rec);

@@ -301,11 +301,15 @@ NP_ST_CLONES static double adamw_chunk(float *w, const float *g, float *m, float
 }
 
 /* The AdamW update of one block [0, n) (n <= ST_BLOCK; adamw_update's
- * expressions) fused with the statistics of the four arrays it reads and
- * writes, float32 sums as block_f32's: the statistics' adds, products,
- * minima and maxima issue beside the update's divisions and square root,
- * with no load of their own. f[j] = {sum, sumsq, min, max} of g, m, v and
- * w after, z[j] their zeros, *pdq the sum of squares of the change. */
+ * expressions) fused with the statistics of the two arrays it reads (g)
+ * and writes first (m), float32 sums as block_f32's: the statistics' adds,
+ * products, minima and maxima issue beside the update's divisions and
+ * square root, with no load of their own. f[j] = {sum, sumsq, min, max}
+ * of g and m, z[j] their zeros, *pdq the sum of squares of the change.
+ * v and w after the update go through block_f32 while the block is in L1:
+ * the accumulators of all four arrays in one loop outnumber AVX2's 16
+ * vector registers (their spills cost more instructions than the second
+ * pass; bench_monitor_ir.sh). */
 NP_ST_CLONES static void adamw_block_st(float *w, const float *g, float *m, float *v, int n,
                                         const float *c, float f[4][4], int z[4], float *pdq)
 {
@@ -313,12 +317,10 @@ NP_ST_CLONES static void adamw_block_st(float *w, const float *g, float *m, floa
     const float bc2_sqrt = c[5], eps = c[6], decay = c[7];
     float gs = 0, gq = 0, gmn = INFINITY, gmx = -INFINITY;
     float ms = 0, mq = 0, mmn = INFINITY, mmx = -INFINITY;
-    float vs = 0, vq = 0, vmn = INFINITY, vmx = -INFINITY;
-    float ws = 0, wq = 0, wmn = INFINITY, wmx = -INFINITY;
     float dq = 0;
-    int gz = 0, mz = 0, vz = 0, wz = 0;
-#pragma omp simd reduction(+ : gs, gq, ms, mq, vs, vq, ws, wq, dq, gz, mz, vz, wz) \
-    reduction(min : gmn, mmn, vmn, wmn) reduction(max : gmx, mmx, vmx, wmx)
+    int gz = 0, mz = 0;
+#pragma omp simd reduction(+ : gs, gq, ms, mq, dq, gz, mz) reduction(min : gmn, mmn) \
+    reduction(max : gmx, mmx)
     for (int k = 0; k < n; k++) {
         float w0 = w[k], gk = g[k];
         float wk = w0 * decay;
@@ -335,15 +337,11 @@ NP_ST_CLONES static void adamw_block_st(float *w, const float *g, float *m, floa
         gmn = gk < gmn ? gk : gmn, gmx = gk > gmx ? gk : gmx;
         ms += mk, mq += mk * mk, mz += mk == 0.0f;
         mmn = mk < mmn ? mk : mmn, mmx = mk > mmx ? mk : mmx;
-        vs += vk, vq += vk * vk, vz += vk == 0.0f;
-        vmn = vk < vmn ? vk : vmn, vmx = vk > vmx ? vk : vmx;
-        ws += wn, wq += wn * wn, wz += wn == 0.0f;
-        wmn = wn < wmn ? wn : wmn, wmx = wn > wmx ? wn : wmx;
     }
     f[0][0] = gs, f[0][1] = gq, f[0][2] = gmn, f[0][3] = gmx, z[0] = gz;
     f[1][0] = ms, f[1][1] = mq, f[1][2] = mmn, f[1][3] = mmx, z[1] = mz;
-    f[2][0] = vs, f[2][1] = vq, f[2][2] = vmn, f[2][3] = vmx, z[2] = vz;
-    f[3][0] = ws, f[3][1] = wq, f[3][2] = wmn, f[3][3] = wmx, z[3] = wz;
+    for (int j = 2; j < 4; j++)
+        block_f32(j == 2 ? v : w, n, &f[j][0], &f[j][1], &f[j][2], &f[j][3], &z[j]);
     *pdq = dq;
 }
 

@@ -69,6 +69,9 @@ typedef struct np_monitor_config {
                                from as {dump_path}/anomaly_rank{R}.step{S}.h5 (0) */
     int anomaly_ring;       /* copies kept of the last N recorded steps' starting state, for
                                anomalies seen at or after the update (0: none, no cost) */
+    int anomaly_calls;      /* copies kept of the step's last K API calls (inputs, outputs),
+                               written on the run's first anomaly as a tensor dump of its step
+                               under {dump_path}/anomaly_calls (0: none, no cost) */
     np_monitor_rules rules;
 } np_monitor_config;
 
@@ -96,6 +99,10 @@ void np_monitor_free(np_monitor *m);
  * *step its step. *missed is set when an anomaly came after the update
  * with no kept state of its step (anomaly_ring 0): nothing was written. */
 const char *np_monitor_anomaly_checkpoint(const np_monitor *m, int64_t *step, int *missed);
+/* The folder of the tensor dump of the calls kept at the first anomaly
+ * (anomaly_calls: {dump_path}/anomaly_calls, the step in *step/rank{R}/
+ * dump.h5, *n calls), or NULL when none was written. */
+const char *np_monitor_anomaly_calls(const np_monitor *m, int64_t *step, int *n);
 /* Steps and records written so far. */
 int64_t np_monitor_steps(const np_monitor *m);
 int64_t np_monitor_records(const np_monitor *m);

@@ -11,7 +11,8 @@
 # its key, and a run killed with SIGKILL leaves a file readable up to its
 # last finished step (read while the run goes on, then after the kill).
 # nprobe triage of the 2-rank runs of gemm_bitflip and rare_pattern names
-# the fault's step and rank and gives its class (and op).
+# the fault's step and rank and gives its class (and op: rare_pattern's from
+# the calls the monitor kept on the fault's rank, anomaly_calls).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/mpi_env.sh"
@@ -25,9 +26,9 @@ steps=14 faults="gemm_bitflip outlier_batch logit_growth rare_pattern" k_nan=4 s
 [ -n "${NP_SANITIZED:-}" ] && steps=6 faults="" k_nan=2 s_nan=$((2 + RANDOM % 3))
 model=(train --model gpt --layers 2 --width 32 --heads 2 --context 16 --precision bf16 --threads 1
        --log-every 1)
-cfg() { # DIR -> config file mon_DIR.json (the checkpoint on anomaly: triage's)
-  printf '{"task": "monitor", "dump_path": "%s", "monitor": {"targets": [], "anomaly_checkpoint": true}}\n' \
-    "$1" > "cfg_$1.json"
+cfg() { # DIR [KEPT] -> config file mon_DIR.json (the checkpoint on anomaly: triage's; KEPT calls)
+  printf '{"task": "monitor", "dump_path": "%s", "monitor": {"targets": [], "anomaly_checkpoint": true, "anomaly_calls": %d}}\n' \
+    "$1" "${2:-0}" > "cfg_$1.json"
 }
 
 # -- clean run: no anomaly, records against independent answers
@@ -110,7 +111,8 @@ module_of() { case $1 in gemm_bitflip) echo h.0.mlp.c_fc;; outlier_batch|nan_inp
                          logit_growth) echo lm_head;; rare_pattern) echo h.0.attn.c_attn;; esac; }
 for f in $faults; do
   s=$((11 + RANDOM % 3)); r=$((RANDOM % 2))
-  cfg "$f"
+  kept=0; [ "$f" = rare_pattern ] && kept=4 # the op from rank r's kept calls (the others: the rerun's dump)
+  cfg "$f" $kept
   mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --dump-config "cfg_$f.json" --fault "$f" \
     --fault-step $s --fault-rank $r > "$f.log" 2>&1 || { echo "FAIL $f run"; cat "$f.log"; fail=1; continue; }
   "$nprobe" monitor "$f" > "$f.mon"; rc=$?
@@ -127,7 +129,9 @@ for f in $faults; do
   grep -q "^first anomaly: step $s rank $r " "tri_$f.txt" &&
     grep -q "^checkpoint: $f/anomaly_rank$r.step$s.h5 " "tri_$f.txt" && grep -q "^class: $cls " "tri_$f.txt" &&
     { [ -z "$mod" ] || grep -q "^rerun fp32: reproduced (.*; first rank $r $mod " "tri_$f.txt"; } &&
-    { [ -z "$mod" ] || grep -q "^op: Functional\.linear\.[0-9]*\.forward (in $mod)$" "tri_$f.txt"; } ||
+    { [ -z "$mod" ] || [ $kept -gt 0 ] || grep -q "^op: Functional\.linear\.[0-9]*\.forward (in $mod)$" "tri_$f.txt"; } &&
+    { [ $kept = 0 ] || { grep -q "^kept calls: 4 in $f/anomaly_calls/step$s/rank$r/dump.h5, " "tri_$f.txt" &&
+      grep -q "^op: Functional\.linear\.[0-9]*\.forward (in $mod; the replay of the calls the monitor kept" "tri_$f.txt"; }; } ||
     { echo "FAIL triage of $f at step $s rank $r: expected class $cls"; cat "tri_$f.txt"; fail=1; }
 done
 

@@ -12,7 +12,8 @@
 # --out are refused (exit 2). Also: a checkpoint of a bf16 run loads into an
 # fp32 run only with --load-other-precision, and one config.json (a dump
 # task with a "monitor" section) gives both a dump and a monitor record.
-# The monitor's checkpoint on anomaly (and its ring): see below.
+# The monitor's checkpoint on anomaly (and its ring), the ring of call
+# inputs (anomaly_calls) and the op it names: see below and gemm_bitflip.
 set -u
 nprobe=${NPROBE_BIN:-nprobe}
 tmp=$(mktemp -d)
@@ -23,9 +24,9 @@ s=$((11 + RANDOM % 2))
 M=(--model gpt --layers 2 --width 32 --heads 2 --context 16 --precision bf16 --threads 1 --steps 20 --log-every 100)
 "$nprobe" train "${M[@]}" --stop-after "$s" --save ck.h5 > ck.log 2>&1 || { cat ck.log; exit 1; }
 "$nprobe" train "${M[@]}" --stop-after 3 --save ck3.h5 > ck3.log 2>&1 || { cat ck3.log; exit 1; }
-check() { # fault class op-module
-  local f=$1 cls=$2 mod=$3
-  printf '{"task": "monitor", "dump_path": "m_%s"}\n' "$f" > "c_$f.json"
+check() { # fault class op-module [kept-calls]
+  local f=$1 cls=$2 mod=$3 kept=${4:-0}
+  printf '{"task": "monitor", "dump_path": "m_%s", "monitor": {"anomaly_calls": %d}}\n' "$f" "$kept" > "c_$f.json"
   "$nprobe" train "${M[@]}" --fault "$f" --fault-step "$s" --stop-after $((s + 1)) \
     --dump-config "c_$f.json" > "run_$f.log" 2>&1
   "$nprobe" monitor "m_$f" > "mon_$f.txt"
@@ -38,7 +39,13 @@ check() { # fault class op-module
   if [ $rc -ne 0 ] || ! grep -q "^class: $cls " "tri_$f.txt"; then
     echo "FAIL $f: expected class $cls (rc $rc)"; cat "tri_$f.txt"; fail=1; return
   fi
-  if [ "$cls" = numerics ]; then
+  if [ "$kept" -gt 0 ]; then
+    # the op by replay of the calls the monitor kept at the anomaly: the
+    # fault's own call, a linear of $mod whose output is not what its inputs give
+    if ! grep -q "^op: Functional\.linear\.[0-9]*\.forward (in $mod; the replay of the calls the monitor kept" "tri_$f.txt"; then
+      echo "FAIL $f: expected the kept calls' op in $mod"; cat "tri_$f.txt"; fail=1; return
+    fi
+  elif [ "$cls" = numerics ]; then
     # the op by compare of the bf16 rerun's dump against the fp32 one's: the
     # first culprit, a call of $mod in the dump's own module tree
     local op
@@ -65,7 +72,7 @@ expect2() { # what pattern cmd...
   fi
 }
 
-check gemm_bitflip transient ""
+check gemm_bitflip transient h.0.mlp.c_fc 16  # the bit flip's GEMM named from the kept calls
 if [ -z "${NP_SANITIZED:-}" ]; then # sanitized: one fault of each path of triage's code
   check outlier_batch data ""
 fi
@@ -81,7 +88,7 @@ check rare_pattern code h.0.attn.c_attn
 # a rerun from it with a tensor dump of step s gives the run's own dump of
 # step s (the step dumped without dumping every step).
 "$nprobe" train "${M[@]}" --stop-after $((s - 1)) --save ckp.h5 > ckp.log 2>&1 || { cat ckp.log; fail=1; }
-printf '{"task": "monitor", "dump_path": "m_ring", "monitor": {"anomaly_checkpoint": true, "anomaly_ring": 2}}\n' > c_ring.json
+printf '{"task": "monitor", "dump_path": "m_ring", "monitor": {"anomaly_checkpoint": true, "anomaly_ring": 2, "anomaly_calls": 4}}\n' > c_ring.json
 printf '{"task": "tensor", "dump_path": "d_run", "step": [%d]}\n' "$s" > d_run.json
 printf '{"task": "tensor", "dump_path": "d_rerun", "step": [%d]}\n' "$s" > d_rerun.json
 "$nprobe" train "${M[@]}" --fault rare_pattern --fault-step "$s" --stop-after $((s + 2)) \
@@ -91,7 +98,9 @@ printf '{"task": "tensor", "dump_path": "d_rerun", "step": [%d]}\n' "$s" > d_rer
 "$nprobe" train "${M[@]}" --fault rare_pattern --fault-step "$s" --stop-after $((s + 1)) \
   --load "m_ring/anomaly_rank0.step$s.h5" --dump-config d_rerun.json > d_rerun.log 2>&1
 if ! grep -q "anomaly at step $s: the state it began from in m_ring/anomaly_rank0.step$s.h5" ring.log ||
-   [ "$(ls m_ring | tr '\n' ' ')" != "anomaly_rank0.step$((s - 1)).h5 anomaly_rank0.step$s.h5 monitor_rank0.h5 " ]; then
+   ! grep -q "anomaly at step $s: its last 4 call(s) up to it in m_ring/anomaly_calls" ring.log ||
+   [ "$(LC_ALL=C ls m_ring | tr '\n' ' ')" != "anomaly_calls anomaly_rank0.step$((s - 1)).h5 anomaly_rank0.step$s.h5 monitor_rank0.h5 " ] ||
+   [ "$(cd m_ring/anomaly_calls && find . -type f)" != "./step$s/rank0/dump.h5" ]; then
   echo "FAIL checkpoint on anomaly: files"; cat ring.log; ls m_ring; fail=1
 fi
 "${NP_PYTHON:-python3}" - "$s" <<'PY' || fail=1
@@ -117,14 +126,38 @@ with h5py.File(f"d_run/step{s}/rank0/dump.h5") as a, h5py.File(f"d_rerun/step{s}
     y = a["data/Functional.linear.0.forward.output.0"][()].astype(np.float32)
     assert n > 200 and np.abs(y).max() > 100, (n, np.abs(y).max())   # the defect's output is in it
 print(f"checkpoint on anomaly: ok (step {s}, {n} tensors of the rerun's dump equal the run's)")
+# the ring of call inputs (anomaly_calls 4): the step's last 4 API calls up
+# to the anomalous module's output (h.0.attn.c_attn's linear), each tensor
+# the run's own (its tensor dump of step s) bit for bit
+with h5py.File(f"m_ring/anomaly_calls/step{s}/rank0/dump.h5") as k, \
+     h5py.File(f"d_run/step{s}/rank0/dump.h5") as a:
+    kc = [c.decode() for c in k["calls"]["call"]]
+    api = [(c.decode(), p.decode()) for c, p, kind in
+           zip(a["calls"]["call"], a["calls"]["parent"], a["calls"]["kind"]) if kind == b"api"]
+    end = [i for i, (c, p) in enumerate(api) if p.startswith("Module.h.0.attn.c_attn.")][0]
+    assert kc == [c for c, _ in api[end - 3:end + 1]], (kc, api[:end + 1])
+    m = 0
+    for leaf in k["data"]:
+        assert k["data"][leaf][()].tobytes() == a["data"][leaf][()].tobytes(), leaf
+        m += 1
+    assert m >= 8, m
+print(f"kept calls: ok ({kc}, {m} tensors equal the run's)")
+with open("c_attn_call.txt", "w") as f:
+    f.write(api[end][0])
 PY
 "$nprobe" triage m_ring --out t_ring -- "${M[@]}" --fault rare_pattern --fault-step "$s" > tri_ring.txt 2>&1
-if ! grep -q "^checkpoint: m_ring/anomaly_rank0.step$s.h5" tri_ring.txt || ! grep -q "^class: code " tri_ring.txt; then
+# the op of the code defect from the kept calls: the defective GEMM, h.0.attn.c_attn's call
+# in the run's own dump (the planted input, h.0.ln_1's rewritten output, exceeds too, outside it)
+if ! grep -q "^checkpoint: m_ring/anomaly_rank0.step$s.h5" tri_ring.txt || ! grep -q "^class: code " tri_ring.txt ||
+   ! grep -q "^op: $(cat c_attn_call.txt) (in h.0.attn.c_attn; the replay of the calls the monitor kept" tri_ring.txt; then
   echo "FAIL triage from the monitor's checkpoint"; cat tri_ring.txt; fail=1
 fi
 expect2 "no --load and no checkpoint of the monitor's" "no --load and no" \
   "$nprobe" triage m_nan_input --out t_z -- "${M[@]}"
 
+printf '{"task": "monitor", "dump_path": "m_big", "monitor": {"anomaly_calls": 65537}}\n' > c_big.json
+expect2 "anomaly_calls too large" "monitor.anomaly_calls: at most 65536 calls" \
+  "$nprobe" train "${M[@]}" --dump-config c_big.json
 expect2 "checkpoint at another step" "is at step 3" \
   "$nprobe" triage m_nan_input --load ck3.h5 --out t_x -- "${M[@]}"
 expect2 "an owned option" "--save is triage's own" \

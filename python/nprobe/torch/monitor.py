@@ -35,7 +35,8 @@ FORMAT, VERSION = "nprobe-monitor", 1
 NAME_LEN, METRIC_LEN = 192, 32
 _SECTION_KEYS = ("targets", "step_interval", "start_step", "collect_times", "xy_distribution",
                  "wg_distribution", "mv_distribution", "param_distribution", "alert", "format",
-                 "ops", "eps", "anomaly_checkpoint", "anomaly_ring")  # the last two: the runtime's
+                 "ops", "eps", "anomaly_checkpoint", "anomaly_ring",
+                 "anomaly_calls")  # the last three: the runtime's
 REC_DTYPE = np.dtype([("step", "<i8"), ("seq", "<i4"), ("key", "<i4"), ("numel", "<i8"),
                       ("norm", "<f8"), ("min", "<f8"), ("max", "<f8"), ("mean", "<f8"),
                       ("zeros", "<i8"), ("nans", "<i8"), ("infs", "<i8")])
