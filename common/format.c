@@ -8,6 +8,21 @@
 
 _Static_assert(sizeof(hid_t) == sizeof(int64_t), "hid_t must be 64-bit (HDF5 >= 1.10)");
 
+/* A row's fields max..neginf_count are an np_stats member for member: one
+ * block copy reads or writes them (a field added to either fails here). */
+#define NP_ROW_STAT(f) (offsetof(np_entry_rec, f) - offsetof(np_entry_rec, max) == offsetof(np_stats, f))
+_Static_assert(NP_ROW_STAT(max) && NP_ROW_STAT(min) && NP_ROW_STAT(mean) && NP_ROW_STAT(norm) &&
+                   NP_ROW_STAT(nan_count) && NP_ROW_STAT(posinf_count) &&
+                   NP_ROW_STAT(neginf_count) &&
+                   offsetof(np_entry_rec, crc32) - offsetof(np_entry_rec, max) == sizeof(np_stats),
+               "np_entry_rec's statistics fields are not np_stats");
+#undef NP_ROW_STAT
+
+void np_fmt_entry_set_stats(np_entry_rec *r, const np_stats *s)
+{
+    memcpy((char *)r + offsetof(np_entry_rec, max), s, sizeof *s); /* the block, not one member */
+}
+
 static hid_t str_type(size_t len)
 {
     hid_t t = H5Tcopy(H5T_C_S1);

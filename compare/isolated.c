@@ -1,5 +1,5 @@
 /* compare/isolated.c - the isolated error of each call (nprobe replay,
- * include/nprobe/replay.h) in compare's root cause (docs/COMPARE.md,
+ * include/internal/nprobe/replay.h) in compare's root cause (docs/COMPARE.md,
  * "Isolated error in the root cause"). When the run under test is a tensor
  * dump, each of its API calls is recomputed in float64 from its own dumped
  * inputs: a call whose isolated error exceeds its budget is a culprit even

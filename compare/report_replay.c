@@ -1,5 +1,5 @@
 /* compare/report_replay.c - the reports of `nprobe replay`
- * (include/nprobe/replay.h), written by compare's report writers (the
+ * (include/internal/nprobe/replay.h), written by compare's report writers (the
  * generic tables of report.c and report_xlsx.c: files made through
  * common/outfile.c, numbers formatted as compare's): one row per compared
  * output or input gradient, one row per call not recomputed (the columns in

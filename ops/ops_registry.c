@@ -1,4 +1,4 @@
-/* ops/ops_registry.c - the op registry (include/nprobe/ops.h): one
+/* ops/ops_registry.c - the op registry (include/internal/nprobe/ops.h): one
  * table says which APIs nprobe recomputes in float64, with their inputs,
  * scalar arguments and defaults, and the generic driver that allocates a
  * call's buffers and runs a pass with its magnitudes. */

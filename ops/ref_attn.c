@@ -1,6 +1,6 @@
 /* ops/ref_attn.c - float64 reference kernel of
  * Functional.scaled_dot_product_attention, forward and backward, with the
- * magnitudes of its outputs (include/nprobe/ops.h). One head at a time,
+ * magnitudes of its outputs (include/internal/nprobe/ops.h). One head at a time,
  * OpenMP over heads (each head writes only its own outputs). A causal mask
  * is PyTorch's: query t sees keys 0..t (top-left aligned when S != T). */
 #include <math.h>

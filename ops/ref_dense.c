@@ -1,6 +1,6 @@
 /* ops/ref_dense.c - float64 reference kernels of the dense ops (linear,
  * matmul, conv2d, max_pool2d, embedding) and their registry entries
- * (include/nprobe/ops.h). Context-free: plain arrays in, plain arrays out.
+ * (include/internal/nprobe/ops.h). Context-free: plain arrays in, plain arrays out.
  * GEMMs are np_ref_dgemm (gemm64.c: OpenBLAS cblas_dgemm, the caller pins
  * OpenBLAS to one thread, as the runtime does, so the bits do not depend on
  * a thread count; or nprobe's own kernel with NPROBE_GEMM=own); every

@@ -2,7 +2,7 @@
  * gelu in both forms, silu, dropout), the broadcasting binary ops (add, sub,
  * mul, div), the reductions (sum, mean) and the shape ops (view/reshape/
  * flatten, transpose, split), with their registry entries
- * (include/nprobe/ops.h). Binary ops broadcast as PyTorch does (shapes
+ * (include/internal/nprobe/ops.h). Binary ops broadcast as PyTorch does (shapes
  * aligned on the right, size-1 dimensions stretched); their backward sums
  * the gradient over the stretched dimensions, serially, in element order. */
 #include <math.h>

@@ -1,6 +1,6 @@
 /* ops/ref_norm.c - float64 reference kernels of the normalising ops
  * (layer_norm, rms_norm, softmax, log_softmax, scaled_dot_product_attention,
- * cross_entropy) and their registry entries (include/nprobe/ops.h). Each
+ * cross_entropy) and their registry entries (include/internal/nprobe/ops.h). Each
  * kernel also gives, when asked, the magnitude of every output: the sum of
  * the absolute values of the terms it is made of, so that cancellation
  * (a layer-norm gradient summing to zero, log_softmax near 0) is measured

@@ -307,13 +307,7 @@ static void fill_tensor_rec(np_probe *p, np_entry_rec *r, const np_tensor *t)
      * writer thread it would read the queued copy back from memory). */
     int want_crc = p->cfg->task != NP_TASK_STATISTICS;
     np_stats_compute(&st, want_crc ? &crc : NULL, t->dtype, t->data, t->numel, &p->scratch);
-    r->max = st.max;
-    r->min = st.min;
-    r->mean = st.mean;
-    r->norm = st.norm;
-    r->nan_count = st.nan_count;
-    r->posinf_count = st.posinf_count;
-    r->neginf_count = st.neginf_count;
+    np_fmt_entry_set_stats(r, &st);
     r->crc32 = crc;
     r->requires_grad = (int8_t)(t->requires_grad != 0);
 }
@@ -324,11 +318,9 @@ static void fill_scalar_rec(np_entry_rec *r, double v)
     r->ndim = 0;
     memset(r->shape, 0, sizeof r->shape);
     r->numel = 1;
-    r->max = r->min = r->mean = v;
-    r->norm = fabs(v);
-    r->nan_count = isnan(v) ? 1 : 0;
-    r->posinf_count = isinf(v) && v > 0 ? 1 : 0;
-    r->neginf_count = isinf(v) && v < 0 ? 1 : 0;
+    np_stats st = {v, v, v, fabs(v), isnan(v) ? 1 : 0, isinf(v) && v > 0 ? 1 : 0,
+                   isinf(v) && v < 0 ? 1 : 0};
+    np_fmt_entry_set_stats(r, &st);
     r->crc32 = 0;
     r->has_data = 0;
     r->requires_grad = 0;
@@ -829,13 +821,7 @@ static void fill_stats_rec(np_entry_rec *r, const np_leaf_stats *s)
         r->shape[i] = s->shape[i];
         r->numel *= s->shape[i];
     }
-    r->max = s->max;
-    r->min = s->min;
-    r->mean = s->mean;
-    r->norm = s->norm;
-    r->nan_count = s->nan_count;
-    r->posinf_count = s->posinf_count;
-    r->neginf_count = s->neginf_count;
+    np_fmt_entry_set_stats(r, &s->stats);
     r->crc32 = 0;
     r->has_data = 0;
     r->requires_grad = (int8_t)(s->requires_grad != 0);

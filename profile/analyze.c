@@ -1,6 +1,6 @@
 /* profile/analyze.c - one trace analysed (time by category on the timeline,
  * operators, idle bubbles, communication/compute overlap, FLOPs) and two
- * traces compared op by op (include/nprobe/profile.h, docs/PROFILE.md).
+ * traces compared op by op (include/internal/nprobe/profile.h, docs/PROFILE.md).
  *
  * Memory: the operator table grows with the distinct (category, name)
  * pairs, the timeline with its disjoint busy runs: each category's

@@ -375,6 +375,15 @@ static void put_s(char *b, size_t *k, const char *s)
     *k += n;
 }
 
+/* Append an event's place and start: "pid":RANK,"tid":1,"ts":US. */
+static void put_where(char *b, size_t *k, const np_prof_rec *r, long long ts)
+{
+    put_s(b, k, "\"pid\":");
+    *k += put_ll(b + *k, r->o.rank);
+    put_s(b, k, ",\"tid\":1,\"ts\":");
+    *k += put_us(b + *k, ts);
+}
+
 /* One event's JSON up to its name, and from its name on, by hand (the
  * name goes through np_json_quote between the two). */
 static size_t event_head(char *b, const np_prof_rec *r, const rec *e)
@@ -382,10 +391,8 @@ static size_t event_head(char *b, const np_prof_rec *r, const rec *e)
     size_t k = 0;
     put_s(b, &k, r->first_written ? ",\n{\"ph\":\"" : "\n{\"ph\":\"");
     if (e->cat == CAT_MEM) {
-        put_s(b, &k, "C\",\"name\":\"Memory\",\"pid\":");
-        k += put_ll(b + k, r->o.rank);
-        put_s(b, &k, ",\"tid\":1,\"ts\":");
-        k += put_us(b + k, e->ts);
+        put_s(b, &k, "C\",\"name\":\"Memory\",");
+        put_where(b, &k, r, e->ts);
         put_s(b, &k, ",\"args\":{\"arena_bytes\":");
         k += put_ll(b + k, e->mem);
         put_s(b, &k, "}}");
@@ -405,10 +412,8 @@ static size_t event_head(char *b, const np_prof_rec *r, const rec *e)
 static size_t event_tail(char *b, const np_prof_rec *r, const rec *e)
 {
     size_t k = 0;
-    put_s(b, &k, ",\"pid\":");
-    k += put_ll(b + k, r->o.rank);
-    put_s(b, &k, ",\"tid\":1,\"ts\":");
-    k += put_us(b + k, e->ts);
+    put_s(b, &k, ",");
+    put_where(b, &k, r, e->ts);
     put_s(b, &k, ",\"dur\":");
     k += put_us(b + k, e->dur);
     put_s(b, &k, ",\"args\":{");

@@ -8,7 +8,7 @@
 #include "msprobe_args.h"
 
 /* Torch's positional signature of each op: its op_table row's
- * torch_args (include/nprobe/ops.h), NULL when none is known. */
+ * torch_args (include/internal/nprobe/ops.h), NULL when none is known. */
 static const char *const *sig_of(int op)
 {
     const np_op_info *info = np_op_get(op);

@@ -1,6 +1,6 @@
-/* replay/replay.c - `nprobe replay`'s engine (include/nprobe/replay.h): read
+/* replay/replay.c - `nprobe replay`'s engine (include/internal/nprobe/replay.h): read
  * a tensor dump, recompute each API call in float64 through the op registry
- * (include/nprobe/ops.h) and measure the isolated error of every output.
+ * (include/internal/nprobe/ops.h) and measure the isolated error of every output.
  * Reads the dump through dumpio (nprobe/dumpio.h), whatever its format. */
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* runtime/fault_slow.c - the performance faults (include/nprobe/fault_slow.h):
+/* runtime/fault_slow.c - the performance faults (include/internal/nprobe/fault_slow.h):
  * a slow path put in the context's kernel table in place of one op's
  * reference kernel. The slow kernels compute the reference's function, in
  * a wider type, element by element: only the time changes. */

@@ -159,32 +159,66 @@ static void sgd_update(np_optim *o, int i, float lr)
     round_params(p);
 }
 
+/* AdamW's constants of one parameter's update, as the loops read them:
+ * beta1, beta2, 1 - beta1, 1 - beta2, lr / bc1, sqrt(bc2), eps, decay */
+enum { AW_B1, AW_B2, AW_OMB1, AW_OMB2, AW_STEP, AW_BC2_SQRT, AW_EPS, AW_DECAY, AW_N };
+
+/* One element of AdamW (PyTorch's rule): m and v updated in place, the new
+ * weight returned, not rounded. Every AdamW loop (plain, fused with the
+ * statistics, low-precision masters) calls it, so all give the same bits
+ * (-ffp-contract=off; inlined, the loops still vectorize). */
+typedef struct aw_k {
+    float b1, b2, omb1, omb2, step, bc2_sqrt, eps, decay;
+} aw_k;
+
+/* the constants as values of the loop (no store through w, m or v can
+ * change them: the loops keep them in registers and vectorize) */
+static inline aw_k aw_load(const float *c)
+{
+    return (aw_k){c[AW_B1], c[AW_B2], c[AW_OMB1], c[AW_OMB2],
+                  c[AW_STEP], c[AW_BC2_SQRT], c[AW_EPS], c[AW_DECAY]};
+}
+
+static inline float adamw_elem(float w0, float gk, float *m, float *v, aw_k c)
+{
+    float wk = w0 * c.decay;
+    float mk = *m * c.b1 + c.omb1 * gk;
+    float vk = *v * c.b2 + c.omb2 * gk * gk;
+    *m = mk;
+    *v = vk;
+    float denom = sqrtf(vk) / c.bc2_sqrt + c.eps;
+    return wk - c.step * (mk / denom);
+}
+
+/* c[AW_N] of parameter p's update at step o->t + 1 with learning rate lr */
+static void adamw_consts(const np_optim *o, const np_tensor *p, double lr, float *c)
+{
+    double t = (double)(o->t + 1);
+    double bc1 = 1.0 - pow(o->cfg.beta1, t);
+    double bc2 = 1.0 - pow(o->cfg.beta2, t);
+    c[AW_B1] = (float)o->cfg.beta1;
+    c[AW_B2] = (float)o->cfg.beta2;
+    c[AW_OMB1] = (float)(1.0 - o->cfg.beta1);
+    c[AW_OMB2] = (float)(1.0 - o->cfg.beta2);
+    c[AW_STEP] = (float)(lr / bc1);
+    c[AW_BC2_SQRT] = (float)sqrt(bc2);
+    c[AW_EPS] = (float)o->cfg.eps;
+    c[AW_DECAY] = p->ndim >= 2 ? (float)(1.0 - lr * o->cfg.weight_decay) : 1.0f;
+}
+
 static void adamw_update(np_optim *o, int i, double lr)
 {
     const np_tensor *p = o->params[i];
     float *w = np_tensor_f32(p);
     const float *g = p->grad;
     float *m = o->slot[0][i], *v = o->slot[1][i];
-    double t = (double)(o->t + 1);
-    float b1 = (float)o->cfg.beta1, b2 = (float)o->cfg.beta2;
-    float omb1 = (float)(1.0 - o->cfg.beta1), omb2 = (float)(1.0 - o->cfg.beta2);
-    double bc1 = 1.0 - pow(o->cfg.beta1, t);
-    double bc2 = 1.0 - pow(o->cfg.beta2, t);
-    float step_size = (float)(lr / bc1);
-    float bc2_sqrt = (float)sqrt(bc2);
-    float eps = (float)o->cfg.eps;
-    float decay = p->ndim >= 2 ? (float)(1.0 - lr * o->cfg.weight_decay) : 1.0f;
+    float c[AW_N];
+    adamw_consts(o, p, lr, c);
     int64_t n = p->numel;
+    const aw_k K = aw_load(c);
 #pragma omp parallel for schedule(static) if (rt_par_all || n > 65536)
-    for (int64_t k = 0; k < n; k++) {
-        float wk = w[k] * decay;
-        float mk = m[k] * b1 + omb1 * g[k];
-        float vk = v[k] * b2 + omb2 * g[k] * g[k];
-        m[k] = mk;
-        v[k] = vk;
-        float denom = sqrtf(vk) / bc2_sqrt + eps;
-        w[k] = wk - step_size * (mk / denom);
-    }
+    for (int64_t k = 0; k < n; k++)
+        w[k] = adamw_elem(w[k], g[k], &m[k], &v[k], K);
     round_params(p);
 }
 
@@ -280,19 +314,12 @@ void np_optim_tstats_add(np_optim_tstats *t, const float *x, int64_t n)
 NP_ST_CLONES static double adamw_chunk(float *w, const float *g, float *m, float *v, int64_t k0,
                                        int64_t k1, const float *c)
 {
-    const float b1 = c[0], b2 = c[1], omb1 = c[2], omb2 = c[3], step_size = c[4];
-    const float bc2_sqrt = c[5], eps = c[6], decay = c[7];
+    const aw_k K = aw_load(c);
     double dq = 0.0;
 #pragma omp simd reduction(+ : dq)
     for (int64_t k = k0; k < k1; k++) {
         float w0 = w[k];
-        float wk = w0 * decay;
-        float mk = m[k] * b1 + omb1 * g[k];
-        float vk = v[k] * b2 + omb2 * g[k] * g[k];
-        m[k] = mk;
-        v[k] = vk;
-        float denom = sqrtf(vk) / bc2_sqrt + eps;
-        float wn = wk - step_size * (mk / denom);
+        float wn = adamw_elem(w0, g[k], &m[k], &v[k], K);
         w[k] = wn;
         float d = wn - w0;
         dq += (double)d * d;
@@ -313,8 +340,7 @@ NP_ST_CLONES static double adamw_chunk(float *w, const float *g, float *m, float
 NP_ST_CLONES static void adamw_block_st(float *w, const float *g, float *m, float *v, int n,
                                         const float *c, float f[4][4], int z[4], float *pdq)
 {
-    const float b1 = c[0], b2 = c[1], omb1 = c[2], omb2 = c[3], step_size = c[4];
-    const float bc2_sqrt = c[5], eps = c[6], decay = c[7];
+    const aw_k K = aw_load(c);
     float gs = 0, gq = 0, gmn = INFINITY, gmx = -INFINITY;
     float ms = 0, mq = 0, mmn = INFINITY, mmx = -INFINITY;
     float dq = 0;
@@ -322,14 +348,10 @@ NP_ST_CLONES static void adamw_block_st(float *w, const float *g, float *m, floa
 #pragma omp simd reduction(+ : gs, gq, ms, mq, dq, gz, mz) reduction(min : gmn, mmn) \
     reduction(max : gmx, mmx)
     for (int k = 0; k < n; k++) {
-        float w0 = w[k], gk = g[k];
-        float wk = w0 * decay;
-        float mk = m[k] * b1 + omb1 * gk;
-        float vk = v[k] * b2 + omb2 * gk * gk;
+        float w0 = w[k], gk = g[k], mk = m[k], vk = v[k];
+        float wn = adamw_elem(w0, gk, &mk, &vk, K);
         m[k] = mk;
         v[k] = vk;
-        float denom = sqrtf(vk) / bc2_sqrt + eps;
-        float wn = wk - step_size * (mk / denom);
         w[k] = wn;
         float d = wn - w0;
         dq += d * d;
@@ -354,17 +376,10 @@ static void adamw_chunk_st(float *w, const float *g, float *m, float *v, int64_t
     int fast = 1;
     if (dt == NP_BFLOAT16 || dt == NP_FLOAT16) {
         /* low-precision master weights: rounded as round_params does */
-        const float b1 = c[0], b2 = c[1], omb1 = c[2], omb2 = c[3], step_size = c[4];
-        const float bc2_sqrt = c[5], eps = c[6], decay = c[7];
+        const aw_k K = aw_load(c);
         for (int64_t k = k0; k < k1; k++) {
             float w0 = w[k];
-            float wk = w0 * decay;
-            float mk = m[k] * b1 + omb1 * g[k];
-            float vk = v[k] * b2 + omb2 * g[k] * g[k];
-            m[k] = mk;
-            v[k] = vk;
-            float denom = sqrtf(vk) / bc2_sqrt + eps;
-            w[k] = np_round_to(dt, wk - step_size * (mk / denom));
+            w[k] = np_round_to(dt, adamw_elem(w0, g[k], &m[k], &v[k], K));
             float d = w[k] - w0;
             dq += (double)d * d;
         }
@@ -491,14 +506,8 @@ static void update_st(np_optim *o, int i, double lr, np_optim_tstats *out)
                     tst_combine(&out[s], &pc[s]);
         }
     } else {
-        double t = (double)(o->t + 1);
-        double bc1 = 1.0 - pow(o->cfg.beta1, t);
-        double bc2 = 1.0 - pow(o->cfg.beta2, t);
-        const float c[8] = {
-            (float)o->cfg.beta1, (float)o->cfg.beta2, (float)(1.0 - o->cfg.beta1),
-            (float)(1.0 - o->cfg.beta2), (float)(lr / bc1), (float)sqrt(bc2), (float)o->cfg.eps,
-            p->ndim >= 2 ? (float)(1.0 - lr * o->cfg.weight_decay) : 1.0f,
-        };
+        float c[AW_N];
+        adamw_consts(o, p, lr, c);
 #pragma omp parallel for schedule(static) if (par && (rt_par_all || n > 65536))
         for (int64_t ch = 0; ch < nch; ch++) {
             np_optim_tstats *pc = par ? parts + ch * NP_OPTIM_ST_N : parts;

@@ -12,7 +12,7 @@
 #include "nprobe/ops.h"
 #include "nprobe/runtime.h"
 
-/* Ops are named by np_op (include/nprobe/ops.h), the one op identity. */
+/* Ops are named by np_op (include/internal/nprobe/ops.h), the one op identity. */
 
 /* ---- tensors ----------------------------------------------------------- */
 typedef struct rt_tensor {

@@ -75,6 +75,17 @@ extern "C" {
 #define NP_FMT_DATA "data"
 #define NP_FMT_DATA_DTYPE_ATTR "dtype"
 
+/* The statistics block of a leaf, over its finite elements (max, min, mean
+ * and norm are NaN when there are none), with its NaN/Inf counts: one struct
+ * for the probe's results (np_probe_stats) and a caller's (np_leaf_stats),
+ * written into a row of /entries by np_fmt_entry_set_stats: the row's fields
+ * max..neginf_count are this block member for member (checked at compile
+ * time in common/format.c). */
+typedef struct np_stats {
+    double max, min, mean, norm;
+    int64_t nan_count, posinf_count, neginf_count;
+} np_stats;
+
 /* One row of /entries. Strings are NUL-terminated and NUL-padded. For a row
  * of role "kwargs" (a scalar argument) ndim = 0, numel = 1 and the value is
  * in max, min and mean. Statistics are over finite elements; when there are
@@ -88,7 +99,7 @@ typedef struct np_entry_rec {
     int32_t ndim;
     int64_t shape[NP_FMT_MAX_DIMS];      /* unused dims are 0 */
     int64_t numel;
-    double max, min, mean, norm;
+    double max, min, mean, norm;         /* np_stats, member for member (see above) */
     int64_t nan_count, posinf_count, neginf_count;
     uint32_t crc32;                      /* zlib crc32 of the stored bytes (md5/tensor tasks), else 0 */
     int8_t has_data;                     /* 1 when /data/{name} holds the payload */
@@ -145,6 +156,9 @@ int np_fmt_place_kind(const char *item, int *dim);
  * including hdf5.h so this header stays dependency-free. Each returns a new
  * compound type id that the caller closes with H5Tclose, or a negative id on
  * failure. Field names equal the struct member names. */
+/* The statistics block written into a row (its fields max..neginf_count). */
+void np_fmt_entry_set_stats(np_entry_rec *r, const np_stats *s);
+
 int64_t np_fmt_entry_h5type(void);
 int64_t np_fmt_call_h5type(void);
 int64_t np_fmt_place_h5type(void);

@@ -202,8 +202,7 @@ typedef struct np_leaf_stats {
     np_dtype dtype;
     int ndim;
     const int64_t *shape;
-    double max, min, mean, norm;  /* over finite elements; NaN when none */
-    int64_t nan_count, posinf_count, neginf_count;
+    np_stats stats;           /* over finite elements; NaN when none */
     int requires_grad;
 } np_leaf_stats;
 
@@ -338,10 +337,7 @@ void np_probe_free(np_probe *p);
 
 /* ==== statistics (exposed for tests and readers) ========================= */
 
-typedef struct np_probe_stats {
-    double max, min, mean, norm;   /* over finite elements; NaN when none */
-    int64_t nan_count, posinf_count, neginf_count;
-} np_probe_stats;
+typedef np_stats np_probe_stats;   /* nprobe/format.h */
 
 /* One pass over `numel` elements of storage of logical dtype `dt`
  * (`data` holds numel * np_dtype_storage_size(dt) bytes). Deterministic:

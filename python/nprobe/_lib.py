@@ -94,6 +94,7 @@ LEAF_PACK = [struct.Struct(f"=6iQqd{nd}q{(MAX_DIMS - nd) * 8}x{nd}q")
              for nd in range(MAX_DIMS + 1)]
 
 
+# np_leaf_stats; its np_stats member (max .. neginf_count) laid out flat, as in C
 class LeafStats(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
                 ("shape", ctypes.POINTER(ctypes.c_int64)), ("max", ctypes.c_double),

@@ -19,6 +19,7 @@
 #include "check.h"
 #include "nprobe/compare.h"
 #include "nprobe/probe.h"
+#include "probe_rows.h"
 
 static char g_tmp[256];
 
@@ -41,32 +42,6 @@ static void init_values(void)
         g_a[i] = (float)(i + 1);
         g_b[i] = (float)(3 - 2 * i);
     }
-}
-
-static np_tensor tens(float *buf, int64_t r, int64_t c)
-{
-    np_tensor t;
-    memset(&t, 0, sizeof t);
-    t.dtype = NP_FLOAT32;
-    t.ndim = 2;
-    t.shape[0] = r;
-    t.shape[1] = c;
-    t.numel = r * c;
-    t.data = buf;
-    return t;
-}
-
-static np_place_rec prow(const char *pl, int64_t g0, int64_t g1, int64_t o0)
-{
-    np_place_rec r;
-    memset(&r, 0, sizeof r);
-    snprintf(r.placements, sizeof r.placements, "%s", pl);
-    r.global_ndim = 2;
-    r.global_shape[0] = g0;
-    r.global_shape[1] = g1;
-    r.offset[0] = o0;
-    r.stage = r.micro_batch = -1;
-    return r;
 }
 
 static np_probe *open_probe(const char *dir, const char *task, int rank, int world)
@@ -96,8 +71,8 @@ static void write_single(const char *dir, const char *task)
     float mean[4];
     for (int i = 0; i < 4; i++)
         mean[i] = 0.5f * (g_a[i] + g_b[i]);
-    np_tensor o = tens(g_out, 4, 3), w = tens(g_w, 2, 3), q = tens(part, 2, 2),
-              m = tens(mean, 2, 2);
+    np_tensor o = np_test_mat(g_out, 4, 3), w = np_test_mat(g_w, 2, 3), q = np_test_mat(part, 2, 2),
+              m = np_test_mat(mean, 2, 2);
     CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
     CHECK_EQ_INT(np_probe_dump(p, "Functional.mean.0.forward", NP_ROLE_OUTPUT, "0", &m, &err),
                  NP_OK);
@@ -132,24 +107,25 @@ static void write_rank(const char *dir, const char *task, int rank, int fault)
     if (fault == F_OFFSET && rank == 1)
         off = 2; /* the neighbour's offset: overlaps rank 0's rows */
     float bad[3] = {g_out[9] + 0.5f, g_out[10], g_out[11]}; /* F_VALUE: rank 1's row wrong */
-    np_tensor o = tens(fault == F_VALUE && rank == 1 ? bad : g_out + (rank == 0 ? 0 : 9), rows, 3),
-              wt = tens(w, 2, 3), q = tens(rank == 0 ? g_a : g_b, 2, 2);
+    float *mine = fault == F_VALUE && rank == 1 ? bad : g_out + (rank == 0 ? 0 : 9);
+    np_tensor o = np_test_mat(mine, rows, 3), wt = np_test_mat(w, 2, 3),
+              q = np_test_mat(rank == 0 ? g_a : g_b, 2, 2);
     CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
     CHECK_EQ_INT(np_probe_dump(p, "Functional.mean.0.forward", NP_ROLE_OUTPUT, "0", &q, &err),
                  NP_OK);
-    np_place_rec ra = prow("Partial(avg)", 2, 2, 0);
+    np_place_rec ra = np_test_place("Partial(avg)", 2, 2, 0, 0);
     CHECK_EQ_INT(np_probe_place(p, "Functional.mean.0.forward", NP_ROLE_OUTPUT, "0", &ra, &err),
                  NP_OK);
     CHECK_EQ_INT(np_probe_dump(p, "Functional.matmul.0.forward", NP_ROLE_OUTPUT, "0", &q, &err),
                  NP_OK);
-    np_place_rec r = prow("Partial(sum)", 2, 2, 0);
+    np_place_rec r = np_test_place("Partial(sum)", 2, 2, 0, 0);
     CHECK_EQ_INT(np_probe_place(p, "Functional.matmul.0.forward", NP_ROLE_OUTPUT, "0", &r, &err),
                  NP_OK);
     CHECK_EQ_INT(np_probe_dump(p, CALL, NP_ROLE_PARAMETERS, "weight", &wt, &err), NP_OK);
-    r = prow("Replicate()", 2, 3, 0);
+    r = np_test_place("Replicate()", 2, 3, 0, 0);
     CHECK_EQ_INT(np_probe_place(p, CALL, NP_ROLE_PARAMETERS, "weight", &r, &err), NP_OK);
     CHECK_EQ_INT(np_probe_dump(p, CALL, NP_ROLE_OUTPUT, "0", &o, &err), NP_OK);
-    r = prow("Shard(0)", 4, 3, off);
+    r = np_test_place("Shard(0)", 4, 3, off, 0);
     CHECK_EQ_INT(np_probe_place(p, CALL, NP_ROLE_OUTPUT, "0", &r, &err), NP_OK);
     CHECK_EQ_INT(np_probe_close(p, NULL, &err), NP_OK);
     np_probe_free(p);

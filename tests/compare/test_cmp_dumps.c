@@ -1709,7 +1709,7 @@ static void test_stats_md5_tasks(void)
     o.delta[Y2] = 0.5;
     write_net(c, "statistics", "fp32", "float32", &o, 0);
     np_cmp_pair p;
-    /* statistics mode reports progress in rows (include/nprobe/compare.h) */
+    /* statistics mode reports progress in rows (include/internal/nprobe/compare.h) */
     np_cmp_options po;
     np_cmp_options_init(&po);
     progress_rec pr = {0, 0, 0};

@@ -1,4 +1,4 @@
-/* tests/dumpio/test_dumpio.c - the dump-reading module (include/nprobe/dumpio.h)
+/* tests/dumpio/test_dumpio.c - the dump-reading module (include/internal/nprobe/dumpio.h)
  * on real HDF5 dumps written here (tests/compare/dumpwriter.c):
  * - finding step files: complete, partial, temporary and missing files of a
  *   root, a step directory, a rank directory, a file; the errors;

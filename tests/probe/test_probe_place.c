@@ -12,35 +12,15 @@
 #include "check.h"
 #include "nprobe/dumpio.h"
 #include "nprobe/probe.h"
+#include "probe_rows.h"
 
 static char g_tmp[256];
 
-static np_tensor mat(float *buf, int64_t r, int64_t c)
-{
-    np_tensor t;
-    memset(&t, 0, sizeof t);
-    t.dtype = NP_FLOAT32;
-    t.ndim = 2;
-    t.shape[0] = r;
-    t.shape[1] = c;
-    t.numel = r * c;
-    t.data = buf;
-    return t;
-}
-
+/* the name is the caller's to set but ignored: the probe names the leaf */
 static np_place_rec row(const char *pl, int64_t g0, int64_t g1, int64_t o0, int64_t o1)
 {
-    np_place_rec r;
-    memset(&r, 0, sizeof r);
+    np_place_rec r = np_test_place(pl, g0, g1, o0, o1);
     snprintf(r.name, sizeof r.name, "ignored: the probe names the leaf");
-    snprintf(r.placements, sizeof r.placements, "%s", pl);
-    r.global_ndim = 2;
-    r.global_shape[0] = g0;
-    r.global_shape[1] = g1;
-    r.offset[0] = o0;
-    r.offset[1] = o1;
-    r.stage = -1;
-    r.micro_batch = -1;
     return r;
 }
 
@@ -89,7 +69,8 @@ static void write_run(const char *dir, int async)
         w[i] = (float)i, y[i] = 0.5f * (float)i;
     for (int i = 0; i < 3; i++)
         b[i] = 1.0f;
-    np_tensor tw = mat(w, 4, 3), tb = mat(b, 1, 3), ty = mat(y, 2, 6), tz = mat(y, 2, 6);
+    np_tensor tw = np_test_mat(w, 4, 3), tb = np_test_mat(b, 1, 3), ty = np_test_mat(y, 2, 6),
+              tz = np_test_mat(y, 2, 6);
 
     CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
     /* placing before dumping: no such leaf yet */

@@ -125,7 +125,7 @@ static void test_views(const char *dir)
                                     &err), NP_OK);
     /* device statistics */
     int64_t ds[3] = {2, 3, 5};
-    np_leaf_stats ls = {sizeof ls, NP_BFLOAT16, 3, ds, 7.5, -1.25, 0.5, 12.0, 2, 1, 0, 1};
+    np_leaf_stats ls = {sizeof ls, NP_BFLOAT16, 3, ds, {7.5, -1.25, 0.5, 12.0, 2, 1, 0}, 1};
     CHECK_EQ_INT(np_probe_dump_stats(p, "Functional.gelu.0.forward", NP_ROLE_OUTPUT, "0", &ls,
                                      &err), NP_OK);
     /* a bad view is refused, naming the tensor */

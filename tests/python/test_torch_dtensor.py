@@ -649,9 +649,7 @@ def check_pp(tmp):
         with open(f"{tmp}/rank{r}.json") as f:
             res = json.load(f)
         for label in ("pp", "pp_1f1b", "bug_pp_stale", "pp_tp"):
-            s = res[label]["summary"]
-            check(not res[label]["warnings"] and s["skipped"] == 0 and s["unplaced"] == 0,
-                  f"{label} rank {r}: no dump error ({res[label]['warnings']})")
+            check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
             # the first stage's set-up pass (shapes) runs outside any chunk
             seen = [x for x in res[label]["seen"] if x != [-1, -1]]
             check(seen == [[r, 0], [r, 1]] and len(res[label]["seen"]) <= 3,
@@ -740,28 +738,54 @@ def check_collectives(tmp):
     print("collectives: each rank's Distributed.* rows equal what torch returned")
 
 
+def write_configs(tmp, names):
+    """{tmp}/NAME.json for each run: task tensor, step 0, into {tmp}/dump_NAME
+    (level L0 for the pipeline runs, else mix)."""
+    for name in names:
+        with open(f"{tmp}/{name}.json", "w") as f:
+            json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}",
+                       "level": "L0" if "pp" in name else "mix", "step": [0]}, f)
+
+
+def fork_ranks(fn, tmp, world):
+    """fn(rank, tmp) on `world` gloo ranks, forked, not spawned: the children
+    have torch and its parallel modules imported already (the imports cost
+    ~3.5 s of CPU a process)."""
+    for name in ("torch.distributed.fsdp", "torch.distributed.tensor.parallel",
+                 "nprobe.torch"):
+        importlib.import_module(name)
+    mp.start_processes(fn, args=(tmp,), nprocs=world, join=True, start_method="fork")
+
+
+def single_runs(tmp):
+    """The one-process references of the MLP: the sum loss ("single") and
+    the mean loss ("single_mean")."""
+    from nprobe.torch import PrecisionDebugger
+    d = PrecisionDebugger(f"{tmp}/single.json")
+    check(not run(model(), d), "one process: no warning")
+    d = PrecisionDebugger(f"{tmp}/single_mean.json")
+    check(not run(model(), d, mean=True), "one process (mean loss): no warning")
+
+
+def check_dumped(what, warns, s):
+    """A rank's run dumped everything: no warning, nothing skipped or unplaced
+    (s: its summary)."""
+    check(not warns and s["skipped"] == 0 and s["unplaced"] == 0,
+          f"{what}: no dump error, nothing skipped or unplaced "
+          f"({warns}, {s['skipped_kinds']}, unplaced {s['unplaced']})")
+
+
 def main():
     torch.set_num_threads(1)
     test_layout()
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("tp", "fsdp", "single", "coll", "sp", "single_sp", "bug_sp_grad",
-                     "bug_noreduce", "bug_offset", "dp", "bug_dp_shift", "single_mean",
-                     "dp_avg", "bug_dp_sum", "pp", "pp_1f1b", "bug_pp_stale", "pp_tp",
-                     "single_pp"):
-            with open(f"{tmp}/{name}.json", "w") as f:
-                json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}",
-                           "level": "L0" if "pp" in name else "mix", "step": [0]}, f)
-        # forked, not spawned: the children have torch and its parallel
-        # modules imported already (the imports cost ~3.5 s of CPU a process)
-        for name in ("torch.distributed.fsdp", "torch.distributed.tensor.parallel",
-                     "nprobe.torch"):
-            importlib.import_module(name)
-        mp.start_processes(rank_main, args=(tmp,), nprocs=2, join=True, start_method="fork")
+        write_configs(tmp, ("tp", "fsdp", "single", "coll", "sp", "single_sp", "bug_sp_grad",
+                            "bug_noreduce", "bug_offset", "dp", "bug_dp_shift", "single_mean",
+                            "dp_avg", "bug_dp_sum", "pp", "pp_1f1b", "bug_pp_stale", "pp_tp",
+                            "single_pp"))
+        fork_ranks(rank_main, tmp, 2)
         from nprobe.torch import PrecisionDebugger
-        d = PrecisionDebugger(f"{tmp}/single.json")
-        check(not run(model(), d), "one process: no warning")
-        d = PrecisionDebugger(f"{tmp}/single_mean.json")
-        check(not run(model(), d, mean=True), "one process (mean loss): no warning")
+        single_runs(tmp)
         # the pipeline's reference: one process, the same 2 micro-batches in
         # turn (gradient accumulation)
         d = PrecisionDebugger(f"{tmp}/single_pp.json")
@@ -782,10 +806,7 @@ def main():
                 check(False, fail)
             for label in ("tp", "fsdp", "sp", "bug_sp_grad", "bug_noreduce", "bug_offset", "dp",
                           "bug_dp_shift", "dp_avg", "bug_dp_sum"):
-                s = res[label]["summary"]
-                check(not res[label]["warnings"] and s["skipped"] == 0 and s["unplaced"] == 0,
-                      f"{label} rank {r}: no dump error, nothing skipped "
-                      f"({res[label]['warnings']}, {s['skipped_kinds']})")
+                check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
         single = read(f"{tmp}/dump_single/step0/rank0/dump.h5")
         tp = check_layout("tp", tmp, single)
         # the row-parallel all-reduce: ranks 0 and 1, the sum of the inputs

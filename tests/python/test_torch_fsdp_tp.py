@@ -21,7 +21,6 @@ process:
   Partial(sum) for the parameters' gradients, the loss Partial(avg),
   dp_grad_scale 2 (loss_scale 1); compare against one process on the whole batch exits 0.
 Run through pyrun.sh; exits 1 on any failed check. KEEP=DIR keeps the dumps."""
-import importlib
 import json
 import os
 import shutil
@@ -30,10 +29,10 @@ import tempfile
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_torch_dtensor import FAILS, batch, check, check_layout, compare, model, read, run  # noqa: E402,E501
+from test_torch_dtensor import (FAILS, batch, check, check_dumped, compare, fork_ranks,  # noqa: E402
+                                model, read, run, single_runs, write_configs)
 
 WORLD = 4
 
@@ -72,11 +71,15 @@ def rank_main(rank, tmp):
     dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=rank,
                             world_size=WORLD, timeout=datetime.timedelta(seconds=240))
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
-    m = model()
-    parallelize_module(m, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
     mp_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    for sub in (m.up, m.down, m):
-        fully_shard(sub, mesh=mesh["dp"], mp_policy=mp_policy)
+
+    def fsdp_tp_model():
+        m = model()
+        parallelize_module(m, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
+        for sub in (m.up, m.down, m):
+            fully_shard(sub, mesh=mesh["dp"], mp_policy=mp_policy)
+        return m
+    m = fsdp_tp_model()
     out = {"fails": []}
     out["strided"] = check_strided(rank, m, out["fails"])
     d = PrecisionDebugger(f"{tmp}/fsdp_tp.json")
@@ -84,10 +87,7 @@ def rank_main(rank, tmp):
     out["summary"] = d.summary
     # torchtitan's data parallel: each dp rank its half of the batch (both
     # tp ranks of a dp rank the same), a mean loss, FSDP2's default average
-    m = model()
-    parallelize_module(m, mesh["tp"], {"up": ColwiseParallel(), "down": RowwiseParallel()})
-    for sub in (m.up, m.down, m):
-        fully_shard(sub, mesh=mesh["dp"], mp_policy=mp_policy)
+    m = fsdp_tp_model()
     dp = rank // 2
     d = PrecisionDebugger(f"{tmp}/fsdp_tp_dp.json", data_parallel="dp")
     out["dp_warnings"] = run(m, d, x=batch()[3 * dp:3 * dp + 3], mean=True)
@@ -100,31 +100,15 @@ def rank_main(rank, tmp):
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ("fsdp_tp", "single", "fsdp_tp_dp", "single_mean"):
-            with open(f"{tmp}/{name}.json", "w") as f:
-                json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}", "level": "mix",
-                           "step": [0]}, f)
-        # forked, not spawned: the children have torch and its parallel
-        # modules imported already (the imports cost ~3.5 s of CPU a process)
-        for name in ("torch.distributed.fsdp", "torch.distributed.tensor.parallel",
-                     "nprobe.torch"):
-            importlib.import_module(name)
-        mp.start_processes(rank_main, args=(tmp,), nprocs=WORLD, join=True,
-                           start_method="fork")
-        from nprobe.torch import PrecisionDebugger
-        d = PrecisionDebugger(f"{tmp}/single.json")
-        check(not run(model(), d), "one process: no warning")
-        d = PrecisionDebugger(f"{tmp}/single_mean.json")
-        check(not run(model(), d, mean=True), "one process (mean loss): no warning")
+        write_configs(tmp, ("fsdp_tp", "single", "fsdp_tp_dp", "single_mean"))
+        fork_ranks(rank_main, tmp, WORLD)
+        single_runs(tmp)
         for r in range(WORLD):
             with open(f"{tmp}/rank{r}.json") as f:
                 res = json.load(f)
             for fail in res["fails"]:
                 check(False, fail)
-            s = res["summary"]
-            check(not res["warnings"] and s["skipped"] == 0 and s["unplaced"] == 0,
-                  f"fsdp_tp rank {r}: no dump error, nothing skipped or unplaced "
-                  f"({res['warnings']}, {s['skipped_kinds']}, unplaced {s['unplaced']})")
+            check_dumped(f"fsdp_tp rank {r}", res["warnings"], res["summary"])
         # FSDP2's all-gather runs on the dp line at each tp coordinate: its
         # group is written as its mesh dimension (dp: 0), the same on every
         # rank, and its leaves stack the tp lines (Shard(0) on tp)
@@ -143,9 +127,7 @@ def main():
         for r in range(WORLD):
             with open(f"{tmp}/rank{r}.json") as f:
                 res = json.load(f)
-            s = res["dp_summary"]
-            check(not res["dp_warnings"] and s["skipped"] == 0 and s["unplaced"] == 0,
-                  f"fsdp_tp_dp rank {r}: no dump error ({res['dp_warnings']})")
+            check_dumped(f"fsdp_tp_dp rank {r}", res["dp_warnings"], res["dp_summary"])
         _c, _d, place, attrs = read(f"{tmp}/dump_fsdp_tp_dp/step0/rank3/dump.h5")
         check(attrs.get("dp_grad_scale") == 2.0 and attrs.get("loss_scale") == 1.0,
               f"fsdp_tp_dp: dp_grad_scale {attrs.get('dp_grad_scale')}, "

@@ -1,5 +1,5 @@
 /* tests/runtime/test_ops_ref.c - the op registry and its float64 reference
- * kernels (include/nprobe/ops.h): every op's forward against an independent
+ * kernels (include/internal/nprobe/ops.h): every op's forward against an independent
  * float64 computation written here (naive loops, direct formulas, hand
  * values), every backward against central finite differences of the
  * forward (L = sum(g * out) for a random g), magnitudes never below |out|,

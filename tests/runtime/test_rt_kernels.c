@@ -1,6 +1,6 @@
 /* tests/runtime/test_rt_kernels.c - the runtime's float32 kernels
  * (runtime/kernels.h) called on plain buffers, without a context, against
- * the float64 reference kernels (include/nprobe/ops.h, independent code);
+ * the float64 reference kernels (include/internal/nprobe/ops.h, independent code);
  * and the fault kernel tables: the reference in every slot without a fault,
  * and a fault's wrapper equal, bit for bit, to the reference kernel called
  * with the fault's arguments. */
