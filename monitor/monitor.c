@@ -174,6 +174,34 @@ static const char *const section_keys[] = {
     "anomaly_checkpoint", "anomaly_ring", "anomaly_calls",
 };
 
+/* monitor.targets: a list of patterns, or msprobe's object {"name": {}}. */
+static np_status parse_targets(np_monitor_config *c, json_t *v, const char *path, np_error *err)
+{
+    if (!json_is_array(v) && !json_is_object(v))
+        return cfg_bad(err, path, "targets", "monitor.targets: expected a list of module patterns");
+    size_t i;
+    json_t *it;
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, it) {
+            if (!json_is_string(it) || c->n_targets >= NP_MONITOR_MAX_TARGETS ||
+                strlen(json_string_value(it)) >= NP_MONITOR_NAME_LEN)
+                return cfg_bad(err, path, "targets", "monitor.targets: expected at most 64 "
+                               "strings of under 192 characters");
+            snprintf(c->targets[c->n_targets++], NP_MONITOR_NAME_LEN, "%s",
+                     json_string_value(it));
+        }
+        return NP_OK;
+    }
+    const char *nm;
+    json_object_foreach(v, nm, it) {
+        if (c->n_targets >= NP_MONITOR_MAX_TARGETS || strlen(nm) >= NP_MONITOR_NAME_LEN)
+            return cfg_bad(err, path, "targets", "monitor.targets: at most 64 names of "
+                           "under 192 characters");
+        snprintf(c->targets[c->n_targets++], NP_MONITOR_NAME_LEN, "%s", nm);
+    }
+    return NP_OK;
+}
+
 np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_error *err)
 {
     memset(c, 0, sizeof *c);
@@ -235,37 +263,8 @@ np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_erro
             goto out;
         }
     }
-    if ((v = json_object_get(sec, "targets"))) {
-        /* a list of patterns, or msprobe's object {"name": {}} */
-        if (!json_is_array(v) && !json_is_object(v)) {
-            st = cfg_bad(err, path, "targets", "monitor.targets: expected a list of module patterns");
-            goto out;
-        }
-        size_t i;
-        json_t *it;
-        if (json_is_array(v)) {
-            json_array_foreach(v, i, it) {
-                if (!json_is_string(it) || c->n_targets >= NP_MONITOR_MAX_TARGETS ||
-                    strlen(json_string_value(it)) >= NP_MONITOR_NAME_LEN) {
-                    st = cfg_bad(err, path, "targets", "monitor.targets: expected at most 64 "
-                                 "strings of under 192 characters");
-                    goto out;
-                }
-                snprintf(c->targets[c->n_targets++], NP_MONITOR_NAME_LEN, "%s",
-                         json_string_value(it));
-            }
-        } else {
-            const char *nm;
-            json_object_foreach(v, nm, it) {
-                if (c->n_targets >= NP_MONITOR_MAX_TARGETS || strlen(nm) >= NP_MONITOR_NAME_LEN) {
-                    st = cfg_bad(err, path, "targets", "monitor.targets: at most 64 names of "
-                                 "under 192 characters");
-                    goto out;
-                }
-                snprintf(c->targets[c->n_targets++], NP_MONITOR_NAME_LEN, "%s", nm);
-            }
-        }
-    }
+    if ((v = json_object_get(sec, "targets")) && (st = parse_targets(c, v, path, err)))
+        goto out;
     int64_t x = c->step_interval;
     if ((st = get_int(&x, sec, "step_interval", 1, path, err)))
         goto out;

@@ -25,7 +25,7 @@ import os
 import re
 import sys
 
-PRODUCT_DIRS = ["include/nprobe", "common", "msprobe", "dumpio", "ops", "runtime", "ckpt", "probe",
+PRODUCT_DIRS = ["include/nprobe", "include/internal/nprobe", "common", "msprobe", "dumpio", "ops", "runtime", "ckpt", "probe",
                 "replay", "compare", "configcheck", "profile", "monitor", "cli", "libnprobe"]
 MAX_LINES = 120
 
