@@ -1,5 +1,5 @@
 /* cli/cmd_replay.c - `nprobe replay DUMP [-o DIR] ...`: recompute every
- * dumped API call in float64 (include/nprobe/replay.h), print per step and
+ * dumped API call in float64 (include/internal/nprobe/replay.h), print per step and
  * rank the counts and the calls whose isolated error exceeds its budget,
  * write the reports. One table drives parsing, usage and help. */
 #include <errno.h>

@@ -227,6 +227,13 @@ static void view_of(np_op_tensor *t, const np_entry_rec *en, double *data)
 
 /* ---- one call ------------------------------------------------------------------ */
 
+/* add, sub, mul, div: a tensor second operand stands for their scalar
+ * `other` (their `alpha` keeps its default) */
+static int binary_arith(np_op op)
+{
+    return op == NP_OP_ADD || op == NP_OP_SUB || op == NP_OP_MUL || op == NP_OP_DIV;
+}
+
 static void skip(np_replay_call *c, const char *what, const char *detail)
 {
     c->status = NP_REPLAY_SKIPPED;
@@ -295,7 +302,7 @@ static int load_inputs(np_replay_call *c, np_op_call *oc, rp_dump *rd, const cha
         if (got)
             oc->sc[i] = v;
         else if (info->scalars[i].required &&
-                 !(info->op <= NP_OP_DIV && info->op >= NP_OP_ADD && oc->in[1].data)) {
+                 !(binary_arith(info->op) && oc->in[1].data)) {
             skip(c, info->scalars[i].name, ": this scalar argument is not in the dump");
             return -1;
         }

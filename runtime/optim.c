@@ -21,9 +21,12 @@ struct np_optim {
     unsigned st_mask;          /* the NP_OPTIM_ST_* gathered (bits) */
 };
 
-static const char *const optim_names[NP_OPTIM_KIND_COUNT] = {
+static const char *const optim_names[] = {
     [NP_OPTIM_ADAMW] = "adamw", [NP_OPTIM_SGD] = "sgd",
 };
+/* unsized, so a kind added without its name fails here */
+_Static_assert(sizeof optim_names / sizeof optim_names[0] == NP_OPTIM_KIND_COUNT,
+               "optim_names: one name per np_optim_kind");
 
 const char *np_optim_kind_name(np_optim_kind k)
 {
