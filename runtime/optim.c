@@ -209,22 +209,6 @@ static void adamw_consts(const np_optim *o, const np_tensor *p, double lr, float
     c[AW_DECAY] = p->ndim >= 2 ? (float)(1.0 - lr * o->cfg.weight_decay) : 1.0f;
 }
 
-static void adamw_update(np_optim *o, int i, double lr)
-{
-    const np_tensor *p = o->params[i];
-    float *w = np_tensor_f32(p);
-    const float *g = p->grad;
-    float *m = o->slot[0][i], *v = o->slot[1][i];
-    float c[AW_N];
-    adamw_consts(o, p, lr, c);
-    int64_t n = p->numel;
-    const aw_k K = aw_load(c);
-#pragma omp parallel for schedule(static) if (rt_par_all || n > 65536)
-    for (int64_t k = 0; k < n; k++)
-        w[k] = adamw_elem(w[k], g[k], &m[k], &v[k], K);
-    round_params(p);
-}
-
 /* ==== the update with its statistics (np_optim_collect_stats) ============
  * The same float expressions as sgd_update/adamw_update, so the same bits;
  * per chunk of ST_CHUNK elements one loop updates, then each asked array of
@@ -328,6 +312,33 @@ NP_ST_CLONES static double adamw_chunk(float *w, const float *g, float *m, float
         dq += (double)d * d;
     }
     return dq;
+}
+
+/* the AdamW update of [k0, k1), no statistics: adamw_chunk's loop without
+ * the sum, cloned alike, so a run with the monitor and one without update
+ * with the same instructions (and the same bits) */
+NP_ST_CLONES static void adamw_range(float *w, const float *g, float *m, float *v, int64_t k0,
+                                     int64_t k1, const float *c)
+{
+    const aw_k K = aw_load(c);
+#pragma omp simd
+    for (int64_t k = k0; k < k1; k++)
+        w[k] = adamw_elem(w[k], g[k], &m[k], &v[k], K);
+}
+
+static void adamw_update(np_optim *o, int i, double lr)
+{
+    const np_tensor *p = o->params[i];
+    float *w = np_tensor_f32(p);
+    const float *g = p->grad;
+    float *m = o->slot[0][i], *v = o->slot[1][i];
+    float c[AW_N];
+    adamw_consts(o, p, lr, c);
+    int64_t n = p->numel, n_ch = (n + ST_CHUNK - 1) / ST_CHUNK;
+#pragma omp parallel for schedule(static) if (rt_par_all || n > 65536)
+    for (int64_t ch = 0; ch < n_ch; ch++)
+        adamw_range(w, g, m, v, ch * ST_CHUNK, ch * ST_CHUNK + ST_CHUNK < n ? ch * ST_CHUNK + ST_CHUNK : n, c);
+    round_params(p);
 }
 
 /* The AdamW update of one block [0, n) (n <= ST_BLOCK; adamw_update's

@@ -13,9 +13,8 @@
 # noisy machine; it counts instructions, not time (a division or a cache
 # miss weighs as an add; the HDF5 file's system calls are not counted).
 # Under valgrind the AVX2 clones of the statistics kernels run (valgrind
-# has no AVX-512), and the plain update (adamw_update) its SSE2 loop: the
-# ratio counts the monitored update's vectorized clone against it
-# (PERFORMANCE.md says how much). The monitor's work and the step's both
+# has no AVX-512), and the plain update (adamw_range) the same cloned
+# loop as the monitored one: the ratio is like for like. The monitor's work and the step's both
 # grow per layer, so 1 layer (the default) should give close to the ratio
 # of 4 (not measured: a callgrind run of 4 layers takes tens of minutes on
 # a loaded machine).
