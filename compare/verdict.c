@@ -1279,7 +1279,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, const cmp_run_sides *
     /* weights that parted on the noise of the step before (parted_noise.c):
      * what they carry into the calls that use them */
     if (parted && s)
-        cmp_parted_noise(p, s, pr.wt, pr.t, pr.dw);
+        cmp_parted_noise(p, s, pr.wt, pr.t, pr.scale, pr.dw);
     parted_finish(p, &pr, parted);
     if (weights_rule)
         weights_inplace(p);
