@@ -13,8 +13,9 @@
  * weight, those elements given the bench's value on both sides, must be
  * within its level; and the gradient itself must have been within its
  * level at s-1 (pn_grad_within: a gradient bug of that step makes the
- * runs' largest difference large, so every element would pass as noise).
- * Then the L2 norm of the runs' difference on those
+ * runs' largest difference large, so every element would pass as noise;
+ * without the weight's gradient, the gradients its call received:
+ * pn_flip_grads_within). Then the L2 norm of the runs' difference on those
  * elements is what the weight carries into the calls that use it
  * (verdict.c puts it on their outputs' scale). A weight that parted where
  * its gradient was well defined (a wrong checkpoint, a skipped or a
@@ -256,6 +257,50 @@ static int pn_grad_within(const np_cmp_pair *p, pn_levels *lv, size_t i, const c
     return best <= 1;
 }
 
+/* The flips' bound (the weight's gradient not dumped): the gradients its
+ * call received at the step before, "C.backward.input.K" of the call C
+ * ("X.forward[.N]") that holds weight row i, must each have been within
+ * their levels there (pn_grad_within, their rows in this step); a wrong
+ * gradient flowing into that call (a bug behind it) flips the updates just
+ * as noise does. 0 when none is dumped at both steps. */
+static int pn_flip_grads_within(const np_cmp_pair *p, pn_levels *lv, pn_prev *pr, size_t i,
+                                pn_why *y)
+{
+    const char *call = p->rows[i].cmp->call, *fw = NULL;
+    for (const char *x = call ? strstr(call, ".forward") : NULL; x; x = strstr(x + 1, ".forward"))
+        if (x[8] == '.' || x[8] == '\0')
+            fw = x;
+    if (!fw)
+        return 0;
+    int found = 0;
+    for (int k = 0; k < 8; k++) {
+        char leaf[2 * NP_FMT_NAME_LEN];
+        if (snprintf(leaf, sizeof leaf, "%.*s.backward%s.input.%d", (int)(fw - call), call,
+                     fw + 8, k) >= (int)sizeof leaf)
+            return 0;
+        int j = pn_row_of(p, lv, leaf);
+        if (j < 0 || !p->rows[j].bench || p->rows[j].cmp->numel <= 0 ||
+            p->rows[j].cmp->numel > PN_MAX_NUMEL || p->rows[j].bench->numel != p->rows[j].cmp->numel)
+            continue;
+        int64_t n = p->rows[j].cmp->numel;
+        double *g[2];
+        g[0] = pn_read(pr->io[0], p->rows[j].bench->name, n);
+        g[1] = g[0] ? pn_read(pr->io[1], p->rows[j].cmp->name, n) : NULL;
+        int ok = g[0] && g[1];
+        for (int64_t e = 0; ok && e < n; e++) {
+            g[0][e] /= pr->scale[0];
+            g[1][e] /= pr->scale[1];
+        }
+        ok = ok && pn_grad_within(p, lv, i, leaf, g, n, y);
+        free(g[0]);
+        free(g[1]);
+        if (!ok)
+            return 0;
+        found++;
+    }
+    return found > 0;
+}
+
 /* Row i explained by the noise of the step before (filled into *y); 0 when
  * not. */
 static int pn_explain(const np_cmp_pair *p, size_t i, const cmp_run_sides *s, pn_prev *pr,
@@ -287,7 +332,7 @@ static int pn_explain(const np_cmp_pair *p, size_t i, const cmp_run_sides *s, pn
         } else {
             y->how = 2;
             const double *wc[2] = {w[0], w[1]};
-            ok = prev_flips(r, pr, wc, nz, &y->noise);
+            ok = prev_flips(r, pr, wc, nz, &y->noise) && pn_flip_grads_within(p, lv, pr, i, y);
         }
     }
     if (ok) {
@@ -336,12 +381,13 @@ int cmp_parted_noise(np_cmp_pair *p, const cmp_run_sides *s, const unsigned char
         pn_why y = {0, 0, 0, 0, NAN, NAN, 0};
         char buf[300];
         if (!pn_explain(p, i, s, &pr, &lv, &y)) {
-            if (y.how == 1 && y.g_err > y.g_level) { /* why the noise rule did not apply */
+            if (y.g_err > y.g_level) { /* why the noise rule did not apply */
                 r->reason = cmp_arena_printf(
                     &pv->arena,
                     "%s; its gradient at step %d was beyond its level there (relative L2 error "
-                    "%.3g above %.3g), so the parting is that gradient's, not rounding noise",
-                    np_cmp_row_reason(buf, sizeof buf, r), p->step - 1, y.g_err, y.g_level);
+                    "%.3g above %.3g%s), so the parting is that gradient's, not rounding noise",
+                    np_cmp_row_reason(buf, sizeof buf, r), p->step - 1, y.g_err, y.g_level,
+                    y.how == 2 ? ", the gradient its call received" : "");
                 r->n_reason_args = 0;
             }
             continue;
@@ -365,11 +411,12 @@ int cmp_parted_noise(np_cmp_pair *p, const cmp_run_sides *s, const unsigned char
                       "%s; it parted on the noise of step %d's gradient (not dumped; its values "
                       "there agree): %lld of %lld elements were moved by the same step in "
                       "opposite directions by the two runs, Adam's normalised update of a "
-                      "gradient whose sign the runs disagree on; without them it is within its "
-                      "level (relative error %.3g), and their difference (L2 %.3g) is what the "
-                      "calls that use it carry",
-                      old, p->step - 1, (long long)y.n_noise, (long long)r->cmp->numel, y.rest,
-                      y.dw);
+                      "gradient whose sign the runs disagree on, and the gradient its call "
+                      "received there was within its level (relative L2 error %.3g, at most "
+                      "%.3g); without them it is within its level (relative error %.3g), and "
+                      "their difference (L2 %.3g) is what the calls that use it carry",
+                      old, p->step - 1, (long long)y.n_noise, (long long)r->cmp->numel, y.g_err,
+                      y.g_level, y.rest, y.dw);
         r->n_reason_args = 0;
         n++;
     }
