@@ -1031,32 +1031,37 @@ static int outs_find(const np_strmap *outs, const np_cmp_row *r)
     return o;
 }
 
-/* The leaf that pairs with an input leaf across the passes, into buf:
- * to_backward, a forward call's input "A.forward.input.K" (a module's
- * "M.forward.N.input.K") -> its gradient "A.backward.output.K"; else a
- * backward call's input "A.backward.input.K" (the gradient of an output)
- * -> that output "A.forward.output.K". 0 when the name has no such form. */
-static int grad_twin(char *buf, size_t cap, const char *name, int to_backward)
+/* The leaf that pairs with a leaf across the passes, into buf: a forward
+ * call's input "A.forward.input.K" (a module's "M.forward.N.input.K") and
+ * its gradient "A.backward.output.K" (how 0 -> and 2 <-); a backward call's
+ * input "A.backward.input.K" (the gradient of an output) and that output
+ * "A.forward.output.K" (how 1 ->). 0 when the name has no such form. */
+static int grad_twin(char *buf, size_t cap, const char *name, int how)
 {
-    const char *from = to_backward ? ".forward." : ".backward.";
-    const char *to = to_backward ? ".backward" : ".forward";
-    const char *p = NULL, *q = NULL;
+    static const char *const pass[3][2] = {{".forward.", ".backward"},
+                                           {".backward.", ".forward"},
+                                           {".backward.", ".forward"}};
+    static const char *const role[3][2] = {{".input.", ".output."},
+                                           {".input.", ".output."},
+                                           {".output.", ".input."}};
+    const char *from = pass[how][0], *p = NULL, *q = NULL;
     for (const char *x = strstr(name, from); x; x = strstr(x + 1, from))
         p = x;
     const char *pe = p ? p + strlen(from) - 1 : NULL; /* the dot after the pass */
-    for (const char *x = pe ? strstr(pe, ".input.") : NULL; x; x = strstr(x + 1, ".input."))
+    for (const char *x = pe ? strstr(pe, role[how][0]) : NULL; x; x = strstr(x + 1, role[how][0]))
         q = x;
     if (!p || !q)
         return 0;
-    return snprintf(buf, cap, "%.*s%s%.*s.output.%s", (int)(p - name), name, to, (int)(q - pe),
-                    pe, q + strlen(".input.")) < (int)cap;
+    return snprintf(buf, cap, "%.*s%s%.*s%s%s", (int)(p - name), name, pass[how][1],
+                    (int)(q - pe), pe, role[how][1], q + strlen(role[how][0])) < (int)cap;
 }
 
-/* The level of a backward call's input row r (the gradient of its forward
- * output y) that no output holds: autograd summed it, in an op that is not
- * dumped, from the gradients of the calls that took y as an input (their
- * backward outputs of that input; at mix a module and the API call inside
- * it hold the same ones, counted once). Each addend a_i is held to its
+/* The level of a gradient row r that autograd summed, in an op that is
+ * not dumped, from the gradients of the calls that took one tensor y as an
+ * input (their backward outputs of that input; at mix a module and the API
+ * call inside it hold the same ones, counted once): a backward call's input
+ * that no output holds (y: its forward output), or a module's backward
+ * output (y: the module's forward input, which the calls inside it take). Each addend a_i is held to its
  * level l_i (relative L2); a sum of them is then off by at most
  * sum l_i |a_i|, so its level is sum l_i |a_i| / |sum| (a bound,
  * cancellation included; the bench's norms). 0 when fewer than two addends
@@ -1068,7 +1073,8 @@ static double summed_level(const np_cmp_pair *p, const parted_rows *pr, const do
 {
     const np_cmp_row *r = &p->rows[i];
     char y[2 * NP_FMT_NAME_LEN], a[2 * NP_FMT_NAME_LEN], k1[600], k2[600];
-    if (!grad_twin(y, sizeof y, r->cmp->name, 0))
+    int out = !strcmp(r->cmp->role, "output");
+    if (!grad_twin(y, sizeof y, r->cmp->name, out ? 2 : 1))
         return 0;
     int yi = np_strmap_get(rows, y);
     if (yi < 0 || !p->rows[yi].bench || !p->rows[yi].cmp)
@@ -1083,9 +1089,11 @@ static double summed_level(const np_cmp_pair *p, const parted_rows *pr, const do
             p->calls[q->call_index].backward)
             continue;
         parted_key(k2, sizeof k2, q);
-        if (strcmp(k1, k2) != 0 || !grad_twin(a, sizeof a, q->cmp->name, 1))
+        if ((int)j == yi || strcmp(k1, k2) != 0 || !grad_twin(a, sizeof a, q->cmp->name, 0))
             continue;
         int ai = np_strmap_get(rows, a);
+        if (ai == (int)i)
+            continue;
         if (ai < 0 || !p->rows[ai].bench || !p->rows[ai].cmp)
             return 0; /* an addend not dumped */
         double l = lvl[ai] > 0 ? lvl[ai] : pr->t[ai].rtol;
@@ -1187,9 +1195,19 @@ static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, co
             if (!parted_row(p, pr, i) || !role_is_out(r->cmp->role))
                 continue;
             lvl[i] = fmax(level, pr->t[i].rtol);
+            int n_add = 0;
+            double ls = c->backward && r->verdict == NP_VERDICT_ERROR &&
+                                !strcmp(c->kind, "module")
+                            ? summed_level(p, pr, lvl, &rows, i, &n_add)
+                            : 0;
+            if (ls > lvl[i]) { /* a module's input gradient, summed inside it */
+                lvl[i] = ls;
+                parted_rejudge(p, pr, i, ls, n_add, 2);
+                n++;
+            }
             if (stats && !c->backward && r->verdict != NP_VERDICT_ERROR)
                 fwd_max = fmax(fwd_max, r->severity * pr->t[i].rtol);
-            if (r->verdict == NP_VERDICT_ERROR && level > pr->t[i].rtol) {
+            if (r->verdict == NP_VERDICT_ERROR && level > pr->t[i].rtol && level > ls) {
                 parted_rejudge(p, pr, i, level, e, 0);
                 n++;
                 if (level > *top) {

@@ -1343,7 +1343,10 @@ static void test_parted_noise(void)
  * the bound 0.02 (|a0| + |a1|) / |s| is 0.33: no error row, no culprit.
  * kind 1: the cmp's s carries 0.5 relative error of its own (beyond the
  * bound): the layer norm's backward named. kind 2: one linear left out of
- * the dump (an addend missing): named as before the rule. */
+ * the dump (an addend missing): named as before the rule. kind 3: kind 0
+ * with the two linears inside a module, whose backward output is the sum
+ * (a module's input gradient, summed inside it: HF Qwen2's MLP, whose
+ * gate_proj and up_proj take one input): clean. */
 static void write_sum(const char *path, int cmp, int kind)
 {
     const int64_t s64[1] = {64};
@@ -1366,10 +1369,16 @@ static void write_sum(const char *path, int cmp, int kind)
             sm[k] = (float)((0.1 * u + v) * (1 + 0.5 * sg));
     }
     const char *ln = "Functional.layer_norm.0.forward", *l0 = "Functional.linear.0.forward",
-               *l1 = "Functional.linear.1.forward";
+               *l1 = "Functional.linear.1.forward", *mf = "Module.mlp.MLP.forward.0",
+               *mb = "Module.mlp.MLP.backward.0";
     int q = tw_call(w, ln, "api", "", "m.py:1");
     tw_tensor(w, q, ln, "input", "0", dt, 1, s64, z);
     tw_tensor(w, q, ln, "output", "0", dt, 1, s64, y);
+    if (kind == 3) {
+        q = tw_call(w, mf, "module", "", "m.py:5");
+        tw_tensor(w, q, mf, "input", "0", dt, 1, s64, y);
+        tw_tensor(w, q, mf, "output", "0", dt, 1, s64, g);
+    }
     q = tw_call(w, l0, "api", "", "m.py:2");
     tw_tensor(w, q, l0, "input", "0", dt, 1, s64, y);
     tw_tensor(w, q, l0, "output", "0", dt, 1, s64, z);
@@ -1386,6 +1395,11 @@ static void write_sum(const char *path, int cmp, int kind)
     q = tw_call(w, b0, "api", "", "m.py:2");
     tw_tensor(w, q, b0, "input", "0", dt, 1, s64, z);
     tw_tensor(w, q, b0, "output", "0", dt, 1, s64, a0);
+    if (kind == 3) {
+        q = tw_call(w, mb, "module", "", "m.py:5");
+        tw_tensor(w, q, mb, "input", "0", dt, 1, s64, g);
+        tw_tensor(w, q, mb, "output", "0", dt, 1, s64, sm);
+    }
     q = tw_call(w, bl, "api", "", "m.py:1");
     tw_tensor(w, q, bl, "input", "0", dt, 1, s64, sm);
     tw_tensor(w, q, bl, "output", "0", dt, 1, s64, sm);
@@ -1400,16 +1414,17 @@ static void test_summed_gradient(void)
     np_cmp_options o;
     np_cmp_options_init(&o);
     o.no_replay = 1; /* the calls' arguments are not all dumped */
-    for (int kind = 0; kind < 3; kind++) {
+    for (int kind = 0; kind < 4; kind++) {
         write_sum(b, 0, kind);
         write_sum(c, 1, kind);
         np_cmp_pair p;
         if (compare(&p, b, c, &o) != NP_OK)
             return;
-        const np_cmp_row *in = find_row(&p, "Functional.layer_norm.0.backward.input.0");
+        const np_cmp_row *in = find_row(&p, kind == 3 ? "Module.mlp.MLP.backward.0.output.0"
+                                                      : "Functional.layer_norm.0.backward.input.0");
         const np_cmp_call *f = first_culprit(&p);
         CHECK(in != NULL);
-        if (kind == 0) {
+        if (kind == 0 || kind == 3) {
             CHECK_EQ_INT(p.count_verdict[NP_VERDICT_ERROR], 0);
             CHECK_EQ_INT(p.n_culprits, 0);
             if (in)
