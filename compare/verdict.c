@@ -1079,15 +1079,17 @@ static double summed_level(const np_cmp_pair *p, const parted_rows *pr, const do
     int yi = np_strmap_get(rows, y);
     if (yi < 0 || !p->rows[yi].bench || !p->rows[yi].cmp)
         return 0;
-    parted_key(k1, sizeof k1, &p->rows[yi]);
+    const np_cmp_row *yr = &p->rows[yi];
+    parted_key(k1, sizeof k1, yr);
     double sum = 0, err = 0;
     int n = 0;
     int seen[8];
     for (size_t j = 0; j < p->n_rows && n < 8; j++) {
         const np_cmp_row *q = &p->rows[j];
         if (!q->bench || !q->cmp || strcmp(q->cmp->role, "input") != 0 || q->call_index < 0 ||
-            p->calls[q->call_index].backward)
-            continue;
+            p->calls[q->call_index].backward || q->cmp->numel != yr->cmp->numel ||
+            q->cmp->norm != yr->cmp->norm || q->bench->norm != yr->bench->norm)
+            continue; /* (the same values have the same norms: a cheap test first) */
         parted_key(k2, sizeof k2, q);
         if ((int)j == yi || strcmp(k1, k2) != 0 || !grad_twin(a, sizeof a, q->cmp->name, 0))
             continue;
