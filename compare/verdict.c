@@ -1120,6 +1120,36 @@ static double summed_level(const np_cmp_pair *p, const parted_rows *pr, const do
     return err / s;
 }
 
+/* The level input row i of call c is measured against in the pass: its
+ * own, or the level of the output whose values it holds, or of the sum
+ * autograd made of several calls' gradients (summed_level); the row judged
+ * anew at it when that is higher (*n counts). */
+static double parted_input_level(np_cmp_pair *p, const parted_rows *pr, const double *lvl,
+                                 const np_strmap *outs, const np_strmap *rows,
+                                 const np_cmp_call *c, size_t i, int *n)
+{
+    np_cmp_row *r = &p->rows[i];
+    int o = -1;
+    if (!pr->wt[i] && !strcmp(r->cmp->role, "input"))
+        o = outs_find(outs, r);
+    double li = pr->t[i].rtol; /* the level its severity is measured against */
+    if (o >= 0 && r->verdict == NP_VERDICT_ERROR && lvl[o] > li) {
+        parted_rejudge(p, pr, i, lvl[o], lvl[o] / PARTED_FACTOR, 1);
+        li = lvl[o];
+        (*n)++;
+    }
+    double ls = 0;
+    int n_add = 0;
+    if (o < 0 && c->backward && r->verdict == NP_VERDICT_ERROR && !pr->wt[i] &&
+        !strcmp(r->cmp->role, "input") &&
+        (ls = summed_level(p, pr, lvl, rows, i, &n_add)) > li) {
+        parted_rejudge(p, pr, i, ls, n_add, 2);
+        li = ls;
+        (*n)++;
+    }
+    return li;
+}
+
 /* The pass over the calls in execution order; returns the rows judged
  * anew, *top the highest level given (and *dtype its row's dtype). */
 static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, const char **dtype)
@@ -1166,24 +1196,7 @@ static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, co
             if (!r->bench || !r->cmp || !role_is_in(r->cmp->role) ||
                 (!pr->wt[i] && !parted_row(p, pr, i)) || !isfinite(r->severity))
                 continue;
-            int o = -1;
-            if (!pr->wt[i] && !strcmp(r->cmp->role, "input"))
-                o = outs_find(&outs, r);
-            double li = pr->t[i].rtol; /* the level its severity is measured against */
-            if (o >= 0 && r->verdict == NP_VERDICT_ERROR && lvl[o] > li) {
-                parted_rejudge(p, pr, i, lvl[o], lvl[o] / PARTED_FACTOR, 1);
-                li = lvl[o];
-                n++;
-            }
-            double ls = 0;
-            int n_add = 0;
-            if (o < 0 && c->backward && r->verdict == NP_VERDICT_ERROR && !pr->wt[i] &&
-                !strcmp(r->cmp->role, "input") &&
-                (ls = summed_level(p, pr, lvl, &rows, i, &n_add)) > li) {
-                parted_rejudge(p, pr, i, ls, n_add, 2);
-                li = ls;
-                n++;
-            }
+            double li = parted_input_level(p, pr, lvl, &outs, &rows, c, i, &n);
             if (r->verdict != NP_VERDICT_ERROR && r->severity <= 1 && li > 0)
                 e = fmax(e, r->severity * li);
             if (pr->dw[i] > 0)
