@@ -186,7 +186,8 @@ typedef struct pn_why {
     double rest;     /* the weight's relative L2 error without them */
     double noise;    /* the runs' largest difference on the gradient (how 1), on the
                       * weight's values at the step before (how 2) */
-    double g_err;    /* how 1: the gradient's relative L2 error at the step before */
+    double g_err;    /* the relative L2 error at the step before of the weight's gradient
+                      * (how 1), of a gradient its call received (how 2) */
     double g_level;  /* and the level it is held to */
     int how;         /* 1 from the gradient, 2 from the updates (prev_flips) */
 } pn_why;
