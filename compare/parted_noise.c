@@ -11,7 +11,11 @@
  * |g_c|) is at most NOISE x the runs' largest difference on that gradient
  * (the test of an element-normalised update, noise_quotient.c), and the
  * weight, those elements given the bench's value on both sides, must be
- * within its level. Then the L2 norm of the runs' difference on those
+ * within its level; and the gradient itself must have been within its
+ * level at s-1 (pn_grad_within: a gradient bug of that step makes the
+ * runs' largest difference large, so every element would pass as noise;
+ * without the weight's gradient, the gradients its call received:
+ * pn_flip_grads_within). Then the L2 norm of the runs' difference on those
  * elements is what the weight carries into the calls that use it
  * (verdict.c puts it on their outputs' scale). A weight that parted where
  * its gradient was well defined (a wrong checkpoint, a skipped or a
@@ -92,13 +96,15 @@ static int grad_leaf(char *buf, size_t cap, const char *name, const char *role)
                     in + strlen(".forward.input.")) < (int)cap;
 }
 
-/* The parameter row that holds the same values as input row r on both
- * sides (the bias passed to Functional.linear at mix), or -1. */
-static int param_row(const np_cmp_pair *p, const np_cmp_row *r)
+/* The row that holds the same values as row r on both sides and whose cmp
+ * side's role is `role` (of a backward call when `backward`), or -1. */
+static int same_values_row(const np_cmp_pair *p, const np_cmp_row *r, const char *role,
+                           int backward)
 {
     for (size_t i = 0; i < p->n_rows; i++) {
         const np_cmp_row *q = &p->rows[i];
-        if (!q->bench || !q->cmp || strcmp(q->cmp->role, "parameters") != 0)
+        if (q == r || !q->bench || !q->cmp || strcmp(q->cmp->role, role) != 0 ||
+            (backward && (q->call_index < 0 || !p->calls[q->call_index].backward)))
             continue;
         const np_cmp_side *a[2] = {r->bench, r->cmp}, *b[2] = {q->bench, q->cmp};
         int same = 1;
@@ -113,20 +119,21 @@ static int param_row(const np_cmp_pair *p, const np_cmp_row *r)
 }
 
 /* Row r's gradient at the step before, both sides (divided by their loss
- * scales) into g[0], g[1]; 0 when not found. */
-static int prev_grad(const np_cmp_pair *p, const np_cmp_row *r, pn_prev *pr, double *g[2])
+ * scales) into g[0], g[1], its leaf name (the cmp side's) into leaf; 0 when
+ * not found. */
+static int prev_grad(const np_cmp_pair *p, const np_cmp_row *r, pn_prev *pr, double *g[2],
+                     char *leaf, size_t cap)
 {
-    char leaf[2 * NP_FMT_NAME_LEN];
     int64_t n = r->cmp->numel;
     for (int attempt = 0; attempt < 2; attempt++) {
         const np_cmp_row *w = r;
         if (attempt == 1) { /* an API input at mix: its module's parameter */
-            int q = strcmp(r->cmp->role, "input") ? -1 : param_row(p, r);
+            int q = strcmp(r->cmp->role, "input") ? -1 : same_values_row(p, r, "parameters", 0);
             if (q < 0)
                 return 0;
             w = &p->rows[q];
         }
-        if (!grad_leaf(leaf, sizeof leaf, w->cmp->name, w->cmp->role))
+        if (!grad_leaf(leaf, cap, w->cmp->name, w->cmp->role))
             continue;
         g[0] = pn_read(pr->io[0], leaf, n);
         g[1] = g[0] ? pn_read(pr->io[1], leaf, n) : NULL;
@@ -172,14 +179,136 @@ static int prev_flips(const np_cmp_row *r, pn_prev *pr, const double *w[2], unsi
     return ok;
 }
 
-/* Row r explained by the noise of the step before: *dw the L2 norm of the
- * runs' difference on the noise elements, *n_noise their count, *rest the
- * weight's relative L2 error without them; 0 when not. *how: 1 from the
- * gradient, 2 from the updates (prev_flips). */
-static int pn_explain(const np_cmp_pair *p, const np_cmp_row *r, const cmp_run_sides *s,
-                      pn_prev *pr, double level, double *dw, int64_t *n_noise, double *rest,
-                      double *noise, int *how)
+/* What explains a weight row (pn_explain). */
+typedef struct pn_why {
+    double dw;       /* L2 norm of the runs' difference on the noise elements */
+    int64_t n_noise; /* their count */
+    double rest;     /* the weight's relative L2 error without them */
+    double noise;    /* the runs' largest difference on the gradient (how 1), on the
+                      * weight's values at the step before (how 2) */
+    double g_err;    /* the relative L2 error at the step before of the weight's gradient
+                      * (how 1), of a gradient its call received (how 2) */
+    double g_level;  /* and the level it is held to */
+    int how;         /* 1 from the gradient, 2 from the updates (prev_flips) */
+} pn_why;
+
+/* The rows' own levels (verdict.c's tolerances, which follow the data): row
+ * j's as judged here, by the cmp side's leaf name. */
+typedef struct pn_levels {
+    const np_cmp_tolerance *t;
+    const double *scale;
+    np_strmap names; /* cmp leaf name -> row, built on first use */
+    int built;
+} pn_levels;
+
+static int pn_row_of(const np_cmp_pair *p, pn_levels *lv, const char *leaf)
 {
+    if (!lv->built) {
+        lv->built = 1;
+        if (np_strmap_init(&lv->names, p->n_rows + 1) != 0)
+            return -1;
+        for (size_t i = 0; i < p->n_rows; i++)
+            if (p->rows[i].cmp && np_strmap_put(&lv->names, p->rows[i].cmp->name, (int)i) != 0)
+                break;
+    }
+    return lv->names.cap ? np_strmap_get(&lv->names, leaf) : -1;
+}
+
+/* The bound that keeps a real gradient bug from being excused: the step
+ * before's gradient g of weight row i (n elements, leaf `leaf`) must itself
+ * have been within its level, its relative L2 error measured as verdict.c
+ * measures a row (on max(|g_bench|, atol sqrt(n), the row's scale)) and held
+ * to the level of the same gradient row in this step (the tolerances that
+ * follow the data), or, for a parameter's gradient, of the API backward
+ * output that holds its values here (verdict.c's grad_params_follow: the
+ * lower severity of the two); where this step holds no such row, the
+ * weight's own level. A gradient beyond it (a backward that computes
+ * something else) makes its elements' differences the bug's, not noise. */
+static int pn_grad_within(const np_cmp_pair *p, pn_levels *lv, size_t i, const char *leaf,
+                          double *const g[2], int64_t n, pn_why *y)
+{
+    double d2 = 0, b2 = 0;
+    for (int64_t k = 0; k < n; k++) {
+        double d = g[1][k] - g[0][k];
+        d2 += d * d;
+        b2 += g[0][k] * g[0][k];
+    }
+    int j = pn_row_of(p, lv, leaf);
+    int rows[3] = {j, -1, -1}, n_rows = 0;
+    if (j >= 0 && lv->t[j].rtol > 0)
+        n_rows = 1;
+    if (j >= 0 && !strcmp(p->rows[j].cmp->role, "parameters_grad") &&
+        (rows[n_rows] = same_values_row(p, &p->rows[j], "output", 1)) >= 0 &&
+        lv->t[rows[n_rows]].rtol > 0)
+        n_rows++;
+    if (!n_rows)
+        rows[n_rows++] = (int)i;
+    double best = INFINITY;
+    for (int k = 0; k < n_rows; k++) {
+        np_cmp_tolerance t = lv->t[rows[k]];
+        double scale = rows[k] == (int)i ? 0 : lv->scale[rows[k]];
+        double den = fmax(sqrt(b2), fmax(t.atol * sqrt((double)n), scale));
+        double err = den > 0 ? sqrt(d2) / den : (d2 > 0 ? INFINITY : 0);
+        if (t.rtol > 0 && err / t.rtol < best) {
+            best = err / t.rtol;
+            y->g_err = err;
+            y->g_level = t.rtol;
+        }
+    }
+    return best <= 1;
+}
+
+/* The flips' bound (the weight's gradient not dumped): the gradients its
+ * call received at the step before, "C.backward.input.K" of the call C
+ * ("X.forward[.N]") that holds weight row i, must each have been within
+ * their levels there (pn_grad_within, their rows in this step); a wrong
+ * gradient flowing into that call (a bug behind it) flips the updates just
+ * as noise does. 0 when none is dumped at both steps. */
+static int pn_flip_grads_within(const np_cmp_pair *p, pn_levels *lv, pn_prev *pr, size_t i,
+                                pn_why *y)
+{
+    const char *call = p->rows[i].cmp->call, *fw = NULL;
+    for (const char *x = call ? strstr(call, ".forward") : NULL; x; x = strstr(x + 1, ".forward"))
+        if (x[8] == '.' || x[8] == '\0')
+            fw = x;
+    if (!fw)
+        return 0;
+    int found = 0;
+    for (int k = 0; k < 8; k++) {
+        char leaf[2 * NP_FMT_NAME_LEN];
+        if (snprintf(leaf, sizeof leaf, "%.*s.backward%s.input.%d", (int)(fw - call), call,
+                     fw + 8, k) >= (int)sizeof leaf)
+            return 0;
+        int j = pn_row_of(p, lv, leaf);
+        if (j < 0 || !p->rows[j].bench || p->rows[j].cmp->numel <= 0 ||
+            p->rows[j].cmp->numel > PN_MAX_NUMEL || p->rows[j].bench->numel != p->rows[j].cmp->numel)
+            continue;
+        int64_t n = p->rows[j].cmp->numel;
+        double *g[2];
+        g[0] = pn_read(pr->io[0], p->rows[j].bench->name, n);
+        g[1] = g[0] ? pn_read(pr->io[1], p->rows[j].cmp->name, n) : NULL;
+        int ok = g[0] && g[1];
+        for (int64_t e = 0; ok && e < n; e++) {
+            g[0][e] /= pr->scale[0];
+            g[1][e] /= pr->scale[1];
+        }
+        ok = ok && pn_grad_within(p, lv, i, leaf, g, n, y);
+        free(g[0]);
+        free(g[1]);
+        if (!ok)
+            return 0;
+        found++;
+    }
+    return found > 0;
+}
+
+/* Row i explained by the noise of the step before (filled into *y); 0 when
+ * not. */
+static int pn_explain(const np_cmp_pair *p, size_t i, const cmp_run_sides *s, pn_prev *pr,
+                      pn_levels *lv, pn_why *y)
+{
+    const np_cmp_row *r = &p->rows[i];
+    double level = lv->t[i].rtol;
     int64_t n = r->cmp->numel;
     if (n <= 0 || n > PN_MAX_NUMEL || r->bench->numel != n || !r->bench->has_data ||
         !r->cmp->has_data || cmp_assembly_has(s->bench, r->bench->name) ||
@@ -188,40 +317,41 @@ static int pn_explain(const np_cmp_pair *p, const np_cmp_row *r, const cmp_run_s
         return 0; /* replicas that differ: a parallel bug, not noise */
     double *g[2] = {NULL, NULL}, *w[2] = {NULL, NULL};
     unsigned char *nz = calloc((size_t)n, 1);
+    char leaf[2 * NP_FMT_NAME_LEN];
     int ok = 0;
     w[0] = pn_read(s->bench->io, r->bench->name, n);
     w[1] = w[0] ? pn_read(s->cmp->io, r->cmp->name, n) : NULL;
-    *noise = 0;
+    y->noise = 0;
     if (nz && w[0] && w[1]) {
-        if (prev_grad(p, r, pr, g)) {
-            *how = 1;
+        if (prev_grad(p, r, pr, g, leaf, sizeof leaf)) {
+            y->how = 1;
             for (int64_t j = 0; j < n; j++)
-                *noise = fmax(*noise, fabs(g[0][j] - g[1][j]));
+                y->noise = fmax(y->noise, fabs(g[0][j] - g[1][j]));
             for (int64_t j = 0; j < n; j++)
-                nz[j] = *noise > 0 && fmin(fabs(g[0][j]), fabs(g[1][j])) <= PN_NOISE * *noise;
-            ok = 1;
+                nz[j] = y->noise > 0 && fmin(fabs(g[0][j]), fabs(g[1][j])) <= PN_NOISE * y->noise;
+            ok = pn_grad_within(p, lv, i, leaf, g, n, y);
         } else {
-            *how = 2;
+            y->how = 2;
             const double *wc[2] = {w[0], w[1]};
-            ok = prev_flips(r, pr, wc, nz, noise);
+            ok = prev_flips(r, pr, wc, nz, &y->noise) && pn_flip_grads_within(p, lv, pr, i, y);
         }
     }
     if (ok) {
         double d2 = 0, r2 = 0, b2 = 0;
-        *n_noise = 0;
+        y->n_noise = 0;
         for (int64_t j = 0; j < n; j++) {
             double d = w[1][j] - w[0][j];
             b2 += w[0][j] * w[0][j];
             if (nz[j]) {
                 d2 += d * d;
-                (*n_noise)++;
+                y->n_noise++;
             } else {
                 r2 += d * d;
             }
         }
-        *dw = sqrt(d2);
-        *rest = b2 > 0 ? sqrt(r2 / b2) : (r2 > 0 ? INFINITY : 0);
-        ok = *n_noise > 0 && *dw > 0 && *rest <= level;
+        y->dw = sqrt(d2);
+        y->rest = b2 > 0 ? sqrt(r2 / b2) : (r2 > 0 ? INFINITY : 0);
+        ok = y->n_noise > 0 && y->dw > 0 && y->rest <= level;
     }
     free(nz);
     free(g[0]);
@@ -232,13 +362,14 @@ static int pn_explain(const np_cmp_pair *p, const np_cmp_row *r, const cmp_run_s
 }
 
 int cmp_parted_noise(np_cmp_pair *p, const cmp_run_sides *s, const unsigned char *wt,
-                     const np_cmp_tolerance *t, double *dw)
+                     const np_cmp_tolerance *t, const double *scale, double *dw)
 {
     cmp_pair_priv *pv = p->priv;
     if (!pv || p->step <= 0 || p->mode != NP_CMP_MODE_TENSOR || !pv->prev_bench ||
         !pv->prev_cmp || !s || !s->bench || !s->cmp || !s->bench->io || !s->cmp->io)
         return 0;
     pn_prev pr = {{NULL, NULL}, {1, 1}, 0, 0};
+    pn_levels lv = {t, scale, {0}, 0};
     int n = 0;
     for (size_t i = 0; i < p->n_rows; i++) {
         np_cmp_row *r = &p->rows[i];
@@ -248,43 +379,56 @@ int cmp_parted_noise(np_cmp_pair *p, const cmp_run_sides *s, const unsigned char
             continue;
         if (!pn_open(&pr, pv))
             break;
-        int64_t n_noise = 0;
-        double d = 0, rest = 0, noise = 0;
-        int how = 0;
-        if (!pn_explain(p, r, s, &pr, t[i].rtol, &d, &n_noise, &rest, &noise, &how))
-            continue;
-        dw[i] = d;
+        pn_why y = {0, 0, 0, 0, NAN, NAN, 0};
         char buf[300];
+        if (!pn_explain(p, i, s, &pr, &lv, &y)) {
+            if (y.g_err > y.g_level) { /* why the noise rule did not apply */
+                r->reason = cmp_arena_printf(
+                    &pv->arena,
+                    "%s; its gradient at step %d was beyond its level there (relative L2 error "
+                    "%.3g above %.3g%s), so the parting is that gradient's, not rounding noise",
+                    np_cmp_row_reason(buf, sizeof buf, r), p->step - 1, y.g_err, y.g_level,
+                    y.how == 2 ? ", the gradient its call received" : "");
+                r->n_reason_args = 0;
+            }
+            continue;
+        }
+        dw[i] = y.dw;
         const char *old = np_cmp_row_reason(buf, sizeof buf, r);
         r->reason =
-            how == 1
+            y.how == 1
                 ? cmp_arena_printf(
                       &pv->arena,
                       "%s; it parted on the noise of step %d's gradient: %lld of %lld elements "
                       "had a gradient within %.0f x the runs' difference on it there (%.3g), "
-                      "which Adam moves by +-lr either way; without them it is within its level "
-                      "(relative error %.3g), and their difference (L2 %.3g) is what the calls "
-                      "that use it carry",
-                      old, p->step - 1, (long long)n_noise, (long long)r->cmp->numel, PN_NOISE,
-                      noise, rest, d)
+                      "which Adam moves by +-lr either way, and that gradient was within its "
+                      "level (relative L2 error %.3g, at most %.3g); without them it is within "
+                      "its level (relative error %.3g), and their difference (L2 %.3g) is what "
+                      "the calls that use it carry",
+                      old, p->step - 1, (long long)y.n_noise, (long long)r->cmp->numel,
+                      PN_NOISE, y.noise, y.g_err, y.g_level, y.rest, y.dw)
                 : cmp_arena_printf(
                       &pv->arena,
                       "%s; it parted on the noise of step %d's gradient (not dumped; its values "
                       "there agree): %lld of %lld elements were moved by the same step in "
                       "opposite directions by the two runs, Adam's normalised update of a "
-                      "gradient whose sign the runs disagree on; without them it is within its "
-                      "level (relative error %.3g), and their difference (L2 %.3g) is what the "
-                      "calls that use it carry",
-                      old, p->step - 1, (long long)n_noise, (long long)r->cmp->numel, rest, d);
+                      "gradient whose sign the runs disagree on, and the gradient its call "
+                      "received there was within its level (relative L2 error %.3g, at most "
+                      "%.3g); without them it is within its level (relative error %.3g), and "
+                      "their difference (L2 %.3g) is what the calls that use it carry",
+                      old, p->step - 1, (long long)y.n_noise, (long long)r->cmp->numel, y.g_err,
+                      y.g_level, y.rest, y.dw);
         r->n_reason_args = 0;
         n++;
     }
     np_dumpio_close(pr.io[0]);
     np_dumpio_close(pr.io[1]);
+    np_strmap_free(&lv.names);
     if (n)
         cmp_note(p, "%d weight row(s) parted beyond their level on the noise of step %d's gradient "
                  "(elements within %.0f x the runs' difference there, which Adam moves by +-lr in "
-                 "either run): warnings, and the calls that use them are judged at the level "
-                 "that difference gives their outputs.", n, p->step - 1, PN_NOISE);
+                 "either run, the gradient itself within its level): warnings, and the calls "
+                 "that use them are judged at the level that difference gives their outputs.",
+                 n, p->step - 1, PN_NOISE);
     return n;
 }

@@ -940,6 +940,16 @@ static void parted_rejudge(np_cmp_pair *p, const parted_rows *pr, size_t i, doub
         r->severity = sev0;
     char buf[300];
     const char *why = np_cmp_row_reason(buf, sizeof buf, r);
+    if (from_output == 2) { /* summed_level */
+        r->reason = cmp_arena_printf(
+            &((cmp_pair_priv *)p->priv)->arena,
+            "%s%sat step %d these values are the sum autograd made (not dumped) of the "
+            "gradients of the %.0f calls that use one tensor: their levels times their norms, "
+            "summed, over the sum's norm = %.3g (the weights parted in an earlier step)",
+            why, why[0] ? "; " : "", p->step, carried, level);
+        r->n_reason_args = 0;
+        return;
+    }
     r->reason = cmp_arena_printf(&((cmp_pair_priv *)p->priv)->arena,
                            from_output ? "%s%sat step %d the level of these values is that of the "
                                          "output that made them, %.0f x the parting its inputs "
@@ -1021,6 +1031,125 @@ static int outs_find(const np_strmap *outs, const np_cmp_row *r)
     return o;
 }
 
+/* The leaf that pairs with a leaf across the passes, into buf: a forward
+ * call's input "A.forward.input.K" (a module's "M.forward.N.input.K") and
+ * its gradient "A.backward.output.K" (how 0 -> and 2 <-); a backward call's
+ * input "A.backward.input.K" (the gradient of an output) and that output
+ * "A.forward.output.K" (how 1 ->). 0 when the name has no such form. */
+static int grad_twin(char *buf, size_t cap, const char *name, int how)
+{
+    static const char *const pass[3][2] = {{".forward.", ".backward"},
+                                           {".backward.", ".forward"},
+                                           {".backward.", ".forward"}};
+    static const char *const role[3][2] = {{".input.", ".output."},
+                                           {".input.", ".output."},
+                                           {".output.", ".input."}};
+    const char *from = pass[how][0], *p = NULL, *q = NULL;
+    for (const char *x = strstr(name, from); x; x = strstr(x + 1, from))
+        p = x;
+    const char *pe = p ? p + strlen(from) - 1 : NULL; /* the dot after the pass */
+    for (const char *x = pe ? strstr(pe, role[how][0]) : NULL; x; x = strstr(x + 1, role[how][0]))
+        q = x;
+    if (!p || !q)
+        return 0;
+    return snprintf(buf, cap, "%.*s%s%.*s%s%s", (int)(p - name), name, pass[how][1],
+                    (int)(q - pe), pe, role[how][1], q + strlen(role[how][0])) < (int)cap;
+}
+
+/* The level of a gradient row r that autograd summed, in an op that is
+ * not dumped, from the gradients of the calls that took one tensor y as an
+ * input (their backward outputs of that input; at mix a module and the API
+ * call inside it hold the same ones, counted once): a backward call's input
+ * that no output holds (y: its forward output), or a module's backward
+ * output (y: the module's forward input, which the calls inside it take). Each addend a_i is held to its
+ * level l_i (relative L2); a sum of them is then off by at most
+ * sum l_i |a_i|, so its level is sum l_i |a_i| / |sum| (a bound,
+ * cancellation included; the bench's norms). 0 when fewer than two addends
+ * are found, one is not dumped or has no level, or they do not account for
+ * the sum (|sum| above sum |a_i|: an addend is missing). *n_add: their
+ * count. */
+static double summed_level(const np_cmp_pair *p, const parted_rows *pr, const double *lvl,
+                           const np_strmap *rows, size_t i, int *n_add)
+{
+    const np_cmp_row *r = &p->rows[i];
+    char y[2 * NP_FMT_NAME_LEN], a[2 * NP_FMT_NAME_LEN], k1[600], k2[600];
+    int out = !strcmp(r->cmp->role, "output");
+    if (!grad_twin(y, sizeof y, r->cmp->name, out ? 2 : 1))
+        return 0;
+    int yi = np_strmap_get(rows, y);
+    if (yi < 0 || !p->rows[yi].bench || !p->rows[yi].cmp)
+        return 0;
+    const np_cmp_row *yr = &p->rows[yi];
+    parted_key(k1, sizeof k1, yr);
+    double sum = 0, err = 0;
+    int n = 0;
+    int seen[8];
+    for (size_t j = 0; j < p->n_rows && n < 8; j++) {
+        const np_cmp_row *q = &p->rows[j];
+        if (!q->bench || !q->cmp || strcmp(q->cmp->role, "input") != 0 || q->call_index < 0 ||
+            p->calls[q->call_index].backward || q->cmp->numel != yr->cmp->numel ||
+            q->cmp->norm != yr->cmp->norm || q->bench->norm != yr->bench->norm)
+            continue; /* (the same values have the same norms: a cheap test first) */
+        parted_key(k2, sizeof k2, q);
+        if ((int)j == yi || strcmp(k1, k2) != 0 || !grad_twin(a, sizeof a, q->cmp->name, 0))
+            continue;
+        int ai = np_strmap_get(rows, a);
+        if (ai == (int)i)
+            continue;
+        if (ai < 0 || !p->rows[ai].bench || !p->rows[ai].cmp)
+            return 0; /* an addend not dumped */
+        double l = lvl[ai] > 0 ? lvl[ai] : pr->t[ai].rtol;
+        if (!(l > 0) || !isfinite(p->rows[ai].bench->norm))
+            return 0;
+        int dup = 0; /* the same values as an addend already counted */
+        parted_key(k2, sizeof k2, &p->rows[ai]);
+        for (int m = 0; m < n && !dup; m++) {
+            parted_key(a, sizeof a, &p->rows[seen[m]]);
+            dup = !strcmp(a, k2);
+        }
+        if (dup)
+            continue;
+        seen[n++] = ai;
+        sum += p->rows[ai].bench->norm;
+        err += l * p->rows[ai].bench->norm;
+    }
+    double s = r->bench->norm;
+    *n_add = n;
+    if (n < 2 || !(s > 0) || s > sum * (1 + 1e-6))
+        return 0;
+    return err / s;
+}
+
+/* The level input row i of call c is measured against in the pass: its
+ * own, or the level of the output whose values it holds, or of the sum
+ * autograd made of several calls' gradients (summed_level); the row judged
+ * anew at it when that is higher (*n counts). */
+static double parted_input_level(np_cmp_pair *p, const parted_rows *pr, const double *lvl,
+                                 const np_strmap *outs, const np_strmap *rows,
+                                 const np_cmp_call *c, size_t i, int *n)
+{
+    np_cmp_row *r = &p->rows[i];
+    int o = -1;
+    if (!pr->wt[i] && !strcmp(r->cmp->role, "input"))
+        o = outs_find(outs, r);
+    double li = pr->t[i].rtol; /* the level its severity is measured against */
+    if (o >= 0 && r->verdict == NP_VERDICT_ERROR && lvl[o] > li) {
+        parted_rejudge(p, pr, i, lvl[o], lvl[o] / PARTED_FACTOR, 1);
+        li = lvl[o];
+        (*n)++;
+    }
+    double ls = 0;
+    int n_add = 0;
+    if (o < 0 && c->backward && r->verdict == NP_VERDICT_ERROR && !pr->wt[i] &&
+        !strcmp(r->cmp->role, "input") &&
+        (ls = summed_level(p, pr, lvl, rows, i, &n_add)) > li) {
+        parted_rejudge(p, pr, i, ls, n_add, 2);
+        li = ls;
+        (*n)++;
+    }
+    return li;
+}
+
 /* The pass over the calls in execution order; returns the rows judged
  * anew, *top the highest level given (and *dtype its row's dtype). */
 static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, const char **dtype)
@@ -1030,11 +1159,14 @@ static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, co
     size_t *start = calloc(nc + 2, sizeof *start);
     int *byc = malloc((nr + 1) * sizeof *byc);
     double *carried = calloc(nc + 1, sizeof *carried), *lvl = calloc(nr + 1, sizeof *lvl);
-    np_strmap names = {0}, outs = {0};
+    np_strmap names = {0}, outs = {0}, rows = {0};
     int n = 0;
     if (!start || !byc || !carried || !lvl || np_strmap_init(&names, nc + 1) != 0 ||
-        np_strmap_init(&outs, 64) != 0)
+        np_strmap_init(&outs, 64) != 0 || np_strmap_init(&rows, nr + 1) != 0)
         goto done;
+    for (size_t i = 0; i < nr; i++)
+        if (p->rows[i].cmp)
+            np_strmap_put(&rows, p->rows[i].cmp->name, (int)i);
     for (size_t i = 0; i < nr; i++)
         if (p->rows[i].call_index >= 0)
             start[p->rows[i].call_index + 2]++;
@@ -1064,15 +1196,7 @@ static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, co
             if (!r->bench || !r->cmp || !role_is_in(r->cmp->role) ||
                 (!pr->wt[i] && !parted_row(p, pr, i)) || !isfinite(r->severity))
                 continue;
-            int o = -1;
-            if (!pr->wt[i] && !strcmp(r->cmp->role, "input"))
-                o = outs_find(&outs, r);
-            double li = pr->t[i].rtol; /* the level its severity is measured against */
-            if (o >= 0 && r->verdict == NP_VERDICT_ERROR && lvl[o] > li) {
-                parted_rejudge(p, pr, i, lvl[o], lvl[o] / PARTED_FACTOR, 1);
-                li = lvl[o];
-                n++;
-            }
+            double li = parted_input_level(p, pr, lvl, &outs, &rows, c, i, &n);
             if (r->verdict != NP_VERDICT_ERROR && r->severity <= 1 && li > 0)
                 e = fmax(e, r->severity * li);
             if (pr->dw[i] > 0)
@@ -1086,9 +1210,19 @@ static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, co
             if (!parted_row(p, pr, i) || !role_is_out(r->cmp->role))
                 continue;
             lvl[i] = fmax(level, pr->t[i].rtol);
+            int n_add = 0;
+            double ls = c->backward && r->verdict == NP_VERDICT_ERROR &&
+                                !strcmp(c->kind, "module")
+                            ? summed_level(p, pr, lvl, &rows, i, &n_add)
+                            : 0;
+            if (ls > lvl[i]) { /* a module's input gradient, summed inside it */
+                lvl[i] = ls;
+                parted_rejudge(p, pr, i, ls, n_add, 2);
+                n++;
+            }
             if (stats && !c->backward && r->verdict != NP_VERDICT_ERROR)
                 fwd_max = fmax(fwd_max, r->severity * pr->t[i].rtol);
-            if (r->verdict == NP_VERDICT_ERROR && level > pr->t[i].rtol) {
+            if (r->verdict == NP_VERDICT_ERROR && level > pr->t[i].rtol && level > ls) {
                 parted_rejudge(p, pr, i, level, e, 0);
                 n++;
                 if (level > *top) {
@@ -1126,6 +1260,7 @@ done:
     free(lvl);
     np_strmap_free(&names);
     np_strmap_free(&outs);
+    np_strmap_free(&rows);
     return n;
 }
 
@@ -1279,7 +1414,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, const cmp_run_sides *
     /* weights that parted on the noise of the step before (parted_noise.c):
      * what they carry into the calls that use them */
     if (parted && s)
-        cmp_parted_noise(p, s, pr.wt, pr.t, pr.dw);
+        cmp_parted_noise(p, s, pr.wt, pr.t, pr.scale, pr.dw);
     parted_finish(p, &pr, parted);
     if (weights_rule)
         weights_inplace(p);
