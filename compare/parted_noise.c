@@ -118,6 +118,26 @@ static int same_values_row(const np_cmp_pair *p, const np_cmp_row *r, const char
     return -1;
 }
 
+/* A gradient of the step before on both sides (bench leaf lb, cmp leaf lc,
+ * n elements), each divided by its step's loss scale, into g[0], g[1]; 0
+ * (and both NULL) when either is not there. */
+static int pn_read_grads(pn_prev *pr, const char *lb, const char *lc, int64_t n, double *g[2])
+{
+    g[0] = pn_read(pr->io[0], lb, n);
+    g[1] = g[0] ? pn_read(pr->io[1], lc, n) : NULL;
+    if (!g[0] || !g[1]) {
+        free(g[0]);
+        free(g[1]);
+        g[0] = g[1] = NULL;
+        return 0;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        g[0][j] /= pr->scale[0];
+        g[1][j] /= pr->scale[1];
+    }
+    return 1;
+}
+
 /* Row r's gradient at the step before, both sides (divided by their loss
  * scales) into g[0], g[1], its leaf name (the cmp side's) into leaf; 0 when
  * not found. */
@@ -135,18 +155,8 @@ static int prev_grad(const np_cmp_pair *p, const np_cmp_row *r, pn_prev *pr, dou
         }
         if (!grad_leaf(leaf, cap, w->cmp->name, w->cmp->role))
             continue;
-        g[0] = pn_read(pr->io[0], leaf, n);
-        g[1] = g[0] ? pn_read(pr->io[1], leaf, n) : NULL;
-        if (g[0] && g[1]) {
-            for (int64_t j = 0; j < n; j++) {
-                g[0][j] /= pr->scale[0];
-                g[1][j] /= pr->scale[1];
-            }
+        if (pn_read_grads(pr, leaf, leaf, n, g))
             return 1;
-        }
-        free(g[0]);
-        free(g[1]);
-        g[0] = g[1] = NULL;
     }
     return 0;
 }
@@ -285,14 +295,8 @@ static int pn_flip_grads_within(const np_cmp_pair *p, pn_levels *lv, pn_prev *pr
             continue;
         int64_t n = p->rows[j].cmp->numel;
         double *g[2];
-        g[0] = pn_read(pr->io[0], p->rows[j].bench->name, n);
-        g[1] = g[0] ? pn_read(pr->io[1], p->rows[j].cmp->name, n) : NULL;
-        int ok = g[0] && g[1];
-        for (int64_t e = 0; ok && e < n; e++) {
-            g[0][e] /= pr->scale[0];
-            g[1][e] /= pr->scale[1];
-        }
-        ok = ok && pn_grad_within(p, lv, i, leaf, g, n, y);
+        int ok = pn_read_grads(pr, p->rows[j].bench->name, p->rows[j].cmp->name, n, g) &&
+                 pn_grad_within(p, lv, i, leaf, g, n, y);
         free(g[0]);
         free(g[1]);
         if (!ok)

@@ -1333,6 +1333,16 @@ static void test_parted_noise(void)
     np_cmp_pair_free(&p);
 }
 
+/* One call of write_sum's: its input 0 and output 0, 64 elements. */
+static void sum_call(tw *w, const char *name, const char *kind, const char *site, const char *dt,
+                     const float *in, const float *out)
+{
+    const int64_t s64[1] = {64};
+    int q = tw_call(w, name, kind, "", site);
+    tw_tensor(w, q, name, "input", "0", dt, 1, s64, in);
+    tw_tensor(w, q, name, "output", "0", dt, 1, s64, out);
+}
+
 /* A gradient that autograd sums from several calls' gradients in an op
  * not dumped (docs/COMPARE.md, "Gradients summed from several calls"):
  * step 1, fp32 bench against fp16 cmp (level 0.02). A layer norm's output
@@ -1349,7 +1359,6 @@ static void test_parted_noise(void)
  * gate_proj and up_proj take one input): clean. */
 static void write_sum(const char *path, int cmp, int kind)
 {
-    const int64_t s64[1] = {64};
     tw *w = tw_open(path, "tensor", cmp ? "fp16" : "fp32", 1, 0);
     CHECK(w != NULL);
     if (!w)
@@ -1371,38 +1380,20 @@ static void write_sum(const char *path, int cmp, int kind)
     const char *ln = "Functional.layer_norm.0.forward", *l0 = "Functional.linear.0.forward",
                *l1 = "Functional.linear.1.forward", *mf = "Module.mlp.MLP.forward.0",
                *mb = "Module.mlp.MLP.backward.0";
-    int q = tw_call(w, ln, "api", "", "m.py:1");
-    tw_tensor(w, q, ln, "input", "0", dt, 1, s64, z);
-    tw_tensor(w, q, ln, "output", "0", dt, 1, s64, y);
-    if (kind == 3) {
-        q = tw_call(w, mf, "module", "", "m.py:5");
-        tw_tensor(w, q, mf, "input", "0", dt, 1, s64, y);
-        tw_tensor(w, q, mf, "output", "0", dt, 1, s64, g);
-    }
-    q = tw_call(w, l0, "api", "", "m.py:2");
-    tw_tensor(w, q, l0, "input", "0", dt, 1, s64, y);
-    tw_tensor(w, q, l0, "output", "0", dt, 1, s64, z);
+    sum_call(w, ln, "api", "m.py:1", dt, z, y);
+    if (kind == 3)
+        sum_call(w, mf, "module", "m.py:5", dt, y, g);
+    sum_call(w, l0, "api", "m.py:2", dt, y, z);
     if (kind != 2) {
-        q = tw_call(w, l1, "api", "", "m.py:3");
-        tw_tensor(w, q, l1, "input", "0", dt, 1, s64, y);
-        tw_tensor(w, q, l1, "output", "0", dt, 1, s64, g);
+        sum_call(w, l1, "api", "m.py:3", dt, y, g);
         const char *b1 = "Functional.linear.1.backward";
-        q = tw_call(w, b1, "api", "", "m.py:3");
-        tw_tensor(w, q, b1, "input", "0", dt, 1, s64, g);
-        tw_tensor(w, q, b1, "output", "0", dt, 1, s64, a1);
+        sum_call(w, b1, "api", "m.py:3", dt, g, a1);
     }
     const char *b0 = "Functional.linear.0.backward", *bl = "Functional.layer_norm.0.backward";
-    q = tw_call(w, b0, "api", "", "m.py:2");
-    tw_tensor(w, q, b0, "input", "0", dt, 1, s64, z);
-    tw_tensor(w, q, b0, "output", "0", dt, 1, s64, a0);
-    if (kind == 3) {
-        q = tw_call(w, mb, "module", "", "m.py:5");
-        tw_tensor(w, q, mb, "input", "0", dt, 1, s64, g);
-        tw_tensor(w, q, mb, "output", "0", dt, 1, s64, sm);
-    }
-    q = tw_call(w, bl, "api", "", "m.py:1");
-    tw_tensor(w, q, bl, "input", "0", dt, 1, s64, sm);
-    tw_tensor(w, q, bl, "output", "0", dt, 1, s64, sm);
+    sum_call(w, b0, "api", "m.py:2", dt, z, a0);
+    if (kind == 3)
+        sum_call(w, mb, "module", "m.py:5", dt, g, sm);
+    sum_call(w, bl, "api", "m.py:1", dt, sm, sm);
     CHECK_EQ_INT(tw_close(w, 1), 0);
 }
 
