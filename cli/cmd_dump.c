@@ -235,8 +235,9 @@ static void sum_entries(dump_sum *s, np_dumpio *d, const np_dumpio_info *in)
             s->data_bytes += (long long)e[k].numel *
                              (long long)np_dtype_storage_size(dt < 0 ? NP_FLOAT32 : (np_dtype)dt);
         }
+        np_stats st = np_fmt_entry_stats(&e[k]);
         int bad = strcmp(e[k].role, "kwargs") != 0 &&
-                  (e[k].nan_count || e[k].posinf_count || e[k].neginf_count);
+                  (st.nan_count || st.posinf_count || st.neginf_count);
         if (bad && !s->has_overflow && strcmp(in->task, "overflow_check") == 0) {
             s->has_overflow = 1;
             snprintf(s->of_call, sizeof s->of_call, "%s", e[k].call);

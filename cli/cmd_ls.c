@@ -69,11 +69,12 @@ static int list_entries(np_dumpio *d)
     for (size_t i = 0; i < n; i++) {
         char shape[128], nm[4 * NP_FMT_NAME_LEN], dt[4 * NP_FMT_DTYPE_LEN];
         fmt_shape(shape, sizeof shape, &e[i]);
+        np_stats st = np_fmt_entry_stats(&e[i]);
         /* names are user data: no terminal escapes pass through */
         printf("  %-64s %-9s %-14s %13.6g %13.6g %13.6g %13.6g  %lld/%lld/%lld%s\n",
-               np_term_safe(nm, sizeof nm, e[i].name), np_term_safe(dt, sizeof dt, e[i].dtype), shape, e[i].max, e[i].min, e[i].mean, e[i].norm,
-               (long long)e[i].nan_count, (long long)e[i].posinf_count,
-               (long long)e[i].neginf_count, e[i].has_data ? " *" : "");
+               np_term_safe(nm, sizeof nm, e[i].name), np_term_safe(dt, sizeof dt, e[i].dtype),
+               shape, st.max, st.min, st.mean, st.norm, (long long)st.nan_count,
+               (long long)st.posinf_count, (long long)st.neginf_count, e[i].has_data ? " *" : "");
         char why[400];
         if (np_dumpio_entry_problem(np_dumpio_get_info(d), &e[i], why, sizeof why))
             np_cli_printf("    DUMP DEFECT: this row contradicts itself: %s\n", why);

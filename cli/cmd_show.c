@@ -96,10 +96,11 @@ static int show_one(np_dumpio *d, const np_entry_rec *e, long count)
     for (int i = 0; i < e->ndim && i < NP_FMT_MAX_DIMS; i++)
         printf("%s%lld", i ? ", " : "", (long long)e->shape[i]);
     printf(")\n  numel     %lld\n", (long long)e->numel);
-    printf("  max       %.17g\n  min       %.17g\n  mean      %.17g\n  norm      %.17g\n", e->max,
-           e->min, e->mean, e->norm);
-    printf("  nan       %lld\n  +inf      %lld\n  -inf      %lld\n", (long long)e->nan_count,
-           (long long)e->posinf_count, (long long)e->neginf_count);
+    np_stats st = np_fmt_entry_stats(e);
+    printf("  max       %.17g\n  min       %.17g\n  mean      %.17g\n  norm      %.17g\n", st.max,
+           st.min, st.mean, st.norm);
+    printf("  nan       %lld\n  +inf      %lld\n  -inf      %lld\n", (long long)st.nan_count,
+           (long long)st.posinf_count, (long long)st.neginf_count);
     printf("  crc32     %08x\n  requires_grad %d\n", e->crc32, e->requires_grad);
     if (!e->has_data) {
         printf("  values    (not stored: task without payloads)\n");

@@ -17,10 +17,21 @@ _Static_assert(NP_ROW_STAT(max) && NP_ROW_STAT(min) && NP_ROW_STAT(mean) && NP_R
                    offsetof(np_entry_rec, crc32) - offsetof(np_entry_rec, max) == sizeof(np_stats),
                "np_entry_rec's statistics fields are not np_stats");
 #undef NP_ROW_STAT
+/* No padding: two blocks are compared bit for bit with memcmp (compare's
+ * replicas and shards: a NaN equals the same NaN). */
+_Static_assert(sizeof(np_stats) == 4 * sizeof(double) + 3 * sizeof(int64_t),
+               "np_stats has padding");
 
 void np_fmt_entry_set_stats(np_entry_rec *r, const np_stats *s)
 {
     memcpy((char *)r + offsetof(np_entry_rec, max), s, sizeof *s); /* the block, not one member */
+}
+
+np_stats np_fmt_entry_stats(const np_entry_rec *r)
+{
+    np_stats s;
+    memcpy(&s, (const char *)r + offsetof(np_entry_rec, max), sizeof s);
+    return s;
 }
 
 static hid_t str_type(size_t len)

@@ -328,10 +328,8 @@ static int same_values(const np_entry_rec *x, const np_entry_rec *y)
 {
     if (x->has_data && y->has_data && (x->crc32 || y->crc32))
         return x->crc32 == y->crc32;
-    return !memcmp(&x->max, &y->max, sizeof x->max) && !memcmp(&x->min, &y->min, sizeof x->min) &&
-           !memcmp(&x->mean, &y->mean, sizeof x->mean) &&
-           !memcmp(&x->norm, &y->norm, sizeof x->norm) && x->nan_count == y->nan_count &&
-           x->posinf_count == y->posinf_count && x->neginf_count == y->neginf_count;
+    np_stats a = np_fmt_entry_stats(x), b = np_fmt_entry_stats(y);
+    return !memcmp(&a, &b, sizeof a);
 }
 
 /* 1 when the boxes of two pieces intersect. */
@@ -461,32 +459,36 @@ static const char *coverage_problem(cmp_assembly *a, const char *name, const asm
     return NULL;
 }
 
+/* The statistics block of `fin` finite elements of extremes mx, mn, sum
+ * `sum` and sum of squares `sq` (mean and norm NaN when there are none). */
+static np_stats finite_stats(double mx, double mn, double sum, double sq, int64_t fin,
+                             int64_t nan, int64_t pos, int64_t neg)
+{
+    return (np_stats){.max = mx, .min = mn, .mean = fin ? sum / (double)fin : NAN,
+                      .norm = fin ? sqrt(sq) : NAN, .nan_count = nan, .posinf_count = pos,
+                      .neginf_count = neg};
+}
+
 /* The logical side from its pieces' statistics (no Partial(sum)). */
 static void combine_stats(np_cmp_side *s, const asm_piece *p, int n)
 {
     double mx = NAN, mn = NAN, sq = 0, sum = 0;
-    int64_t nan = 0, inf = 0, fin = 0;
-    int any = 0;
+    int64_t nan = 0, pos = 0, neg = 0, fin = 0;
     for (int i = 0; i < n; i++) {
-        const np_entry_rec *e = p[i].e;
-        int64_t f = e->numel - e->nan_count - e->posinf_count - e->neginf_count;
-        nan += e->nan_count;
-        inf += e->posinf_count + e->neginf_count;
-        if (f <= 0 || isnan(e->max))
+        const np_stats e = np_fmt_entry_stats(p[i].e);
+        int64_t f = p[i].e->numel - e.nan_count - e.posinf_count - e.neginf_count;
+        nan += e.nan_count;
+        pos += e.posinf_count;
+        neg += e.neginf_count;
+        if (f <= 0 || isnan(e.max))
             continue;
-        mx = any ? fmax(mx, e->max) : e->max;
-        mn = any ? fmin(mn, e->min) : e->min;
-        sq += e->norm * e->norm;
-        sum += e->mean * (double)f;
+        mx = fin ? fmax(mx, e.max) : e.max;
+        mn = fin ? fmin(mn, e.min) : e.min;
+        sq += e.norm * e.norm;
+        sum += e.mean * (double)f;
         fin += f;
-        any = 1;
     }
-    s->max = mx;
-    s->min = mn;
-    s->norm = any ? sqrt(sq) : NAN;
-    s->mean = any ? sum / (double)fin : NAN;
-    s->nan_count = nan;
-    s->inf_count = inf;
+    s->stats = finite_stats(mx, mn, sum, sq, fin, nan, pos, neg);
 }
 
 /* ---- payloads ------------------------------------------------------------------ */
@@ -635,14 +637,14 @@ static np_status partial_stats(np_cmp_side *s, const cmp_assembly *a, const asm_
         return np_error_set(err, NP_ERR_NOMEM, NULL, s->name, "out of memory");
     np_status st = build_payload(v, a, l, err);
     double mx = NAN, mn = NAN, sq = 0, sum = 0;
-    int64_t nan = 0, inf = 0, fin = 0;
+    int64_t nan = 0, pos = 0, neg = 0, fin = 0;
     for (int64_t i = 0; st == NP_OK && i < l->numel; i++) {
         if (isnan(v[i])) {
             nan++;
             continue;
         }
         if (isinf(v[i])) {
-            inf++;
+            *(v[i] > 0 ? &pos : &neg) += 1;
             continue;
         }
         mx = fin ? fmax(mx, v[i]) : v[i];
@@ -652,12 +654,7 @@ static np_status partial_stats(np_cmp_side *s, const cmp_assembly *a, const asm_
         fin++;
     }
     free(v);
-    s->max = mx;
-    s->min = mn;
-    s->norm = fin ? sqrt(sq) : NAN;
-    s->mean = fin ? sum / (double)fin : NAN;
-    s->nan_count = nan;
-    s->inf_count = inf;
+    s->stats = finite_stats(mx, mn, sum, sq, fin, nan, pos, neg);
     return st;
 }
 

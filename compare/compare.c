@@ -61,10 +61,10 @@ static void unscale_grads(cmp_dump *d)
         np_cmp_side *e = &d->entries[i];
         if (!cmp_side_is_grad(e))
             continue;
-        e->max *= f;
-        e->min *= f;
-        e->mean *= f;
-        e->norm *= f;
+        e->stats.max *= f;
+        e->stats.min *= f;
+        e->stats.mean *= f;
+        e->stats.norm *= f;
     }
 }
 
@@ -492,8 +492,8 @@ static void pair_digest(np_cmp_pair *p)
             !has_loss_name(r->cmp->call))
             continue;
         p->has_loss = 1;
-        p->loss_bench = r->bench->mean;
-        p->loss_cmp = r->cmp->mean;
+        p->loss_bench = r->bench->stats.mean;
+        p->loss_cmp = r->cmp->stats.mean;
     }
 }
 

@@ -176,7 +176,7 @@ static int row_identical(const np_cmp_pair *p, size_t i)
     if (!b || !c || strcmp(b->dtype, c->dtype) != 0 || r->verdict != NP_VERDICT_PASS)
         return 0;
     if (!strcmp(c->role, "kwargs"))
-        return b->max == c->max || (isnan(b->max) && isnan(c->max));
+        return b->stats.max == c->stats.max || (isnan(b->stats.max) && isnan(c->stats.max));
     if (!r->m || (pv && pv->payload && pv->payload[i] != CMP_PAYLOAD_OK) || b->ndim != c->ndim ||
         b->numel != c->numel)
         return 0;
@@ -202,7 +202,7 @@ static uint64_t fnv(uint64_t h, const void *data, size_t n)
 static uint64_t leaf_key(const np_cmp_side *s)
 {
     uint64_t h = fnv(14695981039346656037ull, s->dtype, strlen(s->dtype));
-    double st[4] = {s->max, s->min, s->mean, s->norm};
+    double st[4] = {s->stats.max, s->stats.min, s->stats.mean, s->stats.norm};
     h = fnv(h, &s->numel, sizeof s->numel);
     h = fnv(h, st, sizeof st);
     return fnv(h, &s->crc32, sizeof s->crc32);

@@ -68,7 +68,7 @@ static void tie_gather(const np_cmp_pair *p, tie_call *tc)
         size_t ln = strlen(r->cmp->name);
         if (!strcmp(role, "kwargs")) {
             if (ln > 4 && !strcmp(r->cmp->name + ln - 4, ".dim"))
-                t->dim = r->cmp->max;
+                t->dim = r->cmp->stats.max;
             t->other_err |= (char)err;
         } else if (!strcmp(role, "output") && int_dtype(r->cmp->dtype)) {
             t->idx_err |= (char)err;

@@ -110,7 +110,8 @@ static int same_values_row(const np_cmp_pair *p, const np_cmp_row *r, const char
         int same = 1;
         for (int k = 0; k < 2 && same; k++)
             same = a[k]->numel == b[k]->numel && a[k]->crc32 == b[k]->crc32 &&
-                   a[k]->norm == b[k]->norm && a[k]->max == b[k]->max && a[k]->min == b[k]->min &&
+                   a[k]->stats.norm == b[k]->stats.norm && a[k]->stats.max == b[k]->stats.max &&
+                   a[k]->stats.min == b[k]->stats.min &&
                    !strcmp(a[k]->dtype, b[k]->dtype);
         if (same)
             return (int)i;

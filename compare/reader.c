@@ -123,12 +123,7 @@ static np_status entries_rows(void *user, np_entry_rec *buf, size_t off, size_t 
         s->ndim = (int8_t)r->ndim;
         s->seq = r->seq;
         s->numel = r->numel;
-        s->max = r->max;
-        s->min = r->min;
-        s->mean = r->mean;
-        s->norm = r->norm;
-        s->nan_count = r->nan_count;
-        s->inf_count = r->posinf_count + r->neginf_count;
+        s->stats = np_fmt_entry_stats(r);
         s->crc32 = r->crc32;
         s->has_data = r->has_data;
         s->requires_grad = r->requires_grad;

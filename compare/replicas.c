@@ -42,14 +42,13 @@ static const np_entry_rec *find_entry(const rank_file *rf, const char *name, siz
 static int same_leaf(const np_entry_rec *a, const np_entry_rec *b)
 {
     if (strcmp(a->dtype, b->dtype) || a->numel != b->numel || a->ndim != b->ndim ||
-        a->crc32 != b->crc32 || a->nan_count != b->nan_count ||
-        a->posinf_count != b->posinf_count || a->neginf_count != b->neginf_count)
+        a->crc32 != b->crc32)
         return 0;
     for (int i = 0; i < a->ndim && i < NP_FMT_MAX_DIMS; i++)
         if (a->shape[i] != b->shape[i])
             return 0;
-    double sa[4] = {a->max, a->min, a->mean, a->norm}, sb[4] = {b->max, b->min, b->mean, b->norm};
-    return memcmp(sa, sb, sizeof sa) == 0;
+    np_stats sa = np_fmt_entry_stats(a), sb = np_fmt_entry_stats(b);
+    return memcmp(&sa, &sb, sizeof sa) == 0;
 }
 
 static void set_finding(np_rep_finding *f, np_rep_kind kind, int step, const np_entry_rec *e)

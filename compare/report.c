@@ -262,14 +262,14 @@ void cmp_row_cells(cmp_cells *o, const np_cmp_pair *p, const np_cmp_row *r)
         o->c[n++] = b ? str(o->scratch[3]) : na();
     }
     if (p->mode != NP_CMP_MODE_MD5) {
-        o->c[n++] = c ? num(c->max) : na();
-        o->c[n++] = c ? num(c->min) : na();
-        o->c[n++] = c ? num(c->mean) : na();
-        o->c[n++] = c ? num(c->norm) : na();
-        o->c[n++] = b ? num(b->max) : na();
-        o->c[n++] = b ? num(b->min) : na();
-        o->c[n++] = b ? num(b->mean) : na();
-        o->c[n++] = b ? num(b->norm) : na();
+        o->c[n++] = c ? num(c->stats.max) : na();
+        o->c[n++] = c ? num(c->stats.min) : na();
+        o->c[n++] = c ? num(c->stats.mean) : na();
+        o->c[n++] = c ? num(c->stats.norm) : na();
+        o->c[n++] = b ? num(b->stats.max) : na();
+        o->c[n++] = b ? num(b->stats.min) : na();
+        o->c[n++] = b ? num(b->stats.mean) : na();
+        o->c[n++] = b ? num(b->stats.norm) : na();
     }
     o->c[n++] = b && c ? str(b->requires_grad == c->requires_grad ? "True" : "False") : na();
     /* Err_message: msprobe's note on the metrics; where none could be

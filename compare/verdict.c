@@ -269,7 +269,8 @@ void np_cmp_row_stats(np_cmp_stats *out, const np_cmp_row *r)
             out->diff[i] = out->rel[i] = NAN;
         return;
     }
-    double bv[4] = {b->max, b->min, b->mean, b->norm}, cv[4] = {c->max, c->min, c->mean, c->norm};
+    const np_stats *bs = &b->stats, *cs = &c->stats;
+    double bv[4] = {bs->max, bs->min, bs->mean, bs->norm}, cv[4] = {cs->max, cs->min, cs->mean, cs->norm};
     for (int i = 0; i < 4; i++) {
         /* equal infinities (msprobe's statistics keep them) differ by 0, as msprobe says */
         out->diff[i] = cv[i] == bv[i] ? 0.0 : cv[i] - bv[i];
@@ -296,14 +297,16 @@ static const char *const stat_warn_fmt[4] = {
 static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t, double scale)
 {
     const np_cmp_side *b = r->bench, *c = r->cmp;
-    double bv[4] = {b->max, b->min, b->mean, b->norm}, cv[4] = {c->max, c->min, c->mean, c->norm};
+    const np_stats *bs = &b->stats, *cs = &c->stats;
+    double bv[4] = {bs->max, bs->min, bs->mean, bs->norm}, cv[4] = {cs->max, cs->min, cs->mean, cs->norm};
     np_cmp_stats st;
     r->has_stats = 1;
     np_cmp_row_stats(&st, r);
-    if (b->nan_count != c->nan_count || b->inf_count != c->inf_count) {
+    if (bs->nan_count != cs->nan_count || np_cmp_side_infs(b) != np_cmp_side_infs(c)) {
         set_fmt(r, NP_VERDICT_ERROR, INFINITY,
                 "NaN/Inf counts differ (cmp %lld, bench %lld non-finite)", 2,
-                (double)(c->nan_count + c->inf_count), (double)(b->nan_count + b->inf_count));
+                (double)(cs->nan_count + np_cmp_side_infs(c)),
+                (double)(bs->nan_count + np_cmp_side_infs(b)));
         return;
     }
     if (is_int_dtype(c->dtype) || is_int_dtype(b->dtype)) {
@@ -317,8 +320,8 @@ static void verdict_stats(np_cmp_row *r, np_cmp_tolerance t, double scale)
     double n = (double)(b->numel > 0 ? b->numel : 1);
     double floor = fmax(t.atol * sqrt(n), scale);
     /* the scales from finite statistics only (msprobe's keep +-inf) */
-    double maxabs = fmax(isfinite(b->max) ? fabs(b->max) : 0, isfinite(b->min) ? fabs(b->min) : 0);
-    double norm = isfinite(b->norm) ? b->norm : maxabs * sqrt(n);
+    double maxabs = fmax(isfinite(bs->max) ? fabs(bs->max) : 0, isfinite(bs->min) ? fabs(bs->min) : 0);
+    double norm = isfinite(bs->norm) ? bs->norm : maxabs * sqrt(n);
     double rms_floor = fmax(t.atol, scale / sqrt(n));
     double den[4] = {fmax(maxabs, rms_floor), fmax(maxabs, rms_floor), fmax(norm / sqrt(n), rms_floor),
                      fmax(norm, floor)};
@@ -481,8 +484,10 @@ static void verdict_overflow(np_cmp_pair *p, np_cmp_row *r)
     const np_cmp_side *b = r->bench, *c = r->cmp;
     if (r->verdict != NP_VERDICT_ERROR || !cmp_side_is_grad(b) || !cmp_side_is_grad(c))
         return;
-    int bad_b = b->nan_count + b->inf_count > 0 || !isfinite(b->max) || !isfinite(b->min);
-    int bad_c = c->nan_count + c->inf_count > 0 || !isfinite(c->max) || !isfinite(c->min);
+    int bad_b = b->stats.nan_count + np_cmp_side_infs(b) > 0 || !isfinite(b->stats.max) ||
+                !isfinite(b->stats.min);
+    int bad_c = c->stats.nan_count + np_cmp_side_infs(c) > 0 || !isfinite(c->stats.max) ||
+                !isfinite(c->stats.min);
     double s = bad_c ? p->cmp_loss_scale : p->bench_loss_scale;
     if (bad_b == bad_c || !(s > 1))
         return;
@@ -532,9 +537,9 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
     double lsev, llevel;
     const char *lfmt;
     if ((!r->bench || !r->cmp) && one &&
-        cmp_lowp_row(one->name, one->role, one->max, one == r->cmp ? p->cmp_precision : p->bench_precision,
-                     &lv, &lsev, &lfmt, &llevel)) {
-        set_fmt(r, lv, lsev, lfmt, isnan(llevel) ? 0 : 2, one->max, llevel);
+        cmp_lowp_row(one->name, one->role, one->stats.max,
+                     one == r->cmp ? p->cmp_precision : p->bench_precision, &lv, &lsev, &lfmt, &llevel)) {
+        set_fmt(r, lv, lsev, lfmt, isnan(llevel) ? 0 : 2, one->stats.max, llevel);
         return;
     }
     if (!r->bench || !r->cmp) {
@@ -545,7 +550,7 @@ static void verdict_row(np_cmp_pair *p, np_cmp_row *r, const np_cmp_options *o, 
         return; /* set earlier: payload read failure */
     const np_cmp_side *b = r->bench, *c = r->cmp;
     if (!strcmp(c->role, "kwargs") || !strcmp(b->role, "kwargs")) {
-        double bv = b->max, cv = c->max;
+        double bv = b->stats.max, cv = c->stats.max;
         r->has_stats = r->m == NULL; /* statistics mode: the diffs of the value, as msprobe */
         if (r->m) {
             r->m->max_abs_err = fabs(cv - bv);
@@ -625,8 +630,8 @@ static void weights_key(char *buf, size_t cap, const np_cmp_side *s)
     if (s->has_data && s->crc32)
         snprintf(buf, cap, "%lld|crc %08x|%s", (long long)s->numel, (unsigned)s->crc32, s->dtype);
     else
-        snprintf(buf, cap, "%lld|%.17g|%.17g|%.17g|%.17g|%u|%s", (long long)s->numel, s->max,
-                 s->min, s->mean, s->norm, (unsigned)s->crc32, s->dtype);
+        snprintf(buf, cap, "%lld|%.17g|%.17g|%.17g|%.17g|%u|%s", (long long)s->numel, s->stats.max,
+                 s->stats.min, s->stats.mean, s->stats.norm, (unsigned)s->crc32, s->dtype);
 }
 
 /* The reason of an input row that holds a parted weight (its pointer marks
@@ -816,11 +821,11 @@ static double *grad_in(const np_cmp_pair *p)
         const np_cmp_row *r = &p->rows[i];
         if (r->call_index < 0 || !r->bench || !r->cmp || strcmp(r->bench->role, "input") != 0 ||
             !p->calls[r->call_index].backward || strcmp(p->calls[r->call_index].kind, "api") != 0 ||
-            is_int_dtype(r->bench->dtype) || !isfinite(r->bench->norm))
+            is_int_dtype(r->bench->dtype) || !isfinite(r->bench->stats.norm))
             continue;
         double *g = &gin[2 * r->call_index];
-        if (r->bench->norm > g[0]) {
-            g[0] = r->bench->norm;
+        if (r->bench->stats.norm > g[0]) {
+            g[0] = r->bench->stats.norm;
             g[1] = (double)r->bench->numel;
         }
     }
@@ -993,15 +998,15 @@ static double noise_carried(const np_cmp_pair *p, const int *byc, size_t j0, siz
             !strcmp(r->bench->name + ln - 8, ".input.0"))
             x = r->bench;
     }
-    if (!y || !(y->norm > 0) || y->numel <= 0)
+    if (!y || !(y->stats.norm > 0) || y->numel <= 0)
         return 0;
     const np_cmp_side *b = w->bench;
     int bcast = b->ndim >= 1 && b->ndim <= y->ndim && b->numel > 0 && y->numel % b->numel == 0;
     for (int d = 1; bcast && d <= b->ndim; d++)
         bcast = b->shape[b->ndim - d] == y->shape[y->ndim - d] || b->shape[b->ndim - d] == 1;
     if (bcast)
-        return dw * sqrt((double)(y->numel / b->numel)) / y->norm;
-    return x && x != b && x->norm > 0 ? dw * x->norm / y->norm : 0;
+        return dw * sqrt((double)(y->numel / b->numel)) / y->stats.norm;
+    return x && x != b && x->stats.norm > 0 ? dw * x->stats.norm / y->stats.norm : 0;
 }
 
 /* The values of a row on both sides without their bytes' dtype: a cast
@@ -1013,8 +1018,8 @@ static void values_key(char *k, size_t cap, const np_cmp_row *r)
     size_t n = (size_t)snprintf(k, cap, "v");
     for (int j = 0; j < 2 && n < cap; j++)
         n += (size_t)snprintf(k + n, cap - n, "|%lld|%.17g|%.17g|%.17g|%.17g",
-                              (long long)sd[j]->numel, sd[j]->max, sd[j]->min, sd[j]->mean,
-                              sd[j]->norm);
+                              (long long)sd[j]->numel, sd[j]->stats.max, sd[j]->stats.min,
+                              sd[j]->stats.mean, sd[j]->stats.norm);
 }
 
 /* The output row whose values row r holds (its bytes, or its values after
@@ -1088,7 +1093,7 @@ static double summed_level(const np_cmp_pair *p, const parted_rows *pr, const do
         const np_cmp_row *q = &p->rows[j];
         if (!q->bench || !q->cmp || strcmp(q->cmp->role, "input") != 0 || q->call_index < 0 ||
             p->calls[q->call_index].backward || q->cmp->numel != yr->cmp->numel ||
-            q->cmp->norm != yr->cmp->norm || q->bench->norm != yr->bench->norm)
+            q->cmp->stats.norm != yr->cmp->stats.norm || q->bench->stats.norm != yr->bench->stats.norm)
             continue; /* (the same values have the same norms: a cheap test first) */
         parted_key(k2, sizeof k2, q);
         if ((int)j == yi || strcmp(k1, k2) != 0 || !grad_twin(a, sizeof a, q->cmp->name, 0))
@@ -1099,7 +1104,7 @@ static double summed_level(const np_cmp_pair *p, const parted_rows *pr, const do
         if (ai < 0 || !p->rows[ai].bench || !p->rows[ai].cmp)
             return 0; /* an addend not dumped */
         double l = lvl[ai] > 0 ? lvl[ai] : pr->t[ai].rtol;
-        if (!(l > 0) || !isfinite(p->rows[ai].bench->norm))
+        if (!(l > 0) || !isfinite(p->rows[ai].bench->stats.norm))
             return 0;
         int dup = 0; /* the same values as an addend already counted */
         parted_key(k2, sizeof k2, &p->rows[ai]);
@@ -1110,10 +1115,10 @@ static double summed_level(const np_cmp_pair *p, const parted_rows *pr, const do
         if (dup)
             continue;
         seen[n++] = ai;
-        sum += p->rows[ai].bench->norm;
-        err += l * p->rows[ai].bench->norm;
+        sum += p->rows[ai].bench->stats.norm;
+        err += l * p->rows[ai].bench->stats.norm;
     }
-    double s = r->bench->norm;
+    double s = r->bench->stats.norm;
     *n_add = n;
     if (n < 2 || !(s > 0) || s > sum * (1 + 1e-6))
         return 0;

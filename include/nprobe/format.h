@@ -77,10 +77,12 @@ extern "C" {
 
 /* The statistics block of a leaf, over its finite elements (max, min, mean
  * and norm are NaN when there are none), with its NaN/Inf counts: one struct
- * for the probe's results (np_probe_stats) and a caller's (np_leaf_stats),
- * written into a row of /entries by np_fmt_entry_set_stats: the row's fields
- * max..neginf_count are this block member for member (checked at compile
- * time in common/format.c). */
+ * for the probe's results (np_probe_stats), a caller's (np_leaf_stats) and
+ * compare's sides (np_cmp_side), written into a row of /entries by
+ * np_fmt_entry_set_stats and read from one by np_fmt_entry_stats: the row's
+ * fields max..neginf_count are this block member for member, and the block
+ * has no padding, so memcmp compares two bit for bit (both checked at
+ * compile time in common/format.c). */
 typedef struct np_stats {
     double max, min, mean, norm;
     int64_t nan_count, posinf_count, neginf_count;
@@ -156,8 +158,10 @@ int np_fmt_place_kind(const char *item, int *dim);
  * including hdf5.h so this header stays dependency-free. Each returns a new
  * compound type id that the caller closes with H5Tclose, or a negative id on
  * failure. Field names equal the struct member names. */
-/* The statistics block written into a row (its fields max..neginf_count). */
+/* The statistics block written into a row (its fields max..neginf_count),
+ * and read from one. */
 void np_fmt_entry_set_stats(np_entry_rec *r, const np_stats *s);
+np_stats np_fmt_entry_stats(const np_entry_rec *r);
 
 int64_t np_fmt_entry_h5type(void);
 int64_t np_fmt_call_h5type(void);

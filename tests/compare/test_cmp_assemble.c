@@ -178,10 +178,10 @@ static void check_clean(const char *task)
         }
         CHECK_EQ_INT(o->cmp->numel, 12);
         CHECK_EQ_INT(o->cmp->shape[0], 4);
-        CHECK_EQ_FLOAT(o->cmp->max, mx);
-        CHECK_EQ_FLOAT(o->cmp->min, mn);
-        CHECK_CLOSE(o->cmp->mean, s / 12, 1e-12, 1e-9);
-        CHECK_CLOSE(o->cmp->norm, sqrt(q), 1e-12, 1e-9);
+        CHECK_EQ_FLOAT(o->cmp->stats.max, mx);
+        CHECK_EQ_FLOAT(o->cmp->stats.min, mn);
+        CHECK_CLOSE(o->cmp->stats.mean, s / 12, 1e-12, 1e-9);
+        CHECK_CLOSE(o->cmp->stats.norm, sqrt(q), 1e-12, 1e-9);
         CHECK_EQ_INT(o->verdict, NP_VERDICT_PASS);
         if (o->m)
             CHECK_EQ_FLOAT(o->m->max_abs_err, 0.0);
@@ -195,15 +195,15 @@ static void check_clean(const char *task)
     if (!strcmp(task, "tensor")) {
         CHECK(q != NULL);
         if (q) {
-            CHECK_EQ_FLOAT(q->cmp->max, 4.0);  /* a + b = {4, 3, 2, 1} */
-            CHECK_EQ_FLOAT(q->cmp->min, 1.0);
+            CHECK_EQ_FLOAT(q->cmp->stats.max, 4.0);  /* a + b = {4, 3, 2, 1} */
+            CHECK_EQ_FLOAT(q->cmp->stats.min, 1.0);
             CHECK_EQ_INT(q->verdict, NP_VERDICT_PASS);
         }
         CHECK(a != NULL);
         if (a) {
-            CHECK_EQ_FLOAT(a->cmp->max, 2.0);  /* (a + b) / 2 = {2, 1.5, 1, 0.5} */
-            CHECK_EQ_FLOAT(a->cmp->min, 0.5);
-            CHECK_EQ_FLOAT(a->cmp->mean, 1.25);
+            CHECK_EQ_FLOAT(a->cmp->stats.max, 2.0);  /* (a + b) / 2 = {2, 1.5, 1, 0.5} */
+            CHECK_EQ_FLOAT(a->cmp->stats.min, 0.5);
+            CHECK_EQ_FLOAT(a->cmp->stats.mean, 1.25);
             CHECK_EQ_INT(a->verdict, NP_VERDICT_PASS);
             if (a->m)
                 CHECK_EQ_FLOAT(a->m->max_abs_err, 0.0);

@@ -209,13 +209,13 @@ static int seen(const np_cmp_pair *p, const table *t, size_t row, const field *f
         return 1;
     const np_cmp_side *b = r->bench, *c = r->cmp;
     if (!strcmp(fd->name, "max"))
-        return memcmp(&b->max, &c->max, sizeof b->max) != 0;
+        return memcmp(&b->stats.max, &c->stats.max, sizeof b->stats.max) != 0;
     if (!strcmp(fd->name, "min"))
-        return memcmp(&b->min, &c->min, sizeof b->min) != 0;
+        return memcmp(&b->stats.min, &c->stats.min, sizeof b->stats.min) != 0;
     if (!strcmp(fd->name, "mean"))
-        return memcmp(&b->mean, &c->mean, sizeof b->mean) != 0;
+        return memcmp(&b->stats.mean, &c->stats.mean, sizeof b->stats.mean) != 0;
     if (!strcmp(fd->name, "norm"))
-        return memcmp(&b->norm, &c->norm, sizeof b->norm) != 0;
+        return memcmp(&b->stats.norm, &c->stats.norm, sizeof b->stats.norm) != 0;
     if (!strcmp(fd->name, "requires_grad"))
         return b->requires_grad != c->requires_grad;
     return 0;

@@ -69,10 +69,7 @@ static np_cmp_side side(double mx, double mn, double mean, double norm)
 {
     np_cmp_side s;
     memset(&s, 0, sizeof s);
-    s.max = mx;
-    s.min = mn;
-    s.mean = mean;
-    s.norm = norm;
+    s.stats = (np_stats){.max = mx, .min = mn, .mean = mean, .norm = norm};
     s.dtype = "float32";
     s.role = "output";
     return s;

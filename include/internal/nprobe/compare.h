@@ -155,14 +155,19 @@ typedef struct np_cmp_side {
     const char *dtype;            /* logical dtype */
     const int64_t *shape;         /* ndim dims */
     int64_t seq, numel;
-    double max, min, mean, norm;  /* from the dump (over finite elements) */
-    int64_t nan_count, inf_count;
+    np_stats stats;               /* the row's statistics block (np_fmt_entry_stats) */
     uint32_t crc32;
     int8_t ndim, requires_grad, has_data;
     const char *defect;           /* NULL, or why the /entries row contradicts itself
                                    * ("numel -1 disagrees with shape (4, 8) = 32"):
                                    * the row is an error, left out of the root cause */
 } np_cmp_side;
+
+/* A side's +Inf and -Inf elements together. */
+static inline int64_t np_cmp_side_infs(const np_cmp_side *s)
+{
+    return s->stats.posinf_count + s->stats.neginf_count;
+}
 
 /* Statistics-mode numbers of a row (np_cmp_row_stats). */
 typedef struct np_cmp_stats {
