@@ -65,27 +65,32 @@ int np_prec_fault_from_name(const char *name)
     return -1;
 }
 
+/* src quantized to the context's format into a buffer of the context (NULL
+ * when out of memory): scales moved by 2^shift, block scales dequantized
+ * when dq, the quantization's statistics into st when not NULL. */
+static const float *quantized(np_ctx *ctx, const float *src, int64_t outer, int64_t K,
+                              int64_t inner, int shift, int dq, np_lowp_stats *st)
+{
+    float *dst = rt_alloc(ctx, (size_t)(outer * K * inner) * sizeof *dst);
+    if (!dst)
+        return NULL;
+    if (st)
+        np_lowp_stats_init(st);
+    np_lowp_quantize(dst, src, outer, K, inner, (np_lowp)ctx->o.lowp, shift, dq, st);
+    return dst;
+}
+
 const float *rt_lowp_operand(np_ctx *ctx, int is_weight, const float *src, int64_t outer, int64_t K,
                              int64_t inner)
 {
     np_lowp f = (np_lowp)ctx->o.lowp;
     if (f == NP_LOWP_NONE || !src)
         return src;
-    int64_t n = outer * K * inner;
-    float *dst = rt_alloc(ctx, (size_t)n * sizeof *dst);
-    if (!dst)
-        return NULL;
-    int shift = 0, dq = 0;
     np_prec_fault pf = ctx->o.device == NP_DEVICE_NPU_SIM ? (np_prec_fault)ctx->o.prec_fault
                                                           : NP_PREC_FAULT_NONE;
-    if (pf == NP_PREC_FAULT_LOWP_BLOCK_SCALE && is_weight)
-        dq = 1;
-    if (pf == NP_PREC_FAULT_LOWP_SATURATE && !is_weight)
-        shift = f == NP_LOWP_MXFP8 ? -4 : -14;
-    np_lowp_stats *st = &ctx->lowp_st[is_weight != 0];
-    np_lowp_stats_init(st);
-    np_lowp_quantize(dst, src, outer, K, inner, f, shift, dq, st);
-    return dst;
+    int dq = pf == NP_PREC_FAULT_LOWP_BLOCK_SCALE && is_weight;
+    int shift = pf == NP_PREC_FAULT_LOWP_SATURATE && !is_weight ? (f == NP_LOWP_MXFP8 ? -4 : -14) : 0;
+    return quantized(ctx, src, outer, K, inner, shift, dq, &ctx->lowp_st[is_weight != 0]);
 }
 
 const float *rt_lowp_bwd_operand(np_ctx *ctx, int is_grad, const float *src, int64_t outer, int64_t K,
@@ -94,15 +99,10 @@ const float *rt_lowp_bwd_operand(np_ctx *ctx, int is_grad, const float *src, int
     np_lowp f = (np_lowp)ctx->o.lowp;
     if (f == NP_LOWP_NONE || !src)
         return src;
-    int64_t n = outer * K * inner;
-    float *dst = rt_alloc(ctx, (size_t)n * sizeof *dst);
-    if (!dst)
-        return NULL;
     int shift = 0;
     if (is_grad && ctx->o.device == NP_DEVICE_NPU_SIM && ctx->o.prec_fault == NP_PREC_FAULT_LOWP_BWD_UNDERFLOW)
         shift = f == NP_LOWP_MXFP8 ? 16 : 24;
-    np_lowp_quantize(dst, src, outer, K, inner, f, shift, 0, NULL);
-    return dst;
+    return quantized(ctx, src, outer, K, inner, shift, 0, NULL);
 }
 
 /* keys by operand: static strings, the event keeps the pointers */
