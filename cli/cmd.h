@@ -115,6 +115,9 @@ int np_cli_monitor_detach(struct np_monitor *m);
  * printed as "op: CALL (in MODULE; ...)", preferring a call inside module
  * `mod`; 0 when one was named, -1 when none (no such dump, none exceeds). */
 int np_cli_triage_kept_op(const char *dir, int64_t step, int rank, const char *mod);
+/* The /calls rows of dump file `path`, read as they are (no check of the
+ * file beyond HDF5's); NULL with *n_out 0 when there are none or on error. */
+struct np_call_rec *np_cli_dump_calls(const char *path, size_t *n_out);
 
 /* The profile task inside `nprobe train` (cli/profile_attach.c): --profile
  * DIR (every step) and/or a config.json with "task": "profile" (its

@@ -10,7 +10,6 @@
  * triage_kept.c), else the module's first API call in the rerun's dump. Each rerun is `nprobe train TRAIN... --load CK
  * --stop-after S+1` in a child process, its files under OUT. */
 #include <errno.h>
-#include <hdf5.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stddef.h>
@@ -211,31 +210,19 @@ static int first_api_of(char *api, size_t cap, const char *dump, int64_t step, i
     snprintf(path, sizeof path, "%s/step%lld/rank%d/dump.h5", dump, (long long)step, rank);
     snprintf(want, sizeof want, "Module.%s.", mod);
     int found = -1;
-    H5E_BEGIN_TRY {
-        hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-        hid_t d = f >= 0 ? H5Dopen2(f, "calls", H5P_DEFAULT) : -1;
-        hid_t t = (hid_t)np_fmt_call_h5type();
-        hid_t sp = d >= 0 ? H5Dget_space(d) : -1;
-        hssize_t n = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
-        np_call_rec *rows = n > 0 ? calloc((size_t)n, sizeof *rows) : NULL;
-        if (rows && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows) >= 0) {
-            const char *modcall = NULL;
-            for (hssize_t i = 0; i < n && !modcall; i++)
-                if (!strcmp(rows[i].kind, "module") && !strncmp(rows[i].call, want, strlen(want)) &&
-                    strstr(rows[i].call, ".forward."))
-                    modcall = rows[i].call;
-            for (hssize_t i = 0; modcall && i < n && found; i++)
-                if (!strcmp(rows[i].kind, "api") && !strcmp(rows[i].parent, modcall)) {
-                    snprintf(api, cap, "%s", rows[i].call);
-                    found = 0;
-                }
+    size_t n;
+    np_call_rec *rows = np_cli_dump_calls(path, &n);
+    const char *modcall = NULL;
+    for (size_t i = 0; i < n && !modcall; i++)
+        if (!strcmp(rows[i].kind, "module") && !strncmp(rows[i].call, want, strlen(want)) &&
+            strstr(rows[i].call, ".forward."))
+            modcall = rows[i].call;
+    for (size_t i = 0; modcall && i < n && found; i++)
+        if (!strcmp(rows[i].kind, "api") && !strcmp(rows[i].parent, modcall)) {
+            snprintf(api, cap, "%s", rows[i].call);
+            found = 0;
         }
-        free(rows);
-        if (sp >= 0) H5Sclose(sp);
-        if (t >= 0) H5Tclose(t);
-        if (d >= 0) H5Dclose(d);
-        if (f >= 0) H5Fclose(f);
-    } H5E_END_TRY;
+    free(rows);
     return found;
 }
 

@@ -15,8 +15,7 @@
 #include "nprobe/format.h"
 #include "nprobe/replay.h"
 
-/* The /calls rows of a dump file (NULL on error). */
-static np_call_rec *read_calls(const char *path, size_t *n_out)
+np_call_rec *np_cli_dump_calls(const char *path, size_t *n_out)
 {
     np_call_rec *rows = NULL;
     *n_out = 0;
@@ -81,7 +80,7 @@ int np_cli_triage_kept_op(const char *dir, int64_t step, int rank, const char *m
         return -1;
     }
     size_t n_rows = 0;
-    np_call_rec *rows = read_calls(path, &n_rows);
+    np_call_rec *rows = np_cli_dump_calls(path, &n_rows);
     /* the first exceeding call inside the anomalous module, else the first kept */
     const np_replay_call *pick = NULL, *any = NULL;
     char where[NP_FMT_NAME_LEN], pick_where[NP_FMT_NAME_LEN] = "";
