@@ -43,46 +43,32 @@ void np_ref_gemm_select(int own)
 
 /* ---- packing ------------------------------------------------------------- */
 
-/* A(i, k) of op(A), row-major storage with leading dimension lda. */
-static inline double at(const double *A, int ta, int64_t lda, int64_t i, int64_t k)
+/* The size of the block at i of blocks of b over [0, n): b but at the edge. */
+static inline int64_t edge(int64_t n, int64_t i, int64_t b)
 {
-    return ta ? A[k * lda + i] : A[i * lda + k];
+    return n - i < b ? n - i : b;
 }
 
-/* Rows [i0, i0 + mc) x cols [k0, k0 + kc) of op(A) into strips of MR rows:
- * strip s holds, for each k, its MR values (zero past the edge). */
-static void pack_a(double *ap, const double *A, int ta, int64_t lda, int64_t i0, int64_t mc,
-                   int64_t k0, int64_t kc)
+/* A panel of op(A) or op(B) into strips: element (u, k) is X[u * su + k *
+ * sk], u running over op(A)'s rows (w = MR) or op(B)'s columns (w = NR), k
+ * over the shared dimension; [u0, u0 + nu) x [k0, k0 + kc) goes into strips
+ * of w values of u, strip s holding, for each k, its w values (zero past
+ * the edge). */
+static void pack(double *p, const double *X, int64_t su, int64_t sk, int64_t u0, int64_t nu,
+                 int64_t k0, int64_t kc, int w)
 {
-    for (int64_t s = 0; s < mc; s += MR) {
-        int64_t mr = mc - s < MR ? mc - s : MR;
-        for (int64_t k = 0; k < kc; k++) {
-            for (int64_t r = 0; r < mr; r++)
-                ap[r] = at(A, ta, lda, i0 + s + r, k0 + k);
-            for (int64_t r = mr; r < MR; r++)
-                ap[r] = 0.0;
-            ap += MR;
-        }
-    }
-}
-
-/* Rows [k0, k0 + kc) x cols [j0, j0 + nc) of op(B) into strips of NR
- * columns: strip s holds, for each k, its NR values (zero past the edge). */
-static void pack_b(double *bp, const double *B, int tb, int64_t ldb, int64_t k0, int64_t kc,
-                   int64_t j0, int64_t nc)
-{
-    for (int64_t s = 0; s < nc; s += NR) {
-        int64_t nr = nc - s < NR ? nc - s : NR;
-        for (int64_t k = 0; k < kc; k++) {
-            if (!tb && nr == NR) {
-                memcpy(bp, B + (k0 + k) * ldb + j0 + s, NR * sizeof *bp);
-            } else {
-                for (int64_t c = 0; c < nr; c++)
-                    bp[c] = tb ? B[(j0 + s + c) * ldb + k0 + k] : B[(k0 + k) * ldb + j0 + s + c];
-                for (int64_t c = nr; c < NR; c++)
-                    bp[c] = 0.0;
+    for (int64_t s = 0; s < nu; s += w) {
+        int64_t n = edge(nu, s, w);
+        for (int64_t k = 0; k < kc; k++, p += w) {
+            const double *x = X + (u0 + s) * su + (k0 + k) * sk;
+            if (su == 1 && n == w) {
+                memcpy(p, x, (size_t)w * sizeof *p);
+                continue;
             }
-            bp += NR;
+            for (int64_t u = 0; u < n; u++)
+                p[u] = x[u * su];
+            for (int64_t u = n; u < w; u++)
+                p[u] = 0.0;
         }
     }
 }
@@ -179,17 +165,17 @@ static int own_gemm(int ta, int tb, int64_t M, int64_t N, int64_t K, const doubl
             C[i * ldc + j] = beta == 0.0 ? 0.0 : beta * C[i * ldc + j];
     double t[MR * NR];
     for (int64_t j0 = 0; j0 < N; j0 += NC) {
-        int64_t nc = N - j0 < NC ? N - j0 : NC;
+        int64_t nc = edge(N, j0, NC);
         for (int64_t k0 = 0; k0 < K; k0 += KC) {
-            int64_t kc = K - k0 < KC ? K - k0 : KC;
-            pack_b(bp, B, tb, ldb, k0, kc, j0, nc);
+            int64_t kc = edge(K, k0, KC);
+            pack(bp, B, tb ? ldb : 1, tb ? 1 : ldb, j0, nc, k0, kc, NR);
             for (int64_t i0 = 0; i0 < M; i0 += MC) {
-                int64_t mc = M - i0 < MC ? M - i0 : MC;
-                pack_a(ap, A, ta, lda, i0, mc, k0, kc);
+                int64_t mc = edge(M, i0, MC);
+                pack(ap, A, ta ? 1 : lda, ta ? lda : 1, i0, mc, k0, kc, MR);
                 for (int64_t s = 0; s < nc; s += NR) {
-                    int64_t nr = nc - s < NR ? nc - s : NR;
+                    int64_t nr = edge(nc, s, NR);
                     for (int64_t q = 0; q < mc; q += MR) {
-                        int64_t mr = mc - q < MR ? mc - q : MR;
+                        int64_t mr = edge(mc, q, MR);
                         tile(t, ap + q * kc, bp + s * kc, kc);
                         for (int64_t r = 0; r < mr; r++) {
                             double *c = C + (i0 + q + r) * ldc + j0 + s;
