@@ -328,6 +328,26 @@ static np_status csv_cell(double *v, const char *cell, double dflt, const char *
     return np_error_set(err, NP_ERR_FORMAT, path, col, "line %lld: not a number: '%s'", line, cell);
 }
 
+/* The next record of a csv table that is not a blank line into fld/nf,
+ * *line its line number; *more 0 at the end of the file. A record with no
+ * field past column `need` (the largest one read) is an error. */
+static np_status csv_row(FILE *f, sbuf *b, char **fld, int *nf, int need, long long *line,
+                         int *more, const char *path, np_error *err)
+{
+    int rc;
+    do {
+        rc = csv_record(f, b, fld, CSV_MAX_FIELDS, nf);
+        *line += rc > 0;
+    } while (rc > 0 && *nf == 1 && !fld[0][0]); /* a blank line */
+    *more = rc > 0;
+    if (rc < 0)
+        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    if (rc > 0 && *nf <= need)
+        return np_error_set(err, NP_ERR_FORMAT, path, NULL, "line %lld: %d fields, the header has more",
+                            *line, *nf);
+    return NP_OK;
+}
+
 /* Grow a step table by one; NULL out of memory. */
 static csv_step *step_slot(csv_step **steps, size_t *n, size_t *cap)
 {
@@ -355,7 +375,7 @@ static np_status kernel_rows(FILE *f, sbuf *b, char **fld, int nf, const char *p
     size_t n_steps = 0, cap_steps = 0;
     long long line = 1;
     np_status st = NP_OK;
-    int rc;
+    int more;
     int c_name = csv_col(fld, nf, "Name", "Op Name");
     int c_ts = csv_col(fld, nf, "Start Time(us)", "Task Start Time(us)");
     int c_dur = csv_col(fld, nf, "Duration(us)", "Task Duration(us)");
@@ -368,18 +388,10 @@ static np_status kernel_rows(FILE *f, sbuf *b, char **fld, int nf, const char *p
                             "not a kernel_details.csv (nor operator_details.csv): no such column in the header");
     int need = c_name > c_ts ? c_name : c_ts;
     need = need > c_dur ? need : c_dur;
-    while ((rc = csv_record(f, b, fld, CSV_MAX_FIELDS, &nf)) > 0) {
-        line++;
-        if (nf == 1 && !fld[0][0])
-            continue; /* a blank line */
+    while (!(st = csv_row(f, b, fld, &nf, need, &line, &more, path, err)) && more) {
         np_prof_event e = {.ph = 'X', .cat = "kernel", .arg_name = "", .task_type = "", .pid = 0,
                            .tid = 0, .flops = NAN, .stream = 0, .correlation = -1};
         double v;
-        if (nf <= need) {
-            st = np_error_set(err, NP_ERR_FORMAT, path, NULL, "line %lld: %d fields, the header has more",
-                              line, nf);
-            goto done;
-        }
         e.name = fld[c_name];
         if ((st = csv_cell(&e.ts, fld[c_ts], NAN, path, "Start Time(us)", line, err)) ||
             (st = csv_cell(&e.dur, fld[c_dur], NAN, path, "Duration(us)", line, err)))
@@ -411,10 +423,8 @@ static np_status kernel_rows(FILE *f, sbuf *b, char **fld, int nf, const char *p
             goto done;
         }
     }
-    if (rc < 0) {
-        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    if (st)
         goto done;
-    }
     for (size_t k = 0; k < n_steps; k++) {
         char name[48];
         snprintf(name, sizeof name, "ProfilerStep#%lld", steps[k].id);
@@ -457,15 +467,9 @@ static np_status operator_rows(FILE *f, sbuf *b, char **fld, int nf, const char 
     need = need > c_total ? need : c_total;
     double host_at = 0, dev_at = 0;
     long long line = 1;
-    int rc;
+    int more;
     np_status st;
-    while ((rc = csv_record(f, b, fld, CSV_MAX_FIELDS, &nf)) > 0) {
-        line++;
-        if (nf == 1 && !fld[0][0])
-            continue; /* a blank line */
-        if (nf <= need)
-            return np_error_set(err, NP_ERR_FORMAT, path, NULL, "line %lld: %d fields, the header has more",
-                                line, nf);
+    while (!(st = csv_row(f, b, fld, &nf, need, &line, &more, path, err)) && more) {
         np_prof_event e = {.ph = 'X', .cat = "cpu_op", .name = fld[c_name], .arg_name = "",
                            .task_type = "", .pid = 0, .tid = 1, .flops = NAN, .stream = -1,
                            .correlation = -1, .ts = host_at, .self_given = 1};
@@ -492,9 +496,7 @@ static np_status operator_rows(FILE *f, sbuf *b, char **fld, int nf, const char 
                 return NP_ERR_ARG;
         }
     }
-    if (rc < 0)
-        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    return NP_OK;
+    return st;
 }
 
 /* Ascend's csv files: kernel_details.csv or operator_details.csv, told
