@@ -41,45 +41,46 @@ def current():
     return _tls.stage, _tls.micro_batch
 
 
+def _wraps(orig, wrapper):
+    """wrapper, marked as the package's wrapper of orig, with orig's name."""
+    wrapper._nprobe_orig = orig
+    wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
+    return wrapper
+
+
+def _in_chunk(stage, mb, call):
+    """call() as the chunk of `stage` (its stage_index) for micro-batch `mb`:
+    current() says so meanwhile, in this thread."""
+    global _active
+    saved = _tls.stage, _tls.micro_batch
+    try:
+        _tls.stage = int(getattr(stage, "stage_index", -1))
+        _tls.micro_batch = int(mb) if isinstance(mb, int) else -1
+    except (TypeError, ValueError):
+        pass
+    _active += 1
+    try:
+        return call()
+    finally:
+        _active -= 1
+        _tls.stage, _tls.micro_batch = saved
+
+
 def _chunk(orig, pos, name):
     """Wrap a stage method whose argument `name` (position `pos` after
     self) is the micro-batch index."""
     def wrapper(self, *args, **kwargs):
-        global _active
         mb = kwargs.get(name, args[pos] if len(args) > pos else -1)
-        saved = _tls.stage, _tls.micro_batch
-        try:
-            _tls.stage = int(getattr(self, "stage_index", -1))
-            _tls.micro_batch = int(mb) if isinstance(mb, int) else -1
-        except (TypeError, ValueError):
-            pass
-        _active += 1
-        try:
-            return orig(self, *args, **kwargs)
-        finally:
-            _active -= 1
-            _tls.stage, _tls.micro_batch = saved
-    wrapper._nprobe_orig = orig
-    wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
-    return wrapper
+        return _in_chunk(self, mb, lambda: orig(self, *args, **kwargs))
+    return _wraps(orig, wrapper)
 
 
 def _loss(orig):
     """_maybe_compute_loss(self, stage, output, target_mbs, mb_index, ...)."""
     def wrapper(self, stage, output, target_mbs, mb_index, *args, **kwargs):
-        global _active
-        saved = _tls.stage, _tls.micro_batch
-        _tls.stage = int(getattr(stage, "stage_index", -1))
-        _tls.micro_batch = int(mb_index) if isinstance(mb_index, int) else -1
-        _active += 1
-        try:
-            return orig(self, stage, output, target_mbs, mb_index, *args, **kwargs)
-        finally:
-            _active -= 1
-            _tls.stage, _tls.micro_batch = saved
-    wrapper._nprobe_orig = orig
-    wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
-    return wrapper
+        return _in_chunk(stage, mb_index,
+                         lambda: orig(self, stage, output, target_mbs, mb_index, *args, **kwargs))
+    return _wraps(orig, wrapper)
 
 
 def _pause(orig):
@@ -95,9 +96,7 @@ def _pause(orig):
             distributed._tls.inside = inside
             debugger._tls.depth -= 1
             _paused -= 1
-    wrapper._nprobe_orig = orig
-    wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
-    return wrapper
+    return _wraps(orig, wrapper)
 
 
 def _p2p(orig):
@@ -109,9 +108,7 @@ def _p2p(orig):
 
     def wrapper(p2p_ops, *args, **kwargs):
         return distributed._batch_wrapper(lambda ops: orig(ops, *args, **kwargs))(p2p_ops)
-    wrapper._nprobe_orig = orig
-    wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
-    return wrapper
+    return _wraps(orig, wrapper)
 
 
 _CHUNKS = {"forward_one_chunk": (0, "fwd_chunk_id"), "backward_one_chunk": (0, "bwd_chunk_id"),
