@@ -173,11 +173,13 @@ void cmp_noise_quotients(np_cmp_pair *p, const cmp_run_sides *s);
  * pv->prev_bench / prev_cmp): rows i with wt[i] and severity > 1, their
  * level t[i].rtol; the step before's gradient of each must itself have been
  * within its level (t[j], scale[j]: the level and scale row j, the same
- * gradient at this step, was judged at); dw[i] gets the L2 norm of the
+ * gradient at this step, was judged at; `rows`: the cmp leaf names -> row,
+ * the one map verdict.c builds a pair); dw[i] gets the L2 norm of the
  * runs' difference on the noise elements (0: not explained), the row's
  * reason and the pair's notes say it. Returns how many (parted_noise.c; tensor mode). */
 int cmp_parted_noise(np_cmp_pair *p, const cmp_run_sides *s, const unsigned char *wt,
-                     const np_cmp_tolerance *t, const double *scale, double *dw);
+                     const np_cmp_tolerance *t, const double *scale, const np_strmap *rows,
+                     double *dw);
 /* Per-call statuses and the culprit list (rows' verdicts filled). */
 np_status cmp_root_cause(np_cmp_pair *p, np_error *err);
 /* p->culprits: the calls whose status is culprit, in call order (verdict.c). */

@@ -204,26 +204,12 @@ typedef struct pn_why {
 } pn_why;
 
 /* The rows' own levels (verdict.c's tolerances, which follow the data): row
- * j's as judged here, by the cmp side's leaf name. */
+ * j's as judged here, found by the cmp side's leaf name. */
 typedef struct pn_levels {
     const np_cmp_tolerance *t;
     const double *scale;
-    np_strmap names; /* cmp leaf name -> row, built on first use */
-    int built;
+    const np_strmap *rows; /* cmp leaf name -> row (verdict.c's, one a pair) */
 } pn_levels;
-
-static int pn_row_of(const np_cmp_pair *p, pn_levels *lv, const char *leaf)
-{
-    if (!lv->built) {
-        lv->built = 1;
-        if (np_strmap_init(&lv->names, p->n_rows + 1) != 0)
-            return -1;
-        for (size_t i = 0; i < p->n_rows; i++)
-            if (p->rows[i].cmp && np_strmap_put(&lv->names, p->rows[i].cmp->name, (int)i) != 0)
-                break;
-    }
-    return lv->names.cap ? np_strmap_get(&lv->names, leaf) : -1;
-}
 
 /* The bound that keeps a real gradient bug from being excused: the step
  * before's gradient g of weight row i (n elements, leaf `leaf`) must itself
@@ -235,7 +221,7 @@ static int pn_row_of(const np_cmp_pair *p, pn_levels *lv, const char *leaf)
  * lower severity of the two); where this step holds no such row, the
  * weight's own level. A gradient beyond it (a backward that computes
  * something else) makes its elements' differences the bug's, not noise. */
-static int pn_grad_within(const np_cmp_pair *p, pn_levels *lv, size_t i, const char *leaf,
+static int pn_grad_within(const np_cmp_pair *p, const pn_levels *lv, size_t i, const char *leaf,
                           double *const g[2], int64_t n, pn_why *y)
 {
     double d2 = 0, b2 = 0;
@@ -244,7 +230,7 @@ static int pn_grad_within(const np_cmp_pair *p, pn_levels *lv, size_t i, const c
         d2 += d * d;
         b2 += g[0][k] * g[0][k];
     }
-    int j = pn_row_of(p, lv, leaf);
+    int j = np_strmap_get(lv->rows, leaf);
     int rows[3] = {j, -1, -1}, n_rows = 0;
     if (j >= 0 && lv->t[j].rtol > 0)
         n_rows = 1;
@@ -275,7 +261,7 @@ static int pn_grad_within(const np_cmp_pair *p, pn_levels *lv, size_t i, const c
  * their levels there (pn_grad_within, their rows in this step); a wrong
  * gradient flowing into that call (a bug behind it) flips the updates just
  * as noise does. 0 when none is dumped at both steps. */
-static int pn_flip_grads_within(const np_cmp_pair *p, pn_levels *lv, pn_prev *pr, size_t i,
+static int pn_flip_grads_within(const np_cmp_pair *p, const pn_levels *lv, pn_prev *pr, size_t i,
                                 pn_why *y)
 {
     const char *call = p->rows[i].cmp->call, *fw = NULL;
@@ -290,7 +276,7 @@ static int pn_flip_grads_within(const np_cmp_pair *p, pn_levels *lv, pn_prev *pr
         if (snprintf(leaf, sizeof leaf, "%.*s.backward%s.input.%d", (int)(fw - call), call,
                      fw + 8, k) >= (int)sizeof leaf)
             return 0;
-        int j = pn_row_of(p, lv, leaf);
+        int j = np_strmap_get(lv->rows, leaf);
         if (j < 0 || !p->rows[j].bench || p->rows[j].cmp->numel <= 0 ||
             p->rows[j].cmp->numel > PN_MAX_NUMEL || p->rows[j].bench->numel != p->rows[j].cmp->numel)
             continue;
@@ -310,7 +296,7 @@ static int pn_flip_grads_within(const np_cmp_pair *p, pn_levels *lv, pn_prev *pr
 /* Row i explained by the noise of the step before (filled into *y); 0 when
  * not. */
 static int pn_explain(const np_cmp_pair *p, size_t i, const cmp_run_sides *s, pn_prev *pr,
-                      pn_levels *lv, pn_why *y)
+                      const pn_levels *lv, pn_why *y)
 {
     const np_cmp_row *r = &p->rows[i];
     double level = lv->t[i].rtol;
@@ -367,14 +353,15 @@ static int pn_explain(const np_cmp_pair *p, size_t i, const cmp_run_sides *s, pn
 }
 
 int cmp_parted_noise(np_cmp_pair *p, const cmp_run_sides *s, const unsigned char *wt,
-                     const np_cmp_tolerance *t, const double *scale, double *dw)
+                     const np_cmp_tolerance *t, const double *scale, const np_strmap *rows,
+                     double *dw)
 {
     cmp_pair_priv *pv = p->priv;
     if (!pv || p->step <= 0 || p->mode != NP_CMP_MODE_TENSOR || !pv->prev_bench ||
         !pv->prev_cmp || !s || !s->bench || !s->cmp || !s->bench->io || !s->cmp->io)
         return 0;
     pn_prev pr = {{NULL, NULL}, {1, 1}, 0, 0};
-    pn_levels lv = {t, scale, {0}, 0};
+    pn_levels lv = {t, scale, rows};
     int n = 0;
     for (size_t i = 0; i < p->n_rows; i++) {
         np_cmp_row *r = &p->rows[i];
@@ -428,7 +415,6 @@ int cmp_parted_noise(np_cmp_pair *p, const cmp_run_sides *s, const unsigned char
     }
     np_dumpio_close(pr.io[0]);
     np_dumpio_close(pr.io[1]);
-    np_strmap_free(&lv.names);
     if (n)
         cmp_note(p, "%d weight row(s) parted beyond their level on the noise of step %d's gradient "
                  "(elements within %.0f x the runs' difference there, which Adam moves by +-lr in "

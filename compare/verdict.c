@@ -908,6 +908,8 @@ typedef struct parted_rows {
     unsigned char *wt;   /* per row: made a warning by the weights rule */
     double *dw;          /* per row: a weight parted on the noise of the step before, the
                           * runs' difference there (L2; 0: none; parted_noise.c) */
+    np_strmap rows;      /* cmp leaf name -> row: the one map of the pair's names the
+                          * rule (summed_level) and parted_noise.c look rows up in */
 } parted_rows;
 
 static np_cmp_tolerance tolerance_at(np_cmp_tolerance t, double level)
@@ -1074,8 +1076,9 @@ static int grad_twin(char *buf, size_t cap, const char *name, int how)
  * the sum (|sum| above sum |a_i|: an addend is missing). *n_add: their
  * count. */
 static double summed_level(const np_cmp_pair *p, const parted_rows *pr, const double *lvl,
-                           const np_strmap *rows, size_t i, int *n_add)
+                           size_t i, int *n_add)
 {
+    const np_strmap *rows = &pr->rows;
     const np_cmp_row *r = &p->rows[i];
     char y[2 * NP_FMT_NAME_LEN], a[2 * NP_FMT_NAME_LEN], k1[600], k2[600];
     int out = !strcmp(r->cmp->role, "output");
@@ -1130,8 +1133,7 @@ static double summed_level(const np_cmp_pair *p, const parted_rows *pr, const do
  * autograd made of several calls' gradients (summed_level); the row judged
  * anew at it when that is higher (*n counts). */
 static double parted_input_level(np_cmp_pair *p, const parted_rows *pr, const double *lvl,
-                                 const np_strmap *outs, const np_strmap *rows,
-                                 const np_cmp_call *c, size_t i, int *n)
+                                 const np_strmap *outs, const np_cmp_call *c, size_t i, int *n)
 {
     np_cmp_row *r = &p->rows[i];
     int o = -1;
@@ -1147,7 +1149,7 @@ static double parted_input_level(np_cmp_pair *p, const parted_rows *pr, const do
     int n_add = 0;
     if (o < 0 && c->backward && r->verdict == NP_VERDICT_ERROR && !pr->wt[i] &&
         !strcmp(r->cmp->role, "input") &&
-        (ls = summed_level(p, pr, lvl, rows, i, &n_add)) > li) {
+        (ls = summed_level(p, pr, lvl, i, &n_add)) > li) {
         parted_rejudge(p, pr, i, ls, n_add, 2);
         li = ls;
         (*n)++;
@@ -1164,14 +1166,11 @@ static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, co
     size_t *start = calloc(nc + 2, sizeof *start);
     int *byc = malloc((nr + 1) * sizeof *byc);
     double *carried = calloc(nc + 1, sizeof *carried), *lvl = calloc(nr + 1, sizeof *lvl);
-    np_strmap names = {0}, outs = {0}, rows = {0};
+    np_strmap names = {0}, outs = {0};
     int n = 0;
     if (!start || !byc || !carried || !lvl || np_strmap_init(&names, nc + 1) != 0 ||
-        np_strmap_init(&outs, 64) != 0 || np_strmap_init(&rows, nr + 1) != 0)
+        np_strmap_init(&outs, 64) != 0)
         goto done;
-    for (size_t i = 0; i < nr; i++)
-        if (p->rows[i].cmp)
-            np_strmap_put(&rows, p->rows[i].cmp->name, (int)i);
     for (size_t i = 0; i < nr; i++)
         if (p->rows[i].call_index >= 0)
             start[p->rows[i].call_index + 2]++;
@@ -1201,7 +1200,7 @@ static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, co
             if (!r->bench || !r->cmp || !role_is_in(r->cmp->role) ||
                 (!pr->wt[i] && !parted_row(p, pr, i)) || !isfinite(r->severity))
                 continue;
-            double li = parted_input_level(p, pr, lvl, &outs, &rows, c, i, &n);
+            double li = parted_input_level(p, pr, lvl, &outs, c, i, &n);
             if (r->verdict != NP_VERDICT_ERROR && r->severity <= 1 && li > 0)
                 e = fmax(e, r->severity * li);
             if (pr->dw[i] > 0)
@@ -1218,7 +1217,7 @@ static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, co
             int n_add = 0;
             double ls = c->backward && r->verdict == NP_VERDICT_ERROR &&
                                 !strcmp(c->kind, "module")
-                            ? summed_level(p, pr, lvl, &rows, i, &n_add)
+                            ? summed_level(p, pr, lvl, i, &n_add)
                             : 0;
             if (ls > lvl[i]) { /* a module's input gradient, summed inside it */
                 lvl[i] = ls;
@@ -1265,19 +1264,24 @@ done:
     free(lvl);
     np_strmap_free(&names);
     np_strmap_free(&outs);
-    np_strmap_free(&rows);
     return n;
 }
 
-/* The per-row arrays of the rule; 0 when out of memory (the rule is then
+/* The per-row arrays of the rule and its name map; 0 when out of memory (the rule is then
  * off). */
-static int parted_alloc(parted_rows *pr, size_t n_rows)
+static int parted_alloc(const np_cmp_pair *p, parted_rows *pr)
 {
+    size_t n_rows = p->n_rows;
     pr->t = calloc(n_rows + 1, sizeof *pr->t);
     pr->scale = calloc(n_rows + 1, sizeof *pr->scale);
     pr->wt = calloc(n_rows + 1, 1);
     pr->dw = calloc(n_rows + 1, sizeof *pr->dw);
-    return pr->t && pr->scale && pr->wt && pr->dw;
+    if (!pr->t || !pr->scale || !pr->wt || !pr->dw || np_strmap_init(&pr->rows, n_rows + 1) != 0)
+        return 0;
+    for (size_t i = 0; i < n_rows; i++)
+        if (p->rows[i].cmp && np_strmap_put(&pr->rows, p->rows[i].cmp->name, (int)i) != 0)
+            return 0;
+    return 1;
 }
 
 /* The rule's pass (when `run`), the tolerances panel's line for the
@@ -1292,6 +1296,7 @@ static void parted_finish(np_cmp_pair *p, parted_rows *pr, int run)
     free(pr->scale);
     free(pr->wt);
     free(pr->dw);
+    np_strmap_free(&pr->rows);
     if (n_parted && top_dtype && pv && pv->n_tols < CMP_MAX_TOLS) {
         np_cmp_tolerance t0 = np_cmp_tolerance_for(top_dtype);
         pv->tols[pv->n_tols++] = (cmp_tol_rec){
@@ -1359,8 +1364,8 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, const cmp_run_sides *
     /* rows computed from weights that parted: each row's level and scale,
      * for the pass after the verdicts (off with --rtol, and where memory
      * runs short) */
-    parted_rows pr = {NULL, NULL, NULL, NULL};
-    int parted = weights_rule && isnan(o->rtol) && parted_alloc(&pr, p->n_rows);
+    parted_rows pr = {NULL, NULL, NULL, NULL, {0}};
+    int parted = weights_rule && isnan(o->rtol) && parted_alloc(p, &pr);
     /* tensor mode reports payload bytes while reading them (compare.c) */
     int rows_progress = o->progress && p->mode != NP_CMP_MODE_TENSOR;
     double *gin = grad_in(p);
@@ -1419,7 +1424,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, const cmp_run_sides *
     /* weights that parted on the noise of the step before (parted_noise.c):
      * what they carry into the calls that use them */
     if (parted && s)
-        cmp_parted_noise(p, s, pr.wt, pr.t, pr.scale, pr.dw);
+        cmp_parted_noise(p, s, pr.wt, pr.t, pr.scale, &pr.rows, pr.dw);
     parted_finish(p, &pr, parted);
     if (weights_rule)
         weights_inplace(p);
