@@ -186,6 +186,14 @@ int np_op_from_api(const char *api)
     return -1;
 }
 
+const char *np_op_call_of(const char *name, int op)
+{
+    if (!name || op < 0 || op >= NP_OP_COUNT)
+        return NULL;
+    size_t n = strlen(op_table[op].api);
+    return !strncmp(name, op_table[op].api, n) && name[n] == '.' ? name + n + 1 : NULL;
+}
+
 int np_op_scalar_index(const np_op_info *info, const char *key)
 {
     for (int i = 0; info && key && i < info->n_scalars; i++)

@@ -3,32 +3,55 @@
  * reference kernel. The slow kernels compute the reference's function, in
  * a wider type, element by element: only the time changes. */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "kernels.h"
 #include "nprobe/fault_slow.h"
+#include "nprobe/ops.h"
 #include "rt_internal.h"
 
-static const np_slow_fault_info catalog[] = { /* enum order: the size check sees a missing one */
-    {"none", "", ""},
-    {"slow_gelu", "Functional.gelu",
+/* The catalog; the op a fault slows is an np_op id, its API name (the op
+ * table's) put in np_slow_fault_info.op once. */
+typedef struct slow_def {
+    const char *name;
+    np_op op;
+    const char *description;
+} slow_def;
+
+static const slow_def defs[] = { /* enum order: the size check sees a missing one */
+    {"none", NP_OP_COUNT, ""},
+    {"slow_gelu", NP_OP_GELU,
      "forward and backward one element at a time in long double (erfl, expl): no vector "
      "clone, no threads (a scalar fallback path)"},
-    {"slow_linear", "Functional.linear",
+    {"slow_linear", NP_OP_LINEAR,
      "forward GEMM as a naive triple loop in double: no BLAS, no threads (a reference "
      "kernel left in a build)"},
 };
-_Static_assert(sizeof catalog / sizeof catalog[0] == NP_SLOW_FAULT_COUNT, "one entry per kind");
+_Static_assert(sizeof defs / sizeof defs[0] == NP_SLOW_FAULT_COUNT, "one entry per kind");
+
+static np_slow_fault_info catalog[NP_SLOW_FAULT_COUNT];
+static pthread_once_t catalog_once = PTHREAD_ONCE_INIT;
+
+static void catalog_init(void)
+{
+    for (int k = 0; k < NP_SLOW_FAULT_COUNT; k++)
+        catalog[k] = (np_slow_fault_info){defs[k].name, k ? np_op_api(defs[k].op) : "",
+                                          defs[k].description};
+}
 
 const np_slow_fault_info *np_slow_fault_get(int k)
 {
-    return k > 0 && k < NP_SLOW_FAULT_COUNT ? &catalog[k] : NULL;
+    if (k <= 0 || k >= NP_SLOW_FAULT_COUNT)
+        return NULL;
+    pthread_once(&catalog_once, catalog_init);
+    return &catalog[k];
 }
 
 int np_slow_fault_from_name(const char *name)
 {
     for (int k = 1; name && k < NP_SLOW_FAULT_COUNT; k++)
-        if (!strcmp(name, catalog[k].name))
+        if (!strcmp(name, defs[k].name))
             return k;
     return -1;
 }

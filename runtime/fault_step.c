@@ -130,19 +130,11 @@ static void rare_gemm(const np_hook_event *ev)
         y[k] = np_round_to(out->dtype, y[k] * 1024.0f);
 }
 
-/* 1 when name is a call of op ("Functional.linear.3.forward" for linear). */
-static int is_call_of(const char *name, np_op op)
-{
-    const char *api = np_op_api(op);
-    size_t n = strlen(api);
-    return !strncmp(name, api, n) && name[n] == '.';
-}
-
 static int on_event(const np_hook_event *ev, void *user)
 {
     np_step_fault *f = user;
     if (f->kind == NP_STEP_FAULT_RARE_PATTERN && ev->kind == NP_EV_API_FORWARD && ev->name &&
-        ev->parent && is_call_of(ev->name, NP_OP_LINEAR) &&
+        ev->parent && np_op_call_of(ev->name, NP_OP_LINEAR) &&
         !strncmp(ev->parent, "Module.h.0.attn.c_attn.", 23))
         rare_gemm(ev);
     if (f->first_step < 0)
@@ -156,7 +148,7 @@ static int on_event(const np_hook_event *ev, void *user)
         (f->rank >= 0 && ev->rank != f->rank) || f->fired_step == ev->step)
         return 0;
     const char *par = target_parent[f->kind];
-    if (!is_call_of(ev->name, target_op[f->kind]) || strncmp(ev->parent, par, strlen(par)))
+    if (!np_op_call_of(ev->name, target_op[f->kind]) || strncmp(ev->parent, par, strlen(par)))
         return 0;
     for (int i = 0; i < ev->n_tensors; i++)
         if (ev->tensors[i].role == NP_ROLE_OUTPUT && ev->tensors[i].index == 0 && ev->tensors[i].t) {

@@ -779,14 +779,15 @@ static int rule(int rg, int api, int bwd, const np_hook_tensor *ht, int *dim)
  * attention, a transpose back, a view (the GPT's 4 transposes a block). */
 static int attn_rule(const char *name, int bwd, const np_hook_tensor *ht, int *dim)
 {
-    if (!strncmp(name, "Tensor.split.", 13))
+    if (np_op_call_of(name, NP_OP_SPLIT))
         return bwd ? 'P' : 0;
-    if (!strncmp(name, "Functional.scaled_dot_product_attention.", 40))
+    if (np_op_call_of(name, NP_OP_SDPA))
         return *dim = 1, 'S';
-    if (!strncmp(name, "Tensor.view.", 12))
+    if (np_op_call_of(name, NP_OP_VIEW))
         return *dim = 2, 'S';
-    if (!strncmp(name, "Tensor.transpose.", 17)) {
-        int n = atoi(name + 17);
+    const char *k = np_op_call_of(name, NP_OP_TRANSPOSE);
+    if (k) {
+        int n = atoi(k);
         /* forward: input then output; backward swaps their roles */
         int is_in = (ht->role == NP_ROLE_INPUT) != bwd;
         int first = n % 4 < 3; /* (B,T,h,D) -> (B,h,T,D) */
@@ -850,23 +851,23 @@ static int dp_rule(const np_hook_event *ev, const np_hook_tensor *ht, int bwd)
     if (where && !strncmp(where, "Module.wpe.", 11))
         return bwd ? 'P' : 'R'; /* the positions: the same for every row */
     if (t->ndim == 0) {
-        if (api && !strncmp(ev->name, "Functional.cross_entropy.", 25))
+        if (api && np_op_call_of(ev->name, NP_OP_CROSS_ENTROPY))
             return bwd ? 'P' : ht->role == NP_ROLE_OUTPUT ? 'A' : 'R';
         return 'R';
     }
     /* an API's weight and bias (inputs 1, 2; their gradients: outputs 1, 2) */
     int param_in = ht->index >= 1 && ht->role == (bwd ? NP_ROLE_OUTPUT : NP_ROLE_INPUT);
     if (api && param_in &&
-        (!strncmp(ev->name, "Functional.linear.", 18) ||
-         !strncmp(ev->name, "Functional.layer_norm.", 22) ||
-         !strncmp(ev->name, "Functional.embedding.", 21)))
+        (np_op_call_of(ev->name, NP_OP_LINEAR) ||
+         np_op_call_of(ev->name, NP_OP_LAYER_NORM) ||
+         np_op_call_of(ev->name, NP_OP_EMBEDDING)))
         return bwd ? 'P' : 'R';
     /* an operand broadcast over the batch (the position embedding's add) */
     int most = 0;
     for (int k = 0; k < ev->n_tensors; k++)
         if (ev->tensors[k].t && ev->tensors[k].t->ndim > most)
             most = ev->tensors[k].t->ndim;
-    if (api && !strncmp(ev->name, "Tensor.add.", 11) && t->ndim < most)
+    if (api && np_op_call_of(ev->name, NP_OP_ADD) && t->ndim < most)
         return bwd ? 'P' : 'R';
     return 'S';
 }

@@ -397,6 +397,14 @@ static void test_registry(void)
     CHECK_EQ_INT(np_op_from_api("Tensor.flatten"), NP_OP_VIEW);
     CHECK(strcmp(np_op_api(NP_OP_LAYER_NORM), "Functional.layer_norm") == 0);
     CHECK(strcmp(np_op_api(NP_OP_COUNT), "Unknown.op") == 0);
+    /* a call of an op: its API name, a dot, the rest */
+    const char *rest = np_op_call_of("Tensor.transpose.5.backward", NP_OP_TRANSPOSE);
+    CHECK(rest && strcmp(rest, "5.backward") == 0);
+    CHECK(np_op_call_of("Functional.linear.0.forward", NP_OP_LAYER_NORM) == NULL);
+    CHECK(np_op_call_of("Functional.layer_norm_x.0.forward", NP_OP_LAYER_NORM) == NULL);
+    CHECK(np_op_call_of("Functional.layer_norm", NP_OP_LAYER_NORM) == NULL);
+    CHECK(np_op_call_of(NULL, NP_OP_LAYER_NORM) == NULL);
+    CHECK(np_op_call_of("Unknown.op.0.forward", NP_OP_COUNT) == NULL);
     CHECK(np_op_get(NP_OP_COUNT) == NULL);
     CHECK_EQ_INT(np_op_scalar_index(np_op_get(NP_OP_LAYER_NORM), "eps"), 0);
     CHECK_EQ_INT(np_op_scalar_index(np_op_get(NP_OP_LAYER_NORM), "dim"), -1);

@@ -174,6 +174,10 @@ const char *np_op_api(int op);
  * "Tensor.__add__", ...), -1 when none does (an op flagged NP_OPF_AS_VIEW
  * gives NP_OP_VIEW). */
 int np_op_from_api(const char *api);
+/* Where a call name of the op goes on after its API name and the dot
+ * ("3.forward" in "Functional.linear.3.forward" for NP_OP_LINEAR); NULL
+ * when `name` is no call of the op ("Functional.linear_x.0.forward"). */
+const char *np_op_call_of(const char *name, int op);
 /* Index of a scalar of the op by its kwargs key, -1 if it has none. */
 int np_op_scalar_index(const np_op_info *info, const char *key);
 
