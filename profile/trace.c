@@ -85,6 +85,19 @@ typedef struct rd {
     np_error *err;
 } rd;
 
+/* The next member of the object being read: its key in *k, its value's
+ * first token in *v; at the object's end v->type is NP_JSON_OBJ_END (a key
+ * token stays valid over its value's first token: np_json_tok). */
+static np_status member(np_json_reader *r, np_json_tok *k, np_json_tok *v, np_error *err)
+{
+    np_status st = np_json_next(k, r, err);
+    if (st || k->type == NP_JSON_OBJ_END) {
+        v->type = NP_JSON_OBJ_END;
+        return st;
+    }
+    return np_json_next(v, r, err);
+}
+
 static np_status num_or_null(double *v, rd *d, const np_json_tok *t, const char *key)
 {
     if (t->type == NP_JSON_NUM) {
@@ -117,20 +130,16 @@ static np_status id_field(long long *v, rd *d, const np_json_tok *t)
 
 static np_status read_args(np_prof_event *e, rd *d)
 {
-    np_json_tok t;
+    np_json_tok k, t;
     np_status st;
     for (;;) {
-        if ((st = np_json_next(&t, &d->r, d->err)))
+        if ((st = member(&d->r, &k, &t, d->err)) || t.type == NP_JSON_OBJ_END)
             return st;
-        if (t.type == NP_JSON_OBJ_END)
-            return NP_OK;
-        int which = np_json_is(&t, "flops") ? 1 : np_json_is(&t, "stream") ? 2
-                    : np_json_is(&t, "correlation")                       ? 3
-                    : np_json_is(&t, "name")                              ? 4
-                    : np_json_is(&t, "Task Type")                         ? 5
+        int which = np_json_is(&k, "flops") ? 1 : np_json_is(&k, "stream") ? 2
+                    : np_json_is(&k, "correlation")                       ? 3
+                    : np_json_is(&k, "name")                              ? 4
+                    : np_json_is(&k, "Task Type")                         ? 5
                                                                          : 0;
-        if ((st = np_json_next(&t, &d->r, d->err)))
-            return st;
         if (which >= 4 && t.type == NP_JSON_STR) {
             if (take_str(which == 4 ? &d->arg_name : &d->task_type, &t))
                 return np_error_set(d->err, NP_ERR_NOMEM, d->r.name, "args", "out of memory");
@@ -152,16 +161,13 @@ static np_status read_event(rd *d, np_prof_event_fn fn, void *user)
     np_prof_event e = {.ph = '?', .ts = NAN, .dur = NAN, .pid = -1, .tid = -1, .flops = NAN,
                        .stream = -1, .correlation = -1};
     d->name.s[0] = d->cat.s[0] = d->arg_name.s[0] = d->task_type.s[0] = 0;
-    np_json_tok t;
+    np_json_tok k, t;
     np_status st;
     for (;;) {
-        if ((st = np_json_next(&t, &d->r, d->err)))
+        if ((st = member(&d->r, &k, &t, d->err)))
             return st;
         if (t.type == NP_JSON_OBJ_END)
             break;
-        np_json_tok k = t;
-        if ((st = np_json_next(&t, &d->r, d->err)))
-            return st;
         if (np_json_is(&k, "name") && t.type == NP_JSON_STR) {
             if (take_str(&d->name, &t))
                 return np_error_set(d->err, NP_ERR_NOMEM, d->r.name, "name", "out of memory");
@@ -215,17 +221,12 @@ static np_status read_events(rd *d, np_prof_event_fn fn, void *user, long long *
 
 static np_status read_dist_info(rd *d, long long *rank)
 {
-    np_json_tok t;
+    np_json_tok k, t;
     np_status st;
     for (;;) {
-        if ((st = np_json_next(&t, &d->r, d->err)))
+        if ((st = member(&d->r, &k, &t, d->err)) || t.type == NP_JSON_OBJ_END)
             return st;
-        if (t.type == NP_JSON_OBJ_END)
-            return NP_OK;
-        int is_rank = np_json_is(&t, "rank");
-        if ((st = np_json_next(&t, &d->r, d->err)))
-            return st;
-        if (is_rank && t.type == NP_JSON_NUM)
+        if (np_json_is(&k, "rank") && t.type == NP_JSON_NUM)
             *rank = (long long)t.num;
         else if ((st = np_json_skip(&d->r, &t, d->err)))
             return st;
@@ -572,18 +573,14 @@ np_status np_prof_read(np_prof_trace_info *info, const char *path, np_prof_event
         seen_events = 1;
         st = read_events(&d, fn, user, &count);
     } else if (t.type == NP_JSON_OBJ) {
+        np_json_tok k;
         for (;;) {
-            if ((st = np_json_next(&t, &d.r, err)))
-                goto done;
-            if (t.type == NP_JSON_OBJ_END)
+            if ((st = member(&d.r, &k, &t, err)) || t.type == NP_JSON_OBJ_END)
                 break;
-            int ev = np_json_is(&t, "traceEvents"), di = np_json_is(&t, "distributedInfo");
-            if ((st = np_json_next(&t, &d.r, err)))
-                goto done;
-            if (ev && t.type == NP_JSON_ARR) {
+            if (np_json_is(&k, "traceEvents") && t.type == NP_JSON_ARR) {
                 seen_events = 1;
                 st = read_events(&d, fn, user, &count);
-            } else if (di && t.type == NP_JSON_OBJ) {
+            } else if (np_json_is(&k, "distributedInfo") && t.type == NP_JSON_OBJ) {
                 st = read_dist_info(&d, &rank);
             } else {
                 st = np_json_skip(&d.r, &t, err);
