@@ -177,12 +177,9 @@ static int row_identical(const np_cmp_pair *p, size_t i)
         return 0;
     if (!strcmp(c->role, "kwargs"))
         return b->stats.max == c->stats.max || (isnan(b->stats.max) && isnan(c->stats.max));
-    if (!r->m || (pv && pv->payload && pv->payload[i] != CMP_PAYLOAD_OK) || b->ndim != c->ndim ||
-        b->numel != c->numel)
+    if (!r->m || (pv && pv->payload && pv->payload[i] != CMP_PAYLOAD_OK) || b->numel != c->numel ||
+        !cmp_same_shape(b, c))
         return 0;
-    for (int d = 0; d < c->ndim; d++)
-        if (b->shape[d] != c->shape[d])
-            return 0;
     return b->has_data && c->has_data && r->m->n_mask_mismatch == 0 &&
            (r->m->max_abs_err == 0 || (r->m->n == 0 && c->numel == 0));
 }
