@@ -664,12 +664,16 @@ def check_pp(tmp):
                   f"set-up pass): {calls}")
             rc, first, text, err = compare_files(single, path, f"{tmp}/rep_{label}_{r}")
             if label == "bug_pp_stale" and r == 1:
-                # a module dump (L0) names no culprit for parameters that
-                # differ at step 0 (compare's rule); the first error row is
-                # the stale weight's
-                check(rc == 1 and err == "Module.layers.2.Linear.forward.0.parameters.weight",
-                      f"compare one process vs {label} rank 1: the first error row is "
-                      f"layers.2's weight: exit {rc} {err!r}")
+                # a module dump (L0) whose weights differ at step 0: the
+                # first module that takes them is named, for its parameter
+                # (the first error row is the stale weight's)
+                want = ("first culprit: Module.layers.2.Linear.forward.0 ", "its parameters "
+                        "already differ from the bench (Module.layers.2.Linear.forward.0."
+                        "parameters.weight, severity")
+                check(rc == 1 and err == "Module.layers.2.Linear.forward.0.parameters.weight"
+                      and all(w in first + text for w in want),
+                      f"compare one process vs {label} rank 1: layers.2 named for its "
+                      f"weight: exit {rc} {err!r} {first!r}")
             elif label == "bug_pp_stale":
                 # the first stage's forward passes, the gradients it gets differ
                 check(rc == 1 and err.startswith("Module.layers.1.Linear.backward.0."),
