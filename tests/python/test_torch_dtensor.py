@@ -686,6 +686,17 @@ def pp_rebuilt(path, logical):
     return out / scale if is_grad(logical) else out
 
 
+def pp_paired(out_dir):
+    """The leaves a compare report (csv) pairs on both sides, with verdict
+    pass and the same name."""
+    got = set()
+    for path in glob.glob(f"{out_dir}/*.csv"):
+        with open(path, newline="") as f:
+            got |= {r["NPU Name"] for r in csv.DictReader(f)
+                    if r["Verdict"] == "pass" and r["NPU Name"] == r["Bench Name"]}
+    return got
+
+
 def check_pp(tmp):
     """The pipeline against one process on the whole batch: each stage's
     module rows per micro-batch (forward.m, backward.m for micro-batch m),
@@ -712,7 +723,8 @@ def check_pp(tmp):
             calls, _d, place, attrs = read(path)
             want = {f"Module.layers.{2 * r + j}.Linear.{p}.{m}" for j in (0, 1)
                     for p in ("forward", "backward") for m in (0, 1)}
-            check(want <= set(calls) and len([c for c in calls if ".forward." in c]) == 4,
+            check(want <= set(calls) and len([c for c in calls if c.startswith("Module.") and
+                                               ".forward." in c]) == 4,
                   f"{label} rank {r}: the stage's module calls, one per micro-batch (no "
                   f"set-up pass): {calls}")
             mesh = ("pp,tp,mb", "2,1,2", f"{r},0,0") if label == "pp_tp" else \
@@ -750,12 +762,27 @@ def check_pp(tmp):
                       f"{rc} {first!r}")
             elif label.startswith("bug"):
                 # the first stage's forward passes, the gradients it gets differ
-                check(rc == 1 and err.startswith("Module.layers.1.Linear.backward.0."),
-                      f"compare one process vs {label} rank 0: its backward fails first: "
-                      f"exit {rc} {err!r}")
+                want = "Module.layers.1.Linear.backward.0." if label == "bug_pp_stale" else \
+                    "Functional.gelu.1.backward."
+                check(rc == 1 and err.startswith(want),
+                      f"compare one process vs {label} rank 0: its backward fails first "
+                      f"({want}): exit {rc} {err!r}")
             else:
                 check(rc == 0 and "first culprit: none" in first,
                       f"compare one process vs {label} rank {r}: exit {rc} {text[-600:]}")
+                if label != "pp":
+                    # level mix: the stage's API calls by their one-process
+                    # names (stage 1's first linear is the process's third)
+                    paired = pp_paired(f"{tmp}/rep_{label}_{r}")
+                    k = 2 * r
+                    want = {f"Functional.linear.{k}.forward.output.0",
+                            f"Functional.linear.{k + 1}.backward.output.1",
+                            f"Functional.gelu.{k}.forward.output.0"}
+                    if r:
+                        want.add("Functional.mse_loss.0.forward.output.0")
+                    check(want <= paired and len(paired) >= 36,
+                          f"compare one process vs {label} rank {r}: {len(paired)} rows paired "
+                          f"and passing, missing {sorted(want - paired)}")
         with h5py.File(f"{tmp}/dump_pp_tp/step0/rank{r}/dump.h5", "r") as f:
             rows = {x["name"].decode(): (int(x["stage"]), int(x["micro_batch"]))
                     for x in f["placements"][()]}
@@ -819,11 +846,12 @@ def check_collectives(tmp):
 
 def write_configs(tmp, names):
     """{tmp}/NAME.json for each run: task tensor, step 0, into {tmp}/dump_NAME
-    (level L0 for the pipeline runs, else mix)."""
+    (level L0 for two pipeline runs, else mix)."""
     for name in names:
         with open(f"{tmp}/{name}.json", "w") as f:
             json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}",
-                       "level": "L0" if "pp" in name else "mix", "step": [0]}, f)
+                       "level": "L0" if name in ("pp", "bug_pp_stale") else "mix",
+                       "step": [0]}, f)
 
 
 def fork_ranks(fn, tmp, world):
