@@ -723,6 +723,11 @@ int cmp_assembly_has(const cmp_dump *d, const char *name)
     return d->assembly && np_strmap_get(&d->assembly->leaf_map, name) >= 0;
 }
 
+int cmp_assembly_stage(const cmp_dump *d)
+{
+    return d->assembly ? d->assembly->own_stage : -1;
+}
+
 int cmp_assembly_parted(const cmp_dump *d, const char *name)
 {
     return d->assembly && d->assembly->parted.cap &&

@@ -797,6 +797,13 @@ def check_pp(tmp):
         with h5py.File(f"{tmp}/dump_sp/step0/rank{r}/dump.h5", "r") as f:
             st = {(int(x["stage"]), int(x["micro_batch"])) for x in f["placements"][()]}
         check(st == {(-1, -1)}, f"sp rank {r}: stage, micro_batch {st} after a pipeline run")
+    # the run directories: one pair a stage, each against the one process;
+    # the first culprit in one process's order (stage 1's forward, not
+    # stage 0's backward, which only receives the error)
+    for label, want in (("pp_1f1b", None), ("bug_pp_scaled", "Module.layers.2.Linear.forward.0")):
+        out = compare(tmp, label, bench="single_pp", want=want)
+        check("compared 2 step/rank pairs" in out and (want is None or "in step 0 rank 1" in out),
+              f"compare one process vs {label} (directories): both stages paired: {out[:300]!r}")
     print("pipeline: both stages' module rows assembled from the micro-batches and compared "
           "with one process on the whole batch")
 
