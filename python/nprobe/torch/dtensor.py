@@ -436,6 +436,8 @@ def set_mesh(d, world_size):
     if sched is not None and MB not in names:
         # a pipeline's micro-batches: the last dimension, in time (mb_over)
         d._mb, d._mb_div = sched.n_mb, float(sched.div)
+        gd = mesh.group_dim(sched.ranks)
+        d._pp_k = gd[0] if gd is not None else None
         names, shape, coords = names + [MB], shape + [sched.n_mb], coords + [0]
     n = len(shape)
     names = (ctypes.c_char_p * n)(*[x.encode() for x in names])
@@ -585,7 +587,8 @@ def localize_call(d, call, ins, params, outs, in_keys, out_keys, role_in, role_p
         _plain(d, call, outs, fo, out_keys, role_out, places, src)
     if d._dp_k is not None and d._mesh and not call.startswith("Distributed."):
         dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places)
-    if d._mesh and pipeline._active:
+    if d._mesh and pipeline._active and not call.startswith("Distributed."):
+        # (a collective's rows are its own: distributed._place_leaves)
         if pipeline.current()[0] >= 0:
             chunk_rows(d, ins, outs, params, in_keys, out_keys, role_in, role_par, role_out,
                        places)
@@ -881,8 +884,10 @@ def collective_rows(d, dname, ranks, op, ins, outs):
     # the mesh's other dimensions: the group's line at each of their
     # coordinates runs the collective on its own tensors (FSDP2's dp
     # all-gather of each tp shard): the leaf's logical tensor is those
-    # stacked along dimension 0 (Shard(0)), each line's checked on its own
-    others = [j for j in range(len(mesh.shape)) if j != k and mesh.shape[j] > 1]
+    # stacked along dimension 0 (Shard(0)), each line's checked on its own;
+    # but not a pipeline's stages (compare keeps each stage's leaves apart)
+    others = [j for j in range(len(mesh.shape)) if j != k and mesh.shape[j] > 1 and
+              j != d._pp_k]
 
     def row(role, i, t, kind):
         nd = t.dim()
