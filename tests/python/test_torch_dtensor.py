@@ -180,6 +180,19 @@ def run_pp(rank, m, d, sched):
             "summary": d.summary, "seen": seen}
 
 
+def single_pp(tmp):
+    """The pipeline's reference: one process, the whole batch at once."""
+    from nprobe.torch import PrecisionDebugger
+    d = PrecisionDebugger(f"{tmp}/single_pp.json")
+    m = pp_model()
+    x, t = pp_batch()
+    d.start(m)
+    pp_loss(m(x), t).backward()
+    d.stop()
+    d.step()
+    d.close()
+
+
 def local_sgd(m, lr, reduce=True):
     """A step on each parameter's local tensor (as optimizers written for
     FSDP2/TP shards do): the gradient is brought to the parameter's layout
@@ -901,15 +914,7 @@ def main():
         fork_ranks(rank_main, tmp, 2)
         from nprobe.torch import PrecisionDebugger
         single_runs(tmp)
-        # the pipeline's reference: one process, the whole batch at once
-        d = PrecisionDebugger(f"{tmp}/single_pp.json")
-        m = pp_model()
-        x, t = pp_batch()
-        d.start(m)
-        pp_loss(m(x), t).backward()
-        d.stop()
-        d.step()
-        d.close()
+        single_pp(tmp)
         d = PrecisionDebugger(f"{tmp}/single_sp.json")
         check(not run_sp(sp_model(), d, seq_batch()), "one process (sequence model): no warning")
         for r in (0, 1):
