@@ -28,26 +28,26 @@ static void failing_line(const np_cmp_pair *p)
 
 static void first_culprit(const np_cmp_result *r)
 {
-    for (size_t i = 0; i < r->n_pairs; i++) {
-        const np_cmp_pair *p = &r->pairs[i];
-        if (!p->n_culprits)
-            continue;
-        const np_cmp_call *c = &p->calls[p->culprits[0]];
-        np_cli_printf("first culprit: %s", c->name);
-        if (c->parent[0])
-            np_cli_printf(" (in %s)", c->parent);
-        if (c->callsite[0])
-            np_cli_printf(" at %s", c->callsite);
-        np_cli_printf(": %s\n  in step %d rank %d", c->reason, p->step, p->rank);
-        if (c->worst_row >= 0 && p->rows[c->worst_row].cmp) {
-            const np_cmp_row *w = &p->rows[c->worst_row];
-            char why[256];
-            np_cli_printf(", worst output %s: %s", w->cmp->name, np_cmp_row_verdict_text(why, sizeof why, w));
-        }
-        printf("\n");
+    /* the focus pair: the first with a culprit (a pipeline's stages in one
+     * process's order) */
+    const np_cmp_pair *p = r->n_pairs ? &r->pairs[np_cmp_focus_pair(r)] : NULL;
+    if (!p || !p->n_culprits) {
+        printf("first culprit: none\n");
         return;
     }
-    printf("first culprit: none\n");
+    const np_cmp_call *c = &p->calls[p->culprits[0]];
+    np_cli_printf("first culprit: %s", c->name);
+    if (c->parent[0])
+        np_cli_printf(" (in %s)", c->parent);
+    if (c->callsite[0])
+        np_cli_printf(" at %s", c->callsite);
+    np_cli_printf(": %s\n  in step %d rank %d", c->reason, p->step, p->rank);
+    if (c->worst_row >= 0 && p->rows[c->worst_row].cmp) {
+        const np_cmp_row *w = &p->rows[c->worst_row];
+        char why[256];
+        np_cli_printf(", worst output %s: %s", w->cmp->name, np_cmp_row_verdict_text(why, sizeof why, w));
+    }
+    printf("\n");
 }
 
 void np_compare_summary(const np_cmp_result *r)

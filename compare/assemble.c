@@ -46,10 +46,18 @@ typedef struct asm_rank {
     size_t ne;
     np_place_rec *pl;
     size_t npl;
+    int stage;             /* the pipeline stage its placement rows carry, -1 none */
+    int *mb;               /* per row of e: its micro-batch, -1 none (micro-batches only) */
     np_strmap emap, pmap;  /* leaf name -> row of e / pl (emap: rows of micro-batch
-                            * m >= 1 under "LOGICAL\x1fm" instead, mb_key) */
+                            * m >= 1 under "LOGICAL\x1fm" instead, mb_key; a pipeline
+                            * stage's renumbered rows under their logical names) */
+    np_strmap nmap;        /* the file's own leaf names -> row of e (micro-batches only) */
     int8_t *later;         /* per row of e: 1 for a micro-batch m >= 1 (a piece only) */
-    char (*keys)[NP_FMT_NAME_LEN + 16]; /* their emap keys */
+    char (*keys)[NP_FMT_NAME_LEN + 16]; /* their emap keys; a renumbered row of micro-batch
+                                         * 0: its logical name */
+    char (*lcall)[NP_FMT_NAME_LEN];     /* per row of e: its call's logical name when
+                                         * it has another, else "" */
+    int8_t *moved;         /* per row of e: 1 when its call is renumbered (stage_offsets) */
 } asm_rank;
 
 /* A piece of a logical tensor: rank r's row (a representative of its
@@ -86,6 +94,7 @@ struct cmp_assembly {
     char first_replica[800], first_defect[800];
     char missing_ranks[160];
     int64_t own_rank;      /* the rank of the file whose rows these are */
+    int own_stage;         /* its pipeline stage, -1 none */
 };
 
 /* ---- the rank files ------------------------------------------------------------ */
@@ -97,8 +106,12 @@ static void rank_free(asm_rank *r)
     free(r->pl);
     np_strmap_free(&r->emap);
     np_strmap_free(&r->pmap);
+    np_strmap_free(&r->nmap);
+    free(r->mb);
     free(r->later);
     free(r->keys);
+    free(r->lcall);
+    free(r->moved);
 }
 
 void cmp_assembly_free(cmp_assembly *a)
@@ -173,74 +186,108 @@ static void counter_key(char *buf, size_t cap, int m, const char *call, size_t a
     snprintf(buf, cap, "%d\x1f%.*s", m, (int)end, call);
 }
 
-/* Micro-batches (mesh dimension "mb"): the rows of micro-batch m >= 1 are
+/* 1 for a call of an API (its counter counts the API's calls through the
+ * process), 0 for a module's (counted by its path). */
+static int api_call(const char *call) { return strncmp(call, "Module.", 7) != 0; }
+
+/* Micro-batches (mesh dimension "mb"): each row's micro-batch (a leaf
+ * without a placement row, a scalar argument, is its call's); the stage
+ * its placement rows carry. */
+static int rank_mb(asm_rank *r)
+{
+    np_strmap callm;
+    r->mb = calloc(r->ne + 1, sizeof *r->mb);
+    if (!r->mb || np_strmap_init(&callm, r->ne + 1) != 0)
+        return -1;
+    int rc = 0;
+    r->stage = -1;
+    for (size_t i = 0; i < r->npl && r->stage < 0; i++)
+        r->stage = r->pl[i].stage;
+    for (size_t i = 0; i < r->ne; i++) {
+        int pi = np_strmap_get(&r->pmap, r->e[i].name);
+        r->mb[i] = pi >= 0 ? r->pl[pi].micro_batch : -1;
+        if (r->mb[i] >= 0 && np_strmap_get(&callm, r->e[i].call) < r->mb[i] &&
+            np_strmap_put(&callm, r->e[i].call, r->mb[i]) != 0)
+            rc = -1;
+    }
+    for (size_t i = 0; i < r->ne; i++)
+        if (r->mb[i] < 0)
+            r->mb[i] = np_strmap_get(&callm, r->e[i].call);
+    np_strmap_free(&callm);
+    return rc;
+}
+
+/* The emap keys of one rank's rows: the rows of micro-batch m >= 1 are
  * pieces of the logical leaves whose calls micro-batch 0 names: a call's
  * logical counter is its counter less the first counter of its API (or
  * module) in micro-batch m, plus the first in micro-batch 0 (docs/FORMAT.md
- * "/placements"). Those rows are keyed "LOGICAL\x1fm" in emap. */
-static int rank_micro(asm_rank *r)
+ * "/placements"), plus, for an API call of a pipeline stage, the calls of
+ * that API in the stages before it (`off`, stage_offsets: NULL or none,
+ * 0). Those rows are keyed "LOGICAL\x1fm" in emap, renumbered rows of
+ * micro-batch 0 by their logical names. */
+static int rank_keys(asm_rank *r, const np_strmap *off)
 {
-    np_strmap first, callm;
+    np_strmap first;
     char (*ck)[NP_FMT_NAME_LEN + 16] = calloc(r->ne + 1, sizeof *ck);
-    int *mb = calloc(r->ne + 1, sizeof *mb);
     r->later = calloc(r->ne + 1, sizeof *r->later);
     r->keys = calloc(r->ne + 1, sizeof *r->keys);
-    int rc = !ck || !mb || !r->later || !r->keys || np_strmap_init(&first, r->ne + 1) != 0 ? -1 : 0;
-    if (!rc && np_strmap_init(&callm, r->ne + 1) != 0) {
-        np_strmap_free(&first);
-        rc = -1;
-    }
-    if (rc) {
+    r->lcall = calloc(r->ne + 1, sizeof *r->lcall);
+    r->moved = calloc(r->ne + 1, sizeof *r->moved);
+    if (!ck || !r->later || !r->keys || !r->lcall || !r->moved ||
+        np_strmap_init(&first, r->ne + 1) != 0) {
         free(ck);
-        free(mb);
         return -1;
     }
-    /* a leaf without a row (a scalar argument) is its call's micro-batch's */
+    int rc = 0;
     for (size_t i = 0; i < r->ne; i++) {
-        int pi = np_strmap_get(&r->pmap, r->e[i].name);
-        mb[i] = pi >= 0 ? r->pl[pi].micro_batch : -1;
-        if (mb[i] >= 0 && np_strmap_get(&callm, r->e[i].call) < mb[i] &&
-            np_strmap_put(&callm, r->e[i].call, mb[i]) != 0)
-            rc = -1;
-    }
-    for (size_t i = 0; i < r->ne; i++) {
-        if (mb[i] < 0)
-            mb[i] = np_strmap_get(&callm, r->e[i].call);
         size_t at, len;
-        long c = mb[i] >= 0 ? call_counter(r->e[i].call, &at, &len) : -1;
+        long c = r->mb[i] >= 0 ? call_counter(r->e[i].call, &at, &len) : -1;
         if (c < 0)
             continue;
-        counter_key(ck[i], sizeof ck[i], mb[i], r->e[i].call, at);
+        counter_key(ck[i], sizeof ck[i], r->mb[i], r->e[i].call, at);
         int had = np_strmap_get(&first, ck[i]);
         if ((had < 0 || c < had) && np_strmap_put(&first, ck[i], (int)c) != 0)
             rc = -1;
     }
     for (size_t i = 0; i < r->ne && rc == 0; i++) {
-        if (mb[i] < 1)
+        int m = r->mb[i];
+        if (m < 0)
             continue;
-        r->later[i] = 1;
         const np_entry_rec *e = &r->e[i];
         size_t at, len;
         long c = call_counter(e->call, &at, &len);
+        long o = 0;
         char k0[NP_FMT_NAME_LEN + 16];
+        if (c >= 0 && off && api_call(e->call)) {
+            counter_key(k0, sizeof k0, 0, e->call, at);
+            o = np_strmap_get(off, k0);
+            o = o < 0 ? 0 : o;
+        }
+        if (m < 1 && o == 0)
+            continue; /* its own name */
+        r->later[i] = m >= 1;
+        r->moved[i] = o != 0;
         if (c < 0) { /* no counter: the name itself */
-            snprintf(r->keys[i], sizeof r->keys[i], "%s\x1f%d", e->name, mb[i]);
+            snprintf(r->keys[i], sizeof r->keys[i], "%s\x1f%d", e->name, m);
         } else {
             counter_key(k0, sizeof k0, 0, e->call, at);
             long f0 = np_strmap_get(&first, k0), fm = np_strmap_get(&first, ck[i]);
-            long lc = c - fm + (f0 >= 0 ? f0 : 0);
+            long lc = c - fm + (f0 >= 0 ? f0 : 0) + o;
             size_t cl = strlen(e->call);
-            snprintf(r->keys[i], sizeof r->keys[i], "%.*s%ld%.*s%s\x1f%d", (int)at, e->call, lc,
-                     (int)(cl - at - len), e->call + at + len,
-                     !strncmp(e->name, e->call, cl) ? e->name + cl : "", mb[i]);
+            snprintf(r->lcall[i], sizeof r->lcall[i], "%.*s%ld%.*s", (int)at, e->call, lc,
+                     (int)(cl - at - len), e->call + at + len);
+            snprintf(r->keys[i], sizeof r->keys[i], m ? "%s%s\x1f%d" : "%s%s", r->lcall[i],
+                     !strncmp(e->name, e->call, cl) ? e->name + cl : "", m);
         }
         if (np_strmap_put(&r->emap, r->keys[i], (int)i) != 0)
             rc = -1;
     }
+    for (size_t i = 0; i < r->ne && rc == 0; i++)
+        if (!r->later[i] && !r->keys[i][0] && np_strmap_get(&r->emap, r->e[i].name) < 0 &&
+            np_strmap_put(&r->emap, r->e[i].name, (int)i) != 0)
+            rc = -1;
     np_strmap_free(&first);
-    np_strmap_free(&callm);
     free(ck);
-    free(mb);
     return rc;
 }
 
@@ -252,6 +299,7 @@ static np_status rank_read(asm_rank *r, const char *path, int micro, np_error *e
     const np_dumpio_info *in = np_dumpio_get_info(r->io);
     for (int k = 0; k < NP_FMT_MESH_MAX; k++)
         r->coords[k] = k < in->mesh_ndim ? in->mesh_coords[k] : 0;
+    r->stage = -1;
     st = np_dumpio_read_entries(&r->e, &r->ne, r->io, err);
     if (st == NP_OK)
         st = np_dumpio_read_placements(&r->pl, &r->npl, r->io, err);
@@ -262,13 +310,72 @@ static np_status rank_read(asm_rank *r, const char *path, int micro, np_error *e
     for (size_t i = 0; i < r->npl; i++)
         if (np_strmap_put(&r->pmap, r->pl[i].name, (int)i) != 0)
             return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    if (micro && rank_micro(r) != 0)
+    if (micro && (rank_mb(r) != 0 || np_strmap_init(&r->nmap, r->ne + 1) != 0))
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    for (size_t i = 0; i < r->ne; i++)
-        if ((!r->later || !r->later[i]) && np_strmap_get(&r->emap, r->e[i].name) < 0 &&
-            np_strmap_put(&r->emap, r->e[i].name, (int)i) != 0)
+    for (size_t i = 0; micro && i < r->ne; i++)
+        if (np_strmap_put(&r->nmap, r->e[i].name, (int)i) != 0)
             return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+    if (!micro)
+        for (size_t i = 0; i < r->ne; i++)
+            if (np_strmap_get(&r->emap, r->e[i].name) < 0 &&
+                np_strmap_put(&r->emap, r->e[i].name, (int)i) != 0)
+                return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     return NP_OK;
+}
+
+/* A pipeline stage's API calls numbered as one process numbers them: the
+ * calls of each API that the stages before it make in micro-batch 0 (each
+ * stage's lowest rank's file: "0\x1fAPI" -> their count, into *off; keys in
+ * `names`). 1 when the offsets apply (the own rank's stage s >= 1 and a
+ * file of every stage before it), 0 when not, -1 out of memory. */
+static int stage_offsets(const cmp_assembly *a, int own_stage, np_strmap *off,
+                         char (**names)[NP_FMT_NAME_LEN + 16])
+{
+    if (own_stage < 1)
+        return 0;
+    size_t cap = 0, n = 0;
+    for (int i = 0; i < a->n_ranks; i++)
+        cap += a->ranks[i].ne;
+    np_strmap seen;
+    char (*k)[NP_FMT_NAME_LEN + 16] = calloc(2 * cap + 1, sizeof *k);
+    if (!k || np_strmap_init(off, cap + 1) != 0 || np_strmap_init(&seen, cap + 1) != 0) {
+        free(k);
+        return -1;
+    }
+    *names = k;
+    int rc = 1;
+    for (int s = 0; s < own_stage && rc == 1; s++) {
+        const asm_rank *r = NULL;
+        for (int i = 0; i < a->n_ranks && !r; i++)
+            if (a->ranks[i].stage == s)
+                r = &a->ranks[i];
+        if (!r) {
+            rc = 0; /* a stage without a file: no offsets */
+            break;
+        }
+        np_strmap_clear(&seen);
+        for (size_t i = 0; i < r->ne && rc == 1; i++) {
+            size_t at, len;
+            long c = r->mb[i] == 0 && api_call(r->e[i].call)
+                         ? call_counter(r->e[i].call, &at, &len) : -1;
+            if (c < 0)
+                continue;
+            /* one count a call (its leaves, forward and backward alike) */
+            char *api = k[n], *one = k[n + 1], tmp[NP_FMT_NAME_LEN + 16];
+            counter_key(tmp, sizeof tmp, 0, r->e[i].call, at);
+            memcpy(api, tmp, sizeof tmp);
+            snprintf(one, sizeof k[n + 1], "%.240s\x1f%ld", tmp, c);
+            if (np_strmap_get(&seen, one) >= 0)
+                continue;
+            n += 2;
+            int had = np_strmap_get(off, api);
+            if (np_strmap_put(&seen, one, 1) != 0 ||
+                np_strmap_put(off, api, (had < 0 ? 0 : had) + 1) != 0)
+                rc = -1;
+        }
+    }
+    np_strmap_free(&seen);
+    return rc;
 }
 
 /* Every rank of the step (those whose file is missing are listed). */
@@ -294,7 +401,26 @@ static np_status ranks_open(cmp_assembly *a, const cmp_dump *d, int64_t world, n
         if (st != NP_OK)
             return st;
     }
-    return NP_OK;
+    if (a->mb_dim < 0)
+        return NP_OK;
+    /* micro-batches: the rows' logical names; a pipeline stage's API calls
+     * renumbered (stage_offsets) on the ranks of the file's own stage */
+    for (int r = 0; r < a->n_ranks; r++)
+        if (a->ranks[r].rank == d->rank)
+            a->own_stage = a->ranks[r].stage;
+    np_strmap off = {0};
+    char (*names)[NP_FMT_NAME_LEN + 16] = NULL;
+    int with = stage_offsets(a, a->own_stage, &off, &names);
+    np_status st = with < 0 ? np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory")
+                            : NP_OK;
+    for (int r = 0; r < a->n_ranks && st == NP_OK; r++) {
+        asm_rank *k = &a->ranks[r];
+        if (rank_keys(k, with > 0 && k->stage == a->own_stage ? &off : NULL) != 0)
+            st = np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
+    }
+    np_strmap_free(&off);
+    free(names);
+    return st;
 }
 
 /* ---- one logical leaf --------------------------------------------------------- */
@@ -361,6 +487,8 @@ static int holders_of(const cmp_assembly *a, const char *name, holder *h, int *p
     for (int i = 0; i < a->n_ranks; i++)
         for (int m = 0; m < a->n_mb; m++) {
             const asm_rank *r = &a->ranks[i];
+            if (a->own_stage >= 0 && r->stage >= 0 && r->stage != a->own_stage)
+                break; /* another pipeline stage's: its leaves are others */
             if (m)
                 snprintf(key, sizeof key, "%s\x1f%d", name, m);
             int ei = np_strmap_get(&r->emap, m ? key : name);
@@ -597,6 +725,11 @@ int cmp_assembly_has(const cmp_dump *d, const char *name)
     return d->assembly && np_strmap_get(&d->assembly->leaf_map, name) >= 0;
 }
 
+int cmp_assembly_stage(const cmp_dump *d)
+{
+    return d->assembly ? d->assembly->own_stage : -1;
+}
+
 int cmp_assembly_parted(const cmp_dump *d, const char *name)
 {
     return d->assembly && d->assembly->parted.cap &&
@@ -663,7 +796,7 @@ static np_status partial_stats(np_cmp_side *s, const cmp_assembly *a, const asm_
 /* Side s (this rank's row of the leaf) made the logical one; 0 when the
  * row is to be left out (a Partial(sum) leaf without payloads). */
 static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, holder *h,
-                         asm_piece *pieces, np_error *err, np_status *st)
+                         asm_piece *pieces, int renamed, np_error *err, np_status *st)
 {
     int partial = 0;
     int n = holders_of(a, s->name, h, &partial);
@@ -673,8 +806,8 @@ static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, hold
         return 1;
     }
     const np_place_rec *pl = h[0].pl;
-    if (!pl && n <= 1)
-        return 1; /* whole, held here only */
+    if (!pl && n <= 1 && !renamed)
+        return 1; /* whole, held here only (a renamed row's payload is read as a piece) */
     size_t differ = a->n_replica_diff;
     int np = pick_pieces(a, s->name, h, n, pieces);
     if (a->n_replica_diff > differ) {
@@ -687,7 +820,7 @@ static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, hold
     for (int d = 0; d < s->ndim && pl; d++)
         whole &= pl->global_shape[d] == s->shape[d];
     if (np == 1 && whole && !partial && a->ranks[pieces[0].r].rank == a->own_rank &&
-        pieces[0].m == 0)
+        pieces[0].m == 0 && !renamed)
         return 1; /* this rank's copy is the logical tensor (its replicas checked) */
     asm_leaf l = {NULL, np, s->ndim, {0}, 1, avg_divisor(a, pl), partial};
     for (int d = 0; d < s->ndim; d++) {
@@ -736,6 +869,38 @@ static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, hold
     return 1;
 }
 
+/* The file's /calls renamed as its rows were (a pipeline stage's API calls
+ * by their one-process names; calls of micro-batches m >= 1 by their
+ * micro-batch 0 call's, which compare keeps once). */
+static np_status rename_calls(cmp_dump *d, const asm_rank *own, cmp_arena *arena, np_error *err)
+{
+    np_strmap m;
+    if (np_strmap_init(&m, own->ne + 1) != 0)
+        return np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
+    int any = 0;
+    for (size_t i = 0; i < own->ne; i++)
+        if (own->moved[i] && np_strmap_get(&m, own->e[i].call) < 0) {
+            any = 1;
+            if (np_strmap_put(&m, own->e[i].call, (int)i) != 0) {
+                np_strmap_free(&m);
+                return np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
+            }
+        }
+    np_status st = NP_OK;
+    for (size_t k = 0; any && k < d->n_calls && st == NP_OK; k++) {
+        int i = np_strmap_get(&m, d->calls[k].name);
+        if (i < 0)
+            continue;
+        const char *nm = cmp_arena_strdup(arena, own->lcall[i]);
+        if (!nm)
+            st = np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
+        else
+            d->calls[k].name = nm;
+    }
+    np_strmap_free(&m);
+    return st;
+}
+
 /* Leaves held by other ranks only (another pipeline stage's), counted once. */
 static void count_not_here(cmp_assembly *a, int64_t own_rank)
 {
@@ -777,6 +942,7 @@ static np_status assemble(cmp_dump *d, cmp_arena *arena, np_error *err)
     }
     a->mb_dim = -1;
     a->n_mb = 1;
+    a->own_stage = -1;
     for (int k = 0; k < in->mesh_ndim; k++)
         if (!strcmp(in->mesh_dims[k], NP_FMT_MESH_MB)) {
             a->mb_dim = k;
@@ -797,13 +963,24 @@ static np_status assemble(cmp_dump *d, cmp_arena *arena, np_error *err)
     size_t k = 0;
     for (size_t i = 0; st == NP_OK && i < d->n_entries; i++) {
         np_cmp_side s = d->entries[i];
-        if (own && np_strmap_get(&own->emap, s.name) < 0)
-            continue; /* not a row of the file's own: a piece of micro-batch m >= 1 */
-        if (assemble_leaf(a, &s, arena, h, pieces, err, &st))
+        int ri = own ? np_strmap_get(&own->nmap, s.name) : -1, renamed = 0;
+        if (ri >= 0 && own->later[ri])
+            continue; /* a piece of micro-batch m >= 1, not a row */
+        if (ri >= 0 && own->keys[ri][0]) {
+            /* a pipeline stage's API call, by its one-process name */
+            s.name = cmp_arena_strdup(arena, own->keys[ri]);
+            s.call = cmp_arena_strdup(arena, own->lcall[ri]);
+            renamed = 1;
+            if (!s.name || !s.call)
+                st = np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
+        }
+        if (st == NP_OK && assemble_leaf(a, &s, arena, h, pieces, renamed, err, &st))
             d->entries[k++] = s;
     }
     if (st == NP_OK)
         d->n_entries = k;
+    if (st == NP_OK && own)
+        st = rename_calls(d, own, arena, err);
     if (st == NP_OK)
         count_not_here(a, d->rank);
     free(h);

@@ -497,17 +497,32 @@ static void pair_digest(np_cmp_pair *p)
     }
 }
 
+/* 1 when pair x's first culprit comes before pair y's in one process's
+ * order, both stages of one pipeline step: the forward runs stage after
+ * stage, the backward back. */
+static int stage_before(const np_cmp_pair *x, const np_cmp_pair *y)
+{
+    int bx = x->calls[x->culprits[0]].backward, by = y->calls[y->culprits[0]].backward;
+    if (bx != by)
+        return !bx;
+    return bx ? x->stage > y->stage : x->stage < y->stage;
+}
+
 size_t np_cmp_focus_pair(const np_cmp_result *r)
 {
-    size_t failing = SIZE_MAX;
+    size_t failing = SIZE_MAX, best = SIZE_MAX;
     for (size_t i = 0; i < r->n_pairs; i++) {
         const np_cmp_pair *p = &r->pairs[i];
-        if (p->n_culprits)
-            return i;
+        if (p->n_culprits) {
+            const np_cmp_pair *b = best != SIZE_MAX ? &r->pairs[best] : NULL;
+            if (!b || (p->step == b->step && p->stage >= 0 && b->stage >= 0 &&
+                       stage_before(p, b)))
+                best = i;
+        }
         if (failing == SIZE_MAX && p->count_verdict[NP_VERDICT_ERROR])
             failing = i;
     }
-    return failing != SIZE_MAX ? failing : 0;
+    return best != SIZE_MAX ? best : failing != SIZE_MAX ? failing : 0;
 }
 
 /* The two files of a pair, and how to open them. */
@@ -617,6 +632,7 @@ static np_status stage_describe(cmp_run *r, np_error *err)
     file_defects(p, "cmp", cd, r->cmp_ref);
     p->step = (int)(cd->step >= 0 ? cd->step : bd->step);
     p->rank = (int)(cd->rank >= 0 ? cd->rank : bd->rank);
+    p->stage = cmp_assembly_stage(cd);
     snprintf(p->bench_task, sizeof p->bench_task, "%s", bd->task);
     snprintf(p->cmp_task, sizeof p->cmp_task, "%s", cd->task);
     snprintf(p->bench_precision, sizeof p->bench_precision, "%s", bd->precision);
@@ -833,7 +849,7 @@ static np_status compare_files(np_cmp_pair *p, const pair_files *pf, const np_cm
                                const cmp_mapping *map, int pair_index, int n_pairs, np_error *err)
 {
     memset(p, 0, sizeof *p);
-    p->step = p->rank = -1;
+    p->step = p->rank = p->stage = -1;
     snprintf(p->bench_path, sizeof p->bench_path, "%s", pf->bench->path);
     snprintf(p->cmp_path, sizeof p->cmp_path, "%s", pf->cmp->path);
     cmp_pair_priv *pv = calloc(1, sizeof *pv);
@@ -1015,9 +1031,31 @@ static np_status number_single_file(side_files *s, const char *input, np_error *
     return st;
 }
 
+/* The pipeline stage a unit's file holds (the stage its placement rows
+ * carry), -1 none or unreadable. */
+static int unit_stage(const unit *u)
+{
+    np_dumpio *d = NULL;
+    np_place_rec *pl = NULL;
+    size_t n = 0;
+    int stage = -1;
+    np_error e;
+    np_error_clear(&e);
+    if (!u->temp_only && np_dumpio_open_ref(&d, u->ref, 0, &e) == NP_OK &&
+        np_dumpio_read_placements(&pl, &n, d, &e) == NP_OK)
+        for (size_t i = 0; i < n && stage < 0; i++)
+            stage = pl[i].stage;
+    free(pl);
+    np_dumpio_close(d);
+    return stage;
+}
+
 /* A side whose files carry a device mesh (format version 2) is a sharded
  * layout: its ranks of a step are one logical step, assembled from all of
- * them (assemble.c), so it pairs by step through its lowest rank. */
+ * them (assemble.c), so it pairs by step through its lowest rank; a
+ * pipeline's through the lowest rank of each stage (each stage's file
+ * holds its own layers). Returns 0 when not sharded, 1 when sharded, 2
+ * when a step keeps several stages. */
 static int fold_sharded(side_files *s)
 {
     size_t i = 0;
@@ -1034,11 +1072,38 @@ static int fold_sharded(side_files *s)
     np_dumpio_close(d);
     if (!sharded)
         return 0;
-    size_t k = 0;
-    for (size_t j = 0; j < s->n; j++)
-        if (k == 0 || s->u[k - 1].step != s->u[j].step)
+    int *stage = calloc(s->n + 1, sizeof *stage);
+    size_t k = 0, first = 0; /* first: the step's first unit kept */
+    int several = 0;
+    for (size_t j = 0; j < s->n; j++) {
+        if (k == 0 || s->u[k - 1].step != s->u[j].step) {
+            first = k;
+            if (stage)
+                stage[k] = unit_stage(&s->u[j]);
             s->u[k++] = s->u[j];
+            continue;
+        }
+        int st = stage && stage[first] >= 0 ? unit_stage(&s->u[j]) : -1;
+        int seen = st < 0;
+        for (size_t q = first; q < k && !seen; q++)
+            seen = stage[q] == st;
+        if (!seen) {
+            stage[k] = st;
+            s->u[k++] = s->u[j];
+            several = 1;
+        }
+    }
     s->n = k;
+    free(stage);
+    return several ? 2 : 1;
+}
+
+/* 1 when the side holds one rank a step. */
+static int one_rank_each_step(const side_files *s)
+{
+    for (size_t i = 1; i < s->n; i++)
+        if (s->u[i].step == s->u[i - 1].step)
+            return 0;
     return 1;
 }
 
@@ -1129,7 +1194,7 @@ static int merge_keys(pair_key **out, size_t *n, const side_files *lb, const sid
     *out = calloc(lb->n + lc->n + 1, sizeof **out);
     if (!*out)
         return -1;
-    if (single_ref) {
+    if (single_ref) { /* also a pipeline's stages against one process */
         single_ref_keys(*out, n, lb, lc);
         return 0;
     }
@@ -1366,7 +1431,9 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
         goto fail;
     if (r->opts.single_ref && (st = one_rank_per_step(&lb, bench, err)) != NP_OK)
         goto fail;
-    if (merge_keys(&keys, &n_keys, &lb, &lc, r->opts.single_ref) != 0) {
+    /* a pipeline's stages each against the one-process run of the step */
+    int by_step = r->opts.single_ref || (cmp_sharded == 2 && one_rank_each_step(&lb));
+    if (merge_keys(&keys, &n_keys, &lb, &lc, by_step) != 0) {
         st = np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
         goto fail;
     }

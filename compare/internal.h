@@ -63,6 +63,8 @@ typedef struct cmp_dump {
 void cmp_assembly_free(cmp_assembly *a);
 /* 1 when leaf `name` of d is assembled from several ranks' pieces. */
 int cmp_assembly_has(const cmp_dump *d, const char *name);
+/* The pipeline stage d's file holds (its placement rows), -1 none. */
+int cmp_assembly_stage(const cmp_dump *d);
 /* Whether leaf `name`'s replicas over the ranks of d's step differ. */
 int cmp_assembly_parted(const cmp_dump *d, const char *name);
 /* The assembled logical tensor of side s as float64 in `buf` (no crc32 to

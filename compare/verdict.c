@@ -1468,11 +1468,13 @@ typedef struct rc_call {
     int n_left[2];     /* rows left out (payload unreadable or corrupt): inputs, outputs */
     char kw_bad;       /* a scalar argument (kwargs row) fails */
     char par_bad;      /* a parameter row fails */
+    int par_row;       /* its worst failing parameter row (a backward call: its forward's), -1 none */
     char one_side;     /* a leaf of it is evidence on one side only */
     char lowp_sat;     /* a quantization statistic says an operand saturates (tol_lowp.c) */
     char in_warn;      /* a row of its inputs is at least a warning (statistics mode) */
     char out_warn;     /* a row of its outputs is at least a warning */
     char has_cul;      /* the module pass: contains a culprit */
+    char par_cul;      /* a module named for its own parameters (rc_calls) */
     int depth;         /* the module pass: depth in the module tree */
     int first_fail;    /* the module pass: first failing inner call, -1 none */
     double s_before;   /* the module pass: the error seen before first_fail */
@@ -1498,6 +1500,7 @@ static void rc_gather(rc_walk *w)
         c->worst_row = -1;
         c->status = NP_CALL_PASS;
         c->reason = "";
+        w->cc[k].par_row = -1;
         np_strmap_put(&w->byname, c->name, (int)k);
     }
     for (size_t i = 0; i < p->n_rows; i++) {
@@ -1533,8 +1536,11 @@ static void rc_gather(rc_walk *w)
             f->n_in++;
             if (r->severity > c->sev_in)
                 c->sev_in = r->severity;
-            if (!strcmp(role, "parameters") && r->severity > 1)
+            if (!strcmp(role, "parameters") && r->severity > 1) {
                 f->par_bad = 1;
+                if (f->par_row < 0 || r->severity > p->rows[f->par_row].severity)
+                    f->par_row = (int)i;
+            }
             if (r->verdict != NP_VERDICT_PASS)
                 f->in_warn = 1;
         } else if (role_is_out(role)) {
@@ -1565,24 +1571,39 @@ static void rc_backward_inputs(rc_walk *w)
         if (w->p->calls[f].sev_in > c->sev_in)
             c->sev_in = w->p->calls[f].sev_in;
         w->cc[k].par_bad |= w->cc[f].par_bad;
+        if (w->cc[k].par_row < 0)
+            w->cc[k].par_row = w->cc[f].par_row;
         w->cc[k].in_warn |= w->cc[f].in_warn;
     }
 }
 
-/* Call k's parameters, or those of a module around it (an API call takes
- * the module's weights as inputs), already differ? */
+/* Call k's worst failing parameter row, or that of a module around it (an
+ * API call takes the module's weights as inputs); -1 when none fails. */
 static int rc_params_bad(const rc_walk *w, size_t k)
 {
-    int pb = w->cc[k].par_bad;
+    int pr = w->cc[k].par_row;
     const char *par = w->p->calls[k].parent;
-    for (int d = 0; !pb && par && par[0] && d < 64; d++) {
+    for (int d = 0; pr < 0 && par && par[0] && d < 64; d++) {
         int j = np_strmap_get(&w->byname, par);
         if (j < 0 || j == (int)k)
             break;
-        pb = w->cc[j].par_bad;
+        pr = w->cc[j].par_row;
         par = w->p->calls[j].parent;
     }
-    return pb;
+    return pr;
+}
+
+/* The reason of a call whose parameters already differ at the start of the
+ * dump, naming the parameter row (its worst one). */
+static const char *rc_params_reason(const rc_walk *w, int row)
+{
+    const np_cmp_row *r = &w->p->rows[row];
+    return cmp_arena_printf(w->arena,
+                            "its parameters already differ from the bench (%s, severity %.3g), "
+                            "and no earlier dumped call fails: the weights parted before this step "
+                            "(compare an earlier step or its skipped-step note, or start both "
+                            "from one checkpoint)",
+                            r->cmp->name, r->severity);
 }
 
 /* Pass 3: each call's status from its inputs and outputs, in call order
@@ -1618,14 +1639,19 @@ static void rc_calls(rc_walk *w)
         } else if (c->sev_in > 1 && !api_failed_before && is_api) {
             /* nothing dumped before it fails, yet its inputs do: the error
              * comes from outside the dump (modules: see below) */
+            int pr = rc_params_bad(w, k);
             c->status = NP_CALL_CULPRIT;
-            c->reason = rc_params_bad(w, k)
-                            ? "its parameters already differ from the bench, and no earlier dumped "
-                              "call fails: the weights parted before this step (compare an earlier "
-                              "step or its skipped-step note, or start both from one checkpoint)"
-                            : "its inputs already fail, but no earlier dumped call fails: the "
-                              "error starts before it, in an op that is not dumped (the config's "
-                              "list or scope left it out) or in the input data";
+            c->reason = pr >= 0 ? rc_params_reason(w, pr)
+                                : "its inputs already fail, but no earlier dumped call fails: the "
+                                  "error starts before it, in an op that is not dumped (the config's "
+                                  "list or scope left it out) or in the input data";
+        } else if (!is_api && f->par_row >= 0 && !failed_before) {
+            /* a module whose own parameters differ before anything dumped
+             * fails (an L0 dump has no API call to name): the module is the
+             * culprit, the rows inside it follow (rc_modules) */
+            c->status = NP_CALL_CULPRIT;
+            c->reason = rc_params_reason(w, f->par_row);
+            w->cc[k].par_cul = 1;
         } else if (c->sev_in > 1) {
             c->status = NP_CALL_PROPAGATED;
             c->reason = "its inputs already fail";
@@ -1796,7 +1822,7 @@ static void rc_modules(rc_walk *w, int *order)
         else if (cc[k].has_cul) {
             m->status = NP_CALL_CONTAINS;
             m->reason = "a call inside this module is the culprit";
-        } else if (m->status == NP_CALL_CULPRIT && cc[k].first_fail >= 0) {
+        } else if (m->status == NP_CALL_CULPRIT && cc[k].first_fail >= 0 && !cc[k].par_cul) {
             rc_module_culprit(w, k);
         }
         if (m->status == NP_CALL_CULPRIT) {

@@ -8,7 +8,9 @@
  * shard at the neighbour's offset (overlap) and a missing rank are named
  * with the leaf, the rank and its mesh coordinate; a Partial(avg) leaf is
  * the mean of its pieces; a shard whose values are wrong on one rank makes
- * the first culprit's reason name that rank alone. */
+ * the first culprit's reason name that rank alone; a pipeline stage's API
+ * calls are taken by their one-process names (counted on after the
+ * earlier stages'), its micro-batches assembled. */
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -265,6 +267,92 @@ static void check_blame(const char *dir)
     np_cmp_result_free(r);
 }
 
+/* A 2-stage pipeline, 2 micro-batches of one row (mesh pp x mb): stage r's
+ * Functional.linear.0 (micro-batch 0) and .1 (micro-batch 1) are the rows
+ * of the one process's Functional.linear.r (stage 0's output g_out rows
+ * 0-1, stage 1's rows 2-3). `bad`: stage 1's micro-batch 1 row off. */
+static void write_pp(const char *dir, int rank, int bad)
+{
+    np_probe *p = open_probe(dir, "tensor", rank, 2);
+    if (!p)
+        return;
+    np_error err;
+    np_error_clear(&err);
+    const char *dims[2] = {"pp", "mb"};
+    int64_t shape[2] = {2, 2}, coords[2] = {rank, 0};
+    CHECK_EQ_INT(np_probe_set_mesh(p, 2, dims, shape, coords, &err), NP_OK);
+    CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
+    for (int m = 0; m < 2; m++) {
+        float row[3];
+        memcpy(row, g_out + 3 * (2 * rank + m), sizeof row);
+        if (bad && rank == 1 && m == 1)
+            row[1] += 0.5f;
+        char call[64];
+        snprintf(call, sizeof call, "Functional.linear.%d.forward", m);
+        np_tensor t = np_test_mat(row, 1, 3);
+        CHECK_EQ_INT(np_probe_dump(p, call, NP_ROLE_OUTPUT, "0", &t, &err), NP_OK);
+        np_place_rec r = np_test_place("Replicate(),Shard(0)", 2, 3, m, 0);
+        r.stage = rank;
+        r.micro_batch = m;
+        CHECK_EQ_INT(np_probe_place(p, call, NP_ROLE_OUTPUT, "0", &r, &err), NP_OK);
+    }
+    CHECK_EQ_INT(np_probe_close(p, NULL, &err), NP_OK);
+    np_probe_free(p);
+}
+
+/* Stage 1's file against the one process: its Functional.linear.0 is the
+ * process's Functional.linear.1 (stage 0 makes one linear a micro-batch),
+ * assembled from both micro-batches, and stage 0's Functional.linear.0 is
+ * no replica of it; the wrong row is named with its micro-batch. */
+static void check_pipeline(void)
+{
+    char b[400], c[400], d[400];
+    snprintf(d, sizeof d, "%s/pp_single", g_tmp);
+    np_probe *p = open_probe(d, "tensor", 0, 1);
+    if (p) {
+        np_error err;
+        np_error_clear(&err);
+        CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
+        for (int k = 0; k < 2; k++) {
+            char call[64];
+            snprintf(call, sizeof call, "Functional.linear.%d.forward", k);
+            np_tensor t = np_test_mat(g_out + 6 * k, 2, 3);
+            CHECK_EQ_INT(np_probe_dump(p, call, NP_ROLE_OUTPUT, "0", &t, &err), NP_OK);
+        }
+        CHECK_EQ_INT(np_probe_close(p, NULL, &err), NP_OK);
+        np_probe_free(p);
+    }
+    snprintf(b, sizeof b, "%s/pp_single/step0/rank0/dump.h5", g_tmp);
+    for (int bad = 0; bad < 2; bad++) {
+        snprintf(d, sizeof d, "%s/pp%d", g_tmp, bad);
+        write_pp(d, 0, bad);
+        write_pp(d, 1, bad);
+        snprintf(c, sizeof c, "%s/pp%d/step0/rank1/dump.h5", g_tmp, bad);
+        np_cmp_result *r = run(b, c);
+        if (!r)
+            continue;
+        CHECK_EQ_INT(np_cmp_has_differences(r), bad);
+        const np_cmp_pair *q = r->n_pairs == 1 ? &r->pairs[0] : NULL;
+        CHECK(q != NULL);
+        const np_cmp_row *o = q ? row_of(q, "Functional.linear.1.forward.output.0") : NULL;
+        CHECK(o && o->bench && o->cmp->numel == 6);
+        CHECK(q && !row_of(q, "Functional.linear.0.forward.output.0"));
+        if (q && !bad) {
+            CHECK_EQ_INT(q->replica_diffs, 0);
+            CHECK(o && o->verdict == NP_VERDICT_PASS && o->m && o->m->max_abs_err == 0.0);
+            CHECK_CONTAINS(q->notes, "Sharded layout (mesh pp=2, mb=2)");
+        } else if (q && q->n_culprits) {
+            const np_cmp_call *k = &q->calls[q->culprits[0]];
+            CHECK(!strcmp(k->name, "Functional.linear.1.forward"));
+            CHECK_CONTAINS(k->reason, "differs from the bench: rank 1 (pp=1, mb=1)");
+            CHECK(strstr(k->reason, "mb=0") == NULL);
+        } else {
+            CHECK(q && q->n_culprits > 0);
+        }
+        np_cmp_result_free(r);
+    }
+}
+
 int main(void)
 {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/np_cmp_assemble_XXXXXX");
@@ -297,6 +385,7 @@ int main(void)
     snprintf(d, sizeof d, "%s/missing", g_tmp);
     write_rank(d, "tensor", 0, F_NONE);
     check_fault(d, "cover 9 of its 12 elements", "no file for rank(s) 1", 1);
+    check_pipeline();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (getenv("NP_TEST_KEEP"))

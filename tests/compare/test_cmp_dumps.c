@@ -1498,7 +1498,8 @@ static void write_l0(const char *path, const char *precision, const char *dtype,
  * input of c_proj fails, the output of c_attn passes): that module is the
  * culprit, its parent contains it. In bf16, where the error only grows (the
  * c_proj input fails narrowly, 2.4x the c_attn output's error), no module
- * is a culprit. */
+ * is a culprit. A module whose own weight differs before anything fails is
+ * named for it. */
 static void test_l0_modules(void)
 {
     char b[512], c[512];
@@ -1538,6 +1539,25 @@ static void test_l0_modules(void)
     if (k)
         CHECK_CONTAINS(k->reason, "none is a culprit");
     call_is(&p, "Module.blk.Block.forward.0", NP_CALL_PROPAGATED);
+    np_cmp_pair_free(&p);
+
+    /* c_proj's weight already differs (1 %, a stale or wrongly loaded
+     * weight at step 0) and nothing before it fails: c_proj is named, for
+     * its parameter (the walk before named Attn, "in a call not dumped",
+     * or nothing where no module encloses it: a pipeline stage's L0 dump) */
+    o = clean();
+    o.delta[B] = o.delta[Y3] = 0.01;
+    write_l0(c, "fp32", "float32", &o);
+    if (compare(&p, b, c, NULL) != NP_OK)
+        return;
+    f = one_culprit(&p, "Module.blk.attn.c_proj.Linear.forward.0");
+    if (f) {
+        CHECK_CONTAINS(f->reason, "parameters already differ");
+        CHECK_CONTAINS(f->reason, "(Module.blk.attn.c_proj.Linear.forward.0.parameters.weight, severity");
+    }
+    call_is(&p, "Module.blk.attn.Attn.forward.0", NP_CALL_CONTAINS);
+    call_is(&p, "Module.blk.Block.forward.0", NP_CALL_CONTAINS);
+    call_is(&p, "Module.blk.attn.c_attn.Linear.forward.0", NP_CALL_PASS);
     np_cmp_pair_free(&p);
 }
 

@@ -45,7 +45,15 @@ spawn for everything):
   all-reduced (Module.down.Linear.forward.0), a column shard loaded at the
   neighbour's offset (Functional.linear.0.forward in Module.up.Linear: its
   parameters differ), the sequence-parallel norm's gradient used unreduced
-  by the step (Tensor.add_.0.forward, the update of norm.weight).
+  by the step (Tensor.add_.0.forward, the update of norm.weight);
+- a 2-stage pipeline (torch.distributed.pipelining, GPipe and 1F1B, 2
+  micro-batches, level L0; plain and on a (pp, tp) mesh) against one
+  process on the whole batch: the dump's mesh (pp, mb) / (pp, tp, mb),
+  dp_grad_scale 2 (each micro-batch's mean loss), every whole-batch module
+  leaf a stage holds rebuilt by hand from its micro-batches' rows equals
+  PyTorch's; compare exits 0 per stage; stage 1's layer scaling its output
+  by 1.01 is named at Module.layers.2.Linear.forward.0 (both micro-batches'
+  pieces), stale weights there for its parameter.
 Run through pyrun.sh; exits 1 on any failed check. KEEP=DIR keeps the dumps."""
 import csv
 import glob
@@ -170,6 +178,19 @@ def run_pp(rank, m, d, sched):
     h.remove()
     return {"warnings": [str(x.message) for x in w if "nprobe" in str(x.message)],
             "summary": d.summary, "seen": seen}
+
+
+def single_pp(tmp):
+    """The pipeline's reference: one process, the whole batch at once."""
+    from nprobe.torch import PrecisionDebugger
+    d = PrecisionDebugger(f"{tmp}/single_pp.json")
+    m = pp_model()
+    x, t = pp_batch()
+    d.start(m)
+    pp_loss(m(x), t).backward()
+    d.stop()
+    d.step()
+    d.close()
 
 
 def local_sgd(m, lr, reduce=True):
@@ -431,11 +452,16 @@ def rank_main(rank, tmp):
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
     pmesh = init_device_mesh("cpu", (2, 1), mesh_dim_names=("pp", "tp"))
     for label, cls in (("pp", ScheduleGPipe), ("pp_1f1b", Schedule1F1B),
-                       ("bug_pp_stale", ScheduleGPipe), ("pp_tp", ScheduleGPipe)):
+                       ("bug_pp_stale", ScheduleGPipe), ("bug_pp_scaled", Schedule1F1B),
+                       ("pp_tp", ScheduleGPipe)):
         m = pp_model(rank)
         if label == "bug_pp_stale" and rank == 1:
             with torch.no_grad():
                 m.layers["2"].weight.mul_(1.01)
+        if label == "bug_pp_scaled" and rank == 1:
+            # stage 1's first layer hands on its output 1 % too large
+            lin = m.layers["2"]
+            lin.forward = (lambda f: lambda x: f(x) * 1.01)(lin.forward)
         group = None
         if label == "pp_tp":
             parallelize_module(m, pmesh["tp"], {f"layers.{k}": ColwiseParallel()
@@ -639,16 +665,67 @@ def compare_files(bench, cmp, out_dir):
     return out.returncode, first, out.stdout + out.stderr, err
 
 
+def pp_rebuilt(path, logical):
+    """Leaf `logical` of the whole batch (a module row named with counter
+    0) rebuilt by hand from a stage's file: micro-batch m's row is the same
+    leaf of the call with counter m, placed at its /placements offset in the
+    global shape (Shard(0) on mb), or the same on every micro-batch
+    (Replicate); a gradient divided by the step's dp_grad_scale. None when
+    the file does not hold it."""
+    with h5py.File(path, "r") as f:
+        scale = float(f.attrs.get("dp_grad_scale", 1.0))
+        rows = {x["name"].decode(): x for x in f["placements"][()]}
+        names = [logical]
+        if ".parameters_grad." not in logical:
+            d = ".forward.0." if ".forward.0." in logical else ".backward.0."
+            head, tail = logical.split(d)   # Module.layers.2.Linear | input.0
+            names = [f"{head}{d[:-2]}{m}.{tail}" for m in (0, 1)]
+        if names[0] not in f["data"]:
+            return None
+        out = None
+        for n in names:
+            v = np.array(f["data"][n], dtype=np.float64)
+            r = rows.get(n)
+            if r is None or r["placements"].decode().split(",")[-1] == "Replicate()":
+                if out is not None and not np.array_equal(out, v):
+                    return None
+                out = v
+                continue
+            g = tuple(int(x) for x in r["global_shape"][:int(r["global_ndim"])])
+            if out is None:
+                out = np.full(g, np.nan)
+            o = int(r["offset"][0])
+            out[o:o + v.shape[0]] = v
+    return out / scale if is_grad(logical) else out
+
+
+def pp_paired(out_dir):
+    """The leaves a compare report (csv) pairs on both sides, with verdict
+    pass and the same name."""
+    got = set()
+    for path in glob.glob(f"{out_dir}/*.csv"):
+        with open(path, newline="") as f:
+            got |= {r["NPU Name"] for r in csv.DictReader(f)
+                    if r["Verdict"] == "pass" and r["NPU Name"] == r["Bench Name"]}
+    return got
+
+
 def check_pp(tmp):
-    """The pipeline: each stage's module rows per micro-batch, named as the
-    one process's (forward.m, backward.m for micro-batch m), compared file
-    by file against the one process; the stage and micro-batch of each
-    chunk (pipeline.current()) and, on the (pp, tp) mesh, in the rows."""
+    """The pipeline against one process on the whole batch: each stage's
+    module rows per micro-batch (forward.m, backward.m for micro-batch m),
+    the dump's mesh (pp, mb) or (pp, tp, mb), every module leaf of the
+    one-process run that the stage holds rebuilt by hand from the
+    micro-batches' rows and their placements and equal to PyTorch's
+    whole-batch tensor; `nprobe compare` of each stage's file against the
+    one-process file exits 0 (the micro-batches assembled), and names the
+    injected bugs; the stage and micro-batch of each chunk
+    (pipeline.current()) and in the rows."""
     single = f"{tmp}/dump_single_pp/step0/rank0/dump.h5"
+    _c, whole, _p, _a = read(single)
     for r in (0, 1):
         with open(f"{tmp}/rank{r}.json") as f:
             res = json.load(f)
-        for label in ("pp", "pp_1f1b", "bug_pp_stale", "pp_tp"):
+        for label in ("pp", "pp_1f1b", "bug_pp_stale", "bug_pp_scaled", "pp_tp"):
             check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
             # the first stage's set-up pass (shapes) runs outside any chunk
             seen = [x for x in res[label]["seen"] if x != [-1, -1]]
@@ -656,28 +733,69 @@ def check_pp(tmp):
                   f"{label} rank {r}: the first layer ran at (stage, micro-batch) "
                   f"{res[label]['seen']}, not [({r}, 0), ({r}, 1)]")
             path = f"{tmp}/dump_{label}/step0/rank{r}/dump.h5"
-            calls, _d, place, _a = read(path)
+            calls, _d, place, attrs = read(path)
             want = {f"Module.layers.{2 * r + j}.Linear.{p}.{m}" for j in (0, 1)
                     for p in ("forward", "backward") for m in (0, 1)}
-            check(want <= set(calls) and len([c for c in calls if ".forward." in c]) == 4,
+            check(want <= set(calls) and len([c for c in calls if c.startswith("Module.") and
+                                               ".forward." in c]) == 4,
                   f"{label} rank {r}: the stage's module calls, one per micro-batch (no "
                   f"set-up pass): {calls}")
+            mesh = ("pp,tp,mb", "2,1,2", f"{r},0,0") if label == "pp_tp" else \
+                ("pp,mb", "2,2", f"{r},0")
+            got = (attrs.get("mesh_dims"), attrs.get("mesh_shape"), attrs.get("mesh_coords"),
+                   attrs.get("dp_grad_scale"))
+            check(got == mesh + (2.0,), f"{label} rank {r}: mesh and dp_grad_scale {got}, "
+                  f"not {mesh + (2.0,)}")
+            if not label.startswith("bug"):
+                mine = [n for n in whole if n.startswith((f"Module.layers.{2 * r}.",
+                                                          f"Module.layers.{2 * r + 1}."))]
+                bad = [n for n in mine if (lambda v: v is None or v.shape != whole[n].shape or
+                       not np.allclose(v, whole[n], rtol=1e-5, atol=1e-7))(pp_rebuilt(path, n))]
+                # 8 leaves a layer, the first layer's input takes no gradient
+                check(len(mine) == 16 - (r == 0) and not bad,
+                      f"{label} rank {r}: {len(bad)} of {len(mine)} whole-batch module leaves "
+                      f"rebuilt from the micro-batches differ: {bad[:4]}")
             rc, first, text, err = compare_files(single, path, f"{tmp}/rep_{label}_{r}")
             if label == "bug_pp_stale" and r == 1:
-                # a module dump (L0) names no culprit for parameters that
-                # differ at step 0 (compare's rule); the first error row is
-                # the stale weight's
-                check(rc == 1 and err == "Module.layers.2.Linear.forward.0.parameters.weight",
-                      f"compare one process vs {label} rank 1: the first error row is "
-                      f"layers.2's weight: exit {rc} {err!r}")
-            elif label == "bug_pp_stale":
+                # a module dump (L0) whose weights differ at step 0: the
+                # first module that takes them is named, for its parameter
+                # (the first error row is the stale weight's)
+                want = ("first culprit: Module.layers.2.Linear.forward.0 ", "its parameters "
+                        "already differ from the bench (Module.layers.2.Linear.forward.0."
+                        "parameters.weight, severity")
+                check(rc == 1 and err == "Module.layers.2.Linear.forward.0.parameters.weight"
+                      and all(w in first + text for w in want),
+                      f"compare one process vs {label} rank 1: layers.2 named for its "
+                      f"weight: exit {rc} {err!r} {first!r}")
+            elif label == "bug_pp_scaled" and r == 1:
+                # the scaled output: named at its module, both micro-batches
+                check(rc == 1 and "first culprit: Module.layers.2.Linear.forward.0 " in first
+                      and "rank 1 (pp=1, mb=0), rank 1 (pp=1, mb=1)" in text,
+                      f"compare one process vs {label} rank 1: layers.2's output named: exit "
+                      f"{rc} {first!r}")
+            elif label.startswith("bug"):
                 # the first stage's forward passes, the gradients it gets differ
-                check(rc == 1 and err.startswith("Module.layers.1.Linear.backward.0."),
-                      f"compare one process vs {label} rank 0: its backward fails first: "
-                      f"exit {rc} {err!r}")
+                want = "Module.layers.1.Linear.backward.0." if label == "bug_pp_stale" else \
+                    "Functional.gelu.1.backward."
+                check(rc == 1 and err.startswith(want),
+                      f"compare one process vs {label} rank 0: its backward fails first "
+                      f"({want}): exit {rc} {err!r}")
             else:
                 check(rc == 0 and "first culprit: none" in first,
                       f"compare one process vs {label} rank {r}: exit {rc} {text[-600:]}")
+                if label != "pp":
+                    # level mix: the stage's API calls by their one-process
+                    # names (stage 1's first linear is the process's third)
+                    paired = pp_paired(f"{tmp}/rep_{label}_{r}")
+                    k = 2 * r
+                    want = {f"Functional.linear.{k}.forward.output.0",
+                            f"Functional.linear.{k + 1}.backward.output.1",
+                            f"Functional.gelu.{k}.forward.output.0"}
+                    if r:
+                        want.add("Functional.mse_loss.0.forward.output.0")
+                    check(want <= paired and len(paired) >= 36,
+                          f"compare one process vs {label} rank {r}: {len(paired)} rows paired "
+                          f"and passing, missing {sorted(want - paired)}")
         with h5py.File(f"{tmp}/dump_pp_tp/step0/rank{r}/dump.h5", "r") as f:
             rows = {x["name"].decode(): (int(x["stage"]), int(x["micro_batch"]))
                     for x in f["placements"][()]}
@@ -692,7 +810,15 @@ def check_pp(tmp):
         with h5py.File(f"{tmp}/dump_sp/step0/rank{r}/dump.h5", "r") as f:
             st = {(int(x["stage"]), int(x["micro_batch"])) for x in f["placements"][()]}
         check(st == {(-1, -1)}, f"sp rank {r}: stage, micro_batch {st} after a pipeline run")
-    print("pipeline: both stages' module rows paired with one process, file by file")
+    # the run directories: one pair a stage, each against the one process;
+    # the first culprit in one process's order (stage 1's forward, not
+    # stage 0's backward, which only receives the error)
+    for label, want in (("pp_1f1b", None), ("bug_pp_scaled", "Module.layers.2.Linear.forward.0")):
+        out = compare(tmp, label, bench="single_pp", want=want)
+        check("compared 2 step/rank pairs" in out and (want is None or "in step 0 rank 1" in out),
+              f"compare one process vs {label} (directories): both stages paired: {out[:300]!r}")
+    print("pipeline: both stages' module rows assembled from the micro-batches and compared "
+          "with one process on the whole batch")
 
 
 def check_collectives(tmp):
@@ -740,11 +866,12 @@ def check_collectives(tmp):
 
 def write_configs(tmp, names):
     """{tmp}/NAME.json for each run: task tensor, step 0, into {tmp}/dump_NAME
-    (level L0 for the pipeline runs, else mix)."""
+    (level L0 for two pipeline runs, else mix)."""
     for name in names:
         with open(f"{tmp}/{name}.json", "w") as f:
             json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}",
-                       "level": "L0" if "pp" in name else "mix", "step": [0]}, f)
+                       "level": "L0" if name in ("pp", "bug_pp_stale") else "mix",
+                       "step": [0]}, f)
 
 
 def fork_ranks(fn, tmp, world):
@@ -781,22 +908,13 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         write_configs(tmp, ("tp", "fsdp", "single", "coll", "sp", "single_sp", "bug_sp_grad",
                             "bug_noreduce", "bug_offset", "dp", "bug_dp_shift", "single_mean",
-                            "dp_avg", "bug_dp_sum", "pp", "pp_1f1b", "bug_pp_stale", "pp_tp",
+                            "dp_avg", "bug_dp_sum", "pp", "pp_1f1b", "bug_pp_stale",
+                            "bug_pp_scaled", "pp_tp",
                             "single_pp"))
         fork_ranks(rank_main, tmp, 2)
         from nprobe.torch import PrecisionDebugger
         single_runs(tmp)
-        # the pipeline's reference: one process, the same 2 micro-batches in
-        # turn (gradient accumulation)
-        d = PrecisionDebugger(f"{tmp}/single_pp.json")
-        m = pp_model()
-        x, t = pp_batch()
-        d.start(m)
-        for k in (0, 1):
-            pp_loss(m(x[2 * k:2 * k + 2]), t[2 * k:2 * k + 2]).backward()
-        d.stop()
-        d.step()
-        d.close()
+        single_pp(tmp)
         d = PrecisionDebugger(f"{tmp}/single_sp.json")
         check(not run_sp(sp_model(), d, seq_batch()), "one process (sequence model): no warning")
         for r in (0, 1):

@@ -19,7 +19,12 @@ process:
   (PrecisionDebugger(data_parallel="dp")), a mean loss, FSDP2's default
   average: the tensor-parallel rows get Shard(0) over dp for the batch,
   Partial(sum) for the parameters' gradients, the loss Partial(avg),
-  dp_grad_scale 2 (loss_scale 1); compare against one process on the whole batch exits 0.
+  dp_grad_scale 2 (loss_scale 1); compare against one process on the whole batch exits 0;
+- a pipeline over tensor parallel (mesh (pp, tp), 1F1B, 2 micro-batches,
+  level mix): compare of the run's directory against one process on the
+  whole batch pairs both stages and exits 0; rank 3's column shard of
+  layers.2's weight 1 % off is named at Functional.linear.2.forward with
+  rank 3 (pp=1, tp=1).
 Run through pyrun.sh; exits 1 on any failed check. KEEP=DIR keeps the dumps."""
 import json
 import os
@@ -32,7 +37,8 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_torch_dtensor import (FAILS, batch, check, check_dumped, compare, fork_ranks,  # noqa: E402
-                                model, read, run, single_runs, write_configs)
+                                model, pp_loss, pp_model, read, run, run_pp, single_pp,
+                                single_runs, write_configs)
 
 WORLD = 4
 
@@ -92,6 +98,23 @@ def rank_main(rank, tmp):
     d = PrecisionDebugger(f"{tmp}/fsdp_tp_dp.json", data_parallel="dp")
     out["dp_warnings"] = run(m, d, x=batch()[3 * dp:3 * dp + 3], mean=True)
     out["dp_summary"] = d.summary
+    # a pipeline over tensor parallel (torchtitan's (pp, tp) mesh): stage s
+    # (ranks 2s, 2s + 1) holds layers 2s (column-parallel) and 2s + 1
+    # (row-parallel), 1F1B, 2 micro-batches; the bug: rank 3's column shard
+    # of layers.2's weight 1 % off
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+    pmesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("pp", "tp"))
+    s = rank // 2
+    for label in ("pp_tp4", "bug_pp_tp4"):
+        m = pp_model(s)
+        parallelize_module(m, pmesh["tp"], {f"layers.{2 * s}": ColwiseParallel(),
+                                            f"layers.{2 * s + 1}": RowwiseParallel()})
+        if label == "bug_pp_tp4" and rank == 3:
+            with torch.no_grad():
+                m.layers[str(2 * s)].weight.to_local().mul_(1.01)
+        stage = PipelineStage(m, s, 2, torch.device("cpu"), group=pmesh["pp"].get_group())
+        sched = Schedule1F1B(stage, n_microbatches=2, loss_fn=pp_loss)
+        out[label] = run_pp(s, m, PrecisionDebugger(f"{tmp}/{label}.json"), sched)
     with open(f"{tmp}/rank{rank}.json", "w") as f:
         json.dump(out, f)
     dist.destroy_process_group()
@@ -100,7 +123,8 @@ def rank_main(rank, tmp):
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
-        write_configs(tmp, ("fsdp_tp", "single", "fsdp_tp_dp", "single_mean"))
+        write_configs(tmp, ("fsdp_tp", "single", "fsdp_tp_dp", "single_mean", "pp_tp4",
+                            "bug_pp_tp4", "single_pp"))
         fork_ranks(rank_main, tmp, WORLD)
         single_runs(tmp)
         for r in range(WORLD):
@@ -143,6 +167,20 @@ def main():
             check(place.get(leaf) == want, f"fsdp_tp_dp rank 3: {leaf} {place.get(leaf)} "
                   f"!= {want}")
         compare(tmp, "fsdp_tp_dp", bench="single_mean")
+        # PP x TP against one process on the whole batch: a pair a stage
+        # (mesh pp, tp, mb), clean; the wrong shard named with its rank
+        single_pp(tmp)
+        for r in range(WORLD):
+            with open(f"{tmp}/rank{r}.json") as f:
+                res = json.load(f)
+            for label in ("pp_tp4", "bug_pp_tp4"):
+                check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
+        for label, want in (("pp_tp4", None), ("bug_pp_tp4", "Functional.linear.2.forward")):
+            out = compare(tmp, label, bench="single_pp", want=want)
+            check("compared 2 step/rank pairs" in out and "mesh pp=2, tp=2, mb=2" in out and
+                  (want is None or "rank 3 (pp=1, tp=1, mb=0)" in out),
+                  f"compare one process vs {label}: both stages, the mesh, rank 3 named: "
+                  f"{out[:400]!r}")
         if os.environ.get("KEEP"):
             shutil.copytree(tmp, os.environ["KEEP"], dirs_exist_ok=True)
     print(f"{len(FAILS)} failed")

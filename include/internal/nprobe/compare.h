@@ -270,6 +270,8 @@ typedef struct np_cmp_pair {
     int replica_diffs;                    /* a sharded side (format version 2): leaves whose
                                            * replicas (Replicate() or unplaced copies on
                                            * several ranks) differ; named in the notes */
+    int stage;                            /* the pipeline stage the cmp file holds (its
+                                           * placement rows), -1 none */
     void *priv;                           /* string storage; library-private */
 } np_cmp_pair;
 
@@ -303,8 +305,10 @@ void np_cmp_pair_free(np_cmp_pair *p);
  * written any more (NP_ERR_ARG). Idempotent. */
 void np_cmp_pair_shrink(np_cmp_pair *p);
 /* The pair a report over all pairs details (the HTML page, the summary's
- * first culprit): the first with a culprit, else the first with an error
- * row or a culprit, else 0. */
+ * first culprit): the first with a culprit (among a pipeline's stages of
+ * that step, the culprit first in one process's order: a forward call's on
+ * the lowest stage, else a backward call's on the highest), else the first
+ * with an error row, else 0. */
 size_t np_cmp_focus_pair(const np_cmp_result *r);
 
 /* 1 when some row of some pair is an error, some issue was recorded, a side

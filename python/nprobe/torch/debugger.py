@@ -1024,6 +1024,11 @@ class PrecisionDebugger:
         self._dp_batch = None     # the step's local batch size (dtensor.dp_rows)
         self._dp_div = 1.0        # what the dp reduction divides the summed gradients by
         self._dp_red = {}         # the step's calls with a reduction= argument: call -> it
+        self._mb = None           # a pipeline's micro-batches: the mesh's mb size (dtensor.set_mesh)
+        self._mb_div = 1.0        # what its schedule divides the accumulated gradients by
+        self._pp_k = None         # the pipeline's dimension in the mesh (dtensor.collective_rows)
+        self._mb_batch = None     # the step's micro-batch size (dtensor.mb_context)
+        self._mb_red = {}         # the step's reductions of a batched input: call -> "A"/"P"
         self._unplaced = 0        # DTensor leaves dumped without a placement row
         self._placed = []         # the step's placement rows: (call, role, key, PlaceRow)
         self._shards = {}         # the step's placed shards by memory (dtensor._known)
@@ -1167,6 +1172,7 @@ class PrecisionDebugger:
         self._placed, self._shards = [], {}
         self._dp_batch = None
         self._dp_red = {}
+        self._mb_batch, self._mb_red = None, {}
         self._sel = _lib.probe_selects(self._p, self._step)
 
     def _begin(self):
@@ -1191,7 +1197,9 @@ class PrecisionDebugger:
         # that of its loss scaled by the divisor (docs/TORCH.md "Data parallel"):
         # its own attribute, not the loss scale (only a loss scaler skips steps)
         _lib.probe_set_loss_scale(self._p, _loss_scale())
-        _lib.probe_set_dp_grad_scale(self._p, self._dp_div)
+        # a pipeline's: each micro-batch's backward is that of its own loss
+        # (dtensor.mb_over)
+        _lib.probe_set_dp_grad_scale(self._p, self._dp_div * self._mb_div)
         if _lib.probe_step_begin(self._p, self._step, self._eref):
             self._note_error()
             return False
@@ -1486,8 +1494,8 @@ class PrecisionDebugger:
                         rec = None
                     else:
                         args, kwargs = _replace(args, kwargs, [flat[k][0] for k in g], new)
-            if self._dp_k is not None and isinstance(kwargs.get("reduction"), str):
-                self._dp_red[f"{api}.{n}"] = kwargs["reduction"]     # dtensor.dp_rows
+            if (self._dp_k is not None or self._mb) and isinstance(kwargs.get("reduction"), str):
+                self._dp_red[f"{api}.{n}"] = kwargs["reduction"]     # dtensor.dp_rows, mb_context
             promoted = self._fp32 and _fp32_match(self._fp32, api, n, parent)
             y = _run_fp32(op, fn, args, kwargs, promoted == "module") if promoted else fn(*args, **kwargs)
             if rec is not None and rec.has_in:

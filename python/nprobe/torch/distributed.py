@@ -293,15 +293,18 @@ def _line_scalars(d, ranks, scalars):
     (FSDP2's dp all-gather at each tp coordinate) is written as
     `mesh_dim` (its dimension: the same on every rank, as compare's replica
     check wants a scalar argument) instead of its ranks (which differ from
-    line to line; mesh_coords and the dimension give them)."""
+    line to line; mesh_coords and the dimension give them), and a
+    point-to-point call's `peer.N` as the peer's index in the group."""
     mesh = d._mesh
     if not mesh or len(mesh.shape) < 2 or not ranks:
         return scalars
     gd = mesh.group_dim(ranks)
     if gd is None:
         return scalars
-    return [(k, v) for k, v in scalars if not k.startswith("ranks.")] + \
-        [("mesh_dim", float(gd[0]))]
+    # a point-to-point peer by its place in the group (a pipeline's next
+    # stage), the same on every line
+    return [(k, float(ranks.index(int(v))) if k.startswith("peer.") and int(v) in ranks else v)
+            for k, v in scalars if not k.startswith("ranks.")] + [("mesh_dim", float(gd[0]))]
 
 
 def _place_leaves(d, call, dname, ranks, scalars, ins, outs, n0):

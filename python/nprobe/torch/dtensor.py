@@ -412,6 +412,10 @@ def set_mesh(d, world_size):
     if d._mesh is not None or _set_mesh is None:
         return
     mesh = model_mesh(d._models)
+    sched = pipeline.schedule()
+    if mesh is None and sched is not None and sched.ranks == list(range(world_size)):
+        # a pipeline without DTensors: its stages' ranks are the mesh
+        mesh = Mesh(("pp",), (len(sched.ranks),), (sched.coord,), list(sched.ranks))
     if mesh is None and d._dp is not None and world_size > 1:
         import torch.distributed as dist
         rank = dist.get_rank()
@@ -428,15 +432,23 @@ def set_mesh(d, world_size):
             warnings.warn(f"nprobe: data_parallel={d._dp!r} is not a dimension of the device "
                           f"mesh {mesh.names}: activations are written as replicated",
                           stacklevel=4)
-    n = len(mesh.shape)
-    names = (ctypes.c_char_p * n)(*[x.encode() for x in mesh.names])
-    shape = (ctypes.c_int64 * n)(*mesh.shape)
-    coords = (ctypes.c_int64 * n)(*mesh.coords)
+    names, shape, coords = list(mesh.names), list(mesh.shape), list(mesh.coords)
+    if sched is not None and MB not in names:
+        # a pipeline's micro-batches: the last dimension, in time (mb_over)
+        d._mb, d._mb_div = sched.n_mb, float(sched.div)
+        gd = mesh.group_dim(sched.ranks)
+        d._pp_k = gd[0] if gd is not None else None
+        names, shape, coords = names + [MB], shape + [sched.n_mb], coords + [0]
+    n = len(shape)
+    names = (ctypes.c_char_p * n)(*[x.encode() for x in names])
+    shape = (ctypes.c_int64 * n)(*shape)
+    coords = (ctypes.c_int64 * n)(*coords)
     if _set_mesh(d._p, n, names, shape, coords, d._eref):
         err = str(d._err.exception())
         _lib.Error.__init__(d._err)
         d._mesh = False
         d._dp_k, d._dp_div = None, 1.0
+        d._mb, d._mb_div = None, 1.0
         _no_row(d, f"the device mesh {mesh.names} {mesh.shape} (world size {world_size}) "
                    f"was refused: {err}")
 
@@ -575,10 +587,13 @@ def localize_call(d, call, ins, params, outs, in_keys, out_keys, role_in, role_p
         _plain(d, call, outs, fo, out_keys, role_out, places, src)
     if d._dp_k is not None and d._mesh and not call.startswith("Distributed."):
         dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places)
-    if d._mesh and pipeline._active:
+    if d._mesh and pipeline._active and not call.startswith("Distributed."):
+        # (a collective's rows are its own: distributed._place_leaves)
         if pipeline.current()[0] >= 0:
             chunk_rows(d, ins, outs, params, in_keys, out_keys, role_in, role_par, role_out,
                        places)
+            if d._mb:
+                mb_context(d, call, ins, places, role_in)
     return ins, params, outs, places or None
 
 
@@ -602,6 +617,71 @@ def chunk_rows(d, ins, outs, params, in_keys, out_keys, role_in, role_par, role_
             found.append((i, (mesh, PlaceRow(text, g, (0,) * len(g)))))
         if found:
             places.append((role, found, keys))
+
+
+# ---- a pipeline's micro-batches: the mesh's last dimension "mb" ----------------
+
+MB = "mb"      # its name (nprobe/format.h NP_FMT_MESH_MB)
+
+
+def _global_dim0(t, row):
+    """The first dimension of leaf t's logical tensor (its row's global
+    shape where it has one), None for a scalar."""
+    g = row[1].global_shape if isinstance(row, tuple) else tuple(t.shape)
+    return int(g[0]) if g else None
+
+
+def mb_context(d, call, ins, places, role_in):
+    """What mb_over needs of a call in a chunk: the micro-batch size (the
+    first dimension of the step's first forward call's first tensor input
+    that is not a parameter, as dp_rows takes the local batch) and, for a
+    reduction to a scalar of a batched input (a mean loss), its kind."""
+    if ".backward" in call:
+        return
+    rows = {i: t for role, f, _ in places if role == role_in for i, t in f}
+    dims = []
+    for i, t in enumerate(ins):
+        if isinstance(t, torch.Tensor) and t.dim() and not isinstance(t, torch.nn.Parameter):
+            dims.append(_global_dim0(t, rows.get(i)))
+    if d._mb_batch is None:
+        if not dims:
+            return
+        d._mb_batch = dims[0]
+    red = _dp_reduction(d, call.split("."))
+    if red and d._mb_batch in dims:
+        d._mb_red[call] = red
+
+
+def mb_over(d, call, role, row, m):
+    """Row `row` of a leaf of micro-batch m (-1: outside the micro-batches)
+    with its item on the mb dimension, as dp_rows says it of a data-parallel
+    rank's batch: a tensor whose first dimension is the micro-batch size
+    Shard(0) of the whole batch (offset m x that size); a reduction of one
+    to a scalar Partial(avg) (a mean: the loss) or Partial(sum); in the
+    backward, the gradient of anything else Partial(sum) (each
+    micro-batch's loss adds its share; the scalar gradient arriving at a
+    mean loss too: 1 each, 1 / M unscaled), of a summed loss replicated;
+    parameters, their accumulated gradients and the leaves outside the
+    micro-batches Replicate(). The gradients are those of each micro-batch's
+    loss: under pipelining's scale_grads (a mean loss) M times the whole
+    batch's, which the step's dp_grad_scale carries (debugger._begin)."""
+    g, off = list(row.global_shape), list(row.offset)
+    bw = ".backward" in call
+    if m < 0 or role in (_lib.ROLE_PARAMETERS, _lib.ROLE_PARAMETERS_GRAD):
+        item = "Replicate()"
+    elif g and g[0] == d._mb_batch:
+        item = "Shard(0)"
+        off[0] += m * g[0]
+        g[0] *= d._mb
+    elif bw:
+        item = "Replicate()" if not g and role == _lib.ROLE_INPUT and d._mb_div == 1.0 \
+            else "Partial(sum)"
+    elif not g and role == _lib.ROLE_OUTPUT and call in d._mb_red:
+        item = "Partial(avg)" if d._mb_red[call] == "A" else "Partial(sum)"
+    else:
+        item = "Replicate()"
+    return PlaceRow(row.placements + "," + item, tuple(g), tuple(off), row.stage,
+                    row.micro_batch)
 
 
 # ---- data parallel: each rank of the dp dimension has its own batch ----------
@@ -755,6 +835,8 @@ def place(d, call, role, key, t):
         return
     if d._dp_k is not None and d._dp_batch is not None and not call.startswith("Distributed."):
         row = dp_over(d, call, role, t, row)
+    if d._mb:
+        row = mb_over(d, call, role, row, pipeline.current()[1])
     d._placed.append((call, role, key, row))
     if _place is None:
         return
@@ -802,8 +884,10 @@ def collective_rows(d, dname, ranks, op, ins, outs):
     # the mesh's other dimensions: the group's line at each of their
     # coordinates runs the collective on its own tensors (FSDP2's dp
     # all-gather of each tp shard): the leaf's logical tensor is those
-    # stacked along dimension 0 (Shard(0)), each line's checked on its own
-    others = [j for j in range(len(mesh.shape)) if j != k and mesh.shape[j] > 1]
+    # stacked along dimension 0 (Shard(0)), each line's checked on its own;
+    # but not a pipeline's stages (compare keeps each stage's leaves apart)
+    others = [j for j in range(len(mesh.shape)) if j != k and mesh.shape[j] > 1 and
+              j != d._pp_k]
 
     def row(role, i, t, kind):
         nd = t.dim()

@@ -12,7 +12,10 @@ row written meanwhile, the stage (`stage_index`) and the micro-batch:
 `Distributed.batch_isend_irecv` calls (the tensors sent). Placement rows
 carry the stage and micro-batch (docs/FORMAT.md "/placements": `stage`,
 `micro_batch`); parameter rows and the parameters' gradients (summed over
-the micro-batches, written at stop()) keep micro_batch -1.
+the micro-batches, written at stop()) keep micro_batch -1. The schedule's
+step() is wrapped too: while it runs, schedule() gives its pipeline group
+and micro-batch count, from which the dump's mesh gets its `pp` and `mb`
+dimensions (dtensor.set_mesh; docs/TORCH.md "Pipelines").
 
 The stage's set-up runs the module once more on its first step, to learn
 the shapes it sends (`_forward_metadata_inference`,
@@ -26,6 +29,7 @@ import threading
 _installed = False
 _paused = 0          # > 0 inside a stage's set-up (the debugger's hooks stand aside)
 _active = 0          # chunks running now, all threads (current() reads its thread's only then)
+_sched = None        # the schedule whose step() runs now (schedule())
 
 
 class _Tls(threading.local):
@@ -99,6 +103,55 @@ def _pause(orig):
     return _wraps(orig, wrapper)
 
 
+def _step(orig):
+    """A schedule's step(): schedule() gives it meanwhile."""
+    def wrapper(self, *args, **kwargs):
+        global _sched
+        saved, _sched = _sched, self
+        try:
+            return orig(self, *args, **kwargs)
+        finally:
+            _sched = saved
+    wrapper._nprobe_orig = orig
+    wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
+    return wrapper
+
+
+class Schedule:
+    """What the dump's mesh needs of the schedule running now: the global
+    ranks of its pipeline group in order (`ranks`), this rank's index among
+    them (`coord`), its micro-batches (`n_mb`), and what the schedule
+    divides the parameters' accumulated gradients by (`div`: the
+    micro-batch count under scale_grads, pipelining's mean-loss
+    convention; 1 for a summed loss)."""
+    __slots__ = ("ranks", "coord", "n_mb", "div")
+
+    def __init__(self, ranks, coord, n_mb, div):
+        self.ranks, self.coord, self.n_mb, self.div = ranks, coord, n_mb, div
+
+
+def schedule():
+    """The Schedule of the pipeline step running now, None outside one (or
+    when its stage or group cannot be read)."""
+    s = _sched
+    if s is None:
+        return None
+    try:
+        import torch.distributed as dist
+        stage = getattr(s, "_stage", None)
+        if stage is None:
+            stage = (getattr(s, "_stages", None) or [None])[0]
+        n = int(getattr(s, "_n_microbatches"))
+        group = getattr(stage, "group", None)
+        ranks = list(dist.get_process_group_ranks(group)) if group is not None else \
+            list(range(dist.get_world_size()))
+        coord = ranks.index(dist.get_rank())
+        div = n if getattr(s, "scale_grads", True) else 1
+    except Exception:  # noqa: BLE001 - another torch's pipelining internals: no mesh from it
+        return None
+    return Schedule(ranks, coord, n, div) if n >= 1 else None
+
+
 def _p2p(orig):
     """schedules._batch_p2p(p2p_ops, desc): the schedule's sends and
     receives between stages (torch.distributed.isend/irecv, which the
@@ -146,6 +199,9 @@ def install():
     for obj in list(vars(sched_mod).values()):
         if not isinstance(obj, type):
             continue
+        f = obj.__dict__.get("step")
+        if callable(f) and not hasattr(f, "_nprobe_orig"):
+            setattr(obj, "step", _step(f))
         f = obj.__dict__.get("_maybe_compute_loss")
         if callable(f) and not hasattr(f, "_nprobe_orig"):
             setattr(obj, "_maybe_compute_loss", _loss(f))
