@@ -352,6 +352,7 @@ struct np_monitor {
     hid_t t_rec, t_key, t_step;
     np_ctx *ctx;
     np_trainer *tr;
+    int observing;         /* an observer of ctx's events (np_monitor_attach) */
     /* the step in progress */
     int on;                /* this step is recorded */
     int64_t step;
@@ -439,9 +440,9 @@ static int key_id(np_monitor *m, const char *name, const char *metric)
         m->cap_keys = nc;
     }
     np_mon_key *k = &m->keys[m->n_keys];
-    memset(k, 0, sizeof *k);
-    snprintf(k->name, sizeof k->name, "%s", name);
-    snprintf(k->metric, sizeof k->metric, "%s", metric);
+    memset(k, 0, sizeof *k);   /* the names cut to their fields, NUL-ended */
+    memcpy(k->name, name, strnlen(name, sizeof k->name - 1));
+    memcpy(k->metric, metric, strnlen(metric, sizeof k->metric - 1));
     m->slots[h] = m->n_keys;
     return m->n_keys++;
 }
@@ -494,6 +495,10 @@ static hid_t make_table(hid_t file, const char *name, hid_t type, hsize_t chunk)
     hid_t sp = H5Screate_simple(1, &zero, &unl);
     hid_t pl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_chunk(pl, 1, &chunk);
+    /* rows are written as the table grows, and read up to the last steps
+     * row: no fill values (their writing took a third of the monitor's
+     * own instructions a step) */
+    H5Pset_fill_time(pl, H5D_FILL_TIME_NEVER);
     hid_t d = H5Dcreate2(file, name, type, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
     H5Pclose(pl);
     H5Sclose(sp);
@@ -921,9 +926,25 @@ static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *
     return 0;
 }
 
+/* A step's start decides whether it is recorded: at the STEP_BEGIN event,
+ * or without an observer at the trainer's BACKWARD_END (the state the step
+ * began from is still unchanged there). */
+static void step_begin(np_monitor *m, int64_t step)
+{
+    m->step = step;
+    m->seq = 0;
+    m->n_rec = 0;
+    m->fed = 0;
+    m->on = step_selected(m, step);
+    if (m->on)
+        ring_take(m);
+}
+
 static int on_train(np_train_point pt, np_trainer *tr, const np_step_result *res, void *user)
 {
     np_monitor *m = user;
+    if (pt == NP_TRAIN_BACKWARD_END && !m->observing)
+        step_begin(m, res->step);
     /* the update's cost, recorded steps against the others (step_interval
      * > 1): the span from UPDATE_BEGIN's return to UPDATE_END; not the
      * run's first update, which first touches the optimizer's zeroed state
@@ -944,21 +965,17 @@ static int on_train(np_train_point pt, np_trainer *tr, const np_step_result *res
     m->cpu_s += t1 - t0;
     if (pt == NP_TRAIN_UPDATE_BEGIN)
         m->upd_t0 = t1;
+    if (pt == NP_TRAIN_UPDATE_END && !m->observing)
+        m->on = 0;   /* the step's end */
     return 0;
 }
 
-/* The step boundary: STEP_BEGIN decides whether this step is recorded. */
+/* The step boundary and the module and call events. */
 static int on_step(const np_hook_event *ev, void *user)
 {
     np_monitor *m = user;
     if (ev->kind == NP_EV_STEP_BEGIN) {
-        m->step = ev->step;
-        m->seq = 0;
-        m->n_rec = 0;
-        m->fed = 0;
-        m->on = step_selected(m, ev->step);
-        if (m->on)
-            ring_take(m);
+        step_begin(m, ev->step);
         if (m->calls) {
             double ls = 1.0;
             for (int i = 0; i < ev->n_scalars; i++)
@@ -994,10 +1011,16 @@ np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error
 {
     if (!m->active)
         return NP_OK;
-    np_observer obs = {10, NULL, on_step, m};
-    np_status st = np_ctx_add_observer(ctx, &obs, err);
-    if (st)
-        return st;
+    /* the events only for the modules' outputs or the ring of calls: an
+     * observer makes the runtime name and emit every call (a third of
+     * the monitor's own instructions a step without them) */
+    if (m->cfg.xy || m->calls) {
+        np_observer obs = {10, NULL, on_step, m};
+        np_status st = np_ctx_add_observer(ctx, &obs, err);
+        if (st)
+            return st;
+        m->observing = 1;
+    }
     m->ctx = ctx;
     m->tr = tr;
     np_trainer_set_watch(tr, on_train, m);
@@ -1018,8 +1041,9 @@ np_status np_monitor_close(np_monitor *m, np_error *err)
 {
     if (!m)
         return NP_OK;
-    if (m->ctx)
+    if (m->ctx && m->observing)
         np_ctx_remove_observers(m->ctx, m);
+    m->observing = 0;
     if (m->tr)
         np_trainer_set_watch(m->tr, NULL, NULL);
     m->ctx = NULL;
