@@ -436,6 +436,7 @@ typedef struct frame {
     double start, end, dur, child;
     size_t op;
     size_t call; /* its row in pass2.calls + 1, 0: none */
+    size_t pend_lo; /* end order: where its subtree's rows start in thread_st.pend */
 } frame;
 
 typedef struct thread_st {
@@ -444,6 +445,12 @@ typedef struct thread_st {
     int end_order; /* its events come in end order: st holds its outermost calls so far */
     frame *st;
     size_t n, cap;
+    /* end order: the call rows this thread made (their first calls), in the
+     * order their events came; a call's subtree is a contiguous run of them
+     * (its descendants come just before it), so each new holder names
+     * itself their `within`, and the outermost one names it last */
+    size_t *pend;
+    size_t n_pend, cap_pend;
 } thread_st;
 
 /* An end-ordered thread's outermost calls kept (2^19 of them at most, 24 MiB:
@@ -633,8 +640,9 @@ static int push_frame(thread_st *t, frame f)
 
 /* A cpu_op event of a thread whose events come in end order: its calls
  * (the outermost so far) that start at or after it are its children, all
- * of them seen, so its self time is final now; it replaces them. Its call
- * row has no `within` (the holder comes later). */
+ * of them seen, so its self time is final now; it replaces them. The call
+ * rows made in its subtree get it as their `within` (a holder that comes
+ * later replaces it: the outermost is the last). */
 static int nest_end(pass2 *p, thread_st *t, const np_prof_event *e, size_t op)
 {
     double end = e->ts + e->dur;
@@ -644,15 +652,43 @@ static int nest_end(pass2 *p, thread_st *t, const np_prof_event *e, size_t op)
     }
     t->last_end = end;
     double child = 0;
-    while (t->n && t->st[t->n - 1].start >= e->ts)
+    size_t lo = t->n_pend;
+    while (t->n && t->st[t->n - 1].start >= e->ts) {
+        lo = t->st[t->n - 1].pend_lo;
         child += t->st[--t->n].dur;
+    }
+    if (p->calls_off) {
+        t->n_pend = lo = 0;
+    } else {
+        for (size_t i = lo; i < t->n_pend; i++) {
+            np_prof_op *c = &p->calls.ops[t->pend[i]];
+            char *w = strdup(e->name);
+            if (!w)
+                return -1;
+            free(c->within);
+            c->within = w;
+        }
+    }
     np_prof_op *o = &p->ops.ops[op];
     double self = e->dur - child;
     o->self_us += self;
     long long call = call_of(p, o, e, NULL);
     if (call < 0 || call_add(p, (size_t)call, e->ts, self) || step_add(p, o, e->ts, self))
         return -1;
-    return push_frame(t, (frame){e->ts, end, e->dur, 0, op, 0});
+    if (p->calls_off)
+        t->n_pend = lo = 0;
+    else if (call > 0 && p->calls.ops[call - 1].count == 1) { /* a new row */
+        if (t->n_pend == t->cap_pend) {
+            size_t cap = t->cap_pend ? t->cap_pend * 2 : 64;
+            size_t *v = realloc(t->pend, cap * sizeof *v);
+            if (!v)
+                return -1;
+            t->pend = v;
+            t->cap_pend = cap;
+        }
+        t->pend[t->n_pend++] = (size_t)call - 1;
+    }
+    return push_frame(t, (frame){e->ts, end, e->dur, 0, op, 0, lo});
 }
 
 /* Nest a cpu_op event in its thread's stack (events in start order; in
@@ -675,7 +711,7 @@ static int nest(pass2 *p, const np_prof_event *e, size_t op)
     long long call = call_of(p, &p->ops.ops[op], e, t->n ? p->ops.ops[t->st[0].op].name : NULL);
     if (call < 0)
         return -1;
-    return push_frame(t, (frame){e->ts, e->ts + e->dur, e->dur, 0, op, (size_t)call});
+    return push_frame(t, (frame){e->ts, e->ts + e->dur, e->dur, 0, op, (size_t)call, 0});
 }
 
 /* Track the latest start of e's source (its thread or stream; an
@@ -956,8 +992,10 @@ static void finish_tab(np_prof_rank *r, pass2 *p, optab *t, int calls, double *t
 static void pass2_free(pass2 *p)
 {
     free(p->drop);
-    for (size_t i = 0; i < p->n_th; i++)
+    for (size_t i = 0; i < p->n_th; i++) {
         free(p->th[i].st);
+        free(p->th[i].pend);
+    }
     free(p->th);
     free(p->ops.slot);
     optab_free(&p->calls);

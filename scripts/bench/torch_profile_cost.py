@@ -1,8 +1,9 @@
 """scripts/bench/torch_profile_cost.py - where the package's profile task
 (nprobe.torch ProfileDebugger) spends its time, measured in one process so
 that the configurations share the machine's load: the HF Llama 4x256 of
-torch_dump_overhead.py (sequence 128, batch 8, AdamW, one thread), one
-training step at a time under each configuration in turn, round after round:
+torch_dump_overhead.py (sequence 128, batch 8, AdamW, one thread; or a
+smaller one: --layers, --hidden, --seq, --batch), one training step at a
+time under each configuration in turn, round after round:
 
   plain            no profiler
   torchprof        torch.profiler alone (CPU activity, nothing else)
@@ -11,17 +12,23 @@ training step at a time under each configuration in turn, round after round:
   profile_shapes   the profile task with "record_shapes": true
 
 Each configuration starts its profiler, runs one untimed step, then one
-timed step (CPU time, time.process_time), and stops it outside the timing;
+timed step (CPU time, time.process_time, and wall time, time.perf_counter),
+and stops it outside the timing;
 gc.collect() before each step, so that a step does not pay for the previous
 configuration's garbage (a stopped profiler leaves thousands of events).
 Printed per configuration: the minimum and the median over the rounds of the
-step's CPU time and their ratios to plain; on a loaded machine the minimum
+step's CPU and wall time and their ratios to plain, and the median of the
+per-round ratios (each round's configurations run back to back, so they
+share that round's load); on a loaded machine the minimum
 is the steadier figure (a step can only be slowed by the load). Also the
 parts: the aten ops and module calls in a step (from a trace) and the cost
 of one module range and of one recorded op (a tight loop, minimum of 7).
 
 usage: PYTHONPATH=python NPROBE_LIB=build/release/lib/libnprobe.so \\
-       python scripts/bench/torch_profile_cost.py [--rounds R]
+       python scripts/bench/torch_profile_cost.py [--rounds R] [--configs plain,profile]
+              [--layers L --hidden H --seq S --batch B] [--no-parts]
+(the cheap run of docs/PERFORMANCE.md: --layers 2 --hidden 64 --seq 32
+--batch 2 --configs plain,profile --rounds 15 --no-parts, a few seconds)
 """
 import argparse
 import gc
@@ -38,11 +45,11 @@ from torch.profiler import ProfilerActivity, profile
 CONFIGS = ("plain", "torchprof", "profile", "torchprof_shapes", "profile_shapes")
 
 
-def llama():
+def llama(layers=4, hidden=256, seq=128):
     from transformers import LlamaConfig, LlamaForCausalLM
-    cfg = LlamaConfig(hidden_size=256, intermediate_size=688, num_hidden_layers=4,
-                      num_attention_heads=4, num_key_value_heads=4, vocab_size=512,
-                      max_position_embeddings=128)
+    cfg = LlamaConfig(hidden_size=hidden, intermediate_size=hidden * 688 // 256,
+                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
+                      vocab_size=512, max_position_embeddings=max(seq, 128))
     torch.manual_seed(0)
     return LlamaForCausalLM(cfg)
 
@@ -59,7 +66,7 @@ def debugger(root, shapes):
 
 
 def one(conf, model, step, root):
-    """CPU ms of one timed step under conf (after an untimed one)."""
+    """(CPU ms, wall ms) of one timed step under conf (after an untimed one)."""
     d = p = None
     if conf.startswith("profile"):
         d = debugger(root, conf == "profile_shapes")
@@ -74,15 +81,15 @@ def one(conf, model, step, root):
         if d:
             d.start(model)
         gc.collect()          # the previous configuration's garbage (its profiler's events) not here
-        c0 = time.process_time()
+        c0, w0 = time.process_time(), time.perf_counter()
         step()
-        c1 = time.process_time()
+        c1, w1 = time.process_time(), time.perf_counter()
         if d:
             d.stop()
             d.step()
         elif p:
             p.step()
-        t = (c1 - c0) * 1e3
+        t = ((c1 - c0) * 1e3, (w1 - w0) * 1e3)
     if d:
         d.close()
     elif p:
@@ -135,33 +142,46 @@ def counts(model, step):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--no-parts", action="store_true", help="skip the per-call loops")
     a = ap.parse_args()
+    configs = a.configs.split(",")
+    if "plain" not in configs or any(c not in CONFIGS for c in configs):
+        ap.error(f"--configs: plain and some of {','.join(CONFIGS)}")
     torch.set_num_threads(1)
-    model = llama()
+    model = llama(a.layers, a.hidden, a.seq)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    idx = torch.randint(0, 512, (8, 128), generator=torch.Generator().manual_seed(1))
+    idx = torch.randint(0, 512, (a.batch, a.seq), generator=torch.Generator().manual_seed(1))
 
     def step():
         opt.zero_grad(set_to_none=True)
         model(input_ids=idx, labels=idx).loss.backward()
         opt.step()
-    res = {c: [] for c in CONFIGS}
+    res = {c: [] for c in configs}
     with tempfile.TemporaryDirectory() as root:
         step()
         for r in range(a.rounds):
-            for c in CONFIGS:
+            for c in configs:
                 res[c].append(one(c, model, step, root))
-        parts = per_call(root)
+        parts = {} if a.no_parts else per_call(root)
     n_ops, n_mod = counts(model, step)
-    base_min, base_med = min(res["plain"]), statistics.median(res["plain"])
-    print(f"HF Llama 4x256, one thread, {a.rounds} rounds; {n_ops} aten ops and {n_mod} module "
-          f"calls (forward) per step")
-    for c in CONFIGS:
-        v = res[c]
-        print(f"  {c:<17} cpu min {min(v):8.2f} ms x{min(v) / base_min:.3f}   median "
-              f"{statistics.median(v):8.2f} ms x{statistics.median(v) / base_med:.3f}")
+    print(f"HF Llama {a.layers}x{a.hidden}, sequence {a.seq}, batch {a.batch}, one thread, "
+          f"{a.rounds} rounds; {n_ops} aten ops and {n_mod} module calls (forward) per step")
+    for what, w in (("cpu", 0), ("wall", 1)):
+        base = [t[w] for t in res["plain"]]
+        for c in configs:
+            v = [t[w] for t in res[c]]
+            ratio = statistics.median(x / y for x, y in zip(v, base))
+            print(f"  {what:<4} {c:<17} min {min(v):8.2f} ms x{min(v) / min(base):.3f}   median "
+                  f"{statistics.median(v):8.2f} ms x{statistics.median(v) / statistics.median(base):.3f}"
+                  f"   median of the rounds' ratios x{ratio:.3f}")
     for ours, ref in (("profile", "torchprof"), ("profile_shapes", "torchprof_shapes")):
-        print(f"  {ours} / {ref}: min x{min(res[ours]) / min(res[ref]):.3f}")
+        if ours in res and ref in res:
+            print(f"  {ours} / {ref}: cpu min x{min(t[0] for t in res[ours]) / min(t[0] for t in res[ref]):.3f}")
     for k, v in parts.items():
         print(f"  {k:<40} {v:7.2f} us")
 

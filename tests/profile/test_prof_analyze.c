@@ -329,11 +329,47 @@ static void test_end_order(void)
     np_prof_compare c;
     CHECK(np_prof_compare_ranks(&c, &a, &e, &err) == NP_OK);
     CHECK(c.n_calls == 12);
-    for (size_t i = 0; i < c.n_calls; i++)
-        CHECK(c.calls[i].a && c.calls[i].b && c.calls[i].delta_us == 0 &&
-              !strcmp(c.calls[i].a->name, c.calls[i].b->name));
+    /* within as the start-ordered trace gives it: each mm inside its linear
+     * (the holder came after it), linear and relu in nothing */
+    int inside = 0;
+    for (size_t i = 0; i < c.n_calls; i++) {
+        const np_prof_op *x = c.calls[i].a, *y = c.calls[i].b;
+        CHECK(x && y && c.calls[i].delta_us == 0 && !strcmp(x->name, y->name));
+        if (!x || !y)
+            continue;
+        int is_mm = !strncmp(y->name, "aten::mm #", 10);
+        inside += is_mm && y->within && !strcmp(y->within, "aten::linear");
+        CHECK(is_mm ? y->within != NULL : y->within == NULL);
+        CHECK(!x->within == !y->within && (!x->within || !strcmp(x->within, y->within)));
+    }
+    CHECK(inside == 4);
     np_prof_compare_free(&c);
     np_prof_rank_free(&a);
+    np_prof_rank_free(&e);
+    /* three levels in end order: aten::mm [2, 6] in aten::linear [1, 10]
+     * in Module.fc [0, 20], aten::relu [12, 4] in the module too; then
+     * Module.g [29, 8] holding aten::relu [30, 2]: each row within the
+     * outermost holder (which comes last), the modules within nothing */
+    strcpy(buf, "[\n");
+    ev(buf, sizeof buf, "aten::mm", 2, 6);
+    ev(buf, sizeof buf, "aten::linear", 1, 10);
+    ev(buf, sizeof buf, "aten::relu", 12, 4);
+    ev(buf, sizeof buf, "Module.fc", 0, 20);
+    ev(buf, sizeof buf, "aten::relu", 30, 2);
+    ev(buf, sizeof buf, "Module.g", 29, 8);
+    strcat(buf, "]\n");
+    CHECK(np_prof_analyze(&e, put("eo.json", buf), &err) == NP_OK);
+    CHECK(e.calls_ok && e.n_calls == 6);
+    static const char *want[][2] = {{"aten::mm #0", "Module.fc"}, {"aten::linear #0", "Module.fc"},
+                                    {"aten::relu #0", "Module.fc"}, {"Module.fc #0", NULL},
+                                    {"aten::relu #1", "Module.g"}, {"Module.g #0", NULL}};
+    for (size_t k = 0; k < 6; k++) {
+        const np_prof_op *r = NULL;
+        for (size_t i = 0; i < e.n_calls; i++)
+            if (!strcmp(e.calls[i].name, want[k][0]))
+                r = &e.calls[i];
+        CHECK(r && (want[k][1] ? r->within && !strcmp(r->within, want[k][1]) : !r->within));
+    }
     np_prof_rank_free(&e);
 }
 
