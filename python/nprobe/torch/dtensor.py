@@ -408,7 +408,9 @@ def set_mesh(d, world_size):
     once; a mesh the probe refuses (not covering the world) is warned once
     and the dump goes on without placements. Without DTensors but with
     data_parallel (DDP, or a program's own all-reduce), a 1-D mesh of that
-    name over the world (not for DDP on a subgroup: no mesh, a warning)."""
+    name over the world (not for DDP on a subgroup: no mesh, a warning). A
+    pipeline without DTensors: (pp,) over its group when that is the world,
+    else no mesh and a warning."""
     if d._mesh is not None or _set_mesh is None:
         return
     mesh = model_mesh(d._models)
@@ -416,6 +418,16 @@ def set_mesh(d, world_size):
     if mesh is None and sched is not None and sched.ranks == list(range(world_size)):
         # a pipeline without DTensors: its stages' ranks are the mesh
         mesh = Mesh(("pp",), (len(sched.ranks),), (sched.coord,), list(sched.ranks))
+    elif mesh is None and sched is not None:
+        # a pipeline on a subgroup without a device mesh: the other ranks
+        # are a dimension the program knows, not the probe
+        import warnings
+        warnings.warn(f"nprobe: the pipeline group {sched.ranks} is not the world "
+                      f"({world_size} ranks) and the model has no DTensors: no device mesh "
+                      f"is written (the micro-batches are not assembled; each rank's dump "
+                      f"compares on its own)", stacklevel=4)
+        d._mesh = False
+        return
     if mesh is None and d._dp is not None and world_size > 1:
         import torch.distributed as dist
         sub = ddp_ranks(d)
