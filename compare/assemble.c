@@ -27,8 +27,8 @@
  * so the call where the bug lives shows as the error; the note says which
  * ranks differ), a missing piece or overlapping pieces (the row is a dump
  * defect). The rows keep the order and the calls of this rank's file;
- * leaves this rank does not hold (another pipeline stage's) are not
- * compared yet (noted). */
+ * leaves this rank does not hold (another pipeline stage's) are noted
+ * (a run's directory compares each stage in its own pair). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -47,8 +47,9 @@ spawn for everything):
   parameters differ), the sequence-parallel norm's gradient used unreduced
   by the step (Tensor.add_.0.forward, the update of norm.weight);
 - a 2-stage pipeline (torch.distributed.pipelining, GPipe and 1F1B, 2
-  micro-batches, level L0; plain and on a (pp, tp) mesh) against one
-  process on the whole batch: the dump's mesh (pp, mb) / (pp, tp, mb),
+  micro-batches, levels L0, mix (on a (pp, tp) mesh) and L1 (1F1B))
+  against one process on the whole batch: the dump's mesh (pp, mb) /
+  (pp, tp, mb), the stages' API calls paired by their one-process names,
   dp_grad_scale 2 (each micro-batch's mean loss), every whole-batch module
   leaf a stage holds rebuilt by hand from its micro-batches' rows equals
   PyTorch's; compare exits 0 per stage; stage 1's layer scaling its output
@@ -736,9 +737,14 @@ def check_pp(tmp):
             calls, _d, place, attrs = read(path)
             want = {f"Module.layers.{2 * r + j}.Linear.{p}.{m}" for j in (0, 1)
                     for p in ("forward", "backward") for m in (0, 1)}
-            check(want <= set(calls) and len([c for c in calls if c.startswith("Module.") and
-                                               ".forward." in c]) == 4,
-                  f"{label} rank {r}: the stage's module calls, one per micro-batch (no "
+            if label == "pp_1f1b":
+                # level L1: API calls only, one linear a layer and micro-batch
+                want = {f"Functional.linear.{2 * m + j}.{p}" for j in (0, 1)
+                        for p in ("forward", "backward") for m in (0, 1)}
+            check(want <= set(calls) and len([c for c in calls if c.startswith(
+                      "Functional.linear." if label == "pp_1f1b" else "Module.") and
+                      ".forward" in c]) == 4,
+                  f"{label} rank {r}: the stage's calls, one per micro-batch (no "
                   f"set-up pass): {calls}")
             mesh = ("pp,tp,mb", "2,1,2", f"{r},0,0") if label == "pp_tp" else \
                 ("pp,mb", "2,2", f"{r},0")
@@ -746,7 +752,7 @@ def check_pp(tmp):
                    attrs.get("dp_grad_scale"))
             check(got == mesh + (2.0,), f"{label} rank {r}: mesh and dp_grad_scale {got}, "
                   f"not {mesh + (2.0,)}")
-            if not label.startswith("bug"):
+            if not label.startswith("bug") and label != "pp_1f1b":
                 mine = [n for n in whole if n.startswith((f"Module.layers.{2 * r}.",
                                                           f"Module.layers.{2 * r + 1}."))]
                 bad = [n for n in mine if (lambda v: v is None or v.shape != whole[n].shape or
@@ -784,8 +790,8 @@ def check_pp(tmp):
                 check(rc == 0 and "first culprit: none" in first,
                       f"compare one process vs {label} rank {r}: exit {rc} {text[-600:]}")
                 if label != "pp":
-                    # level mix: the stage's API calls by their one-process
-                    # names (stage 1's first linear is the process's third)
+                    # level mix, L1 (pp_1f1b): the stage's API calls by their
+                    # one-process names (stage 1's first linear is the process's third)
                     paired = pp_paired(f"{tmp}/rep_{label}_{r}")
                     k = 2 * r
                     want = {f"Functional.linear.{k}.forward.output.0",
@@ -793,9 +799,17 @@ def check_pp(tmp):
                             f"Functional.gelu.{k}.forward.output.0"}
                     if r:
                         want.add("Functional.mse_loss.0.forward.output.0")
-                    check(want <= paired and len(paired) >= 36,
+                    if label == "pp_1f1b":
+                        # L1: exactly the one process's API leaves of the
+                        # stage's calls (23 and 29), none other
+                        mine = tuple(f"Functional.{a}.{k + j}." for a in ("linear", "gelu")
+                                     for j in (0, 1)) + (("Functional.mse_loss.0.",) if r else ())
+                        want = {n for n in whole if n.startswith(mine)}
+                    check(want <= paired and len(paired) >= 36 if label != "pp_1f1b" else
+                          want == paired and len(want) == (29 if r else 23),
                           f"compare one process vs {label} rank {r}: {len(paired)} rows paired "
-                          f"and passing, missing {sorted(want - paired)}")
+                          f"and passing, missing {sorted(want - paired)}, extra "
+                          f"{sorted(paired - want)[:6]}")
         with h5py.File(f"{tmp}/dump_pp_tp/step0/rank{r}/dump.h5", "r") as f:
             rows = {x["name"].decode(): (int(x["stage"]), int(x["micro_batch"]))
                     for x in f["placements"][()]}
@@ -866,11 +880,12 @@ def check_collectives(tmp):
 
 def write_configs(tmp, names):
     """{tmp}/NAME.json for each run: task tensor, step 0, into {tmp}/dump_NAME
-    (level L0 for two pipeline runs, else mix)."""
+    (level L0 for two pipeline runs, L1 for one, else mix)."""
     for name in names:
         with open(f"{tmp}/{name}.json", "w") as f:
             json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}",
-                       "level": "L0" if name in ("pp", "bug_pp_stale") else "mix",
+                       "level": "L0" if name in ("pp", "bug_pp_stale") else
+                       "L1" if name == "pp_1f1b" else "mix",
                        "step": [0]}, f)
 
 

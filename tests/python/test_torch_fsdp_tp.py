@@ -24,7 +24,10 @@ process:
   level mix): compare of the run's directory against one process on the
   whole batch pairs both stages and exits 0; rank 3's column shard of
   layers.2's weight 1 % off is named at Functional.linear.2.forward with
-  rank 3 (pp=1, tp=1).
+  rank 3 (pp=1, tp=1);
+- DistributedDataParallel on a subgroup (ranks {0, 1}, {2, 3}) with
+  data_parallel="dp", and a plain pipeline on each (no DTensors): one
+  warning naming the group, no mesh written.
 Run through pyrun.sh; exits 1 on any failed check. KEEP=DIR keeps the dumps."""
 import json
 import os
@@ -115,6 +118,20 @@ def rank_main(rank, tmp):
         stage = PipelineStage(m, s, 2, torch.device("cpu"), group=pmesh["pp"].get_group())
         sched = Schedule1F1B(stage, n_microbatches=2, loss_fn=pp_loss)
         out[label] = run_pp(s, m, PrecisionDebugger(f"{tmp}/{label}.json"), sched)
+    # DDP on a subgroup (ranks {0, 1} and {2, 3}, each pair its halves of
+    # the batch) under data_parallel: not the world's dp, so no mesh
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.distributed.pipelining import ScheduleGPipe
+    groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+    # two plain pipelines (no DTensors) on the same subgroups: no mesh
+    m = pp_model(rank % 2)
+    stage = PipelineStage(m, rank % 2, 2, torch.device("cpu"), group=groups[rank // 2])
+    sched = ScheduleGPipe(stage, n_microbatches=2, loss_fn=pp_loss)
+    out["pp_sub"] = run_pp(rank % 2, m, PrecisionDebugger(f"{tmp}/pp_sub.json"), sched)
+    m = DistributedDataParallel(model(), process_group=groups[rank // 2])
+    d = PrecisionDebugger(f"{tmp}/ddp_sub.json", data_parallel="dp")
+    out["ddp_sub"] = {"warnings": run(m, d, x=batch()[3 * (rank % 2):3 * (rank % 2) + 3],
+                                      mean=True), "summary": d.summary}
     with open(f"{tmp}/rank{rank}.json", "w") as f:
         json.dump(out, f)
     dist.destroy_process_group()
@@ -124,7 +141,7 @@ def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         write_configs(tmp, ("fsdp_tp", "single", "fsdp_tp_dp", "single_mean", "pp_tp4",
-                            "bug_pp_tp4", "single_pp"))
+                            "bug_pp_tp4", "single_pp", "ddp_sub", "pp_sub"))
         fork_ranks(rank_main, tmp, WORLD)
         single_runs(tmp)
         for r in range(WORLD):
@@ -181,6 +198,18 @@ def main():
                   (want is None or "rank 3 (pp=1, tp=1, mb=0)" in out),
                   f"compare one process vs {label}: both stages, the mesh, rank 3 named: "
                   f"{out[:400]!r}")
+        # DDP and plain pipelines on subgroups: one warning, no mesh (each
+        # rank on its own)
+        for r in range(WORLD):
+            with open(f"{tmp}/rank{r}.json") as f:
+                res = json.load(f)
+            sub = [0, 1] if r < 2 else [2, 3]
+            for label, want in (("ddp_sub", f"process group {sub} is not the world (4 ranks)"),
+                                ("pp_sub", f"pipeline group {sub} is not the world (4 ranks)")):
+                w = res[label]["warnings"]
+                _c, _d, _p, attrs = read(f"{tmp}/dump_{label}/step0/rank{r}/dump.h5")
+                check(len(w) == 1 and want in w[0] and "mesh_dims" not in attrs,
+                      f"{label} rank {r}: one warning, no mesh: {w} {attrs.get('mesh_dims')}")
         if os.environ.get("KEEP"):
             shutil.copytree(tmp, os.environ["KEEP"], dirs_exist_ok=True)
     print(f"{len(FAILS)} failed")

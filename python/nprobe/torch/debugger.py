@@ -931,7 +931,8 @@ class PrecisionDebugger:
     written as Shard(0) of the batch along it, so that compare against one
     process on the whole batch assembles it (docs/TORCH.md "Data parallel").
     A model under DistributedDataParallel (no device mesh) gets a 1-D mesh
-    of that name over the world.
+    of that name over the world (none, with a warning, when DDP's process
+    group is not the world).
     data_parallel_reduce: how the data-parallel reduction combines the
     ranks' gradients: "avg" (FSDP2's and DDP's default), "sum", or the
     number they are divided by; None reads it from the model (FSDP2's

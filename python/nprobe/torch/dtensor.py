@@ -408,7 +408,9 @@ def set_mesh(d, world_size):
     once; a mesh the probe refuses (not covering the world) is warned once
     and the dump goes on without placements. Without DTensors but with
     data_parallel (DDP, or a program's own all-reduce), a 1-D mesh of that
-    name over the world."""
+    name over the world (not for DDP on a subgroup: no mesh, a warning). A
+    pipeline without DTensors: (pp,) over its group when that is the world,
+    else no mesh and a warning."""
     if d._mesh is not None or _set_mesh is None:
         return
     mesh = model_mesh(d._models)
@@ -416,8 +418,30 @@ def set_mesh(d, world_size):
     if mesh is None and sched is not None and sched.ranks == list(range(world_size)):
         # a pipeline without DTensors: its stages' ranks are the mesh
         mesh = Mesh(("pp",), (len(sched.ranks),), (sched.coord,), list(sched.ranks))
+    elif mesh is None and sched is not None:
+        # a pipeline on a subgroup without a device mesh: the other ranks
+        # are a dimension the program knows, not the probe
+        import warnings
+        warnings.warn(f"nprobe: the pipeline group {sched.ranks} is not the world "
+                      f"({world_size} ranks) and the model has no DTensors: no device mesh "
+                      f"is written (the micro-batches are not assembled; each rank's dump "
+                      f"compares on its own)", stacklevel=4)
+        d._mesh = False
+        return
     if mesh is None and d._dp is not None and world_size > 1:
         import torch.distributed as dist
+        sub = ddp_ranks(d)
+        if sub is not None and sub != list(range(world_size)):
+            # DDP on a subgroup: its ranks' batches are not the world's
+            # shards (the other ranks are another dimension the program
+            # knows, not the probe): no mesh, each rank's dump on its own
+            import warnings
+            warnings.warn(f"nprobe: data_parallel={d._dp!r}: DistributedDataParallel's "
+                          f"process group {sub} is not the world ({world_size} ranks): no "
+                          f"device mesh is written; each rank's dump compares on its own "
+                          f"(against one process on that rank's batch)", stacklevel=4)
+            d._mesh = False
+            return
         rank = dist.get_rank()
         mesh = Mesh((d._dp,), (world_size,), (rank,), list(range(world_size)))
     if mesh is None:
@@ -451,6 +475,23 @@ def set_mesh(d, world_size):
         d._mb, d._mb_div = None, 1.0
         _no_row(d, f"the device mesh {mesh.names} {mesh.shape} (world size {world_size}) "
                    f"was refused: {err}")
+
+
+def ddp_ranks(d):
+    """The global ranks of the process group of the DistributedDataParallel
+    module among the debugger's models, None without one."""
+    ddp = getattr(sys.modules.get("torch.nn.parallel"), "DistributedDataParallel", None)
+    if ddp is None:
+        return None
+    for model in d._models:
+        for mod in model.modules():
+            if isinstance(mod, ddp):
+                try:
+                    import torch.distributed as dist
+                    return list(dist.get_process_group_ranks(mod.process_group))
+                except Exception:  # noqa: BLE001 - another torch's DDP internals
+                    return None
+    return None
 
 
 def dp_divisor(d, size):
