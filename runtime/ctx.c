@@ -250,7 +250,7 @@ void np_ctx_set_step(np_ctx *ctx, int step) { ctx->step = step; }
 void np_ctx_set_micro_batch(np_ctx *ctx, int m) { ctx->micro_batch = m < 0 ? -1 : m; }
 int np_ctx_micro_batch(const np_ctx *ctx) { return ctx->micro_batch; }
 
-np_dtype rt_ac(const np_ctx *ctx) { return ctx->o.precision; }
+np_dtype rt_ac(const np_ctx *ctx) { return ctx->ac_off ? NP_FLOAT32 : ctx->o.precision; }
 
 np_dtype rt_promote(np_dtype a, np_dtype b)
 {
