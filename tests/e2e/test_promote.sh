@@ -133,6 +133,15 @@ if [ "${NP_SANITIZED:-0}" != 1 ]; then
   "$N" dump -c moeb.json -- "$N" train "${gm[@]}" --precision bf16 --device npu-sim > moeb.log 2>&1 \
     || { echo "FAIL: moe bf16 dump"; cat moeb.log; fail=1; }
   "$N" compare -b refm -c moeb -o cmoeb > cmoeb.txt 2>&1 || { echo "FAIL: a clean MoE bf16 run does not compare clean"; cat cmoeb.txt; fail=1; }
+  # the float32 router is recorded (its linear, call 2, alone), so the
+  # replay does not quantize it in an MxFP8 run either
+  "$N" ls moeb/step0/rank0/dump.h5 | grep -o '^ *Functional[a-z_.0-9]*forward\.kwargs\.fp32_override' | sed 's/^ *//' > moem.txt
+  [ "$(cat moem.txt)" = Functional.linear.2.forward.kwargs.fp32_override ] || { echo "FAIL: marked: $(cat moem.txt)"; fail=1; }
+  cfg moex
+  "$N" dump -c moex.json -- "$N" train "${gm[@]}" --precision mxfp8 --device npu-sim > moex.log 2>&1 \
+    || { echo "FAIL: moe mxfp8 dump"; cat moex.log; fail=1; }
+  "$N" compare -b refm -c moex -o cmoex > cmoex.txt 2>&1 || { echo "FAIL: a clean MoE mxfp8 run does not compare clean"; cat cmoex.txt; fail=1; }
+  echo "ok: MoE bf16 and mxfp8 compare clean, the router marked float32"
   PROMOTE_OPTS="--granularity module" promote moe_router_bf16 h.0.mlp.router refm -- "${gm[@]}" --precision bf16 \
     --device npu-sim --fault moe_router_bf16
 fi
