@@ -70,6 +70,8 @@ np_status np_model_config_check(const np_model_config *c, np_error *err)
         NEED(c->block_size >= 1, "context", "expected >= 1, got %d", c->block_size);
         NEED(c->vocab_size >= 2, "vocab_size", "expected >= 2, got %d", c->vocab_size);
         NEED(c->ln_eps > 0, "ln_eps", "expected > 0, got %g", c->ln_eps);
+        NEED(c->n_expert >= 0 && c->n_expert <= 64, "moe", "expected 0 (dense) to 64 experts, got %d",
+             c->n_expert);
     }
 #undef NEED
     return NP_OK;

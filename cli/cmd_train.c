@@ -27,7 +27,7 @@ typedef struct train_args {
     const char *model, *device, *precision, *fault, *optim;
     const char *data, *save, *load, *dump_config, *cc_out, *monitor_config, *profile;
     long steps, seed, threads, batch, log_every, warmup, stop_after;
-    long layers, heads, width, context;
+    long layers, heads, width, context, moe;
     long fault_step, fault_rank;
     long tp, micro_batches;
     double lr, grad_clip;
@@ -70,6 +70,9 @@ static const np_cli_opt train_opts_table[] = {
     {NULL, "--heads", "H", "gpt attention heads (default 2)", LONG(heads, 1, 256)},
     {NULL, "--width", "C", "gpt embedding width, a multiple of heads (default 64)", LONG(width, 1, 65536)},
     {NULL, "--context", "T", "gpt context length (default 32)", LONG(context, 1, 65536)},
+    {NULL, "--moe", "E", "gpt: each block's MLP a mixture of E experts of its shape, top-1\n"
+                         "routed by a float32 router (docs/RUNTIME.md \"MoE\"; default dense)",
+     LONG(moe, 1, 64)},
     {NULL, "--data", "FILE", "gpt: train on a text file at char level (default: the\n"
                              "generated sum language '3+4=7;8+5=13;')", STR(data)},
     {NULL, "--batch", "B", "samples per step (default mlp 64, cnn 32, gpt 8)", LONG(batch, 1, 1 << 20)},
@@ -210,7 +213,7 @@ static void set_defaults(train_args *a)
     a->log_every = 1;
     a->warmup = -1;
     a->stop_after = -1;
-    a->layers = a->heads = a->width = a->context = -1;
+    a->layers = a->heads = a->width = a->context = a->moe = -1;
     a->lr = -1;
     a->grad_clip = -1;
     a->fault_step = a->fault_rank = -1;
@@ -342,6 +345,8 @@ static int write_pack(const train_args *a, np_trainer *tr)
         HP("width", "%d", mc->n_embd);
         HP("context", "%d", mc->block_size);
         HP("vocab", "%d", mc->vocab_size);
+        if (mc->n_expert > 0)
+            HP("experts", "%d", mc->n_expert);
     }
     HP("data", "%s", a->data ? a->data : np_data_kind_name(np_data_kind_of(np_trainer_data(tr))));
 #undef HP
@@ -443,6 +448,9 @@ static void set_fault(np_ctx_opts *co, np_train_opts *o, const train_args *a, np
         else if (warn && pf == NP_PREC_FAULT_LOWP_BWD_UNDERFLOW && !a->lowp_backward)
             fprintf(stderr, "nprobe: warning: --fault %s acts with --lowp-backward only: this run "
                             "is the same as one without the fault\n", a->fault);
+        else if (warn && pf == NP_PREC_FAULT_MOE_ROUTER_BF16 && a->moe <= 0)
+            fprintf(stderr, "nprobe: warning: --fault %s acts with --moe only: this run is the same "
+                            "as one without the fault\n", a->fault);
         return;
     }
     if (np_step_fault_from_name(a->fault) > 0 || np_slow_fault_from_name(a->fault) > 0) {
@@ -509,6 +517,14 @@ static int train_opts(np_train_opts *out, const train_args *a, np_model_kind kin
     if (a->heads > 0) o.model.n_head = (int)a->heads;
     if (a->width > 0) o.model.n_embd = (int)a->width;
     if (a->context > 0) o.model.block_size = (int)a->context;
+    if (a->moe > 0) {
+        if (kind != NP_MODEL_GPT || a->tp > 1 || a->load || a->save) {
+            np_cli_error("--moe %ld: a gpt option, not with --tp, --save or --load (a checkpoint "
+                         "does not record the experts yet)", a->moe);
+            return NP_EXIT_USAGE;
+        }
+        o.model.n_expert = (int)a->moe;
+    }
     if (o.model.n_embd % o.model.n_head != 0) {
         np_cli_error("--width: expected a multiple of --heads (%d), got %d", o.model.n_head, o.model.n_embd);
         return NP_EXIT_USAGE;
@@ -542,8 +558,8 @@ static void print_banner(const train_args *a, np_trainer *tr, np_model_kind kind
     const np_model_config *mc = &to->model;
     printf("nprobe train: model %s", a->model);
     if (kind == NP_MODEL_GPT)
-        printf(" (%d layers, %d heads, width %d, context %d, vocab %d)", mc->n_layer, mc->n_head,
-               mc->n_embd, mc->block_size, mc->vocab_size);
+        printf(" (%d layers, %d heads, width %d, context %d, vocab %d%s)", mc->n_layer, mc->n_head,
+               mc->n_embd, mc->block_size, mc->vocab_size, mc->n_expert > 0 ? ", MoE" : "");
     printf(", %lld parameters, data %s, batch %d\n", (long long)np_model_n_weights(np_trainer_model(tr)),
            a->data ? a->data : np_data_kind_name(np_data_kind_of(np_trainer_data(tr))), to->batch);
     printf("device %s, precision %s%s, fault %s, optim %s, lr %g, steps %lld, seed %lld, threads %d",

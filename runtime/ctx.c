@@ -250,7 +250,7 @@ void np_ctx_set_step(np_ctx *ctx, int step) { ctx->step = step; }
 void np_ctx_set_micro_batch(np_ctx *ctx, int m) { ctx->micro_batch = m < 0 ? -1 : m; }
 int np_ctx_micro_batch(const np_ctx *ctx) { return ctx->micro_batch; }
 
-np_dtype rt_ac(const np_ctx *ctx) { return ctx->o.precision; }
+np_dtype rt_ac(const np_ctx *ctx) { return ctx->ac_off ? NP_FLOAT32 : ctx->o.precision; }
 
 np_dtype rt_promote(np_dtype a, np_dtype b)
 {
@@ -755,7 +755,11 @@ void rt_node_init(np_ctx *ctx, rt_node *nd, np_op op, np_tensor *const *in, int 
     memset(nd, 0, sizeof *nd);
     nd->kind = RT_NODE_API;
     nd->op = op;
-    if (rt_promoted(ctx, op)) /* recorded in the dump: this call ran in float32 */
+    /* recorded in the dump: this call ran in float32 (a per-op override, or
+     * the model's autocast-off region: the MoE router), so the replay
+     * recomputes it unrounded and unquantized */
+    if (rt_promoted(ctx, op) ||
+        (ctx->ac_off && (ctx->o.precision != NP_FLOAT32 || ctx->o.lowp != NP_LOWP_NONE)))
         rt_node_scalar(nd, "fp32_override", 1.0);
     nd->k = rt_kern(ctx, op);
     nd->n = ctx->counters[op]++;

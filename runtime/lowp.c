@@ -38,6 +38,10 @@ static const prec_fault_def prec_defs[] = {
      "with --lowp-backward: the gradient arriving at each linear quantized for the backward GEMMs "
      "with scales 2^16 (MxFP8) or 2^24 (HiF8) too large (an amax taken from the wrong tensor): all "
      "but the largest elements of each block flush to zero; the linear in float32 (promotion) is right"},
+    {"moe_router_bf16", NP_OP_LINEAR, "bf16|fp16",
+     "with --moe: the MoE router's GEMM run under autocast (bf16 inputs and logits) where the model "
+     "disables autocast for it: near-tied tokens go to another expert; the router module in float32 "
+     "(promotion) is right"},
 };
 _Static_assert(sizeof prec_defs / sizeof prec_defs[0] == NP_PREC_FAULT_COUNT, "prec_defs");
 
@@ -84,7 +88,7 @@ const float *rt_lowp_operand(np_ctx *ctx, int is_weight, const float *src, int64
                              int64_t inner)
 {
     np_lowp f = (np_lowp)ctx->o.lowp;
-    if (f == NP_LOWP_NONE || !src)
+    if (f == NP_LOWP_NONE || !src || ctx->ac_off) /* autocast off: the MoE router */
         return src;
     np_prec_fault pf = ctx->o.device == NP_DEVICE_NPU_SIM ? (np_prec_fault)ctx->o.prec_fault
                                                           : NP_PREC_FAULT_NONE;
@@ -113,7 +117,7 @@ static const char *const stat_keys[2][5] = {
 
 void rt_lowp_scalars(np_ctx *ctx, rt_node *nd)
 {
-    if (ctx->o.lowp == NP_LOWP_NONE)
+    if (ctx->o.lowp == NP_LOWP_NONE || ctx->ac_off)
         return;
     for (int i = 0; i < 2; i++) {
         const np_lowp_stats *st = &ctx->lowp_st[i];

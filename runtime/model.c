@@ -157,6 +157,8 @@ void np_model_free(np_model *m)
 {
     if (!m)
         return;
+    for (int i = 0; m->h && i < m->cfg.n_layer; i++)
+        np_moe_free(m->h[i].moe);
     free(m->h);
     free(m->params);
     free(m);

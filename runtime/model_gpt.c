@@ -33,6 +33,8 @@ static np_status block_build(np_gpt_block *b, np_ctx *ctx, int i, const np_model
     snprintf(q, sizeof q, "%s.ln_2", p);
     if ((st = np_nn_layer_norm_init(&b->ln_2, ctx, q, C, c->ln_eps, err)))
         return st;
+    if (c->n_expert > 0)
+        return np_moe_build(b, ctx, i, c, err);
     snprintf(q, sizeof q, "%s.mlp", p);
     if (!(b->mlp = np_module_new(ctx, q, "MLP")))
         return np_error_set(err, NP_ERR_NOMEM, NULL, q, "cannot register the module");
@@ -115,8 +117,9 @@ static np_tensor *block_forward(np_ctx *ctx, np_gpt_block *b, const np_model_con
                          : NP_AT(ctx, attn_forward(ctx, b, c, h));
     np_tensor *r = NP_AT(ctx, np_add(ctx, x, a));
     h = NP_AT(ctx, np_nn_layer_norm_forward(ctx, &b->ln_2, r));
-    np_tensor *f = b->tp ? NP_AT(ctx, np_tp_mlp_forward(ctx, b, b->tp_layer, h))
-                         : NP_AT(ctx, mlp_forward(ctx, b, h));
+    np_tensor *f = b->tp    ? NP_AT(ctx, np_tp_mlp_forward(ctx, b, b->tp_layer, h))
+                   : b->moe ? NP_AT(ctx, np_moe_forward(ctx, b->moe, h))
+                            : NP_AT(ctx, mlp_forward(ctx, b, h));
     np_tensor *y = NP_AT(ctx, np_add(ctx, r, f));
     np_module_end(ctx, b->mod, &x, 1, &y, 1);
     return y;

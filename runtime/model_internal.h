@@ -6,6 +6,7 @@
 #include "nprobe/model.h"
 
 typedef struct np_tp np_tp;   /* tensor parallelism (model_tp.c) */
+typedef struct np_moe np_moe; /* a block's mixture of experts (model_moe.c) */
 
 typedef struct np_gpt_block {
     np_module *mod;            /* "h.N" Block */
@@ -20,7 +21,14 @@ typedef struct np_gpt_block {
     np_tensor *out;            /* block output of the last forward (B,T,C), step-scoped */
     np_tp *tp;                 /* tensor parallel (borrowed), or NULL */
     int tp_layer;              /* the block's index, for the tensor-parallel faults */
+    np_moe *moe;               /* "h.N.mlp" MoE in place of the MLP (n_expert > 0), or NULL */
 } np_gpt_block;
+
+/* model_moe.c: block i's MoE "h.N.mlp" (router, experts.K.c_fc/c_proj) in
+ * b->moe; its forward x (B,T,C) -> (B,T,C); its free. */
+np_status np_moe_build(np_gpt_block *b, np_ctx *ctx, int i, const np_model_config *c, np_error *err);
+np_tensor *np_moe_forward(np_ctx *ctx, np_moe *moe, np_tensor *x);
+void np_moe_free(np_moe *moe);
 
 /* model_tp.c: a block's MLP over the tensor-parallel ranks. */
 np_tensor *np_tp_mlp_forward(np_ctx *ctx, np_gpt_block *b, int layer, np_tensor *x);

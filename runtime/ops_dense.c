@@ -103,7 +103,7 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
     }
     if (!y || !s || !xd || !wd || (b && !bd))
         return NULL;
-    int qbwd = !promoted && ctx->o.lowp != NP_LOWP_NONE && ctx->o.lowp_backward;
+    int qbwd = !promoted && !ctx->ac_off && ctx->o.lowp != NP_LOWP_NONE && ctx->o.lowp_backward;
     *s = (linear_state){xd, wd, qbwd ? xh : NULL, qbwd ? wh : NULL, R, I, O};
     np_tensor *in[3] = {x, w, b};
     rt_node nd;

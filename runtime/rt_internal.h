@@ -130,6 +130,7 @@ struct np_ctx {
     char *fp32_buf;           /* the per-op overrides, split (promote.c) */
     const char **fp32_ent;
     int n_fp32;
+    int ac_off;               /* autocast disabled (model_moe.c's router): rt_ac is float32 */
 };
 
 /* A tape node without events and without an API counter (model_tp.c: the

@@ -9,6 +9,8 @@
 #    Functional.layer_norm, loss_bf16 -> Functional.cross_entropy,
 #    softmax_bf16_acc -> the attention, at context 128, plain pass only)
 #    within ceil(log2 N) + 2 reruns, and the promoted run compares clean;
+#  - MoE (--moe 4): a clean bf16 run compares clean, moe_router_bf16 ->
+#    h.0.mlp.router (--granularity module, plain pass only);
 #  - MxFP8 with a quantized backward (--lowp-backward) compares clean, and
 #    lowp_bwd_underflow (its gradients flushed) -> Functional.linear;
 #  - the loss trajectory (--bench-log, 12 steps, step 0 dumped): the noise
@@ -118,6 +120,30 @@ if [ "${NP_SANITIZED:-0}" != 1 ]; then # the sanitized pass runs the C paths abo
   "$N" dump -c ref128.json -- "$N" train "${g128[@]}" > ref128.log 2>&1 || { echo "FAIL: ref128"; fail=1; }
   promote softmax_bf16_acc Functional.scaled_dot_product_attention ref128 -- "${g128[@]}" --precision bf16 \
     --device npu-sim --fault softmax_bf16_acc
+fi
+# MoE (--moe 4, one block, seed 3): a clean bf16 run compares clean; the
+# router under autocast (moe_router_bf16) sends near-tied tokens to another
+# expert, and promote --granularity module finds the router module (plain
+# pass: test_model_moe covers the C paths in the sanitized one)
+if [ "${NP_SANITIZED:-0}" != 1 ]; then
+  gm=(--model gpt --moe 4 --layers 1 --steps 1 --seed 3 --threads 1)
+  cfg refm
+  cfg moeb
+  "$N" dump -c refm.json -- "$N" train "${gm[@]}" > refm.log 2>&1 || { echo "FAIL: moe reference dump"; cat refm.log; fail=1; }
+  "$N" dump -c moeb.json -- "$N" train "${gm[@]}" --precision bf16 --device npu-sim > moeb.log 2>&1 \
+    || { echo "FAIL: moe bf16 dump"; cat moeb.log; fail=1; }
+  "$N" compare -b refm -c moeb -o cmoeb > cmoeb.txt 2>&1 || { echo "FAIL: a clean MoE bf16 run does not compare clean"; cat cmoeb.txt; fail=1; }
+  # the float32 router is recorded (its linear, call 2, alone), so the
+  # replay does not quantize it in an MxFP8 run either
+  "$N" ls moeb/step0/rank0/dump.h5 | grep -o '^ *Functional[a-z_.0-9]*forward\.kwargs\.fp32_override' | sed 's/^ *//' > moem.txt
+  [ "$(cat moem.txt)" = Functional.linear.2.forward.kwargs.fp32_override ] || { echo "FAIL: marked: $(cat moem.txt)"; fail=1; }
+  cfg moex
+  "$N" dump -c moex.json -- "$N" train "${gm[@]}" --precision mxfp8 --device npu-sim > moex.log 2>&1 \
+    || { echo "FAIL: moe mxfp8 dump"; cat moex.log; fail=1; }
+  "$N" compare -b refm -c moex -o cmoex > cmoex.txt 2>&1 || { echo "FAIL: a clean MoE mxfp8 run does not compare clean"; cat cmoex.txt; fail=1; }
+  echo "ok: MoE bf16 and mxfp8 compare clean, the router marked float32"
+  PROMOTE_OPTS="--granularity module" promote moe_router_bf16 h.0.mlp.router refm -- "${gm[@]}" --precision bf16 \
+    --device npu-sim --fault moe_router_bf16
 fi
 # bad input
 "$N" promote -b ref -- "$N" train > bad.out 2>&1; [ $? -eq 2 ] || { echo "FAIL: promote without -c"; fail=1; }

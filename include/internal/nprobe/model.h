@@ -174,6 +174,8 @@ typedef struct np_model_config {
     int block_size;   /* gpt: context T (32) */
     int vocab_size;   /* gpt: V (set from the data set) */
     double ln_eps;    /* gpt: layer-norm epsilon (1e-5) */
+    int n_expert;     /* gpt: experts in each block's MLP (0: the dense MLP, default);
+                       * runtime/model_moe.c, docs/RUNTIME.md "MoE" */
 } np_model_config;
 
 /* Defaults (small and fast) for a model kind. */

@@ -25,6 +25,7 @@ typedef enum np_prec_fault {
     NP_PREC_FAULT_LOSS_BF16,        /* cross_entropy: log-sum-exp and the mean in bf16 */
     NP_PREC_FAULT_LOWP_BWD_UNDERFLOW, /* linear, lowp_backward: the gradient's scales 2^16 (MX) /
                                        * 2^24 (HiF8) too large: most of it flushes to zero */
+    NP_PREC_FAULT_MOE_ROUTER_BF16,  /* gpt --moe: the router's linear under autocast (bf16), not float32 */
     NP_PREC_FAULT_COUNT
 } np_prec_fault;
 
