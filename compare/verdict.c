@@ -910,6 +910,8 @@ typedef struct parted_rows {
                           * runs' difference there (L2; 0: none; parted_noise.c) */
     np_strmap rows;      /* cmp leaf name -> row: the one map of the pair's names the
                           * rule (summed_level) and parted_noise.c look rows up in */
+    struct sum_index *ins; /* summed_level's forward inputs by their values (built on
+                            * its first call) */
 } parted_rows;
 
 static np_cmp_tolerance tolerance_at(np_cmp_tolerance t, double level)
@@ -1075,6 +1077,75 @@ static int grad_twin(char *buf, size_t cap, const char *name, int how)
  * are found, one is not dumped or has no level, or they do not account for
  * the sum (|sum| above sum |a_i|: an addend is missing). *n_add: their
  * count. */
+/* summed_level's index: the rows that are inputs of a forward call, by
+ * their values (parted_key): `keys` maps a key to its first row, next[i]
+ * the following row with the same key (-1: none), in row order. Built
+ * once a pair, so that the rule looks up the calls that took a tensor
+ * instead of scanning every row for each row it judges. */
+typedef struct sum_index {
+    np_strmap keys;
+    int *next;
+    np_arena arena; /* the keys */
+    int ok;
+} sum_index;
+
+static void sum_index_free(sum_index *x)
+{
+    if (!x)
+        return;
+    np_strmap_free(&x->keys);
+    free(x->next);
+    np_arena_free(&x->arena);
+    free(x);
+}
+
+static int fwd_input_row(const np_cmp_pair *p, const np_cmp_row *q)
+{
+    return q->bench && q->cmp && !strcmp(q->cmp->role, "input") && q->call_index >= 0 &&
+           !p->calls[q->call_index].backward;
+}
+
+static const sum_index *sum_index_get(const np_cmp_pair *p, const parted_rows *pr)
+{
+    sum_index *x = pr->ins;
+    if (!x || x->ok)
+        return x && x->ok > 0 ? x : NULL;
+    x->ok = -1;
+    x->next = malloc((p->n_rows + 1) * sizeof *x->next);
+    if (!x->next || np_strmap_init(&x->keys, 64) != 0)
+        return NULL;
+    char k[600];
+    for (size_t j = p->n_rows; j-- > 0;) { /* backwards: each chain in row order */
+        x->next[j] = -1;
+        if (!fwd_input_row(p, &p->rows[j]))
+            continue;
+        parted_key(k, sizeof k, &p->rows[j]);
+        int first = np_strmap_get(&x->keys, k);
+        const char *key = first >= 0 ? NULL : np_arena_put(&x->arena, k, strlen(k));
+        if (first < 0 && (!key || np_strmap_put(&x->keys, key, (int)j) != 0))
+            return NULL;
+        if (first >= 0) {
+            x->next[j] = first;
+            np_strmap_put(&x->keys, k, (int)j); /* replaces: the key is kept */
+        }
+    }
+    x->ok = 1;
+    return x;
+}
+
+/* The level of a gradient row r that autograd summed, in an op that is
+ * not dumped, from the gradients of the calls that took one tensor y as an
+ * input (their backward outputs of that input; at mix a module and the API
+ * call inside it hold the same ones, counted once): a backward call's input
+ * that no output holds (y: its forward output), or a module's backward
+ * output (y: the module's forward input, which the calls inside it take). Each addend a_i is held to its
+ * level l_i (relative L2); a sum of them is then off by at most
+ * sum l_i |a_i|, so its level is sum l_i |a_i| / |sum| (a bound,
+ * cancellation included; the bench's norms). 0 when fewer than two addends
+ * are found, one is not dumped or has no level, or they do not account for
+ * the sum (|sum| above sum |a_i|: an addend is missing). *n_add: their
+ * count. The calls that took y: the forward inputs with y's values
+ * (sum_index). */
 static double summed_level(const np_cmp_pair *p, const parted_rows *pr, const double *lvl,
                            size_t i, int *n_add)
 {
@@ -1088,18 +1159,19 @@ static double summed_level(const np_cmp_pair *p, const parted_rows *pr, const do
     if (yi < 0 || !p->rows[yi].bench || !p->rows[yi].cmp)
         return 0;
     const np_cmp_row *yr = &p->rows[yi];
+    const sum_index *ix = sum_index_get(p, pr);
+    if (!ix)
+        return 0;
     parted_key(k1, sizeof k1, yr);
     double sum = 0, err = 0;
     int n = 0;
     int seen[8];
-    for (size_t j = 0; j < p->n_rows && n < 8; j++) {
+    for (int j = np_strmap_get(&ix->keys, k1); j >= 0 && n < 8; j = ix->next[j]) {
         const np_cmp_row *q = &p->rows[j];
-        if (!q->bench || !q->cmp || strcmp(q->cmp->role, "input") != 0 || q->call_index < 0 ||
-            p->calls[q->call_index].backward || q->cmp->numel != yr->cmp->numel ||
-            q->cmp->stats.norm != yr->cmp->stats.norm || q->bench->stats.norm != yr->bench->stats.norm)
-            continue; /* (the same values have the same norms: a cheap test first) */
-        parted_key(k2, sizeof k2, q);
-        if ((int)j == yi || strcmp(k1, k2) != 0 || !grad_twin(a, sizeof a, q->cmp->name, 0))
+        if (q->cmp->numel != yr->cmp->numel || q->cmp->stats.norm != yr->cmp->stats.norm ||
+            q->bench->stats.norm != yr->bench->stats.norm)
+            continue; /* (a crc32's key holds no norm) */
+        if (j == yi || !grad_twin(a, sizeof a, q->cmp->name, 0))
             continue;
         int ai = np_strmap_get(rows, a);
         if (ai == (int)i)
@@ -1276,7 +1348,9 @@ static int parted_alloc(const np_cmp_pair *p, parted_rows *pr)
     pr->scale = calloc(n_rows + 1, sizeof *pr->scale);
     pr->wt = calloc(n_rows + 1, 1);
     pr->dw = calloc(n_rows + 1, sizeof *pr->dw);
-    if (!pr->t || !pr->scale || !pr->wt || !pr->dw || np_strmap_init(&pr->rows, n_rows + 1) != 0)
+    pr->ins = calloc(1, sizeof *pr->ins);
+    if (!pr->t || !pr->scale || !pr->wt || !pr->dw || !pr->ins ||
+        np_strmap_init(&pr->rows, n_rows + 1) != 0)
         return 0;
     for (size_t i = 0; i < n_rows; i++)
         if (p->rows[i].cmp && np_strmap_put(&pr->rows, p->rows[i].cmp->name, (int)i) != 0)
@@ -1297,6 +1371,7 @@ static void parted_finish(np_cmp_pair *p, parted_rows *pr, int run)
     free(pr->wt);
     free(pr->dw);
     np_strmap_free(&pr->rows);
+    sum_index_free(pr->ins);
     if (n_parted && top_dtype && pv && pv->n_tols < CMP_MAX_TOLS) {
         np_cmp_tolerance t0 = np_cmp_tolerance_for(top_dtype);
         pv->tols[pv->n_tols++] = (cmp_tol_rec){
@@ -1364,7 +1439,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, const cmp_run_sides *
     /* rows computed from weights that parted: each row's level and scale,
      * for the pass after the verdicts (off with --rtol, and where memory
      * runs short) */
-    parted_rows pr = {NULL, NULL, NULL, NULL, {0}};
+    parted_rows pr = {NULL, NULL, NULL, NULL, {0}, NULL};
     int parted = weights_rule && isnan(o->rtol) && parted_alloc(p, &pr);
     /* tensor mode reports payload bytes while reading them (compare.c) */
     int rows_progress = o->progress && p->mode != NP_CMP_MODE_TENSOR;

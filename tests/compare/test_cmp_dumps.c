@@ -1357,9 +1357,9 @@ static void sum_call(tw *w, const char *name, const char *kind, const char *site
  * with the two linears inside a module, whose backward output is the sum
  * (a module's input gradient, summed inside it: HF Qwen2's MLP, whose
  * gate_proj and up_proj take one input): clean. */
-static void write_sum(const char *path, int cmp, int kind)
+static void write_sum(const char *path, int cmp, int kind, const char *task, int step)
 {
-    tw *w = tw_open(path, "tensor", cmp ? "fp16" : "fp32", 1, 0);
+    tw *w = tw_open(path, task, cmp ? "fp16" : "fp32", step, 0);
     CHECK(w != NULL);
     if (!w)
         return;
@@ -1405,32 +1405,47 @@ static void test_summed_gradient(void)
     np_cmp_options o;
     np_cmp_options_init(&o);
     o.no_replay = 1; /* the calls' arguments are not all dumped */
-    for (int kind = 0; kind < 4; kind++) {
-        write_sum(b, 0, kind);
-        write_sum(c, 1, kind);
-        np_cmp_pair p;
-        if (compare(&p, b, c, &o) != NP_OK)
-            return;
-        const np_cmp_row *in = find_row(&p, kind == 3 ? "Module.mlp.MLP.backward.0.output.0"
-                                                      : "Functional.layer_norm.0.backward.input.0");
-        const np_cmp_call *f = first_culprit(&p);
-        CHECK(in != NULL);
-        if (kind == 0 || kind == 3) {
-            CHECK_EQ_INT(p.count_verdict[NP_VERDICT_ERROR], 0);
-            CHECK_EQ_INT(p.n_culprits, 0);
-            if (in)
-                CHECK_CONTAINS(in->reason, "the sum autograd made (not dumped) of the gradients "
-                                           "of the 2 calls that use one tensor");
-        } else {
-            CHECK_MSG(f && !strcmp(f->name, "Functional.layer_norm.0.backward"), "kind %d: %s",
-                      kind, f ? f->name : "no culprit");
-            if (in) /* kind 1 judged at the bound and beyond it; kind 2 not at all */
-                CHECK_MSG(in->verdict == NP_VERDICT_ERROR &&
-                              !strstr(in->reason, "sum autograd") == (kind == 2),
-                          "kind %d: %s", kind, in->reason);
+    /* statistics mode: the rule reads the bench's norms, which statistics
+     * hold; the rows are judged anew by their statistics at the bound
+     * (kind 0: the sum's max differs by 0.185 of the bench scale, within
+     * 0.336; kind 1: by 0.485, beyond it). There the title goes to the
+     * first call whose outputs differ above the warning level while its
+     * inputs pass (linear.1's, 0.015 each), and its reason names the layer
+     * norm's backward, which fails outright. */
+    static const char *const task[2] = {"tensor", "statistics"};
+    for (int m = 0; m < 2; m++)
+        for (int kind = 0; kind < 4; kind++) {
+            write_sum(b, 0, kind, task[m], 1);
+            write_sum(c, 1, kind, task[m], 1);
+            np_cmp_pair p;
+            if (compare(&p, b, c, &o) != NP_OK)
+                return;
+            const np_cmp_row *in = find_row(&p, kind == 3 ? "Module.mlp.MLP.backward.0.output.0"
+                                                          : "Functional.layer_norm.0.backward.input.0");
+            const np_cmp_call *f = first_culprit(&p);
+            CHECK(in != NULL);
+            if (kind == 0 || kind == 3) {
+                CHECK_MSG(p.count_verdict[NP_VERDICT_ERROR] == 0 && p.n_culprits == 0,
+                          "%s kind %d: %d error rows", task[m], kind,
+                          (int)p.count_verdict[NP_VERDICT_ERROR]);
+                if (in)
+                    CHECK_CONTAINS(in->reason, "the sum autograd made (not dumped) of the gradients "
+                                               "of the 2 calls that use one tensor");
+            } else {
+                const char *want = m ? (kind == 1 ? "Functional.linear.1.backward"
+                                                  : "Functional.linear.0.backward")
+                                     : "Functional.layer_norm.0.backward";
+                CHECK_MSG(f && !strcmp(f->name, want), "%s kind %d: %s", task[m], kind,
+                          f ? f->name : "no culprit");
+                if (f && m)
+                    CHECK_CONTAINS(f->reason, "Functional.layer_norm.0.backward fails outright");
+                if (in) /* kind 1 judged at the bound and beyond it; kind 2 not at all */
+                    CHECK_MSG(in->verdict == NP_VERDICT_ERROR &&
+                                  !strstr(in->reason, "sum autograd") == (kind == 2),
+                              "%s kind %d: %s", task[m], kind, in->reason);
+            }
+            np_cmp_pair_free(&p);
         }
-        np_cmp_pair_free(&p);
-    }
 }
 
 /* Statistics mode: when the first culprit's inputs already differ above
