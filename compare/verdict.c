@@ -954,8 +954,9 @@ static void parted_rejudge(np_cmp_pair *p, const parted_rows *pr, size_t i, doub
             &((cmp_pair_priv *)p->priv)->arena,
             "%s%sat step %d these values are the sum autograd made (not dumped) of the "
             "gradients of the %.0f calls that use one tensor: their levels times their norms, "
-            "summed, over the sum's norm = %.3g (the weights parted in an earlier step)",
-            why, why[0] ? "; " : "", p->step, carried, level);
+            "summed, over the sum's norm = %.3g%s",
+            why, why[0] ? "; " : "", p->step, carried, level,
+            p->step > 0 ? " (the weights parted in an earlier step)" : "");
         r->n_reason_args = 0;
         return;
     }
@@ -1212,7 +1213,7 @@ static double parted_input_level(np_cmp_pair *p, const parted_rows *pr, const do
     if (!pr->wt[i] && !strcmp(r->cmp->role, "input"))
         o = outs_find(outs, r);
     double li = pr->t[i].rtol; /* the level its severity is measured against */
-    if (o >= 0 && r->verdict == NP_VERDICT_ERROR && lvl[o] > li) {
+    if (p->step > 0 && o >= 0 && r->verdict == NP_VERDICT_ERROR && lvl[o] > li) {
         parted_rejudge(p, pr, i, lvl[o], lvl[o] / PARTED_FACTOR, 1);
         li = lvl[o];
         (*n)++;
@@ -1259,7 +1260,7 @@ static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, co
     int stats = p->mode != NP_CMP_MODE_TENSOR;
     for (size_t k = 0; k < nc; k++) {
         const np_cmp_call *c = &p->calls[k];
-        double e = stats ? fwd_max : 0;
+        double e = stats && p->step > 0 ? fwd_max : 0;
         char key[600], fwd[2 * NP_FMT_NAME_LEN];
         if (c->backward && cmp_forward_of(fwd, sizeof fwd, c->name)) {
             int f = np_strmap_get(&names, fwd);
@@ -1273,7 +1274,9 @@ static int verdict_parted(np_cmp_pair *p, const parted_rows *pr, double *top, co
                 (!pr->wt[i] && !parted_row(p, pr, i)) || !isfinite(r->severity))
                 continue;
             double li = parted_input_level(p, pr, lvl, &outs, c, i, &n);
-            if (r->verdict != NP_VERDICT_ERROR && r->severity <= 1 && li > 0)
+            /* (step 0: only a sum's raised level carries) */
+            if (r->verdict != NP_VERDICT_ERROR && r->severity <= 1 && li > 0 &&
+                (p->step > 0 || li > pr->t[i].rtol))
                 e = fmax(e, r->severity * li);
             if (pr->dw[i] > 0)
                 e = fmax(e, noise_carried(p, byc, start[k], start[k + 1], r, pr->dw[i]));
@@ -1337,6 +1340,13 @@ done:
     np_strmap_free(&names);
     np_strmap_free(&outs);
     return n;
+}
+
+/* Whether the pass runs: where the weights rule does (step > 0), and at
+ * step 0, where no weight parted, for the summed gradients only. */
+static int parted_on(const np_cmp_pair *p, int weights_rule)
+{
+    return weights_rule || (p->step == 0 && p->mode != NP_CMP_MODE_MD5 && p->priv);
 }
 
 /* The per-row arrays of the rule and its name map; 0 when out of memory (the rule is then
@@ -1440,7 +1450,7 @@ void cmp_verdicts(np_cmp_pair *p, const np_cmp_options *o, const cmp_run_sides *
      * for the pass after the verdicts (off with --rtol, and where memory
      * runs short) */
     parted_rows pr = {NULL, NULL, NULL, NULL, {0}, NULL};
-    int parted = weights_rule && isnan(o->rtol) && parted_alloc(p, &pr);
+    int parted = parted_on(p, weights_rule) && isnan(o->rtol) && parted_alloc(p, &pr);
     /* tensor mode reports payload bytes while reading them (compare.c) */
     int rows_progress = o->progress && p->mode != NP_CMP_MODE_TENSOR;
     double *gin = grad_in(p);
