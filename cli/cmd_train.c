@@ -29,7 +29,7 @@ typedef struct train_args {
     long steps, seed, threads, batch, log_every, warmup, stop_after;
     long layers, heads, width, context;
     long fault_step, fault_rank;
-    long tp, micro_batches;
+    long tp, pp, micro_batches;
     double lr, grad_clip;
     int list_faults, load_other_precision, sp, lowp_backward;
 } train_args;
@@ -101,6 +101,9 @@ static const np_cli_opt train_opts_table[] = {
                         "\"Tensor parallel\")", LONG(tp, 1, 1024)},
     {NULL, "--sp", NULL, "sequence parallel beside --tp: layer norms and residuals on a\n"
                          "slice of the sequence per TP rank", NP_OPT_FLAG, F(sp), 0, 0, NULL, 0, NULL},
+    {NULL, "--pp", "P", "pipeline parallel over P stages (mpirun -n P; gpt: the blocks\n"
+                        "split over the ranks, micro-batches through a GPipe schedule;\n"
+                        "docs/RUNTIME.md \"Pipeline parallel\")", LONG(pp, 1, 1024)},
     {NULL, "--micro-batches", "M", "gradient accumulation: each rank's rows of the batch in M\n"
                                    "micro-batches, forward and backward in turn (default 1;\n"
                                    "docs/RUNTIME.md \"Micro-batches\")", LONG(micro_batches, 1, 4096)},
@@ -561,13 +564,18 @@ static void print_banner(const train_args *a, np_trainer *tr, np_model_kind kind
                world, world / tp, tp, to->batch,
                to->batch / (world / tp), o->dist.fault ? ", collective fault " : "",
                o->dist.fault ? np_dist_fault_get(o->dist.fault)->name : "");
+    else if (mpi && o->dist.pp > 1)
+        printf("pipeline parallel: %d stage(s), %d block(s) split over them, GPipe schedule "
+               "(every micro-batch's forward, then every backward), batch %d%s%s\n", o->dist.pp,
+               to->model.n_layer, to->batch, o->dist.fault ? ", collective fault " : "",
+               o->dist.fault ? np_dist_fault_get(o->dist.fault)->name : "");
     else if (mpi)
         printf("data parallel: %d rank(s), global batch %d, %d per rank%s%s\n", world, to->batch,
                to->batch / world, o->dist.fault ? ", collective fault " : "",
                o->dist.fault ? np_dist_fault_get(o->dist.fault)->name : "");
     if (to->micro_batches > 1)
         printf("micro-batches: %d of %d row(s) each, gradients accumulated\n", to->micro_batches,
-               to->batch / (mpi ? world / tp : 1) / to->micro_batches);
+               to->batch / (mpi && o->dist.pp <= 1 ? world / tp : 1) / to->micro_batches);
     fflush(stdout);
 }
 
@@ -637,8 +645,18 @@ static int dist_opts(np_train_opts *o, const train_args *a, int mpi, int rank, i
         o->dist.allgather = np_cli_mpi_allgather;
         o->dist.tp = a->tp > 1 ? (int)a->tp : 0;
         o->dist.sp = a->sp;
+        o->dist.pp = a->pp > 1 ? (int)a->pp : 0;
+        o->dist.send = np_cli_mpi_send;
+        o->dist.recv = np_cli_mpi_recv;
     } else if (a->tp > 1) {
         np_cli_error("--tp %ld: tensor parallelism runs under mpirun -n %ld", a->tp, a->tp);
+        return NP_EXIT_USAGE;
+    } else if (a->pp > 1) {
+        np_cli_error("--pp %ld: pipeline parallelism runs under mpirun -n %ld", a->pp, a->pp);
+        return NP_EXIT_USAGE;
+    }
+    if (a->pp > 1 && (a->save || a->load || a->monitor_config)) {
+        np_cli_error("--pp: %s a pipeline-parallel run is not built yet", a->monitor_config ? "--monitor-config with" : "checkpoints (--save, --load) of");
         return NP_EXIT_USAGE;
     }
     if (a->sp && a->tp <= 1) {
@@ -652,6 +670,8 @@ static int dist_opts(np_train_opts *o, const train_args *a, int mpi, int rank, i
 static int probe_layout(np_cli_probe *probe, const np_train_opts *o, int mpi, int rank, int world)
 {
     int mb = o->micro_batches > 1 ? o->micro_batches : 1;
+    if (o->dist.pp > 1)
+        return np_cli_probe_layout_pp(probe, o->dist.pp, mb, rank);
     if (mb > 1 && mpi && world > 1 && o->dist.tp <= 1) {
         np_cli_error("--micro-batches %d with a dump of a plain data-parallel run: its "
                      "placements are not written yet (dump one process, or add --tp)", mb);

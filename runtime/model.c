@@ -228,7 +228,11 @@ np_tensor *np_model_forward(np_model *m, np_tensor *x)
 
 np_tensor *np_model_loss(np_model *m, np_tensor *x, np_tensor *y)
 {
-    np_tensor *logits = np_model_forward(m, x);
+    return np_model_loss_of(m, np_model_forward(m, x), y);
+}
+
+np_tensor *np_model_loss_of(np_model *m, np_tensor *logits, np_tensor *y)
+{
     if (!logits || !y)
         return NULL;
     if (y->ndim > 1) {

@@ -122,12 +122,10 @@ static np_tensor *block_forward(np_ctx *ctx, np_gpt_block *b, const np_model_con
     return y;
 }
 
-np_tensor *np_model_gpt_forward(np_model *m, np_tensor *idx)
+np_tensor *np_model_gpt_embed(np_model *m, np_tensor *idx)
 {
     np_ctx *ctx = m->ctx;
     const np_model_config *c = &m->cfg;
-    for (int i = 0; i < c->n_layer; i++)
-        m->h[i].out = NULL;
     if (!idx)
         return NULL;
     if (idx->ndim != 2 || idx->shape[1] > c->block_size)
@@ -143,11 +141,24 @@ np_tensor *np_model_gpt_forward(np_model *m, np_tensor *idx)
     np_tensor *pe = NP_AT(ctx, np_nn_embedding_forward(ctx, &m->wpe, pos));    /* (T,C) */
     np_tensor *x = NP_AT(ctx, np_add(ctx, tok, pe));
     np_tp *tp = c->n_layer > 0 ? m->h[0].tp : NULL;
-    x = NP_AT(ctx, np_sp_enter(ctx, tp, x));
-    for (int i = 0; i < c->n_layer; i++) {
-        x = NP_AT(ctx, block_forward(ctx, &m->h[i], c, x));
+    return NP_AT(ctx, np_sp_enter(ctx, tp, x));
+}
+
+np_tensor *np_model_gpt_blocks(np_model *m, np_tensor *x, int l0, int l1)
+{
+    np_ctx *ctx = m->ctx;
+    for (int i = l0; i < l1; i++) {
+        x = NP_AT(ctx, block_forward(ctx, &m->h[i], &m->cfg, x));
         m->h[i].out = x;
     }
+    return x;
+}
+
+np_tensor *np_model_gpt_head(np_model *m, np_tensor *x)
+{
+    np_ctx *ctx = m->ctx;
+    const np_model_config *c = &m->cfg;
+    np_tp *tp = c->n_layer > 0 ? m->h[0].tp : NULL;
     x = NP_AT(ctx, np_nn_layer_norm_forward(ctx, &m->ln_f, x));
     x = NP_AT(ctx, np_sp_leave(ctx, tp, x));
     if (!x)
@@ -157,4 +168,13 @@ np_tensor *np_model_gpt_forward(np_model *m, np_tensor *idx)
     np_tensor *logits = NP_AT(ctx, np_linear(ctx, x, m->wte.weight, NULL)); /* (B,T,V) */
     np_module_end(ctx, m->lm_head, &x, 1, &logits, 1);
     return logits;
+}
+
+np_tensor *np_model_gpt_forward(np_model *m, np_tensor *idx)
+{
+    for (int i = 0; i < m->cfg.n_layer; i++)
+        m->h[i].out = NULL;
+    np_tensor *x = np_model_gpt_embed(m, idx);
+    x = np_model_gpt_blocks(m, x, 0, m->cfg.n_layer);
+    return x ? np_model_gpt_head(m, x) : NULL;
 }

@@ -53,5 +53,12 @@ struct np_model {
 
 np_status np_model_gpt_build(np_model *m, np_error *err);
 np_tensor *np_model_gpt_forward(np_model *m, np_tensor *idx);
+/* Its parts, for a pipeline's stages (model_pp.c): the embeddings' sum of
+ * tokens idx (B,T); blocks [l0, l1) on x; ln_f and the tied lm head. */
+np_tensor *np_model_gpt_embed(np_model *m, np_tensor *idx);
+np_tensor *np_model_gpt_blocks(np_model *m, np_tensor *x, int l0, int l1);
+np_tensor *np_model_gpt_head(np_model *m, np_tensor *x);
+/* The loss of logits against targets y (model.c, np_model_loss's tail). */
+np_tensor *np_model_loss_of(np_model *m, np_tensor *logits, np_tensor *y);
 
 #endif

@@ -41,6 +41,11 @@ extern "C" {
  * it the same number of times with the same `bytes`. Return 0 on success;
  * non-zero fails the step (NP_ERR_IO). */
 typedef int (*np_allgather_fn)(void *recv, const void *send, size_t bytes, void *user);
+/* Point-to-point (the pipeline's activations and gradients, --pp): send
+ * `bytes` of buf to rank `peer` with `tag`, or receive exactly `bytes` from
+ * it into buf, like MPI_Send / MPI_Recv (blocking; the messages between two
+ * ranks with one tag arrive in the order sent). 0 on success. */
+typedef int (*np_p2p_fn)(void *buf, size_t bytes, int peer, int tag, void *user);
 
 typedef enum np_dist_fault {
     NP_DIST_FAULT_NONE = 0,
@@ -53,6 +58,7 @@ typedef enum np_dist_fault {
     NP_DIST_FAULT_TP_SHARD_OFFSET,      /* tensor parallel: a column shard at the neighbour's offset */
     NP_DIST_FAULT_SP_NORM_GRAD_UNREDUCED, /* sequence parallel: layer-norm gradients not summed over TP */
     NP_DIST_FAULT_PP_GRAD_ACCUM_DROP,   /* micro-batches: micro-batch 0's gradient left out */
+    NP_DIST_FAULT_PP_MICROBATCH_SWAP,   /* pipeline: micro-batches 0 and 1 swapped at stage 1's input */
     NP_DIST_FAULT_COUNT
 } np_dist_fault;
 
@@ -84,6 +90,11 @@ typedef struct np_dist {
                                * (rank = d * tp + t; model_tp.c) */
     int sp;                   /* with tp > 1: sequence parallel (layer norms and residuals
                                * on a slice of the sequence per TP rank) */
+    int pp;                   /* pipeline-parallel stages (0 or 1: none); > 1: the GPT's
+                               * blocks split over pp ranks (world_size = pp, rank = the
+                               * stage), micro-batches through a GPipe schedule
+                               * (model_pp.c); needs send and recv */
+    np_p2p_fn send, recv;     /* point-to-point, for pp > 1 */
 } np_dist;
 
 /* Index of the parameter NP_DIST_FAULT_SKIP_PARAM leaves out among n
@@ -123,6 +134,15 @@ int np_mesh_placement_sp(int tp, int dp, int sp, int rank, const struct np_hook_
  * "/placements"). tp <= 1: the mesh is (mb) alone (one process). */
 int np_mesh_placement_mb(int tp, int dp, int sp, int mb, int m, int rank,
                          const struct np_hook_event *ev, int i, struct np_place_rec *rec);
+
+/* A pipeline of pp > 1 stages (world = pp ranks, rank = stage) with mb
+ * micro-batches (m the call's, -1 outside them): one more mesh dimension
+ * "pp" first (the stages; every leaf's item Replicate(): each stage holds
+ * whole tensors, the tied word embedding on the first and the last stage
+ * the same), then "mb" as np_mesh_placement_mb says; every leaf is placed,
+ * with its stage (docs/FORMAT.md "/placements"). */
+int np_mesh_placement_pp(int pp, int stage, int mb, int m, const struct np_hook_event *ev, int i,
+                         struct np_place_rec *rec);
 
 #ifdef __cplusplus
 }
