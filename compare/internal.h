@@ -84,6 +84,12 @@ size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *),
  * sum, no payloads, a sharded bench, every piece agrees). */
 const char *cmp_assembly_blame(cmp_dump *cd, const np_cmp_side *cs, cmp_dump *bd,
                                const np_cmp_side *bs, cmp_arena *arena, np_error *err);
+/* A pipeline (mesh dimension "pp"): the first received leaf (Distributed.
+ * recv.K.forward's output, .backward's input) whose values on some
+ * micro-batch are not those its sender dumped (Distributed.send.K), into
+ * *leaf, and the words naming both ranks, stages and micro-batches; NULL
+ * when every one agrees (or d is no pipeline). */
+const char *cmp_assembly_p2p(const cmp_dump *d, const char **leaf);
 /* Leave out of `other` the leaves `from`'s assembly left out (Partial(sum)
  * in a statistics dump), so they do not stand as one-sided rows. */
 void cmp_assembly_drop_skipped(const cmp_dump *from, cmp_dump *other);

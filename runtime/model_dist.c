@@ -114,6 +114,21 @@ void np_dist_shard(np_batch *view, const np_trainer *tr)
     view->y += (int64_t)r * rows * yrow;
 }
 
+void np_batch_micro_view(np_batch *v, int m, int M)
+{
+    int64_t rows = v->x_shape[0] / M;
+    int64_t xrow = v->x_numel / v->x_shape[0], yrow = v->y_numel / v->y_shape[0];
+    v->x_shape[0] = rows;
+    v->x_numel = rows * xrow;
+    v->y_shape[0] = rows;
+    v->y_numel = rows * yrow;
+    if (v->xf)
+        v->xf += (int64_t)m * rows * xrow;
+    if (v->xi)
+        v->xi += (int64_t)m * rows * xrow;
+    v->y += (int64_t)m * rows * yrow;
+}
+
 void np_dist_free_buffers(np_trainer *tr)
 {
     free(tr->gather);

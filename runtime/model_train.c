@@ -178,21 +178,6 @@ static np_status ctx_fail(np_ctx *ctx, np_error *err, const char *what)
                         ce && ce->text[0] ? ce->text : np_strerror(st));
 }
 
-void np_batch_micro_view(np_batch *v, int m, int M)
-{
-    int64_t rows = v->x_shape[0] / M;
-    int64_t xrow = v->x_numel / v->x_shape[0], yrow = v->y_numel / v->y_shape[0];
-    v->x_shape[0] = rows;
-    v->x_numel = rows * xrow;
-    v->y_shape[0] = rows;
-    v->y_numel = rows * yrow;
-    if (v->xf)
-        v->xf += (int64_t)m * rows * xrow;
-    if (v->xi)
-        v->xi += (int64_t)m * rows * xrow;
-    v->y += (int64_t)m * rows * yrow;
-}
-
 /* Forward and backward of this rank's shard of tr->batch; *loss the local
  * mean. With micro-batches (gradient accumulation) the shard's rows in M
  * equal parts, each forward and backward in turn, its backward seeded with

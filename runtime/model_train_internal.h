@@ -26,9 +26,6 @@ struct np_trainer {
     struct np_pp *pp;         /* pipeline parallel (model_pp.c), or NULL */
 };
 
-/* Rows [m * rows / M, (m + 1) * rows / M) of a batch view (micro-batch m
- * of M; model_train.c). */
-void np_batch_micro_view(np_batch *v, int m, int M);
 
 /* model_pp.c: pipeline parallelism (np_dist.pp > 1). Setup keeps this
  * stage's parameters (before the optimizer exists: np_pp_params are the
@@ -80,6 +77,9 @@ np_status np_tp_grad_norm(struct np_tp *tp, np_tensor *const *params, int n, dou
 int np_dist_active(const np_trainer *tr);
 /* Rows of the global batch this rank trains on: a view into tr->batch. */
 void np_dist_shard(np_batch *view, const np_trainer *tr);
+/* Rows [m * rows / M, (m + 1) * rows / M) of a batch view (micro-batch m
+ * of M). */
+void np_batch_micro_view(np_batch *v, int m, int M);
 /* Average the gradients (and the loss, *loss in/out) over the ranks, one
  * Distributed.all_reduce call per parameter. */
 np_status np_dist_reduce_grads(np_trainer *tr, double *loss, np_error *err);
