@@ -415,6 +415,9 @@ static void set_fault(np_ctx_opts *co, np_train_opts *o, const train_args *a, np
                             "this run is the same as one without the fault\n", a->fault);
         else if (df == NP_DIST_FAULT_PP_GRAD_ACCUM_DROP)
             return;
+        else if (df == NP_DIST_FAULT_PP_MICROBATCH_SWAP && (a->pp < 2 || a->micro_batches < 2))
+            fprintf(stderr, "nprobe: warning: --fault %s acts with --pp P --micro-batches M >= 2 "
+                            "only: this run is the same as one without the fault\n", a->fault);
         else if (!mpi)
             fprintf(stderr, "nprobe: warning: --fault %s is a collective fault: it acts in a "
                             "data-parallel run (mpirun -n K nprobe train ...) only\n", a->fault);
