@@ -298,10 +298,12 @@ static np_tensor *recv_act(np_trainer *tr, int m, int64_t B, int64_t T, np_error
     if (!msg)
         return NULL;
     pp_head h;
-    memcpy(&h, msg, sizeof h);
-    if (m == 0)
+    if (m == 0) { /* the first message's (micro-batch 0's, whatever the swap takes) */
+        memcpy(&h, pp->stash[0], sizeof h);
         for (int i = 0; i < NP_OP_COUNT; i++)
             ctx->counters[i] = h.counters[i];
+    }
+    memcpy(&h, msg, sizeof h);
     np_tensor *x = np_tensor_tmp(ctx, (np_dtype)h.dtype, 3, shape);
     if (!x || !np_tensor_f32(x) || np_tensor_set_requires_grad(ctx, x, 1) != NP_OK) {
         if (!np_ctx_status(ctx))
