@@ -66,6 +66,7 @@ typedef struct asm_rank {
     int8_t *moved;         /* per row of e: 1 when its call is renumbered (stage_offsets) */
     np_call_rec *c;        /* the runtime's pipeline: the file's calls */
     size_t nc;
+    char *path;            /* the file */
 } asm_rank;
 
 /* A piece of a logical tensor: rank r's row (a representative of its
@@ -105,6 +106,7 @@ struct cmp_assembly {
     int own_stage;         /* its pipeline stage, -1 none (or the runtime's pipeline,
                             * merged whole: pp_dim) */
     int pp_dim;            /* the runtime's pipeline: its mesh dimension ("pp", -1: none) */
+    np_strmap call_rank;   /* a pipeline's merged calls -> the index of the rank whose they are */
     size_t n_p2p;          /* pipeline: received activations and gradients checked */
     char p2p_leaf[NP_FMT_NAME_LEN]; /* the first whose values are not those sent ("": none) */
     char p2p_text[1100];
@@ -126,6 +128,7 @@ static void rank_free(asm_rank *r)
     free(r->lcall);
     free(r->moved);
     free(r->c);
+    free(r->path);
 }
 
 void cmp_assembly_free(cmp_assembly *a)
@@ -141,6 +144,7 @@ void cmp_assembly_free(cmp_assembly *a)
     np_strmap_free(&a->leaf_map);
     np_strmap_free(&a->skipped);
     np_strmap_free(&a->parted);
+    np_strmap_free(&a->call_rank);
     free(a);
 }
 
@@ -411,6 +415,8 @@ static np_status ranks_open(cmp_assembly *a, const cmp_dump *d, int64_t world, n
         }
         asm_rank *k = &a->ranks[a->n_ranks++];
         k->rank = r;
+        if (!(k->path = strdup(path)))
+            return np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
         np_status st = rank_read(k, path, a->mb_dim >= 0, err);
         if (st == NP_OK && a->pp_dim >= 0)
             st = np_dumpio_read_calls(&k->c, &k->nc, k->io, err);
@@ -1027,7 +1033,7 @@ static pp_call *pp_calls(const cmp_assembly *a, size_t *n)
 
 /* One merged call and its rows (the first holder's; micro-batch m >= 1
  * rows are pieces, not rows): appended to calls / ents. */
-static int pp_take_call(const cmp_assembly *a, const cmp_dump *d, const pp_call *pc,
+static int pp_take_call(cmp_assembly *a, const cmp_dump *d, const pp_call *pc,
                         const int64_t *head, const int64_t *next, np_strmap *leaves,
                         cmp_call_rec *calls, size_t *kc, np_cmp_side *ents, size_t *ke,
                         cmp_arena *arena)
@@ -1040,7 +1046,8 @@ static int pp_take_call(const cmp_assembly *a, const cmp_dump *d, const pp_call 
     o->parent = c->parent[0] ? cmp_arena_strdup(arena, c->parent) : "";
     o->callsite = c->callsite[0] ? cmp_arena_strdup(arena, c->callsite) : "";
     o->seq = (int64_t)*kc;
-    if (!o->name || !o->parent || !o->callsite)
+    if (!o->name || !o->parent || !o->callsite ||
+        np_strmap_put(&a->call_rank, o->name, pc->r) != 0)
         return -1;
     int own = k->rank == a->own_rank;
     for (int64_t i = c->seq >= 0 && (size_t)c->seq < k->nc ? head[c->seq] : -1; i >= 0; i = next[i]) {
@@ -1092,7 +1099,7 @@ static np_status pp_merge(cmp_assembly *a, cmp_dump *d, cmp_arena *arena, np_err
     int64_t **next = calloc((size_t)a->n_ranks + 1, sizeof *next);
     np_strmap seen = {0}, leaves = {0};
     int bad = !pc || !calls || !ents || !head || !next || np_strmap_init(&seen, n + 1) != 0 ||
-              np_strmap_init(&leaves, ne + 1) != 0;
+              np_strmap_init(&leaves, ne + 1) != 0 || np_strmap_init(&a->call_rank, n + 1) != 0;
     for (int r = 0; !bad && r < a->n_ranks; r++)
         bad = pp_index(&a->ranks[r], &head[r], &next[r]) != 0;
     size_t kc = 0, ke = 0;
@@ -1180,6 +1187,21 @@ static void p2p_check(cmp_assembly *a, const char *recv_leaf, holder *hr, holder
                  "max %.9g vs %.9g, norm %.9g vs %.9g)%s", wr, hr[i].e->call, ws, s->e->name, hr[i].e->max,
                  s->e->max, hr[i].e->norm, s->e->norm, also);
     }
+}
+
+int cmp_assembly_files(const cmp_dump *d)
+{
+    return d->assembly && d->assembly->pp_dim >= 0 ? d->assembly->n_ranks : 0;
+}
+
+const char *cmp_assembly_file(const cmp_dump *d, int i)
+{
+    return i >= 0 && i < cmp_assembly_files(d) ? d->assembly->ranks[i].path : NULL;
+}
+
+int cmp_assembly_call_file(const cmp_dump *d, const char *call)
+{
+    return cmp_assembly_files(d) ? np_strmap_get(&d->assembly->call_rank, call) : -1;
 }
 
 const char *cmp_assembly_p2p(const cmp_dump *d, const char **leaf)

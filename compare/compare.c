@@ -765,7 +765,10 @@ static np_status stage_root_cause(cmp_run *r, np_error *err) { return cmp_root_c
 
 static np_status stage_replay(cmp_run *r, np_error *err)
 {
-    return cmp_isolated(r->p, r->o->no_replay, r->o->replay_all, err);
+    r->pv->cmp_side = &r->cd; /* a pipeline's stage files */
+    np_status st = cmp_isolated(r->p, r->o->no_replay, r->o->replay_all, err);
+    r->pv->cmp_side = NULL;
+    return st;
 }
 
 /* A sharded cmp side: the first culprit's reason names the ranks whose
