@@ -101,6 +101,9 @@ int np_cli_probe_layout(np_cli_probe *p, int tp, int sp, int mb, int rank, int w
 /* A pipeline of pp stages (rank = stage) with mb micro-batches: the mesh
  * ("pp"[, "mb"]) and every leaf placed with its stage (np_mesh_placement_pp). */
 int np_cli_probe_layout_pp(np_cli_probe *p, int pp, int mb, int rank);
+/* After np_cli_probe_layout: a vocabulary-parallel run over `vocab` tokens
+ * (np_mesh_placement_vp places the word embedding's slices). */
+void np_cli_probe_vocab(np_cli_probe *p, int64_t vocab);
 
 /* The monitor in `nprobe train` (cli/monitor_attach.c): a config whose
  * task is "monitor" attaches it to the context and the trainer. */

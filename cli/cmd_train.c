@@ -31,7 +31,7 @@ typedef struct train_args {
     long fault_step, fault_rank;
     long tp, pp, micro_batches;
     double lr, grad_clip;
-    int list_faults, load_other_precision, sp, lowp_backward;
+    int list_faults, load_other_precision, sp, lowp_backward, vocab_parallel;
 } train_args;
 
 static const char help_before[] =
@@ -101,6 +101,10 @@ static const np_cli_opt train_opts_table[] = {
                         "\"Tensor parallel\")", LONG(tp, 1, 1024)},
     {NULL, "--sp", NULL, "sequence parallel beside --tp: layer norms and residuals on a\n"
                          "slice of the sequence per TP rank", NP_OPT_FLAG, F(sp), 0, 0, NULL, 0, NULL},
+    {NULL, "--vocab-parallel", NULL, "beside --tp: the word embedding's rows, the lm head's logits\n"
+                                     "and the loss split over the TP group (docs/RUNTIME.md\n"
+                                     "\"Vocabulary parallel\")", NP_OPT_FLAG, F(vocab_parallel), 0, 0,
+     NULL, 0, NULL},
     {NULL, "--pp", "P", "pipeline parallel over P stages (mpirun -n P; gpt: the blocks\n"
                         "split over the ranks, micro-batches through a GPipe schedule;\n"
                         "docs/RUNTIME.md \"Pipeline parallel\")", LONG(pp, 1, 1024)},
@@ -649,6 +653,7 @@ static int dist_opts(np_train_opts *o, const train_args *a, int mpi, int rank, i
         o->dist.tp = a->tp > 1 ? (int)a->tp : 0;
         o->dist.sp = a->sp;
         o->dist.pp = a->pp > 1 ? (int)a->pp : 0;
+        o->dist.vp = a->vocab_parallel;
         o->dist.send = np_cli_mpi_send;
         o->dist.recv = np_cli_mpi_recv;
     } else if (a->tp > 1) {
@@ -667,11 +672,17 @@ static int dist_opts(np_train_opts *o, const train_args *a, int mpi, int rank, i
         np_cli_error("--sp: sequence parallelism needs --tp T > 1");
         return NP_EXIT_USAGE;
     }
+    if (a->vocab_parallel && (a->tp <= 1 || a->save || a->load)) {
+        np_cli_error("--vocab-parallel: %s", a->tp <= 1 ? "the vocabulary splits over --tp T > 1"
+                     : "checkpoints (--save, --load) of a vocabulary-parallel run are not built yet");
+        return NP_EXIT_USAGE;
+    }
     return NP_EXIT_OK;
 }
 
 /* The dump's mesh and placements for --tp and --micro-batches. */
-static int probe_layout(np_cli_probe *probe, const np_train_opts *o, int mpi, int rank, int world)
+static int probe_layout(np_cli_probe *probe, const np_train_opts *o, int mpi, int rank, int world,
+                        int64_t vocab)
 {
     int mb = o->micro_batches > 1 ? o->micro_batches : 1;
     if (o->dist.pp > 1)
@@ -683,7 +694,10 @@ static int probe_layout(np_cli_probe *probe, const np_train_opts *o, int mpi, in
     }
     if (o->dist.tp <= 1 && mb <= 1)
         return NP_EXIT_OK;
-    return np_cli_probe_layout(probe, o->dist.tp, o->dist.sp, mb, rank, world);
+    int rc = np_cli_probe_layout(probe, o->dist.tp, o->dist.sp, mb, rank, world);
+    if (rc == NP_EXIT_OK && o->dist.tp > 1 && o->dist.vp)
+        np_cli_probe_vocab(probe, vocab);
+    return rc;
 }
 
 static int train(const train_args *a, int mpi, int rank, int world)
@@ -761,7 +775,7 @@ static int train(const train_args *a, int mpi, int rank, int world)
         np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
         if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
             goto done;
-        if (probe_layout(probe, &o, mpi, rank, world) != NP_EXIT_OK)
+        if (probe_layout(probe, &o, mpi, rank, world, to->model.vocab_size) != NP_EXIT_OK)
             goto done;
     }
     int sf = np_step_fault_from_name(a->fault);

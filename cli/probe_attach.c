@@ -18,6 +18,7 @@ struct np_cli_probe {
     int tp, dp, sp, mb, rank;  /* tensor (x data) parallel, micro-batches: the placements
                                 * observer */
     int pp;                    /* pipeline stages (rank = stage), or 0 */
+    int64_t vocab;             /* vocabulary parallel: the vocabulary, or 0 */
     int place_warned;
 };
 
@@ -74,8 +75,10 @@ static int place_event(const np_hook_event *ev, void *user)
         np_place_rec rec;
         int m = np_ctx_micro_batch(cp->ctx);
         if (cp->pp > 1 ? !np_mesh_placement_pp(cp->pp, cp->rank, cp->mb, m, ev, i, &rec)
-                       : !np_mesh_placement_mb(cp->tp, cp->dp, cp->sp, cp->mb, m, cp->rank, ev, i,
-                                               &rec))
+            : cp->vocab ? !np_mesh_placement_vp(cp->tp, cp->dp, cp->sp, cp->mb, m, cp->rank,
+                                                cp->vocab, ev, i, &rec)
+                        : !np_mesh_placement_mb(cp->tp, cp->dp, cp->sp, cp->mb, m, cp->rank, ev, i,
+                                                &rec))
             continue;
         const np_hook_tensor *ht = &ev->tensors[i];
         char idx[16];
@@ -142,6 +145,11 @@ int np_cli_probe_layout_pp(np_cli_probe *cp, int pp, int mb, int rank)
         return NP_EXIT_USAGE;
     }
     return NP_EXIT_OK;
+}
+
+void np_cli_probe_vocab(np_cli_probe *cp, int64_t vocab)
+{
+    cp->vocab = vocab;
 }
 
 int np_cli_probe_detach(np_cli_probe *cp)

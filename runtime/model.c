@@ -159,6 +159,7 @@ void np_model_free(np_model *m)
         return;
     free(m->h);
     free(m->params);
+    np_vocab_free(m->vocab);
     free(m);
 }
 
@@ -239,5 +240,7 @@ np_tensor *np_model_loss_of(np_model *m, np_tensor *logits, np_tensor *y)
         int64_t n = y->numel;
         y = NP_AT(m->ctx, np_view(m->ctx, y, 1, &n));
     }
+    if (m->vocab)
+        return NP_AT(m->ctx, np_vocab_cross_entropy(m->ctx, m->vocab, logits, y, -100));
     return NP_AT(m->ctx, np_cross_entropy(m->ctx, logits, y, -100));
 }

@@ -137,7 +137,8 @@ np_tensor *np_model_gpt_embed(np_model *m, np_tensor *idx)
     int64_t *pp = np_tensor_i64(pos);
     for (int64_t t = 0; t < T; t++)
         pp[t] = t;
-    np_tensor *tok = NP_AT(ctx, np_nn_embedding_forward(ctx, &m->wte, idx)); /* (B,T,C) */
+    np_tensor *tok = m->vocab ? NP_AT(ctx, np_vocab_embedding(ctx, m->vocab, &m->wte, idx))
+                              : NP_AT(ctx, np_nn_embedding_forward(ctx, &m->wte, idx)); /* (B,T,C) */
     np_tensor *pe = NP_AT(ctx, np_nn_embedding_forward(ctx, &m->wpe, pos));    /* (T,C) */
     np_tensor *x = NP_AT(ctx, np_add(ctx, tok, pe));
     np_tp *tp = c->n_layer > 0 ? m->h[0].tp : NULL;
@@ -160,12 +161,13 @@ np_tensor *np_model_gpt_head(np_model *m, np_tensor *x)
     const np_model_config *c = &m->cfg;
     np_tp *tp = c->n_layer > 0 ? m->h[0].tp : NULL;
     x = NP_AT(ctx, np_nn_layer_norm_forward(ctx, &m->ln_f, x));
-    x = NP_AT(ctx, np_sp_leave(ctx, tp, x));
+    /* the vocabulary-parallel head: its input's gradient summed over the group */
+    x = m->vocab ? NP_AT(ctx, np_tp_head_input(ctx, tp, x)) : NP_AT(ctx, np_sp_leave(ctx, tp, x));
     if (!x)
         return NULL;
     if (NP_AT(ctx, np_module_begin(ctx, m->lm_head)) != NP_OK)
         return NULL;
-    np_tensor *logits = NP_AT(ctx, np_linear(ctx, x, m->wte.weight, NULL)); /* (B,T,V) */
+    np_tensor *logits = NP_AT(ctx, np_linear(ctx, x, m->wte.weight, NULL)); /* (B,T,V[/T]) */
     np_module_end(ctx, m->lm_head, &x, 1, &logits, 1);
     return logits;
 }

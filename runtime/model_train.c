@@ -116,6 +116,8 @@ np_status np_trainer_new(np_trainer **out, np_ctx *ctx, const np_train_opts *o, 
         st = np_model_new(&tr->model, ctx, &mc, init_seed, err);
     if (!st && o->dist.allgather && o->dist.tp > 1)
         st = np_tp_setup(tr, err);
+    if (!st && o->dist.allgather && o->dist.tp > 1 && o->dist.vp)
+        st = np_vocab_setup(tr, err);
     if (!st && o->dist.allgather && o->dist.pp > 1)
         st = np_pp_setup(tr, err);
     if (!st) {

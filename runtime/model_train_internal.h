@@ -70,6 +70,9 @@ int np_tp_dp_size(const struct np_tp *tp);
 np_status np_tp_dp_reduce(struct np_tp *tp, np_tensor *const *p, int n, double *loss,
                           np_dist_fault f, np_error *err);
 np_status np_tp_sync_grads(struct np_tp *tp, np_error *err);
+/* model_vocab.c: the word embedding's rows split over the TP group
+ * (np_dist.vp, after np_tp_setup). */
+np_status np_vocab_setup(np_trainer *tr, np_error *err);
 np_status np_tp_grad_norm(struct np_tp *tp, np_tensor *const *params, int n, double clip,
                           double *norm, np_error *err);
 

@@ -31,6 +31,7 @@
 #define NPROBE_DIST_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -95,6 +96,9 @@ typedef struct np_dist {
                                * stage), micro-batches through a GPipe schedule
                                * (model_pp.c); needs send and recv */
     np_p2p_fn send, recv;     /* point-to-point, for pp > 1 */
+    int vp;                   /* with tp > 1: the word embedding's rows (and so the lm
+                               * head's logits and the loss) split over the TP group
+                               * (model_vocab.c) */
 } np_dist;
 
 /* Index of the parameter NP_DIST_FAULT_SKIP_PARAM leaves out among n
@@ -143,6 +147,14 @@ int np_mesh_placement_mb(int tp, int dp, int sp, int mb, int m, int rank,
  * with its stage (docs/FORMAT.md "/placements"). */
 int np_mesh_placement_pp(int pp, int stage, int mb, int m, const struct np_hook_event *ev, int i,
                          struct np_place_rec *rec);
+/* np_mesh_placement_mb of a vocabulary-parallel run (np_dist.vp) over a
+ * vocabulary of `vocab` tokens: on tp, the word embedding's weight and its
+ * gradients Shard(0) (rows [r*V/T, (r+1)*V/T), uneven when T does not
+ * divide V), the lm head's logits and their gradient Shard(-1) (also the
+ * cross-entropy's input), the embedding's output and the gradient of the
+ * lm head's input Partial(sum). */
+int np_mesh_placement_vp(int tp, int dp, int sp, int mb, int m, int rank, int64_t vocab,
+                         const struct np_hook_event *ev, int i, struct np_place_rec *rec);
 
 #ifdef __cplusplus
 }
