@@ -98,6 +98,12 @@ int np_cli_probe_detach(np_cli_probe *p);
  * the probe) that records each leaf's placement (np_mesh_placement_mb ->
  * np_probe_place); sp: sequence parallel. */
 int np_cli_probe_layout(np_cli_probe *p, int tp, int sp, int mb, int rank, int world);
+/* A pipeline of pp stages (rank = stage) with mb micro-batches: the mesh
+ * ("pp"[, "mb"]) and every leaf placed with its stage (np_mesh_placement_pp). */
+int np_cli_probe_layout_pp(np_cli_probe *p, int pp, int mb, int rank);
+/* After np_cli_probe_layout: a vocabulary-parallel run over `vocab` tokens
+ * (np_mesh_placement_vp places the word embedding's slices). */
+void np_cli_probe_vocab(np_cli_probe *p, int64_t vocab);
 
 /* The monitor in `nprobe train` (cli/monitor_attach.c): a config whose
  * task is "monitor" attaches it to the context and the trainer. */
@@ -164,6 +170,10 @@ int np_cli_mpi_start_light(int *rank, int *world);
 void np_cli_mpi_end(void);
 /* np_allgather_fn (nprobe/dist.h) over MPI_COMM_WORLD. */
 int np_cli_mpi_allgather(void *recv, const void *send, size_t bytes, void *user);
+/* np_p2p_fn (nprobe/dist.h) over MPI_COMM_WORLD: MPI_Send, MPI_Recv of
+ * exactly `bytes` (-1 without MPI). */
+int np_cli_mpi_send(void *buf, size_t bytes, int peer, int tag, void *user);
+int np_cli_mpi_recv(void *buf, size_t bytes, int peer, int tag, void *user);
 /* Max of v over the ranks (v itself without MPI). */
 int np_cli_mpi_max_int(int v);
 /* 1 when this program was built with MPI. */

@@ -29,9 +29,9 @@ typedef struct train_args {
     long steps, seed, threads, batch, log_every, warmup, stop_after;
     long layers, heads, width, context, moe;
     long fault_step, fault_rank;
-    long tp, micro_batches;
+    long tp, pp, micro_batches;
     double lr, grad_clip;
-    int list_faults, load_other_precision, sp, lowp_backward;
+    int list_faults, load_other_precision, sp, lowp_backward, vocab_parallel;
 } train_args;
 
 static const char help_before[] =
@@ -104,6 +104,13 @@ static const np_cli_opt train_opts_table[] = {
                         "\"Tensor parallel\")", LONG(tp, 1, 1024)},
     {NULL, "--sp", NULL, "sequence parallel beside --tp: layer norms and residuals on a\n"
                          "slice of the sequence per TP rank", NP_OPT_FLAG, F(sp), 0, 0, NULL, 0, NULL},
+    {NULL, "--vocab-parallel", NULL, "beside --tp: the word embedding's rows, the lm head's logits\n"
+                                     "and the loss split over the TP group (docs/RUNTIME.md\n"
+                                     "\"Vocabulary parallel\")", NP_OPT_FLAG, F(vocab_parallel), 0, 0,
+     NULL, 0, NULL},
+    {NULL, "--pp", "P", "pipeline parallel over P stages (mpirun -n P; gpt: the blocks\n"
+                        "split over the ranks, micro-batches through a GPipe schedule;\n"
+                        "docs/RUNTIME.md \"Pipeline parallel\")", LONG(pp, 1, 1024)},
     {NULL, "--micro-batches", "M", "gradient accumulation: each rank's rows of the batch in M\n"
                                    "micro-batches, forward and backward in turn (default 1;\n"
                                    "docs/RUNTIME.md \"Micro-batches\")", LONG(micro_batches, 1, 4096)},
@@ -417,6 +424,9 @@ static void set_fault(np_ctx_opts *co, np_train_opts *o, const train_args *a, np
                             "this run is the same as one without the fault\n", a->fault);
         else if (df == NP_DIST_FAULT_PP_GRAD_ACCUM_DROP)
             return;
+        else if (df == NP_DIST_FAULT_PP_MICROBATCH_SWAP && (a->pp < 2 || a->micro_batches < 2))
+            fprintf(stderr, "nprobe: warning: --fault %s acts with --pp P --micro-batches M >= 2 "
+                            "only: this run is the same as one without the fault\n", a->fault);
         else if (!mpi)
             fprintf(stderr, "nprobe: warning: --fault %s is a collective fault: it acts in a "
                             "data-parallel run (mpirun -n K nprobe train ...) only\n", a->fault);
@@ -577,13 +587,18 @@ static void print_banner(const train_args *a, np_trainer *tr, np_model_kind kind
                world, world / tp, tp, to->batch,
                to->batch / (world / tp), o->dist.fault ? ", collective fault " : "",
                o->dist.fault ? np_dist_fault_get(o->dist.fault)->name : "");
+    else if (mpi && o->dist.pp > 1)
+        printf("pipeline parallel: %d stage(s), %d block(s) split over them, GPipe schedule "
+               "(every micro-batch's forward, then every backward), batch %d%s%s\n", o->dist.pp,
+               to->model.n_layer, to->batch, o->dist.fault ? ", collective fault " : "",
+               o->dist.fault ? np_dist_fault_get(o->dist.fault)->name : "");
     else if (mpi)
         printf("data parallel: %d rank(s), global batch %d, %d per rank%s%s\n", world, to->batch,
                to->batch / world, o->dist.fault ? ", collective fault " : "",
                o->dist.fault ? np_dist_fault_get(o->dist.fault)->name : "");
     if (to->micro_batches > 1)
         printf("micro-batches: %d of %d row(s) each, gradients accumulated\n", to->micro_batches,
-               to->batch / (mpi ? world / tp : 1) / to->micro_batches);
+               to->batch / (mpi && o->dist.pp <= 1 ? world / tp : 1) / to->micro_batches);
     fflush(stdout);
 }
 
@@ -653,21 +668,41 @@ static int dist_opts(np_train_opts *o, const train_args *a, int mpi, int rank, i
         o->dist.allgather = np_cli_mpi_allgather;
         o->dist.tp = a->tp > 1 ? (int)a->tp : 0;
         o->dist.sp = a->sp;
+        o->dist.pp = a->pp > 1 ? (int)a->pp : 0;
+        o->dist.vp = a->vocab_parallel;
+        o->dist.send = np_cli_mpi_send;
+        o->dist.recv = np_cli_mpi_recv;
     } else if (a->tp > 1) {
         np_cli_error("--tp %ld: tensor parallelism runs under mpirun -n %ld", a->tp, a->tp);
+        return NP_EXIT_USAGE;
+    } else if (a->pp > 1) {
+        np_cli_error("--pp %ld: pipeline parallelism runs under mpirun -n %ld", a->pp, a->pp);
+        return NP_EXIT_USAGE;
+    }
+    if (a->pp > 1 && (a->save || a->load)) {
+        np_cli_error("--pp: checkpoints (--save, --load) of a pipeline-parallel run are not "
+                     "built yet");
         return NP_EXIT_USAGE;
     }
     if (a->sp && a->tp <= 1) {
         np_cli_error("--sp: sequence parallelism needs --tp T > 1");
         return NP_EXIT_USAGE;
     }
+    if (a->vocab_parallel && (a->tp <= 1 || a->save || a->load)) {
+        np_cli_error("--vocab-parallel: %s", a->tp <= 1 ? "the vocabulary splits over --tp T > 1"
+                     : "checkpoints (--save, --load) of a vocabulary-parallel run are not built yet");
+        return NP_EXIT_USAGE;
+    }
     return NP_EXIT_OK;
 }
 
 /* The dump's mesh and placements for --tp and --micro-batches. */
-static int probe_layout(np_cli_probe *probe, const np_train_opts *o, int mpi, int rank, int world)
+static int probe_layout(np_cli_probe *probe, const np_train_opts *o, int mpi, int rank, int world,
+                        int64_t vocab)
 {
     int mb = o->micro_batches > 1 ? o->micro_batches : 1;
+    if (o->dist.pp > 1)
+        return np_cli_probe_layout_pp(probe, o->dist.pp, mb, rank);
     if (mb > 1 && mpi && world > 1 && o->dist.tp <= 1) {
         np_cli_error("--micro-batches %d with a dump of a plain data-parallel run: its "
                      "placements are not written yet (dump one process, or add --tp)", mb);
@@ -675,7 +710,10 @@ static int probe_layout(np_cli_probe *probe, const np_train_opts *o, int mpi, in
     }
     if (o->dist.tp <= 1 && mb <= 1)
         return NP_EXIT_OK;
-    return np_cli_probe_layout(probe, o->dist.tp, o->dist.sp, mb, rank, world);
+    int rc = np_cli_probe_layout(probe, o->dist.tp, o->dist.sp, mb, rank, world);
+    if (rc == NP_EXIT_OK && o->dist.tp > 1 && o->dist.vp)
+        np_cli_probe_vocab(probe, vocab);
+    return rc;
 }
 
 static int train(const train_args *a, int mpi, int rank, int world)
@@ -753,7 +791,7 @@ static int train(const train_args *a, int mpi, int rank, int world)
         np_cli_run_meta meta = {"nprobe-runtime", a->device, a->precision, rank, world};
         if (np_cli_probe_attach(&probe, ctx, dump_cfg, &meta) != NP_EXIT_OK)
             goto done;
-        if (probe_layout(probe, &o, mpi, rank, world) != NP_EXIT_OK)
+        if (probe_layout(probe, &o, mpi, rank, world, to->model.vocab_size) != NP_EXIT_OK)
             goto done;
     }
     int sf = np_step_fault_from_name(a->fault);

@@ -12,6 +12,8 @@ struct np_cli_mpi_ops {
     int (*max_int)(int v);
     void (*bcast_ll)(long long *v);
     int (*allgather_bytes)(void **all, size_t *total, const void *send, size_t bytes);
+    int (*send)(const void *buf, size_t bytes, int peer, int tag);  /* MPI_Send */
+    int (*recv)(void *buf, size_t bytes, int peer, int tag);        /* MPI_Recv, exactly bytes */
 };
 
 #define NP_CLI_MPI_MODULE "nprobe-mpi.so"

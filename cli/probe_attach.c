@@ -17,6 +17,8 @@ struct np_cli_probe {
     char dump_path[4096];
     int tp, dp, sp, mb, rank;  /* tensor (x data) parallel, micro-batches: the placements
                                 * observer */
+    int pp;                    /* pipeline stages (rank = stage), or 0 */
+    int64_t vocab;             /* vocabulary parallel: the vocabulary, or 0 */
     int place_warned;
 };
 
@@ -71,8 +73,12 @@ static int place_event(const np_hook_event *ev, void *user)
         return 0;
     for (int i = 0; i < ev->n_tensors; i++) {
         np_place_rec rec;
-        if (!np_mesh_placement_mb(cp->tp, cp->dp, cp->sp, cp->mb, np_ctx_micro_batch(cp->ctx),
-                                  cp->rank, ev, i, &rec))
+        int m = np_ctx_micro_batch(cp->ctx);
+        if (cp->pp > 1 ? !np_mesh_placement_pp(cp->pp, cp->rank, cp->mb, m, ev, i, &rec)
+            : cp->vocab ? !np_mesh_placement_vp(cp->tp, cp->dp, cp->sp, cp->mb, m, cp->rank,
+                                                cp->vocab, ev, i, &rec)
+                        : !np_mesh_placement_mb(cp->tp, cp->dp, cp->sp, cp->mb, m, cp->rank, ev, i,
+                                                &rec))
             continue;
         const np_hook_tensor *ht = &ev->tensors[i];
         char idx[16];
@@ -122,6 +128,28 @@ int np_cli_probe_layout(np_cli_probe *cp, int tp, int sp, int mb, int rank, int 
         return NP_EXIT_USAGE;
     }
     return NP_EXIT_OK;
+}
+
+int np_cli_probe_layout_pp(np_cli_probe *cp, int pp, int mb, int rank)
+{
+    np_error err;
+    np_error_clear(&err);
+    const char *dims[2] = {"pp", NP_FMT_MESH_MB};
+    int64_t shape[2] = {pp, mb}, coords[2] = {rank, 0};
+    cp->pp = pp;
+    cp->mb = mb;
+    cp->rank = rank;
+    if (np_probe_set_mesh(cp->probe, mb > 1 ? 2 : 1, dims, shape, coords, &err) != NP_OK ||
+        np_ctx_add_observer(cp->ctx, &(np_observer){1, NULL, place_event, cp}, &err) != NP_OK) {
+        np_cli_report(&err);
+        return NP_EXIT_USAGE;
+    }
+    return NP_EXIT_OK;
+}
+
+void np_cli_probe_vocab(np_cli_probe *cp, int64_t vocab)
+{
+    cp->vocab = vocab;
 }
 
 int np_cli_probe_detach(np_cli_probe *cp)

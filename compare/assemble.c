@@ -27,8 +27,17 @@
  * so the call where the bug lives shows as the error; the note says which
  * ranks differ), a missing piece or overlapping pieces (the row is a dump
  * defect). The rows keep the order and the calls of this rank's file;
- * leaves this rank does not hold (another pipeline stage's) are noted
- * (a run's directory compares each stage in its own pair). */
+ * leaves this rank does not hold are not compared (noted). Under a
+ * framework's pipeline (the package's, each stage numbering its calls from
+ * 0) they are another stage's, and a run's directory compares each stage
+ * in its own pair. Under the runtime's pipeline (a mesh dimension "pp" in
+ * a file of framework nprobe-runtime) the rows and calls of every stage's
+ * file are merged in the order one process runs them (the stages'
+ * forwards first to last, their backwards last to first, then the
+ * parameters' gradients), each leaf assembled from the rank(s) holding
+ * it, and every activation a stage received is checked against what the
+ * stage before sent (Distributed.recv against Distributed.send, micro-batch
+ * by micro-batch: cmp_assembly_p2p). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +67,9 @@ typedef struct asm_rank {
     char (*lcall)[NP_FMT_NAME_LEN];     /* per row of e: its call's logical name when
                                          * it has another, else "" */
     int8_t *moved;         /* per row of e: 1 when its call is renumbered (stage_offsets) */
+    np_call_rec *c;        /* the runtime's pipeline: the file's calls */
+    size_t nc;
+    char *path;            /* the file */
 } asm_rank;
 
 /* A piece of a logical tensor: rank r's row (a representative of its
@@ -94,7 +106,13 @@ struct cmp_assembly {
     char first_replica[800], first_defect[800];
     char missing_ranks[160];
     int64_t own_rank;      /* the rank of the file whose rows these are */
-    int own_stage;         /* its pipeline stage, -1 none */
+    int own_stage;         /* its pipeline stage, -1 none (or the runtime's pipeline,
+                            * merged whole: pp_dim) */
+    int pp_dim;            /* the runtime's pipeline: its mesh dimension ("pp", -1: none) */
+    np_strmap call_rank;   /* a pipeline's merged calls -> the index of the rank whose they are */
+    size_t n_p2p;          /* pipeline: received activations and gradients checked */
+    char p2p_leaf[NP_FMT_NAME_LEN]; /* the first whose values are not those sent ("": none) */
+    char p2p_text[1100];
 };
 
 /* ---- the rank files ------------------------------------------------------------ */
@@ -112,6 +130,8 @@ static void rank_free(asm_rank *r)
     free(r->keys);
     free(r->lcall);
     free(r->moved);
+    free(r->c);
+    free(r->path);
 }
 
 void cmp_assembly_free(cmp_assembly *a)
@@ -127,6 +147,7 @@ void cmp_assembly_free(cmp_assembly *a)
     np_strmap_free(&a->leaf_map);
     np_strmap_free(&a->skipped);
     np_strmap_free(&a->parted);
+    np_strmap_free(&a->call_rank);
     free(a);
 }
 
@@ -397,7 +418,11 @@ static np_status ranks_open(cmp_assembly *a, const cmp_dump *d, int64_t world, n
         }
         asm_rank *k = &a->ranks[a->n_ranks++];
         k->rank = r;
+        if (!(k->path = strdup(path)))
+            return np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
         np_status st = rank_read(k, path, a->mb_dim >= 0, err);
+        if (st == NP_OK && a->pp_dim >= 0)
+            st = np_dumpio_read_calls(&k->c, &k->nc, k->io, err);
         if (st != NP_OK)
             return st;
     }
@@ -405,7 +430,7 @@ static np_status ranks_open(cmp_assembly *a, const cmp_dump *d, int64_t world, n
         return NP_OK;
     /* micro-batches: the rows' logical names; a pipeline stage's API calls
      * renumbered (stage_offsets) on the ranks of the file's own stage */
-    for (int r = 0; r < a->n_ranks; r++)
+    for (int r = 0; r < a->n_ranks && a->pp_dim < 0; r++) /* not the runtime's: merged */
         if (a->ranks[r].rank == d->rank)
             a->own_stage = a->ranks[r].stage;
     np_strmap off = {0};
@@ -805,8 +830,10 @@ static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, hold
         a->n_defects++;
         return 1;
     }
+    if (n < 1)
+        return 1;
     const np_place_rec *pl = h[0].pl;
-    if (!pl && n <= 1 && !renamed)
+    if (!pl && n == 1 && !renamed && a->ranks[h[0].r].rank == a->own_rank && h[0].m == 0)
         return 1; /* whole, held here only (a renamed row's payload is read as a piece) */
     size_t differ = a->n_replica_diff;
     int np = pick_pieces(a, s->name, h, n, pieces);
@@ -924,6 +951,271 @@ static void count_not_here(cmp_assembly *a, int64_t own_rank)
     np_strmap_free(&seen);
 }
 
+/* ---- a pipeline's stages ------------------------------------------------------- */
+
+/* 0: a forward call, 1: a backward call, 2: neither (a module's parameter
+ * gradients, after the backward). */
+static int call_phase(const char *call)
+{
+    size_t at, len;
+    if (call_counter(call, &at, &len) < 0)
+        return 2;
+    return cmp_is_backward(call) ? 1 : 0;
+}
+
+typedef struct pp_call {
+    int r;                 /* index into a->ranks */
+    size_t k;              /* row of its /calls */
+    int phase, key;        /* key: the stage, counted from the last in the backward */
+} pp_call;
+
+static int pp_call_order(const void *x, const void *y)
+{
+    const pp_call *a = x, *b = y;
+    if (a->phase != b->phase)
+        return a->phase < b->phase ? -1 : 1;
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    if (a->r != b->r)
+        return a->r < b->r ? -1 : 1;
+    return a->k < b->k ? -1 : a->k > b->k;
+}
+
+/* Another rank's row as a side (strings and shape in the arena); -1 out of memory. */
+static int side_of(np_cmp_side *s, const np_entry_rec *r, const np_dumpio_info *in,
+                   cmp_arena *arena)
+{
+    memset(s, 0, sizeof *s);
+    s->name = cmp_arena_strdup(arena, r->name);
+    s->call = cmp_arena_strdup(arena, r->call);
+    s->role = cmp_arena_strdup(arena, r->role);
+    s->dtype = cmp_arena_strdup(arena, r->dtype);
+    int nd = r->ndim < 0 ? 0 : r->ndim > NP_FMT_MAX_DIMS ? NP_FMT_MAX_DIMS : r->ndim;
+    int64_t *shape = cmp_arena_alloc(arena, (size_t)(nd ? nd : 1) * sizeof *shape, sizeof *shape);
+    if (!s->name || !s->call || !s->role || !s->dtype || !shape)
+        return -1;
+    memcpy(shape, r->shape, (size_t)nd * sizeof *shape);
+    s->shape = shape;
+    s->ndim = (int8_t)nd;
+    s->numel = r->numel;
+    s->stats = np_fmt_entry_stats(r);
+    s->crc32 = r->crc32;
+    s->has_data = r->has_data;
+    s->requires_grad = r->requires_grad;
+    char why[400];
+    if (np_dumpio_entry_problem(in, r, why, sizeof why) &&
+        !(s->defect = cmp_arena_strdup(arena, why)))
+        return -1;
+    return 0;
+}
+
+/* The calls of every stage in the order one process makes them: the
+ * forwards of stages 0 .. P-1, the backwards of P-1 .. 0, then the
+ * parameters' gradients (a call both the first and the last stage make,
+ * the tied embedding's, once). */
+static pp_call *pp_calls(const cmp_assembly *a, size_t *n)
+{
+    size_t nc = 0;
+    for (int r = 0; r < a->n_ranks; r++)
+        nc += a->ranks[r].nc;
+    pp_call *pc = malloc((nc + 1) * sizeof *pc);
+    if (!pc)
+        return NULL;
+    int P = (int)a->mesh.shape[a->pp_dim];
+    *n = 0;
+    for (int r = 0; r < a->n_ranks; r++) {
+        int stage = (int)a->ranks[r].coords[a->pp_dim];
+        for (size_t k = 0; k < a->ranks[r].nc; k++) {
+            int phase = call_phase(a->ranks[r].c[k].call);
+            pc[(*n)++] = (pp_call){r, k, phase, phase == 1 ? P - 1 - stage : stage};
+        }
+    }
+    qsort(pc, *n, sizeof *pc, pp_call_order);
+    return pc;
+}
+
+/* One merged call and its rows (the first holder's; micro-batch m >= 1
+ * rows are pieces, not rows): appended to calls / ents. */
+static int pp_take_call(cmp_assembly *a, const cmp_dump *d, const pp_call *pc,
+                        const int64_t *head, const int64_t *next, np_strmap *leaves,
+                        cmp_call_rec *calls, size_t *kc, np_cmp_side *ents, size_t *ke,
+                        cmp_arena *arena)
+{
+    const asm_rank *k = &a->ranks[pc->r];
+    const np_call_rec *c = &k->c[pc->k];
+    cmp_call_rec *o = &calls[*kc];
+    o->name = cmp_arena_strdup(arena, c->call);
+    o->kind = strcmp(c->kind, "module") == 0 ? "module" : "api";
+    o->parent = c->parent[0] ? cmp_arena_strdup(arena, c->parent) : "";
+    o->callsite = c->callsite[0] ? cmp_arena_strdup(arena, c->callsite) : "";
+    o->seq = (int64_t)*kc;
+    if (!o->name || !o->parent || !o->callsite ||
+        np_strmap_put(&a->call_rank, o->name, pc->r) != 0)
+        return -1;
+    int own = k->rank == a->own_rank;
+    for (int64_t i = c->seq >= 0 && (size_t)c->seq < k->nc ? head[c->seq] : -1; i >= 0; i = next[i]) {
+        const np_entry_rec *e = &k->e[i];
+        if ((k->later && k->later[i]) || np_strmap_get(leaves, e->name) >= 0)
+            continue;
+        np_cmp_side *s = &ents[*ke];
+        if (own && (size_t)i < d->n_entries)
+            *s = d->entries[i]; /* this file's row as read (the same order) */
+        else if (side_of(s, e, np_dumpio_get_info(k->io), arena) != 0)
+            return -1;
+        s->seq = o->seq;
+        if (np_strmap_put(leaves, s->name, (int)*ke) != 0)
+            return -1;
+        (*ke)++;
+    }
+    (*kc)++;
+    return 0;
+}
+
+/* The rows of rank k by call: head[seq] its first, next[i] the one after. */
+static int pp_index(const asm_rank *k, int64_t **head, int64_t **next)
+{
+    *head = malloc((k->nc + 1) * sizeof **head);
+    *next = malloc((k->ne + 1) * sizeof **next);
+    if (!*head || !*next)
+        return -1;
+    for (size_t q = 0; q < k->nc; q++)
+        (*head)[q] = -1;
+    for (size_t i = k->ne; i-- > 0;) {
+        int64_t q = k->e[i].seq;
+        (*next)[i] = q >= 0 && (size_t)q < k->nc ? (*head)[q] : -1;
+        if (q >= 0 && (size_t)q < k->nc)
+            (*head)[q] = (int64_t)i;
+    }
+    return 0;
+}
+
+/* d's rows and calls replaced by every stage's, merged (pp_calls' order). */
+static np_status pp_merge(cmp_assembly *a, cmp_dump *d, cmp_arena *arena, np_error *err)
+{
+    size_t n = 0, ne = 0;
+    for (int r = 0; r < a->n_ranks; r++)
+        ne += a->ranks[r].ne;
+    pp_call *pc = pp_calls(a, &n);
+    cmp_call_rec *calls = calloc(n + 1, sizeof *calls);
+    np_cmp_side *ents = calloc(ne + 1, sizeof *ents);
+    int64_t **head = calloc((size_t)a->n_ranks + 1, sizeof *head);
+    int64_t **next = calloc((size_t)a->n_ranks + 1, sizeof *next);
+    np_strmap seen = {0}, leaves = {0};
+    int bad = !pc || !calls || !ents || !head || !next || np_strmap_init(&seen, n + 1) != 0 ||
+              np_strmap_init(&leaves, ne + 1) != 0 || np_strmap_init(&a->call_rank, n + 1) != 0;
+    for (int r = 0; !bad && r < a->n_ranks; r++)
+        bad = pp_index(&a->ranks[r], &head[r], &next[r]) != 0;
+    size_t kc = 0, ke = 0;
+    for (size_t j = 0; !bad && j < n; j++) {
+        const asm_rank *k = &a->ranks[pc[j].r];
+        const np_call_rec *c = &k->c[pc[j].k];
+        int64_t first = c->seq >= 0 && (size_t)c->seq < k->nc ? head[pc[j].r][c->seq] : -1;
+        if ((first >= 0 && k->later && k->later[first]) || np_strmap_get(&seen, c->call) >= 0)
+            continue; /* a micro-batch m >= 1's call (its name may be another stage's) */
+        const char *nm = c->call;
+        bad = np_strmap_put(&seen, nm, 1) != 0 ||
+              pp_take_call(a, d, &pc[j], head[pc[j].r], next[pc[j].r], &leaves, calls, &kc, ents,
+                           &ke, arena) != 0;
+    }
+    for (int r = 0; head && next && r < a->n_ranks; r++) {
+        free(head[r]);
+        free(next[r]);
+    }
+    free(head);
+    free(next);
+    free(pc);
+    np_strmap_free(&seen);
+    np_strmap_free(&leaves);
+    if (bad) {
+        free(calls);
+        free(ents);
+        return np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory merging the "
+                            "pipeline stages' rows");
+    }
+    free(d->entries);
+    free(d->calls);
+    d->entries = ents;
+    d->n_entries = ke;
+    d->cap_entries = ne + 1;
+    d->calls = calls;
+    d->n_calls = kc;
+    d->cap_calls = n + 1;
+    return NP_OK;
+}
+
+/* The holder of micro-batch m among h[0..n), or NULL. */
+static const holder *holder_of_m(const holder *h, int n, int m)
+{
+    for (int i = 0; i < n; i++)
+        if (h[i].m == m)
+            return &h[i];
+    return NULL;
+}
+
+/* A received leaf (Distributed.recv.K.forward's output 0, .backward's input
+ * 0) against the leaf its sender dumped (Distributed.send.K.forward's input
+ * 0, .backward's output 0), micro-batch by micro-batch: the first that
+ * differs is the finding (cmp_assembly_p2p). */
+static void p2p_check(cmp_assembly *a, const char *recv_leaf, holder *hr, holder *hs)
+{
+    const char *at = strstr(recv_leaf, "Distributed.recv.");
+    int bwd = strstr(recv_leaf, ".backward.") != NULL;
+    if (at != recv_leaf || strcmp(recv_leaf + strlen(recv_leaf) - (bwd ? 8 : 9),
+                                  bwd ? ".input.0" : ".output.0") != 0)
+        return;
+    char send_leaf[NP_FMT_NAME_LEN + 16];
+    snprintf(send_leaf, sizeof send_leaf, "Distributed.send.%.*s%s",
+             (int)(strlen(recv_leaf) - 17 - (bwd ? 8 : 9)), recv_leaf + 17,
+             bwd ? ".output.0" : ".input.0");
+    int partial = 0;
+    int nr = holders_of(a, recv_leaf, hr, &partial), ns = holders_of(a, send_leaf, hs, &partial);
+    if (nr < 1 || ns < 1)
+        return;
+    a->n_p2p++;
+    for (int i = 0; i < nr && !a->p2p_leaf[0]; i++) {
+        const holder *s = holder_of_m(hs, ns, hr[i].m);
+        if (!s || same_values(s->e, hr[i].e))
+            continue;
+        char wr[160], ws[160], also[200] = "";
+        who(wr, sizeof wr, a, &a->ranks[hr[i].r], hr[i].m);
+        who(ws, sizeof ws, a, &a->ranks[s->r], s->m);
+        for (int j = 0; j < ns; j++)
+            if (hs[j].m != hr[i].m && same_values(hs[j].e, hr[i].e)) {
+                snprintf(also, sizeof also, "; it holds what was sent as micro-batch %d", hs[j].m);
+                break;
+            }
+        snprintf(a->p2p_leaf, sizeof a->p2p_leaf, "%s", recv_leaf);
+        snprintf(a->p2p_text, sizeof a->p2p_text,
+                 "pipeline: %.100s received at %.160s values other than %.100s sent (%.160s: "
+                 "max %.9g vs %.9g, norm %.9g vs %.9g)%s", wr, hr[i].e->call, ws, s->e->name, hr[i].e->max,
+                 s->e->max, hr[i].e->norm, s->e->norm, also);
+    }
+}
+
+int cmp_assembly_files(const cmp_dump *d)
+{
+    return d->assembly && d->assembly->pp_dim >= 0 ? d->assembly->n_ranks : 0;
+}
+
+const char *cmp_assembly_file(const cmp_dump *d, int i)
+{
+    return i >= 0 && i < cmp_assembly_files(d) ? d->assembly->ranks[i].path : NULL;
+}
+
+int cmp_assembly_call_file(const cmp_dump *d, const char *call)
+{
+    return cmp_assembly_files(d) ? np_strmap_get(&d->assembly->call_rank, call) : -1;
+}
+
+const char *cmp_assembly_p2p(const cmp_dump *d, const char **leaf)
+{
+    const cmp_assembly *a = d->assembly;
+    if (!a || !a->p2p_leaf[0])
+        return NULL;
+    *leaf = a->p2p_leaf;
+    return a->p2p_text;
+}
+
 static np_status assemble(cmp_dump *d, cmp_arena *arena, np_error *err)
 {
     const np_dumpio_info *in = d->io ? np_dumpio_get_info(d->io) : NULL;
@@ -940,24 +1232,32 @@ static np_status assemble(cmp_dump *d, cmp_arena *arena, np_error *err)
         a->mesh.shape[k] = in->mesh_shape[k];
         a->mesh.coords[k] = in->mesh_coords[k];
     }
-    a->mb_dim = -1;
+    a->mb_dim = a->pp_dim = -1;
     a->n_mb = 1;
     a->own_stage = -1;
     for (int k = 0; k < in->mesh_ndim; k++)
         if (!strcmp(in->mesh_dims[k], NP_FMT_MESH_MB)) {
             a->mb_dim = k;
             a->n_mb = (int)in->mesh_shape[k];
+        } else if (!strcmp(in->mesh_dims[k], "pp") && !strcmp(in->framework, "nprobe-runtime")) {
+            /* the runtime's stages name every call as one process does: merged
+             * whole (a framework's stages count their calls from 0: each
+             * compared on its own, stage_offsets) */
+            a->pp_dim = k;
         }
     np_status st = ranks_open(a, d, in->world_size, err);
+    if (st == NP_OK && a->pp_dim >= 0)
+        st = pp_merge(a, d, arena, err);
     size_t nh = (size_t)a->n_ranks * (size_t)a->n_mb + 1;
-    holder *h = calloc(nh, sizeof *h);
+    holder *h = calloc(nh, sizeof *h), *h2 = calloc(nh, sizeof *h2);
     asm_piece *pieces = calloc(nh, sizeof *pieces);
     a->leaves = calloc(d->n_entries + 1, sizeof *a->leaves);
-    if (st == NP_OK && (!h || !pieces || !a->leaves || np_strmap_init(&a->leaf_map, d->n_entries + 1)))
+    if (st == NP_OK && (!h || !h2 || !pieces || !a->leaves || np_strmap_init(&a->leaf_map, d->n_entries + 1)))
         st = np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
-    /* this rank's rows of micro-batches m >= 1 are pieces, not rows */
+    /* this rank's rows of micro-batches m >= 1 are pieces, not rows (a
+     * pipeline's merged rows are rows) */
     const asm_rank *own = NULL;
-    for (int r = 0; r < a->n_ranks && a->mb_dim >= 0; r++)
+    for (int r = 0; r < a->n_ranks && a->mb_dim >= 0 && a->pp_dim < 0; r++)
         if (a->ranks[r].rank == d->rank)
             own = &a->ranks[r];
     size_t k = 0;
@@ -976,14 +1276,17 @@ static np_status assemble(cmp_dump *d, cmp_arena *arena, np_error *err)
         }
         if (st == NP_OK && assemble_leaf(a, &s, arena, h, pieces, renamed, err, &st))
             d->entries[k++] = s;
+        if (st == NP_OK && a->pp_dim >= 0)
+            p2p_check(a, s.name, h, h2);
     }
     if (st == NP_OK)
         d->n_entries = k;
     if (st == NP_OK && own)
         st = rename_calls(d, own, arena, err);
-    if (st == NP_OK)
+    if (st == NP_OK && a->pp_dim < 0)
         count_not_here(a, d->rank);
     free(h);
+    free(h2);
     free(pieces);
     return st;
 }
@@ -1030,6 +1333,13 @@ size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *),
     if (a->n_defects) {
         snprintf(buf, sizeof buf, "Shard disagreement: %zu leaf(s) could not be assembled; the "
                  "first: %s.", a->n_defects, a->first_defect);
+        note(user, buf);
+    }
+    if (a->pp_dim >= 0) {
+        snprintf(buf, sizeof buf, "Pipeline (pp=%lld): the stages' rows merged in the order one "
+                 "process runs them; %zu received activation(s) and gradient(s) checked against "
+                 "what the stage before or after sent%s%s.", (long long)a->mesh.shape[a->pp_dim],
+                 a->n_p2p, a->p2p_leaf[0] ? ": " : "", a->p2p_leaf[0] ? a->p2p_text : ", all equal");
         note(user, buf);
     }
     if (a->n_not_here) {

@@ -605,9 +605,11 @@ static np_status stage_assemble(cmp_run *r, np_error *err)
     cmp_pair_priv *pv = r->pv;
     np_status st = cmp_assembler(&r->bd, &pv->arena, err);
     pv->bench_entries = r->bd.entries;
+    pv->bench_calls = r->bd.calls; /* a pipeline's assembly merges the stages' calls */
     if (st == NP_OK)
         st = cmp_assembler(&r->cd, &pv->arena, err);
     pv->cmp_entries = r->cd.entries;
+    pv->cmp_calls = r->cd.calls;
     if (st != NP_OK)
         return st;
     cmp_assembly_drop_skipped(&r->cd, &r->bd);
@@ -763,7 +765,10 @@ static np_status stage_root_cause(cmp_run *r, np_error *err) { return cmp_root_c
 
 static np_status stage_replay(cmp_run *r, np_error *err)
 {
-    return cmp_isolated(r->p, r->o->no_replay, r->o->replay_all, err);
+    r->pv->cmp_side = &r->cd; /* a pipeline's stage files */
+    np_status st = cmp_isolated(r->p, r->o->no_replay, r->o->replay_all, err);
+    r->pv->cmp_side = NULL;
+    return st;
 }
 
 /* A sharded cmp side: the first culprit's reason names the ranks whose
@@ -820,6 +825,7 @@ static const cmp_stage chain[] = {
     {"metrics", stage_metrics, when_tensor},
     {"verdicts", stage_verdicts, NULL},
     {"replicas", cmp_stage_replicas, cmp_when_replicas},
+    {"pipeline", cmp_stage_p2p, cmp_when_p2p},
     {"root cause", stage_root_cause, NULL},
     {"replay", stage_replay, NULL},
     {"shards", stage_shards, when_shards},
@@ -1032,7 +1038,8 @@ static np_status number_single_file(side_files *s, const char *input, np_error *
 }
 
 /* The pipeline stage a unit's file holds (the stage its placement rows
- * carry), -1 none or unreadable. */
+ * carry), -1 none or unreadable, or a file of the runtime's (its stages
+ * are merged whole by the assembly of the lowest rank's). */
 static int unit_stage(const unit *u)
 {
     np_dumpio *d = NULL;
@@ -1042,6 +1049,7 @@ static int unit_stage(const unit *u)
     np_error e;
     np_error_clear(&e);
     if (!u->temp_only && np_dumpio_open_ref(&d, u->ref, 0, &e) == NP_OK &&
+        strcmp(np_dumpio_get_info(d)->framework, "nprobe-runtime") != 0 &&
         np_dumpio_read_placements(&pl, &n, d, &e) == NP_OK)
         for (size_t i = 0; i < n && stage < 0; i++)
             stage = pl[i].stage;

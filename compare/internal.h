@@ -84,6 +84,19 @@ size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *),
  * sum, no payloads, a sharded bench, every piece agrees). */
 const char *cmp_assembly_blame(cmp_dump *cd, const np_cmp_side *cs, cmp_dump *bd,
                                const np_cmp_side *bs, cmp_arena *arena, np_error *err);
+/* A pipeline (mesh dimension "pp"): the first received leaf (Distributed.
+ * recv.K.forward's output, .backward's input) whose values on some
+ * micro-batch are not those its sender dumped (Distributed.send.K), into
+ * *leaf, and the words naming both ranks, stages and micro-batches; NULL
+ * when every one agrees (or d is no pipeline). */
+const char *cmp_assembly_p2p(const cmp_dump *d, const char **leaf);
+/* A pipeline's stage files (0 when d is no pipeline), the path of file i,
+ * and the file whose call `call` is (the merged call was taken from it: a
+ * stage's micro-batch m >= 1 calls may bear another stage's names); -1
+ * when none. The replay recomputes each file's own calls. */
+int cmp_assembly_files(const cmp_dump *d);
+const char *cmp_assembly_file(const cmp_dump *d, int i);
+int cmp_assembly_call_file(const cmp_dump *d, const char *call);
 /* Leave out of `other` the leaves `from`'s assembly left out (Partial(sum)
  * in a statistics dump), so they do not stand as one-sided rows. */
 void cmp_assembly_drop_skipped(const cmp_dump *from, cmp_dump *other);
@@ -249,6 +262,8 @@ typedef struct cmp_pair_priv {
     int n_gaps;
     /* the same rank's files of the step before, both sides (NULL: none) */
     const np_dumpio_ref *prev_bench, *prev_cmp;
+    const cmp_dump *cmp_side; /* while the replay stage runs: the cmp side (a pipeline's
+                               * stage files, cmp_assembly_files) */
 } cmp_pair_priv;
 
 /* 1 when the side is a gradient (a tensor of a backward call or a

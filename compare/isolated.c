@@ -394,6 +394,52 @@ static np_replay_result *replay_some(const char *path, np_strmap *want, size_t n
     return r;
 }
 
+/* r absorbs the calls of `from` (freed). */
+static np_replay_result *absorb(np_replay_result *r, np_replay_result *from)
+{
+    if (!r || !from)
+        return r ? r : from;
+    np_replay_call *c = realloc(r->calls, (r->n_calls + from->n_calls + 1) * sizeof *c);
+    if (c) {
+        memcpy(c + r->n_calls, from->calls, from->n_calls * sizeof *c);
+        r->calls = c;
+        r->n_calls += from->n_calls;
+        for (int i = 0; i < 3; i++)
+            r->count[i] += from->count[i];
+        r->seconds += from->seconds;
+        from->n_calls = 0; /* the leaves are r's now */
+    }
+    np_replay_result_free(from);
+    return r;
+}
+
+/* The cmp side's calls in `want` recomputed from its file, or from a
+ * pipeline's stage files, each its own calls (a stage's micro-batch m >= 1
+ * calls may bear another stage's names: they are not selected). */
+static np_replay_result *replay_cmp(const np_cmp_pair *p, np_strmap *want, size_t n_want,
+                                    char *why, size_t cap)
+{
+    const cmp_dump *d = ((const cmp_pair_priv *)p->priv)->cmp_side;
+    int nf = d ? cmp_assembly_files(d) : 0;
+    if (!nf)
+        return replay_some(p->cmp_path, want, n_want, why, cap);
+    np_replay_result *r = NULL;
+    for (int f = 0; f < nf; f++) {
+        np_strmap mine;
+        size_t n = 0;
+        if (np_strmap_init(&mine, n_want * 2 + 16) != 0)
+            break;
+        for (size_t k = 0; k < p->n_calls; k++)
+            if (np_strmap_get(want, p->calls[k].name) >= 0 &&
+                cmp_assembly_call_file(d, p->calls[k].name) == f &&
+                np_strmap_put(&mine, p->calls[k].name, (int)k) == 0)
+                n++;
+        r = absorb(r, replay_some(cmp_assembly_file(d, f), &mine, n, why, cap));
+        np_strmap_free(&mine);
+    }
+    return r;
+}
+
 /* The calls of `r` above their budget that `done` does not hold, into `want`
  * (initialised here); returns their count. */
 static size_t exceeders(np_strmap *want, const np_replay_result *r, const call_index *done)
@@ -438,7 +484,7 @@ static size_t replay_late(np_cmp_pair *p, const char *need, size_t n_late,
                     n++;
                 }
             char why[300];
-            cr[1] = replay_some(p->cmp_path, &want_cmp, n, why, sizeof why);
+            cr[1] = replay_cmp(p, &want_cmp, n, why, sizeof why);
             np_strmap_free(&want_cmp);
         }
         np_strmap_free(&apis);
@@ -453,6 +499,13 @@ static size_t replay_late(np_cmp_pair *p, const char *need, size_t n_late,
         index_calls(refs, rr, 3);
     }
     return n_late;
+}
+
+/* 1 when the cmp side is a pipeline's stage files. */
+static int cmp_pipeline(const np_cmp_pair *p)
+{
+    const cmp_dump *d = ((const cmp_pair_priv *)p->priv)->cmp_side;
+    return d && cmp_assembly_files(d) > 0;
 }
 
 np_status cmp_isolated(np_cmp_pair *p, int no_replay, int replay_all, np_error *err)
@@ -503,7 +556,13 @@ np_status cmp_isolated(np_cmp_pair *p, int no_replay, int replay_all, np_error *
     const np_replay_options *opts[2] = {&oc, &orf};
     np_replay_result *cr[2] = {NULL, NULL}, *rr[3] = {NULL, NULL, NULL};
     np_error es[2];
-    np_replay_files(ref_tensor ? 2 : 1, paths, opts, cr, es);
+    if (!cmp_pipeline(p)) {
+        np_replay_files(ref_tensor ? 2 : 1, paths, opts, cr, es);
+    } else { /* each stage file its own calls, then the reference */
+        cr[0] = replay_cmp(p, &want_cmp, nc, es[0].text, sizeof es[0].text);
+        if (ref_tensor)
+            np_replay_files(1, &paths[1], &opts[1], &cr[1], &es[1]);
+    }
     rr[0] = cr[1];
     cr[1] = NULL;
     np_strmap_free(&want_cmp);

@@ -62,6 +62,13 @@ extern const cmp_assemble_fn cmp_assembler;
 np_status cmp_stage_replicas(cmp_run *r, np_error *err);
 int cmp_when_replicas(const cmp_run *r);
 
+/* The pipeline stage (reduce_check.c): the first received activation or
+ * gradient of a pipeline-parallel side whose values are not those the
+ * stage before (after) sent (cmp_assembly_p2p) makes its row an error, so
+ * the root cause names the Distributed.recv call with plain compare. */
+np_status cmp_stage_p2p(cmp_run *r, np_error *err);
+int cmp_when_p2p(const cmp_run *r);
+
 /* Run the chain on one pair (compare.c). On failure p is freed. */
 np_status cmp_run_stages(cmp_run *r, np_error *err);
 

@@ -1555,6 +1555,8 @@ typedef struct rc_call {
     char par_bad;      /* a parameter row fails */
     int par_row;       /* its worst failing parameter row (a backward call: its forward's), -1 none */
     char one_side;     /* a leaf of it is evidence on one side only */
+    const char *one_why; /* that row's reason when a check of the side's ranks set it (the
+                          * replicas and pipeline stages: "replicas: ...", "pipeline: ...") */
     char lowp_sat;     /* a quantization statistic says an operand saturates (tol_lowp.c) */
     char in_warn;      /* a row of its inputs is at least a warning (statistics mode) */
     char out_warn;     /* a row of its outputs is at least a warning */
@@ -1607,6 +1609,9 @@ static void rc_gather(rc_walk *w)
                 continue; /* passes: cmp_lowp_row */
             else
                 f->one_side = 1;
+            if (!f->one_why && r->n_reason_args == 0 && r->reason &&
+                (!strncmp(r->reason, "pipeline: ", 10) || !strncmp(r->reason, "replicas: ", 10)))
+                f->one_why = r->reason;
             continue;
         }
         if (row_left_out(p, r, i)) {
@@ -1713,8 +1718,9 @@ static void rc_calls(rc_walk *w)
         } else if (f->one_side) {
             /* a structural difference at this call, whatever came before */
             c->status = NP_CALL_CULPRIT;
-            c->reason = "a leaf of this call is on one side only (a dropped or added parameter, "
-                        "input or output: see its rows)";
+            c->reason = f->one_why ? f->one_why
+                                   : "a leaf of this call is on one side only (a dropped or added "
+                                     "parameter, input or output: see its rows)";
         } else if (!out_bad) {
             c->status = NP_CALL_PASS;
         } else if (f->n_in == 0) {

@@ -1079,7 +1079,11 @@ void np_ctx_emit_param_grads(np_ctx *ctx)
             continue;
         np_hook_tensor ts[64];
         np_tensor wraps[64];
-        int k = 0;
+        int k = 0, any = 0;
+        for (int p = 0; p < m->n_params; p++)
+            any |= m->params[p]->grad != NULL;
+        if (!any)
+            continue; /* another pipeline stage's module (model_pp.c) */
         for (int p = 0; p < m->n_params && k < 64; p++) {
             np_tensor *t = m->params[p];
             wraps[k] = *t;
@@ -1320,31 +1324,10 @@ static void module_bwd_close(np_ctx *ctx, rt_mcall *c)
     }
 }
 
-np_status np_backward_seed(np_ctx *ctx, np_tensor *loss, float seed)
+/* Backward over tape nodes [lo, hi), last first. */
+static void backward_nodes(np_ctx *ctx, int lo, int hi)
 {
-    if (ctx->err.status != NP_OK)
-        return ctx->err.status;
-    if (!loss) {
-        rt_fail(ctx, NP_ERR_ARG, NULL, "np_backward: loss is NULL");
-        return NP_ERR_ARG;
-    }
-    if (!loss->requires_grad) {
-        rt_fail(ctx, NP_ERR_ARG, NULL, "np_backward: the loss does not require grad (no parameter on its tape)");
-        return NP_ERR_ARG;
-    }
-    float *g = rt_alloc(ctx, (size_t)loss->numel * sizeof(float));
-    if (!g)
-        return ctx->err.status;
-    float s = np_round_to(loss->dtype, seed);
-    for (int64_t i = 0; i < loss->numel; i++)
-        g[i] = s;
-    if (loss->grad && !is_arena(loss)) {
-        for (int64_t i = 0; i < loss->numel; i++)
-            loss->grad[i] += g[i];
-    } else {
-        loss->grad = g;
-    }
-    for (int i = ctx->n_nodes - 1; i >= 0 && ctx->err.status == NP_OK; i--) {
+    for (int i = hi - 1; i >= lo && ctx->err.status == NP_OK; i--) {
         rt_node *nd = &ctx->nodes[i];
         switch (nd->kind) {
         case RT_NODE_MOD_END:
@@ -1357,7 +1340,57 @@ np_status np_backward_seed(np_ctx *ctx, np_tensor *loss, float seed)
             run_api_backward(ctx, nd);
         }
     }
+}
+
+/* root's gradient: g (root->numel floats, copied) or `seed` everywhere. */
+static np_status seed_grad(np_ctx *ctx, np_tensor *root, const float *g, float seed)
+{
+    if (ctx->err.status != NP_OK)
+        return ctx->err.status;
+    if (!root) {
+        rt_fail(ctx, NP_ERR_ARG, NULL, "np_backward: loss is NULL");
+        return NP_ERR_ARG;
+    }
+    if (!root->requires_grad) {
+        rt_fail(ctx, NP_ERR_ARG, NULL, "np_backward: the loss does not require grad (no parameter on its tape)");
+        return NP_ERR_ARG;
+    }
+    float *b = rt_alloc(ctx, (size_t)(root->numel ? root->numel : 1) * sizeof(float));
+    if (!b)
+        return ctx->err.status;
+    float s = np_round_to(root->dtype, seed);
+    for (int64_t i = 0; i < root->numel; i++)
+        b[i] = g ? g[i] : s;
+    if (root->grad && !is_arena(root)) {
+        for (int64_t i = 0; i < root->numel; i++)
+            root->grad[i] += b[i];
+    } else {
+        root->grad = b;
+    }
+    return NP_OK;
+}
+
+np_status np_backward_seed(np_ctx *ctx, np_tensor *loss, float seed)
+{
+    np_status st = seed_grad(ctx, loss, NULL, seed);
+    if (st != NP_OK)
+        return st;
+    backward_nodes(ctx, 0, ctx->n_nodes);
     ctx->n_nodes = 0;
+    return ctx->err.status;
+}
+
+np_status rt_backward_range(np_ctx *ctx, np_tensor *root, const float *g, float seed, int lo, int hi)
+{
+    np_status st = seed_grad(ctx, root, g, seed);
+    if (st != NP_OK)
+        return st;
+    if (lo < 0 || hi > ctx->n_nodes || lo > hi) {
+        rt_fail(ctx, NP_ERR_INTERNAL, NULL, "backward: tape nodes [%d, %d) of %d", lo, hi,
+                ctx->n_nodes);
+        return NP_ERR_INTERNAL;
+    }
+    backward_nodes(ctx, lo, hi);
     return ctx->err.status;
 }
 

@@ -161,6 +161,7 @@ void np_model_free(np_model *m)
         np_moe_free(m->h[i].moe);
     free(m->h);
     free(m->params);
+    np_vocab_free(m->vocab);
     free(m);
 }
 
@@ -230,12 +231,18 @@ np_tensor *np_model_forward(np_model *m, np_tensor *x)
 
 np_tensor *np_model_loss(np_model *m, np_tensor *x, np_tensor *y)
 {
-    np_tensor *logits = np_model_forward(m, x);
+    return np_model_loss_of(m, np_model_forward(m, x), y);
+}
+
+np_tensor *np_model_loss_of(np_model *m, np_tensor *logits, np_tensor *y)
+{
     if (!logits || !y)
         return NULL;
     if (y->ndim > 1) {
         int64_t n = y->numel;
         y = NP_AT(m->ctx, np_view(m->ctx, y, 1, &n));
     }
+    if (m->vocab)
+        return NP_AT(m->ctx, np_vocab_cross_entropy(m->ctx, m->vocab, logits, y, -100));
     return NP_AT(m->ctx, np_cross_entropy(m->ctx, logits, y, -100));
 }

@@ -42,6 +42,11 @@ static const np_dist_fault_info dist_faults[] = { /* enum order: the size check 
      "gradient accumulation (--micro-batches M >= 2): the parameters' gradients are zeroed "
      "again after micro-batch 0's backward (a zero_grad inside the accumulation loop), so "
      "micro-batch 0's gradient is left out of the update"},
+    {NP_DIST_FAULT_PP_MICROBATCH_SWAP, "pp_microbatch_swap", "Distributed.recv", "stage 1", 1,
+     "pipeline parallel (--pp P --micro-batches M >= 2): the second stage takes micro-batch 1's "
+     "activation as micro-batch 0's and micro-batch 0's as micro-batch 1's (receive buffers "
+     "indexed out of order), so both run on the other's rows and send their gradients back "
+     "under the wrong micro-batch"},
 };
 _Static_assert(sizeof dist_faults / sizeof dist_faults[0] == NP_DIST_FAULT_COUNT,
                "dist_faults must hold every np_dist_fault");
@@ -73,9 +78,9 @@ int np_dist_skipped_param(int n)
 
 int np_dist_active(const np_trainer *tr)
 {
-    /* tensor parallel: every rank trains the whole batch (no data
-     * parallelism beside it yet); its collectives are model_tp.c's */
-    return tr->opts.dist.allgather != NULL && tr->opts.dist.tp <= 1;
+    /* tensor parallel and a pipeline: their collectives are model_tp.c's
+     * and model_pp.c's */
+    return tr->opts.dist.allgather != NULL && tr->opts.dist.tp <= 1 && tr->opts.dist.pp <= 1;
 }
 
 static int world_of(const np_trainer *tr)
@@ -91,6 +96,8 @@ void np_dist_shard(np_batch *view, const np_trainer *tr)
         k /= t;
         r /= t;
     }
+    if (tr->opts.dist.pp > 1) /* a pipeline: every stage sees the whole batch */
+        k = 1;
     if (!tr->opts.dist.allgather || k == 1)
         return;
     int64_t rows = tr->batch.x_shape[0] / k;
@@ -105,6 +112,21 @@ void np_dist_shard(np_batch *view, const np_trainer *tr)
     if (view->xi)
         view->xi += (int64_t)r * rows * xrow;
     view->y += (int64_t)r * rows * yrow;
+}
+
+void np_batch_micro_view(np_batch *v, int m, int M)
+{
+    int64_t rows = v->x_shape[0] / M;
+    int64_t xrow = v->x_numel / v->x_shape[0], yrow = v->y_numel / v->y_shape[0];
+    v->x_shape[0] = rows;
+    v->x_numel = rows * xrow;
+    v->y_shape[0] = rows;
+    v->y_numel = rows * yrow;
+    if (v->xf)
+        v->xf += (int64_t)m * rows * xrow;
+    if (v->xi)
+        v->xi += (int64_t)m * rows * xrow;
+    v->y += (int64_t)m * rows * yrow;
 }
 
 void np_dist_free_buffers(np_trainer *tr)

@@ -125,12 +125,10 @@ static np_tensor *block_forward(np_ctx *ctx, np_gpt_block *b, const np_model_con
     return y;
 }
 
-np_tensor *np_model_gpt_forward(np_model *m, np_tensor *idx)
+np_tensor *np_model_gpt_embed(np_model *m, np_tensor *idx)
 {
     np_ctx *ctx = m->ctx;
     const np_model_config *c = &m->cfg;
-    for (int i = 0; i < c->n_layer; i++)
-        m->h[i].out = NULL;
     if (!idx)
         return NULL;
     if (idx->ndim != 2 || idx->shape[1] > c->block_size)
@@ -142,22 +140,46 @@ np_tensor *np_model_gpt_forward(np_model *m, np_tensor *idx)
     int64_t *pp = np_tensor_i64(pos);
     for (int64_t t = 0; t < T; t++)
         pp[t] = t;
-    np_tensor *tok = NP_AT(ctx, np_nn_embedding_forward(ctx, &m->wte, idx)); /* (B,T,C) */
+    np_tensor *tok = m->vocab ? NP_AT(ctx, np_vocab_embedding(ctx, m->vocab, &m->wte, idx))
+                              : NP_AT(ctx, np_nn_embedding_forward(ctx, &m->wte, idx)); /* (B,T,C) */
     np_tensor *pe = NP_AT(ctx, np_nn_embedding_forward(ctx, &m->wpe, pos));    /* (T,C) */
     np_tensor *x = NP_AT(ctx, np_add(ctx, tok, pe));
     np_tp *tp = c->n_layer > 0 ? m->h[0].tp : NULL;
-    x = NP_AT(ctx, np_sp_enter(ctx, tp, x));
-    for (int i = 0; i < c->n_layer; i++) {
-        x = NP_AT(ctx, block_forward(ctx, &m->h[i], c, x));
+    return NP_AT(ctx, np_sp_enter(ctx, tp, x));
+}
+
+np_tensor *np_model_gpt_blocks(np_model *m, np_tensor *x, int l0, int l1)
+{
+    np_ctx *ctx = m->ctx;
+    for (int i = l0; i < l1; i++) {
+        x = NP_AT(ctx, block_forward(ctx, &m->h[i], &m->cfg, x));
         m->h[i].out = x;
     }
+    return x;
+}
+
+np_tensor *np_model_gpt_head(np_model *m, np_tensor *x)
+{
+    np_ctx *ctx = m->ctx;
+    const np_model_config *c = &m->cfg;
+    np_tp *tp = c->n_layer > 0 ? m->h[0].tp : NULL;
     x = NP_AT(ctx, np_nn_layer_norm_forward(ctx, &m->ln_f, x));
-    x = NP_AT(ctx, np_sp_leave(ctx, tp, x));
+    /* the vocabulary-parallel head: its input's gradient summed over the group */
+    x = m->vocab ? NP_AT(ctx, np_tp_head_input(ctx, tp, x)) : NP_AT(ctx, np_sp_leave(ctx, tp, x));
     if (!x)
         return NULL;
     if (NP_AT(ctx, np_module_begin(ctx, m->lm_head)) != NP_OK)
         return NULL;
-    np_tensor *logits = NP_AT(ctx, np_linear(ctx, x, m->wte.weight, NULL)); /* (B,T,V) */
+    np_tensor *logits = NP_AT(ctx, np_linear(ctx, x, m->wte.weight, NULL)); /* (B,T,V[/T]) */
     np_module_end(ctx, m->lm_head, &x, 1, &logits, 1);
     return logits;
+}
+
+np_tensor *np_model_gpt_forward(np_model *m, np_tensor *idx)
+{
+    for (int i = 0; i < m->cfg.n_layer; i++)
+        m->h[i].out = NULL;
+    np_tensor *x = np_model_gpt_embed(m, idx);
+    x = np_model_gpt_blocks(m, x, 0, m->cfg.n_layer);
+    return x ? np_model_gpt_head(m, x) : NULL;
 }

@@ -38,6 +38,30 @@ np_tensor *np_tp_attn_forward(np_ctx *ctx, np_gpt_block *b, const np_model_confi
  * this rank's positions before the blocks, gathered again after ln_f. */
 np_tensor *np_sp_enter(np_ctx *ctx, np_tp *tp, np_tensor *x);
 np_tensor *np_sp_leave(np_ctx *ctx, np_tp *tp, np_tensor *x);
+/* For the vocabulary-parallel head (model_vocab.c): its input whole on
+ * every rank (sequence parallel: the slices gathered), its gradient summed
+ * over the TP group backward (each rank's is its vocabulary slice's:
+ * Megatron's f, or a reduce-scatter under sp); g, the quiet all-reduce of a
+ * partial sum; every world rank's `bytes` of x gathered, the TP group's
+ * pieces returned (group rank g's at g * bytes; valid until the next
+ * collective; NULL on failure); this rank's index and the group's size; a
+ * parameter sharded along `dim` (the gradient norm sums its squares over
+ * the group). */
+np_tensor *np_tp_head_input(np_ctx *ctx, np_tp *tp, np_tensor *x);
+np_tensor *np_tp_reduce_quiet(np_ctx *ctx, np_tp *tp, np_tensor *x);
+const void *np_tp_gather_group(np_tp *tp, const void *x, size_t bytes);
+void np_tp_group(const np_tp *tp, int *rank, int *size);
+int np_tp_add_sharded(np_tp *tp, np_tensor *t, int dim);
+
+/* model_vocab.c: the vocabulary-parallel word embedding and loss (--tp T
+ * --vocab-parallel): TP rank r holds rows [r*V/T, (r+1)*V/T) of the word
+ * embedding (uneven when T does not divide V), the lm head's logits are
+ * its vocabulary slice, the cross-entropy combines the slices. */
+typedef struct np_vocab np_vocab;
+np_tensor *np_vocab_embedding(np_ctx *ctx, np_vocab *v, np_nn_embedding *e, np_tensor *idx);
+np_tensor *np_vocab_cross_entropy(np_ctx *ctx, np_vocab *v, np_tensor *logits, np_tensor *y,
+                                  int64_t ignore_index);
+void np_vocab_free(np_vocab *v);
 
 struct np_model {
     np_ctx *ctx;
@@ -57,9 +81,17 @@ struct np_model {
     np_gpt_block *h;           /* n_layer blocks */
     np_nn_layer_norm ln_f;
     np_module *lm_head;        /* Linear without parameters of its own: tied to wte */
+    np_vocab *vocab;           /* vocabulary parallel (model_vocab.c), or NULL */
 };
 
 np_status np_model_gpt_build(np_model *m, np_error *err);
 np_tensor *np_model_gpt_forward(np_model *m, np_tensor *idx);
+/* Its parts, for a pipeline's stages (model_pp.c): the embeddings' sum of
+ * tokens idx (B,T); blocks [l0, l1) on x; ln_f and the tied lm head. */
+np_tensor *np_model_gpt_embed(np_model *m, np_tensor *idx);
+np_tensor *np_model_gpt_blocks(np_model *m, np_tensor *x, int l0, int l1);
+np_tensor *np_model_gpt_head(np_model *m, np_tensor *x);
+/* The loss of logits against targets y (model.c, np_model_loss's tail). */
+np_tensor *np_model_loss_of(np_model *m, np_tensor *logits, np_tensor *y);
 
 #endif

@@ -188,6 +188,8 @@ static np_tensor *tp_slice(np_ctx *ctx, np_tensor *x, int64_t c0, int64_t n)
     return rt_finish_quiet(ctx, &nd, y, slice_bwd);
 }
 
+static int add_to(np_tensor ***v, int *n, np_tensor *t);
+
 /* ---- sequence parallel ------------------------------------------------------------ */
 
 /* Over the sequence dimension (1) of a (B, T, C) tensor, each TP rank of
@@ -313,6 +315,42 @@ np_tensor *np_sp_enter(np_ctx *ctx, np_tp *tp, np_tensor *x)
 np_tensor *np_sp_leave(np_ctx *ctx, np_tp *tp, np_tensor *x)
 {
     return tp && tp->sp ? sp_node(ctx, tp, x, SP_GATHER_1, 0) : x;
+}
+
+np_tensor *np_tp_head_input(np_ctx *ctx, np_tp *tp, np_tensor *x)
+{
+    if (!tp)
+        return x;
+    return tp->sp ? sp_node(ctx, tp, x, SP_GATHER, 0) : tp_copy(ctx, tp, x);
+}
+
+np_tensor *np_tp_reduce_quiet(np_ctx *ctx, np_tp *tp, np_tensor *x)
+{
+    return tp_reduce(ctx, tp, x, 0);
+}
+
+const void *np_tp_gather_group(np_tp *tp, const void *x, size_t bytes)
+{
+    if (reserve(tp, bytes * (size_t)tp->world) != 0 ||
+        tp->allgather(tp->buf, x, bytes, tp->user) != 0)
+        return NULL;
+    return (const char *)tp->buf + (size_t)tp->base * bytes;
+}
+
+void np_tp_group(const np_tp *tp, int *rank, int *size)
+{
+    *rank = tp->rank;
+    *size = tp->size;
+}
+
+int np_tp_add_sharded(np_tp *tp, np_tensor *t, int dim)
+{
+    int *dims = realloc(tp->shard_dim, (size_t)(tp->n_sharded + 1) * sizeof *dims);
+    if (!dims)
+        return -1;
+    tp->shard_dim = dims;
+    dims[tp->n_sharded] = dim;
+    return add_to(&tp->sharded, &tp->n_sharded, t);
 }
 
 /* ---- attention and the MLP -------------------------------------------------------- */
@@ -533,6 +571,20 @@ np_status np_tp_dp_reduce(np_tp *tp, np_tensor *const *p, int n, double *loss, n
     size_t total = 1;
     for (int i = 0; i < n; i++)
         total += (size_t)p[i]->numel;
+    /* the TP ranks' shards may differ in size (a vocabulary split unevenly):
+     * every rank sends the largest count, its own values first */
+    uint64_t mine = total;
+    if (reserve(tp, sizeof mine * (size_t)tp->world) != 0)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, "all_reduce", "out of memory");
+    if (tp->allgather(tp->buf, &mine, sizeof mine, tp->user) != 0)
+        return np_error_set(err, NP_ERR_IO, NULL, "all_reduce", "data parallel beside tensor "
+                            "parallel: the gather of the gradients' sizes failed");
+    for (int r = 0; r < tp->world; r++) {
+        uint64_t t;
+        memcpy(&t, (const char *)tp->buf + (size_t)r * sizeof t, sizeof t);
+        if (t > total)
+            total = (size_t)t;
+    }
     if (total > tp->send_cap) {
         float *s = realloc(tp->send, total * sizeof *s);
         if (!s)
@@ -547,6 +599,7 @@ np_status np_tp_dp_reduce(np_tp *tp, np_tensor *const *p, int n, double *loss, n
         else
             memset(tp->send + off, 0, (size_t)p[i]->numel * sizeof(float));
     tp->send[off] = (float)*loss;
+    memset(tp->send + off + 1, 0, (total - off - 1) * sizeof(float));
     if (reserve(tp, total * sizeof(float) * (size_t)tp->world) != 0)
         return np_error_set(err, NP_ERR_NOMEM, NULL, "all_reduce", "out of memory");
     if (tp->allgather(tp->buf, tp->send, total * sizeof(float), tp->user) != 0)

@@ -36,7 +36,7 @@ static np_status dist_check(const np_train_opts *o, np_error *err)
         return np_error_set(err, NP_ERR_ARG, NULL, "rank",
                             "expected 0 <= rank < world_size, got rank %d of %d", d->rank,
                             d->world_size);
-    int dp = !d->allgather                                 ? 1
+    int dp = !d->allgather || d->pp > 1                   ? 1
              : d->tp > 1 && d->world_size % d->tp == 0 ? d->world_size / d->tp
                                                        : d->world_size;
     if (d->allgather && o->batch % dp != 0)
@@ -48,6 +48,12 @@ static np_status dist_check(const np_train_opts *o, np_error *err)
                             "tensor parallel over %d ranks needs a world of a multiple of %d "
                             "ranks (data parallel over world / %d groups), got %d", d->tp, d->tp,
                             d->tp, d->world_size);
+    if (d->pp > 1 && (!d->allgather || !d->send || !d->recv || d->world_size != d->pp || d->tp > 1))
+        return np_error_set(err, NP_ERR_ARG, NULL, "pp",
+                            "pipeline parallel over %d stages needs exactly %d ranks (no tensor "
+                            "or data parallelism beside it yet) and point-to-point messages, got "
+                            "%d rank(s)%s", d->pp, d->pp, d->allgather ? d->world_size : 1,
+                            d->tp > 1 ? " and --tp" : "");
     int mb = o->micro_batches > 1 ? o->micro_batches : 1;
     int rows = d->allgather ? o->batch / dp : o->batch;
     if (rows % mb != 0)
@@ -110,10 +116,14 @@ np_status np_trainer_new(np_trainer **out, np_ctx *ctx, const np_train_opts *o, 
         st = np_model_new(&tr->model, ctx, &mc, init_seed, err);
     if (!st && o->dist.allgather && o->dist.tp > 1)
         st = np_tp_setup(tr, err);
+    if (!st && o->dist.allgather && o->dist.tp > 1 && o->dist.vp)
+        st = np_vocab_setup(tr, err);
+    if (!st && o->dist.allgather && o->dist.pp > 1)
+        st = np_pp_setup(tr, err);
     if (!st) {
         tr->opts.model = mc;
         int n = 0;
-        np_tensor *const *p = np_model_params(tr->model, &n);
+        np_tensor *const *p = tr->pp ? np_pp_params(tr->pp, &n) : np_model_params(tr->model, &n);
         st = np_optim_new(&tr->optim, &o->optim, p, n, err);
     }
     if (st) {
@@ -139,6 +149,7 @@ void np_trainer_free(np_trainer *tr)
     np_batch_free(&tr->batch);
     np_dist_free_buffers(tr);
     np_tp_free(tr->tp);
+    np_pp_free(tr->pp);
     free(tr);
 }
 
@@ -169,22 +180,6 @@ static np_status ctx_fail(np_ctx *ctx, np_error *err, const char *what)
                         ce && ce->text[0] ? ce->text : np_strerror(st));
 }
 
-/* Rows [m * rows / M, (m + 1) * rows / M) of a batch view. */
-static void micro_view(np_batch *v, int m, int M)
-{
-    int64_t rows = v->x_shape[0] / M;
-    int64_t xrow = v->x_numel / v->x_shape[0], yrow = v->y_numel / v->y_shape[0];
-    v->x_shape[0] = rows;
-    v->x_numel = rows * xrow;
-    v->y_shape[0] = rows;
-    v->y_numel = rows * yrow;
-    if (v->xf)
-        v->xf += (int64_t)m * rows * xrow;
-    if (v->xi)
-        v->xi += (int64_t)m * rows * xrow;
-    v->y += (int64_t)m * rows * yrow;
-}
-
 /* Forward and backward of this rank's shard of tr->batch; *loss the local
  * mean. With micro-batches (gradient accumulation) the shard's rows in M
  * equal parts, each forward and backward in turn, its backward seeded with
@@ -205,11 +200,13 @@ static np_status forward_backward(np_trainer *tr, double *loss, np_error *err)
     /* data parallel beside tensor parallel: each group's backward seeded
      * with 1/dp, its gradients the group's share of the whole batch's */
     double seed = (tr->scaler.enabled ? tr->scaler.scale : 1.0) / np_tp_dp_size(tr->tp) / M;
+    if (tr->pp)
+        return np_pp_forward_backward(tr, &shard, M, seed, loss, err);
     double sum = 0.0;
     for (int m = 0; m < M; m++) {
         np_batch part = shard;
         if (M > 1) {
-            micro_view(&part, m, M);
+            np_batch_micro_view(&part, m, M);
             np_ctx_set_micro_batch(ctx, m);
         }
         np_tensor *x = NULL, *y = NULL;
@@ -241,6 +238,8 @@ static np_status clip_norm(np_trainer *tr, np_tensor *const *params, int n, doub
     const np_train_opts *o = &tr->opts;
     if (tr->tp)
         return np_tp_grad_norm(tr->tp, params, n, o->grad_clip, norm, err);
+    if (tr->pp)
+        return np_pp_grad_norm(tr->pp, params, n, o->grad_clip, norm, err);
     if (!np_dist_active(tr)) {
         *norm = o->grad_clip > 0 ? np_clip_grad_norm(params, n, o->grad_clip)
                                  : np_grad_norm(params, n);
@@ -279,11 +278,15 @@ static np_status update(np_trainer *tr, np_step_result *res, np_error *err)
         st = np_tp_dp_reduce(tr->tp, params, n, &res->loss, tr->dfault, err);
     if (!st && tr->tp)
         st = np_tp_sync_grads(tr->tp, err);
+    if (!st && tr->pp)
+        st = np_pp_sync_grads(tr->pp, err);
     if (st)
         return st;
     np_ctx_emit_param_grads(tr->ctx);
     int found_inf = np_scaler_unscale(&tr->scaler, params, n);
     if (tr->scaler.enabled && np_dist_active(tr) && (st = np_dist_reduce_flag(tr, &found_inf, err)))
+        return st;
+    if (tr->scaler.enabled && tr->pp && (st = np_pp_reduce_flag(tr->pp, &found_inf, err)))
         return st;
     res->lr = np_lr_schedule(tr->step, o->optim.lr, o->optim.lr * o->min_lr_frac, o->warmup,
                              o->steps);

@@ -23,7 +23,27 @@ struct np_trainer {
     np_train_watch_fn watch;  /* np_trainer_set_watch (a monitor) or NULL */
     void *watch_user;
     struct np_tp *tp;         /* tensor parallel (model_tp.c), or NULL */
+    struct np_pp *pp;         /* pipeline parallel (model_pp.c), or NULL */
 };
+
+
+/* model_pp.c: pipeline parallelism (np_dist.pp > 1). Setup keeps this
+ * stage's parameters (before the optimizer exists: np_pp_params are the
+ * ones it steps); forward_backward runs the step's M micro-batches through
+ * the GPipe schedule (*loss the mean of their losses, on every rank);
+ * sync sums the tied word embedding's gradients of the first and the last
+ * stage; the flag is or-ed over the stages; the norm is np_grad_norm's
+ * over the whole model (all_params: the model's list, in its order). */
+typedef struct np_pp np_pp;
+np_status np_pp_setup(np_trainer *tr, np_error *err);
+void np_pp_free(np_pp *pp);
+np_tensor *const *np_pp_params(const np_pp *pp, int *n);
+np_status np_pp_forward_backward(np_trainer *tr, const np_batch *shard, int M, double seed,
+                                 double *loss, np_error *err);
+np_status np_pp_sync_grads(np_pp *pp, np_error *err);
+np_status np_pp_reduce_flag(np_pp *pp, int *flag, np_error *err);
+np_status np_pp_grad_norm(np_pp *pp, np_tensor *const *all_params, int n, double clip,
+                          double *norm, np_error *err);
 
 /* model_tp.c: tensor parallelism (np_dist.tp > 1). Setup slices the
  * parameters (before the optimizer exists); sync sums the gradients only
@@ -50,6 +70,9 @@ int np_tp_dp_size(const struct np_tp *tp);
 np_status np_tp_dp_reduce(struct np_tp *tp, np_tensor *const *p, int n, double *loss,
                           np_dist_fault f, np_error *err);
 np_status np_tp_sync_grads(struct np_tp *tp, np_error *err);
+/* model_vocab.c: the word embedding's rows split over the TP group
+ * (np_dist.vp, after np_tp_setup). */
+np_status np_vocab_setup(np_trainer *tr, np_error *err);
 np_status np_tp_grad_norm(struct np_tp *tp, np_tensor *const *params, int n, double clip,
                           double *norm, np_error *err);
 
@@ -57,6 +80,9 @@ np_status np_tp_grad_norm(struct np_tp *tp, np_tensor *const *params, int n, dou
 int np_dist_active(const np_trainer *tr);
 /* Rows of the global batch this rank trains on: a view into tr->batch. */
 void np_dist_shard(np_batch *view, const np_trainer *tr);
+/* Rows [m * rows / M, (m + 1) * rows / M) of a batch view (micro-batch m
+ * of M). */
+void np_batch_micro_view(np_batch *v, int m, int M);
 /* Average the gradients (and the loss, *loss in/out) over the ranks, one
  * Distributed.all_reduce call per parameter. */
 np_status np_dist_reduce_grads(np_trainer *tr, double *loss, np_error *err);

@@ -140,6 +140,13 @@ struct np_ctx {
 void rt_quiet_init(np_ctx *ctx, rt_node *nd, np_tensor *const *in, int n_in);
 np_tensor *rt_finish_quiet(np_ctx *ctx, rt_node *nd, np_tensor *out, rt_bwd_fn bwd);
 
+/* A pipeline stage's backward (model_pp.c): the gradient of `root` set to
+ * g (root->numel floats, copied; NULL: `seed` everywhere, as
+ * np_backward_seed), then tape nodes [lo, hi) run backward, last first;
+ * the tape is kept (several micro-batches' ranges run in turn; the step's
+ * end clears it). */
+np_status rt_backward_range(np_ctx *ctx, np_tensor *root, const float *g, float seed, int lo, int hi);
+
 /* ---- helpers (ctx.c) ---------------------------------------------------- */
 void *rt_alloc(np_ctx *ctx, size_t bytes);   /* arena, 64-byte aligned, uninitialised; NULL + ctx error */
 void *rt_calloc(np_ctx *ctx, size_t bytes);

@@ -85,9 +85,28 @@ static int allgather_bytes(void **all, size_t *total, const void *send, size_t b
     return 0;
 }
 
+static int send_to(const void *buf, size_t bytes, int peer, int tag)
+{
+    if (bytes > (size_t)2147483647)
+        return -1;
+    return MPI_Send(buf, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD) == MPI_SUCCESS ? 0 : -1;
+}
+
+static int recv_from(void *buf, size_t bytes, int peer, int tag)
+{
+    MPI_Status st;
+    int got = -1;
+    if (bytes > (size_t)2147483647 ||
+        MPI_Recv(buf, (int)bytes, MPI_BYTE, peer, tag, MPI_COMM_WORLD, &st) != MPI_SUCCESS ||
+        MPI_Get_count(&st, MPI_BYTE, &got) != MPI_SUCCESS)
+        return -1;
+    return (size_t)got == bytes ? 0 : -1;
+}
+
 const struct np_cli_mpi_ops *np_cli_mpi_ops_v1(void);
 __attribute__((visibility("default"))) const struct np_cli_mpi_ops *np_cli_mpi_ops_v1(void)
 {
-    static const struct np_cli_mpi_ops ops = {start, end, allgather, max_int, bcast_ll, allgather_bytes};
+    static const struct np_cli_mpi_ops ops = {start,    end,           allgather, max_int,
+                                              bcast_ll, allgather_bytes, send_to,   recv_from};
     return &ops;
 }

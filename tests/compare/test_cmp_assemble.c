@@ -46,17 +46,24 @@ static void init_values(void)
     }
 }
 
-static np_probe *open_probe(const char *dir, const char *task, int rank, int world)
+/* framework NULL: the runtime's ("nprobe-runtime"). */
+static np_probe *open_probe_as(const char *dir, const char *task, int rank, int world,
+                               const char *framework)
 {
     char cfg[600];
     snprintf(cfg, sizeof cfg, "{\"task\": \"%s\", \"dump_path\": \"%s\", \"level\": \"mix\"}",
              task, dir);
-    np_probe_meta meta = {NULL, NULL, NULL, rank, world};
+    np_probe_meta meta = {framework, NULL, NULL, rank, world};
     np_probe *p = NULL;
     np_error err;
     np_error_clear(&err);
     CHECK_EQ_INT(np_probe_open_json(&p, cfg, &meta, &err), NP_OK);
     return p;
+}
+
+static np_probe *open_probe(const char *dir, const char *task, int rank, int world)
+{
+    return open_probe_as(dir, task, rank, world, NULL);
 }
 
 /* The one-process dump. */
@@ -273,7 +280,10 @@ static void check_blame(const char *dir)
  * 0-1, stage 1's rows 2-3). `bad`: stage 1's micro-batch 1 row off. */
 static void write_pp(const char *dir, int rank, int bad)
 {
-    np_probe *p = open_probe(dir, "tensor", rank, 2);
+    /* a framework's pipeline (the package's): each stage counts its calls from
+     * 0 (the runtime's stages carry one process's counters and are merged
+     * whole: test_dist_pp) */
+    np_probe *p = open_probe_as(dir, "tensor", rank, 2, "pytorch");
     if (!p)
         return;
     np_error err;

@@ -109,7 +109,7 @@ int main(void)
     np_error_clear(&err);
     double plain[4], dist[4];
     CHECK_EQ_INT(run(plain, NP_DEVICE_CPU, NULL, NULL, &err), NP_OK);
-    np_dist d = {0, 1, copy_gather, NULL, NP_DIST_FAULT_NONE, 0, 0};
+    np_dist d = {0, 1, copy_gather, NULL, NP_DIST_FAULT_NONE, 0, 0, 0, NULL, NULL, 0};
     seen s = {0};
     CHECK_EQ_INT(run(dist, NP_DEVICE_CPU, &d, &s, &err), NP_OK);
     for (int i = 0; i < 4; i++)
@@ -131,13 +131,13 @@ int main(void)
     CHECK_EQ_INT(c.halved, 0);
     CHECK(dist[3] == plain[3]);
 
-    np_dist bad = {0, 1, failing_gather, NULL, NP_DIST_FAULT_NONE, 0, 0};
+    np_dist bad = {0, 1, failing_gather, NULL, NP_DIST_FAULT_NONE, 0, 0, 0, NULL, NULL, 0};
     np_error_clear(&err);
     CHECK_EQ_INT(run(dist, NP_DEVICE_CPU, &bad, NULL, &err), NP_ERR_IO);
     CHECK_CONTAINS(err.text, "gather");
     CHECK_STREQ(err.key, "all_reduce");
 
-    np_dist three = {1, 3, copy_gather, NULL, NP_DIST_FAULT_NONE, 0, 0};
+    np_dist three = {1, 3, copy_gather, NULL, NP_DIST_FAULT_NONE, 0, 0, 0, NULL, NULL, 0};
     np_error_clear(&err);
     CHECK_EQ_INT(run(dist, NP_DEVICE_CPU, &three, NULL, &err), NP_ERR_ARG);
     CHECK_STREQ(err.key, "batch");

@@ -32,6 +32,10 @@
 # (tp=1); at step 1 the replicas have drifted (the clipping norm differed
 # per rank, so every parameter parted) and the first culprit is that layer
 # norm's forward, its parameters already differing.
+# Vocabulary parallel (--tp 2 --sp --vocab-parallel: the tied word
+# embedding's 13 rows split 6 + 7, the logits and the loss over the
+# vocabulary slices): the one-process losses, the uneven Shard(0) weight and
+# Shard(2) logits of rank 1, a clean compare at steps 0 and 1.
 # Checkpoints (--save/--load with --tp): a TP2 --sp run stopped after step
 # 0 saves the one-process tensors (rank 0 writes what the group gathered);
 # one process resumes from it, and a TP2 run resumes from a one-process
@@ -62,6 +66,7 @@ run miss 2 npu-sim tp_missing_allreduce
 run tpdp 4 cpu none '--sp --micro-batches 2'
 if [ -z "$lite" ]; then
   run spf 2 npu-sim sp_norm_grad_unreduced --sp
+  run vp 2 cpu none '--sp --vocab-parallel'
   run tp2b 2 cpu none
   run tp2bf 2 cpu none '--precision bf16'
   run offset 4 npu-sim tp_shard_offset
@@ -199,6 +204,21 @@ if [ "$rc" = 1 ] && [ "$first" = Module.h.0.ln_1.LayerNorm ] &&
   echo "ok   sp_norm_grad_unreduced: first culprit $first (its gradient's replicas rank 0 and 1 part), at step 1 the weights drifted"
 else
   echo "FAIL sp_norm_grad_unreduced: exit $rc, culprit $first"; cat spf.cmp spf1.cmp; fail=1
+fi
+# vocabulary parallel beside --sp: the one-process losses, the word
+# embedding's rows split unevenly (13 = 6 + 7), the logits over the
+# vocabulary, compare clean at steps 0 and 1
+show=$("$nprobe" show vp/step0/rank1/dump.h5 Module.wte.Embedding.forward.0.parameters.weight 2>&1)
+logit=$("$nprobe" show vp/step0/rank1/dump.h5 Functional.cross_entropy.0.forward.input.0 2>&1)
+"$nprobe" compare -b single -c vp -o out_vp > vp.cmp 2>&1
+rc=$?
+if [ "$rc" = 0 ] && grep -q "first culprit: none" vp.cmp && grep -q "0 of 2 pairs fail" vp.cmp &&
+   diff <(grep '^step ' single.log | awk '{print $2, $4}') <(grep '^step ' vp.log | awk '{print $2, $4}') > /dev/null &&
+   grep -q "placements \[Shard(0)\]" <<< "$show" && grep -q "global    (13, 32) offset (6, 0)" <<< "$show" &&
+   grep -q "placements \[Shard(2)\]" <<< "$logit" && grep -q "global    (4, 16, 13) offset (0, 0, 6)" <<< "$logit"; then
+  echo "ok   tp2 --sp --vocab-parallel: the one-process losses, rank 1's embedding rows 6..12 and logits Shard(2), compare clean at steps 0 and 1"
+else
+  echo "FAIL tp2 --vocab-parallel: exit $rc: $show $logit"; cat vp.cmp; grep '^step ' vp.log; fail=1
 fi
 # the same first culprit when compare runs over MPI (a sharded side is one pair a step)
 mpirun_k 2 "$nprobe" compare -b single -c miss -o out_mpi --format csv --step 0 > mpi.cmp 2>&1

@@ -31,6 +31,7 @@
 #define NPROBE_DIST_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,6 +42,11 @@ extern "C" {
  * it the same number of times with the same `bytes`. Return 0 on success;
  * non-zero fails the step (NP_ERR_IO). */
 typedef int (*np_allgather_fn)(void *recv, const void *send, size_t bytes, void *user);
+/* Point-to-point (the pipeline's activations and gradients, --pp): send
+ * `bytes` of buf to rank `peer` with `tag`, or receive exactly `bytes` from
+ * it into buf, like MPI_Send / MPI_Recv (blocking; the messages between two
+ * ranks with one tag arrive in the order sent). 0 on success. */
+typedef int (*np_p2p_fn)(void *buf, size_t bytes, int peer, int tag, void *user);
 
 typedef enum np_dist_fault {
     NP_DIST_FAULT_NONE = 0,
@@ -53,6 +59,7 @@ typedef enum np_dist_fault {
     NP_DIST_FAULT_TP_SHARD_OFFSET,      /* tensor parallel: a column shard at the neighbour's offset */
     NP_DIST_FAULT_SP_NORM_GRAD_UNREDUCED, /* sequence parallel: layer-norm gradients not summed over TP */
     NP_DIST_FAULT_PP_GRAD_ACCUM_DROP,   /* micro-batches: micro-batch 0's gradient left out */
+    NP_DIST_FAULT_PP_MICROBATCH_SWAP,   /* pipeline: micro-batches 0 and 1 swapped at stage 1's input */
     NP_DIST_FAULT_COUNT
 } np_dist_fault;
 
@@ -84,6 +91,14 @@ typedef struct np_dist {
                                * (rank = d * tp + t; model_tp.c) */
     int sp;                   /* with tp > 1: sequence parallel (layer norms and residuals
                                * on a slice of the sequence per TP rank) */
+    int pp;                   /* pipeline-parallel stages (0 or 1: none); > 1: the GPT's
+                               * blocks split over pp ranks (world_size = pp, rank = the
+                               * stage), micro-batches through a GPipe schedule
+                               * (model_pp.c); needs send and recv */
+    np_p2p_fn send, recv;     /* point-to-point, for pp > 1 */
+    int vp;                   /* with tp > 1: the word embedding's rows (and so the lm
+                               * head's logits and the loss) split over the TP group
+                               * (model_vocab.c) */
 } np_dist;
 
 /* Index of the parameter NP_DIST_FAULT_SKIP_PARAM leaves out among n
@@ -122,6 +137,23 @@ int np_mesh_placement_sp(int tp, int dp, int sp, int rank, const struct np_hook_
  * every leaf of a micro-batch is placed, with micro_batch m (docs/FORMAT.md
  * "/placements"). tp <= 1: the mesh is (mb) alone (one process). */
 int np_mesh_placement_mb(int tp, int dp, int sp, int mb, int m, int rank,
+                         const struct np_hook_event *ev, int i, struct np_place_rec *rec);
+
+/* A pipeline of pp > 1 stages (world = pp ranks, rank = stage) with mb
+ * micro-batches (m the call's, -1 outside them): one more mesh dimension
+ * "pp" first (the stages; every leaf's item Replicate(): each stage holds
+ * whole tensors, the tied word embedding on the first and the last stage
+ * the same), then "mb" as np_mesh_placement_mb says; every leaf is placed,
+ * with its stage (docs/FORMAT.md "/placements"). */
+int np_mesh_placement_pp(int pp, int stage, int mb, int m, const struct np_hook_event *ev, int i,
+                         struct np_place_rec *rec);
+/* np_mesh_placement_mb of a vocabulary-parallel run (np_dist.vp) over a
+ * vocabulary of `vocab` tokens: on tp, the word embedding's weight and its
+ * gradients Shard(0) (rows [r*V/T, (r+1)*V/T), uneven when T does not
+ * divide V), the lm head's logits and their gradient Shard(-1) (also the
+ * cross-entropy's input), the embedding's output and the gradient of the
+ * lm head's input Partial(sum). */
+int np_mesh_placement_vp(int tp, int dp, int sp, int mb, int m, int rank, int64_t vocab,
                          const struct np_hook_event *ev, int i, struct np_place_rec *rec);
 
 #ifdef __cplusplus

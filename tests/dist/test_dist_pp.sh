@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# test_dist_pp.sh - pipeline parallelism in the runtime (`mpirun -n 2 nprobe
+# train --pp 2`: the GPT's two blocks on two stages, docs/RUNTIME.md
+# "Pipeline parallel") compared with the one-process run by plain `nprobe
+# compare`, no mapping (docs/COMPARE.md "Sharded layouts"). Known answers:
+# - with 2 micro-batches (GPipe: both forwards, then both backwards) the
+#   one-process losses within 2e-6 (the micro-batches' mean against one
+#   mean, the gradients summed in another order: float32 noise); without
+#   micro-batches the very same losses and every dumped tensor bit-equal
+#   (MaxAbsErr 0 on every paired row of steps 0 and 1: each stage runs the
+#   one-process ops on the one-process values, the tied embedding's two
+#   gradients add in float64 rounded once, as float32's one addition does,
+#   and the gradient norm adds the same per-parameter sums in the same
+#   order);
+# - the dump: a (pp=2, mb=2) mesh, rank 1 at (1, 0), its leaves placed
+#   Replicate() over pp with stage 1; the blocks keep their global index
+#   and the API counters go on from stage 0's (rank 1's first linear is
+#   Functional.linear.4, as in one process);
+# - plain compare against one process: exit 0, no error row, no culprit,
+#   every one-process leaf paired (no bench-only row), the receives equal
+#   to what was sent;
+# - pp_microbatch_swap (stage 1 takes micro-batch 1's activation as 0's):
+#   exit 1, the first culprit Distributed.recv.0.forward, its reason naming
+#   rank 1 (pp=1, mb=0), the sender rank 0 (pp=0, mb=0) and the micro-batch
+#   whose values it holds (1), every one-process leaf still paired (stage
+#   1's names come with micro-batch 0's message, whichever it takes); the
+#   same first culprit under `mpirun -n 2 nprobe compare`.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/mpi_env.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp"
+fail=0
+# The sanitized pass (NP_SANITIZED, CI time) runs the clean layout and the
+# fault: every C path of model_pp.c and of the pipeline's assembly.
+lite=${NP_SANITIZED:+1}
+size=(--model gpt --layers 2 --width 32 --context 16 --batch 4 --steps 2 --threads 1)
+run() { # dir ranks device fault [extra args]
+  printf '{"task": "tensor", "dump_path": "%s", "level": "mix", "step": [0, 1]}\n' "$tmp/$1" > "$1.json"
+  local cmd=("$nprobe" train "${size[@]}" --device "$3" --fault "$4" --dump-config "$1.json" ${5:-})
+  if [ "$2" = 0 ]; then "${cmd[@]}" > "$1.log" 2>&1; else mpirun_k "$2" "${cmd[@]}" --pp 2 > "$1.log" 2>&1; fi ||
+    { echo "FAIL train $*"; cat "$1.log"; exit 1; }
+}
+run single 0 cpu none
+run pp2 2 cpu none '--micro-batches 2'
+run bad 2 npu-sim pp_microbatch_swap '--micro-batches 2'
+[ -z "$lite" ] && run pp2m1 2 cpu none
+
+# the one-process losses, within float32 noise with 2 micro-batches
+if paste <(grep '^step ' single.log | awk '{print $4}') <(grep '^step ' pp2.log | awk '{print $4}') |
+   awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-6) bad = 1 } END { exit bad || NR != 2 }'; then
+  echo "ok   pp2 --micro-batches 2 prints the one-process losses (within 2e-6)"
+else
+  echo "FAIL pp2 --micro-batches 2 losses differ from one process"; grep '^step ' single.log pp2.log; fail=1
+fi
+show=$("$nprobe" show pp2/step0/rank1/dump.h5 Distributed.recv.0.forward.output.0 2>&1)
+lin=$("$nprobe" ls --calls pp2/step0/rank1/dump.h5 2>&1 | grep -m1 ' Functional.linear\.' | awk '{print $3, $4}')
+if grep -q "mesh      (pp=2, mb=2) at (1, 0)" <<< "$show" && grep -q "placements \[Replicate(),Shard(0)\]" <<< "$show" &&
+   grep -q "stage     1  micro-batch 0" <<< "$show" &&
+   [ "$lin" = "Functional.linear.4.forward Module.h.1.attn.c_attn.Linear.forward.0" ]; then
+  echo "ok   pp2 rank 1: mesh (pp=2, mb=2) at (1, 0), its received activation Replicate(),Shard(0) on stage 1, its first linear Functional.linear.4 in Module.h.1"
+else
+  echo "FAIL pp2 dump: $show / first linear '$lin'"; fail=1
+fi
+
+cmp_json() { # bench cmp step(s) -> "rc errors bench-only first-culprit-call"
+  "$nprobe" compare -b "$1" -c "$2" -o "out_$2" --format json $3 > "$2.cmp" 2>&1
+  local rc=$?
+  "$py" - "out_$2" "$rc" <<'PY'
+import glob, json, sys
+js = [json.load(open(f)) for f in sorted(glob.glob(sys.argv[1] + "/*.json"))]
+errors = sum(j["summary"]["error"] for j in js)
+h = js[0]["headers"]
+only = sum(1 for j in js for r in j["rows"] if r[h.index("Match")] == "bench-only")
+fc = next((j["first_culprit"] for j in js if j["first_culprit"]), None)
+print(sys.argv[2], errors, only, fc["call"] if fc else "none")
+PY
+}
+read -r rc errors only first < <(cmp_json single pp2 "")
+if [ "$rc" = 0 ] && [ "$errors" = 0 ] && [ "$only" = 0 ] && [ "$first" = none ] &&
+   grep -q "Pipeline (pp=2): the stages' rows merged .* all equal" pp2.cmp; then
+  echo "ok   pp2 against one process, steps 0 and 1: exit 0, no error row, no bench-only row, the receives equal to the sends"
+else
+  echo "FAIL pp2 against one process: exit $rc, $errors error rows, $only bench-only, culprit $first"; cat pp2.cmp; fail=1
+fi
+read -r rc errors only first < <(cmp_json single bad "--step 0")
+if [ "$rc" = 1 ] && [ "$first" = Distributed.recv.0.forward ] && [ "$only" = 0 ] &&
+   grep -q "first culprit: Distributed.recv.0.forward .*: pipeline: rank 1 (pp=1, mb=0) received at Distributed.recv.0.forward values other than rank 0 (pp=0, mb=0) sent .*; it holds what was sent as micro-batch 1$" bad.cmp; then
+  echo "ok   pp_microbatch_swap: first culprit $first, rank 1 (pp=1, mb=0) holding what rank 0 sent as micro-batch 1"
+else
+  echo "FAIL pp_microbatch_swap: exit $rc, culprit $first"; cat bad.cmp; fail=1
+fi
+[ -n "$lite" ] && exit $fail
+
+# without micro-batches: the same losses, every tensor bit-equal
+"$nprobe" compare -b single -c pp2m1 -o out_m1 --format json > m1.cmp 2>&1
+rc=$?
+read -r rows nonzero < <("$py" - out_m1 <<'PY'
+import glob, json, sys
+js = [json.load(open(f)) for f in sorted(glob.glob(sys.argv[1] + "/*.json"))]
+h = js[0]["headers"]
+paired = [r for j in js for r in j["rows"] if r[h.index("Match")] == "exact"]
+print(len(paired), sum(1 for r in paired if r[h.index("MaxAbsErr")] not in (0, 0.0)))
+PY
+)
+if [ "$rc" = 0 ] && [ "$nonzero" = 0 ] && [ "$rows" -gt 800 ] &&
+   diff <(grep '^step ' single.log | awk '{print $2, $4}') <(grep '^step ' pp2m1.log | awk '{print $2, $4}') > /dev/null; then
+  echo "ok   pp2 without micro-batches: the one-process losses, $rows paired rows of steps 0 and 1 all bit-equal"
+else
+  echo "FAIL pp2 without micro-batches: exit $rc, $nonzero of $rows rows differ"; cat m1.cmp; fail=1
+fi
+# the same first culprit when compare runs over MPI
+mpirun_k 2 "$nprobe" compare -b single -c bad -o out_mpi --format csv --step 0 > mpi.cmp 2>&1
+if grep -q "first culprit across all steps and ranks: step 0 rank 0 Distributed.recv.0.forward: pipeline: rank 1 (pp=1, mb=0)" mpi.cmp; then
+  echo "ok   pp_microbatch_swap under mpirun -n 2 nprobe compare: the same first culprit"
+else
+  echo "FAIL pp_microbatch_swap under mpirun compare"; cat mpi.cmp; fail=1
+fi
+exit $fail
