@@ -244,6 +244,30 @@ with h5py.File("mb/monitor_rank0.h5", "r", swmr=True) as f:
     assert len(f["steps"]) == 3
 print("beside a dump: ok")
 PY
+# -- without activations (no observer: the step starts at the trainer's
+# first watch point), every other step: the records of steps 0 and 2 are
+# those of the run above (activations on, every step), field for field
+printf '{"task": "monitor", "dump_path": "noxy", "monitor": {"targets": [], "xy_distribution": false, "step_interval": 2}}\n' > cfg_noxy.json
+"$nprobe" "${model[@]}" --steps 3 --dump-config cfg_noxy.json > noxy.log 2>&1 ||
+  { echo "FAIL run without activations"; cat noxy.log; fail=1; }
+"$py" - <<'PY' || { echo "FAIL records without activations"; fail=1; }
+import h5py
+def rows(d):
+    with h5py.File(f"{d}/monitor_rank0.h5", "r", swmr=True) as f:
+        keys = [(k["name"].decode(), k["metric"].decode()) for k in f["keys"][()]]
+        rec = f["records"][()]
+        n_steps = len(f["steps"])
+    fields = [x for x in rec.dtype.names if x not in ("key", "seq")]   # the order differs
+    return n_steps, {keys[r["key"]] + (int(r["step"]),): tuple(r[x].tobytes() for x in fields)
+                     for r in rec}
+n_a, a = rows("noxy")
+n_b, b = rows("mb")
+assert n_a == 2 and n_b == 3, (n_a, n_b)
+assert not [k for k in a if k[1].startswith("activation")], "activations recorded"
+want = {k: v for k, v in b.items() if k[2] in (0, 2) and not k[1].startswith("activation")}
+assert len(a) >= 60 and a == want, (len(a), len(want), sorted(set(a) ^ set(want))[:5])
+print(f"without activations: {len(a)} records equal: ok")
+PY
 
 # -- bad config: named key, exit 2
 printf '{"task": "monitor", "dump_path": "bad", "monitor": {"step_intervall": 2}}\n' > bad.json
