@@ -464,7 +464,10 @@ static void who(char *buf, size_t cap, const cmp_assembly *a, const asm_rank *r,
 /* The kind of each mesh dimension for a piece ('S' with *sdim, 'R', 'P'). */
 static void kinds_of(const cmp_assembly *a, const np_place_rec *pl, char *kind, int *sdim)
 {
-    for (int k = 0; k < a->mesh.ndim; k++) {
+    /* the reader bounds ndim by NP_FMT_MESH_MAX; said again here for the
+     * compiler (gcc 14 -Wstringop-overflow on the callers' arrays) */
+    int nd = a->mesh.ndim < NP_FMT_MESH_MAX ? a->mesh.ndim : NP_FMT_MESH_MAX;
+    for (int k = 0; k < nd; k++) {
         kind[k] = 'R';
         sdim[k] = -1;
         char it[NP_FMT_PLACE_LEN];
