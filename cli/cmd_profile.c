@@ -499,11 +499,14 @@ static void w_compare_csv(FILE *f, const void *data)
 
 /* The calls paired in call order: one row per call index of an op; name_b
  * is B's row where the alignment paired another call index (an op called
- * once more or less earlier in one run). */
+ * once more or less earlier in one run); steps_a/b the steps each side's
+ * call was made in (its time per step is the median over those). */
 static void w_calls_csv(FILE *f, const void *data)
 {
     const np_prof_compare *c = data;
-    fputs("category,name,name_b,within,at_us,a_step_us,b_step_us,delta_us,ratio,share_a,share_b,side\n", f);
+    fputs("category,name,name_b,within,at_us,steps_a,steps_b,a_step_us,b_step_us,delta_us,ratio,share_a,"
+          "share_b,side\n",
+          f);
     for (size_t i = 0; i < c->n_calls; i++) {
         const np_prof_pair *p = &c->calls[i];
         const np_prof_op *o = p->a ? p->a : p->b;
@@ -515,6 +518,7 @@ static void w_calls_csv(FILE *f, const void *data)
         fputc(',', f);
         csv_str(f, o->within ? o->within : "");
         csv_nums(f, 1, &o->at_us);
+        fprintf(f, ",%lld,%lld", p->a ? p->a->count : 0, p->b ? p->b->count : 0);
         csv_pair(f, p);
     }
 }
@@ -562,6 +566,7 @@ static void w_compare_json(FILE *f, const void *data)
         fputs(", \"within\": ", f);
         json_str(f, o->within ? o->within : "");
         json_field(f, "at_us", o->at_us);
+        fprintf(f, ", \"steps_a\": %lld, \"steps_b\": %lld", p->a ? p->a->count : 0, p->b ? p->b->count : 0);
         json_pair(f, p);
     }
     fputs("\n]}\n", f);
@@ -625,8 +630,9 @@ static int cmd_compare(int argc, char **argv, const pf_args *a, int formats)
     np_cli_printf("operators: %zu paired, %zu in A only, %zu in B only\n", c.n_pairs - only_a - only_b,
                   only_a, only_b);
     if (c.n_calls) {
-        np_cli_printf("calls paired in call order (NAME #k: the op's k-th call in each step; "
-                      "self times):\n");
+        np_cli_printf("calls paired in call order (NAME #k: the op's k-th call in each step, the "
+                      "steps aligned on the most common one; self times, medians over the steps "
+                      "a call was made in):\n");
         np_cli_printf("%12s %12s %12s %8s %10s  %s\n", "A us/step", "B us/step", "delta us", "B/A",
                       "at us", "call (within)");
         n = c.n_calls < (size_t)a->top ? c.n_calls : (size_t)a->top;
@@ -634,10 +640,16 @@ static int cmd_compare(int argc, char **argv, const pf_args *a, int formats)
             const np_prof_pair *p = &c.calls[i];
             const np_prof_op *o = p->a ? p->a : p->b;
             const char *kb = p->a && p->b && strcmp(p->a->name, p->b->name) ? strrchr(p->b->name, '#') : NULL;
-            np_cli_printf("%12.3f %12.3f %+12.3f %8.3f %10.1f  %s%s%s%s [%s]%s%s%s\n", p->a_step_us,
+            char some[96] = "";
+            long long sa = p->a ? p->a->count : 0, sb = p->b ? p->b->count : 0;
+            if ((p->a && sa < ra.steps) || (p->b && sb < rb.steps))
+                snprintf(some, sizeof some, " (in %lld/%lld steps of A, %lld/%lld of B)", sa, ra.steps, sb,
+                         rb.steps);
+            np_cli_printf("%12.3f %12.3f %+12.3f %8.3f %10.1f  %s%s%s%s [%s]%s%s%s%s\n", p->a_step_us,
                           p->b_step_us, p->delta_us, p->ratio, o->at_us, o->name, kb ? " (B " : "",
                           kb ? kb : "", kb ? ")" : "", o->cat, o->within ? " within " : "",
-                          o->within ? o->within : "", p->a && p->b ? "" : p->a ? " (A only)" : " (B only)");
+                          o->within ? o->within : "", p->a && p->b ? "" : p->a ? " (A only)" : " (B only)",
+                          some);
         }
     } else if (ra.calls_ok != rb.calls_ok) {
         np_cli_printf("calls not paired in call order: %s has no call rows (no op called twice in a "

@@ -5,7 +5,9 @@
  * Memory: the operator table grows with the distinct (category, name)
  * pairs, the timeline with its disjoint busy runs: each category's
  * intervals are buffered and, when the buffer fills, sorted and merged in
- * place, so a long trace of back-to-back events keeps few of them. */
+ * place, so a long trace of back-to-back events keeps few of them. The
+ * calls in call order (the call rows) are kept per step to the end of the
+ * read, 24 bytes each, at most NP_PROF_MAX_CALLS of them. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -121,6 +123,29 @@ static uint64_t hash2(const char *a, const char *b)
     return h;
 }
 
+/* The slot of (cat, name) in t (nslot > 0): its own or the empty one it would take. */
+static size_t probe(const optab *t, const char *cat, const char *name)
+{
+    size_t j = hash2(cat, name) & (t->nslot - 1);
+    while (t->slot[j]) {
+        const np_prof_op *o = &t->ops[t->slot[j] - 1];
+        if (!strcmp(o->name, name) && !strcmp(o->cat, cat))
+            break;
+        j = (j + 1) & (t->nslot - 1);
+    }
+    return j;
+}
+
+/* The op (cat, name) of t, NULL when absent. */
+static np_prof_op *op_find(const optab *t, const char *cat, const char *name)
+{
+    if (!t->nslot)
+        return NULL;
+    size_t j = probe(t, cat, name);
+    return t->slot[j] ? &t->ops[t->slot[j] - 1] : NULL;
+}
+
+/* The op (cat, name) of t, added (first = order) when absent; NULL out of memory. */
 static np_prof_op *op_get(optab *t, const char *cat, const char *name, long long order)
 {
     if ((t->n + 1) * 2 > t->nslot) {
@@ -138,13 +163,9 @@ static np_prof_op *op_get(optab *t, const char *cat, const char *name, long long
         t->slot = s;
         t->nslot = ns;
     }
-    size_t j = hash2(cat, name) & (t->nslot - 1);
-    while (t->slot[j]) {
-        np_prof_op *o = &t->ops[t->slot[j] - 1];
-        if (!strcmp(o->name, name) && !strcmp(o->cat, cat))
-            return o;
-        j = (j + 1) & (t->nslot - 1);
-    }
+    size_t j = probe(t, cat, name);
+    if (t->slot[j])
+        return &t->ops[t->slot[j] - 1];
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 256;
         np_prof_op *o = realloc(t->ops, cap * sizeof *o);
@@ -431,12 +452,26 @@ static int ll_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* One call (a cpu_op or device event in a step) in call order: its start
+ * from its step's start, its self time, its op (pass2.ops index; after
+ * build_calls its call row) and the outermost cpu_op holding it (ops index
+ * + 1, 0: none). 24 bytes. */
+typedef struct cinst {
+    double at, self;
+    uint32_t op, within;
+} cinst;
+
+typedef struct cstep {
+    cinst *v;
+    size_t n, cap;
+} cstep;
+
 /* One thread's open cpu_op events (self time). */
 typedef struct frame {
     double start, end, dur, child;
     size_t op;
-    size_t call; /* its row in pass2.calls + 1, 0: none */
-    size_t pend_lo; /* end order: where its subtree's rows start in thread_st.pend */
+    size_t call; /* its call (call_of's id), 0: none */
+    size_t pend_lo; /* end order: where its subtree's calls start in thread_st.pend */
 } frame;
 
 typedef struct thread_st {
@@ -445,7 +480,7 @@ typedef struct thread_st {
     int end_order; /* its events come in end order: st holds its outermost calls so far */
     frame *st;
     size_t n, cap;
-    /* end order: the call rows this thread made (their first calls), in the
+    /* end order: the calls this thread made (call_of's ids), in the
      * order their events came; a call's subtree is a contiguous run of them
      * (its descendants come just before it), so each new holder names
      * itself their `within`, and the outermost one names it last */
@@ -463,7 +498,9 @@ typedef struct pass2 {
     long long *drop; /* sorted correlations of kernels left out */
     size_t n_drop;
     optab ops;
-    optab calls;         /* the calls in call order (np_prof_rank.calls) */
+    cstep *cs;           /* each step's calls in call order (one step when the
+                          * trace has none): np_prof_rank.calls at the end */
+    size_t n_inst;       /* the calls of all steps */
     int calls_off;       /* too many of them: dropped */
     int repeats;         /* an op called twice in a step */
     ivset cls[NP_PROF_CLASS_COUNT];
@@ -558,60 +595,68 @@ static void optab_free(optab *t)
     memset(t, 0, sizeof *t);
 }
 
-/* The row of e's call in call order: "NAME #k", the k-th call (from 0) of
- * op o in e's step (the whole trace when it has no steps). Returns its
- * index + 1; 0 when e is in no step or the calls are off; -1 out of memory.
- * within: the outermost op holding it (NULL: none). */
-static long long call_of(pass2 *p, np_prof_op *o, const np_prof_event *e, const char *within)
+/* Drop every call kept (too many: no call rows). */
+static void calls_free(pass2 *p)
+{
+    size_t ns = p->n_steps ? p->n_steps : 1;
+    for (size_t k = 0; p->cs && k < ns; k++)
+        free(p->cs[k].v);
+    free(p->cs);
+    p->cs = NULL;
+    p->n_inst = 0;
+}
+
+/* e's call, kept in its step's call order (the whole trace's when it has
+ * no steps) with its start from the step's start and `within` (the
+ * outermost op holding it: ops index + 1, 0 none). Returns its id + 1
+ * (step << 32 | index); 0 when e is in no step or the calls are off; -1
+ * out of memory. Also counts op o's calls per step (an op called twice in
+ * a step: p->repeats). */
+static long long call_of(pass2 *p, np_prof_op *o, const np_prof_event *e, size_t within)
 {
     if (p->calls_off)
         return 0;
     long s = p->n_steps ? step_of(p, e->ts) : 0;
     if (s < 0)
         return 0;
-    if (!o->step_n && !(o->step_n = calloc(p->n_steps ? p->n_steps : 1, sizeof *o->step_n)))
+    size_t ns = p->n_steps ? p->n_steps : 1;
+    if (!o->step_n && !(o->step_n = calloc(ns, sizeof *o->step_n)))
         return -1;
-    long long k = o->step_n[s]++;
-    if (k)
+    if (o->step_n[s]++)
         p->repeats = 1;
-    char small[256], *name = small;
-    size_t len = strlen(e->name) + 24;
-    if (len > sizeof small && !(name = malloc(len)))
-        return -1;
-    snprintf(name, len, "%s #%lld", e->name, k);
-    np_prof_op *c = op_get(&p->calls, e->cat, name, p->order);
-    if (name != small)
-        free(name);
-    if (!c)
-        return -1;
-    if (!c->count) {
-        c->at_us = e->ts - (p->n_steps ? p->stepv[2 * s] : 0);
-        c->self_us = 0;
-        if (within && !(c->within = strdup(within)))
-            return -1;
-    }
-    c->count++;
-    c->total_us += e->dur;
-    if (e->dur < c->min_us)
-        c->min_us = e->dur;
-    if (e->dur > c->max_us)
-        c->max_us = e->dur;
-    if (p->calls.n > NP_PROF_MAX_CALLS) { /* memory stays bounded: no call rows */
-        optab_free(&p->calls);
+    if (p->n_inst >= NP_PROF_MAX_CALLS) { /* memory stays bounded: no call rows */
+        calls_free(p);
         p->calls_off = 1;
         return 0;
     }
-    return (long long)(c - p->calls.ops) + 1;
+    if (!p->cs && !(p->cs = calloc(ns, sizeof *p->cs)))
+        return -1;
+    cstep *c = &p->cs[s];
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 64;
+        cinst *v = realloc(c->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        c->v = v;
+        c->cap = cap;
+    }
+    c->v[c->n] = (cinst){e->ts - (p->n_steps ? p->stepv[2 * s] : 0), 0, (uint32_t)(o - p->ops.ops),
+                         (uint32_t)within};
+    p->n_inst++;
+    return (long long)(((uint64_t)s << 32) | c->n++) + 1;
 }
 
-/* Add self time t at `at` to call row `call` (index + 1; 0: none). */
-static int call_add(pass2 *p, size_t call, double at, double t)
+static cinst *inst_of(pass2 *p, size_t call)
 {
-    if (!call || p->calls_off)
-        return 0;
-    np_prof_op *c = &p->calls.ops[call - 1];
-    c->self_us += t;
-    return step_add(p, c, at, t);
+    uint64_t id = (uint64_t)call - 1;
+    return &p->cs[id >> 32].v[id & 0xffffffffu];
+}
+
+/* Add self time t to call `call` (call_of's id; 0: none). */
+static void call_add(pass2 *p, size_t call, double t)
+{
+    if (call && !p->calls_off)
+        inst_of(p, call)->self += t;
 }
 
 static int frame_close(pass2 *p, thread_st *t)
@@ -619,8 +664,7 @@ static int frame_close(pass2 *p, thread_st *t)
     frame *f = &t->st[--t->n];
     np_prof_op *o = &p->ops.ops[f->op];
     o->self_us += f->dur - f->child;
-    if (call_add(p, f->call, f->start, f->dur - f->child))
-        return -1;
+    call_add(p, f->call, f->dur - f->child);
     return step_add(p, o, f->start, f->dur - f->child);
 }
 
@@ -660,24 +704,19 @@ static int nest_end(pass2 *p, thread_st *t, const np_prof_event *e, size_t op)
     if (p->calls_off) {
         t->n_pend = lo = 0;
     } else {
-        for (size_t i = lo; i < t->n_pend; i++) {
-            np_prof_op *c = &p->calls.ops[t->pend[i]];
-            char *w = strdup(e->name);
-            if (!w)
-                return -1;
-            free(c->within);
-            c->within = w;
-        }
+        for (size_t i = lo; i < t->n_pend; i++)
+            inst_of(p, t->pend[i])->within = (uint32_t)op + 1;
     }
     np_prof_op *o = &p->ops.ops[op];
     double self = e->dur - child;
     o->self_us += self;
-    long long call = call_of(p, o, e, NULL);
-    if (call < 0 || call_add(p, (size_t)call, e->ts, self) || step_add(p, o, e->ts, self))
+    long long call = call_of(p, o, e, 0);
+    if (call < 0 || step_add(p, o, e->ts, self))
         return -1;
-    if (p->calls_off)
+    call_add(p, (size_t)call, self);
+    if (p->calls_off) {
         t->n_pend = lo = 0;
-    else if (call > 0 && p->calls.ops[call - 1].count == 1) { /* a new row */
+    } else if (call > 0) {
         if (t->n_pend == t->cap_pend) {
             size_t cap = t->cap_pend ? t->cap_pend * 2 : 64;
             size_t *v = realloc(t->pend, cap * sizeof *v);
@@ -686,7 +725,7 @@ static int nest_end(pass2 *p, thread_st *t, const np_prof_event *e, size_t op)
             t->pend = v;
             t->cap_pend = cap;
         }
-        t->pend[t->n_pend++] = (size_t)call - 1;
+        t->pend[t->n_pend++] = (size_t)call;
     }
     return push_frame(t, (frame){e->ts, end, e->dur, 0, op, 0, lo});
 }
@@ -708,7 +747,7 @@ static int nest(pass2 *p, const np_prof_event *e, size_t op)
             return -1;
     if (t->n)
         t->st[t->n - 1].child += e->dur;
-    long long call = call_of(p, &p->ops.ops[op], e, t->n ? p->ops.ops[t->st[0].op].name : NULL);
+    long long call = call_of(p, &p->ops.ops[op], e, t->n ? t->st[0].op + 1 : 0);
     if (call < 0)
         return -1;
     return push_frame(t, (frame){e->ts, e->ts + e->dur, e->dur, 0, op, (size_t)call, 0});
@@ -764,14 +803,15 @@ static int pass2_fn(const np_prof_event *e, void *user)
     int fail = 0;
     if (dev) {
         o->self_us += e->dur;
-        long long call = call_of(p, o, e, NULL);
-        fail = call < 0 || step_add(p, o, e->ts, e->dur) || call_add(p, (size_t)call, e->ts, e->dur);
+        long long call = call_of(p, o, e, 0);
+        fail = call < 0 || step_add(p, o, e->ts, e->dur);
+        call_add(p, fail ? 0 : (size_t)call, e->dur);
     } else if (!strcmp(e->cat, "cpu_op")) {
         if (e->self_given) { /* operator_details.csv: its self time, not nested */
             o->self_us += e->self_us;
-            long long call = call_of(p, o, e, NULL);
-            fail = call < 0 || step_add(p, o, e->ts, e->self_us) ||
-                   call_add(p, (size_t)call, e->ts, e->self_us);
+            long long call = call_of(p, o, e, 0);
+            fail = call < 0 || step_add(p, o, e->ts, e->self_us);
+            call_add(p, fail ? 0 : (size_t)call, e->self_us);
         } else if (!p->unordered) {
             fail = nest(p, e, (size_t)(o - p->ops.ops));
         }
@@ -944,11 +984,358 @@ static int timeline_part(pass2 *p, double upto)
     return oom ? -1 : 0;
 }
 
-/* The median step time, each op's median over the steps, self times
- * kept only where they mean something. tmpv: room for the steps (or NULL). */
-static void finish_tab(np_prof_rank *r, pass2 *p, optab *t, int calls, double *tmpv);
+/* ---- sequences aligned ------------------------------------------------------ */
+/* Two sequences x[0..nx) and y[0..ny) aligned the way diff aligns lines:
+ * equal items pair; at a difference the nearest offset d (up to
+ * ALIGN_WINDOW) from which the next ALIGN_RUN items of both sides agree
+ * again skips d items of x, of y or of both (left unpaired); none found
+ * skips one of each. Used twice: each step's calls against the trace's
+ * reference step (build_calls), and two traces' call rows (pair_calls). */
+#define ALIGN_WINDOW 256
+#define ALIGN_RUN 8
 
-static void finish_ops(np_prof_rank *r, pass2 *p, double *tmpv)
+typedef struct aligner {
+    int (*same)(const void *u, size_t i, size_t j); /* x[i] and y[j] are equal */
+    void (*pair)(void *u, size_t i, size_t j);      /* x[i] and y[j] paired */
+    void *u;
+    size_t nx, ny;
+} aligner;
+
+/* 1 when x[i..] and y[j..] agree for ALIGN_RUN items (or to the end of one). */
+static int runs_agree(const aligner *a, size_t i, size_t j)
+{
+    size_t k = 0;
+    for (; k < ALIGN_RUN && i + k < a->nx && j + k < a->ny; k++)
+        if (!a->same(a->u, i + k, j + k))
+            return 0;
+    return k > 0;
+}
+
+static void align(const aligner *a)
+{
+    size_t i = 0, j = 0, nx = a->nx, ny = a->ny;
+    while (i < nx && j < ny) {
+        if (a->same(a->u, i, j)) {
+            a->pair(a->u, i++, j++);
+            continue;
+        }
+        size_t skip_a = 1, skip_b = 1;
+        for (size_t d = 1; d <= ALIGN_WINDOW; d++) {
+            if (i + d < nx && runs_agree(a, i + d, j)) {
+                skip_a = d, skip_b = 0;
+                break;
+            }
+            if (j + d < ny && runs_agree(a, i, j + d)) {
+                skip_a = 0, skip_b = d;
+                break;
+            }
+            if (i + d < nx && j + d < ny && runs_agree(a, i + d, j + d)) {
+                skip_a = skip_b = d;
+                break;
+            }
+        }
+        i += skip_a;
+        j += skip_b;
+    }
+}
+
+/* ---- call rows ---------------------------------------------------------------- */
+/* Each step's calls become rows by their place in a reference step's call
+ * order: the step whose sequence of ops most steps share (ties: the
+ * earliest). Its k-th call of an op is the row "NAME #k"; another step's
+ * calls are aligned to it (align: an extra call in one step leaves the
+ * others on their rows; a call left over that is the same op's k-th call
+ * in both takes that row, a reordering); a call the reference lacks is a
+ * row of its own, keyed by the reference row before it and its place
+ * after that, named after the reference's calls of its op ("NAME #k", k
+ * from the reference's count on) and ordered after that row. A row's
+ * count is the steps it was called in, its step time the median over
+ * those steps. */
+typedef struct seq_key {
+    uint64_t h;
+    size_t n, step;
+} seq_key;
+
+static int seq_key_cmp(const void *x, const void *y)
+{
+    const seq_key *a = x, *b = y;
+    if (a->h != b->h)
+        return a->h < b->h ? -1 : 1;
+    if (a->n != b->n)
+        return a->n < b->n ? -1 : 1;
+    return a->step < b->step ? -1 : a->step > b->step;
+}
+
+/* The reference step: the sequence of ops (a hash of it) most steps have. */
+static long ref_step(const pass2 *p, size_t ns)
+{
+    seq_key *k = malloc(ns * sizeof *k);
+    if (!k)
+        return -1;
+    size_t m = 0;
+    for (size_t s = 0; s < ns; s++) {
+        const cstep *c = &p->cs[s];
+        if (!c->n)
+            continue;
+        uint64_t h = 1469598103934665603ull;
+        for (size_t i = 0; i < c->n; i++)
+            h = (h ^ c->v[i].op) * 1099511628211ull;
+        k[m++] = (seq_key){h, c->n, s};
+    }
+    qsort(k, m, sizeof *k, seq_key_cmp);
+    size_t best = 0, best_n = 0;
+    for (size_t i = 0; i < m;) {
+        size_t j = i;
+        while (j < m && k[j].h == k[i].h && k[j].n == k[i].n)
+            j++;
+        if (j - i > best_n || (j - i == best_n && k[i].step < k[best].step))
+            best = i, best_n = j - i;
+        i = j;
+    }
+    long r = (long)k[best].step;
+    free(k);
+    return r;
+}
+
+typedef struct crows_b {
+    pass2 *p;
+    optab rows;        /* the call rows: the reference's, then the extra ones */
+    size_t nref;
+    uint32_t *ref;     /* the reference step's ops */
+    uint32_t *row_op;  /* each row's op */
+    long long *nk;     /* per op: its calls in the reference */
+    long long *kk;     /* per op: a counter */
+    long *m;           /* the step's calls: their reference row, -1 none */
+    size_t *used;      /* per reference row: the step (+ 1) that took it */
+    const cstep *c;
+    size_t step;
+} crows_b;
+
+static int cb_same(const void *u, size_t i, size_t j)
+{
+    const crows_b *b = u;
+    return b->ref[i] == b->c->v[j].op;
+}
+
+static void cb_pair(void *u, size_t i, size_t j)
+{
+    crows_b *b = u;
+    b->m[j] = (long)i;
+    b->used[i] = b->step + 1;
+}
+
+/* a and b in one new string; NULL out of memory. */
+static char *joined(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *s = malloc(la + lb + 1);
+    if (s) {
+        memcpy(s, a, la);
+        memcpy(s + la, b, lb + 1);
+    }
+    return s;
+}
+
+/* The row (cat of op, "NAME" + suffix) of b->rows, added with order key `first`. */
+static long cb_row(crows_b *b, uint32_t op, const char *suffix, uint64_t first)
+{
+    const np_prof_op *o = &b->p->ops.ops[op];
+    char *name = joined(o->name, suffix);
+    if (!name)
+        return -1;
+    size_t before = b->rows.n;
+    np_prof_op *r = op_get(&b->rows, o->cat, name, (long long)first);
+    free(name);
+    if (!r)
+        return -1;
+    if (b->rows.n > before) {
+        uint32_t *v = realloc(b->row_op, b->rows.n * sizeof *v);
+        if (!v)
+            return -1;
+        b->row_op = v;
+        v[b->rows.n - 1] = op;
+        r->self_us = 0;
+    }
+    return (long)(r - b->rows.ops);
+}
+
+/* Step b->step's calls matched to rows; each call's op replaced by its row. */
+static int cb_step(crows_b *b, cstep *c)
+{
+    b->c = c;
+    for (size_t i = 0; i < c->n; i++)
+        b->m[i] = -1;
+    align(&(aligner){cb_same, cb_pair, b, b->nref, c->n});
+    char suffix[64];
+    for (size_t i = 0; i < c->n; i++) { /* left over: the same op's k-th call in both */
+        long long k = b->kk[c->v[i].op]++;
+        if (b->m[i] >= 0 || k >= b->nk[c->v[i].op])
+            continue;
+        snprintf(suffix, sizeof suffix, " #%lld", k);
+        const np_prof_op *o = &b->p->ops.ops[c->v[i].op];
+        char *name = joined(o->name, suffix);
+        if (!name)
+            return -1;
+        const np_prof_op *r = op_find(&b->rows, o->cat, name);
+        free(name);
+        size_t row = r ? (size_t)(r - b->rows.ops) : b->nref;
+        if (row < b->nref && b->used[row] != b->step + 1)
+            cb_pair(b, row, i);
+    }
+    long q = -1;
+    uint64_t j = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        b->kk[c->v[i].op] = 0;
+        if (b->m[i] >= 0) {
+            q = b->m[i], j = 0;
+            continue;
+        }
+        snprintf(suffix, sizeof suffix, " #+%ld.%llu", q, (unsigned long long)j);
+        long row = cb_row(b, c->v[i].op, suffix, ((uint64_t)(q + 1) << 41) | (1ull << 40) | (j << 20) |
+                                                     (uint64_t)b->rows.n);
+        if (row < 0)
+            return -1;
+        b->m[i] = row;
+        j++;
+    }
+    for (size_t i = 0; i < c->n; i++)
+        c->v[i].op = (uint32_t)b->m[i];
+    return 0;
+}
+
+typedef struct row_ord {
+    long long first;
+    size_t row;
+} row_ord;
+
+static int row_ord_cmp(const void *x, const void *y)
+{
+    const row_ord *a = x, *b = y;
+    return a->first < b->first ? -1 : a->first > b->first;
+}
+
+/* The rows' counts, times, medians, `at` and `within` from their calls,
+ * then the rows in order (a reference row, the extra ones after it) as
+ * r->calls, the extra ones named. */
+static int rows_finish(np_prof_rank *r, pass2 *p, crows_b *b)
+{
+    size_t nr = b->rows.n, ns = p->n_steps ? p->n_steps : 1, pos = 0;
+    np_prof_op *rows = b->rows.ops, *out = NULL;
+    size_t *off = calloc(nr + 1, sizeof *off);
+    row_ord *perm = malloc(nr * sizeof *perm);
+    double *vals = malloc((p->n_inst ? p->n_inst : 1) * sizeof *vals);
+    int rc = -1;
+    if (!off || !perm || !vals)
+        goto done;
+    for (size_t s = 0; s < ns; s++)
+        for (size_t i = 0; i < p->cs[s].n; i++) {
+            const cinst *v = &p->cs[s].v[i];
+            np_prof_op *o = &rows[v->op];
+            if (!o->count) { /* the first step it is in */
+                o->at_us = v->at;
+                if (v->within && !(o->within = strdup(p->ops.ops[v->within - 1].name)))
+                    goto done;
+            }
+            o->count++;
+            o->self_us += v->self;
+            o->total_us += v->self;
+            o->min_us = v->self < o->min_us ? v->self : o->min_us;
+            o->max_us = v->self > o->max_us ? v->self : o->max_us;
+            off[v->op + 1]++;
+        }
+    for (size_t k = 0; k < nr; k++)
+        off[k + 1] += off[k];
+    for (size_t s = 0; s < ns; s++)
+        for (size_t i = 0; i < p->cs[s].n; i++)
+            vals[--off[p->cs[s].v[i].op + 1]] = p->cs[s].v[i].self;
+    for (size_t k = 0; k < nr; k++) {
+        rows[k].step_us = p->n_steps && rows[k].count ? median(vals + off[k + 1], (size_t)rows[k].count) : NAN;
+        perm[k] = (row_ord){rows[k].first, k};
+    }
+    qsort(perm, nr, sizeof *perm, row_ord_cmp);
+    if (!(out = malloc(nr * sizeof *out)))
+        goto done;
+    for (; pos < nr; pos++) {
+        np_prof_op *o = &rows[perm[pos].row];
+        if (perm[pos].row >= b->nref) { /* an extra row: "NAME #k", k after the reference's */
+            uint32_t op = b->row_op[perm[pos].row];
+            const char *base = p->ops.ops[op].name;
+            size_t len = strlen(base) + 24;
+            char *name = malloc(len);
+            if (!name)
+                goto done;
+            snprintf(name, len, "%s #%lld", base, b->nk[op] + b->kk[op]++);
+            free(o->name);
+            o->name = name;
+        }
+        out[pos] = *o;
+        out[pos].first = (long long)pos;
+    }
+    r->calls = out; /* owned by r from here; rows keep no strings */
+    r->n_calls = nr;
+    free(b->rows.slot);
+    free(rows);
+    memset(&b->rows, 0, sizeof b->rows);
+    out = NULL;
+    rc = 0;
+done:
+    free(out);
+    free(off);
+    free(perm);
+    free(vals);
+    return rc;
+}
+
+/* r->calls from p's calls kept per step (above). */
+static int build_calls(np_prof_rank *r, pass2 *p)
+{
+    size_t ns = p->n_steps ? p->n_steps : 1, nops = p->ops.n, maxn = 1;
+    crows_b b = {.p = p};
+    int rc = -1;
+    long rs = ref_step(p, ns);
+    if (rs < 0)
+        return -1;
+    for (size_t s = 0; s < ns; s++)
+        maxn = p->cs[s].n > maxn ? p->cs[s].n : maxn;
+    const cstep *rcs = &p->cs[rs];
+    b.nref = rcs->n;
+    b.ref = malloc(b.nref * sizeof *b.ref);
+    b.nk = calloc(nops, sizeof *b.nk);
+    b.kk = calloc(nops, sizeof *b.kk);
+    b.m = malloc(maxn * sizeof *b.m);
+    b.used = calloc(b.nref, sizeof *b.used);
+    if (!b.ref || !b.nk || !b.kk || !b.m || !b.used)
+        goto done;
+    char suffix[32];
+    for (size_t i = 0; i < b.nref; i++) {
+        b.ref[i] = rcs->v[i].op;
+        snprintf(suffix, sizeof suffix, " #%lld", b.nk[b.ref[i]]++);
+        if (cb_row(&b, b.ref[i], suffix, (uint64_t)(i + 1) << 41) != (long)i)
+            goto done;
+    }
+    for (size_t s = 0; s < ns; s++) {
+        b.step = s;
+        if (cb_step(&b, &p->cs[s]))
+            goto done;
+    }
+    rc = rows_finish(r, p, &b);
+done:
+    optab_free(&b.rows);
+    free(b.ref);
+    free(b.row_op);
+    free(b.nk);
+    free(b.kk);
+    free(b.m);
+    free(b.used);
+    return rc;
+}
+
+/* The median step time, each op's median over the steps, self times
+ * kept only where they mean something, the call rows. tmpv: room for the
+ * steps (or NULL). -1 out of memory. */
+static void finish_tab(np_prof_rank *r, pass2 *p, optab *t, double *tmpv);
+
+static int finish_ops(np_prof_rank *r, pass2 *p, double *tmpv)
 {
     r->step_med_us = NAN;
     if (tmpv && p->n_steps) {
@@ -956,23 +1343,21 @@ static void finish_ops(np_prof_rank *r, pass2 *p, double *tmpv)
             tmpv[k] = p->stepv[2 * k + 1] - p->stepv[2 * k];
         r->step_med_us = median(tmpv, p->n_steps);
     }
-    finish_tab(r, p, &p->ops, 0, tmpv);
-    r->calls_ok = r->self_ok && !p->calls_off && p->repeats && p->calls.n;
-    if (r->calls_ok) {
-        finish_tab(r, p, &p->calls, 1, tmpv);
-        r->calls = p->calls.ops; /* owned by r from here */
-        r->n_calls = p->calls.n;
-        free(p->calls.slot);
-        memset(&p->calls, 0, sizeof p->calls);
+    finish_tab(r, p, &p->ops, tmpv);
+    r->calls_ok = r->self_ok && !p->calls_off && p->repeats && p->n_inst;
+    if (r->calls_ok && build_calls(r, p)) {
+        r->calls_ok = 0;
+        return -1;
     }
+    return 0;
 }
 
-static void finish_tab(np_prof_rank *r, pass2 *p, optab *t, int calls, double *tmpv)
+static void finish_tab(np_prof_rank *r, pass2 *p, optab *t, double *tmpv)
 {
     for (size_t i = 0; i < t->n; i++) {
         np_prof_op *o = &t->ops[i];
         int is_cpu = !strcmp(o->cat, "cpu_op");
-        int has_self = calls || (is_cpu ? r->self_ok : device_cat(o->cat));
+        int has_self = is_cpu ? r->self_ok : device_cat(o->cat);
         if (!has_self)
             o->self_us = NAN;
         o->step_us = NAN;
@@ -998,7 +1383,7 @@ static void pass2_free(pass2 *p)
     }
     free(p->th);
     free(p->ops.slot);
-    optab_free(&p->calls);
+    calls_free(p);
     for (int c = 0; c < NP_PROF_CLASS_COUNT; c++)
         free(p->cls[c].v);
 }
@@ -1101,8 +1486,8 @@ np_status np_prof_analyze(np_prof_rank *r, const char *path, np_error *err)
     double *tmpv = st ? NULL : malloc((p2.n_steps ? p2.n_steps : 1) * sizeof *tmpv);
     if (!st && !tmpv)
         st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    if (!st)
-        finish_ops(r, &p2, tmpv);
+    if (!st && finish_ops(r, &p2, tmpv))
+        st = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     free(tmpv);
     free(p1.stepv);
     free(p1.thr);
@@ -1208,17 +1593,10 @@ oom:
 /* Call rows are named "NAME #k" (the k-th call of an op in its step), so
  * an op called once more in one run (one more add in a layer) shifts every
  * later k of that op: pairing by name would pair each later call with the
- * one before it. The rows are therefore aligned as two sequences of ops in
- * call order (the order of their first calls), matching on category and
- * NAME without " #k", the way diff aligns lines: equal rows pair; at a
- * difference the nearest offset d (up to ALIGN_WINDOW) from which the next
- * ALIGN_RUN rows of both sides agree again skips d rows of A, of B or of
- * both as one-sided; none found skips one of each. Rows left one-sided
- * that carry the same full name on both sides (a reordering, not an
- * insertion) are paired by name afterwards. */
-#define ALIGN_WINDOW 256
-#define ALIGN_RUN 8
-
+ * one before it. The rows are therefore aligned (align) as two sequences of
+ * ops in call order (the rows' order), matching on category and NAME
+ * without " #k". Rows left one-sided that carry the same full name on both
+ * sides (a reordering, not an insertion) are paired by name afterwards. */
 typedef struct crow {
     const np_prof_op *o;
     size_t len;  /* the name's length without " #k" */
@@ -1237,21 +1615,6 @@ static int crow_cmp(const void *x, const void *y)
     return a->o->first < b->o->first ? -1 : a->o->first > b->o->first;
 }
 
-static int same_op(const crow *x, const crow *y)
-{
-    return x->len == y->len && !memcmp(x->o->name, y->o->name, x->len) && !strcmp(x->o->cat, y->o->cat);
-}
-
-/* 1 when x[i..] and y[j..] agree for ALIGN_RUN rows (or to the end of one). */
-static int runs_agree(const crow *x, size_t nx, size_t i, const crow *y, size_t ny, size_t j)
-{
-    size_t k = 0;
-    for (; k < ALIGN_RUN && i + k < nx && j + k < ny; k++)
-        if (!same_op(&x[i + k], &y[j + k]))
-            return 0;
-    return k > 0;
-}
-
 static crow *crows(const np_prof_op *o, size_t n)
 {
     crow *v = malloc((n ? n : 1) * sizeof *v);
@@ -1264,39 +1627,37 @@ static crow *crows(const np_prof_op *o, size_t n)
     return v;
 }
 
+typedef struct pc_align {
+    crow *x, *y;
+    np_prof_pair *pairs;
+    size_t n;
+} pc_align;
+
+static int pc_same(const void *u, size_t i, size_t j)
+{
+    const pc_align *c = u;
+    const crow *x = &c->x[i], *y = &c->y[j];
+    return x->len == y->len && !memcmp(x->o->name, y->o->name, x->len) && !strcmp(x->o->cat, y->o->cat);
+}
+
+static void pc_pair(void *u, size_t i, size_t j)
+{
+    pc_align *c = u;
+    c->pairs[c->n++] = (np_prof_pair){.a = c->x[i].o, .b = c->y[j].o};
+    c->x[i].matched = c->y[j].matched = 1;
+}
+
 static int pair_calls(np_prof_pair **out, size_t *n_out, const np_prof_op *a, size_t na,
                       const np_prof_op *b, size_t nb)
 {
     crow *x = crows(a, na), *y = crows(b, nb);
     np_prof_pair *pairs = malloc((na + nb + 1) * sizeof *pairs);
     optab idx = {0};
-    size_t n = 0, i = 0, j = 0;
     if (!x || !y || !pairs)
         goto oom;
-    while (i < na && j < nb) {
-        if (same_op(&x[i], &y[j])) {
-            pairs[n++] = (np_prof_pair){.a = x[i].o, .b = y[j].o};
-            x[i++].matched = y[j++].matched = 1;
-            continue;
-        }
-        size_t skip_a = 1, skip_b = 1;
-        for (size_t d = 1; d <= ALIGN_WINDOW; d++) {
-            if (i + d < na && runs_agree(x, na, i + d, y, nb, j)) {
-                skip_a = d, skip_b = 0;
-                break;
-            }
-            if (j + d < nb && runs_agree(x, na, i, y, nb, j + d)) {
-                skip_a = 0, skip_b = d;
-                break;
-            }
-            if (i + d < na && j + d < nb && runs_agree(x, na, i + d, y, nb, j + d)) {
-                skip_a = skip_b = d;
-                break;
-            }
-        }
-        i += skip_a;
-        j += skip_b;
-    }
+    pc_align c = {x, y, pairs, 0};
+    align(&(aligner){pc_same, pc_pair, &c, na, nb});
+    size_t n = c.n;
     /* one-sided rows: those of the same full name pair (a reordering) */
     size_t n_pre = n;
     for (size_t k = 0; k < na; k++)

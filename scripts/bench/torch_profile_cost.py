@@ -16,6 +16,13 @@ timed step (CPU time, time.process_time, and wall time, time.perf_counter),
 and stops it outside the timing;
 gc.collect() before each step, so that a step does not pay for the previous
 configuration's garbage (a stopped profiler leaves thousands of events).
+Also the step's user-space instructions retired, counted by the CPU
+(perf_event_open of PERF_COUNT_HW_INSTRUCTIONS on the stepping thread,
+the one thread torch computes on here; the kernel's part and the
+profiler's other threads are not in it): unlike CPU time the count hardly
+moves with the machine's load, so its ratio is the robust figure where
+the machine is shared (printed "instr"; "not counted" where the kernel or
+a virtual machine does not expose the counter).
 Printed per configuration: the minimum and the median over the rounds of the
 step's CPU and wall time and their ratios to plain, and the median of the
 per-round ratios (each round's configurations run back to back, so they
@@ -31,10 +38,13 @@ usage: PYTHONPATH=python NPROBE_LIB=build/release/lib/libnprobe.so \\
 --batch 2 --configs plain,profile --rounds 15 --no-parts, a few seconds)
 """
 import argparse
+import ctypes
 import gc
 import json
 import os
+import platform
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -65,8 +75,42 @@ def debugger(root, shapes):
     return PrecisionDebugger(config_path=cfg)
 
 
+class Instructions:
+    """User-space instructions retired by this thread: a perf_event_open
+    counter (PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS, kernel and
+    hypervisor excluded, which perf_event_paranoid 2 allows). fd None and
+    `error` set where it cannot be opened."""
+
+    NR = {"x86_64": 298, "aarch64": 241}
+
+    def __init__(self):
+        self.fd, self.error = None, None
+        nr = self.NR.get(platform.machine())
+        if nr is None:
+            self.error = "no perf_event_open number for " + platform.machine()
+            return
+        libc = ctypes.CDLL(None, use_errno=True)
+        # struct perf_event_attr as of PERF_ATTR_SIZE_VER0 (64 bytes): type, size,
+        # config, sample_period, sample_type, read_format, the flag bits (disabled 0,
+        # exclude_kernel 5, exclude_hv 6), wakeup_events, bp_type, config1
+        attr = ctypes.create_string_buffer(
+            struct.pack("=IIQQQQQIIQ", 0, 64, 1, 0, 0, 0, 1 | 1 << 5 | 1 << 6, 0, 0, 0), 64)
+        fd = libc.syscall(nr, attr, 0, -1, -1, 0)
+        if fd < 0:
+            self.error = "perf_event_open: " + os.strerror(ctypes.get_errno())
+            return
+        libc.ioctl(fd, 0x2400, 0)  # PERF_EVENT_IOC_ENABLE
+        self.fd = fd
+
+    def read(self):
+        return struct.unpack("=Q", os.read(self.fd, 8))[0] if self.fd is not None else 0
+
+
+COUNTER = None
+
+
 def one(conf, model, step, root):
-    """(CPU ms, wall ms) of one timed step under conf (after an untimed one)."""
+    """(CPU ms, wall ms, instructions) of one timed step under conf (after an untimed one)."""
     d = p = None
     if conf.startswith("profile"):
         d = debugger(root, conf == "profile_shapes")
@@ -81,15 +125,17 @@ def one(conf, model, step, root):
         if d:
             d.start(model)
         gc.collect()          # the previous configuration's garbage (its profiler's events) not here
+        i0 = COUNTER.read()
         c0, w0 = time.process_time(), time.perf_counter()
         step()
         c1, w1 = time.process_time(), time.perf_counter()
+        i1 = COUNTER.read()
         if d:
             d.stop()
             d.step()
         elif p:
             p.step()
-        t = ((c1 - c0) * 1e3, (w1 - w0) * 1e3)
+        t = ((c1 - c0) * 1e3, (w1 - w0) * 1e3, i1 - i0)
     if d:
         d.close()
     elif p:
@@ -153,6 +199,8 @@ def main():
     if "plain" not in configs or any(c not in CONFIGS for c in configs):
         ap.error(f"--configs: plain and some of {','.join(CONFIGS)}")
     torch.set_num_threads(1)
+    global COUNTER
+    COUNTER = Instructions()
     model = llama(a.layers, a.hidden, a.seq)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     idx = torch.randint(0, 512, (a.batch, a.seq), generator=torch.Generator().manual_seed(1))
@@ -171,14 +219,19 @@ def main():
     n_ops, n_mod = counts(model, step)
     print(f"HF Llama {a.layers}x{a.hidden}, sequence {a.seq}, batch {a.batch}, one thread, "
           f"{a.rounds} rounds; {n_ops} aten ops and {n_mod} module calls (forward) per step")
-    for what, w in (("cpu", 0), ("wall", 1)):
+    for what, w in (("cpu", 0), ("wall", 1), ("instr", 2)):
+        if w == 2 and COUNTER.fd is None:
+            print(f"  instr not counted ({COUNTER.error})")
+            continue
         base = [t[w] for t in res["plain"]]
+        unit, scale = ("G", 1e-9) if w == 2 else ("ms", 1)
         for c in configs:
             v = [t[w] for t in res[c]]
             ratio = statistics.median(x / y for x, y in zip(v, base))
-            print(f"  {what:<4} {c:<17} min {min(v):8.2f} ms x{min(v) / min(base):.3f}   median "
-                  f"{statistics.median(v):8.2f} ms x{statistics.median(v) / statistics.median(base):.3f}"
-                  f"   median of the rounds' ratios x{ratio:.3f}")
+            print(f"  {what:<5} {c:<17} min {min(v) * scale:8.3f} {unit} x{min(v) / min(base):.4f}   median "
+                  f"{statistics.median(v) * scale:8.3f} {unit} "
+                  f"x{statistics.median(v) / statistics.median(base):.4f}"
+                  f"   median of the rounds' ratios x{ratio:.4f}")
     for ours, ref in (("profile", "torchprof"), ("profile_shapes", "torchprof_shapes")):
         if ours in res and ref in res:
             print(f"  {ours} / {ref}: cpu min x{min(t[0] for t in res[ours]) / min(t[0] for t in res[ref]):.3f}")

@@ -291,6 +291,101 @@ static void test_calls_shift(void)
     np_prof_rank_free(&b);
 }
 
+/* Calls made in some steps only: five steps of shift_trace's four layers;
+ * layer 2's mm lasts 6 9 7 20 8 us in steps 0-4 (its linear 4 us more, so
+ * every linear's self time is 4), in A and in B. B calls one aten::mm more
+ * after layer 1's relu ([71, x] from its step's start, no linear around
+ * it) in steps 1 (x = 3) and 3 (x = 5) only; C in step 0 only (x = 2).
+ * Each step is aligned to the call order most steps share, so B's and C's
+ * rows are A's 12 (mm #2: median of 6 9 7 20 8 = 8, in 5 steps; mm #3: 6)
+ * and one more, "aten::mm #4" (after the reference's mm #0-#3), right
+ * after "aten::relu #1", in 2 steps with median 4 (3, 5) for B, in 1 step
+ * with 2 for C, at 71 us. By call index with absent steps as 0 (before),
+ * B's mm #2 was median(6, 3, 7, 5, 8) = 6 and its mm #4 median(0, 6, 0, 6,
+ * 0) = 0. A against B: every pair equal (delta 0), B's extra call the only
+ * one-sided row (+4). */
+static const char *steps_trace(const char *file, const double *extra)
+{
+    static char buf[16384];
+    static const double d2[5] = {6, 9, 7, 20, 8};
+    strcpy(buf, "[\n");
+    for (int s = 0; s < 5; s++) {
+        double o = 200.0 * s;
+        char step[32];
+        snprintf(step, sizeof step, "ProfilerStep#%d", s + 1);
+        ev(buf, sizeof buf, step, o, 200);
+        for (int k = 0; k < 4; k++) {
+            double base = o + 40 * k, mm = k == 2 ? d2[s] : 6;
+            ev(buf, sizeof buf, "aten::linear", base + 1, mm + 4);
+            ev(buf, sizeof buf, "aten::mm", base + 2, mm);
+            ev(buf, sizeof buf, "aten::relu", base + 25, 4);
+            if (k == 1 && extra[s] > 0)
+                ev(buf, sizeof buf, "aten::mm", base + 31, extra[s]);
+        }
+    }
+    strcat(buf, "]\n");
+    return put(file, buf);
+}
+
+static const np_prof_op *find_row(const np_prof_rank *r, const char *name, size_t *at)
+{
+    for (size_t i = 0; i < r->n_calls; i++)
+        if (!strcmp(r->calls[i].name, name)) {
+            if (at)
+                *at = i;
+            return &r->calls[i];
+        }
+    return NULL;
+}
+
+static void test_calls_steps(void)
+{
+    static const double none[5] = {0}, xb[5] = {0, 3, 0, 5, 0}, xc[5] = {2, 0, 0, 0, 0};
+    np_prof_rank a, x[2];
+    np_error err = {0};
+    CHECK(np_prof_analyze(&a, steps_trace("pa.json", none), &err) == NP_OK);
+    CHECK(np_prof_analyze(&x[0], steps_trace("pb.json", xb), &err) == NP_OK);
+    CHECK(np_prof_analyze(&x[1], steps_trace("pc.json", xc), &err) == NP_OK);
+    CHECK(a.calls_ok && a.n_calls == 12 && a.steps == 5);
+    for (size_t i = 0; i < a.n_calls; i++) {
+        const np_prof_op *o = &a.calls[i];
+        double want = !strcmp(o->name, "aten::mm #2") ? 8 : !strncmp(o->name, "aten::mm", 8) ? 6 : 4;
+        CHECK(o->count == 5 && o->step_us == want);
+    }
+    const double x_med[2] = {4, 2}, x_steps[2] = {2, 1};
+    for (int v = 0; v < 2; v++) {
+        np_prof_rank *b = &x[v];
+        CHECK(b->calls_ok && b->n_calls == 13);
+        size_t at_relu = 0, at_extra = 0;
+        const np_prof_op *extra = find_row(b, "aten::mm #4", &at_extra);
+        CHECK(find_row(b, "aten::relu #1", &at_relu) && at_extra == at_relu + 1);
+        CHECK(extra && extra->count == x_steps[v] && extra->step_us == x_med[v] && extra->at_us == 71 &&
+              !extra->within);
+        for (size_t i = 0; i < a.n_calls; i++) { /* A's rows unchanged */
+            const np_prof_op *o = find_row(b, a.calls[i].name, NULL);
+            CHECK(o && o->count == 5 && o->step_us == a.calls[i].step_us && o->at_us == a.calls[i].at_us &&
+                  !o->within == !a.calls[i].within);
+        }
+        np_prof_compare c;
+        CHECK(np_prof_compare_ranks(&c, &a, b, &err) == NP_OK);
+        CHECK(c.n_calls == 13);
+        int one_sided = 0;
+        for (size_t i = 0; i < c.n_calls; i++) {
+            const np_prof_pair *p = &c.calls[i];
+            if (!p->a) {
+                one_sided++;
+                CHECK(!strcmp(p->b->name, "aten::mm #4") && p->delta_us == x_med[v]);
+            } else {
+                CHECK(p->b && p->delta_us == 0 && !strcmp(p->a->name, p->b->name));
+            }
+        }
+        CHECK(one_sided == 1);
+        np_prof_compare_free(&c);
+        np_prof_rank_free(b);
+    }
+    np_prof_rank_free(&a);
+}
+
 /* torch_npu's trace_view.json writes each op when it ends (its children
  * before it) and its ProfilerStep#N as a cpu_op: A's trace of
  * test_calls_shift in that order. The steps are steps (2, not operators),
@@ -511,6 +606,28 @@ static const char *op_csv(const char *file, const char *d1, const char *d2, cons
     return put(file, text);
 }
 
+/* src's text as torch_npu writes operator_details.csv (Python's csv.writer
+ * in Ascend/pytorch's torch_npu/profiler/analysis/prof_view/
+ * _operator_view_parser.py, OPERATOR_HEADERS: the header op_csv uses): no
+ * byte order mark, "\r\n" after every row and inside the quoted call stack. */
+static const char *as_python_csv(const char *file, const char *src)
+{
+    static char text[2048];
+    FILE *f = fopen(src, "rb");
+    size_t n = f ? fread(text, 1, sizeof text / 2 - 1, f) : 0;
+    if (f)
+        fclose(f);
+    text[n] = 0;
+    char out[2048], *o = out;
+    for (const char *t = strncmp(text, "\xef\xbb\xbf", 3) ? text : text + 3; *t; t++) {
+        if (*t == '\n')
+            *o++ = '\r';
+        *o++ = *t;
+    }
+    *o = 0;
+    return put(file, out);
+}
+
 static void test_operator_csv(void)
 {
     np_prof_rank a, b, h;
@@ -531,6 +648,15 @@ static void test_operator_csv(void)
     CHECK(o && o->count == 2);
     CHECK_CLOSE(o ? o->total_us : 0, 80, 0, 0);
     CHECK(!find_cat(a.ops, a.n_ops, "kernel", "aten::t"));
+    /* written as torch_npu's Python writer does: the same answers */
+    np_prof_rank p;
+    CHECK(np_prof_analyze(&p, as_python_csv("op.csv", a.path), &err) == NP_OK);
+    CHECK(p.device == 1 && p.events == a.events && p.n_ops == a.n_ops && p.n_calls == a.n_calls);
+    CHECK_CLOSE(p.class_us[NP_PROF_COMPUTE], 86.5, 0, 0);
+    for (size_t i = 0; i < a.n_ops && p.n_ops == a.n_ops; i++)
+        CHECK(!strcmp(p.ops[i].name, a.ops[i].name) && p.ops[i].total_us == a.ops[i].total_us &&
+              p.ops[i].self_us == a.ops[i].self_us);
+    np_prof_rank_free(&p);
     np_prof_compare c;
     CHECK(np_prof_compare_ranks(&c, &a, &b, &err) == NP_OK);
     CHECK(c.n_pairs >= 1 && !strcmp(c.pairs[0].a->name, "aten::addmm") &&
@@ -642,13 +768,14 @@ int main(void)
     test_ascend();
     test_kernel_csv();
     test_calls_shift();
+    test_calls_steps();
     test_end_order();
     test_operator_csv();
     test_bad();
     test_long();
     const char *names[] = {"dev.json", "cpu.json", "a.json", "b.json", "t.json", "n.json", "s.json", "e.json", "o.json",
                            "ca.json", "cb.json", "asc.json", "ka.csv", "kb.csv", "kx.csv", "oa.csv", "ob.csv", "oh.csv",
-                           "ox.csv", "oy.csv", "oz.csv", "sa.json", "sb.json", "eo.json"};
+                           "ox.csv", "oy.csv", "oz.csv", "sa.json", "sb.json", "eo.json", "pa.json", "pb.json", "pc.json", "op.csv"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char p[300];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);

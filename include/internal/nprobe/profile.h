@@ -132,18 +132,26 @@ typedef struct np_prof_rank {
                                    * 0: all its busy runs were kept to the end */
     np_prof_op *ops;              /* sorted by total time, longest first */
     size_t n_ops;
-    /* The calls in call order: the k-th call of an op in each step (its
-     * start order in the trace) is one row named "NAME #k" whose times are
-     * that call's self times (per step: step_us, their median), so two runs
-     * pair call by call where an op's name repeats. calls_ok 0: none (no op
-     * called twice in a step, a thread out of order, or more than
-     * NP_PROF_MAX_CALLS distinct calls: memory stays bounded). */
+    /* The calls in call order. Each step's calls (cpu_op and device
+     * events, in file order) are aligned to a reference step's - the
+     * sequence of ops most steps share, ties the earliest - as
+     * np_prof_compare.calls aligns two runs; the reference's k-th call of
+     * an op is the row "NAME #k", and a call the reference lacks (an extra
+     * call in some steps) a row of its own numbered after the reference's
+     * calls of its op, ordered after the reference row before it. So an
+     * extra call in one step leaves every other row as it is. A row's
+     * count is the steps it was called in, self_us and total_us its self
+     * time summed over them, step_us the median over those steps only (an
+     * absent step is not a zero), at_us and within from the first step it
+     * is in. calls_ok 0: none (no op called twice in a step, a thread out
+     * of order, or more than NP_PROF_MAX_CALLS calls in all: 24 bytes
+     * each are kept to the end of the read). */
     np_prof_op *calls;
     size_t n_calls;
     int calls_ok;
 } np_prof_rank;
 
-#define NP_PROF_MAX_CALLS 65536
+#define NP_PROF_MAX_CALLS (1 << 20)
 
 /* Read and analyse one trace. *out is filled (np_prof_rank_free). */
 np_status np_prof_analyze(np_prof_rank *out, const char *path, np_error *err);
