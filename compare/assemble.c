@@ -108,6 +108,9 @@ struct cmp_assembly {
     int64_t own_rank;      /* the rank of the file whose rows these are */
     int own_stage;         /* its pipeline stage, -1 none (or the runtime's pipeline,
                             * merged whole: pp_dim) */
+    int no_stage;          /* an earlier stage without a file (its API calls cannot be
+                            * counted: the own stage's are left out), -1 none */
+    size_t n_unnumbered;   /* the own stage's API call rows left out for it */
     int pp_dim;            /* the runtime's pipeline: its mesh dimension ("pp", -1: none) */
     np_strmap call_rank;   /* a pipeline's merged calls -> the index of the rank whose they are */
     size_t n_p2p;          /* pipeline: received activations and gradients checked */
@@ -348,10 +351,12 @@ static np_status rank_read(asm_rank *r, const char *path, int micro, np_error *e
  * calls of each API that the stages before it make in micro-batch 0 (each
  * stage's lowest rank's file: "0\x1fAPI" -> their count, into *off; keys in
  * `names`). 1 when the offsets apply (the own rank's stage s >= 1 and a
- * file of every stage before it), 0 when not, -1 out of memory. */
+ * file of every stage before it), 0 when not (*missing: the first earlier
+ * stage without a file, else -1), -1 out of memory. */
 static int stage_offsets(const cmp_assembly *a, int own_stage, np_strmap *off,
-                         char (**names)[NP_FMT_NAME_LEN + 16])
+                         char (**names)[NP_FMT_NAME_LEN + 16], int *missing)
 {
+    *missing = -1;
     if (own_stage < 1)
         return 0;
     size_t cap = 0, n = 0;
@@ -372,6 +377,7 @@ static int stage_offsets(const cmp_assembly *a, int own_stage, np_strmap *off,
                 r = &a->ranks[i];
         if (!r) {
             rc = 0; /* a stage without a file: no offsets */
+            *missing = s;
             break;
         }
         np_strmap_clear(&seen);
@@ -435,7 +441,7 @@ static np_status ranks_open(cmp_assembly *a, const cmp_dump *d, int64_t world, n
             a->own_stage = a->ranks[r].stage;
     np_strmap off = {0};
     char (*names)[NP_FMT_NAME_LEN + 16] = NULL;
-    int with = stage_offsets(a, a->own_stage, &off, &names);
+    int with = stage_offsets(a, a->own_stage, &off, &names, &a->no_stage);
     np_status st = with < 0 ? np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory")
                             : NP_OK;
     for (int r = 0; r < a->n_ranks && st == NP_OK; r++) {
@@ -1237,7 +1243,7 @@ static np_status assemble(cmp_dump *d, cmp_arena *arena, np_error *err)
     }
     a->mb_dim = a->pp_dim = -1;
     a->n_mb = 1;
-    a->own_stage = -1;
+    a->own_stage = a->no_stage = -1;
     for (int k = 0; k < in->mesh_ndim; k++)
         if (!strcmp(in->mesh_dims[k], NP_FMT_MESH_MB)) {
             a->mb_dim = k;
@@ -1269,6 +1275,12 @@ static np_status assemble(cmp_dump *d, cmp_arena *arena, np_error *err)
         int ri = own ? np_strmap_get(&own->nmap, s.name) : -1, renamed = 0;
         if (ri >= 0 && own->later[ri])
             continue; /* a piece of micro-batch m >= 1, not a row */
+        if (ri >= 0 && a->no_stage >= 0 && own->mb[ri] >= 0 && api_call(s.call)) {
+            /* an earlier stage has no file: this stage's API calls cannot be
+             * given their one-process numbers (nor paired by their own) */
+            a->n_unnumbered++;
+            continue;
+        }
         if (ri >= 0 && own->keys[ri][0]) {
             /* a pipeline stage's API call, by its one-process name */
             s.name = cmp_arena_strdup(arena, own->keys[ri]);
@@ -1325,6 +1337,16 @@ size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *),
     if (a->missing_ranks[0]) {
         snprintf(buf, sizeof buf, "Sharded layout: no file for rank(s) %s of the step.",
                  a->missing_ranks);
+        note(user, buf);
+    }
+    if (a->no_stage >= 0) {
+        int has = a->missing_ranks[0] != 0;
+        snprintf(buf, sizeof buf, "Pipeline: stage %d has no file beside this one%s%s%s: "
+                 "stage %d's API calls cannot be numbered as one process numbers them (the "
+                 "earlier stages' calls are counted from their files), so its %zu API call "
+                 "row(s) are left out; its modules' rows are compared.", a->no_stage,
+                 has ? " (no file for rank(s) " : "", has ? a->missing_ranks : "",
+                 has ? ")" : "", a->own_stage, a->n_unnumbered);
         note(user, buf);
     }
     if (a->n_replica_diff) {

@@ -159,13 +159,15 @@ def pp_loss(y, t):
     return torch.nn.functional.mse_loss(y, t)
 
 
-def run_pp(rank, m, d, sched):
-    """One schedule step of the 2-stage pipeline, 2 micro-batches."""
+def run_pp(rank, m, d, sched, batch=None, dp_group=None):
+    """One schedule step of the 2-stage pipeline (`rank`: the stage), 2
+    micro-batches; `batch` (x, t) for pp_batch(); with `dp_group` the
+    program's own average of the gradients over it."""
     from nprobe.torch import pipeline
     seen = []
     h = next(iter(m.layers.values())).register_forward_pre_hook(
         lambda mod, a: seen.append(pipeline.current()))
-    x, t = pp_batch()
+    x, t = batch or pp_batch()
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         d.start(m)
@@ -173,6 +175,10 @@ def run_pp(rank, m, d, sched):
             sched.step(x)
         else:
             sched.step(target=t)
+        if dp_group is not None:
+            for p in m.parameters():
+                dist.all_reduce(p.grad, group=dp_group)
+                p.grad /= dist.get_world_size(dp_group)
         d.stop()
         d.step()
         d.close()

@@ -40,8 +40,8 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from test_torch_dtensor import (FAILS, batch, check, check_dumped, compare, fork_ranks,  # noqa: E402
-                                model, pp_loss, pp_model, read, run, run_pp, single_pp,
-                                single_runs, write_configs)
+                                model, pp_batch, pp_loss, pp_model, read, run, run_pp,
+                                single_pp, single_runs, write_configs)
 
 WORLD = 4
 
@@ -118,6 +118,30 @@ def rank_main(rank, tmp):
         stage = PipelineStage(m, s, 2, torch.device("cpu"), group=pmesh["pp"].get_group())
         sched = Schedule1F1B(stage, n_microbatches=2, loss_fn=pp_loss)
         out[label] = run_pp(s, m, PrecisionDebugger(f"{tmp}/{label}.json"), sched)
+    # data parallel over a pipeline's micro-batches (torchtitan's (pp, dp)
+    # mesh): stage s on ranks 2s, 2s + 1, each dp rank its half of the batch
+    # (2 micro-batches of one row), 1F1B. FSDP2 on dp; then the same
+    # without DTensors (pipelines on the pp subgroups, the program's own
+    # average of the gradients over dp); the bug: rank 3's layers.2 output
+    # 1 % off in micro-batch 1 only
+    from nprobe.torch import pipeline
+    dmesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("pp", "dp"))
+    x, t = pp_batch()
+    x, t = x[2 * (rank % 2):2 * (rank % 2) + 2], t[2 * (rank % 2):2 * (rank % 2) + 2]
+    for label in ("dppp", "dppp_plain", "bug_dppp_plain"):
+        m = pp_model(s)
+        if label == "dppp":
+            for sub in list(m.layers.values()) + [m]:
+                fully_shard(sub, mesh=dmesh["dp"])
+        if label.startswith("bug") and rank == 3:
+            m.layers["2"].register_forward_hook(
+                lambda mod, a, y: y * 1.01 if pipeline.current()[1] == 1 else y)
+        stage = PipelineStage(m, s, 2, torch.device("cpu"), group=dmesh["pp"].get_group())
+        sched = Schedule1F1B(stage, n_microbatches=2, loss_fn=pp_loss)
+        kw = {} if label == "dppp" else {"data_parallel_reduce": "avg"}
+        d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="dp", **kw)
+        dp_group = None if label == "dppp" else dmesh["dp"].get_group()
+        out[label] = run_pp(s, m, d, sched, batch=(x, t), dp_group=dp_group)
     # DDP on a subgroup (ranks {0, 1} and {2, 3}, each pair its halves of
     # the batch) under data_parallel: not the world's dp, so no mesh
     from torch.nn.parallel import DistributedDataParallel
@@ -137,11 +161,48 @@ def rank_main(rank, tmp):
     dist.destroy_process_group()
 
 
+def check_dppp(tmp):
+    """dp x pp against one process on the whole batch: the mesh (pp, dp, mb)
+    (without DTensors: read from the pipeline groups and data_parallel),
+    the micro-batches' rows at dp rank c's offsets (c x 2 + m), both stages
+    paired and clean; the bug named at its rank, stage and micro-batch; a
+    stage whose earlier stage's files are gone: a note naming it, its
+    modules compared, exit 0."""
+    for r in range(WORLD):
+        with open(f"{tmp}/rank{r}.json") as f:
+            res = json.load(f)
+        for label in ("dppp", "dppp_plain", "bug_dppp_plain"):
+            check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
+    _c, _d, place, attrs = read(f"{tmp}/dump_dppp_plain/step0/rank3/dump.h5")
+    leaf = "Module.layers.2.Linear.forward.1.output.0"    # micro-batch 1 of dp rank 1
+    check(place.get(leaf) == ("Replicate(),Shard(0),Shard(0)", (4, 8), (3, 0)) and
+          attrs.get("dp_grad_scale") == 4.0,
+          f"dppp_plain rank 3: {leaf} {place.get(leaf)}, dp_grad_scale "
+          f"{attrs.get('dp_grad_scale')} (dp 2 x 2 micro-batches)")
+    for label, want in (("dppp", None), ("dppp_plain", None),
+                        ("bug_dppp_plain", "Module.layers.2.Linear.forward.0")):
+        out = compare(tmp, label, bench="single_pp", want=want)
+        check("compared 2 step/rank pairs" in out and "mesh pp=2, dp=2, mb=2" in out and
+              (want is None or "rank 3 (pp=1, dp=1, mb=1)" in out),
+              f"compare one process vs {label}: both stages, the mesh, rank 3 mb 1 named: "
+              f"{out[:400]!r}")
+    # stage 0's files gone: stage 1 alone, its API calls left out (they
+    # cannot be numbered as one process numbers them), its modules clean
+    shutil.copytree(f"{tmp}/dump_dppp_plain", f"{tmp}/dump_dppp_half")
+    for r in (0, 1):
+        shutil.rmtree(f"{tmp}/dump_dppp_half/step0/rank{r}")
+    out = compare(tmp, "dppp_half", bench="single_pp")
+    check("stage 0 has no file beside this one (no file for rank(s) 0, 1)" in out and
+          "step 0 rank 2 (tensor mode)" in out and "0 error" in out,
+          f"compare one process vs stage 1 alone: the missing stage named: {out[:600]!r}")
+
+
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         write_configs(tmp, ("fsdp_tp", "single", "fsdp_tp_dp", "single_mean", "pp_tp4",
-                            "bug_pp_tp4", "single_pp", "ddp_sub", "pp_sub"))
+                            "bug_pp_tp4", "single_pp", "ddp_sub", "pp_sub", "dppp",
+                            "dppp_plain", "bug_dppp_plain"))
         fork_ranks(rank_main, tmp, WORLD)
         single_runs(tmp)
         for r in range(WORLD):
@@ -198,6 +259,7 @@ def main():
                   (want is None or "rank 3 (pp=1, tp=1, mb=0)" in out),
                   f"compare one process vs {label}: both stages, the mesh, rank 3 named: "
                   f"{out[:400]!r}")
+        check_dppp(tmp)
         # DDP and plain pipelines on subgroups: one warning, no mesh (each
         # rank on its own)
         for r in range(WORLD):

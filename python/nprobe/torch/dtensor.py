@@ -409,8 +409,9 @@ def set_mesh(d, world_size):
     and the dump goes on without placements. Without DTensors but with
     data_parallel (DDP, or a program's own all-reduce), a 1-D mesh of that
     name over the world (not for DDP on a subgroup: no mesh, a warning). A
-    pipeline without DTensors: (pp,) over its group when that is the world,
-    else no mesh and a warning."""
+    pipeline without DTensors: (pp,) over its group when that is the world;
+    pipelines replicated over data_parallel, (dp, pp) or (pp, dp)
+    (pp_dp_mesh); else no mesh and a warning."""
     if d._mesh is not None or _set_mesh is None:
         return
     mesh = model_mesh(d._models)
@@ -418,6 +419,11 @@ def set_mesh(d, world_size):
     if mesh is None and sched is not None and sched.ranks == list(range(world_size)):
         # a pipeline without DTensors: its stages' ranks are the mesh
         mesh = Mesh(("pp",), (len(sched.ranks),), (sched.coord,), list(sched.ranks))
+    elif mesh is None and sched is not None and d._dp is not None and \
+            pp_dp_mesh(d, sched.ranks, world_size) is not None:
+        # pipelines replicated for data parallel (no DTensors): the world is
+        # the pipeline groups side by side, dp across them
+        mesh = pp_dp_mesh(d, sched.ranks, world_size)
     elif mesh is None and sched is not None:
         # a pipeline on a subgroup without a device mesh: the other ranks
         # are a dimension the program knows, not the probe
@@ -475,6 +481,37 @@ def set_mesh(d, world_size):
         d._mb, d._mb_div = None, 1.0
         _no_row(d, f"the device mesh {mesh.names} {mesh.shape} (world size {world_size}) "
                    f"was refused: {err}")
+
+
+def pp_dp_mesh(d, ranks, world_size):
+    """The mesh of a data-parallel run of pipelines without DTensors
+    (PrecisionDebugger(data_parallel=NAME)) from this rank's pipeline group
+    `ranks`: the world tiled by equal groups of P ranks, either contiguous
+    (mesh (NAME, pp), dp the slower dimension) or strided by world / P
+    (mesh (pp, NAME)); None otherwise, or when a DistributedDataParallel
+    module's group is not this rank's line across the pipelines."""
+    import torch.distributed as dist
+    p, rank = len(ranks), dist.get_rank()
+    if p < 2 or world_size % p or world_size == p:
+        return None
+    n, stride = world_size // p, ranks[1] - ranks[0]
+    if ranks != [ranks[0] + i * stride for i in range(p)]:
+        return None
+    if stride == 1 and ranks[0] % p == 0:
+        names, shape = (d._dp, "pp"), (n, p)
+        coords = (rank // p, rank % p)
+        line = [c * p + rank % p for c in range(n)]
+    elif stride == n and ranks[0] < n:
+        names, shape = ("pp", d._dp), (p, n)
+        coords = (rank // n, rank % n)
+        line = [rank // n * n + c for c in range(n)]
+    else:
+        return None
+    sub = ddp_ranks(d)
+    if sub is not None and sub != line:
+        return None
+    nested = [[i * shape[1] + j for j in range(shape[1])] for i in range(shape[0])]
+    return Mesh(names, shape, coords, nested)
 
 
 def ddp_ranks(d):
@@ -703,7 +740,9 @@ def mb_over(d, call, role, row, m):
     micro-batch's loss adds its share; the scalar gradient arriving at a
     mean loss too: 1 each, 1 / M unscaled), of a summed loss replicated;
     parameters, their accumulated gradients and the leaves outside the
-    micro-batches Replicate(). The gradients are those of each micro-batch's
+    micro-batches Replicate(). Under data parallel (the row Shard(0) on dp
+    already) dp rank c's micro-batch m of b rows lies at c x M x b + m x b.
+    The gradients are those of each micro-batch's
     loss: under pipelining's scale_grads (a mean loss) M times the whole
     batch's, which the step's dp_grad_scale carries (debugger._begin)."""
     g, off = list(row.global_shape), list(row.offset)
@@ -712,7 +751,16 @@ def mb_over(d, call, role, row, m):
         item = "Replicate()"
     elif g and g[0] == d._mb_batch:
         item = "Shard(0)"
-        off[0] += m * g[0]
+        k = d._dp_k
+        if k is not None and row.placements.split(",")[k] == "Shard(0)":
+            # data parallel over the micro-batches: dp rank c's batch (its
+            # M micro-batches) is the c-th of the dp ranks' (DTensor's order:
+            # the dp dimension splits first, then mb within each piece)
+            n, c = d._mesh.shape[k], d._mesh.coords[k]
+            b = g[0] // n
+            off[0] += c * b * (d._mb - 1) + m * b
+        else:
+            off[0] += m * g[0]
         g[0] *= d._mb
     elif bw:
         item = "Replicate()" if not g and role == _lib.ROLE_INPUT and d._mb_div == 1.0 \
@@ -896,7 +944,12 @@ def place(d, call, role, key, t):
         if st >= 0:
             d._pp_stage = st
         r.stage = st if st >= 0 else getattr(d, "_pp_stage", -1)
-        if role not in (_lib.ROLE_PARAMETERS, _lib.ROLE_PARAMETERS_GRAD):
+        # a collective whose leaves are no piece of a micro-batch's tensor
+        # (FSDP2's parameter all-gathers: not each micro-batch's alike, the
+        # schedule keeps some gathered) stays its own call, not a replica of
+        # the other micro-batches' calls
+        own = call.startswith("Distributed.") and row.placements.endswith("Replicate()")
+        if role not in (_lib.ROLE_PARAMETERS, _lib.ROLE_PARAMETERS_GRAD) and not own:
             r.micro_batch = mb
     if _place(d._p, call.encode(), role, key.encode(), ctypes.byref(r), d._eref):
         d._note_error()
@@ -912,10 +965,18 @@ def collective_rows(d, dname, ranks, op, ins, outs):
     Replicate() (all-reduce, all-gather, broadcast) or Shard(0) of the
     reduced tensor
     (reduce-scatter); all_to_all_single's pieces are Shard(0) of the
-    concatenation. Point-to-point calls get none."""
+    concatenation. Point-to-point calls get none, but under data parallel
+    (a pipeline's stages replicated over dp) the tensors a stage sends are
+    its dp rank's batch: Shard(0) on dp as dp_rows says of activations (not
+    replicas of the other dp ranks')."""
     mesh = d._mesh
     if not mesh or not ranks:
         return []
+    if dname == "batch_isend_irecv":
+        if d._dp_k is None or d._dp_batch is None:
+            return []
+        return [(_lib.ROLE_INPUT, i, dp_row(d, t, "S")) for i, t in enumerate(ins)
+                if t.dim() and t.shape[0] == d._dp_batch]
     gd = mesh.group_dim(ranks)
     if gd is None:
         return []
