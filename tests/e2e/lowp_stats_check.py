@@ -4,7 +4,9 @@ lowp_{x,w}_{underflow,saturation,mse,scale_min,scale_max} equal this
 script's float64 recomputation from the dumped input and weight, and its
 output equals the float64 product of the quantized operands plus the bias.
 The quantizers are written here independently of common/lowp.c: MxFP8's
-elements through torch's float8_e4m3fn cast (which saturates, as MX asks),
+elements clamped to +-448 (MX saturates) then through torch's
+float8_e4m3fn cast (torch 2.13's cast saturates by itself, older ones such
+as Debian 13's 2.6 give NaN on an overflow: the clamp makes both the same),
 HiF8's by a nearest-value search over the 256 codes decoded from the
 paper's field table (ties away from zero)."""
 import sys
@@ -65,7 +67,7 @@ def quantize(x):
             scales += list(e[amax > 0])
             v = blk / 2.0 ** e[:, None]
             sat += int((np.abs(v) > 448).sum())
-            f8 = torch.from_numpy(v.astype(np.float32)).to(torch.float8_e4m3fn).to(torch.float64).numpy()
+            f8 = torch.from_numpy(np.clip(v, -448, 448).astype(np.float32)).to(torch.float8_e4m3fn).to(torch.float64).numpy()
             q[:, k0:k0 + 32] = (f8 * 2.0 ** e[:, None]).astype(np.float32)
     else:
         amax = np.abs(x).max()
