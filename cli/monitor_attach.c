@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "nprobe/model.h"
 #include "nprobe/monitor.h"
 
 int np_cli_monitor_wanted(const char *config_path)
@@ -24,7 +25,15 @@ int np_cli_monitor_attach(struct np_monitor **out, struct np_ctx *ctx, struct np
         return NP_EXIT_USAGE;
     }
     np_monitor *m = NULL;
-    if (np_monitor_config_load(cfg, config_path, &err) ||
+    const np_train_opts *to = np_trainer_opts(tr);
+    np_status st = np_monitor_config_load(cfg, config_path, &err);
+    if (!st && to->dist.pp > 1) {
+        /* a pipeline stage's file says so (the order of the anomalies;
+         * the stage is the rank: model_pp.c) */
+        cfg->pp_stages = to->dist.pp;
+        cfg->pp_stage = to->dist.rank;
+    }
+    if (st ||
         np_monitor_open(&m, cfg, rank, world, &err) || np_monitor_attach(m, ctx, tr, &err)) {
         np_cli_report(&err);
         np_monitor_free(m);

@@ -39,6 +39,7 @@ typedef struct np_mon_step {
 /* One rank's file, read up to its last finished step. */
 typedef struct rank_data {
     int rank;
+    int stage;          /* pipeline stage (the file's pp_stage), -1: none */
     np_mon_key *keys;
     int64_t n_keys;
     np_mon_record *rec;

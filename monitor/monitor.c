@@ -568,6 +568,10 @@ np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int ra
     np_h5_attr_set_i64(m->file, "rank", rank);
     np_h5_attr_set_i64(m->file, "world_size", world_size);
     np_h5_attr_set_i64(m->file, "step_interval", cfg->step_interval);
+    if (cfg->pp_stages > 1) {
+        np_h5_attr_set_i64(m->file, "pp_stages", cfg->pp_stages);
+        np_h5_attr_set_i64(m->file, "pp_stage", cfg->pp_stage);
+    }
     herr_t swmr = -1;
     H5E_BEGIN_TRY {
         m->d_rec = make_table(m->file, "records", m->t_rec, 4096);
@@ -711,9 +715,46 @@ static void flush_step(np_monitor *m)
 
 /* ==== the checkpoint on anomaly ========================================== */
 
+/* the ranks' tensor-parallel degree (1: none) */
+static int tp_of(const np_monitor *m)
+{
+    const np_train_opts *o = m->tr ? np_trainer_opts(m->tr) : NULL;
+    return o && o->dist.tp > 1 ? o->dist.tp : 1;
+}
+
+/* A tensor-parallel group writes one checkpoint (the whole tensors, by its
+ * rank 0: np_trainer_save), named by that rank (R - R % tp; nprobe triage
+ * looks for it there) */
 static void ck_path(const np_monitor *m, char *out, size_t cap, int64_t step)
 {
-    snprintf(out, cap, "%s/anomaly_rank%d.step%lld.h5", m->cfg.dump_path, m->rank, (long long)step);
+    snprintf(out, cap, "%s/anomaly_rank%d.step%lld.h5", m->cfg.dump_path, m->rank - m->rank % tp_of(m),
+             (long long)step);
+}
+
+/* Tensor parallel: the checkpoint is a collective (np_trainer_save gathers
+ * the shards), so every rank writes it when any rank saw the run's first
+ * anomaly at this step before the update; the ranks agree by an allgather
+ * of their flags at every recorded step's update (until written). 1 when
+ * this rank is to write. Without tensor parallelism: the rank's own. */
+static int ck_agree(np_monitor *m, int before_update, int mine)
+{
+    const np_train_opts *o = m->tr ? np_trainer_opts(m->tr) : NULL;
+    if (tp_of(m) <= 1 || !o->dist.allgather || o->dist.world_size <= 1)
+        return mine;
+    if (!before_update)
+        return 0;   /* after the update the live state is not S's: only the ring writes */
+    int n = o->dist.world_size, any = 0;
+    int *all = calloc((size_t)n, sizeof *all);
+    int flag = mine;
+    if (!all || o->dist.allgather(all, &flag, sizeof flag, o->dist.user)) {
+        free(all);
+        fail(m, NP_ERR_NOMEM, "cannot agree on the checkpoint on anomaly with the other ranks");
+        return 0;
+    }
+    for (int r = 0; r < n; r++)
+        any |= all[r];
+    free(all);
+    return any;
 }
 
 /* At a recorded step's start: a copy of the state into the ring. */
@@ -782,10 +823,14 @@ static int rules_feed(np_monitor *m)
  * else from the ring, with the ring's earlier steps. */
 static void online_check(np_monitor *m, int before_update)
 {
-    if ((!m->cfg.anomaly_checkpoint && !m->calls) || m->st)
+    if ((!m->cfg.anomaly_checkpoint && !m->calls) || (m->st && tp_of(m) <= 1))
         return;
-    rules_feed(m);
-    if (!m->anom || m->anom_step != m->step || m->ck_done || !m->cfg.anomaly_checkpoint)
+    if (!m->st)
+        rules_feed(m);
+    if (m->ck_done || !m->cfg.anomaly_checkpoint)
+        return;
+    /* under tensor parallelism every rank takes part, as long as none wrote */
+    if (!ck_agree(m, before_update, !m->st && m->anom && m->anom_step == m->step))
         return;
     m->ck_done = 1;
     m->ck_step = m->step;
@@ -840,8 +885,13 @@ const char *np_monitor_anomaly_checkpoint(const np_monitor *m, int64_t *step, in
 static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *res, void *user)
 {
     np_monitor *m = user;
-    if (m->st)
+    if (m->st) {
+        /* tensor parallel: a failed rank still takes part in the other
+         * ranks' checkpoint on anomaly (a collective) */
+        if (pt == NP_TRAIN_UPDATE_BEGIN && m->on)
+            online_check(m, 1);
         return 0;
+    }
     int n = 0;
     np_tensor *const *p = np_model_params(np_trainer_model(tr), &n);
     if (pt == NP_TRAIN_BACKWARD_END) {
@@ -1011,6 +1061,16 @@ np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error
 {
     if (!m->active)
         return NP_OK;
+    const np_train_opts *o = np_trainer_opts(tr);
+    if (m->cfg.anomaly_checkpoint && o->dist.pp > 1)
+        return np_error_set(err, NP_ERR_ARG, NULL, "monitor",
+                            "anomaly_checkpoint: checkpoints of a pipeline-parallel run (--pp) are "
+                            "not built yet");
+    if (m->cfg.anomaly_checkpoint && m->cfg.anomaly_ring > 0 && o->dist.tp > 1)
+        return np_error_set(err, NP_ERR_ARG, NULL, "monitor",
+                            "anomaly_ring: the kept states of a tensor-parallel run (--tp) are not "
+                            "written yet (anomaly_checkpoint alone writes the state before the "
+                            "update)");
     /* the events only for the modules' outputs or the ring of calls: an
      * observer makes the runtime name and emit every call (a third of
      * the monitor's own instructions a step without them) */

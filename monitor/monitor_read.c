@@ -119,6 +119,15 @@ np_status np_mon_read_rank(rank_data *rd, const char *path, np_error *err)
         if (a >= 0)
             H5Aclose(a);
         rd->rank = (int)rank;
+        /* a pipeline stage's file (absent: no pipeline) */
+        long long stage = -1;
+        hid_t as = H5Aexists(f, "pp_stage") > 0 ? H5Aopen(f, "pp_stage", H5P_DEFAULT) : -1;
+        if (as >= 0) {
+            if (H5Aread(as, H5T_NATIVE_LLONG, &stage) < 0 || stage < 0 || stage > 1 << 24)
+                stage = -1;
+            H5Aclose(as);
+        }
+        rd->stage = (int)stage;
         hsize_t ns = st ? 0 : extent(f, "steps");
         np_mon_step *steps = st ? NULL : read_rows(f, "steps", ts, sizeof *steps, ns);
         if (!st && !steps)
@@ -187,6 +196,7 @@ static int push(anomalies *A, const rank_data *rd, const np_mon_record *r, const
     a->step = r->step;
     a->rank = rd->rank;
     a->seq = r->seq;
+    a->stage = rd->stage;
     snprintf(a->name, sizeof a->name, "%s", rd->keys[r->key].name);
     snprintf(a->metric, sizeof a->metric, "%s", rd->keys[r->key].metric);
     a->rule = rule;
@@ -328,11 +338,31 @@ static int apply_rules(anomalies *A, const rank_data *rd, const np_monitor_rules
     return rc;
 }
 
+/* a record's phase in a pipeline's step: the forward (activations) runs
+ * stage 0 first, the backward (the gradients at the outputs) the last
+ * stage first, the rest (parameter gradients, optimizer, loss) after */
+static int pp_phase(const char *metric)
+{
+    return !strcmp(metric, "activation") ? 0 : !strcmp(metric, "activation_grad") ? 1 : 2;
+}
+
 static int cmp_anomaly(const void *pa, const void *pb)
 {
     const np_monitor_anomaly *a = pa, *b = pb;
     if (a->step != b->step)
         return a->step < b->step ? -1 : 1;
+    /* pipeline stages count their calls each from 0: a stage's records
+     * come after those of the stages that feed it (its forward input, its
+     * backward's output gradient), whatever their call numbers */
+    if (a->stage >= 0 && b->stage >= 0) {
+        /* the key (phase, stage in the phase's order, seq, rank): within
+         * a stage the phases follow its call order already */
+        int ph_a = pp_phase(a->metric), ph_b = pp_phase(b->metric);
+        if (ph_a != ph_b)
+            return ph_a < ph_b ? -1 : 1;
+        if (ph_a < 2 && a->stage != b->stage)
+            return (a->stage < b->stage) == (ph_a == 0) ? -1 : 1;
+    }
     if (a->seq != b->seq)
         return a->seq < b->seq ? -1 : 1;
     return (a->rank > b->rank) - (a->rank < b->rank);

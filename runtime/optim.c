@@ -218,7 +218,6 @@ static void adamw_consts(const np_optim *o, const np_tensor *p, double lr, float
  * added to the float64 totals (docs/MONITOR.md "Statistics": the error
  * bound follows from it) */
 #define ST_BLOCK 512
-#define ST_ALL ((1u << NP_OPTIM_ST_N) - 1)
 
 static void tst_init(np_optim_tstats *t)
 {
@@ -248,51 +247,78 @@ static void tst_add_slow(np_optim_tstats *t, const float *x, int64_t n)
 
 /* One block x[0, n), n <= ST_BLOCK: float32 sums in an OpenMP simd
  * reduction (every accumulator as wide as a float lane, so a vector holds
- * 16 of them under AVX-512), min/max exact. 0 when the float32 sums do not
- * hold the block: a value not finite (its square is NaN or Inf), a sum of
+ * 16 of them under AVX-512), min/max exact. The zeros are not counted in
+ * the loop: the least square (a product the sum of squares makes anyway)
+ * is 0 only when the block holds a zero or a value below about 2^-75 in
+ * magnitude, and only then are they counted (block_zeros): one vector
+ * operation an array less. The float32 sums do not hold the block
+ * (block_ok) with a value not finite (its square is NaN or Inf), a sum of
  * squares past FLT_MAX, or a largest magnitude below 2^-50 (squares near
- * float32's subnormals); the caller then takes it in double. Cloned for
- * AVX-512/AVX2 (picked at run time). */
+ * float32's subnormals); the block is then taken in double. Cloned for AVX-512/AVX2
+ * (picked at run time). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define NP_ST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define NP_ST_CLONES
 #endif
-NP_ST_CLONES static int block_f32(const float *x, int n, float *ps, float *pq, float *pmn,
-                                  float *pmx, int *pz)
+static int block_zeros(const float *x, int n)
 {
-    float s = 0.0f, q = 0.0f, mn = INFINITY, mx = -INFINITY;
-    int zeros = 0;
-#pragma omp simd reduction(+ : s, q, zeros) reduction(min : mn) reduction(max : mx)
+    int z = 0;
+    for (int k = 0; k < n; k++)
+        z += x[k] == 0.0f;
+    return z;
+}
+
+/* a block's float32 sums: sum, sum of squares, min, max, least square */
+enum { BS_SUM, BS_SQ, BS_MIN, BS_MAX, BS_SQMIN, BS_N };
+
+/* whether float32 block sums f hold the block (block_f32's test) */
+static int block_ok(const float *f)
+{
+    float big = -f[BS_MIN] > f[BS_MAX] ? -f[BS_MIN] : f[BS_MAX];
+    return isfinite(f[BS_SQ]) && (big >= 0x1p-50f || big == 0.0f);
+}
+
+NP_ST_CLONES static void block_f32(const float *x, int n, float *f)
+{
+    float s = 0.0f, q = 0.0f, mn = INFINITY, mx = -INFINITY, q0 = INFINITY;
+#pragma omp simd reduction(+ : s, q) reduction(min : mn, q0) reduction(max : mx)
     for (int k = 0; k < n; k++) {
-        float v = x[k];
+        float v = x[k], vv = v * v;
         s += v;
-        q += v * v;
-        zeros += v == 0.0f;
+        q += vv;
+        q0 = vv < q0 ? vv : q0;
         mn = v < mn ? v : mn;
         mx = v > mx ? v : mx;
     }
-    *ps = s, *pq = q, *pmn = mn, *pmx = mx, *pz = zeros;
-    float big = -mn > mx ? -mn : mx;
-    return isfinite(q) && (big >= 0x1p-50f || big == 0.0f);
+    f[BS_SUM] = s, f[BS_SQ] = q, f[BS_MIN] = mn, f[BS_MAX] = mx, f[BS_SQMIN] = q0;
+}
+
+/* add block x[0, n)'s float32 sums f to t (block_f32's, or the fused
+ * update's: the same figures), or the block in double when they do not
+ * hold it */
+static void tst_add_block(np_optim_tstats *t, const float *x, int n, const float *f)
+{
+    if (!block_ok(f)) {
+        tst_add_slow(t, x, n);
+        return;
+    }
+    t->sum += f[BS_SUM];
+    t->sumsq += f[BS_SQ];
+    if ((double)f[BS_MIN] < t->min) t->min = f[BS_MIN];
+    if ((double)f[BS_MAX] > t->max) t->max = f[BS_MAX];
+    t->finite += n;
+    if (f[BS_SQMIN] == 0.0f)
+        t->zeros += block_zeros(x, n);
 }
 
 void np_optim_tstats_add(np_optim_tstats *t, const float *x, int64_t n)
 {
     for (int64_t k0 = 0; k0 < n; k0 += ST_BLOCK) {
         int b = n - k0 < ST_BLOCK ? (int)(n - k0) : ST_BLOCK;
-        float s, q, mn, mx;
-        int zeros;
-        if (!block_f32(x + k0, b, &s, &q, &mn, &mx, &zeros)) {
-            tst_add_slow(t, x + k0, b);
-            continue;
-        }
-        t->sum += s;
-        t->sumsq += q;
-        if ((double)mn < t->min) t->min = mn;
-        if ((double)mx > t->max) t->max = mx;
-        t->finite += b;
-        t->zeros += zeros;
+        float f[BS_N];
+        block_f32(x + k0, b, f);
+        tst_add_block(t, x + k0, b, f);
     }
 }
 
@@ -342,52 +368,74 @@ static void adamw_update(np_optim *o, int i, double lr)
 }
 
 /* The AdamW update of one block [0, n) (n <= ST_BLOCK; adamw_update's
- * expressions) fused with the statistics of the two arrays it reads (g)
- * and writes first (m), float32 sums as block_f32's: the statistics' adds,
- * products, minima and maxima issue beside the update's divisions and
- * square root, with no load of their own. f[j] = {sum, sumsq, min, max}
- * of g and m, z[j] their zeros, *pdq the sum of squares of the change.
- * v and w after the update go through block_f32 while the block is in L1:
- * the accumulators of all four arrays in one loop outnumber AVX2's 16
- * vector registers (their spills cost more instructions than the second
- * pass; bench_monitor_ir.sh). */
-NP_ST_CLONES static void adamw_block_st(float *w, const float *g, float *m, float *v, int n,
-                                        const float *c, float f[4][4], int z[4], float *pdq)
+ * expressions) fused with the statistics of the array it reads (g) and
+ * the one it writes (w after the update), float32 sums as block_f32's (the
+ * same figures): the statistics' adds, products, minima and maxima issue
+ * beside the update's divisions and square root, with no load or loop of
+ * their own. f[0] and f[1]: g's and w's BS_* sums, *pdq the sum of
+ * squares of the change. m and v, when asked, go through block_f32 while
+ * the block is in L1: the accumulators of more arrays in one loop
+ * outnumber AVX2's 16 vector registers (their spills cost more
+ * instructions than the second pass; bench_monitor_ir.sh). */
+NP_ST_CLONES static void adamw_block_gw(float *w, const float *g, float *m, float *v, int n,
+                                        const float *c, float f[2][BS_N], float *pdq)
 {
     const aw_k K = aw_load(c);
-    float gs = 0, gq = 0, gmn = INFINITY, gmx = -INFINITY;
-    float ms = 0, mq = 0, mmn = INFINITY, mmx = -INFINITY;
+    float gs = 0, gq = 0, gmn = INFINITY, gmx = -INFINITY, gq0 = INFINITY;
+    float ws = 0, wq = 0, wmn = INFINITY, wmx = -INFINITY, wq0 = INFINITY;
     float dq = 0;
-    int gz = 0, mz = 0;
-#pragma omp simd reduction(+ : gs, gq, ms, mq, dq, gz, mz) reduction(min : gmn, mmn) \
-    reduction(max : gmx, mmx)
+#pragma omp simd reduction(+ : gs, gq, ws, wq, dq) reduction(min : gmn, wmn, gq0, wq0) \
+    reduction(max : gmx, wmx)
     for (int k = 0; k < n; k++) {
-        float w0 = w[k], gk = g[k], mk = m[k], vk = v[k];
-        float wn = adamw_elem(w0, gk, &mk, &vk, K);
-        m[k] = mk;
-        v[k] = vk;
+        float w0 = w[k], gk = g[k];
+        float wn = adamw_elem(w0, gk, &m[k], &v[k], K);
         w[k] = wn;
-        float d = wn - w0;
+        float d = wn - w0, gg = gk * gk, ww = wn * wn;
         dq += d * d;
-        gs += gk, gq += gk * gk, gz += gk == 0.0f;
+        gs += gk, gq += gg, gq0 = gg < gq0 ? gg : gq0;
         gmn = gk < gmn ? gk : gmn, gmx = gk > gmx ? gk : gmx;
-        ms += mk, mq += mk * mk, mz += mk == 0.0f;
-        mmn = mk < mmn ? mk : mmn, mmx = mk > mmx ? mk : mmx;
+        ws += wn, wq += ww, wq0 = ww < wq0 ? ww : wq0;
+        wmn = wn < wmn ? wn : wmn, wmx = wn > wmx ? wn : wmx;
     }
-    f[0][0] = gs, f[0][1] = gq, f[0][2] = gmn, f[0][3] = gmx, z[0] = gz;
-    f[1][0] = ms, f[1][1] = mq, f[1][2] = mmn, f[1][3] = mmx, z[1] = mz;
-    for (int j = 2; j < 4; j++)
-        block_f32(j == 2 ? v : w, n, &f[j][0], &f[j][1], &f[j][2], &f[j][3], &z[j]);
+    f[0][BS_SUM] = gs, f[0][BS_SQ] = gq, f[0][BS_MIN] = gmn, f[0][BS_MAX] = gmx, f[0][BS_SQMIN] = gq0;
+    f[1][BS_SUM] = ws, f[1][BS_SQ] = wq, f[1][BS_MIN] = wmn, f[1][BS_MAX] = wmx, f[1][BS_SQMIN] = wq0;
     *pdq = dq;
+}
+
+/* [k0, k1) of float32 AdamW with the gradient's and the weight's
+ * statistics fused (adamw_block_gw), m's and v's by block_f32 when mask
+ * asks them; the change's sum of squares */
+static double adamw_fused_st(float *w, const float *g, float *m, float *v, int64_t k0, int64_t k1,
+                             const float *c, unsigned mask, np_optim_tstats *part)
+{
+    double dq = 0.0;
+    for (int64_t b0 = k0; b0 < k1; b0 += ST_BLOCK) {
+        int nb = k1 - b0 < ST_BLOCK ? (int)(k1 - b0) : ST_BLOCK;
+        float f[2][BS_N], bdq, fs[BS_N];
+        adamw_block_gw(w + b0, g + b0, m + b0, v + b0, nb, c, f, &bdq);
+        dq += bdq;
+        tst_add_block(&part[NP_OPTIM_ST_GRAD], g + b0, nb, f[0]);
+        tst_add_block(&part[NP_OPTIM_ST_WEIGHT], w + b0, nb, f[1]);
+        for (int s = NP_OPTIM_ST_SLOT0; s <= NP_OPTIM_ST_SLOT1; s++)
+            if (mask & 1u << s) {
+                const float *x = (s == NP_OPTIM_ST_SLOT0 ? m : v) + b0;
+                block_f32(x, nb, fs);
+                tst_add_block(&part[s], x, nb, fs);
+            }
+    }
+    return dq;
 }
 
 /* one chunk [k0, k1) of AdamW with statistics into part[NP_OPTIM_ST_N] */
 static void adamw_chunk_st(float *w, const float *g, float *m, float *v, int64_t k0, int64_t k1,
                            const float *c, np_dtype dt, unsigned mask, np_optim_tstats *part)
 {
+    const unsigned gw = 1u << NP_OPTIM_ST_GRAD | 1u << NP_OPTIM_ST_WEIGHT;
     int64_t n = k1 - k0;
     double dq = 0.0;
     int fast = 1;
+    for (int s = 0; s < NP_OPTIM_ST_N; s++)
+        tst_init(&part[s]);
     if (dt == NP_BFLOAT16 || dt == NP_FLOAT16) {
         /* low-precision master weights: rounded as round_params does */
         const aw_k K = aw_load(c);
@@ -397,44 +445,18 @@ static void adamw_chunk_st(float *w, const float *g, float *m, float *v, int64_t
             float d = w[k] - w0;
             dq += (double)d * d;
         }
-    } else if ((mask & ST_ALL) == ST_ALL) {
-        /* everything asked (the monitor's default): the fused loop */
-        for (int s = 0; s < NP_OPTIM_ST_N; s++)
-            tst_init(&part[s]);
-        float *arr[4] = {(float *)g, m, v, w};
-        const int slot[4] = {NP_OPTIM_ST_GRAD, NP_OPTIM_ST_SLOT0, NP_OPTIM_ST_SLOT1,
-                             NP_OPTIM_ST_WEIGHT};
-        for (int64_t b0 = k0; b0 < k1; b0 += ST_BLOCK) {
-            int nb = k1 - b0 < ST_BLOCK ? (int)(k1 - b0) : ST_BLOCK;
-            float f[4][4], bdq;
-            int z[4];
-            adamw_block_st(w + b0, g + b0, m + b0, v + b0, nb, c, f, z, &bdq);
-            dq += bdq;
-            for (int j = 0; j < 4; j++) {
-                np_optim_tstats *t = &part[slot[j]];
-                float big = -f[j][2] > f[j][3] ? -f[j][2] : f[j][3];
-                if (!isfinite(f[j][1]) || (big < 0x1p-50f && big != 0.0f)) {
-                    tst_add_slow(t, arr[j] + b0, nb);   /* as block_f32's refusal */
-                    continue;
-                }
-                t->sum += f[j][0];
-                t->sumsq += f[j][1];
-                if ((double)f[j][2] < t->min) t->min = f[j][2];
-                if ((double)f[j][3] > t->max) t->max = f[j][3];
-                t->finite += nb;
-                t->zeros += z[j];
-            }
-        }
-        for (int j = 0; j < 4; j++)
-            fast &= part[slot[j]].finite == n;
+    } else if ((mask & gw) == gw) {
+        /* gradients and weights asked (the monitor's default, with or
+         * without m and v): the fused loop */
+        dq = adamw_fused_st(w, g, m, v, k0, k1, c, mask, part);
+        for (int s = 0; s < NP_OPTIM_ST_DELTA; s++)
+            fast &= !(mask & 1u << s) || part[s].finite == n;
         part[NP_OPTIM_ST_DELTA].sumsq = dq;
         part[NP_OPTIM_ST_DELTA].finite = fast || isfinite(dq) ? n : 0;
         return;
     } else {
         dq = adamw_chunk(w, g, m, v, k0, k1, c);
     }
-    for (int s = 0; s < NP_OPTIM_ST_N; s++)
-        tst_init(&part[s]);
     const float *arr[4] = {g + k0, m + k0, v + k0, w + k0};
     const int slot[4] = {NP_OPTIM_ST_GRAD, NP_OPTIM_ST_SLOT0, NP_OPTIM_ST_SLOT1, NP_OPTIM_ST_WEIGHT};
     for (int j = 0; j < 4; j++)

@@ -12,7 +12,8 @@
 # last finished step (read while the run goes on, then after the kill).
 # nprobe triage of the 2-rank runs of gemm_bitflip and rare_pattern names
 # the fault's step and rank and gives its class (and op: rare_pattern's from
-# the calls the monitor kept on the fault's rank, anomaly_calls).
+# the calls the monitor kept on the fault's rank, anomaly_calls); the same
+# under --tp 2; under --pp 2 the anomalies follow the pipeline's order.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/mpi_env.sh"
@@ -225,6 +226,49 @@ rows = list(csv.DictReader(open("four.csv")))
 assert len(rows) == len(a) and int(rows[0]["rank"]) == r and rows[0]["name"] == "wte", rows[0]
 print(f"{k} ranks: ok")
 PY
+
+# -- tensor and pipeline parallel (plain only). --tp 2: rare_pattern at a
+# random step on rank 1; the checkpoint on anomaly is the group's (the whole
+# tensors, written by its rank 0 as anomaly_rank0: every rank takes part),
+# and triage reruns both ranks from it: class code, the op c_attn's linear
+# from the calls rank 1 kept. --pp 2 (2 micro-batches): a NaN input at a
+# random step; stage 1 counts its calls from 0, yet every anomaly of the
+# stage-0 forward comes before any of stage 1's (the NaN arrives through
+# the send); a checkpoint on anomaly and triage are refused (no pipeline
+# checkpoints)
+if [ -z "${NP_SANITIZED:-}" ]; then
+  s=$((11 + RANDOM % 3))
+  cfg tp 4
+  mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --tp 2 --dump-config cfg_tp.json --fault rare_pattern \
+    --fault-step $s --fault-rank 1 > tp.log 2>&1 || { echo "FAIL --tp 2 run"; cat tp.log; fail=1; }
+  "$nprobe" triage tp --out tri_tp --launcher "$mpiexec_name -n 2 --oversubscribe --bind-to none" \
+    -- "${model[@]:1}" --steps $steps --tp 2 --fault rare_pattern --fault-step $s --fault-rank 1 > tri_tp.txt 2>&1
+  [ -f tp/anomaly_rank0.step$s.h5 ] && [ ! -e tp/anomaly_rank1.step$s.h5 ] &&
+    grep -q "^first anomaly: step $s rank 1 h.0.attn.c_attn activation " tri_tp.txt &&
+    grep -q "^checkpoint: tp/anomaly_rank0.step$s.h5 " tri_tp.txt && grep -q "^class: code " tri_tp.txt &&
+    grep -q "^op: Functional\.linear\.[0-9]*\.forward (in h.0.attn.c_attn; the replay" tri_tp.txt ||
+    { echo "FAIL triage of --tp 2 rare_pattern at step $s"; ls tp; cat tri_tp.txt; fail=1; }
+  printf '{"task": "monitor", "dump_path": "pp", "monitor": {"targets": []}}\n' > cfg_pp.json
+  mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --pp 2 --micro-batches 2 --dump-config cfg_pp.json \
+    --fault nan_input --fault-step $s > pp.log 2>&1 || { echo "FAIL --pp 2 run"; cat pp.log; fail=1; }
+  "$nprobe" monitor pp --format json > pp.json
+  "$py" - "$s" <<'PY' || fail=1
+import json, sys
+s = int(sys.argv[1])
+a = [x for x in json.load(open("pp.json"))["anomalies"] if x["step"] == s and x["metric"] == "activation"]
+assert a and (a[0]["rank"], a[0]["name"], a[0]["rule"]) == (0, "wte", "nan"), a[:2]
+ranks = [x["rank"] for x in a]
+assert 1 in ranks and ranks == sorted(ranks), ranks   # stage 0's forward, then stage 1's
+assert any(x["rank"] == 1 and x["call"] < max(y["call"] for y in a if y["rank"] == 0) for x in a)
+print("pipeline order: ok")
+PY
+  cfg ppck
+  mpirun_k 2 "$nprobe" "${model[@]}" --steps 2 --pp 2 --dump-config cfg_ppck.json > pp_ck.log 2>&1; rc=$?
+  "$nprobe" triage pp --out tri_pp --launcher "$mpiexec_name -n 2" -- "${model[@]:1}" --pp 2 > tri_pp.txt 2>&1; rt=$?
+  [ $rc != 0 ] && grep -q "anomaly_checkpoint: checkpoints of a pipeline-parallel run" pp_ck.log &&
+    [ $rt = 2 ] && grep -q "triage: --pp: " tri_pp.txt && [ ! -e tri_pp ] ||
+    { echo "FAIL --pp refusals: exit $rc, $rt"; cat pp_ck.log tri_pp.txt; fail=1; }
+fi
 
 # -- beside a dump (--monitor-config with --dump-config): the dump's tables are
 # those of a run without the monitor, both files are written

@@ -73,6 +73,9 @@ typedef struct np_monitor_config {
                                written on the run's first anomaly as a tensor dump of its step
                                under {dump_path}/anomaly_calls (0: none, no cost) */
     np_monitor_rules rules;
+    int pp_stages, pp_stage; /* not read from the file: the caller's pipeline (pp_stages > 1:
+                               written as the file's pp_stages/pp_stage attributes, which order
+                               the ranks' anomalies within a step, docs/MONITOR.md) */
 } np_monitor_config;
 
 /* 1 if the JSON file at `path` has "task": "monitor", else 0 (also when it
@@ -119,6 +122,7 @@ typedef struct np_monitor_anomaly {
     int64_t step;
     int rank;
     int seq;                          /* call order inside the step */
+    int stage;                        /* pipeline stage of the rank (-1: no pipeline) */
     char name[NP_MONITOR_NAME_LEN];   /* module or parameter ("h.0.mlp", "loss") */
     char metric[NP_MONITOR_METRIC_LEN]; /* "activation", "grad_pre", ... */
     const char *rule;                 /* "nan", "turbulence", "spike", "update_ratio" */
@@ -131,7 +135,9 @@ typedef struct np_monitor_result {
     int ranks;                        /* files read */
     int64_t steps;                    /* finished steps (the most of any rank) */
     int64_t records;
-    np_monitor_anomaly *anomalies;    /* ordered: step, seq, rank */
+    np_monitor_anomaly *anomalies;    /* ordered: step, seq, rank (a pipeline: step, forward
+                                         by stage, backward by stage from the last, the rest;
+                                         then seq, rank) */
     size_t n;
 } np_monitor_result;
 
