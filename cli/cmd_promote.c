@@ -67,7 +67,9 @@ static const char help_before[] =
     "unpromoted run (culprits, then error rows, in order); with --granularity\n"
     "module, the innermost module path of each call (an API call 'NAME.N' outside\n"
     "any module), each module preceded by the modules inside it, so the smallest\n"
-    "one that suffices is named. One op responsible:\n"
+    "one that suffices is named. When all of them promoted still fail, the\n"
+    "calls upstream of the first culprit are searched, in execution order (the\n"
+    "cause may lie before where the error shows). One op responsible:\n"
     "ceil(log2 N) + 2 reruns. With --bench-log, a run is clean only if its loss\n"
     "trajectory (the number after 'loss' on each line of its output, 'final loss'\n"
     "left out) also stays within 3 sigma of the reference's at every step, sigma\n"
@@ -393,10 +395,9 @@ static int add_cand(const promote_ctx *pc, char cand[][NAME_MAX_LEN], int *n, co
     return add_one(cand, n, pc->max_cand, c);
 }
 
-/* Candidates from run 0's json reports: culprits first, then the calls of
- * error rows, then of warning rows, then of every other row, each in the
- * order of the reports (steps, then execution order). */
-static int candidates(promote_ctx *pc, char cand[][NAME_MAX_LEN])
+/* run 0's json reports (OUT/cmp0/compare_result_*.json) into docs, in the
+ * order of their names (rank, then step); their count. */
+static int load_reports(const promote_ctx *pc, json_t **docs, int cap)
 {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/cmp0", pc->out);
@@ -419,21 +420,49 @@ static int candidates(promote_ctx *pc, char cand[][NAME_MAX_LEN])
                 files[i] = files[j];
                 files[j] = t;
             }
-    int n = 0;
-    json_t *docs[256] = {0};
     for (int i = 0; i < nf; i++) {
         char p[4400];
         snprintf(p, sizeof p, "%s/%s", dir, files[i] ? files[i] : "");
-        docs[i] = files[i] ? json_load_file(p, 0, NULL) : NULL;
+        docs[i] = files[i] && i < cap ? json_load_file(p, 0, NULL) : NULL;
         free(files[i]);
     }
+    return nf < cap ? nf : cap;
+}
+
+/* The column named `name` of a report's headers, (size_t)-1 if none. */
+static size_t column(json_t *doc, const char *name)
+{
+    size_t h;
+    json_t *hv;
+    json_array_foreach(json_object_get(doc, "headers"), h, hv) if (json_is_string(hv) &&
+                                                                  !strcmp(json_string_value(hv), name)) return h;
+    return (size_t)-1;
+}
+
+/* The call of a row's leaf name: "Functional.linear.2.forward.input.0" ->
+ * "Functional.linear.2.forward" (cut ".{role}.{index}"). */
+static void row_call(char *call, size_t cap, const char *name)
+{
+    snprintf(call, cap, "%s", name);
+    for (int cut = 0; cut < 2; cut++) {
+        char *dot = strrchr(call, '.');
+        if (dot)
+            *dot = '\0';
+    }
+}
+
+/* Candidates from run 0's json reports: culprits first, then the calls of
+ * error rows, then of warning rows, then of every other row, each in the
+ * order of the reports (steps, then execution order). */
+static int candidates(promote_ctx *pc, char cand[][NAME_MAX_LEN])
+{
+    json_t *docs[256] = {0};
+    int nf = load_reports(pc, docs, 256), n = 0;
     static char modbuf[1024][NAME_MAX_LEN];
     modlist mods = {modbuf, 0, 1024};
     for (int i = 0; pc->by_module && i < nf; i++) {
-        size_t k, h;
-        json_t *e, *hv;
-        size_t mcol = (size_t)-1;
-        json_array_foreach(json_object_get(docs[i], "headers"), h, hv) if (json_is_string(hv) && !strcmp(json_string_value(hv), "Module")) mcol = h;
+        size_t k, mcol = column(docs[i], "Module");
+        json_t *e;
         json_array_foreach(json_object_get(docs[i], "rows"), k, e) {
             const char *m = json_string_value(json_array_get(e, mcol));
             char c[NAME_MAX_LEN];
@@ -457,36 +486,119 @@ static int candidates(promote_ctx *pc, char cand[][NAME_MAX_LEN])
                     if (call)
                         add_cand(pc, cand, &n, call, json_string_value(json_object_get(e, "module")), &mods);
                 }
-            } else {
-                json_t *hdr = json_object_get(docs[i], "headers");
-                size_t vcol = (size_t)-1, mcol = (size_t)-1, h;
-                json_t *hv;
-                json_array_foreach(hdr, h, hv) {
-                    if (json_is_string(hv) && !strcmp(json_string_value(hv), "Verdict"))
-                        vcol = h;
-                    if (json_is_string(hv) && !strcmp(json_string_value(hv), "Module"))
-                        mcol = h;
-                }
-                json_array_foreach(json_object_get(docs[i], "rows"), k, e) {
-                    const char *v = json_string_value(json_array_get(e, vcol));
-                    const char *name = json_string_value(json_array_get(e, 0));
-                    if (!v || !name || (want[pass] && strcmp(v, want[pass])))
-                        continue;
-                    /* the leaf's call: cut ".{role}.{index}" */
-                    char call[NAME_MAX_LEN];
-                    snprintf(call, sizeof call, "%s", name);
-                    for (int cut = 0; cut < 2; cut++) {
-                        char *dot = strrchr(call, '.');
-                        if (dot)
-                            *dot = '\0';
-                    }
-                    add_cand(pc, cand, &n, call, json_string_value(json_array_get(e, mcol)), &mods);
-                }
+                continue;
+            }
+            size_t vcol = column(docs[i], "Verdict"), mcol = column(docs[i], "Module");
+            json_array_foreach(json_object_get(docs[i], "rows"), k, e) {
+                const char *v = json_string_value(json_array_get(e, vcol));
+                const char *name = json_string_value(json_array_get(e, 0));
+                if (!v || !name || (want[pass] && strcmp(v, want[pass])))
+                    continue;
+                char call[NAME_MAX_LEN];
+                row_call(call, sizeof call, name);
+                add_cand(pc, cand, &n, call, json_string_value(json_array_get(e, mcol)), &mods);
             }
         }
     for (int i = 0; i < nf; i++)
         json_decref(docs[i]);
     return n;
+}
+
+/* The second candidate list, when promoting every ranked candidate does not
+ * bring the run back (the cause lies upstream of where the error shows: a
+ * bf16 router in block 0 moves block 1's input, whose router then flips a
+ * token): the rows of the first report with a culprit, in execution order,
+ * from its first through the first culprit's call, each row's candidate
+ * (as add_cand: API name, or under --granularity module its innermost
+ * module path, its API call outside modules) once, ordered by its last
+ * forward row in the report (where it ends: a module after every module
+ * inside it, so a block comes after its router); the last MAX_CAND of them
+ * when there are more (those nearest the culprit). Ordered so, the search's
+ * shortest clean prefix ends at the earliest op or module whose promotion
+ * suffices. */
+/* c with its first all-digit path component (a block's index: "h.1.mlp.router")
+ * as '#' ("h.#.mlp.router"): the same op or module in every layer. */
+static void layer_pattern(char *buf, size_t cap, const char *c)
+{
+    snprintf(buf, cap, "%s", c);
+    for (char *p = buf; *p; p++) {
+        if (p != buf && p[-1] != '.')
+            continue;
+        size_t d = strspn(p, "0123456789");
+        if (d && (p[d] == '.' || !p[d])) {
+            *p = '#';
+            memmove(p + 1, p + d, strlen(p + d) + 1);
+            return;
+        }
+    }
+}
+
+static int upstream_candidates(promote_ctx *pc, char cand[][NAME_MAX_LEN], int nranked)
+{
+    json_t *docs[256] = {0};
+    int nf = load_reports(pc, docs, 256), n = 0;
+    static char all[1024][NAME_MAX_LEN];
+    static int last[1024];
+    for (int i = 0; i < nf && !n; i++) {
+        const char *first = json_string_value(json_object_get(json_array_get(json_object_get(docs[i], "culprits"), 0),
+                                                              "call"));
+        if (!first)
+            continue;
+        size_t k, mcol = column(docs[i], "Module");
+        json_t *e;
+        int past = 0; /* past the first culprit's call: no new candidate; forward rows still end modules */
+        json_array_foreach(json_object_get(docs[i], "rows"), k, e) {
+            const char *name = json_string_value(json_array_get(e, 0));
+            if (!name)
+                continue;
+            char call[NAME_MAX_LEN], c[NAME_MAX_LEN];
+            row_call(call, sizeof call, name);
+            const char *module = !strncmp(call, "Module.", 7) ? call : json_string_value(json_array_get(e, mcol));
+            const char *inner = module ? strrchr(module, '>') : NULL;
+            if (inner)
+                for (module = inner + 1; *module == ' '; module++)
+                    ;
+            if (!pc->by_module)
+                candidate_of(c, sizeof c, call);
+            else if (module && !strncmp(module, "Module.", 7))
+                candidate_of(c, sizeof c, module);
+            else
+                api_call_of(c, sizeof c, call);
+            int j = 0;
+            while (j < n && strcmp(all[j], c))
+                j++;
+            if (j < n ? !past || strstr(call, ".forward") : !past && add_one(all, &n, 1024, c))
+                last[j] = (int)k;
+            if (!strcmp(call, first))
+                past = 1;
+        }
+    }
+    for (int i = 0; i < nf; i++)
+        json_decref(docs[i]);
+    /* the ranked candidates' layers: their counterparts in every block come first */
+    static char pat[MAX_CAND][NAME_MAX_LEN];
+    for (int i = 0; i < nranked; i++)
+        layer_pattern(pat[i], NAME_MAX_LEN, cand[i]);
+    static int first[1024];
+    for (int i = 0; i < n; i++) {
+        char p[NAME_MAX_LEN];
+        layer_pattern(p, sizeof p, all[i]);
+        first[i] = has(pat, nranked, p);
+    }
+    int order[1024];
+    for (int i = 0; i < n; i++) { /* insertion sort: counterparts first, then by the last row (distinct) */
+        int j = i;
+        while (j > 0 && (first[order[j - 1]] < first[i] ||
+                         (first[order[j - 1]] == first[i] && last[order[j - 1]] > last[i]))) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = i;
+    }
+    int skip = n > MAX_CAND ? n - MAX_CAND : 0;
+    for (int i = skip; i < n; i++)
+        snprintf(cand[i - skip], NAME_MAX_LEN, "%s", all[order[i]]);
+    return n - skip;
 }
 
 static int parse(promote_ctx *pc, int argc, char **argv)
@@ -511,11 +623,27 @@ static int parse(promote_ctx *pc, int argc, char **argv)
 }
 
 /* The smallest k (1..n) whose prefix {0..k-1} of `order`, with `fixed`, is
- * clean, knowing that the full prefix is: ceil(log2 n) runs at most. */
+ * clean, knowing that the full prefix is (ceil(log2 n) runs at most), or,
+ * when *untested, supposing it: then the full prefix is run only if the
+ * search ends there (0 when it fails: no prefix is clean). */
 static int shortest_prefix(promote_ctx *pc, char cand[][NAME_MAX_LEN], int nc, const int *order, int n,
-                           const int *fixed, int *err)
+                           const int *fixed, int *err, int *untested)
 {
     int lo = 1, hi = n; /* prefix(hi) clean */
+    if (*untested) {
+        /* the search as if prefix(n) were clean; a clean run at hi < n settles it */
+        int k = shortest_prefix(pc, cand, nc, order, n, fixed, err, &(int){0});
+        if (*err || k < n)
+            return (*untested = 0, k);
+        int in[MAX_CAND];
+        memcpy(in, fixed, sizeof in);
+        for (int i = 0; i < n; i++)
+            in[order[i]] = 1;
+        int r = try_set(pc, cand, in, nc, "all");
+        *untested = 0;
+        *err = r < 0;
+        return r == 0 ? n : 0;
+    }
     while (lo < hi) {
         int mid = (lo + hi) / 2;
         int in[MAX_CAND];
@@ -533,6 +661,34 @@ static int shortest_prefix(promote_ctx *pc, char cand[][NAME_MAX_LEN], int nc, c
             lo = mid + 1;
     }
     return hi;
+}
+
+/* Adaptive group testing over cand[0..nc) (docs/COMPARE.md gives the
+ * bounds): the shortest clean prefix names one needed op; fix it and search
+ * the ops before it, until the fixed set alone is clean. untested: the full
+ * list was not run (the upstream candidates). The set into found; 0 found
+ * and verified, 1 no prefix is clean, 2 the set does not verify, -1 error. */
+static int group_test(promote_ctx *pc, char cand[][NAME_MAX_LEN], int nc, int *found, int untested)
+{
+    int order[MAX_CAND], left = nc, err = 0;
+    for (int i = 0; i < nc; i++)
+        order[i] = i;
+    while (left > 0) {
+        int k = shortest_prefix(pc, cand, nc, order, left, found, &err, &untested);
+        if (err)
+            return -1;
+        if (k == 0)
+            return 1;
+        found[order[k - 1]] = 1;
+        left = k - 1;
+        if (left == 0) /* found is the shortest clean prefix with what was fixed: a set that was run */
+            return 0;
+        int rf = try_set(pc, cand, found, nc, "verify");
+        if (rf <= 0)
+            return rf;
+    }
+    int rv = try_set(pc, cand, found, nc, "verify");
+    return rv < 0 ? -1 : rv ? 2 : 0;
 }
 
 int np_cmd_promote(int argc, char **argv)
@@ -593,45 +749,29 @@ int np_cmd_promote(int argc, char **argv)
     for (int i = 0; i < nc; i++)
         printf(" %s", cand[i]);
     printf("\n");
-    int all[MAX_CAND], found[MAX_CAND] = {0}, order[MAX_CAND];
+    int all[MAX_CAND], found[MAX_CAND] = {0};
     for (int i = 0; i < MAX_CAND; i++)
         all[i] = i < nc;
-    int ra = nc ? try_set(&pc, cand, all, nc, "all") : 1;
+    int ra = nc ? try_set(&pc, cand, all, nc, "all") : 1, untested = 0, nranked = nc;
     if (ra < 0)
         goto done;
-    if (ra) {
-        printf("promote: no set of the %d candidates brings the run back (all promoted still fails)\n", nc);
-        code = NP_EXIT_DIFF;
+    if (ra) { /* the cause lies upstream of the culprits: the calls before the first, as executed */
+        nc = upstream_candidates(&pc, cand, nranked);
+        printf("all %d ranked candidates promoted still fail; candidates upstream of the first culprit (%d, in "
+               "execution order):", nranked, nc);
+        for (int i = 0; i < nc; i++)
+            printf(" %s", cand[i]);
+        printf("\n");
+        untested = 1;
+    }
+    int g = nc ? group_test(&pc, cand, nc, found, untested) : 1;
+    if (g < 0)
         goto done;
-    }
-    /* adaptive group testing: the shortest clean prefix names one needed
-     * op; fix it and search the ops before it, until the fixed set alone
-     * is clean (docs/COMPARE.md gives the bounds) */
-    int left = nc, err = 0, verified = 0;
-    for (int i = 0; i < nc; i++)
-        order[i] = i;
-    while (left > 0) {
-        int k = shortest_prefix(&pc, cand, nc, order, left, found, &err);
-        if (err)
-            goto done;
-        found[order[k - 1]] = 1;
-        left = k - 1;
-        if (left == 0) {
-            /* found is the shortest clean prefix with what was fixed: a set
-             * that was run (every set known clean is one that ran) */
-            verified = 1;
-            break;
-        }
-        int rf = try_set(&pc, cand, found, nc, "verify");
-        if (rf < 0)
-            goto done;
-        if (rf == 0) {
-            verified = 1;
-            break;
-        }
-    }
-    if (!verified && try_set(&pc, cand, found, nc, "verify") != 0) {
-        printf("promote: the set found does not verify (the candidates interact)\n");
+    if (g) {
+        if (g == 2)
+            printf("promote: the set found does not verify (the candidates interact)\n");
+        else
+            printf("promote: no set of the %d candidates brings the run back (all promoted still fails)\n", nc);
         code = NP_EXIT_DIFF;
         goto done;
     }
@@ -643,9 +783,16 @@ int np_cmd_promote(int argc, char **argv)
     for (int k = pc.runs - 1; k >= 0 && isnan(tf); k--)
         if (k < 64 && !strcmp(pc.sets[k], ops))
             tf = pc.secs[k];
-    printf("reruns: %d (candidates %d, bound for one op ceil(log2 N) + 2 = %d); cost of the promotion: "
-           "the run took %.2f s as it is, %.2f s promoted (dump and all)\n",
-           pc.runs - 1, nc, (int)ceil(log2(nc > 1 ? nc : 1)) + 2, pc.t0, tf);
+    int d = 0, lg = (int)ceil(log2(nc > 1 ? nc : 1));
+    for (int i = 0; i < nc; i++)
+        d += found[i];
+    if (d <= 1)
+        printf("reruns: %d (candidates %d%s, bound for one op ceil(log2 N) + 2 = %d); ", pc.runs - 1, nc,
+               untested ? " upstream" : "", lg + 2);
+    else
+        printf("reruns: %d (candidates %d%s, bound for %d ops 1 + d (ceil(log2 N) + 1) = %d); ", pc.runs - 1, nc,
+               untested ? " upstream" : "", d, 1 + d * (lg + 1));
+    printf("cost of the promotion: the run took %.2f s as it is, %.2f s promoted (dump and all)\n", pc.t0, tf);
     printf("promote: %s\n", shown);
     code = NP_EXIT_OK;
 done:

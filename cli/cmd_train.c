@@ -24,7 +24,7 @@
 #define N_HASHED_BATCHES 4
 
 typedef struct train_args {
-    const char *model, *device, *precision, *fault, *optim;
+    const char *model, *device, *precision, *fault, *optim, *lowp_grad;
     const char *data, *save, *load, *dump_config, *cc_out, *monitor_config, *profile;
     long steps, seed, threads, batch, log_every, warmup, stop_after;
     long layers, heads, width, context, moe;
@@ -56,6 +56,7 @@ static int bad_fault(const char *o, const char *v);
 static const char *const models[] = {"mlp", "cnn", "gpt"};
 static const char *const devices[] = {"cpu", "npu-sim"};
 static const char *const precs[] = {"fp32", "bf16", "fp16", "mxfp8", "hif8"};
+static const char *const grad_fmts[] = {"e4m3", "e5m2"};
 static const char *const optims[] = {"adamw", "sgd"};
 
 #define F(f) offsetof(train_args, f)
@@ -87,6 +88,10 @@ static const np_cli_opt train_opts_table[] = {
                                     "gradient, the input and the weight, blocks along each\n"
                                     "GEMM's reduction dim; docs/RUNTIME.md)",
      NP_OPT_FLAG, F(lowp_backward), 0, 0, NULL, 0, NULL},
+    {NULL, "--lowp-grad", "FMT", "with --lowp-backward and mxfp8: the gradient's elements,\n"
+                                 "e4m3 (default) | e5m2 (MX training's gradient format;\n"
+                                 "input and weight stay E4M3)",
+     CHOICE(lowp_grad, grad_fmts)},
     {NULL, "--fault", "NAME", "inject a fault of the npu-sim device (default none); the\n"
                               "collective faults act in a data-parallel run, the slow_*\n"
                               "ones (same results, one op slower) on any device",
@@ -212,6 +217,7 @@ static void set_defaults(train_args *a)
     a->model = "gpt";
     a->device = "cpu";
     a->precision = "fp32";
+    a->lowp_grad = "e4m3";
     a->fault = "none";
     a->optim = "adamw";
     a->steps = 100;
@@ -278,6 +284,11 @@ static int check_args(const train_args *a)
         np_cli_error("--lowp-backward: expected --precision mxfp8 or hif8 (got %s)", a->precision);
         return NP_EXIT_USAGE + 1;
     }
+    if (!strcmp(a->lowp_grad, "e5m2") && (!a->lowp_backward || strcmp(a->precision, "mxfp8") != 0)) {
+        np_cli_error("--lowp-grad e5m2: expected --precision mxfp8 with --lowp-backward (got --precision %s%s)",
+                     a->precision, a->lowp_backward ? "" : " without --lowp-backward");
+        return NP_EXIT_USAGE + 1;
+    }
     if (a->data && strcmp(a->model, "gpt") != 0) {
         np_cli_error("--data: only the gpt model reads a text file (got --model %s)", a->model);
         return NP_EXIT_USAGE + 1;
@@ -331,7 +342,8 @@ static int write_pack(const train_args *a, np_trainer *tr)
     do { snprintf(buf[k], sizeof buf[k], __VA_ARGS__); hp[k].key = k_; hp[k].value = buf[k]; k++; } while (0)
     HP("model", "%s", np_model_kind_name(mc->kind));
     HP("device", "%s", a->device);
-    HP("precision", "%s%s", a->precision, a->lowp_backward ? "+backward" : "");
+    HP("precision", "%s%s%s", a->precision, a->lowp_backward ? "+backward" : "",
+       a->lowp_backward && !strcmp(a->lowp_grad, "e5m2") ? "-e5m2" : "");
     HP("fault", "%s", a->fault);
     HP("optim", "%s", np_optim_kind_name(o->optim.kind));
     HP("lr", "%.17g", o->optim.lr);
@@ -573,7 +585,7 @@ static void print_banner(const train_args *a, np_trainer *tr, np_model_kind kind
     printf(", %lld parameters, data %s, batch %d\n", (long long)np_model_n_weights(np_trainer_model(tr)),
            a->data ? a->data : np_data_kind_name(np_data_kind_of(np_trainer_data(tr))), to->batch);
     printf("device %s, precision %s%s, fault %s, optim %s, lr %g, steps %lld, seed %lld, threads %d",
-           a->device, a->precision, a->lowp_backward ? " (backward quantized)" : "", a->fault, a->optim, to->optim.lr, (long long)to->steps,
+           a->device, a->precision, a->lowp_backward ? strcmp(a->lowp_grad, "e5m2") ? " (backward quantized)" : " (backward quantized, gradients e5m2)" : "", a->fault, a->optim, to->optim.lr, (long long)to->steps,
            (long long)to->seed, threads);
     if (a->load)
         printf(", resuming at step %lld", (long long)np_trainer_next_step(tr));
@@ -731,7 +743,7 @@ static int train(const train_args *a, int mpi, int rank, int world)
     int lowp = np_lowp_from_name(a->precision);
     co.lowp = lowp > 0 ? lowp : NP_LOWP_NONE;
     co.precision = lowp > 0 ? NP_FLOAT32 : (np_dtype)np_dtype_from_name(a->precision);
-    co.lowp_backward = a->lowp_backward;
+    co.lowp_backward = a->lowp_backward ? (strcmp(a->lowp_grad, "e5m2") ? 1 : 2) : 0;
     co.seed = o.seed;
     co.threads = (int)a->threads;
     static char fp32_ops[4096];

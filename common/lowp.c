@@ -9,7 +9,7 @@
 
 static const char *const fp8_names[] = {"e4m3", "e5m2", "hif8"};
 _Static_assert(sizeof fp8_names / sizeof fp8_names[0] == NP_FP8_KIND_COUNT, "fp8_names");
-static const char *const lowp_names[] = {"none", "mxfp8", "hif8"};
+static const char *const lowp_names[] = {"none", "mxfp8", "hif8", "mxfp8_e5m2"};
 _Static_assert(sizeof lowp_names / sizeof lowp_names[0] == NP_LOWP_COUNT, "lowp_names");
 
 const char *np_fp8_name(np_fp8_kind k)
@@ -325,6 +325,17 @@ QINLINE double e4m3_mag(double a)
     return sel(a > 448.0, 448.0, r);
 }
 
+/* |v| rounded to nearest even on E5M2's grid, saturating at 57344. */
+QINLINE double e5m2_mag(double a)
+{
+    double b = bits_d(d_bits(a) & EXP_BITS);
+    b = sel(b > 0x1p-14, b, 0x1p-14); /* subnormals: the quantum of the smallest binade */
+    double q = b * 0x1p-2;
+    double C = q * 0x1p52;
+    double r = (a + C) - C;
+    return sel(a > 57344.0, 57344.0, r);
+}
+
 /* |v| rounded to nearest, ties away, on HiF8's grid, saturating at 2^15. */
 QINLINE double hif8_mag(double a)
 {
@@ -341,20 +352,20 @@ QINLINE double hif8_mag(double a)
 }
 
 /* out = fmt(in * 2^-se) * 2^(se+dq) as float32 (down = 2^-se, up =
- * 2^(se+dq)), its statistics into acc. mx: E4M3 (keeps the zero's sign),
- * else HiF8 (one zero, +0). */
+ * 2^(se+dq)), its statistics into acc. mx: 1 E4M3, 2 E5M2 (both keep the
+ * zero's sign), 0 HiF8 (one zero, +0). */
 QINLINE void quant_block(float *restrict out, const float *restrict in, double down,
                                                                double up, int mx, qacc *acc)
 {
     double e2[QB], x2[QB];
     int under = 0, sat = 0;
-    double mxv = mx ? 448.0 : HIF8_MAX;
+    double mxv = mx == 1 ? 448.0 : mx == 2 ? 57344.0 : HIF8_MAX;
     for (int j = 0; j < QB; j++) {
         double x = in[j];
         double v = x * down;
         uint64_t vb = d_bits(v);
         double a = bits_d(vb & ~SIGN_BIT);
-        double r = mx ? e4m3_mag(a) : hif8_mag(a);
+        double r = mx == 1 ? e4m3_mag(a) : mx == 2 ? e5m2_mag(a) : hif8_mag(a);
         double qs = bits_d(d_bits(r) | (vb & SIGN_BIT));
         if (!mx)
             qs = qs + 0.0; /* HiF8's zero is +0 */
@@ -433,6 +444,11 @@ LOWP_CLONES static void quant_block_mx(float *restrict out, const float *restric
     quant_block(out, in, down, up, 1, acc);
 }
 
+LOWP_CLONES static void quant_block_mx5(float *restrict out, const float *restrict in, double down, double up, qacc *acc)
+{
+    quant_block(out, in, down, up, 2, acc);
+}
+
 LOWP_CLONES static void quant_block_hif8(float *restrict out, const float *restrict in, double down, double up, qacc *acc)
 {
     quant_block(out, in, down, up, 0, acc);
@@ -443,7 +459,9 @@ static void quant_run(float *dst, const float *blk, int64_t base, int64_t stride
 {
     float out[QB];
     double down = pow2i(-se), up = pow2i(se + dq);
-    if (mx)
+    if (mx == 2)
+        quant_block_mx5(out, blk, down, up, acc);
+    else if (mx)
         quant_block_mx(out, blk, down, up, acc);
     else
         quant_block_hif8(out, blk, down, up, acc);
@@ -475,7 +493,7 @@ void np_lowp_quantize(float *dst, const float *src, int64_t outer, int64_t K, in
                       int scale_shift, int dequant_shift, np_lowp_stats *st)
 {
     int64_t total = outer * K * inner;
-    if (f != NP_LOWP_MXFP8 && f != NP_LOWP_HIF8) {
+    if (f != NP_LOWP_MXFP8 && f != NP_LOWP_HIF8 && f != NP_LOWP_MXFP8_E5M2) {
         if (dst != src)
             memcpy(dst, src, (size_t)total * sizeof *dst);
         return;
@@ -507,6 +525,7 @@ void np_lowp_quantize(float *dst, const float *src, int64_t outer, int64_t K, in
         add_stats(st, &acc);
         return;
     }
+    int e5 = f == NP_LOWP_MXFP8_E5M2, emax = e5 ? 15 : 8, kind = e5 ? 2 : 1;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t in = 0; in < inner; in++)
             for (int64_t k0 = 0; k0 < K; k0 += QB) {
@@ -521,11 +540,11 @@ void np_lowp_quantize(float *dst, const float *src, int64_t outer, int64_t K, in
                     acc.n += n;
                     continue;
                 }
-                /* OCP MX: shared exponent floor(log2(amax)) - emax of E4M3 (8) */
-                int se = m ? clamp_e8m0(flog2_bits(m) - 8 + scale_shift) : -127;
+                /* OCP MX: shared exponent floor(log2(amax)) - emax of the elements (E4M3 8, E5M2 15) */
+                int se = m ? clamp_e8m0(flog2_bits(m) - emax + scale_shift) : -127;
                 if (m)
                     note_scale(st, se);
-                quant_run(dst, blk, base, inner, n, se, dequant_shift, 1, &acc);
+                quant_run(dst, blk, base, inner, n, se, dequant_shift, kind, &acc);
             }
     add_stats(st, &acc);
 }

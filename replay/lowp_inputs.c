@@ -79,7 +79,7 @@ static void put_gin(np_op_tensor *g, const double *keep)
     }
 }
 
-np_status rp_lowp_linear_backward(np_op_call *oc, int lowp, np_error *err)
+np_status rp_lowp_linear_backward(np_op_call *oc, int lowp, int grad_lowp, np_error *err)
 {
     np_op_tensor *x = &oc->in[0], *w = &oc->in[1], *g = &oc->gout[0];
     if (!x->data || !w->data || !g->data || w->ndim != 2 || w->shape[1] <= 0 || w->shape[0] <= 0 ||
@@ -88,8 +88,9 @@ np_status rp_lowp_linear_backward(np_op_call *oc, int lowp, np_error *err)
     np_lowp f = (np_lowp)lowp;
     int64_t I = w->shape[1], O = w->shape[0], R = x->numel / I;
     double *xh = x->data, *wh = w->data, *gh = g->data;
-    double *gq_o = quant_copy(g, R, O, 1, f), *wq_o = quant_copy(w, 1, O, I, f);
-    double *gq_r = quant_copy(g, 1, R, O, f), *xq_r = quant_copy(x, 1, R, I, f);
+    np_lowp gf = (np_lowp)grad_lowp;
+    double *gq_o = quant_copy(g, R, O, 1, gf), *wq_o = quant_copy(w, 1, O, I, f);
+    double *gq_r = quant_copy(g, 1, R, O, gf), *xq_r = quant_copy(x, 1, R, I, f);
     double *k0 = malloc((size_t)(2 * oc->gin[0].numel) * sizeof(double) + 1);
     double *k2 = malloc((size_t)(2 * oc->gin[2].numel) * sizeof(double) + 1);
     np_status st = NP_ERR_NOMEM;

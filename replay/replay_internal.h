@@ -21,7 +21,8 @@ int rp_lowp_inputs(np_op_call *oc, int lowp);
 /* The backward of a linear whose backward GEMMs the runtime quantized
  * (kwargs lowp_backward; docs/RUNTIME.md): oc's inputs and gradient as
  * dumped (not quantized); dX from Q_O(dY) Q_O(W), dW from Q_R(dY)^T Q_R(X),
- * the bias gradient from dY as it arrived. np_op_run's status. */
-np_status rp_lowp_linear_backward(np_op_call *oc, int lowp, np_error *err);
+ * the bias gradient from dY as it arrived; dY quantized to grad_lowp (lowp,
+ * or NP_LOWP_MXFP8_E5M2: kwargs lowp_backward 2). np_op_run's status. */
+np_status rp_lowp_linear_backward(np_op_call *oc, int lowp, int grad_lowp, np_error *err);
 
 #endif

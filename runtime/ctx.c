@@ -83,6 +83,17 @@ np_status np_ctx_new(np_ctx **out, const np_ctx_opts *o, np_error *err)
         return np_error_set(err, NP_ERR_ARG, NULL, "precision",
                             "%s quantizes the GEMM operands of a float32 run; it does not combine with %s autocast",
                             np_lowp_name((np_lowp)o->lowp), np_dtype_name(o->precision));
+    if (o->lowp == NP_LOWP_MXFP8_E5M2)
+        return np_error_set(err, NP_ERR_ARG, NULL, "precision",
+                            "mxfp8_e5m2 is the gradients' format of a quantized backward (lowp_backward 2), "
+                            "not a run's (expected mxfp8 or hif8)");
+    if (o->lowp_backward < 0 || o->lowp_backward > 2)
+        return np_error_set(err, NP_ERR_ARG, NULL, "precision",
+                            "lowp_backward must be 0, 1 or 2 (E5M2 gradients), got %d", o->lowp_backward);
+    if (o->lowp_backward == 2 && o->lowp != NP_LOWP_MXFP8)
+        return np_error_set(err, NP_ERR_ARG, NULL, "precision",
+                            "E5M2 gradients (lowp_backward 2) are MxFP8's: expected mxfp8, got %s",
+                            np_lowp_name((np_lowp)o->lowp));
     if (o->lowp_backward && o->lowp == NP_LOWP_NONE)
         return np_error_set(err, NP_ERR_ARG, NULL, "precision",
                             "a quantized backward (lowp_backward) needs a low-precision format (mxfp8 or hif8)");

@@ -103,10 +103,18 @@ const float *rt_lowp_bwd_operand(np_ctx *ctx, int is_grad, const float *src, int
     np_lowp f = (np_lowp)ctx->o.lowp;
     if (f == NP_LOWP_NONE || !src)
         return src;
+    if (is_grad && ctx->o.lowp_backward == 2) /* MX training's gradients: E5M2 elements */
+        f = NP_LOWP_MXFP8_E5M2;
     int shift = 0;
+    /* the fault: the largest element lands 2^-16 (MX) / 2^-24 (HiF8) / 2^-30 (E5M2) below the format's
+     * largest binade, in its smallest normal or subnormal binades */
     if (is_grad && ctx->o.device == NP_DEVICE_NPU_SIM && ctx->o.prec_fault == NP_PREC_FAULT_LOWP_BWD_UNDERFLOW)
-        shift = f == NP_LOWP_MXFP8 ? 16 : 24;
-    return quantized(ctx, src, outer, K, inner, shift, 0, NULL);
+        shift = f == NP_LOWP_MXFP8 ? 16 : f == NP_LOWP_MXFP8_E5M2 ? 30 : 24;
+    int64_t n = outer * K * inner;
+    float *dst = rt_alloc(ctx, (size_t)n * sizeof *dst);
+    if (dst)
+        np_lowp_quantize(dst, src, outer, K, inner, f, shift, 0, NULL);
+    return dst;
 }
 
 /* keys by operand: static strings, the event keeps the pointers */

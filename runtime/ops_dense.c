@@ -111,7 +111,7 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
     if (!promoted)
         rt_lowp_scalars(ctx, &nd);
     if (qbwd) /* recorded: the replay quantizes this call's backward GEMMs as here */
-        rt_node_scalar(&nd, "lowp_backward", 1);
+        rt_node_scalar(&nd, "lowp_backward", ctx->o.lowp_backward); /* 2: E5M2 gradients */
     gemm_status(ctx, ctx->k.linear_forward(y->data, xd, wd, bd, R, I, O, odt, ctx->o.device), api);
     for (int i = 0; i < 3; i++)
         if (in[i] && ac != NP_FLOAT32)

@@ -84,6 +84,15 @@ nl=$("$N" ls mxb/step0/rank0/dump.h5 | grep -c 'Functional\.linear\.[0-9]*\.forw
 [ "$nq" -gt 0 ] && [ "$nq" = "$nl" ] || { echo "FAIL: lowp_backward marks $nq of $nl linear calls"; fail=1; }
 "$N" compare -b ref -c mxb -o cmxb > cmxb.txt 2>&1 || { echo "FAIL: a clean mxfp8 --lowp-backward run does not compare clean"; cat cmxb.txt; fail=1; }
 echo "ok: mxfp8 --lowp-backward ($nq linear calls) compares clean"
+# E5M2 gradients (--lowp-grad e5m2): every linear marked 2, the replay
+# quantizes the gradient as E5M2 blocks, a clean step compares clean
+cfg mxe
+"$N" dump -c mxe.json -- "$N" train "${gpt[@]}" --precision mxfp8 --device npu-sim --lowp-backward --lowp-grad e5m2 \
+  > mxe.log 2>&1 || { echo "FAIL: mxfp8 --lowp-grad e5m2 dump"; cat mxe.log; fail=1; }
+n2=$("$N" ls mxe/step0/rank0/dump.h5 | awk '$1 ~ /^Functional\.linear\.[0-9]*\.forward\.kwargs\.lowp_backward$/ && $4 == 2' | wc -l)
+[ "$n2" = "$nl" ] || { echo "FAIL: lowp_backward 2 marks $n2 of $nl linear calls"; "$N" ls mxe/step0/rank0/dump.h5 | grep lowp_backward | head -3; fail=1; }
+"$N" compare -b ref -c mxe -o cmxe > cmxe.txt 2>&1 || { echo "FAIL: a clean mxfp8 --lowp-grad e5m2 run does not compare clean"; cat cmxe.txt; fail=1; }
+echo "ok: mxfp8 --lowp-grad e5m2 ($n2 linear calls marked 2) compares clean"
 if [ "${NP_SANITIZED:-0}" != 1 ]; then
   promote lowp_bwd_underflow Functional.linear ref -- "${gpt[@]}" --precision mxfp8 --device npu-sim --lowp-backward \
     --fault lowp_bwd_underflow
@@ -121,29 +130,39 @@ if [ "${NP_SANITIZED:-0}" != 1 ]; then # the sanitized pass runs the C paths abo
   promote softmax_bf16_acc Functional.scaled_dot_product_attention ref128 -- "${g128[@]}" --precision bf16 \
     --device npu-sim --fault softmax_bf16_acc
 fi
-# MoE (--moe 4, one block, seed 3): a clean bf16 run compares clean; the
-# router under autocast (moe_router_bf16) sends near-tied tokens to another
-# expert, and promote --granularity module finds the router module (plain
-# pass: test_model_moe covers the C paths in the sanitized one)
+# MoE (--moe 4, two blocks, seed 3): a clean bf16 run compares clean; the
+# routers under autocast (moe_router_bf16): block 0's bf16 logits move
+# block 1's input, where a near-tied token goes to another expert, so the
+# culprits and error rows are block 1's and promoting them all does not
+# cure it (nor does block 0's router alone: both routers are faulty);
+# promote --granularity module then searches the modules upstream of the
+# first culprit (the ranked ones' counterparts in block 0 first) and finds
+# both routers (plain pass: test_model_moe covers the C paths in the
+# sanitized one)
 if [ "${NP_SANITIZED:-0}" != 1 ]; then
-  gm=(--model gpt --moe 4 --layers 1 --steps 1 --seed 3 --threads 1)
+  gm=(--model gpt --moe 4 --layers 2 --steps 1 --seed 3 --threads 1)
   cfg refm
   cfg moeb
   "$N" dump -c refm.json -- "$N" train "${gm[@]}" > refm.log 2>&1 || { echo "FAIL: moe reference dump"; cat refm.log; fail=1; }
   "$N" dump -c moeb.json -- "$N" train "${gm[@]}" --precision bf16 --device npu-sim > moeb.log 2>&1 \
     || { echo "FAIL: moe bf16 dump"; cat moeb.log; fail=1; }
   "$N" compare -b refm -c moeb -o cmoeb > cmoeb.txt 2>&1 || { echo "FAIL: a clean MoE bf16 run does not compare clean"; cat cmoeb.txt; fail=1; }
-  # the float32 router is recorded (its linear, call 2, alone), so the
-  # replay does not quantize it in an MxFP8 run either
-  "$N" ls moeb/step0/rank0/dump.h5 | grep -o '^ *Functional[a-z_.0-9]*forward\.kwargs\.fp32_override' | sed 's/^ *//' > moem.txt
-  [ "$(cat moem.txt)" = Functional.linear.2.forward.kwargs.fp32_override ] || { echo "FAIL: marked: $(cat moem.txt)"; fail=1; }
+  # the float32 routers are recorded (their linears alone: call 2 of block
+  # 0, call 13 of block 1 after 2 + 4 x 2 expert linears and the attention's
+  # 2), so the replay does not quantize them in an MxFP8 run either
+  "$N" ls moeb/step0/rank0/dump.h5 | grep -o '^ *Functional[a-z_.0-9]*forward\.kwargs\.fp32_override' | sed 's/^ *//' \
+    | sort > moem.txt
+  [ "$(tr '\n' ' ' < moem.txt)" = "Functional.linear.13.forward.kwargs.fp32_override Functional.linear.2.forward.kwargs.fp32_override " ] \
+    || { echo "FAIL: marked: $(cat moem.txt)"; fail=1; }
   cfg moex
   "$N" dump -c moex.json -- "$N" train "${gm[@]}" --precision mxfp8 --device npu-sim > moex.log 2>&1 \
     || { echo "FAIL: moe mxfp8 dump"; cat moex.log; fail=1; }
   "$N" compare -b refm -c moex -o cmoex > cmoex.txt 2>&1 || { echo "FAIL: a clean MoE mxfp8 run does not compare clean"; cat cmoex.txt; fail=1; }
   echo "ok: MoE bf16 and mxfp8 compare clean, the router marked float32"
-  PROMOTE_OPTS="--granularity module" promote moe_router_bf16 h.0.mlp.router refm -- "${gm[@]}" --precision bf16 \
+  PROMOTE_OPTS="--granularity module" promote moe_router_bf16 "h.0.mlp.router, h.1.mlp.router" refm -- "${gm[@]}" --precision bf16 \
     --device npu-sim --fault moe_router_bf16
+  grep -q '^all [0-9]* ranked candidates promoted still fail; candidates upstream of the first culprit' \
+    moe_router_bf16.out || { echo "FAIL: the MoE search did not go upstream"; cat moe_router_bf16.out; fail=1; }
 fi
 # bad input
 "$N" promote -b ref -- "$N" train > bad.out 2>&1; [ $? -eq 2 ] || { echo "FAIL: promote without -c"; fail=1; }

@@ -80,11 +80,13 @@ void ref_lowp_quantize(float *dst, const float *src, int64_t outer, int64_t K, i
         quant_run(dst, src, 0, 1, n, NP_FP8_HIF8, se, dequant_shift, 0, st);
         return;
     }
-    if (f != NP_LOWP_MXFP8) {
+    if (f != NP_LOWP_MXFP8 && f != NP_LOWP_MXFP8_E5M2) {
         if (dst != src)
             memcpy(dst, src, (size_t)(outer * K * inner) * sizeof *dst);
         return;
     }
+    np_fp8_kind kind = f == NP_LOWP_MXFP8_E5M2 ? NP_FP8_E5M2 : NP_FP8_E4M3;
+    int emax = f == NP_LOWP_MXFP8_E5M2 ? 15 : 8;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t in = 0; in < inner; in++)
             for (int64_t k0 = 0; k0 < K; k0 += NP_MX_BLOCK) {
@@ -98,10 +100,10 @@ void ref_lowp_quantize(float *dst, const float *src, int64_t outer, int64_t K, i
                     if (a > amax)
                         amax = a;
                 }
-                /* OCP MX: shared exponent floor(log2(amax)) - emax of E4M3 (8) */
-                int se = amax > 0 && !bad ? clamp_e8m0(flog2(amax) - 8 + scale_shift) : -127;
+                /* OCP MX: shared exponent floor(log2(amax)) - emax of the elements (E4M3 8, E5M2 15) */
+                int se = amax > 0 && !bad ? clamp_e8m0(flog2(amax) - emax + scale_shift) : -127;
                 if (amax > 0 && !bad)
                     note_scale(st, se);
-                quant_run(dst, src, base, inner, n, NP_FP8_E4M3, se, dequant_shift, bad, st);
+                quant_run(dst, src, base, inner, n, kind, se, dequant_shift, bad, st);
             }
 }

@@ -12,7 +12,10 @@
  *  - blocks along a strided K with a short last block, infinities and NaNs
  *    (an MX block becomes NaN, HiF8 saturates an infinity and keeps a NaN);
  *  - values worked by hand (MX scale 2^-8 and HiF8 scale 2^-3 of amax 1,
- *    ties to even / away, underflow, HiF8's single zero). */
+ *    ties to even / away, underflow, HiF8's single zero; an MX E5M2 block,
+ *    scale 2^-13 of amax 7.75, saturation, subnormals and their tie);
+ *  - the same sweeps for MX blocks of E5M2 (the gradients' format) under
+ *    every other anchor, with the underflow fault's shift 30. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -104,7 +107,7 @@ static void sweep(int ea, np_lowp f, int shift, int dq)
             float v = fbits(up << 16 | (l == NL - 1 ? lr : lows[l]));
             if (!(fabsf(v) <= anchor))
                 continue;
-            if (f == NP_LOWP_MXFP8 && n % 32 == 0) {
+            if (f != NP_LOWP_HIF8 && n % 32 == 0) {
                 x[n] = (n / 32) % 2 ? -anchor : anchor;
                 n++;
             } else if (f == NP_LOWP_HIF8 && n == 0)
@@ -113,7 +116,7 @@ static void sweep(int ea, np_lowp f, int shift, int dq)
             if (f == NP_LOWP_HIF8 && up % 4096 == 0) /* not part of the amax */
                 x[n++] = l % 3 == 0 ? INFINITY : l % 3 == 1 ? -INFINITY : fbits(0x7fc00000u | up | (uint32_t)l << 31);
         }
-    while (f == NP_LOWP_MXFP8 && n % 32)
+    while (f != NP_LOWP_HIF8 && n % 32)
         x[n++] = 0.0f;
     char what[32];
     snprintf(what, sizeof what, "anchor 2^%d", ea);
@@ -177,6 +180,36 @@ static void by_hand(void)
     CHECK(hq[6] == 0 && !signbit(hq[6]));
     CHECK_EQ_INT(st.underflow, 1);
     CHECK_EQ_INT(st.scale_lo, -3);
+
+    /* MX with E5M2 elements (the gradients of --lowp-grad e5m2), one block,
+     * amax 7.75: scale 2^(2 - 15) = 2^-13; E5M2 has 2 mantissa bits, normals
+     * from 2^-14 (x >= 2^-27 here), subnormals m * 2^-16 (m * 2^-29 here) */
+    float g[12] = {3.0f, 1.0f, 0x1p-18f, 0.3f, -2.5f, 7.75f, 5.5f, 0.7f, 0x1p-29f, 0x1.8p-29f, 0x1p-31f, 0.0f};
+    static const double gw[12] = {
+        3.0,      /* 1.1b x 2: exact */
+        1.0,
+        0x1p-18,  /* 2^-5 after the scale: a normal, kept (E4M3's scale 2^-6 would flush it) */
+        0.3125,   /* [0.25, 0.5) in steps of 2^-4: 0.3 -> 0.3125 */
+        -2.5,     /* [2, 4) in steps of 0.5: exact */
+        7.0,      /* 63488 after the scale > 57344: saturates to 57344 x 2^-13 = 7 */
+        6.0,      /* [4, 8) in steps of 1: 5.5 a tie between 5 (mantissa 01) and 6 (10, even) */
+        0.75,     /* [0.5, 1) in steps of 2^-3: 0.7 -> 0.75 */
+        0x1p-29,  /* 2^-16 after the scale: the least subnormal */
+        0x1p-28,  /* 1.5 x 2^-16: a tie between 2^-16 (odd) and 2^-15 (even) */
+        0.0,      /* 2^-18 after the scale, under half the least subnormal */
+        0.0,
+    };
+    float gq[12];
+    np_lowp_stats_init(&st);
+    np_lowp_quantize(gq, g, 1, 12, 1, NP_LOWP_MXFP8_E5M2, 0, 0, &st);
+    for (int i = 0; i < 12; i++)
+        CHECK_MSG(gq[i] == gw[i], "mxfp8_e5m2 element %d: %a -> %a, want %a", i, (double)g[i], (double)gq[i],
+                  gw[i]);
+    CHECK_EQ_INT(st.underflow, 1);
+    CHECK_EQ_INT(st.saturated, 1);
+    CHECK_EQ_INT(st.scale_lo, -13);
+    CHECK_EQ_INT(st.scale_hi, -13);
+    CHECK_EQ_INT(np_lowp_from_name("mxfp8_e5m2"), NP_LOWP_MXFP8_E5M2);
 }
 
 int main(void)
@@ -189,10 +222,13 @@ int main(void)
         sweep(anchors[i], NP_LOWP_MXFP8, -4, dq);
         sweep(anchors[i], NP_LOWP_HIF8, 0, dq);
         sweep(anchors[i], NP_LOWP_HIF8, -14, 0);
+        if (i % 2 == 0) /* E5M2 blocks (the gradients' format): every other anchor, both ends */
+            sweep(anchors[i], NP_LOWP_MXFP8_E5M2, i % 4 ? 30 : 0, 0);
     }
     for (int shift = -4; shift <= 0; shift += 4) {
         strided(NP_LOWP_MXFP8, shift);
         strided(NP_LOWP_HIF8, shift ? -14 : 0);
+        strided(NP_LOWP_MXFP8_E5M2, shift ? 30 : 0);
     }
     return check_report();
 }

@@ -12,10 +12,14 @@
  *  - np_lowp_quantize against a nearest-value search over the decoded
  *    table with the OCP MX shared exponent (blocks of 32 along a strided K,
  *    a partial last block), and its statistics (underflow, saturation,
- *    squared error, scale range) recomputed in float64;
+ *    squared error, scale range) recomputed in float64; the same for MX
+ *    blocks of E5M2 elements (the gradients' format, emax 15);
  *  - a linear op of a context with lowp on equals the float64 product of
  *    the quantized operands, and its fault shifts act; a conv2d equals the
- *    float64 convolution of x and w quantized in blocks along C. */
+ *    float64 convolution of x and w quantized in blocks along C;
+ *  - linear's quantized backward (lowp_backward) by hand and against the
+ *    float64 GEMMs of operands quantized along each GEMM's reduction dim,
+ *    with E4M3, HiF8 and E5M2 gradients (lowp_backward 2). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -304,12 +308,15 @@ static void note(ref_stats *rs, int se)
 }
 
 /* the test's own quantizer: src (OUTER, K, INNER) into want, MX blocks of
- * 32 along K with the OCP scale, HiF8 one scale per tensor */
+ * 32 along K with the OCP scale (E4M3 elements, or E5M2 for
+ * NP_LOWP_MXFP8_E5M2: emax 15), HiF8 one scale per tensor; t is the
+ * elements' table */
 static void ref_quantize(const table *t, np_lowp f, const float *src, float *want, int OUTER, int K, int INNER,
                          int shift, ref_stats *rs)
 {
-    np_fp8_kind k = f == NP_LOWP_MXFP8 ? NP_FP8_E4M3 : NP_FP8_HIF8;
-    if (f == NP_LOWP_MXFP8) {
+    int e5 = f == NP_LOWP_MXFP8_E5M2;
+    np_fp8_kind k = f == NP_LOWP_MXFP8 ? NP_FP8_E4M3 : e5 ? NP_FP8_E5M2 : NP_FP8_HIF8;
+    if (f != NP_LOWP_HIF8) {
         for (int o = 0; o < OUTER; o++)
             for (int in = 0; in < INNER; in++)
                 for (int k0 = 0; k0 < K; k0 += 32) {
@@ -317,7 +324,7 @@ static void ref_quantize(const table *t, np_lowp f, const float *src, float *wan
                     int n = K - k0 < 32 ? K - k0 : 32;
                     for (int j = 0; j < n; j++)
                         amax = fmax(amax, fabs(src[(o * K + k0 + j) * INNER + in]));
-                    int se = amax > 0 ? (int)floor(log2(amax)) - 8 + shift : -127;
+                    int se = amax > 0 ? (int)floor(log2(amax)) - (e5 ? 15 : 8) + shift : -127;
                     if (amax > 0)
                         note(rs, se);
                     for (int j = 0; j < n; j++)
@@ -477,12 +484,12 @@ static void check_conv(np_lowp f)
 }
 
 /* ---- the quantized backward (lowp_backward) ------------------------------ */
-static np_ctx *bwd_ctx(np_lowp f, int fault, int fp32)
+static np_ctx *bwd_ctx(np_lowp f, int fault, int fp32, int e5m2)
 {
     np_ctx_opts o;
     np_ctx_opts_default(&o);
     o.lowp = f;
-    o.lowp_backward = 1;
+    o.lowp_backward = e5m2 ? 2 : 1;
     o.threads = 1;
     o.device = NP_DEVICE_NPU_SIM;
     o.prec_fault = fault;
@@ -525,7 +532,7 @@ static int bwd_run(np_ctx *ctx, int R, int I, int O, const float *xv, const floa
 static void check_bwd_hand(void)
 {
     const float e = 0x1p-18f, one[2] = {1, 1}, w1[1] = {1}, g1[2] = {1, e}, w2[2] = {1, e};
-    np_ctx *ctx = bwd_ctx(NP_LOWP_MXFP8, 0, 0);
+    np_ctx *ctx = bwd_ctx(NP_LOWP_MXFP8, 0, 0, 0);
     np_tensor *x, *w, *b;
     if (ctx && bwd_run(ctx, 2, 1, 1, one, w1, g1, 0, &x, &w, &b) == 0) {
         CHECK(x->grad[0] == 1.0f && x->grad[1] == e);
@@ -533,7 +540,7 @@ static void check_bwd_hand(void)
     } else
         CHECK_MSG(0, "hand case 1 did not run");
     np_ctx_free(ctx);
-    ctx = bwd_ctx(NP_LOWP_MXFP8, 0, 0);
+    ctx = bwd_ctx(NP_LOWP_MXFP8, 0, 0, 0);
     if (ctx && bwd_run(ctx, 1, 1, 2, one, w2, one, 0, &x, &w, &b) == 0) {
         CHECK_MSG(x->grad[0] == 1.0f, "hand case 2: dX %.9g, want 1", x->grad[0]);
         CHECK(w->grad[0] == 1.0f && w->grad[1] == 1.0f);
@@ -541,7 +548,7 @@ static void check_bwd_hand(void)
         CHECK_MSG(0, "hand case 2 did not run");
     np_ctx_free(ctx);
     /* promoted: nothing quantized, the exact float32 gradients */
-    ctx = bwd_ctx(NP_LOWP_MXFP8, 0, 1);
+    ctx = bwd_ctx(NP_LOWP_MXFP8, 0, 1, 0);
     if (ctx && bwd_run(ctx, 2, 1, 1, one, w1, g1, 0, &x, &w, &b) == 0)
         CHECK_MSG(w->grad[0] == 1.0f + e, "promoted: dW %.9g, want 1 + 2^-18", w->grad[0]);
     np_ctx_free(ctx);
@@ -551,8 +558,9 @@ static void check_bwd_hand(void)
  * gradients equal the float64 GEMMs of operands quantized by the test's own
  * quantizer (ref_quantize) along each GEMM's reduction dim; the bias
  * gradient the float64 column sums of dY as it arrived. fault: the
- * gradient's scale shift of lowp_bwd_underflow. */
-static void check_bwd_random(np_lowp f, const table *t, int fault)
+ * gradient's scale shift of lowp_bwd_underflow. tg: the gradient's table,
+ * E5M2's for MX training's E5M2 gradients (lowp_backward 2), else t. */
+static void check_bwd_random(np_lowp f, const table *t, int fault, const table *tg)
 {
     enum { R = 40, I = 36, O = 34 };
     static float xv[R * I], wv[O * I], gv[R * O], gq_o[R * O], wq_o[O * I], gq_r[R * O], xq_r[R * I];
@@ -562,13 +570,23 @@ static void check_bwd_random(np_lowp f, const table *t, int fault)
         wv[i] = (float)(urand() * 0.1 - 0.05);
     for (int i = 0; i < R * O; i++)
         gv[i] = (float)((urand() - 0.5) * pow(2.0, -20 + 12 * urand()));
-    int gs = fault ? (f == NP_LOWP_MXFP8 ? 16 : 24) : 0;
+    int e5 = tg != t;
+    np_lowp gf = e5 ? NP_LOWP_MXFP8_E5M2 : f;
+    int gs = fault ? (e5 ? 30 : f == NP_LOWP_MXFP8 ? 16 : 24) : 0;
     ref_stats rs = {0, 0, 0, 0, 0, 1000, -1000};
-    ref_quantize(t, f, gv, gq_o, R, O, 1, gs, &rs);   /* dY along O */
+    ref_quantize(tg, gf, gv, gq_o, R, O, 1, gs, &rs); /* dY along O */
     ref_quantize(t, f, wv, wq_o, 1, O, I, 0, &rs);    /* W along O */
-    ref_quantize(t, f, gv, gq_r, 1, R, O, gs, &rs);   /* dY along R */
+    ref_quantize(tg, gf, gv, gq_r, 1, R, O, gs, &rs); /* dY along R */
     ref_quantize(t, f, xv, xq_r, 1, R, I, 0, &rs);    /* X along R */
-    np_ctx *ctx = bwd_ctx(f, fault ? NP_PREC_FAULT_LOWP_BWD_UNDERFLOW : 0, 0);
+    if (e5 && !fault) { /* the E4M3 recipe gives other operands: the check below tells the two apart */
+        static float q4[R * O];
+        ref_quantize(t, f, gv, q4, 1, R, O, gs, &rs);
+        int differ = 0;
+        for (int i = 0; i < R * O; i++)
+            differ += q4[i] != gq_r[i];
+        CHECK_MSG(differ > R * O / 4, "E5M2 and E4M3 gradients differ in %d of %d elements", differ, R * O);
+    }
+    np_ctx *ctx = bwd_ctx(f, fault ? NP_PREC_FAULT_LOWP_BWD_UNDERFLOW : 0, 0, e5);
     np_tensor *x, *w, *b;
     if (!ctx || bwd_run(ctx, R, I, O, xv, wv, gv, 1, &x, &w, &b)) {
         CHECK_MSG(0, "%s: the backward did not run", np_lowp_name(f));
@@ -641,9 +659,12 @@ int main(void)
     check_conv(NP_LOWP_HIF8);
     check_bwd_hand();
     for (int fault = 0; fault <= 1; fault++) {
-        check_bwd_random(NP_LOWP_MXFP8, &t[NP_FP8_E4M3], fault);
-        check_bwd_random(NP_LOWP_HIF8, &t[NP_FP8_HIF8], fault);
+        check_bwd_random(NP_LOWP_MXFP8, &t[NP_FP8_E4M3], fault, &t[NP_FP8_E4M3]);
+        check_bwd_random(NP_LOWP_HIF8, &t[NP_FP8_HIF8], fault, &t[NP_FP8_HIF8]);
+        check_bwd_random(NP_LOWP_MXFP8, &t[NP_FP8_E4M3], fault, &t[NP_FP8_E5M2]); /* E5M2 gradients */
     }
+    for (int shift = -4; shift <= 0; shift += 4)
+        check_quantize(NP_LOWP_MXFP8_E5M2, &t[NP_FP8_E5M2], shift);
     /* lowp needs a float32 run */
     np_ctx_opts o;
     np_ctx_opts_default(&o);
@@ -662,6 +683,22 @@ int main(void)
     np_error_clear(&err);
     CHECK(np_ctx_new(&ctx, &o, &err) == NP_ERR_ARG);
     CHECK_CONTAINS(err.text, "lowp_backward");
+    np_ctx_free(ctx);
+    /* E5M2 gradients are MxFP8's; mxfp8_e5m2 is no run format */
+    np_ctx_opts_default(&o);
+    o.lowp = NP_LOWP_HIF8;
+    o.lowp_backward = 2;
+    ctx = NULL;
+    np_error_clear(&err);
+    CHECK(np_ctx_new(&ctx, &o, &err) == NP_ERR_ARG);
+    CHECK_CONTAINS(err.text, "E5M2");
+    np_ctx_free(ctx);
+    np_ctx_opts_default(&o);
+    o.lowp = NP_LOWP_MXFP8_E5M2;
+    ctx = NULL;
+    np_error_clear(&err);
+    CHECK(np_ctx_new(&ctx, &o, &err) == NP_ERR_ARG);
+    CHECK_CONTAINS(err.text, "mxfp8_e5m2");
     np_ctx_free(ctx);
     return check_report();
 }

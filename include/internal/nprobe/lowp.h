@@ -15,7 +15,8 @@
  *   MxFP8 (OCP Microscaling v1.0): blocks of 32 elements along the
  *     reduction dimension share one power-of-two scale (E8M0, exponent in
  *     [-127, 127]) = 2^(floor(log2(amax)) - 8), the elements E4M3 after
- *     division by it, saturating.
+ *     division by it, saturating; its E5M2 variant (the gradients of MX
+ *     training): scale 2^(floor(log2(amax)) - 15), elements E5M2, saturating.
  *
  * Values are emulated as float32 (or double) holding exactly representable
  * values, as bf16/fp16 are elsewhere in nprobe. */
@@ -55,10 +56,13 @@ typedef enum np_lowp {
     NP_LOWP_NONE = 0,
     NP_LOWP_MXFP8,     /* E4M3 elements, one E8M0 scale per 32 along the reduction dim */
     NP_LOWP_HIF8,      /* HiF8 elements, one power-of-two scale per tensor */
+    NP_LOWP_MXFP8_E5M2, /* E5M2 elements, one E8M0 scale 2^(floor(log2(amax)) - 15) per 32: the
+                         * gradients' format of MX training (np_ctx_opts.lowp_grad_e5m2), not a
+                         * run's format */
     NP_LOWP_COUNT
 } np_lowp;
 
-/* "none", "mxfp8", "hif8"; np_lowp_from_name returns -1 for others. */
+/* "none", "mxfp8", "hif8", "mxfp8_e5m2"; np_lowp_from_name returns -1 for others. */
 const char *np_lowp_name(np_lowp f);
 int np_lowp_from_name(const char *name);
 

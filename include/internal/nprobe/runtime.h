@@ -123,7 +123,9 @@ typedef struct np_ctx_opts {
                            * float32 inside autocast; NULL/"" none. Copied by np_ctx_new */
     int lowp_backward;    /* with lowp: the backward GEMMs of linear quantized too (the
                            * gradient and the re-quantized input and weight, blocks along
-                           * each GEMM's reduction dim: docs/RUNTIME.md); 0: the forward only */
+                           * each GEMM's reduction dim: docs/RUNTIME.md); 0: the forward only;
+                           * 1: every operand in lowp's format; 2 (mxfp8 only): the gradient
+                           * in E5M2 blocks (NP_LOWP_MXFP8_E5M2), input and weight E4M3 */
 } np_ctx_opts;
 
 /* Fill `o` with the defaults above. */
