@@ -56,6 +56,8 @@ typedef struct asm_rank {
     np_place_rec *pl;
     size_t npl;
     int stage;             /* the pipeline stage its placement rows carry, -1 none */
+    int stages;            /* 2 when its rows carry several stages (an interleaved
+                            * schedule: several stages a rank), else 1 */
     int *mb;               /* per row of e: its micro-batch, -1 none (micro-batches only) */
     np_strmap emap, pmap;  /* leaf name -> row of e / pl (emap: rows of micro-batch
                             * m >= 1 under "LOGICAL\x1fm" instead, mb_key; a pipeline
@@ -110,6 +112,7 @@ struct cmp_assembly {
                             * merged whole: pp_dim) */
     int no_stage;          /* an earlier stage without a file (its API calls cannot be
                             * counted: the own stage's are left out), -1 none */
+    int interleaved;       /* the file holds several stages: its API calls left out */
     size_t n_unnumbered;   /* the own stage's API call rows left out for it */
     int pp_dim;            /* the runtime's pipeline: its mesh dimension ("pp", -1: none) */
     np_strmap call_rank;   /* a pipeline's merged calls -> the index of the rank whose they are */
@@ -225,8 +228,13 @@ static int rank_mb(asm_rank *r)
         return -1;
     int rc = 0;
     r->stage = -1;
-    for (size_t i = 0; i < r->npl && r->stage < 0; i++)
-        r->stage = r->pl[i].stage;
+    r->stages = 1;
+    for (size_t i = 0; i < r->npl; i++) {
+        if (r->stage < 0)
+            r->stage = r->pl[i].stage;
+        else if (r->pl[i].stage >= 0 && r->pl[i].stage != r->stage)
+            r->stages = 2;
+    }
     for (size_t i = 0; i < r->ne; i++) {
         int pi = np_strmap_get(&r->pmap, r->e[i].name);
         r->mb[i] = pi >= 0 ? r->pl[pi].micro_batch : -1;
@@ -437,11 +445,13 @@ static np_status ranks_open(cmp_assembly *a, const cmp_dump *d, int64_t world, n
     /* micro-batches: the rows' logical names; a pipeline stage's API calls
      * renumbered (stage_offsets) on the ranks of the file's own stage */
     for (int r = 0; r < a->n_ranks && a->pp_dim < 0; r++) /* not the runtime's: merged */
-        if (a->ranks[r].rank == d->rank)
+        if (a->ranks[r].rank == d->rank) {
             a->own_stage = a->ranks[r].stage;
+            a->interleaved = a->ranks[r].stages > 1;
+        }
     np_strmap off = {0};
     char (*names)[NP_FMT_NAME_LEN + 16] = NULL;
-    int with = stage_offsets(a, a->own_stage, &off, &names, &a->no_stage);
+    int with = a->interleaved ? 0 : stage_offsets(a, a->own_stage, &off, &names, &a->no_stage);
     np_status st = with < 0 ? np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory")
                             : NP_OK;
     for (int r = 0; r < a->n_ranks && st == NP_OK; r++) {
@@ -1275,9 +1285,11 @@ static np_status assemble(cmp_dump *d, cmp_arena *arena, np_error *err)
         int ri = own ? np_strmap_get(&own->nmap, s.name) : -1, renamed = 0;
         if (ri >= 0 && own->later[ri])
             continue; /* a piece of micro-batch m >= 1, not a row */
-        if (ri >= 0 && a->no_stage >= 0 && own->mb[ri] >= 0 && api_call(s.call)) {
-            /* an earlier stage has no file: this stage's API calls cannot be
-             * given their one-process numbers (nor paired by their own) */
+        if (ri >= 0 && (a->no_stage >= 0 || a->interleaved) && own->mb[ri] >= 0 &&
+            api_call(s.call)) {
+            /* an earlier stage has no file, or this file holds several stages:
+             * its API calls cannot be given their one-process numbers (nor
+             * paired by their own) */
             a->n_unnumbered++;
             continue;
         }
@@ -1347,6 +1359,14 @@ size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *),
                  "row(s) are left out; its modules' rows are compared.", a->no_stage,
                  has ? " (no file for rank(s) " : "", has ? a->missing_ranks : "",
                  has ? ")" : "", a->own_stage, a->n_unnumbered);
+        note(user, buf);
+    }
+    if (a->interleaved) {
+        snprintf(buf, sizeof buf, "Pipeline: this file holds several stages (an interleaved "
+                 "schedule, stage %d the first): their API calls, counted through the stages "
+                 "in the schedule's order, cannot be numbered as one process numbers them, so "
+                 "its %zu API call row(s) are left out; its modules' rows are compared.",
+                 a->own_stage, a->n_unnumbered);
         note(user, buf);
     }
     if (a->n_replica_diff) {

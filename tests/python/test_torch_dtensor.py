@@ -140,6 +140,17 @@ class PPNet(torch.nn.Module):
         return x
 
 
+class PPPart(torch.nn.Module):
+    """One stage of an interleaved schedule: a layer of PPNet (held by the
+    rank's model, whose names the dump keeps) and its gelu."""
+    def __init__(self, layer):
+        super().__init__()
+        self.layer = layer
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.layer(x))
+
+
 def pp_model(stage=None):
     torch.manual_seed(4)
     m = PPNet()
@@ -477,6 +488,22 @@ def rank_main(rank, tmp):
         stage = PipelineStage(m, rank, 2, torch.device("cpu"), group=group)
         sched = cls(stage, n_microbatches=2, loss_fn=pp_loss)
         out[label] = run_pp(rank, m, PrecisionDebugger(f"{tmp}/{label}.json"), sched)
+    # an interleaved schedule: 4 stages, rank r holds layers r and r + 2 (one
+    # model, each stage a part calling its layer); the bug: rank 0's layers.2
+    # output 1 % off
+    from torch.distributed.pipelining import ScheduleInterleaved1F1B
+    for label in ("il", "bug_il"):
+        whole = pp_model()
+        for k in list(whole.layers.keys()):
+            if int(k) % 2 != rank:
+                del whole.layers[k]
+        if label == "bug_il" and rank == 0:
+            lin = whole.layers["2"]
+            lin.forward = (lambda f: lambda x: f(x) * 1.01)(lin.forward)
+        stages = [PipelineStage(PPPart(whole.layers[str(k)]), k, 4, torch.device("cpu"))
+                  for k in (rank, rank + 2)]
+        sched = ScheduleInterleaved1F1B(stages, n_microbatches=2, loss_fn=pp_loss)
+        out[label] = run_pp(rank, whole, PrecisionDebugger(f"{tmp}/{label}.json"), sched)
     # sequence parallel (torchtitan's plan), its input this rank's chunk of
     # the sequence; and the bug of its norm's gradient not all-reduced
     for label, reduce in (("sp", True), ("bug_sp_grad", False)):
@@ -841,6 +868,24 @@ def check_pp(tmp):
           "with one process on the whole batch")
 
 
+def check_interleaved(tmp):
+    """ScheduleInterleaved1F1B (2 stages a rank) against one process: each
+    file's modules compared (its API calls, counted through its stages in
+    the schedule's order, left out with a note), clean; rank 0's layers.2
+    output 1 % off named at that module."""
+    for r in (0, 1):
+        with open(f"{tmp}/rank{r}.json") as f:
+            res = json.load(f)
+        for label in ("il", "bug_il"):
+            check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
+    out = compare(tmp, "il", bench="single_pp")
+    check("compared 2 step/rank pairs" in out and "this file holds several stages" in out,
+          f"compare one process vs il: both files, the note: {out[:600]!r}")
+    out = compare(tmp, "bug_il", bench="single_pp", want="Module.layers.2.Linear.forward.0")
+    check("rank 0 (pp=0, mb=0)" in out, f"compare one process vs bug_il: rank 0 named: "
+          f"{out[-900:]!r}")
+
+
 def check_collectives(tmp):
     """Each rank's Distributed.* rows against what torch handed the program."""
     res = []
@@ -930,7 +975,7 @@ def main():
         write_configs(tmp, ("tp", "fsdp", "single", "coll", "sp", "single_sp", "bug_sp_grad",
                             "bug_noreduce", "bug_offset", "dp", "bug_dp_shift", "single_mean",
                             "dp_avg", "bug_dp_sum", "pp", "pp_1f1b", "bug_pp_stale",
-                            "bug_pp_scaled", "pp_tp",
+                            "bug_pp_scaled", "pp_tp", "il", "bug_il",
                             "single_pp"))
         fork_ranks(rank_main, tmp, 2)
         from nprobe.torch import PrecisionDebugger
@@ -1020,6 +1065,7 @@ def main():
         # from the loss's backward on
         compare(tmp, "bug_dp_sum", bench="single_mean", want="Tensor.mean.0.backward")
         check_pp(tmp)
+        check_interleaved(tmp)
         compare(tmp, "sp", bench="single_sp")
         # the injected parallel bugs, each named where it lives
         compare(tmp, "bug_noreduce", want="Module.down.Linear.forward.0")
