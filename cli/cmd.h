@@ -98,9 +98,12 @@ int np_cli_probe_detach(np_cli_probe *p);
  * the probe) that records each leaf's placement (np_mesh_placement_mb ->
  * np_probe_place); sp: sequence parallel. */
 int np_cli_probe_layout(np_cli_probe *p, int tp, int sp, int mb, int rank, int world);
-/* A pipeline of pp stages (rank = stage) with mb micro-batches: the mesh
- * ("pp"[, "mb"]) and every leaf placed with its stage (np_mesh_placement_pp). */
-int np_cli_probe_layout_pp(np_cli_probe *p, int pp, int mb, int rank);
+/* A pipeline of pp stages with mb micro-batches, beside tensor parallelism
+ * over tp ranks (<= 1: none; sp: sequence parallel) with data parallel over
+ * the rest of the world (rank = (s * dp + d) * tp + t): the mesh ("pp"[,
+ * "dp"][, "tp"][, "mb"]) and every leaf placed with its stage
+ * (np_mesh_placement_pp). */
+int np_cli_probe_layout_pp(np_cli_probe *p, int pp, int tp, int sp, int mb, int rank, int world);
 /* After np_cli_probe_layout: a vocabulary-parallel run over `vocab` tokens
  * (np_mesh_placement_vp places the word embedding's slices). */
 void np_cli_probe_vocab(np_cli_probe *p, int64_t vocab);

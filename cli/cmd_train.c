@@ -113,9 +113,10 @@ static const np_cli_opt train_opts_table[] = {
                                      "and the loss split over the TP group (docs/RUNTIME.md\n"
                                      "\"Vocabulary parallel\")", NP_OPT_FLAG, F(vocab_parallel), 0, 0,
      NULL, 0, NULL},
-    {NULL, "--pp", "P", "pipeline parallel over P stages (mpirun -n P; gpt: the blocks\n"
-                        "split over the ranks, micro-batches through a GPipe schedule;\n"
-                        "docs/RUNTIME.md \"Pipeline parallel\")", LONG(pp, 1, 1024)},
+    {NULL, "--pp", "P", "pipeline parallel over P stages (mpirun -n P, or with --tp T\n"
+                        "-n K, K a multiple of P x T: data parallel over the rest; gpt:\n"
+                        "the blocks split over the stages, micro-batches through a GPipe\n"
+                        "schedule; docs/RUNTIME.md \"Pipeline parallel\")", LONG(pp, 1, 1024)},
     {NULL, "--micro-batches", "M", "gradient accumulation: each rank's rows of the batch in M\n"
                                    "micro-batches, forward and backward in turn (default 1;\n"
                                    "docs/RUNTIME.md \"Micro-batches\")", LONG(micro_batches, 1, 4096)},
@@ -593,7 +594,16 @@ static void print_banner(const train_args *a, np_trainer *tr, np_model_kind kind
         printf(", stopping after %lld", (long long)stop);
     printf("\n");
     int tp = o->dist.tp > 1 ? o->dist.tp : 1;
-    if (mpi && tp > 1)
+    if (mpi && tp > 1 && o->dist.pp > 1)
+        printf("pipeline x tensor parallel%s: %d rank(s), %d stage(s) of %d data-parallel "
+               "group(s) of %d TP rank(s) (rank = (stage x %d + group) x %d + TP rank), "
+               "%d block(s) split over the stages, GPipe schedule, global batch %d, %d per "
+               "group%s%s\n", o->dist.sp ? " + sequence parallel" : "", world, o->dist.pp,
+               world / (o->dist.pp * tp), tp, world / (o->dist.pp * tp), tp, to->model.n_layer,
+               to->batch, to->batch / (world / (o->dist.pp * tp)),
+               o->dist.fault ? ", collective fault " : "",
+               o->dist.fault ? np_dist_fault_get(o->dist.fault)->name : "");
+    else if (mpi && tp > 1)
         printf("tensor parallel%s: %d rank(s), %d group(s) of %d (data parallel over the groups), "
                "global batch %d, %d per group%s%s\n", o->dist.sp ? " + sequence parallel" : "",
                world, world / tp, tp, to->batch,
@@ -610,7 +620,8 @@ static void print_banner(const train_args *a, np_trainer *tr, np_model_kind kind
                o->dist.fault ? np_dist_fault_get(o->dist.fault)->name : "");
     if (to->micro_batches > 1)
         printf("micro-batches: %d of %d row(s) each, gradients accumulated\n", to->micro_batches,
-               to->batch / (mpi && o->dist.pp <= 1 ? world / tp : 1) / to->micro_batches);
+               to->batch / (mpi ? world / tp / (o->dist.pp > 1 ? o->dist.pp : 1) : 1) /
+                   to->micro_batches);
     fflush(stdout);
 }
 
@@ -714,7 +725,7 @@ static int probe_layout(np_cli_probe *probe, const np_train_opts *o, int mpi, in
 {
     int mb = o->micro_batches > 1 ? o->micro_batches : 1;
     if (o->dist.pp > 1)
-        return np_cli_probe_layout_pp(probe, o->dist.pp, mb, rank);
+        return np_cli_probe_layout_pp(probe, o->dist.pp, o->dist.tp, o->dist.sp, mb, rank, world);
     if (mb > 1 && mpi && world > 1 && o->dist.tp <= 1) {
         np_cli_error("--micro-batches %d with a dump of a plain data-parallel run: its "
                      "placements are not written yet (dump one process, or add --tp)", mb);

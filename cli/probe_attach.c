@@ -17,7 +17,8 @@ struct np_cli_probe {
     char dump_path[4096];
     int tp, dp, sp, mb, rank;  /* tensor (x data) parallel, micro-batches: the placements
                                 * observer */
-    int pp;                    /* pipeline stages (rank = stage), or 0 */
+    int pp;                    /* pipeline stages, or 0 */
+    int stage, inner;          /* a pipeline: this rank's stage and place in it (d * tp + t) */
     int64_t vocab;             /* vocabulary parallel: the vocabulary, or 0 */
     int place_warned;
 };
@@ -74,7 +75,8 @@ static int place_event(const np_hook_event *ev, void *user)
     for (int i = 0; i < ev->n_tensors; i++) {
         np_place_rec rec;
         int m = np_ctx_micro_batch(cp->ctx);
-        if (cp->pp > 1 ? !np_mesh_placement_pp(cp->pp, cp->rank, cp->mb, m, ev, i, &rec)
+        if (cp->pp > 1 ? !np_mesh_placement_pp(cp->pp, cp->stage, cp->tp, cp->dp, cp->sp, cp->mb,
+                                               m, cp->inner, ev, i, &rec)
             : cp->vocab ? !np_mesh_placement_vp(cp->tp, cp->dp, cp->sp, cp->mb, m, cp->rank,
                                                 cp->vocab, ev, i, &rec)
                         : !np_mesh_placement_mb(cp->tp, cp->dp, cp->sp, cp->mb, m, cp->rank, ev, i,
@@ -130,16 +132,41 @@ int np_cli_probe_layout(np_cli_probe *cp, int tp, int sp, int mb, int rank, int 
     return NP_EXIT_OK;
 }
 
-int np_cli_probe_layout_pp(np_cli_probe *cp, int pp, int mb, int rank)
+int np_cli_probe_layout_pp(np_cli_probe *cp, int pp, int tp, int sp, int mb, int rank, int world)
 {
     np_error err;
     np_error_clear(&err);
-    const char *dims[2] = {"pp", NP_FMT_MESH_MB};
-    int64_t shape[2] = {pp, mb}, coords[2] = {rank, 0};
+    tp = tp > 1 ? tp : 1;
+    int stride = world / pp, dp = stride / tp, n = 0;
+    const char *dims[NP_FMT_MESH_MAX];
+    int64_t shape[NP_FMT_MESH_MAX], coords[NP_FMT_MESH_MAX];
+    dims[n] = "pp";
+    shape[n] = pp;
+    coords[n++] = rank / stride;
+    if (tp > 1 && dp > 1) {
+        dims[n] = "dp";
+        shape[n] = dp;
+        coords[n++] = (rank / tp) % dp;
+    }
+    if (tp > 1) {
+        dims[n] = "tp";
+        shape[n] = tp;
+        coords[n++] = rank % tp;
+    }
+    if (mb > 1) {
+        dims[n] = NP_FMT_MESH_MB;
+        shape[n] = mb;
+        coords[n++] = 0;
+    }
     cp->pp = pp;
+    cp->tp = tp;
+    cp->dp = dp;
+    cp->sp = sp;
     cp->mb = mb;
     cp->rank = rank;
-    if (np_probe_set_mesh(cp->probe, mb > 1 ? 2 : 1, dims, shape, coords, &err) != NP_OK ||
+    cp->stage = rank / stride;
+    cp->inner = rank % stride;
+    if (np_probe_set_mesh(cp->probe, n, dims, shape, coords, &err) != NP_OK ||
         np_ctx_add_observer(cp->ctx, &(np_observer){1, NULL, place_event, cp}, &err) != NP_OK) {
         np_cli_report(&err);
         return NP_EXIT_USAGE;

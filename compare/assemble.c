@@ -1162,12 +1162,20 @@ static np_status pp_merge(cmp_assembly *a, cmp_dump *d, cmp_arena *arena, np_err
     return NP_OK;
 }
 
-/* The holder of micro-batch m among h[0..n), or NULL. */
-static const holder *holder_of_m(const holder *h, int n, int m)
+/* The holder of micro-batch m among h[0..n) at the place in its stage of
+ * rank ranks[r] (the same coordinates on every mesh dimension but pp and
+ * mb: its data-parallel group's rows, its TP rank's copy or positions), or
+ * NULL. */
+static const holder *holder_of_m(const cmp_assembly *a, const holder *h, int n, int m, int r)
 {
-    for (int i = 0; i < n; i++)
-        if (h[i].m == m)
+    for (int i = 0; i < n; i++) {
+        int same = h[i].m == m;
+        for (int k = 0; k < a->mesh.ndim && same; k++)
+            same = k == a->pp_dim || k == a->mb_dim ||
+                   a->ranks[h[i].r].coords[k] == a->ranks[r].coords[k];
+        if (same)
             return &h[i];
+    }
     return NULL;
 }
 
@@ -1192,17 +1200,19 @@ static void p2p_check(cmp_assembly *a, const char *recv_leaf, holder *hr, holder
         return;
     a->n_p2p++;
     for (int i = 0; i < nr && !a->p2p_leaf[0]; i++) {
-        const holder *s = holder_of_m(hs, ns, hr[i].m);
+        const holder *s = holder_of_m(a, hs, ns, hr[i].m, hr[i].r);
         if (!s || same_values(s->e, hr[i].e))
             continue;
         char wr[160], ws[160], also[200] = "";
         who(wr, sizeof wr, a, &a->ranks[hr[i].r], hr[i].m);
         who(ws, sizeof ws, a, &a->ranks[s->r], s->m);
-        for (int j = 0; j < ns; j++)
-            if (hs[j].m != hr[i].m && same_values(hs[j].e, hr[i].e)) {
-                snprintf(also, sizeof also, "; it holds what was sent as micro-batch %d", hs[j].m);
+        for (int j = 0; j < a->n_mb; j++) {
+            const holder *o = j != hr[i].m ? holder_of_m(a, hs, ns, j, hr[i].r) : NULL;
+            if (o && same_values(o->e, hr[i].e)) {
+                snprintf(also, sizeof also, "; it holds what was sent as micro-batch %d", j);
                 break;
             }
+        }
         snprintf(a->p2p_leaf, sizeof a->p2p_leaf, "%s", recv_leaf);
         snprintf(a->p2p_text, sizeof a->p2p_text,
                  "pipeline: %.100s received at %.160s values other than %.100s sent (%.160s: "

@@ -91,13 +91,11 @@ static int world_of(const np_trainer *tr)
 void np_dist_shard(np_batch *view, const np_trainer *tr)
 {
     *view = tr->batch;
-    int k = world_of(tr), r = tr->opts.dist.rank, t = tr->opts.dist.tp;
-    if (t > 1) { /* tensor parallel: the data-parallel groups split the batch */
-        k /= t;
-        r /= t;
-    }
-    if (tr->opts.dist.pp > 1) /* a pipeline: every stage sees the whole batch */
-        k = 1;
+    /* beside tensor parallelism and a pipeline the data-parallel groups
+     * split the batch: rank = (s * k + d) * t + tp_rank (nprobe/dist.h) */
+    int t = tr->opts.dist.tp > 1 ? tr->opts.dist.tp : 1;
+    int p = tr->opts.dist.pp > 1 ? tr->opts.dist.pp : 1;
+    int k = world_of(tr) / (t * p), r = (tr->opts.dist.rank / t) % (k > 0 ? k : 1);
     if (!tr->opts.dist.allgather || k == 1)
         return;
     int64_t rows = tr->batch.x_shape[0] / k;

@@ -29,7 +29,22 @@
  * Reductions: the loss is the last stage's (the mean of the micro-batches'
  * losses in float64), sent to every rank; the gradient norm sums each
  * parameter's squares where it lives and adds them in the model's
- * parameter order, np_grad_norm's arithmetic. */
+ * parameter order, np_grad_norm's arithmetic.
+ *
+ * Beside tensor parallelism (--tp T, model_tp.c) each stage is D x T
+ * ranks, rank = (s * D + d) * T + t (Megatron's order: tp fastest, then
+ * dp, pp slowest; nprobe/dist.h): the TP group of a stage is T contiguous
+ * ranks, and each rank sends to and receives from the rank at its own
+ * place (d, t) in the next and the previous stage (rank -+ D x T). The
+ * boundary's activation is whole on every TP rank (its copies the same),
+ * or under sequence parallelism this TP rank's positions; each place
+ * sends its own, so no split or gather is needed at the boundary. The TP
+ * collectives of a stage run inside its forward and backward while the
+ * other stages wait for messages: they are messages inside the group
+ * (model_tp.c group_gather), not world gathers. After the backward the
+ * data-parallel sum runs over each stage's D groups (np_tp_dp_reduce),
+ * then the tied embedding's two gradients at each place, and the norm
+ * counts a TP shard on every TP rank and a whole parameter once. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +67,10 @@ typedef struct pp_head {
 
 struct np_pp {
     int size, stage;           /* P, this rank's stage */
+    int world, stride, inner;  /* all ranks; a stage's (D x T); this rank's place in its stage */
     int l0, l1;                /* its blocks */
+    int seq_div;               /* sequence parallel: a boundary activation holds T/seq_div
+                                * positions (else 1) */
     np_dist d;                 /* the callbacks */
     np_dist_fault fault;
     np_tensor **params;        /* this stage's parameters (the optimizer's) */
@@ -101,7 +119,13 @@ np_status np_pp_setup(np_trainer *tr, np_error *err)
         return np_error_set(err, NP_ERR_NOMEM, NULL, "pp", "out of memory");
     tr->pp = pp;
     pp->size = P;
-    pp->stage = d->rank;
+    /* rank = (s * D + d) * T + t (nprobe/dist.h): a stage is D x T ranks, and
+     * rank k's neighbours in the pipeline are k -+ D x T */
+    pp->world = d->world_size;
+    pp->stride = d->world_size / P;
+    pp->inner = d->rank % pp->stride;
+    pp->stage = d->rank / pp->stride;
+    pp->seq_div = d->tp > 1 && d->sp ? d->tp : 1;
     pp->l0 = (int)((int64_t)pp->stage * c->n_layer / P);
     pp->l1 = (int)((int64_t)(pp->stage + 1) * c->n_layer / P);
     pp->d = *d;
@@ -234,6 +258,12 @@ static np_status ctx_err(np_ctx *ctx, np_error *err, const char *what)
                         ce && ce->text[0] ? ce->text : np_strerror(st));
 }
 
+/* The rank at this rank's place in the stage `dir` (+1, -1) after this one. */
+static int peer_rank(const np_pp *pp, int dir)
+{
+    return (pp->stage + dir) * pp->stride + pp->inner;
+}
+
 /* Send stage output x of micro-batch m to the next stage. */
 static np_status send_act(np_trainer *tr, np_tensor *x, int m, np_error *err)
 {
@@ -252,7 +282,7 @@ static np_status send_act(np_trainer *tr, np_tensor *x, int m, np_error *err)
     memcpy(msg + sizeof h, np_tensor_f32(x), (size_t)x->numel * sizeof(float));
     p2p_call c;
     p2p_begin(ctx, &c, "send", pp->stage + m * (pp->size - 1), 0, pp->stage + 1, x);
-    if (pp->d.send(msg, bytes, pp->stage + 1, TAG_ACT, pp->d.user) != 0)
+    if (pp->d.send(msg, bytes, peer_rank(pp, 1), TAG_ACT, pp->d.user) != 0)
         return io_fail(tr, "send to", pp->stage + 1, m, err);
     p2p_end(ctx, &c, NP_ROLE_INPUT, x);
     return NP_OK;
@@ -274,7 +304,7 @@ static const char *take_act(np_trainer *tr, int m, size_t bytes, np_error *err)
             np_error_set(err, NP_ERR_NOMEM, NULL, "pp", "out of memory");
             return NULL;
         }
-        if (pp->d.recv(b, bytes, pp->stage - 1, TAG_ACT, pp->d.user) != 0) {
+        if (pp->d.recv(b, bytes, peer_rank(pp, -1), TAG_ACT, pp->d.user) != 0) {
             free(b);
             io_fail(tr, "receive from", pp->stage - 1, pp->n_stash, err);
             return NULL;
@@ -284,14 +314,15 @@ static const char *take_act(np_trainer *tr, int m, size_t bytes, np_error *err)
     return pp->stash[want];
 }
 
-/* Stage input of micro-batch m (B, T, C) from the stage before: a leaf
+/* Stage input of micro-batch m (B, T, C; sequence parallel: this rank's
+ * T/seq_div positions) from the same place in the stage before: a leaf
  * that requires grad; micro-batch 0's brings the API counters. */
 static np_tensor *recv_act(np_trainer *tr, int m, int64_t B, int64_t T, np_error *err)
 {
     np_pp *pp = tr->pp;
     np_ctx *ctx = tr->ctx;
-    int64_t shape[3] = {B, T, tr->model->cfg.n_embd};
-    size_t numel = (size_t)(B * T * shape[2]);
+    int64_t shape[3] = {B, T / pp->seq_div, tr->model->cfg.n_embd};
+    size_t numel = (size_t)(B * shape[1] * shape[2]);
     p2p_call c;
     p2p_begin(ctx, &c, "recv", pp->stage - 1 + m * (pp->size - 1), 0, pp->stage - 1, NULL);
     const char *msg = take_act(tr, m, sizeof(pp_head) + numel * sizeof(float), err);
@@ -376,7 +407,7 @@ static np_status stage_backward(np_trainer *tr, int m, double seed, np_error *er
             return ctx_err(ctx, err, "pp");
         p2p_call c;
         p2p_begin(ctx, &c, "send", pp->stage + m * (P - 1), 1, pp->stage + 1, NULL);
-        if (pp->d.recv(gb, bytes, pp->stage + 1, TAG_GRAD, pp->d.user) != 0)
+        if (pp->d.recv(gb, bytes, peer_rank(pp, 1), TAG_GRAD, pp->d.user) != 0)
             return io_fail(tr, "gradient from", pp->stage + 1, m, err);
         np_tensor *gt = rt_wrap(ctx, o, gb, NP_FLOAT32);
         if (!gt)
@@ -398,22 +429,23 @@ static np_status stage_backward(np_trainer *tr, int m, double seed, np_error *er
         return ctx_err(ctx, err, "pp");
     p2p_call c;
     p2p_begin(ctx, &c, "recv", pp->stage - 1 + m * (P - 1), 1, pp->stage - 1, gt);
-    if (pp->d.send(gx, bytes, pp->stage - 1, TAG_GRAD, pp->d.user) != 0)
+    if (pp->d.send(gx, bytes, peer_rank(pp, -1), TAG_GRAD, pp->d.user) != 0)
         return io_fail(tr, "gradient to", pp->stage - 1, m, err);
     p2p_end(ctx, &c, NP_ROLE_INPUT, gt);
     return NP_OK;
 }
 
-/* The last stage's value, the same on every rank (a gather). */
+/* The last stage's value at this rank's place in the stage (its
+ * data-parallel group's), on every rank of the place (a gather). */
 static np_status from_last(np_pp *pp, double *v, np_error *err)
 {
-    double *all = reserve(pp, sizeof(double) * (size_t)pp->size);
+    double *all = reserve(pp, sizeof(double) * (size_t)pp->world);
     if (!all)
         return np_error_set(err, NP_ERR_NOMEM, NULL, "pp", "out of memory");
     double mine = *v;
     if (pp->d.allgather(all, &mine, sizeof mine, pp->d.user) != 0)
         return np_error_set(err, NP_ERR_IO, NULL, "pp", "pipeline: the gather of the loss failed");
-    *v = all[pp->size - 1];
+    *v = all[(pp->size - 1) * pp->stride + pp->inner];
     return NP_OK;
 }
 
@@ -462,10 +494,10 @@ np_status np_pp_sync_grads(np_pp *pp, np_error *err)
     if (P < 2 || !t)
         return NP_OK;
     size_t n = (size_t)t->numel;
-    float *all = reserve(pp, n * sizeof(float) * (size_t)(P + 1));
+    float *all = reserve(pp, n * sizeof(float) * (size_t)(pp->world + 1));
     if (!all)
         return np_error_set(err, NP_ERR_NOMEM, NULL, "pp", "out of memory");
-    float *mine = all + n * (size_t)P;
+    float *mine = all + n * (size_t)pp->world;
     if (t->grad)
         memcpy(mine, t->grad, n * sizeof(float));
     else
@@ -475,40 +507,53 @@ np_status np_pp_sync_grads(np_pp *pp, np_error *err)
                             "word embedding's gradient failed");
     if (!t->grad)
         return NP_OK;
-    /* the first stage's (the embedding's) plus the last's (the lm head's) */
+    /* the first stage's (the embedding's) plus the last's (the lm head's), at
+     * this rank's place in the stage (after the data-parallel reduction) */
+    const float *first = all + (size_t)pp->inner * n;
+    const float *last = all + (size_t)((P - 1) * pp->stride + pp->inner) * n;
     for (size_t e = 0; e < n; e++)
-        t->grad[e] = (float)((double)all[e] + (double)all[(size_t)(P - 1) * n + e]);
+        t->grad[e] = (float)((double)first[e] + (double)last[e]);
     return NP_OK;
 }
 
 np_status np_pp_reduce_flag(np_pp *pp, int *flag, np_error *err)
 {
-    int *all = reserve(pp, sizeof(int) * (size_t)pp->size);
+    int *all = reserve(pp, sizeof(int) * (size_t)pp->world);
     if (!all)
         return np_error_set(err, NP_ERR_NOMEM, NULL, "pp", "out of memory");
     int mine = *flag != 0;
     if (pp->d.allgather(all, &mine, sizeof mine, pp->d.user) != 0)
         return np_error_set(err, NP_ERR_IO, NULL, "pp", "pipeline: the gather of the loss "
                             "scaler's flag failed");
-    for (int r = 0; r < pp->size; r++)
+    for (int r = 0; r < pp->world; r++)
         mine |= all[r];
     *flag = mine;
     return NP_OK;
 }
 
-np_status np_pp_grad_norm(np_pp *pp, np_tensor *const *all_params, int n, double clip,
-                          double *norm, np_error *err)
+np_status np_pp_grad_norm(np_pp *pp, const np_tp *tp, np_tensor *const *all_params, int n,
+                          double clip, double *norm, np_error *err)
 {
-    int P = pp->size;
-    double *sq = reserve(pp, sizeof(double) * (size_t)n * (size_t)(P + 1));
+    int W = pp->world;
+    double *sq = reserve(pp, sizeof(double) * (size_t)n * (size_t)(W + 1));
     if (!sq)
         return np_error_set(err, NP_ERR_NOMEM, NULL, "pp", "out of memory");
-    double *mine = sq + (size_t)n * (size_t)P;
+    double *mine = sq + (size_t)n * (size_t)W;
+    /* a stage's data-parallel groups hold the same (reduced) gradients: the
+     * first group's count; inside it, a TP shard on every TP rank, a whole
+     * parameter on TP rank 0 only */
+    int tp_size = 1, tp_rank = 0;
+    if (tp)
+        np_tp_group(tp, &tp_rank, &tp_size);
+    int first_group = pp->inner < tp_size;
     for (int i = 0; i < n; i++) {
         const np_tensor *p = all_params[i];
+        np_tensor whole;
         double s = 0.0;
+        int sharded = tp && np_tp_shard_dim(tp, p, &whole) >= 0;
         /* the tied weight counts once: on the first stage */
-        int here = p->grad && (p != pp->tied || pp->stage == 0);
+        int here = p->grad && first_group && (sharded || tp_rank == 0) &&
+                   (p != pp->tied || pp->stage == 0);
         for (int64_t k = 0; here && k < p->numel; k++)
             s += (double)p->grad[k] * (double)p->grad[k];
         mine[i] = s;
@@ -516,10 +561,13 @@ np_status np_pp_grad_norm(np_pp *pp, np_tensor *const *all_params, int n, double
     if (pp->d.allgather(sq, mine, sizeof(double) * (size_t)n, pp->d.user) != 0)
         return np_error_set(err, NP_ERR_IO, NULL, "pp",
                             "pipeline: the gather of the gradient norm failed");
+    /* each parameter's squares summed over the ranks in rank order (one
+     * stage holds it: the others' are 0; its TP shards in TP rank order),
+     * then those sums in the model's parameter order */
     double total = 0.0;
     for (int i = 0; i < n; i++) {
-        double s = 0.0; /* one stage holds it: the others' are 0 */
-        for (int r = 0; r < P; r++)
+        double s = 0.0;
+        for (int r = 0; r < W; r++)
             s += sq[(size_t)r * (size_t)n + (size_t)i];
         total += s;
     }
@@ -536,8 +584,8 @@ np_status np_pp_grad_norm(np_pp *pp, np_tensor *const *all_params, int n, double
 
 /* ---- placements -------------------------------------------------------------------- */
 
-int np_mesh_placement_pp(int pp, int stage, int mb, int m, const np_hook_event *ev, int i,
-                         np_place_rec *rec)
+int np_mesh_placement_pp(int pp, int stage, int tp, int dp, int sp, int mb, int m, int inner,
+                         const np_hook_event *ev, int i, np_place_rec *rec)
 {
     if (!ev || i < 0 || i >= ev->n_tensors || !ev->tensors[i].t)
         return 0;
@@ -545,12 +593,17 @@ int np_mesh_placement_pp(int pp, int stage, int mb, int m, const np_hook_event *
     if (t->ndim > NP_FMT_MAX_DIMS)
         return 0;
     np_place_rec r;
-    if (!np_mesh_placement_mb(1, 1, 0, mb, m, 0, ev, i, &r)) {
+    if (!np_mesh_placement_mb(tp, dp, sp, mb, m, inner, ev, i, &r)) {
+        /* whole: Replicate() on each dimension of the stage's (dp, tp, mb) */
         memset(&r, 0, sizeof r);
         r.global_ndim = t->ndim;
         for (int d = 0; d < t->ndim; d++)
             r.global_shape[d] = t->shape[d];
-        snprintf(r.placements, sizeof r.placements, "%s", mb > 1 ? "Replicate()" : "");
+        int n = (tp > 1 ? (dp > 1 ? 2 : 1) : 0) + (mb > 1);
+        size_t len = 0;
+        for (int j = 0; j < n; j++)
+            len += (size_t)snprintf(r.placements + len, sizeof r.placements - len, "%s%s",
+                                    j ? "," : "", "Replicate()");
         r.micro_batch = ev->kind == NP_EV_PARAM_GRAD ? -1 : m;
     }
     *rec = r;

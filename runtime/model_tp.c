@@ -36,8 +36,11 @@
 struct np_tp {
     int size, rank;        /* the TP group: its size T and this rank's index in it */
     int world, base;       /* all ranks; the group's first (rank - rank % T) */
-    int dp, dp_rank;       /* data-parallel groups beside it (world / T), this one */
+    int dp, dp_rank;       /* data-parallel groups beside it (world / (T P)), this one */
+    int stage_base;        /* the first rank of this pipeline stage (0 without one) */
     np_allgather_fn allgather;
+    np_p2p_fn msg_send, msg_recv; /* a pipeline's stages: the TP group's gathers by messages */
+    int p2p;
     void *user;
     np_dist_fault fault;
     float *buf;
@@ -69,15 +72,47 @@ static int reserve(np_tp *tp, size_t need)
     return 0;
 }
 
+enum { TAG_TP = 7201 };
+
+/* Every TP group rank's `bytes` of x into tp->buf at its world rank's
+ * place (room for the world reserved by the caller). Without a pipeline
+ * the world's gather (the callback knows no groups; the other groups'
+ * values are ignored). Under a pipeline the stages run different
+ * collectives at the same time, so a world gather would wait for a stage
+ * that waits for a message: the group exchanges messages instead, each
+ * pair (i < j) in one order on every rank (i sends first, j receives
+ * first), which cannot deadlock (the first unfinished pair in that order
+ * has both ranks at it). */
+static int group_gather(np_tp *tp, const void *x, size_t bytes)
+{
+    if (!tp->p2p)
+        return tp->allgather(tp->buf, x, bytes, tp->user);
+    char *b = (char *)tp->buf;
+    memcpy(b + (size_t)(tp->base + tp->rank) * bytes, x, bytes);
+    for (int i = 0; i < tp->size; i++)
+        for (int j = i + 1; j < tp->size; j++) {
+            if (tp->rank != i && tp->rank != j)
+                continue;
+            int peer = tp->base + (tp->rank == i ? j : i);
+            void *mine = (void *)(uintptr_t)x, *theirs = b + (size_t)peer * bytes;
+            int rc = tp->rank == i ? tp->msg_send(mine, bytes, peer, TAG_TP, tp->user) ||
+                                         tp->msg_recv(theirs, bytes, peer, TAG_TP, tp->user)
+                                   : tp->msg_recv(theirs, bytes, peer, TAG_TP, tp->user) ||
+                                         tp->msg_send(mine, bytes, peer, TAG_TP, tp->user);
+            if (rc)
+                return -1;
+        }
+    return 0;
+}
+
 /* x[0..n) = the sum over the ranks of the TP group of their x, in float64
- * in rank order. The gather is over the world (the callback knows no
- * groups); the other groups' values are ignored. */
+ * in rank order. */
 static int allreduce_sum(np_tp *tp, float *x, int64_t n)
 {
     size_t bytes = (size_t)n * sizeof(float);
     if (reserve(tp, bytes * (size_t)tp->world) != 0)
         return -1;
-    if (tp->allgather(tp->buf, x, bytes, tp->user) != 0)
+    if (group_gather(tp, x, bytes) != 0)
         return -1;
     for (int64_t e = 0; e < n; e++) {
         double acc = 0.0;
@@ -218,7 +253,7 @@ static int seq_gather(np_tp *tp, float *out, const float *x, int64_t B, int64_t 
 {
     size_t n = (size_t)(B * Ts * C);
     if (reserve(tp, n * sizeof(float) * (size_t)tp->world) != 0 ||
-        tp->allgather(tp->buf, x, n * sizeof(float), tp->user) != 0)
+        group_gather(tp, x, n * sizeof(float)) != 0)
         return -1;
     int64_t T = Ts * tp->size;
     for (int r = 0; r < tp->size; r++)
@@ -331,8 +366,7 @@ np_tensor *np_tp_reduce_quiet(np_ctx *ctx, np_tp *tp, np_tensor *x)
 
 const void *np_tp_gather_group(np_tp *tp, const void *x, size_t bytes)
 {
-    if (reserve(tp, bytes * (size_t)tp->world) != 0 ||
-        tp->allgather(tp->buf, x, bytes, tp->user) != 0)
+    if (reserve(tp, bytes * (size_t)tp->world) != 0 || group_gather(tp, x, bytes) != 0)
         return NULL;
     return (const char *)tp->buf + (size_t)tp->base * bytes;
 }
@@ -476,8 +510,14 @@ np_status np_tp_setup(np_trainer *tr, np_error *err)
     tp->rank = d->rank % T;
     tp->world = d->world_size;
     tp->base = d->rank - tp->rank;
-    tp->dp = d->world_size / T;
-    tp->dp_rank = d->rank / T;
+    /* rank = (s * dp + d) * T + t (nprobe/dist.h) */
+    int P = d->pp > 1 ? d->pp : 1;
+    tp->dp = d->world_size / (T * P);
+    tp->dp_rank = (d->rank / T) % tp->dp;
+    tp->stage_base = d->rank - d->rank % (T * tp->dp);
+    tp->p2p = P > 1;
+    tp->msg_send = d->send;
+    tp->msg_recv = d->recv;
     tp->sp = d->sp;
     if (tp->sp && (add_to(&tp->norms, &tp->n_norms, m->ln_f.weight) ||
                    add_to(&tp->norms, &tp->n_norms, m->ln_f.bias)))
@@ -606,8 +646,10 @@ np_status np_tp_dp_reduce(np_tp *tp, np_tensor *const *p, int n, double *loss, n
         return np_error_set(err, NP_ERR_IO, NULL, "all_reduce",
                             "data parallel beside tensor parallel: the gather of the gradients "
                             "failed");
-    /* rank tp->rank of each data-parallel group: d * T + tp->rank, d in order */
+    /* rank tp->rank of each data-parallel group of this stage:
+     * stage_base + d * T + tp->rank, d in order */
     double scale = f == NP_DIST_FAULT_WRONG_COUNT ? 0.5 : 1.0;
+    size_t r0 = (size_t)(tp->stage_base + tp->rank), rs = (size_t)tp->size;
     off = 0;
     for (int i = 0; i < n; off += (size_t)p[i]->numel, i++) {
         if (!p[i]->grad)
@@ -615,13 +657,13 @@ np_status np_tp_dp_reduce(np_tp *tp, np_tensor *const *p, int n, double *loss, n
         for (int64_t e = 0; e < p[i]->numel; e++) {
             double acc = 0.0;
             for (int d = 0; d < tp->dp; d++)
-                acc += (double)tp->buf[(size_t)(d * tp->size + tp->rank) * total + off + (size_t)e];
+                acc += (double)tp->buf[(r0 + (size_t)d * rs) * total + off + (size_t)e];
             p[i]->grad[e] = (float)(acc * scale);
         }
     }
     double lsum = 0.0;
     for (int d = 0; d < tp->dp; d++)
-        lsum += (double)tp->buf[(size_t)(d * tp->size + tp->rank) * total + off];
+        lsum += (double)tp->buf[(r0 + (size_t)d * rs) * total + off];
     *loss = (double)(float)(lsum / tp->dp);
     return NP_OK;
 }
@@ -860,6 +902,9 @@ static int tp_place(int tp, int rank, int sp, const np_hook_event *ev, int i, np
     int bwd = ev->kind == NP_EV_API_BACKWARD || ev->kind == NP_EV_MODULE_BACKWARD;
     int dim = -1;
     int kind = sp && rg ? sp_rule(rg, api, bwd, ht, &dim) : -1;
+    /* a pipeline's boundary under sp: the blocks' activations, this rank's positions */
+    if (sp && api && ht->t->ndim == 3 && ev->name && !strncmp(ev->name, "Distributed.", 12))
+        kind = 'S', dim = 1;
     if (kind < 0)
         kind = rg == R_ATTN ? (api ? attn_rule(ev->name, bwd, ht, &dim) : 0)
                : rg == R_LN || rg == R_BLOCK ? 0

@@ -36,24 +36,33 @@ static np_status dist_check(const np_train_opts *o, np_error *err)
         return np_error_set(err, NP_ERR_ARG, NULL, "rank",
                             "expected 0 <= rank < world_size, got rank %d of %d", d->rank,
                             d->world_size);
-    int dp = !d->allgather || d->pp > 1                   ? 1
-             : d->tp > 1 && d->world_size % d->tp == 0 ? d->world_size / d->tp
-                                                       : d->world_size;
+    /* rank = (s * D + d) * T + t (dist.h): D data-parallel groups beside
+     * the T TP ranks and the P stages */
+    int T = d->tp > 1 ? d->tp : 1, P = d->pp > 1 ? d->pp : 1;
+    int dp = !d->allgather ? 1 : d->world_size % (T * P) == 0 ? d->world_size / (T * P)
+                                                                : d->world_size;
     if (d->allgather && o->batch % dp != 0)
         return np_error_set(err, NP_ERR_ARG, NULL, "batch",
                             "the global batch %d does not split into %d equal shards (expected "
                             "a multiple of the number of data-parallel ranks)", o->batch, dp);
-    if (d->allgather && d->tp > 1 && d->world_size % d->tp != 0)
+    if (d->allgather && d->tp > 1 && d->pp <= 1 && d->world_size % d->tp != 0)
         return np_error_set(err, NP_ERR_ARG, NULL, "tp",
                             "tensor parallel over %d ranks needs a world of a multiple of %d "
                             "ranks (data parallel over world / %d groups), got %d", d->tp, d->tp,
                             d->tp, d->world_size);
-    if (d->pp > 1 && (!d->allgather || !d->send || !d->recv || d->world_size != d->pp || d->tp > 1))
+    if (d->pp > 1 && (!d->allgather || !d->send || !d->recv || d->world_size % (T * P) != 0 ||
+                      (T == 1 && d->world_size != P)))
         return np_error_set(err, NP_ERR_ARG, NULL, "pp",
-                            "pipeline parallel over %d stages needs exactly %d ranks (no tensor "
-                            "or data parallelism beside it yet) and point-to-point messages, got "
-                            "%d rank(s)%s", d->pp, d->pp, d->allgather ? d->world_size : 1,
-                            d->tp > 1 ? " and --tp" : "");
+                            "pipeline parallel over %d stages needs %s and point-to-point "
+                            "messages, got %d rank(s)", P,
+                            T > 1 ? "a world of a multiple of --tp x --pp ranks (data parallel "
+                                    "over the rest)"
+                                  : "exactly that many ranks (data parallel beside a pipeline "
+                                    "needs --tp)",
+                            d->allgather ? d->world_size : 1);
+    if (d->pp > 1 && d->vp)
+        return np_error_set(err, NP_ERR_ARG, NULL, "pp", "pipeline parallel with a "
+                            "vocabulary-parallel embedding (--vocab-parallel) is not built");
     int mb = o->micro_batches > 1 ? o->micro_batches : 1;
     int rows = d->allgather ? o->batch / dp : o->batch;
     if (rows % mb != 0)
@@ -236,10 +245,10 @@ static np_status clip_norm(np_trainer *tr, np_tensor *const *params, int n, doub
                            np_error *err)
 {
     const np_train_opts *o = &tr->opts;
+    if (tr->pp)
+        return np_pp_grad_norm(tr->pp, tr->tp, params, n, o->grad_clip, norm, err);
     if (tr->tp)
         return np_tp_grad_norm(tr->tp, params, n, o->grad_clip, norm, err);
-    if (tr->pp)
-        return np_pp_grad_norm(tr->pp, params, n, o->grad_clip, norm, err);
     if (!np_dist_active(tr)) {
         *norm = o->grad_clip > 0 ? np_clip_grad_norm(params, n, o->grad_clip)
                                  : np_grad_norm(params, n);
@@ -274,8 +283,11 @@ static np_status update(np_trainer *tr, np_step_result *res, np_error *err)
     np_status st = np_dist_active(tr) ? np_dist_reduce_grads(tr, &res->loss, err) : NP_OK;
     int n = 0;
     np_tensor *const *params = np_model_params(tr->model, &n);
-    if (!st && tr->tp)
-        st = np_tp_dp_reduce(tr->tp, params, n, &res->loss, tr->dfault, err);
+    if (!st && tr->tp) { /* a pipeline's stage reduces its own parameters */
+        int ns = n;
+        np_tensor *const *ps = tr->pp ? np_pp_params(tr->pp, &ns) : params;
+        st = np_tp_dp_reduce(tr->tp, ps, ns, &res->loss, tr->dfault, err);
+    }
     if (!st && tr->tp)
         st = np_tp_sync_grads(tr->tp, err);
     if (!st && tr->pp)

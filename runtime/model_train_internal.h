@@ -42,8 +42,8 @@ np_status np_pp_forward_backward(np_trainer *tr, const np_batch *shard, int M, d
                                  double *loss, np_error *err);
 np_status np_pp_sync_grads(np_pp *pp, np_error *err);
 np_status np_pp_reduce_flag(np_pp *pp, int *flag, np_error *err);
-np_status np_pp_grad_norm(np_pp *pp, np_tensor *const *all_params, int n, double clip,
-                          double *norm, np_error *err);
+np_status np_pp_grad_norm(np_pp *pp, const struct np_tp *tp, np_tensor *const *all_params, int n,
+                          double clip, double *norm, np_error *err);
 
 /* model_tp.c: tensor parallelism (np_dist.tp > 1). Setup slices the
  * parameters (before the optimizer exists); sync sums the gradients only

@@ -25,6 +25,27 @@
 #   whose values it holds (1), every one-process leaf still paired (stage
 #   1's names come with micro-batch 0's message, whichever it takes); the
 #   same first culprit under `mpirun -n 2 nprobe compare`.
+# Pipeline x tensor parallel (`mpirun -n 4 nprobe train --pp 2 --tp 2
+# --micro-batches 2`: rank = stage x 2 + TP rank, each stage's blocks
+# Megatron-split over its 2 ranks, each rank sending to the rank at its own
+# place in the next stage):
+# - the one-process losses within 2e-6 (as the pipeline alone with 2
+#   micro-batches);
+# - the dump: a (pp=2, tp=2, mb=2) mesh, rank 3 at (1, 1, 0), its received
+#   activation Replicate() over pp and tp (the copies of a TP group are
+#   equal) and Shard(0) over mb, its c_fc weight (block 1, stage 1) the rows
+#   64..127 of (128, 32), Shard(0) over tp;
+# - plain compare against one process: exit 0, no error row, no bench-only
+#   row, no culprit, the 4 rank files assembled, every receive equal to what
+#   the rank at its place in the stage before sent;
+# - a second run of the layout: the same printed losses and every rank's
+#   step file byte-identical;
+# - tp_missing_allreduce (block 0's row-parallel c_proj left unreduced, on
+#   stage 0): first culprit Module.h.0.mlp.c_proj.Linear.forward.0, its
+#   replicas rank 0 (pp=0, tp=0, mb=0) and rank 1 (pp=0, tp=1, mb=0);
+# - pp_microbatch_swap: first culprit Distributed.recv.0.forward, rank 2
+#   (pp=1, tp=0, mb=0) holding what rank 0 (pp=0, tp=0, mb=0) sent as
+#   micro-batch 1.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/mpi_env.sh"
@@ -36,8 +57,8 @@ fail=0
 # fault: every C path of model_pp.c and of the pipeline's assembly.
 lite=${NP_SANITIZED:+1}
 size=(--model gpt --layers 2 --width 32 --context 16 --batch 4 --steps 2 --threads 1)
-run() { # dir ranks device fault [extra args]
-  printf '{"task": "tensor", "dump_path": "%s", "level": "mix", "step": [0, 1]}\n' "$tmp/$1" > "$1.json"
+run() { # dir ranks device fault [extra args] [steps]
+  printf '{"task": "tensor", "dump_path": "%s", "level": "mix", "step": [%s]}\n' "$tmp/$1" "${6:-0, 1}" > "$1.json"
   local cmd=("$nprobe" train "${size[@]}" --device "$3" --fault "$4" --dump-config "$1.json" ${5:-})
   if [ "$2" = 0 ]; then "${cmd[@]}" > "$1.log" 2>&1; else mpirun_k "$2" "${cmd[@]}" --pp 2 > "$1.log" 2>&1; fi ||
     { echo "FAIL train $*"; cat "$1.log"; exit 1; }
@@ -116,5 +137,60 @@ if grep -q "first culprit across all steps and ranks: step 0 rank 0 Distributed.
   echo "ok   pp_microbatch_swap under mpirun -n 2 nprobe compare: the same first culprit"
 else
   echo "FAIL pp_microbatch_swap under mpirun compare"; cat mpi.cmp; fail=1
+fi
+
+# ---- pipeline x tensor parallel: 4 ranks, rank = stage x 2 + TP rank
+run ptp 4 cpu none '--tp 2 --micro-batches 2'
+run ptp2 4 cpu none '--tp 2 --micro-batches 2'
+run ptpmiss 4 npu-sim tp_missing_allreduce '--tp 2 --micro-batches 2' 0
+run ptpswap 4 npu-sim pp_microbatch_swap '--tp 2 --micro-batches 2' 0
+if paste <(grep '^step ' single.log | awk '{print $4}') <(grep '^step ' ptp.log | awk '{print $4}') |
+   awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-6) bad = 1 } END { exit bad || NR != 2 }' &&
+   diff <(grep '^step ' ptp.log | awk '{print $2, $4}') <(grep '^step ' ptp2.log | awk '{print $2, $4}') > /dev/null; then
+  echo "ok   pp2 x tp2 --micro-batches 2 prints the one-process losses (within 2e-6), twice the same"
+else
+  echo "FAIL pp2 x tp2 losses"; grep '^step ' single.log ptp.log ptp2.log; fail=1
+fi
+show=$("$nprobe" show ptp/step0/rank3/dump.h5 Distributed.recv.0.forward.output.0 2>&1)
+fc=$("$nprobe" show ptp/step0/rank3/dump.h5 Module.h.1.mlp.c_fc.Linear.forward.0.parameters.weight 2>&1)
+if grep -q "mesh      (pp=2, tp=2, mb=2) at (1, 1, 0)" <<< "$show" &&
+   grep -q "placements \[Replicate(),Replicate(),Shard(0)\]" <<< "$show" &&
+   grep -q "stage     1  micro-batch 0" <<< "$show" &&
+   grep -q "placements \[Replicate(),Shard(0),Replicate()\]" <<< "$fc" &&
+   grep -q "global    (128, 32) offset (64, 0)" <<< "$fc"; then
+  echo "ok   pp2 x tp2 rank 3: mesh (pp=2, tp=2, mb=2) at (1, 1, 0), its received activation Replicate() over pp and tp, block 1's c_fc weight rows 64..127 Shard(0) over tp"
+else
+  echo "FAIL pp2 x tp2 dump: $show / $fc"; fail=1
+fi
+read -r rc errors only first < <(cmp_json single ptp "")
+if [ "$rc" = 0 ] && [ "$errors" = 0 ] && [ "$only" = 0 ] && [ "$first" = none ] &&
+   grep -q "mesh pp=2, tp=2, mb=2): .* assembled from the 4 rank file(s)" ptp.cmp &&
+   grep -q "Pipeline (pp=2): the stages' rows merged .* all equal" ptp.cmp; then
+  echo "ok   pp2 x tp2 against one process, steps 0 and 1: exit 0, no error row, no bench-only row, 4 rank files assembled, the receives equal to the sends"
+else
+  echo "FAIL pp2 x tp2 against one process: exit $rc, $errors error rows, $only bench-only, culprit $first"; cat ptp.cmp; fail=1
+fi
+# bit-identical: every rank's step file byte for byte (the payloads, the
+# statistics, the calls and the placements)
+same=0
+for f in ptp/step*/rank*/dump.h5; do cmp -s "$f" "ptp2/${f#ptp/}" && same=$((same + 1)); done
+if [ "$same" = 8 ]; then
+  echo "ok   two pp2 x tp2 runs: the 8 step files (2 steps x 4 ranks) byte-identical"
+else
+  echo "FAIL two pp2 x tp2 runs: $same of 8 step files identical"; fail=1
+fi
+read -r rc errors only first < <(cmp_json single ptpmiss "--step 0")
+if [ "$rc" = 1 ] && [ "$first" = Module.h.0.mlp.c_proj.Linear.forward.0 ] &&
+   grep -q "Replica disagreement: .*rank 0 (pp=0, tp=0, mb=0) and rank 1 (pp=0, tp=1, mb=0)" ptpmiss.cmp; then
+  echo "ok   tp_missing_allreduce under pp2 x tp2: first culprit $first, replicas rank 0 (pp=0, tp=0, mb=0) and rank 1 (pp=0, tp=1, mb=0)"
+else
+  echo "FAIL tp_missing_allreduce under pp2 x tp2: exit $rc, culprit $first"; cat ptpmiss.cmp; fail=1
+fi
+read -r rc errors only first < <(cmp_json single ptpswap "--step 0")
+if [ "$rc" = 1 ] && [ "$first" = Distributed.recv.0.forward ] && [ "$only" = 0 ] &&
+   grep -q "first culprit: Distributed.recv.0.forward .*: pipeline: rank 2 (pp=1, tp=0, mb=0) received at Distributed.recv.0.forward values other than rank 0 (pp=0, tp=0, mb=0) sent .*; it holds what was sent as micro-batch 1$" ptpswap.cmp; then
+  echo "ok   pp_microbatch_swap under pp2 x tp2: first culprit $first, rank 2 (pp=1, tp=0, mb=0) holding what rank 0 sent as micro-batch 1"
+else
+  echo "FAIL pp_microbatch_swap under pp2 x tp2: exit $rc, culprit $first"; cat ptpswap.cmp; fail=1
 fi
 exit $fail

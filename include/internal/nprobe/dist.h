@@ -87,14 +87,18 @@ typedef struct np_dist {
     np_dist_fault fault;      /* acts on npu-sim only */
     int tp;                   /* tensor-parallel degree (0 or 1: none); > 1: the GPT's
                                * attention and MLPs Megatron-style over groups of tp
-                               * ranks, data parallel over world_size / tp groups
-                               * (rank = d * tp + t; model_tp.c) */
+                               * ranks, data parallel over world_size / (tp * pp)
+                               * groups (model_tp.c; the rank layout: pp below) */
     int sp;                   /* with tp > 1: sequence parallel (layer norms and residuals
                                * on a slice of the sequence per TP rank) */
     int pp;                   /* pipeline-parallel stages (0 or 1: none); > 1: the GPT's
-                               * blocks split over pp ranks (world_size = pp, rank = the
-                               * stage), micro-batches through a GPipe schedule
-                               * (model_pp.c); needs send and recv */
+                               * blocks split over pp stages, micro-batches through a
+                               * GPipe schedule (model_pp.c); needs send and recv.
+                               * The rank layout (Megatron's order, tp fastest, pp
+                               * slowest): rank = (s * D + d) * T + t for stage s of
+                               * pp, data-parallel group d of D = world_size / (T *
+                               * pp), TP rank t of T = max(tp, 1); a world of one
+                               * stage is the tensor-parallel layout d * T + t */
     np_p2p_fn send, recv;     /* point-to-point, for pp > 1 */
     int vp;                   /* with tp > 1: the word embedding's rows (and so the lm
                                * head's logits and the loss) split over the TP group
@@ -139,14 +143,18 @@ int np_mesh_placement_sp(int tp, int dp, int sp, int rank, const struct np_hook_
 int np_mesh_placement_mb(int tp, int dp, int sp, int mb, int m, int rank,
                          const struct np_hook_event *ev, int i, struct np_place_rec *rec);
 
-/* A pipeline of pp > 1 stages (world = pp ranks, rank = stage) with mb
- * micro-batches (m the call's, -1 outside them): one more mesh dimension
- * "pp" first (the stages; every leaf's item Replicate(): each stage holds
- * whole tensors, the tied word embedding on the first and the last stage
- * the same), then "mb" as np_mesh_placement_mb says; every leaf is placed,
- * with its stage (docs/FORMAT.md "/placements"). */
-int np_mesh_placement_pp(int pp, int stage, int mb, int m, const struct np_hook_event *ev, int i,
-                         struct np_place_rec *rec);
+/* A pipeline of pp > 1 stages with mb micro-batches (m the call's, -1
+ * outside them), each stage tp x dp ranks (tp <= 1: none beside it): one
+ * more mesh dimension "pp" first (the stages; every leaf's item
+ * Replicate(): each stage holds its own leaves, the tied word embedding on
+ * the first and the last stage the same), then the stage's (dp, tp, mb)
+ * items as np_mesh_placement_mb gives them for `inner`, the rank within the
+ * stage (d * tp + t), Replicate() where it places nothing; under sp the
+ * activations crossing a stage boundary (Distributed.send/recv) are
+ * Shard(1) over tp. Every leaf is placed, with its stage (docs/FORMAT.md
+ * "/placements"). */
+int np_mesh_placement_pp(int pp, int stage, int tp, int dp, int sp, int mb, int m, int inner,
+                         const struct np_hook_event *ev, int i, struct np_place_rec *rec);
 /* np_mesh_placement_mb of a vocabulary-parallel run (np_dist.vp) over a
  * vocabulary of `vocab` tokens: on tp, the word embedding's weight and its
  * gradients Shard(0) (rows [r*V/T, (r+1)*V/T), uneven when T does not
