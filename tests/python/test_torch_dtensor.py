@@ -300,14 +300,20 @@ def test_layout():
     # torch.chunk for tp's Shard(0)); where sizes divide evenly that is
     # torch.chunk(torch.chunk(rows, tp)[t], dp)[d], a contiguous run
     from torch.distributed.tensor.placement_types import _StridedShard
-    n_strided = 0
+    n_strided = n_uneven = 0
     for n in range(0, 13):
         for dp, tp in ((2, 2), (2, 3), (3, 2), (4, 1)):
             rows = torch.arange(n)
             for dc in range(dp):
                 for tc in range(tp):
-                    mine = _StridedShard(0, split_factor=tp)._split_tensor(
-                        rows, dp, with_padding=False)[0][dc]
+                    try:
+                        mine = _StridedShard(0, split_factor=tp)._split_tensor(
+                            rows, dp, with_padding=False)[0][dc]
+                    except AssertionError:
+                        # older torch (Debian 13's 2.6) splits a _StridedShard
+                        # evenly only: no oracle for this size there
+                        n_uneven += 1
+                        continue
                     parts = torch.chunk(mine, tp)
                     want = parts[tc] if tc < len(parts) else mine[:0]
                     if len(want) and not torch.equal(want, torch.arange(int(want[0]),
@@ -325,7 +331,9 @@ def test_layout():
     # interleaved: _StridedShard with no later split of its dimension
     check(D.strided_layout((8,), (2,), (0,), (("S", 0, 2),)) is None,
           "a _StridedShard whose rows interleave has no layout")
-    print(f"strided_layout: {n_strided} FSDP2 x TP cases against DTensor's split")
+    print(f"strided_layout: {n_strided} FSDP2 x TP cases against DTensor's split"
+          + (f" ({n_uneven} uneven cases this torch cannot split)" if n_uneven else ""))
+    check(n_strided > 0, "no _StridedShard case checked")
 
 
 # ---- the ranks --------------------------------------------------------------
