@@ -1033,6 +1033,7 @@ class PrecisionDebugger:
         self._mb_div = 1.0        # what its schedule divides the accumulated gradients by
         self._pp_k = None         # the pipeline's dimension in the mesh (dtensor.collective_rows)
         self._mb_batch = None     # the step's micro-batch size (dtensor.mb_context)
+        self._mb_sizes = None     # unequal micro-batches: their sizes (dtensor.set_mesh)
         self._mb_red = {}         # the step's reductions of a batched input: call -> "A"/"P"
         self._unplaced = 0        # DTensor leaves dumped without a placement row
         self._placed = []         # the step's placement rows: (call, role, key, PlaceRow)

@@ -471,6 +471,7 @@ def set_mesh(d, world_size):
     if sched is not None and MB not in names:
         # a pipeline's micro-batches: the last dimension, in time (mb_over)
         d._mb, d._mb_div = sched.n_mb, float(sched.div)
+        d._mb_sizes = sched.sizes if d._dp_k is None else None
         gd = mesh.group_dim(sched.ranks)
         d._pp_k = gd[0] if gd is not None else None
         names, shape, coords = names + [MB], shape + [sched.n_mb], coords + [0]
@@ -759,7 +760,7 @@ def mb_context(d, call, ins, places, role_in):
             return
         d._mb_batch = dims[0]
     red = _dp_reduction(d, call.split("."))
-    if red and d._mb_batch in dims:
+    if red and (d._mb_batch in dims or any(x in dims for x in d._mb_sizes or ())):
         d._mb_red[call] = red
 
 
@@ -782,6 +783,12 @@ def mb_over(d, call, role, row, m):
     bw = ".backward" in call
     if m < 0 or role in (_lib.ROLE_PARAMETERS, _lib.ROLE_PARAMETERS_GRAD):
         item = "Replicate()"
+    elif g and d._mb_sizes and 0 <= m < len(d._mb_sizes) and g[0] == d._mb_sizes[m]:
+        # micro-batches of unequal sizes (M does not divide the batch):
+        # micro-batch m's rows after the earlier ones' (tensor_split's)
+        item = "Shard(0)"
+        off[0] += sum(d._mb_sizes[:m])
+        g[0] = sum(d._mb_sizes)
     elif g and g[0] == d._mb_batch:
         item = "Shard(0)"
         k = d._dp_k
