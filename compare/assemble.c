@@ -30,7 +30,10 @@
  * leaves this rank does not hold are not compared (noted). Under a
  * framework's pipeline (the package's, each stage numbering its calls from
  * 0) they are another stage's, and a run's directory compares each stage
- * in its own pair. Under the runtime's pipeline (a mesh dimension "pp" in
+ * in its own pair; a stage's API calls are renumbered by the earlier
+ * stages' (stage_offsets), and left out, with a note, where that cannot
+ * be done: an earlier stage without a file, or a file of several stages
+ * (an interleaved schedule). Under the runtime's pipeline (a mesh dimension "pp" in
  * a file of framework nprobe-runtime) the rows and calls of every stage's
  * file are merged in the order one process runs them (the stages'
  * forwards first to last, their backwards last to first, then the

@@ -876,6 +876,52 @@ def check_pp(tmp):
           "with one process on the whole batch")
 
 
+def check_unequal(tmp):
+    """Micro-batches of unequal sizes: a 5-row batch in 2 (3 and 2 rows, as
+    pipelining splits it), a one-stage GPipe on a 1-rank gloo group (torch
+    2.13's stages after the first receive into micro-batch 0's shape, so
+    only a first stage runs them), a summed loss (scale_grads off): micro-
+    batch 1's rows at offset 3 of 5, and compare against one process on the
+    whole batch exits 0 (before: 49 shards overlapping)."""
+    from nprobe.torch import PrecisionDebugger
+    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+    g = torch.Generator().manual_seed(6)
+    x, t = torch.randn(5, 8, generator=g), torch.randn(5, 8, generator=g)
+
+    def loss(y, t):
+        return torch.nn.functional.mse_loss(y, t, reduction="sum")
+    m = pp_model()
+    d = PrecisionDebugger(f"{tmp}/single_uneq.json")
+    d.start(m)
+    loss(m(x), t).backward()
+    d.stop()
+    d.step()
+    d.close()
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/store_uneq", rank=0,
+                            world_size=1)
+    try:
+        m = pp_model()
+        sched = ScheduleGPipe(PipelineStage(m, 0, 1, torch.device("cpu")), n_microbatches=2,
+                              loss_fn=loss, scale_grads=False)
+        d = PrecisionDebugger(f"{tmp}/uneq.json")
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            d.start(m)
+            sched.step(x, target=t)
+            d.stop()
+            d.step()
+            d.close()
+        check_dumped("uneq", [str(a.message) for a in w if "nprobe" in str(a.message)],
+                     d.summary)
+    finally:
+        dist.destroy_process_group()
+    _c, _d, place, _a = read(f"{tmp}/dump_uneq/step0/rank0/dump.h5")
+    leaf = "Module.layers.0.Linear.forward.1.input.0"
+    check(place.get(leaf) == ("Replicate(),Shard(0)", (5, 8), (3, 0)),
+          f"uneq: {leaf} {place.get(leaf)}: micro-batch 1's 2 rows at offset 3 of 5")
+    compare(tmp, "uneq", bench="single_uneq")
+
+
 def check_interleaved(tmp):
     """ScheduleInterleaved1F1B (2 stages a rank) against one process: each
     file's modules compared (its API calls, counted through its stages in
@@ -983,8 +1029,8 @@ def main():
         write_configs(tmp, ("tp", "fsdp", "single", "coll", "sp", "single_sp", "bug_sp_grad",
                             "bug_noreduce", "bug_offset", "dp", "bug_dp_shift", "single_mean",
                             "dp_avg", "bug_dp_sum", "pp", "pp_1f1b", "bug_pp_stale",
-                            "bug_pp_scaled", "pp_tp", "il", "bug_il",
-                            "single_pp"))
+                            "bug_pp_scaled", "pp_tp", "il", "bug_il", "uneq",
+                            "single_uneq", "single_pp"))
         fork_ranks(rank_main, tmp, 2)
         from nprobe.torch import PrecisionDebugger
         single_runs(tmp)
@@ -1074,6 +1120,7 @@ def main():
         compare(tmp, "bug_dp_sum", bench="single_mean", want="Tensor.mean.0.backward")
         check_pp(tmp)
         check_interleaved(tmp)
+        check_unequal(tmp)
         compare(tmp, "sp", bench="single_sp")
         # the injected parallel bugs, each named where it lives
         compare(tmp, "bug_noreduce", want="Module.down.Linear.forward.0")

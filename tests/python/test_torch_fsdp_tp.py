@@ -156,9 +156,26 @@ def rank_main(rank, tmp):
     d = PrecisionDebugger(f"{tmp}/ddp_sub.json", data_parallel="dp")
     out["ddp_sub"] = {"warnings": run(m, d, x=batch()[3 * (rank % 2):3 * (rank % 2) + 3],
                                       mean=True), "summary": d.summary}
+    # the same DDP on a subgroup, the ranks' layout given (device_mesh: dp
+    # the DDP groups, rep across them: ranks 0 and 2 the same half)
+    rmesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("rep", "dp"))
+    m = DistributedDataParallel(model(), process_group=groups[rank // 2])
+    d = PrecisionDebugger(f"{tmp}/ddp_sub_mesh.json", data_parallel="dp", device_mesh=rmesh)
+    out["ddp_sub_mesh"] = {"warnings": run(m, d, x=batch()[3 * (rank % 2):3 * (rank % 2) + 3],
+                                           mean=True), "summary": d.summary}
     with open(f"{tmp}/rank{rank}.json", "w") as f:
         json.dump(out, f)
     dist.destroy_process_group()
+
+
+class Wrap(torch.nn.Module):
+    """One process's model named as DistributedDataParallel's (`module.`)."""
+    def __init__(self, m):
+        super().__init__()
+        self.module = m
+
+    def forward(self, x):
+        return self.module(x)
 
 
 def check_dppp(tmp):
@@ -202,7 +219,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         write_configs(tmp, ("fsdp_tp", "single", "fsdp_tp_dp", "single_mean", "pp_tp4",
                             "bug_pp_tp4", "single_pp", "ddp_sub", "pp_sub", "dppp",
-                            "dppp_plain", "bug_dppp_plain"))
+                            "dppp_plain", "bug_dppp_plain", "ddp_sub_mesh", "single_wrap"))
         fork_ranks(rank_main, tmp, WORLD)
         single_runs(tmp)
         for r in range(WORLD):
@@ -272,6 +289,19 @@ def main():
                 _c, _d, _p, attrs = read(f"{tmp}/dump_{label}/step0/rank{r}/dump.h5")
                 check(len(w) == 1 and want in w[0] and "mesh_dims" not in attrs,
                       f"{label} rank {r}: one warning, no mesh: {w} {attrs.get('mesh_dims')}")
+        # DDP on a subgroup with device_mesh: assembled over dp, the rep
+        # replicas checked; against one process (the module under a wrapper
+        # named as DDP's) on the whole batch: clean
+        from nprobe.torch import PrecisionDebugger
+        for r in range(WORLD):
+            with open(f"{tmp}/rank{r}.json") as f:
+                res = json.load(f)
+            check_dumped(f"ddp_sub_mesh rank {r}", res["ddp_sub_mesh"]["warnings"],
+                         res["ddp_sub_mesh"]["summary"])
+        check(not run(Wrap(model()), PrecisionDebugger(f"{tmp}/single_wrap.json"), mean=True),
+              "one process (wrapped, mean loss): no warning")
+        out = compare(tmp, "ddp_sub_mesh", bench="single_wrap")
+        check("mesh rep=2, dp=2" in out, f"ddp_sub_mesh: the mesh given: {out[:300]!r}")
         if os.environ.get("KEEP"):
             shutil.copytree(tmp, os.environ["KEEP"], dirs_exist_ok=True)
     print(f"{len(FAILS)} failed")

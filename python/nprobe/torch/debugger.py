@@ -937,6 +937,9 @@ class PrecisionDebugger:
     ranks' gradients: "avg" (FSDP2's and DDP's default), "sum", or the
     number they are divided by; None reads it from the model (FSDP2's
     gradient divide factor, DDP's average), else "sum".
+    device_mesh: for a model without DTensors, the torch DeviceMesh that
+    says where the ranks lie (DDP on a subgroup: the dp line of it, the
+    other dimensions replicas); the model's DTensors' mesh takes precedence.
     A bad config raises NprobeError before anything is written.
     """
 
@@ -951,7 +954,7 @@ class PrecisionDebugger:
 
     def __init__(self, config_path=None, task=None, dump_path=None, level=None, step=None,
                  precision=None, device=None, torch_compile=None, data_parallel=None,
-                 data_parallel_reduce=None, **_ignored):
+                 data_parallel_reduce=None, device_mesh=None, **_ignored):
         env = os.environ.get("NPROBE_DUMP_CONFIG")
         path = env or config_path
         if not path:
@@ -1021,6 +1024,7 @@ class PrecisionDebugger:
         self._skipped = {}        # what was not dumped as the program saw it: kind -> leaves
         self._mesh = None         # the device mesh of the DTensor leaves (dtensor.py)
         self._dp = data_parallel  # the mesh dimension whose ranks see different batches
+        self._user_mesh = device_mesh  # a DeviceMesh for a model without DTensors
         self._dp_k = None         # its index in the mesh (dtensor.set_mesh)
         self._dp_batch = None     # the step's local batch size (dtensor.dp_rows)
         self._dp_div = 1.0        # what the dp reduction divides the summed gradients by
@@ -1029,6 +1033,7 @@ class PrecisionDebugger:
         self._mb_div = 1.0        # what its schedule divides the accumulated gradients by
         self._pp_k = None         # the pipeline's dimension in the mesh (dtensor.collective_rows)
         self._mb_batch = None     # the step's micro-batch size (dtensor.mb_context)
+        self._mb_sizes = None     # unequal micro-batches: their sizes (dtensor.set_mesh)
         self._mb_red = {}         # the step's reductions of a batched input: call -> "A"/"P"
         self._unplaced = 0        # DTensor leaves dumped without a placement row
         self._placed = []         # the step's placement rows: (call, role, key, PlaceRow)

@@ -416,6 +416,11 @@ def set_mesh(d, world_size):
         return
     mesh = model_mesh(d._models)
     sched = pipeline.schedule()
+    if mesh is None and getattr(d, "_user_mesh", None) is not None:
+        mesh = user_mesh(d, world_size)
+        if mesh is False:
+            d._mesh = False
+            return
     if mesh is None and sched is not None and sched.ranks == list(range(world_size)):
         # a pipeline without DTensors: its stages' ranks are the mesh
         mesh = Mesh(("pp",), (len(sched.ranks),), (sched.coord,), list(sched.ranks))
@@ -466,6 +471,7 @@ def set_mesh(d, world_size):
     if sched is not None and MB not in names:
         # a pipeline's micro-batches: the last dimension, in time (mb_over)
         d._mb, d._mb_div = sched.n_mb, float(sched.div)
+        d._mb_sizes = sched.sizes if d._dp_k is None else None
         gd = mesh.group_dim(sched.ranks)
         d._pp_k = gd[0] if gd is not None else None
         names, shape, coords = names + [MB], shape + [sched.n_mb], coords + [0]
@@ -481,6 +487,34 @@ def set_mesh(d, world_size):
         d._mb, d._mb_div = None, 1.0
         _no_row(d, f"the device mesh {mesh.names} {mesh.shape} (world size {world_size}) "
                    f"was refused: {err}")
+
+
+def user_mesh(d, world_size):
+    """The Mesh of PrecisionDebugger(device_mesh=...) (its root mesh); False,
+    with a warning, when it does not cover the world or a
+    DistributedDataParallel module's group is not its data_parallel line."""
+    import warnings
+    mesh = _mesh_of(root_mesh(d._user_mesh))
+    if mesh is None:
+        warnings.warn("nprobe: device_mesh does not hold this rank: no device mesh is written",
+                      stacklevel=5)
+        return False
+    n = 1
+    for x in mesh.shape:
+        n *= x
+    sub = ddp_ranks(d)
+    gd = mesh.group_dim(sub) if sub is not None else None
+    why = None
+    if n != world_size:
+        why = f"covers {n} ranks, not the world's {world_size}"
+    elif sub is not None and (gd is None or mesh.names[gd[0]] != d._dp):
+        why = (f"DistributedDataParallel's process group {sub} is not its "
+               f"data_parallel={d._dp!r} line")
+    if why:
+        warnings.warn(f"nprobe: device_mesh {mesh.names} {mesh.shape} {why}: no device mesh "
+                      f"is written; each rank's dump compares on its own", stacklevel=5)
+        return False
+    return mesh
 
 
 def pp_dp_mesh(d, ranks, world_size):
@@ -726,7 +760,7 @@ def mb_context(d, call, ins, places, role_in):
             return
         d._mb_batch = dims[0]
     red = _dp_reduction(d, call.split("."))
-    if red and d._mb_batch in dims:
+    if red and (d._mb_batch in dims or any(x in dims for x in d._mb_sizes or ())):
         d._mb_red[call] = red
 
 
@@ -749,6 +783,12 @@ def mb_over(d, call, role, row, m):
     bw = ".backward" in call
     if m < 0 or role in (_lib.ROLE_PARAMETERS, _lib.ROLE_PARAMETERS_GRAD):
         item = "Replicate()"
+    elif g and d._mb_sizes and 0 <= m < len(d._mb_sizes) and g[0] == d._mb_sizes[m]:
+        # micro-batches of unequal sizes (M does not divide the batch):
+        # micro-batch m's rows after the earlier ones' (tensor_split's)
+        item = "Shard(0)"
+        off[0] += sum(d._mb_sizes[:m])
+        g[0] = sum(d._mb_sizes)
     elif g and g[0] == d._mb_batch:
         item = "Shard(0)"
         k = d._dp_k

@@ -26,6 +26,8 @@ captured there (no rows, no collectives, no parameter gradients).
 import sys
 import threading
 
+import torch
+
 _installed = False
 _paused = 0          # > 0 inside a stage's set-up (the debugger's hooks stand aside)
 _active = 0          # chunks running now, all threads (current() reads its thread's only then)
@@ -103,15 +105,28 @@ def _pause(orig):
     return _wraps(orig, wrapper)
 
 
+_batch = None        # the rows of the batch the running step() was given (None: unknown)
+
+
+def _rows(args, kwargs):
+    """The first dimension of step()'s first tensor argument (the first
+    stage's batch) or of its target (the last stage's), None without one."""
+    for t in list(args) + [kwargs.get("target")]:
+        if isinstance(t, torch.Tensor) and t.dim():
+            return int(t.shape[0])
+    return None
+
+
 def _step(orig):
     """A schedule's step(): schedule() gives it meanwhile."""
     def wrapper(self, *args, **kwargs):
-        global _sched
-        saved, _sched = _sched, self
+        global _sched, _batch
+        saved, _sched = (_sched, _batch), self
+        _batch = _rows(args, kwargs)
         try:
             return orig(self, *args, **kwargs)
         finally:
-            _sched = saved
+            _sched, _batch = saved
     wrapper._nprobe_orig = orig
     wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
     return wrapper
@@ -123,11 +138,14 @@ class Schedule:
     them (`coord`), its micro-batches (`n_mb`), and what the schedule
     divides the parameters' accumulated gradients by (`div`: the
     micro-batch count under scale_grads, pipelining's mean-loss
-    convention; 1 for a summed loss)."""
-    __slots__ = ("ranks", "coord", "n_mb", "div")
+    convention; 1 for a summed loss), and the micro-batches' sizes when
+    the batch's rows are known and M does not divide them (`sizes`:
+    torch.tensor_split's, as pipelining splits; None otherwise)."""
+    __slots__ = ("ranks", "coord", "n_mb", "div", "sizes")
 
-    def __init__(self, ranks, coord, n_mb, div):
+    def __init__(self, ranks, coord, n_mb, div, sizes=None):
         self.ranks, self.coord, self.n_mb, self.div = ranks, coord, n_mb, div
+        self.sizes = sizes
 
 
 def schedule():
@@ -149,7 +167,11 @@ def schedule():
         div = n if getattr(s, "scale_grads", True) else 1
     except Exception:  # noqa: BLE001 - another torch's pipelining internals: no mesh from it
         return None
-    return Schedule(ranks, coord, n, div) if n >= 1 else None
+    sizes = None
+    if _batch is not None and n >= 1 and _batch % n:
+        q, r = divmod(_batch, n)
+        sizes = [q + (m < r) for m in range(n)]
+    return Schedule(ranks, coord, n, div, sizes) if n >= 1 else None
 
 
 def _p2p(orig):
