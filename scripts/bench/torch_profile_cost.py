@@ -26,8 +26,11 @@ a virtual machine does not expose the counter).
 Printed per configuration: the minimum and the median over the rounds of the
 step's CPU and wall time and their ratios to plain, and the median of the
 per-round ratios (each round's configurations run back to back, so they
-share that round's load); on a loaded machine the minimum
-is the steadier figure (a step can only be slowed by the load). Also the
+share that round's load) with its 95 % interval (a bootstrap of the
+rounds, 2000 resamples, seed 0: the figure's uncertainty on this
+machine); on a loaded machine the minimum and the per-round ratios are the
+steadier figures (a step can only be slowed by the load, and a round's
+configurations share it). Also the
 parts: the aten ops and module calls in a step (from a trace) and the cost
 of one module range and of one recorded op (a tight loop, minimum of 7).
 
@@ -109,6 +112,14 @@ class Instructions:
 COUNTER = None
 
 
+def median_ci(r, n=2000):
+    """The 95 % bootstrap interval of the median of r (seed 0: the same every run)."""
+    import random
+    g = random.Random(0)
+    m = sorted(statistics.median(g.choices(r, k=len(r))) for _ in range(n))
+    return m[int(0.025 * n)], m[int(0.975 * n) - 1]
+
+
 def one(conf, model, step, root):
     """(CPU ms, wall ms, instructions) of one timed step under conf (after an untimed one)."""
     d = p = None
@@ -125,17 +136,17 @@ def one(conf, model, step, root):
         if d:
             d.start(model)
         gc.collect()          # the previous configuration's garbage (its profiler's events) not here
-        i0 = COUNTER.read()
+        i0, s0 = COUNTER.read(), os.times().system
         c0, w0 = time.process_time(), time.perf_counter()
         step()
         c1, w1 = time.process_time(), time.perf_counter()
-        i1 = COUNTER.read()
+        i1, s1 = COUNTER.read(), os.times().system
         if d:
             d.stop()
             d.step()
         elif p:
             p.step()
-        t = ((c1 - c0) * 1e3, (w1 - w0) * 1e3, i1 - i0)
+        t = ((c1 - c0) * 1e3, (w1 - w0) * 1e3, i1 - i0, (s1 - s0) * 1e3)
     if d:
         d.close()
     elif p:
@@ -227,11 +238,14 @@ def main():
         unit, scale = ("G", 1e-9) if w == 2 else ("ms", 1)
         for c in configs:
             v = [t[w] for t in res[c]]
-            ratio = statistics.median(x / y for x, y in zip(v, base))
+            rr = [x / y for x, y in zip(v, base)]
+            lo, hi = median_ci(rr)
             print(f"  {what:<5} {c:<17} min {min(v) * scale:8.3f} {unit} x{min(v) / min(base):.4f}   median "
                   f"{statistics.median(v) * scale:8.3f} {unit} "
                   f"x{statistics.median(v) / statistics.median(base):.4f}"
-                  f"   median of the rounds' ratios x{ratio:.4f}")
+                  f"   median of the rounds' ratios x{statistics.median(rr):.4f} (95 % x{lo:.4f}-x{hi:.4f})")
+    print("  cpu time in the kernel (system; page faults of fresh memory among it), median: " +
+          ", ".join(f"{c} {statistics.median(t[3] for t in res[c]):.1f} ms" for c in configs))
     for ours, ref in (("profile", "torchprof"), ("profile_shapes", "torchprof_shapes")):
         if ours in res and ref in res:
             print(f"  {ours} / {ref}: cpu min x{min(t[0] for t in res[ours]) / min(t[0] for t in res[ref]):.3f}")
