@@ -16,6 +16,10 @@
 #    `nprobe replay` of that side's dump alone (the independent answer);
 #    the worst output line says its verdict (the stdout summary and the
 #    card's "verdict reason" are not empty: the row passes, and says so);
+# 3b. a culprit the three-way rule names (layernorm_bwd_no_mean: its isolated
+#    error above its budget and above 4 x the reference's; gelu_tanh's is
+#    within its budget, named by its output): the same checks of both sides'
+#    isolated errors in the card, xlsx and json, and the advice says so;
 # 4. a culprit named by its isolated error alone against a reference that has
 #    no recomputable data (dumped with data_mode ["output"]): the reason says
 #    it rests on the budget alone, the reference's isolated error is N/A in
@@ -95,18 +99,27 @@ grep -qE "worst output [^ ]+: [a-z]" gelu.out || { echo "FAIL: empty worst outpu
 "$nprobe" replay npu3 --step 0 -o rnpu --format json > /dev/null 2>&1
 "$py" "$here/check_html_layout.py" "$(page gelu)" --card-has "reference " \
   --card-has "passes: relative L2 error" || fail=1
-"$py" - gelu rref rnpu "$(page gelu)" <<'PY' || fail=1
+both_sides() { # out rref rnpu page call-prefix [three-way]
+"$py" - "$@" <<'PY'
 import glob, json, math, re, sys
 import openpyxl
-out, rref, rnpu, page = sys.argv[1:5]
+out, rref, rnpu, page, want_call = sys.argv[1:6]
+three_way = len(sys.argv) > 6
 bad = []
 js = sorted(glob.glob(out + "/*step0*.json"))
 j = json.load(open(js[0]))
 fc = j["first_culprit"]
 call = fc["call"] if fc else None
-if not call or not call.startswith("Functional.gelu."):
-    bad.append("first culprit %r, expected Functional.gelu.*" % call)
+if not call or not call.startswith(want_call):
+    bad.append("first culprit %r, expected %s*" % (call, want_call))
     call = None
+if call and three_way:  # the three-way rule's test (compare/report.c named_by_isolated)
+    r, rr = fc["isolated_ratio"], fc["ref_isolated_ratio"]
+    if not (isinstance(r, (int, float)) and isinstance(rr, (int, float)) and r > 1 and r > 4 * rr):
+        bad.append("%s is not named by the three-way rule: isolated %r x its budget, reference %r" %
+                   (call, r, rr))
+    if "by more than the reference's same call" not in j["summary"]["advice"]:
+        bad.append("the advice does not say the three-way rule's verdict: %r" % j["summary"]["advice"])
 
 
 def replay_err(d, call):
@@ -146,6 +159,16 @@ for b in bad:
     print("FAIL: " + b)
 sys.exit(1 if bad else 0)
 PY
+}
+both_sides gelu rref rnpu "$(page gelu)" Functional.gelu. || fail=1
+# 3b. a culprit the three-way rule names (its isolated error above its budget
+# and above 4 x the reference's same call's): layernorm_bwd_no_mean, whose
+# backward kernel is wrong; the same checks of both sides' isolated errors
+train ln5 2 "${gelu[@]}" --device npu-sim --precision bf16 --fault layernorm_bwd_no_mean
+"$nprobe" compare -b ref3 -c ln5 -o ln --format html,json,xlsx -q; rc=$?
+[ $rc = 1 ] || { echo "FAIL: layernorm_bwd_no_mean pair: exit $rc, expected 1"; fail=1; }
+"$nprobe" replay ln5 --step 0 -o rln --format json > /dev/null 2>&1
+both_sides ln rref rln "$(page ln)" Functional.layer_norm. three-way || fail=1
 
 # 4. a culprit named by the isolated error alone, the reference without
 # recomputable data: the same fault against a reference dumped with
