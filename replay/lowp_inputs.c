@@ -131,3 +131,50 @@ out:
     free(k2);
     return st;
 }
+
+np_status rp_lowp_matmul_backward(np_op_call *oc, int lowp, int grad_lowp, np_error *err)
+{
+    np_op_tensor *a = &oc->in[0], *b = &oc->in[1], *g = &oc->gout[0];
+    if (!a->data || !b->data || !g->data || a->ndim < 2 || b->ndim < 2)
+        return np_op_run(oc, NP_OP_BACKWARD, err);
+    int64_t M = a->shape[a->ndim - 2], K = a->shape[a->ndim - 1], N = b->shape[b->ndim - 1];
+    if (M <= 0 || K <= 0 || N <= 0 || a->numel % (M * K) || g->numel != a->numel / K * N)
+        return np_op_run(oc, NP_OP_BACKWARD, err);
+    int shared = b->ndim == 2;
+    int64_t nbat = a->numel / (M * K), nb = shared ? 1 : nbat, mr = shared ? nbat * M : M;
+    np_lowp f = (np_lowp)lowp, gf = (np_lowp)grad_lowp;
+    double *ah = a->data, *bh = b->data, *gh = g->data;
+    double *gq_n = quant_copy(g, nbat * M, N, 1, gf), *bq_n = quant_copy(b, nb * K, N, 1, f);
+    double *gq_m = quant_copy(g, nb, mr, N, gf), *aq_m = quant_copy(a, nb, mr, K, f);
+    double *k0 = malloc((size_t)(2 * oc->gin[0].numel) * sizeof(double) + 1);
+    np_status st = NP_ERR_NOMEM;
+    if (!gq_n || !bq_n || !gq_m || !aq_m || !k0) {
+        np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory quantizing the backward GEMMs' operands");
+        goto out;
+    }
+    /* dA = Q_N(dY) Q_N(B)^T */
+    b->data = bq_n;
+    g->data = gq_n;
+    st = np_op_run(oc, NP_OP_BACKWARD, err);
+    b->data = bh;
+    if (st)
+        goto out;
+    keep_gin(&oc->gin[0], k0);
+    /* dB = Q_M(A)^T Q_M(dY) */
+    a->data = aq_m;
+    g->data = gq_m;
+    st = np_op_run(oc, NP_OP_BACKWARD, err);
+    if (st)
+        goto out;
+    put_gin(&oc->gin[0], k0);
+out:
+    a->data = ah;
+    b->data = bh;
+    g->data = gh;
+    free(gq_n);
+    free(bq_n);
+    free(gq_m);
+    free(aq_m);
+    free(k0);
+    return st;
+}

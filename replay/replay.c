@@ -489,7 +489,9 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
     /* a promoted call was not quantized; a linear with a quantized backward
      * quantizes its backward GEMMs' operands itself */
     int lowp = kwarg(rd, fwd, "fp32_override") ? 0 : rd->lowp;
-    const np_entry_rec *qb = lowp && c->backward && info->op == NP_OP_LINEAR ? kwarg(rd, fwd, "lowp_backward") : NULL;
+    const np_entry_rec *qb = lowp && c->backward && (info->op == NP_OP_LINEAR || info->op == NP_OP_MATMUL)
+                                 ? kwarg(rd, fwd, "lowp_backward")
+                                 : NULL;
     int qbwd = qb != NULL, grad_lowp = qb && qb->max == 2 ? NP_LOWP_MXFP8_E5M2 : lowp; /* 2: E5M2 gradients */
     if (!qbwd && rp_lowp_inputs(&oc, lowp)) {
         skip(c, "out of memory quantizing the GEMM operands", "");
@@ -560,7 +562,8 @@ static void replay_call(np_replay_call *c, rp_dump *rd, const np_replay_options 
         oc.want_gin[i] = g && g->has_data && !(info->int_mask >> i & 1u);
     }
     if (np_op_call_alloc(&oc, NP_OP_BACKWARD, 1, &e2) ||
-        (qbwd ? rp_lowp_linear_backward(&oc, lowp, grad_lowp, &e2) : np_op_run(&oc, NP_OP_BACKWARD, &e2)))
+        (qbwd ? (info->op == NP_OP_MATMUL ? rp_lowp_matmul_backward : rp_lowp_linear_backward)(&oc, lowp, grad_lowp, &e2)
+              : np_op_run(&oc, NP_OP_BACKWARD, &e2)))
         skip(c, e2.text, "");
     else
         compare_outputs(c, rd, c->name, oc.gin, oc.n_in, exact, ac, o, &oc, err);

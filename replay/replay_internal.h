@@ -24,5 +24,9 @@ int rp_lowp_inputs(np_op_call *oc, int lowp);
  * the bias gradient from dY as it arrived; dY quantized to grad_lowp (lowp,
  * or NP_LOWP_MXFP8_E5M2: kwargs lowp_backward 2). np_op_run's status. */
 np_status rp_lowp_linear_backward(np_op_call *oc, int lowp, int grad_lowp, np_error *err);
+/* The same for a matmul a (..., M, K) @ b (..., K, N) or (K, N):
+ * dA from Q_N(dY) Q_N(B)^T, dB from Q_M(A)^T Q_M(dY) (a 2-D b: along the
+ * batches' M together). */
+np_status rp_lowp_matmul_backward(np_op_call *oc, int lowp, int grad_lowp, np_error *err);
 
 #endif

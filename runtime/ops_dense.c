@@ -124,13 +124,43 @@ np_tensor *np_linear(np_ctx *ctx, np_tensor *x, np_tensor *w, np_tensor *b)
 /* ---- matmul -------------------------------------------------------------- */
 typedef struct matmul_state {
     const float *a, *b;    /* (nbat,M,K), (nbat,K,N) or (K,N): as the GEMM saw them */
+    const float *ah, *bh;  /* lowp_backward: the same before quantization; NULL otherwise */
     int64_t nbat, M, K, N;
     int shared;            /* b is 2-D, shared by every batch */
 } matmul_state;
 
+/* The quantized backward of matmul (lowp_backward), linear's recipe:
+ *   dA (nbat,M,K) = Q_N(dY) Q_N(B)^T:  dY along N (its rows), B along N (its rows)
+ *   dB (nbat,K,N) = Q_M(A)^T Q_M(dY):  A and dY along M (their columns); a
+ *                                      shared 2-D B sums over the batches: along nbat*M */
+static void matmul_bwd_lowp(np_ctx *ctx, const matmul_state *s, const float *g, float *const *gin)
+{
+    int st = 0;
+    int64_t nb = s->shared ? 1 : s->nbat, mr = s->shared ? s->nbat * s->M : s->M;
+    if (gin[0]) {
+        const float *gq = rt_lowp_bwd_operand(ctx, 1, g, s->nbat * s->M, s->N, 1);
+        const float *bq = rt_lowp_bwd_operand(ctx, 0, s->bh, nb * s->K, s->N, 1);
+        if (!gq || !bq)
+            return;
+        st |= rt_matmul_backward(gin[0], NULL, gq, s->a, bq, s->nbat, s->M, s->K, s->N, s->shared, ctx->o.device);
+    }
+    if (gin[1]) {
+        const float *gq = rt_lowp_bwd_operand(ctx, 1, g, nb, mr, s->N);
+        const float *aq = rt_lowp_bwd_operand(ctx, 0, s->ah, nb, mr, s->K);
+        if (!gq || !aq)
+            return;
+        st |= rt_matmul_backward(NULL, gin[1], gq, aq, s->b, s->nbat, s->M, s->K, s->N, s->shared, ctx->o.device);
+    }
+    gemm_status(ctx, st, np_op_api(NP_OP_MATMUL));
+}
+
 static void matmul_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gin)
 {
     const matmul_state *s = nd->st;
+    if (s->ah) {
+        matmul_bwd_lowp(ctx, s, gout[0], gin);
+        return;
+    }
     gemm_status(ctx, rt_matmul_backward(gin[0], gin[1], gout[0], s->a, s->b, s->nbat, s->M, s->K, s->N,
                                         s->shared, ctx->o.device), np_op_api(NP_OP_MATMUL));
 }
@@ -171,19 +201,22 @@ np_tensor *np_matmul(np_ctx *ctx, np_tensor *a, np_tensor *b)
     shape[a->ndim - 1] = N;
     np_tensor *y = rt_new(ctx, odt, a->ndim, shape);
     matmul_state *s = rt_alloc(ctx, sizeof *s);
-    const float *ad = rt_rounded(ctx, a, ac), *bd = rt_rounded(ctx, b, ac);
+    const float *ah = rt_rounded(ctx, a, ac), *bh = rt_rounded(ctx, b, ac), *ad = ah, *bd = bh;
     if (!promoted) {
-        ad = rt_lowp_operand(ctx, 0, ad, nbat * M, K, 1); /* MxFP8/HiF8: blocks along K (lowp.c) */
-        bd = rt_lowp_operand(ctx, 1, bd, shared ? 1 : nbat, K, N);
+        ad = rt_lowp_operand(ctx, 0, ah, nbat * M, K, 1); /* MxFP8/HiF8: blocks along K (lowp.c) */
+        bd = rt_lowp_operand(ctx, 1, bh, shared ? 1 : nbat, K, N);
     }
     if (!y || !s || !ad || !bd)
         return NULL;
-    *s = (matmul_state){ad, bd, nbat, M, K, N, shared};
+    int qbwd = !promoted && !ctx->ac_off && ctx->o.lowp != NP_LOWP_NONE && ctx->o.lowp_backward;
+    *s = (matmul_state){ad, bd, qbwd ? ah : NULL, qbwd ? bh : NULL, nbat, M, K, N, shared};
     np_tensor *in[2] = {a, b};
     rt_node nd;
     rt_node_init(ctx, &nd, NP_OP_MATMUL, in, 2);
     if (!promoted)
         rt_lowp_scalars(ctx, &nd);
+    if (qbwd) /* recorded: the replay quantizes this call's backward GEMMs as here */
+        rt_node_scalar(&nd, "lowp_backward", ctx->o.lowp_backward);
     gemm_status(ctx, rt_matmul_forward(y->data, ad, bd, nbat, M, K, N, shared, odt, ctx->o.device), api);
     if (ac != NP_FLOAT32)
         nd.gdt[0] = nd.gdt[1] = ac;

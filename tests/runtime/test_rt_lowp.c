@@ -632,6 +632,83 @@ static void check_bwd_random(np_lowp f, const table *t, int fault, const table *
     np_ctx_free(ctx);
 }
 
+/* Matmul's quantized backward (lowp_backward): a (2, 40, 36) @ b (2, 36, 34)
+ * or a shared b (36, 34); dA and dB equal the float64 GEMMs of operands
+ * quantized by the test's own quantizer along each GEMM's reduction dim:
+ * dA = Q_N(dY) Q_N(B)^T, dB = Q_M(A)^T Q_M(dY), a shared b along both
+ * batches' M together (80 rows: blocks crossing the batch). tg as in
+ * check_bwd_random. */
+static void check_matmul_bwd(np_lowp f, const table *t, const table *tg, int shared)
+{
+    enum { NB = 2, M = 40, K = 36, N = 34 };
+    static float av[NB * M * K], bv[NB * K * N], gv[NB * M * N], gq_n[NB * M * N], bq_n[NB * K * N],
+        gq_m[NB * M * N], aq_m[NB * M * K];
+    int e5 = tg != t, nbb = shared ? 1 : NB;
+    np_lowp gf = e5 ? NP_LOWP_MXFP8_E5M2 : f;
+    for (int i = 0; i < NB * M * K; i++)
+        av[i] = (float)((urand() * 4 - 2) * pow(2.0, (int)(urand() * 8) - 4));
+    for (int i = 0; i < nbb * K * N; i++)
+        bv[i] = (float)(urand() * 0.1 - 0.05);
+    for (int i = 0; i < NB * M * N; i++)
+        gv[i] = (float)((urand() - 0.5) * pow(2.0, -20 + 12 * urand()));
+    ref_stats rs = {0, 0, 0, 0, 0, 1000, -1000};
+    ref_quantize(tg, gf, gv, gq_n, NB * M, N, 1, 0, &rs);   /* dY along N */
+    ref_quantize(t, f, bv, bq_n, nbb * K, N, 1, 0, &rs);    /* B along N */
+    if (shared) {
+        ref_quantize(tg, gf, gv, gq_m, 1, NB * M, N, 0, &rs); /* dY along the batches' M */
+        ref_quantize(t, f, av, aq_m, 1, NB * M, K, 0, &rs);   /* A likewise */
+    } else {
+        ref_quantize(tg, gf, gv, gq_m, NB, M, N, 0, &rs);     /* dY along M */
+        ref_quantize(t, f, av, aq_m, NB, M, K, 0, &rs);       /* A along M */
+    }
+    np_ctx *ctx = bwd_ctx(f, 0, 0, e5);
+    int64_t as[3] = {NB, M, K}, bs3[3] = {NB, K, N}, bs2[2] = {K, N}, gs[3] = {NB, M, N};
+    np_tensor *a = ctx ? np_tensor_new(ctx, NP_FLOAT32, 3, as) : NULL;
+    np_tensor *b = ctx ? np_tensor_new_param(ctx, NP_FLOAT32, shared ? 2 : 3, shared ? bs2 : bs3, "b") : NULL;
+    np_tensor *g = ctx ? np_tensor_new(ctx, NP_FLOAT32, 3, gs) : NULL;
+    if (!a || !b || !g || np_tensor_set_requires_grad(ctx, a, 1) != NP_OK) {
+        CHECK_MSG(0, "matmul backward: no tensors");
+        np_ctx_free(ctx);
+        return;
+    }
+    memcpy(a->data, av, sizeof av);
+    memcpy(b->data, bv, (size_t)(nbb * K * N) * sizeof(float));
+    memcpy(g->data, gv, sizeof gv);
+    np_tensor *loss = np_sum(ctx, np_mul(ctx, np_matmul(ctx, a, b), g));
+    if (!loss || np_backward(ctx, loss) != NP_OK) {
+        CHECK_MSG(0, "matmul backward did not run");
+        np_ctx_free(ctx);
+        return;
+    }
+    double wda = 0, wdb = 0;
+    for (int i = 0; i < NB; i++)
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < K; k++) {
+                double s = 0, sa = 0;
+                for (int n = 0; n < N; n++) {
+                    double p = (double)gq_n[(i * M + m) * N + n] * bq_n[((shared ? 0 : i) * K + k) * N + n];
+                    s += p;
+                    sa += fabs(p);
+                }
+                wda = fmax(wda, fabs(a->grad[(i * M + m) * K + k] - s) / (sa > 0 ? sa : 1e-300));
+            }
+    for (int ib = 0; ib < nbb; ib++)
+        for (int k = 0; k < K; k++)
+            for (int n = 0; n < N; n++) {
+                double s = 0, sa = 0;
+                for (int i = shared ? 0 : ib; i < (shared ? NB : ib + 1); i++)
+                    for (int m = 0; m < M; m++) {
+                        double p = (double)aq_m[(i * M + m) * K + k] * gq_m[(i * M + m) * N + n];
+                        s += p;
+                        sa += fabs(p);
+                    }
+                wdb = fmax(wdb, fabs(b->grad[(ib * K + k) * N + n] - s) / (sa > 0 ? sa : 1e-300));
+            }
+    CHECK_MSG(wda < 1e-6 && wdb < 1e-6, "%s%s matmul%s: dA, dB differ from the float64 reference by %g, %g",
+              np_lowp_name(f), e5 ? " e5m2 gradients" : "", shared ? " (shared b)" : "", wda, wdb);
+    np_ctx_free(ctx);
+}
+
 int main(void)
 {
     table t[NP_FP8_KIND_COUNT];
@@ -665,6 +742,11 @@ int main(void)
     }
     for (int shift = -4; shift <= 0; shift += 4)
         check_quantize(NP_LOWP_MXFP8_E5M2, &t[NP_FP8_E5M2], shift);
+    for (int shared = 0; shared <= 1; shared++) {
+        check_matmul_bwd(NP_LOWP_MXFP8, &t[NP_FP8_E4M3], &t[NP_FP8_E4M3], shared);
+        check_matmul_bwd(NP_LOWP_HIF8, &t[NP_FP8_HIF8], &t[NP_FP8_HIF8], shared);
+        check_matmul_bwd(NP_LOWP_MXFP8, &t[NP_FP8_E4M3], &t[NP_FP8_E5M2], shared);
+    }
     /* lowp needs a float32 run */
     np_ctx_opts o;
     np_ctx_opts_default(&o);
