@@ -46,7 +46,7 @@ int main(int argc, char **argv)
         s ^= s << 17;
         src[i] = (float)(((double)(s >> 11) * 0x1p-53 - 0.5) * 0.1);
     }
-    for (int f = NP_LOWP_MXFP8; f <= NP_LOWP_HIF8; f++) {
+    for (int f = NP_LOWP_MXFP8; f <= NP_LOWP_MXFP8_E5M2; f++) { /* mxfp8_e5m2: the gradients of --lowp-grad e5m2 */
         double best_new = 1e30, best_ref = 1e30;
         for (int r = 0; r < reps; r++) {
             double a = once(np_lowp_quantize, dst, src, R, C, (np_lowp)f);

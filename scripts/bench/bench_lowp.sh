@@ -20,7 +20,7 @@ read -r L H C T Bt <<<"${BENCH_SIZE:-2 2 64 32 8}"
 steps=20 warm=4
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cc -O2 -std=c11 -ffp-contract=off -I"$root/include" -I"$root/tests/runtime" -o "$tmp/bench_lowp" \
+cc -O2 -std=c11 -ffp-contract=off -I"$root/include" -I"$root/include/internal" -I"$root/tests/runtime" -o "$tmp/bench_lowp" \
   "$here/bench_lowp.c" "$root/tests/runtime/lowp_ref.c" "$B/common/libnp_common.a" -lm
 "$tmp/bench_lowp" 768 768 20
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "nan"; exit }
