@@ -1,0 +1,128 @@
+"""scripts/bench/torch_monitor_cost.py - the package monitor's cost
+(nprobe.torch.TrainerMon) beside msprobe's own TrainerMon on the same HF
+Llama, in one benchmark run (issue 27; docs/PERFORMANCE.md "Monitor").
+
+transformers' LlamaForCausalLM (LAYERS x WIDTH, random weights), AdamW,
+batch 8 x sequence 128, one thread. Configurations, each in a process of
+its own per round (a monitor's hooks stay on its model), rounds
+interleaved:
+
+  plain    no monitor
+  np_wg    nprobe, gradients, weights and the update ratio (xy and mv off:
+           issue 27's "gradients and weights every step")
+  ms_wg    msprobe, the same switches
+  np_all   nprobe, everything (every module's activations and their
+           gradients, gradients, Adam's m and v, weights)
+  ms_all   msprobe, the same switches
+
+Each process trains WARM + STEPS steps and reports its median CPU time
+(time.process_time) and wall time per step over the last STEPS; the
+printed ratio is the median over rounds of each round's ratio to that
+round's plain run. Prints a Markdown table.
+
+usage: PYTHONPATH=python NPROBE_LIB=build/release/lib/libnprobe.so \\
+       python scripts/bench/torch_monitor_cost.py [--rounds 3] [--steps 6] [--layers 4] [--width 256]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CONFIGS = ("plain", "np_wg", "ms_wg", "np_all", "ms_all")
+
+
+def one(cfg, steps, warm, layers, width, out):
+    """train in this process under cfg; print {cpu, wall} medians per step"""
+    import warnings
+    warnings.simplefilter("ignore")
+    import torch
+    torch.set_num_threads(1)
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(3)
+    mc = LlamaConfig(vocab_size=1000, hidden_size=width, intermediate_size=width * 8 // 3,
+                     num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
+                     max_position_embeddings=128)
+    model = LlamaForCausalLM(mc)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    xy = cfg.endswith("_all")
+    sec = {"targets": {}, "xy_distribution": xy, "wg_distribution": True,
+           "mv_distribution": xy, "param_distribution": True}
+    mon = None
+    if cfg.startswith("ms_"):
+        os.environ["MONITOR_OUTPUT_DIR"] = os.path.join(out, "ms")
+        from msprobe.pytorch import TrainerMon as MsMon
+        sec.update({"ops": ["norm", "min", "max", "mean"], "format": "csv"})
+        path = os.path.join(out, "ms.json")
+        with open(path, "w") as f:
+            json.dump(sec, f)
+        mon = MsMon(path, params_have_main_grad=False)
+    elif cfg.startswith("np_"):
+        from nprobe.torch import TrainerMon
+        path = os.path.join(out, "np.json")
+        with open(path, "w") as f:
+            json.dump({"task": "monitor", "dump_path": os.path.join(out, "np"), "monitor": sec}, f)
+        mon = TrainerMon(path)
+    if mon is not None:
+        mon.set_monitor(model, opt)
+    g = torch.Generator().manual_seed(5)
+    cpu, wall = [], []
+    for s in range(warm + steps):
+        x = torch.randint(0, mc.vocab_size, (8, 128), generator=g)
+        c0, w0 = time.process_time(), time.perf_counter()
+        loss = model(input_ids=x, labels=x).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        c1, w1 = time.process_time(), time.perf_counter()
+        if s >= warm:
+            cpu.append(c1 - c0)
+            wall.append(w1 - w0)
+    if cfg.startswith("np_"):
+        mon.stop()
+    print(json.dumps({"cpu": statistics.median(cpu), "wall": statistics.median(wall)}))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--warm", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--out", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one:
+        one(a.one, a.steps, a.warm, a.layers, a.width, a.out)
+        return
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    res = {c: [] for c in CONFIGS}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(a.rounds):
+            order = CONFIGS[r % len(CONFIGS):] + CONFIGS[:r % len(CONFIGS)]
+            for c in order:
+                out = os.path.join(tmp, f"{c}_{r}")
+                os.makedirs(out)
+                p = subprocess.run([sys.executable, __file__, "--one", c, "--out", out,
+                                    "--steps", str(a.steps), "--warm", str(a.warm),
+                                    "--layers", str(a.layers), "--width", str(a.width)],
+                                   env=env, capture_output=True, text=True)
+                if p.returncode:
+                    sys.exit(f"torch_monitor_cost: {c} failed:\n{p.stderr[-3000:]}")
+                res[c].append(json.loads(p.stdout.strip().splitlines()[-1]))
+    print(f"| config | CPU per step (median of rounds) | CPU ratio to plain (median of round ratios) "
+          f"| wall ratio |")
+    print("|---|---:|---:|---:|")
+    for c in CONFIGS:
+        cr = [x["cpu"] / p["cpu"] for x, p in zip(res[c], res["plain"])]
+        wr = [x["wall"] / p["wall"] for x, p in zip(res[c], res["plain"])]
+        print(f"| {c} | {1e3 * statistics.median(x['cpu'] for x in res[c]):.1f} ms "
+              f"| x{statistics.median(cr):.3f} | x{statistics.median(wr):.3f} |")
+
+
+if __name__ == "__main__":
+    main()
