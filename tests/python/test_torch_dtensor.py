@@ -75,6 +75,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 FAILS = []
+FSDP2_ERR = None    # why FSDP2 cannot run on CPU here (fsdp2_probe), or None
 
 
 def check(cond, what):
@@ -410,34 +411,11 @@ def collectives(rank, d):
             "seen": {k: v.tolist() for k, v in seen.items()}}
 
 
-def rank_main(rank, tmp):
+def fsdp_runs(rank, tmp, out):
+    """The FSDP2 runs of rank_main: fsdp, dp, bug_dp_shift, dp_avg, bug_dp_sum."""
     from nprobe.torch import PrecisionDebugger
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
-    from torch.distributed.tensor import Shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
-                                                   SequenceParallel, parallelize_module)
-
-    class RowwiseNoReduce(RowwiseParallel):
-        """The bug: the row-parallel output (Partial(sum)) handed on as the
-        whole, its all-reduce left out."""
-        @staticmethod
-        def _prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh):
-            return outputs.to_local()
-
-    import datetime
-    import faulthandler
-    faulthandler.dump_traceback_later(300, exit=True)    # a hung rank fails the test
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=rank,
-                            world_size=2, timeout=datetime.timedelta(seconds=240))
-    out = {"fails": []}
-    check_rows(rank, out["fails"])
-    mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
-    m = model()
-    parallelize_module(m, mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
-    d = PrecisionDebugger(f"{tmp}/tp.json")
-    out["tp"] = {"warnings": run(m, d), "summary": d.summary}
     m = model()
     fmesh = init_device_mesh("cpu", (2,), mesh_dim_names=("dp",))
     fully_shard(m.up, mesh=fmesh)
@@ -471,6 +449,37 @@ def rank_main(rank, tmp):
         d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="dp")
         out[label] = {"warnings": run(m, d, x=batch()[3 * rank:3 * rank + 3], mean=True),
                       "summary": d.summary}
+
+
+def rank_main(rank, tmp):
+    from nprobe.torch import PrecisionDebugger
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   SequenceParallel, parallelize_module)
+
+    class RowwiseNoReduce(RowwiseParallel):
+        """The bug: the row-parallel output (Partial(sum)) handed on as the
+        whole, its all-reduce left out."""
+        @staticmethod
+        def _prepare_output_fn(output_layouts, use_local_output, mod, outputs, device_mesh):
+            return outputs.to_local()
+
+    import datetime
+    import faulthandler
+    faulthandler.dump_traceback_later(300, exit=True)    # a hung rank fails the test
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=rank,
+                            world_size=2, timeout=datetime.timedelta(seconds=240))
+    out = {"fails": []}
+    check_rows(rank, out["fails"])
+    mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tp",))
+    m = model()
+    parallelize_module(m, mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    d = PrecisionDebugger(f"{tmp}/tp.json")
+    out["tp"] = {"warnings": run(m, d), "summary": d.summary}
+    if FSDP2_ERR is None:
+        fsdp_runs(rank, tmp, out)
     # a 2-stage pipeline (rank r holds layers 2r, 2r + 1), 2 micro-batches,
     # GPipe and 1F1B; the bug: the last stage built from stale weights
     # (layers.2's of another checkpoint); and the stages' layers as DTensors
@@ -983,6 +992,63 @@ def check_collectives(tmp):
     print("collectives: each rank's Distributed.* rows equal what torch returned")
 
 
+def check_fsdp(tmp, single):
+    """The FSDP2 runs (fsdp_runs) against one process: layouts, placement
+    rows, compare clean, the injected bugs named."""
+    fs = check_layout("fsdp", tmp, single)
+    for c in ("Distributed.all_gather_into_tensor.0.forward",
+              "Distributed.reduce_scatter_tensor.0.forward"):
+        check(c in fs[0][0], f"fsdp: {c} recorded")
+    compare(tmp, "fsdp")
+    # data parallel: the batch rows Shard(0) on dp, the loss and each
+    # rank's gradient of a replicated tensor Partial(sum)
+    check_layout("dp", tmp, single)
+    _c, _d, place, _a = read(f"{tmp}/dump_dp/step0/rank1/dump.h5")
+    for leaf, want in (("Module.up.Linear.forward.0.input.0", ("Shard(0)", (6, 8), (3, 0))),
+                       ("Functional.linear.1.backward.input.0",
+                        ("Shard(0)", (6, 4), (3, 0))),
+                       ("Tensor.sum.0.forward.output.0", ("Partial(sum)", (), ())),
+                       ("Functional.linear.0.backward.output.1",
+                        ("Partial(sum)", (16, 8), (0, 0))),
+                       ("Module.up.Linear.parameters_grad.weight",
+                        ("Partial(sum)", (16, 8), (0, 0)))):
+        check(place.get(leaf) == want, f"dp rank 1: {leaf} {place.get(leaf)} != {want}")
+    compare(tmp, "dp")
+    # rank 1's half shifted: the first call on the batch, its input
+    compare(tmp, "bug_dp_shift", want="Functional.linear.0.forward (in Module.up.Linear")
+    # FSDP2's averaging: the loss (a mean) Partial(avg), the gradients
+    # those of each rank's loss scaled by dp (dp_grad_scale 2, not in the
+    # loss scale), so that their ranks' sum is the one-process gradient
+    check_layout("dp_avg", tmp, read(f"{tmp}/dump_single_mean/step0/rank0/dump.h5"))
+    _c, _d, place, attrs = read(f"{tmp}/dump_dp_avg/step0/rank1/dump.h5")
+    check(attrs.get("dp_grad_scale") == 2.0 and attrs.get("loss_scale") == 1.0,
+          f"dp_avg: dp_grad_scale {attrs.get('dp_grad_scale')}, "
+          f"loss_scale {attrs.get('loss_scale')}")
+    for leaf, want in (("Tensor.mean.0.forward.output.0", ("Partial(avg)", (), ())),
+                       ("Tensor.mean.0.backward.input.0", ("Partial(sum)", (), ())),
+                       ("Tensor.mean.0.backward.output.0", ("Shard(0)", (6, 4), (3, 0))),
+                       ("Module.up.Linear.parameters_grad.weight",
+                        ("Partial(sum)", (16, 8), (0, 0)))):
+        check(place.get(leaf) == want, f"dp_avg rank 1: {leaf} {place.get(leaf)} != {want}")
+    rs = [k for k in place if k.startswith("Distributed.reduce_scatter_tensor.")
+          and ".input." in k]
+    check(rs and all(place[k][0] == "Partial(avg)" for k in rs),
+          f"dp_avg: FSDP2's averaging reduce-scatter inputs Partial(avg) "
+          f"{[place[k] for k in rs]}")
+    compare(tmp, "dp_avg", bench="single_mean")
+    # a NaN in rank 1's gradient of up.weight under the average, no
+    # GradScaler: an error (was a skipped-step warning while the dp
+    # factor rode in loss_scale)
+    inject_nan(f"{tmp}/dump_dp_avg", f"{tmp}/dump_bug_dp_nan", 1,
+               "Module.up.Linear.parameters_grad.weight")
+    for fail in check_nan_not_skipped(f"{tmp}/dump_single_mean", f"{tmp}/dump_bug_dp_nan",
+                                      f"{tmp}/rep_bug_dp_nan", "Module.up.Linear"):
+        check(False, fail)
+    # summed under a mean loss: every gradient twice the one process's,
+    # from the loss's backward on
+    compare(tmp, "bug_dp_sum", bench="single_mean", want="Tensor.mean.0.backward")
+
+
 def write_configs(tmp, names):
     """{tmp}/NAME.json for each run: task tensor, step 0, into {tmp}/dump_NAME
     (level L0 for two pipeline runs, L1 for one, else mix)."""
@@ -992,6 +1058,46 @@ def write_configs(tmp, names):
                        "level": "L0" if name in ("pp", "bug_pp_stale") else
                        "L1" if name == "pp_1f1b" else "mix",
                        "step": [0]}, f)
+
+
+def _fsdp2_probe_rank(rank, tmp):
+    """One forward and backward of a fully_shard Linear on a 1-rank gloo
+    group; writes the exception, if any, to {tmp}/fsdp2_probe.txt."""
+    import faulthandler
+    from torch.distributed.fsdp import fully_shard
+    faulthandler.dump_traceback_later(120, exit=True)
+    err = ""
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/store_fsdp2_probe", rank=0,
+                            world_size=1)
+    try:
+        m = torch.nn.Linear(2, 2)
+        fully_shard(m)
+        m(torch.ones(1, 2)).sum().backward()
+    except Exception as e:              # noqa: BLE001 - any failure is the answer
+        err = f"{type(e).__name__}: {e}"
+    finally:
+        dist.destroy_process_group()
+    with open(f"{tmp}/fsdp2_probe.txt", "w") as f:
+        f.write(err)
+
+
+def fsdp2_probe(tmp):
+    """Sets FSDP2_ERR: whether FSDP2 runs on CPU with the torch at hand, tried
+    (a forked process, so that its group leaves no gloo threads here). Debian
+    13's torch 2.6 cannot ("'Stream' object has no attribute 'record_event'":
+    its CPU stream stub); torch 2.13 can, and then nothing is skipped. The
+    forked ranks inherit the answer; a test's FSDP2 parts are skipped on it,
+    said once."""
+    global FSDP2_ERR
+    importlib.import_module("torch.distributed.fsdp")
+    mp.start_processes(_fsdp2_probe_rank, args=(tmp,), nprocs=1, join=True,
+                       start_method="fork")
+    with open(f"{tmp}/fsdp2_probe.txt") as f:
+        FSDP2_ERR = f.read() or None
+    if FSDP2_ERR:
+        print(f"SKIP: the FSDP2 parts: torch {torch.__version__} cannot run FSDP2 on CPU "
+              f"({FSDP2_ERR})")
+    return FSDP2_ERR
 
 
 def fork_ranks(fn, tmp, world):
@@ -1031,6 +1137,7 @@ def main():
                             "dp_avg", "bug_dp_sum", "pp", "pp_1f1b", "bug_pp_stale",
                             "bug_pp_scaled", "pp_tp", "il", "bug_il", "uneq",
                             "single_uneq", "single_pp"))
+        fsdp2_probe(tmp)
         fork_ranks(rank_main, tmp, 2)
         from nprobe.torch import PrecisionDebugger
         single_runs(tmp)
@@ -1042,8 +1149,8 @@ def main():
                 res = json.load(f)
             for fail in res["fails"]:
                 check(False, fail)
-            for label in ("tp", "fsdp", "sp", "bug_sp_grad", "bug_noreduce", "bug_offset", "dp",
-                          "bug_dp_shift", "dp_avg", "bug_dp_sum"):
+            for label in ("tp", "sp", "bug_sp_grad", "bug_noreduce", "bug_offset") + \
+                    (() if FSDP2_ERR else ("fsdp", "dp", "bug_dp_shift", "dp_avg", "bug_dp_sum")):
                 check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
         single = read(f"{tmp}/dump_single/step0/rank0/dump.h5")
         tp = check_layout("tp", tmp, single)
@@ -1057,10 +1164,6 @@ def main():
                   "tp: the all-reduce's output is the sum of the ranks' inputs")
             check(tp[1][1][f"{key}.kwargs.ranks.0"] == 0 and tp[1][1][f"{key}.kwargs.ranks.1"] == 1
                   and tp[1][1][f"{key}.kwargs.op"] == 0, "tp: the all-reduce's ranks and op")
-        fs = check_layout("fsdp", tmp, single)
-        for c in ("Distributed.all_gather_into_tensor.0.forward",
-                  "Distributed.reduce_scatter_tensor.0.forward"):
-            check(c in fs[0][0], f"fsdp: {c} recorded")
         # replay on: the row-parallel linear's Partial(sum) output (DTensor
         # adds half the Replicate() bias on each rank) cannot be recomputed
         # from one rank's pieces (it named that call, isolated error 3.7e6 u,
@@ -1070,54 +1173,8 @@ def main():
         check("left out 6 API call(s) of the sharded layout" in out,
               "compare one process vs tp: the replay's note on the 6 sharded calls "
               "(linear 0/1 forward and backward, gelu forward and backward)")
-        compare(tmp, "fsdp")
-        # data parallel: the batch rows Shard(0) on dp, the loss and each
-        # rank's gradient of a replicated tensor Partial(sum)
-        check_layout("dp", tmp, single)
-        _c, _d, place, _a = read(f"{tmp}/dump_dp/step0/rank1/dump.h5")
-        for leaf, want in (("Module.up.Linear.forward.0.input.0", ("Shard(0)", (6, 8), (3, 0))),
-                           ("Functional.linear.1.backward.input.0",
-                            ("Shard(0)", (6, 4), (3, 0))),
-                           ("Tensor.sum.0.forward.output.0", ("Partial(sum)", (), ())),
-                           ("Functional.linear.0.backward.output.1",
-                            ("Partial(sum)", (16, 8), (0, 0))),
-                           ("Module.up.Linear.parameters_grad.weight",
-                            ("Partial(sum)", (16, 8), (0, 0)))):
-            check(place.get(leaf) == want, f"dp rank 1: {leaf} {place.get(leaf)} != {want}")
-        compare(tmp, "dp")
-        # rank 1's half shifted: the first call on the batch, its input
-        compare(tmp, "bug_dp_shift", want="Functional.linear.0.forward (in Module.up.Linear")
-        # FSDP2's averaging: the loss (a mean) Partial(avg), the gradients
-        # those of each rank's loss scaled by dp (dp_grad_scale 2, not in the
-        # loss scale), so that their ranks' sum is the one-process gradient
-        check_layout("dp_avg", tmp, read(f"{tmp}/dump_single_mean/step0/rank0/dump.h5"))
-        _c, _d, place, attrs = read(f"{tmp}/dump_dp_avg/step0/rank1/dump.h5")
-        check(attrs.get("dp_grad_scale") == 2.0 and attrs.get("loss_scale") == 1.0,
-              f"dp_avg: dp_grad_scale {attrs.get('dp_grad_scale')}, "
-              f"loss_scale {attrs.get('loss_scale')}")
-        for leaf, want in (("Tensor.mean.0.forward.output.0", ("Partial(avg)", (), ())),
-                           ("Tensor.mean.0.backward.input.0", ("Partial(sum)", (), ())),
-                           ("Tensor.mean.0.backward.output.0", ("Shard(0)", (6, 4), (3, 0))),
-                           ("Module.up.Linear.parameters_grad.weight",
-                            ("Partial(sum)", (16, 8), (0, 0)))):
-            check(place.get(leaf) == want, f"dp_avg rank 1: {leaf} {place.get(leaf)} != {want}")
-        rs = [k for k in place if k.startswith("Distributed.reduce_scatter_tensor.")
-              and ".input." in k]
-        check(rs and all(place[k][0] == "Partial(avg)" for k in rs),
-              f"dp_avg: FSDP2's averaging reduce-scatter inputs Partial(avg) "
-              f"{[place[k] for k in rs]}")
-        compare(tmp, "dp_avg", bench="single_mean")
-        # a NaN in rank 1's gradient of up.weight under the average, no
-        # GradScaler: an error (was a skipped-step warning while the dp
-        # factor rode in loss_scale)
-        inject_nan(f"{tmp}/dump_dp_avg", f"{tmp}/dump_bug_dp_nan", 1,
-                   "Module.up.Linear.parameters_grad.weight")
-        for fail in check_nan_not_skipped(f"{tmp}/dump_single_mean", f"{tmp}/dump_bug_dp_nan",
-                                          f"{tmp}/rep_bug_dp_nan", "Module.up.Linear"):
-            check(False, fail)
-        # summed under a mean loss: every gradient twice the one process's,
-        # from the loss's backward on
-        compare(tmp, "bug_dp_sum", bench="single_mean", want="Tensor.mean.0.backward")
+        if FSDP2_ERR is None:
+            check_fsdp(tmp, single)
         check_pp(tmp)
         check_interleaved(tmp)
         check_unequal(tmp)

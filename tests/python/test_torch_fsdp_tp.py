@@ -39,11 +39,17 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_torch_dtensor as T  # noqa: E402
 from test_torch_dtensor import (FAILS, batch, check, check_dumped, compare, fork_ranks,  # noqa: E402
-                                model, pp_batch, pp_loss, pp_model, read, run, run_pp,
-                                single_pp, single_runs, write_configs)
+                                fsdp2_probe, model, pp_batch, pp_loss, pp_model, read, run,
+                                run_pp, single_pp, single_runs, write_configs)
 
 WORLD = 4
+
+
+def dppp_labels():
+    """The dp x pp runs: "dppp" (FSDP2) only where FSDP2 runs on CPU."""
+    return (() if T.FSDP2_ERR else ("dppp",)) + ("dppp_plain", "bug_dppp_plain")
 
 
 def check_strided(rank, m, fails):
@@ -88,19 +94,21 @@ def rank_main(rank, tmp):
         for sub in (m.up, m.down, m):
             fully_shard(sub, mesh=mesh["dp"], mp_policy=mp_policy)
         return m
-    m = fsdp_tp_model()
     out = {"fails": []}
-    out["strided"] = check_strided(rank, m, out["fails"])
-    d = PrecisionDebugger(f"{tmp}/fsdp_tp.json")
-    out["warnings"] = run(m, d)
-    out["summary"] = d.summary
-    # torchtitan's data parallel: each dp rank its half of the batch (both
-    # tp ranks of a dp rank the same), a mean loss, FSDP2's default average
-    m = fsdp_tp_model()
-    dp = rank // 2
-    d = PrecisionDebugger(f"{tmp}/fsdp_tp_dp.json", data_parallel="dp")
-    out["dp_warnings"] = run(m, d, x=batch()[3 * dp:3 * dp + 3], mean=True)
-    out["dp_summary"] = d.summary
+    if T.FSDP2_ERR is None:
+        m = fsdp_tp_model()
+        out["strided"] = check_strided(rank, m, out["fails"])
+        d = PrecisionDebugger(f"{tmp}/fsdp_tp.json")
+        out["warnings"] = run(m, d)
+        out["summary"] = d.summary
+        # torchtitan's data parallel: each dp rank its half of the batch
+        # (both tp ranks of a dp rank the same), a mean loss, FSDP2's
+        # default average
+        m = fsdp_tp_model()
+        dp = rank // 2
+        d = PrecisionDebugger(f"{tmp}/fsdp_tp_dp.json", data_parallel="dp")
+        out["dp_warnings"] = run(m, d, x=batch()[3 * dp:3 * dp + 3], mean=True)
+        out["dp_summary"] = d.summary
     # a pipeline over tensor parallel (torchtitan's (pp, tp) mesh): stage s
     # (ranks 2s, 2s + 1) holds layers 2s (column-parallel) and 2s + 1
     # (row-parallel), 1F1B, 2 micro-batches; the bug: rank 3's column shard
@@ -128,7 +136,7 @@ def rank_main(rank, tmp):
     dmesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("pp", "dp"))
     x, t = pp_batch()
     x, t = x[2 * (rank % 2):2 * (rank % 2) + 2], t[2 * (rank % 2):2 * (rank % 2) + 2]
-    for label in ("dppp", "dppp_plain", "bug_dppp_plain"):
+    for label in dppp_labels():
         m = pp_model(s)
         if label == "dppp":
             for sub in list(m.layers.values()) + [m]:
@@ -188,7 +196,7 @@ def check_dppp(tmp):
     for r in range(WORLD):
         with open(f"{tmp}/rank{r}.json") as f:
             res = json.load(f)
-        for label in ("dppp", "dppp_plain", "bug_dppp_plain"):
+        for label in dppp_labels():
             check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
     _c, _d, place, attrs = read(f"{tmp}/dump_dppp_plain/step0/rank3/dump.h5")
     leaf = "Module.layers.2.Linear.forward.1.output.0"    # micro-batch 1 of dp rank 1
@@ -198,6 +206,8 @@ def check_dppp(tmp):
           f"{attrs.get('dp_grad_scale')} (dp 2 x 2 micro-batches)")
     for label, want in (("dppp", None), ("dppp_plain", None),
                         ("bug_dppp_plain", "Module.layers.2.Linear.forward.0")):
+        if label not in dppp_labels():
+            continue
         out = compare(tmp, label, bench="single_pp", want=want)
         check("compared 2 step/rank pairs" in out and "mesh pp=2, dp=2, mb=2" in out and
               (want is None or "rank 3 (pp=1, dp=1, mb=1)" in out),
@@ -214,12 +224,55 @@ def check_dppp(tmp):
           f"compare one process vs stage 1 alone: the missing stage named: {out[:600]!r}")
 
 
+def check_fsdp_tp(tmp):
+    """The FSDP2 x TP runs (fsdp_tp, fsdp_tp_dp) against one process."""
+    for r in range(WORLD):
+        with open(f"{tmp}/rank{r}.json") as f:
+            res = json.load(f)
+        check_dumped(f"fsdp_tp rank {r}", res["warnings"], res["summary"])
+    # FSDP2's all-gather runs on the dp line at each tp coordinate: its
+    # group is written as its mesh dimension (dp: 0), the same on every
+    # rank, and its leaves stack the tp lines (Shard(0) on tp)
+    key = "Distributed.all_gather_into_tensor.0.forward"
+    for r in range(WORLD):
+        _calls, data, place, _ = read(f"{tmp}/dump_fsdp_tp/step0/rank{r}/dump.h5")
+        check(data.get(f"{key}.kwargs.mesh_dim") == 0 and f"{key}.kwargs.ranks.0" not in data,
+              f"fsdp_tp rank {r}: {key} names its group by mesh_dim 0 "
+              f"({data.get(f'{key}.kwargs.mesh_dim')})")
+        check(place.get(f"{key}.input.0", ("",))[0] == "Shard(0),Shard(0)",
+              f"fsdp_tp rank {r}: {key}'s input row {place.get(f'{key}.input.0')}")
+    compare(tmp, "fsdp_tp")
+    # each dp rank on its half of the batch, FSDP2's average: the batch
+    # Shard(0) on dp beside the tensor-parallel placements, the loss
+    # Partial(avg), the gradients under dp_grad_scale 2 (loss_scale 1)
+    for r in range(WORLD):
+        with open(f"{tmp}/rank{r}.json") as f:
+            res = json.load(f)
+        check_dumped(f"fsdp_tp_dp rank {r}", res["dp_warnings"], res["dp_summary"])
+    _c, _d, place, attrs = read(f"{tmp}/dump_fsdp_tp_dp/step0/rank3/dump.h5")
+    check(attrs.get("dp_grad_scale") == 2.0 and attrs.get("loss_scale") == 1.0,
+          f"fsdp_tp_dp: dp_grad_scale {attrs.get('dp_grad_scale')}, "
+          f"loss_scale {attrs.get('loss_scale')}")
+    for leaf, want in (("Functional.linear.0.forward.input.0",
+                        ("Shard(0),Replicate()", (6, 8), (3, 0))),
+                       ("Functional.linear.0.forward.output.0",
+                        ("Shard(0),Shard(1)", (6, 16), (3, 8))),
+                       ("Tensor.mean.0.forward.output.0",
+                        ("Partial(avg),Replicate()", (), ())),
+                       ("Module.down.Linear.parameters_grad.weight",
+                        ("Partial(sum),Shard(1)", (4, 16), (0, 8)))):
+        check(place.get(leaf) == want, f"fsdp_tp_dp rank 3: {leaf} {place.get(leaf)} "
+              f"!= {want}")
+    compare(tmp, "fsdp_tp_dp", bench="single_mean")
+
+
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         write_configs(tmp, ("fsdp_tp", "single", "fsdp_tp_dp", "single_mean", "pp_tp4",
                             "bug_pp_tp4", "single_pp", "ddp_sub", "pp_sub", "dppp",
                             "dppp_plain", "bug_dppp_plain", "ddp_sub_mesh", "single_wrap"))
+        fsdp2_probe(tmp)
         fork_ranks(rank_main, tmp, WORLD)
         single_runs(tmp)
         for r in range(WORLD):
@@ -227,41 +280,8 @@ def main():
                 res = json.load(f)
             for fail in res["fails"]:
                 check(False, fail)
-            check_dumped(f"fsdp_tp rank {r}", res["warnings"], res["summary"])
-        # FSDP2's all-gather runs on the dp line at each tp coordinate: its
-        # group is written as its mesh dimension (dp: 0), the same on every
-        # rank, and its leaves stack the tp lines (Shard(0) on tp)
-        key = "Distributed.all_gather_into_tensor.0.forward"
-        for r in range(WORLD):
-            _calls, data, place, _ = read(f"{tmp}/dump_fsdp_tp/step0/rank{r}/dump.h5")
-            check(data.get(f"{key}.kwargs.mesh_dim") == 0 and f"{key}.kwargs.ranks.0" not in data,
-                  f"fsdp_tp rank {r}: {key} names its group by mesh_dim 0 "
-                  f"({data.get(f'{key}.kwargs.mesh_dim')})")
-            check(place.get(f"{key}.input.0", ("",))[0] == "Shard(0),Shard(0)",
-                  f"fsdp_tp rank {r}: {key}'s input row {place.get(f'{key}.input.0')}")
-        compare(tmp, "fsdp_tp")
-        # each dp rank on its half of the batch, FSDP2's average: the batch
-        # Shard(0) on dp beside the tensor-parallel placements, the loss
-        # Partial(avg), the gradients under dp_grad_scale 2 (loss_scale 1)
-        for r in range(WORLD):
-            with open(f"{tmp}/rank{r}.json") as f:
-                res = json.load(f)
-            check_dumped(f"fsdp_tp_dp rank {r}", res["dp_warnings"], res["dp_summary"])
-        _c, _d, place, attrs = read(f"{tmp}/dump_fsdp_tp_dp/step0/rank3/dump.h5")
-        check(attrs.get("dp_grad_scale") == 2.0 and attrs.get("loss_scale") == 1.0,
-              f"fsdp_tp_dp: dp_grad_scale {attrs.get('dp_grad_scale')}, "
-              f"loss_scale {attrs.get('loss_scale')}")
-        for leaf, want in (("Functional.linear.0.forward.input.0",
-                            ("Shard(0),Replicate()", (6, 8), (3, 0))),
-                           ("Functional.linear.0.forward.output.0",
-                            ("Shard(0),Shard(1)", (6, 16), (3, 8))),
-                           ("Tensor.mean.0.forward.output.0",
-                            ("Partial(avg),Replicate()", (), ())),
-                           ("Module.down.Linear.parameters_grad.weight",
-                            ("Partial(sum),Shard(1)", (4, 16), (0, 8)))):
-            check(place.get(leaf) == want, f"fsdp_tp_dp rank 3: {leaf} {place.get(leaf)} "
-                  f"!= {want}")
-        compare(tmp, "fsdp_tp_dp", bench="single_mean")
+        if T.FSDP2_ERR is None:
+            check_fsdp_tp(tmp)
         # PP x TP against one process on the whole batch: a pair a stage
         # (mesh pp, tp, mb), clean; the wrong shard named with its rank
         single_pp(tmp)
