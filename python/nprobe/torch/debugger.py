@@ -232,12 +232,22 @@ def _grad_tensor(x):
         x.is_floating_point() or x.is_complex())
 
 
+# exact types that are never tensors nor hold any: isinstance(a, torch.Tensor)
+# on them goes through the tensor metaclass's __instancecheck__ (a lookup and
+# a call), which a set of types answers first
+_NOT_TENSOR = frozenset((int, float, bool, str, type(None)))
+_Tensor = torch.Tensor
+
+
 def _flat_tensors(args, kwargs):
     """(path, tensor) for the tensors among args (one level of lists/tuples)
     and keyword arguments, in order; path = (pos,) / (pos, j) / (key,)."""
     out = []
     for i, a in enumerate(args):
-        if isinstance(a, torch.Tensor):
+        tp = type(a)
+        if tp in _NOT_TENSOR:       # an int, float, bool, str or None: no tensor
+            continue
+        if tp is _Tensor or isinstance(a, _Tensor):
             out.append(((i,), a))
         elif isinstance(a, (list, tuple)):
             for j, b in enumerate(a):
@@ -321,7 +331,7 @@ def _make_wrapper(api, orig, is_method, inplace=False):
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
         d = _current
-        if d is None or _compiling() or _tls.depth or not (d._sel & _SEL_API):
+        if d is None or _tls.depth or not (d._sel & _SEL_API) or _compiling():
             return orig(*args, **kwargs)
         if _distributed.on and _distributed.internal(sys._getframe(1)):
             return _distributed.run_internal(orig, args, kwargs)
@@ -690,25 +700,32 @@ def _set_eager(on, saved=None):
     return prior
 
 
-_skip_code = {}     # code object -> True when it is torch's or nprobe's own
-_sites = {}         # (code object, line) -> b"file.py:42 function"
+# Keyed by id(code object), not by the code object: hashing a code object
+# hashes its name, bytecode, constants and names each time (Python 3.11
+# does not cache it), which was ~4 % of a dumped call's instructions. Each
+# entry keeps its code object alive, so no other code object can take its
+# id while the entry exists.
+_skip_code = {}     # id(code object) -> (code object, True when it is torch's or nprobe's own)
+_sites = {}         # (id(code object), f_lasti) -> b"file.py:42 function"
 
 
 def _callsite(depth=2):
     """The first frame outside torch and nprobe, from `depth` frames up, as
-    b"file:line function"; what a code object is and a (code, line)'s text
-    are looked up once."""
+    b"file:line function"; what a code object is and the text of a call
+    instruction (code, f_lasti: one line, read from the code's line table
+    only the first time) are looked up once."""
     f = sys._getframe(depth)
     while f is not None:
         c = f.f_code
-        skip = _skip_code.get(c)
-        if skip is None:
-            skip = _skip_code[c] = c.co_filename.startswith(_SKIP_DIRS)
-        if not skip:
-            key = (c, f.f_lineno)
+        k = id(c)
+        e = _skip_code.get(k)
+        if e is None or e[0] is not c:
+            e = _skip_code[k] = (c, c.co_filename.startswith(_SKIP_DIRS))
+        if not e[1]:
+            key = (k, f.f_lasti)
             site = _sites.get(key)
             if site is None:
-                site = _sites[key] = (f"{os.path.basename(c.co_filename)}:{key[1]} "
+                site = _sites[key] = (f"{os.path.basename(c.co_filename)}:{f.f_lineno} "
                                       f"{c.co_name}").encode("utf-8", "replace")
             return site
         f = f.f_back
@@ -1608,11 +1625,12 @@ class PrecisionDebugger:
         out = []
         names = None
         for i, a in enumerate(args):
-            if isinstance(a, torch.Tensor) or a is None:
+            tp = type(a)
+            if tp is _Tensor or a is None or (tp not in _NOT_TENSOR and isinstance(a, _Tensor)):
                 continue
             names = names if names is not None else _argnames(fn, is_method)
             base = names[i] if i < len(names) else str(i)
-            if isinstance(a, _NUM):
+            if tp is int or tp is float or tp is bool or isinstance(a, _NUM):
                 out.append((base, float(a)))
             elif isinstance(a, (list, tuple)) and a and all(isinstance(b, _NUM) for b in a):
                 out.extend((f"{base}.{j}", float(b)) for j, b in enumerate(a))
@@ -1710,7 +1728,11 @@ class PrecisionDebugger:
                 n = self._number(("module", path), path, self._mcounts)
             call = f"Module.{path}.{cls}.forward.{n}"
             parent = self._mstack[-1] if self._mstack else None
-            site = _callsite() if self._sel & _lib.SELECT_CALLSITE else None
+            # the module's own callsite is written only on its rows (L0, mix):
+            # at L1 its frames are not walked
+            sel = self._sel
+            site = _callsite() if sel & _lib.SELECT_CALLSITE and sel & _lib.SELECT_MODULE \
+                else None
             if _tls.replay is not None or _tls.ckpt is not None:
                 site = _ckpt_site(site)
             rec = None

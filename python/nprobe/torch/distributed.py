@@ -105,11 +105,12 @@ def internal(frame):
     plumbing (_THROUGH), is torch.distributed's own code."""
     while frame is not None:
         c = frame.f_code
-        r = _internal_code.get(c)
-        if r is None:
+        e = _internal_code.get(id(c))     # by id: hashing a code object is costly (debugger._callsite)
+        if e is None or e[0] is not c:
             fn = c.co_filename
-            r = _internal_code[c] = 1 if fn.startswith(_DIST_DIR) else 2 if (
-                fn.startswith(_TORCH_DIR) and fn[len(_TORCH_DIR):] in _THROUGH) else 0
+            e = _internal_code[id(c)] = (c, 1 if fn.startswith(_DIST_DIR) else 2 if (
+                fn.startswith(_TORCH_DIR) and fn[len(_TORCH_DIR):] in _THROUGH) else 0)
+        r = e[1]
         if r != 2:
             return r == 1
         frame = frame.f_back
