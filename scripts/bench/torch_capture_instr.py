@@ -75,7 +75,8 @@ def child(a):
     if d:
         d.close()
         s = d.summary
-        print(f"calls {s['calls'] // max(1, s['steps'])} tensors {s['tensors'] // max(1, s['steps'])}")
+        n = max(1, s["steps"])
+        print(f"calls {s['calls'] // n} tensors {s['tensors'] // n}")
 
 
 def run(a, pythonpath, task, helper, tmp):

@@ -105,7 +105,7 @@ def internal(frame):
     plumbing (_THROUGH), is torch.distributed's own code."""
     while frame is not None:
         c = frame.f_code
-        e = _internal_code.get(id(c))     # by id: hashing a code object is costly (debugger._callsite)
+        e = _internal_code.get(id(c))     # by id: a code object's hash is costly (_callsite)
         if e is None or e[0] is not c:
             fn = c.co_filename
             e = _internal_code[id(c)] = (c, 1 if fn.startswith(_DIST_DIR) else 2 if (
