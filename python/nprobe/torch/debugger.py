@@ -331,7 +331,10 @@ def _make_wrapper(api, orig, is_method, inplace=False):
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
         d = _current
-        if d is None or _tls.depth or not (d._sel & _SEL_API) or _compiling():
+        # _compiling() first: while Dynamo traces the wrapper it must not
+        # read the package's state (a guard on _tls.depth or _sel: a
+        # recompile each time they change)
+        if d is None or _compiling() or _tls.depth or not (d._sel & _SEL_API):
             return orig(*args, **kwargs)
         if _distributed.on and _distributed.internal(sys._getframe(1)):
             return _distributed.run_internal(orig, args, kwargs)
