@@ -11,12 +11,7 @@
 # for the run's stamp and clock. Then a dump missing on one side and a path
 # that does not exist.
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/mpi_env.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail=0
+. "$(dirname "$0")/mpi_env.sh"
 train() { # dir device fault
   printf '{"task": "tensor", "dump_path": "%s", "level": "mix", "step": [0, 1]}\n' "$tmp/$1" > "$1.json"
   mpirun_k 4 "$nprobe" train --model gpt --layers 1 --width 32 --context 16 --batch 8 --steps 2 \
