@@ -74,14 +74,8 @@ typedef struct paths {
 
 static int path_add(paths *p, const char *s)
 {
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? p->cap * 2 : 8;
-        char **v = realloc(p->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        p->v = v;
-        p->cap = cap;
-    }
+    if (np_grow((void **)&p->v, &p->cap, p->n + 1, sizeof *p->v))
+        return -1;
     if (!(p->v[p->n] = strdup(s)))
         return -1;
     p->n++;

@@ -52,14 +52,9 @@ static np_status add_path(json_t *files, const char *path, int depth, np_error *
     while ((e = readdir(d)) != NULL) {
         if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 64;
-            char **nn = realloc(names, cap * sizeof *nn);
-            if (!nn) {
-                s = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-                break;
-            }
-            names = nn;
+        if (np_grow((void **)&names, &cap, n + 1, sizeof *names)) {
+            s = np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
+            break;
         }
         size_t len = strlen(path) + strlen(e->d_name) + 2;
         names[n] = malloc(len);

@@ -207,17 +207,9 @@ static np_status collect_begin(void *user, size_t n_hint, np_error *err)
 
 static np_status collect_rows(collect *c, const void *rows, size_t n, np_error *err)
 {
-    if (c->n + n > c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 256;
-        while (cap < c->n + n)
-            cap *= 2;
-        void *v = realloc(c->v, cap * c->recsize);
-        if (!v)
-            return np_error_set(err, NP_ERR_NOMEM, c->path, NULL, "out of memory for %zu rows",
-                                cap);
-        c->v = v;
-        c->cap = cap;
-    }
+    if (np_grow(&c->v, &c->cap, c->n + n, c->recsize))
+        return np_error_set(err, NP_ERR_NOMEM, c->path, NULL, "out of memory for %zu rows",
+                            c->n + n);
     memcpy((char *)c->v + c->n * c->recsize, rows, n * c->recsize);
     c->n += n;
     return NP_OK;

@@ -80,14 +80,8 @@ typedef struct mspdump {
 
 static int push_str(const char ***v, size_t *n, size_t *cap, const char *s)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 256;
-        const char **p = realloc(*v, c * sizeof *p);
-        if (!p)
-            return -1;
-        *v = p;
-        *cap = c;
-    }
+    if (np_grow((void **)v, cap, *n + 1, sizeof **v))
+        return -1;
     (*v)[(*n)++] = s;
     return 0;
 }

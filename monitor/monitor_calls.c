@@ -68,21 +68,6 @@ void np_mon_calls_reset(np_mon_calls *c, int64_t step, double loss_scale)
 
 int np_mon_calls_count(const np_mon_calls *c) { return c ? c->n : 0; }
 
-static int grow(void **p, size_t *cap, size_t want, size_t elem)
-{
-    if (want <= *cap)
-        return 0;
-    size_t nc = *cap ? *cap : 1;
-    while (nc < want)
-        nc *= 2;
-    void *q = realloc(*p, nc * elem);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = nc;
-    return 0;
-}
-
 static size_t slen(const char *s) { return s ? strlen(s) + 1 : 0; }
 
 static const char *put(char **w, const char *s)
@@ -116,10 +101,11 @@ int np_mon_calls_take(np_mon_calls *c, const np_hook_event *ev)
     }
     for (int i = 0; i < ev->n_scalars; i++)
         ns += slen(ev->scalars[i].key);
-    if (grow((void **)&s->strs, &s->cap_strs, ns, 1) || grow((void **)&s->data, &s->cap_data, nd, 1) ||
-        grow((void **)&s->ht, &s->cap_ht, (size_t)ev->n_tensors, sizeof *s->ht) ||
-        grow((void **)&s->t, &s->cap_t, (size_t)ev->n_tensors, sizeof *s->t) ||
-        grow((void **)&s->sc, &s->cap_sc, (size_t)ev->n_scalars, sizeof *s->sc)) {
+    if (np_grow((void **)&s->strs, &s->cap_strs, ns, 1) ||
+        np_grow((void **)&s->data, &s->cap_data, nd, 1) ||
+        np_grow((void **)&s->ht, &s->cap_ht, (size_t)ev->n_tensors, sizeof *s->ht) ||
+        np_grow((void **)&s->t, &s->cap_t, (size_t)ev->n_tensors, sizeof *s->t) ||
+        np_grow((void **)&s->sc, &s->cap_sc, (size_t)ev->n_scalars, sizeof *s->sc)) {
         c->n--; /* the slot (the newest) is dropped: the ring keeps the calls before it */
         return -1;
     }

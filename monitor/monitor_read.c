@@ -183,14 +183,8 @@ typedef struct anomalies {
 static int push(anomalies *A, const rank_data *rd, const np_mon_record *r, const char *rule,
                 const char *stat, double value, double ref)
 {
-    if (A->n == A->cap) {
-        size_t nc = A->cap ? A->cap * 2 : 64;
-        np_monitor_anomaly *x = realloc(A->a, nc * sizeof *x);
-        if (!x)
-            return -1;
-        A->a = x;
-        A->cap = nc;
-    }
+    if (np_grow((void **)&A->a, &A->cap, A->n + 1, sizeof *A->a))
+        return -1;
     np_monitor_anomaly *a = &A->a[A->n++];
     memset(a, 0, sizeof *a);
     a->step = r->step;

@@ -53,15 +53,9 @@ static void put(buf *b, const void *x, size_t n)
 {
     if (b->bad)
         return;
-    if (b->n + n > b->cap) {
-        size_t nc = (b->cap ? b->cap * 2 : 256) + n;
-        unsigned char *q = realloc(b->p, nc);
-        if (!q) {
-            b->bad = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = nc;
+    if (np_grow((void **)&b->p, &b->cap, b->n + n, 1)) {
+        b->bad = 1;
+        return;
     }
     memcpy(b->p + b->n, x, n);
     b->n += n;

@@ -166,14 +166,8 @@ static np_prof_op *op_get(optab *t, const char *cat, const char *name, long long
     size_t j = probe(t, cat, name);
     if (t->slot[j])
         return &t->ops[t->slot[j] - 1];
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
-        np_prof_op *o = realloc(t->ops, cap * sizeof *o);
-        if (!o)
-            return NULL;
-        t->ops = o;
-        t->cap = cap;
-    }
+    if (np_grow((void **)&t->ops, &t->cap, t->n + 1, sizeof *t->ops))
+        return NULL;
     np_prof_op *o = &t->ops[t->n];
     memset(o, 0, sizeof *o);
     o->cat = strdup(cat);
@@ -387,15 +381,9 @@ static int pass1_fn(const np_prof_event *e, void *user)
         while (i < p->n_thr && (p->thr[i].pid != e->pid || p->thr[i].tid != e->tid))
             i++;
         if (i == p->n_thr) {
-            if (p->n_thr == p->cap_thr) {
-                size_t cap = p->cap_thr ? p->cap_thr * 2 : 16;
-                thr_order *v = realloc(p->thr, cap * sizeof *v);
-                if (!v) {
-                    p->oom = 1;
-                    return 1;
-                }
-                p->thr = v;
-                p->cap_thr = cap;
+            if (np_grow((void **)&p->thr, &p->cap_thr, p->n_thr + 1, sizeof *p->thr)) {
+                p->oom = 1;
+                return 1;
             }
             p->thr[p->n_thr++] = (thr_order){e->pid, e->tid, -INFINITY, -INFINITY, 0, 0};
         }
@@ -406,15 +394,10 @@ static int pass1_fn(const np_prof_event *e, void *user)
         t->last_end = e->ts + e->dur;
     }
     if (starts(e->name, "ProfilerStep#")) {
-        if ((size_t)p->steps == p->cap_step) {
-            size_t cap = p->cap_step ? p->cap_step * 2 : 64;
-            double *v = realloc(p->stepv, cap * 2 * sizeof *v);
-            if (!v) {
-                p->oom = 1;
-                return 1;
-            }
-            p->stepv = v;
-            p->cap_step = cap;
+        /* (start, end) pairs: elements of two doubles */
+        if (np_grow((void **)&p->stepv, &p->cap_step, (size_t)p->steps + 1, 2 * sizeof *p->stepv)) {
+            p->oom = 1;
+            return 1;
         }
         p->stepv[2 * p->steps] = e->ts;
         p->stepv[2 * p->steps + 1] = e->ts + (isfinite(e->dur) ? e->dur : 0);
@@ -560,14 +543,8 @@ static thread_st *thread_of(pass2 *p, long long pid, long long tid)
     for (size_t i = 0; i < p->n_th; i++)
         if (p->th[i].pid == pid && p->th[i].tid == tid)
             return &p->th[i];
-    if (p->n_th == p->cap_th) {
-        size_t cap = p->cap_th ? p->cap_th * 2 : 16;
-        thread_st *v = realloc(p->th, cap * sizeof *v);
-        if (!v)
-            return NULL;
-        p->th = v;
-        p->cap_th = cap;
-    }
+    if (np_grow((void **)&p->th, &p->cap_th, p->n_th + 1, sizeof *p->th))
+        return NULL;
     thread_st *t = &p->th[p->n_th++];
     memset(t, 0, sizeof *t);
     t->pid = pid;
@@ -632,14 +609,8 @@ static long long call_of(pass2 *p, np_prof_op *o, const np_prof_event *e, size_t
     if (!p->cs && !(p->cs = calloc(ns, sizeof *p->cs)))
         return -1;
     cstep *c = &p->cs[s];
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        cinst *v = realloc(c->v, cap * sizeof *v);
-        if (!v)
-            return -1;
-        c->v = v;
-        c->cap = cap;
-    }
+    if (np_grow((void **)&c->v, &c->cap, c->n + 1, sizeof *c->v))
+        return -1;
     c->v[c->n] = (cinst){e->ts - (p->n_steps ? p->stepv[2 * s] : 0), 0, (uint32_t)(o - p->ops.ops),
                          (uint32_t)within};
     p->n_inst++;
@@ -670,14 +641,8 @@ static int frame_close(pass2 *p, thread_st *t)
 
 static int push_frame(thread_st *t, frame f)
 {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 32;
-        frame *v = realloc(t->st, cap * sizeof *v);
-        if (!v)
-            return -1;
-        t->st = v;
-        t->cap = cap;
-    }
+    if (np_grow((void **)&t->st, &t->cap, t->n + 1, sizeof *t->st))
+        return -1;
     t->st[t->n++] = f;
     return 0;
 }
@@ -717,14 +682,8 @@ static int nest_end(pass2 *p, thread_st *t, const np_prof_event *e, size_t op)
     if (p->calls_off) {
         t->n_pend = lo = 0;
     } else if (call > 0) {
-        if (t->n_pend == t->cap_pend) {
-            size_t cap = t->cap_pend ? t->cap_pend * 2 : 64;
-            size_t *v = realloc(t->pend, cap * sizeof *v);
-            if (!v)
-                return -1;
-            t->pend = v;
-            t->cap_pend = cap;
-        }
+        if (np_grow((void **)&t->pend, &t->cap_pend, t->n_pend + 1, sizeof *t->pend))
+            return -1;
         t->pend[t->n_pend++] = (size_t)call;
     }
     return push_frame(t, (frame){e->ts, end, e->dur, 0, op, 0, lo});

@@ -173,25 +173,10 @@ static void rec_fail(np_prof_rec *r, np_status st, const char *why)
     r->active = 0;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t size)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, c * size);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 /* Append n bytes to the step's strings; the offset, or (size_t)-1. */
 static size_t str_put(np_prof_rec *r, const char *s, size_t n)
 {
-    if (grow((void **)&r->str, &r->cap_str, r->n_str + n + 1, 1)) {
+    if (np_grow((void **)&r->str, &r->cap_str, r->n_str + n + 1, 1)) {
         rec_fail(r, NP_ERR_NOMEM, "out of memory");
         return (size_t)-1;
     }
@@ -204,7 +189,7 @@ static size_t str_put(np_prof_rec *r, const char *s, size_t n)
 
 static rec *rec_new(np_prof_rec *r)
 {
-    if (grow((void **)&r->recs, &r->cap_recs, r->n_recs + 1, sizeof *r->recs)) {
+    if (np_grow((void **)&r->recs, &r->cap_recs, r->n_recs + 1, sizeof *r->recs)) {
         rec_fail(r, NP_ERR_NOMEM, "out of memory");
         return NULL;
     }

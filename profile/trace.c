@@ -352,14 +352,8 @@ static np_status csv_row(FILE *f, sbuf *b, char **fld, int *nf, int need, long l
 /* Grow a step table by one; NULL out of memory. */
 static csv_step *step_slot(csv_step **steps, size_t *n, size_t *cap)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 16;
-        csv_step *ns = realloc(*steps, c * sizeof *ns);
-        if (!ns)
-            return NULL;
-        *steps = ns;
-        *cap = c;
-    }
+    if (np_grow((void **)steps, cap, *n + 1, sizeof **steps))
+        return NULL;
     return &(*steps)[(*n)++];
 }
 

@@ -134,6 +134,19 @@ char *np_arena_put(np_arena *a, const char *s, size_t n);
 void np_arena_reset(np_arena *a);
 void np_arena_free(np_arena *a);
 
+/* ---- growing arrays, common/grow.c --------------------------------------- */
+/* Room for `need` elements of `elem` bytes in the array *p (any T *, passed
+ * as (void **)&p) that has room for *cap: when *cap < need, *p is
+ * reallocated to max(need, 2 * *cap, 16) elements and *cap set. 0 ok; -1
+ * out of memory or a size past SIZE_MAX, *p and *cap then unchanged (the
+ * array still valid). The test is inline, so an append that fits costs a
+ * compare: `if (np_grow((void **)&v, &cap, n + 1, sizeof *v)) fail;` */
+int np_grow_to(void **p, size_t *cap, size_t need, size_t elem);
+static inline int np_grow(void **p, size_t *cap, size_t need, size_t elem)
+{
+    return need <= *cap ? 0 : np_grow_to(p, cap, need, elem);
+}
+
 /* ---- CRC-32, common/crc32.c ---------------------------------------------- */
 /* zlib's crc32 (same polynomial and results; start with crc 0), folded with
  * carry-less multiplies where the CPU has them. buf may be NULL when len 0. */

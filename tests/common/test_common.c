@@ -1,7 +1,9 @@
-/* tests/common/test_common.c - the error convention, edit distance and the
- * dump-format compound types. */
+/* tests/common/test_common.c - the error convention, edit distance, the
+ * dump-format compound types and np_grow. */
 #include <hdf5.h>
 #include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "check.h"
@@ -108,8 +110,46 @@ static void test_isolated(void)
     CHECK_EQ_INT(np_isolated_wait(&a, 10.0, NULL), NP_ISOLATE_NOFORK); /* already waited */
 }
 
+/* np_grow: the capacities doubling gives (16 first, then 2x, or the need
+ * when it is larger), the elements kept, and sizes past SIZE_MAX refused
+ * with the array left as it was. */
+static void test_grow(void)
+{
+    int *v = NULL;
+    size_t cap = 0, n = 0;
+    const size_t want_caps[] = {16, 32, 64, 128};
+    int k = 0;
+    for (int i = 0; i < 100; i++) {
+        size_t before = cap;
+        if (n == cap)
+            CHECK_EQ_INT(np_grow((void **)&v, &cap, n + 1, sizeof *v), 0);
+        if (cap != before)
+            CHECK_MSG(k < 4 && cap == want_caps[k++], "capacity %zu after %zu", cap, before);
+        v[n++] = i * 3;
+    }
+    CHECK_EQ_INT(k, 4);
+    int kept = 1;
+    for (int i = 0; i < 100; i++)
+        kept &= v[i] == i * 3;
+    CHECK_MSG(kept, "elements lost in growth");
+    CHECK_EQ_INT(np_grow((void **)&v, &cap, 100, sizeof *v), 0); /* room enough: unchanged */
+    CHECK_MSG(cap == 128, "capacity %zu (want 128)", cap);
+    CHECK_EQ_INT(np_grow((void **)&v, &cap, 1000, sizeof *v), 0); /* past 2x: the need */
+    CHECK_MSG(cap == 1000, "capacity %zu (want 1000)", cap);
+    int *keep = v;
+    CHECK_EQ_INT(np_grow((void **)&v, &cap, SIZE_MAX / 2, sizeof *v), -1); /* need x elem overflows */
+    CHECK_EQ_INT(np_grow((void **)&v, &cap, 1001, 0), -1);
+    CHECK_MSG(v == keep && cap == 1000 && v[99] == 297, "a refused growth changed the array");
+    size_t big = SIZE_MAX / 8;
+    char *c = NULL;
+    CHECK_EQ_INT(np_grow((void **)&c, &big, big + 1, 8), -1); /* (big + 1) x 8 overflows */
+    CHECK_MSG(c == NULL && big == SIZE_MAX / 8, "a refused growth changed the array");
+    free(v);
+}
+
 int main(void)
 {
+    test_grow();
     test_isolated();
     test_error_first_wins();
     test_edit_distance();

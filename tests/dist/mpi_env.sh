@@ -1,6 +1,9 @@
-# tests/dist/mpi_env.sh - sourced by the MPI tests: `mpirun_k K args...`
-# runs K ranks of a command on this machine. Exits 77 (ctest skip) only when
-# nprobe was built without MPI.
+# tests/dist/mpi_env.sh - the preamble of every MPI test, sourced first:
+#   set -u; . "$(dirname "$0")/mpi_env.sh"
+# Exits 77 (ctest skip) only when nprobe was built without MPI. Then
+# `mpirun_k K args...` runs K ranks of a command on this machine, $nprobe
+# and $py name the programs, the test runs in a fresh folder $tmp (removed
+# on exit) and sets fail=1 on a failed check.
 nprobe=${NPROBE_BIN:?NPROBE_BIN not set}
 py=${NP_PYTHON:-/usr/bin/python3}
 if [ -z "${NP_MPIEXEC:-}" ]; then
@@ -28,3 +31,8 @@ mpirun_k() { # K command args...
   ASAN_OPTIONS=$mpi_asan LSAN_OPTIONS=$mpi_lsan "$mpiexec_name" -n "$k" --oversubscribe \
     --bind-to none -x OMP_NUM_THREADS=1 -x OPENBLAS_NUM_THREADS=1 -x ASAN_OPTIONS -x LSAN_OPTIONS "$@"
 }
+# the test's own folder, its working directory
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cd "$tmp" || exit 1
+fail=0

@@ -17,12 +17,7 @@
 # And no false alarm: the clean bf16 K-rank run against the fp32 reference
 # (no culprit, no error row) and against itself (--replicas: agree).
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/mpi_env.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail=0
+. "$(dirname "$0")/mpi_env.sh"
 K=2
 train() { # dir device precision fault
   printf '{"task": "tensor", "dump_path": "%s", "level": "mix", "step": [0]}\n' "$tmp/$1" > "$1.json"

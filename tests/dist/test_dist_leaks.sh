@@ -9,13 +9,9 @@
 # the program's. Every nprobe run in the other test_dist_* scripts runs
 # under the same settings.
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/mpi_env.sh"
+. "$(dirname "$0")/mpi_env.sh"
 probe=${NP_LEAK_PROBE:?NP_LEAK_PROBE not set}
 [ -n "${NP_SANITIZED:-}" ] || { echo "SKIP: the leak check exists in the sanitized pass only"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
 mpirun_k 2 "$probe" > "$tmp/clean.out" 2> "$tmp/clean.err"
 rc=$?
 if [ $rc = 0 ] && ! grep -q "LeakSanitizer" "$tmp/clean.err" && [ "$(grep -c ': 2 ranks' "$tmp/clean.out")" = 2 ]; then

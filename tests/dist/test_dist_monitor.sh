@@ -15,12 +15,7 @@
 # the calls the monitor kept on the fault's rank, anomaly_calls); the same
 # under --tp 2; under --pp 2 the anomalies follow the pipeline's order.
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/mpi_env.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail=0
+. "$(dirname "$0")/mpi_env.sh"
 # plain: 14 steps, the faults past the turbulence rule's warmup (10 records);
 # sanitized: 6 steps, the NaN on one rank (no warmup) on 2 ranks only
 steps=14 faults="gemm_bitflip outlier_batch logit_growth rare_pattern" k_nan=4 s_nan=$((11 + RANDOM % 3))

@@ -7,12 +7,7 @@
 # (ulimit -f) every process fails with a write error (exit 2), none is killed
 # by SIGXFSZ, and nothing partial stays under a final name.
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/mpi_env.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail=0
+. "$(dirname "$0")/mpi_env.sh"
 bad() { echo "FAIL: $*"; fail=1; }
 for d in ref run; do
   printf '{"task": "statistics", "dump_path": "%s", "level": "L1", "step": [0, 1]}\n' "$tmp/$d" > "$d.json"

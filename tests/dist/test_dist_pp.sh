@@ -47,12 +47,7 @@
 #   (pp=1, tp=0, mb=0) holding what rank 0 (pp=0, tp=0, mb=0) sent as
 #   micro-batch 1.
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/mpi_env.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail=0
+. "$(dirname "$0")/mpi_env.sh"
 # The sanitized pass (NP_SANITIZED, CI time) runs the clean layout and the
 # fault: every C path of model_pp.c and of the pipeline's assembly.
 lite=${NP_SANITIZED:+1}

@@ -10,12 +10,7 @@
 # the single run's (read from the json reports), exit 1; under mpirun the
 # same reports byte for byte; a bench with two ranks per step is refused.
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/mpi_env.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail=0
+. "$(dirname "$0")/mpi_env.sh"
 size=(--model gpt --layers 1 --width 32 --context 16 --batch 8 --steps 2 --threads 1)
 run() { # dir K device precision fault
   printf '{"task": "tensor", "dump_path": "%s", "level": "mix", "step": [0, 1]}\n' "$tmp/$1" > "$1.json"

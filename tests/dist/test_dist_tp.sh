@@ -42,12 +42,7 @@
 # checkpoint, each printing the one-process loss of step 1 (a shard saved
 # or loaded with the wrong shape fails the load: the shapes are checked).
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/mpi_env.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail=0
+. "$(dirname "$0")/mpi_env.sh"
 # The sanitized pass (NP_SANITIZED, CI time) runs the clean layout and one
 # fault only: every C path of the layout (model_tp.c, the event-free tape
 # nodes, the placements, the assembly, the replica note) under ASan.

@@ -7,12 +7,7 @@
 # within the documented reduction rounding; two K = 4 runs are bit-identical;
 # a batch that does not split into K shards is a usage error.
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/mpi_env.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cd "$tmp"
-fail=0
+. "$(dirname "$0")/mpi_env.sh"
 steps=20
 [ -n "${NP_SANITIZED:-}" ] && steps=6
 args=(train --model gpt --steps "$steps" --threads 1 --seed 7)

@@ -27,8 +27,12 @@ last=$(tail -1 "$tmp/log" | sed -n 's/^ *html report: *//p')
 [ -n "$last" ] && grep -q "</html>" "$last" || { echo "FAIL: the demo does not end with an HTML report path"; fail=1; }
 h=$(sed -n 's/^ *html report: *//p' "$tmp/log" | wc -l)
 [ "$h" -eq 2 ] || { echo "FAIL: $h html report paths printed, want 2"; fail=1; }
-# idempotent: a second run over the same folder works too
-"$SRC/scripts/demo.sh" --nprobe "$N" --out "$out" > "$tmp/log2" 2>&1 || { echo "FAIL: second demo run failed"; fail=1; }
+# idempotent: a second run over the same folder works too. Sanitized (CI
+# time): left out; demo.sh starts with rm -rf of its folder, so the rerun
+# runs the first run's C paths again (the plain pass checks the rerun).
+if [ "${NP_SANITIZED:-0}" != 1 ]; then
+  "$SRC/scripts/demo.sh" --nprobe "$N" --out "$out" > "$tmp/log2" 2>&1 || { echo "FAIL: second demo run failed"; fail=1; }
+fi
 # an unknown fault is refused with the catalog
 "$SRC/scripts/demo.sh" --nprobe "$N" --out "$out" --fault no_such_fault > "$tmp/log3" 2>&1
 [ $? -eq 2 ] && grep -q "unknown fault 'no_such_fault'" "$tmp/log3" || { echo "FAIL: unknown fault not refused"; fail=1; }
