@@ -95,36 +95,30 @@ static int place_event(const np_hook_event *ev, void *user)
     return 0;
 }
 
-int np_cli_probe_layout(np_cli_probe *cp, int tp, int sp, int mb, int rank, int world)
+/* A run's mesh as the probe records it: its dimensions in order, each a
+ * name, a size and this rank's coordinate. */
+typedef struct {
+    int n;
+    const char *dims[NP_FMT_MESH_MAX];
+    int64_t shape[NP_FMT_MESH_MAX], coords[NP_FMT_MESH_MAX];
+} cli_mesh;
+
+static void mesh_dim(cli_mesh *m, const char *name, int64_t size, int64_t coord)
+{
+    m->dims[m->n] = name;
+    m->shape[m->n] = size;
+    m->coords[m->n++] = coord;
+}
+
+/* The mesh given to the probe (micro-batches, when more than one, as the
+ * last dimension) and the observer that places each dumped tensor. */
+static int attach_mesh(np_cli_probe *cp, cli_mesh *m, int mb)
 {
     np_error err;
     np_error_clear(&err);
-    /* the mesh: dp and tp under --tp (dp only when more than one group),
-     * then mb with micro-batches */
-    int dp = tp > 1 ? world / tp : 1, n = 0;
-    const char *dims[3];
-    int64_t shape[3], coords[3];
-    if (dp > 1) {
-        dims[n] = "dp";
-        shape[n] = dp;
-        coords[n++] = rank / tp;
-    }
-    if (tp > 1) {
-        dims[n] = "tp";
-        shape[n] = tp;
-        coords[n++] = rank % tp;
-    }
-    if (mb > 1) {
-        dims[n] = NP_FMT_MESH_MB;
-        shape[n] = mb;
-        coords[n++] = 0;
-    }
-    cp->tp = tp;
-    cp->dp = dp;
-    cp->sp = sp;
-    cp->mb = mb;
-    cp->rank = rank;
-    if (np_probe_set_mesh(cp->probe, n, dims, shape, coords, &err) != NP_OK ||
+    if (mb > 1)
+        mesh_dim(m, NP_FMT_MESH_MB, mb, 0);
+    if (np_probe_set_mesh(cp->probe, m->n, m->dims, m->shape, m->coords, &err) != NP_OK ||
         np_ctx_add_observer(cp->ctx, &(np_observer){1, NULL, place_event, cp}, &err) != NP_OK) {
         np_cli_report(&err);
         return NP_EXIT_USAGE;
@@ -132,32 +126,34 @@ int np_cli_probe_layout(np_cli_probe *cp, int tp, int sp, int mb, int rank, int 
     return NP_EXIT_OK;
 }
 
+int np_cli_probe_layout(np_cli_probe *cp, int tp, int sp, int mb, int rank, int world)
+{
+    /* the mesh: dp and tp under --tp (dp only when more than one group),
+     * then mb with micro-batches */
+    int dp = tp > 1 ? world / tp : 1;
+    cli_mesh m = {0};
+    if (dp > 1)
+        mesh_dim(&m, "dp", dp, rank / tp);
+    if (tp > 1)
+        mesh_dim(&m, "tp", tp, rank % tp);
+    cp->tp = tp;
+    cp->dp = dp;
+    cp->sp = sp;
+    cp->mb = mb;
+    cp->rank = rank;
+    return attach_mesh(cp, &m, mb);
+}
+
 int np_cli_probe_layout_pp(np_cli_probe *cp, int pp, int tp, int sp, int mb, int rank, int world)
 {
-    np_error err;
-    np_error_clear(&err);
     tp = tp > 1 ? tp : 1;
-    int stride = world / pp, dp = stride / tp, n = 0;
-    const char *dims[NP_FMT_MESH_MAX];
-    int64_t shape[NP_FMT_MESH_MAX], coords[NP_FMT_MESH_MAX];
-    dims[n] = "pp";
-    shape[n] = pp;
-    coords[n++] = rank / stride;
-    if (tp > 1 && dp > 1) {
-        dims[n] = "dp";
-        shape[n] = dp;
-        coords[n++] = (rank / tp) % dp;
-    }
-    if (tp > 1) {
-        dims[n] = "tp";
-        shape[n] = tp;
-        coords[n++] = rank % tp;
-    }
-    if (mb > 1) {
-        dims[n] = NP_FMT_MESH_MB;
-        shape[n] = mb;
-        coords[n++] = 0;
-    }
+    int stride = world / pp, dp = stride / tp;
+    cli_mesh m = {0};
+    mesh_dim(&m, "pp", pp, rank / stride);
+    if (tp > 1 && dp > 1)
+        mesh_dim(&m, "dp", dp, (rank / tp) % dp);
+    if (tp > 1)
+        mesh_dim(&m, "tp", tp, rank % tp);
     cp->pp = pp;
     cp->tp = tp;
     cp->dp = dp;
@@ -166,12 +162,7 @@ int np_cli_probe_layout_pp(np_cli_probe *cp, int pp, int tp, int sp, int mb, int
     cp->rank = rank;
     cp->stage = rank / stride;
     cp->inner = rank % stride;
-    if (np_probe_set_mesh(cp->probe, n, dims, shape, coords, &err) != NP_OK ||
-        np_ctx_add_observer(cp->ctx, &(np_observer){1, NULL, place_event, cp}, &err) != NP_OK) {
-        np_cli_report(&err);
-        return NP_EXIT_USAGE;
-    }
-    return NP_EXIT_OK;
+    return attach_mesh(cp, &m, mb);
 }
 
 void np_cli_probe_vocab(np_cli_probe *cp, int64_t vocab)

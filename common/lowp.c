@@ -314,26 +314,29 @@ QINLINE double sel(int c, double x, double y)
     return bits_d((d_bits(x) & m) | (d_bits(y) & ~m));
 }
 
-/* |v| rounded to nearest even on E4M3's grid, saturating at 448. */
-QINLINE double e4m3_mag(double a)
+/* |v| rounded to nearest even on a float8 grid whose smallest binade is
+ * min_b (its subnormals share that binade's quantum), with the quantum
+ * q_of_b of a binade b (2^-mantissa bits), saturating at max. */
+QINLINE double fp8_mag(double a, double min_b, double q_of_b, double max)
 {
     double b = bits_d(d_bits(a) & EXP_BITS);
-    b = sel(b > 0x1p-6, b, 0x1p-6); /* subnormals: the quantum of the smallest binade */
-    double q = b * 0x1p-3;
+    b = sel(b > min_b, b, min_b);
+    double q = b * q_of_b;
     double C = q * 0x1p52;
     double r = (a + C) - C;
-    return sel(a > 448.0, 448.0, r);
+    return sel(a > max, max, r);
 }
 
-/* |v| rounded to nearest even on E5M2's grid, saturating at 57344. */
+/* |v| on E4M3's grid (3 mantissa bits, normals from 2^-6), saturating at 448. */
+QINLINE double e4m3_mag(double a)
+{
+    return fp8_mag(a, 0x1p-6, 0x1p-3, 448.0);
+}
+
+/* |v| on E5M2's grid (2 mantissa bits, normals from 2^-14), saturating at 57344. */
 QINLINE double e5m2_mag(double a)
 {
-    double b = bits_d(d_bits(a) & EXP_BITS);
-    b = sel(b > 0x1p-14, b, 0x1p-14); /* subnormals: the quantum of the smallest binade */
-    double q = b * 0x1p-2;
-    double C = q * 0x1p52;
-    double r = (a + C) - C;
-    return sel(a > 57344.0, 57344.0, r);
+    return fp8_mag(a, 0x1p-14, 0x1p-2, 57344.0);
 }
 
 /* |v| rounded to nearest, ties away, on HiF8's grid, saturating at 2^15. */
