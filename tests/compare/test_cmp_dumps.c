@@ -1269,21 +1269,29 @@ static void write_pn(const char *root, int cmp, int kind, const char *task)
     }
 }
 
+/* Writes test_parted_noise's two-step pair of kind `kind` as `task` dumps
+ * (PREFIX<kind>_b, PREFIX<kind>_c) and compares them; NULL (a failed check
+ * said so) when compare did not run. */
+static np_cmp_result *run_pn(const char *prefix, int kind, const char *task)
+{
+    char nb[64], nc[64], rb[512], rc[512];
+    snprintf(nb, sizeof nb, "%s%d_b", prefix, kind);
+    snprintf(nc, sizeof nc, "%s%d_c", prefix, kind);
+    path_of(rb, sizeof rb, nb);
+    path_of(rc, sizeof rc, nc);
+    write_pn(rb, 0, kind, task);
+    write_pn(rc, 1, kind, task);
+    np_cmp_result *r = NULL;
+    np_error err;
+    np_error_clear(&err);
+    CHECK_EQ_INT(np_cmp_run(&r, rb, rc, NULL, &err), NP_OK);
+    return r;
+}
+
 static void test_parted_noise(void)
 {
-    char rb[512], rc[512];
     for (int kind = 0; kind < 7; kind++) {
-        char nb[64], nc[64];
-        snprintf(nb, sizeof nb, "pn%d_b", kind);
-        snprintf(nc, sizeof nc, "pn%d_c", kind);
-        path_of(rb, sizeof rb, nb);
-        path_of(rc, sizeof rc, nc);
-        write_pn(rb, 0, kind, "tensor");
-        write_pn(rc, 1, kind, "tensor");
-        np_cmp_result *r = NULL;
-        np_error err;
-        np_error_clear(&err);
-        CHECK_EQ_INT(np_cmp_run(&r, rb, rc, NULL, &err), NP_OK);
+        np_cmp_result *r = run_pn("pn", kind, "tensor");
         if (!r)
             return;
         CHECK_EQ_INT(r->n_pairs, 2);
@@ -1323,6 +1331,7 @@ static void test_parted_noise(void)
         np_cmp_result_free(r);
     }
     /* one file of step 1 alone: no step before to read, named as before */
+    char rb[512], rc[512];
     path_of(rb, sizeof rb, "pn0_b/step1/rank0/dump.h5");
     path_of(rc, sizeof rc, "pn0_c/step1/rank0/dump.h5");
     np_cmp_pair p;
@@ -1354,19 +1363,8 @@ static void test_parted_noise_statistics(void)
     static const char *const cul0[7] = {NULL, NULL, NULL, NULL, NULL, "Module.proj.Linear", NULL};
     int v0[16], n0 = 0;
     double s0[16];
-    char rb[512], rc[512];
     for (int kind = 0; kind < 7; kind++) {
-        char nb[64], nc[64];
-        snprintf(nb, sizeof nb, "pns%d_b", kind);
-        snprintf(nc, sizeof nc, "pns%d_c", kind);
-        path_of(rb, sizeof rb, nb);
-        path_of(rc, sizeof rc, nc);
-        write_pn(rb, 0, kind, "statistics");
-        write_pn(rc, 1, kind, "statistics");
-        np_cmp_result *r = NULL;
-        np_error err;
-        np_error_clear(&err);
-        CHECK_EQ_INT(np_cmp_run(&r, rb, rc, NULL, &err), NP_OK);
+        np_cmp_result *r = run_pn("pns", kind, "statistics");
         if (!r)
             return;
         CHECK_EQ_INT(r->n_pairs, 2);
