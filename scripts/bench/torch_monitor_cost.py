@@ -11,6 +11,11 @@ interleaved:
   np_wg    nprobe, gradients, weights and the update ratio (xy and mv off:
            issue 27's "gradients and weights every step")
   ms_wg    msprobe, the same switches
+  np_xy    nprobe, the activations and activation gradients of every
+           decoder block (targets model.layers.0 ... model.layers.L-1, the
+           blocks themselves; nothing else: issue 27's "activations of every
+           block")
+  ms_xy    msprobe, the same switches and targets
   np_all   nprobe, everything (every module's activations and their
            gradients, gradients, Adam's m and v, weights)
   ms_all   msprobe, the same switches
@@ -32,7 +37,7 @@ import sys
 import tempfile
 import time
 
-CONFIGS = ("plain", "np_wg", "ms_wg", "np_all", "ms_all")
+CONFIGS = ("plain", "np_wg", "ms_wg", "np_xy", "ms_xy", "np_all", "ms_all")
 
 
 def one(cfg, steps, warm, layers, width, out):
@@ -48,9 +53,17 @@ def one(cfg, steps, warm, layers, width, out):
                      max_position_embeddings=128)
     model = LlamaForCausalLM(mc)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    xy = cfg.endswith("_all")
-    sec = {"targets": {}, "xy_distribution": xy, "wg_distribution": True,
-           "mv_distribution": xy, "param_distribution": True}
+    xy = cfg.endswith("_all") or cfg.endswith("_xy")
+    only_xy = cfg.endswith("_xy")
+    sec = {"targets": {}, "xy_distribution": xy, "wg_distribution": not only_xy,
+           "mv_distribution": cfg.endswith("_all"), "param_distribution": not only_xy}
+    if only_xy:
+        sec["targets"] = {f"model.layers.{i}": {} for i in range(layers)}
+        if cfg.startswith("np_"):
+            # nprobe's targets are prefixes (a block and everything in it);
+            # exactly the block: one name per pattern with no glob character
+            # left to widen it, matched whole by fnmatch's [] class
+            sec["targets"] = [f"model.layers.[{i}]" for i in range(layers)]
     mon = None
     if cfg.startswith("ms_"):
         os.environ["MONITOR_OUTPUT_DIR"] = os.path.join(out, "ms")
@@ -93,6 +106,8 @@ def main():
     ap.add_argument("--warm", type=int, default=2)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--configs", default=",".join(CONFIGS),
+                    help="comma-separated subset of " + ",".join(CONFIGS) + " (plain is always run)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -100,10 +115,15 @@ def main():
         one(a.one, a.steps, a.warm, a.layers, a.width, a.out)
         return
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    res = {c: [] for c in CONFIGS}
+    want = set(a.configs.split(",")) | {"plain"}
+    bad = want - set(CONFIGS)
+    if bad:
+        sys.exit(f"torch_monitor_cost: unknown config(s) {sorted(bad)}; known: {CONFIGS}")
+    configs = tuple(c for c in CONFIGS if c in want)
+    res = {c: [] for c in configs}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(a.rounds):
-            order = CONFIGS[r % len(CONFIGS):] + CONFIGS[:r % len(CONFIGS)]
+            order = configs[r % len(configs):] + configs[:r % len(configs)]
             for c in order:
                 out = os.path.join(tmp, f"{c}_{r}")
                 os.makedirs(out)
@@ -117,7 +137,7 @@ def main():
     print(f"| config | CPU per step (median of rounds) | CPU ratio to plain (median of round ratios) "
           f"| wall ratio |")
     print("|---|---:|---:|---:|")
-    for c in CONFIGS:
+    for c in configs:
         cr = [x["cpu"] / p["cpu"] for x, p in zip(res[c], res["plain"])]
         wr = [x["wall"] / p["wall"] for x, p in zip(res[c], res["plain"])]
         print(f"| {c} | {1e3 * statistics.median(x['cpu'] for x in res[c]):.1f} ms "
