@@ -31,10 +31,10 @@
  * framework's pipeline (the package's, each stage numbering its calls from
  * 0) they are another stage's, and a run's directory compares each stage
  * in its own pair; a stage's API calls are renumbered by the earlier
- * stages' (stage_offsets), and left out, with a note, where that cannot
- * be done: an earlier stage without a file, or a file of several stages
- * (an interleaved schedule). Under the runtime's pipeline (a mesh dimension "pp" in
- * a file of framework nprobe-runtime) the rows and calls of every stage's
+ * stages' (stage_offsets; each stage of a file of several, an interleaved
+ * schedule's, by its own), and left out, with a note, where that cannot
+ * be done: an earlier stage without a file. Under the runtime's pipeline
+ * (a mesh dimension "pp" in a file of framework nprobe-runtime) the rows and calls of every stage's
  * file are merged in the order one process runs them (the stages'
  * forwards first to last, their backwards last to first, then the
  * parameters' gradients), each leaf assembled from the rank(s) holding
@@ -58,10 +58,11 @@ typedef struct asm_rank {
     size_t ne;
     np_place_rec *pl;
     size_t npl;
-    int stage;             /* the pipeline stage its placement rows carry, -1 none */
-    int stages;            /* 2 when its rows carry several stages (an interleaved
-                            * schedule: several stages a rank), else 1 */
+    int stage;             /* the lowest pipeline stage its placement rows carry, -1 none */
+    uint64_t stages;       /* the stages its rows carry (bit s: stage s < 64; several:
+                            * an interleaved schedule, several stages a rank) */
     int *mb;               /* per row of e: its micro-batch, -1 none (micro-batches only) */
+    int *st;               /* per row of e: its stage, -1 none (micro-batches only) */
     np_strmap emap, pmap;  /* leaf name -> row of e / pl (emap: rows of micro-batch
                             * m >= 1 under "LOGICAL\x1fm" instead, mb_key; a pipeline
                             * stage's renumbered rows under their logical names) */
@@ -84,6 +85,7 @@ typedef struct asm_piece {
     int m;                 /* its micro-batch (0 without micro-batches) */
     const np_entry_rec *e;
     const np_place_rec *pl; /* NULL: whole */
+    int64_t off0;          /* its offset on dimension 0 (rows_of) */
 } asm_piece;
 
 typedef struct asm_leaf {
@@ -115,8 +117,7 @@ struct cmp_assembly {
                             * merged whole: pp_dim) */
     int no_stage;          /* an earlier stage without a file (its API calls cannot be
                             * counted: the own stage's are left out), -1 none */
-    int interleaved;       /* the file holds several stages: its API calls left out */
-    size_t n_unnumbered;   /* the own stage's API call rows left out for it */
+    size_t n_unnumbered;   /* the own stages' API call rows left out for it */
     int pp_dim;            /* the runtime's pipeline: its mesh dimension ("pp", -1: none) */
     np_strmap call_rank;   /* a pipeline's merged calls -> the index of the rank whose they are */
     size_t n_p2p;          /* pipeline: received activations and gradients checked */
@@ -135,6 +136,7 @@ static void rank_free(asm_rank *r)
     np_strmap_free(&r->pmap);
     np_strmap_free(&r->nmap);
     free(r->mb);
+    free(r->st);
     free(r->later);
     free(r->keys);
     free(r->lcall);
@@ -205,83 +207,115 @@ static long call_counter(const char *call, size_t *at, size_t *len)
 }
 
 /* The key of the API or module of a call without its counter and direction
- * into buf ("m\x1fFunctional.linear", "m\x1fModule.h.0.mlp.MLP"). */
-static void counter_key(char *buf, size_t cap, int m, const char *call, size_t at)
+ * into buf, with a stage and a micro-batch ("1\x1f0\x1fFunctional.linear",
+ * "-1\x1f-1\x1fModule.h.0.mlp.MLP": -1 for any). */
+static void counter_key(char *buf, size_t cap, int s, int m, const char *call, size_t at)
 {
     size_t end = at ? at - 1 : 0; /* the '.' before the counter */
     if (end >= 8 && !strncmp(call + end - 8, ".forward", 8))
         end -= 8;
     else if (end >= 9 && !strncmp(call + end - 9, ".backward", 9))
         end -= 9;
-    snprintf(buf, cap, "%d\x1f%.*s", m, (int)end, call);
+    snprintf(buf, cap, "%d\x1f%d\x1f%.*s", s, m, (int)end, call);
 }
 
 /* 1 for a call of an API (its counter counts the API's calls through the
  * process), 0 for a module's (counted by its path). */
 static int api_call(const char *call) { return strncmp(call, "Module.", 7) != 0; }
 
-/* Micro-batches (mesh dimension "mb"): each row's micro-batch (a leaf
- * without a placement row, a scalar argument, is its call's); the stage
- * its placement rows carry. */
+/* Put v under key k in map m when it is below what k holds (or k holds
+ * nothing); -1 out of memory. */
+static int put_min(np_strmap *m, const char *k, int v)
+{
+    int had = np_strmap_get(m, k);
+    return had >= 0 && had <= v ? 0 : np_strmap_put(m, k, v);
+}
+
+/* Micro-batches (mesh dimension "mb"): each row's micro-batch and stage (a
+ * leaf without a placement row, a scalar argument, has its call's); the
+ * stages the file's placement rows carry. */
 static int rank_mb(asm_rank *r)
 {
-    np_strmap callm;
+    np_strmap callm, calls;
     r->mb = calloc(r->ne + 1, sizeof *r->mb);
-    if (!r->mb || np_strmap_init(&callm, r->ne + 1) != 0)
+    r->st = calloc(r->ne + 1, sizeof *r->st);
+    if (!r->mb || !r->st || np_strmap_init(&callm, r->ne + 1) != 0)
         return -1;
+    if (np_strmap_init(&calls, r->ne + 1) != 0) {
+        np_strmap_free(&callm);
+        return -1;
+    }
     int rc = 0;
     r->stage = -1;
-    r->stages = 1;
+    r->stages = 0;
     for (size_t i = 0; i < r->npl; i++) {
-        if (r->stage < 0)
-            r->stage = r->pl[i].stage;
-        else if (r->pl[i].stage >= 0 && r->pl[i].stage != r->stage)
-            r->stages = 2;
+        int s = r->pl[i].stage;
+        if (s >= 0 && (r->stage < 0 || s < r->stage))
+            r->stage = s;
+        if (s >= 0 && s < 64)
+            r->stages |= (uint64_t)1 << s;
     }
     for (size_t i = 0; i < r->ne; i++) {
         int pi = np_strmap_get(&r->pmap, r->e[i].name);
         r->mb[i] = pi >= 0 ? r->pl[pi].micro_batch : -1;
+        r->st[i] = pi >= 0 ? r->pl[pi].stage : -1;
         if (r->mb[i] >= 0 && np_strmap_get(&callm, r->e[i].call) < r->mb[i] &&
             np_strmap_put(&callm, r->e[i].call, r->mb[i]) != 0)
             rc = -1;
+        if (r->st[i] >= 0 && put_min(&calls, r->e[i].call, r->st[i]) != 0)
+            rc = -1;
     }
-    for (size_t i = 0; i < r->ne; i++)
+    for (size_t i = 0; i < r->ne; i++) {
         if (r->mb[i] < 0)
             r->mb[i] = np_strmap_get(&callm, r->e[i].call);
+        if (r->st[i] < 0)
+            r->st[i] = np_strmap_get(&calls, r->e[i].call);
+    }
     np_strmap_free(&callm);
+    np_strmap_free(&calls);
     return rc;
 }
 
 /* The emap keys of one rank's rows: the rows of micro-batch m >= 1 are
- * pieces of the logical leaves whose calls micro-batch 0 names: a call's
- * logical counter is its counter less the first counter of its API (or
- * module) in micro-batch m, plus the first in micro-batch 0 (docs/FORMAT.md
- * "/placements"), plus, for an API call of a pipeline stage, the calls of
- * that API in the stages before it (`off`, stage_offsets: NULL or none,
- * 0). Those rows are keyed "LOGICAL\x1fm" in emap, renumbered rows of
- * micro-batch 0 by their logical names. */
+ * pieces of the logical leaves whose calls micro-batch 0 names. A chunk's
+ * call (stage s, micro-batch m) is numbered as one process numbers it: its
+ * index among the calls of its API (or module) in that chunk (its counter
+ * less the chunk's first), plus the file's first counter of that API in any
+ * chunk, plus, for an API call of a pipeline stage, the calls of that API
+ * the stages before s make in a micro-batch (`off`, stage_offsets: NULL or
+ * none, 0). A file of one stage keeps its stage's order; a file of several
+ * (an interleaved schedule, its calls counted through the stages in the
+ * schedule's order) gets each stage's calls their one-process numbers too
+ * (docs/FORMAT.md "/placements"). Rows of micro-batch m >= 1 are keyed
+ * "LOGICAL\x1fm" in emap, renumbered rows of micro-batch 0 by their
+ * logical names. */
 static int rank_keys(asm_rank *r, const np_strmap *off)
 {
-    np_strmap first;
+    np_strmap first = {0}, any = {0};
     char (*ck)[NP_FMT_NAME_LEN + 16] = calloc(r->ne + 1, sizeof *ck);
+    const char **api = calloc(r->ne + 1, sizeof *api);
     r->later = calloc(r->ne + 1, sizeof *r->later);
     r->keys = calloc(r->ne + 1, sizeof *r->keys);
     r->lcall = calloc(r->ne + 1, sizeof *r->lcall);
     r->moved = calloc(r->ne + 1, sizeof *r->moved);
-    if (!ck || !r->later || !r->keys || !r->lcall || !r->moved ||
-        np_strmap_init(&first, r->ne + 1) != 0) {
+    if (!ck || !api || !r->later || !r->keys || !r->lcall || !r->moved ||
+        np_strmap_init(&first, r->ne + 1) != 0 || np_strmap_init(&any, r->ne + 1) != 0) {
+        np_strmap_free(&first);
         free(ck);
+        free(api);
         return -1;
     }
     int rc = 0;
+    /* ck[i]: the call's chunk key (stage, micro-batch, API), api[i] its API
+     * (the key's tail); first, any: the lowest counter of each */
     for (size_t i = 0; i < r->ne; i++) {
         size_t at, len;
         long c = r->mb[i] >= 0 ? call_counter(r->e[i].call, &at, &len) : -1;
         if (c < 0)
             continue;
-        counter_key(ck[i], sizeof ck[i], r->mb[i], r->e[i].call, at);
-        int had = np_strmap_get(&first, ck[i]);
-        if ((had < 0 || c < had) && np_strmap_put(&first, ck[i], (int)c) != 0)
+        counter_key(ck[i], sizeof ck[i], r->st[i], r->mb[i], r->e[i].call, at);
+        api[i] = strchr(strchr(ck[i], '\x1f') + 1, '\x1f') + 1;
+        if (put_min(&first, ck[i], (int)c) != 0 || put_min(&any, api[i], (int)c) != 0)
             rc = -1;
     }
     for (size_t i = 0; i < r->ne && rc == 0; i++) {
@@ -291,23 +325,24 @@ static int rank_keys(asm_rank *r, const np_strmap *off)
         const np_entry_rec *e = &r->e[i];
         size_t at, len;
         long c = call_counter(e->call, &at, &len);
-        long o = 0;
-        char k0[NP_FMT_NAME_LEN + 16];
-        if (c >= 0 && off && api_call(e->call)) {
-            counter_key(k0, sizeof k0, 0, e->call, at);
-            o = np_strmap_get(off, k0);
-            o = o < 0 ? 0 : o;
-        }
-        if (m < 1 && o == 0)
-            continue; /* its own name */
-        r->later[i] = m >= 1;
-        r->moved[i] = o != 0;
         if (c < 0) { /* no counter: the name itself */
+            if (m < 1)
+                continue;
+            r->later[i] = 1;
             snprintf(r->keys[i], sizeof r->keys[i], "%s\x1f%d", e->name, m);
         } else {
-            counter_key(k0, sizeof k0, 0, e->call, at);
-            long f0 = np_strmap_get(&first, k0), fm = np_strmap_get(&first, ck[i]);
-            long lc = c - fm + (f0 >= 0 ? f0 : 0) + o;
+            long o = 0;
+            char k0[NP_FMT_NAME_LEN + 16];
+            if (off && api_call(e->call)) {
+                counter_key(k0, sizeof k0, r->st[i], -1, e->call, at);
+                o = np_strmap_get(off, k0);
+                o = o < 0 ? 0 : o;
+            }
+            long lc = c - np_strmap_get(&first, ck[i]) + np_strmap_get(&any, api[i]) + o;
+            if (m < 1 && lc == c)
+                continue; /* its own name */
+            r->later[i] = m >= 1;
+            r->moved[i] = o != 0 || m < 1;
             size_t cl = strlen(e->call);
             snprintf(r->lcall[i], sizeof r->lcall[i], "%.*s%ld%.*s", (int)at, e->call, lc,
                      (int)(cl - at - len), e->call + at + len);
@@ -322,7 +357,9 @@ static int rank_keys(asm_rank *r, const np_strmap *off)
             np_strmap_put(&r->emap, r->e[i].name, (int)i) != 0)
             rc = -1;
     np_strmap_free(&first);
+    np_strmap_free(&any);
     free(ck);
+    free(api);
     return rc;
 }
 
@@ -358,61 +395,85 @@ static np_status rank_read(asm_rank *r, const char *path, int micro, np_error *e
     return NP_OK;
 }
 
-/* A pipeline stage's API calls numbered as one process numbers them: the
- * calls of each API that the stages before it make in micro-batch 0 (each
- * stage's lowest rank's file: "0\x1fAPI" -> their count, into *off; keys in
- * `names`). 1 when the offsets apply (the own rank's stage s >= 1 and a
- * file of every stage before it), 0 when not (*missing: the first earlier
- * stage without a file, else -1), -1 out of memory. */
-static int stage_offsets(const cmp_assembly *a, int own_stage, np_strmap *off,
-                         char (**names)[NP_FMT_NAME_LEN + 16], int *missing)
+/* The calls of each API stage s makes in micro-batch 0, from the lowest
+ * rank's file that holds stage s (`seen`: scratch), added to `run`
+ * ("-1\x1f-1\x1fAPI" -> the count so far; keys in `keys`); 0, -1 out of
+ * memory. */
+static int stage_count(const asm_rank *r, int s, np_strmap *run, np_strmap *seen, np_arena *keys)
+{
+    np_strmap_clear(seen);
+    for (size_t i = 0; i < r->ne; i++) {
+        size_t at, len;
+        long c = r->mb[i] == 0 && r->st[i] == s && api_call(r->e[i].call)
+                     ? call_counter(r->e[i].call, &at, &len) : -1;
+        if (c < 0)
+            continue;
+        /* one count a call (its leaves, forward and backward alike) */
+        char api[NP_FMT_NAME_LEN + 16], one[NP_FMT_NAME_LEN + 40];
+        counter_key(api, sizeof api, -1, -1, r->e[i].call, at);
+        snprintf(one, sizeof one, "%s\x1f%ld", api, c);
+        if (np_strmap_get(seen, one) >= 0)
+            continue;
+        int had = np_strmap_get(run, api);
+        const char *ka = had >= 0 ? NULL : np_arena_put(keys, api, strlen(api));
+        const char *ko = np_arena_put(keys, one, strlen(one));
+        if (!ko || (had < 0 && !ka) || np_strmap_put(seen, ko, 1) != 0 ||
+            np_strmap_put(run, had < 0 ? ka : api, (had < 0 ? 0 : had) + 1) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* A pipeline stage's API calls numbered as one process numbers them: for
+ * each stage s >= 1 of the own file (several under an interleaved
+ * schedule), the calls of each API that the stages before it make in
+ * micro-batch 0 (stage_count: "s\x1f-1\x1fAPI" -> their count, into *off;
+ * keys in `keys`). 1 when offsets were counted (*missing: the first earlier
+ * stage without a file, whose later stages' API calls cannot be numbered,
+ * else -1), 0 when none apply (no own stage >= 1), -1 out of memory. */
+static int stage_offsets(const cmp_assembly *a, const asm_rank *own, np_strmap *off,
+                         np_arena *keys, int *missing)
 {
     *missing = -1;
-    if (own_stage < 1)
+    int top = -1;
+    for (int s = 0; s < 64; s++)
+        if (own->stages >> s & 1)
+            top = s;
+    if (top < 1)
         return 0;
-    size_t cap = 0, n = 0;
+    size_t cap = 0;
     for (int i = 0; i < a->n_ranks; i++)
         cap += a->ranks[i].ne;
-    np_strmap seen;
-    char (*k)[NP_FMT_NAME_LEN + 16] = calloc(2 * cap + 1, sizeof *k);
-    if (!k || np_strmap_init(off, cap + 1) != 0 || np_strmap_init(&seen, cap + 1) != 0) {
-        free(k);
+    np_strmap seen = {0}, run = {0};
+    if (np_strmap_init(off, cap + 1) != 0 || np_strmap_init(&seen, cap + 1) != 0 ||
+        np_strmap_init(&run, cap + 1) != 0) {
+        np_strmap_free(&seen);
         return -1;
     }
-    *names = k;
     int rc = 1;
-    for (int s = 0; s < own_stage && rc == 1; s++) {
+    for (int s = 0; s < top && rc == 1; s++) {
         const asm_rank *r = NULL;
         for (int i = 0; i < a->n_ranks && !r; i++)
-            if (a->ranks[i].stage == s)
+            if (a->ranks[i].stages >> s & 1)
                 r = &a->ranks[i];
         if (!r) {
-            rc = 0; /* a stage without a file: no offsets */
-            *missing = s;
+            *missing = s; /* a stage without a file: no offsets past it */
             break;
         }
-        np_strmap_clear(&seen);
-        for (size_t i = 0; i < r->ne && rc == 1; i++) {
-            size_t at, len;
-            long c = r->mb[i] == 0 && api_call(r->e[i].call)
-                         ? call_counter(r->e[i].call, &at, &len) : -1;
-            if (c < 0)
+        if (stage_count(r, s, &run, &seen, keys) != 0)
+            rc = -1;
+        for (size_t j = 0; rc == 1 && (own->stages >> (s + 1) & 1) && j < run.cap; j++) {
+            if (!run.keys[j])
                 continue;
-            /* one count a call (its leaves, forward and backward alike) */
-            char *api = k[n], *one = k[n + 1], tmp[NP_FMT_NAME_LEN + 16];
-            counter_key(tmp, sizeof tmp, 0, r->e[i].call, at);
-            memcpy(api, tmp, sizeof tmp);
-            snprintf(one, sizeof k[n + 1], "%.240s\x1f%ld", tmp, c);
-            if (np_strmap_get(&seen, one) >= 0)
-                continue;
-            n += 2;
-            int had = np_strmap_get(off, api);
-            if (np_strmap_put(&seen, one, 1) != 0 ||
-                np_strmap_put(off, api, (had < 0 ? 0 : had) + 1) != 0)
+            char k[NP_FMT_NAME_LEN + 24];
+            snprintf(k, sizeof k, "%d%s", s + 1, run.keys[j] + 2); /* "-1\x1f-1..." */
+            const char *kk = np_arena_put(keys, k, strlen(k));
+            if (!kk || np_strmap_put(off, kk, run.vals[j]) != 0)
                 rc = -1;
         }
     }
     np_strmap_free(&seen);
+    np_strmap_free(&run);
     return rc;
 }
 
@@ -446,24 +507,25 @@ static np_status ranks_open(cmp_assembly *a, const cmp_dump *d, int64_t world, n
     if (a->mb_dim < 0)
         return NP_OK;
     /* micro-batches: the rows' logical names; a pipeline stage's API calls
-     * renumbered (stage_offsets) on the ranks of the file's own stage */
+     * renumbered (stage_offsets) on the ranks of the file's own stage(s) */
+    const asm_rank *own = NULL;
     for (int r = 0; r < a->n_ranks && a->pp_dim < 0; r++) /* not the runtime's: merged */
         if (a->ranks[r].rank == d->rank) {
-            a->own_stage = a->ranks[r].stage;
-            a->interleaved = a->ranks[r].stages > 1;
+            own = &a->ranks[r];
+            a->own_stage = own->stage;
         }
     np_strmap off = {0};
-    char (*names)[NP_FMT_NAME_LEN + 16] = NULL;
-    int with = a->interleaved ? 0 : stage_offsets(a, a->own_stage, &off, &names, &a->no_stage);
+    np_arena keys = {0};
+    int with = own ? stage_offsets(a, own, &off, &keys, &a->no_stage) : 0;
     np_status st = with < 0 ? np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory")
                             : NP_OK;
     for (int r = 0; r < a->n_ranks && st == NP_OK; r++) {
         asm_rank *k = &a->ranks[r];
-        if (rank_keys(k, with > 0 && k->stage == a->own_stage ? &off : NULL) != 0)
+        if (rank_keys(k, with > 0 && k->stages == own->stages ? &off : NULL) != 0)
             st = np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory");
     }
     np_strmap_free(&off);
-    free(names);
+    np_arena_free(&keys);
     return st;
 }
 
@@ -505,11 +567,17 @@ static int same_values(const np_entry_rec *x, const np_entry_rec *y)
     return !memcmp(&a, &b, sizeof a);
 }
 
+/* Piece p's offset on dimension d (dimension 0: rows_of's). */
+static int64_t piece_off(const asm_piece *p, int d)
+{
+    return d == 0 ? p->off0 : p->pl ? p->pl->offset[d] : 0;
+}
+
 /* 1 when the boxes of two pieces intersect. */
 static int overlaps(const asm_piece *x, const asm_piece *y, int ndim)
 {
     for (int d = 0; d < ndim; d++) {
-        int64_t xo = x->pl ? x->pl->offset[d] : 0, yo = y->pl ? y->pl->offset[d] : 0;
+        int64_t xo = piece_off(x, d), yo = piece_off(y, d);
         if (xo + x->e->shape[d] <= yo || yo + y->e->shape[d] <= xo)
             return 0;
     }
@@ -521,6 +589,10 @@ typedef struct holder {
     const np_entry_rec *e;
     const np_place_rec *pl;
     int64_t dkey[NP_FMT_MESH_MAX], skey[NP_FMT_MESH_MAX];
+    int64_t off0;          /* its offset on dimension 0 (rows_of) */
+    int64_t key0;          /* its place in the grid of the mesh dimensions that split
+                            * dimension 0 (row-major, mesh order), -1: none does */
+    int dmask;             /* those dimensions (bit k: mesh dimension k) */
 } holder;
 
 /* The ranks holding leaf `name`, with their keys: the coordinates on the
@@ -551,6 +623,9 @@ static int holders_of(const cmp_assembly *a, const char *name, holder *h, int *p
             char kind[NP_FMT_MESH_MAX];
             int sdim[NP_FMT_MESH_MAX];
             kinds_of(a, x->pl, kind, sdim);
+            x->off0 = x->pl && x->e->ndim > 0 ? x->pl->offset[0] : 0;
+            x->key0 = -1;
+            x->dmask = 0;
             for (int k = 0; k < NP_FMT_MESH_MAX; k++) {
                 int on = k < a->mesh.ndim;
                 int p = on && (kind[k] == 'P' || kind[k] == 'A');
@@ -558,6 +633,10 @@ static int holders_of(const cmp_assembly *a, const char *name, holder *h, int *p
                 x->dkey[k] = on && (kind[k] == 'S' || p) ? c : -1;
                 x->skey[k] = on && kind[k] == 'S' ? c : -1;
                 *partial |= p;
+                if (on && kind[k] == 'S' && sdim[k] == 0) {
+                    x->key0 = (x->key0 < 0 ? 0 : x->key0) * a->mesh.shape[k] + c;
+                    x->dmask |= 1 << k;
+                }
             }
         }
     return placed && placed != n ? -1 : n;
@@ -566,6 +645,57 @@ static int holders_of(const cmp_assembly *a, const char *name, holder *h, int *p
 static int same_key(const int64_t *x, const int64_t *y)
 {
     return !memcmp(x, y, NP_FMT_MESH_MAX * sizeof *x);
+}
+
+/* Dimension 0 of a leaf that mesh dimensions split (Shard(0)): each
+ * holder's offset there (off0) and the logical size (*g0, on entry the
+ * recorded one). The recorded offsets stand unless the pieces disagree on
+ * the logical size, the writers then not knowing each other's sizes
+ * (data-parallel ranks whose batches differ in size, each writing its
+ * micro-batches as if every rank's batch were its own: docs/COMPARE.md
+ * "Sharded layouts"); then, when the pieces are the whole grid of the
+ * dimensions that split it, one size a grid point, the offsets are derived
+ * from the pieces' row counts in DTensor's order (the earlier mesh
+ * dimension outer; the micro-batches, the mesh's last dimension,
+ * innermost). 1 when derived. */
+static int rows_of(const cmp_assembly *a, holder *h, int n, int64_t *g0)
+{
+    if (n < 1 || h[0].key0 < 0 || !h[0].pl)
+        return 0;
+    int differ = 0;
+    for (int i = 1; i < n && !differ; i++)
+        differ = h[i].pl && h[i].pl->global_shape[0] != h[0].pl->global_shape[0];
+    int64_t G = 1;
+    for (int k = 0; k < a->mesh.ndim; k++)
+        if (h[0].dmask >> k & 1)
+            G *= a->mesh.shape[k] > 0 ? a->mesh.shape[k] : 1;
+    int64_t *rows = differ && G <= 65536 ? malloc((size_t)G * sizeof *rows) : NULL;
+    if (!rows)
+        return 0;
+    for (int64_t i = 0; i < G; i++)
+        rows[i] = -1;
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        int64_t *c = h[i].dmask == h[0].dmask && h[i].key0 >= 0 && h[i].key0 < G &&
+                     h[i].e->ndim > 0 ? &rows[h[i].key0] : NULL;
+        if (c && *c < 0)
+            *c = h[i].e->shape[0];
+        else
+            ok = c && *c == h[i].e->shape[0];
+    }
+    int64_t at = 0;
+    for (int64_t i = 0; i < G && ok; i++) {
+        ok = rows[i] >= 0;
+        int64_t r = rows[i];
+        rows[i] = at; /* its offset */
+        at += r;
+    }
+    for (int i = 0; i < n && ok; i++)
+        h[i].off0 = rows[h[i].key0];
+    if (ok)
+        *g0 = at;
+    free(rows);
+    return ok;
 }
 
 /* Keep the first replica of each value key as a piece; replicas that
@@ -578,7 +708,7 @@ static int pick_pieces(cmp_assembly *a, const char *name, const holder *h, int n
         while (j < i && !same_key(h[j].dkey, h[i].dkey))
             j++;
         if (j == i) {
-            out[np++] = (asm_piece){h[i].r, h[i].m, h[i].e, h[i].pl};
+            out[np++] = (asm_piece){h[i].r, h[i].m, h[i].e, h[i].pl, h[i].off0};
             continue;
         }
         if (!same_values(h[j].e, h[i].e)) {
@@ -607,7 +737,7 @@ static const char *coverage_problem(cmp_assembly *a, const char *name, const asm
         for (int j = 0; j < i && !dup; j++) {
             int same = 1;
             for (int d = 0; d < ndim && same; d++)
-                same = (p[i].pl ? p[i].pl->offset[d] : 0) == (p[j].pl ? p[j].pl->offset[d] : 0) &&
+                same = piece_off(&p[i], d) == piece_off(&p[j], d) &&
                        p[i].e->shape[d] == p[j].e->shape[d];
             if (same)
                 dup = 1;
@@ -616,9 +746,8 @@ static const char *coverage_problem(cmp_assembly *a, const char *name, const asm
                 who(wa, sizeof wa, a, &a->ranks[p[j].r], p[j].m);
                 who(wb, sizeof wb, a, &a->ranks[p[i].r], p[i].m);
                 snprintf(buf, cap, "shards of %s overlap: %s at offset %lld and %s at offset "
-                         "%lld (dimension 0)", name, wa,
-                         (long long)(p[j].pl ? p[j].pl->offset[0] : 0), wb,
-                         (long long)(p[i].pl ? p[i].pl->offset[0] : 0));
+                         "%lld (dimension 0)", name, wa, (long long)p[j].off0, wb,
+                         (long long)p[i].off0);
                 return buf;
             }
         }
@@ -684,7 +813,7 @@ static void place_values(double *out, const asm_leaf *l, const asm_piece *p, con
     for (int64_t r = 0; r < rows; r++) {
         int64_t at = 0;
         for (int d = 0; d < nd; d++)
-            at = at * l->gshape[d] + (p->pl ? p->pl->offset[d] : 0) + (d < nd - 1 ? idx[d] : 0);
+            at = at * l->gshape[d] + piece_off(p, d) + (d < nd - 1 ? idx[d] : 0);
         for (int64_t j = 0; j < w; j++)
             out[at + j] += v[r * w + j];
         for (int d = nd - 2; d >= 0; d--) {
@@ -857,6 +986,8 @@ static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, hold
     const np_place_rec *pl = h[0].pl;
     if (!pl && n == 1 && !renamed && a->ranks[h[0].r].rank == a->own_rank && h[0].m == 0)
         return 1; /* whole, held here only (a renamed row's payload is read as a piece) */
+    int64_t g0 = s->ndim > 0 ? (pl ? pl->global_shape[0] : s->shape[0]) : 0;
+    rows_of(a, h, n, &g0);
     size_t differ = a->n_replica_diff;
     int np = pick_pieces(a, s->name, h, n, pieces);
     if (a->n_replica_diff > differ) {
@@ -867,13 +998,13 @@ static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, hold
     }
     int whole = 1;
     for (int d = 0; d < s->ndim && pl; d++)
-        whole &= pl->global_shape[d] == s->shape[d];
+        whole &= (d ? pl->global_shape[d] : g0) == s->shape[d];
     if (np == 1 && whole && !partial && a->ranks[pieces[0].r].rank == a->own_rank &&
         pieces[0].m == 0 && !renamed)
         return 1; /* this rank's copy is the logical tensor (its replicas checked) */
     asm_leaf l = {NULL, np, s->ndim, {0}, 1, avg_divisor(a, pl), partial};
     for (int d = 0; d < s->ndim; d++) {
-        l.gshape[d] = pl ? pl->global_shape[d] : s->shape[d];
+        l.gshape[d] = d == 0 ? g0 : pl ? pl->global_shape[d] : s->shape[d];
         l.numel *= l.gshape[d];
     }
     char why[700];
@@ -1298,10 +1429,10 @@ static np_status assemble(cmp_dump *d, cmp_arena *arena, np_error *err)
         int ri = own ? np_strmap_get(&own->nmap, s.name) : -1, renamed = 0;
         if (ri >= 0 && own->later[ri])
             continue; /* a piece of micro-batch m >= 1, not a row */
-        if (ri >= 0 && (a->no_stage >= 0 || a->interleaved) && own->mb[ri] >= 0 &&
+        if (ri >= 0 && a->no_stage >= 0 && own->st[ri] > a->no_stage && own->mb[ri] >= 0 &&
             api_call(s.call)) {
-            /* an earlier stage has no file, or this file holds several stages:
-             * its API calls cannot be given their one-process numbers (nor
+            /* an earlier stage has no file: the API calls of the stages
+             * after it cannot be given their one-process numbers (nor
              * paired by their own) */
             a->n_unnumbered++;
             continue;
@@ -1367,19 +1498,11 @@ size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *),
     if (a->no_stage >= 0) {
         int has = a->missing_ranks[0] != 0;
         snprintf(buf, sizeof buf, "Pipeline: stage %d has no file beside this one%s%s%s: "
-                 "stage %d's API calls cannot be numbered as one process numbers them (the "
-                 "earlier stages' calls are counted from their files), so its %zu API call "
-                 "row(s) are left out; its modules' rows are compared.", a->no_stage,
-                 has ? " (no file for rank(s) " : "", has ? a->missing_ranks : "",
-                 has ? ")" : "", a->own_stage, a->n_unnumbered);
-        note(user, buf);
-    }
-    if (a->interleaved) {
-        snprintf(buf, sizeof buf, "Pipeline: this file holds several stages (an interleaved "
-                 "schedule, stage %d the first): their API calls, counted through the stages "
-                 "in the schedule's order, cannot be numbered as one process numbers them, so "
-                 "its %zu API call row(s) are left out; its modules' rows are compared.",
-                 a->own_stage, a->n_unnumbered);
+                 "the API calls of this file's stages after it cannot be numbered as one "
+                 "process numbers them (the earlier stages' calls are counted from their "
+                 "files), so its %zu API call row(s) are left out; its modules' rows are "
+                 "compared.", a->no_stage, has ? " (no file for rank(s) " : "",
+                 has ? a->missing_ranks : "", has ? ")" : "", a->n_unnumbered);
         note(user, buf);
     }
     if (a->n_replica_diff) {
@@ -1430,7 +1553,8 @@ static double piece_error(const holder *h, const double *v, double sv, const dou
     for (int64_t r = 0; r < rows; r++) {
         int64_t at = 0;
         for (int d = 0; d < nd; d++)
-            at = at * gshape[d] + (h->pl ? h->pl->offset[d] : 0) + (d < nd - 1 ? idx[d] : 0);
+            at = at * gshape[d] + (d == 0 ? h->off0 : h->pl ? h->pl->offset[d] : 0) +
+                 (d < nd - 1 ? idx[d] : 0);
         for (int64_t j = 0; j < w; j++) {
             double x = v[r * w + j] * sv, y = b[at + j] * sb;
             dd += (x - y) * (x - y);
@@ -1455,6 +1579,9 @@ const char *cmp_assembly_blame(cmp_dump *cd, const np_cmp_side *cs, cmp_dump *bd
     holder *h = calloc((size_t)a->n_ranks * (size_t)a->n_mb + 1, sizeof *h);
     double *b = malloc((size_t)bs->numel * sizeof *b), *v = NULL, *e = NULL;
     int partial = 0, n = h ? holders_of(a, cs->name, h, &partial) : -1;
+    int64_t g0 = n > 0 && h[0].pl && h[0].e->ndim > 0 ? h[0].pl->global_shape[0] : 0;
+    if (n > 0)
+        rows_of(a, h, n, &g0); /* the offsets the assembly used */
     size_t got = 0;
     const char *out = NULL;
     if (n < 2 || partial || !b ||

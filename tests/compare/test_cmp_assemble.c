@@ -11,9 +11,13 @@
  * the first culprit's reason name that rank alone; a pipeline stage's API
  * calls are taken by their one-process names (counted on after the
  * earlier stages'), its micro-batches assembled; a stage whose earlier
- * stage has no file, and a file of several stages (an interleaved
- * schedule), have their API calls left out with a note, their modules
- * compared. */
+ * stage has no file has its API calls left out with a note, its modules
+ * compared; a file of several stages (an interleaved schedule) has each
+ * stage's API calls by their one-process names, and a wrong one named with
+ * its micro-batch; data-parallel ranks whose batches differ in size, each
+ * writing its micro-batches' offsets as if every rank's batch were its
+ * own, are assembled at the offsets their row counts give, and a wrong
+ * piece named with its rank and micro-batch. */
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -347,14 +351,17 @@ static void check_pipeline_missing(const char *b)
 
 /* An interleaved schedule on one rank (pp 1): its file holds stages 0 and
  * 1 (layers.0 and layers.1), its API calls counted through both in the
- * schedule's order (micro-batch 0's stage 0 and 1, then micro-batch 1's):
- * they cannot be given one process's numbers, so they are left out with a
- * note; the modules' rows (one process's names) are assembled from both
- * micro-batches and compare clean. */
-static void check_interleaved(const char *b)
+ * schedule's order (micro-batch 0's stage 0 and 1, then micro-batch 1's:
+ * Functional.linear.0 .. 3): each stage's are given one process's numbers
+ * (stage 1's first linear is the process's Functional.linear.1), and the
+ * API and module rows are assembled from both micro-batches and compare
+ * clean; `bad`: stage 1's linear of micro-batch 1 (the file's
+ * Functional.linear.3) off, named at Functional.linear.1.forward with its
+ * micro-batch, its module passing. */
+static void check_interleaved(const char *b, int bad)
 {
     char c[400], d[400];
-    snprintf(d, sizeof d, "%s/pp_il", g_tmp);
+    snprintf(d, sizeof d, "%s/pp_il%d", g_tmp, bad);
     np_probe *p = open_probe_as(d, "tensor", 0, 1, "pytorch");
     if (!p)
         return;
@@ -366,25 +373,32 @@ static void check_interleaved(const char *b)
     CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
     for (int m = 0; m < 2; m++)
         for (int st = 0; st < 2; st++) {
-            np_tensor t = np_test_mat(g_out + 3 * (2 * st + m), 1, 3);
+            float row[3];
+            memcpy(row, g_out + 3 * (2 * st + m), sizeof row);
+            np_tensor t = np_test_mat(row, 1, 3);
             np_place_rec r = np_test_place("Replicate(),Shard(0)", 2, 3, m, 0);
             r.stage = st;
             r.micro_batch = m;
             char call[64];
-            snprintf(call, sizeof call, "Functional.linear.%d.forward", 2 * m + st);
-            CHECK_EQ_INT(np_probe_dump(p, call, NP_ROLE_OUTPUT, "0", &t, &err), NP_OK);
-            CHECK_EQ_INT(np_probe_place(p, call, NP_ROLE_OUTPUT, "0", &r, &err), NP_OK);
             snprintf(call, sizeof call, "Module.layers.%d.Linear.forward.%d", st, m);
             CHECK_EQ_INT(np_probe_dump(p, call, NP_ROLE_OUTPUT, "0", &t, &err), NP_OK);
+            CHECK_EQ_INT(np_probe_place(p, call, NP_ROLE_OUTPUT, "0", &r, &err), NP_OK);
+            float api[3];
+            memcpy(api, row, sizeof api);
+            if (bad && st == 1 && m == 1)
+                api[2] -= 0.5f;
+            np_tensor ta = np_test_mat(api, 1, 3);
+            snprintf(call, sizeof call, "Functional.linear.%d.forward", 2 * m + st);
+            CHECK_EQ_INT(np_probe_dump(p, call, NP_ROLE_OUTPUT, "0", &ta, &err), NP_OK);
             CHECK_EQ_INT(np_probe_place(p, call, NP_ROLE_OUTPUT, "0", &r, &err), NP_OK);
         }
     CHECK_EQ_INT(np_probe_close(p, NULL, &err), NP_OK);
     np_probe_free(p);
-    snprintf(c, sizeof c, "%s/pp_il/step0/rank0/dump.h5", g_tmp);
+    snprintf(c, sizeof c, "%s/pp_il%d/step0/rank0/dump.h5", g_tmp, bad);
     np_cmp_result *res = run(b, c);
     if (!res)
         return;
-    CHECK_EQ_INT(np_cmp_has_differences(res), 0);
+    CHECK_EQ_INT(np_cmp_has_differences(res), bad);
     const np_cmp_pair *q = res->n_pairs == 1 ? &res->pairs[0] : NULL;
     CHECK(q != NULL);
     for (int st = 0; st < 2 && q; st++) {
@@ -393,12 +407,98 @@ static void check_interleaved(const char *b)
         const np_cmp_row *o = row_of(q, name);
         CHECK(o && o->bench && o->cmp->numel == 6 && o->verdict == NP_VERDICT_PASS);
         snprintf(name, sizeof name, "Functional.linear.%d.forward.output.0", st);
-        CHECK(!row_of(q, name));
+        o = row_of(q, name);
+        CHECK(o && o->bench && o->cmp->numel == 6 &&
+              o->verdict == (bad && st ? NP_VERDICT_ERROR : NP_VERDICT_PASS));
     }
-    if (q)
-        CHECK_CONTAINS(q->notes, "this file holds several stages (an interleaved schedule, "
-                                 "stage 0 the first)");
+    CHECK(q && !row_of(q, "Functional.linear.2.forward.output.0"));
+    CHECK(q && !strstr(q->notes, "left out"));
+    if (q && bad) {
+        CHECK(q->n_culprits >= 1);
+        const np_cmp_call *k = q->n_culprits ? &q->calls[q->culprits[0]] : NULL;
+        CHECK(k && !strcmp(k->name, "Functional.linear.1.forward"));
+        if (k) {
+            CHECK_CONTAINS(k->reason, "differs from the bench: rank 0 (pp=0, mb=1)");
+            CHECK(strstr(k->reason, "mb=0") == NULL);
+        }
+    }
     np_cmp_result_free(res);
+}
+
+/* Data parallel over micro-batches whose batches differ in size (mesh dp x
+ * mb, 2 ranks): a 5-row logical tensor, rank 0's batch rows 0-2 in
+ * micro-batches of 2 and 1 rows, rank 1's rows 3-4 in 1 and 1. Each rank
+ * writes its offsets as if every rank's batch were its own (rank 0: global
+ * 6, offsets 0 and 2; rank 1: global 4, offsets 2 and 3: overlapping rank
+ * 0's); compare derives them from the row counts (0, 2, 3, 4 of 5): clean
+ * against the one process's 5 rows; `bad`: rank 1's micro-batch 1 row off,
+ * named with its rank and micro-batch alone. */
+static void check_uneven_dp(int bad)
+{
+    static const int rows[2][2] = {{2, 1}, {1, 1}}, start[2] = {0, 3};
+    float v[15];
+    for (int i = 0; i < 15; i++)
+        v[i] = 0.5f * (float)(i * 5 % 7) - 1.0f;
+    char b[400], c[400], d[400];
+    np_error err;
+    np_error_clear(&err);
+    snprintf(d, sizeof d, "%s/udp_single", g_tmp);
+    np_probe *p = bad ? NULL : open_probe(d, "tensor", 0, 1);
+    if (p) {
+        np_tensor t = np_test_mat(v, 5, 3);
+        CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
+        CHECK_EQ_INT(np_probe_dump(p, "Functional.linear.0.forward", NP_ROLE_OUTPUT, "0", &t, &err),
+                     NP_OK);
+        CHECK_EQ_INT(np_probe_close(p, NULL, &err), NP_OK);
+        np_probe_free(p);
+    }
+    snprintf(d, sizeof d, "%s/udp%d", g_tmp, bad);
+    for (int rank = 0; rank < 2; rank++) {
+        p = open_probe_as(d, "tensor", rank, 2, "pytorch");
+        if (!p)
+            return;
+        const char *dims[2] = {"dp", "mb"};
+        int64_t shape[2] = {2, 2}, coords[2] = {rank, 0};
+        CHECK_EQ_INT(np_probe_set_mesh(p, 2, dims, shape, coords, &err), NP_OK);
+        CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
+        int64_t local = rows[rank][0] + rows[rank][1];
+        for (int m = 0, at = start[rank]; m < 2; at += rows[rank][m], m++) {
+            float piece[6];
+            memcpy(piece, v + 3 * at, (size_t)(3 * rows[rank][m]) * sizeof *piece);
+            if (bad && rank == 1 && m == 1)
+                piece[1] += 0.5f;
+            char call[64];
+            snprintf(call, sizeof call, "Functional.linear.%d.forward", m);
+            np_tensor t = np_test_mat(piece, rows[rank][m], 3);
+            CHECK_EQ_INT(np_probe_dump(p, call, NP_ROLE_OUTPUT, "0", &t, &err), NP_OK);
+            np_place_rec r = np_test_place("Shard(0),Shard(0)", 2 * local, 3,
+                                           rank * local + (m ? rows[rank][0] : 0), 0);
+            r.micro_batch = m;
+            CHECK_EQ_INT(np_probe_place(p, call, NP_ROLE_OUTPUT, "0", &r, &err), NP_OK);
+        }
+        CHECK_EQ_INT(np_probe_close(p, NULL, &err), NP_OK);
+        np_probe_free(p);
+    }
+    snprintf(b, sizeof b, "%s/udp_single/step0/rank0/dump.h5", g_tmp);
+    snprintf(c, sizeof c, "%s/udp%d/step0/rank0/dump.h5", g_tmp, bad);
+    np_cmp_result *r = run(b, c);
+    if (!r)
+        return;
+    CHECK_EQ_INT(np_cmp_has_differences(r), bad);
+    const np_cmp_pair *q = r->n_pairs == 1 ? &r->pairs[0] : NULL;
+    const np_cmp_row *o = q ? row_of(q, "Functional.linear.0.forward.output.0") : NULL;
+    CHECK(o && o->bench && o->cmp->numel == 15 && o->cmp->defect == NULL);
+    if (o && !bad)
+        CHECK(o->verdict == NP_VERDICT_PASS && o->m && o->m->max_abs_err == 0.0);
+    if (q && bad) {
+        const np_cmp_call *k = q->n_culprits ? &q->calls[q->culprits[0]] : NULL;
+        CHECK(k && !strcmp(k->name, "Functional.linear.0.forward"));
+        if (k) {
+            CHECK_CONTAINS(k->reason, "differs from the bench: rank 1 (dp=1, mb=1)");
+            CHECK(strstr(k->reason, "rank 0") == NULL && strstr(k->reason, "mb=0") == NULL);
+        }
+    }
+    np_cmp_result_free(r);
 }
 
 /* Stage 1's file against the one process: its Functional.linear.0 is the
@@ -455,7 +555,10 @@ static void check_pipeline(void)
         np_cmp_result_free(r);
     }
     check_pipeline_missing(b);
-    check_interleaved(b);
+    check_interleaved(b, 0);
+    check_interleaved(b, 1);
+    check_uneven_dp(0);
+    check_uneven_dp(1);
 }
 
 int main(void)

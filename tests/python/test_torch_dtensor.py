@@ -54,7 +54,10 @@ spawn for everything):
   leaf a stage holds rebuilt by hand from its micro-batches' rows equals
   PyTorch's; compare exits 0 per stage; stage 1's layer scaling its output
   by 1.01 is named at Module.layers.2.Linear.forward.0 (both micro-batches'
-  pieces), stale weights there for its parameter.
+  pieces), stale weights there for its parameter; an interleaved schedule
+  (4 stages on 2 ranks): every one-process leaf, API calls included,
+  paired and passing; a linear kernel 1 % off in stage 2 named at
+  Functional.linear.2.forward.
 Where the torch at hand cannot run FSDP2 on CPU (fsdp2_probe) or
 Schedule1F1B on gloo CPU ranks (pp1f1b_probe: torch 2.6 hangs) those parts
 are skipped with a SKIP line naming them; on torch 2.13 a 1F1B probe that
@@ -161,6 +164,21 @@ class PPPart(torch.nn.Module):
 
     def forward(self, x):
         return torch.nn.functional.gelu(self.layer(x))
+
+
+class FaultyPart(PPPart):
+    """A stage whose linear kernel is 1 % off: aten.addmm's output scaled
+    under a dispatch mode (below the F.linear call, whose inputs stay
+    right)."""
+    def forward(self, x):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class Scaled(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                y = func(*args, **(kwargs or {}))
+                return y * 1.01 if func is torch.ops.aten.addmm.default else y
+        with Scaled():
+            return super().forward(x)
 
 
 def pp_model(stage=None):
@@ -516,10 +534,11 @@ def rank_main(rank, tmp):
         sched = cls(stage, n_microbatches=2, loss_fn=pp_loss)
         out[label] = run_pp(rank, m, PrecisionDebugger(f"{tmp}/{label}.json"), sched)
     # an interleaved schedule: 4 stages, rank r holds layers r and r + 2 (one
-    # model, each stage a part calling its layer); the bug: rank 0's layers.2
-    # output 1 % off
+    # model, each stage a part calling its layer); the bugs: rank 0's layers.2
+    # output 1 % off; rank 0's stage 2 linear kernel 1 % off (its inputs
+    # right: the F.linear call is wrong)
     from torch.distributed.pipelining import ScheduleInterleaved1F1B
-    for label in () if PP1F1B_ERR else ("il", "bug_il"):
+    for label in () if PP1F1B_ERR else ("il", "bug_il", "bug_il_api"):
         whole = pp_model()
         for k in list(whole.layers.keys()):
             if int(k) % 2 != rank:
@@ -527,7 +546,9 @@ def rank_main(rank, tmp):
         if label == "bug_il" and rank == 0:
             lin = whole.layers["2"]
             lin.forward = (lambda f: lambda x: f(x) * 1.01)(lin.forward)
-        stages = [PipelineStage(PPPart(whole.layers[str(k)]), k, 4, torch.device("cpu"))
+        part = {k: (FaultyPart if label == "bug_il_api" and k == 2 else PPPart)
+                for k in (rank, rank + 2)}
+        stages = [PipelineStage(part[k](whole.layers[str(k)]), k, 4, torch.device("cpu"))
                   for k in (rank, rank + 2)]
         sched = ScheduleInterleaved1F1B(stages, n_microbatches=2, loss_fn=pp_loss)
         out[label] = run_pp(rank, whole, PrecisionDebugger(f"{tmp}/{label}.json"), sched)
@@ -952,20 +973,35 @@ def check_unequal(tmp):
 
 def check_interleaved(tmp):
     """ScheduleInterleaved1F1B (2 stages a rank) against one process: each
-    file's modules compared (its API calls, counted through its stages in
-    the schedule's order, left out with a note), clean; rank 0's layers.2
-    output 1 % off named at that module."""
+    file's API calls (counted through its stages in the schedule's order)
+    by their one-process names, per stage, and its modules: every leaf of
+    the one process's run paired and passing across the two files, clean;
+    rank 0's layers.2 output 1 % off named at that module; rank 0's stage 2
+    linear kernel 1 % off named at its F.linear call, Functional.linear.2."""
     for r in (0, 1):
         with open(f"{tmp}/rank{r}.json") as f:
             res = json.load(f)
-        for label in ("il", "bug_il"):
+        for label in ("il", "bug_il", "bug_il_api"):
             check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
     out = compare(tmp, "il", bench="single_pp")
-    check("compared 2 step/rank pairs" in out and "this file holds several stages" in out,
-          f"compare one process vs il: both files, the note: {out[:600]!r}")
+    check("compared 2 step/rank pairs" in out and "this file holds several stages" not in out,
+          f"compare one process vs il: both files, no call left out: {out[:600]!r}")
+    _c, whole, _p, _a = read(f"{tmp}/dump_single_pp/step0/rank0/dump.h5")
+    rc, _first, text, _err = compare_files(f"{tmp}/dump_single_pp", f"{tmp}/dump_il",
+                                           f"{tmp}/rep_il_csv")
+    paired = pp_paired(f"{tmp}/rep_il_csv")
+    api = {n for n in whole if n.startswith("Functional.")}
+    check(rc == 0 and api and api <= paired and
+          {n for n in whole if n.startswith("Module.")} <= paired,
+          f"il: every one-process leaf paired and passing across the 2 files ({len(api)} "
+          f"API leaves; missing {sorted(set(whole) - paired)[:6]}) {text[-300:]!r}")
     out = compare(tmp, "bug_il", bench="single_pp", want="Module.layers.2.Linear.forward.0")
     check("rank 0 (pp=0, mb=0)" in out, f"compare one process vs bug_il: rank 0 named: "
           f"{out[-900:]!r}")
+    out = compare(tmp, "bug_il_api", bench="single_pp", want="Functional.linear.2.forward")
+    check("rank 0 (pp=0, mb=0), rank 0 (pp=0, mb=1)" in out,
+          f"compare one process vs bug_il_api: rank 0's stage 2, both micro-batches, "
+          f"named: {out[-900:]!r}")
 
 
 def check_collectives(tmp):
@@ -1226,11 +1262,11 @@ def main():
         write_configs(tmp, ("tp", "fsdp", "single", "coll", "sp", "single_sp", "bug_sp_grad",
                             "bug_noreduce", "bug_offset", "dp", "bug_dp_shift", "single_mean",
                             "dp_avg", "bug_dp_sum", "pp", "pp_1f1b", "bug_pp_stale",
-                            "bug_pp_scaled", "pp_tp", "il", "bug_il", "uneq",
+                            "bug_pp_scaled", "pp_tp", "il", "bug_il", "bug_il_api", "uneq",
                             "single_uneq", "single_pp"))
         fsdp2_probe(tmp)
-        pp1f1b_probe(tmp, "the 1F1B parts (the pp_1f1b, bug_pp_scaled, il and bug_il runs "
-                     "and their checks)")
+        pp1f1b_probe(tmp, "the 1F1B parts (the pp_1f1b, bug_pp_scaled, il, bug_il and "
+                     "bug_il_api runs and their checks)")
         fork_ranks(rank_main, tmp, 2)
         from nprobe.torch import PrecisionDebugger
         single_runs(tmp)

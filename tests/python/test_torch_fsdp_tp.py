@@ -27,11 +27,16 @@ process:
   rank 3 (pp=1, tp=1);
 - DistributedDataParallel on a subgroup (ranks {0, 1}, {2, 3}) with
   data_parallel="dp", and a plain pipeline on each (no DTensors): one
-  warning naming the group, no mesh written.
-The FSDP2 and the 1F1B parts (every pipeline here but the plain GPipe on
-subgroups) are skipped, said, where the torch at hand cannot run them
-(test_torch_dtensor's probes: torch 2.6). Run through pyrun.sh; prints its
-count of checks, exits 1 on any failed check. KEEP=DIR keeps the dumps."""
+  warning naming the group, no mesh written;
+- an odd batch over dp x pp (9 rows: dp ranks of 5 and 4 rows, unequal
+  micro-batches, GPipe, a summed loss): against one process on the 9 rows
+  clean, every one-process leaf paired; a fault in rank 3's micro-batch 1
+  named with its rank, stage and micro-batch.
+The FSDP2 and the 1F1B parts (every pipeline here but the GPipe ones on
+subgroups and the odd batch) are skipped, said, where the torch at hand
+cannot run them (test_torch_dtensor's probes: torch 2.6). Run through
+pyrun.sh; prints its count of checks, exits 1 on any failed check. KEEP=DIR
+keeps the dumps."""
 import json
 import os
 import shutil
@@ -161,10 +166,24 @@ def rank_main(rank, tmp):
         d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="dp", **kw)
         dp_group = None if label == "dppp" else dmesh["dp"].get_group()
         out[label] = run_pp(s, m, d, sched, batch=(x, t), dp_group=dp_group)
+    # an odd batch over dp x pp: 9 rows, dp rank c its tensor_split share
+    # (5, 4 rows), 2 micro-batches each (3 + 2, 2 + 2), GPipe, a summed
+    # loss; the bug: rank 3's layers.2 output 1 % off in micro-batch 1 only
+    from torch.distributed.pipelining import ScheduleGPipe
+    x, t = (v.tensor_split(2)[rank % 2] for v in odd_batch())
+    for label in ("dppp_odd", "bug_dppp_odd"):
+        m = pp_model(s)
+        if label.startswith("bug") and rank == 3:
+            m.layers["2"].register_forward_hook(
+                lambda mod, a, y: y * 1.01 if pipeline.current()[1] == 1 else y)
+        stage = rows_stage(m, s, dmesh["pp"].get_group(), x.shape[0])
+        sched = ScheduleGPipe(stage, n_microbatches=2, loss_fn=sum_loss, scale_grads=False)
+        d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="dp",
+                              data_parallel_reduce="sum")
+        out[label] = run_pp(s, m, d, sched, batch=(x, t))
     # DDP on a subgroup (ranks {0, 1} and {2, 3}, each pair its halves of
     # the batch) under data_parallel: not the world's dp, so no mesh
     from torch.nn.parallel import DistributedDataParallel
-    from torch.distributed.pipelining import ScheduleGPipe
     groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
     # two plain pipelines (no DTensors) on the same subgroups: no mesh
     m = pp_model(rank % 2)
@@ -185,6 +204,94 @@ def rank_main(rank, tmp):
     with open(f"{tmp}/rank{rank}.json", "w") as f:
         json.dump(out, f)
     dist.destroy_process_group()
+
+
+def odd_batch():
+    g = torch.Generator().manual_seed(7)
+    return torch.randn(9, 8, generator=g), torch.randn(9, 8, generator=g)
+
+
+def sum_loss(y, t):
+    return torch.nn.functional.mse_loss(y, t, reduction="sum")
+
+
+def rows_stage(m, s, group, rows):
+    """Stage s of the 2-stage pipeline for a batch of `rows` rows in 2
+    micro-batches of tensor_split's sizes (unequal when rows is odd):
+    torch 2.13's PipelineStage receives every micro-batch into buffers of
+    micro-batch 0's shape (a smaller one fails at the loss), so this one
+    sizes its receive buffers (activations, gradients) per micro-batch."""
+    from torch.distributed.pipelining import PipelineStage
+
+    class RowsStage(PipelineStage):
+        sizes = [len(c) for c in torch.arange(rows).tensor_split(2)]
+
+        def _sized(self, infos, mb):
+            for info in infos:
+                b = getattr(info, "buffer", None)
+                if isinstance(b, torch.Tensor) and b.dim() and b.shape[0] != self.sizes[mb]:
+                    info.buffer = b.new_empty((self.sizes[mb],) + tuple(b.shape[1:]))
+
+        def get_fwd_recv_ops(self, fwd_chunk_id):
+            self._sized(self.args_recv_info[fwd_chunk_id], fwd_chunk_id)
+            return super().get_fwd_recv_ops(fwd_chunk_id)
+
+        def get_bwd_recv_ops(self, bwd_chunk_id):
+            if self.has_backward and not self.is_last:
+                self._sized(self.grad_recv_info[bwd_chunk_id], bwd_chunk_id)
+            return super().get_bwd_recv_ops(bwd_chunk_id)
+    return RowsStage(m, s, 2, torch.device("cpu"), group=group)
+
+
+def single_odd(tmp):
+    """The odd batch's reference: one process, the 9 rows at once."""
+    from nprobe.torch import PrecisionDebugger
+    d = PrecisionDebugger(f"{tmp}/single_odd.json")
+    m = pp_model()
+    x, t = odd_batch()
+    d.start(m)
+    sum_loss(m(x), t).backward()
+    d.stop()
+    d.step()
+    d.close()
+
+
+def check_dppp_odd(tmp):
+    """dp x pp on an odd batch (9 rows: dp rank 0 5 rows in micro-batches of
+    3 and 2, dp rank 1 4 rows in 2 and 2) against one process on the whole
+    batch: each rank writes its micro-batches' rows as it knows them (dp
+    rank 1 cannot know that dp rank 0's batch is a row longer: its rows at
+    6 of 8, not 7 of 9); compare derives the offsets from the pieces' row
+    counts: both stages paired and clean, every one-process leaf paired and
+    passing; rank 3's micro-batch 1 named with its rank, stage and
+    micro-batch."""
+    for r in range(WORLD):
+        with open(f"{tmp}/rank{r}.json") as f:
+            res = json.load(f)
+        for label in ("dppp_odd", "bug_dppp_odd"):
+            check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
+    leaf = "Module.layers.2.Linear.forward.1.output.0"
+    for r, want in ((2, ("Replicate(),Shard(0),Shard(0)", (10, 8), (3, 0))),
+                    (3, ("Replicate(),Shard(0),Shard(0)", (8, 8), (6, 0)))):
+        _c, _d, place, attrs = read(f"{tmp}/dump_dppp_odd/step0/rank{r}/dump.h5")
+        check(place.get(leaf) == want and attrs.get("dp_grad_scale", 1.0) == 1.0,
+              f"dppp_odd rank {r}: {leaf} {place.get(leaf)} != {want}, dp_grad_scale "
+              f"{attrs.get('dp_grad_scale')} (a summed loss, summed gradients)")
+    out = compare(tmp, "dppp_odd", bench="single_odd")
+    check("compared 2 step/rank pairs" in out and "mesh pp=2, dp=2, mb=2" in out,
+          f"compare one process vs dppp_odd: both stages, the mesh: {out[:400]!r}")
+    _c, whole, _p, _a = read(f"{tmp}/dump_single_odd/step0/rank0/dump.h5")
+    rc, _first, text, _err = T.compare_files(f"{tmp}/dump_single_odd", f"{tmp}/dump_dppp_odd",
+                                             f"{tmp}/rep_dppp_odd_csv")
+    paired = T.pp_paired(f"{tmp}/rep_dppp_odd_csv")
+    check(rc == 0 and set(whole) <= paired,
+          f"dppp_odd: every one-process leaf ({len(whole)}) paired and passing: missing "
+          f"{sorted(set(whole) - paired)[:6]} {text[-400:]!r}")
+    out = compare(tmp, "bug_dppp_odd", bench="single_odd",
+                  want="Module.layers.2.Linear.forward.0")
+    check("rank 3 (pp=1, dp=1, mb=1)" in out and "mb=0)" not in out.split("first culprit:")[-1],
+          f"compare one process vs bug_dppp_odd: rank 3's micro-batch 1 alone named: "
+          f"{out[-900:]!r}")
 
 
 class Wrap(torch.nn.Module):
@@ -282,7 +389,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         write_configs(tmp, ("fsdp_tp", "single", "fsdp_tp_dp", "single_mean", "pp_tp4",
                             "bug_pp_tp4", "single_pp", "ddp_sub", "pp_sub", "dppp",
-                            "dppp_plain", "bug_dppp_plain", "ddp_sub_mesh", "single_wrap"))
+                            "dppp_plain", "bug_dppp_plain", "ddp_sub_mesh", "single_wrap",
+                            "dppp_odd", "bug_dppp_odd", "single_odd"))
         fsdp2_probe(tmp)
         pp1f1b_probe(tmp, "the 1F1B parts (the pp_tp4, bug_pp_tp4, dppp, dppp_plain and "
                      "bug_dppp_plain runs and their checks)")
@@ -313,6 +421,8 @@ def main():
                   f"{out[:400]!r}")
         if T.PP1F1B_ERR is None:
             check_dppp(tmp)
+        single_odd(tmp)
+        check_dppp_odd(tmp)
         # DDP and plain pipelines on subgroups: one warning, no mesh (each
         # rank on its own)
         for r in range(WORLD):

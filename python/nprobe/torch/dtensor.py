@@ -471,7 +471,7 @@ def set_mesh(d, world_size):
     if sched is not None and MB not in names:
         # a pipeline's micro-batches: the last dimension, in time (mb_over)
         d._mb, d._mb_div = sched.n_mb, float(sched.div)
-        d._mb_sizes = sched.sizes if d._dp_k is None else None
+        d._mb_sizes = sched.sizes
         gd = mesh.group_dim(sched.ranks)
         d._pp_k = gd[0] if gd is not None else None
         names, shape, coords = names + [MB], shape + [sched.n_mb], coords + [0]
@@ -760,48 +760,60 @@ def mb_context(d, call, ins, places, role_in):
             return
         d._mb_batch = dims[0]
     red = _dp_reduction(d, call.split("."))
-    if red and (d._mb_batch in dims or any(x in dims for x in d._mb_sizes or ())):
+    n = d._mesh.shape[d._dp_k] if d._dp_k is not None else 1
+    if red and (d._mb_batch in dims or
+                any(x in dims or n * x in dims for x in d._mb_sizes or ())):
         d._mb_red[call] = red
+
+
+def _mb_piece(d, row, g0, m):
+    """Where the rows of micro-batch m lie when a leaf's first dimension g0
+    (its row's global one) is that micro-batch's: (the rows before them, the
+    whole batch's rows), None when g0 is not a micro-batch's. Micro-batch m
+    lies after the earlier ones (tensor_split's sizes where M does not
+    divide the batch, else equal); under data parallel (the row Shard(0) on
+    dp already, at c x b) dp rank c's M micro-batches are the c-th piece of
+    the dp ranks' batches (DTensor's order: dp splits the batch, mb each dp
+    rank's piece), every dp rank's batch taken as this rank's: a rank does
+    not know the others' (compare derives their offsets from the pieces'
+    rows where they differ: docs/COMPARE.md "Sharded layouts")."""
+    k, n, c = d._dp_k, 1, 0
+    if k is not None and row.placements.split(",")[k] == "Shard(0)":
+        n, c = d._mesh.shape[k], d._mesh.coords[k]
+    sizes = d._mb_sizes
+    if not sizes or not 0 <= m < len(sizes):
+        if g0 != d._mb_batch:
+            return None
+        sizes = [g0 // n] * d._mb
+    if g0 != n * sizes[m]:
+        return None
+    whole = sum(sizes)
+    return c * (whole - sizes[m]) + sum(sizes[:m]), n * whole
 
 
 def mb_over(d, call, role, row, m):
     """Row `row` of a leaf of micro-batch m (-1: outside the micro-batches)
     with its item on the mb dimension, as dp_rows says it of a data-parallel
-    rank's batch: a tensor whose first dimension is the micro-batch size
-    Shard(0) of the whole batch (offset m x that size); a reduction of one
+    rank's batch: a tensor whose first dimension is the micro-batch's rows
+    Shard(0) of the whole batch (_mb_piece: after the earlier micro-batches'
+    rows, under data parallel within dp rank c's piece); a reduction of one
     to a scalar Partial(avg) (a mean: the loss) or Partial(sum); in the
     backward, the gradient of anything else Partial(sum) (each
     micro-batch's loss adds its share; the scalar gradient arriving at a
     mean loss too: 1 each, 1 / M unscaled), of a summed loss replicated;
     parameters, their accumulated gradients and the leaves outside the
-    micro-batches Replicate(). Under data parallel (the row Shard(0) on dp
-    already) dp rank c's micro-batch m of b rows lies at c x M x b + m x b.
-    The gradients are those of each micro-batch's
+    micro-batches Replicate(). The gradients are those of each micro-batch's
     loss: under pipelining's scale_grads (a mean loss) M times the whole
     batch's, which the step's dp_grad_scale carries (debugger._begin)."""
     g, off = list(row.global_shape), list(row.offset)
     bw = ".backward" in call
+    piece = _mb_piece(d, row, g[0], m) if g and m >= 0 else None
     if m < 0 or role in (_lib.ROLE_PARAMETERS, _lib.ROLE_PARAMETERS_GRAD):
         item = "Replicate()"
-    elif g and d._mb_sizes and 0 <= m < len(d._mb_sizes) and g[0] == d._mb_sizes[m]:
-        # micro-batches of unequal sizes (M does not divide the batch):
-        # micro-batch m's rows after the earlier ones' (tensor_split's)
+    elif piece is not None:
         item = "Shard(0)"
-        off[0] += sum(d._mb_sizes[:m])
-        g[0] = sum(d._mb_sizes)
-    elif g and g[0] == d._mb_batch:
-        item = "Shard(0)"
-        k = d._dp_k
-        if k is not None and row.placements.split(",")[k] == "Shard(0)":
-            # data parallel over the micro-batches: dp rank c's batch (its
-            # M micro-batches) is the c-th of the dp ranks' (DTensor's order:
-            # the dp dimension splits first, then mb within each piece)
-            n, c = d._mesh.shape[k], d._mesh.coords[k]
-            b = g[0] // n
-            off[0] += c * b * (d._mb - 1) + m * b
-        else:
-            off[0] += m * g[0]
-        g[0] *= d._mb
+        off[0] += piece[0]
+        g[0] = piece[1]
     elif bw:
         item = "Replicate()" if not g and role == _lib.ROLE_INPUT and d._mb_div == 1.0 \
             else "Partial(sum)"
@@ -836,6 +848,18 @@ def _dp_reduction(d, parts):
         r = d._dp_red.get(f"{parts[0]}.{parts[1]}.{parts[2]}", "mean")
         k = "P" if r == "sum" else "A" if r == "mean" else None
     return k
+
+
+def dp_batch_now(d):
+    """The local batch's rows of the calls running now: under micro-batches
+    of unequal sizes (pipeline.Schedule.sizes) the running micro-batch's,
+    else the step's (d._dp_batch: its first forward call's)."""
+    s, b = d._mb_sizes, d._dp_batch
+    if s and b is not None:
+        m = pipeline.current()[1]
+        if 0 <= m < len(s):
+            return s[m]
+    return b
 
 
 def dp_row(d, t, kind):
@@ -887,7 +911,7 @@ def dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places):
                 break
         else:
             return
-    b = d._dp_batch
+    b = dp_batch_now(d)
     parts = call.split(".")
     red = _dp_reduction(d, parts)
     batched_in = False
@@ -919,19 +943,24 @@ def dp_over(d, call, role, t, row):
     data-parallel dimension says what dp_rows says of a plain tensor: a
     tensor whose first dimension is the local batch is Shard(0) of the
     ranks' batches there, the gradient of anything else (a parameter's)
-    Partial(sum); a parameter and what is made from it stay replicated."""
+    Partial(sum), but the scalar gradient arriving at a loss under a
+    summing reduction (1 on every rank, as dp_rows leaves it); a parameter
+    and what is made from it stay replicated."""
     k = d._dp_k
     words = row.placements.split(",")
     if words[k] != "Replicate()" or role == _lib.ROLE_PARAMETERS or \
             isinstance(t, torch.nn.Parameter):
         return row
     g, off = list(row.global_shape), list(row.offset)
-    if g and g[0] == d._dp_batch and role != _lib.ROLE_PARAMETERS_GRAD:
+    if g and g[0] == dp_batch_now(d) and role != _lib.ROLE_PARAMETERS_GRAD:
         n, c = d._mesh.shape[k], d._mesh.coords[k]
         words[k] = "Shard(0)"
         off[0] += c * g[0]
         g[0] *= n
     elif ".backward" in call or role == _lib.ROLE_PARAMETERS_GRAD:
+        if not g and role == _lib.ROLE_INPUT and d._dp_div == 1.0 and \
+                _dp_reduction(d, call.split(".")):
+            return row      # the scalar gradient arriving at a summed loss: 1 on each rank
         words[k] = "Partial(sum)"
     else:
         return row
@@ -1015,8 +1044,10 @@ def collective_rows(d, dname, ranks, op, ins, outs):
     if dname == "batch_isend_irecv":
         if d._dp_k is None or d._dp_batch is None:
             return []
+        # a send outside the chunks: any micro-batch's rows (unequal sizes)
+        rows = set(d._mb_sizes or ()) | {d._dp_batch}
         return [(_lib.ROLE_INPUT, i, dp_row(d, t, "S")) for i, t in enumerate(ins)
-                if t.dim() and t.shape[0] == d._dp_batch]
+                if t.dim() and t.shape[0] in rows]
     gd = mesh.group_dim(ranks)
     if gd is None:
         return []
