@@ -566,10 +566,13 @@ static void w_compare_json(FILE *f, const void *data)
     fputs("\n]}\n", f);
 }
 
-static int analyze_one(np_prof_rank *r, const char *path)
+/* calls: with the call rows (a compare pairs them; one trace's report
+ * does not show them, and without them its memory does not grow with the
+ * trace). */
+static int analyze_one(np_prof_rank *r, const char *path, int calls)
 {
     np_error err = {0};
-    if (np_prof_analyze(r, path, &err)) {
+    if ((calls ? np_prof_analyze : np_prof_analyze_ops)(r, path, &err)) {
         np_cli_report(&err);
         return -1;
     }
@@ -583,9 +586,9 @@ static int cmd_compare(int argc, char **argv, const pf_args *a, int formats)
         return NP_EXIT_USAGE;
     }
     np_prof_rank ra, rb;
-    if (analyze_one(&ra, argv[0]))
+    if (analyze_one(&ra, argv[0], 1))
         return NP_EXIT_USAGE;
-    if (analyze_one(&rb, argv[1])) {
+    if (analyze_one(&rb, argv[1], 1)) {
         np_prof_rank_free(&ra);
         return NP_EXIT_USAGE;
     }
@@ -740,7 +743,7 @@ int np_cmd_profile(int argc, char **argv)
         goto done;
     }
     for (size_t i = 0; i < P.n; i++) {
-        if (analyze_one(&R.r[i], P.v[i])) {
+        if (analyze_one(&R.r[i], P.v[i], 0)) {
             rc = NP_EXIT_USAGE;
             goto done;
         }

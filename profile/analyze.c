@@ -351,6 +351,13 @@ typedef struct thr_order {
     int bad_start, bad_end;
 } thr_order;
 
+/* Correlation ids lo..hi of launches in the last step: every launch seen
+ * with an id in the range is in it (ts_min, ts_max: theirs). */
+typedef struct corr_run {
+    long long lo, hi;
+    double ts_min, ts_max;
+} corr_run;
+
 typedef struct pass1 {
     roles roles;
     thr_order *thr;
@@ -359,10 +366,123 @@ typedef struct pass1 {
     size_t cap_step;
     double last_step; /* latest ProfilerStep# start */
     long long steps, device_events;
+    int exact;     /* keep each launch at or after the latest step start (late);
+                    * else runs of their correlation ids (runs) */
     corr_ts *late; /* launches at or after the latest step start seen so far */
     size_t n_late, cap_late;
+    corr_run *runs; /* sorted by lo, disjoint */
+    size_t n_runs, cap_runs;
+    long long max_corr; /* the largest correlation id seen (-1: none) */
+    int mixed;      /* a run straddles a later step start: read again exact */
     int oom;
 } pass1;
+
+static int run_cmp(const void *k, const void *r)
+{
+    long long c = *(const long long *)k;
+    const corr_run *x = r;
+    return c < x->lo ? -1 : c > x->hi;
+}
+
+static corr_run *run_find(corr_run *v, size_t n, long long c)
+{
+    return n ? bsearch(&c, v, n, sizeof *v, run_cmp) : NULL;
+}
+
+/* Room for one more run at index i (runs shifted up). */
+static corr_run *run_insert(pass1 *p, size_t i)
+{
+    if (np_grow((void **)&p->runs, &p->cap_runs, p->n_runs + 1, sizeof *p->runs))
+        return NULL;
+    memmove(p->runs + i + 1, p->runs + i, (p->n_runs - i) * sizeof *p->runs);
+    p->n_runs++;
+    return &p->runs[i];
+}
+
+/* A launch into the runs. Torch's launches come with rising ids (one
+ * counter for all threads), so the runs of a step are one run: memory
+ * independent of the number of launches. An id joins the last run when no
+ * larger id was seen; a launch outside the last step splits the run holding
+ * its id. Only ids never seen as a launch (a kernel without its launch in
+ * the trace) can fall in a run without being in the step. */
+static int run_launch(pass1 *p, const np_prof_event *e)
+{
+    long long c = e->correlation;
+    int in = p->steps == 0 || e->ts >= p->last_step, fresh = c > p->max_corr;
+    int extend = fresh && p->n_runs && p->runs[p->n_runs - 1].hi == p->max_corr;
+    if (fresh)
+        p->max_corr = c;
+    corr_run *r = fresh ? NULL : run_find(p->runs, p->n_runs, c);
+    if (!in) {
+        if (!r)
+            return 0;
+        corr_run right = {c + 1, r->hi, r->ts_min, r->ts_max};
+        r->hi = c - 1;
+        if (right.lo <= right.hi) {
+            size_t i = (size_t)(r - p->runs) + 1;
+            if (!(r = run_insert(p, i)))
+                return -1;
+            *r = right;
+            r = &p->runs[i - 1];
+        }
+        if (r->lo > r->hi) { /* emptied */
+            size_t i = (size_t)(r - p->runs);
+            memmove(r, r + 1, (p->n_runs - i - 1) * sizeof *r);
+            p->n_runs--;
+        }
+        return 0;
+    }
+    if (extend) {
+        r = &p->runs[p->n_runs - 1];
+        r->hi = c;
+    } else if (!r) {
+        size_t i = 0;
+        while (i < p->n_runs && p->runs[p->n_runs - 1 - i].lo > c)
+            i++;
+        if (!(r = run_insert(p, p->n_runs - i)))
+            return -1;
+        *r = (corr_run){c, c, e->ts, e->ts};
+    }
+    r->ts_min = e->ts < r->ts_min ? e->ts : r->ts_min;
+    r->ts_max = e->ts > r->ts_max ? e->ts : r->ts_max;
+    return 0;
+}
+
+/* The latest step start moved to p->last_step: the runs before it go; one
+ * across it cannot be split (read again exact). */
+static void runs_prune(pass1 *p)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < p->n_runs; i++) {
+        if (p->runs[i].ts_min >= p->last_step)
+            p->runs[k++] = p->runs[i];
+        else if (p->runs[i].ts_max >= p->last_step)
+            p->mixed = 1;
+    }
+    p->n_runs = k;
+}
+
+/* A launch kept in p->late (exact): 0, or -1 out of memory. */
+static int late_launch(pass1 *p, const np_prof_event *e)
+{
+    if (p->n_late == p->cap_late) {
+        size_t k = 0; /* drop the launches before the latest step first */
+        for (size_t i = 0; i < p->n_late; i++)
+            if (!p->steps || p->late[i].ts >= p->last_step)
+                p->late[k++] = p->late[i];
+        p->n_late = k;
+        if (!p->cap_late || k * 2 >= p->cap_late) {
+            size_t cap = p->cap_late ? p->cap_late * 2 : 1024;
+            corr_ts *v = realloc(p->late, cap * sizeof *v);
+            if (!v)
+                return -1;
+            p->late = v;
+            p->cap_late = cap;
+        }
+    }
+    p->late[p->n_late++] = (corr_ts){e->correlation, e->ts};
+    return 0;
+}
 
 static int pass1_fn(const np_prof_event *e, void *user)
 {
@@ -393,8 +513,9 @@ static int pass1_fn(const np_prof_event *e, void *user)
         t->last_ts = e->ts;
         t->last_end = e->ts + e->dur;
     }
-    if (starts(e->name, "ProfilerStep#")) {
-        /* (start, end) pairs: elements of two doubles */
+    if (starts(e->name, "ProfilerStep#") && strcmp(e->cat, "gpu_user_annotation")) {
+        /* (start, end) pairs: elements of two doubles. Not the step's range
+         * on a GPU stream, which torch also writes (HTA leaves it out). */
         if (np_grow((void **)&p->stepv, &p->cap_step, (size_t)p->steps + 1, 2 * sizeof *p->stepv)) {
             p->oom = 1;
             return 1;
@@ -402,29 +523,23 @@ static int pass1_fn(const np_prof_event *e, void *user)
         p->stepv[2 * p->steps] = e->ts;
         p->stepv[2 * p->steps + 1] = e->ts + (isfinite(e->dur) ? e->dur : 0);
         p->steps++;
-        if (p->steps == 1 || e->ts > p->last_step)
+        if (p->steps == 1 || e->ts > p->last_step) {
             p->last_step = e->ts;
+            if (!p->exact)
+                runs_prune(p);
+        }
         return 0;
     }
-    if (e->correlation >= 0 && (p->steps == 0 || e->ts >= p->last_step)) {
-        if (p->n_late == p->cap_late) {
-            size_t k = 0; /* drop the launches before the latest step first */
-            for (size_t i = 0; i < p->n_late; i++)
-                if (!p->steps || p->late[i].ts >= p->last_step)
-                    p->late[k++] = p->late[i];
-            p->n_late = k;
-            if (!p->cap_late || k * 2 >= p->cap_late) {
-                size_t cap = p->cap_late ? p->cap_late * 2 : 1024;
-                corr_ts *v = realloc(p->late, cap * sizeof *v);
-                if (!v) {
-                    p->oom = 1;
-                    return 1;
-                }
-                p->late = v;
-                p->cap_late = cap;
-            }
-        }
-        p->late[p->n_late++] = (corr_ts){e->correlation, e->ts};
+    if (e->correlation < 0)
+        return 0;
+    int fail = 0;
+    if (!p->exact)
+        fail = run_launch(p, e);
+    else if (p->steps == 0 || e->ts >= p->last_step)
+        fail = late_launch(p, e);
+    if (fail) {
+        p->oom = 1;
+        return 1;
     }
     return 0;
 }
@@ -478,7 +593,7 @@ typedef struct thread_st {
 typedef struct pass2 {
     roles roles;         /* Ascend's processes (pass 1) */
     int device;
-    long long *drop; /* sorted correlations of kernels left out */
+    corr_run *drop; /* correlations of kernels left out (the last step's launches) */
     size_t n_drop;
     optab ops;
     cstep *cs;           /* each step's calls in call order (one step when the
@@ -749,8 +864,7 @@ static int pass2_fn(const np_prof_event *e, void *user)
         e = &step;
     }
     int dev = is_device_event(e);
-    if (dev && p->n_drop && e->correlation >= 0 &&
-        bsearch(&e->correlation, p->drop, p->n_drop, sizeof *p->drop, ll_cmp))
+    if (dev && e->correlation >= 0 && run_find(p->drop, p->n_drop, e->correlation))
         return 0;
     np_prof_op *o = op_get(&p->ops, e->cat, e->name, p->order);
     if (!o) {
@@ -1377,12 +1491,54 @@ static np_status run_pass2(np_prof_rank *r, pass2 *p, const char *path, np_prof_
     return NP_OK;
 }
 
+static void pass1_free(pass1 *p)
+{
+    free(p->late);
+    free(p->runs);
+    free(p->stepv);
+    free(p->thr);
+}
+
+/* p->late's launches in the last step as runs of consecutive ids. */
+static int late_runs(pass1 *p)
+{
+    size_t n = 0;
+    long long *v = malloc((p->n_late ? p->n_late : 1) * sizeof *v);
+    if (!v)
+        return -1;
+    for (size_t i = 0; i < p->n_late; i++)
+        if (p->late[i].ts >= p->last_step)
+            v[n++] = p->late[i].corr;
+    qsort(v, n, sizeof *v, ll_cmp);
+    p->n_runs = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p->n_runs && v[i] <= p->runs[p->n_runs - 1].hi + 1) {
+            p->runs[p->n_runs - 1].hi = v[i];
+            continue;
+        }
+        if (np_grow((void **)&p->runs, &p->cap_runs, p->n_runs + 1, sizeof *p->runs)) {
+            free(v);
+            return -1;
+        }
+        p->runs[p->n_runs++] = (corr_run){v[i], v[i], 0, 0};
+    }
+    free(v);
+    return 0;
+}
+
 /* Pass 1: the ProfilerSteps and, on a device trace, the correlations of
  * the last step's launches (p2->drop). */
 static np_status run_pass1(np_prof_rank *r, pass1 *p1, pass2 *p2, const char *path, np_error *err)
 {
     np_prof_trace_info info;
+    p1->max_corr = -1;
     np_status st = np_prof_read(&info, path, pass1_fn, p1, err);
+    if (!st && !p1->oom && p1->mixed) { /* a run straddles a step start: keep each launch */
+        pass1_free(p1);
+        memset(p1, 0, sizeof *p1);
+        p1->exact = 1;
+        st = np_prof_read(&info, path, pass1_fn, p1, err);
+    }
     if (p1->oom)
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     if (st)
@@ -1398,14 +1554,11 @@ static np_status run_pass1(np_prof_rank *r, pass1 *p1, pass2 *p2, const char *pa
     /* HTA leaves out the kernels launched in the last ProfilerStep (they may
      * be cut off by the profiler's stop) when there are several steps. */
     if (p2->device && p1->steps >= 2) {
-        p2->drop = malloc((p1->n_late ? p1->n_late : 1) * sizeof *p2->drop);
-        if (!p2->drop)
+        if (p1->exact && late_runs(p1))
             return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-        for (size_t i = 0; i < p1->n_late; i++)
-            if (p1->late[i].ts >= p1->last_step)
-                p2->drop[p2->n_drop++] = p1->late[i].corr;
-        if (p2->n_drop)
-            qsort(p2->drop, p2->n_drop, sizeof *p2->drop, ll_cmp);
+        p2->drop = p1->runs; /* owned by p2 from here */
+        p2->n_drop = p1->n_runs;
+        p1->runs = NULL;
         r->last_step_dropped = 1;
     }
     p2->stepv = p1->stepv;
@@ -1415,7 +1568,7 @@ static np_status run_pass1(np_prof_rank *r, pass1 *p1, pass2 *p2, const char *pa
     return NP_OK;
 }
 
-np_status np_prof_analyze(np_prof_rank *r, const char *path, np_error *err)
+static np_status analyze(np_prof_rank *r, const char *path, int calls, np_error *err)
 {
     pass1 p1;
     pass2 p2;
@@ -1427,10 +1580,12 @@ np_status np_prof_analyze(np_prof_rank *r, const char *path, np_error *err)
         memset(&p1, 0, sizeof p1);
         memset(&p2, 0, sizeof p2);
         p2.allow_final = allow;
+        p2.calls_off = !calls;
         st = run_pass1(r, &p1, &p2, path, err);
         if (!st)
             st = run_pass2(r, &p2, path, &info, err);
         free(p1.late);
+        free(p1.runs);
         r->ops = p2.ops.ops; /* owned by r from here */
         r->n_ops = p2.ops.n;
         if (st && p2.violated && allow) {
@@ -1466,6 +1621,16 @@ np_status np_prof_analyze(np_prof_rank *r, const char *path, np_error *err)
     if (r->n_ops)
         qsort(r->ops, r->n_ops, sizeof *r->ops, op_total_cmp);
     return NP_OK;
+}
+
+np_status np_prof_analyze(np_prof_rank *r, const char *path, np_error *err)
+{
+    return analyze(r, path, 1, err);
+}
+
+np_status np_prof_analyze_ops(np_prof_rank *r, const char *path, np_error *err)
+{
+    return analyze(r, path, 0, err);
 }
 
 void np_prof_rank_free(np_prof_rank *r)

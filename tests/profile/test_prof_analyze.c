@@ -55,6 +55,104 @@ static const char device_trace[] =
     "{\"ph\":\"i\",\"name\":\"marker\",\"pid\":1,\"tid\":1,\"ts\":5}\n"
     "], \"traceName\": \"t\"}\n";
 
+/* torch's (Kineto's) layout: every CPU event first, then the GPU activity
+ * (per launch: kernel, flow end, runtime call, flow start), the metadata
+ * and "Record Window End" (a string pid) last. Steps [0,100) [100,200)
+ * [200,300). Launches (runtime ts, correlation): 10/1 gemm [20,50], 12/2
+ * nccl [40,60], 13/3 cudaStreamIsCapturing (no kernel), 110/4 gemm
+ * [120,150], 115/5 Memcpy [160,170], 150/8 gemm [180,190], 210/7 gemm
+ * [220,240] and 212/9 gemm [250,260] in the last step: left out. The launch
+ * 8 comes last, after 7 and 9 made one run 7..9: it splits the run (kept
+ * 180..190). Kernels: compute [20,50] [120,150] [180,190] 70; communication
+ * [50,60] 10 (its [40,50] under compute: overlap 10 of 20); memory 10; busy
+ * 90; span 20..190 = 170; idle 80 in 3 bubbles [60,120] [150,160]
+ * [170,180] - HTA's kernel_time 170, idle 80, compute 70, non-compute 20.
+ * gemm: 3 calls, 70 us (twice in step 2: call rows with np_prof_analyze,
+ * none with np_prof_analyze_ops, every other figure the same). */
+#define KX(cat, name, tid, ts, dur, corr) \
+    "{\"ph\":\"X\",\"cat\":\"" cat "\",\"name\":\"" name "\",\"pid\":0,\"tid\":" #tid ",\"ts\":" #ts \
+    ",\"dur\":" #dur ",\"args\":{\"External id\":1,\"device\":0,\"stream\":" #tid ",\"correlation\":" #corr "}},\n" \
+    "{\"ph\":\"f\",\"id\":" #corr ",\"pid\":0,\"tid\":" #tid ",\"ts\":" #ts ",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"},\n"
+#define RT(name, ts, corr) \
+    "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"" name "\",\"pid\":1,\"tid\":1,\"ts\":" #ts \
+    ",\"dur\":1,\"args\":{\"External id\":1,\"cbid\":211,\"correlation\":" #corr "}},\n" \
+    "{\"ph\":\"s\",\"id\":" #corr ",\"pid\":1,\"tid\":1,\"ts\":" #ts ",\"cat\":\"ac2g\",\"name\":\"ac2g\"},\n"
+#define STEP(n, ts) \
+    "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#" #n "\",\"pid\":1,\"tid\":1,\"ts\":" #ts \
+    ",\"dur\":99,\"args\":{\"External id\":9}},\n"
+#define MM(ts) \
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"pid\":1,\"tid\":1,\"ts\":" #ts ",\"dur\":20," \
+    "\"args\":{\"External id\":2,\"Input Dims\":[[4,4],[4,4]]}},\n"
+static const char *const kineto_trace[] = {
+    "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [{\"id\": 0, \"name\": \"gpu\"}],\n"
+    "  \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 0, \"world_size\": 1},\n  \"traceEvents\": [\n"
+    STEP(1, 0) MM(10) STEP(2, 100) MM(110) STEP(3, 200) MM(210)
+    "{\"ph\":\"X\",\"cat\":\"gpu_user_annotation\",\"name\":\"ProfilerStep#1\",\"pid\":0,\"tid\":7,\"ts\":0,"
+    "\"dur\":300,\"args\":{\"External id\":9}},\n",
+    KX("kernel", "gemm", 7, 20, 30, 1) RT("cudaLaunchKernel", 10, 1)
+    KX("kernel", "ncclKernel_AllReduce_RING_LL_Sum_float", 20, 40, 20, 2) RT("cudaLaunchKernel", 12, 2)
+    RT("cudaStreamIsCapturing", 13, 3)
+    KX("kernel", "gemm", 7, 120, 30, 4) RT("cudaLaunchKernel", 110, 4),
+    KX("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 7, 160, 10, 5) RT("cudaMemcpyAsync", 115, 5)
+    KX("kernel", "gemm", 7, 180, 10, 8)
+    KX("kernel", "gemm", 7, 220, 20, 7) RT("cudaLaunchKernel", 210, 7)
+    KX("kernel", "gemm", 7, 250, 10, 9) RT("cudaLaunchKernel", 212, 9)
+    RT("cudaLaunchKernel", 150, 8),
+    "{\"name\":\"process_name\",\"ph\":\"M\",\"ts\":0,\"pid\":0,\"tid\":0,\"args\":{\"name\":\"python\"}},\n"
+    "{\"name\":\"thread_name\",\"ph\":\"M\",\"ts\":0,\"pid\":0,\"tid\":7,\"args\":{\"name\":\"stream 7 \"}},\n"
+    "{\"name\":\"Record Window End\",\"ph\":\"i\",\"s\":\"g\",\"pid\":\"\",\"tid\":\"\",\"ts\":300}\n"
+    "  ],\n  \"traceName\": \"t.pt.trace.json\",\n  \"displayTimeUnit\": \"ms\"\n}\n"};
+
+/* A launch after a step start that comes before that step's annotation
+ * (launch 2 at 150, then ProfilerStep#2 [100,200)): the run 1..2 cannot be
+ * split, so pass 1 is read again keeping each launch; only kernel 2 is left
+ * out: compute [20,30] 10, span 10. */
+static const char straddle_trace[] =
+    "{\"traceEvents\": [\n" STEP(1, 0) RT("cudaLaunchKernel", 10, 1) RT("cudaLaunchKernel", 150, 2)
+    STEP(2, 100) KX("kernel", "gemm", 7, 20, 10, 1) KX("kernel", "gemm", 7, 160, 10, 2)
+    "{\"ph\":\"i\",\"name\":\"end\",\"pid\":1,\"tid\":1,\"ts\":300}]}\n";
+
+static void test_kineto_order(void)
+{
+    char text[16384] = "";
+    for (size_t i = 0; i < sizeof kineto_trace / sizeof kineto_trace[0]; i++)
+        strcat(text, kineto_trace[i]);
+    const char *path = put("kin.json", text);
+    for (int ops_only = 0; ops_only < 2; ops_only++) {
+        np_prof_rank r;
+        np_error err = {0};
+        CHECK((ops_only ? np_prof_analyze_ops : np_prof_analyze)(&r, path, &err) == NP_OK);
+        CHECK(r.device == 1 && r.rank == 0 && r.steps == 3 && r.last_step_dropped == 1);
+        CHECK_CLOSE(r.class_us[NP_PROF_COMPUTE], 70, 0, 0);
+        CHECK_CLOSE(r.class_us[NP_PROF_COMM], 10, 0, 0);
+        CHECK_CLOSE(r.class_us[NP_PROF_MEMORY], 10, 0, 0);
+        CHECK_CLOSE(r.class_us[NP_PROF_OTHER], 0, 0, 0);
+        CHECK_CLOSE(r.class_us[NP_PROF_IDLE], 80, 0, 0);
+        CHECK_CLOSE(r.span_us, 170, 0, 0);
+        CHECK_CLOSE(r.busy_us, 90, 0, 0);
+        CHECK_CLOSE(r.overlap_us, 10, 0, 0);
+        CHECK(r.n_bubbles == 3);
+        CHECK_CLOSE(r.bubble_us, 80, 0, 0);
+        CHECK_CLOSE(r.top[0].start_us, 40, 0, 0); /* [60,120] from the span's start 20 */
+        CHECK_CLOSE(r.top[0].dur_us, 60, 0, 0);
+        const np_prof_op *g = find(&r, "gemm"), *mm = find(&r, "aten::mm"), *l = find(&r, "cudaLaunchKernel");
+        CHECK(g && g->count == 3 && g->total_us == 70);
+        CHECK(mm && mm->count == 3 && mm->total_us == 60 && mm->self_us == 60);
+        CHECK(l && l->count == 6 && l->total_us == 6);
+        CHECK(r.calls_ok == !ops_only && (r.n_calls > 0) == !ops_only);
+        np_prof_rank_free(&r);
+    }
+    np_prof_rank r;
+    np_error err = {0};
+    CHECK(np_prof_analyze_ops(&r, put("str.json", straddle_trace), &err) == NP_OK);
+    CHECK(r.steps == 2 && r.last_step_dropped == 1);
+    CHECK_CLOSE(r.class_us[NP_PROF_COMPUTE], 10, 0, 0);
+    CHECK_CLOSE(r.span_us, 10, 0, 0);
+    const np_prof_op *g = find(&r, "gemm");
+    CHECK(g && g->count == 1 && g->total_us == 10);
+    np_prof_rank_free(&r);
+}
+
 /* No steps. Thread 1: outer [0,100] holding inner [10,40] and [50,70]:
  * outer self 50, inner total and self 50. Optimizer.step [120,150]
  * (annotation) holding aten::add_ [125,135]. Thread 2: c10d::allreduce_
@@ -762,6 +860,7 @@ int main(void)
     if (!mkdtemp(dir))
         return 1;
     test_device();
+    test_kineto_order();
     test_cpu();
     test_compare();
     test_calls();
@@ -775,7 +874,8 @@ int main(void)
     test_long();
     const char *names[] = {"dev.json", "cpu.json", "a.json", "b.json", "t.json", "n.json", "s.json", "e.json", "o.json",
                            "ca.json", "cb.json", "asc.json", "ka.csv", "kb.csv", "kx.csv", "oa.csv", "ob.csv", "oh.csv",
-                           "ox.csv", "oy.csv", "oz.csv", "sa.json", "sb.json", "eo.json", "pa.json", "pb.json", "pc.json", "op.csv"};
+                           "ox.csv", "oy.csv", "oz.csv", "sa.json", "sb.json", "eo.json", "pa.json", "pb.json", "pc.json", "op.csv",
+                           "kin.json", "str.json"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char p[300];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);

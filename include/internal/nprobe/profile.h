@@ -155,6 +155,13 @@ typedef struct np_prof_rank {
 
 /* Read and analyse one trace. *out is filled (np_prof_rank_free). */
 np_status np_prof_analyze(np_prof_rank *out, const char *path, np_error *err);
+/* The same without the call rows (calls_ok 0): what `nprobe profile`
+ * reports of one trace. Its memory does not grow with the trace's size:
+ * a window of the mapped file, one entry per distinct (category, name) with
+ * its time per ProfilerStep, each thread's open calls, the timeline's
+ * unfinalized part (events in start order per thread and stream, as torch
+ * writes them) and the last step's launches as runs of correlation ids. */
+np_status np_prof_analyze_ops(np_prof_rank *out, const char *path, np_error *err);
 void np_prof_rank_free(np_prof_rank *r);
 
 /* ---- compare -------------------------------------------------------------- */
