@@ -5,15 +5,24 @@ torch_dump_overhead.py (sequence 128, batch 8, AdamW, one thread; or a
 smaller one: --layers, --hidden, --seq, --batch), one training step at a
 time under each configuration in turn, round after round:
 
-  plain            no profiler
-  torchprof        torch.profiler alone (CPU activity, nothing else)
-  profile          the profile task: torch.profiler + the module ranges
-  torchprof_shapes torch.profiler with record_shapes and with_flops
-  profile_shapes   the profile task with "record_shapes": true
+  plain               no profiler
+  torchprof           torch.profiler alone (CPU activity, nothing else)
+  profile             the profile task's default: nprobe times every API
+                      call, its backward and every module call itself (the
+                      package's wrappers, no torch.profiler), and writes
+                      each step's slices into the trace at step()
+  profile_torch       the profile task with "torch_profiler": true:
+                      torch.profiler + the module ranges
+  torchprof_shapes    torch.profiler with record_shapes and with_flops
+  profile_shapes      the default with "record_shapes": true (Input Dims, FLOPs)
+  profile_torch_shapes  "torch_profiler" and "record_shapes"
 
 Each configuration starts its profiler, runs one untimed step, then one
-timed step (CPU time, time.process_time, and wall time, time.perf_counter),
-and stops it outside the timing;
+timed step (CPU time, time.process_time, and wall time, time.perf_counter)
+with the profiler's own step() (the debugger's stop() and step(): the
+default writes the step's slices there; torch.profiler's step()), and
+stops it outside the timing (torch.profiler's trace is never exported
+here: its export is not in any figure);
 gc.collect() before each step, so that a step does not pay for the previous
 configuration's garbage (a stopped profiler leaves thousands of events).
 Also the step's user-space instructions retired, counted by the CPU
@@ -55,7 +64,8 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-CONFIGS = ("plain", "torchprof", "profile", "torchprof_shapes", "profile_shapes")
+CONFIGS = ("plain", "torchprof", "profile", "profile_torch", "torchprof_shapes", "profile_shapes",
+           "profile_torch_shapes")
 
 
 def llama(layers=4, hidden=256, seq=128):
@@ -67,12 +77,11 @@ def llama(layers=4, hidden=256, seq=128):
     return LlamaForCausalLM(cfg)
 
 
-def debugger(root, shapes):
+def debugger(root, shapes, torch_profiler=False):
     from nprobe.torch import PrecisionDebugger
     cfg = os.path.join(root, "c.json")
-    c = {"task": "profile", "dump_path": os.path.join(root, "prof")}
-    if shapes:
-        c["profile"] = {"record_shapes": True}
+    c = {"task": "profile", "dump_path": os.path.join(root, "prof"),
+         "profile": {"record_shapes": shapes, "torch_profiler": torch_profiler}}
     with open(cfg, "w") as f:
         json.dump(c, f)
     return PrecisionDebugger(config_path=cfg)
@@ -110,6 +119,7 @@ class Instructions:
 
 
 COUNTER = None
+LOAD0 = None
 
 
 def median_ci(r, n=2000):
@@ -124,9 +134,10 @@ def one(conf, model, step, root):
     """(CPU ms, wall ms, instructions) of one timed step under conf (after an untimed one)."""
     d = p = None
     if conf.startswith("profile"):
-        d = debugger(root, conf == "profile_shapes")
-        d._ready = lambda prof: None          # no trace written: the steps' cost only
-        d._prof.on_trace_ready = None
+        d = debugger(root, conf.endswith("_shapes"), conf.startswith("profile_torch"))
+        if d._prof is not None:
+            d._ready = lambda prof: None          # no trace exported: the steps' cost only
+            d._prof.on_trace_ready = None
     elif conf.startswith("torchprof"):
         s = conf == "torchprof_shapes"
         p = profile(activities=[ProfilerActivity.CPU], record_shapes=s, with_flops=s)
@@ -139,13 +150,13 @@ def one(conf, model, step, root):
         i0, s0 = COUNTER.read(), os.times().system
         c0, w0 = time.process_time(), time.perf_counter()
         step()
-        c1, w1 = time.process_time(), time.perf_counter()
-        i1, s1 = COUNTER.read(), os.times().system
         if d:
             d.stop()
             d.step()
         elif p:
             p.step()
+        c1, w1 = time.process_time(), time.perf_counter()
+        i1, s1 = COUNTER.read(), os.times().system
         t = ((c1 - c0) * 1e3, (w1 - w0) * 1e3, i1 - i0, (s1 - s0) * 1e3)
     if d:
         d.close()
@@ -169,13 +180,21 @@ def per_call(root):
             best = min(best, (time.process_time() - c0) / n * 1e6)
         return best
     out["module call (Sequential of one), plain"] = loop(lambda: lin(x))
-    d = debugger(root, False)
+    add = getattr(torch.add, "_nprobe_orig", torch.add)
+    out["torch.add, unwrapped (no nprobe)"] = loop(lambda: add(x, x))
+    out["torch.add, plain (nprobe's wrapper idle)"] = loop(lambda: torch.add(x, x))
+    d = debugger(root, False, True)
     d._prof.on_trace_ready = None
     d.start(lin)
-    out["module call (Sequential of one), profile task"] = loop(lambda: lin(x))
-    out["aten::add, profile task"] = loop(lambda: torch.add(x, x))
+    out["module call (Sequential of one), profile_torch"] = loop(lambda: lin(x))
+    out["torch.add, profile_torch"] = loop(lambda: torch.add(x, x))
     d.close()
-    out["aten::add, plain"] = loop(lambda: torch.add(x, x))
+    d = debugger(root, False)
+    d.start(lin)
+    out["module call (Sequential of one), profile (nprobe)"] = loop(lambda: lin(x))
+    out["torch.add, profile (nprobe)"] = loop(lambda: torch.add(x, x))
+    d._ev.clear()
+    d.close()
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True):
         out["aten::add, torch.profiler record_shapes"] = loop(lambda: torch.add(x, x))
     w = torch.ones(16, 16)
@@ -196,6 +215,19 @@ def counts(model, step):
     return sum(1 for e in ev if e.name.startswith("aten::")), len(list(model.modules())) - 1
 
 
+def timed_calls(model, step, root):
+    """(API calls, their backwards, module calls) the default profile times in a step."""
+    from nprobe.torch import profile as pr
+    d = debugger(root, False)
+    d.start(model)
+    step()
+    d.stop()
+    kinds = [e[0] for e in d._ev]
+    d.step()
+    d.close()
+    return kinds.count(pr._API), kinds.count(pr._BWD), kinds.count(pr._MOD)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=9)
@@ -209,6 +241,8 @@ def main():
     configs = a.configs.split(",")
     if "plain" not in configs or any(c not in CONFIGS for c in configs):
         ap.error(f"--configs: plain and some of {','.join(CONFIGS)}")
+    global LOAD0
+    LOAD0 = " ".join("%.2f" % x for x in os.getloadavg())
     torch.set_num_threads(1)
     global COUNTER
     COUNTER = Instructions()
@@ -221,15 +255,28 @@ def main():
         model(input_ids=idx, labels=idx).loss.backward()
         opt.step()
     res = {c: [] for c in configs}
+    if any(c.startswith("profile") for c in configs):
+        # the package's API wrappers in place from the first round on, idle
+        # outside a profiled step (as in a program that profiles some
+        # steps): every configuration's step goes through them alike; their
+        # idle cost per call is among the parts
+        from nprobe.torch import debugger as _dbg
+        _dbg._install()
     with tempfile.TemporaryDirectory() as root:
         step()
         for r in range(a.rounds):
             for c in configs:
                 res[c].append(one(c, model, step, root))
         parts = {} if a.no_parts else per_call(root)
+        calls = timed_calls(model, step, root) if "profile" in configs else None
     n_ops, n_mod = counts(model, step)
     print(f"HF Llama {a.layers}x{a.hidden}, sequence {a.seq}, batch {a.batch}, one thread, "
           f"{a.rounds} rounds; {n_ops} aten ops and {n_mod} module calls (forward) per step")
+    if calls:
+        print("  the default profile times per step %d API calls, %d of their backwards, "
+              "%d module calls" % calls)
+    print("  load average before / after: %s / %s" % (LOAD0, " ".join(
+        "%.2f" % x for x in os.getloadavg())))
     for what, w in (("cpu", 0), ("wall", 1), ("instr", 2)):
         if w == 2 and COUNTER.fd is None:
             print(f"  instr not counted ({COUNTER.error})")
@@ -246,7 +293,8 @@ def main():
                   f"   median of the rounds' ratios x{statistics.median(rr):.4f} (95 % x{lo:.4f}-x{hi:.4f})")
     print("  cpu time in the kernel (system; page faults of fresh memory among it), median: " +
           ", ".join(f"{c} {statistics.median(t[3] for t in res[c]):.1f} ms" for c in configs))
-    for ours, ref in (("profile", "torchprof"), ("profile_shapes", "torchprof_shapes")):
+    for ours, ref in (("profile_torch", "torchprof"), ("profile_torch_shapes", "torchprof_shapes"),
+                      ("profile", "torchprof")):
         if ours in res and ref in res:
             print(f"  {ours} / {ref}: cpu min x{min(t[0] for t in res[ours]) / min(t[0] for t in res[ref]):.3f}")
     for k, v in parts.items():

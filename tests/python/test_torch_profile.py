@@ -53,6 +53,172 @@ def torch_schedule_steps(skip_first, wait, warmup, active, repeat, steps):
     return out
 
 
+def slices(trace):
+    """The trace's complete events, each with its start and end in whole
+    nanoseconds (t0, t1: ts and dur are microseconds with three decimals)."""
+    with open(trace) as f:
+        xs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    for e in xs:
+        e["t0"] = round(float(e["ts"]) * 1000)
+        e["t1"] = e["t0"] + round(float(e["dur"]) * 1000)
+    return xs
+
+
+def parents(xs):
+    """id(slice) -> the name of its innermost enclosing slice on its thread
+    (None at the top), by the times alone; a slice that overlaps another
+    without nesting in it is a failure (checked here)."""
+    out = {}
+    for tid in {e["tid"] for e in xs}:
+        stack = []
+        for e in sorted((e for e in xs if e["tid"] == tid), key=lambda e: (e["t0"], e["t0"] - e["t1"])):
+            while stack and stack[-1]["t1"] <= e["t0"]:
+                stack.pop()
+            if stack:
+                check(stack[-1]["t0"] <= e["t0"] and e["t1"] <= stack[-1]["t1"],
+                      "%s [%d, %d] overlaps %s [%d, %d] without nesting in it" % (
+                          e["name"], e["t0"], e["t1"], stack[-1]["name"], stack[-1]["t0"],
+                          stack[-1]["t1"]))
+            out[id(e)] = stack[-1]["name"] if stack else None
+            stack.append(e)
+    return out
+
+
+def dump_calls(root, model_state, steps, record):
+    """The calls the dump task (statistics, level mix) sees for the same
+    model and loop, per recorded step: {step: {call: parent module}} from
+    `nprobe ls --calls` (seq, kind, call, parent, callsite), module
+    backwards and parameter gradients left out (the profile times neither)."""
+    model = MLP()
+    model.load_state_dict(model_state)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    cfg = os.path.join(root, "d.json")
+    with open(cfg, "w") as f:
+        json.dump({"task": "statistics", "level": "mix", "step": record,
+                   "dump_path": os.path.join(root, "dump")}, f)
+    dbg = PrecisionDebugger(config_path=cfg)
+    torch.manual_seed(1)
+    for _ in range(steps):
+        dbg.start(model)
+        loss = model(torch.randn(B, IN)).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    out = {}
+    for s in record:
+        rc, so, se = run(["ls", "--calls", os.path.join(root, "dump", "step%d" % s)], root)
+        check(rc == 0, "nprobe ls --calls step %d: exit %d %s" % (s, rc, se))
+        calls = {}
+        for line in so.splitlines():
+            f = line.split()
+            if len(f) < 3 or not f[0].isdigit():
+                continue
+            name = f[2]
+            if f[1] == "module" and ".forward." not in name:
+                continue      # a module's backward, its parameters' gradients (Module.fc1.Linear)
+            calls[name] = f[3] if len(f) > 3 and f[3].startswith("Module.") else None
+        out[s] = calls
+    return out
+
+
+# the tiny MLP's step, worked by hand: each call and the call enclosing it
+# (None: none, the ProfilerStep); the optimizer's calls come on top
+MLP_CALLS = {
+    "Module.fc1.Linear.forward.0": None, "Functional.linear.0.forward": "Module.fc1.Linear.forward.0",
+    "Module.act.GELU.forward.0": None, "Functional.gelu.0.forward": "Module.act.GELU.forward.0",
+    "Module.fc2.Linear.forward.0": None, "Functional.linear.1.forward": "Module.fc2.Linear.forward.0",
+    "Tensor.square.0.forward": None, "Tensor.mean.0.forward": None,
+    "Tensor.mean.0.backward": None, "Tensor.square.0.backward": None,
+    "Functional.linear.1.backward": None, "Functional.gelu.0.backward": None,
+    "Functional.linear.0.backward": None}
+MLP_ORDER = ["Module.fc1.Linear.forward.0", "Functional.linear.0.forward", "Module.act.GELU.forward.0",
+             "Functional.gelu.0.forward", "Module.fc2.Linear.forward.0", "Functional.linear.1.forward",
+             "Tensor.square.0.forward", "Tensor.mean.0.forward", "Tensor.mean.0.backward",
+             "Tensor.square.0.backward", "Functional.linear.1.backward", "Functional.gelu.0.backward",
+             "Functional.linear.0.backward"]
+
+
+def nprobe_mode(root, cfg):
+    """The default profile (nprobe's own timing, no torch.profiler) against
+    the hand-worked MLP step and against the dump task's calls."""
+    sched = dict(skip_first=1, wait=1, warmup=1, active=2, repeat=1)
+    steps = 7
+    want = torch_schedule_steps(steps=steps, **sched)
+    with open(cfg, "w") as f:
+        json.dump({"task": "profile", "dump_path": os.path.join(root, "p3"),
+                   "profile": dict(sched, record_shapes=True)}, f)
+    torch.manual_seed(2)
+    model = MLP()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    dbg = PrecisionDebugger(config_path=cfg)
+    torch.manual_seed(1)
+    for _ in range(steps):
+        PrecisionDebugger.start(model)
+        loss = model(torch.randn(B, IN)).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        PrecisionDebugger.stop()
+        PrecisionDebugger.step()
+    dbg.close()
+    traces = sorted(glob.glob(os.path.join(root, "p3", "*")))
+    check([os.path.basename(t) for t in traces] == ["rank0.step%d.trace.json" % want[-1]],
+          "nprobe mode: traces %s, torch's schedule records %s" % (traces, want))
+    if not traces:
+        return
+    xs = slices(traces[0])
+    par = parents(xs)
+    got = sorted(int(e["name"].split("#")[1]) for e in xs if e["name"].startswith("ProfilerStep#"))
+    check(got == want, "nprobe mode: recorded steps %s, torch's schedule %s" % (got, want))
+    check(all(e["t1"] >= e["t0"] for e in xs), "a slice of negative duration")
+    dumped = dump_calls(root, state, steps, want)
+    for s in want:
+        mine = [e for e in xs if e["args"]["step"] == s and not e["name"].startswith("ProfilerStep#")]
+        names = [e["name"] for e in sorted(mine, key=lambda e: e["t0"])]
+        check(len(names) == len(set(names)), "step %d: a call with two slices: %s" % (
+            s, sorted(n for n in names if names.count(n) > 1)))
+        top = "ProfilerStep#%d" % s
+        pm = {e["name"]: par[id(e)] for e in mine}
+        hand = {n: pm.get(n, "missing") for n in MLP_CALLS}
+        check(hand == {n: p or top for n, p in MLP_CALLS.items()},
+              "step %d: the MLP's calls and their enclosing calls %s" % (s, hand))
+        check([n for n in names if n in MLP_CALLS] == MLP_ORDER,
+              "step %d: the MLP's calls in start order %s" % (s, [n for n in names if n in MLP_CALLS]))
+        rest = {n: p for n, p in pm.items() if n not in MLP_CALLS}
+        check(rest and all(p == top for p in rest.values()),
+              "step %d: the optimizer's calls at the top of the step: %s" % (s, rest))
+        # the same calls as the dump task sees, each enclosed by the module
+        # the dump names its parent
+        d = dumped.get(s, {})
+        check(set(pm) == set(d), "step %d: slices not in the dump %s, dump calls not timed %s" % (
+            s, sorted(set(pm) - set(d))[:8], sorted(set(d) - set(pm))[:8]))
+        fw = {n: (pm.get(n), p or top) for n, p in d.items() if ".forward" in n and (pm.get(n) != (p or top))}
+        check(not fw, "step %d: enclosing call in the trace vs the dump's parent: %s" % (s, fw))
+    lin = [e for e in xs if e["name"] == "Functional.linear.0.forward"]
+    check(len(lin) == len(want) and all(
+        e["args"].get("Input Dims") == [[B, IN], [HID, IN], [HID]] and
+        e["args"].get("flops") == 2 * B * IN * HID for e in lin),
+        "record_shapes: Functional.linear.0.forward's args %s" % [e["args"] for e in lin])
+    # the op table (nprobe profile's profile_ops.csv): each call once a recorded step
+    rc, so, se = run(["profile", traces[0], "-o", os.path.join(root, "rep3")], root)
+    check(rc == 0, "nprobe profile (nprobe mode): exit %d %s" % (rc, se))
+    with open(os.path.join(root, "rep3", "profile_ops.csv")) as f:
+        rows = {r["name"]: r for r in csv.DictReader(f)}
+    calls = {e["name"] for e in xs if not e["name"].startswith("ProfilerStep#")}
+    bad = [(n, rows[n]["count"] if n in rows else None) for n in sorted(calls)
+           if n not in rows or int(rows[n]["count"]) != len(want) or abs(
+               float(rows[n]["total_us"]) - sum(float(e["dur"]) for e in xs if e["name"] == n)) > 1e-6]
+    check(not bad and len(calls) == len(set(dumped.get(want[0], {}))),
+          "op table: %d calls, %d in the dump's step; count or total wrong for %s" % (
+              len(calls), len(dumped.get(want[0], {})), bad[:8]))
+    print("nprobe mode: %d calls a step, nested as the dump's parents, op table counts %d each"
+          % (len(calls), len(want)))
+
+
 def main():
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as root:
@@ -60,7 +226,7 @@ def main():
         cfg = os.path.join(root, "p.json")
         with open(cfg, "w") as f:
             json.dump({"task": "profile", "dump_path": os.path.join(root, "prof"),
-                       "profile": dict(sched, record_shapes=True)}, f)
+                       "profile": dict(sched, record_shapes=True, torch_profiler=True)}, f)
         model, steps = MLP(), 7
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         dbg = PrecisionDebugger(config_path=cfg)
@@ -116,14 +282,19 @@ def main():
         dbg.step()
         dbg.close()
         tr = glob.glob(os.path.join(root, "p2", "*.json"))
-        with open(tr[0]) as f:
-            xs = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+        xs = slices(tr[0])
         fc1 = sorted((e["ts"], e["name"]) for e in xs if e["name"].startswith("Module.fc1."))
         check([n for _, n in fc1] == ["Module.fc1.Linear.forward.%d" % i for i in range(6)],
               "6 calls of fc1 in one step: %s" % [n for _, n in fc1])
         dims = [e["name"] for e in xs if "Input Dims" in e.get("args", {})]
         check(len(xs) > 6 and not dims, "record_shapes off by default, yet Input Dims on %s" % dims[:5])
-        for sec, key in (({"activ": 2}, "activ"), ({"record_shapes": 1}, "record_shapes")):
+        par = parents(xs)
+        lin = {e["name"]: par[id(e)] for e in xs if e["name"].startswith("Functional.linear.")}
+        check(lin == {"Functional.linear.%d.forward" % i: "Module.fc1.Linear.forward.%d" % i
+                      for i in range(6)}, "each fc1 call encloses its linear: %s" % lin)
+        nprobe_mode(root, cfg)
+        for sec, key in (({"activ": 2}, "activ"), ({"record_shapes": 1}, "record_shapes"),
+                         ({"torch_profiler": "yes"}, "torch_profiler")):
             with open(cfg, "w") as f:
                 json.dump({"task": "profile", "dump_path": "x", "profile": sec}, f)
             try:

@@ -338,8 +338,11 @@ def _make_wrapper(api, orig, is_method, inplace=False):
             return orig(*args, **kwargs)
         if _distributed.on and _distributed.internal(sys._getframe(1)):
             return _distributed.run_internal(orig, args, kwargs)
-        if inplace or ((kwargs or len(args) > 1) and
-                       _inplace_flag(orig, is_method, args, kwargs)):
+        ip = inplace or ((kwargs or len(args) > 1) and
+                         _inplace_flag(orig, is_method, args, kwargs))
+        if d._timed is not None:      # the profile task (profile.py): the call timed
+            return d._timed(api, orig, args, kwargs, ip)
+        if ip:
             return d._inplace_call(api, orig, is_method, args, kwargs)
         if op in ops.ALIAS:
             return d._alias_call(api, orig, is_method, args, kwargs)
@@ -1068,6 +1071,7 @@ class PrecisionDebugger:
     # start, stop, step, set_init_step and save are called on the instance or,
     # as msprobe's classmethods allow, on the class (the latest instance).
     _latest = None
+    _timed = None       # the profile task's call timer (profile.py); None: the dump
 
     @_on_latest
     def start(self, model=None, token_range=None, rank_id=None, **_ignored):

@@ -1,31 +1,55 @@
 """The profile task of PrecisionDebugger (docs/PROFILE.md, "Through the
 PyTorch package"): a config with "task": "profile" makes PrecisionDebugger
-a ProfileDebugger. It runs torch.profiler (CPU, and CUDA when there is one)
-with the config's schedule (its "profile" section: skip_first, wait, warmup,
-active, repeat, as torch.profiler.schedule takes them; record_shapes, off
-by default, records the ops' input shapes and torch's FLOPs estimate with
-them), and marks every module call of the model given to start() as
-a record_function range named as the dump names it
-("Module.layers.0.mlp.LlamaMLP.forward.0"), so the trace pairs with a dump
-and `nprobe profile compare` pairs two runs' module calls by name. Each
-recorded cycle is written as torch writes it, a Chrome trace:
+a ProfileDebugger, with the config's schedule (its "profile" section:
+skip_first, wait, warmup, active, repeat, as torch.profiler.schedule takes
+them). Each recorded cycle is written as a Chrome trace,
 {dump_path}/rank{R}.step{S}.trace.json (S: the cycle's last step).
-The API calls inside keep torch's own names (aten::...)."""
+
+By default nprobe times the calls itself, with the wrappers and module
+hooks the dump task captures through (no torch.profiler): one `cpu_op`
+slice per API call as the dump names it (`Functional.linear.3.forward`)
+and per API call's backward (`Functional.linear.3.backward`: the autograd
+node that made the call's output, from its pre-hook to its hook), one
+`python_function` slice per module call (`Module.layers.0.mlp.LlamaMLP.forward.0`)
+enclosing its calls, and `ProfilerStep#N` per step; times are
+time.perf_counter_ns (CLOCK_MONOTONIC, the runtime's clock), per thread
+(its native id). "record_shapes": true adds the calls' Input Dims and
+FLOPs estimated from the shapes for linear, matmul, mm, bmm, conv2d and
+scaled_dot_product_attention; on CUDA a Memory counter
+(torch.cuda.memory_allocated) follows each outermost module call and step.
+
+"torch_profiler": true runs torch.profiler instead (CPU, and CUDA when
+there is one: aten ops and kernels under torch's names), every module
+call a record_function range named as the dump names it; record_shapes
+then records the aten ops' shapes and torch's FLOPs."""
 import atexit
 import json
 import os
+import threading
+import time
 
 import torch
 
+from . import debugger as _dbg
+from . import distributed as _distributed
+from . import dtensor as _dtensor
 from .debugger import PrecisionDebugger, _rank, _safe_name
 
 _KEYS = ("skip_first", "wait", "warmup", "active", "repeat")
-_FLAGS = ("record_shapes",)
+_FLAGS = ("record_shapes", "torch_profiler")
 # the calls record_function's __enter__/__exit__ make, without the object,
 # the CUPTI monitor look-up and the torch-function guard (module calls are
 # not tensor subclasses' business): two C calls per module call
 _enter = torch.ops.profiler._record_function_enter_new
 _exit = torch.ops.profiler._record_function_exit._RecordFunction
+_ns = time.perf_counter_ns
+_tid = threading.get_native_id
+_Tensor = torch.Tensor
+# event kinds: an API call, its backward, a module call, a step, a memory sample
+_API, _BWD, _MOD, _STEP, _MEM = range(5)
+_CAT = ("cpu_op", "cpu_op", "python_function", "user_annotation")
+# torch.profiler.schedule's actions, as _action() gives them
+_NONE, _WARMUP, _RECORD, _SAVE = range(4)
 
 
 def config_is_profile(path, task):
@@ -56,7 +80,8 @@ def _load(path, over):
     sec = cfg.get("profile", {})
     if not isinstance(sec, dict):
         raise ValueError(f"PrecisionDebugger: {path}: profile: expected an object of schedule "
-                         "keys (skip_first, wait, warmup, active, repeat) and record_shapes")
+                         "keys (skip_first, wait, warmup, active, repeat), record_shapes and "
+                         "torch_profiler")
     sched = {}
     for k, v in sec.items():
         if k in _FLAGS:
@@ -67,7 +92,8 @@ def _load(path, over):
             continue
         if k not in _KEYS:
             raise ValueError(f"PrecisionDebugger: {path}: profile.{k}: unknown key "
-                             "(skip_first, wait, warmup, active, repeat, record_shapes)")
+                             "(skip_first, wait, warmup, active, repeat, record_shapes, "
+                             "torch_profiler)")
         if type(v) is not int or v < 0:
             raise ValueError(f"PrecisionDebugger: {path}: profile.{k}: expected an integer >= 0, "
                              f"got {v!r}")
@@ -75,9 +101,79 @@ def _load(path, over):
     return dp, sched
 
 
+def _action(sched, step):
+    """What torch.profiler.schedule(**sched) does at `step` (0-based, counted
+    from start()): _NONE, _WARMUP, _RECORD or _SAVE (record, and the cycle
+    ends with this step); every step is recorded without `active`."""
+    active = sched.get("active", 0)
+    if active <= 0:
+        return _RECORD
+    step -= sched.get("skip_first", 0)
+    if step < 0:
+        return _NONE
+    wait, warmup, repeat = sched.get("wait", 0), sched.get("warmup", 0), sched.get("repeat", 0)
+    cycle = wait + warmup + active
+    if repeat > 0 and step // cycle >= repeat:
+        return _NONE
+    k = step % cycle
+    if k < wait:
+        return _NONE
+    if k < wait + warmup:
+        return _WARMUP
+    return _RECORD if k < cycle - 1 else _SAVE
+
+
+def _dims(args, kwargs):
+    """torch.profiler's Input Dims: each argument's shape, [] for a non-tensor."""
+    return [list(a.shape) if isinstance(a, _Tensor) else [] for a in
+            list(args) + list(kwargs.values())]
+
+
+def _prod(xs):
+    p = 1
+    for x in xs:
+        p *= x
+    return p
+
+
+def _flops(api, args, kwargs, y):
+    """FLOPs of a forward call from its shapes, as torch.utils.flop_counter
+    counts them: 2 x out x K per GEMM (linear, matmul, mm, bmm), conv2d 2 x
+    out x (Cin/groups x kh x kw), attention 2 x batch x L x S x (E + Ev)
+    (the causal mask not subtracted); 0 for other ops or odd arguments."""
+    op = api.rsplit(".", 1)[-1]
+    ts = [a for a in list(args) + list(kwargs.values()) if isinstance(a, _Tensor)]
+    if not isinstance(y, _Tensor) or not ts:
+        return 0
+    try:
+        if op in ("linear", "matmul", "mm", "bmm", "__matmul__") and ts[0].dim() >= 1:
+            return 2 * y.numel() * ts[0].shape[-1]
+        if op == "conv2d" and len(ts) >= 2 and ts[1].dim() == 4:
+            return 2 * y.numel() * _prod(ts[1].shape[1:])
+        if op == "scaled_dot_product_attention" and len(ts) >= 3 and ts[0].dim() >= 2:
+            q, k, v = ts[0], ts[1], ts[2]
+            return 2 * _prod(q.shape[:-1]) * k.shape[-2] * (q.shape[-1] + v.shape[-1])
+    except (RuntimeError, IndexError):
+        return 0
+    return 0
+
+
+def _us(t):
+    return f"{t // 1000}.{t % 1000:03d}"
+
+
+class _NoCalls(dict):
+    """The reentrant checkpoint's record of a region's calls (debugger.py):
+    the profile task keeps none, so the recompute runs as torch's own work
+    (inside the backward, not timed call by call)."""
+
+    def __setitem__(self, k, v):
+        pass
+
+
 class ProfileDebugger(PrecisionDebugger):
     """PrecisionDebugger for a config with "task": "profile": start, stop,
-    step and close drive torch.profiler instead of the probe."""
+    step and close time the run's calls (or drive torch.profiler)."""
 
     def __init__(self, config_path=None, task=None, dump_path=None, **_ignored):
         env = os.environ.get("NPROBE_DUMP_CONFIG")
@@ -85,31 +181,40 @@ class ProfileDebugger(PrecisionDebugger):
         over = {} if env else {k: v for k, v in (("task", task), ("dump_path", dump_path))
                                if v is not None}
         self.config_path = path
-        self.dir, sched = _load(path, over)
+        self.dir, self._sched = _load(path, over)
         self.rank, self.world = _rank()
         self.summary = None
         self.traces = []
         self._hooked = set()
         self._handles = []       # the module hooks, removed at close
-        self._open = []          # record_function ranges of the module calls in progress
         self._counts = {}
         self._started = self._closed = False
+        self._foreign = False
+        self._steps = 0
+        self._shapes = self._sched.get("record_shapes", False)
+        self._prof = None
+        if self._sched.get("torch_profiler", False):
+            self._init_torch()
+        else:
+            self._init_timer()
+        PrecisionDebugger._latest = self
+        atexit.register(self.close)
+
+    # ---- torch.profiler (opt-in) ------------------------------------------
+    def _init_torch(self):
+        self._open = []          # record_function ranges of the module calls in progress
         acts = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_available():
             acts.append(torch.profiler.ProfilerActivity.CUDA)
         # active 0: every step is recorded, one trace written at close
         schedule = None
-        if sched.get("active", 0) > 0:
-            schedule = torch.profiler.schedule(**{k: sched.get(k, 0) for k in _KEYS})
-        self._steps = 0
+        if self._sched.get("active", 0) > 0:
+            schedule = torch.profiler.schedule(**{k: self._sched.get(k, 0) for k in _KEYS})
         # record_shapes costs most of torch.profiler's time per op (it keeps
         # the inputs' sizes and strides; with_flops reads them): off unless asked
-        shapes = sched.get("record_shapes", False)
         self._prof = torch.profiler.profile(activities=acts, schedule=schedule,
-                                            on_trace_ready=self._ready, record_shapes=shapes,
-                                            with_flops=shapes)
-        PrecisionDebugger._latest = self
-        atexit.register(self.close)
+                                            on_trace_ready=self._ready,
+                                            record_shapes=self._shapes, with_flops=self._shapes)
 
     def _ready(self, prof):
         os.makedirs(self.dir, exist_ok=True)
@@ -117,23 +222,120 @@ class ProfileDebugger(PrecisionDebugger):
         prof.export_chrome_trace(path)
         self.traces.append(path)
 
-    # ---- module calls as record_function ranges ----------------------------
+    # ---- nprobe's own timing (the default) ----------------------------------
+    def _init_timer(self):
+        self._lock = threading.Lock()
+        self._ev = []            # the step's events: (kind, name, n, t0, t1, tid[, args])
+        self._sel = 0            # what the wrappers read: SELECT_API while a step is recorded
+        self._mstack, self._ckpt_calls, self._step = [], _NoCalls(), 0
+        self._mem = torch.cuda.is_available()
+        self._mdepth = [0]       # module calls open (a Memory sample after each outermost)
+        self._fp = None          # the cycle's trace, written step by step
+        self._t_step = None      # the step's start: the last step() or the first start()
+        self._tids = set()
+        self._timed = self._time_call
+        self._base = time.time_ns() - _ns()
+
+    def _recording(self):
+        return _action(self._sched, self._steps) in (_RECORD, _SAVE)
+
+    def _time_call(self, api, fn, args, kwargs, inplace):
+        """An API call the package's wrapper hands over (debugger.py): timed,
+        numbered per step as the dump numbers it; its backward timed at the
+        autograd node that made its output."""
+        with self._lock:
+            counts = self._counts
+            n = counts.get(api, 0)
+            counts[api] = n + 1
+        tls = _dbg._tls
+        tls.depth += 1
+        t0 = _ns()
+        try:
+            y = fn(*args, **kwargs)
+        finally:
+            t1 = _ns()
+            tls.depth -= 1
+            if self._shapes:
+                extra = {"Input Dims": _dims(args, kwargs)}
+                self._ev.append((_API, api, n, t0, t1, _tid(), extra))
+            else:
+                self._ev.append((_API, api, n, t0, t1, _tid()))
+        if self._shapes:
+            f = _flops(api, args, kwargs, y)
+            if f:
+                extra["flops"] = f
+        out = y if type(y) is _Tensor or isinstance(y, _Tensor) else \
+            next((t for t in y if isinstance(t, _Tensor)), None) \
+            if isinstance(y, (tuple, list)) else None
+        if out is None and inplace and args and isinstance(args[0], _Tensor):
+            out = args[0]         # __setitem__ returns None: its tensor is the first argument
+        if out is not None:
+            node = out.grad_fn
+            if node is not None and (inplace or not any(out is a for a in args)):
+                self._hook_backward(node, api, n)
+        return y
+
+    def _hook_backward(self, node, api, n):
+        ev, step, t = self._ev, self._steps, [0]
+
+        def pre(grad_outputs):
+            t[0] = _ns()
+
+        def post(grad_inputs, grad_outputs):
+            if self._steps == step and self._sel:
+                ev.append((_BWD, api, n, t[0], _ns(), _tid()))
+        try:
+            node.register_prehook(pre)
+        except AttributeError:     # torch < 2.0: no node pre-hooks, no backward slices
+            return
+        node.register_hook(post)
+
+    def _collective(self, name, ins, run):
+        """A torch.distributed collective (distributed.py's wrappers): timed
+        as a call, its input bytes in args."""
+        with self._lock:
+            n = self._counts.get(name, 0)
+            self._counts[name] = n + 1
+        _dbg._tls.depth += 1
+        t0 = _ns()
+        try:
+            return run()
+        finally:
+            t1 = _ns()
+            _dbg._tls.depth -= 1
+            nb = sum(t.numel() * t.element_size() for t in ins if isinstance(t, _Tensor))
+            self._ev.append((_API, name, n, t0, t1, _tid(), {"bytes": nb}))
+
+    # ---- module calls -----------------------------------------------------------
     def _hook_model(self, model):
         if id(model) in self._hooked:
             return
         self._hooked.add(id(model))
         for path, mod in model.named_modules():
-            if not path:
+            path = _dbg._compiled_path(path)
+            if not path or _dbg._is_compile_wrapper(mod):
                 continue          # the root: no module call in the dump either
-            path, cls = _safe_name(path), _safe_name(type(mod).__name__)
-            self._handles.append(mod.register_forward_pre_hook(self._make_pre(path, cls)))
-            self._handles.append(mod.register_forward_hook(self._post))
+            path, cls = _safe_name(path), _safe_name(_dtensor.module_class_name(mod))
+            if self._prof is not None:
+                pre, post = self._make_range(path, cls), self._range_end
+            else:
+                pre, post = self._make_timer(path, cls)
+            self._handles.append(mod.register_forward_pre_hook(_dbg._eager_hook(pre)))
+            try:
+                # also when the forward raises: the call's frame is popped
+                self._handles.append(mod.register_forward_hook(_dbg._eager_hook(post),
+                                                               always_call=True))
+            except TypeError:       # torch < 2.1
+                self._handles.append(mod.register_forward_hook(_dbg._eager_hook(post)))
 
-    def _make_pre(self, path, cls):
+    def _names(self, path, cls):
         # the names of a module's calls, made once: the n-th call of a step
         # takes names[n] (one list look-up in the hot path, no formatting)
         prefix = f"Module.{path}.{cls}.forward."
-        names = [prefix + str(i) for i in range(4)]
+        return prefix, [prefix + str(i) for i in range(4)]
+
+    def _make_range(self, path, cls):
+        prefix, names = self._names(path, cls)
         counts, opened = self._counts, self._open
 
         def pre(mod, args):
@@ -144,28 +346,96 @@ class ProfileDebugger(PrecisionDebugger):
             opened.append(_enter(names[n], None))
         return pre
 
-    def _post(self, mod, args, out):
+    def _range_end(self, mod, args, out):
         if self._open:
             _exit(self._open.pop())
 
+    def _make_timer(self, path, cls):
+        prefix, names = self._names(path, cls)
+        key = ("module", path)      # apart from an API of the same name
+        frames, depth = [], self._mdepth
+
+        def pre(mod, args):
+            if _dbg._current is not self or _dbg._tls.depth or not self._sel:
+                frames.append(None)
+                return
+            counts = self._counts
+            with self._lock:
+                n = counts.get(key, 0)
+                counts[key] = n + 1
+            while n >= len(names):
+                names.append(prefix + str(len(names)))
+            depth[0] += 1
+            frames.append((names[n], self._ev, _ns()))
+
+        def post(mod, args, out):
+            fr = frames.pop() if frames else None
+            if fr is None:
+                return
+            t1 = _ns()
+            fr[1].append((_MOD, fr[0], 0, fr[2], t1, _tid()))
+            depth[0] -= 1
+            if self._mem and not depth[0]:
+                self._memory(fr[1])
+        return pre, post
+
+    def _memory(self, ev):
+        if torch.cuda.is_initialized():
+            ev.append((_MEM, "Memory", 0, _ns(), 0, _tid(), torch.cuda.memory_allocated()))
+
     # ---- msprobe's interface -----------------------------------------------
     def start(self, model=None, **_ignored):
-        if self._closed:
+        if self._closed or self._foreign:
             return
+        if self._prof is not None:
+            if model is not None:
+                self._hook_model(model)
+            if not self._started:
+                self._started = True
+                self._prof.start()
+            return
+        _dbg._install()
+        _distributed.install()
         if model is not None:
             self._hook_model(model)
-        if not self._started:
-            self._started = True
-            self._prof.start()
+        self._started = True
+        if self._t_step is None:
+            self._t_step = _ns()
+        self._sel = _dbg._SEL_API if self._recording() else 0
+        _dbg._current = self
 
     def stop(self):
-        pass              # the profiler runs on to the step's end (step())
+        if self._prof is None and _dbg._current is self:
+            _dbg._current = None   # the calls up to the step's end (step()) are not timed
 
     def step(self):
-        if self._started and not self._closed:
+        if not self._started or self._closed:
+            return
+        if self._prof is not None:
             self._steps += 1
             self._counts.clear()        # the hooks hold this dict
             self._prof.step()
+            return
+        t1 = _ns()
+        act = _action(self._sched, self._steps)
+        if act in (_RECORD, _SAVE):
+            self._end_step(t1)
+            if act == _SAVE:
+                self._finish_trace()
+        self._ev = []
+        self._counts.clear()
+        self._steps += 1
+        self._step = self._steps
+        self._t_step = t1 if _dbg._current is self else None
+        self._sel = _dbg._SEL_API if _dbg._current is self and self._recording() else 0
+
+    def _end_step(self, t1):
+        ev = self._ev
+        t0 = self._t_step if self._t_step is not None else t1
+        ev.append((_STEP, "ProfilerStep#%d" % self._steps, 0, t0, t1, _tid()))
+        if self._mem:
+            self._memory(ev)
+        self._write_step(ev)
 
     def set_init_step(self, step):
         pass
@@ -180,9 +450,74 @@ class ProfileDebugger(PrecisionDebugger):
         for h in self._handles:
             h.remove()
         self._handles.clear()
-        if self._started:
-            self._prof.stop()
+        if self._prof is not None:
+            if self._started:
+                self._prof.stop()
+        else:
+            if _dbg._current is self:
+                _dbg._current = None
+            if self._started and self._ev and self._recording():
+                self._end_step(_ns())     # a step close() cut short, as torch.profiler keeps it
+            self._sel = 0
+            self._finish_trace()
         self.summary = {"steps": self._steps, "traces": list(self.traces)}
 
     def _at_exit(self):
         self.close()
+
+    # ---- the trace --------------------------------------------------------------
+    def _write_step(self, ev):
+        """The step's events, in start order (the enclosing call first), into
+        the cycle's trace (opened at its first recorded step)."""
+        if self._fp is None:
+            os.makedirs(self.dir, exist_ok=True)
+            self._part = os.path.join(self.dir, f"rank{self.rank}.trace.json.partial")
+            self._fp = open(self._part, "w", encoding="utf-8")
+            self._fp.write(
+                '{"schemaVersion":1,"displayTimeUnit":"ms","baseTimeNanoseconds":%d,'
+                '"deviceProperties":[],"distributedInfo":{"backend":"nprobe","rank":%d,'
+                '"world_size":%d},"traceName":"nprobe profile task (PyTorch package)",'
+                '"traceEvents":[\n{"ph":"M","name":"process_name","pid":%d,"tid":0,'
+                '"args":{"name":"rank %d"}}' % (self._base, self.rank, self.world, self.rank,
+                                                self.rank))
+            self._tids = set()
+        ev.sort(key=lambda e: (e[3], e[3] - e[4], e[0] == _MEM))
+        step, rank, out, names = self._steps, self.rank, [], {}
+        for e in ev:
+            kind, t0, tid = e[0], e[3], e[5]
+            self._tids.add(tid)
+            if kind == _MEM:
+                out.append(',\n{"ph":"C","name":"Memory","pid":%d,"tid":%d,"ts":%s,'
+                           '"args":{"allocated_bytes":%d}}' % (rank, tid, _us(t0), e[6]))
+                continue
+            name = e[1] if kind >= _MOD else "%s.%d.%s" % (e[1], e[2], "forward" if kind == _API
+                                                           else "backward")
+            q = names.get(name)
+            if q is None:
+                q = names[name] = json.dumps(name)
+            extra = ""
+            if len(e) > 6:
+                extra = json.dumps(e[6], separators=(",", ":"))[1:-1] + ","
+            out.append(',\n{"ph":"X","cat":"%s","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s,'
+                       '"args":{%s"step":%d,"rank":%d}}' % (_CAT[kind], q, rank, tid, _us(t0),
+                                                           _us(e[4] - t0), extra, step, rank))
+        self._fp.write("".join(out))
+        self._last = step
+
+    def _finish_trace(self):
+        """The cycle's trace complete: its thread names, the closing
+        brackets, renamed to rank{R}.step{S}.trace.json (S: its last step)."""
+        if self._fp is None:
+            return
+        names = {t.native_id: t.name for t in threading.enumerate()}
+        main = threading.main_thread().native_id
+        meta = "".join(',\n{"ph":"M","name":"thread_name","pid":%d,"tid":%d,"args":{"name":%s}}'
+                       % (self.rank, t, json.dumps(
+                           "API and module calls" if t == main else names.get(t, f"thread {t}")))
+                       for t in sorted(self._tids))
+        self._fp.write(meta + "\n]}\n")
+        self._fp.close()
+        self._fp = None
+        path = os.path.join(self.dir, f"rank{self.rank}.step{self._last}.trace.json")
+        os.replace(self._part, path)
+        self.traces.append(path)
