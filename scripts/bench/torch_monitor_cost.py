@@ -25,6 +25,14 @@ Each process trains WARM + STEPS steps and reports its median CPU time
 printed ratio is the median over rounds of each round's ratio to that
 round's plain run. Prints a Markdown table.
 
+--alternate: the monitors record every other step (step_interval 2, steps
+0, 2, 4, ...) and each monitored process also reports the median CPU time
+of its recorded steps over that of its unrecorded ones: a ratio within one
+process, free of the +-3 % that separate processes of the same
+configuration differ by (each its own allocation pattern); the unrecorded
+steps still run the hooks' dispatch (an early return), so this ratio is the
+recording's cost, the dispatch's is in the across-process column.
+
 usage: PYTHONPATH=python NPROBE_LIB=build/release/lib/libnprobe.so \\
        python scripts/bench/torch_monitor_cost.py [--rounds 3] [--steps 6] [--layers 4] [--width 256]
 """
@@ -40,7 +48,7 @@ import time
 CONFIGS = ("plain", "np_wg", "ms_wg", "np_xy", "ms_xy", "np_all", "ms_all")
 
 
-def one(cfg, steps, warm, layers, width, out):
+def one(cfg, steps, warm, layers, width, out, interval=1):
     """train in this process under cfg; print {cpu, wall} medians per step"""
     import warnings
     warnings.simplefilter("ignore")
@@ -56,7 +64,8 @@ def one(cfg, steps, warm, layers, width, out):
     xy = cfg.endswith("_all") or cfg.endswith("_xy")
     only_xy = cfg.endswith("_xy")
     sec = {"targets": {}, "xy_distribution": xy, "wg_distribution": not only_xy,
-           "mv_distribution": cfg.endswith("_all"), "param_distribution": not only_xy}
+           "mv_distribution": cfg.endswith("_all"), "param_distribution": not only_xy,
+           "step_interval": interval}
     if only_xy:
         sec["targets"] = {f"model.layers.{i}": {} for i in range(layers)}
         if cfg.startswith("np_"):
@@ -96,7 +105,12 @@ def one(cfg, steps, warm, layers, width, out):
             wall.append(w1 - w0)
     if cfg.startswith("np_"):
         mon.stop()
-    print(json.dumps({"cpu": statistics.median(cpu), "wall": statistics.median(wall)}))
+    res = {"cpu": statistics.median(cpu), "wall": statistics.median(wall)}
+    if interval == 2 and cfg != "plain":
+        on = [c for s, c in enumerate(cpu, warm) if s % 2 == 0]
+        off = [c for s, c in enumerate(cpu, warm) if s % 2 == 1]
+        res["on_off"] = statistics.median(on) / statistics.median(off)
+    print(json.dumps(res))
 
 
 def main():
@@ -108,11 +122,13 @@ def main():
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--configs", default=",".join(CONFIGS),
                     help="comma-separated subset of " + ",".join(CONFIGS) + " (plain is always run)")
+    ap.add_argument("--alternate", action="store_true",
+                    help="monitors record every other step; adds the in-process recorded/unrecorded ratio")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
-        one(a.one, a.steps, a.warm, a.layers, a.width, a.out)
+        one(a.one, a.steps, a.warm, a.layers, a.width, a.out, 2 if a.alternate else 1)
         return
     env = dict(os.environ, OMP_NUM_THREADS="1")
     want = set(a.configs.split(",")) | {"plain"}
@@ -129,19 +145,24 @@ def main():
                 os.makedirs(out)
                 p = subprocess.run([sys.executable, __file__, "--one", c, "--out", out,
                                     "--steps", str(a.steps), "--warm", str(a.warm),
-                                    "--layers", str(a.layers), "--width", str(a.width)],
+                                    "--layers", str(a.layers), "--width", str(a.width)]
+                                   + (["--alternate"] if a.alternate else []),
                                    env=env, capture_output=True, text=True)
                 if p.returncode:
                     sys.exit(f"torch_monitor_cost: {c} failed:\n{p.stderr[-3000:]}")
                 res[c].append(json.loads(p.stdout.strip().splitlines()[-1]))
+    alt = " recorded/unrecorded step CPU in one process (median of rounds) |" if a.alternate else ""
     print(f"| config | CPU per step (median of rounds) | CPU ratio to plain (median of round ratios) "
-          f"| wall ratio |")
-    print("|---|---:|---:|---:|")
+          f"| wall ratio |{alt}")
+    print("|---|---:|---:|---:|" + ("---:|" if a.alternate else ""))
     for c in configs:
         cr = [x["cpu"] / p["cpu"] for x, p in zip(res[c], res["plain"])]
         wr = [x["wall"] / p["wall"] for x, p in zip(res[c], res["plain"])]
+        io = ""
+        if a.alternate:
+            io = (f" x{statistics.median(x['on_off'] for x in res[c]):.3f} |" if c != "plain" else " - |")
         print(f"| {c} | {1e3 * statistics.median(x['cpu'] for x in res[c]):.1f} ms "
-              f"| x{statistics.median(cr):.3f} | x{statistics.median(wr):.3f} |")
+              f"| x{statistics.median(cr):.3f} | x{statistics.median(wr):.3f} |{io}")
 
 
 if __name__ == "__main__":
