@@ -54,9 +54,9 @@ spawn for everything):
   leaf a stage holds rebuilt by hand from its micro-batches' rows equals
   PyTorch's; compare exits 0 per stage; stage 1's layer scaling its output
   by 1.01 is named at Module.layers.2.Linear.forward.0 (both micro-batches'
-  pieces), stale weights there for its parameter; an interleaved schedule
-  (4 stages on 2 ranks): every one-process leaf, API calls included,
-  paired and passing; a linear kernel 1 % off in stage 2 named at
+  pieces), stale weights there for its parameter; interleaved and looped
+  schedules (4 stages on 2 ranks): every one-process leaf, API calls
+  included, paired and passing; a linear kernel 1 % off in stage 2 named at
   Functional.linear.2.forward.
 Where the torch at hand cannot run FSDP2 on CPU (fsdp2_probe) or
 Schedule1F1B on gloo CPU ranks (pp1f1b_probe: torch 2.6 hangs) those parts
@@ -536,9 +536,10 @@ def rank_main(rank, tmp):
     # an interleaved schedule: 4 stages, rank r holds layers r and r + 2 (one
     # model, each stage a part calling its layer); the bugs: rank 0's layers.2
     # output 1 % off; rank 0's stage 2 linear kernel 1 % off (its inputs
-    # right: the F.linear call is wrong)
-    from torch.distributed.pipelining import ScheduleInterleaved1F1B
-    for label in () if PP1F1B_ERR else ("il", "bug_il", "bug_il_api"):
+    # right: the F.linear call is wrong); and the looped schedule (each
+    # rank's stages one after the other, breadth first)
+    from torch.distributed.pipelining import ScheduleInterleaved1F1B, ScheduleLoopedBFS
+    for label in () if PP1F1B_ERR else ("il", "bug_il", "bug_il_api", "il_bfs"):
         whole = pp_model()
         for k in list(whole.layers.keys()):
             if int(k) % 2 != rank:
@@ -550,7 +551,8 @@ def rank_main(rank, tmp):
                 for k in (rank, rank + 2)}
         stages = [PipelineStage(part[k](whole.layers[str(k)]), k, 4, torch.device("cpu"))
                   for k in (rank, rank + 2)]
-        sched = ScheduleInterleaved1F1B(stages, n_microbatches=2, loss_fn=pp_loss)
+        cls = ScheduleLoopedBFS if label == "il_bfs" else ScheduleInterleaved1F1B
+        sched = cls(stages, n_microbatches=2, loss_fn=pp_loss)
         out[label] = run_pp(rank, whole, PrecisionDebugger(f"{tmp}/{label}.json"), sched)
     # sequence parallel (torchtitan's plan), its input this rank's chunk of
     # the sequence; and the bug of its norm's gradient not all-reduced
@@ -981,20 +983,22 @@ def check_interleaved(tmp):
     for r in (0, 1):
         with open(f"{tmp}/rank{r}.json") as f:
             res = json.load(f)
-        for label in ("il", "bug_il", "bug_il_api"):
+        for label in ("il", "bug_il", "bug_il_api", "il_bfs"):
             check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
-    out = compare(tmp, "il", bench="single_pp")
-    check("compared 2 step/rank pairs" in out and "this file holds several stages" not in out,
-          f"compare one process vs il: both files, no call left out: {out[:600]!r}")
     _c, whole, _p, _a = read(f"{tmp}/dump_single_pp/step0/rank0/dump.h5")
-    rc, _first, text, _err = compare_files(f"{tmp}/dump_single_pp", f"{tmp}/dump_il",
-                                           f"{tmp}/rep_il_csv")
-    paired = pp_paired(f"{tmp}/rep_il_csv")
     api = {n for n in whole if n.startswith("Functional.")}
-    check(rc == 0 and api and api <= paired and
-          {n for n in whole if n.startswith("Module.")} <= paired,
-          f"il: every one-process leaf paired and passing across the 2 files ({len(api)} "
-          f"API leaves; missing {sorted(set(whole) - paired)[:6]}) {text[-300:]!r}")
+    for label in ("il", "il_bfs"):
+        out = compare(tmp, label, bench="single_pp")
+        check("compared 2 step/rank pairs" in out and "API call row(s) are left out" not in out,
+              f"compare one process vs {label}: both files, no call left out: {out[:600]!r}")
+        rc, _first, text, _err = compare_files(f"{tmp}/dump_single_pp", f"{tmp}/dump_{label}",
+                                               f"{tmp}/rep_{label}_csv")
+        paired = pp_paired(f"{tmp}/rep_{label}_csv")
+        check(rc == 0 and api and api <= paired and
+              {n for n in whole if n.startswith("Module.")} <= paired,
+              f"{label}: every one-process leaf paired and passing across the 2 files "
+              f"({len(api)} API leaves; missing {sorted(set(whole) - paired)[:6]}) "
+              f"{text[-300:]!r}")
     out = compare(tmp, "bug_il", bench="single_pp", want="Module.layers.2.Linear.forward.0")
     check("rank 0 (pp=0, mb=0)" in out, f"compare one process vs bug_il: rank 0 named: "
           f"{out[-900:]!r}")
@@ -1262,7 +1266,7 @@ def main():
         write_configs(tmp, ("tp", "fsdp", "single", "coll", "sp", "single_sp", "bug_sp_grad",
                             "bug_noreduce", "bug_offset", "dp", "bug_dp_shift", "single_mean",
                             "dp_avg", "bug_dp_sum", "pp", "pp_1f1b", "bug_pp_stale",
-                            "bug_pp_scaled", "pp_tp", "il", "bug_il", "bug_il_api", "uneq",
+                            "bug_pp_scaled", "pp_tp", "il", "bug_il", "bug_il_api", "il_bfs", "uneq",
                             "single_uneq", "single_pp"))
         fsdp2_probe(tmp)
         pp1f1b_probe(tmp, "the 1F1B parts (the pp_1f1b, bug_pp_scaled, il, bug_il and "
