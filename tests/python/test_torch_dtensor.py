@@ -483,15 +483,15 @@ def fsdp_runs(rank, tmp, out):
 
 
 def hf_runs(rank, tmp, mesh, out):
-    """An HF Llama under transformers' TP plan (hf_tp.py): fp32, bf16
-    autocast, and a layer left replicated where it should be row-parallel
-    (its output all-reduced as a row-parallel one: double-counted)."""
+    """An HF Llama under transformers' TP plan (hf_tp.py): fp32, and a
+    layer left replicated where it should be row-parallel (its output
+    all-reduced as a row-parallel one: double-counted); bf16 autocast is
+    test_torch_fsdp_tp.py's (FSDP2 x TP on 4 ranks)."""
     if HF_ERR:
         return
     import hf_tp
     from nprobe.torch import PrecisionDebugger
-    for label, bug, bf16 in (("hf_tp", None, False), ("hf_tp_bf16", None, True),
-                             ("bug_hf_row", "replicated_row", False)):
+    for label, bug, bf16 in (("hf_tp", None, False), ("bug_hf_row", "replicated_row", False)):
         m = hf_tp.parallelize(hf_tp.model(), mesh, bug)
         d = PrecisionDebugger(f"{tmp}/{label}.json")
         out[label] = {"warnings": hf_tp.run(m, d, bf16), "summary": d.summary}
@@ -1039,8 +1039,8 @@ def check_interleaved(tmp):
 def check_hf(tmp):
     """The HF Llama under transformers' TP plan against one process: the
     attention's view of q into heads placed (Shard(2) of [2, 16, 4, 8]) and
-    rebuilt to the one process's; compare clean in fp32 and bf16; the layer
-    left replicated named at its module on both ranks."""
+    rebuilt to the one process's; compare clean; the layer left replicated
+    named at its module on both ranks."""
     if HF_ERR:
         return
     import hf_tp
@@ -1050,7 +1050,7 @@ def check_hf(tmp):
     for r in (0, 1):
         with open(f"{tmp}/rank{r}.json") as f:
             res = json.load(f)
-        for label in ("hf_tp", "hf_tp_bf16", "bug_hf_row"):
+        for label in ("hf_tp", "bug_hf_row"):
             check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
     single = read(f"{tmp}/dump_single_hf/step0/rank0/dump.h5")
     ranks = [read(f"{tmp}/dump_hf_tp/step0/rank{r}/dump.h5") for r in (0, 1)]
@@ -1064,7 +1064,6 @@ def check_hf(tmp):
           f"process's ({bad[:3]})")
     print(f"hf_tp: {len(ranks[0][2])} placement rows on rank 0, {len(views)} views into heads")
     compare(tmp, "hf_tp", bench="single_hf")
-    compare(tmp, "hf_tp_bf16", bench="single_hf")
     out = compare(tmp, "bug_hf_row", bench="single_hf",
                   want="Module.model.layers.1.mlp.down_proj.Linear.forward.0")
     first = next((ln for ln in out.splitlines() if "first culprit:" in ln), "")
@@ -1361,7 +1360,7 @@ def main():
                             "bug_noreduce", "bug_offset", "dp", "bug_dp_shift", "single_mean",
                             "dp_avg", "bug_dp_sum", "pp", "pp_1f1b", "bug_pp_stale",
                             "bug_pp_scaled", "pp_tp", "il", "bug_il", "bug_il_api", "uneq",
-                            "single_uneq", "single_pp", "hf_tp", "hf_tp_bf16", "bug_hf_row",
+                            "single_uneq", "single_pp", "hf_tp", "bug_hf_row",
                             "single_hf", "ep", "bug_ep_split", "single_ep"))
         fsdp2_probe(tmp)
         pp1f1b_probe(tmp, "the 1F1B parts (the pp_1f1b, bug_pp_scaled, il, bug_il and "
