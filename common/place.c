@@ -30,6 +30,8 @@ int np_fmt_place_kind(const char *it, int *dim)
         return 'P';
     if (!strcmp(it, "Partial(avg)"))
         return 'A';
+    if (!strcmp(it, "Local()"))
+        return 'L';
     int d = -1, used = 0;
     if (sscanf(it, "Shard(%d)%n", &d, &used) == 1 && used == (int)strlen(it) && d >= 0 &&
         it[6] >= '0' && it[6] <= '9') {
@@ -100,7 +102,8 @@ const char *np_fmt_place_problem(const np_fmt_mesh *m, const np_place_rec *p, in
         int kind = np_fmt_place_kind(np_fmt_place_item(p, k, it, sizeof it), &dim);
         if (!kind)
             return place_say(buf, cap, p, "placements item %d '%s' (mesh dimension %s) is not "
-                             "Shard(d), Replicate(), Partial(sum) or Partial(avg)", k, it, m->dims[k]);
+                             "Shard(d), Replicate(), Partial(sum), Partial(avg) or Local()", k, it,
+                             m->dims[k]);
         if (kind == 'S' && dim >= p->global_ndim)
             return place_say(buf, cap, p, "placements item %d '%s' shards dimension %d of a "
                              "%d-dimensional tensor", k, it, dim, p->global_ndim);

@@ -42,6 +42,7 @@
  * stage before sent (Distributed.recv against Distributed.send, micro-batch
  * by micro-batch: cmp_assembly_p2p). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +111,8 @@ struct cmp_assembly {
     size_t n_leaves;
     /* what the notes say */
     size_t n_assembled, n_replica_diff, n_partial_skipped, n_not_here, n_defects;
+    size_t n_local;        /* Local() leaves left out on both sides */
+    size_t n_others;       /* leaves held only by other ranks, merged in (merge_others) */
     char first_replica[800], first_defect[800];
     char missing_ranks[160];
     int64_t own_rank;      /* the rank of the file whose rows these are */
@@ -971,11 +974,37 @@ static np_status partial_stats(np_cmp_side *s, const cmp_assembly *a, const asm_
 
 /* Side s (this rank's row of the leaf) made the logical one; 0 when the
  * row is to be left out (a Partial(sum) leaf without payloads). */
+/* 1 when a holder's placement says Local() on some mesh dimension: the
+ * leaf is each rank's own values (an expert-parallel run's routing
+ * positions), no piece of a logical tensor; left out on both sides (the
+ * skipped map), counted for the note. */
+static int local_leaf(cmp_assembly *a, const char *name, const holder *h, int n,
+                      cmp_arena *arena, np_error *err, np_status *st)
+{
+    char kind[NP_FMT_MESH_MAX];
+    int sdim[NP_FMT_MESH_MAX], local = 0;
+    for (int i = 0; i < n && !local; i++) {
+        kinds_of(a, h[i].pl, kind, sdim);
+        for (int k = 0; h[i].pl && k < a->mesh.ndim; k++)
+            local |= kind[k] == 'L';
+    }
+    if (!local)
+        return 0;
+    a->n_local++;
+    const char *nm = cmp_arena_strdup(arena, name);
+    if ((!a->skipped.cap && np_strmap_init(&a->skipped, 64) != 0) || !nm ||
+        np_strmap_put(&a->skipped, nm, 1) != 0)
+        *st = np_error_set(err, NP_ERR_NOMEM, NULL, name, "out of memory");
+    return 1;
+}
+
 static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, holder *h,
                          asm_piece *pieces, int renamed, np_error *err, np_status *st)
 {
     int partial = 0;
     int n = holders_of(a, s->name, h, &partial);
+    if (n > 0 && local_leaf(a, s->name, h, n, arena, err, st))
+        return 0;
     if (n < 0) {
         s->defect = "placed on some ranks and not on others";
         a->n_defects++;
@@ -1102,6 +1131,207 @@ static void count_not_here(cmp_assembly *a, int64_t own_rank)
                 a->n_not_here++;
         }
     np_strmap_free(&seen);
+}
+
+/* ---- leaves held only by other ranks (expert parallel) -------------------------- */
+
+static int side_of(np_cmp_side *s, const np_entry_rec *r, const np_dumpio_info *in,
+                   cmp_arena *arena);
+
+/* A call's place in the merged step: its anchor (the own file's call it
+ * comes before, the file's call count after the last), then 1 + the rank
+ * index of the file it comes from, or INT64_MAX for the own call itself
+ * (after what comes before it), then its row in that file. */
+typedef struct mg_key {
+    int64_t anchor, from, k;
+} mg_key;
+
+static int mg_cmp(const void *x, const void *y)
+{
+    const mg_key *a = x, *b = y;
+    if (a->anchor != b->anchor)
+        return a->anchor < b->anchor ? -1 : 1;
+    if (a->from != b->from)
+        return a->from < b->from ? -1 : 1;
+    return a->k < b->k ? -1 : a->k > b->k;
+}
+
+typedef struct mg_ent {
+    int64_t seq, i;
+} mg_ent;
+
+static int mg_ent_cmp(const void *x, const void *y)
+{
+    const mg_ent *a = x, *b = y;
+    if (a->seq != b->seq)
+        return a->seq < b->seq ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i;
+}
+
+/* The calls of d and those only other ranks made, each before the own
+ * call that follows it in its rank's /calls (rank 1's experts.1 after rank
+ * 0's experts.0, before the combine both make): keys[0 .. *n) and names
+ * (the pos map: call name -> index in keys); -1 out of memory. */
+static int mg_calls(const cmp_assembly *a, const cmp_dump *d, const asm_rank *own, mg_key *keys,
+                    cmp_call_rec *calls, size_t *n, np_strmap *pos, cmp_arena *arena)
+{
+    for (size_t q = 0; q < d->n_calls; q++) {
+        keys[q] = (mg_key){(int64_t)q, INT64_MAX, 0};
+        calls[q] = d->calls[q];
+        if (np_strmap_put(pos, d->calls[q].name, (int)q) != 0)
+            return -1;
+    }
+    *n = d->n_calls;
+    for (int r = 0; r < a->n_ranks; r++) {
+        const asm_rank *k = &a->ranks[r];
+        if (k == own)
+            continue;
+        int64_t anchor = (int64_t)d->n_calls;
+        for (size_t q = k->nc; q-- > 0;) {
+            const np_call_rec *c = &k->c[q];
+            int j = np_strmap_get(pos, c->call);
+            if (j >= 0) {
+                anchor = (size_t)j < d->n_calls ? j : anchor;
+                continue;
+            }
+            cmp_call_rec *o = &calls[*n];
+            o->name = cmp_arena_strdup(arena, c->call);
+            o->kind = strcmp(c->kind, "module") == 0 ? "module" : "api";
+            o->parent = cmp_arena_strdup(arena, c->parent);
+            o->callsite = cmp_arena_strdup(arena, c->callsite);
+            if (!o->name || !o->parent || !o->callsite ||
+                np_strmap_put(pos, o->name, (int)*n) != 0)
+                return -1;
+            keys[(*n)++] = (mg_key){anchor, 1 + r, (int64_t)q};
+        }
+    }
+    return 0;
+}
+
+/* The rows of other ranks' leaves that the own file lacks, assembled from
+ * their holders, appended to ents (their seq: their call's new place). */
+static int mg_rows(cmp_assembly *a, const asm_rank *own, const np_strmap *pos, const int64_t *seq,
+                   np_cmp_side *ents, size_t *ne, holder *h, asm_piece *pieces, cmp_arena *arena,
+                   np_error *err, np_status *st)
+{
+    np_strmap added;
+    if (np_strmap_init(&added, 64) != 0)
+        return -1;
+    for (int r = 0; r < a->n_ranks && *st == NP_OK; r++) {
+        const asm_rank *k = &a->ranks[r];
+        for (size_t i = 0; k != own && i < k->ne && *st == NP_OK; i++) {
+            const np_entry_rec *e = &k->e[i];
+            int j = np_strmap_get(pos, e->call);
+            if (j < 0 || np_strmap_get(&own->emap, e->name) >= 0 ||
+                np_strmap_get(&added, e->name) >= 0)
+                continue;
+            np_cmp_side *s = &ents[*ne];
+            if (side_of(s, e, np_dumpio_get_info(k->io), arena) != 0 ||
+                np_strmap_put(&added, s->name, 1) != 0) {
+                np_strmap_free(&added);
+                return -1;
+            }
+            s->seq = seq[j];
+            if (assemble_leaf(a, s, arena, h, pieces, 0, err, st)) {
+                (*ne)++;
+                a->n_others++;
+            }
+        }
+    }
+    np_strmap_free(&added);
+    return 0;
+}
+
+/* Outside a pipeline (each rank the same calls but its own modules: an
+ * expert-parallel run, rank e holding experts.e as one process names it),
+ * the leaves only other ranks hold are compared too: their calls merged
+ * into d's (mg_calls), their rows assembled from their holders. */
+static np_status merge_others(cmp_assembly *a, cmp_dump *d, holder *h, asm_piece *pieces,
+                              cmp_arena *arena, np_error *err)
+{
+    const asm_rank *own = NULL;
+    size_t nc = d->n_calls, ne = d->n_entries;
+    for (int r = 0; r < a->n_ranks; r++)
+        if (a->ranks[r].rank == d->rank)
+            own = &a->ranks[r];
+    int any = 0;
+    for (int r = 0; own && r < a->n_ranks; r++)
+        for (size_t i = 0; &a->ranks[r] != own && i < a->ranks[r].ne && !any; i++)
+            any = np_strmap_get(&own->emap, a->ranks[r].e[i].name) < 0;
+    if (!any)
+        return NP_OK;
+    np_status st = NP_OK;
+    for (int r = 0; r < a->n_ranks && st == NP_OK; r++) {
+        asm_rank *x = &a->ranks[r];
+        if (x != own && !x->c)
+            st = np_dumpio_read_calls(&x->c, &x->nc, x->io, err);
+        nc += x->nc;
+        ne += x->ne;
+    }
+    if (st != NP_OK)
+        return st;
+    mg_key *keys = calloc(nc + 1, sizeof *keys);
+    cmp_call_rec *calls = calloc(nc + 1, sizeof *calls);
+    int64_t *seq = calloc(nc + 1, sizeof *seq);
+    np_cmp_side *ents = calloc(ne + 1, sizeof *ents);
+    mg_ent *order = calloc(ne + 1, sizeof *order);
+    np_strmap pos = {0};
+    size_t n = 0, k = d->n_entries;
+    int bad = !keys || !calls || !seq || !ents || !order || np_strmap_init(&pos, nc + 1) != 0 ||
+              mg_calls(a, d, own, keys, calls, &n, &pos, arena) != 0;
+    mg_key *sorted = bad ? NULL : malloc((n + 1) * sizeof *sorted);
+    bad |= !sorted;
+    if (!bad) {
+        memcpy(sorted, keys, n * sizeof *keys);
+        qsort(sorted, n, sizeof *sorted, mg_cmp);
+        for (size_t i = 0; i < n; i++) /* the merged order of call i: bsearch its key */
+            seq[i] = (mg_key *)bsearch(&keys[i], sorted, n, sizeof *sorted, mg_cmp) - sorted;
+        for (size_t i = 0; i < d->n_entries; i++) {
+            ents[i] = d->entries[i];
+            int j = np_strmap_get(&pos, ents[i].call);
+            ents[i].seq = j >= 0 ? seq[j] : ents[i].seq;
+        }
+        bad = mg_rows(a, own, &pos, seq, ents, &k, h, pieces, arena, err, &st) != 0;
+    }
+    if (!bad && st == NP_OK) {
+        cmp_call_rec *cs = calloc(n + 1, sizeof *cs);
+        np_cmp_side *es = calloc(k + 1, sizeof *es);
+        bad = !cs || !es;
+        for (size_t i = 0; !bad && i < n; i++) {
+            cs[seq[i]] = calls[i];
+            cs[seq[i]].seq = seq[i];
+        }
+        for (size_t i = 0; !bad && i < k; i++)
+            order[i] = (mg_ent){ents[i].seq, (int64_t)i};
+        if (!bad)
+            qsort(order, k, sizeof *order, mg_ent_cmp);
+        for (size_t i = 0; !bad && i < k; i++)
+            es[i] = ents[order[i].i];
+        if (bad) {
+            free(cs);
+            free(es);
+        } else {
+            free(d->calls);
+            free(d->entries);
+            d->calls = cs;
+            d->n_calls = n;
+            d->cap_calls = n + 1;
+            d->entries = es;
+            d->n_entries = k;
+            d->cap_entries = k + 1;
+        }
+    }
+    if (bad && st == NP_OK)
+        st = np_error_set(err, NP_ERR_NOMEM, d->path, NULL, "out of memory merging the leaves "
+                          "held by other ranks");
+    np_strmap_free(&pos);
+    free(keys);
+    free(calls);
+    free(seq);
+    free(ents);
+    free(order);
+    free(sorted);
+    return st;
 }
 
 /* ---- a pipeline's stages ------------------------------------------------------- */
@@ -1454,7 +1684,9 @@ static np_status assemble(cmp_dump *d, cmp_arena *arena, np_error *err)
         d->n_entries = k;
     if (st == NP_OK && own)
         st = rename_calls(d, own, arena, err);
-    if (st == NP_OK && a->pp_dim < 0)
+    if (st == NP_OK && a->pp_dim < 0 && a->mb_dim < 0)
+        st = merge_others(a, d, h, pieces, arena, err);
+    if (st == NP_OK && a->pp_dim < 0 && a->mb_dim >= 0)
         count_not_here(a, d->rank);
     free(h);
     free(h2);
@@ -1526,6 +1758,18 @@ size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *),
     if (a->n_not_here) {
         snprintf(buf, sizeof buf, "%zu leaf(s) held only by other ranks of the step (another "
                  "pipeline stage's) are not compared.", a->n_not_here);
+        note(user, buf);
+    }
+    if (a->n_local) {
+        snprintf(buf, sizeof buf, "%zu Local() leaf(s) left out on both sides: each rank's own "
+                 "values (an expert-parallel run's routing positions, the tokens it sorted), no "
+                 "piece of a one-process tensor.", a->n_local);
+        note(user, buf);
+    }
+    if (a->n_others) {
+        snprintf(buf, sizeof buf, "%zu leaf(s) held only by other ranks of the step (their own "
+                 "modules: an expert-parallel run's experts) compared from their holders' "
+                 "files, their calls placed before the call after them there.", a->n_others);
         note(user, buf);
     }
     if (a->n_partial_skipped) {

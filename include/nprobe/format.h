@@ -151,7 +151,8 @@ const char *np_fmt_place_problem(const np_fmt_mesh *m, const np_place_rec *p, in
 /* Placement item k of p ("Shard(1)") into buf; returns buf ("" past the end). */
 const char *np_fmt_place_item(const np_place_rec *p, int k, char *buf, size_t cap);
 /* Item `item`: 'S' with *dim set for Shard(dim), 'R' for Replicate(), 'P'
- * for Partial(sum), 'A' for Partial(avg); 0 when it is none of them. */
+ * for Partial(sum), 'A' for Partial(avg), 'L' for Local() (each rank's own
+ * values, no logical tensor: routing positions); 0 when it is none of them. */
 int np_fmt_place_kind(const char *item, int *dim);
 
 /* HDF5 type ids are int64_t (hid_t) in HDF5 >= 1.10; declared here without

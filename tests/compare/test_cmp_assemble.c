@@ -17,7 +17,9 @@
  * its micro-batch; data-parallel ranks whose batches differ in size, each
  * writing its micro-batches' offsets as if every rank's batch were its
  * own, are assembled at the offsets their row counts give, and a wrong
- * piece named with its rank and micro-batch. */
+ * piece named with its rank and micro-batch; an expert-parallel run's
+ * experts, each on its own rank, are all compared, its Local() routing
+ * left out on both sides. */
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -561,6 +563,86 @@ static void check_pipeline(void)
     check_uneven_dp(1);
 }
 
+#define EXP0 "Module.experts.0.Expert.forward.0"
+#define EXP1 "Module.experts.1.Expert.forward.0"
+#define ROUTE "Torch.argsort.0.forward"
+
+/* Expert parallel: one process runs both experts (world 1); rank e of a
+ * 2-rank mesh "ep" holds experts.e alone, its rows as one process names
+ * them, and its own routing positions (Local()); `bad`: rank 1's expert
+ * output one element off. */
+static void write_experts(const char *dir, int rank, int world, int bad)
+{
+    np_probe *p = open_probe_as(dir, "tensor", rank, world, "pytorch");
+    if (!p)
+        return;
+    np_error err;
+    np_error_clear(&err);
+    const char *dims[1] = {"ep"};
+    int64_t shape[1] = {2}, coords[1] = {rank};
+    if (world > 1)
+        CHECK_EQ_INT(np_probe_set_mesh(p, 1, dims, shape, coords, &err), NP_OK);
+    float route[4] = {0, 2, 1, 3}, out[2][6];
+    for (int e = 0; e < 2; e++)
+        for (int i = 0; i < 6; i++)
+            out[e][i] = g_w[i] + (float)e + (bad && e == 1 && i == 4 ? 0.5f : 0.0f);
+    CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
+    np_tensor rt = np_test_mat(world > 1 ? route + 2 * rank : route, world > 1 ? 2 : 4, 1);
+    CHECK_EQ_INT(np_probe_dump(p, ROUTE, NP_ROLE_OUTPUT, "0", &rt, &err), NP_OK);
+    np_place_rec r = np_test_place("Local()", 2, 1, 0, 0);
+    if (world > 1)
+        CHECK_EQ_INT(np_probe_place(p, ROUTE, NP_ROLE_OUTPUT, "0", &r, &err), NP_OK);
+    for (int e = 0; e < 2; e++) {
+        if (world > 1 && e != rank)
+            continue;
+        np_tensor o = np_test_mat(out[e], 2, 3);
+        CHECK_EQ_INT(np_probe_dump(p, e ? EXP1 : EXP0, NP_ROLE_OUTPUT, "0", &o, &err), NP_OK);
+    }
+    CHECK_EQ_INT(np_probe_close(p, NULL, &err), NP_OK);
+    np_probe_free(p);
+}
+
+/* Every expert compared from the rank holding it (rank 1's experts.1 in
+ * rank 0's pair), after experts.0 in the calls' order; the Local() routing
+ * left out on both sides; rank 1's wrong expert output an error. */
+static void check_experts(void)
+{
+    char b[400], c[400], bad[400];
+    snprintf(b, sizeof b, "%s/ep_single", g_tmp);
+    snprintf(c, sizeof c, "%s/ep2", g_tmp);
+    snprintf(bad, sizeof bad, "%s/ep2_bad", g_tmp);
+    write_experts(b, 0, 1, 0);
+    for (int r = 0; r < 2; r++) {
+        write_experts(c, r, 2, 0);
+        write_experts(bad, r, 2, 1);
+    }
+    np_cmp_result *res = run(b, c);
+    if (res && res->n_pairs == 1) {
+        const np_cmp_pair *p = &res->pairs[0];
+        CHECK_EQ_INT(np_cmp_has_differences(res), 0);
+        const np_cmp_row *e0 = row_of(p, EXP0 ".output.0"), *e1 = row_of(p, EXP1 ".output.0");
+        CHECK(e0 && e0->verdict == NP_VERDICT_PASS);
+        CHECK(e1 && e1->verdict == NP_VERDICT_PASS && e0 < e1);
+        for (size_t i = 0; i < p->n_rows; i++)
+            CHECK((!p->rows[i].bench || strncmp(p->rows[i].bench->name, ROUTE, 15) != 0) &&
+                  (!p->rows[i].cmp || strncmp(p->rows[i].cmp->name, ROUTE, 15) != 0));
+        CHECK_CONTAINS(p->notes, "1 Local() leaf(s) left out on both sides");
+        CHECK_CONTAINS(p->notes, "1 leaf(s) held only by other ranks of the step");
+    } else {
+        CHECK(res && res->n_pairs == 1);
+    }
+    if (res)
+        np_cmp_result_free(res);
+    res = run(b, bad);
+    if (res && res->n_pairs == 1) {
+        const np_cmp_row *e1 = row_of(&res->pairs[0], EXP1 ".output.0");
+        CHECK(e1 && e1->verdict == NP_VERDICT_ERROR);
+        CHECK_EQ_INT(np_cmp_has_differences(res), 1);
+    }
+    if (res)
+        np_cmp_result_free(res);
+}
+
 int main(void)
 {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/np_cmp_assemble_XXXXXX");
@@ -594,6 +676,7 @@ int main(void)
     write_rank(d, "tensor", 0, F_NONE);
     check_fault(d, "cover 9 of its 12 elements", "no file for rank(s) 1", 1);
     check_pipeline();
+    check_experts();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (getenv("NP_TEST_KEEP"))

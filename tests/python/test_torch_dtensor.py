@@ -88,6 +88,8 @@ PP1F1B_ERR = None   # why 1F1B schedules cannot run here (pp1f1b_probe), or None
 PP1F1B_WAIT = 60    # s the probe's 2 ranks get (its step takes 0.4 s on torch 2.13 at load 15)
 PP_1F1B = ("pp_1f1b", "bug_pp_scaled")    # the 2-stage pipeline runs on Schedule1F1B
 CHECKS = 0          # checks made (the count a skip lowers: printed at the end)
+HF_ERR = None       # why the HF Llama cannot be built here (hf_probe), or None
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def check(cond, what):
@@ -480,6 +482,34 @@ def fsdp_runs(rank, tmp, out):
                       "summary": d.summary}
 
 
+def hf_runs(rank, tmp, mesh, out):
+    """An HF Llama under transformers' TP plan (hf_tp.py): fp32, and a
+    layer left replicated where it should be row-parallel (its output
+    all-reduced as a row-parallel one: double-counted); bf16 autocast is
+    test_torch_fsdp_tp.py's (FSDP2 x TP on 4 ranks)."""
+    if HF_ERR:
+        return
+    import hf_tp
+    from nprobe.torch import PrecisionDebugger
+    for label, bug, bf16 in (("hf_tp", None, False), ("bug_hf_row", "replicated_row", False)):
+        m = hf_tp.parallelize(hf_tp.model(), mesh, bug)
+        d = PrecisionDebugger(f"{tmp}/{label}.json")
+        out[label] = {"warnings": hf_tp.run(m, d, bf16), "summary": d.summary}
+
+
+def ep_runs(rank, tmp, out):
+    """Expert parallel (ep_moe.py): rank e holds experts.e, each rank its
+    half of the batch; clean, and rank 1's all_to_all with a wrong split."""
+    import ep_moe
+    from nprobe.torch import PrecisionDebugger
+    for label in ("ep", "bug_ep_split"):
+        d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="ep",
+                              data_parallel_reduce="sum", experts="moe.experts")
+        w = ep_moe.run(ep_moe.model(held=(rank,)), d, ep_moe.batch()[6 * rank:6 * rank + 6],
+                       group=dist.group.WORLD, bug=label.startswith("bug") and rank == 1)
+        out[label] = {"warnings": w, "summary": d.summary}
+
+
 def rank_main(rank, tmp):
     from nprobe.torch import PrecisionDebugger
     from torch.distributed.device_mesh import init_device_mesh
@@ -577,6 +607,8 @@ def rank_main(rank, tmp):
         m.up.weight.to_local().copy_(full.chunk(2)[1 - rank])
     d = PrecisionDebugger(f"{tmp}/bug_offset.json")
     out["bug_offset"] = {"warnings": run(m, d), "summary": d.summary}
+    hf_runs(rank, tmp, mesh, out)
+    ep_runs(rank, tmp, out)
     d = PrecisionDebugger(f"{tmp}/coll.json")
     out["coll"] = collectives(rank, d)
     with open(f"{tmp}/rank{rank}.json", "w") as f:
@@ -1008,6 +1040,59 @@ def check_interleaved(tmp):
           f"named: {out[-900:]!r}")
 
 
+def check_hf(tmp):
+    """The HF Llama under transformers' TP plan against one process: the
+    attention's view of q into heads placed (Shard(2) of [2, 16, 4, 8]) and
+    rebuilt to the one process's; compare clean; the layer left replicated
+    named at its module on both ranks."""
+    if HF_ERR:
+        return
+    import hf_tp
+    from nprobe.torch import PrecisionDebugger
+    check(not hf_tp.run(hf_tp.model(), PrecisionDebugger(f"{tmp}/single_hf.json")),
+          "one process (HF Llama): no warning")
+    for r in (0, 1):
+        with open(f"{tmp}/rank{r}.json") as f:
+            res = json.load(f)
+        for label in ("hf_tp", "bug_hf_row"):
+            check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
+    single = read(f"{tmp}/dump_single_hf/step0/rank0/dump.h5")
+    ranks = [read(f"{tmp}/dump_hf_tp/step0/rank{r}/dump.h5") for r in (0, 1)]
+    views = [n for n, p in ranks[0][2].items() if n.startswith("Tensor.view.") and
+             n.endswith(".forward.output.0") and p[0] == "Shard(2)" and p[1] == (2, 16, 4, 8)]
+    check(views, "hf_tp: the attention's view of q into its heads is placed Shard(2) of "
+          f"[2, 16, 4, 8] (rows: {sorted(ranks[0][2])[:8]})")
+    bad = [n for n in views if assemble(n, ranks) is None or
+           not np.allclose(assemble(n, ranks), single[1][n], rtol=1e-5, atol=1e-6)]
+    check(views and not bad, f"hf_tp: the heads' views rebuilt from 2 ranks equal the one "
+          f"process's ({bad[:3]})")
+    print(f"hf_tp: {len(ranks[0][2])} placement rows on rank 0, {len(views)} views into heads")
+    compare(tmp, "hf_tp", bench="single_hf")
+    out = compare(tmp, "bug_hf_row", bench="single_hf",
+                  want="Module.model.layers.1.mlp.down_proj.Linear.forward.0")
+    first = next((ln for ln in out.splitlines() if "first culprit:" in ln), "")
+    check("rank 0 (tp=0)" in first and "rank 1 (tp=1)" in first,
+          f"bug_hf_row: the culprit names both ranks: {first[:400]!r}")
+
+
+def check_ep(tmp):
+    """Expert parallel against one process (L0): every expert paired
+    (experts.1 from rank 1's file), clean; rank 1's wrong split named."""
+    import ep_moe
+    from nprobe.torch import PrecisionDebugger
+    check(not ep_moe.run(ep_moe.model(), PrecisionDebugger(f"{tmp}/single_ep.json"),
+                         ep_moe.batch()), "one process (MoE): no warning")
+    for r in (0, 1):
+        with open(f"{tmp}/rank{r}.json") as f:
+            res = json.load(f)
+        for label in ("ep", "bug_ep_split"):
+            check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
+    out = compare(tmp, "ep", bench="single_ep")
+    check("held only by other ranks of the step" in out and "compared from their holders'" in out,
+          f"ep: the other rank's expert compared ({out[-600:]!r})")
+    compare(tmp, "bug_ep_split", bench="single_ep", want="Module.moe")
+
+
 def check_collectives(tmp):
     """Each rank's Distributed.* rows against what torch handed the program."""
     res = []
@@ -1114,7 +1199,8 @@ def write_configs(tmp, names):
     for name in names:
         with open(f"{tmp}/{name}.json", "w") as f:
             json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}",
-                       "level": "L0" if name in ("pp", "bug_pp_stale") else
+                       "level": "L0" if name in ("pp", "bug_pp_stale", "ep", "bug_ep_split",
+                                                 "single_ep") else
                        "L1" if name == "pp_1f1b" else "mix",
                        "step": [0]}, f)
 
@@ -1231,6 +1317,17 @@ def torch_version():
     return tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2])
 
 
+def hf_probe():
+    """Sets HF_ERR: transformers is needed for the HF Llama runs (imported
+    here, before the ranks fork: they inherit it)."""
+    global HF_ERR
+    try:
+        importlib.import_module("hf_tp")
+    except ImportError as e:
+        HF_ERR = str(e)
+        print(f"SKIP: the HF Llama parts: {HF_ERR}")
+
+
 def fork_ranks(fn, tmp, world):
     """fn(rank, tmp) on `world` gloo ranks, forked, not spawned: the children
     have torch and its parallel modules imported already (the imports cost
@@ -1267,10 +1364,12 @@ def main():
                             "bug_noreduce", "bug_offset", "dp", "bug_dp_shift", "single_mean",
                             "dp_avg", "bug_dp_sum", "pp", "pp_1f1b", "bug_pp_stale",
                             "bug_pp_scaled", "pp_tp", "il", "bug_il", "bug_il_api", "il_bfs", "uneq",
-                            "single_uneq", "single_pp"))
+                            "single_uneq", "single_pp", "hf_tp", "bug_hf_row",
+                            "single_hf", "ep", "bug_ep_split", "single_ep"))
         fsdp2_probe(tmp)
-        pp1f1b_probe(tmp, "the 1F1B parts (the pp_1f1b, bug_pp_scaled, il, bug_il and "
-                     "bug_il_api runs and their checks)")
+        pp1f1b_probe(tmp, "the 1F1B parts (the pp_1f1b, bug_pp_scaled, il, bug_il, "
+                     "bug_il_api and il_bfs runs and their checks)")
+        hf_probe()
         fork_ranks(rank_main, tmp, 2)
         from nprobe.torch import PrecisionDebugger
         single_runs(tmp)
@@ -1317,6 +1416,8 @@ def main():
         compare(tmp, "bug_noreduce", want="Module.down.Linear.forward.0")
         compare(tmp, "bug_offset", want="Module.up.Linear")
         compare(tmp, "bug_sp_grad", bench="single_sp", want="Tensor.add_")
+        check_hf(tmp)
+        check_ep(tmp)
         check_collectives(tmp)
         if os.environ.get("KEEP"):         # the dumps, for a look by hand
             shutil.copytree(tmp, os.environ["KEEP"], dirs_exist_ok=True)

@@ -25,6 +25,9 @@ process:
   whole batch pairs both stages and exits 0; rank 3's column shard of
   layers.2's weight 1 % off is named at Functional.linear.2.forward with
   rank 3 (pp=1, tp=1);
+- an HF Llama (tests/python/hf_tp.py) under transformers' TP plan on
+  mesh["tp"] and FSDP2 on mesh["dp"], bf16 autocast: compare against one
+  fp32 process exits 0;
 - DistributedDataParallel on a subgroup (ranks {0, 1}, {2, 3}) with
   data_parallel="dp", and a plain pipeline on each (no DTensors): one
   warning naming the group, no mesh written;
@@ -125,6 +128,19 @@ def rank_main(rank, tmp):
         d = PrecisionDebugger(f"{tmp}/fsdp_tp_dp.json", data_parallel="dp")
         out["dp_warnings"] = run(m, d, x=batch()[3 * dp:3 * dp + 3], mean=True)
         out["dp_summary"] = d.summary
+    # an HF Llama under transformers' TP plan on mesh["tp"] and FSDP2 on
+    # mesh["dp"] (each decoder layer, then the model), one SGD step in bf16
+    # autocast (the same batch on every rank; test_torch_dtensor.py names
+    # the wrong plan on 2 ranks)
+    if T.FSDP2_ERR is None and T.HF_ERR is None:
+        import hf_tp
+        for label in ("hf_fsdp_tp",):
+            m = hf_tp.parallelize(hf_tp.model(), mesh["tp"])
+            for layer in m.model.layers:
+                fully_shard(layer, mesh=mesh["dp"])
+            fully_shard(m, mesh=mesh["dp"])
+            d = PrecisionDebugger(f"{tmp}/{label}.json")
+            out[label] = {"warnings": hf_tp.run(m, d, bf16=True), "summary": d.summary}
     # a pipeline over tensor parallel (torchtitan's (pp, tp) mesh): stage s
     # (ranks 2s, 2s + 1) holds layers 2s (column-parallel) and 2s + 1
     # (row-parallel), 1F1B, 2 micro-batches; the bug: rank 3's column shard
@@ -384,16 +400,35 @@ def check_fsdp_tp(tmp):
     compare(tmp, "fsdp_tp_dp", bench="single_mean")
 
 
+def check_hf(tmp):
+    """The HF Llama under FSDP2 x TP (bf16 autocast) against one fp32
+    process: clean."""
+    if T.FSDP2_ERR or T.HF_ERR:
+        return
+    import hf_tp
+    from nprobe.torch import PrecisionDebugger
+    check(not hf_tp.run(hf_tp.model(), PrecisionDebugger(f"{tmp}/single_hf.json")),
+          "one process (HF Llama): no warning")
+    for r in range(WORLD):
+        with open(f"{tmp}/rank{r}.json") as f:
+            res = json.load(f)
+        check_dumped(f"hf_fsdp_tp rank {r}", res["hf_fsdp_tp"]["warnings"],
+                     res["hf_fsdp_tp"]["summary"])
+    out = compare(tmp, "hf_fsdp_tp", bench="single_hf")
+    check("mesh dp=2, tp=2" in out, f"hf_fsdp_tp: the 4 ranks assembled ({out[:300]!r})")
+
+
 def main():
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         write_configs(tmp, ("fsdp_tp", "single", "fsdp_tp_dp", "single_mean", "pp_tp4",
                             "bug_pp_tp4", "single_pp", "ddp_sub", "pp_sub", "dppp",
                             "dppp_plain", "bug_dppp_plain", "ddp_sub_mesh", "single_wrap",
-                            "dppp_odd", "bug_dppp_odd", "single_odd"))
+                            "dppp_odd", "bug_dppp_odd", "single_odd", "hf_fsdp_tp", "single_hf"))
         fsdp2_probe(tmp)
         pp1f1b_probe(tmp, "the 1F1B parts (the pp_tp4, bug_pp_tp4, dppp, dppp_plain and "
                      "bug_dppp_plain runs and their checks)")
+        T.hf_probe()
         fork_ranks(rank_main, tmp, WORLD)
         single_runs(tmp)
         for r in range(WORLD):
@@ -403,6 +438,7 @@ def main():
                 check(False, fail)
         if T.FSDP2_ERR is None:
             check_fsdp_tp(tmp)
+        check_hf(tmp)
         # PP x TP against one process on the whole batch: a pair a stage
         # (mesh pp, tp, mb), clean; the wrong shard named with its rank
         single_pp(tmp)

@@ -977,7 +977,7 @@ class PrecisionDebugger:
 
     def __init__(self, config_path=None, task=None, dump_path=None, level=None, step=None,
                  precision=None, device=None, torch_compile=None, data_parallel=None,
-                 data_parallel_reduce=None, device_mesh=None, **_ignored):
+                 data_parallel_reduce=None, device_mesh=None, experts=None, **_ignored):
         env = os.environ.get("NPROBE_DUMP_CONFIG")
         path = env or config_path
         if not path:
@@ -1048,6 +1048,10 @@ class PrecisionDebugger:
         self._mesh = None         # the device mesh of the DTensor leaves (dtensor.py)
         self._dp = data_parallel  # the mesh dimension whose ranks see different batches
         self._user_mesh = device_mesh  # a DeviceMesh for a model without DTensors
+        # expert parallel: {container path: the global index of its first
+        # expert here}: its experts named by their global index, their rows
+        # whole on this rank (dtensor.expert_call)
+        self._experts = _dtensor.experts_arg(experts)
         self._dp_k = None         # its index in the mesh (dtensor.set_mesh)
         self._dp_batch = None     # the step's local batch size (dtensor.dp_rows)
         self._dp_div = 1.0        # what the dp reduction divides the summed gradients by
@@ -1333,7 +1337,8 @@ class PrecisionDebugger:
                     mr = _dtensor._known(self, t)
                     found = [(0, mr)] if mr is not None else None
                 if not found and role == _ROLE_PG and self._dp_k is not None and \
-                        self._mesh and isinstance(t, torch.Tensor):
+                        self._mesh and isinstance(t, torch.Tensor) and \
+                        not _dtensor.expert_call(self, call):
                     # a rank's gradient of its own batch: the ranks' sum
                     found = [(0, _dtensor.dp_row(self, t, "P"))]
             self._leaf(call.encode(), role, key, t)
@@ -1385,7 +1390,7 @@ class PrecisionDebugger:
                             return False
                 ins, params, outs, places = _dtensor.localize_call(
                     self, call, ins, params, outs, in_keys, out_keys, _ROLE_IN, _ROLE_PAR,
-                    _ROLE_OUT)
+                    _ROLE_OUT, scalars)
             began = self._emit_locked(call, parent, site, ins, scalars, params, outs, in_keys,
                                       out_keys)
             if began and places:
@@ -1687,6 +1692,8 @@ class PrecisionDebugger:
                 continue          # the root: the runtime has no module call for it
             if path in promoted:
                 _promote_module(mod)
+            if self._experts:
+                path = _dtensor.expert_path(self._experts, path)
             path, cls = _safe_name(path), _safe_name(_dtensor.module_class_name(mod))
             pre = self._make_pre(path, cls)
             h = mod.register_forward_pre_hook(_eager_hook(pre))

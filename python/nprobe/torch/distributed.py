@@ -321,9 +321,11 @@ def _place_leaves(d, call, dname, ranks, scalars, ins, outs, n0):
     try:
         op = next((v for k, v in scalars if k == "op"), None)
         done = {(role, key) for c, role, key, _ in d._placed[n0:] if c == call}
+        # an all_to_all with split sizes: pieces of sizes only each rank knows
+        local = any(k.startswith(("input_split_sizes", "output_split_sizes")) for k, _ in scalars)
         rows = dtensor.collective_rows(d, dname, ranks, op,
                                        [dtensor.local(t) for t in ins],
-                                       [dtensor.local(t) for t in outs])
+                                       [dtensor.local(t) for t in outs], local)
         for role, i, mr in rows:
             if (role, str(i)) not in done:
                 dtensor.place(d, call, role, str(i), mr)

@@ -663,11 +663,14 @@ def _plain(d, call, ts, found, keys, role, out, pointwise_from=None):
             out.append((role, [(i, mr)], keys))
 
 
-def localize_call(d, call, ins, params, outs, in_keys, out_keys, role_in, role_par, role_out):
+def localize_call(d, call, ins, params, outs, in_keys, out_keys, role_in, role_par, role_out,
+                  scalars=()):
     """A call's leaves with DTensors and pending collectives as the tensors
     holding this rank's values, and the placement rows to write after the
     call's rows ((role, [(i, DTensor or (mesh, row))], keys)...): the
-    DTensors', and those of plain tensors known as shards (_known)."""
+    DTensors', those of plain tensors known as shards (_known), and those
+    of plain tensors an op made from shards (derive.py: views into heads,
+    transposes, broadcasts, matmuls; a backward's from its forward's)."""
     ins, fi = localize(ins)
     outs, fo = localize(outs)
     fp = None
@@ -697,7 +700,13 @@ def localize_call(d, call, ins, params, outs, in_keys, out_keys, role_in, role_p
                     "Partial" not in rows[0][1].placements:
                 src = (shapes.pop(), rows[0])
         _plain(d, call, outs, fo, out_keys, role_out, places, src)
-    if d._dp_k is not None and d._mesh and not call.startswith("Distributed."):
+        _derived(d, call, parts, ins, outs, in_keys, out_keys, role_in, role_out, places,
+                 scalars)
+    if d._dp_k is not None and d._mesh and not call.startswith("Distributed.") and \
+            not expert_call(d, call):
+        if d._shards or ".backward" not in call:
+            routing_rows(d, call, call.split("."), ins, outs, in_keys, out_keys, role_in,
+                         role_out, places)
         dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places)
     if d._mesh and pipeline._active and not call.startswith("Distributed."):
         # (a collective's rows are its own: distributed._place_leaves)
@@ -707,6 +716,32 @@ def localize_call(d, call, ins, params, outs, in_keys, out_keys, role_in, role_p
             if d._mb:
                 mb_context(d, call, ins, places, role_in)
     return ins, params, outs, places or None
+
+
+def _derived(d, call, parts, ins, outs, in_keys, out_keys, role_in, role_out, places,
+             scalars):
+    """derive.py's rows for the plain leaves no other rule placed: a forward
+    op's outputs from its sharded inputs, a backward's leaves from its
+    forward call's rows; then a forward call's rows kept for its backward."""
+    if not d._shards:
+        return
+    have = {(role, i) for role, f, _ in places for i, _ in f}
+    if ".backward" in call:
+        for ts, keys, role, fwd_role in ((ins, in_keys, role_in, role_out),
+                                         (outs, out_keys, role_out, role_in)):
+            taken = {i for r, i in have if r == role}
+            f = derive.mirror(d, call, ts, taken, keys, role, fwd_role)
+            if f:
+                places.append((role, f, keys))
+        return
+    if parts[0] != "Module" and len(parts) > 2:
+        in_rows = {i: mr for role, f, _ in places if role == role_in for i, mr in f}
+        if in_rows:
+            taken = {i for r, i in have if r == role_out}
+            f = derive.forward(d, parts[1], ins, in_rows, outs, taken, scalars)
+            if f:
+                places.append((role_out, f, out_keys))
+    derive.record(d, call, places, role_in, role_out)
 
 
 def chunk_rows(d, ins, outs, params, in_keys, out_keys, role_in, role_par, role_out, places):
@@ -823,6 +858,115 @@ def mb_over(d, call, role, row, m):
         item = "Replicate()"
     return PlaceRow(row.placements + "," + item, tuple(g), tuple(off), row.stage,
                     row.micro_batch)
+
+
+# ---- expert parallel: each rank its own experts -------------------------------
+
+def experts_arg(experts):
+    """PrecisionDebugger(experts=...): {container path: the global index of
+    its first expert on this rank} (a path alone: 0, the names carry the
+    global index already); {} without."""
+    if not experts:
+        return {}
+    if isinstance(experts, str):
+        experts = {experts: 0}
+    out = {}
+    for path, first in dict(experts).items():
+        if not isinstance(path, str) or not path or isinstance(first, bool) or \
+                not isinstance(first, int) or first < 0:
+            raise ValueError(f"PrecisionDebugger(experts=...): {path!r}: {first!r}: expected "
+                             "{module path of the experts' container: the global index of its "
+                             "first expert on this rank (an int >= 0)}")
+        out[path.rstrip(".")] = first
+    return out
+
+
+def expert_path(experts, path):
+    """Module path `path` with its expert's local index made global
+    (experts.0 on a rank whose first expert is 2: experts.2)."""
+    for prefix, first in experts.items():
+        if path.startswith(prefix + "."):
+            rest = path[len(prefix) + 1:].split(".", 1)
+            if rest[0].isdigit():
+                rest[0] = str(int(rest[0]) + first)
+                return prefix + "." + ".".join(rest)
+    return path
+
+
+def expert_call(d, call):
+    """Whether `call` is an expert's (a Module row of a module under an
+    experts container, or an API call inside one): its leaves are whole on
+    this rank, the only one holding that expert (no data-parallel row)."""
+    if not d._experts:
+        return False
+    if call.startswith("Module."):
+        name = call[7:]
+    elif d._mstack and ".backward" not in call:
+        name = d._mstack[-1][7:]
+    else:
+        return False
+    return any(name.startswith(p + ".") for p in d._experts)
+
+
+# ops whose integer output is a position in this rank's own tensor (the
+# routing's sort of its tokens by expert): Local() on the data-parallel
+# dimension, no piece of the one process's (which sorts the whole batch);
+# and the tensors gathered by such positions (x[order])
+LOCAL_INDEX = frozenset(("argsort", "sort", "msort", "nonzero", "argwhere"))
+GATHERS = frozenset(("__getitem__", "index_select", "gather", "take", "take_along_dim"))
+# counts of this rank's rows (tokens per expert): the ranks' sum is the
+# whole batch's (Partial(sum))
+COUNTS = frozenset(("bincount", "histc", "count_nonzero"))
+
+
+def _local_row(d, t):
+    mesh, k = d._mesh, d._dp_k
+    words = ["Replicate()"] * len(mesh.shape)
+    words[k] = "Local()"
+    g = tuple(int(s) for s in t.shape)
+    return mesh, PlaceRow(",".join(words), g, (0,) * len(g))
+
+
+def routing_rows(d, call, parts, ins, outs, in_keys, out_keys, role_in, role_out, places):
+    """Under data parallel: rows of a routing's rank-local tensors (Local())
+    and counts (Partial(sum)), and of what is gathered by a local index."""
+    op = parts[1] if len(parts) > 2 else ""
+    have = {(role, i) for role, f, _ in places for i, _ in f}
+    local_in = []
+    for i, t in enumerate(ins):
+        if (role_in, i) in have or not isinstance(t, torch.Tensor):
+            continue
+        mr = _local_known(d, t)
+        if mr is not None:
+            places.append((role_in, [(i, mr)], in_keys))
+            local_in.append(i)
+    found = []
+    for j, o in enumerate(outs):
+        if (role_out, j) in have or not isinstance(o, torch.Tensor) or not o.dim():
+            continue
+        if op in COUNTS and ".backward" not in call:
+            found.append((j, dp_row(d, o, "P")))
+        elif (op in LOCAL_INDEX and not o.is_floating_point()) or \
+                (op in GATHERS and local_in and ".backward" not in call):
+            mr = _local_row(d, o)
+            found.append((j, mr))
+            _remember_local(d, o, mr)
+    if found:
+        places.append((role_out, found, out_keys))
+
+
+def _remember_local(d, t, mr):
+    k = _key(t)
+    if k is not None:
+        d._shards[("\x1flocal",) + k] = (mr, t)
+
+
+def _local_known(d, t):
+    if not d._shards or t.numel() == 0:
+        return None
+    k = _key(t)
+    hit = d._shards.get(("\x1flocal",) + k) if k is not None else None
+    return hit[0] if hit is not None else None
 
 
 # ---- data parallel: each rank of the dp dimension has its own batch ----------
@@ -1024,7 +1168,7 @@ def place(d, call, role, key, t):
         d._note_error()
 
 
-def collective_rows(d, dname, ranks, op, ins, outs):
+def collective_rows(d, dname, ranks, op, ins, outs, local=False):
     """Placement rows of a collective's leaves on the dump's mesh, when its
     group is one mesh dimension: [(role, index, (mesh, PlaceRow))]. What a
     rank sends is its piece of a logical tensor: Partial(sum) for a sum
@@ -1037,7 +1181,10 @@ def collective_rows(d, dname, ranks, op, ins, outs):
     concatenation. Point-to-point calls get none, but under data parallel
     (a pipeline's stages replicated over dp) the tensors a stage sends are
     its dp rank's batch: Shard(0) on dp as dp_rows says of activations (not
-    replicas of the other dp ranks')."""
+    replicas of the other dp ranks'). `local`: an all_to_all_single with
+    split sizes (expert parallel's dispatch: each rank's tokens sorted by
+    its own routing, pieces of uneven sizes no rank knows the others' of)
+    is Local() on the group's dimension (compare leaves it out)."""
     mesh = d._mesh
     if not mesh or not ranks:
         return []
@@ -1066,6 +1213,11 @@ def collective_rows(d, dname, ranks, op, ins, outs):
         nd = t.dim()
         words = ["Replicate()"] * len(mesh.shape)
         gshape = list(t.shape)
+        if kind == "local":
+            words[k] = "Local()"
+            rows.append((role, i, (mesh, PlaceRow(",".join(words), tuple(gshape),
+                                                  (0,) * nd))))
+            return
         if (kind == "cat" or others) and nd == 0:
             return
         if kind == "cat":
@@ -1081,6 +1233,11 @@ def collective_rows(d, dname, ranks, op, ins, outs):
         rows.append((role, i, (mesh, PlaceRow(text, tuple(gshape), tuple(off)))))
 
     red = {"all_reduce", "reduce_scatter_tensor"}
+    if local and dname == "all_to_all_single":
+        for role, ts in ((_lib.ROLE_INPUT, ins), (_lib.ROLE_OUTPUT, outs)):
+            for i, t in enumerate(ts):
+                row(role, i, t, "local")
+        return rows
     for i, t in enumerate(ins):
         if dname in red and op in (0.0, 1.0):      # sum, avg
             row(_lib.ROLE_INPUT, i, t, "sum" if op == 0.0 else "avg")
@@ -1104,3 +1261,6 @@ def emit_places(d, call, roles):
         for i, t in found:
             k = keys[i] if keys else i
             place(d, call, role, k if isinstance(k, str) else str(k), t)
+
+
+from . import derive  # noqa: E402 - after this module's names, which it reads
