@@ -19,6 +19,9 @@ interleaved:
   np_all   nprobe, everything (every module's activations and their
            gradients, gradients, Adam's m and v, weights)
   ms_all   msprobe, the same switches
+  np_ring  np_wg and the ring of calls (anomaly_calls 64, anomaly_calls_after
+           64: every API call's tensors copied into the ring, no anomaly
+           raised, so nothing written; docs/MONITOR.md)
 
 Each process trains WARM + STEPS steps and reports its median CPU time
 (time.process_time) and wall time per step over the last STEPS; the
@@ -35,6 +38,7 @@ recording's cost, the dispatch's is in the across-process column.
 
 usage: PYTHONPATH=python NPROBE_LIB=build/release/lib/libnprobe.so \\
        python scripts/bench/torch_monitor_cost.py [--rounds 3] [--steps 6] [--layers 4] [--width 256]
+           [--configs np_wg,ms_wg,np_xy,ms_xy,np_all,ms_all,np_ring] (default: all but np_ring)
 """
 import argparse
 import json
@@ -45,7 +49,7 @@ import sys
 import tempfile
 import time
 
-CONFIGS = ("plain", "np_wg", "ms_wg", "np_xy", "ms_xy", "np_all", "ms_all")
+CONFIGS = ("plain", "np_wg", "ms_wg", "np_xy", "ms_xy", "np_all", "ms_all", "np_ring")
 
 
 def one(cfg, steps, warm, layers, width, out, interval=1):
@@ -84,6 +88,8 @@ def one(cfg, steps, warm, layers, width, out, interval=1):
         mon = MsMon(path, params_have_main_grad=False)
     elif cfg.startswith("np_"):
         from nprobe.torch import TrainerMon
+        if cfg == "np_ring":
+            sec.update({"anomaly_calls": 64, "anomaly_calls_after": 64})
         path = os.path.join(out, "np.json")
         with open(path, "w") as f:
             json.dump({"task": "monitor", "dump_path": os.path.join(out, "np"), "monitor": sec}, f)
@@ -120,7 +126,7 @@ def main():
     ap.add_argument("--warm", type=int, default=2)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--width", type=int, default=256)
-    ap.add_argument("--configs", default=",".join(CONFIGS),
+    ap.add_argument("--configs", default=",".join(CONFIGS[:-1]),
                     help="comma-separated subset of " + ",".join(CONFIGS) + " (plain is always run)")
     ap.add_argument("--alternate", action="store_true",
                     help="monitors record every other step; adds the in-process recorded/unrecorded ratio")

@@ -273,5 +273,101 @@ if have:
 else:
     print("transformers or msprobe not importable: the HF Llama check against msprobe skipped")
 
+
+# The ring of calls (anomaly_calls K, anomaly_calls_after N): fc2's output x
+# 1e4 at step S (a hook's Tensor.__mul__, itself a captured call); the
+# monitor's rules fire online at fc2's activation and the ring writes the
+# step's last K calls and the next N as a tensor dump. Known answer: a plain
+# PrecisionDebugger tensor dump (L1) of step S from a separate run with the
+# same seeds: its calls from the spike's (the first whose output exceeds
+# 100 in magnitude; the activations are O(1) otherwise) K - 1 back to N on,
+# in that order, each leaf's row and payload bitwise equal; nprobe replay
+# reads the ring's dump.
+def ring_run(name, spike, steps, ring=None):
+    from nprobe.torch import PrecisionDebugger
+    torch.manual_seed(1)
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    state = {"step": 0}
+    model.fc2.register_forward_hook(lambda m, a, out: out * 1e4 if state["step"] == spike else None)
+    out, cfg = os.path.join(tmp, name), os.path.join(tmp, name + ".json")
+    dbg = mon = None
+    with open(cfg, "w") as f:
+        if ring:
+            json.dump({"task": "monitor", "dump_path": out, "monitor": {
+                "targets": ["fc", "act"], "anomaly_calls": ring[0], "anomaly_calls_after": ring[1],
+                "alert": {"rules": [{"rule_name": "AnomalyTurbulence",
+                                     "args": {"threshold": 49, "warmup": 3}}]}}}, f)
+        else:
+            json.dump({"task": "tensor", "dump_path": out, "level": "L1", "step": [spike]}, f)
+    if ring:
+        mon = TrainerMon(cfg)
+        mon.set_monitor(model, opt)
+    else:
+        dbg = PrecisionDebugger(cfg)
+    g = torch.Generator().manual_seed(7)
+    for st in range(steps):
+        state["step"] = st
+        if dbg:
+            dbg.start(model)
+        x, y = torch.randn(4, 16, generator=g), torch.randn(4, 8, generator=g)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        if dbg:
+            dbg.stop()
+            dbg.step()
+    if mon:
+        mon.stop()
+    else:
+        dbg.close()
+    return mon
+
+
+def dump_of(path):
+    import h5py
+    with h5py.File(path, "r") as f:
+        calls = [r["call"].decode() for r in sorted(f["calls"][:], key=lambda r: int(r["seq"]))]
+        ent = {}
+        for r in f["entries"][:]:
+            n = r["name"].decode()
+            row = tuple(r[c].tobytes() if hasattr(r[c], "tobytes") else r[c]
+                        for c in r.dtype.names if c != "seq")
+            ent[n] = (r["call"].decode(), r["role"].decode(), float(max(abs(r["max"]), abs(r["min"]))),
+                      row, f["data"][n][()].tobytes() if int(r["has_data"]) else None)
+    return calls, ent
+
+
+K, N = 3, 4
+S = random.randint(4, 6)
+rmon = ring_run("ring", S, S + 2, (K, N))
+ring_run("ring_plain", S, S + 1)
+an = rmon.anomaly or {}
+check((an.get("step"), an.get("name"), an.get("metric")) == (S, "fc2", "activation"),
+      f"ring: the anomaly online {an}, spike at {S}")
+pc, pe = dump_of(os.path.join(tmp, "ring_plain", f"step{S}", "rank0", "dump.h5"))
+spike_at = next((i for i, c in enumerate(pc) if any(
+    e[0] == c and e[1] == "output" and e[2] > 100 for e in pe.values())), None)
+want = pc[spike_at - K + 1:spike_at + N + 1] if spike_at is not None and spike_at >= K else None
+ring_file = os.path.join(tmp, "ring", "anomaly_calls", f"step{S}", "rank0", "dump.h5")
+rc, re_ = dump_of(ring_file) if os.path.exists(ring_file) else ([], {})
+check(want is not None and rc == want, f"ring calls {rc}, the plain dump's {want} (spike call {spike_at})")
+info = rmon.anomaly_calls or {}
+check((info.get("before"), info.get("after")) == (K, N), f"ring info {info}")
+check(sorted(os.listdir(os.path.join(tmp, "ring", "anomaly_calls"))) == [f"step{S}"],
+      "ring: only the anomaly's step is written")
+n_leaves = 0
+for n, e in re_.items():
+    check(n in pe and pe[n][3] == e[3] and pe[n][4] == e[4] and
+          (e[4] is not None or e[1] == "kwargs"), f"ring leaf {n}: row and payload equal to the plain dump's")
+    n_leaves += 1
+check(n_leaves >= 2 * (K + N), f"ring leaves {n_leaves}")
+kept = sum(len(e[4]) for n, e in re_.items() if e[0] in rc[:K] and e[4])
+check(0 < info.get("bytes", 0) <= kept, f"ring memory {info.get('bytes')} of {kept} bytes kept")
+r = subprocess.run([nprobe, "replay", os.path.join(tmp, "ring", "anomaly_calls")],
+                   capture_output=True, text=True)
+check(r.returncode == 0, f"nprobe replay of the ring's dump: {r.returncode} {r.stdout[-600:]} {r.stderr}")
+print(f"ring: spike at step {S}, calls {rc}, {info.get('bytes')} bytes kept")
+
 print("torch monitor:", "FAIL" if fail else "ok", f"(spike at step {s})")
 sys.exit(1 if fail else 0)

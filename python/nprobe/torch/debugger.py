@@ -966,6 +966,8 @@ class PrecisionDebugger:
     A bad config raises NprobeError before anything is written.
     """
 
+    _use_env = True     # $NPROBE_DUMP_CONFIG first (not the monitor's ring: ring.py)
+
     def __new__(cls, config_path=None, task=None, *args, **kwargs):
         # "task": "profile": torch.profiler instead of the probe (profile.py)
         if cls is PrecisionDebugger:
@@ -978,7 +980,7 @@ class PrecisionDebugger:
     def __init__(self, config_path=None, task=None, dump_path=None, level=None, step=None,
                  precision=None, device=None, torch_compile=None, data_parallel=None,
                  data_parallel_reduce=None, device_mesh=None, experts=None, **_ignored):
-        env = os.environ.get("NPROBE_DUMP_CONFIG")
+        env = os.environ.get("NPROBE_DUMP_CONFIG") if self._use_env else None
         path = env or config_path
         if not path:
             raise ValueError("PrecisionDebugger: no config (config_path=... or "

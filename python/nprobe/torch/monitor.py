@@ -30,13 +30,18 @@ import numpy as np
 import torch
 
 from .. import _lib
+from . import debugger as _dbg
 
 FORMAT, VERSION = "nprobe-monitor", 1
 NAME_LEN, METRIC_LEN = 192, 32
 _SECTION_KEYS = ("targets", "step_interval", "start_step", "collect_times", "xy_distribution",
                  "wg_distribution", "mv_distribution", "param_distribution", "alert", "format",
                  "ops", "eps", "anomaly_checkpoint", "anomaly_ring",
-                 "anomaly_calls")  # the last three: the runtime's
+                 "anomaly_calls", "anomaly_calls_after")  # anomaly_checkpoint, anomaly_ring: the runtime's
+_RULES = ("AnomalyNan", "AnomalyTurbulence", "AnomalySpike", "AnomalyUpdateRatio")
+_EMA = 0.9   # the turbulence rule's running mean: weight on the past (monitor_read.c)
+_SCALAR_METRICS = ("loss", "grad_norm", "loss_scale", "update_ratio")
+_TURBULENT_METRICS = ("activation", "activation_grad", "grad_pre", "grad")
 REC_DTYPE = np.dtype([("step", "<i8"), ("seq", "<i4"), ("key", "<i4"), ("numel", "<i8"),
                       ("norm", "<f8"), ("min", "<f8"), ("max", "<f8"), ("mean", "<f8"),
                       ("zeros", "<i8"), ("nans", "<i8"), ("infs", "<i8")])
@@ -93,7 +98,109 @@ def _config(path):
         if not isinstance(v, bool):
             raise ValueError(f"{where}: {k}: monitor.{k}: expected true or false")
         cfg[k] = v
+    for k in ("anomaly_calls", "anomaly_calls_after"):
+        v = sec.get(k, 0)
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= 65536:
+            raise ValueError(f"{where}: {k}: monitor.{k}: expected an integer 0 .. 65536 (each "
+                             "call kept holds a copy of its tensors)")
+        cfg[k] = v
+    cfg["rules"] = _rules_config(sec.get("alert"), where)
     return cfg
+
+
+def _rules_config(alert, where):
+    """monitor.alert.rules as the runtime reads them (monitor.c parse_rules):
+    absent, the defaults; a list names the rules in force."""
+    r = {"nan": True, "turbulence": 49.0, "warmup": 10, "spike": 10.0, "window": 10,
+         "ratio_min": 0.0, "ratio_max": 0.0}
+    if alert is None:
+        return r
+    if not isinstance(alert, dict):
+        raise ValueError(f"{where}: alert: monitor.alert: expected an object")
+    rules = alert.get("rules")
+    if rules is None:
+        return r
+    if not isinstance(rules, list):
+        raise ValueError(f"{where}: rules: monitor.alert.rules: expected a list")
+    d, r = r, dict(r, nan=False, turbulence=0.0, spike=0.0, ratio_max=0.0)
+
+    def num(args, k, dflt, rule):
+        v = args.get(k, dflt)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"{where}: {k}: {rule}.args.{k}: expected a finite number")
+        return float(v)
+
+    for it in rules:
+        name = it.get("rule_name") if isinstance(it, dict) else None
+        args = it.get("args", {}) if isinstance(it, dict) else None
+        if not isinstance(name, str):
+            raise ValueError(f"{where}: rule_name: monitor.alert.rules: each rule needs a "
+                             "\"rule_name\" string")
+        if not isinstance(args, dict):
+            raise ValueError(f"{where}: args: monitor.alert.rules: \"args\" must be an object")
+        if name == "AnomalyNan":
+            r["nan"] = True
+        elif name == "AnomalyTurbulence":
+            r["turbulence"] = num(args, "threshold", d["turbulence"], name)
+            r["warmup"] = int(num(args, "warmup", r["warmup"], name))
+        elif name == "AnomalySpike":
+            r["spike"] = num(args, "factor", d["spike"], name)
+            w = num(args, "window", r["window"], name)
+            if not 1 <= w <= 100000:
+                raise ValueError(f"{where}: window: AnomalySpike.args.window: expected 1 .. 100000")
+            r["window"] = int(w)
+        elif name == "AnomalyUpdateRatio":
+            r["ratio_min"] = num(args, "min", d["ratio_min"], name)
+            r["ratio_max"] = num(args, "max", d["ratio_max"], name)
+        else:
+            raise ValueError(f"{where}: rule_name: monitor.alert.rules: unknown rule \"{name}\" "
+                             f"(allowed: {', '.join(_RULES)})")
+    return r
+
+
+class _Rules:
+    """The rules record by record, online (the runtime's np_mon_rules_feed,
+    monitor_read.c: the same history, so the same verdict as `nprobe
+    monitor` on the file): feed() gives the rule that fired, or None."""
+
+    def __init__(self, cfg):
+        self.c = cfg
+        self.hist = {}      # key -> [records seen, running mean, spike window]
+
+    def feed(self, key, metric, rec):
+        c = self.c
+        h = self.hist.setdefault(key, [0, 0.0, []])
+        numel, norm, mean, nans, infs = rec[3], rec[4], rec[7], rec[9], rec[10]
+        scalar = metric in _SCALAR_METRICS
+        v = mean if scalar else norm
+        hit = None
+        if c["nan"] and metric == "grad_norm" and math.isnan(v) and nans:
+            pass        # a step the loss scaler skipped records NaN
+        elif c["nan"] and (nans or infs) and metric != "loss_scale":
+            hit = ("nan", v)
+        if hit is None and metric in _TURBULENT_METRICS and c["turbulence"] > 0 and \
+                h[0] >= c["warmup"] and math.isfinite(v) and v > (1.0 + c["turbulence"]) * h[1]:
+            hit = ("turbulence", v)
+        if hit is None and c["spike"] > 0 and metric in ("loss", "grad_norm") and math.isfinite(v):
+            if not h[2]:
+                h[2] = [[0.0] * c["window"], 0, 0]     # the window, its count, its next slot
+            w = h[2]
+            if w[1] >= min(c["window"], 3):
+                tot = 0.0
+                for j in range(w[1]):   # the C loop's order (slot order)
+                    tot += w[0][j]
+                if v > c["spike"] * (tot / w[1]):
+                    hit = ("spike", v)
+            w[0][w[2]] = v
+            w[2] = (w[2] + 1) % c["window"]
+            w[1] = min(w[1] + 1, c["window"])
+        if hit is None and c["ratio_max"] > 0 and metric == "update_ratio" and math.isfinite(v) \
+                and not c["ratio_min"] <= v <= c["ratio_max"]:
+            hit = ("update_ratio", v)
+        if not scalar and math.isfinite(v):
+            h[1] = _EMA * h[1] + (1.0 - _EMA) * v if h[0] else v
+            h[0] += 1
+        return hit
 
 
 def tensor_stats(t):
@@ -159,6 +266,10 @@ class TrainerMon:
         self._before = {}
         self._snap = {}
         self.path = None
+        self._ring = None       # the ring of calls (anomaly_calls: ring.py)
+        self._rules = None      # the rules, online, while the ring waits for an anomaly
+        self.anomaly = None     # the run's first anomaly seen online: step, name, metric, rule, value
+        self.anomaly_calls = None  # what the ring wrote: step, before, after, bytes, dir
 
     # ---- the file ------------------------------------------------------
 
@@ -201,7 +312,17 @@ class TrainerMon:
         return self._keys[k]
 
     def _add(self, name, metric, stats):
-        self._rec.append((self.step, len(self._rec), self._key(name, metric)) + tuple(stats))
+        rec = (self.step, len(self._rec), self._key(name, metric)) + tuple(stats)
+        self._rec.append(rec)
+        if self._rules is not None:
+            hit = self._rules.feed(rec[2], metric, rec)
+            if hit is not None:
+                # the run's first anomaly: the ring's calls are written now
+                self.anomaly = {"step": self.step, "name": name, "metric": metric,
+                                "rule": hit[0], "value": hit[1]}
+                self._rules = None
+                if self._ring.fire():
+                    self.anomaly_calls = self._ring.info
 
     def _add_scalar(self, name, metric, v):
         v = float(v)
@@ -209,8 +330,10 @@ class TrainerMon:
                                  int(math.isinf(v))))
 
     def _recording(self):
+        return self._recording_at(self.step)
+
+    def _recording_at(self, s):
         c = self.config
-        s = self.step
         return (self.active and s >= c["start_step"] and (s - c["start_step"]) % c["step_interval"] == 0
                 and (c["collect_times"] <= 0 or self.collected < c["collect_times"]))
 
@@ -244,24 +367,41 @@ class TrainerMon:
             for m in models:
                 for name, mod in m.named_modules():
                     if name and _matches(self.config["targets"], name):
-                        self.handles.append(mod.register_forward_hook(self._fwd(name)))
-                        self.handles.append(mod.register_full_backward_hook(self._bwd(name)))
+                        self.handles.append(mod.register_forward_hook(_dbg._paused(self._fwd(name))))
         if self.config["wg_distribution"] and self.world > 1:
             # the gradient as backward hands it to the parameter, before
             # DDP's reduction (its hooks run after the accumulation)
             for p, n in self._selected():
                 if p.requires_grad:
-                    self.handles.append(p.register_hook(self._gpre(n)))
+                    self.handles.append(p.register_hook(_dbg._paused(self._gpre(n))))
         for m in models:
-            self.handles.append(m.register_forward_hook(self._loss_hook))
-        self.handles.append(optimizer.register_step_pre_hook(self._pre_step))
-        self.handles.append(optimizer.register_step_post_hook(self._post_step))
+            self.handles.append(m.register_forward_hook(_dbg._paused(self._loss_hook)))
+        self.handles.append(optimizer.register_step_pre_hook(_dbg._paused(self._pre_step)))
+        self.handles.append(optimizer.register_step_post_hook(_dbg._paused(self._post_step)))
+        c = self.config
+        if c["anomaly_calls"] or c["anomaly_calls_after"]:
+            from .ring import CallRing
+            self._ring = CallRing(os.path.join(c["dump_path"], "anomaly_calls"),
+                                  c["anomaly_calls"], c["anomaly_calls_after"], self.step,
+                                  self._recording_at)
+            self._rules = _Rules(c["rules"])
+            for m in models:
+                self._ring.start(m)
 
     def _fwd(self, name):
+        """The module's output (`activation`) and, by a hook on that tensor,
+        the gradient that arrives at it (`activation_grad`). Not a full
+        backward hook: torch's BackwardHook clones and views the module's
+        inputs and outputs (Tensor.clone and Tensor.view_as calls in the
+        program, a ring's or a dump's rows, and their memory)."""
+        grad_hook = _dbg._paused(self._bwd(name))
+
         def hook(mod, args, out):
             t = out[0] if isinstance(out, (tuple, list)) and out else out
             if self._recording() and isinstance(t, torch.Tensor) and t.is_floating_point():
                 self._add(name, "activation", tensor_stats(t))
+                if t.requires_grad:
+                    t.register_hook(grad_hook)
         return hook
 
     def _gpre(self, name):
@@ -275,6 +415,7 @@ class TrainerMon:
         if isinstance(loss, torch.Tensor) and loss.numel() == 1:
             self.record_loss(loss)
 
+    @_dbg._paused     # its own torch calls are not the run's (a ring's or a debugger's capture)
     def record_loss(self, loss, loss_scale=None):
         """Record this step's loss (a number or a one-element tensor; the
         model's output's `.loss` is recorded by itself) and, when given, the
@@ -286,8 +427,7 @@ class TrainerMon:
                 self._add_scalar("loss_scale", "loss_scale", float(loss_scale))
 
     def _bwd(self, name):
-        def hook(mod, grad_in, grad_out):
-            g = grad_out[0] if grad_out else None
+        def hook(g):
             if self._recording() and isinstance(g, torch.Tensor) and g.is_floating_point():
                 self._add(name, "activation_grad", tensor_stats(g))
         return hook
@@ -345,12 +485,16 @@ class TrainerMon:
         self._rec = []
         self._before = {}
         self.step += 1
+        if self._ring is not None:
+            self._ring.step()
 
     def stop(self):
         """Remove the hooks and close the file (also at garbage collection)."""
         for h in self.handles:
             h.remove()
         self.handles = []
+        if self._ring is not None:
+            self._ring.finish()
         if self.file is not None:
             self.file.close()
             self.file = None
