@@ -505,18 +505,16 @@ static hid_t make_table(hid_t file, const char *name, hid_t type, hsize_t chunk)
     return d;
 }
 
-static int append(hid_t d, hid_t type, const void *rows, hsize_t n)
+/* rows appended after the cur rows the table holds (the writer counts
+ * them: no read of the extent) */
+static int append(hid_t d, hid_t type, const void *rows, hsize_t n, hsize_t cur)
 {
     if (!n)
         return 0;
-    hid_t sp = H5Dget_space(d);
-    hsize_t cur = 0;
-    H5Sget_simple_extent_dims(sp, &cur, NULL);
-    H5Sclose(sp);
     hsize_t nd = cur + n;
     if (H5Dset_extent(d, &nd) < 0)
         return -1;
-    sp = H5Dget_space(d);
+    hid_t sp = H5Dget_space(d);
     H5Sselect_hyperslab(sp, H5S_SELECT_SET, &cur, NULL, &n, NULL);
     hid_t ms = H5Screate_simple(1, &n, NULL);
     herr_t e = H5Dwrite(d, type, ms, sp, H5P_DEFAULT, rows);
@@ -682,21 +680,24 @@ static void flush_step_quiet(np_monitor *m)
 {
     if (m->st)
         return;
-    if (append(m->d_rec, m->t_rec, m->rec, m->n_rec) ||
+    int new_keys = m->n_keys > m->keys_flushed;
+    if (append(m->d_rec, m->t_rec, m->rec, m->n_rec, (hsize_t)m->rows) ||
         append(m->d_key, m->t_key, m->keys + m->keys_flushed,
-               (hsize_t)(m->n_keys - m->keys_flushed))) {
+               (hsize_t)(m->n_keys - m->keys_flushed), (hsize_t)m->keys_flushed)) {
         fail(m, NP_ERR_IO, "cannot append a step's records");
         return;
     }
     m->rows += (int64_t)m->n_rec;
     m->keys_flushed = m->n_keys;
-    /* the records and keys reach the file before the steps row that covers them */
-    if (H5Dflush(m->d_rec) < 0 || H5Dflush(m->d_key) < 0) {
+    /* the records and keys reach the file before the steps row that covers
+     * them (the keys only when the step added some: after the first
+     * recorded step seldom) */
+    if (H5Dflush(m->d_rec) < 0 || (new_keys && H5Dflush(m->d_key) < 0)) {
         fail(m, NP_ERR_IO, "cannot flush a step's records");
         return;
     }
     np_mon_step row = {m->step, m->rows, m->n_keys};
-    if (append(m->d_step, m->t_step, &row, 1) || H5Dflush(m->d_step) < 0) {
+    if (append(m->d_step, m->t_step, &row, 1, (hsize_t)m->steps_done) || H5Dflush(m->d_step) < 0) {
         fail(m, NP_ERR_IO, "cannot append a step");
         return;
     }

@@ -367,60 +367,62 @@ static void adamw_update(np_optim *o, int i, double lr)
     round_params(p);
 }
 
-/* The AdamW update of one block [0, n) (n <= ST_BLOCK; adamw_update's
- * expressions) fused with the statistics of the array it reads (g) and
- * the one it writes (w after the update), float32 sums as block_f32's (the
- * same figures): the statistics' adds, products, minima and maxima issue
+/* [k0, k1) of float32 AdamW (adamw_update's expressions) fused with the
+ * statistics of the array it reads (g) and the one it writes (w after the
+ * update), block by block of ST_BLOCK: float32 block sums as block_f32's
+ * (the same figures, the same lane order), added to part's totals by
+ * tst_add_block; the statistics' adds, products, minima and maxima issue
  * beside the update's divisions and square root, with no load or loop of
- * their own. f[0] and f[1]: g's and w's BS_* sums, *pdq the sum of
- * squares of the change. m and v, when asked, go through block_f32 while
- * the block is in L1: the accumulators of more arrays in one loop
- * outnumber AVX2's 16 vector registers (their spills cost more
- * instructions than the second pass; bench_monitor_ir.sh). */
-NP_ST_CLONES static void adamw_block_gw(float *w, const float *g, float *m, float *v, int n,
-                                        const float *c, float f[2][BS_N], float *pdq)
+ * their own. One least square serves both arrays' zero test (min of g^2
+ * and w^2: 0 when either block may hold a zero, and then both blocks'
+ * zeros are counted exactly, block_zeros): one accumulator less, so the
+ * loop's accumulators and AdamW's constants fit AVX2's 16 registers with
+ * fewer spills. The blocks are looped here, inside the clone, so the
+ * constants are set up once per chunk, not per block. m and v, when mask
+ * asks them, go through block_f32 while the block is in L1: the
+ * accumulators of more arrays in one loop outnumber the registers (their
+ * spills cost more instructions than the second pass;
+ * bench_monitor_ir.sh). Returns the sum of squares of the change. */
+NP_ST_CLONES static double adamw_fused_st(float *w, const float *g, float *m, float *v,
+                                          int64_t k0, int64_t k1, const float *c, unsigned mask,
+                                          np_optim_tstats *part)
 {
     const aw_k K = aw_load(c);
-    float gs = 0, gq = 0, gmn = INFINITY, gmx = -INFINITY, gq0 = INFINITY;
-    float ws = 0, wq = 0, wmn = INFINITY, wmx = -INFINITY, wq0 = INFINITY;
-    float dq = 0;
-#pragma omp simd reduction(+ : gs, gq, ws, wq, dq) reduction(min : gmn, wmn, gq0, wq0) \
-    reduction(max : gmx, wmx)
-    for (int k = 0; k < n; k++) {
-        float w0 = w[k], gk = g[k];
-        float wn = adamw_elem(w0, gk, &m[k], &v[k], K);
-        w[k] = wn;
-        float d = wn - w0, gg = gk * gk, ww = wn * wn;
-        dq += d * d;
-        gs += gk, gq += gg, gq0 = gg < gq0 ? gg : gq0;
-        gmn = gk < gmn ? gk : gmn, gmx = gk > gmx ? gk : gmx;
-        ws += wn, wq += ww, wq0 = ww < wq0 ? ww : wq0;
-        wmn = wn < wmn ? wn : wmn, wmx = wn > wmx ? wn : wmx;
-    }
-    f[0][BS_SUM] = gs, f[0][BS_SQ] = gq, f[0][BS_MIN] = gmn, f[0][BS_MAX] = gmx, f[0][BS_SQMIN] = gq0;
-    f[1][BS_SUM] = ws, f[1][BS_SQ] = wq, f[1][BS_MIN] = wmn, f[1][BS_MAX] = wmx, f[1][BS_SQMIN] = wq0;
-    *pdq = dq;
-}
-
-/* [k0, k1) of float32 AdamW with the gradient's and the weight's
- * statistics fused (adamw_block_gw), m's and v's by block_f32 when mask
- * asks them; the change's sum of squares */
-static double adamw_fused_st(float *w, const float *g, float *m, float *v, int64_t k0, int64_t k1,
-                             const float *c, unsigned mask, np_optim_tstats *part)
-{
     double dq = 0.0;
     for (int64_t b0 = k0; b0 < k1; b0 += ST_BLOCK) {
-        int nb = k1 - b0 < ST_BLOCK ? (int)(k1 - b0) : ST_BLOCK;
-        float f[2][BS_N], bdq, fs[BS_N];
-        adamw_block_gw(w + b0, g + b0, m + b0, v + b0, nb, c, f, &bdq);
+        int n = k1 - b0 < ST_BLOCK ? (int)(k1 - b0) : ST_BLOCK;
+        float *wb = w + b0, *mb = m + b0, *vb = v + b0;
+        const float *gb = g + b0;
+        float gs = 0, gq = 0, gmn = INFINITY, gmx = -INFINITY, q0 = INFINITY;
+        float ws = 0, wq = 0, wmn = INFINITY, wmx = -INFINITY;
+        float bdq = 0;
+#pragma omp simd reduction(+ : gs, gq, ws, wq, bdq) reduction(min : gmn, wmn, q0) \
+    reduction(max : gmx, wmx)
+        for (int k = 0; k < n; k++) {
+            float w0 = wb[k], gk = gb[k];
+            float wn = adamw_elem(w0, gk, &mb[k], &vb[k], K);
+            wb[k] = wn;
+            float d = wn - w0, gg = gk * gk, ww = wn * wn;
+            float sq = gg < ww ? gg : ww;
+            bdq += d * d;
+            gs += gk, gq += gg, q0 = sq < q0 ? sq : q0;
+            gmn = gk < gmn ? gk : gmn, gmx = gk > gmx ? gk : gmx;
+            ws += wn, wq += ww;
+            wmn = wn < wmn ? wn : wmn, wmx = wn > wmx ? wn : wmx;
+        }
+        const float fg[BS_N] = {[BS_SUM] = gs, [BS_SQ] = gq, [BS_MIN] = gmn, [BS_MAX] = gmx,
+                                [BS_SQMIN] = q0};
+        const float fw[BS_N] = {[BS_SUM] = ws, [BS_SQ] = wq, [BS_MIN] = wmn, [BS_MAX] = wmx,
+                                [BS_SQMIN] = q0};
         dq += bdq;
-        tst_add_block(&part[NP_OPTIM_ST_GRAD], g + b0, nb, f[0]);
-        tst_add_block(&part[NP_OPTIM_ST_WEIGHT], w + b0, nb, f[1]);
+        tst_add_block(&part[NP_OPTIM_ST_GRAD], gb, n, fg);
+        tst_add_block(&part[NP_OPTIM_ST_WEIGHT], wb, n, fw);
         for (int s = NP_OPTIM_ST_SLOT0; s <= NP_OPTIM_ST_SLOT1; s++)
             if (mask & 1u << s) {
-                const float *x = (s == NP_OPTIM_ST_SLOT0 ? m : v) + b0;
-                block_f32(x, nb, fs);
-                tst_add_block(&part[s], x, nb, fs);
+                const float *x = s == NP_OPTIM_ST_SLOT0 ? mb : vb;
+                float fs[BS_N];
+                block_f32(x, n, fs);
+                tst_add_block(&part[s], x, n, fs);
             }
     }
     return dq;
