@@ -13,7 +13,10 @@
 # nprobe triage of the 2-rank runs of gemm_bitflip and rare_pattern names
 # the fault's step and rank and gives its class (and op: rare_pattern's from
 # the calls the monitor kept on the fault's rank, anomaly_calls); the same
-# under --tp 2; under --pp 2 the anomalies follow the pipeline's order.
+# under --tp 2; under --pp 2 the anomalies follow the pipeline's order, and
+# triage of logit_growth (stage 1) and rare_pattern (stage 0) reruns both
+# stages from the collective checkpoint on anomaly: numerics with lm_head's
+# linear, code with c_attn's.
 set -u
 . "$(dirname "$0")/mpi_env.sh"
 # plain: 14 steps, the faults past the turbulence rule's warmup (10 records);
