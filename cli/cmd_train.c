@@ -702,11 +702,6 @@ static int dist_opts(np_train_opts *o, const train_args *a, int mpi, int rank, i
         np_cli_error("--pp %ld: pipeline parallelism runs under mpirun -n %ld", a->pp, a->pp);
         return NP_EXIT_USAGE;
     }
-    if (a->pp > 1 && (a->save || a->load)) {
-        np_cli_error("--pp: checkpoints (--save, --load) of a pipeline-parallel run are not "
-                     "built yet");
-        return NP_EXIT_USAGE;
-    }
     if (a->sp && a->tp <= 1) {
         np_cli_error("--sp: sequence parallelism needs --tp T > 1");
         return NP_EXIT_USAGE;
@@ -827,9 +822,9 @@ static int train(const train_args *a, int mpi, int rank, int world)
         goto done;
 
     code = run_steps(a, tr, ctx, kind, &co, mpi, stop);
-    /* tensor parallel: every rank takes part in gathering the shards;
-     * rank 0 writes the one-process tensors */
-    if (code == NP_EXIT_OK && a->save && (!quiet || o.dist.tp > 1)) {
+    /* tensor and pipeline parallel: every rank takes part in gathering the
+     * shards and the stages' tensors; rank 0 writes the one-process tensors */
+    if (code == NP_EXIT_OK && a->save && (!quiet || o.dist.tp > 1 || o.dist.pp > 1)) {
         if (np_trainer_save(tr, a->save, &err)) {
             np_cli_report(&err);
             code = NP_EXIT_USAGE;

@@ -330,12 +330,6 @@ static int run_variant(verdict *v, const char *dir, const char *out, const char 
 /* The train options triage owns refused, the rules read: 0 or an exit code. */
 static int setup(const triage_args *a, char **train, int n_train, np_monitor_rules *rules)
 {
-    if (train_int(train, n_train, "--pp", 1) > 1) {
-        np_cli_error("triage: --pp: a pipeline-parallel run has no checkpoint to rerun its step "
-                     "from (nprobe train --pp refuses --save and --load); nprobe monitor still "
-                     "names its first anomaly");
-        return NP_EXIT_USAGE;
-    }
     static const char *const owned[] = {"--load", "--save", "--stop-after", "--dump-config",
                                         "--monitor-config", "--load-other-precision"};
     for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
@@ -388,15 +382,16 @@ static int find_first(const char *dir, const np_monitor_rules *rules, np_monitor
  * own at the anomaly, into own[]), checked to be at the anomaly's step: -1,
  * else the exit code. */
 static int checkpoint_for(triage_args *a, const char *dir, const np_monitor_anomaly *first,
-                          char *own, size_t cap, long tp)
+                          char *own, size_t cap, int collective)
 {
     np_error err;
     np_error_clear(&err);
     if (!a->load) {
         /* the checkpoint the monitor wrote on the anomaly (anomaly_checkpoint);
-         * a tensor-parallel group's is its rank 0's (the whole tensors) */
-        snprintf(own, cap, "%s/anomaly_rank%ld.step%lld.h5", dir,
-                 first->rank - (tp > 1 ? first->rank % tp : 0), (long long)first->step);
+         * a tensor- or pipeline-parallel run's is one file of the whole
+         * tensors, rank 0's */
+        snprintf(own, cap, "%s/anomaly_rank%d.step%lld.h5", dir, collective ? 0 : first->rank,
+                 (long long)first->step);
         if (access(own, R_OK)) {
             np_cli_error("triage: no --load and no %s (the monitor writes it with "
                          "\"anomaly_checkpoint\": true; else nprobe train ... --stop-after %lld "
@@ -446,7 +441,8 @@ int np_cmd_triage(int argc, char **argv)
     printf("first anomaly: step %lld rank %d %s %s %s: %s %.6g\n", (long long)first.step,
            first.rank, first.name, first.metric, first.rule, first.stat, first.value);
     static char own[4200];
-    if ((rc = checkpoint_for(&a, dir, &first, own, sizeof own, train_int(train, n_train, "--tp", 1))) >= 0)
+    long tp = train_int(train, n_train, "--tp", 1), pp = train_int(train, n_train, "--pp", 1);
+    if ((rc = checkpoint_for(&a, dir, &first, own, sizeof own, tp > 1 || pp > 1)) >= 0)
         return rc;
     if (mkdir(a.out, 0755)) {
         np_cli_error("triage: cannot create %s: %s (it must not exist)", a.out, strerror(errno));
@@ -503,9 +499,9 @@ int np_cmd_triage(int argc, char **argv)
          * compare of the two reruns' dumps of step S (the fp32 one the bench) */
         char api[NP_FMT_NAME_LEN];
         /* tensor parallel: compare assembles a group's shards under its
-         * lowest rank */
-        long tp = train_int(train, n_train, "--tp", 1);
-        int crank = same.first.rank - (tp > 1 ? same.first.rank % (int)tp : 0);
+         * lowest rank; a pipeline's stages merge into one logical step under
+         * rank 0 */
+        int crank = pp > 1 ? 0 : same.first.rank - (tp > 1 ? same.first.rank % (int)tp : 0);
         if (!culprit_of(api, sizeof api, a.out, "fp32_dump", "same_dump", first.step, crank)) {
             printf("op: %s (compare of the %s rerun against the fp32 one: the first culprit)\n",
                    api, prec);

@@ -716,31 +716,32 @@ static void flush_step(np_monitor *m)
 
 /* ==== the checkpoint on anomaly ========================================== */
 
-/* the ranks' tensor-parallel degree (1: none) */
-static int tp_of(const np_monitor *m)
+/* 1 when the run's checkpoint is a collective: tensor or pipeline parallel
+ * (np_trainer_save gathers the shards and the stages' tensors, and world
+ * rank 0 writes the one-process tensors) */
+static int collective(const np_monitor *m)
 {
     const np_train_opts *o = m->tr ? np_trainer_opts(m->tr) : NULL;
-    return o && o->dist.tp > 1 ? o->dist.tp : 1;
+    return o && (o->dist.tp > 1 || o->dist.pp > 1);
 }
 
-/* A tensor-parallel group writes one checkpoint (the whole tensors, by its
- * rank 0: np_trainer_save), named by that rank (R - R % tp; nprobe triage
- * looks for it there) */
+/* The checkpoint of step `step`: the rank's own, or a collective one's,
+ * written by rank 0, named by it (nprobe triage looks for it there) */
 static void ck_path(const np_monitor *m, char *out, size_t cap, int64_t step)
 {
-    snprintf(out, cap, "%s/anomaly_rank%d.step%lld.h5", m->cfg.dump_path, m->rank - m->rank % tp_of(m),
-             (long long)step);
+    snprintf(out, cap, "%s/anomaly_rank%d.step%lld.h5", m->cfg.dump_path,
+             collective(m) ? 0 : m->rank, (long long)step);
 }
 
-/* Tensor parallel: the checkpoint is a collective (np_trainer_save gathers
- * the shards), so every rank writes it when any rank saw the run's first
- * anomaly at this step before the update; the ranks agree by an allgather
- * of their flags at every recorded step's update (until written). 1 when
- * this rank is to write. Without tensor parallelism: the rank's own. */
+/* Tensor and pipeline parallel: the checkpoint is a collective, so every
+ * rank writes it when any rank saw the run's first anomaly at this step
+ * before the update; the ranks agree by an allgather of their flags at
+ * every recorded step's update (until written). 1 when this rank is to
+ * write. Otherwise: the rank's own. */
 static int ck_agree(np_monitor *m, int before_update, int mine)
 {
     const np_train_opts *o = m->tr ? np_trainer_opts(m->tr) : NULL;
-    if (tp_of(m) <= 1 || !o->dist.allgather || o->dist.world_size <= 1)
+    if (!collective(m) || !o->dist.allgather || o->dist.world_size <= 1)
         return mine;
     if (!before_update)
         return 0;   /* after the update the live state is not S's: only the ring writes */
@@ -824,13 +825,14 @@ static int rules_feed(np_monitor *m)
  * else from the ring, with the ring's earlier steps. */
 static void online_check(np_monitor *m, int before_update)
 {
-    if ((!m->cfg.anomaly_checkpoint && !m->calls) || (m->st && tp_of(m) <= 1))
+    if ((!m->cfg.anomaly_checkpoint && !m->calls) || (m->st && !collective(m)))
         return;
     if (!m->st)
         rules_feed(m);
     if (m->ck_done || !m->cfg.anomaly_checkpoint)
         return;
-    /* under tensor parallelism every rank takes part, as long as none wrote */
+    /* under tensor and pipeline parallelism every rank takes part, as long
+     * as none wrote */
     if (!ck_agree(m, before_update, !m->st && m->anom && m->anom_step == m->step))
         return;
     m->ck_done = 1;
@@ -1063,15 +1065,12 @@ np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error
     if (!m->active)
         return NP_OK;
     const np_train_opts *o = np_trainer_opts(tr);
-    if (m->cfg.anomaly_checkpoint && o->dist.pp > 1)
+    if (m->cfg.anomaly_checkpoint && m->cfg.anomaly_ring > 0 && (o->dist.tp > 1 || o->dist.pp > 1))
         return np_error_set(err, NP_ERR_ARG, NULL, "monitor",
-                            "anomaly_checkpoint: checkpoints of a pipeline-parallel run (--pp) are "
-                            "not built yet");
-    if (m->cfg.anomaly_checkpoint && m->cfg.anomaly_ring > 0 && o->dist.tp > 1)
-        return np_error_set(err, NP_ERR_ARG, NULL, "monitor",
-                            "anomaly_ring: the kept states of a tensor-parallel run (--tp) are not "
+                            "anomaly_ring: the kept states of a %s run (%s) are not "
                             "written yet (anomaly_checkpoint alone writes the state before the "
-                            "update)");
+                            "update)", o->dist.pp > 1 ? "pipeline-parallel" : "tensor-parallel",
+                            o->dist.pp > 1 ? "--pp" : "--tp");
     /* the events only for the modules' outputs or the ring of calls: an
      * observer makes the runtime name and emit every call (a third of
      * the monitor's own instructions a step without them) */

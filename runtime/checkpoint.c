@@ -243,10 +243,12 @@ static np_status write_image(hid_t f, int fd, const char *path, np_error *err)
     return st;
 }
 
-/* Tensor parallel: the whole tensors of the sharded parameters and of
- * their optimizer slots (k = 0: the values, k = 1 + s: slot s; index
- * k * n + i; NULL where a rank's own array is whole), gathered over the TP
- * group by every rank in the same order before anything is written. */
+/* Tensor and pipeline parallel: the whole tensors of the parameters and
+ * of their optimizer slots (k = 0: the values, k = 1 + s: slot s; index
+ * k * n + i; NULL where a rank's own array is whole and its own), gathered
+ * by every rank in the same order before anything is written: beside
+ * --tp the sharded ones over the TP group, under a pipeline every one from
+ * the stage that holds it. */
 static void free_wholes(float **w, int count)
 {
     for (int i = 0; w && i < count; i++)
@@ -254,7 +256,15 @@ static void free_wholes(float **w, int count)
     free(w);
 }
 
-static np_status tp_wholes(const np_trainer *tr, float ***out, int *count, np_error *err)
+/* Slot s of model parameter i: the optimizer's index is the stage's under
+ * a pipeline (NULL: another stage's parameter). */
+static float *slot_of(const np_trainer *tr, int s, int i, const np_tensor *t)
+{
+    int j = tr->pp ? np_pp_index(tr->pp, t) : i;
+    return j < 0 ? NULL : np_optim_slot(tr->optim, s, j);
+}
+
+static np_status gather_wholes(const np_trainer *tr, float ***out, int *count, np_error *err)
 {
     int n = 0, slots = np_optim_n_slots(tr->optim);
     np_tensor *const *params = np_model_params(tr->model, &n);
@@ -263,13 +273,19 @@ static np_status tp_wholes(const np_trainer *tr, float ***out, int *count, np_er
     np_status st = w ? NP_OK : np_error_set(err, NP_ERR_NOMEM, NULL, "checkpoint", "out of memory");
     for (int k = 0; k <= slots && !st; k++)
         for (int i = 0; i < n && !st; i++) {
-            np_tensor whole;
-            if (np_tp_shard_dim(tr->tp, params[i], &whole) < 0)
+            np_tensor whole = *params[i];
+            if (np_tp_shard_dim(tr->tp, params[i], &whole) < 0 && !tr->pp)
                 continue;
-            const float *data = k ? np_optim_slot(tr->optim, k - 1, i) : np_tensor_f32(params[i]);
-            w[k * n + i] = malloc((size_t)whole.numel * sizeof(float));
-            st = w[k * n + i] ? np_tp_gather_whole(tr->tp, params[i], data, w[k * n + i], err)
-                              : np_error_set(err, NP_ERR_NOMEM, NULL, "checkpoint", "out of memory");
+            int here = !tr->pp || np_pp_index(tr->pp, params[i]) >= 0;
+            const float *data = !here ? NULL
+                                : k ? slot_of(tr, k - 1, i, params[i]) : np_tensor_f32(params[i]);
+            w[k * n + i] = malloc((size_t)(whole.numel ? whole.numel : 1) * sizeof(float));
+            if (!w[k * n + i])
+                st = np_error_set(err, NP_ERR_NOMEM, NULL, "checkpoint", "out of memory");
+            else if (tr->pp)
+                st = np_pp_gather_whole(tr->pp, tr->tp, params[i], data, w[k * n + i], err);
+            else
+                st = np_tp_gather_whole(tr->tp, params[i], data, w[k * n + i], err);
         }
     if (st) {
         free_wholes(w, *count);
@@ -283,9 +299,9 @@ np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err)
 {
     float **whole = NULL;
     int n_whole = 0;
-    if (tr->tp) {
-        np_status ws = tp_wholes(tr, &whole, &n_whole, err);
-        if (ws || np_tp_rank(tr->tp) != 0) { /* rank 0 writes the one-process tensors */
+    if (tr->tp || tr->pp) {
+        np_status ws = gather_wholes(tr, &whole, &n_whole, err);
+        if (ws || tr->opts.dist.rank != 0) { /* rank 0 writes the one-process tensors */
             free_wholes(whole, n_whole);
             return ws;
         }
@@ -349,7 +365,7 @@ np_status np_trainer_save(const np_trainer *tr, const char *path, np_error *err)
             float *wd = whole ? whole[(s + 1) * n + i] : NULL;
             bad = write_f32(gs, params[i]->name,
                             np_tp_shard_dim(tr->tp, params[i], &shp) >= 0 ? &shp : params[i],
-                            wd ? wd : np_optim_slot(tr->optim, s, i), NULL);
+                            wd ? wd : slot_of(tr, s, i, params[i]), NULL);
         }
         if (gs >= 0)
             H5Gclose(gs);
@@ -423,8 +439,11 @@ np_status np_trainer_load(np_trainer *tr, const char *path, np_error *err)
                           np_h5_dset_problem(problem));
     int n = 0;
     np_tensor *const *params = np_model_params(tr->model, &n);
+    /* a pipeline stage reads its own parameters (the others' stay as built,
+     * as in a run that did not load) */
     for (int i = 0; i < n && !st; i++)
-        st = read_param(gp, tr, params[i], np_tensor_f32(params[i]), path, err);
+        if (!tr->pp || np_pp_index(tr->pp, params[i]) >= 0)
+            st = read_param(gp, tr, params[i], np_tensor_f32(params[i]), path, err);
     if (!st && (go = np_h5_open_local(f, "optim", &problem)) < 0)
         st = np_error_set(err, NP_ERR_FORMAT, path, "optim", "group /optim %s",
                           np_h5_dset_problem(problem));
@@ -448,8 +467,11 @@ np_status np_trainer_load(np_trainer *tr, const char *path, np_error *err)
                               problem == NP_H5_NOT_LOCAL ? np_h5_dset_problem(problem) : "missing");
             break;
         }
-        for (int i = 0; i < n && !st; i++)
-            st = read_param(gs, tr, params[i], np_optim_slot(tr->optim, s, i), path, err);
+        for (int i = 0; i < n && !st; i++) {
+            float *slot = slot_of(tr, s, i, params[i]);
+            if (slot)
+                st = read_param(gs, tr, params[i], slot, path, err);
+        }
         H5Gclose(gs);
     }
     if (!st && tr->scaler.enabled) {

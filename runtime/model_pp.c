@@ -44,7 +44,15 @@
  * (model_tp.c group_gather), not world gathers. After the backward the
  * data-parallel sum runs over each stage's D groups (np_tp_dp_reduce),
  * then the tied embedding's two gradients at each place, and the norm
- * counts a TP shard on every TP rank and a whole parameter once. */
+ * counts a TP shard on every TP rank and a whole parameter once.
+ *
+ * Checkpoints hold the one-process tensors under the one-process names
+ * (checkpoint.c): at a save every rank gathers each parameter and
+ * optimizer slot from the stage that holds it (its first data-parallel
+ * group's TP pieces assembled; np_pp_gather_whole, a world gather in the
+ * model's parameter order) and world rank 0 writes them; at a load each
+ * rank reads its stage's parameters and their optimizer state (its TP
+ * piece of them), the others' left as built. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +77,7 @@ struct np_pp {
     int size, stage;           /* P, this rank's stage */
     int world, stride, inner;  /* all ranks; a stage's (D x T); this rank's place in its stage */
     int l0, l1;                /* its blocks */
+    int n_layer;               /* the model's */
     int seq_div;               /* sequence parallel: a boundary activation holds T/seq_div
                                 * positions (else 1) */
     np_dist d;                 /* the callbacks */
@@ -126,6 +135,7 @@ np_status np_pp_setup(np_trainer *tr, np_error *err)
     pp->inner = d->rank % pp->stride;
     pp->stage = d->rank / pp->stride;
     pp->seq_div = d->tp > 1 && d->sp ? d->tp : 1;
+    pp->n_layer = c->n_layer;
     pp->l0 = (int)((int64_t)pp->stage * c->n_layer / P);
     pp->l1 = (int)((int64_t)(pp->stage + 1) * c->n_layer / P);
     pp->d = *d;
@@ -579,6 +589,54 @@ np_status np_pp_grad_norm(np_pp *pp, const np_tp *tp, np_tensor *const *all_para
             for (int64_t k = 0; pp->params[i]->grad && k < pp->params[i]->numel; k++)
                 pp->params[i]->grad[k] *= c;
     }
+    return NP_OK;
+}
+
+/* ---- checkpoints ------------------------------------------------------------------- */
+
+int np_pp_index(const np_pp *pp, const np_tensor *t)
+{
+    for (int i = 0; i < pp->n_params; i++)
+        if (pp->params[i] == t)
+            return i;
+    return -1;
+}
+
+/* The first stage that holds parameter t. */
+static int owner_of(const np_pp *pp, const np_tensor *t)
+{
+    for (int s = 0; s < pp->size; s++) {
+        int l0 = (int)((int64_t)s * pp->n_layer / pp->size);
+        int l1 = (int)((int64_t)(s + 1) * pp->n_layer / pp->size);
+        if (on_stage(t->name ? t->name : "", s, pp->size, l0, l1))
+            return s;
+    }
+    return 0;
+}
+
+np_status np_pp_gather_whole(np_pp *pp, const np_tp *tp, const np_tensor *t, const float *data,
+                             float *out, np_error *err)
+{
+    /* every rank's t (its TP piece) at its world rank's place; the pieces
+     * of the owner's first group are ranks owner x D x T + [0, T) */
+    size_t n = (size_t)t->numel, bytes = n * sizeof(float);
+    float *all = reserve(pp, bytes * (size_t)(pp->world + 1));
+    if (!all)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, t->name, "out of memory");
+    float *mine = all + n * (size_t)pp->world;
+    if (data)
+        memcpy(mine, data, bytes);
+    else
+        memset(mine, 0, bytes);
+    if (pp->d.allgather(all, mine, bytes, pp->d.user) != 0)
+        return np_error_set(err, NP_ERR_IO, NULL, t->name, "pipeline: the gather of a stage's "
+                            "tensor for the checkpoint failed");
+    const float *src = all + n * (size_t)owner_of(pp, t) * (size_t)pp->stride;
+    np_tensor whole;
+    if (tp && np_tp_shard_dim(tp, t, &whole) >= 0)
+        np_tp_assemble(tp, t, src, out);
+    else
+        memcpy(out, src, bytes);
     return NP_OK;
 }
 

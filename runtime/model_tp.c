@@ -710,18 +710,23 @@ static void piece_copy(float *whole, float *piece, const np_tensor *w, int dim, 
 np_status np_tp_gather_whole(np_tp *tp, const np_tensor *t, const float *data, float *out,
                              np_error *err)
 {
-    np_tensor w;
-    int dim = np_tp_shard_dim(tp, t, &w);
     size_t bytes = (size_t)t->numel * sizeof(float);
     if (reserve(tp, bytes * (size_t)tp->world) != 0)
         return np_error_set(err, NP_ERR_NOMEM, NULL, t->name, "out of memory");
     if (tp->allgather(tp->buf, data, bytes, tp->user) != 0)
         return np_error_set(err, NP_ERR_IO, NULL, t->name,
                             "tensor parallel: the gather of a shard for the checkpoint failed");
-    for (int r = 0; r < tp->size; r++)
-        piece_copy(out, tp->buf + (size_t)(tp->base + r) * (size_t)t->numel, &w, dim, r,
-                   tp->size, 1);
+    np_tp_assemble(tp, t, tp->buf + (size_t)tp->base * (size_t)t->numel, out);
     return NP_OK;
+}
+
+void np_tp_assemble(const np_tp *tp, const np_tensor *t, const float *pieces, float *out)
+{
+    np_tensor w;
+    int dim = np_tp_shard_dim(tp, t, &w);
+    for (int r = 0; r < tp->size; r++)
+        piece_copy(out, (float *)(uintptr_t)(pieces + (size_t)r * (size_t)t->numel), &w, dim, r,
+                   tp->size, 1);
 }
 
 void np_tp_take_piece(const np_tp *tp, const np_tensor *t, const float *whole, float *out)
@@ -729,11 +734,6 @@ void np_tp_take_piece(const np_tp *tp, const np_tensor *t, const float *whole, f
     np_tensor w;
     int dim = np_tp_shard_dim(tp, t, &w);
     piece_copy((float *)(uintptr_t)whole, out, &w, dim, tp->rank, tp->size, 0);
-}
-
-int np_tp_rank(const np_tp *tp)
-{
-    return tp ? tp->base + tp->rank : 0;
 }
 
 np_status np_tp_grad_norm(np_tp *tp, np_tensor *const *params, int n, double clip, double *norm,

@@ -44,6 +44,16 @@ np_status np_pp_sync_grads(np_pp *pp, np_error *err);
 np_status np_pp_reduce_flag(np_pp *pp, int *flag, np_error *err);
 np_status np_pp_grad_norm(np_pp *pp, const struct np_tp *tp, np_tensor *const *all_params, int n,
                           double clip, double *norm, np_error *err);
+/* Checkpoints of a pipeline hold the one-process tensors. The index of
+ * model parameter t in np_pp_params (the optimizer's), -1 when another
+ * stage holds it; the whole tensor of t (its TP pieces assembled beside
+ * --tp) from the stage that holds it (the first of the two for the tied
+ * weight; its first data-parallel group), `data` this rank's values of t
+ * (NULL: not on this stage): a collective, every rank calls it in the
+ * same order. */
+int np_pp_index(const np_pp *pp, const np_tensor *t);
+np_status np_pp_gather_whole(np_pp *pp, const struct np_tp *tp, const np_tensor *t,
+                             const float *data, float *out, np_error *err);
 
 /* model_tp.c: tensor parallelism (np_dist.tp > 1). Setup slices the
  * parameters (before the optimizer exists); sync sums the gradients only
@@ -54,12 +64,14 @@ void np_tp_free(struct np_tp *tp);
  * dimension parameter t is split along (-1: whole on every rank), *whole
  * its one-process shape; the whole tensor gathered from the TP group's
  * pieces `data` (a collective: every rank calls it, in the same order);
- * this rank's piece of a whole tensor; the world rank. */
+ * this rank's piece of a whole tensor. */
 int np_tp_shard_dim(const struct np_tp *tp, const np_tensor *t, np_tensor *whole);
 np_status np_tp_gather_whole(struct np_tp *tp, const np_tensor *t, const float *data, float *out,
                              np_error *err);
 void np_tp_take_piece(const struct np_tp *tp, const np_tensor *t, const float *whole, float *out);
-int np_tp_rank(const struct np_tp *tp);
+/* The whole tensor of sharded parameter t from its T pieces (each t->numel
+ * long, one after the other in TP rank order). */
+void np_tp_assemble(const struct np_tp *tp, const np_tensor *t, const float *pieces, float *out);
 /* Data parallel beside it (world = T x dp, rank = d * T + t): the number of
  * data-parallel groups (1: none). */
 int np_tp_dp_size(const struct np_tp *tp);

@@ -13,7 +13,10 @@
 # nprobe triage of the 2-rank runs of gemm_bitflip and rare_pattern names
 # the fault's step and rank and gives its class (and op: rare_pattern's from
 # the calls the monitor kept on the fault's rank, anomaly_calls); the same
-# under --tp 2; under --pp 2 the anomalies follow the pipeline's order.
+# under --tp 2; under --pp 2 the anomalies follow the pipeline's order, and
+# triage of logit_growth (stage 1) and rare_pattern (stage 0) reruns both
+# stages from the collective checkpoint on anomaly: numerics with lm_head's
+# linear, code with c_attn's.
 set -u
 . "$(dirname "$0")/mpi_env.sh"
 # plain: 14 steps, the faults past the turbulence rule's warmup (10 records);
@@ -229,8 +232,7 @@ PY
 # from the calls rank 1 kept. --pp 2 (2 micro-batches): a NaN input at a
 # random step; stage 1 counts its calls from 0, yet every anomaly of the
 # stage-0 forward comes before any of stage 1's (the NaN arrives through
-# the send); a checkpoint on anomaly and triage are refused (no pipeline
-# checkpoints)
+# the send); then triage of two faults under --pp 2 (below)
 if [ -z "${NP_SANITIZED:-}" ]; then
   s=$((11 + RANDOM % 3))
   cfg tp 4
@@ -257,12 +259,27 @@ assert 1 in ranks and ranks == sorted(ranks), ranks   # stage 0's forward, then 
 assert any(x["rank"] == 1 and x["call"] < max(y["call"] for y in a if y["rank"] == 0) for x in a)
 print("pipeline order: ok")
 PY
-  cfg ppck
-  mpirun_k 2 "$nprobe" "${model[@]}" --steps 2 --pp 2 --dump-config cfg_ppck.json > pp_ck.log 2>&1; rc=$?
-  "$nprobe" triage pp --out tri_pp --launcher "$mpiexec_name -n 2" -- "${model[@]:1}" --pp 2 > tri_pp.txt 2>&1; rt=$?
-  [ $rc != 0 ] && grep -q "anomaly_checkpoint: checkpoints of a pipeline-parallel run" pp_ck.log &&
-    [ $rt = 2 ] && grep -q "triage: --pp: " tri_pp.txt && [ ! -e tri_pp ] ||
-    { echo "FAIL --pp refusals: exit $rc, $rt"; cat pp_ck.log tri_pp.txt; fail=1; }
+  # --pp 2: the checkpoint on anomaly is a collective (every stage's tensors
+  # gathered, rank 0 writing anomaly_rank0 whichever rank saw the anomaly),
+  # and triage reruns both stages from it with --pp 2: logit_growth on
+  # stage 1 (lm_head) is numerics, the op compare's first culprit, lm_head's
+  # linear (Functional.linear.8, its one-process name); rare_pattern on stage
+  # 0 is code, the op c_attn's first linear in the fp32 rerun's dump
+  for f in logit_growth rare_pattern; do
+    s=$((11 + RANDOM % 3))
+    case $f in logit_growth) r=1 cls=numerics mod=lm_head op='Functional\.linear\.8\.forward (compare of' ;;
+               rare_pattern) r=0 cls=code mod=h.0.attn.c_attn op='Functional\.linear\.0\.forward (in h.0.attn.c_attn)$' ;; esac
+    cfg "pp_$f"
+    mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --pp 2 --dump-config "cfg_pp_$f.json" --fault $f \
+      --fault-step $s --fault-rank $r > "pp_$f.log" 2>&1 || { echo "FAIL --pp 2 $f run"; cat "pp_$f.log"; fail=1; }
+    "$nprobe" triage "pp_$f" --out "tri_pp_$f" --launcher "$mpiexec_name -n 2 --oversubscribe --bind-to none" \
+      -- "${model[@]:1}" --steps $steps --pp 2 --fault $f --fault-step $s --fault-rank $r > "tri_pp_$f.txt" 2>&1
+    [ -f "pp_$f/anomaly_rank0.step$s.h5" ] && [ ! -e "pp_$f/anomaly_rank1.step$s.h5" ] &&
+      grep -q "^first anomaly: step $s rank $r $mod activation " "tri_pp_$f.txt" &&
+      grep -q "^checkpoint: pp_$f/anomaly_rank0.step$s.h5 " "tri_pp_$f.txt" && grep -q "^class: $cls " "tri_pp_$f.txt" &&
+      grep -q "^op: $op" "tri_pp_$f.txt" ||
+      { echo "FAIL triage of --pp 2 $f at step $s rank $r: expected class $cls"; ls "pp_$f"; cat "tri_pp_$f.txt"; fail=1; }
+  done
 fi
 
 # -- beside a dump (--monitor-config with --dump-config): the dump's tables are

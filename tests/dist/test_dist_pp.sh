@@ -46,6 +46,9 @@
 # - pp_microbatch_swap: first culprit Distributed.recv.0.forward, rank 2
 #   (pp=1, tp=0, mb=0) holding what rank 0 (pp=0, tp=0, mb=0) sent as
 #   micro-batch 1.
+# Trained weights, through checkpoints (the section "checkpoints of a
+# pipeline" below): PP2 and PP2 x TP2 load a one-process checkpoint and
+# match the one process at the next step; their saves load in one process.
 set -u
 . "$(dirname "$0")/mpi_env.sh"
 # The sanitized pass (NP_SANITIZED, CI time) runs the clean layout and the
@@ -107,19 +110,113 @@ if [ "$rc" = 1 ] && [ "$first" = Distributed.recv.0.forward ] && [ "$only" = 0 ]
 else
   echo "FAIL pp_microbatch_swap: exit $rc, culprit $first"; cat bad.cmp; fail=1
 fi
+
+# ---- trained weights: checkpoints of a pipeline (docs/RUNTIME.md
+# "Checkpoints of a pipeline"). One process trains steps 0 and 1 of a
+# 4-step schedule and saves; one process and PP2 (no micro-batches) load it,
+# run step 2 with a tensor dump of it, and save at step 3. Known answers:
+# PP2 runs the one-process ops on the one-process values (above), so its
+# step-2 dump is bit-equal to the one process's (MaxAbsErr 0 on every paired
+# row, the same loss), and its checkpoint (every stage's tensors gathered,
+# rank 0 writing the one-process names and shapes) holds the one process's
+# /params and /optim bit for bit, at the same step and Adam step count.
+ck=(--model gpt --layers 2 --width 32 --context 16 --batch 4 --steps 4 --threads 1)
+ckrun() { # dir ranks "args": nprobe train ${ck[@]} args with a tensor dump of step 2
+  printf '{"task": "tensor", "dump_path": "%s", "level": "mix", "step": [2]}\n' "$tmp/$1" > "$1.json"
+  local cmd=("$nprobe" train "${ck[@]}" --dump-config "$1.json" $3)
+  if [ "$2" = 1 ]; then "${cmd[@]}" > "$1.log" 2>&1; else mpirun_k "$2" "${cmd[@]}" > "$1.log" 2>&1; fi ||
+    { echo "FAIL train $*"; cat "$1.log"; exit 1; }
+}
+loss_of() { grep "^step $2 " "$1" | awk '{print $4}'; }
+"$nprobe" train "${ck[@]}" --stop-after 2 --save ck1.h5 > ck1.log 2>&1 || { echo "FAIL save"; cat ck1.log; exit 1; }
+ckrun ref 1 "--load ck1.h5 --stop-after 3 --save ck_ref.h5"
+ckrun ckpp 2 "--pp 2 --load ck1.h5 --stop-after 3 --save ck_pp.h5"
+ck_check() { # OUTDIR|- [a.h5 b.h5] -> "paired-rows rows-not-bit-equal [datasets max-abs-diff
+  # max-rel-diff]": the exact pairs of a compare's json reports in OUTDIR, and the two checkpoints'
+  # /params and /optim (exit 1 unless both are complete, at the same step and Adam step count)
+  "$py" - "$@" <<'PY'
+import glob, json, sys
+out = [0, 0]
+if sys.argv[1] != "-":
+    js = [json.load(open(f)) for f in sorted(glob.glob(sys.argv[1] + "/*.json"))]
+    h = js[0]["headers"]
+    paired = [r for j in js for r in j["rows"] if r[h.index("Match")] == "exact"]
+    out = [len(paired), sum(1 for r in paired if r[h.index("MaxAbsErr")] not in (0, 0.0))]
+if len(sys.argv) > 3:
+    import h5py, numpy as np
+    n, worst, rel = 0, 0.0, 0.0
+    def walk(g, h):
+        global n, worst, rel
+        assert sorted(g) == sorted(h), (sorted(g), sorted(h))
+        for k in g:
+            if isinstance(g[k], h5py.Dataset):
+                x, y = g[k][()].astype(np.float64), h[k][()].astype(np.float64)
+                assert x.shape == y.shape, k
+                d = np.abs(x - y).max() if x.size else 0.0
+                worst = max(worst, d)
+                rel = max(rel, d / (np.abs(x).max() or 1.0))
+                n += 1
+            else:
+                walk(g[k], h[k])
+    with h5py.File(sys.argv[2], "r") as a, h5py.File(sys.argv[3], "r") as b:
+        assert a.attrs["step"] == b.attrs["step"] and a["optim"].attrs["t"] == b["optim"].attrs["t"]
+        walk(a["params"], b["params"])
+        walk(a["optim"], b["optim"])
+    out += [n, "%.3g" % worst, "%.3g" % rel]
+print(*out)
+PY
+}
+"$nprobe" compare -b ref -c ckpp -o out_ckpp --format json > ckpp.cmp 2>&1
+rc=$?
+read -r rows nonzero nds dmax drel < <(ck_check out_ckpp ck_ref.h5 ck_pp.h5)
+if [ "$rc" = 0 ] && [ "$nonzero" = 0 ] && [ "${rows:-0}" -gt 400 ] && [ -n "$(loss_of ref.log 2)" ] &&
+   [ "$(loss_of ref.log 2)" = "$(loss_of ckpp.log 2)" ] && grep -q "^saved ck_pp.h5 (step 3)" ckpp.log &&
+   [ "${nds:-0}" = 84 ] && [ "$dmax" = 0 ]; then
+  echo "ok   pp2 loads a one-process checkpoint: step 2's $rows paired rows bit-equal to one process's; its save at step 3 equals the one-process save in all $nds datasets"
+else
+  echo "FAIL pp2 checkpoints: compare exit $rc, $nonzero of $rows rows differ, $nds datasets max diff $dmax"
+  cat ckpp.cmp ckpp.log; fail=1
+fi
 [ -n "$lite" ] && exit $fail
+
+# Plain pass only. PP2 x TP2 with 2 micro-batches loads the same one-process
+# checkpoint (each rank its stage's layers and its TP shard of them, with
+# their Adam m and v): its step-2 dump compares clean against the one
+# process's (exit 0, no error row, no bench-only row, no culprit) and prints
+# its loss within 2e-6; in bf16 (--load-other-precision: the checkpoint is
+# fp32) it compares clean against the fp32 one process too.
+# One process resumes each pipeline's save at step 3: from PP2's, the very
+# step-3 loss of one process resuming its own save (the files are equal);
+# from PP2 x TP2's, within 2e-6 (the save differs from one process's by
+# float32 reduction noise, bounded below).
+ckrun ckptp 4 "--pp 2 --tp 2 --micro-batches 2 --load ck1.h5 --stop-after 3 --save ck_ptp.h5"
+ckrun ckbft 4 "--pp 2 --tp 2 --micro-batches 2 --precision bf16 --load-other-precision --load ck1.h5 --stop-after 3"
+for c in ref pp ptp; do
+  "$nprobe" train "${ck[@]}" --load "ck_$c.h5" > "cont_$c.log" 2>&1 || { echo "FAIL resume ck_$c.h5"; cat "cont_$c.log"; fail=1; }
+done
+near() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 2e-6) }'; }
+for c in ckptp ckbft; do
+  read -r rc errors only first < <(cmp_json ref "$c" "")
+  if [ "$rc" = 0 ] && [ "$errors" = 0 ] && [ "$only" = 0 ] && [ "$first" = none ] &&
+     { [ "$c" != ckptp ] || near "$(loss_of ref.log 2)" "$(loss_of ckptp.log 2)"; }; then
+    echo "ok   $c loads the one-process checkpoint: step 2 against one process, exit 0, no error row, no bench-only row"
+  else
+    echo "FAIL $c against one process at step 2: exit $rc, $errors error rows, $only bench-only, culprit $first"; cat "$c.cmp" "$c.log"; fail=1
+  fi
+done
+read -r rows nonzero nds dmax drel < <(ck_check - ck_ref.h5 ck_ptp.h5)
+if [ -n "$(loss_of cont_ref.log 3)" ] && [ "$(loss_of cont_ref.log 3)" = "$(loss_of cont_pp.log 3)" ] &&
+   near "$(loss_of cont_ref.log 3)" "$(loss_of cont_ptp.log 3)" && [ "${nds:-0}" = 84 ] &&
+   awk -v r="$drel" 'BEGIN { exit !(r <= 1e-4) }'; then
+  echo "ok   one process resumes the pipelines' saves: step 3 loss $(loss_of cont_pp.log 3) from pp2's (equal), $(loss_of cont_ptp.log 3) from pp2 x tp2's (its $nds datasets within $drel of the largest element, max abs $dmax)"
+else
+  echo "FAIL resuming the pipelines' saves: $(loss_of cont_ref.log 3) / $(loss_of cont_pp.log 3) / $(loss_of cont_ptp.log 3), ptp datasets $nds max rel $drel"; fail=1
+fi
 
 # without micro-batches: the same losses, every tensor bit-equal
 "$nprobe" compare -b single -c pp2m1 -o out_m1 --format json > m1.cmp 2>&1
 rc=$?
-read -r rows nonzero < <("$py" - out_m1 <<'PY'
-import glob, json, sys
-js = [json.load(open(f)) for f in sorted(glob.glob(sys.argv[1] + "/*.json"))]
-h = js[0]["headers"]
-paired = [r for j in js for r in j["rows"] if r[h.index("Match")] == "exact"]
-print(len(paired), sum(1 for r in paired if r[h.index("MaxAbsErr")] not in (0, 0.0)))
-PY
-)
+read -r rows nonzero < <(ck_check out_m1)
 if [ "$rc" = 0 ] && [ "$nonzero" = 0 ] && [ "$rows" -gt 800 ] &&
    diff <(grep '^step ' single.log | awk '{print $2, $4}') <(grep '^step ' pp2m1.log | awk '{print $2, $4}') > /dev/null; then
   echo "ok   pp2 without micro-batches: the one-process losses, $rows paired rows of steps 0 and 1 all bit-equal"
