@@ -14,7 +14,11 @@ on a tiny MLP trained with AdamW, checked against answers computed here:
 - `nprobe profile` reads the trace (exit 0) and its aten::linear count and
   total equal the events' float64 sum here;
 - the msprobe-style calls on the class (PrecisionDebugger.step()) reach it;
-- a bad schedule key raises ValueError naming it."""
+- a bad schedule key raises ValueError naming it;
+- the default (nprobe's own timing, no torch.profiler): the MLP's calls
+  worked by hand with their nesting, the same calls as the dump task sees,
+  nprobe profile's op table counts, a collective's slice with its bytes
+  (nprobe_mode, collective below)."""
 import csv
 import glob
 import json
@@ -302,7 +306,37 @@ def main():
                 check(False, "a bad profile key %s raised nothing" % key)
             except ValueError as e:
                 check(key in str(e) and cfg in str(e), "bad key: %s" % e)
+        collective(root, cfg)       # last: it initialises torch.distributed
     sys.exit(finish())
+
+
+def collective(root, cfg):
+    """A torch.distributed collective under the default profile (a gloo
+    world of one process): one slice Distributed.all_reduce.0.forward, its
+    input bytes 6 x 4 in args, inside the module call that makes it."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method="file://" + os.path.join(root, "store"),
+                            rank=0, world_size=1)
+
+    class Reduce(torch.nn.Module):
+        def forward(self, x):
+            dist.all_reduce(x)
+            return x
+    model = torch.nn.Sequential(Reduce())
+    with open(cfg, "w") as f:
+        json.dump({"task": "profile", "dump_path": os.path.join(root, "p4")}, f)
+    dbg = PrecisionDebugger(config_path=cfg)
+    dbg.start(model)
+    model(torch.ones(2, 3))
+    dbg.stop()
+    dbg.step()
+    dbg.close()
+    dist.destroy_process_group()
+    xs = slices(dbg.traces[0])
+    par = parents(xs)
+    ar = [(e["name"], e["args"].get("bytes"), par[id(e)]) for e in xs if e["name"].startswith("Distributed.")]
+    check(ar == [("Distributed.all_reduce.0.forward", 24, "Module.0.Reduce.forward.0")],
+          "the collective's slice: %s" % ar)
 
 
 if __name__ == "__main__":
