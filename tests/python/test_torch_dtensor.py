@@ -57,7 +57,16 @@ spawn for everything):
   pieces), stale weights there for its parameter; interleaved and looped
   schedules (4 stages on 2 ranks): every one-process leaf, API calls
   included, paired and passing; a linear kernel 1 % off in stage 2 named at
-  Functional.linear.2.forward.
+  Functional.linear.2.forward;
+- an HF Llama under transformers' TP plan (hf_tp.py, level mix): the
+  attention's view of q into heads placed Shard(2) of [2, 16, 4, 8] and
+  rebuilt to the one process's, compare clean; a layer left replicated
+  where it should be row-parallel (its output all-reduced) named at
+  Module.model.layers.1.mlp.down_proj.Linear.forward.0 on both ranks;
+- expert parallel (ep_moe.py, level L0, rank e holding experts.e): compare
+  against one process pairs both experts (rank 1's from its file), clean;
+  rank 1's dispatch with a wrong split named at Module.moe.MoE.forward.0,
+  rank 1 (ep=1).
 Where the torch at hand cannot run FSDP2 on CPU (fsdp2_probe) or
 Schedule1F1B on gloo CPU ranks (pp1f1b_probe: torch 2.6 hangs) those parts
 are skipped with a SKIP line naming them; on torch 2.13 a 1F1B probe that

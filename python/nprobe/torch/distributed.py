@@ -329,6 +329,10 @@ def _place_leaves(d, call, dname, ranks, scalars, ins, outs, n0):
         for role, i, mr in rows:
             if (role, str(i)) not in done:
                 dtensor.place(d, call, role, str(i), mr)
+            if local and role == _lib.ROLE_OUTPUT:
+                # what a dispatch delivered is this rank's own, for the calls
+                # that take it (the combine's output put back in order)
+                dtensor._remember_local(d, dtensor.local(outs[i]), mr)
     except Exception as e:  # noqa: BLE001 - the dump must not fail the program
         dtensor._no_row(d, f"{call}: {type(e).__name__}: {e}")
 
