@@ -34,7 +34,8 @@ process:
 - an odd batch over dp x pp (9 rows: dp ranks of 5 and 4 rows, unequal
   micro-batches, GPipe, a summed loss): against one process on the 9 rows
   clean, every one-process leaf paired; a fault in rank 3's micro-batch 1
-  named with its rank, stage and micro-batch.
+  named with its rank, stage and micro-batch; the same 9 rows through 4
+  stages (the middle ones learn the sizes as they receive them): clean.
 The FSDP2 and the 1F1B parts (every pipeline here but the GPipe ones on
 subgroups and the odd batch) are skipped, said, where the torch at hand
 cannot run them (test_torch_dtensor's probes: torch 2.6). Run through
@@ -197,6 +198,18 @@ def rank_main(rank, tmp):
         d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="dp",
                               data_parallel_reduce="sum")
         out[label] = run_pp(s, m, d, sched, batch=(x, t))
+    # the odd batch through 4 stages (one layer each, the world the pipeline):
+    # the middle stages are given neither the batch nor the target, and see
+    # the micro-batches' sizes (5 and 4 rows) only as they receive them
+    x, t = odd_batch()
+    m = pp_model()
+    for k in list(m.layers.keys()):
+        if int(k) != rank:
+            del m.layers[k]
+    stage = rows_stage(m, rank, None, x.shape[0], n_stages=WORLD)
+    sched = ScheduleGPipe(stage, n_microbatches=2, loss_fn=sum_loss, scale_grads=False)
+    out["pp4_odd"] = run_pp(min(rank, 1), m, PrecisionDebugger(f"{tmp}/pp4_odd.json"), sched,
+                            batch=(x, t if rank == WORLD - 1 else None))
     # DDP on a subgroup (ranks {0, 1} and {2, 3}, each pair its halves of
     # the batch) under data_parallel: not the world's dp, so no mesh
     from torch.nn.parallel import DistributedDataParallel
@@ -231,8 +244,8 @@ def sum_loss(y, t):
     return torch.nn.functional.mse_loss(y, t, reduction="sum")
 
 
-def rows_stage(m, s, group, rows):
-    """Stage s of the 2-stage pipeline for a batch of `rows` rows in 2
+def rows_stage(m, s, group, rows, n_stages=2):
+    """Stage s of n_stages for a batch of `rows` rows in 2
     micro-batches of tensor_split's sizes (unequal when rows is odd):
     torch 2.13's PipelineStage receives every micro-batch into buffers of
     micro-batch 0's shape (a smaller one fails at the loss), so this one
@@ -256,7 +269,7 @@ def rows_stage(m, s, group, rows):
             if self.has_backward and not self.is_last:
                 self._sized(self.grad_recv_info[bwd_chunk_id], bwd_chunk_id)
             return super().get_bwd_recv_ops(bwd_chunk_id)
-    return RowsStage(m, s, 2, torch.device("cpu"), group=group)
+    return RowsStage(m, s, n_stages, torch.device("cpu"), group=group)
 
 
 def single_odd(tmp):
@@ -284,7 +297,7 @@ def check_dppp_odd(tmp):
     for r in range(WORLD):
         with open(f"{tmp}/rank{r}.json") as f:
             res = json.load(f)
-        for label in ("dppp_odd", "bug_dppp_odd"):
+        for label in ("dppp_odd", "bug_dppp_odd", "pp4_odd"):
             check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
     leaf = "Module.layers.2.Linear.forward.1.output.0"
     for r, want in ((2, ("Replicate(),Shard(0),Shard(0)", (10, 8), (3, 0))),
@@ -303,6 +316,19 @@ def check_dppp_odd(tmp):
     check(rc == 0 and set(whole) <= paired,
           f"dppp_odd: every one-process leaf ({len(whole)}) paired and passing: missing "
           f"{sorted(set(whole) - paired)[:6]} {text[-400:]!r}")
+    # 4 stages: the middle ones (ranks 1, 2) place micro-batch 1 from the
+    # rows they received (5 + 4), their micro-batch 0 as if both had 5
+    _c, _d, place, _a = read(f"{tmp}/dump_pp4_odd/step0/rank1/dump.h5")
+    leaf = "Module.layers.1.Linear.forward.{}.output.0"
+    check([place.get(leaf.format(k)) for k in (0, 1)] ==
+          [("Replicate(),Shard(0)", (10, 8), (0, 0)), ("Replicate(),Shard(0)", (9, 8), (5, 0))],
+          f"pp4_odd rank 1: {[place.get(leaf.format(k)) for k in (0, 1)]}")
+    rc, _first, text, _err = T.compare_files(f"{tmp}/dump_single_odd", f"{tmp}/dump_pp4_odd",
+                                             f"{tmp}/rep_pp4_odd_csv")
+    paired = T.pp_paired(f"{tmp}/rep_pp4_odd_csv")
+    check(rc == 0 and "compared 4 step/rank pairs" in text and set(whole) <= paired,
+          f"pp4_odd: 4 stages, every one-process leaf ({len(whole)}) paired and passing: "
+          f"missing {sorted(set(whole) - paired)[:6]} {text[-400:]!r}")
     out = compare(tmp, "bug_dppp_odd", bench="single_odd",
                   want="Module.layers.2.Linear.forward.0")
     check("rank 3 (pp=1, dp=1, mb=1)" in out and "mb=0)" not in out.split("first culprit:")[-1],
@@ -424,7 +450,8 @@ def main():
         write_configs(tmp, ("fsdp_tp", "single", "fsdp_tp_dp", "single_mean", "pp_tp4",
                             "bug_pp_tp4", "single_pp", "ddp_sub", "pp_sub", "dppp",
                             "dppp_plain", "bug_dppp_plain", "ddp_sub_mesh", "single_wrap",
-                            "dppp_odd", "bug_dppp_odd", "single_odd", "hf_fsdp_tp", "single_hf"))
+                            "dppp_odd", "bug_dppp_odd", "single_odd", "pp4_odd",
+                            "hf_fsdp_tp", "single_hf"))
         fsdp2_probe(tmp)
         pp1f1b_probe(tmp, "the 1F1B parts (the pp_tp4, bug_pp_tp4, dppp, dppp_plain and "
                      "bug_dppp_plain runs and their checks)")

@@ -815,7 +815,7 @@ def _mb_piece(d, row, g0, m):
     k, n, c = d._dp_k, 1, 0
     if k is not None and row.placements.split(",")[k] == "Shard(0)":
         n, c = d._mesh.shape[k], d._mesh.coords[k]
-    sizes = d._mb_sizes
+    sizes = d._mb_sizes or pipeline.chunk_sizes(d._mb)
     if not sizes or not 0 <= m < len(sizes):
         if g0 != d._mb_batch:
             return None
@@ -998,7 +998,7 @@ def dp_batch_now(d):
     """The local batch's rows of the calls running now: under micro-batches
     of unequal sizes (pipeline.Schedule.sizes) the running micro-batch's,
     else the step's (d._dp_batch: its first forward call's)."""
-    s, b = d._mb_sizes, d._dp_batch
+    s, b = d._mb_sizes or (pipeline.chunk_sizes(d._mb) if d._mb else None), d._dp_batch
     if s and b is not None:
         m = pipeline.current()[1]
         if 0 <= m < len(s):
@@ -1192,7 +1192,7 @@ def collective_rows(d, dname, ranks, op, ins, outs, local=False):
         if d._dp_k is None or d._dp_batch is None:
             return []
         # a send outside the chunks: any micro-batch's rows (unequal sizes)
-        rows = set(d._mb_sizes or ()) | {d._dp_batch}
+        rows = set(d._mb_sizes or ()) | pipeline.seen_rows() | {d._dp_batch}
         return [(_lib.ROLE_INPUT, i, dp_row(d, t, "S")) for i, t in enumerate(ins)
                 if t.dim() and t.shape[0] in rows]
     gd = mesh.group_dim(ranks)

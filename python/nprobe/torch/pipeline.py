@@ -72,13 +72,56 @@ def _in_chunk(stage, mb, call):
         _tls.stage, _tls.micro_batch = saved
 
 
+_seen = {}           # (stage, micro-batch) -> its rows, this step's forward chunks
+
+
+def _chunk_rows(stage, mb, args, kwargs):
+    """The rows of forward chunk `mb`: the first dimension of its first
+    tensor argument (the first stage's) or of the first buffer it receives
+    into (a later stage's), None when neither is known."""
+    a = kwargs.get("args", args[1] if len(args) > 1 else None)
+    ts = [t for t in (a if isinstance(a, (tuple, list)) else (a,)) if isinstance(t, torch.Tensor)]
+    if not ts:
+        try:
+            ts = [i.buffer for i in stage.args_recv_info[mb]
+                  if isinstance(getattr(i, "buffer", None), torch.Tensor)]
+        except Exception:  # noqa: BLE001 - another torch's stage internals: not known
+            ts = []
+    return int(ts[0].shape[0]) if ts and ts[0].dim() else None
+
+
 def _chunk(orig, pos, name):
     """Wrap a stage method whose argument `name` (position `pos` after
-    self) is the micro-batch index."""
+    self) is the micro-batch index; a forward chunk's rows are noted
+    (chunk_sizes)."""
     def wrapper(self, *args, **kwargs):
         mb = kwargs.get(name, args[pos] if len(args) > pos else -1)
+        if name == "fwd_chunk_id" and isinstance(mb, int):
+            rows = _chunk_rows(self, mb, args, kwargs)
+            if rows is not None:
+                _seen[(int(getattr(self, "stage_index", -1)), mb)] = rows
         return _in_chunk(self, mb, lambda: orig(self, *args, **kwargs))
     return _wraps(orig, wrapper)
+
+
+def chunk_sizes(n):
+    """The n micro-batches' rows as the running chunk's stage has seen them
+    in this step's forward chunks (a stage not given the batch: neither the
+    first nor the last), the ones not seen yet taken as the running one's;
+    None outside a chunk, before its forward, or while every micro-batch
+    seen has the running one's rows (equal sizes: the step's first call
+    says them, dtensor.mb_context)."""
+    st, m = current()
+    if st < 0 or not 0 <= m < n or (st, m) not in _seen:
+        return None
+    rows = _seen[(st, m)]
+    sizes = [_seen.get((st, j), rows) if j <= m else rows for j in range(n)]
+    return sizes if any(x != rows for x in sizes) else None
+
+
+def seen_rows():
+    """Every forward chunk's rows seen in this step (a set)."""
+    return set(_seen.values())
 
 
 def _loss(orig):
@@ -123,6 +166,7 @@ def _step(orig):
         global _sched, _batch
         saved, _sched = (_sched, _batch), self
         _batch = _rows(args, kwargs)
+        _seen.clear()
         try:
             return orig(self, *args, **kwargs)
         finally:
