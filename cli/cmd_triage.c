@@ -498,10 +498,10 @@ int np_cmd_triage(int argc, char **argv)
         /* numerics: the op where the run's precision parts from fp32, by
          * compare of the two reruns' dumps of step S (the fp32 one the bench) */
         char api[NP_FMT_NAME_LEN];
-        /* tensor parallel: compare assembles a group's shards under its
-         * lowest rank; a pipeline's stages merge into one logical step under
-         * rank 0 */
-        int crank = pp > 1 ? 0 : same.first.rank - (tp > 1 ? same.first.rank % (int)tp : 0);
+        /* a sharded layout (--tp, --pp, with data parallel beside them):
+         * compare assembles the step's logical tensors from all its ranks
+         * under the lowest, rank 0 */
+        int crank = tp > 1 || pp > 1 ? 0 : same.first.rank;
         if (!culprit_of(api, sizeof api, a.out, "fp32_dump", "same_dump", first.step, crank)) {
             printf("op: %s (compare of the %s rerun against the fp32 one: the first culprit)\n",
                    api, prec);

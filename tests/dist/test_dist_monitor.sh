@@ -14,9 +14,9 @@
 # the fault's step and rank and gives its class (and op: rare_pattern's from
 # the calls the monitor kept on the fault's rank, anomaly_calls); the same
 # under --tp 2; under --pp 2 the anomalies follow the pipeline's order, and
-# triage of logit_growth (stage 1) and rare_pattern (stage 0) reruns both
+# triage of logit_growth (stage 1) and gemm_bitflip (stage 0) reruns both
 # stages from the collective checkpoint on anomaly: numerics with lm_head's
-# linear, code with c_attn's.
+# linear, transient with c_fc's (the calls stage 0 kept).
 set -u
 . "$(dirname "$0")/mpi_env.sh"
 # plain: 14 steps, the faults past the turbulence rule's warmup (10 records);
@@ -263,13 +263,14 @@ PY
   # gathered, rank 0 writing anomaly_rank0 whichever rank saw the anomaly),
   # and triage reruns both stages from it with --pp 2: logit_growth on
   # stage 1 (lm_head) is numerics, the op compare's first culprit, lm_head's
-  # linear (Functional.linear.8, its one-process name); rare_pattern on stage
-  # 0 is code, the op c_attn's first linear in the fp32 rerun's dump
-  for f in logit_growth rare_pattern; do
+  # linear (Functional.linear.8, its one-process name); gemm_bitflip on
+  # stage 0 is transient (the rerun of both stages from the checkpoint is
+  # clean), the op c_fc's linear by the replay of the calls stage 0 kept
+  for f in logit_growth gemm_bitflip; do
     s=$((11 + RANDOM % 3))
-    case $f in logit_growth) r=1 cls=numerics mod=lm_head op='Functional\.linear\.8\.forward (compare of' ;;
-               rare_pattern) r=0 cls=code mod=h.0.attn.c_attn op='Functional\.linear\.0\.forward (in h.0.attn.c_attn)$' ;; esac
-    cfg "pp_$f"
+    case $f in logit_growth) r=1 kept=0 cls=numerics mod=lm_head op='Functional\.linear\.8\.forward (compare of' ;;
+               gemm_bitflip) r=0 kept=4 cls=transient mod=h.0.mlp.c_fc op='Functional\.linear\.2\.forward (in h.0.mlp.c_fc; the replay' ;; esac
+    cfg "pp_$f" $kept
     mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --pp 2 --dump-config "cfg_pp_$f.json" --fault $f \
       --fault-step $s --fault-rank $r > "pp_$f.log" 2>&1 || { echo "FAIL --pp 2 $f run"; cat "pp_$f.log"; fail=1; }
     "$nprobe" triage "pp_$f" --out "tri_pp_$f" --launcher "$mpiexec_name -n 2 --oversubscribe --bind-to none" \
