@@ -153,7 +153,8 @@ def sizes(a, src, work):
         os.makedirs(tdir, exist_ok=True)
         trace = os.path.join(tdir, "rank0.json")
         t = time.perf_counter()
-        synth(a, src, trace, mb)
+        if not (a.keep and os.path.exists(trace)):  # --keep: a trace kept by an earlier run is used again
+            synth(a, src, trace, mb)
         nbytes = os.path.getsize(trace)
         print("size %g MB: %.1f MiB written in %.0f s" % (mb, nbytes / 2**20, time.perf_counter() - t), flush=True)
         hta_rounds = 0 if a.skip_hta or mb > a.hta_max_mb else (1 if mb > 300 else a.rounds)
@@ -221,7 +222,7 @@ def main():
     ap.add_argument("--hta-as-gb", type=float, help="cap HTA's address space (GiB)")
     ap.add_argument("--nprobe", default=os.path.join(ROOT, "build", "release", "nprobe"))
     ap.add_argument("--workdir")
-    ap.add_argument("--keep", action="store_true", help="keep the --sizes traces")
+    ap.add_argument("--keep", action="store_true", help="keep the --sizes traces (and use one kept in --workdir)")
     ap.add_argument("--skip-hta", action="store_true", help="time nprobe only")
     a = ap.parse_args()
     work = a.workdir or tempfile.mkdtemp(prefix="np_prof_hta_")
