@@ -572,7 +572,10 @@ np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int ra
     }
     herr_t swmr = -1;
     H5E_BEGIN_TRY {
-        m->d_rec = make_table(m->file, "records", m->t_rec, 4096);
+        /* 512 rows (40 KiB) a chunk: each step's flush writes the
+         * last chunk whole (a 4096-row chunk wrote 320 KiB a step for
+         * a step's few dozen records) */
+        m->d_rec = make_table(m->file, "records", m->t_rec, 512);
         m->d_key = make_table(m->file, "keys", m->t_key, 256);
         m->d_step = make_table(m->file, "steps", m->t_step, 256);
         if (m->d_rec >= 0 && m->d_key >= 0 && m->d_step >= 0)

@@ -4,7 +4,7 @@
 # (wg: wg, mv, param; no activations) and on for everything (all: the
 # activations and activation gradients of every module too), every step,
 # at batch B (8 x 32 = 256 tokens a step, and a larger batch).
-# Two figures per variant:
+# (gw: gradients and weights without m and v.) Two figures per variant:
 #  - wall: runs interleaved (off, wg, all, off, ...) so drifting machine load
 #    hits each alike; the median over rounds of each run's median step time
 #    (the first 2 steps dropped), as a ratio to off;
@@ -29,6 +29,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 printf '{"task": "monitor", "dump_path": "%s/m", "monitor": {"xy_distribution": false}}\n' "$tmp" > "$tmp/wg.json"
 printf '{"task": "monitor", "dump_path": "%s/m", "monitor": {}}\n' "$tmp" > "$tmp/all.json"
+# gw: gradients, weights and the update ratio (no m and v): issue 27's
+# "gradients and weights every step"
+printf '{"task": "monitor", "dump_path": "%s/m", "monitor": {"xy_distribution": false, "mv_distribution": false}}\n' "$tmp" > "$tmp/gw.json"
 # wg every 2nd step: the optimizer update's own CPU time on recorded steps
 # against the others, in one process (nprobe train prints both)
 printf '{"task": "monitor", "dump_path": "%s/m", "monitor": {"xy_distribution": false, "step_interval": 2}}\n' "$tmp" > "$tmp/wg2.json"
@@ -36,7 +39,7 @@ echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for b in $batches; do
   args=(train --model gpt --layers 4 --width 256 --heads 4 --batch "$b" --steps "$steps" --threads "${THREADS:-1}")
   for r in $(seq 1 "$rounds"); do
-    for v in off wg all wg2 short; do
+    for v in off gw wg all wg2 short; do
       rm -rf "$tmp/m"
       extra=()
       case $v in
@@ -56,7 +59,7 @@ tmp, rounds, steps, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), s
 upd = {}
 for b in batches:
     med, cpu, proc = {}, {}, {}
-    for v in ("off", "wg", "all", "wg2", "short"):
+    for v in ("off", "gw", "wg", "all", "wg2", "short"):
         per, share, pc = [], [], []
         for r in range(1, rounds + 1):
             text = open(f"{tmp}/{b}.{v}.{r}.log").read()
@@ -75,7 +78,7 @@ for b in batches:
         cpu[v] = statistics.median(share) if share else 0.0
         proc[v] = statistics.median(pc)
     tokens = int(b) * 32
-    for v in ("off", "wg", "all"):
+    for v in ("off", "gw", "wg", "all"):
         print(f"batch {b:>3} ({tokens} tokens/step) {v:4s} step {med[v] * tokens * 1e3:8.1f} ms  "
               f"wall x{med[v] / med['off']:.3f}  process cpu {proc[v]:.2f} s x{proc[v] / proc['off']:.3f}  "
               f"monitor callbacks {cpu[v]:.2f}% of the process")

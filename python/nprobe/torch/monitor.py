@@ -290,7 +290,7 @@ class TrainerMon:
         f.attrs["rank"] = np.int64(self.rank)
         f.attrs["world_size"] = np.int64(self.world)
         f.attrs["step_interval"] = np.int64(self.config["step_interval"])
-        self.d_rec = f.create_dataset("records", (0,), REC_DTYPE, maxshape=(None,), chunks=(4096,))
+        self.d_rec = f.create_dataset("records", (0,), REC_DTYPE, maxshape=(None,), chunks=(512,))  # the runtime's
         self.d_key = f.create_dataset("keys", (0,), KEY_DTYPE, maxshape=(None,), chunks=(256,))
         self.d_step = f.create_dataset("steps", (0,), STEP_DTYPE, maxshape=(None,), chunks=(256,))
         f.swmr_mode = True
