@@ -18,9 +18,10 @@
  * come from the pieces' statistics where that is exact (max, min, the
  * counts; norm as the root of the summed squares; mean weighted by the
  * finite elements), from the summed payload for Partial(sum). Payloads
- * (tensor mode) are assembled when the metrics stage asks for them, one
- * logical tensor at a time (cmp_assembly_payload), so memory holds one
- * logical tensor, not the dump.
+ * (tensor mode) are streamed when the metrics stage asks for them: a range
+ * of the logical tensor at a time, made from the ranges of the pieces that
+ * fall in it (cmp_asm_stream), so memory holds a few MB, not a logical
+ * tensor, whatever the dump's size.
  *
  * Disagreements are named with the leaf, the ranks and their mesh
  * coordinates: replicas that differ (the lowest rank's copy is compared,
@@ -41,6 +42,7 @@
  * it, and every activation a stage received is checked against what the
  * stage before sent (Distributed.recv against Distributed.send, micro-batch
  * by micro-batch: cmp_assembly_p2p). */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -798,56 +800,317 @@ static void combine_stats(np_cmp_side *s, const asm_piece *p, int n)
     s->stats = finite_stats(mx, mn, sum, sq, fin, nan, pos, neg);
 }
 
-/* ---- payloads ------------------------------------------------------------------ */
+/* ---- payloads, streamed ---------------------------------------------------------- */
 
-/* Add piece p's values (`v`, its own shape) into the logical tensor `out`. */
-static void place_values(double *out, const asm_leaf *l, const asm_piece *p, const double *v)
+/* A logical tensor is never built whole: cmp_asm_stream gives its elements
+ * in order, a range at a time, each range made from the pieces' elements
+ * that fall in it (read with pread from the raw float32 storage the
+ * runtime and the package write: no piece is read whole either). A
+ * piece's element k lies at a logical index that grows with k, so the
+ * elements of a logical range are one contiguous range of each piece, and
+ * each piece is read once, front to back, its crc32 taken on the way. The
+ * sums are those of a whole-tensor build: every element starts at 0 and
+ * takes its pieces' values in piece order (a Partial's sum), then the
+ * Partial(avg) division. */
+
+/* Elements of a piece read and placed at a time (the stream's buffers). */
+#define ASM_RUN 65536
+/* Elements of a Partial's logical tensor summarised at a time (partial_stats). */
+#define ASM_CHUNK (1 << 19)
+
+/* The logical (row-major) index of piece p's element k. */
+static int64_t piece_at(const asm_leaf *l, const asm_piece *p, int64_t k)
 {
     int nd = l->ndim;
-    if (nd == 0) {
-        out[0] += v[0];
-        return;
+    int64_t idx[NP_FMT_MAX_DIMS] = {0};
+    for (int d = nd - 1; d >= 0; d--) {
+        int64_t sh = p->e->shape[d];
+        idx[d] = sh > 0 ? k % sh : 0;
+        k = sh > 0 ? k / sh : 0;
     }
-    const int64_t *sh = p->e->shape;
-    int64_t idx[NP_FMT_MAX_DIMS] = {0}, rows = 1;
-    for (int d = 0; d < nd - 1; d++)
-        rows *= sh[d];
-    int64_t w = sh[nd - 1];
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t at = 0;
-        for (int d = 0; d < nd; d++)
-            at = at * l->gshape[d] + piece_off(p, d) + (d < nd - 1 ? idx[d] : 0);
-        for (int64_t j = 0; j < w; j++)
-            out[at + j] += v[r * w + j];
-        for (int d = nd - 2; d >= 0; d--) {
-            if (++idx[d] < sh[d])
-                break;
-            idx[d] = 0;
-        }
+    int64_t at = 0;
+    for (int d = 0; d < nd; d++)
+        at = at * l->gshape[d] + piece_off(p, d) + idx[d];
+    return at;
+}
+
+/* The first element k >= from of piece p at a logical index >= lo (the
+ * piece's numel when none). */
+static int64_t piece_first(const asm_leaf *l, const asm_piece *p, int64_t from, int64_t lo)
+{
+    int64_t a = from, b = p->e->numel > 0 ? p->e->numel : 0;
+    while (a < b) {
+        int64_t m = a + (b - a) / 2;
+        if (piece_at(l, p, m) >= lo)
+            b = m;
+        else
+            a = m + 1;
+    }
+    return a;
+}
+
+/* Add piece p's elements [k0, k0 + m) (values v) into out, which holds the
+ * logical elements from lo on. */
+static void place_run(double *out, int64_t lo, const asm_leaf *l, const asm_piece *p, int64_t k0,
+                      const double *v, int64_t m)
+{
+    int nd = l->ndim;
+    int64_t w = nd ? p->e->shape[nd - 1] : 1;
+    for (int64_t j = 0; j < m;) {
+        int64_t k = k0 + j, take = w > 0 ? w - k % w : m - j;
+        if (take > m - j)
+            take = m - j;
+        double *o = out + (piece_at(l, p, k) - lo);
+        for (int64_t t = 0; t < take; t++)
+            o[t] += v[j + t];
+        j += take;
     }
 }
 
-/* The logical tensor of leaf l into out[0..l->numel). */
-static np_status build_payload(double *out, const cmp_assembly *a, const asm_leaf *l,
-                               np_error *err)
+/* One piece's payload as the stream reads it. */
+typedef struct asm_src {
+    np_dumpio_payload p;
+    np_dumpio_buf buf;     /* a payload not stored as raw float32: the piece in memory */
+    int64_t next;          /* the next element to read */
+    uint32_t crc;          /* the crc32 of the stored bytes read so far */
+    int got;
+} asm_src;
+
+struct cmp_asm_stream {
+    const cmp_assembly *a;
+    const asm_leaf *l;
+    np_cmp_side *s;        /* gets the logical crc32 at the end (NULL: none wanted) */
+    asm_src *src;          /* one per piece */
+    int64_t pos;           /* the next logical element */
+    int want_crc;          /* wants_crc: the logical crc32 is taken */
+    uint32_t lcrc;
+    float *f;              /* ASM_RUN floats */
+    double *v;             /* ASM_RUN doubles */
+    np_status st;          /* the first failure, kept for the close */
+    np_error err;
+};
+
+/* Elements [lo, lo + cnt) of a raw float32 payload into f (segments in any
+ * order, as the metrics' file reads take them). */
+static int read_f32(const np_dumpio_payload *p, int64_t lo, int64_t cnt, float *f)
 {
-    memset(out, 0, (size_t)l->numel * sizeof *out);
+    int64_t done = 0;
+    for (int k = 0; k < p->nseg && done < cnt; k++) {
+        const np_dumpio_seg *g = &p->segs[k];
+        int64_t pos = lo + done;
+        if (pos < g->start || pos >= g->start + g->count)
+            continue;
+        int64_t take = g->start + g->count - pos < cnt - done ? g->start + g->count - pos
+                                                               : cnt - done;
+        char *dst = (char *)(f + done);
+        size_t want = (size_t)take * sizeof(float);
+        off_t at = (off_t)(g->addr + (uint64_t)(pos - g->start) * sizeof(float));
+        while (want) {
+            ssize_t r = pread(p->fd, dst, want, at);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                return -1;
+            want -= (size_t)r;
+            dst += r;
+            at += r;
+        }
+        done += take;
+        k = -1;
+    }
+    return done == cnt ? 0 : -1;
+}
+
+/* Piece i's elements [k0, k0 + m) (m <= ASM_RUN, k0 its next) into st->v,
+ * their stored bytes into its crc32. */
+static int src_read(cmp_asm_stream *st, int i, int64_t k0, int64_t m)
+{
+    asm_src *s = &st->src[i];
+    const np_dumpio_payload *p = &s->p;
+    int sum = p->crc_kind == NP_DUMPIO_CRC_ELEMENTS;
+    if (p->form == NP_DUMPIO_FILE_F32) {
+        if (read_f32(p, k0, m, st->f) != 0)
+            return -1;
+        if (sum)
+            s->crc = np_crc32(s->crc, st->f, (size_t)m * sizeof(float));
+        for (int64_t j = 0; j < m; j++)
+            st->v[j] = st->f[j];
+    } else if (p->form == NP_DUMPIO_MEM_F64) {
+        const double *x = (const double *)p->mem + k0;
+        if (sum)
+            s->crc = np_crc32(s->crc, x, (size_t)m * sizeof(double));
+        memcpy(st->v, x, (size_t)m * sizeof(double));
+    } else {
+        const float *x = (const float *)p->mem + k0;
+        if (sum)
+            s->crc = np_crc32(s->crc, x, (size_t)m * sizeof(float));
+        for (int64_t j = 0; j < m; j++)
+            st->v[j] = x[j];
+    }
+    return 0;
+}
+
+int cmp_assembly_stream_fill(void *user, int64_t lo, int64_t cnt, double *out)
+{
+    cmp_asm_stream *st = user;
+    const asm_leaf *l = st->l;
+    if (st->st != NP_OK)
+        return -1;
+    if (lo != st->pos || cnt < 0 || lo + cnt > l->numel) {
+        st->st = np_error_set(&st->err, NP_ERR_ARG, NULL, NULL,
+                              "assembled elements asked out of order (%lld after %lld)",
+                              (long long)lo, (long long)st->pos);
+        return -1;
+    }
+    memset(out, 0, (size_t)cnt * sizeof *out);
     for (int i = 0; i < l->n; i++) {
         const asm_piece *p = &l->pieces[i];
-        double *v = malloc((size_t)(p->e->numel > 0 ? p->e->numel : 1) * sizeof *v);
-        if (!v)
-            return np_error_set(err, NP_ERR_NOMEM, NULL, p->e->name, "out of memory");
-        np_status st = np_dumpio_read_checked(v, a->ranks[p->r].io, p->e, err);
-        if (st == NP_OK)
-            place_values(out, l, p, v);
-        free(v);
-        if (st != NP_OK)
-            return st;
+        asm_src *s = &st->src[i];
+        int64_t end = piece_first(l, p, s->next, lo + cnt);
+        while (s->next < end) {
+            int64_t m = end - s->next < ASM_RUN ? end - s->next : ASM_RUN;
+            if (src_read(st, i, s->next, m) != 0) {
+                st->st = np_error_set(&st->err, NP_ERR_IO, np_dumpio_path(st->a->ranks[p->r].io),
+                                      p->e->name, "reading the payload failed (truncated file?)");
+                return -1;
+            }
+            place_run(out, lo, l, p, s->next, st->v, m);
+            s->next += m;
+        }
     }
     if (l->div != 1.0)
-        for (int64_t i = 0; i < l->numel; i++)
-            out[i] /= l->div;
+        for (int64_t j = 0; j < cnt; j++)
+            out[j] /= l->div;
+    for (int64_t j = 0; st->want_crc && j < cnt; j += ASM_RUN) {
+        int64_t m = cnt - j < ASM_RUN ? cnt - j : ASM_RUN;
+        for (int64_t t = 0; t < m; t++)
+            st->f[t] = (float)out[j + t]; /* exact: the pieces' float32 values */
+        st->lcrc = np_crc32(st->lcrc, st->f, (size_t)m * sizeof(float));
+    }
+    st->pos += cnt;
+    return 0;
+}
+
+/* 1 when a leaf of dtype `dt` is stored as float32 (docs/FORMAT.md "/data"). */
+static int stored_f32(const char *dt)
+{
+    static const char *const f32[] = {"float32", "bfloat16", "float16", "float8_e4m3fn",
+                                      "float8_e5m2", "hifloat8"};
+    for (size_t i = 0; i < sizeof f32 / sizeof *f32; i++)
+        if (!strcmp(dt, f32[i]))
+            return 1;
+    return 0;
+}
+
+/* The crc32 a one-process dump stores for logical leaf l: that of its
+ * float32 bytes, little-endian, row-major, when its pieces are float32
+ * stored values placed side by side (Shard, Replicate: the values are
+ * theirs, exactly); a sum (Partial) has none. The stream takes it on the
+ * way (want_crc) and sets it on the side once every element was read, so
+ * the verdicts that recognise a tensor by its values (an input holding an
+ * earlier output's: docs/COMPARE.md "Rows computed from weights that
+ * parted") see an assembled tensor as the whole one it is. */
+static int wants_crc(const asm_leaf *l, const np_cmp_side *s)
+{
+    if (!s || l->partial || l->numel < 1 || !stored_f32(s->dtype))
+        return 0;
+    for (int i = 0; i < l->n; i++)
+        if (!stored_f32(l->pieces[i].e->dtype))
+            return 0;
+    return 1;
+}
+
+static np_status stream_open(cmp_asm_stream **out, const cmp_assembly *a, const asm_leaf *l,
+                             np_cmp_side *s, np_error *err)
+{
+    cmp_asm_stream *st = calloc(1, sizeof *st);
+    *out = st;
+    if (st) {
+        st->src = calloc((size_t)l->n + 1, sizeof *st->src);
+        st->f = malloc(ASM_RUN * sizeof *st->f);
+        st->v = malloc(ASM_RUN * sizeof *st->v);
+    }
+    if (!st || !st->src || !st->f || !st->v)
+        return np_error_set(err, NP_ERR_NOMEM, NULL, s ? s->name : NULL, "out of memory");
+    st->a = a;
+    st->l = l;
+    st->s = s;
+    st->want_crc = wants_crc(l, s);
+    np_error_clear(&st->err);
+    for (int i = 0; i < l->n; i++) {
+        const asm_piece *p = &l->pieces[i];
+        np_status r = np_dumpio_payload_get(&st->src[i].p, a->ranks[p->r].io, p->e->name,
+                                            p->e->numel, NP_DUMPIO_ALLOW_FILE, &st->src[i].buf,
+                                            err);
+        if (r != NP_OK)
+            return r;
+        st->src[i].got = 1;
+    }
     return NP_OK;
+}
+
+np_status cmp_assembly_stream_open(cmp_asm_stream **out, cmp_dump *d, const char *name,
+                                   np_cmp_side *s, int64_t *numel, np_error *err)
+{
+    *out = NULL;
+    const cmp_assembly *a = d->assembly;
+    int li = a ? np_strmap_get(&a->leaf_map, name) : -1;
+    if (li < 0)
+        return np_error_set(err, NP_ERR_NOTFOUND, d->path, name, "not an assembled leaf");
+    if (numel)
+        *numel = a->leaves[li].numel;
+    np_status st = stream_open(out, a, &a->leaves[li], s, err);
+    if (st != NP_OK) {
+        cmp_assembly_stream_close(*out, NULL);
+        *out = NULL;
+    }
+    return st;
+}
+
+np_status cmp_assembly_stream_close(cmp_asm_stream *st, np_error *err)
+{
+    if (!st)
+        return NP_OK;
+    np_status r = st->st;
+    if (r != NP_OK && err)
+        *err = st->err;
+    /* every element read: the pieces' stored bytes against their crc32 */
+    for (int i = 0; r == NP_OK && st->l && st->pos == st->l->numel && i < st->l->n; i++) {
+        const asm_src *s = &st->src[i];
+        const np_entry_rec *e = st->l->pieces[i].e;
+        uint32_t crc = s->p.crc_kind == NP_DUMPIO_CRC_GIVEN ? s->p.crc : s->crc;
+        if (s->got && s->p.crc_kind != NP_DUMPIO_CRC_NONE && crc != e->crc32)
+            r = np_error_set(err, NP_ERR_FORMAT, np_dumpio_path(st->a->ranks[st->l->pieces[i].r].io),
+                             e->name, "the stored bytes do not match their crc32 in the entries "
+                             "(file corrupt): crc32 %08x, entry %08x", crc, e->crc32);
+    }
+    if (r == NP_OK && st->want_crc && st->pos == st->l->numel)
+        st->s->crc32 = st->lcrc;
+    for (int i = 0; st->src && st->l && i < st->l->n; i++) {
+        if (st->src[i].got)
+            np_dumpio_payload_release(&st->src[i].p);
+        np_dumpio_buf_free(&st->src[i].buf);
+    }
+    free(st->src);
+    free(st->f);
+    free(st->v);
+    free(st);
+    return r;
+}
+
+np_status cmp_assembly_values(double *out, cmp_dump *d, const char *name, int64_t n,
+                              np_error *err)
+{
+    cmp_asm_stream *st = NULL;
+    int64_t numel = 0;
+    np_status r = cmp_assembly_stream_open(&st, d, name, NULL, &numel, err);
+    if (r == NP_OK && numel != n)
+        r = np_error_set(err, NP_ERR_ARG, d->path, name, "%lld elements asked of %lld",
+                         (long long)n, (long long)numel);
+    if (r == NP_OK)
+        cmp_assembly_stream_fill(st, 0, n, out);
+    np_status c = cmp_assembly_stream_close(st, err);
+    return r != NP_OK ? r : c;
 }
 
 /* The product of the sizes of the mesh dimensions placement pl averages
@@ -862,41 +1125,6 @@ static double avg_divisor(const cmp_assembly *a, const np_place_rec *pl)
         if (kind[k] == 'A')
             div *= (double)a->mesh.shape[k];
     return div;
-}
-
-/* 1 when a leaf of dtype `dt` is stored as float32 (docs/FORMAT.md "/data"). */
-static int stored_f32(const char *dt)
-{
-    static const char *const f32[] = {"float32", "bfloat16", "float16", "float8_e4m3fn",
-                                      "float8_e5m2", "hifloat8"};
-    for (size_t i = 0; i < sizeof f32 / sizeof *f32; i++)
-        if (!strcmp(dt, f32[i]))
-            return 1;
-    return 0;
-}
-
-/* The crc32 a one-process dump stores for logical leaf l (values v): that
- * of its float32 bytes, little-endian, row-major, when its pieces are
- * float32 stored values placed side by side (Shard, Replicate: the values
- * are theirs, exactly); a sum (Partial) has none (0). Set on the side once
- * its payload was built, so the verdicts that recognise a tensor by its
- * values (an input holding an earlier output's: docs/COMPARE.md "Rows
- * computed from weights that parted") see an assembled tensor as the
- * whole one it is. */
-static void logical_crc(np_cmp_side *s, const asm_leaf *l, const double *v)
-{
-    if (l->partial || l->numel < 1 || !stored_f32(s->dtype))
-        return;
-    for (int i = 0; i < l->n; i++)
-        if (!stored_f32(l->pieces[i].e->dtype))
-            return;
-    float *f = malloc((size_t)l->numel * sizeof *f);
-    if (!f)
-        return; /* no crc: the statistics identify the row, as before */
-    for (int64_t i = 0; i < l->numel; i++)
-        f[i] = (float)v[i]; /* exact: the pieces' float32 values (a little-endian host) */
-    s->crc32 = np_crc32(0, f, (size_t)l->numel * sizeof *f);
-    free(f);
 }
 
 int cmp_assembly_has(const cmp_dump *d, const char *name)
@@ -915,59 +1143,42 @@ int cmp_assembly_parted(const cmp_dump *d, const char *name)
            np_strmap_get(&d->assembly->parted, name) >= 0;
 }
 
-np_status cmp_assembly_payload(np_dumpio_payload *out, cmp_dump *d, const np_cmp_side *s,
-                               np_dumpio_buf *buf, np_error *err)
-{
-    memset(out, 0, sizeof *out);
-    const cmp_assembly *a = d->assembly;
-    int li = np_strmap_get(&a->leaf_map, s->name);
-    const asm_leaf *l = &a->leaves[li];
-    size_t need = (size_t)(l->numel > 0 ? l->numel : 1) * sizeof(double);
-    if (buf->cap < need) {
-        void *p = realloc(buf->p, need);
-        if (!p)
-            return np_error_set(err, NP_ERR_NOMEM, d->path, s->name, "out of memory");
-        buf->p = p;
-        buf->cap = need;
-    }
-    out->form = NP_DUMPIO_MEM_F64;
-    out->numel = l->numel;
-    out->mem = buf->p;
-    out->crc_kind = NP_DUMPIO_CRC_NONE;
-    np_status st = build_payload(buf->p, a, l, err);
-    if (st == NP_OK)
-        logical_crc((np_cmp_side *)s, l, buf->p); /* s is a row of d->entries */
-    return st;
-}
-
-/* Statistics of a Partial(sum) or Partial(avg) leaf from its summed payload. */
+/* Statistics of a Partial(sum) or Partial(avg) leaf from its summed
+ * payload, streamed in order (the same sums as over the whole tensor). */
 static np_status partial_stats(np_cmp_side *s, const cmp_assembly *a, const asm_leaf *l,
                                np_error *err)
 {
-    double *v = malloc((size_t)(l->numel > 0 ? l->numel : 1) * sizeof *v);
-    if (!v)
-        return np_error_set(err, NP_ERR_NOMEM, NULL, s->name, "out of memory");
-    np_status st = build_payload(v, a, l, err);
+    cmp_asm_stream *st = NULL;
+    int64_t ch = l->numel < ASM_CHUNK ? (l->numel > 0 ? l->numel : 1) : ASM_CHUNK;
+    double *v = malloc((size_t)ch * sizeof *v);
+    np_status r = v ? stream_open(&st, a, l, NULL, err)
+                    : np_error_set(err, NP_ERR_NOMEM, NULL, s->name, "out of memory");
     double mx = NAN, mn = NAN, sq = 0, sum = 0;
     int64_t nan = 0, pos = 0, neg = 0, fin = 0;
-    for (int64_t i = 0; st == NP_OK && i < l->numel; i++) {
-        if (isnan(v[i])) {
-            nan++;
-            continue;
+    for (int64_t lo = 0; r == NP_OK && lo < l->numel; lo += ch) {
+        int64_t cnt = l->numel - lo < ch ? l->numel - lo : ch;
+        if (cmp_assembly_stream_fill(st, lo, cnt, v) != 0)
+            break;
+        for (int64_t i = 0; i < cnt; i++) {
+            if (isnan(v[i])) {
+                nan++;
+                continue;
+            }
+            if (isinf(v[i])) {
+                *(v[i] > 0 ? &pos : &neg) += 1;
+                continue;
+            }
+            mx = fin ? fmax(mx, v[i]) : v[i];
+            mn = fin ? fmin(mn, v[i]) : v[i];
+            sq += v[i] * v[i];
+            sum += v[i];
+            fin++;
         }
-        if (isinf(v[i])) {
-            *(v[i] > 0 ? &pos : &neg) += 1;
-            continue;
-        }
-        mx = fin ? fmax(mx, v[i]) : v[i];
-        mn = fin ? fmin(mn, v[i]) : v[i];
-        sq += v[i] * v[i];
-        sum += v[i];
-        fin++;
     }
+    np_status c = cmp_assembly_stream_close(st, err);
     free(v);
     s->stats = finite_stats(mx, mn, sum, sq, fin, nan, pos, neg);
-    return st;
+    return r != NP_OK ? r : c;
 }
 
 /* ---- the stage ------------------------------------------------------------------ */

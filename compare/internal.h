@@ -67,10 +67,25 @@ int cmp_assembly_has(const cmp_dump *d, const char *name);
 int cmp_assembly_stage(const cmp_dump *d);
 /* Whether leaf `name`'s replicas over the ranks of d's step differ. */
 int cmp_assembly_parted(const cmp_dump *d, const char *name);
-/* The assembled logical tensor of side s as float64 in `buf` (no crc32 to
- * check: the pieces' stored bytes are checked as they are read). */
-np_status cmp_assembly_payload(np_dumpio_payload *out, cmp_dump *d, const np_cmp_side *s,
-                               np_dumpio_buf *buf, np_error *err);
+/* An assembled logical tensor read in order, a range at a time, with
+ * bounded memory (the pieces' ranges read as they are needed; a piece not
+ * stored as raw float32 is held whole): open leaf `name` of d (*numel, may
+ * be NULL, gets its element count; with s, the side gets the logical
+ * tensor's crc32 once every element was read, where a one-process dump
+ * would store one), fill elements [lo, lo + cnt) as float64 into out in
+ * order (lo the previous call's end; 0 ok, -1 on a failure the close
+ * returns), close (checks each piece's stored bytes against its crc32 when
+ * every element was read; NULL is a no-op). cmp_assembly_stream_fill has
+ * the cmp_src fill form (metrics.c streams it chunk by chunk). */
+typedef struct cmp_asm_stream cmp_asm_stream;
+np_status cmp_assembly_stream_open(cmp_asm_stream **out, cmp_dump *d, const char *name,
+                                   np_cmp_side *s, int64_t *numel, np_error *err);
+int cmp_assembly_stream_fill(void *stream, int64_t lo, int64_t cnt, double *out);
+np_status cmp_assembly_stream_close(cmp_asm_stream *st, np_error *err);
+/* The whole logical tensor of leaf `name` (n elements) into out, through
+ * the stream (the caller holds it whole: the weights rule's small rows). */
+np_status cmp_assembly_values(double *out, cmp_dump *d, const char *name, int64_t n,
+                              np_error *err);
 /* The assembly's notes (what was assembled; replica and shard
  * disagreements naming leaf, ranks and mesh coordinates), each to `note`. */
 size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *), void *user);
@@ -122,7 +137,7 @@ void cmp_dump_close(cmp_dump *d);
  * segments read with pread (uncompressed little-endian float32 storage). */
 typedef np_dumpio_seg cmp_seg;  /* flat element range and its byte address in the file */
 
-enum { CMP_SRC_MEM_F32 = 0, CMP_SRC_MEM_F64, CMP_SRC_FILE_F32 };
+enum { CMP_SRC_MEM_F32 = 0, CMP_SRC_MEM_F64, CMP_SRC_FILE_F32, CMP_SRC_STREAM };
 
 typedef struct cmp_src {
     int kind;
@@ -135,6 +150,14 @@ typedef struct cmp_src {
     double scale;               /* the metrics see the elements times this (0 or 1: as
                                  * stored; a loss scale's inverse for gradients); the crc32
                                  * is of the stored bytes */
+    /* CMP_SRC_STREAM: fill(user, lo, cnt, out) writes elements [lo, lo + cnt)
+     * as float64, called in element order (lo the previous call's end); 0
+     * ok. The kernel holds one chunk of them at a time and computes exactly
+     * what it computes for the same values as CMP_SRC_MEM_F64 (crc unset:
+     * the stream checks its own). */
+    int (*fill)(void *user, int64_t lo, int64_t cnt, double *out);
+    void *user;
+    int64_t base;               /* the kernel's: the element mem[0] holds (a stream's chunk) */
 } cmp_src;
 
 /* The one-pass metric kernel over two sources of n elements; 0 ok, -1 when a

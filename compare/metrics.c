@@ -266,11 +266,11 @@ static int read_file_block(const cmp_src *s, int64_t lo, int64_t cnt, float *buf
 static const void *side_block(const cmp_src *s, int64_t lo, int64_t cnt, float *tmp, int *is_f64,
                               int *bad)
 {
-    *is_f64 = s->kind == CMP_SRC_MEM_F64;
+    *is_f64 = s->kind == CMP_SRC_MEM_F64 || s->kind == CMP_SRC_STREAM;
     if (s->kind == CMP_SRC_MEM_F32)
         return (const float *)s->mem + lo;
-    if (s->kind == CMP_SRC_MEM_F64)
-        return (const double *)s->mem + lo;
+    if (*is_f64)
+        return (const double *)s->mem + (lo - s->base);
     if (read_file_block(s, lo, cnt, tmp) != 0)
         *bad = 1;
     return tmp;
@@ -426,6 +426,58 @@ static void metrics_nan(np_cmp_metrics *m)
     m->note = "";
 }
 
+/* Blocks [k0, k1) of n elements into parts[k0..k1), OpenMP over the
+ * blocks; 1 when a read failed. */
+static int run_blocks(part *parts, const cmp_src *b, const cmp_src *c, int64_t n, int64_t k0,
+                      int64_t k1, size_t esz, int need_tmp)
+{
+    int bad = 0;
+#pragma omp parallel
+    {
+        float *tb = NULL, *tc = NULL;
+        int mybad = 0;
+        if (need_tmp) {
+            tb = malloc(BLOCK * esz);
+            tc = malloc(BLOCK * esz);
+            if (!tb || !tc)
+                mybad = 1;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t k = k0; k < k1; k++) {
+            if (mybad)
+                continue;
+            int64_t lo = k * BLOCK, cnt = n - lo < BLOCK ? n - lo : BLOCK;
+            block_part(&parts[k], b, c, lo, cnt, tb, tc, &mybad);
+        }
+        if (mybad) {
+#pragma omp atomic write
+            bad = 1;
+        }
+        free(tb);
+        free(tc);
+    }
+    return bad;
+}
+
+/* Streamed sources: this many blocks' elements at a time (4 MB of float64
+ * a side); a chunk is whole blocks, so every block's part is what the
+ * whole tensor in memory gives. */
+#define CHUNK (16 * (int64_t)BLOCK)
+
+/* The chunk [lo, lo + cnt) of each streamed side into its buffer (s[k]'s
+ * mem and base); 1 when a fill failed. */
+static int fill_chunk(cmp_src *s[2], int64_t lo, int64_t cnt)
+{
+    for (int k = 0; k < 2; k++) {
+        if (s[k]->kind != CMP_SRC_STREAM)
+            continue;
+        s[k]->base = lo;
+        if (s[k]->fill(s[k]->user, lo, cnt, (double *)s[k]->mem) != 0)
+            return 1;
+    }
+    return 0;
+}
+
 int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64_t n, int ndim,
                     double atol, uint32_t crc[2])
 {
@@ -438,8 +490,21 @@ int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64
     int need_tmp = b->kind == CMP_SRC_FILE_F32 || c->kind == CMP_SRC_FILE_F32 || scaled_src(b) ||
                    scaled_src(c);
     /* a scaled float64 block needs room for doubles */
-    size_t esz = b->kind == CMP_SRC_MEM_F64 || c->kind == CMP_SRC_MEM_F64 ? sizeof(double)
-                                                                          : sizeof(float);
+    int f64 = b->kind == CMP_SRC_MEM_F64 || c->kind == CMP_SRC_MEM_F64 ||
+              b->kind == CMP_SRC_STREAM || c->kind == CMP_SRC_STREAM;
+    size_t esz = f64 ? sizeof(double) : sizeof(float);
+    /* a streamed side: its elements a chunk at a time (the whole tensor when
+     * it is one block) in a buffer of its own */
+    cmp_src lb = *b, lc = *c, *sd[2] = {&lb, &lc};
+    int64_t ch = nb <= 1 ? (n > 0 ? n : 1) : CHUNK;
+    double *buf[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++)
+        if (sd[k]->kind == CMP_SRC_STREAM) {
+            sd[k]->crc = 0;
+            if (!(buf[k] = malloc((size_t)ch * sizeof(double))))
+                bad = 1;
+            sd[k]->mem = buf[k];
+        }
     if (nb <= 1) {
         float *tb = NULL, *tc = NULL;
         if (need_tmp && n > 0) {
@@ -449,7 +514,9 @@ int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64
                 bad = 1;
         }
         if (!bad && n > 0)
-            block_part(&acc, b, c, 0, n, tb, tc, &bad);
+            bad = fill_chunk(sd, 0, n);
+        if (!bad && n > 0)
+            block_part(&acc, &lb, &lc, 0, n, tb, tc, &bad);
         free(tb);
         free(tc);
         if (crc) {
@@ -457,43 +524,29 @@ int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64
             crc[1] = acc.crc_c;
         }
     } else {
-        part *parts = calloc((size_t)nb, sizeof *parts);
+        part *parts = bad ? NULL : calloc((size_t)nb, sizeof *parts);
         if (!parts)
-            return -1;
-#pragma omp parallel
-        {
-            float *tb = NULL, *tc = NULL;
-            int mybad = 0;
-            if (need_tmp) {
-                tb = malloc(BLOCK * esz);
-                tc = malloc(BLOCK * esz);
-                if (!tb || !tc)
-                    mybad = 1;
-            }
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t k = 0; k < nb; k++) {
-                if (mybad)
-                    continue;
-                int64_t lo = k * BLOCK, cnt = n - lo < BLOCK ? n - lo : BLOCK;
-                block_part(&parts[k], b, c, lo, cnt, tb, tc, &mybad);
-            }
-            if (mybad) {
-#pragma omp atomic write
-                bad = 1;
-            }
-            free(tb);
-            free(tc);
+            bad = 1;
+        /* without a streamed side one chunk: the whole tensor */
+        int64_t step = buf[0] || buf[1] ? CHUNK : n;
+        for (int64_t lo = 0; !bad && lo < n; lo += step) {
+            int64_t cnt = n - lo < step ? n - lo : step;
+            bad = fill_chunk(sd, lo, cnt) ||
+                  run_blocks(parts, &lb, &lc, n, lo / BLOCK, (lo + cnt + BLOCK - 1) / BLOCK, esz,
+                             need_tmp);
         }
-        for (int64_t k = 0; k < nb; k++)
+        for (int64_t k = 0; !bad && k < nb; k++)
             combine(&acc, &parts[k]);
         if (crc && !bad) {
-            if (b->crc)
-                crc[0] = crc_blocks(parts, nb, n, b->kind == CMP_SRC_MEM_F64 ? 8 : 4, 0);
-            if (c->crc)
-                crc[1] = crc_blocks(parts, nb, n, c->kind == CMP_SRC_MEM_F64 ? 8 : 4, 1);
+            if (lb.crc)
+                crc[0] = crc_blocks(parts, nb, n, lb.kind == CMP_SRC_MEM_F64 ? 8 : 4, 0);
+            if (lc.crc)
+                crc[1] = crc_blocks(parts, nb, n, lc.kind == CMP_SRC_MEM_F64 ? 8 : 4, 1);
         }
         free(parts);
     }
+    free(buf[0]);
+    free(buf[1]);
     if (bad)
         return -1;
     finish(m, &acc, n, ndim, atol);
@@ -503,8 +556,8 @@ int cmp_metrics_src(np_cmp_metrics *m, const cmp_src *b, const cmp_src *c, int64
 void np_cmp_metrics_f32(np_cmp_metrics *out, const float *bench, const float *cmp, int64_t n,
                         int ndim, double atol)
 {
-    cmp_src b = {CMP_SRC_MEM_F32, bench, -1, NULL, 0, 0, 1.0};
-    cmp_src c = {CMP_SRC_MEM_F32, cmp, -1, NULL, 0, 0, 1.0};
+    cmp_src b = {CMP_SRC_MEM_F32, bench, -1, NULL, 0, 0, 1.0, NULL, NULL, 0};
+    cmp_src c = {CMP_SRC_MEM_F32, cmp, -1, NULL, 0, 0, 1.0, NULL, NULL, 0};
     if (cmp_metrics_src(out, &b, &c, n, ndim, atol, NULL) != 0)
         metrics_nan(out);
 }
@@ -512,8 +565,8 @@ void np_cmp_metrics_f32(np_cmp_metrics *out, const float *bench, const float *cm
 void np_cmp_metrics_f64(np_cmp_metrics *out, const double *bench, const double *cmp, int64_t n,
                         int ndim, double atol)
 {
-    cmp_src b = {CMP_SRC_MEM_F64, bench, -1, NULL, 0, 0, 1.0};
-    cmp_src c = {CMP_SRC_MEM_F64, cmp, -1, NULL, 0, 0, 1.0};
+    cmp_src b = {CMP_SRC_MEM_F64, bench, -1, NULL, 0, 0, 1.0, NULL, NULL, 0};
+    cmp_src c = {CMP_SRC_MEM_F64, cmp, -1, NULL, 0, 0, 1.0, NULL, NULL, 0};
     if (cmp_metrics_src(out, &b, &c, n, ndim, atol, NULL) != 0)
         metrics_nan(out);
 }

@@ -21,15 +21,18 @@
  * its gradient was well defined (a wrong checkpoint, a skipped or a
  * doubled update) is not explained and stays named "the weights parted
  * before this step"; nor is a weight whose replicas over the ranks of a
- * parallel layout differ (a gradient left unreduced on some ranks parts
- * the replicas, which one-device noise does not). Tensor mode only: the
- * elements are needed. */
+ * parallel layout differ, or whose gradient's replicas differed at the
+ * step before (a gradient left unreduced on some ranks parts the
+ * replicas, which one-device noise does not). A sharded side's weights
+ * and its step before's gradients are the logical tensors assembled from
+ * its ranks' pieces (the step before's files assembled as this step's
+ * are). Tensor mode only: the elements are needed. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "stages.h"
 
 /* Largest weight the rule reads (elements). */
 #define PN_MAX_NUMEL (1 << 24)
@@ -37,23 +40,69 @@
  * on its tensor is noise (as in noise_quotient.c and near_tie.c). */
 #define PN_NOISE 2.0
 
-/* The step before's two files, opened on first use. */
+/* Where the gradients come from: the step before's two files, opened on
+ * first use (a sharded side's read and assembled as this step's are:
+ * own[k], its logical leaves read whole through the assembly's stream),
+ * or, when the dump holds no step before (a window of steps, a step's
+ * files compared alone), this step's own sides (now: this step's gradient
+ * stands in for the step before's). */
 typedef struct pn_prev {
     np_dumpio *io[2];
-    double scale[2]; /* their loss scales (gradients are divided by them) */
+    cmp_dump own[2]; /* a sharded side's step before (own[k].assembly set) */
+    cmp_dump *d[2];  /* the sides whose assembly reads sharded leaves, or NULL */
+    cmp_arena arena; /* own's strings */
+    double scale[2]; /* what their gradients are divided by: the loss scale (a sharded
+                      * side's and this step's: times the dp_grad_scale, as this step's
+                      * rows are) */
+    int now;         /* 1: this step's sides (no step before in the dump) */
     int tried, ok;
 } pn_prev;
 
-static int pn_open(pn_prev *pr, const cmp_pair_priv *pv)
+static double grad_div_of(const cmp_dump *d)
+{
+    return d->grad_div > 0 && isfinite(d->grad_div) ? d->grad_div : 1.0;
+}
+
+/* Side k's file of the step before as a sharded one: read and assembled. */
+static int pn_open_sharded(pn_prev *pr, int k, const np_dumpio_ref *ref)
+{
+    np_error e;
+    np_error_clear(&e);
+    if (cmp_dump_open(&pr->own[k], ref, 0, 0, NULL, NULL, &pr->arena, &e) != NP_OK)
+        return 0;
+    if (cmp_assembler(&pr->own[k], &pr->arena, &e) != NP_OK || !pr->own[k].assembly)
+        return 0;
+    pr->d[k] = &pr->own[k];
+    pr->io[k] = pr->own[k].io;
+    pr->scale[k] = grad_div_of(&pr->own[k]);
+    return 1;
+}
+
+static int pn_open(pn_prev *pr, const cmp_pair_priv *pv, const cmp_run_sides *s)
 {
     if (pr->tried)
         return pr->ok;
     pr->tried = 1;
     const np_dumpio_ref *ref[2] = {pv->prev_bench, pv->prev_cmp};
+    cmp_dump *now[2] = {s->bench, s->cmp};
+    if (!ref[0] || !ref[1]) { /* no step before: this step's gradients */
+        pr->now = 1;
+        for (int k = 0; k < 2; k++) {
+            pr->io[k] = now[k]->io;
+            pr->d[k] = now[k]->assembly ? now[k] : NULL;
+            pr->scale[k] = grad_div_of(now[k]);
+        }
+        return pr->ok = 1;
+    }
     for (int k = 0; k < 2; k++) {
         np_error e;
         np_error_clear(&e);
-        if (!ref[k] || np_dumpio_open_ref(&pr->io[k], ref[k], 0, &e) != NP_OK)
+        if (now[k]->assembly) {
+            if (!pn_open_sharded(pr, k, ref[k]))
+                return 0;
+            continue;
+        }
+        if (np_dumpio_open_ref(&pr->io[k], ref[k], 0, &e) != NP_OK)
             return 0;
         const np_dumpio_info *in = np_dumpio_get_info(pr->io[k]);
         pr->scale[k] = in && in->loss_scale > 0 && isfinite(in->loss_scale) ? in->loss_scale : 1.0;
@@ -61,16 +110,52 @@ static int pn_open(pn_prev *pr, const cmp_pair_priv *pv)
     return pr->ok = 1;
 }
 
-static double *pn_read(np_dumpio *io, const char *leaf, int64_t n)
+static void pn_close(pn_prev *pr)
+{
+    for (int k = 0; k < 2 && !pr->now; k++) {
+        if (pr->own[k].io || pr->own[k].assembly) {
+            cmp_dump_close(&pr->own[k]); /* closes io[k] */
+            free(pr->own[k].entries);
+            free(pr->own[k].calls);
+        } else {
+            np_dumpio_close(pr->io[k]);
+        }
+    }
+    cmp_arena_free(&pr->arena);
+}
+
+/* Leaf `leaf` (n elements) of dump d, or of the file io when d is not a
+ * sharded side's or the leaf is whole in its file: its values, or NULL. */
+static double *pn_values(cmp_dump *d, np_dumpio *io, const char *leaf, int64_t n)
 {
     size_t got = 0;
     double *x = malloc((size_t)n * sizeof *x);
-    if (x && (np_dumpio_read_values(x, (size_t)n, &got, io, leaf, n, NULL) != NP_OK ||
-              got != (size_t)n)) {
+    if (!x)
+        return NULL;
+    np_error e;
+    np_error_clear(&e);
+    int ok = d && cmp_assembly_has(d, leaf)
+                 ? cmp_assembly_values(x, d, leaf, n, &e) == NP_OK
+                 : np_dumpio_read_values(x, (size_t)n, &got, io, leaf, n, NULL) == NP_OK &&
+                       got == (size_t)n;
+    if (!ok) {
         free(x);
         x = NULL;
     }
     return x;
+}
+
+/* Leaf `leaf` of side k where the gradients come from. */
+static double *pn_read(pn_prev *pr, int k, const char *leaf, int64_t n)
+{
+    return pn_values(pr->d[k], pr->io[k], leaf, n);
+}
+
+/* A leaf whose replicas over side k's ranks differ where the gradients
+ * come from (a gradient left unreduced there): not noise. */
+static int pn_parted(const pn_prev *pr, int k, const char *leaf)
+{
+    return pr->d[k] && cmp_assembly_parted(pr->d[k], leaf);
 }
 
 /* The gradient leaf of weight leaf `name` into buf, 0 when it has none:
@@ -124,8 +209,8 @@ static int same_values_row(const np_cmp_pair *p, const np_cmp_row *r, const char
  * (and both NULL) when either is not there. */
 static int pn_read_grads(pn_prev *pr, const char *lb, const char *lc, int64_t n, double *g[2])
 {
-    g[0] = pn_read(pr->io[0], lb, n);
-    g[1] = g[0] ? pn_read(pr->io[1], lc, n) : NULL;
+    g[0] = pn_parted(pr, 0, lb) ? NULL : pn_read(pr, 0, lb, n);
+    g[1] = g[0] && !pn_parted(pr, 1, lc) ? pn_read(pr, 1, lc, n) : NULL;
     if (!g[0] || !g[1]) {
         free(g[0]);
         free(g[1]);
@@ -176,8 +261,8 @@ static int prev_flips(const np_cmp_row *r, pn_prev *pr, const double *w[2], unsi
 {
     int64_t n = r->cmp->numel;
     double *v[2];
-    v[0] = pn_read(pr->io[0], r->bench->name, n);
-    v[1] = v[0] ? pn_read(pr->io[1], r->cmp->name, n) : NULL;
+    v[0] = pn_read(pr, 0, r->bench->name, n);
+    v[1] = v[0] ? pn_read(pr, 1, r->cmp->name, n) : NULL;
     int ok = v[0] && v[1];
     for (int64_t j = 0; ok && j < n; j++) {
         double ub = w[0][j] - v[0][j], uc = w[1][j] - v[1][j];
@@ -200,7 +285,8 @@ typedef struct pn_why {
     double g_err;    /* the relative L2 error at the step before of the weight's gradient
                       * (how 1), of a gradient its call received (how 2) */
     double g_level;  /* and the level it is held to */
-    int how;         /* 1 from the gradient, 2 from the updates (prev_flips) */
+    int how;         /* 1 from the gradient, 2 from the updates (prev_flips), 3 from this
+                      * step's gradient (no step before in the dump) */
 } pn_why;
 
 /* The rows' own levels (verdict.c's tolerances, which follow the data): row
@@ -302,26 +388,25 @@ static int pn_explain(const np_cmp_pair *p, size_t i, const cmp_run_sides *s, pn
     double level = lv->t[i].rtol;
     int64_t n = r->cmp->numel;
     if (n <= 0 || n > PN_MAX_NUMEL || r->bench->numel != n || !r->bench->has_data ||
-        !r->cmp->has_data || cmp_assembly_has(s->bench, r->bench->name) ||
-        cmp_assembly_has(s->cmp, r->cmp->name) || cmp_assembly_parted(s->bench, r->bench->name) ||
+        !r->cmp->has_data || cmp_assembly_parted(s->bench, r->bench->name) ||
         cmp_assembly_parted(s->cmp, r->cmp->name))
         return 0; /* replicas that differ: a parallel bug, not noise */
     double *g[2] = {NULL, NULL}, *w[2] = {NULL, NULL};
     unsigned char *nz = calloc((size_t)n, 1);
     char leaf[2 * NP_FMT_NAME_LEN];
     int ok = 0;
-    w[0] = pn_read(s->bench->io, r->bench->name, n);
-    w[1] = w[0] ? pn_read(s->cmp->io, r->cmp->name, n) : NULL;
+    w[0] = pn_values(s->bench, s->bench->io, r->bench->name, n);
+    w[1] = w[0] ? pn_values(s->cmp, s->cmp->io, r->cmp->name, n) : NULL;
     y->noise = 0;
     if (nz && w[0] && w[1]) {
         if (prev_grad(p, r, pr, g, leaf, sizeof leaf)) {
-            y->how = 1;
+            y->how = pr->now ? 3 : 1;
             for (int64_t j = 0; j < n; j++)
                 y->noise = fmax(y->noise, fabs(g[0][j] - g[1][j]));
             for (int64_t j = 0; j < n; j++)
                 nz[j] = y->noise > 0 && fmin(fabs(g[0][j]), fabs(g[1][j])) <= PN_NOISE * y->noise;
             ok = pn_grad_within(p, lv, i, leaf, g, n, y);
-        } else {
+        } else if (!pr->now) {
             y->how = 2;
             const double *wc[2] = {w[0], w[1]};
             ok = prev_flips(r, pr, wc, nz, &y->noise) && pn_flip_grads_within(p, lv, pr, i, y);
@@ -352,15 +437,63 @@ static int pn_explain(const np_cmp_pair *p, size_t i, const cmp_run_sides *s, pn
     return ok;
 }
 
+/* Row r's reason once explained (y) or refused by the bound (explained 0). */
+static void pn_reason(np_cmp_pair *p, np_cmp_row *r, const pn_why *y, int explained)
+{
+    cmp_pair_priv *pv = p->priv;
+    char buf[300], at[80], what[96];
+    const char *old = np_cmp_row_reason(buf, sizeof buf, r);
+    if (y->how == 3) {
+        snprintf(at, sizeof at, "this step (step %d)", p->step);
+        snprintf(what, sizeof what, "this step's gradient (step %d; the dump holds no step before)",
+                 p->step);
+    } else {
+        snprintf(at, sizeof at, "step %d", p->step - 1);
+        snprintf(what, sizeof what, "step %d's gradient", p->step - 1);
+    }
+    if (!explained)
+        r->reason = cmp_arena_printf(
+            &pv->arena,
+            "%s; its gradient at %s was beyond its level there (relative L2 error %.3g above "
+            "%.3g%s), so the parting is that gradient's, not rounding noise",
+            old, at, y->g_err, y->g_level, y->how == 2 ? ", the gradient its call received" : "");
+    else if (y->how != 2)
+        r->reason = cmp_arena_printf(
+            &pv->arena,
+            "%s; it parted on the noise of %s: %lld of %lld elements had a gradient within "
+            "%.0f x the runs' difference on it there (%.3g), which Adam moves by +-lr either "
+            "way%s, and that gradient was within its level (relative L2 error %.3g, at most "
+            "%.3g); without them it is within its level (relative error %.3g), and their "
+            "difference (L2 %.3g) is what the calls that use it carry",
+            old, what, (long long)y->n_noise, (long long)r->cmp->numel, PN_NOISE, y->noise,
+            y->how == 3 ? " (this step's gradient stands in for the earlier steps': a gradient "
+                          "zero in exact arithmetic is noise at every step)" : "",
+            y->g_err, y->g_level, y->rest, y->dw);
+    else
+        r->reason = cmp_arena_printf(
+            &pv->arena,
+            "%s; it parted on the noise of %s's gradient (not dumped; its values there agree): "
+            "%lld of %lld elements were moved by the same step in opposite directions by the "
+            "two runs, Adam's normalised update of a gradient whose sign the runs disagree on, "
+            "and the gradient its call received there was within its level (relative L2 error "
+            "%.3g, at most %.3g); without them it is within its level (relative error %.3g), "
+            "and their difference (L2 %.3g) is what the calls that use it carry",
+            old, at, (long long)y->n_noise, (long long)r->cmp->numel, y->g_err, y->g_level,
+            y->rest, y->dw);
+    r->n_reason_args = 0;
+}
+
 int cmp_parted_noise(np_cmp_pair *p, const cmp_run_sides *s, const unsigned char *wt,
                      const np_cmp_tolerance *t, const double *scale, const np_strmap *rows,
                      double *dw)
 {
     cmp_pair_priv *pv = p->priv;
-    if (!pv || p->step <= 0 || p->mode != NP_CMP_MODE_TENSOR || !pv->prev_bench ||
-        !pv->prev_cmp || !s || !s->bench || !s->cmp || !s->bench->io || !s->cmp->io)
+    if (!pv || p->step <= 0 || p->mode != NP_CMP_MODE_TENSOR || !s || !s->bench || !s->cmp ||
+        !s->bench->io || !s->cmp->io)
         return 0;
-    pn_prev pr = {{NULL, NULL}, {1, 1}, 0, 0};
+    pn_prev pr;
+    memset(&pr, 0, sizeof pr);
+    pr.scale[0] = pr.scale[1] = 1;
     pn_levels lv = {t, scale, rows};
     int n = 0;
     for (size_t i = 0; i < p->n_rows; i++) {
@@ -369,53 +502,28 @@ int cmp_parted_noise(np_cmp_pair *p, const cmp_run_sides *s, const unsigned char
         if (!wt[i] || !r->bench || !r->cmp || !(r->severity > 1) || !isfinite(r->severity) ||
             !(t[i].rtol > 0))
             continue;
-        if (!pn_open(&pr, pv))
+        if (!pn_open(&pr, pv, s))
             break;
         pn_why y = {0, 0, 0, 0, NAN, NAN, 0};
-        char buf[300];
         if (!pn_explain(p, i, s, &pr, &lv, &y)) {
-            if (y.g_err > y.g_level) { /* why the noise rule did not apply */
-                r->reason = cmp_arena_printf(
-                    &pv->arena,
-                    "%s; its gradient at step %d was beyond its level there (relative L2 error "
-                    "%.3g above %.3g%s), so the parting is that gradient's, not rounding noise",
-                    np_cmp_row_reason(buf, sizeof buf, r), p->step - 1, y.g_err, y.g_level,
-                    y.how == 2 ? ", the gradient its call received" : "");
-                r->n_reason_args = 0;
-            }
+            if (y.g_err > y.g_level) /* why the noise rule did not apply */
+                pn_reason(p, r, &y, 0);
             continue;
         }
         dw[i] = y.dw;
-        const char *old = np_cmp_row_reason(buf, sizeof buf, r);
-        r->reason =
-            y.how == 1
-                ? cmp_arena_printf(
-                      &pv->arena,
-                      "%s; it parted on the noise of step %d's gradient: %lld of %lld elements "
-                      "had a gradient within %.0f x the runs' difference on it there (%.3g), "
-                      "which Adam moves by +-lr either way, and that gradient was within its "
-                      "level (relative L2 error %.3g, at most %.3g); without them it is within "
-                      "its level (relative error %.3g), and their difference (L2 %.3g) is what "
-                      "the calls that use it carry",
-                      old, p->step - 1, (long long)y.n_noise, (long long)r->cmp->numel,
-                      PN_NOISE, y.noise, y.g_err, y.g_level, y.rest, y.dw)
-                : cmp_arena_printf(
-                      &pv->arena,
-                      "%s; it parted on the noise of step %d's gradient (not dumped; its values "
-                      "there agree): %lld of %lld elements were moved by the same step in "
-                      "opposite directions by the two runs, Adam's normalised update of a "
-                      "gradient whose sign the runs disagree on, and the gradient its call "
-                      "received there was within its level (relative L2 error %.3g, at most "
-                      "%.3g); without them it is within its level (relative error %.3g), and "
-                      "their difference (L2 %.3g) is what the calls that use it carry",
-                      old, p->step - 1, (long long)y.n_noise, (long long)r->cmp->numel, y.g_err,
-                      y.g_level, y.rest, y.dw);
-        r->n_reason_args = 0;
+        pn_reason(p, r, &y, 1);
         n++;
     }
-    np_dumpio_close(pr.io[0]);
-    np_dumpio_close(pr.io[1]);
-    if (n)
+    pn_close(&pr);
+    if (n && pr.now)
+        cmp_note(p, "%d weight row(s) parted beyond their level where this step's gradient is "
+                 "rounding noise (elements within %.0f x the runs' difference on it, which Adam "
+                 "moves by +-lr in either run, the gradient itself within its level; the dump "
+                 "holds no step before, so this step's gradient stands in for the earlier "
+                 "steps'): warnings, and the calls that use them are judged at the level that "
+                 "difference gives their outputs.",
+                 n, PN_NOISE);
+    else if (n)
         cmp_note(p, "%d weight row(s) parted beyond their level on the noise of step %d's gradient "
                  "(elements within %.0f x the runs' difference there, which Adam moves by +-lr in "
                  "either run, the gradient itself within its level): warnings, and the calls "

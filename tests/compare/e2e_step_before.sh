@@ -14,7 +14,9 @@
 # rule took the bug's difference for the noise level and excused 27
 # weights, and step 1 named only Module.wte.Embedding "with no inputs
 # recorded". Control: the same stop, save and resume without the fault
-# compares clean at step 1.
+# compares clean at step 1. The same two pairs as a window of step 1
+# alone (no step before in the dump): the bug still named, the control
+# still clean.
 set -u
 nprobe=${NPROBE_BIN:?NPROBE_BIN not set}
 py=${NP_PYTHON:-/usr/bin/python3}
@@ -81,5 +83,20 @@ check "$tmp/one" 1 parted || fail=1
 "$nprobe" compare -b "$tmp/ref" -c "$tmp/none" --step 1 -o "$tmp/ctl" -q --format json
 [ $? -eq 0 ] || { echo "control: exit not 0"; fail=1; }
 check "$tmp/ctl" 1 clean || fail=1
+# A window without the step before (step 1's folders alone): this step's
+# gradient stands in for step 0's (docs/COMPARE.md "Weights that parted on
+# the noise of the step before"). The bugged pair's weights parted where
+# step 1's gradient is well defined, and that gradient, computed from the
+# parted weights, is beyond its level: nothing excused, named as before;
+# the control's parted key bias is excused and the pair is clean.
+for d in ref layernorm_bwd_no_mean none; do
+  mkdir -p "$tmp/w_$d" && cp -r "$tmp/$d/step1" "$tmp/w_$d/"
+done
+"$nprobe" compare -b "$tmp/w_ref" -c "$tmp/w_layernorm_bwd_no_mean" -o "$tmp/wbad" -q --format json
+[ $? -eq 1 ] || { echo "window, bugged pair: exit not 1"; fail=1; }
+check "$tmp/wbad" 1 parted || fail=1
+"$nprobe" compare -b "$tmp/w_ref" -c "$tmp/w_none" -o "$tmp/wctl" -q --format json
+[ $? -eq 0 ] || { echo "window, control: exit not 0"; fail=1; }
+check "$tmp/wctl" 1 clean || fail=1
 [ $fail = 0 ] && echo "e2e_step_before: all passed"
 exit $fail

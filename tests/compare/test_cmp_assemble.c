@@ -19,7 +19,9 @@
  * own, are assembled at the offsets their row counts give, and a wrong
  * piece named with its rank and micro-batch; an expert-parallel run's
  * experts, each on its own rank, are all compared, its Local() routing
- * left out on both sides. */
+ * left out on both sides; tensors larger than the assembly's buffers
+ * (streamed a range at a time) give the metrics, statistics and crc32 of
+ * the whole logical tensor in memory, bit for bit. */
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -643,6 +645,209 @@ static void check_experts(void)
         np_cmp_result_free(res);
 }
 
+/* ---- a logical tensor bigger than the assembly's buffers ----------------------
+ * The assembly streams a logical tensor a range at a time (4 MB of float64
+ * a chunk, 65536 elements a piece's read): a (3, 5, 40001) output split
+ * unevenly on its last dimension (rank 0 columns [0, 20011), rank 1 the
+ * rest, so every logical row is made of both ranks' pieces), a 600015-
+ * element Partial(sum) and an input Shard(0) equal to the one-process
+ * tensor, each larger than one chunk, must give the metrics the whole
+ * logical tensor in memory gives (np_cmp_metrics_f64 on the values built
+ * here, bit for bit), the statistics of the summed tensor, and the
+ * one-process crc32 for the equal input. */
+#define BIG_D0 3
+#define BIG_D1 5
+#define BIG_D2 40001
+#define BIG_N ((int64_t)BIG_D0 * BIG_D1 * BIG_D2)
+#define BIG_CUT 20011
+#define BIG_OUT "Functional.linear.0.forward.output.0"
+#define BIG_IN "Functional.linear.0.forward.input.0"
+#define BIG_SUM "Functional.matmul.0.forward.output.0"
+
+static np_tensor big_tensor(float *buf, int nd, const int64_t *shape)
+{
+    np_tensor t;
+    memset(&t, 0, sizeof t);
+    t.dtype = NP_FLOAT32;
+    t.ndim = nd;
+    t.numel = 1;
+    for (int d = 0; d < nd; d++) {
+        t.shape[d] = shape[d];
+        t.numel *= shape[d];
+    }
+    t.data = buf;
+    return t;
+}
+
+static np_place_rec big_place(const char *pl, int nd, const int64_t *g, const int64_t *off)
+{
+    np_place_rec r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.placements, sizeof r.placements, "%s", pl);
+    r.global_ndim = nd;
+    for (int d = 0; d < nd; d++) {
+        r.global_shape[d] = g[d];
+        r.offset[d] = off[d];
+    }
+    r.stage = r.micro_batch = -1;
+    return r;
+}
+
+/* bench: the one-process values; cmp: the run's logical output; a, c: the
+ * Partial's pieces. */
+static void big_values(float *bench, float *cmp, float *a, float *c)
+{
+    for (int64_t i = 0; i < BIG_N; i++) {
+        bench[i] = (float)sin(0.001 * (double)i) + 0.25f;
+        cmp[i] = bench[i] * (1.0f + 1e-3f * (float)((i * 7919) % 13 - 6));
+        a[i] = (float)cos(0.0007 * (double)i);
+        c[i] = 0.5f * bench[i] - a[i] * 0.125f;
+    }
+}
+
+static void big_write_single(const char *dir, const float *bench, const float *a, const float *c)
+{
+    np_probe *p = open_probe(dir, "tensor", 0, 1);
+    float *sum = malloc((size_t)BIG_N * sizeof *sum);
+    if (!p || !sum) {
+        CHECK(0);
+        free(sum);
+        np_probe_free(p);
+        return;
+    }
+    for (int64_t i = 0; i < BIG_N; i++)
+        sum[i] = a[i] + c[i] + 1e-4f; /* the bench's sum a little off */
+    np_error err;
+    np_error_clear(&err);
+    int64_t s3[3] = {BIG_D0, BIG_D1, BIG_D2}, s1[1] = {BIG_N};
+    np_tensor in = big_tensor((float *)bench, 1, s1), out = big_tensor((float *)bench, 3, s3),
+              q = big_tensor(sum, 1, s1);
+    CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
+    CHECK_EQ_INT(np_probe_dump(p, "Functional.linear.0.forward", NP_ROLE_INPUT, "0", &in, &err),
+                 NP_OK);
+    CHECK_EQ_INT(np_probe_dump(p, "Functional.linear.0.forward", NP_ROLE_OUTPUT, "0", &out, &err),
+                 NP_OK);
+    CHECK_EQ_INT(np_probe_dump(p, "Functional.matmul.0.forward", NP_ROLE_OUTPUT, "0", &q, &err),
+                 NP_OK);
+    CHECK_EQ_INT(np_probe_close(p, NULL, &err), NP_OK);
+    np_probe_free(p);
+    free(sum);
+}
+
+/* Rank `rank`'s pieces: its columns of the output, its half of the input
+ * rows, its addend of the sum. */
+static void big_write_rank(const char *dir, int rank, const float *bench, const float *cmp,
+                           const float *a, const float *c)
+{
+    np_probe *p = open_probe(dir, "tensor", rank, 2);
+    int64_t w = rank == 0 ? BIG_CUT : BIG_D2 - BIG_CUT, c0 = rank == 0 ? 0 : BIG_CUT;
+    float *mine = malloc((size_t)BIG_D0 * BIG_D1 * (size_t)w * sizeof *mine);
+    if (!p || !mine) {
+        CHECK(0);
+        free(mine);
+        np_probe_free(p);
+        return;
+    }
+    for (int64_t r = 0; r < BIG_D0 * BIG_D1; r++)
+        memcpy(mine + r * w, cmp + r * BIG_D2 + c0, (size_t)w * sizeof *mine);
+    np_error err;
+    np_error_clear(&err);
+    const char *dims[1] = {"tp"};
+    int64_t shape[1] = {2}, coords[1] = {rank};
+    CHECK_EQ_INT(np_probe_set_mesh(p, 1, dims, shape, coords, &err), NP_OK);
+    int64_t half = BIG_N / 2, rows = rank == 0 ? half : BIG_N - half;
+    int64_t g3[3] = {BIG_D0, BIG_D1, BIG_D2}, s3[3] = {BIG_D0, BIG_D1, w}, o3[3] = {0, 0, c0};
+    int64_t g1[1] = {BIG_N}, s1[1] = {rows}, o1[1] = {rank == 0 ? 0 : half}, z1[1] = {0};
+    np_tensor in = big_tensor((float *)bench + o1[0], 1, s1), out = big_tensor(mine, 3, s3),
+              q = big_tensor((float *)(rank == 0 ? a : c), 1, g1);
+    np_place_rec pi = big_place("Shard(0)", 1, g1, o1), po = big_place("Shard(2)", 3, g3, o3),
+                 pq = big_place("Partial(sum)", 1, g1, z1);
+    CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
+    const char *call[3] = {"Functional.linear.0.forward", "Functional.linear.0.forward",
+                           "Functional.matmul.0.forward"};
+    np_role role[3] = {NP_ROLE_INPUT, NP_ROLE_OUTPUT, NP_ROLE_OUTPUT};
+    np_tensor *t[3] = {&in, &out, &q};
+    np_place_rec *pl[3] = {&pi, &po, &pq};
+    for (int k = 0; k < 3; k++) {
+        CHECK_EQ_INT(np_probe_dump(p, call[k], role[k], "0", t[k], &err), NP_OK);
+        CHECK_EQ_INT(np_probe_place(p, call[k], role[k], "0", pl[k], &err), NP_OK);
+    }
+    CHECK_EQ_INT(np_probe_close(p, NULL, &err), NP_OK);
+    np_probe_free(p);
+    free(mine);
+}
+
+/* Row `name`'s metrics against those of the logical tensors held whole. */
+static void big_check_row(const np_cmp_pair *q, const char *name, const double *b, const double *c)
+{
+    const np_cmp_row *r = row_of(q, name);
+    CHECK_MSG(r && r->m && r->cmp->numel == BIG_N, "%s", name);
+    if (!r || !r->m)
+        return;
+    np_cmp_metrics w;
+    np_cmp_metrics_f64(&w, b, c, BIG_N, r->cmp->ndim, 0.0);
+    const np_cmp_metrics *g = r->m;
+    double got[9] = {g->cosine, g->euc_dist, g->max_abs_err, g->max_rel_err, g->one_thousandth,
+                     g->five_thousandths, g->bench_norm, g->cmp_norm, g->rel_l2};
+    double want[9] = {w.cosine, w.euc_dist, w.max_abs_err, w.max_rel_err, w.one_thousandth,
+                      w.five_thousandths, w.bench_norm, w.cmp_norm, w.rel_l2};
+    for (int k = 0; k < 9; k++)
+        CHECK_MSG(!memcmp(&got[k], &want[k], sizeof got[k]), "%s metric %d: %.17g vs %.17g",
+                  name, k, got[k], want[k]);
+}
+
+static void check_big(void)
+{
+    float *bench = malloc((size_t)BIG_N * sizeof *bench), *cmp = malloc((size_t)BIG_N * sizeof *cmp);
+    float *a = malloc((size_t)BIG_N * sizeof *a), *c = malloc((size_t)BIG_N * sizeof *c);
+    double *bd = malloc((size_t)BIG_N * sizeof *bd), *cd = malloc((size_t)BIG_N * sizeof *cd);
+    if (!bench || !cmp || !a || !c || !bd || !cd) {
+        CHECK(0);
+        goto done;
+    }
+    big_values(bench, cmp, a, c);
+    char b[400], d[400];
+    snprintf(b, sizeof b, "%s/big_single", g_tmp);
+    snprintf(d, sizeof d, "%s/big_tp2", g_tmp);
+    big_write_single(b, bench, a, c);
+    big_write_rank(d, 0, bench, cmp, a, c);
+    big_write_rank(d, 1, bench, cmp, a, c);
+    np_cmp_result *r = run(b, d);
+    const np_cmp_pair *q = r && r->n_pairs == 1 ? &r->pairs[0] : NULL;
+    CHECK(q != NULL);
+    if (q) {
+        for (int64_t i = 0; i < BIG_N; i++) {
+            bd[i] = bench[i];
+            cd[i] = cmp[i];
+        }
+        big_check_row(q, BIG_OUT, bd, cd);
+        big_check_row(q, BIG_IN, bd, bd);
+        const np_cmp_row *in = row_of(q, BIG_IN);
+        CHECK(in && in->m && in->m->max_abs_err == 0.0 && in->cmp->crc32 == in->bench->crc32);
+        double mx = -INFINITY, mn = INFINITY, sq = 0, sum = 0;
+        for (int64_t i = 0; i < BIG_N; i++) {
+            bd[i] = (float)(a[i] + c[i] + 1e-4f);
+            cd[i] = 0.0 + (double)a[i] + (double)c[i];
+            mx = fmax(mx, cd[i]);
+            mn = fmin(mn, cd[i]);
+            sq += cd[i] * cd[i];
+            sum += cd[i];
+        }
+        big_check_row(q, BIG_SUM, bd, cd);
+        const np_cmp_row *s = row_of(q, BIG_SUM);
+        CHECK(s && s->cmp->stats.max == mx && s->cmp->stats.min == mn &&
+              s->cmp->stats.norm == sqrt(sq) && s->cmp->stats.mean == sum / (double)BIG_N);
+    }
+    np_cmp_result_free(r);
+done:
+    free(bench);
+    free(cmp);
+    free(a);
+    free(c);
+    free(bd);
+    free(cd);
+}
+
 int main(void)
 {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/np_cmp_assemble_XXXXXX");
@@ -677,6 +882,7 @@ int main(void)
     check_fault(d, "cover 9 of its 12 elements", "no file for rank(s) 1", 1);
     check_pipeline();
     check_experts();
+    check_big();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (getenv("NP_TEST_KEEP"))
