@@ -75,6 +75,7 @@ exits 1 on any failed check. KEEP=DIR keeps the dumps."""
 import csv
 import glob
 import importlib
+import inspect
 import json
 import os
 import shutil
@@ -993,16 +994,30 @@ def check_unequal(tmp):
                             world_size=1)
     try:
         m = pp_model()
+        # torch 2.6's schedules have no scale_grads (and never scale)
+        kw = {"scale_grads": False} if "scale_grads" in \
+            inspect.signature(ScheduleGPipe).parameters else {}
         sched = ScheduleGPipe(PipelineStage(m, 0, 1, torch.device("cpu")), n_microbatches=2,
-                              loss_fn=loss, scale_grads=False)
+                              loss_fn=loss, **kw)
         d = PrecisionDebugger(f"{tmp}/uneq.json")
+        refused = None
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             d.start(m)
-            sched.step(x, target=t)
-            d.stop()
-            d.step()
-            d.close()
+            try:
+                sched.step(x, target=t)
+            except Exception as e:      # noqa: BLE001 - torch 2.6 refuses the shapes
+                if torch_version() >= (2, 13) or type(e).__name__ != "PipeliningShapeError":
+                    raise
+                refused = f"{type(e).__name__}: {e}"
+            finally:
+                d.stop()
+                d.step()
+                d.close()
+        if refused:
+            print(f"SKIP: uneq (micro-batches of unequal sizes): torch {torch.__version__}'s "
+                  f"pipelining refuses them ({refused})")
+            return
         check_dumped("uneq", [str(a.message) for a in w if "nprobe" in str(a.message)],
                      d.summary)
     finally:
@@ -1411,9 +1426,11 @@ def main():
         # though every assembled tensor equals the one-process one): the
         # replay leaves the sharded calls out and the report says so
         out = compare(tmp, "tp")
-        check("left out 6 API call(s) of the sharded layout" in out,
-              "compare one process vs tp: the replay's note on the 6 sharded calls "
-              "(linear 0/1 forward and backward, gelu forward and backward)")
+        # torch 2.6's DTensor: 4 such calls (from Functional.linear.1.forward)
+        n = 6 if torch_version() >= (2, 13) else 4
+        check(f"left out {n} API call(s) of the sharded layout" in out,
+              f"compare one process vs tp: the replay's note on the {n} sharded calls "
+              "(on 2.13: linear 0/1 forward and backward, gelu forward and backward)")
         if FSDP2_ERR is None:
             check_fsdp(tmp, single)
         check_pp(tmp)

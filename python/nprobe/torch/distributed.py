@@ -197,7 +197,9 @@ def group_ranks(group, funcol=False):
             return list(group)
         if funcol or not isinstance(group, dist.ProcessGroup):
             import torch.distributed._functional_collectives as fc
-            group = fc._resolve_group(group, "")
+            # torch 2.6 has only _resolve_group_name (the group's name, resolved below)
+            resolve = getattr(fc, "_resolve_group", None) or fc._resolve_group_name
+            group = resolve(group, "")
         if isinstance(group, str):
             import torch.distributed.distributed_c10d as c10d
             group = c10d._resolve_process_group(group)

@@ -244,7 +244,15 @@ def root_mesh(dm):
     `dm` (a sub-mesh, `mesh["tp"]`, is a slice of one) where its dimensions
     are found there by name, else `dm` itself."""
     try:
-        root = dm._get_root_mesh()
+        if hasattr(dm, "_get_root_mesh"):
+            root = dm._get_root_mesh()
+        else:
+            # torch 2.6: the meshes' registry maps each sub-mesh to its root,
+            # keyed by value (a mesh made alone equals an earlier slice of the
+            # same ranks and name): this very mesh's entry, by identity
+            from torch.distributed.device_mesh import _mesh_resources
+            root = next((r for c, r in _mesh_resources.child_to_root_mapping.items()
+                         if c is dm), dm)
     except Exception:  # noqa: BLE001 - a torch without root meshes
         root = dm
     if root is not dm and root.mesh_dim_names and dm.mesh_dim_names and \
