@@ -1189,6 +1189,17 @@ static np_status partial_stats(np_cmp_side *s, const cmp_assembly *a, const asm_
  * leaf is each rank's own values (an expert-parallel run's routing
  * positions), no piece of a logical tensor; left out on both sides (the
  * skipped map), counted for the note. */
+static int skip_local(cmp_assembly *a, const char *name, cmp_arena *arena, np_error *err,
+                      np_status *st)
+{
+    a->n_local++;
+    const char *nm = cmp_arena_strdup(arena, name);
+    if ((!a->skipped.cap && np_strmap_init(&a->skipped, 64) != 0) || !nm ||
+        np_strmap_put(&a->skipped, nm, 1) != 0)
+        *st = np_error_set(err, NP_ERR_NOMEM, NULL, name, "out of memory");
+    return 1;
+}
+
 static int local_leaf(cmp_assembly *a, const char *name, const holder *h, int n,
                       cmp_arena *arena, np_error *err, np_status *st)
 {
@@ -1199,14 +1210,33 @@ static int local_leaf(cmp_assembly *a, const char *name, const holder *h, int n,
         for (int k = 0; h[i].pl && k < a->mesh.ndim; k++)
             local |= kind[k] == 'L';
     }
-    if (!local)
+    return local ? skip_local(a, name, arena, err, st) : 0;
+}
+
+/* 1 when scalar argument s (kwargs) belongs to a call whose first input or
+ * output is Local() here: each rank's own routing (an all_to_all's split
+ * sizes), no replica of the other ranks' values. */
+static int local_scalar(const cmp_assembly *a, const np_cmp_side *s)
+{
+    if (!s->call || !strstr(s->name, ".kwargs."))
         return 0;
-    a->n_local++;
-    const char *nm = cmp_arena_strdup(arena, name);
-    if ((!a->skipped.cap && np_strmap_init(&a->skipped, 64) != 0) || !nm ||
-        np_strmap_put(&a->skipped, nm, 1) != 0)
-        *st = np_error_set(err, NP_ERR_NOMEM, NULL, name, "out of memory");
-    return 1;
+    for (int r = 0; r < a->n_ranks; r++) {
+        const asm_rank *k = &a->ranks[r];
+        for (int w = 0; k->rank == a->own_rank && w < 2; w++) {
+            char nm[NP_FMT_NAME_LEN + 16];
+            snprintf(nm, sizeof nm, "%s.%s.0", s->call, w ? "output" : "input");
+            int i = np_strmap_get(&k->pmap, nm);
+            char kind[NP_FMT_MESH_MAX];
+            int sdim[NP_FMT_MESH_MAX];
+            if (i < 0)
+                continue;
+            kinds_of(a, &k->pl[i], kind, sdim);
+            for (int d = 0; d < a->mesh.ndim; d++)
+                if (kind[d] == 'L')
+                    return 1;
+        }
+    }
+    return 0;
 }
 
 static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, holder *h,
@@ -1215,6 +1245,8 @@ static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, hold
     int partial = 0;
     int n = holders_of(a, s->name, h, &partial);
     if (n > 0 && local_leaf(a, s->name, h, n, arena, err, st))
+        return 0;
+    if (n > 0 && local_scalar(a, s) && skip_local(a, s->name, arena, err, st))
         return 0;
     if (n < 0) {
         s->defect = "placed on some ranks and not on others";

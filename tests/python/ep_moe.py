@@ -52,12 +52,10 @@ class MoE(torch.nn.Module):
                             enumerate(torch.split(xs, counts.tolist()))])
         else:
             from torch.distributed.nn.functional import all_to_all_single
-            send = counts.clone()
-            if bug:
-                send += torch.tensor([1, -1])
+            send = counts + torch.tensor([1, -1]) if bug else counts
             recv = torch.empty_like(send)
             dist.all_to_all_single(recv, send, group=group)
-            xr = all_to_all_single(torch.empty(int(recv.sum()), x.shape[1]), xs,
+            xr = all_to_all_single(torch.empty(sum(recv.tolist()), x.shape[1]), xs,
                                    recv.tolist(), send.tolist(), group=group)
             (expert,) = self.experts.values()
             yr = expert(xr)
@@ -106,9 +104,9 @@ def run(m, d, x, group=None, bug=False):
             for name, p in m.named_parameters():
                 if ".experts." not in name:
                     dist.all_reduce(p.grad, group=group)
+        d.stop()
         opt.step()
         opt.zero_grad()
-        d.stop()
         d.step()
         d.close()
     return [str(x.message) for x in w if "nprobe" in str(x.message)]

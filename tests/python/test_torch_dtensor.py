@@ -512,7 +512,7 @@ def ep_runs(rank, tmp, out):
     half of the batch; clean, and rank 1's all_to_all with a wrong split."""
     import ep_moe
     from nprobe.torch import PrecisionDebugger
-    for label in ("ep", "bug_ep_split"):
+    for label in ("ep", "bug_ep_split", "ep_mix", "bug_ep_mix"):
         d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="ep",
                               data_parallel_reduce="sum", experts="moe.experts")
         w = ep_moe.run(ep_moe.model(held=(rank,)), d, ep_moe.batch()[6 * rank:6 * rank + 6],
@@ -1109,12 +1109,26 @@ def check_ep(tmp):
     for r in (0, 1):
         with open(f"{tmp}/rank{r}.json") as f:
             res = json.load(f)
-        for label in ("ep", "bug_ep_split"):
+        for label in ("ep", "bug_ep_split", "ep_mix", "bug_ep_mix"):
             check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
     out = compare(tmp, "ep", bench="single_ep")
     check("held only by other ranks of the step" in out and "compared from their holders'" in out,
           f"ep: the other rank's expert compared ({out[-600:]!r})")
     compare(tmp, "bug_ep_split", bench="single_ep", want="Module.moe")
+    # mix: the API calls inside an expert and after the experts numbered as
+    # one process numbers them (rank 1's experts.1: Functional.linear.3/4,
+    # gelu.1; the output layer linear.5 on both ranks)
+    check(not ep_moe.run(ep_moe.model(), PrecisionDebugger(f"{tmp}/single_ep_mix.json"),
+                         ep_moe.batch()), "one process (MoE, mix): no warning")
+    for r, want in ((0, ("linear.1", "linear.2", "gelu.0", "linear.5")),
+                    (1, ("linear.3", "linear.4", "gelu.1", "linear.5"))):
+        calls, _, _, _ = read(f"{tmp}/dump_ep_mix/step0/rank{r}/dump.h5")
+        fw = [c for c in calls if c.startswith("Functional.") and c.endswith(".forward")]
+        check(fw == ["Functional.linear.0.forward"] +
+              [f"Functional.{w}.forward" for w in (want[0], want[2], want[1], want[3])],
+              f"ep_mix rank {r}: the API calls by their one-process names: {fw}")
+    compare(tmp, "ep_mix", bench="single_ep_mix")
+    compare(tmp, "bug_ep_mix", bench="single_ep_mix", want="Module.moe.MoE.forward.0")
 
 
 def check_collectives(tmp):
@@ -1389,7 +1403,8 @@ def main():
                             "dp_avg", "bug_dp_sum", "pp", "pp_1f1b", "bug_pp_stale",
                             "bug_pp_scaled", "pp_tp", "il", "bug_il", "bug_il_api", "il_bfs", "uneq",
                             "single_uneq", "single_pp", "hf_tp", "bug_hf_row",
-                            "single_hf", "ep", "bug_ep_split", "single_ep"))
+                            "single_hf", "ep", "bug_ep_split", "single_ep", "ep_mix",
+                            "bug_ep_mix", "single_ep_mix"))
         fsdp2_probe(tmp)
         pp1f1b_probe(tmp, "the 1F1B parts (the pp_1f1b, bug_pp_scaled, il, bug_il, "
                      "bug_il_api and il_bfs runs and their checks)")

@@ -70,6 +70,7 @@ def _safe_params(mod):
 
 class _Tls(threading.local):
     depth = 0
+    count = None     # {API: calls}: count-only (dtensor.hook_expert's run of an expert on 0 rows)
     ckpt = None      # the calls of a reentrant checkpoint's forward, as they open
     replay = None    # a reentrant checkpoint's recompute: _Replay
 
@@ -325,6 +326,16 @@ def _pack_tensors(buf, off, role, ts, keys, keep):
     return off
 
 
+def _count_call(api, orig, args, kwargs):
+    """Count-only mode: the call counted under its API, run uncaptured."""
+    _tls.count[api] = _tls.count.get(api, 0) + 1
+    _tls.depth += 1
+    try:
+        return orig(*args, **kwargs)
+    finally:
+        _tls.depth -= 1
+
+
 def _make_wrapper(api, orig, is_method, inplace=False):
     op = api.rsplit(".", 1)[-1]      # the name ops.ALIAS knows it by
 
@@ -335,6 +346,8 @@ def _make_wrapper(api, orig, is_method, inplace=False):
         # read the package's state (a guard on _tls.depth or _sel: a
         # recompile each time they change)
         if d is None or _compiling() or _tls.depth or not (d._sel & _SEL_API):
+            if _tls.count is not None and _tls.depth == 1 and not _compiling():
+                return _count_call(api, orig, args, kwargs)
             return orig(*args, **kwargs)
         if _distributed.on and _distributed.internal(sys._getframe(1)):
             return _distributed.run_internal(orig, args, kwargs)
@@ -1040,6 +1053,9 @@ class PrecisionDebugger:
         self._pgrads = {}
         self._mstack = []
         self._counts, self._mcounts = {}, {}
+        self._ep_state = {}      # expert parallel: container -> its API numbering (dtensor.hook_expert)
+        self._local_calls = {}   # call -> its forward's Local() inputs (dtensor.routing_rows)
+        self._ep_calls = set()   # the API calls made inside an expert (dtensor.expert_call)
         self._ckpt_calls = {}    # id(ctx) of a reentrant checkpoint -> its forward's calls
         self._errors = 0
         self._first_error = None
@@ -1202,6 +1218,9 @@ class PrecisionDebugger:
     def _open_step(self):
         self._in_step, self._begun = True, False
         self._counts, self._mcounts = {}, {}
+        self._ep_state.clear()
+        self._local_calls.clear()
+        self._ep_calls.clear()
         self._ckpt_calls = {}
         self._mstack = []
         self._pgrads = {}
@@ -1696,6 +1715,10 @@ class PrecisionDebugger:
                 _promote_module(mod)
             if self._experts:
                 path = _dtensor.expert_path(self._experts, path)
+                top = _dtensor.expert_top(self._experts, path)
+                if top:
+                    box = model.get_submodule(top[0]) if hasattr(model, "get_submodule") else ()
+                    _dtensor.hook_expert(self, mod, *top, _dtensor.experts_total(box))
             path, cls = _safe_name(path), _safe_name(_dtensor.module_class_name(mod))
             pre = self._make_pre(path, cls)
             h = mod.register_forward_pre_hook(_eager_hook(pre))

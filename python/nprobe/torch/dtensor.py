@@ -28,6 +28,7 @@ pays nothing.
 """
 import ctypes
 import sys
+import warnings
 
 import torch
 
@@ -901,19 +902,115 @@ def expert_path(experts, path):
     return path
 
 
+
+def expert_top(experts, path):
+    """(container path, global index) when `path` (made global) is an
+    expert itself (`moe.experts.1`), else None."""
+    for prefix in experts:
+        rest = path[len(prefix) + 1:] if path.startswith(prefix + ".") else ""
+        if rest.isdigit():
+            return prefix, int(rest)
+    return None
+
+
+def _count_api(mod, args):
+    """{API: its calls} of one run of expert `mod` on 0 rows of its
+    arguments, nothing captured (the debugger's count-only mode)."""
+    from . import debugger
+    tls = debugger._tls
+    saved = tls.count
+    tls.depth += 1
+    try:
+        with torch.no_grad():
+            empty = [a[:0] if isinstance(a, torch.Tensor) and a.dim() else a for a in args]
+            tls.count = {}          # from here: the expert's calls, counted only
+            mod(*empty)
+        return tls.count
+    finally:
+        tls.depth -= 1
+        tls.count = saved
+
+
+def hook_expert(d, mod, prefix, g, total):
+    """Number the API calls inside expert g as one process running experts
+    0 .. total-1 in order does, and those after the experts as following
+    all of them (docs/TORCH.md "Expert parallel"): on entering the expert,
+    each API's counter is set to its count before the experts (`base`)
+    plus g times the calls of that API one expert makes (counted once, by
+    running the expert on 0 rows, nothing captured: identical experts make
+    the same calls); on leaving it, to base plus `total` times them. A
+    rank's next expert of the same layer (the counters where the last one
+    left them) keeps the layer's base."""
+    from . import debugger
+
+    def live():
+        return debugger._current is d and not debugger._tls.depth and d._sel \
+            and debugger._tls.count is None
+
+    def pre(m, args):
+        if not live():
+            return
+        st = d._ep_state.setdefault(prefix, {})
+        if "k" not in st:
+            try:
+                st["k"] = _count_api(m, args)
+            except Exception as e:  # noqa: BLE001 - an expert that refuses 0 rows
+                warnings.warn(f"nprobe: expert {prefix}.{g}: its API calls are not numbered as "
+                              f"one process numbers them (running it on 0 rows: "
+                              f"{type(e).__name__}: {e})", stacklevel=2)
+                st["k"] = {}
+        k, c = st["k"], d._counts
+        with d._lock:
+            after = st.get("after")
+            if after is None or any(c.get(a, 0) != after.get(a) for a in k):
+                st["base"] = {a: c.get(a, 0) for a in k}
+            for a, n in k.items():
+                c[a] = st["base"][a] + g * n
+
+    def post(m, args, out):
+        st = d._ep_state.get(prefix)
+        if not live() or not st or "base" not in st:
+            return
+        with d._lock:
+            for a, n in st["k"].items():
+                d._counts[a] = st["base"][a] + total * n
+            st["after"] = {a: d._counts[a] for a in st["k"]}
+
+    mod.register_forward_pre_hook(pre)
+    mod.register_forward_hook(post)
+
+
+def experts_total(container):
+    """The experts of one process: the container's here times the world
+    size (every rank as many experts, expert parallel over the world)."""
+    n = len(container) if hasattr(container, "__len__") else 1
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return n * dist.get_world_size()
+    except Exception:  # noqa: BLE001 - no process group: this process's experts
+        pass
+    return n
+
 def expert_call(d, call):
     """Whether `call` is an expert's (a Module row of a module under an
     experts container, or an API call inside one): its leaves are whole on
     this rank, the only one holding that expert (no data-parallel row)."""
     if not d._experts:
         return False
+    base, bw = call.rsplit(".", 1)[0], call.endswith(".backward")
     if call.startswith("Module."):
         name = call[7:]
-    elif d._mstack and ".backward" not in call:
+    elif bw:        # an API call's backward: its forward's (made inside an expert)
+        return base in d._ep_calls
+    elif d._mstack:
         name = d._mstack[-1][7:]
     else:
         return False
-    return any(name.startswith(p + ".") for p in d._experts)
+    inside = any(name.startswith(p + ".") for p in d._experts)
+    if inside and not call.startswith("Module."):
+        d._ep_calls.add(base)
+    return inside
 
 
 # ops whose integer output is a position in this rank's own tensor (the
@@ -948,11 +1045,28 @@ def routing_rows(d, call, parts, ins, outs, in_keys, out_keys, role_in, role_out
         if mr is not None:
             places.append((role_in, [(i, mr)], in_keys))
             local_in.append(i)
+    # a backward's gradients for the forward's Local() inputs are in the
+    # same rank-local order (index_copy's source: the tokens sorted here)
+    base, bw = call.rsplit(".", 1)[0], call.endswith(".backward")
+    def key(keys, i):       # an argument's position in the call (keys: the dumped ones')
+        return str(keys[i]) if keys else str(i)
+    if not bw:
+        were = {key(ks, i) for role, f, ks in places if role == role_in for i, mr in f
+                if isinstance(mr, tuple) and "Local()" in mr[1].placements}
+        if were:
+            d._local_calls[base] = frozenset(were)
+    back = {j for j in range(len(outs)) if key(out_keys, j) in d._local_calls.get(base, ())} \
+        if bw else ()
+    if back:        # not the batch's rows (dp_rows took them so): Local()
+        places[:] = [(role, [(i, mr) for i, mr in f if role != role_out or i not in back], ks)
+                     for role, f, ks in places]
     found = []
     for j, o in enumerate(outs):
-        if (role_out, j) in have or not isinstance(o, torch.Tensor) or not o.dim():
+        if j in back and isinstance(o, torch.Tensor) and o.dim():
+            found.append((j, _local_row(d, o)))
+        elif (role_out, j) in have or not isinstance(o, torch.Tensor) or not o.dim():
             continue
-        if op in COUNTS and ".backward" not in call:
+        elif op in COUNTS and ".backward" not in call:
             found.append((j, dp_row(d, o, "P")))
         elif (op in LOCAL_INDEX and not o.is_floating_point()) or \
                 (op in GATHERS and local_in and ".backward" not in call):
