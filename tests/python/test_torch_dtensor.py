@@ -66,7 +66,11 @@ spawn for everything):
 - expert parallel (ep_moe.py, level L0, rank e holding experts.e): compare
   against one process pairs both experts (rank 1's from its file), clean;
   rank 1's dispatch with a wrong split named at Module.moe.MoE.forward.0,
-  rank 1 (ep=1).
+  rank 1 (ep=1); at mix and L1 the API calls inside and after the experts
+  carry their one-process names (rank 1's experts.1: Functional.linear.3,
+  gelu.1, linear.4; linear.5 after), compare clean; the wrong split named
+  inside Module.moe.MoE.forward.0 (mix) and at Functional.linear.1.forward,
+  expert 0's first call, given a token too many (L1).
 Where the torch at hand cannot run FSDP2 on CPU (fsdp2_probe) or
 Schedule1F1B on gloo CPU ranks (pp1f1b_probe: torch 2.6 hangs) those parts
 are skipped with a SKIP line naming them; on torch 2.13 a 1F1B probe that
@@ -512,7 +516,7 @@ def ep_runs(rank, tmp, out):
     half of the batch; clean, and rank 1's all_to_all with a wrong split."""
     import ep_moe
     from nprobe.torch import PrecisionDebugger
-    for label in ("ep", "bug_ep_split", "ep_mix", "bug_ep_mix"):
+    for label in ("ep", "bug_ep_split", "ep_mix", "bug_ep_mix", "ep_l1", "bug_ep_l1"):
         d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="ep",
                               data_parallel_reduce="sum", experts="moe.experts")
         w = ep_moe.run(ep_moe.model(held=(rank,)), d, ep_moe.batch()[6 * rank:6 * rank + 6],
@@ -1109,7 +1113,7 @@ def check_ep(tmp):
     for r in (0, 1):
         with open(f"{tmp}/rank{r}.json") as f:
             res = json.load(f)
-        for label in ("ep", "bug_ep_split", "ep_mix", "bug_ep_mix"):
+        for label in ("ep", "bug_ep_split", "ep_mix", "bug_ep_mix", "ep_l1", "bug_ep_l1"):
             check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
     out = compare(tmp, "ep", bench="single_ep")
     check("held only by other ranks of the step" in out and "compared from their holders'" in out,
@@ -1129,6 +1133,12 @@ def check_ep(tmp):
               f"ep_mix rank {r}: the API calls by their one-process names: {fw}")
     compare(tmp, "ep_mix", bench="single_ep_mix")
     compare(tmp, "bug_ep_mix", bench="single_ep_mix", want="Module.moe.MoE.forward.0")
+    # L1 (no module rows): clean; the wrong split named at the first call
+    # whose input is wrong, rank 0's expert 0 given one token too many
+    check(not ep_moe.run(ep_moe.model(), PrecisionDebugger(f"{tmp}/single_ep_l1.json"),
+                         ep_moe.batch()), "one process (MoE, L1): no warning")
+    compare(tmp, "ep_l1", bench="single_ep_l1")
+    compare(tmp, "bug_ep_l1", bench="single_ep_l1", want="Functional.linear.1.forward")
 
 
 def check_collectives(tmp):
@@ -1239,7 +1249,8 @@ def write_configs(tmp, names):
             json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}",
                        "level": "L0" if name in ("pp", "bug_pp_stale", "ep", "bug_ep_split",
                                                  "single_ep") else
-                       "L1" if name == "pp_1f1b" else "mix",
+                       "L1" if name in ("pp_1f1b", "ep_l1", "bug_ep_l1", "single_ep_l1") else
+                       "mix",
                        "step": [0]}, f)
 
 
@@ -1404,7 +1415,8 @@ def main():
                             "bug_pp_scaled", "pp_tp", "il", "bug_il", "bug_il_api", "il_bfs", "uneq",
                             "single_uneq", "single_pp", "hf_tp", "bug_hf_row",
                             "single_hf", "ep", "bug_ep_split", "single_ep", "ep_mix",
-                            "bug_ep_mix", "single_ep_mix"))
+                            "bug_ep_mix", "single_ep_mix", "ep_l1", "bug_ep_l1",
+                            "single_ep_l1"))
         fsdp2_probe(tmp)
         pp1f1b_probe(tmp, "the 1F1B parts (the pp_1f1b, bug_pp_scaled, il, bug_il, "
                      "bug_il_api and il_bfs runs and their checks)")
