@@ -82,6 +82,19 @@ typedef struct np_stats_scratch {
 void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void *data,
                       int64_t numel, np_stats_scratch *scratch);
 void np_stats_scratch_free(np_stats_scratch *s);
+/* np_stats_compute and, in the same chunk loop (each chunk read again while
+ * it is in cache), the extras of float32 storage: the count of elements
+ * equal to 0 (when `zeros`) and the sum of squares of the finite
+ * differences data - prev (when `prev`: numel float32 values). The *_out
+ * fields receive them (0 for other dtypes). NULL: np_stats_compute. */
+typedef struct np_stats_extra {
+    const float *prev;
+    int zeros;
+    int64_t zeros_out;
+    double diff_sumsq_out;
+} np_stats_extra;
+void np_stats_compute_ex(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void *data,
+                         int64_t numel, np_stats_scratch *scratch, np_stats_extra *ex);
 /* Tests: 1 makes the float32 statistics take the portable C path instead of
  * the AVX-512/AVX2 one picked at run time (the results are the same bits). */
 void np_stats_force_portable(int on);

@@ -29,7 +29,9 @@
 
 typedef struct part {
     double max, min, sum, sumsq;
+    double dsumsq;   /* the extras (chunk_extra): sum of squares of x - prev */
     int64_t nfin, nan, pinf, ninf;
+    int64_t zeros;   /* the extras: elements equal to 0 */
     uint32_t crc;
     size_t nbytes;
 } part;
@@ -38,8 +40,8 @@ static void part_init(part *p)
 {
     p->max = -INFINITY;
     p->min = INFINITY;
-    p->sum = p->sumsq = 0.0;
-    p->nfin = p->nan = p->pinf = p->ninf = 0;
+    p->sum = p->sumsq = p->dsumsq = 0.0;
+    p->nfin = p->nan = p->pinf = p->ninf = p->zeros = 0;
     p->crc = 0;
     p->nbytes = 0;
 }
@@ -516,8 +518,8 @@ static void run_chunk(part *p, np_dtype dt, const void *data, int64_t off, int64
 /* Chunks c and c + 1 (when there is one) into pp[0] and pp[1]; how many.
  * Two whole float chunks go through the interleaved kernel where the CPU
  * has it; the results are those of run_chunk on each, in any case. */
-static int run_pair(part *pp, np_dtype dt, const void *data, int64_t c, int64_t nchunks,
-                    int64_t numel, int want_crc)
+static int run_pair_stats(part *pp, np_dtype dt, const void *data, int64_t c, int64_t nchunks,
+                          int64_t numel, int want_crc)
 {
     int64_t off = c * CHUNK;
     int64_t n0 = numel - off < CHUNK ? numel - off : CHUNK;
@@ -549,12 +551,70 @@ static int run_pair(part *pp, np_dtype dt, const void *data, int64_t c, int64_t 
     return 2;
 }
 
+/* The extras of a float32 chunk x (n elements), read again right after the
+ * statistics read it, while it is still in cache (a chunk is 256 KiB), so
+ * the tensor comes from memory once: the count of elements equal to 0
+ * (+0 and -0, as x == 0 compares) when ex->zeros, and, when ex->prev is
+ * set, the sum of squares of x - prev over the finite differences (the
+ * statistics' norm skips non-finite elements; so does this one). Each
+ * difference is taken in double, where the difference of two floats is
+ * exact unless their exponents are more than 28 apart (then it is the
+ * rounding of it, still closer than a float32 subtraction); lane i %
+ * FLANES and fold order as the statistics', so the sum is deterministic. */
+static void chunk_extra(part *p, const float *x, const float *prev, int64_t n, int zeros)
+{
+    if (zeros) {
+        int64_t z = 0;
+#pragma omp simd reduction(+ : z)
+        for (int64_t i = 0; i < n; i++)
+            z += x[i] == 0.0f;
+        p->zeros += z;
+    }
+    if (!prev)
+        return;
+    double q[FLANES] = {0};
+    int64_t nb = n - n % FLANES;
+    for (int64_t i = 0; i < nb; i += FLANES) {
+        for (int l = 0; l < FLANES; l++) {
+            double d = (double)x[i + l] - (double)prev[i + l];
+            d = fabs(d) < INFINITY ? d : 0.0; /* NaN/Inf: skipped */
+            q[l] += d * d;
+        }
+    }
+    double t = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+    for (int64_t i = nb; i < n; i++) {
+        double d = (double)x[i] - (double)prev[i];
+        if (fabs(d) < INFINITY)
+            t += d * d;
+    }
+    p->dsumsq += t;
+}
+
+/* run_pair_stats, then the extras of each chunk it did (ex NULL: none;
+ * float32 storage only, as np_stats_compute_ex checks). */
+static int run_pair(part *pp, np_dtype dt, const void *data, int64_t c, int64_t nchunks,
+                    int64_t numel, int want_crc, const np_stats_extra *ex)
+{
+    int m = run_pair_stats(pp, dt, data, c, nchunks, numel, want_crc);
+    if (ex) {
+        for (int k = 0; k < m; k++) {
+            int64_t off = (c + k) * CHUNK;
+            int64_t n = numel - off < CHUNK ? numel - off : CHUNK;
+            chunk_extra(&pp[k], (const float *)data + off, ex->prev ? ex->prev + off : NULL, n,
+                        ex->zeros);
+        }
+    }
+    return m;
+}
+
 static void combine(part *acc, const part *p, int want_crc)
 {
     if (p->max > acc->max) acc->max = p->max;
     if (p->min < acc->min) acc->min = p->min;
     acc->sum += p->sum;
     acc->sumsq += p->sumsq;
+    acc->dsumsq += p->dsumsq;
+    acc->zeros += p->zeros;
     acc->nfin += p->nfin;
     acc->nan += p->nan;
     acc->pinf += p->pinf;
@@ -567,7 +627,15 @@ static void combine(part *acc, const part *p, int want_crc)
 void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void *data,
                       int64_t numel, np_stats_scratch *scratch)
 {
+    np_stats_compute_ex(st, crc, dt, data, numel, scratch, NULL);
+}
+
+void np_stats_compute_ex(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void *data,
+                         int64_t numel, np_stats_scratch *scratch, np_stats_extra *ex)
+{
     int want_crc = crc != NULL;
+    if (ex && np_dtype_storage_size(dt) != sizeof(float))
+        ex = NULL; /* the extras read float32 storage only (their outputs stay 0) */
     part acc;
     part_init(&acc);
     if (numel > 0 && data) {
@@ -588,7 +656,7 @@ void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void
         if (parts) {
 #pragma omp parallel for schedule(static)
             for (int64_t c2 = 0; c2 < (nchunks + 1) / 2; c2++)
-                run_pair(&parts[2 * c2], dt, data, 2 * c2, nchunks, numel, want_crc);
+                run_pair(&parts[2 * c2], dt, data, 2 * c2, nchunks, numel, want_crc, ex);
             for (int64_t c = 0; c < nchunks; c++)
                 combine(&acc, &parts[c], want_crc);
         } else if (want_crc && numel * (int64_t)np_dtype_storage_size(dt) >= CRC_PAR_MIN_BYTES) {
@@ -600,7 +668,7 @@ void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void
 #pragma omp section
                 for (int64_t c = 0; c < nchunks; c += 2) {
                     part pp[2];
-                    int m = run_pair(pp, dt, data, c, nchunks, numel, 0);
+                    int m = run_pair(pp, dt, data, c, nchunks, numel, 0, ex);
                     for (int k = 0; k < m; k++)
                         combine(&acc, &pp[k], 0);
                 }
@@ -612,7 +680,7 @@ void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void
         } else {
             for (int64_t c = 0; c < nchunks; c += 2) {
                 part pp[2];
-                int m = run_pair(pp, dt, data, c, nchunks, numel, want_crc);
+                int m = run_pair(pp, dt, data, c, nchunks, numel, want_crc, ex);
                 for (int k = 0; k < m; k++)
                     combine(&acc, &pp[k], want_crc);
             }
@@ -631,6 +699,10 @@ void np_stats_compute(np_probe_stats *st, uint32_t *crc, np_dtype dt, const void
     }
     if (crc)
         *crc = acc.crc;
+    if (ex) {
+        ex->zeros_out = acc.zeros;
+        ex->diff_sumsq_out = acc.dsumsq;
+    }
 }
 
 void np_stats_scratch_free(np_stats_scratch *s)
@@ -648,4 +720,17 @@ void np_probe_tensor_stats(np_probe_stats *out, uint32_t *crc, np_dtype dt, cons
     np_stats_scratch s = {NULL, 0};
     np_stats_compute(out, crc, dt, data, numel, &s);
     np_stats_scratch_free(&s);
+}
+
+void np_probe_tensor_stats_f32(np_probe_stats *out, int64_t *zeros, double *diff_norm,
+                               const float *data, const float *before, int64_t numel)
+{
+    np_stats_scratch s = {NULL, 0};
+    np_stats_extra ex = {before, zeros != NULL, 0, 0.0};
+    np_stats_compute_ex(out, NULL, NP_FLOAT32, data, numel, &s, &ex);
+    np_stats_scratch_free(&s);
+    if (zeros)
+        *zeros = ex.zeros_out;
+    if (diff_norm)
+        *diff_norm = before ? sqrt(ex.diff_sumsq_out) : NAN;
 }

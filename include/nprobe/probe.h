@@ -346,6 +346,17 @@ typedef np_stats np_probe_stats;   /* nprobe/format.h */
  * receives zlib's crc32 of the bytes. */
 void np_probe_tensor_stats(np_probe_stats *out, uint32_t *crc, np_dtype dt,
                            const void *data, int64_t numel);
+/* The same statistics of `numel` float32 values (the same bits as
+ * np_probe_tensor_stats with NP_FLOAT32) and, in the same pass (each chunk
+ * read again while still in cache), when `zeros` is not NULL the count of
+ * elements equal to 0 (+0 and -0), and when `before` is not NULL (numel
+ * float32 values, e.g. the weights before an optimizer step) the L2 norm
+ * of the finite differences data - before, each taken in double, into
+ * `diff_norm` (NaN when `before` is NULL; `diff_norm` may be NULL). The
+ * package's monitor: a gradient's statistics and zeros in one call, a
+ * weight's and its update's norm in another (docs/MONITOR.md). */
+void np_probe_tensor_stats_f32(np_probe_stats *out, int64_t *zeros, double *diff_norm,
+                               const float *data, const float *before, int64_t numel);
 
 #ifdef __cplusplus
 }

@@ -82,8 +82,95 @@ static void check_f32(const float *x, size_t n, np_dtype dt, const char *what)
     free(d);
 }
 
+/* np_probe_tensor_stats_f32 on x (and b, the "before" array, or NULL)
+ * against float64: the statistics must be np_probe_tensor_stats' bits, the
+ * zero count that of x[i] == 0, the difference norm sqrt of the sum of
+ * (double)x - (double)b squared over the finite differences. */
+static void check_extras(const float *x, const float *b, size_t n, const char *what)
+{
+    long long zeros = 0;
+    double q = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        zeros += x[i] == 0.0f;
+        if (b) {
+            double d = (double)x[i] - (double)b[i];
+            if (isfinite(d))
+                q += d * d;
+        }
+    }
+    np_probe_stats st, ref_st;
+    int64_t z = -1;
+    double dn = -1.0;
+    fprintf(stderr, "extras %s (n=%zu)\n", what, n);
+    np_probe_tensor_stats_f32(&st, &z, &dn, x, b, (int64_t)n);
+    np_probe_tensor_stats(&ref_st, NULL, NP_FLOAT32, x, (int64_t)n);
+    CHECK(memcmp(&st, &ref_st, sizeof st) == 0);
+    CHECK_EQ_INT(z, zeros);
+    if (b)
+        CHECK_CLOSE(dn, sqrt(q), 1e-300, 1e-12);
+    else
+        CHECK(isnan(dn));
+    /* no zero count asked, no norm asked: the statistics alone */
+    np_probe_tensor_stats_f32(&st, NULL, NULL, x, b, (int64_t)n);
+    CHECK(memcmp(&st, &ref_st, sizeof st) == 0);
+}
+
+static void test_extras(void)
+{
+    const float sub = 1.4e-45f; /* the least subnormal */
+    float x[19] = {0.0f, -0.0f, 1.0f, NAN, INFINITY, -INFINITY, sub, -sub, 3.5f, 0.0f,
+                   1e30f, -2.0f, 0.0f, 1.17549435e-38f, 7.0f, -0.0f, 2.5e-42f, 1e-3f, 4.0f};
+    float b[19] = {0.0f, 1.0f, 1.0f, 2.0f, 1.0f, 3.0f, 0.0f, sub, INFINITY, NAN,
+                   -1e30f, -2.5f, sub, 0.0f, 7.0f, 1e-7f, 0.0f, 1e-3f, -4.0f};
+    check_extras(NULL, NULL, 0, "empty");
+    check_extras(x, NULL, 19, "zeros, NaN, Inf, subnormals");
+    check_extras(x, b, 19, "the same, minus b");
+    check_extras(x, b, 7, "a block short of 8");
+    check_extras(x + 1, b + 3, 16, "unaligned");
+    /* by hand: x = {0, -0, 3}, b = {0, 4, 3}: 2 zeros, |x - b| = 4, |x| = 3 */
+    {
+        const float hx[3] = {0.0f, -0.0f, 3.0f}, hb[3] = {0.0f, 4.0f, 3.0f};
+        np_probe_stats st;
+        int64_t z = 0;
+        double dn = 0.0;
+        np_probe_tensor_stats_f32(&st, &z, &dn, hx, hb, 3);
+        CHECK_EQ_INT(z, 2);
+        CHECK_EQ_FLOAT(dn, 4.0);
+        CHECK_EQ_FLOAT(st.norm, 3.0);
+        CHECK_EQ_FLOAT(st.mean, 1.0);
+    }
+    /* many chunks (the parallel path, a partial last chunk): same bits on
+     * 1 and 2 threads and on the portable kernel */
+    size_t n = getenv("NP_SANITIZED") ? 300001 : 1500007;
+    float *y = malloc(n * sizeof *y), *w = malloc(n * sizeof *w);
+    uint32_t s = 7;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        y[i] = (s >> 28) == 0 ? 0.0f : ((float)(s >> 8) / 16777216.0f - 0.5f);
+        w[i] = y[i] + ((float)(s & 255) - 128.0f) * 1e-6f;
+    }
+    y[70001] = NAN;
+    w[5] = INFINITY;
+    check_extras(y, w, n, "large");
+    np_probe_stats a, c;
+    int64_t za, zc;
+    double da, dc;
+    omp_set_num_threads(1);
+    np_probe_tensor_stats_f32(&a, &za, &da, y, w, (int64_t)n);
+    omp_set_num_threads(2);
+    np_probe_tensor_stats_f32(&c, &zc, &dc, y, w, (int64_t)n);
+    CHECK(memcmp(&a, &c, sizeof a) == 0 && za == zc && memcmp(&da, &dc, sizeof da) == 0);
+    np_stats_force_portable(1);
+    np_probe_tensor_stats_f32(&c, &zc, &dc, y, w, (int64_t)n);
+    np_stats_force_portable(0);
+    CHECK(memcmp(&a, &c, sizeof a) == 0 && za == zc && memcmp(&da, &dc, sizeof da) == 0);
+    free(y);
+    free(w);
+}
+
 int main(void)
 {
+    test_extras();
     /* empty */
     check_f32(NULL, 0, NP_FLOAT32, "empty");
     {
