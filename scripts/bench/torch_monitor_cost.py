@@ -36,9 +36,14 @@ configuration differ by (each its own allocation pattern); the unrecorded
 steps still run the hooks' dispatch (an early return), so this ratio is the
 recording's cost, the dispatch's is in the across-process column.
 
+--hooks: nprobe's monitors also report the median thread CPU time of their
+optimizer pre-step and post-step hooks per recorded step (ms; the hook
+methods wrapped before set_monitor registers them), as two more columns.
+
 usage: PYTHONPATH=python NPROBE_LIB=build/release/lib/libnprobe.so \\
        python scripts/bench/torch_monitor_cost.py [--rounds 3] [--steps 6] [--layers 4] [--width 256]
            [--configs np_wg,ms_wg,np_xy,ms_xy,np_all,ms_all,np_ring] (default: all but np_ring)
+           [--alternate] [--hooks]
 """
 import argparse
 import json
@@ -52,7 +57,17 @@ import time
 CONFIGS = ("plain", "np_wg", "ms_wg", "np_xy", "ms_xy", "np_all", "ms_all", "np_ring")
 
 
-def one(cfg, steps, warm, layers, width, out, interval=1):
+def _timed(fn, into):
+    """fn, its thread CPU time per call appended to `into` (seconds)"""
+    def wrapped(*args, **kwargs):
+        t0 = time.thread_time()
+        r = fn(*args, **kwargs)
+        into.append(time.thread_time() - t0)
+        return r
+    return wrapped
+
+
+def one(cfg, steps, warm, layers, width, out, interval=1, hooks=False):
     """train in this process under cfg; print {cpu, wall} medians per step"""
     import warnings
     warnings.simplefilter("ignore")
@@ -94,6 +109,10 @@ def one(cfg, steps, warm, layers, width, out, interval=1):
         with open(path, "w") as f:
             json.dump({"task": "monitor", "dump_path": os.path.join(out, "np"), "monitor": sec}, f)
         mon = TrainerMon(path)
+    pre, post = [], []
+    if hooks and cfg.startswith("np_"):
+        mon._pre_step = _timed(mon._pre_step, pre)
+        mon._post_step = _timed(mon._post_step, post)
     if mon is not None:
         mon.set_monitor(model, opt)
     g = torch.Generator().manual_seed(5)
@@ -116,6 +135,12 @@ def one(cfg, steps, warm, layers, width, out, interval=1):
         on = [c for s, c in enumerate(cpu, warm) if s % 2 == 0]
         off = [c for s, c in enumerate(cpu, warm) if s % 2 == 1]
         res["on_off"] = statistics.median(on) / statistics.median(off)
+    if pre:
+        # the hooks of the recorded steps after the warm-up (the hooks of an
+        # unrecorded step return at once)
+        rec = [s for s in range(warm, warm + steps) if s % interval == 0]
+        res["pre_ms"] = 1e3 * statistics.median(pre[s] for s in rec)
+        res["post_ms"] = 1e3 * statistics.median(post[s] for s in rec)
     print(json.dumps(res))
 
 
@@ -130,11 +155,13 @@ def main():
                     help="comma-separated subset of " + ",".join(CONFIGS) + " (plain is always run)")
     ap.add_argument("--alternate", action="store_true",
                     help="monitors record every other step; adds the in-process recorded/unrecorded ratio")
+    ap.add_argument("--hooks", action="store_true",
+                    help="nprobe's monitors: add the optimizer hooks' CPU time per recorded step")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
-        one(a.one, a.steps, a.warm, a.layers, a.width, a.out, 2 if a.alternate else 1)
+        one(a.one, a.steps, a.warm, a.layers, a.width, a.out, 2 if a.alternate else 1, a.hooks)
         return
     env = dict(os.environ, OMP_NUM_THREADS="1")
     want = set(a.configs.split(",")) | {"plain"}
@@ -152,21 +179,28 @@ def main():
                 p = subprocess.run([sys.executable, __file__, "--one", c, "--out", out,
                                     "--steps", str(a.steps), "--warm", str(a.warm),
                                     "--layers", str(a.layers), "--width", str(a.width)]
-                                   + (["--alternate"] if a.alternate else []),
+                                   + (["--alternate"] if a.alternate else [])
+                                   + (["--hooks"] if a.hooks else []),
                                    env=env, capture_output=True, text=True)
                 if p.returncode:
                     sys.exit(f"torch_monitor_cost: {c} failed:\n{p.stderr[-3000:]}")
                 res[c].append(json.loads(p.stdout.strip().splitlines()[-1]))
     alt = " recorded/unrecorded step CPU in one process (median of rounds) |" if a.alternate else ""
+    if a.hooks:
+        alt += " pre-step hook CPU | post-step hook CPU |"
     print(f"| config | CPU per step (median of rounds) | CPU ratio to plain (median of round ratios) "
           f"| wall ratio |{alt}")
-    print("|---|---:|---:|---:|" + ("---:|" if a.alternate else ""))
+    print("|---|---:|---:|---:|" + ("---:|" if a.alternate else "") + ("---:|---:|" if a.hooks else ""))
     for c in configs:
         cr = [x["cpu"] / p["cpu"] for x, p in zip(res[c], res["plain"])]
         wr = [x["wall"] / p["wall"] for x, p in zip(res[c], res["plain"])]
         io = ""
         if a.alternate:
             io = (f" x{statistics.median(x['on_off'] for x in res[c]):.3f} |" if c != "plain" else " - |")
+        if a.hooks:
+            hk = [x for x in res[c] if "pre_ms" in x]
+            io += (f" {statistics.median(x['pre_ms'] for x in hk):.2f} ms "
+                   f"| {statistics.median(x['post_ms'] for x in hk):.2f} ms |" if hk else " - | - |")
         print(f"| {c} | {1e3 * statistics.median(x['cpu'] for x in res[c]):.1f} ms "
               f"| x{statistics.median(cr):.3f} | x{statistics.median(wr):.3f} |{io}")
 

@@ -17,7 +17,8 @@ the update-to-weight ratio, the optimizer's state tensors (Adam's
 `exp_avg`, `exp_avg_sq`), the global gradient norm (`grad_norm`) and the
 loss (`loss`: the model's output's `.loss` or `["loss"]`, as Hugging Face
 models return it, or record_loss(loss)). The statistics are libnprobe's kernel (float64 sums over the
-float32 values, the dump's statistics) plus a count of the zeros. Writing
+float32 values, the dump's statistics) with a count of the zeros, in one
+pass (np_probe_tensor_stats_f32). Writing
 needs h5py.
 """
 import ctypes
@@ -55,8 +56,9 @@ class _Stats(ctypes.Structure):
                 ("posinf_count", ctypes.c_int64), ("neginf_count", ctypes.c_int64)]
 
 
-_tensor_stats = _lib._sig("np_probe_tensor_stats", None, ctypes.POINTER(_Stats), ctypes.c_void_p,
-                          ctypes.c_int, ctypes.c_void_p, ctypes.c_int64)
+_stats_f32 = _lib._sig("np_probe_tensor_stats_f32", None, ctypes.POINTER(_Stats),
+                       ctypes.POINTER(ctypes.c_int64), ctypes.POINTER(ctypes.c_double),
+                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 
 
 def _config(path):
@@ -203,31 +205,36 @@ class _Rules:
         return hit
 
 
-def tensor_stats(t):
+def _f32(t):
+    """t's values as a contiguous float32 CPU tensor (t itself when it is one)."""
+    x = t.detach()
+    if x.dtype != torch.float32:
+        x = x.float()
+    if x.device.type != "cpu" or not x.is_contiguous():
+        x = x.contiguous().cpu()
+    return x
+
+
+def tensor_stats(t, before=None):
     """(numel, norm, min, max, mean, zeros, nans, infs) of a tensor's values as
-    float32, by libnprobe's statistics kernel (the zeros counted here)."""
-    x = t.detach()
-    if x.dtype != torch.float32:
-        x = x.float()
-    x = x.contiguous().cpu()
+    float32, by libnprobe's statistics kernel with its zero count, one pass
+    (np_probe_tensor_stats_f32). With `before` (t's values before an
+    update, same shape), also the L2 norm of t - before over the finite
+    differences, each taken in double, in the same pass: (stats, norm)."""
+    x = _f32(t)
     n = x.numel()
-    s = _Stats()
-    _tensor_stats(ctypes.byref(s), None, _lib.FLOAT32, ctypes.c_void_p(x.data_ptr()), n)
-    zeros = int(np.count_nonzero(x.numpy() == 0)) if n else 0
-    return (n, s.norm, s.min, s.max, s.mean, zeros, s.nan_count,
-            s.posinf_count + s.neginf_count)
-
-
-def _norm(t):
-    """The L2 norm of a tensor's values as float32 (tensor_stats' norm, no
-    zero count)."""
-    x = t.detach()
-    if x.dtype != torch.float32:
-        x = x.float()
-    x = x.contiguous().cpu()
-    s = _Stats()
-    _tensor_stats(ctypes.byref(s), None, _lib.FLOAT32, ctypes.c_void_p(x.data_ptr()), x.numel())
-    return s.norm
+    s, z = _Stats(), ctypes.c_int64()
+    if before is None:
+        _stats_f32(ctypes.byref(s), ctypes.byref(z), None, x.data_ptr(), None, n)
+    else:
+        b = _f32(before)
+        if b.numel() != n:
+            raise ValueError(f"tensor_stats: before has {b.numel()} elements, the tensor {n}")
+        d = ctypes.c_double()
+        _stats_f32(ctypes.byref(s), ctypes.byref(z), ctypes.byref(d), x.data_ptr(),
+                   b.data_ptr(), n)
+    st = (n, s.norm, s.min, s.max, s.mean, z.value, s.nan_count, s.posinf_count + s.neginf_count)
+    return st if before is None else (st, d.value)
 
 
 def _matches(targets, name):
@@ -342,7 +349,8 @@ class TrainerMon:
         recs = np.array(self._rec, dtype=REC_DTYPE)
         keys = np.array(self._key_rows[self._flushed_keys:], dtype=KEY_DTYPE)
         self._append(self.d_rec, recs)
-        self._append(self.d_key, keys)
+        if len(keys):   # a step with no new key: no write, no flush (one less a step)
+            self._append(self.d_key, keys)
         self._rows += len(recs)
         self._flushed_keys = len(self._key_rows)
         self._append(self.d_step, np.array([(self.step, self._rows, self._flushed_keys)],
@@ -470,10 +478,13 @@ class TrainerMon:
             c = self.config
             for p, n in self._selected():
                 if c["param_distribution"]:
-                    w = tensor_stats(p)
+                    b = self._before.get(p)
+                    if b is None:
+                        w = tensor_stats(p)
+                    else:   # the weight and its update's norm in one pass over both
+                        w, d = tensor_stats(p, b)
                     self._add(n, "weight", w)
-                    if p in self._before:
-                        d = _norm(self._before[p].sub_(p.detach()))   # in place: no allocation
+                    if b is not None:
                         self._add_scalar(n, "update_ratio", d / w[1] if w[1] > 0 else 0.0)
                 if c["mv_distribution"]:
                     st = optimizer.state.get(p, {})
