@@ -892,35 +892,6 @@ struct cmp_asm_stream {
 
 /* Elements [lo, lo + cnt) of a raw float32 payload into f (segments in any
  * order, as the metrics' file reads take them). */
-static int read_f32(const np_dumpio_payload *p, int64_t lo, int64_t cnt, float *f)
-{
-    int64_t done = 0;
-    for (int k = 0; k < p->nseg && done < cnt; k++) {
-        const np_dumpio_seg *g = &p->segs[k];
-        int64_t pos = lo + done;
-        if (pos < g->start || pos >= g->start + g->count)
-            continue;
-        int64_t take = g->start + g->count - pos < cnt - done ? g->start + g->count - pos
-                                                               : cnt - done;
-        char *dst = (char *)(f + done);
-        size_t want = (size_t)take * sizeof(float);
-        off_t at = (off_t)(g->addr + (uint64_t)(pos - g->start) * sizeof(float));
-        while (want) {
-            ssize_t r = pread(p->fd, dst, want, at);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0)
-                return -1;
-            want -= (size_t)r;
-            dst += r;
-            at += r;
-        }
-        done += take;
-        k = -1;
-    }
-    return done == cnt ? 0 : -1;
-}
-
 /* Piece i's elements [k0, k0 + m) (m <= ASM_RUN, k0 its next) into st->v,
  * their stored bytes into its crc32. */
 static int src_read(cmp_asm_stream *st, int i, int64_t k0, int64_t m)
@@ -929,7 +900,7 @@ static int src_read(cmp_asm_stream *st, int i, int64_t k0, int64_t m)
     const np_dumpio_payload *p = &s->p;
     int sum = p->crc_kind == NP_DUMPIO_CRC_ELEMENTS;
     if (p->form == NP_DUMPIO_FILE_F32) {
-        if (read_f32(p, k0, m, st->f) != 0)
+        if (np_dumpio_read_f32(p->fd, p->segs, p->nseg, k0, m, st->f) != 0)
             return -1;
         if (sum)
             s->crc = np_crc32(s->crc, st->f, (size_t)m * sizeof(float));

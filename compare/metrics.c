@@ -232,36 +232,6 @@ KERN_BLOCK(kern_fd, float, double, fast_fd, slow_fd)
 KERN_BLOCK(kern_df, double, float, fast_df, slow_df)
 
 /* Read elements [lo, lo+cnt) of a file source into buf (float32). */
-static int read_file_block(const cmp_src *s, int64_t lo, int64_t cnt, float *buf)
-{
-    int64_t done = 0;
-    for (int k = 0; k < s->nseg && done < cnt; k++) {
-        const cmp_seg *g = &s->segs[k];
-        int64_t pos = lo + done;
-        if (pos < g->start || pos >= g->start + g->count)
-            continue;
-        int64_t take = g->start + g->count - pos;
-        if (take > cnt - done)
-            take = cnt - done;
-        size_t want = (size_t)take * sizeof(float);
-        char *dst = (char *)(buf + done);
-        off_t at = (off_t)(g->addr + (uint64_t)(pos - g->start) * sizeof(float));
-        while (want) {
-            ssize_t r = pread(s->fd, dst, want, at);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0)
-                return -1;
-            want -= (size_t)r;
-            dst += r;
-            at += r;
-        }
-        done += take;
-        k = -1; /* segments need not be in address order: rescan */
-    }
-    return done == cnt ? 0 : -1;
-}
-
 /* Pointer to a block of a side: memory directly, or read into tmp. */
 static const void *side_block(const cmp_src *s, int64_t lo, int64_t cnt, float *tmp, int *is_f64,
                               int *bad)
@@ -271,7 +241,7 @@ static const void *side_block(const cmp_src *s, int64_t lo, int64_t cnt, float *
         return (const float *)s->mem + lo;
     if (*is_f64)
         return (const double *)s->mem + (lo - s->base);
-    if (read_file_block(s, lo, cnt, tmp) != 0)
+    if (np_dumpio_read_f32(s->fd, s->segs, s->nseg, lo, cnt, tmp) != 0)
         *bad = 1;
     return tmp;
 }

@@ -3,6 +3,7 @@
  * open, and what every source gets for free (all rows at once, the first
  * values of a payload). */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,6 +301,37 @@ np_status np_dumpio_payload_get(np_dumpio_payload *out, np_dumpio *d, const char
     out->fd = -1;
     out->numel = numel;
     return d->src->payload(out, d->h, leaf, numel, flags, buf, err);
+}
+
+int np_dumpio_read_f32(int fd, const np_dumpio_seg *segs, int nseg, int64_t lo, int64_t cnt,
+                       float *buf)
+{
+    int64_t done = 0;
+    for (int k = 0; k < nseg && done < cnt; k++) {
+        const np_dumpio_seg *g = &segs[k];
+        int64_t pos = lo + done;
+        if (pos < g->start || pos >= g->start + g->count)
+            continue;
+        int64_t take = g->start + g->count - pos;
+        if (take > cnt - done)
+            take = cnt - done;
+        size_t want = (size_t)take * sizeof(float);
+        char *dst = (char *)(buf + done);
+        off_t at = (off_t)(g->addr + (uint64_t)(pos - g->start) * sizeof(float));
+        while (want) {
+            ssize_t r = pread(fd, dst, want, at);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                return -1;
+            want -= (size_t)r;
+            dst += r;
+            at += r;
+        }
+        done += take;
+        k = -1; /* segments need not be in address order: rescan */
+    }
+    return done == cnt ? 0 : -1;
 }
 
 void np_dumpio_payload_release(np_dumpio_payload *p)

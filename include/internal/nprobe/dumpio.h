@@ -225,6 +225,11 @@ typedef struct np_dumpio_payload {
 np_status np_dumpio_payload_get(np_dumpio_payload *out, np_dumpio *d, const char *leaf,
                                 int64_t numel, unsigned flags, np_dumpio_buf *buf, np_error *err);
 void np_dumpio_payload_release(np_dumpio_payload *p);
+/* Elements [lo, lo + cnt) of a FILE_F32 payload's segments (nseg of them,
+ * in any address order) read with pread from fd into buf. 0, or -1 when a
+ * read fails or the segments do not cover the range. */
+int np_dumpio_read_f32(int fd, const np_dumpio_seg *segs, int nseg, int64_t lo, int64_t cnt,
+                       float *buf);
 
 /* Up to `max` first values (row-major) of leaf `leaf`'s payload (of
  * `numel` elements, as its entry says) as doubles into out[0..max); *n
