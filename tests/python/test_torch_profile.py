@@ -47,6 +47,20 @@ class MLP(torch.nn.Module):
         return self.fc2(self.act(self.fc1(x)))
 
 
+def train_steps(d, model, opt, steps):
+    """steps training steps of model on random batches, each between d's
+    start() and stop(), then d.step() (d: a debugger, or the class: msprobe's
+    class-level calls)"""
+    for _ in range(steps):
+        d.start(model)
+        loss = model(torch.randn(B, IN)).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        d.stop()
+        d.step()
+
+
 def torch_schedule_steps(skip_first, wait, warmup, active, repeat, steps):
     out = []
     for s in range(skip_first, steps):
@@ -102,14 +116,7 @@ def dump_calls(root, model_state, steps, record):
                    "dump_path": os.path.join(root, "dump")}, f)
     dbg = PrecisionDebugger(config_path=cfg)
     torch.manual_seed(1)
-    for _ in range(steps):
-        dbg.start(model)
-        loss = model(torch.randn(B, IN)).square().mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        dbg.stop()
-        dbg.step()
+    train_steps(dbg, model, opt, steps)
     dbg.close()
     out = {}
     for s in record:
@@ -160,14 +167,7 @@ def nprobe_mode(root, cfg):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     dbg = PrecisionDebugger(config_path=cfg)
     torch.manual_seed(1)
-    for _ in range(steps):
-        PrecisionDebugger.start(model)
-        loss = model(torch.randn(B, IN)).square().mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        PrecisionDebugger.stop()
-        PrecisionDebugger.step()
+    train_steps(PrecisionDebugger, model, opt, steps)
     dbg.close()
     traces = sorted(glob.glob(os.path.join(root, "p3", "*")))
     check([os.path.basename(t) for t in traces] == ["rank0.step%d.trace.json" % want[-1]],
@@ -235,14 +235,7 @@ def main():
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         dbg = PrecisionDebugger(config_path=cfg)
         check(type(dbg).__name__ == "ProfileDebugger", "task profile made a %s" % type(dbg).__name__)
-        for _ in range(steps):
-            PrecisionDebugger.start(model)
-            loss = model(torch.randn(B, IN)).square().mean()
-            loss.backward()
-            opt.step()
-            opt.zero_grad()
-            PrecisionDebugger.stop()
-            PrecisionDebugger.step()
+        train_steps(PrecisionDebugger, model, opt, steps)
         dbg.close()
         traces = sorted(glob.glob(os.path.join(root, "prof", "*.json")))
         want = torch_schedule_steps(steps=steps, **sched)
