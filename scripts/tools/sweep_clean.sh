@@ -24,7 +24,7 @@ N=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 SEEDS=${2:-1 2 3 4 5 6 7 8}
 torch=1; [ "${3:-}" = --no-torch ] && torch=0
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-PY=${NP_PYTHON:-$(dirname "$0")/../../.venv/bin/python}
+PY=${NP_PYTHON:-$SRC/.venv/bin/python}   # absolute: the sweep runs in its own folder
 "$PY" -c 'import torch, h5py' 2>/dev/null || torch=0
 export NPROBE_BIN=$N NP_SOURCE_DIR=$SRC
 tmp=$(mktemp -d)
@@ -113,6 +113,7 @@ PY
   [ $torch = 1 ] || continue
   # PyTorch autocast bf16 against fp32 on the runtime's GPT weights and batches
   REF="$SRC/samples/torch/gpt_reference.py" RUN="$SRC/tests/python/pyrun.sh"
+  export NP_PYTHON="$PY" NPROBE_BIN="$N"   # pyrun.sh's: the interpreter, the build's libnprobe
   [ -f ck_gpt.h5 ] || "$N" train --model gpt --seed $seed --steps 22 --stop-after 20 --save ck_gpt.h5 > /dev/null 2>&1
   "$N" train --model gpt --seed $seed --steps 0 --save init.h5 > /dev/null 2>&1
   dump b0 tensor 0 -- --model gpt --seed $seed --steps 1 --threads 1
