@@ -481,6 +481,20 @@ def fsdp_runs(rank, tmp, out):
         x = batch()[3 * rank - shift * rank:3 * rank - shift * rank + 3]
         d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="dp")
         out[label] = {"warnings": run(m, d, x=x), "summary": d.summary}
+    # an odd batch: 5 rows as 3 + 2 (tensor_split), the gradients summed;
+    # the bug: rank 1's up layer hands on its output 1 % too large
+    for label in ("dp_odd", "bug_dp_odd"):
+        m = model()
+        for sub in (m.up, m.down, m):
+            fully_shard(sub, mesh=fmesh)
+            sub.set_gradient_divide_factor(1.0)
+            sub.set_force_sum_reduction_for_comms(True)
+        if label.startswith("bug") and rank == 1:
+            # (an aten call: not a call of the program's the probe sees)
+            m.up.register_forward_hook(lambda mod, a, y: torch.ops.aten.mul.Tensor(y, 1.01))
+        d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="dp")
+        out[label] = {"warnings": run(m, d, x=batch()[:5].tensor_split(2)[rank]),
+                      "summary": d.summary}
     # FSDP2's default: the gradients averaged (Partial(avg)), each rank's
     # loss the mean over its half; the bug: summed (divide factor 1) under
     # the same mean loss, the gradients twice the one process's
@@ -1208,6 +1222,29 @@ def check_fsdp(tmp, single):
     compare(tmp, "dp")
     # rank 1's half shifted: the first call on the batch, its input
     compare(tmp, "bug_dp_shift", want="Functional.linear.0.forward (in Module.up.Linear")
+    # an odd batch (5 rows as 3 + 2): each rank writes its rows as if the
+    # other's were as many (rank 1: 2 rows at 2 of 4); compare derives the
+    # offsets from the pieces' row counts: every one-process leaf paired
+    # and passing; rank 1's fault named with its rank
+    _c, _d, place, _a = read(f"{tmp}/dump_dp_odd/step0/rank1/dump.h5")
+    leaf = "Module.up.Linear.forward.0.input.0"
+    check(place.get(leaf) == ("Shard(0)", (4, 8), (2, 0)),
+          f"dp_odd rank 1: {leaf} {place.get(leaf)}")
+    from nprobe.torch import PrecisionDebugger
+    check(not run(model(), PrecisionDebugger(f"{tmp}/single_odd5.json"), x=batch()[:5]),
+          "one process (5 rows): no warning")
+    compare(tmp, "dp_odd", bench="single_odd5")
+    _c, whole, _p, _a = read(f"{tmp}/dump_single_odd5/step0/rank0/dump.h5")
+    rc, _first, text, _err = compare_files(f"{tmp}/dump_single_odd5", f"{tmp}/dump_dp_odd",
+                                           f"{tmp}/rep_dp_odd_csv")
+    paired = pp_paired(f"{tmp}/rep_dp_odd_csv")
+    check(rc == 0 and set(whole) <= paired and "Sharded layout (mesh dp=2)" in text,
+          f"dp_odd: every one-process leaf ({len(whole)}) paired and passing: missing "
+          f"{sorted(set(whole) - paired)[:6]} {text[-400:]!r}")
+    out = compare(tmp, "bug_dp_odd", bench="single_odd5", want="Module.up.Linear.forward.0")
+    first = out.split("first culprit:")[-1].splitlines()[0] if "first culprit:" in out else ""
+    check("rank 1 (dp=1)" in first and "rank 0" not in first,
+          f"bug_dp_odd: rank 1 alone named: {first[:300]!r}")
     # FSDP2's averaging: the loss (a mean) Partial(avg), the gradients
     # those of each rank's loss scaled by dp (dp_grad_scale 2, not in the
     # loss scale), so that their ranks' sum is the one-process gradient
@@ -1411,7 +1448,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         write_configs(tmp, ("tp", "fsdp", "single", "coll", "sp", "single_sp", "bug_sp_grad",
                             "bug_noreduce", "bug_offset", "dp", "bug_dp_shift", "single_mean",
-                            "dp_avg", "bug_dp_sum", "pp", "pp_1f1b", "bug_pp_stale",
+                            "dp_avg", "bug_dp_sum", "dp_odd", "bug_dp_odd", "single_odd5",
+                            "pp", "pp_1f1b", "bug_pp_stale",
                             "bug_pp_scaled", "pp_tp", "il", "bug_il", "bug_il_api", "il_bfs", "uneq",
                             "single_uneq", "single_pp", "hf_tp", "bug_hf_row",
                             "single_hf", "ep", "bug_ep_split", "single_ep", "ep_mix",
@@ -1433,7 +1471,8 @@ def main():
             for fail in res["fails"]:
                 check(False, fail)
             for label in ("tp", "sp", "bug_sp_grad", "bug_noreduce", "bug_offset") + \
-                    (() if FSDP2_ERR else ("fsdp", "dp", "bug_dp_shift", "dp_avg", "bug_dp_sum")):
+                    (() if FSDP2_ERR else ("fsdp", "dp", "bug_dp_shift", "dp_avg", "bug_dp_sum",
+                                           "dp_odd", "bug_dp_odd")):
                 check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
         single = read(f"{tmp}/dump_single/step0/rank0/dump.h5")
         tp = check_layout("tp", tmp, single)
