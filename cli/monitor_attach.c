@@ -72,11 +72,12 @@ int np_cli_monitor_detach(struct np_monitor *m)
     else if (missed)
         fprintf(stderr, "nprobe: monitor: anomaly at step %lld after the update, no state kept "
                         "(monitor.anomaly_ring 0): no checkpoint\n", (long long)ck_step);
-    int n_calls = 0;
-    const char *calls = np_monitor_anomaly_calls(m, &ck_step, &n_calls);
+    int n_calls = 0, n_after = 0;
+    const char *calls = np_monitor_anomaly_calls(m, &ck_step, &n_calls, &n_after);
     if (calls)
-        fprintf(stderr, "nprobe: monitor: anomaly at step %lld: its last %d call(s) up to it in "
-                        "%s (a tensor dump: nprobe replay)\n", (long long)ck_step, n_calls, calls);
+        fprintf(stderr, "nprobe: monitor: anomaly at step %lld: its last %d call(s) up to it and "
+                        "%d after it in %s (a tensor dump: nprobe replay)\n", (long long)ck_step,
+                n_calls, n_after, calls);
     if (st)
         np_cli_report(&err);
     np_monitor_free(m);

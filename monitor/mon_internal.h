@@ -68,17 +68,27 @@ int np_mon_rules_feed(np_mon_rules_state *s, const np_monitor_rules *ru, const n
 void np_mon_stats(np_mon_record *r, const float *x, int64_t n);
 
 /* The ring of call inputs inside a step (monitor.anomaly_calls,
- * monitor_calls.c): copies of the step's last `cap` API calls, written on
- * the anomaly as a tensor dump of step S under dir (dir/step{S}/rank{R}/
- * dump.h5, the probe's layout). take: -1 out of memory (the call is not
- * kept). */
+ * monitor_calls.c): copies of the step's last `cap` API calls (0: none),
+ * written on the anomaly as a tensor dump of step S under dir
+ * (dir/step{S}/rank{R}/dump.h5, the probe's layout), with the mesh and
+ * placements of `lay` when given. take: -1 out of memory (the call is not
+ * kept). fire: writes the kept calls and keeps the dump open for the next
+ * `after` API calls, which follow() writes as the events come (the step's
+ * end and the next step's start too: step S+1's file); open: 1 while the
+ * dump is open. finish: completes the dump (at the last call or the run's
+ * end). */
 typedef struct np_mon_calls np_mon_calls;
 np_mon_calls *np_mon_calls_new(int cap);
 void np_mon_calls_free(np_mon_calls *c);
 void np_mon_calls_reset(np_mon_calls *c, int64_t step, double loss_scale);
-int np_mon_calls_take(np_mon_calls *c, const np_hook_event *ev);
+int np_mon_calls_take(np_mon_calls *c, const np_hook_event *ev, int micro);
 int np_mon_calls_count(const np_mon_calls *c);
-np_status np_mon_calls_write(const np_mon_calls *c, const char *dir, const char *precision,
-                             int rank, int world, np_error *err);
+np_status np_mon_calls_fire(np_mon_calls *c, const char *dir, const char *precision, int rank,
+                            int world, int after, const np_mon_layout *lay, np_error *err);
+int np_mon_calls_follow(np_mon_calls *c, const np_hook_event *ev, int micro, np_error *err,
+                        np_status *st);
+int np_mon_calls_after(const np_mon_calls *c);
+int np_mon_calls_open(const np_mon_calls *c);
+np_status np_mon_calls_finish(np_mon_calls *c, np_error *err);
 
 #endif

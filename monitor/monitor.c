@@ -171,7 +171,7 @@ static np_status parse_rules(np_monitor_rules *r, json_t *alert, const char *pat
 static const char *const section_keys[] = {
     "targets", "step_interval", "start_step", "collect_times", "xy_distribution",
     "wg_distribution", "mv_distribution", "param_distribution", "alert", "format", "ops", "eps",
-    "anomaly_checkpoint", "anomaly_ring", "anomaly_calls",
+    "anomaly_checkpoint", "anomaly_ring", "anomaly_calls", "anomaly_calls_after",
 };
 
 /* monitor.targets: a list of patterns, or msprobe's object {"name": {}}. */
@@ -259,7 +259,7 @@ np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_erro
                               "monitor: unknown key \"%s\" (allowed: targets, step_interval, "
                               "start_step, collect_times, xy_distribution, wg_distribution, "
                               "mv_distribution, param_distribution, anomaly_checkpoint, "
-                              "anomaly_ring, anomaly_calls, alert)", key);
+                              "anomaly_ring, anomaly_calls, anomaly_calls_after, alert)", key);
             goto out;
         }
     }
@@ -295,6 +295,15 @@ np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_erro
         goto out;
     }
     c->anomaly_calls = (int)x;
+    x = 0;
+    if ((st = get_int(&x, sec, "anomaly_calls_after", 0, path, err)))
+        goto out;
+    if (x > 65536) {
+        st = cfg_bad(err, path, "anomaly_calls_after", "monitor.anomaly_calls_after: at most "
+                     "65536 calls");
+        goto out;
+    }
+    c->anomaly_calls_after = (int)x;
     if ((v = json_object_get(sec, "alert")))
         st = parse_rules(&c->rules, v, path, err);
 out:
@@ -382,6 +391,8 @@ struct np_monitor {
     int64_t anom_step;
     np_mon_calls *calls;   /* the ring of the step's last anomaly_calls API calls */
     int calls_n;           /* calls written at the anomaly (0: none) */
+    int calls_open;        /* the dump is open for the calls after it (anomaly_calls_after) */
+    const np_mon_layout *lay; /* the run's mesh and placements for that dump (NULL: one process) */
     char calls_dir[4200];
     double step_scale;     /* the step's loss scale (its STEP_BEGIN event) */
     int64_t ck_step;
@@ -544,7 +555,8 @@ np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int ra
     *out = m;
     if (!m->active)
         return NP_OK;
-    if (cfg->anomaly_calls > 0 && !(m->calls = np_mon_calls_new(cfg->anomaly_calls)))
+    if ((cfg->anomaly_calls > 0 || cfg->anomaly_calls_after > 0) &&
+        !(m->calls = np_mon_calls_new(cfg->anomaly_calls)))
         return np_error_set(err, NP_ERR_NOMEM, NULL, "anomaly_calls", "out of memory");
     if (np_mkdirs(cfg->dump_path))
         return np_error_set(err, NP_ERR_IO, cfg->dump_path, "dump_path", "cannot create: %s",
@@ -807,17 +819,22 @@ static int rules_feed(np_monitor *m)
         return 0;
     m->anom = 1;
     m->anom_step = m->step;
-    if (m->calls && np_mon_calls_count(m->calls) > 0) {
+    if (m->calls && (np_mon_calls_count(m->calls) > 0 || m->cfg.anomaly_calls_after > 0)) {
         const np_ctx_opts *o = m->ctx ? np_ctx_options(m->ctx) : NULL;
         const char *prec = !o ? "fp32" : o->precision == NP_BFLOAT16 ? "bf16"
                                        : o->precision == NP_FLOAT16 ? "fp16" : "fp32";
         snprintf(m->calls_dir, sizeof m->calls_dir, "%s/anomaly_calls", m->cfg.dump_path);
         np_error e;
         np_error_clear(&e);
-        if (np_mon_calls_write(m->calls, m->calls_dir, prec, m->rank, m->world, &e))
+        m->calls_n = np_mon_calls_count(m->calls);
+        if (np_mon_calls_fire(m->calls, m->calls_dir, prec, m->rank, m->world,
+                              m->cfg.anomaly_calls_after, m->lay, &e)) {
             fail(m, e.status, "cannot write the calls kept on anomaly");
-        else
-            m->calls_n = np_mon_calls_count(m->calls);
+            m->calls_n = 0;
+            m->calls_dir[0] = '\0';
+        } else {
+            m->calls_open = m->cfg.anomaly_calls_after > 0;
+        }
     }
     return 1;
 }
@@ -870,13 +887,36 @@ static void online_check(np_monitor *m, int before_update)
         m->ck_missed = 1;
 }
 
-const char *np_monitor_anomaly_calls(const np_monitor *m, int64_t *step, int *n)
+const char *np_monitor_anomaly_calls(const np_monitor *m, int64_t *step, int *n, int *after)
 {
+    int wrote = m && m->calls_dir[0];
     if (step)
-        *step = m && m->calls_n ? m->anom_step : -1;
+        *step = wrote ? m->anom_step : -1;
     if (n)
-        *n = m ? m->calls_n : 0;
-    return m && m->calls_n ? m->calls_dir : NULL;
+        *n = wrote ? m->calls_n : 0;
+    if (after)
+        *after = wrote ? np_mon_calls_after(m->calls) : 0;
+    return wrote ? m->calls_dir : NULL;
+}
+
+void np_monitor_set_layout(np_monitor *m, const np_mon_layout *lay)
+{
+    if (m)
+        m->lay = lay;
+}
+
+/* The calls after the anomaly (anomaly_calls_after): each API call and
+ * step boundary into the open dump until N were written. */
+static void calls_follow(np_monitor *m, const np_hook_event *ev)
+{
+    np_error e;
+    np_error_clear(&e);
+    np_status st;
+    double t0 = cpu_now();
+    np_mon_calls_follow(m->calls, ev, m->ctx ? np_ctx_micro_batch(m->ctx) : 0, &e, &st);
+    m->cpu_s += cpu_now() - t0;
+    if (st)
+        fail(m, e.status, "cannot write the calls after the anomaly");
 }
 
 const char *np_monitor_anomaly_checkpoint(const np_monitor *m, int64_t *step, int *missed)
@@ -1030,6 +1070,11 @@ static int on_train(np_train_point pt, np_trainer *tr, const np_step_result *res
 static int on_step(const np_hook_event *ev, void *user)
 {
     np_monitor *m = user;
+    if (m->calls_open) {
+        /* after the anomaly: the calls into its dump until N were written */
+        calls_follow(m, ev);
+        m->calls_open = np_mon_calls_open(m->calls);
+    }
     if (ev->kind == NP_EV_STEP_BEGIN) {
         step_begin(m, ev->step);
         if (m->calls) {
@@ -1048,7 +1093,7 @@ static int on_step(const np_hook_event *ev, void *user)
         (ev->kind == NP_EV_API_FORWARD || ev->kind == NP_EV_API_BACKWARD)) {
         /* the ring of call inputs: a copy of the call (anomaly_calls) */
         double t0 = cpu_now();
-        if (np_mon_calls_take(m->calls, ev))
+        if (np_mon_calls_take(m->calls, ev, m->ctx ? np_ctx_micro_batch(m->ctx) : 0))
             fail(m, NP_ERR_NOMEM, "out of memory for a call kept (anomaly_calls)");
         m->cpu_s += cpu_now() - t0;
         return 0;
@@ -1104,6 +1149,14 @@ np_status np_monitor_close(np_monitor *m, np_error *err)
 {
     if (!m)
         return NP_OK;
+    if (m->calls_open) {
+        /* the run ended before the N calls after the anomaly came */
+        np_error e;
+        np_error_clear(&e);
+        m->calls_open = 0;
+        if (np_mon_calls_finish(m->calls, &e))
+            fail(m, e.status, "cannot write the calls after the anomaly");
+    }
     if (m->ctx && m->observing)
         np_ctx_remove_observers(m->ctx, m);
     m->observing = 0;

@@ -15,6 +15,7 @@
 
 typedef struct mon_call {
     np_hook_event ev;       /* its pointers into the buffers below */
+    int micro;              /* the micro-batch it ran in (its placements) */
     char *strs;             /* name, parent, callsite, the tensors' and scalars' keys */
     size_t cap_strs;
     np_hook_tensor *ht;
@@ -30,12 +31,16 @@ struct np_mon_calls {
     int cap, head, n;
     int64_t step;
     double loss_scale;
+    /* after the anomaly: the dump stays open for the next `left` calls */
+    np_probe *live;
+    const np_mon_layout *lay;
+    int left, after, in_step;
 };
 
 np_mon_calls *np_mon_calls_new(int cap)
 {
     np_mon_calls *c = calloc(1, sizeof *c);
-    if (!c || !(c->slot = calloc((size_t)cap, sizeof *c->slot))) {
+    if (!c || !(c->slot = calloc((size_t)(cap > 0 ? cap : 1), sizeof *c->slot))) {
         free(c);
         return NULL;
     }
@@ -48,6 +53,7 @@ void np_mon_calls_free(np_mon_calls *c)
 {
     if (!c)
         return;
+    np_mon_calls_finish(c, NULL);
     for (int i = 0; i < c->cap; i++) {
         free(c->slot[i].strs);
         free(c->slot[i].ht);
@@ -83,9 +89,11 @@ static const char *put(char **w, const char *s)
 
 #define ALIGN16(n) (((n) + 15u) & ~(size_t)15u)
 
-int np_mon_calls_take(np_mon_calls *c, const np_hook_event *ev)
+int np_mon_calls_take(np_mon_calls *c, const np_hook_event *ev, int micro)
 {
     mon_call *s;
+    if (c->cap <= 0)
+        return 0;
     if (c->n < c->cap) {
         s = &c->slot[(c->head + c->n) % c->cap];
         c->n++;
@@ -140,16 +148,19 @@ int np_mon_calls_take(np_mon_calls *c, const np_hook_event *ev)
         s->sc[i] = ev->scalars[i];
         s->sc[i].key = put(&w, ev->scalars[i].key);
     }
+    s->micro = micro;
     s->ev.tensors = s->ht;
     s->ev.scalars = s->sc;
     return 0;
 }
 
-np_status np_mon_calls_write(const np_mon_calls *c, const char *dir, const char *precision,
-                             int rank, int world, np_error *err)
+/* The dump of the anomaly's step: its kept calls, then (after > 0) the
+ * probe stays open for the next `after` calls as they come (follow). */
+np_status np_mon_calls_fire(np_mon_calls *c, const char *dir, const char *precision, int rank,
+                            int world, int after, const np_mon_layout *lay, np_error *err)
 {
-    json_t *cfg = json_pack("{s:s, s:s, s:s, s:[I], s:[]}", "task", "tensor", "level", "L1",
-                            "dump_path", dir, "step", (json_int_t)c->step, "rank");
+    json_t *cfg = json_pack("{s:s, s:s, s:s, s:[], s:[]}", "task", "tensor", "level", "L1",
+                            "dump_path", dir, "step", "rank");
     char *text = cfg ? json_dumps(cfg, JSON_COMPACT) : NULL;
     json_decref(cfg);
     if (!text)
@@ -158,8 +169,12 @@ np_status np_mon_calls_write(const np_mon_calls *c, const char *dir, const char 
     np_probe *p = NULL;
     np_status st = np_probe_open_json(&p, text, &meta, err);
     free(text);
+    if (!st && lay && lay->set_mesh && (st = lay->set_mesh(p, lay->user, err)))
+        np_probe_free(p);
     if (st)
         return st;
+    c->live = p;
+    c->lay = lay;
     np_hook_scalar ls = {"loss_scale", c->loss_scale};
     np_hook_event b;
     memset(&b, 0, sizeof b);
@@ -169,12 +184,59 @@ np_status np_mon_calls_write(const np_mon_calls *c, const char *dir, const char 
     b.scalars = &ls;
     b.n_scalars = 1;
     np_probe_on_event(&b, p);
-    for (int i = 0; i < c->n; i++)
-        np_probe_on_event(&c->slot[(c->head + i) % c->cap].ev, p);
-    b.kind = NP_EV_STEP_END;
-    b.n_scalars = 0;
-    np_probe_on_event(&b, p);
-    st = np_probe_close(p, NULL, err);
+    c->in_step = 1;
+    for (int i = 0; i < c->n; i++) {
+        const mon_call *k = &c->slot[(c->head + i) % c->cap];
+        np_probe_on_event(&k->ev, p);
+        if (lay && lay->place)
+            lay->place(p, &k->ev, k->micro, lay->user);
+    }
+    c->after = 0;
+    c->left = after;
+    return c->left > 0 ? NP_OK : np_mon_calls_finish(c, err);
+}
+
+int np_mon_calls_follow(np_mon_calls *c, const np_hook_event *ev, int micro, np_error *err,
+                        np_status *st)
+{
+    *st = NP_OK;
+    if (!c || !c->live)
+        return 0;
+    if (ev->kind == NP_EV_STEP_BEGIN || ev->kind == NP_EV_STEP_END) {
+        np_probe_on_event(ev, c->live);
+        c->in_step = ev->kind == NP_EV_STEP_BEGIN;
+        return 1;
+    }
+    if (ev->kind != NP_EV_API_FORWARD && ev->kind != NP_EV_API_BACKWARD)
+        return 1;
+    np_probe_on_event(ev, c->live);
+    if (c->lay && c->lay->place)
+        c->lay->place(c->live, ev, micro, c->lay->user);
+    c->after++;
+    if (--c->left <= 0)
+        *st = np_mon_calls_finish(c, err);
+    return 1;
+}
+
+int np_mon_calls_after(const np_mon_calls *c) { return c ? c->after : 0; }
+
+int np_mon_calls_open(const np_mon_calls *c) { return c && c->live; }
+
+np_status np_mon_calls_finish(np_mon_calls *c, np_error *err)
+{
+    if (!c || !c->live)
+        return NP_OK;
+    np_probe *p = c->live;
+    c->live = NULL;
+    c->left = 0;
+    if (c->in_step) {
+        np_hook_event b;
+        memset(&b, 0, sizeof b);
+        b.kind = NP_EV_STEP_END;
+        np_probe_on_event(&b, p);
+        c->in_step = 0;
+    }
+    np_status st = np_probe_close(p, NULL, err);
     np_probe_free(p);
     return st;
 }

@@ -88,17 +88,20 @@ check rare_pattern code h.0.attn.c_attn
 # a rerun from it with a tensor dump of step s gives the run's own dump of
 # step s (the step dumped without dumping every step).
 "$nprobe" train "${M[@]}" --stop-after $((s - 1)) --save ckp.h5 > ckp.log 2>&1 || { cat ckp.log; fail=1; }
-printf '{"task": "monitor", "dump_path": "m_ring", "monitor": {"anomaly_checkpoint": true, "anomaly_ring": 2, "anomaly_calls": 4}}\n' > c_ring.json
-printf '{"task": "tensor", "dump_path": "d_run", "step": [%d]}\n' "$s" > d_run.json
+printf '{"task": "monitor", "dump_path": "m_ring", "monitor": {"anomaly_checkpoint": true, "anomaly_ring": 2, "anomaly_calls": 4, "anomaly_calls_after": 3}}\n' > c_ring.json
+printf '{"task": "tensor", "dump_path": "d_run", "step": [%d, %d]}\n' "$s" $((s + 1)) > d_run.json
+printf '{"task": "monitor", "dump_path": "m_span", "monitor": {"anomaly_calls_after": 100}}\n' > c_span.json
 printf '{"task": "tensor", "dump_path": "d_rerun", "step": [%d]}\n' "$s" > d_rerun.json
 "$nprobe" train "${M[@]}" --fault rare_pattern --fault-step "$s" --stop-after $((s + 2)) \
   --dump-config c_ring.json > ring.log 2>&1
-"$nprobe" train "${M[@]}" --fault rare_pattern --fault-step "$s" --stop-after $((s + 1)) \
+"$nprobe" train "${M[@]}" --fault rare_pattern --fault-step "$s" --stop-after $((s + 2)) \
   --dump-config d_run.json > d_run.log 2>&1
+"$nprobe" train "${M[@]}" --fault rare_pattern --fault-step "$s" --stop-after $((s + 2)) \
+  --dump-config c_span.json > span.log 2>&1
 "$nprobe" train "${M[@]}" --fault rare_pattern --fault-step "$s" --stop-after $((s + 1)) \
   --load "m_ring/anomaly_rank0.step$s.h5" --dump-config d_rerun.json > d_rerun.log 2>&1
 if ! grep -q "anomaly at step $s: the state it began from in m_ring/anomaly_rank0.step$s.h5" ring.log ||
-   ! grep -q "anomaly at step $s: its last 4 call(s) up to it in m_ring/anomaly_calls" ring.log ||
+   ! grep -q "anomaly at step $s: its last 4 call(s) up to it and 3 after it in m_ring/anomaly_calls" ring.log ||
    [ "$(LC_ALL=C ls m_ring | tr '\n' ' ')" != "anomaly_calls anomaly_rank0.step$((s - 1)).h5 anomaly_rank0.step$s.h5 monitor_rank0.h5 " ] ||
    [ "$(cd m_ring/anomaly_calls && find . -type f)" != "./step$s/rank0/dump.h5" ]; then
   echo "FAIL checkpoint on anomaly: files"; cat ring.log; ls m_ring; fail=1
@@ -126,25 +129,56 @@ with h5py.File(f"d_run/step{s}/rank0/dump.h5") as a, h5py.File(f"d_rerun/step{s}
     y = a["data/Functional.linear.0.forward.output.0"][()].astype(np.float32)
     assert n > 200 and np.abs(y).max() > 100, (n, np.abs(y).max())   # the defect's output is in it
 print(f"checkpoint on anomaly: ok (step {s}, {n} tensors of the rerun's dump equal the run's)")
-# the ring of call inputs (anomaly_calls 4): the step's last 4 API calls up
-# to the anomalous module's output (h.0.attn.c_attn's linear), each tensor
-# the run's own (its tensor dump of step s) bit for bit
+# the ring of call inputs (anomaly_calls 4, anomaly_calls_after 3): the
+# step's last 4 API calls up to the anomalous module's output
+# (h.0.attn.c_attn's linear) and the next 3, each tensor the run's own (a
+# plain tensor dump of step s, a separate run) bit for bit
 with h5py.File(f"m_ring/anomaly_calls/step{s}/rank0/dump.h5") as k, \
      h5py.File(f"d_run/step{s}/rank0/dump.h5") as a:
     kc = [c.decode() for c in k["calls"]["call"]]
     api = [(c.decode(), p.decode()) for c, p, kind in
            zip(a["calls"]["call"], a["calls"]["parent"], a["calls"]["kind"]) if kind == b"api"]
     end = [i for i, (c, p) in enumerate(api) if p.startswith("Module.h.0.attn.c_attn.")][0]
-    assert kc == [c for c, _ in api[end - 3:end + 1]], (kc, api[:end + 1])
+    assert kc == [c for c, _ in api[end - 3:end + 4]], (kc, api[:end + 4])
     m = 0
     for leaf in k["data"]:
         assert k["data"][leaf][()].tobytes() == a["data"][leaf][()].tobytes(), leaf
         m += 1
-    assert m >= 8, m
+    # every leaf of those calls in the plain dump is in the ring's (no more, no less)
+    assert m >= 14 and m == sum(1 for n in a["data"] if any(n.startswith(c + ".") for c in kc)), m
 print(f"kept calls: ok ({kc}, {m} tensors equal the run's)")
+# no ring and 100 calls after: the rest of step s (84 calls after c_attn's
+# linear) in step s's file, the next step's first 16 in step s+1's
+with h5py.File(f"m_span/anomaly_calls/step{s}/rank0/dump.h5") as k0, \
+     h5py.File(f"m_span/anomaly_calls/step{s + 1}/rank0/dump.h5") as k1, \
+     h5py.File(f"d_run/step{s}/rank0/dump.h5") as a, \
+     h5py.File(f"d_run/step{s + 1}/rank0/dump.h5") as a1:
+    api1 = [c.decode() for c in a1["calls"]["call"]]
+    got = ([c.decode() for c in k0["calls"]["call"]], [c.decode() for c in k1["calls"]["call"]])
+    assert got == ([c for c, _ in api[end + 1:]], api1[:100 - (len(api) - end - 1)]), got
+    for kf, af in ((k0, a), (k1, a1)):
+        for leaf in kf["data"]:
+            assert kf["data"][leaf][()].tobytes() == af["data"][leaf][()].tobytes(), leaf
+print(f"calls after: ok ({len(got[0])} in step {s}, {len(got[1])} in step {s + 1})")
 with open("c_attn_call.txt", "w") as f:
     f.write(api[end][0])
 PY
+# replay and compare of the ring's dump name the faulty calls: the defective
+# GEMM (h.0.attn.c_attn's linear) and the planted input (h.0.ln_1's
+# layer_norm, the fault's rewrite of its output) exceed their budgets;
+# compare against a clean run's dump of step s names them as culprits
+"$nprobe" replay m_ring/anomaly_calls > replay_ring.txt 2>&1
+rc=$?
+printf '{"task": "tensor", "dump_path": "d_clean", "step": [%d]}\n' "$s" > d_clean.json
+"$nprobe" train "${M[@]}" --stop-after $((s + 1)) --dump-config d_clean.json > d_clean.log 2>&1
+"$nprobe" compare -b d_clean -c m_ring/anomaly_calls -o cmp_ring > cmp_ring.txt 2>&1
+if [ $rc != 1 ] || ! grep -q "^step $s rank 0 .*: 7 calls: 5 pass, 2 exceed" replay_ring.txt ||
+   ! grep -q "exceeds: $(cat c_attn_call.txt) " replay_ring.txt ||
+   ! grep -q "exceeds: Functional.layer_norm.0.forward " replay_ring.txt ||
+   ! grep -q "first culprit: Functional.layer_norm.0.forward (in Module.h.0.ln_1." cmp_ring.txt ||
+   ! grep -q "culprit: $(cat c_attn_call.txt)$" cmp_ring.txt; then
+  echo "FAIL replay/compare of the ring's dump"; cat replay_ring.txt cmp_ring.txt; fail=1
+fi
 "$nprobe" triage m_ring --out t_ring -- "${M[@]}" --fault rare_pattern --fault-step "$s" > tri_ring.txt 2>&1
 # the op of the code defect from the kept calls: the defective GEMM, h.0.attn.c_attn's call
 # in the run's own dump (the planted input, h.0.ln_1's rewritten output, exceeds too, outside it)

@@ -72,6 +72,8 @@ typedef struct np_monitor_config {
     int anomaly_calls;      /* copies kept of the step's last K API calls (inputs, outputs),
                                written on the run's first anomaly as a tensor dump of its step
                                under {dump_path}/anomaly_calls (0: none, no cost) */
+    int anomaly_calls_after; /* and the next N API calls after it, into the same dump (the
+                               next step's file when the step ends first) */
     np_monitor_rules rules;
     int pp_stages, pp_stage; /* not read from the file: the caller's pipeline (pp_stages > 1:
                                written as the file's pp_stages/pp_stage attributes, which order
@@ -93,6 +95,19 @@ typedef struct np_monitor np_monitor;
  * rank is not selected (then *out is a monitor that records nothing). */
 np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int rank,
                           int world_size, np_error *err);
+/* The layout of a parallel run for the dump of the calls kept on anomaly
+ * (anomaly_calls): set_mesh gives the dump's probe the run's mesh, place
+ * gives the placements of an event's tensors after the probe recorded it
+ * (micro: its micro-batch), as the run's own tensor dump does them
+ * (cli/probe_attach.c). The struct must outlive the monitor. */
+struct np_probe;
+struct np_hook_event;
+typedef struct np_mon_layout {
+    np_status (*set_mesh)(struct np_probe *p, void *user, np_error *err);
+    void (*place)(struct np_probe *p, const struct np_hook_event *ev, int micro, void *user);
+    void *user;
+} np_mon_layout;
+void np_monitor_set_layout(np_monitor *m, const np_mon_layout *lay);
 /* Observe ctx (an observer of order 10) and watch tr. */
 np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error *err);
 /* Detach, close the file; the first write error of the run, if any. */
@@ -104,8 +119,10 @@ void np_monitor_free(np_monitor *m);
 const char *np_monitor_anomaly_checkpoint(const np_monitor *m, int64_t *step, int *missed);
 /* The folder of the tensor dump of the calls kept at the first anomaly
  * (anomaly_calls: {dump_path}/anomaly_calls, the step in *step/rank{R}/
- * dump.h5, *n calls), or NULL when none was written. */
-const char *np_monitor_anomaly_calls(const np_monitor *m, int64_t *step, int *n);
+ * dump.h5, *n calls up to it, *after calls after it: anomaly_calls_after,
+ * the later ones in step{S+1}/... when the step ended first), or NULL when
+ * none was written. */
+const char *np_monitor_anomaly_calls(const np_monitor *m, int64_t *step, int *n, int *after);
 /* Steps and records written so far. */
 int64_t np_monitor_steps(const np_monitor *m);
 int64_t np_monitor_records(const np_monitor *m);
