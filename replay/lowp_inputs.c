@@ -79,57 +79,74 @@ static void put_gin(np_op_tensor *g, const double *keep)
     }
 }
 
+/* One backward GEMM of a linear or matmul: the operand `op` and the incoming
+ * gradient, each viewed as (outer, K, inner) and quantized along K. */
+typedef struct lowp_gemm {
+    np_op_tensor *op;
+    int64_t op_dims[3], g_dims[3];
+} lowp_gemm;
+
+/* The backward of a two-GEMM op with each GEMM's operands quantized: gin[0]
+ * from `first` (the input's gradient), the other gradients from `second`,
+ * gin[plain] (>= 0: the bias) from the gradient as it arrived. The operands
+ * are put back as they were; np_op_run's status. */
+static np_status lowp_backward2(np_op_call *oc, const lowp_gemm *first, const lowp_gemm *second,
+                                int plain, np_lowp f, np_lowp gf, np_error *err)
+{
+    np_op_tensor *g = &oc->gout[0], *o1 = first->op, *o2 = second->op;
+    const int64_t *d1 = first->op_dims, *e1 = first->g_dims, *d2 = second->op_dims, *e2 = second->g_dims;
+    double *o1h = o1->data, *o2h = o2->data, *gh = g->data;
+    double *g1 = quant_copy(g, e1[0], e1[1], e1[2], gf), *q1 = quant_copy(o1, d1[0], d1[1], d1[2], f);
+    double *g2 = quant_copy(g, e2[0], e2[1], e2[2], gf), *q2 = quant_copy(o2, d2[0], d2[1], d2[2], f);
+    double *k0 = malloc((size_t)(2 * oc->gin[0].numel) * sizeof(double) + 1);
+    double *kp = plain >= 0 ? malloc((size_t)(2 * oc->gin[plain].numel) * sizeof(double) + 1) : NULL;
+    np_status st = NP_ERR_NOMEM;
+    if (!g1 || !q1 || !g2 || !q2 || !k0 || (plain >= 0 && !kp)) {
+        np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory quantizing the backward GEMMs' operands");
+        goto out;
+    }
+    if (plain >= 0) {
+        if ((st = np_op_run(oc, NP_OP_BACKWARD, err)))
+            goto out;
+        keep_gin(&oc->gin[plain], kp);
+    }
+    o1->data = q1;
+    g->data = g1;
+    st = np_op_run(oc, NP_OP_BACKWARD, err);
+    o1->data = o1h;
+    if (st)
+        goto out;
+    keep_gin(&oc->gin[0], k0);
+    o2->data = q2;
+    g->data = g2;
+    if ((st = np_op_run(oc, NP_OP_BACKWARD, err)))
+        goto out;
+    put_gin(&oc->gin[0], k0);
+    if (plain >= 0)
+        put_gin(&oc->gin[plain], kp);
+out:
+    o1->data = o1h;
+    o2->data = o2h;
+    g->data = gh;
+    free(g1);
+    free(q1);
+    free(g2);
+    free(q2);
+    free(k0);
+    free(kp);
+    return st;
+}
+
 np_status rp_lowp_linear_backward(np_op_call *oc, int lowp, int grad_lowp, np_error *err)
 {
     np_op_tensor *x = &oc->in[0], *w = &oc->in[1], *g = &oc->gout[0];
     if (!x->data || !w->data || !g->data || w->ndim != 2 || w->shape[1] <= 0 || w->shape[0] <= 0 ||
         x->numel % w->shape[1] || g->numel != x->numel / w->shape[1] * w->shape[0])
         return np_op_run(oc, NP_OP_BACKWARD, err);
-    np_lowp f = (np_lowp)lowp;
     int64_t I = w->shape[1], O = w->shape[0], R = x->numel / I;
-    double *xh = x->data, *wh = w->data, *gh = g->data;
-    np_lowp gf = (np_lowp)grad_lowp;
-    double *gq_o = quant_copy(g, R, O, 1, gf), *wq_o = quant_copy(w, 1, O, I, f);
-    double *gq_r = quant_copy(g, 1, R, O, gf), *xq_r = quant_copy(x, 1, R, I, f);
-    double *k0 = malloc((size_t)(2 * oc->gin[0].numel) * sizeof(double) + 1);
-    double *k2 = malloc((size_t)(2 * oc->gin[2].numel) * sizeof(double) + 1);
-    np_status st = NP_ERR_NOMEM;
-    if (!gq_o || !wq_o || !gq_r || !xq_r || !k0 || !k2) {
-        np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory quantizing the backward GEMMs' operands");
-        goto out;
-    }
-    /* the bias gradient: the gradient as it arrived */
-    if ((st = np_op_run(oc, NP_OP_BACKWARD, err)))
-        goto out;
-    keep_gin(&oc->gin[2], k2);
-    /* dX = Q_O(dY) Q_O(W) */
-    w->data = wq_o;
-    g->data = gq_o;
-    st = np_op_run(oc, NP_OP_BACKWARD, err);
-    w->data = wh;
-    if (st)
-        goto out;
-    keep_gin(&oc->gin[0], k0);
-    /* dW = Q_R(dY)^T Q_R(X) */
-    x->data = xq_r;
-    g->data = gq_r;
-    st = np_op_run(oc, NP_OP_BACKWARD, err);
-    x->data = xh;
-    if (st)
-        goto out;
-    put_gin(&oc->gin[0], k0);
-    put_gin(&oc->gin[2], k2);
-out:
-    x->data = xh;
-    w->data = wh;
-    g->data = gh;
-    free(gq_o);
-    free(wq_o);
-    free(gq_r);
-    free(xq_r);
-    free(k0);
-    free(k2);
-    return st;
+    /* dX = Q_O(dY) Q_O(W); dW = Q_R(dY)^T Q_R(X); the bias gradient from dY */
+    lowp_gemm dx = {w, {1, O, I}, {R, O, 1}}, dw = {x, {1, R, I}, {1, R, O}};
+    return lowp_backward2(oc, &dx, &dw, 2, (np_lowp)lowp, (np_lowp)grad_lowp, err);
 }
 
 np_status rp_lowp_matmul_backward(np_op_call *oc, int lowp, int grad_lowp, np_error *err)
@@ -142,39 +159,7 @@ np_status rp_lowp_matmul_backward(np_op_call *oc, int lowp, int grad_lowp, np_er
         return np_op_run(oc, NP_OP_BACKWARD, err);
     int shared = b->ndim == 2;
     int64_t nbat = a->numel / (M * K), nb = shared ? 1 : nbat, mr = shared ? nbat * M : M;
-    np_lowp f = (np_lowp)lowp, gf = (np_lowp)grad_lowp;
-    double *ah = a->data, *bh = b->data, *gh = g->data;
-    double *gq_n = quant_copy(g, nbat * M, N, 1, gf), *bq_n = quant_copy(b, nb * K, N, 1, f);
-    double *gq_m = quant_copy(g, nb, mr, N, gf), *aq_m = quant_copy(a, nb, mr, K, f);
-    double *k0 = malloc((size_t)(2 * oc->gin[0].numel) * sizeof(double) + 1);
-    np_status st = NP_ERR_NOMEM;
-    if (!gq_n || !bq_n || !gq_m || !aq_m || !k0) {
-        np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory quantizing the backward GEMMs' operands");
-        goto out;
-    }
-    /* dA = Q_N(dY) Q_N(B)^T */
-    b->data = bq_n;
-    g->data = gq_n;
-    st = np_op_run(oc, NP_OP_BACKWARD, err);
-    b->data = bh;
-    if (st)
-        goto out;
-    keep_gin(&oc->gin[0], k0);
-    /* dB = Q_M(A)^T Q_M(dY) */
-    a->data = aq_m;
-    g->data = gq_m;
-    st = np_op_run(oc, NP_OP_BACKWARD, err);
-    if (st)
-        goto out;
-    put_gin(&oc->gin[0], k0);
-out:
-    a->data = ah;
-    b->data = bh;
-    g->data = gh;
-    free(gq_n);
-    free(bq_n);
-    free(gq_m);
-    free(aq_m);
-    free(k0);
-    return st;
+    /* dA = Q_N(dY) Q_N(B)^T; dB = Q_M(A)^T Q_M(dY) */
+    lowp_gemm da = {b, {nb * K, N, 1}, {nbat * M, N, 1}}, db = {a, {nb, mr, K}, {nb, mr, N}};
+    return lowp_backward2(oc, &da, &db, -1, (np_lowp)lowp, (np_lowp)grad_lowp, err);
 }

@@ -36,13 +36,7 @@ static np_status block_build(np_gpt_block *b, np_ctx *ctx, int i, const np_model
     if (c->n_expert > 0)
         return np_moe_build(b, ctx, i, c, err);
     snprintf(q, sizeof q, "%s.mlp", p);
-    if (!(b->mlp = np_module_new(ctx, q, "MLP")))
-        return np_error_set(err, NP_ERR_NOMEM, NULL, q, "cannot register the module");
-    snprintf(q, sizeof q, "%s.mlp.c_fc", p);
-    if ((st = np_nn_linear_init(&b->c_fc, ctx, q, C, 4 * C, 1, err)))
-        return st;
-    snprintf(q, sizeof q, "%s.mlp.c_proj", p);
-    return np_nn_linear_init(&b->mlp_proj, ctx, q, 4 * C, C, 1, err);
+    return np_gpt_mlp_build(&b->mlp, ctx, q, C, err);
 }
 
 np_status np_model_gpt_build(np_model *m, np_error *err)
@@ -96,17 +90,6 @@ static np_tensor *attn_forward(np_ctx *ctx, np_gpt_block *b, const np_model_conf
     return y;
 }
 
-static np_tensor *mlp_forward(np_ctx *ctx, np_gpt_block *b, np_tensor *x)
-{
-    if (!x || np_module_begin(ctx, b->mlp) != NP_OK)
-        return NULL;
-    np_tensor *h = NP_AT(ctx, np_nn_linear_forward(ctx, &b->c_fc, x));
-    h = NP_AT(ctx, np_gelu(ctx, h, 0));
-    h = NP_AT(ctx, np_nn_linear_forward(ctx, &b->mlp_proj, h));
-    np_module_end(ctx, b->mlp, &x, 1, &h, 1);
-    return h;
-}
-
 static np_tensor *block_forward(np_ctx *ctx, np_gpt_block *b, const np_model_config *c,
                                 np_tensor *x)
 {
@@ -119,7 +102,7 @@ static np_tensor *block_forward(np_ctx *ctx, np_gpt_block *b, const np_model_con
     h = NP_AT(ctx, np_nn_layer_norm_forward(ctx, &b->ln_2, r));
     np_tensor *f = b->tp    ? NP_AT(ctx, np_tp_mlp_forward(ctx, b, b->tp_layer, h))
                    : b->moe ? NP_AT(ctx, np_moe_forward(ctx, b->moe, h))
-                            : NP_AT(ctx, mlp_forward(ctx, b, h));
+                            : NP_AT(ctx, np_gpt_mlp_forward(ctx, &b->mlp, h));
     np_tensor *y = NP_AT(ctx, np_add(ctx, r, f));
     np_module_end(ctx, b->mod, &x, 1, &y, 1);
     return y;

@@ -8,6 +8,14 @@
 typedef struct np_tp np_tp;   /* tensor parallelism (model_tp.c) */
 typedef struct np_moe np_moe; /* a block's mixture of experts (model_moe.c) */
 
+/* A GPT MLP (class MLP): c_fc C -> 4C, erf gelu, c_proj 4C -> C. The dense
+ * block's "h.N.mlp" and each MoE expert "h.N.mlp.experts.K" (model_moe.c). */
+typedef struct np_gpt_mlp {
+    np_module *mod;            /* "{path}" MLP */
+    np_nn_linear c_fc;         /* "{path}.c_fc" (4C, C) */
+    np_nn_linear c_proj;       /* "{path}.c_proj" (C, 4C) */
+} np_gpt_mlp;
+
 typedef struct np_gpt_block {
     np_module *mod;            /* "h.N" Block */
     np_nn_layer_norm ln_1;
@@ -15,14 +23,17 @@ typedef struct np_gpt_block {
     np_nn_linear c_attn;       /* (3C, C) */
     np_nn_linear attn_proj;    /* "h.N.attn.c_proj" (C, C) */
     np_nn_layer_norm ln_2;
-    np_module *mlp;            /* "h.N.mlp" MLP */
-    np_nn_linear c_fc;         /* (4C, C) */
-    np_nn_linear mlp_proj;     /* "h.N.mlp.c_proj" (C, 4C) */
+    np_gpt_mlp mlp;            /* "h.N.mlp" (unused with moe) */
     np_tensor *out;            /* block output of the last forward (B,T,C), step-scoped */
     np_tp *tp;                 /* tensor parallel (borrowed), or NULL */
     int tp_layer;              /* the block's index, for the tensor-parallel faults */
     np_moe *moe;               /* "h.N.mlp" MoE in place of the MLP (n_expert > 0), or NULL */
 } np_gpt_block;
+
+/* model_mlp.c: an MLP's module and linears registered under `path` (C the
+ * width); its forward x (..., C) -> (..., C). */
+np_status np_gpt_mlp_build(np_gpt_mlp *m, np_ctx *ctx, const char *path, int C, np_error *err);
+np_tensor *np_gpt_mlp_forward(np_ctx *ctx, np_gpt_mlp *m, np_tensor *x);
 
 /* model_moe.c: block i's MoE "h.N.mlp" (router, experts.K.c_fc/c_proj) in
  * b->moe; its forward x (B,T,C) -> (B,T,C); its free. */

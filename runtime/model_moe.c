@@ -1,8 +1,8 @@
 /* runtime/model_moe.c - the GPT's mixture of experts (np_model_config.n_expert
  * = E > 0, `nprobe train --moe E`): each block's MLP "h.N.mlp" (class MoE)
  * becomes a router "h.N.mlp.router" (Linear C -> E, no bias) and E experts
- * "h.N.mlp.experts.K" (class MLP: c_fc C -> 4C, erf gelu, c_proj 4C -> C,
- * the dense MLP's shape and names). Top-1 routing written as a mask, so it
+ * "h.N.mlp.experts.K" (class MLP: c_fc C -> 4C, erf gelu, c_proj 4C -> C;
+ * the dense MLP itself, np_gpt_mlp). Top-1 routing written as a mask, so it
  * is deterministic and differentiable for the chosen expert:
  *
  *   p = softmax(router(x))           (B,T,E), the router in float32 (below)
@@ -31,22 +31,12 @@
 #include "nprobe/precision.h"
 #include "rt_internal.h"
 
-typedef struct moe_expert {
-    np_module *mod;            /* "h.N.mlp.experts.K" MLP */
-    np_nn_linear c_fc, c_proj;
-} moe_expert;
-
 struct np_moe {
     np_module *mod;            /* "h.N.mlp" MoE */
     np_nn_linear router;       /* "h.N.mlp.router" (E, C), no bias */
     int E, C;
-    moe_expert ex[];
+    np_gpt_mlp ex[];           /* "h.N.mlp.experts.K" */
 };
-
-static np_status no_module(np_error *err, const char *path)
-{
-    return np_error_set(err, NP_ERR_NOMEM, NULL, path, "cannot register the module");
-}
 
 np_status np_moe_build(np_gpt_block *b, np_ctx *ctx, int i, const np_model_config *c, np_error *err)
 {
@@ -61,37 +51,19 @@ np_status np_moe_build(np_gpt_block *b, np_ctx *ctx, int i, const np_model_confi
     moe->C = C;
     snprintf(p, sizeof p, "h.%d.mlp", i);
     if (!(moe->mod = np_module_new(ctx, p, "MoE")))
-        return no_module(err, p);
+        return np_error_set(err, NP_ERR_NOMEM, NULL, p, "cannot register the module");
     snprintf(q, sizeof q, "%s.router", p);
     if ((st = np_nn_linear_init(&moe->router, ctx, q, C, E, 0, err)))
         return st;
     for (int k = 0; k < E; k++) {
-        moe_expert *e = &moe->ex[k];
         snprintf(q, sizeof q, "%s.experts.%d", p, k);
-        if (!(e->mod = np_module_new(ctx, q, "MLP")))
-            return no_module(err, q);
-        snprintf(q, sizeof q, "%s.experts.%d.c_fc", p, k);
-        if ((st = np_nn_linear_init(&e->c_fc, ctx, q, C, 4 * C, 1, err)))
-            return st;
-        snprintf(q, sizeof q, "%s.experts.%d.c_proj", p, k);
-        if ((st = np_nn_linear_init(&e->c_proj, ctx, q, 4 * C, C, 1, err)))
+        if ((st = np_gpt_mlp_build(&moe->ex[k], ctx, q, C, err)))
             return st;
     }
     return NP_OK;
 }
 
 void np_moe_free(np_moe *moe) { free(moe); }
-
-static np_tensor *expert_forward(np_ctx *ctx, moe_expert *e, np_tensor *x)
-{
-    if (!x || np_module_begin(ctx, e->mod) != NP_OK)
-        return NULL;
-    np_tensor *h = NP_AT(ctx, np_nn_linear_forward(ctx, &e->c_fc, x));
-    h = NP_AT(ctx, np_gelu(ctx, h, 0));
-    h = NP_AT(ctx, np_nn_linear_forward(ctx, &e->c_proj, h));
-    np_module_end(ctx, e->mod, &x, 1, &h, 1);
-    return h;
-}
 
 /* The router's logits (N..., E): autocast off unless moe_router_bf16 acts. */
 static np_tensor *router_forward(np_ctx *ctx, np_moe *moe, np_tensor *x)
@@ -139,7 +111,7 @@ np_tensor *np_moe_forward(np_ctx *ctx, np_moe *moe, np_tensor *x)
     np_tensor *g = NP_AT(ctx, np_mul(ctx, p, top1_mask(ctx, p)));
     int ng = g ? NP_AT(ctx, np_split(ctx, g, 1, -1, gates, moe->E)) : 0;
     for (int k = 0; k < ng; k++) {
-        np_tensor *h = NP_AT(ctx, expert_forward(ctx, &moe->ex[k], x));
+        np_tensor *h = NP_AT(ctx, np_gpt_mlp_forward(ctx, &moe->ex[k], x));
         h = NP_AT(ctx, np_view(ctx, h, 2, sNC));
         h = NP_AT(ctx, np_transpose(ctx, h, 0, 1));               /* (C, N) */
         np_tensor *gk = NP_AT(ctx, np_view(ctx, gates[k], 1, &N)); /* (N) */

@@ -448,14 +448,14 @@ static np_tensor *row_linear(np_ctx *ctx, np_tp *tp, np_nn_linear *l, np_tensor 
 np_tensor *np_tp_mlp_forward(np_ctx *ctx, np_gpt_block *b, int layer, np_tensor *x)
 {
     np_tp *tp = b->tp;
-    if (!x || np_module_begin(ctx, b->mlp) != NP_OK)
+    if (!x || np_module_begin(ctx, b->mlp.mod) != NP_OK)
         return NULL;
     np_tensor *xf = tp->sp ? sp_node(ctx, tp, x, SP_GATHER, 0) : tp_copy(ctx, tp, x);
-    np_tensor *h = NP_AT(ctx, np_nn_linear_forward(ctx, &b->c_fc, xf));
+    np_tensor *h = NP_AT(ctx, np_nn_linear_forward(ctx, &b->mlp.c_fc, xf));
     h = NP_AT(ctx, np_gelu(ctx, h, 0));
     int skip = tp->fault == NP_DIST_FAULT_TP_MISSING_ALLREDUCE && layer == 0;
-    h = NP_AT(ctx, row_linear(ctx, tp, &b->mlp_proj, h, skip));
-    np_module_end(ctx, b->mlp, &x, 1, &h, 1);
+    h = NP_AT(ctx, row_linear(ctx, tp, &b->mlp.c_proj, h, skip));
+    np_module_end(ctx, b->mlp.mod, &x, 1, &h, 1);
     return h;
 }
 
@@ -533,9 +533,9 @@ np_status np_tp_setup(np_trainer *tr, np_error *err)
         /* tp_shard_offset: the first block's c_fc takes the neighbour's block */
         int at = tp->fault == NP_DIST_FAULT_TP_SHARD_OFFSET && i == 0 ? (tp->rank + 1) % T
                                                                         : tp->rank;
-        keep_rows(b->c_fc.weight, at * part, part);
-        keep_rows(b->c_fc.bias, at * part, part);
-        keep_cols(b->mlp_proj.weight, tp->rank * part, part);
+        keep_rows(b->mlp.c_fc.weight, at * part, part);
+        keep_rows(b->mlp.c_fc.bias, at * part, part);
+        keep_cols(b->mlp.c_proj.weight, tp->rank * part, part);
         keep_cols(b->attn_proj.weight, tp->rank * (c->n_embd / T), c->n_embd / T);
         if (tp->sp && (add_to(&tp->norms, &tp->n_norms, b->ln_1.weight) ||
                        add_to(&tp->norms, &tp->n_norms, b->ln_1.bias) ||
@@ -549,12 +549,12 @@ np_status np_tp_setup(np_trainer *tr, np_error *err)
         dims += tp->n_sharded;
         dims[0] = dims[1] = 0;
         dims[2] = dims[3] = 1;
-        if (add_to(&tp->sharded, &tp->n_sharded, b->c_fc.weight) ||
-            add_to(&tp->sharded, &tp->n_sharded, b->c_fc.bias) ||
-            add_to(&tp->sharded, &tp->n_sharded, b->mlp_proj.weight) ||
+        if (add_to(&tp->sharded, &tp->n_sharded, b->mlp.c_fc.weight) ||
+            add_to(&tp->sharded, &tp->n_sharded, b->mlp.c_fc.bias) ||
+            add_to(&tp->sharded, &tp->n_sharded, b->mlp.c_proj.weight) ||
             add_to(&tp->sharded, &tp->n_sharded, b->attn_proj.weight) ||
             add_to(&tp->rank0, &tp->n_rank0, b->attn_proj.bias) ||
-            add_to(&tp->rank0, &tp->n_rank0, b->mlp_proj.bias))
+            add_to(&tp->rank0, &tp->n_rank0, b->mlp.c_proj.bias))
             return np_error_set(err, NP_ERR_NOMEM, NULL, "tp", "out of memory");
     }
     return NP_OK;

@@ -127,7 +127,7 @@ static void check_events(const rec *r, const char *model)
         if (ok) {
             strcat(file, ".c");
             ok = strcmp(file, "model.c") == 0 || strcmp(file, "model_gpt.c") == 0 ||
-                 strcmp(file, "nn_modules.c") == 0;
+                 strcmp(file, "model_mlp.c") == 0 || strcmp(file, "nn_modules.c") == 0;
         }
         char want[64], src[512];
         expected_call(s, want, sizeof want);
