@@ -1495,6 +1495,13 @@ static np_status merge_others(cmp_assembly *a, cmp_dump *d, holder *h, asm_piece
               mg_calls(a, d, own, keys, calls, &n, &pos, arena) != 0;
     mg_key *sorted = bad ? NULL : malloc((n + 1) * sizeof *sorted);
     bad |= !sorted;
+    /* room for the leaves the merged rows assemble (a->leaves was sized
+     * for this file's rows: data-parallel replicas of the other ranks'
+     * experts are assembled pieces too) */
+    asm_leaf *grown = bad ? NULL : realloc(a->leaves, (a->n_leaves + ne + 1) * sizeof *grown);
+    bad |= !grown;
+    if (grown)
+        a->leaves = grown;
     if (!bad) {
         memcpy(sorted, keys, n * sizeof *keys);
         qsort(sorted, n, sizeof *sorted, mg_cmp);

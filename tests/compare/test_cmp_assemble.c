@@ -19,7 +19,10 @@
  * own, are assembled at the offsets their row counts give, and a wrong
  * piece named with its rank and micro-batch; an expert-parallel run's
  * experts, each on its own rank, are all compared, its Local() routing
- * left out on both sides; tensors larger than the assembly's buffers
+ * left out on both sides; under data parallel across expert-parallel
+ * groups (mesh (dp, ep)) each expert's replicas' tokens, unequal in
+ * number, assembled from their row counts, the other group rank's expert
+ * (more leaves than this rank's file holds) merged in; tensors larger than the assembly's buffers
  * (streamed a range at a time) give the metrics, statistics and crc32 of
  * the whole logical tensor in memory, bit for bit. */
 #include <hdf5.h>
@@ -645,6 +648,98 @@ static void check_experts(void)
         np_cmp_result_free(res);
 }
 
+/* dp x ep: mesh (dp=2, ep=2), rank 2c + e holds experts.e for dp group c,
+ * its K_e outputs (K_0 = 1, K_1 = 5: rank 0's file has fewer rows than the
+ * merged ones of experts.1) of the tokens its group routed to expert e:
+ * EP_ROWS[e][c] rows at EP_AT[e][c] of the one process's 4 (expert 0: 1
+ * and 3, so each rank writes its offset as if the other's were as many:
+ * compare derives them). One process (world 1): every expert's 4 rows.
+ * `bad`: rank 3's output.0 one element off. */
+static const int EP_ROWS[2][2] = {{1, 3}, {2, 2}}, EP_AT[2][2] = {{0, 1}, {0, 2}};
+
+static float ep_val(int e, int k, int row, int col)
+{
+    return (float)e + 0.25f * (float)k + (float)row + 0.125f * (float)col;
+}
+
+static void write_dpep(const char *dir, int rank, int world, int bad)
+{
+    np_probe *p = open_probe_as(dir, "tensor", rank, world, "pytorch");
+    if (!p)
+        return;
+    np_error err;
+    np_error_clear(&err);
+    const char *dims[2] = {"dp", "ep"};
+    int64_t shape[2] = {2, 2}, coords[2] = {rank / 2, rank % 2};
+    if (world > 1)
+        CHECK_EQ_INT(np_probe_set_mesh(p, 2, dims, shape, coords, &err), NP_OK);
+    CHECK_EQ_INT(np_probe_step_begin(p, 0, &err), NP_OK);
+    for (int e = 0; e < 2; e++) {
+        if (world > 1 && e != rank % 2)
+            continue;
+        int c = rank / 2, n = world > 1 ? EP_ROWS[e][c] : 4, at = world > 1 ? EP_AT[e][c] : 0;
+        for (int k = 0; k < 1 + 4 * e; k++) {
+            float v[4 * 3];
+            for (int i = 0; i < n * 3; i++)
+                v[i] = ep_val(e, k, at + i / 3, i % 3) +
+                       (bad && rank == 3 && k == 0 && i == 1 ? 0.5f : 0.0f);
+            np_tensor o = np_test_mat(v, n, 3);
+            char key[8];
+            snprintf(key, sizeof key, "%d", k);
+            CHECK_EQ_INT(np_probe_dump(p, e ? EXP1 : EXP0, NP_ROLE_OUTPUT, key, &o, &err),
+                         NP_OK);
+            np_place_rec r = np_test_place("Shard(0),Replicate()", 2 * n, 3, c * n, 0);
+            if (world > 1)
+                CHECK_EQ_INT(np_probe_place(p, e ? EXP1 : EXP0, NP_ROLE_OUTPUT, key, &r, &err),
+                             NP_OK);
+        }
+    }
+    CHECK_EQ_INT(np_probe_close(p, NULL, &err), NP_OK);
+    np_probe_free(p);
+}
+
+/* Rank 0's pair: experts.0 assembled from ranks 0 and 2 (1 + 3 rows),
+ * experts.1's 5 leaves from ranks 1 and 3, all passing; rank 3's wrong
+ * element an error named with rank 3 (dp=1, ep=1). (Before, the merged
+ * rows overran the assembly's leaves, sized for the own file's rows.) */
+static void check_dpep(void)
+{
+    char b[400], c[400], bad[400];
+    snprintf(b, sizeof b, "%s/dpep_single", g_tmp);
+    snprintf(c, sizeof c, "%s/dpep", g_tmp);
+    snprintf(bad, sizeof bad, "%s/dpep_bad", g_tmp);
+    write_dpep(b, 0, 1, 0);
+    for (int r = 0; r < 4; r++) {
+        write_dpep(c, r, 4, 0);
+        write_dpep(bad, r, 4, 1);
+    }
+    for (int wrong = 0; wrong < 2; wrong++) {
+        np_cmp_result *res = run(b, wrong ? bad : c);
+        const np_cmp_pair *p = res && res->n_pairs == 1 ? &res->pairs[0] : NULL;
+        CHECK(p != NULL);
+        if (p) {
+            CHECK_EQ_INT(np_cmp_has_differences(res), wrong);
+            for (int k = 0; k < 5; k++) {
+                char nm[96];
+                snprintf(nm, sizeof nm, EXP1 ".output.%d", k);
+                const np_cmp_row *o = row_of(p, nm);
+                CHECK(o && o->cmp->numel == 12 && o->cmp->defect == NULL);
+                CHECK(o && o->verdict == (wrong && k == 0 ? NP_VERDICT_ERROR : NP_VERDICT_PASS));
+            }
+            const np_cmp_row *o = row_of(p, EXP0 ".output.0");
+            CHECK(o && o->cmp->numel == 12 && o->verdict == NP_VERDICT_PASS && o->m &&
+                  o->m->max_abs_err == 0.0);
+            CHECK_CONTAINS(p->notes, "5 leaf(s) held only by other ranks of the step");
+            const np_cmp_call *k = p->n_culprits ? &p->calls[p->culprits[0]] : NULL;
+            CHECK(wrong ? k && strstr(k->reason, "rank 3 (dp=1, ep=1)") &&
+                              !strstr(k->reason, "rank 1 ")
+                        : k == NULL);
+        }
+        if (res)
+            np_cmp_result_free(res);
+    }
+}
+
 /* ---- a logical tensor bigger than the assembly's buffers ----------------------
  * The assembly streams a logical tensor a range at a time (4 MB of float64
  * a chunk, 65536 elements a piece's read): a (3, 5, 40001) output split
@@ -882,6 +977,7 @@ int main(void)
     check_fault(d, "cover 9 of its 12 elements", "no file for rank(s) 1", 1);
     check_pipeline();
     check_experts();
+    check_dpep();
     check_big();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);

@@ -70,7 +70,15 @@ spawn for everything):
   carry their one-process names (rank 1's experts.1: Functional.linear.3,
   gelu.1, linear.4; linear.5 after), compare clean; the wrong split named
   inside Module.moe.MoE.forward.0 (mix) and at Functional.linear.1.forward,
-  expert 0's first call, given a token too many (L1).
+  expert 0's first call, given a token too many (L1); unequal experts (3
+  on 2 ranks as 2 + 1, the tokens regrouped by expert on rank 0): rank
+  1's experts.2 calls linear.5, gelu.2, linear.6 (linear.7 after), compare
+  clean at mix and L0 with every one-process leaf paired but the Local()
+  ones and one process's own calls, a token of expert 2 counted as expert
+  1's on rank 1 named at Module.moe.MoE.forward.0 with rank 1 (L0);
+- an odd batch under FSDP2 (5 rows as 3 + 2, summed): compare derives the
+  offsets from the row counts, every one-process leaf paired and passing;
+  rank 1's up output 1 % off named at Module.up.Linear.forward.0, rank 1.
 Where the torch at hand cannot run FSDP2 on CPU (fsdp2_probe) or
 Schedule1F1B on gloo CPU ranks (pp1f1b_probe: torch 2.6 hangs) those parts
 are skipped with a SKIP line naming them; on torch 2.13 a 1F1B probe that
@@ -535,6 +543,15 @@ def ep_runs(rank, tmp, out):
                               data_parallel_reduce="sum", experts="moe.experts")
         w = ep_moe.run(ep_moe.model(held=(rank,)), d, ep_moe.batch()[6 * rank:6 * rank + 6],
                        group=dist.group.WORLD, bug=label.startswith("bug") and rank == 1)
+        out[label] = {"warnings": w, "summary": d.summary}
+    # unequal experts: 3 on 2 ranks as 2 + 1 (rank 0 experts 0, 1; rank 1
+    # expert 2; the ModuleDict keys the global indices, the total given)
+    for label in ("ep3", "ep3_l0", "bug_ep3"):
+        d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="ep",
+                              data_parallel_reduce="sum", experts={"moe.experts": (0, 3)})
+        m = ep_moe.model(held=(0, 1) if rank == 0 else (2,), n_experts=3, per=[2, 1])
+        w = ep_moe.run(m, d, ep_moe.batch()[6 * rank:6 * rank + 6], group=dist.group.WORLD,
+                       bug=label.startswith("bug") and rank == 1)
         out[label] = {"warnings": w, "summary": d.summary}
 
 
@@ -1153,6 +1170,64 @@ def check_ep(tmp):
                          ep_moe.batch()), "one process (MoE, L1): no warning")
     compare(tmp, "ep_l1", bench="single_ep_l1")
     compare(tmp, "bug_ep_l1", bench="single_ep_l1", want="Functional.linear.1.forward")
+    check_ep3(tmp)
+
+
+def ep_unpaired(tmp, label, bench, ranks):
+    """The one-process leaves of `bench` that compare's csv report of
+    `label` (rep_LABEL_csv) does not pair and pass, less those it may
+    leave unpaired: a call no rank of `label` makes (one process's
+    torch.split and torch.cat of the experts), a leaf some rank places
+    Local() (the routing's own order) and the scalar arguments of a call
+    with one (argsort's `stable`: compare leaves them out with it)."""
+    bench_calls, whole, _p, _a = read(f"{tmp}/dump_{bench}/step0/rank0/dump.h5")
+    files = [read(f"{tmp}/dump_{label}/step0/rank{r}/dump.h5") for r in range(ranks)]
+    only_bench = set(bench_calls) - set().union(*(set(f[0]) for f in files))
+    local = {k for f in files for k, v in f[2].items() if "Local()" in v[0]}
+    local |= {k for k in whole if ".kwargs." in k and
+              any(x.startswith(k.split(".kwargs.")[0] + ".") for x in local)}
+    rc, _first, _text, _err = compare_files(f"{tmp}/dump_{bench}", f"{tmp}/dump_{label}",
+                                            f"{tmp}/rep_{label}_csv")
+    paired = pp_paired(f"{tmp}/rep_{label}_csv")
+    return rc, len(whole), sorted(k for k in set(whole) - paired if k not in local and
+                                  not any(k.startswith(c + ".") for c in only_bench))
+
+
+def check_ep3(tmp):
+    """Unequal experts (3 on 2 ranks as 2 + 1) against one process: the
+    API calls inside the experts by their one-process names (rank 1's
+    experts.2: linear.5, gelu.2, linear.6; the output layer linear.7 on
+    both), compare clean at mix and L0 with every one-process leaf paired
+    but the Local() ones and one process's own calls; rank 1's wrong split
+    (a token of expert 2 counted as expert 1's) named at L0 with rank 1."""
+    import ep_moe
+    from nprobe.torch import PrecisionDebugger
+    for label in ("single_ep3", "single_ep3_l0"):
+        check(not ep_moe.run(ep_moe.model(n_experts=3, held=(0, 1, 2)),
+                             PrecisionDebugger(f"{tmp}/{label}.json"), ep_moe.batch()),
+              f"one process ({label}): no warning")
+    for r in (0, 1):
+        with open(f"{tmp}/rank{r}.json") as f:
+            res = json.load(f)
+        for label in ("ep3", "ep3_l0", "bug_ep3"):
+            check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
+    for r, want in ((0, ("linear.1", "gelu.0", "linear.2", "linear.3", "gelu.1", "linear.4",
+                         "linear.7")), (1, ("linear.5", "gelu.2", "linear.6", "linear.7"))):
+        calls, _, _, _ = read(f"{tmp}/dump_ep3/step0/rank{r}/dump.h5")
+        fw = [c for c in calls if c.startswith("Functional.") and c.endswith(".forward")]
+        check(fw == ["Functional.linear.0.forward"] + [f"Functional.{w}.forward" for w in want],
+              f"ep3 rank {r}: the API calls by their one-process names: {fw}")
+    for label, bench in (("ep3", "single_ep3"), ("ep3_l0", "single_ep3_l0")):
+        out = compare(tmp, label, bench=bench)
+        check("held only by other ranks of the step" in out,
+              f"{label}: rank 1's expert compared ({out[-600:]!r})")
+        rc, n, missing = ep_unpaired(tmp, label, bench, 2)
+        check(rc == 0 and not missing, f"{label}: every one-process leaf ({n}) paired and "
+              f"passing but the Local() ones and one process's own calls: missing {missing[:6]}")
+    out = compare(tmp, "bug_ep3", bench="single_ep3_l0", want="Module.moe.MoE.forward.0")
+    first = out.split("first culprit:")[-1].splitlines()[0] if "first culprit:" in out else ""
+    check("rank 1 (ep=1)" in first and "rank 0" not in first,
+          f"bug_ep3: rank 1 alone named: {first[:300]!r}")
 
 
 def check_collectives(tmp):
@@ -1285,7 +1360,9 @@ def write_configs(tmp, names):
         with open(f"{tmp}/{name}.json", "w") as f:
             json.dump({"task": "tensor", "dump_path": f"{tmp}/dump_{name}",
                        "level": "L0" if name in ("pp", "bug_pp_stale", "ep", "bug_ep_split",
-                                                 "single_ep") else
+                                                 "single_ep", "ep3_l0", "bug_ep3",
+                                                 "single_ep3_l0", "dpep_l0", "bug_dpep",
+                                                 "single_dpep_l0") else
                        "L1" if name in ("pp_1f1b", "ep_l1", "bug_ep_l1", "single_ep_l1") else
                        "mix",
                        "step": [0]}, f)
@@ -1454,7 +1531,8 @@ def main():
                             "single_uneq", "single_pp", "hf_tp", "bug_hf_row",
                             "single_hf", "ep", "bug_ep_split", "single_ep", "ep_mix",
                             "bug_ep_mix", "single_ep_mix", "ep_l1", "bug_ep_l1",
-                            "single_ep_l1"))
+                            "single_ep_l1", "ep3", "ep3_l0", "bug_ep3", "single_ep3",
+                            "single_ep3_l0"))
         fsdp2_probe(tmp)
         pp1f1b_probe(tmp, "the 1F1B parts (the pp_1f1b, bug_pp_scaled, il, bug_il, "
                      "bug_il_api and il_bfs runs and their checks)")

@@ -36,6 +36,12 @@ process:
   clean, every one-process leaf paired; a fault in rank 3's micro-batch 1
   named with its rank, stage and micro-batch; the same 9 rows through 4
   stages (the middle ones learn the sizes as they receive them): clean.
+- expert parallel on EP groups of 2 inside the 4 ranks (mesh (dp, ep),
+  data_parallel=("dp", "ep"), ep_moe.py): an expert's replicas Shard(0)
+  over dp with unequal token counts; against one process on the 24 rows
+  clean at mix and L0, every one-process leaf paired but the Local() ones
+  and one process's own calls; rank 3's wrong split named at
+  Module.moe.MoE.forward.0 with rank 3 (dp=1, ep=1).
 The FSDP2 and the 1F1B parts (every pipeline here but the GPipe ones on
 subgroups and the odd batch) are skipped, said, where the torch at hand
 cannot run them (test_torch_dtensor's probes: torch 2.6). Run through
@@ -224,6 +230,20 @@ def rank_main(rank, tmp):
         sched = ScheduleGPipe(stage, n_microbatches=2, loss_fn=sum_loss, scale_grads=False)
         out["pp4_odd"] = run_pp(min(rank, 1), m, PrecisionDebugger(f"{tmp}/pp4_odd.json"),
                                 sched, batch=(x, t if rank == WORLD - 1 else None))
+    # expert parallel on EP groups of 2 ({0, 1}, {2, 3}: mesh (dp, ep)),
+    # data parallel across them: rank r rows 6r .. 6r + 5 of 24, rank (c, e)
+    # holds experts.e, the experts' gradients summed over dp, the others'
+    # over the world; the bug: rank 3's dispatch with a wrong split
+    import ep_moe
+    emesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "ep"))
+    for label in ("dpep", "dpep_l0", "bug_dpep"):
+        d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel=("dp", "ep"),
+                              data_parallel_reduce="sum", experts="moe.experts",
+                              device_mesh=emesh)
+        w = ep_moe.run(ep_moe.model(held=(rank % 2,)), d, ep_moe.batch(24)[6 * rank:6 * rank + 6],
+                       group=emesh["ep"].get_group(), bug=label.startswith("bug") and rank == 3,
+                       dp_group=emesh["dp"].get_group())
+        out[label] = {"warnings": w, "summary": d.summary}
     # DDP on a subgroup (ranks {0, 1} and {2, 3}, each pair its halves of
     # the batch) under data_parallel: not the world's dp, so no mesh
     from torch.nn.parallel import DistributedDataParallel
@@ -350,6 +370,48 @@ def check_dppp_odd(tmp):
           f"{out[-900:]!r}")
 
 
+def check_dpep(tmp):
+    """dp x ep (2 EP groups of 2) against one process on the 24 rows: an
+    expert's replicas (ranks 0 and 2 hold experts.0) Shard(0) over dp, each
+    its group's tokens (their counts unequal: compare derives the offsets
+    from the pieces' rows); clean at mix and L0, every one-process leaf
+    paired but the Local() ones and one process's own calls; rank 3's
+    wrong split named with rank 3 (dp=1, ep=1)."""
+    import ep_moe
+    from nprobe.torch import PrecisionDebugger
+    for label in ("single_dpep", "single_dpep_l0"):
+        check(not ep_moe.run(ep_moe.model(), PrecisionDebugger(f"{tmp}/{label}.json"),
+                             ep_moe.batch(24)), f"one process ({label}): no warning")
+    for r in range(WORLD):
+        with open(f"{tmp}/rank{r}.json") as f:
+            res = json.load(f)
+        for label in ("dpep", "dpep_l0", "bug_dpep"):
+            check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
+    # expert 0's input: ranks 0 and 2's tokens (dp 0's and dp 1's), as many
+    # as one process's expert 0 gets
+    leaf = "Module.moe.experts.0.Expert.forward.0.input.0"
+    rows = []
+    for r in (0, 2):
+        _c, data, place, _a = read(f"{tmp}/dump_dpep/step0/rank{r}/dump.h5")
+        p = place.get(leaf, ("",))
+        check(p[0] == "Shard(0),Replicate()", f"dpep rank {r}: {leaf} {p}")
+        rows.append(data[leaf].shape[0] if leaf in data else -1)
+    _c, data, _p, _a = read(f"{tmp}/dump_single_dpep/step0/rank0/dump.h5")
+    check(sum(rows) == data[leaf].shape[0],
+          f"dpep: expert 0's tokens {rows} on ranks 0, 2, one process's {data[leaf].shape}")
+    for label, bench in (("dpep", "single_dpep"), ("dpep_l0", "single_dpep_l0")):
+        out = compare(tmp, label, bench=bench)
+        check("mesh dp=2, ep=2" in out and "held only by other ranks of the step" in out,
+              f"{label}: the 4 ranks assembled, experts.1 merged: {out[-600:]!r}")
+        rc, n, missing = T.ep_unpaired(tmp, label, bench, WORLD)
+        check(rc == 0 and not missing, f"{label}: every one-process leaf ({n}) paired and "
+              f"passing but the Local() ones and one process's own calls: missing {missing[:6]}")
+    out = compare(tmp, "bug_dpep", bench="single_dpep_l0", want="Module.moe.MoE.forward.0")
+    first = out.split("first culprit:")[-1].splitlines()[0] if "first culprit:" in out else ""
+    check("rank 3 (dp=1, ep=1)" in first and "rank 0" not in first,
+          f"bug_dpep: rank 3 alone named: {first[:300]!r}")
+
+
 class Wrap(torch.nn.Module):
     """One process's model named as DistributedDataParallel's (`module.`)."""
     def __init__(self, m):
@@ -465,7 +527,8 @@ def main():
                             "bug_pp_tp4", "single_pp", "ddp_sub", "pp_sub", "dppp",
                             "dppp_plain", "bug_dppp_plain", "ddp_sub_mesh", "single_wrap",
                             "dppp_odd", "bug_dppp_odd", "single_odd", "pp4_odd",
-                            "hf_fsdp_tp", "single_hf"))
+                            "hf_fsdp_tp", "single_hf", "dpep", "dpep_l0", "bug_dpep",
+                            "single_dpep", "single_dpep_l0"))
         fsdp2_probe(tmp)
         pp1f1b_probe(tmp, "the 1F1B parts (the pp_tp4, bug_pp_tp4, dppp, dppp_plain and "
                      "bug_dppp_plain runs and their checks)")
@@ -504,6 +567,7 @@ def main():
         else:
             single_odd(tmp)
             check_dppp_odd(tmp)
+        check_dpep(tmp)
         # DDP and plain pipelines on subgroups: one warning, no mesh (each
         # rank on its own)
         for r in range(WORLD):

@@ -968,7 +968,8 @@ class PrecisionDebugger:
     process on the whole batch assembles it (docs/TORCH.md "Data parallel").
     A model under DistributedDataParallel (no device mesh) gets a 1-D mesh
     of that name over the world (none, with a warning, when DDP's process
-    group is not the world).
+    group is not the world). Several names (a tuple: ("dp", "ep")): each
+    rank of their grid its own part, the earlier dimension outer.
     data_parallel_reduce: how the data-parallel reduction combines the
     ranks' gradients: "avg" (FSDP2's and DDP's default), "sum", or the
     number they are divided by; None reads it from the model (FSDP2's
@@ -976,6 +977,13 @@ class PrecisionDebugger:
     device_mesh: for a model without DTensors, the torch DeviceMesh that
     says where the ranks lie (DDP on a subgroup: the dp line of it, the
     other dimensions replicas); the model's DTensors' mesh takes precedence.
+    experts: expert parallel (docs/TORCH.md "Expert parallel"): the module
+    path of the experts' container, or {path: the global index of this
+    rank's first expert}, or {path: (that index, the experts of all
+    ranks)} where the ranks hold unequal numbers.
+    expert_parallel: the mesh dimension along which the ranks hold
+    different experts (default: the last of data_parallel's); the other
+    data_parallel dimensions hold replicas of them, each on its own tokens.
     A bad config raises NprobeError before anything is written.
     """
 
@@ -992,7 +1000,8 @@ class PrecisionDebugger:
 
     def __init__(self, config_path=None, task=None, dump_path=None, level=None, step=None,
                  precision=None, device=None, torch_compile=None, data_parallel=None,
-                 data_parallel_reduce=None, device_mesh=None, experts=None, **_ignored):
+                 data_parallel_reduce=None, device_mesh=None, experts=None,
+                 expert_parallel=None, **_ignored):
         env = os.environ.get("NPROBE_DUMP_CONFIG") if self._use_env else None
         path = env or config_path
         if not path:
@@ -1055,7 +1064,9 @@ class PrecisionDebugger:
         self._counts, self._mcounts = {}, {}
         self._ep_state = {}      # expert parallel: container -> its API numbering (dtensor.hook_expert)
         self._local_calls = {}   # call -> its forward's Local() inputs (dtensor.routing_rows)
-        self._ep_calls = set()   # the API calls made inside an expert (dtensor.expert_call)
+        self._param_ins = {}     # call -> its forward's Parameter inputs (dtensor.dp_rows)
+        self._ep_calls = {}      # an API call inside an expert -> it (dtensor.expert_call)
+        self._ep_rows = {}       # an expert (global path) -> its input's rows (dtensor.hook_expert)
         self._ckpt_calls = {}    # id(ctx) of a reentrant checkpoint -> its forward's calls
         self._errors = 0
         self._first_error = None
@@ -1069,7 +1080,9 @@ class PrecisionDebugger:
         # expert parallel: {container path: the global index of its first
         # expert here}: its experts named by their global index, their rows
         # whole on this rank (dtensor.expert_call)
-        self._experts = _dtensor.experts_arg(experts)
+        self._experts, self._experts_total = _dtensor.experts_arg(experts)
+        self._ep_dim = expert_parallel   # the mesh dimension of expert parallel
+        self._ep_k = None         # its index in the mesh (dtensor.set_mesh)
         self._dp_k = None         # its index in the mesh (dtensor.set_mesh)
         self._dp_batch = None     # the step's local batch size (dtensor.dp_rows)
         self._dp_div = 1.0        # what the dp reduction divides the summed gradients by
@@ -1220,6 +1233,7 @@ class PrecisionDebugger:
         self._counts, self._mcounts = {}, {}
         self._ep_state.clear()
         self._local_calls.clear()
+        self._param_ins.clear()
         self._ep_calls.clear()
         self._ckpt_calls = {}
         self._mstack = []
@@ -1357,11 +1371,15 @@ class PrecisionDebugger:
                 if known and not found and self._shards:
                     mr = _dtensor._known(self, t)
                     found = [(0, mr)] if mr is not None else None
-                if not found and role == _ROLE_PG and self._dp_k is not None and \
-                        self._mesh and isinstance(t, torch.Tensor) and \
-                        not _dtensor.expert_call(self, call):
+                ep = _dtensor.expert_call(self, call) if not found and role == _ROLE_PG and \
+                    self._dp_k is not None and self._mesh and isinstance(t, torch.Tensor) \
+                    else False
+                if ep is None:
                     # a rank's gradient of its own batch: the ranks' sum
                     found = [(0, _dtensor.dp_row(self, t, "P"))]
+                elif ep and _dtensor.expert_rows(self, ep):
+                    # an expert's replica's gradient of its group's tokens
+                    found = [(0, _dtensor.dp_row(self, t, "P", _dtensor.expert_dims(self)))]
             self._leaf(call.encode(), role, key, t)
             if found:
                 _dtensor.emit_places(self, call, ((role, found, [key.decode()]),))
@@ -1718,7 +1736,8 @@ class PrecisionDebugger:
                 top = _dtensor.expert_top(self._experts, path)
                 if top:
                     box = model.get_submodule(top[0]) if hasattr(model, "get_submodule") else ()
-                    _dtensor.hook_expert(self, mod, *top, _dtensor.experts_total(box))
+                    _dtensor.hook_expert(self, mod, *top, functools.partial(
+                        _dtensor.experts_total, self, top[0], box))
             path, cls = _safe_name(path), _safe_name(_dtensor.module_class_name(mod))
             pre = self._make_pre(path, cls)
             h = mod.register_forward_pre_hook(_eager_hook(pre))

@@ -27,6 +27,7 @@ for DTensors only while torch.distributed is initialised
 pays nothing.
 """
 import ctypes
+import itertools
 import sys
 import warnings
 
@@ -223,6 +224,33 @@ class Mesh:
                 line.append(r)
             if line == list(group):
                 return k, self.coords[k]
+        return None
+
+    def group_dims(self, group):
+        """(mesh dimensions, this rank's position) of a process group given
+        by its global ranks in order: the fewest dimensions whose grid at
+        this rank's other coordinates, the earlier dimension outer, holds
+        exactly those ranks (a data-parallel group flattened over (dp, ep));
+        None if none."""
+        if self.ranks is None:
+            return None
+        n = len(self.shape)
+        for size in range(1, n + 1):
+            for dims in itertools.combinations(range(n), size):
+                line = []
+                for idx in itertools.product(*(range(self.shape[k]) for k in dims)):
+                    c = list(self.coords)
+                    for k, i in zip(dims, idx):
+                        c[k] = i
+                    r = self.ranks
+                    for x in c:
+                        r = r[x]
+                    line.append(r)
+                if line == list(group):
+                    pos = 0
+                    for k in dims:
+                        pos = pos * self.shape[k] + self.coords[k]
+                    return dims, pos
         return None
 
     def __repr__(self):
@@ -448,7 +476,7 @@ def set_mesh(d, world_size):
                       f"compares on its own)", stacklevel=4)
         d._mesh = False
         return
-    if mesh is None and d._dp is not None and world_size > 1:
+    if mesh is None and d._dp is not None and world_size > 1 and len(dp_names(d)) == 1:
         import torch.distributed as dist
         sub = ddp_ranks(d)
         if sub is not None and sub != list(range(world_size)):
@@ -463,14 +491,16 @@ def set_mesh(d, world_size):
             d._mesh = False
             return
         rank = dist.get_rank()
-        mesh = Mesh((d._dp,), (world_size,), (rank,), list(range(world_size)))
+        mesh = Mesh(dp_names(d), (world_size,), (rank,), list(range(world_size)))
     if mesh is None:
         return
     d._mesh = mesh
     if d._dp is not None:
-        if d._dp in mesh.names:
-            d._dp_k = mesh.names.index(d._dp)
-            d._dp_div = dp_divisor(d, mesh.shape[d._dp_k])
+        if all(n in mesh.names for n in dp_names(d)):
+            d._dp_k = tuple(mesh.names.index(n) for n in dp_names(d))
+            d._dp_div = dp_divisor(d, dp_size(d))
+            ep = d._ep_dim or dp_names(d)[-1]
+            d._ep_k = mesh.names.index(ep) if ep in mesh.names else None
         else:
             import warnings
             warnings.warn(f"nprobe: data_parallel={d._dp!r} is not a dimension of the device "
@@ -492,7 +522,7 @@ def set_mesh(d, world_size):
         err = str(d._err.exception())
         _lib.Error.__init__(d._err)
         d._mesh = False
-        d._dp_k, d._dp_div = None, 1.0
+        d._dp_k, d._dp_div, d._ep_k = None, 1.0, None
         d._mb, d._mb_div = None, 1.0
         _no_row(d, f"the device mesh {mesh.names} {mesh.shape} (world size {world_size}) "
                    f"was refused: {err}")
@@ -516,7 +546,7 @@ def user_mesh(d, world_size):
     why = None
     if n != world_size:
         why = f"covers {n} ranks, not the world's {world_size}"
-    elif sub is not None and (gd is None or mesh.names[gd[0]] != d._dp):
+    elif sub is not None and (gd is None or (mesh.names[gd[0]],) != dp_names(d)):
         why = (f"DistributedDataParallel's process group {sub} is not its "
                f"data_parallel={d._dp!r} line")
     if why:
@@ -535,17 +565,17 @@ def pp_dp_mesh(d, ranks, world_size):
     module's group is not this rank's line across the pipelines."""
     import torch.distributed as dist
     p, rank = len(ranks), dist.get_rank()
-    if p < 2 or world_size % p or world_size == p:
+    if p < 2 or world_size % p or world_size == p or len(dp_names(d)) != 1:
         return None
     n, stride = world_size // p, ranks[1] - ranks[0]
     if ranks != [ranks[0] + i * stride for i in range(p)]:
         return None
     if stride == 1 and ranks[0] % p == 0:
-        names, shape = (d._dp, "pp"), (n, p)
+        names, shape = (dp_names(d)[0], "pp"), (n, p)
         coords = (rank // p, rank % p)
         line = [c * p + rank % p for c in range(n)]
     elif stride == n and ranks[0] < n:
-        names, shape = ("pp", d._dp), (p, n)
+        names, shape = ("pp", dp_names(d)[0]), (p, n)
         coords = (rank // n, rank % n)
         line = [rank // n * n + c for c in range(n)]
     else:
@@ -572,6 +602,31 @@ def ddp_ranks(d):
                 except Exception:  # noqa: BLE001 - another torch's DDP internals
                     return None
     return None
+
+
+def dp_names(d):
+    """PrecisionDebugger(data_parallel=...) as a tuple of mesh dimension
+    names (one name, or several whose ranks all see their own batches:
+    (dp, ep), the earlier outer in the batch)."""
+    return (d._dp,) if isinstance(d._dp, str) else tuple(d._dp or ())
+
+
+def dp_size(d, dims=None):
+    """The ranks along the data-parallel dimensions (`dims`: those mesh
+    indices, else all of them)."""
+    n = 1
+    for k in d._dp_k if dims is None else dims:
+        n *= d._mesh.shape[k]
+    return n
+
+
+def dp_coord(d, dims=None):
+    """This rank's place along the data-parallel dimensions, the earlier
+    dimension outer (DTensor's order of Shard(0) on several dimensions)."""
+    c = 0
+    for k in d._dp_k if dims is None else dims:
+        c = c * d._mesh.shape[k] + d._mesh.coords[k]
+    return c
 
 
 def dp_divisor(d, size):
@@ -711,12 +766,16 @@ def localize_call(d, call, ins, params, outs, in_keys, out_keys, role_in, role_p
         _plain(d, call, outs, fo, out_keys, role_out, places, src)
         _derived(d, call, parts, ins, outs, in_keys, out_keys, role_in, role_out, places,
                  scalars)
-    if d._dp_k is not None and d._mesh and not call.startswith("Distributed.") and \
-            not expert_call(d, call):
+    ep = expert_call(d, call) if d._dp_k is not None and d._mesh and \
+        not call.startswith("Distributed.") else False
+    if ep is None:
         if d._shards or ".backward" not in call:
             routing_rows(d, call, call.split("."), ins, outs, in_keys, out_keys, role_in,
                          role_out, places)
         dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places)
+    elif ep and expert_rows(d, ep):
+        dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places,
+                expert_rows(d, ep))
     if d._mesh and pipeline._active and not call.startswith("Distributed."):
         # (a collective's rows are its own: distributed._place_leaves)
         if pipeline.current()[0] >= 0:
@@ -804,7 +863,7 @@ def mb_context(d, call, ins, places, role_in):
             return
         d._mb_batch = dims[0]
     red = _dp_reduction(d, call.split("."))
-    n = d._mesh.shape[d._dp_k] if d._dp_k is not None else 1
+    n = dp_size(d) if d._dp_k is not None else 1
     if red and (d._mb_batch in dims or
                 any(x in dims or n * x in dims for x in d._mb_sizes or ())):
         d._mb_red[call] = red
@@ -821,9 +880,10 @@ def _mb_piece(d, row, g0, m):
     rank's piece), every dp rank's batch taken as this rank's: a rank does
     not know the others' (compare derives their offsets from the pieces'
     rows where they differ: docs/COMPARE.md "Sharded layouts")."""
-    k, n, c = d._dp_k, 1, 0
-    if k is not None and row.placements.split(",")[k] == "Shard(0)":
-        n, c = d._mesh.shape[k], d._mesh.coords[k]
+    n, c = 1, 0
+    words = row.placements.split(",")
+    if d._dp_k is not None and all(words[k] == "Shard(0)" for k in d._dp_k):
+        n, c = dp_size(d), dp_coord(d)
     sizes = d._mb_sizes or pipeline.chunk_sizes(d._mb)
     if not sizes or not 0 <= m < len(sizes):
         if g0 != d._mb_batch:
@@ -871,23 +931,33 @@ def mb_over(d, call, role, row, m):
 
 # ---- expert parallel: each rank its own experts -------------------------------
 
+def _count(v, least):
+    return isinstance(v, int) and not isinstance(v, bool) and v >= least
+
+
 def experts_arg(experts):
-    """PrecisionDebugger(experts=...): {container path: the global index of
-    its first expert on this rank} (a path alone: 0, the names carry the
-    global index already); {} without."""
+    """PrecisionDebugger(experts=...): ({container path: the global index of
+    its first expert on this rank}, {container path: the experts of one
+    process, or None: the container's here times the expert-parallel
+    size}). A path alone: first 0 (the names carry the global index
+    already); a value (first, total) where the ranks hold unequal numbers
+    of experts. ({}, {}) without."""
     if not experts:
-        return {}
+        return {}, {}
     if isinstance(experts, str):
         experts = {experts: 0}
-    out = {}
-    for path, first in dict(experts).items():
-        if not isinstance(path, str) or not path or isinstance(first, bool) or \
-                not isinstance(first, int) or first < 0:
-            raise ValueError(f"PrecisionDebugger(experts=...): {path!r}: {first!r}: expected "
+    out, totals = {}, {}
+    for path, v in dict(experts).items():
+        first, total = v if isinstance(v, tuple) and len(v) == 2 else (v, None)
+        if not isinstance(path, str) or not path or not _count(first, 0) or \
+                not (total is None or _count(total, first + 1)):
+            raise ValueError(f"PrecisionDebugger(experts=...): {path!r}: {v!r}: expected "
                              "{module path of the experts' container: the global index of its "
-                             "first expert on this rank (an int >= 0)}")
+                             "first expert on this rank (an int >= 0), or (that index, the "
+                             "experts of all ranks)}")
         out[path.rstrip(".")] = first
-    return out
+        totals[path.rstrip(".")] = total
+    return out, totals
 
 
 def expert_path(experts, path):
@@ -940,7 +1010,9 @@ def hook_expert(d, mod, prefix, g, total):
     running the expert on 0 rows, nothing captured: identical experts make
     the same calls); on leaving it, to base plus `total` times them. A
     rank's next expert of the same layer (the counters where the last one
-    left them) keeps the layer's base."""
+    left them) keeps the layer's base. `total()`: the experts of one
+    process (experts_total). The expert's input rows are kept for its
+    calls' rows (expert_rows)."""
     from . import debugger
 
     def live():
@@ -960,6 +1032,8 @@ def hook_expert(d, mod, prefix, g, total):
                               f"{type(e).__name__}: {e})", stacklevel=2)
                 st["k"] = {}
         k, c = st["k"], d._counts
+        x = args[0] if args and isinstance(args[0], torch.Tensor) and args[0].dim() else None
+        d._ep_rows[f"{prefix}.{g}"] = int(x.shape[0]) if x is not None else None
         with d._lock:
             after = st.get("after")
             if after is None or any(c.get(a, 0) != after.get(a) for a in k):
@@ -973,17 +1047,25 @@ def hook_expert(d, mod, prefix, g, total):
             return
         with d._lock:
             for a, n in st["k"].items():
-                d._counts[a] = st["base"][a] + total * n
+                d._counts[a] = st["base"][a] + total() * n
             st["after"] = {a: d._counts[a] for a in st["k"]}
+        expert_output(d, out)
 
     mod.register_forward_pre_hook(pre)
     mod.register_forward_hook(post)
 
 
-def experts_total(container):
-    """The experts of one process: the container's here times the world
-    size (every rank as many experts, expert parallel over the world)."""
+def experts_total(d, prefix, container):
+    """The experts of one process: PrecisionDebugger(experts={prefix:
+    (first, total)})'s total, else the container's here times the size of
+    the expert-parallel dimension of the mesh (d._ep_k), without one the
+    world's (every rank as many experts)."""
+    given = d._experts_total.get(prefix)
+    if given is not None:
+        return given
     n = len(container) if hasattr(container, "__len__") else 1
+    if d._mesh and d._ep_k is not None:
+        return n * d._mesh.shape[d._ep_k]
     try:
         import torch.distributed as dist
         if dist.is_available() and dist.is_initialized():
@@ -992,25 +1074,53 @@ def experts_total(container):
         pass
     return n
 
+
 def expert_call(d, call):
-    """Whether `call` is an expert's (a Module row of a module under an
-    experts container, or an API call inside one): its leaves are whole on
-    this rank, the only one holding that expert (no data-parallel row)."""
+    """The expert (its global path, `moe.experts.2`) whose call `call` is
+    (a Module row of a module under an experts container, or an API call
+    inside one), else None: its leaves are whole on this rank, the only
+    one of its expert-parallel group holding that expert; under data
+    parallel across the groups too (expert_rows), the tokens of each
+    group's ranks."""
     if not d._experts:
-        return False
+        return None
     base, bw = call.rsplit(".", 1)[0], call.endswith(".backward")
     if call.startswith("Module."):
         name = call[7:]
     elif bw:        # an API call's backward: its forward's (made inside an expert)
-        return base in d._ep_calls
+        return d._ep_calls.get(base)
     elif d._mstack:
         name = d._mstack[-1][7:]
     else:
-        return False
-    inside = any(name.startswith(p + ".") for p in d._experts)
-    if inside and not call.startswith("Module."):
-        d._ep_calls.add(base)
-    return inside
+        return None
+    for p in d._experts:
+        if name.startswith(p + "."):
+            top = p + "." + name[len(p) + 1:].split(".", 1)[0]
+            if not call.startswith("Module."):
+                d._ep_calls[base] = top
+            return top
+    return None
+
+
+def expert_dims(d):
+    """The data-parallel dimensions of the mesh other than the
+    expert-parallel one (data_parallel=("dp", "ep"): dp), along which an
+    expert's replicas see their own groups' tokens."""
+    if d._dp_k is None:
+        return ()
+    return tuple(k for k in d._dp_k if k != d._ep_k)
+
+
+def expert_rows(d, expert):
+    """(dimensions, rows) that dp_rows takes for a call of `expert` when
+    its replicas across expert-parallel groups see their own tokens: its
+    tokens here Shard(0) along expert_dims (their offsets known to compare
+    from the pieces' row counts: docs/COMPARE.md "Sharded layouts"), its
+    parameters' gradients Partial(sum); None when the expert is held once
+    (no such dimension, or its rows unknown)."""
+    dims = expert_dims(d)
+    rows = d._ep_rows.get(expert)
+    return (dims, rows) if dims and rows is not None else None
 
 
 # ops whose integer output is a position in this rank's own tensor (the
@@ -1022,12 +1132,17 @@ GATHERS = frozenset(("__getitem__", "index_select", "gather", "take", "take_alon
 # counts of this rank's rows (tokens per expert): the ranks' sum is the
 # whole batch's (Partial(sum))
 COUNTS = frozenset(("bincount", "histc", "count_nonzero"))
+# ops that cut or join rows: of rank-local tokens (a dispatch's, grouped by
+# expert on a rank of several), rank-local tokens again
+ROWS = frozenset(("narrow", "split", "split_with_sizes", "tensor_split", "chunk", "unbind",
+                  "cat", "concat", "concatenate", "contiguous", "clone"))
 
 
 def _local_row(d, t):
-    mesh, k = d._mesh, d._dp_k
+    mesh = d._mesh
     words = ["Replicate()"] * len(mesh.shape)
-    words[k] = "Local()"
+    for k in d._dp_k:
+        words[k] = "Local()"
     g = tuple(int(s) for s in t.shape)
     return mesh, PlaceRow(",".join(words), g, (0,) * len(g))
 
@@ -1045,6 +1160,15 @@ def routing_rows(d, call, parts, ins, outs, in_keys, out_keys, role_in, role_out
         if mr is not None:
             places.append((role_in, [(i, mr)], in_keys))
             local_in.append(i)
+    if op in GATHERS and local_in and ".backward" not in call:
+        # the positions a gather takes from rank-local tokens are this
+        # rank's own too (a permutation that groups them by expert)
+        pos = [(i, _local_row(d, t)) for i, t in enumerate(ins)
+               if i not in local_in and (role_in, i) not in have and
+               isinstance(t, torch.Tensor) and t.dim() and not t.is_floating_point()]
+        if pos:
+            places.append((role_in, pos, in_keys))
+            local_in += [i for i, _ in pos]
     # a backward's gradients for the forward's Local() inputs are in the
     # same rank-local order (index_copy's source: the tokens sorted here)
     base, bw = call.rsplit(".", 1)[0], call.endswith(".backward")
@@ -1055,11 +1179,18 @@ def routing_rows(d, call, parts, ins, outs, in_keys, out_keys, role_in, role_out
                 if isinstance(mr, tuple) and "Local()" in mr[1].placements}
         if were:
             d._local_calls[base] = frozenset(were)
-    back = {j for j in range(len(outs)) if key(out_keys, j) in d._local_calls.get(base, ())} \
-        if bw else ()
-    if back:        # not the batch's rows (dp_rows took them so): Local()
-        places[:] = [(role, [(i, mr) for i, mr in f if role != role_out or i not in back], ks)
-                     for role, f, ks in places]
+    # and the gradients arriving at its Local() outputs ("o" + key)
+    was = d._local_calls.get(base, ()) if bw else ()
+    back = {j for j in range(len(outs)) if key(out_keys, j) in was}
+    back_in = {i for i in range(len(ins)) if "o" + key(in_keys, i) in was}
+    if back or back_in:     # not the batch's rows (dp_rows took them so): Local()
+        places[:] = [(role, [(i, mr) for i, mr in f if not (role == role_out and i in back or
+                                                              role == role_in and i in back_in)],
+                      ks) for role, f, ks in places]
+        found = [(i, _local_row(d, t)) for i, t in enumerate(ins)
+                 if i in back_in and isinstance(t, torch.Tensor) and t.dim()]
+        if found:
+            places.append((role_in, found, in_keys))
     found = []
     for j, o in enumerate(outs):
         if j in back and isinstance(o, torch.Tensor) and o.dim():
@@ -1069,12 +1200,25 @@ def routing_rows(d, call, parts, ins, outs, in_keys, out_keys, role_in, role_out
         elif op in COUNTS and ".backward" not in call:
             found.append((j, dp_row(d, o, "P")))
         elif (op in LOCAL_INDEX and not o.is_floating_point()) or \
-                (op in GATHERS and local_in and ".backward" not in call):
+                ((op in GATHERS or op in ROWS) and local_in and ".backward" not in call):
             mr = _local_row(d, o)
             found.append((j, mr))
             _remember_local(d, o, mr)
     if found:
         places.append((role_out, found, out_keys))
+        if not bw:
+            d._local_calls[base] = d._local_calls.get(base, frozenset()) | \
+                {"o" + key(out_keys, j) for j, _ in found}
+
+
+def expert_output(d, out):
+    """An expert's output under data parallel: its tokens in this rank's
+    own order (as the dispatch delivered them), Local() to the calls that
+    take it outside the expert (expert parallel's combine)."""
+    if d._mesh and d._dp_k is not None:
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and t.dim():
+                _remember_local(d, t, _local_row(d, t))
 
 
 def _remember_local(d, t, mr):
@@ -1128,28 +1272,32 @@ def dp_batch_now(d):
     return b
 
 
-def dp_row(d, t, kind):
+def dp_row(d, t, kind, dims=None):
     """(mesh, PlaceRow) of plain tensor t along the data-parallel mesh
     dimension (PrecisionDebugger(data_parallel=NAME)): "S" this rank's rows
     of the batch (Shard(0), every rank's local batch the same size), "P" a
     Partial(sum) (a gradient of a replicated tensor: the ranks' sum is the
     whole batch's), "A" a Partial(avg) (a mean over the rank's rows: the
     ranks' mean is the whole batch's); the mesh's other dimensions
-    Replicate()."""
-    mesh, k = d._mesh, d._dp_k
+    Replicate(). `dims`: the data-parallel dimensions meant (an expert's:
+    expert_dims), else all of them; on several, Shard(0) on each (the
+    earlier outer) or the Partial on each."""
+    mesh = d._mesh
+    dims = d._dp_k if dims is None else dims
     words = ["Replicate()"] * len(mesh.shape)
     g = [int(s) for s in t.shape]
-    if kind == "S":
-        words[k] = "Shard(0)"
-        g[0] *= mesh.shape[k]
-    else:
-        words[k] = "Partial(avg)" if kind == "A" else "Partial(sum)"
+    for k in dims:
+        if kind == "S":
+            words[k] = "Shard(0)"
+            g[0] *= mesh.shape[k]
+        else:
+            words[k] = "Partial(avg)" if kind == "A" else "Partial(sum)"
     text = ",".join(words)
     _, off = shard_layout(g, mesh.shape, mesh.coords, parse_placements(text))
     return mesh, PlaceRow(text, tuple(g), tuple(off))
 
 
-def dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places):
+def dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places, expert=None):
     """Rows of a call's plain leaves (not placed otherwise) when the dp
     ranks see different batches. The local batch size B is the first
     dimension of the step's first forward call's first tensor input (not a
@@ -1164,10 +1312,11 @@ def dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places):
     replicated tensor Partial(sum). The scalar gradient arriving at a
     reduction (of the loss: 1 on each rank) is replicated under a summing
     reduction, Partial(sum) under a dividing one (1 / divisor each,
-    unscaled)."""
+    unscaled). `expert`: (its data-parallel dimensions, its rows) for a
+    call of an expert (expert_rows): its batch is its tokens."""
     bw = ".backward" in call
     have = {(role, i) for role, f, _ in places for i, _ in f}
-    if d._dp_batch is None:
+    if expert is None and d._dp_batch is None:
         if bw:
             return
         for t in ins:
@@ -1177,17 +1326,28 @@ def dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places):
                 break
         else:
             return
-    b = dp_batch_now(d)
+    dims, b = expert if expert is not None else (None, dp_batch_now(d))
     parts = call.split(".")
     red = _dp_reduction(d, parts)
     batched_in = False
+    # a backward's gradients of its forward's parameters are the ranks'
+    # partial sums whatever their first dimension (an expert's weight of
+    # as many rows as its tokens)
+    base = call.rsplit(".", 1)[0]
+    if not bw:
+        pk = {str(in_keys[i]) if in_keys else str(i) for i, t in enumerate(ins)
+              if isinstance(t, torch.nn.Parameter)}
+        if pk:
+            d._param_ins[base] = pk
+    grads = d._param_ins.get(base, ()) if bw else ()
     for role, ts, keys in ((role_in, ins, in_keys), (role_out, outs, out_keys)):
         found = []
         for i, t in enumerate(ts):
             if (role, i) in have or not isinstance(t, torch.Tensor) or \
                     isinstance(t, torch.nn.Parameter):
                 continue
-            if t.dim() and t.shape[0] == b:
+            if t.dim() and t.shape[0] == b and not \
+                    (role == role_out and (str(keys[i]) if keys else str(i)) in grads):
                 kind = "S"
                 batched_in = batched_in or role == role_in
             elif bw:
@@ -1198,7 +1358,7 @@ def dp_rows(d, call, ins, outs, in_keys, out_keys, role_in, role_out, places):
                 kind = red
             else:
                 continue
-            found.append((i, dp_row(d, t, kind)))
+            found.append((i, dp_row(d, t, kind, dims)))
         if found:
             places.append((role, found, keys))
 
@@ -1212,22 +1372,24 @@ def dp_over(d, call, role, t, row):
     Partial(sum), but the scalar gradient arriving at a loss under a
     summing reduction (1 on every rank, as dp_rows leaves it); a parameter
     and what is made from it stay replicated."""
-    k = d._dp_k
+    ks = d._dp_k
     words = row.placements.split(",")
-    if words[k] != "Replicate()" or role == _lib.ROLE_PARAMETERS or \
+    if any(words[k] != "Replicate()" for k in ks) or role == _lib.ROLE_PARAMETERS or \
             isinstance(t, torch.nn.Parameter):
         return row
     g, off = list(row.global_shape), list(row.offset)
     if g and g[0] == dp_batch_now(d) and role != _lib.ROLE_PARAMETERS_GRAD:
-        n, c = d._mesh.shape[k], d._mesh.coords[k]
-        words[k] = "Shard(0)"
+        n, c = dp_size(d), dp_coord(d)
+        for k in ks:
+            words[k] = "Shard(0)"
         off[0] += c * g[0]
         g[0] *= n
     elif ".backward" in call or role == _lib.ROLE_PARAMETERS_GRAD:
         if not g and role == _lib.ROLE_INPUT and d._dp_div == 1.0 and \
                 _dp_reduction(d, call.split(".")):
             return row      # the scalar gradient arriving at a summed loss: 1 on each rank
-        words[k] = "Partial(sum)"
+        for k in ks:
+            words[k] = "Partial(sum)"
     else:
         return row
     return PlaceRow(",".join(words), tuple(g), tuple(off), row.stage, row.micro_batch)
@@ -1317,10 +1479,10 @@ def collective_rows(d, dname, ranks, op, ins, outs, local=False):
         rows = set(d._mb_sizes or ()) | pipeline.seen_rows() | {d._dp_batch}
         return [(_lib.ROLE_INPUT, i, dp_row(d, t, "S")) for i, t in enumerate(ins)
                 if t.dim() and t.shape[0] in rows]
-    gd = mesh.group_dim(ranks)
+    gd = mesh.group_dims(ranks)
     if gd is None:
         return []
-    k, pos = gd
+    ks, pos = gd
     n = len(ranks)
     rows = []
     # the mesh's other dimensions: the group's line at each of their
@@ -1328,7 +1490,7 @@ def collective_rows(d, dname, ranks, op, ins, outs, local=False):
     # all-gather of each tp shard): the leaf's logical tensor is those
     # stacked along dimension 0 (Shard(0)), each line's checked on its own;
     # but not a pipeline's stages (compare keeps each stage's leaves apart)
-    others = [j for j in range(len(mesh.shape)) if j != k and mesh.shape[j] > 1 and
+    others = [j for j in range(len(mesh.shape)) if j not in ks and mesh.shape[j] > 1 and
               j != d._pp_k]
 
     def row(role, i, t, kind):
@@ -1336,17 +1498,20 @@ def collective_rows(d, dname, ranks, op, ins, outs, local=False):
         words = ["Replicate()"] * len(mesh.shape)
         gshape = list(t.shape)
         if kind == "local":
-            words[k] = "Local()"
+            for k in ks:
+                words[k] = "Local()"
             rows.append((role, i, (mesh, PlaceRow(",".join(words), tuple(gshape),
                                                   (0,) * nd))))
             return
         if (kind == "cat" or others) and nd == 0:
             return
+        for k in ks:
+            if kind == "cat":
+                words[k] = "Shard(0)"
+            elif kind in ("sum", "avg"):
+                words[k] = f"Partial({kind})"
         if kind == "cat":
-            words[k] = "Shard(0)"
             gshape[0] *= n
-        elif kind in ("sum", "avg"):
-            words[k] = f"Partial({kind})"
         for j in others:
             words[j] = "Shard(0)"
             gshape[0] *= mesh.shape[j]
