@@ -107,6 +107,12 @@ int np_cli_probe_layout_pp(np_cli_probe *p, int pp, int tp, int sp, int mb, int 
 /* After np_cli_probe_layout: a vocabulary-parallel run over `vocab` tokens
  * (np_mesh_placement_vp places the word embedding's slices). */
 void np_cli_probe_vocab(np_cli_probe *p, int64_t vocab);
+/* A layout without a probe (np_cli_probe_layout* store the mesh only), as
+ * the monitor's dump of kept calls takes it (anomaly_calls under --tp and
+ * --pp: the run's mesh and placements, as its own tensor dump's). */
+np_cli_probe *np_cli_layout_new(void);
+const struct np_mon_layout *np_cli_layout_mon(const np_cli_probe *p);
+void np_cli_layout_free(np_cli_probe *p);
 
 /* The monitor in `nprobe train` (cli/monitor_attach.c): a config whose
  * task is "monitor" attaches it to the context and the trainer. */

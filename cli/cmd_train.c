@@ -734,6 +734,23 @@ static int probe_layout(np_cli_probe *probe, const np_train_opts *o, int mpi, in
     return rc;
 }
 
+/* The dump of the calls the monitor keeps (anomaly_calls) under --tp and
+ * --pp: the run's mesh and placements, as its tensor dump's. */
+static int monitor_layout(np_cli_probe **lay, struct np_monitor *mon, const np_train_opts *o,
+                          int mpi, int rank, int world, int64_t vocab)
+{
+    if (o->dist.tp <= 1 && o->dist.pp <= 1)
+        return NP_EXIT_OK;
+    if (!(*lay = np_cli_layout_new())) {
+        np_cli_error("out of memory");
+        return NP_EXIT_USAGE;
+    }
+    int rc = probe_layout(*lay, o, mpi, rank, world, vocab);
+    if (rc == NP_EXIT_OK)
+        np_monitor_set_layout(mon, np_cli_layout_mon(*lay));
+    return rc;
+}
+
 static int train(const train_args *a, int mpi, int rank, int world)
 {
     np_error err;
@@ -771,7 +788,7 @@ static int train(const train_args *a, int mpi, int rank, int world)
     set_fault(&co, &o, a, kind, mpi, world, !quiet);
     np_ctx *ctx = NULL;
     np_trainer *tr = NULL;
-    np_cli_probe *probe = NULL;
+    np_cli_probe *probe = NULL, *mon_lay = NULL;
     struct np_monitor *mon = NULL;
     np_cli_profiler *prof = NULL;
     np_step_fault *sfault = NULL;
@@ -800,6 +817,8 @@ static int train(const train_args *a, int mpi, int rank, int world)
     if (mon_too)
         mon_cfg = dump_cfg;
     if (mon_cfg && np_cli_monitor_attach(&mon, ctx, tr, mon_cfg, rank, world) != NP_EXIT_OK)
+        goto done;
+    if (mon && monitor_layout(&mon_lay, mon, &o, mpi, rank, world, to->model.vocab_size))
         goto done;
     const char *prof_cfg = NULL; /* the profile task, the slow faults (cli/profile_attach.c) */
     if (np_cli_profile_setup(&prof, &prof_cfg, ctx, a->profile, dump_cfg, a->fault, (int)a->fault_rank, rank,
@@ -840,6 +859,7 @@ done:
         if (mc != NP_EXIT_OK && code == NP_EXIT_OK)
             code = mc;
     }
+    np_cli_layout_free(mon_lay);
     if (probe) {
         int pc = np_cli_probe_detach(probe);
         if (pc != NP_EXIT_OK && code == NP_EXIT_OK)

@@ -8,11 +8,20 @@
 #include "nprobe/dist.h"
 #include "nprobe/format.h"
 #include "nprobe/hook.h"
+#include "nprobe/monitor.h"
 #include "nprobe/probe.h"
 #include "nprobe/runtime.h"
 
+/* A run's mesh as the probe records it: its dimensions in order, each a
+ * name, a size and this rank's coordinate. */
+typedef struct {
+    int n;
+    const char *dims[NP_FMT_MESH_MAX];
+    int64_t shape[NP_FMT_MESH_MAX], coords[NP_FMT_MESH_MAX];
+} cli_mesh;
+
 struct np_cli_probe {
-    np_probe *probe;
+    np_probe *probe;           /* NULL: a layout only (np_cli_layout_new) */
     struct np_ctx *ctx;
     char dump_path[4096];
     int tp, dp, sp, mb, rank;  /* tensor (x data) parallel, micro-batches: the placements
@@ -21,6 +30,8 @@ struct np_cli_probe {
     int stage, inner;          /* a pipeline: this rank's stage and place in it (d * tp + t) */
     int64_t vocab;             /* vocabulary parallel: the vocabulary, or 0 */
     int place_warned;
+    cli_mesh mesh;             /* the mesh, its dimensions' names static */
+    np_mon_layout lay;         /* the monitor's view of this layout */
 };
 
 int np_cli_probe_attach(np_cli_probe **out, struct np_ctx *ctx, const char *config_path,
@@ -66,15 +77,14 @@ int np_cli_probe_attach(np_cli_probe **out, struct np_ctx *ctx, const char *conf
     return NP_EXIT_OK;
 }
 
-/* After the probe has recorded an event: the placements of its shards. */
-static int place_event(const np_hook_event *ev, void *user)
+/* The placements of an event's shards (micro-batch m) to probe, after it
+ * recorded the event. */
+static void place_on(np_cli_probe *cp, np_probe *probe, const np_hook_event *ev, int m)
 {
-    np_cli_probe *cp = user;
     if (ev->kind == NP_EV_STEP_BEGIN || ev->kind == NP_EV_STEP_END)
-        return 0;
+        return;
     for (int i = 0; i < ev->n_tensors; i++) {
         np_place_rec rec;
-        int m = np_ctx_micro_batch(cp->ctx);
         if (cp->pp > 1 ? !np_mesh_placement_pp(cp->pp, cp->stage, cp->tp, cp->dp, cp->sp, cp->mb,
                                                m, cp->inner, ev, i, &rec)
             : cp->vocab ? !np_mesh_placement_vp(cp->tp, cp->dp, cp->sp, cp->mb, m, cp->rank,
@@ -87,21 +97,20 @@ static int place_event(const np_hook_event *ev, void *user)
         snprintf(idx, sizeof idx, "%d", ht->index);
         np_error err;
         np_error_clear(&err);
-        if (np_probe_place(cp->probe, ev->name, ht->role, ht->key ? ht->key : idx, &rec, &err) &&
+        if (np_probe_place(probe, ev->name, ht->role, ht->key ? ht->key : idx, &rec, &err) &&
             !cp->place_warned++)
             fprintf(stderr, "nprobe: warning: dump: %s (further placement errors not shown)\n",
                     err.text);
     }
-    return 0;
 }
 
-/* A run's mesh as the probe records it: its dimensions in order, each a
- * name, a size and this rank's coordinate. */
-typedef struct {
-    int n;
-    const char *dims[NP_FMT_MESH_MAX];
-    int64_t shape[NP_FMT_MESH_MAX], coords[NP_FMT_MESH_MAX];
-} cli_mesh;
+/* After the probe has recorded an event: the placements of its shards. */
+static int place_event(const np_hook_event *ev, void *user)
+{
+    np_cli_probe *cp = user;
+    place_on(cp, cp->probe, ev, np_ctx_micro_batch(cp->ctx));
+    return 0;
+}
 
 static void mesh_dim(cli_mesh *m, const char *name, int64_t size, int64_t coord)
 {
@@ -118,6 +127,9 @@ static int attach_mesh(np_cli_probe *cp, cli_mesh *m, int mb)
     np_error_clear(&err);
     if (mb > 1)
         mesh_dim(m, NP_FMT_MESH_MB, mb, 0);
+    cp->mesh = *m;
+    if (!cp->probe)
+        return NP_EXIT_OK;
     if (np_probe_set_mesh(cp->probe, m->n, m->dims, m->shape, m->coords, &err) != NP_OK ||
         np_ctx_add_observer(cp->ctx, &(np_observer){1, NULL, place_event, cp}, &err) != NP_OK) {
         np_cli_report(&err);
@@ -168,6 +180,40 @@ int np_cli_probe_layout_pp(np_cli_probe *cp, int pp, int tp, int sp, int mb, int
 void np_cli_probe_vocab(np_cli_probe *cp, int64_t vocab)
 {
     cp->vocab = vocab;
+}
+
+/* ---- the layout of the monitor's dump of kept calls ------------------------ */
+
+static np_status lay_set_mesh(np_probe *p, void *user, np_error *err)
+{
+    np_cli_probe *cp = user;
+    const cli_mesh *m = &cp->mesh;
+    return m->n ? np_probe_set_mesh(p, m->n, m->dims, m->shape, m->coords, err) : NP_OK;
+}
+
+static void lay_place(np_probe *p, const np_hook_event *ev, int micro, void *user)
+{
+    np_cli_probe *cp = user;
+    if (cp->mesh.n)
+        place_on(cp, p, ev, micro);
+}
+
+np_cli_probe *np_cli_layout_new(void)
+{
+    np_cli_probe *cp = calloc(1, sizeof *cp);
+    if (cp)
+        cp->lay = (np_mon_layout){lay_set_mesh, lay_place, cp};
+    return cp;
+}
+
+const np_mon_layout *np_cli_layout_mon(const np_cli_probe *cp)
+{
+    return cp ? &cp->lay : NULL;
+}
+
+void np_cli_layout_free(np_cli_probe *cp)
+{
+    free(cp);
 }
 
 int np_cli_probe_detach(np_cli_probe *cp)

@@ -391,6 +391,9 @@ struct np_monitor {
     int64_t anom_step;
     np_mon_calls *calls;   /* the ring of the step's last anomaly_calls API calls */
     int calls_n;           /* calls written at the anomaly (0: none) */
+    int calls_fired;       /* the kept calls were written (or could not be): no more kept */
+    int calls_sync;        /* tensor parallel: the ranks agree on writing them (calls_agree) */
+    int64_t calls_step;    /* the step they were written at */
     int calls_open;        /* the dump is open for the calls after it (anomaly_calls_after) */
     const np_mon_layout *lay; /* the run's mesh and placements for that dump (NULL: one process) */
     char calls_dir[4200];
@@ -748,24 +751,17 @@ static void ck_path(const np_monitor *m, char *out, size_t cap, int64_t step)
              collective(m) ? 0 : m->rank, (long long)step);
 }
 
-/* Tensor and pipeline parallel: the checkpoint is a collective, so every
- * rank writes it when any rank saw the run's first anomaly at this step
- * before the update; the ranks agree by an allgather of their flags at
- * every recorded step's update (until written). 1 when this rank is to
- * write. Otherwise: the rank's own. */
-static int ck_agree(np_monitor *m, int before_update, int mine)
+/* 1 when any rank's flag is set (an allgather over the world: every rank
+ * calls it at the same point). */
+static int any_rank(np_monitor *m, int mine, const char *what)
 {
-    const np_train_opts *o = m->tr ? np_trainer_opts(m->tr) : NULL;
-    if (!collective(m) || !o->dist.allgather || o->dist.world_size <= 1)
-        return mine;
-    if (!before_update)
-        return 0;   /* after the update the live state is not S's: only the ring writes */
+    const np_train_opts *o = np_trainer_opts(m->tr);
     int n = o->dist.world_size, any = 0;
     int *all = calloc((size_t)n, sizeof *all);
     int flag = mine;
     if (!all || o->dist.allgather(all, &flag, sizeof flag, o->dist.user)) {
         free(all);
-        fail(m, NP_ERR_NOMEM, "cannot agree on the checkpoint on anomaly with the other ranks");
+        fail(m, NP_ERR_NOMEM, what);
         return 0;
     }
     for (int r = 0; r < n; r++)
@@ -774,11 +770,30 @@ static int ck_agree(np_monitor *m, int before_update, int mine)
     return any;
 }
 
+/* Tensor and pipeline parallel: the checkpoint is a collective, so every
+ * rank writes it when any rank saw the run's first anomaly at this step
+ * before the update (with anomaly_ring, after it too: the kept states'
+ * checkpoints are collectives as well); the ranks agree by an allgather of
+ * their flags at every recorded step's update (and its end with the ring,
+ * until written). 1 when this rank is to
+ * write. Otherwise: the rank's own. */
+static int ck_agree(np_monitor *m, int before_update, int mine)
+{
+    const np_train_opts *o = m->tr ? np_trainer_opts(m->tr) : NULL;
+    if (!collective(m) || !o->dist.allgather || o->dist.world_size <= 1)
+        return mine;
+    if (!before_update && m->cfg.anomaly_ring <= 0)
+        return 0;   /* after the update the live state is not S's: only the ring writes */
+    return any_rank(m, mine, "cannot agree on the checkpoint on anomaly with the other ranks");
+}
+
 /* At a recorded step's start: a copy of the state into the ring. */
 static void ring_take(np_monitor *m)
 {
     int k = m->cfg.anomaly_ring;
-    if (k <= 0 || !m->cfg.anomaly_checkpoint || m->anom || !m->tr || m->st)
+    /* under tensor and pipeline parallelism a failed rank still keeps its
+     * copies: the kept states' checkpoints are collectives */
+    if (k <= 0 || !m->cfg.anomaly_checkpoint || m->ck_done || !m->tr || (m->st && !collective(m)))
         return;
     if (!m->ring && !(m->ring = calloc((size_t)k, sizeof *m->ring))) {
         fail(m, NP_ERR_NOMEM, "out of memory for the anomaly ring");
@@ -793,10 +808,49 @@ static void ring_take(np_monitor *m)
     m->ring_pos = (m->ring_pos + 1) % k;
 }
 
+/* The kept calls written as the anomaly's step's dump (anomaly_calls),
+ * the dump left open for the calls after it (anomaly_calls_after). */
+static void calls_fire(np_monitor *m)
+{
+    if (!m->calls || m->calls_fired)
+        return;
+    m->calls_fired = 1;
+    m->calls_step = m->step;
+    if (m->st || (np_mon_calls_count(m->calls) == 0 && m->cfg.anomaly_calls_after <= 0))
+        return;
+    const np_ctx_opts *o = m->ctx ? np_ctx_options(m->ctx) : NULL;
+    const char *prec = !o ? "fp32" : o->precision == NP_BFLOAT16 ? "bf16"
+                                   : o->precision == NP_FLOAT16 ? "fp16" : "fp32";
+    snprintf(m->calls_dir, sizeof m->calls_dir, "%s/anomaly_calls", m->cfg.dump_path);
+    np_error e;
+    np_error_clear(&e);
+    m->calls_n = np_mon_calls_count(m->calls);
+    if (np_mon_calls_fire(m->calls, m->calls_dir, prec, m->rank, m->world,
+                          m->cfg.anomaly_calls_after, m->lay, &e)) {
+        fail(m, e.status, "cannot write the calls kept on anomaly");
+        m->calls_n = 0;
+        m->calls_dir[0] = '\0';
+    } else {
+        m->calls_open = m->cfg.anomaly_calls_after > 0;
+    }
+}
+
+/* Tensor parallel with kept calls (calls_sync): after each feeding of the
+ * rules every rank tells the others whether it saw the run's first anomaly
+ * now; at the first that any did, every rank writes its kept calls (the
+ * same calls, each rank's shards). */
+static void calls_agree(np_monitor *m, int now)
+{
+    if (m->calls_sync && !m->calls_fired &&
+        any_rank(m, now, "cannot agree on the calls kept on anomaly with the other ranks"))
+        calls_fire(m);
+}
+
 /* The rules over the step's records not yet fed (the same history as
  * nprobe monitor's reading, so the same verdicts); on the run's first
- * anomaly at step S, the kept calls are written (anomaly_calls). 1 when
- * the first anomaly was seen now. */
+ * anomaly at step S, the kept calls are written (anomaly_calls; under
+ * calls_sync once the ranks agreed). 1 when the first anomaly was seen
+ * now. */
 static int rules_feed(np_monitor *m)
 {
     if (m->anom || m->st)
@@ -819,23 +873,8 @@ static int rules_feed(np_monitor *m)
         return 0;
     m->anom = 1;
     m->anom_step = m->step;
-    if (m->calls && (np_mon_calls_count(m->calls) > 0 || m->cfg.anomaly_calls_after > 0)) {
-        const np_ctx_opts *o = m->ctx ? np_ctx_options(m->ctx) : NULL;
-        const char *prec = !o ? "fp32" : o->precision == NP_BFLOAT16 ? "bf16"
-                                       : o->precision == NP_FLOAT16 ? "fp16" : "fp32";
-        snprintf(m->calls_dir, sizeof m->calls_dir, "%s/anomaly_calls", m->cfg.dump_path);
-        np_error e;
-        np_error_clear(&e);
-        m->calls_n = np_mon_calls_count(m->calls);
-        if (np_mon_calls_fire(m->calls, m->calls_dir, prec, m->rank, m->world,
-                              m->cfg.anomaly_calls_after, m->lay, &e)) {
-            fail(m, e.status, "cannot write the calls kept on anomaly");
-            m->calls_n = 0;
-            m->calls_dir[0] = '\0';
-        } else {
-            m->calls_open = m->cfg.anomaly_calls_after > 0;
-        }
-    }
+    if (!m->calls_sync)
+        calls_fire(m);
     return 1;
 }
 
@@ -847,8 +886,7 @@ static void online_check(np_monitor *m, int before_update)
 {
     if ((!m->cfg.anomaly_checkpoint && !m->calls) || (m->st && !collective(m)))
         return;
-    if (!m->st)
-        rules_feed(m);
+    calls_agree(m, m->st ? 0 : rules_feed(m));
     if (m->ck_done || !m->cfg.anomaly_checkpoint)
         return;
     /* under tensor and pipeline parallelism every rank takes part, as long
@@ -875,9 +913,12 @@ static void online_check(np_monitor *m, int before_update)
         if (s < 0 || (s == m->step && wrote))
             continue;
         ck_path(m, path, sizeof path, s);
+        /* a collective: every rank goes on (rank 0 writes the whole tensors) */
         if (np_train_state_save(st, m->tr, path, &e)) {
             fail(m, e.status, "cannot write a kept state on anomaly");
-            return;
+            if (!collective(m))
+                return;
+            continue;
         }
         wrote |= s == m->step;
     }
@@ -891,7 +932,7 @@ const char *np_monitor_anomaly_calls(const np_monitor *m, int64_t *step, int *n,
 {
     int wrote = m && m->calls_dir[0];
     if (step)
-        *step = wrote ? m->anom_step : -1;
+        *step = wrote ? m->calls_step : -1;
     if (n)
         *n = wrote ? m->calls_n : 0;
     if (after)
@@ -936,6 +977,8 @@ static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *
          * ranks' checkpoint on anomaly (a collective) */
         if (pt == NP_TRAIN_UPDATE_BEGIN && m->on)
             online_check(m, 1);
+        else if (pt == NP_TRAIN_UPDATE_END && m->on && m->cfg.anomaly_ring > 0)
+            online_check(m, 0);
         return 0;
     }
     int n = 0;
@@ -1089,7 +1132,7 @@ static int on_step(const np_hook_event *ev, void *user)
     }
     if (ev->kind == NP_EV_API_FORWARD || ev->kind == NP_EV_API_BACKWARD || ev->kind == NP_EV_STEP_BEGIN)
         m->last_data = NULL;
-    if (m->on && m->calls && !m->anom && !m->st &&
+    if (m->on && m->calls && !m->calls_fired && !m->st &&
         (ev->kind == NP_EV_API_FORWARD || ev->kind == NP_EV_API_BACKWARD)) {
         /* the ring of call inputs: a copy of the call (anomaly_calls) */
         double t0 = cpu_now();
@@ -1102,8 +1145,8 @@ static int on_step(const np_hook_event *ev, void *user)
         return 0;
     double t0 = cpu_now();
     on_event(ev, user);
-    if (m->calls)
-        rules_feed(m); /* at once: the ring still holds the calls up to this module's */
+    if (m->calls) /* at once: the ring still holds the calls up to this module's */
+        calls_agree(m, rules_feed(m));
     m->cpu_s += cpu_now() - t0;
     return 0;
 }
@@ -1113,12 +1156,13 @@ np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error
     if (!m->active)
         return NP_OK;
     const np_train_opts *o = np_trainer_opts(tr);
-    if (m->cfg.anomaly_checkpoint && m->cfg.anomaly_ring > 0 && (o->dist.tp > 1 || o->dist.pp > 1))
-        return np_error_set(err, NP_ERR_ARG, NULL, "monitor",
-                            "anomaly_ring: the kept states of a %s run (%s) are not "
-                            "written yet (anomaly_checkpoint alone writes the state before the "
-                            "update)", o->dist.pp > 1 ? "pipeline-parallel" : "tensor-parallel",
-                            o->dist.pp > 1 ? "--pp" : "--tp");
+    /* tensor parallel (no pipeline): the ranks run the same calls, each on
+     * its shards, so they agree at each module record whether one saw the
+     * run's first anomaly, and every rank writes its kept calls (the same
+     * calls: compare assembles them); a pipeline's stages hold different
+     * calls, the stage that saw it writes its own */
+    m->calls_sync = m->calls && o->dist.tp > 1 && o->dist.pp <= 1 && o->dist.world_size > 1 &&
+                    o->dist.allgather;
     /* the events only for the modules' outputs or the ring of calls: an
      * observer makes the runtime name and emit every call (a third of
      * the monitor's own instructions a step without them) */

@@ -25,9 +25,10 @@ steps=14 faults="gemm_bitflip outlier_batch logit_growth rare_pattern" k_nan=4 s
 [ -n "${NP_SANITIZED:-}" ] && steps=6 faults="" k_nan=2 s_nan=$((2 + RANDOM % 3))
 model=(train --model gpt --layers 2 --width 32 --heads 2 --context 16 --precision bf16 --threads 1
        --log-every 1)
-cfg() { # DIR [KEPT] -> config file mon_DIR.json (the checkpoint on anomaly: triage's; KEPT calls)
-  printf '{"task": "monitor", "dump_path": "%s", "monitor": {"targets": [], "anomaly_checkpoint": true, "anomaly_calls": %d}}\n' \
-    "$1" "${2:-0}" > "cfg_$1.json"
+cfg() { # DIR [KEPT [MORE]] -> config file mon_DIR.json (the checkpoint on anomaly: triage's;
+        # KEPT calls; MORE: more keys of the monitor section)
+  printf '{"task": "monitor", "dump_path": "%s", "monitor": {"targets": [], "anomaly_checkpoint": true, "anomaly_calls": %d%s}}\n' \
+    "$1" "${2:-0}" "${3:+, $3}" > "cfg_$1.json"
 }
 
 # -- clean run: no anomaly, records against independent answers
@@ -269,8 +270,10 @@ PY
   for f in logit_growth gemm_bitflip; do
     s=$((11 + RANDOM % 3))
     case $f in logit_growth) r=1 kept=0 cls=numerics mod=lm_head op='Functional\.linear\.8\.forward (compare of' ;;
-               gemm_bitflip) r=0 kept=4 cls=transient mod=h.0.mlp.c_fc op='Functional\.linear\.2\.forward (in h.0.mlp.c_fc; the replay' ;; esac
-    cfg "pp_$f" $kept
+               gemm_bitflip) r=0 kept=4 cls=transient mod=h.0.mlp.c_fc op='Functional\.linear\.2\.forward (in h.0.mlp.c_fc; the replay'
+                             s_gb=$s ;; esac
+    # gemm_bitflip: the kept states and the calls after too (checked below)
+    cfg "pp_$f" $kept "$([ $f = gemm_bitflip ] && echo '"anomaly_ring": 2, "anomaly_calls_after": 3')"
     mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --pp 2 --dump-config "cfg_pp_$f.json" --fault $f \
       --fault-step $s --fault-rank $r > "pp_$f.log" 2>&1 || { echo "FAIL --pp 2 $f run"; cat "pp_$f.log"; fail=1; }
     "$nprobe" triage "pp_$f" --out "tri_pp_$f" --launcher "$mpiexec_name -n 2 --oversubscribe --bind-to none" \
@@ -281,6 +284,77 @@ PY
       grep -q "^op: $op" "tri_pp_$f.txt" ||
       { echo "FAIL triage of --pp 2 $f at step $s rank $r: expected class $cls"; ls "pp_$f"; cat "tri_pp_$f.txt"; fail=1; }
   done
+  # -- the kept states and calls (anomaly_ring 2, anomaly_calls 4,
+  # anomaly_calls_after 3) under --tp 2 (gemm_bitflip on rank 1: rank 0's
+  # shard of c_fc's output stays clean, its own anomaly comes later) and
+  # --pp 2 (gemm_bitflip on stage 0, the run above). Known answers: the
+  # kept state of step S-1 (written from the ring: the collective
+  # checkpoint, the state swapped in) is, bit for bit, a --save at S-1 of a
+  # run of the same layout; under --tp every rank writes its kept calls when
+  # rank 1 sees the anomaly (the ranks agree at each module record) and
+  # each rank's dump holds exactly the 4 calls up to c_fc's linear and the 3
+  # after of that rank's plain tensor dump of step S (a separate run), every
+  # leaf byte-equal; under --pp the stage that saw it
+  # (stage 0) holds those calls, stage 1 a window of 7 of its own around its
+  # own first anomaly; compare of each against a clean one-process dump of
+  # step S assembles the ranks' files (the mesh and placements) and names
+  # c_fc's linear the first culprit.
+  # (the same step S for both: one one-process run gives the clean dump of
+  # step S and, the pipeline's checkpoint being the one-process one to the
+  # bit, the --save at S-1 for --pp; --tp's is a --tp 2 run's)
+  s=$s_gb t_ring=$SECONDS
+  cfg tp_ring 4 '"anomaly_ring": 2, "anomaly_calls_after": 3'
+  printf '{"task": "tensor", "dump_path": "one", "step": [%d]}\n' $s > cfg_one.json
+  "$nprobe" "${model[@]}" --steps $steps --stop-after $((s + 1)) --dump-config cfg_one.json > one.log 2>&1 &&
+  "$nprobe" "${model[@]}" --steps $steps --stop-after $((s - 1)) --save ck_pp_gemm_bitflip.h5 > ck_one.log 2>&1 &&
+  mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --tp 2 --stop-after $((s - 1)) --save ck_tp_ring.h5 \
+    > ck_tp.log 2>&1 &&
+  mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --tp 2 --fault gemm_bitflip --fault-rank 1 --fault-step $s \
+    --stop-after $((s + 1)) --dump-config cfg_tp_ring.json > tp_ring.log 2>&1 ||
+    { echo "FAIL --tp 2 ring run or the reference runs"; cat one.log ck_one.log ck_tp.log tp_ring.log; fail=1; }
+  for x in "tp_ring --tp 2 1" "pp_gemm_bitflip --pp 2 0"; do
+    set -- $x
+    printf '{"task": "tensor", "dump_path": "d_%s", "step": [%d]}\n' "$1" $s > "cfg_d_$1.json"
+    mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps $2 $3 --fault gemm_bitflip --fault-step $s \
+      --fault-rank $4 --stop-after $((s + 1)) --dump-config "cfg_d_$1.json" > "d_$1.log" 2>&1 ||
+      { echo "FAIL $x plain dump"; cat "d_$1.log"; fail=1; }
+    "$nprobe" compare -b one -c "$1/anomaly_calls" -o "cmp_$1" > "cmp_$1.txt" 2>&1
+    grep -q "assembled from the 2 rank file(s) of the step" "cmp_$1.txt" &&
+      grep -q "first culprit: Functional.linear.2.forward (in Module.h.0.mlp.c_fc." "cmp_$1.txt" ||
+      { echo "FAIL $x: compare of the kept calls against a one-process dump"; cat "cmp_$1.txt"; fail=1; }
+    "$py" - "$1" $s <<'PY' || fail=1
+import sys
+import h5py
+d, s = sys.argv[1], int(sys.argv[2])
+def same(a, b, n=0):
+    assert set(a) == set(b), (sorted(a), sorted(b))
+    for k in a:
+        if isinstance(a[k], h5py.Dataset):
+            assert a[k][()].tobytes() == b[k][()].tobytes(), k
+            n += 1
+        else:
+            n = same(a[k], b[k], n)
+    return n
+with h5py.File(f"{d}/anomaly_rank0.step{s - 1}.h5") as a, h5py.File(f"ck_{d}.h5") as b:
+    assert a.attrs["step"] == s - 1 and same(a["params"], b["params"]) >= 20 and same(a["optim"], b["optim"]) >= 40
+for r in (0, 1):
+    with h5py.File(f"{d}/anomaly_calls/step{s}/rank{r}/dump.h5") as k, h5py.File(f"d_{d}/step{s}/rank{r}/dump.h5") as a:
+        kc = [c.decode() for c in k["calls"]["call"]]
+        api = [(c.decode(), p.decode()) for c, p in zip(a["calls"]["call"], a["calls"]["parent"])]
+        names = [c for c, _ in api]
+        if r == 0 or d == "tp_ring":
+            end = [i for i, (c, p) in enumerate(api) if p.startswith("Module.h.0.mlp.c_fc.")][0]
+            assert kc == names[end - 3:end + 4], (r, kc, names[:end + 4])
+        else:   # stage 1: a window of 7 around its own first anomaly
+            i = names.index(kc[0])
+            assert len(kc) == 7 and kc == names[i:i + 7], (r, kc, names)
+        n = sum(1 for leaf in k["data"] if k["data"][leaf][()].tobytes() == a["data"][leaf][()].tobytes())
+        assert n == len(k["data"]) == sum(1 for x in a["data"] if any(x.startswith(c + ".") for c in kc)), (r, n)
+        assert "placements" in k, r
+print(f"{d}: kept state of step {s - 1} and calls of step {s} ok")
+PY
+  done
+  echo "kept states and calls under --tp and --pp: $((SECONDS - t_ring)) s"
 fi
 
 # -- beside a dump (--monitor-config with --dump-config): the dump's tables are
