@@ -8,8 +8,10 @@ time under each configuration in turn, round after round:
   plain               no profiler
   torchprof           torch.profiler alone (CPU activity, nothing else)
   profile             the profile task's default: nprobe times every API
-                      call, its backward and every module call itself (the
-                      package's wrappers, no torch.profiler), and writes
+                      call, its backward, every module call and its
+                      backward itself (the package's wrappers, no
+                      torch.profiler), samples the resident memory at each
+                      module boundary, and writes
                       each step's slices into the trace at step()
   profile_torch       the profile task with "torch_profiler": true:
                       torch.profiler + the module ranges
@@ -216,16 +218,19 @@ def counts(model, step):
 
 
 def timed_calls(model, step, root):
-    """(API calls, their backwards, module calls) the default profile times in a step."""
+    """(API calls, their backwards, those over several autograd nodes, module
+    calls, module backwards) the default profile times in a step."""
     from nprobe.torch import profile as pr
     d = debugger(root, False)
     d.start(model)
     step()
     d.stop()
     kinds = [e[0] for e in d._ev]
+    multi = sum(1 for e in d._ev if e[0] == pr._BWD and isinstance(e, list))
     d.step()
     d.close()
-    return kinds.count(pr._API), kinds.count(pr._BWD), kinds.count(pr._MOD)
+    return (kinds.count(pr._API), kinds.count(pr._BWD), multi, kinds.count(pr._MOD),
+            kinds.count(pr._MBWD))
 
 
 def main():
@@ -273,8 +278,8 @@ def main():
     print(f"HF Llama {a.layers}x{a.hidden}, sequence {a.seq}, batch {a.batch}, one thread, "
           f"{a.rounds} rounds; {n_ops} aten ops and {n_mod} module calls (forward) per step")
     if calls:
-        print("  the default profile times per step %d API calls, %d of their backwards, "
-              "%d module calls" % calls)
+        print("  the default profile times per step %d API calls, %d of their backwards (%d "
+              "over several autograd nodes), %d module calls, %d module backwards" % calls)
     print("  load average before / after: %s / %s" % (LOAD0, " ".join(
         "%.2f" % x for x in os.getloadavg())))
     for what, w in (("cpu", 0), ("wall", 1), ("instr", 2)):

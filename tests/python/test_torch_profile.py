@@ -16,9 +16,15 @@ on a tiny MLP trained with AdamW, checked against answers computed here:
 - the msprobe-style calls on the class (PrecisionDebugger.step()) reach it;
 - a bad schedule key raises ValueError naming it;
 - the default (nprobe's own timing, no torch.profiler): the MLP's calls
-  worked by hand with their nesting, the same calls as the dump task sees,
-  nprobe profile's op table counts, a collective's slice with its bytes
-  (nprobe_mode, collective below)."""
+  worked by hand with their nesting, module backwards included, the same
+  calls as the dump task sees, nprobe profile's op table counts
+  (nprobe_mode); a model two modules deep, its forward and backward
+  nesting worked by hand and equal to the dump's (nested); a composite
+  op's backward (F.cross_entropy: two autograd nodes) holding both nodes,
+  by the test's own node hooks and by torch.profiler (composite); the
+  Memory counter over a module keeping 64 MiB, and torch's allocator
+  event with profile_memory (memory); a collective's slice with its bytes
+  (collective)."""
 import csv
 import glob
 import json
@@ -26,6 +32,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import torch
 
@@ -102,25 +109,25 @@ def parents(xs):
     return out
 
 
-def dump_calls(root, model_state, steps, record):
+def dump_calls(root, model_state, steps, record, make=None, loop=None, sub="dump"):
     """The calls the dump task (statistics, level mix) sees for the same
     model and loop, per recorded step: {step: {call: parent module}} from
-    `nprobe ls --calls` (seq, kind, call, parent, callsite), module
-    backwards and parameter gradients left out (the profile times neither)."""
-    model = MLP()
+    `nprobe ls --calls` (seq, kind, call, parent, callsite), parameter
+    gradients left out (the profile does not time them)."""
+    model = (make or MLP)()
     model.load_state_dict(model_state)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     cfg = os.path.join(root, "d.json")
     with open(cfg, "w") as f:
         json.dump({"task": "statistics", "level": "mix", "step": record,
-                   "dump_path": os.path.join(root, "dump")}, f)
+                   "dump_path": os.path.join(root, sub)}, f)
     dbg = PrecisionDebugger(config_path=cfg)
     torch.manual_seed(1)
-    train_steps(dbg, model, opt, steps)
+    (loop or train_steps)(dbg, model, opt, steps)
     dbg.close()
     out = {}
     for s in record:
-        rc, so, se = run(["ls", "--calls", os.path.join(root, "dump", "step%d" % s)], root)
+        rc, so, se = run(["ls", "--calls", os.path.join(root, sub, "step%d" % s)], root)
         check(rc == 0, "nprobe ls --calls step %d: exit %d %s" % (s, rc, se))
         calls = {}
         for line in so.splitlines():
@@ -128,27 +135,37 @@ def dump_calls(root, model_state, steps, record):
             if len(f) < 3 or not f[0].isdigit():
                 continue
             name = f[2]
-            if f[1] == "module" and ".forward." not in name:
-                continue      # a module's backward, its parameters' gradients (Module.fc1.Linear)
+            if f[1] == "module" and ".forward." not in name and ".backward." not in name:
+                continue      # its parameters' gradients (Module.fc1.Linear)
             calls[name] = f[3] if len(f) > 3 and f[3].startswith("Module.") else None
         out[s] = calls
     return out
 
 
 # the tiny MLP's step, worked by hand: each call and the call enclosing it
-# (None: none, the ProfilerStep); the optimizer's calls come on top
+# (None: none, the ProfilerStep); the optimizer's calls come on top. Each
+# module's backward encloses its call's backward: fc2's from the gradient
+# reaching its output (after square's backward) to its input's gradient
+# done (its _ModIn), then act's, then fc1's (its input x needs no
+# gradient: it ends with its linear's backward)
 MLP_CALLS = {
     "Module.fc1.Linear.forward.0": None, "Functional.linear.0.forward": "Module.fc1.Linear.forward.0",
     "Module.act.GELU.forward.0": None, "Functional.gelu.0.forward": "Module.act.GELU.forward.0",
     "Module.fc2.Linear.forward.0": None, "Functional.linear.1.forward": "Module.fc2.Linear.forward.0",
     "Tensor.square.0.forward": None, "Tensor.mean.0.forward": None,
     "Tensor.mean.0.backward": None, "Tensor.square.0.backward": None,
-    "Functional.linear.1.backward": None, "Functional.gelu.0.backward": None,
-    "Functional.linear.0.backward": None}
+    "Module.fc2.Linear.backward.0": None,
+    "Functional.linear.1.backward": "Module.fc2.Linear.backward.0",
+    "Module.act.GELU.backward.0": None,
+    "Functional.gelu.0.backward": "Module.act.GELU.backward.0",
+    "Module.fc1.Linear.backward.0": None,
+    "Functional.linear.0.backward": "Module.fc1.Linear.backward.0"}
 MLP_ORDER = ["Module.fc1.Linear.forward.0", "Functional.linear.0.forward", "Module.act.GELU.forward.0",
              "Functional.gelu.0.forward", "Module.fc2.Linear.forward.0", "Functional.linear.1.forward",
              "Tensor.square.0.forward", "Tensor.mean.0.forward", "Tensor.mean.0.backward",
-             "Tensor.square.0.backward", "Functional.linear.1.backward", "Functional.gelu.0.backward",
+             "Tensor.square.0.backward", "Module.fc2.Linear.backward.0",
+             "Functional.linear.1.backward", "Module.act.GELU.backward.0",
+             "Functional.gelu.0.backward", "Module.fc1.Linear.backward.0",
              "Functional.linear.0.backward"]
 
 
@@ -195,13 +212,9 @@ def nprobe_mode(root, cfg):
         rest = {n: p for n, p in pm.items() if n not in MLP_CALLS}
         check(rest and all(p == top for p in rest.values()),
               "step %d: the optimizer's calls at the top of the step: %s" % (s, rest))
-        # the same calls as the dump task sees, each enclosed by the module
-        # the dump names its parent
-        d = dumped.get(s, {})
-        check(set(pm) == set(d), "step %d: slices not in the dump %s, dump calls not timed %s" % (
-            s, sorted(set(pm) - set(d))[:8], sorted(set(d) - set(pm))[:8]))
-        fw = {n: (pm.get(n), p or top) for n, p in d.items() if ".forward" in n and (pm.get(n) != (p or top))}
-        check(not fw, "step %d: enclosing call in the trace vs the dump's parent: %s" % (s, fw))
+        # the same calls as the dump task sees (module backwards among them),
+        # each enclosed by the module (forward or backward) the dump names its parent
+        same_as_dump(s, pm, dumped.get(s, {}), top)
     lin = [e for e in xs if e["name"] == "Functional.linear.0.forward"]
     check(len(lin) == len(want) and all(
         e["args"].get("Input Dims") == [[B, IN], [HID, IN], [HID]] and
@@ -221,6 +234,229 @@ def nprobe_mode(root, cfg):
               len(calls), len(dumped.get(want[0], {})), bad[:8]))
     print("nprobe mode: %d calls a step, nested as the dump's parents, op table counts %d each"
           % (len(calls), len(want)))
+
+
+def same_as_dump(s, pm, d, top):
+    """The trace's slices of step s ({name: enclosing slice}) are the dump's
+    calls, module backwards included, each enclosed by the dump's parent."""
+    check(set(pm) == set(d), "step %d: slices not in the dump %s, dump calls not timed %s" % (
+        s, sorted(set(pm) - set(d))[:8], sorted(set(d) - set(pm))[:8]))
+    check(any(".backward." in n and n.startswith("Module.") for n in d),
+          "step %d: no module backward in the dump" % s)
+    bad = {n: (pm.get(n), p or top) for n, p in d.items() if pm.get(n) != (p or top)}
+    check(not bad, "step %d: enclosing call in the trace vs the dump's parent: %s" % (s, bad))
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(IN, IN)
+        self.act = torch.nn.GELU()
+
+    def forward(self, x):
+        return self.act(self.lin(x))
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blk1 = Block()
+        self.blk2 = Block()
+
+    def forward(self, x):
+        return self.blk2(self.blk1(x))
+
+
+def net_steps(d, model, opt, steps):
+    """train_steps for Net, with F.cross_entropy (a composite: log_softmax
+    and nll_loss, two autograd nodes) as the loss"""
+    for _ in range(steps):
+        d.start(model)
+        x, tgt = torch.randn(B, IN), torch.randint(0, IN, (B,))
+        torch.nn.functional.cross_entropy(model(x), tgt).backward()
+        opt.step()
+        opt.zero_grad()
+        d.stop()
+        d.step()
+
+
+# Net's step worked by hand (the optimizer's calls left out): two levels of
+# modules, forward and backward. Each block's backward begins with its
+# act's (the two share their output tensor) and encloses its lin's; blk1's
+# input x needs no gradient: blk1 and blk1.lin end with linear.0's backward
+NET_CALLS = {
+    "Module.blk1.Block.forward.0": None,
+    "Module.blk1.lin.Linear.forward.0": "Module.blk1.Block.forward.0",
+    "Functional.linear.0.forward": "Module.blk1.lin.Linear.forward.0",
+    "Module.blk1.act.GELU.forward.0": "Module.blk1.Block.forward.0",
+    "Functional.gelu.0.forward": "Module.blk1.act.GELU.forward.0",
+    "Module.blk2.Block.forward.0": None,
+    "Module.blk2.lin.Linear.forward.0": "Module.blk2.Block.forward.0",
+    "Functional.linear.1.forward": "Module.blk2.lin.Linear.forward.0",
+    "Module.blk2.act.GELU.forward.0": "Module.blk2.Block.forward.0",
+    "Functional.gelu.1.forward": "Module.blk2.act.GELU.forward.0",
+    "Functional.cross_entropy.0.forward": None,
+    "Functional.cross_entropy.0.backward": None,
+    "Module.blk2.Block.backward.0": None,
+    "Module.blk2.act.GELU.backward.0": "Module.blk2.Block.backward.0",
+    "Functional.gelu.1.backward": "Module.blk2.act.GELU.backward.0",
+    "Module.blk2.lin.Linear.backward.0": "Module.blk2.Block.backward.0",
+    "Functional.linear.1.backward": "Module.blk2.lin.Linear.backward.0",
+    "Module.blk1.Block.backward.0": None,
+    "Module.blk1.act.GELU.backward.0": "Module.blk1.Block.backward.0",
+    "Functional.gelu.0.backward": "Module.blk1.act.GELU.backward.0",
+    "Module.blk1.lin.Linear.backward.0": "Module.blk1.Block.backward.0",
+    "Functional.linear.0.backward": "Module.blk1.lin.Linear.backward.0"}
+
+
+def nested(root, cfg):
+    """Module backwards two levels deep: Net's calls and their enclosing
+    calls worked by hand (NET_CALLS), in that start order, and the slices
+    equal to the dump task's calls, Module.*.backward.* rows included, each
+    enclosed by the dump's parent."""
+    with open(cfg, "w") as f:
+        json.dump({"task": "profile", "dump_path": os.path.join(root, "p5"),
+                   "profile": {"wait": 1, "active": 1, "repeat": 1}}, f)
+    torch.manual_seed(3)
+    model = Net()
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    dbg = PrecisionDebugger(config_path=cfg)
+    torch.manual_seed(1)
+    net_steps(dbg, model, opt, 2)
+    dbg.close()
+    check(len(dbg.traces) == 1, "nested: traces %s" % dbg.traces)
+    if not dbg.traces:
+        return
+    alls = slices(dbg.traces[0])
+    par = parents(alls)
+    xs = [e for e in alls if not e["name"].startswith("ProfilerStep#")]
+    pm = {e["name"]: par[id(e)] for e in xs}
+    top = "ProfilerStep#1"
+    hand = {n: pm.get(n, "missing") for n in NET_CALLS}
+    check(hand == {n: p or top for n, p in NET_CALLS.items()},
+          "nested: Net's calls and their enclosing calls %s" % hand)
+    order = [e["name"] for e in sorted(xs, key=lambda e: (e["t0"], e["t0"] - e["t1"]))
+             if e["name"] in NET_CALLS]
+    check(order == list(NET_CALLS), "nested: start order %s" % order)
+    same_as_dump(1, pm, dump_calls(root, state, 2, [1], Net, net_steps, "dump5").get(1, {}), top)
+    print("nested: %d slices, module backwards nested as the dump's" % len(pm))
+
+
+def composite(root, cfg):
+    """F.cross_entropy makes two autograd nodes (NllLossBackward0 first in
+    backward, LogSoftmaxBackward0 last): its backward slice starts at or
+    before the first node's pre-hook and ends after the last node's
+    pre-hook, before the logits' gradient arrives (hooks of this test on
+    the same clock); and its duration holds both nodes' time as
+    torch.profiler, running around the same step, measures them."""
+    from torch.profiler import ProfilerActivity, profile
+    with open(cfg, "w") as f:
+        json.dump({"task": "profile", "dump_path": os.path.join(root, "p6")}, f)
+    logits = torch.randn(256, 20000, requires_grad=True)
+    tgt = torch.randint(0, 20000, (256,))
+    seen = {}
+
+    def at(key):
+        def hook(*_):
+            seen.setdefault(key, time.perf_counter_ns())
+        return hook
+    dbg = PrecisionDebugger(config_path=cfg)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        dbg.start()
+        loss = torch.nn.functional.cross_entropy(logits, tgt)
+        nll = loss.grad_fn
+        lsm = nll.next_functions[0][0]
+        nll.register_prehook(at("nll"))
+        lsm.register_prehook(at("lsm"))
+        logits.register_hook(at("grad"))
+        loss.backward()
+        dbg.stop()
+        dbg.step()
+    dbg.close()
+    check((type(nll).__name__, type(lsm).__name__) == ("NllLossBackward0", "LogSoftmaxBackward0"),
+          "cross_entropy's nodes: %s %s" % (type(nll).__name__, type(lsm).__name__))
+    ce = [e for e in slices(dbg.traces[0]) if e["name"] == "Functional.cross_entropy.0.backward"]
+    check(len(ce) == 1, "composite: %d cross_entropy backward slices" % len(ce))
+    if len(ce) != 1 or len(seen) != 3:
+        check(False, "composite: hooks seen %s" % seen)
+        return
+    e = ce[0]
+    check(e["t0"] <= seen["nll"] < seen["lsm"] <= e["t1"] <= seen["grad"],
+          "composite: slice [%d, %d], NllLoss pre %d, LogSoftmax pre %d, logits' gradient %d"
+          % (e["t0"], e["t1"], seen["nll"], seen["lsm"], seen["grad"]))
+    nodes = {}
+    for ev in prof.events():
+        for k in ("NllLossBackward0", "LogSoftmaxBackward0"):
+            if ev.name == "autograd::engine::evaluate_function: " + k:
+                nodes.setdefault(k, []).append(ev.time_range)
+    check(sorted(nodes) == ["LogSoftmaxBackward0", "NllLossBackward0"] and
+          all(len(v) == 1 for v in nodes.values()), "torch.profiler's nodes: %s" % nodes)
+    if len(nodes) == 2:
+        a, b = nodes["NllLossBackward0"][0], nodes["LogSoftmaxBackward0"][0]
+        both = a.elapsed_us() + b.elapsed_us()
+        span = b.end - a.start
+        dur = (e["t1"] - e["t0"]) / 1e3
+        check(0.75 * both <= dur <= span * 1.1 + 50,
+              "composite: cross_entropy's backward %.1f us, torch.profiler's two nodes %.1f us "
+              "(%.1f + %.1f), from the first's start to the last's end %.1f us" % (
+                  dur, both, a.elapsed_us(), b.elapsed_us(), span))
+        print("composite: cross_entropy backward %.1f us, torch.profiler's nodes %.1f + %.1f us"
+              % (dur, a.elapsed_us(), b.elapsed_us()))
+
+
+class Keep(torch.nn.Module):
+    """Allocates a 64 MiB tensor (written: its pages resident) and keeps it."""
+    def __init__(self):
+        super().__init__()
+        self.kept = []
+
+    def forward(self, x):
+        self.kept.append(torch.ones(16 << 20))
+        return x * 2
+
+
+def memory(root, cfg):
+    """The Memory counter: Keep's forward raises the resident bytes from the
+    last sample before it (the first Linear's end) to the first after it by
+    64 MiB +- 2 MiB, each recorded step; with torch_profiler and
+    profile_memory, torch's own allocator event of 64 MiB lies inside
+    Keep's range."""
+    model = torch.nn.Sequential(torch.nn.Linear(IN, IN), Keep(), torch.nn.Linear(IN, IN))
+    for tp in (False, True):
+        with open(cfg, "w") as f:
+            json.dump({"task": "profile", "dump_path": os.path.join(root, "p7%d" % tp),
+                       "profile": {"torch_profiler": tp, "profile_memory": True}}, f)
+        dbg = PrecisionDebugger(config_path=cfg)
+        for _ in range(2):
+            dbg.start(model)
+            model(torch.randn(B, IN)).sum().backward()
+            dbg.stop()
+            dbg.step()
+        dbg.close()
+        model[1].kept.clear()
+        with open(dbg.traces[-1]) as f:
+            ev = json.load(f)["traceEvents"]
+        keep = [e for e in ev if e.get("ph") == "X" and e["name"].startswith("Module.1.Keep.forward")]
+        check(len(keep) == 2, "memory (torch_profiler %s): Keep's slices %d" % (tp, len(keep)))
+        if not tp:
+            mem = sorted((float(e["ts"]), e["args"]["resident_bytes"]) for e in ev
+                         if e.get("ph") == "C" and e["name"] == "Memory")
+            for k in keep:
+                t0, t1 = float(k["ts"]), float(k["ts"]) + float(k["dur"])
+                before = [v for t, v in mem if t <= t0]
+                after = [v for t, v in mem if t >= t1]
+                grew = (after[0] - before[-1]) / 2**20 if before and after else None
+                check(grew is not None and abs(grew - 64) <= 2,
+                      "memory: the resident bytes over Keep's forward grew %s MiB, want 64 +- 2" % grew)
+                print("memory: Keep's forward: resident +%.3f MiB" % grew)
+        else:
+            big = [e for e in ev if e.get("name") == "[memory]" and
+                   e["args"].get("Bytes") == 64 << 20]
+            inside = [e for e in big if any(float(k["ts"]) <= float(e["ts"]) <=
+                                            float(k["ts"]) + float(k["dur"]) for k in keep)]
+            check(len(big) == 2 and len(inside) == 2,
+                  "memory (torch_profiler): %d allocations of 64 MiB, %d in Keep" % (len(big), len(inside)))
 
 
 def main():
@@ -290,6 +526,9 @@ def main():
         check(lin == {"Functional.linear.%d.forward" % i: "Module.fc1.Linear.forward.%d" % i
                       for i in range(6)}, "each fc1 call encloses its linear: %s" % lin)
         nprobe_mode(root, cfg)
+        nested(root, cfg)
+        composite(root, cfg)
+        memory(root, cfg)
         for sec, key in (({"activ": 2}, "activ"), ({"record_shapes": 1}, "record_shapes"),
                          ({"torch_profiler": "yes"}, "torch_profiler")):
             with open(cfg, "w") as f:

@@ -9,19 +9,25 @@ By default nprobe times the calls itself, with the wrappers and module
 hooks the dump task captures through (no torch.profiler): one `cpu_op`
 slice per API call as the dump names it (`Functional.linear.3.forward`)
 and per API call's backward (`Functional.linear.3.backward`: the autograd
-node that made the call's output, from its pre-hook to its hook), one
-`python_function` slice per module call (`Module.layers.0.mlp.LlamaMLP.forward.0`)
-enclosing its calls, and `ProfilerStep#N` per step; times are
+nodes the call made, from the first one's pre-hook to the last one's
+hook), one `python_function` slice per module call
+(`Module.layers.0.mlp.LlamaMLP.forward.0`) enclosing its calls and per
+module backward (`Module.layers.0.mlp.LlamaMLP.backward.0`: from the first
+gradient reaching its output to its inputs' gradients done) enclosing its
+calls' backwards, and `ProfilerStep#N` per step; times are
 time.perf_counter_ns (CLOCK_MONOTONIC, the runtime's clock), per thread
 (its native id). "record_shapes": true adds the calls' Input Dims and
 FLOPs estimated from the shapes for linear, matmul, mm, bmm, conv2d and
-scaled_dot_product_attention; on CUDA a Memory counter
-(torch.cuda.memory_allocated) follows each outermost module call and step.
+scaled_dot_product_attention. A Memory counter (the process's resident
+bytes, /proc/self/statm; on CUDA also torch.cuda.memory_allocated) is
+sampled at the end of each module call and module backward (where its
+inputs' gradients are hooked) and at each step's start and end.
 
 "torch_profiler": true runs torch.profiler instead (CPU, and CUDA when
 there is one: aten ops and kernels under torch's names), every module
 call a record_function range named as the dump names it; record_shapes
-then records the aten ops' shapes and torch's FLOPs."""
+then records the aten ops' shapes and torch's FLOPs, "profile_memory": true
+torch's allocator events."""
 import atexit
 import json
 import os
@@ -36,7 +42,7 @@ from . import dtensor as _dtensor
 from .debugger import PrecisionDebugger, _rank, _safe_name
 
 _KEYS = ("skip_first", "wait", "warmup", "active", "repeat")
-_FLAGS = ("record_shapes", "torch_profiler")
+_FLAGS = ("record_shapes", "torch_profiler", "profile_memory")
 # the calls record_function's __enter__/__exit__ make, without the object,
 # the CUPTI monitor look-up and the torch-function guard (module calls are
 # not tensor subclasses' business): two C calls per module call
@@ -45,9 +51,22 @@ _exit = torch.ops.profiler._record_function_exit._RecordFunction
 _ns = time.perf_counter_ns
 _tid = threading.get_native_id
 _Tensor = torch.Tensor
-# event kinds: an API call, its backward, a module call, a step, a memory sample
-_API, _BWD, _MOD, _STEP, _MEM = range(5)
-_CAT = ("cpu_op", "cpu_op", "python_function", "user_annotation")
+# the thread's next autograd sequence number (each node made takes one): the
+# nodes a call makes are those numbered from its value before the call to
+# its value after; None on a torch without it (the last node only, then)
+_seq = getattr(torch._C._autograd, "_get_sequence_nr", None)
+_grad_tensor = _dbg._grad_tensor
+_out_tensors = _dbg._out_tensors
+# event kinds: an API call, its backward, a module call, a module backward,
+# a step, a memory sample. Each event is (kind, name, n, t0, t1, tid, args);
+# a backward's has its enclosing module backward's record at [7] (None at
+# the top), a module backward's is a list [.., parent, depth, has_in, step]
+_API, _BWD, _MOD, _MBWD, _STEP, _MEM = range(6)
+_CAT = ("cpu_op", "cpu_op", "python_function", "python_function", "user_annotation")
+try:
+    _PAGE = os.sysconf("SC_PAGE_SIZE")
+except (ValueError, OSError, AttributeError):
+    _PAGE = 4096
 # torch.profiler.schedule's actions, as _action() gives them
 _NONE, _WARMUP, _RECORD, _SAVE = range(4)
 
@@ -80,8 +99,8 @@ def _load(path, over):
     sec = cfg.get("profile", {})
     if not isinstance(sec, dict):
         raise ValueError(f"PrecisionDebugger: {path}: profile: expected an object of schedule "
-                         "keys (skip_first, wait, warmup, active, repeat), record_shapes and "
-                         "torch_profiler")
+                         "keys (skip_first, wait, warmup, active, repeat), record_shapes, "
+                         "torch_profiler and profile_memory")
     sched = {}
     for k, v in sec.items():
         if k in _FLAGS:
@@ -93,7 +112,7 @@ def _load(path, over):
         if k not in _KEYS:
             raise ValueError(f"PrecisionDebugger: {path}: profile.{k}: unknown key "
                              "(skip_first, wait, warmup, active, repeat, record_shapes, "
-                             "torch_profiler)")
+                             "torch_profiler, profile_memory)")
         if type(v) is not int or v < 0:
             raise ValueError(f"PrecisionDebugger: {path}: profile.{k}: expected an integer >= 0, "
                              f"got {v!r}")
@@ -171,6 +190,59 @@ class _NoCalls(dict):
         pass
 
 
+class _ModIn(torch.autograd.Function):
+    """Identity on a module call's inputs (aliases, as the dump's _BwIn):
+    its backward runs when the module's inputs' gradients are done, the
+    end of the module's backward (on one thread the engine runs a graph's
+    later-made nodes first, and this one is made before the module's)."""
+
+    @staticmethod
+    def forward(ctx, done, r, *xs):
+        ctx.done, ctx.r = done, r
+        return tuple(x.detach() for x in xs)
+
+    @staticmethod
+    def backward(ctx, *gs):
+        ctx.done(ctx.r)
+        return (None, None) + gs
+
+
+def _nest_backward(ev):
+    """Each module backward widened to enclose the backwards of the calls
+    made inside it (theirs propagated up the module records they were made
+    in): it starts at its first output gradient (or at its first call's
+    backward where no output gradient was seen: a module returning a
+    ModelOutput) and ends when its inputs' gradients are done (or at its
+    last call's backward where no input needs one). An end so taken is 1 ns
+    after the enclosed one's: a viewer that adds ts and dur in floating
+    point (the DevTools Performance panel) would otherwise see the two ends
+    apart by a rounding and the enclosed slice overlapping its parent."""
+    for e in ev:
+        k = e[0]
+        if (k != _BWD and k != _MBWD) or len(e) < 8 or not e[3]:
+            continue
+        t0, t1 = e[3], max(e[4], e[3])
+        p = e[7]
+        while p is not None:
+            if not p[3] or t0 < p[3]:
+                p[3] = t0
+                if not p[5]:
+                    p[5] = e[5]
+            if t1 >= p[4]:
+                p[4] = t1 + 1
+            t1 = p[4]
+            p = p[7]
+    for e in ev:
+        if e[0] == _MBWD and e[4] < e[3]:
+            e[4] = e[3]
+
+
+def _order(e):
+    """The writer's order: start, the longer first, a module backward
+    before the calls it encloses (the outer module first) on a tie."""
+    return (e[3], e[3] - e[4], e[0] != _MBWD, e[8] if e[0] == _MBWD else 0)
+
+
 class ProfileDebugger(PrecisionDebugger):
     """PrecisionDebugger for a config with "task": "profile": start, stop,
     step and close time the run's calls (or drive torch.profiler)."""
@@ -214,7 +286,9 @@ class ProfileDebugger(PrecisionDebugger):
         # the inputs' sizes and strides; with_flops reads them): off unless asked
         self._prof = torch.profiler.profile(activities=acts, schedule=schedule,
                                             on_trace_ready=self._ready,
-                                            record_shapes=self._shapes, with_flops=self._shapes)
+                                            record_shapes=self._shapes, with_flops=self._shapes,
+                                            profile_memory=self._sched.get("profile_memory",
+                                                                           False))
 
     def _ready(self, prof):
         os.makedirs(self.dir, exist_ok=True)
@@ -225,11 +299,18 @@ class ProfileDebugger(PrecisionDebugger):
     # ---- nprobe's own timing (the default) ----------------------------------
     def _init_timer(self):
         self._lock = threading.Lock()
-        self._ev = []            # the step's events: (kind, name, n, t0, t1, tid[, args])
+        self._ev = []            # the step's events (kind, name, n, t0, t1, tid, args[, ...])
         self._sel = 0            # what the wrappers read: SELECT_API while a step is recorded
         self._mstack, self._ckpt_calls, self._step = [], _NoCalls(), 0
-        self._mem = torch.cuda.is_available()
-        self._mdepth = [0]       # module calls open (a Memory sample after each outermost)
+        self._bstack = []        # the module backward records of the module calls open
+        self._mfd = None         # /proc/self/statm, read at each Memory sample
+        self._cuda = torch.cuda.is_available()
+        if self._sched.get("profile_memory", True):
+            try:
+                self._mfd = os.open("/proc/self/statm", os.O_RDONLY)
+            except OSError:      # no procfs: CUDA's counter alone, where there is one
+                pass
+        self._mem = self._mfd is not None or (self._cuda and self._sched.get("profile_memory", True))
         self._fp = None          # the cycle's trace, written step by step
         self._t_step = None      # the step's start: the last step() or the first start()
         self._tids = set()
@@ -241,14 +322,16 @@ class ProfileDebugger(PrecisionDebugger):
 
     def _time_call(self, api, fn, args, kwargs, inplace):
         """An API call the package's wrapper hands over (debugger.py): timed,
-        numbered per step as the dump numbers it; its backward timed at the
-        autograd node that made its output."""
+        numbered per step as the dump numbers it; its backward timed over the
+        autograd nodes the call made (the node that made its output when it
+        made one)."""
         with self._lock:
             counts = self._counts
             n = counts.get(api, 0)
             counts[api] = n + 1
         tls = _dbg._tls
         tls.depth += 1
+        s0 = _seq() if _seq is not None else 0
         t0 = _ns()
         try:
             y = fn(*args, **kwargs)
@@ -259,7 +342,7 @@ class ProfileDebugger(PrecisionDebugger):
                 extra = {"Input Dims": _dims(args, kwargs)}
                 self._ev.append((_API, api, n, t0, t1, _tid(), extra))
             else:
-                self._ev.append((_API, api, n, t0, t1, _tid()))
+                self._ev.append((_API, api, n, t0, t1, _tid(), None))
         if self._shapes:
             f = _flops(api, args, kwargs, y)
             if f:
@@ -272,10 +355,15 @@ class ProfileDebugger(PrecisionDebugger):
         if out is not None:
             node = out.grad_fn
             if node is not None and (inplace or not any(out is a for a in args)):
-                self._hook_backward(node, api, n)
+                bs = self._bstack
+                par = bs[-1] if bs else None
+                if _seq is not None and _seq() - s0 > 1:
+                    self._hook_composite(node, s0, api, n, par)
+                else:
+                    self._hook_backward(node, api, n, par)
         return y
 
-    def _hook_backward(self, node, api, n):
+    def _hook_backward(self, node, api, n, par):
         ev, step, t = self._ev, self._steps, [0]
 
         def pre(grad_outputs):
@@ -283,12 +371,43 @@ class ProfileDebugger(PrecisionDebugger):
 
         def post(grad_inputs, grad_outputs):
             if self._steps == step and self._sel:
-                ev.append((_BWD, api, n, t[0], _ns(), _tid()))
+                ev.append((_BWD, api, n, t[0], _ns(), _tid(), None, par))
         try:
             node.register_prehook(pre)
         except AttributeError:     # torch < 2.0: no node pre-hooks, no backward slices
             return
         node.register_hook(post)
+
+    def _hook_composite(self, node, s0, api, n, par):
+        """A call that made several autograd nodes (F.cross_entropy: log_softmax
+        and nll_loss; a broadcast matmul: views around mm): its backward from
+        the first of them to start to the last to end. Its nodes are those
+        reachable from the output's node through nodes numbered from s0 to
+        the thread's next number (made during the call)."""
+        s1 = _seq()
+        nodes, todo = {id(node): node}, [node]
+        while todo:
+            for f, _ in todo.pop().next_functions:
+                if f is not None and id(f) not in nodes and s0 <= f._sequence_nr() < s1:
+                    nodes[id(f)] = f
+                    todo.append(f)
+        ev, step = self._ev, self._steps
+        r = [_BWD, api, n, 0, 0, 0, None, par]
+
+        def pre(grad_outputs):
+            if not r[3] and self._steps == step and self._sel:
+                r[3], r[5] = _ns(), _tid()
+                ev.append(r)
+
+        def post(grad_inputs, grad_outputs):
+            if r[3]:
+                r[4] = _ns()
+        for f in nodes.values():
+            try:
+                f.register_prehook(pre)
+            except AttributeError:  # torch < 2.0
+                return
+            f.register_hook(post)
 
     def _collective(self, name, ins, run):
         """A torch.distributed collective (distributed.py's wrappers): timed
@@ -352,36 +471,104 @@ class ProfileDebugger(PrecisionDebugger):
 
     def _make_timer(self, path, cls):
         prefix, names = self._names(path, cls)
+        bname = f"Module.{path}.{cls}.backward."
         key = ("module", path)      # apart from an API of the same name
-        frames, depth = [], self._mdepth
+        frames, bstack, mem = [], self._bstack, self._mem
 
         def pre(mod, args):
             if _dbg._current is not self or _dbg._tls.depth or not self._sel:
                 frames.append(None)
-                return
-            counts = self._counts
+                return None
+            counts, ev = self._counts, self._ev
             with self._lock:
                 n = counts.get(key, 0)
                 counts[key] = n + 1
             while n >= len(names):
                 names.append(prefix + str(len(names)))
-            depth[0] += 1
-            frames.append((names[n], self._ev, _ns()))
+            new, r = None, None
+            if torch.is_grad_enabled():
+                # the module's backward: [kind, name, n, t0, t1, tid, args,
+                # parent, depth, has_in, step]
+                r = [_MBWD, bname + str(n), 0, 0, 0, 0, None, bstack[-1] if bstack else None,
+                     len(bstack), False, self._steps]
+                g = [i for i, a in enumerate(args) if _grad_tensor(a)]
+                if g:
+                    # its inputs through an identity whose backward comes
+                    # when their gradients are done (the dump's _BwIn)
+                    _dbg._tls.depth += 1
+                    try:
+                        xs = _ModIn.apply(self._module_back, r, *[args[i] for i in g])
+                    except Exception:  # noqa: BLE001 - a tensor autograd functions refuse:
+                        xs = None      # the backward ends with its calls' (no input hook)
+                    finally:
+                        _dbg._tls.depth -= 1
+                    if xs is not None:
+                        r[9] = True
+                        new = list(args)
+                        for i, x in zip(g, xs):
+                            new[i] = x
+                        new = tuple(new)
+            bstack.append(r)
+            frames.append((names[n], ev, _ns(), r))
+            return new
 
         def post(mod, args, out):
             fr = frames.pop() if frames else None
             if fr is None:
                 return
             t1 = _ns()
-            fr[1].append((_MOD, fr[0], 0, fr[2], t1, _tid()))
-            depth[0] -= 1
-            if self._mem and not depth[0]:
-                self._memory(fr[1])
+            ev, r = fr[1], fr[3]
+            ev.append((_MOD, fr[0], 0, fr[2], t1, _tid(), None))
+            while bstack and bstack.pop() is not r:
+                pass                # frames left by an exception
+            if r is not None and out is not None:
+                for t in _out_tensors(out):
+                    if _grad_tensor(t):
+                        t.register_hook(self._module_out(r))
+            if mem:
+                self._memory(ev)
         return pre, post
 
+    def _module_out(self, r):
+        """A tensor hook on a module call's output: the first gradient
+        arriving starts its backward (the slice is kept from there when no
+        input needs a gradient: the dump writes that module's row then)."""
+        ev = self._ev
+
+        def hook(g):
+            if not r[3] and self._steps == r[10] and self._sel:
+                r[3], r[5] = _ns(), _tid()
+                if not r[9]:
+                    ev.append(r)
+        return hook
+
+    def _module_back(self, r):
+        """The module's inputs' gradients are done (_ModIn's backward): its
+        backward ends (it starts here when no output gradient was seen: the
+        enclosed calls' backwards give its start, _nest_backward)."""
+        if self._steps != r[10] or not self._sel or r[4]:
+            return
+        t = _ns()
+        if not r[3]:
+            r[3], r[5] = t, _tid()
+        r[4] = t
+        self._ev.append(r)
+        if self._mem:
+            self._memory(self._ev)
+
     def _memory(self, ev):
-        if torch.cuda.is_initialized():
-            ev.append((_MEM, "Memory", 0, _ns(), 0, _tid(), torch.cuda.memory_allocated()))
+        """A Memory sample: the process's resident bytes (statm's second
+        field, in pages), and torch.cuda.memory_allocated once CUDA is in use."""
+        t = _ns()
+        rss = -1
+        if self._mfd is not None:
+            try:
+                rss = int(os.pread(self._mfd, 64, 0).split()[1]) * _PAGE
+            except (OSError, ValueError, IndexError):
+                rss = -1
+        cuda = torch.cuda.memory_allocated() if self._cuda and torch.cuda.is_initialized() else -1
+        if rss >= 0 or cuda >= 0:
+            ev.append((_MEM, "Memory", 0, t, t, _tid(), (rss, cuda)))
 
     # ---- msprobe's interface -----------------------------------------------
     def start(self, model=None, **_ignored):
@@ -399,9 +586,11 @@ class ProfileDebugger(PrecisionDebugger):
         if model is not None:
             self._hook_model(model)
         self._started = True
+        self._sel = _dbg._SEL_API if self._recording() else 0
         if self._t_step is None:
             self._t_step = _ns()
-        self._sel = _dbg._SEL_API if self._recording() else 0
+            if self._sel and self._mem:
+                self._memory(self._ev)    # the step's start
         _dbg._current = self
 
     def stop(self):
@@ -432,7 +621,7 @@ class ProfileDebugger(PrecisionDebugger):
     def _end_step(self, t1):
         ev = self._ev
         t0 = self._t_step if self._t_step is not None else t1
-        ev.append((_STEP, "ProfilerStep#%d" % self._steps, 0, t0, t1, _tid()))
+        ev.append((_STEP, "ProfilerStep#%d" % self._steps, 0, t0, t1, _tid(), None))
         if self._mem:
             self._memory(ev)
         self._write_step(ev)
@@ -460,6 +649,9 @@ class ProfileDebugger(PrecisionDebugger):
                 self._end_step(_ns())     # a step close() cut short, as torch.profiler keeps it
             self._sel = 0
             self._finish_trace()
+            if self._mfd is not None:
+                os.close(self._mfd)
+                self._mfd = None
         self.summary = {"steps": self._steps, "traces": list(self.traces)}
 
     def _at_exit(self):
@@ -481,14 +673,18 @@ class ProfileDebugger(PrecisionDebugger):
                 '"args":{"name":"rank %d"}}' % (self._base, self.rank, self.world, self.rank,
                                                 self.rank))
             self._tids = set()
-        ev.sort(key=lambda e: (e[3], e[3] - e[4], e[0] == _MEM))
+        _nest_backward(ev)
+        ev.sort(key=_order)
         step, rank, out, names = self._steps, self.rank, [], {}
         for e in ev:
             kind, t0, tid = e[0], e[3], e[5]
             self._tids.add(tid)
             if kind == _MEM:
-                out.append(',\n{"ph":"C","name":"Memory","pid":%d,"tid":%d,"ts":%s,'
-                           '"args":{"allocated_bytes":%d}}' % (rank, tid, _us(t0), e[6]))
+                rss, cuda = e[6]
+                out.append(',\n{"ph":"C","name":"Memory","pid":%d,"tid":%d,"ts":%s,"args":{%s}}'
+                           % (rank, tid, _us(t0), ",".join(
+                               '"%s":%d' % kv for kv in (("resident_bytes", rss),
+                                                         ("allocated_bytes", cuda)) if kv[1] >= 0)))
                 continue
             name = e[1] if kind >= _MOD else "%s.%d.%s" % (e[1], e[2], "forward" if kind == _API
                                                            else "backward")
@@ -496,7 +692,7 @@ class ProfileDebugger(PrecisionDebugger):
             if q is None:
                 q = names[name] = json.dumps(name)
             extra = ""
-            if len(e) > 6:
+            if e[6]:
                 extra = json.dumps(e[6], separators=(",", ":"))[1:-1] + ","
             out.append(',\n{"ph":"X","cat":"%s","name":%s,"pid":%d,"tid":%d,"ts":%s,"dur":%s,'
                        '"args":{%s"step":%d,"rank":%d}}' % (_CAT[kind], q, rank, tid, _us(t0),
