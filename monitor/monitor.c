@@ -1153,16 +1153,24 @@ static int on_step(const np_hook_event *ev, void *user)
 
 np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error *err)
 {
+    const np_train_opts *o = np_trainer_opts(tr);
+    /* the checkpoint on anomaly of a tensor- or pipeline-parallel run is a
+     * collective: a rank left out by the config's "rank" list would never take part
+     * (every rank refuses the same config) */
+    if (m->cfg.anomaly_checkpoint && m->cfg.n_ranks > 0 && (o->dist.tp > 1 || o->dist.pp > 1))
+        return np_error_set(err, NP_ERR_ARG, NULL, "monitor",
+                            "anomaly_checkpoint with a \"rank\" list under %s: every rank takes "
+                            "part in writing it (leave out \"rank\")",
+                            o->dist.pp > 1 ? "--pp" : "--tp");
     if (!m->active)
         return NP_OK;
-    const np_train_opts *o = np_trainer_opts(tr);
     /* tensor parallel (no pipeline): the ranks run the same calls, each on
      * its shards, so they agree at each module record whether one saw the
      * run's first anomaly, and every rank writes its kept calls (the same
      * calls: compare assembles them); a pipeline's stages hold different
      * calls, the stage that saw it writes its own */
     m->calls_sync = m->calls && o->dist.tp > 1 && o->dist.pp <= 1 && o->dist.world_size > 1 &&
-                    o->dist.allgather;
+                    o->dist.allgather && m->cfg.n_ranks == 0; /* every rank monitors */
     /* the events only for the modules' outputs or the ring of calls: an
      * observer makes the runtime name and emit every call (a third of
      * the monitor's own instructions a step without them) */

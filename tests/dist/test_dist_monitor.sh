@@ -16,7 +16,10 @@
 # under --tp 2; under --pp 2 the anomalies follow the pipeline's order, and
 # triage of logit_growth (stage 1) and gemm_bitflip (stage 0) reruns both
 # stages from the collective checkpoint on anomaly: numerics with lm_head's
-# linear, transient with c_fc's (the calls stage 0 kept).
+# linear, transient with c_fc's (the calls stage 0 kept). The kept states
+# (anomaly_ring) and calls, with the calls after, under --tp 2 and --pp 2
+# against --save and plain dumps of the same layout and a one-process
+# dump (below).
 set -u
 . "$(dirname "$0")/mpi_env.sh"
 # plain: 14 steps, the faults past the turbulence rule's warmup (10 records);
@@ -355,6 +358,13 @@ print(f"{d}: kept state of step {s - 1} and calls of step {s} ok")
 PY
   done
   echo "kept states and calls under --tp and --pp: $((SECONDS - t_ring)) s"
+  # the checkpoint on anomaly is a collective: a "rank" list would leave a
+  # rank out of it (it hung waiting for that rank); refused on every rank
+  printf '{"task": "monitor", "dump_path": "rk", "rank": [1], "monitor": {"anomaly_checkpoint": true}}\n' > cfg_rk.json
+  mpirun_k 2 "$nprobe" "${model[@]}" --steps 2 --tp 2 --dump-config cfg_rk.json > rk.log 2>&1
+  rc=$?
+  [ $rc = 2 ] && grep -q 'anomaly_checkpoint with a "rank" list under --tp' rk.log ||
+    { echo "FAIL a rank list with the checkpoint on anomaly under --tp (rc $rc)"; cat rk.log; fail=1; }
 fi
 
 # -- beside a dump (--monitor-config with --dump-config): the dump's tables are

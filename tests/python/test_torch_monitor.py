@@ -17,6 +17,7 @@ import random
 import subprocess
 import sys
 import tempfile
+import time
 
 import torch
 
@@ -283,13 +284,17 @@ else:
 # 100 in magnitude; the activations are O(1) otherwise) K - 1 back to N on,
 # in that order, each leaf's row and payload bitwise equal; nprobe replay
 # reads the ring's dump.
-def ring_run(name, spike, steps, ring=None):
+def ring_run(name, spike, steps, ring=None, compiled=False, mode=None):
     from nprobe.torch import PrecisionDebugger
     torch.manual_seed(1)
     model = Net()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     state = {"step": 0}
     model.fc2.register_forward_hook(lambda m, a, out: out * 1e4 if state["step"] == spike else None)
+    run_model = model
+    if compiled:
+        torch._dynamo.reset()   # each run compiles its own graphs (no cache limit reached)
+        run_model = torch.compile(model, backend="aot_eager")
     out, cfg = os.path.join(tmp, name), os.path.join(tmp, name + ".json")
     dbg = mon = None
     with open(cfg, "w") as f:
@@ -299,20 +304,21 @@ def ring_run(name, spike, steps, ring=None):
                 "alert": {"rules": [{"rule_name": "AnomalyTurbulence",
                                      "args": {"threshold": 49, "warmup": 3}}]}}}, f)
         else:
-            json.dump({"task": "tensor", "dump_path": out, "level": "L1", "step": [spike]}, f)
+            json.dump({"task": "tensor", "dump_path": out, "level": "mix" if compiled else "L1",
+                       "step": [spike]}, f)
     if ring:
-        mon = TrainerMon(cfg)
-        mon.set_monitor(model, opt)
+        mon = TrainerMon(cfg, torch_compile=mode)
+        mon.set_monitor(run_model, opt)
     else:
         dbg = PrecisionDebugger(cfg)
     g = torch.Generator().manual_seed(7)
     for st in range(steps):
         state["step"] = st
         if dbg:
-            dbg.start(model)
+            dbg.start(run_model)
         x, y = torch.randn(4, 16, generator=g), torch.randn(4, 8, generator=g)
         opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()
+        torch.nn.functional.mse_loss(run_model(x), y).backward()
         opt.step()
         if dbg:
             dbg.stop()
@@ -368,6 +374,49 @@ r = subprocess.run([nprobe, "replay", os.path.join(tmp, "ring", "anomaly_calls")
                    capture_output=True, text=True)
 check(r.returncode == 0, f"nprobe replay of the ring's dump: {r.returncode} {r.stdout[-600:]} {r.stderr}")
 print(f"ring: spike at step {S}, calls {rc}, {info.get('bytes')} bytes kept")
+
+# The ring under torch.compile (backend aot_eager; docs/MONITOR.md "The ring
+# under torch.compile"). "capture" (the default): the package's capture of a
+# compiled model, the module rows around the compiled regions (the ring at
+# level mix) and the API calls outside them (the loss); known answer: a
+# plain PrecisionDebugger mix dump of the compiled model at step S (a
+# separate run), its calls from the spike's (the first whose output exceeds
+# 100: fc2's module row) K - 1 back to N on, every leaf byte-equal, no API
+# row from inside a compiled region. "eager" (TrainerMon(torch_compile=
+# "eager")): the compiled model runs uncompiled while the ring waits, and
+# its dump is the eager ring's above, call for call and byte for byte.
+# Before, a compiled model raised no anomaly online at all (the monitor's
+# hooks went into dynamo's graphs, its module names carried _orig_mod).
+t_compile = time.time()
+cmon = ring_run("ring_cc", S, S + 1, (K, N), compiled=True)
+ring_run("ring_cplain", S, S + 1, compiled=True)
+emon = ring_run("ring_ce", S, S + 1, (K, N), compiled=True, mode="eager")
+for m, what in ((cmon, "capture"), (emon, "eager")):
+    an = m.anomaly or {}
+    check((an.get("step"), an.get("name"), an.get("metric")) == (S, "fc2", "activation"),
+          f"compiled ring ({what}): the anomaly online {an}, spike at {S}")
+    check(((m.anomaly_calls or {}).get("before"), (m.anomaly_calls or {}).get("after")) == (K, N),
+          f"compiled ring ({what}): {m.anomaly_calls}")
+cpc, cpe = dump_of(os.path.join(tmp, "ring_cplain", f"step{S}", "rank0", "dump.h5"))
+at = next((i for i, c in enumerate(cpc) if any(
+    e[0] == c and e[1] == "output" and e[2] > 100 for e in cpe.values())), None)
+cwant = cpc[at - K + 1:at + N + 1] if at is not None and at >= K - 1 else None
+cfile = os.path.join(tmp, "ring_cc", "anomaly_calls", f"step{S}", "rank0", "dump.h5")
+crc, cre = dump_of(cfile) if os.path.exists(cfile) else ([], {})
+check(cwant is not None and crc == cwant and cwant[K - 1].startswith("Module.fc2."),
+      f"compiled ring calls {crc}, the compiled plain dump's {cwant} (spike call {at})")
+check(all(c.startswith("Module.") or "mse_loss" in c for c in crc),
+      f"compiled ring: only module rows and the loss's calls (no compiled region's API rows): {crc}")
+for n, e in cre.items():
+    check(n in cpe and cpe[n][3] == e[3] and cpe[n][4] == e[4],
+          f"compiled ring leaf {n}: row and payload equal to the compiled plain dump's")
+check(len(cre) >= 2 * (K + N), f"compiled ring leaves {len(cre)}")
+efile = os.path.join(tmp, "ring_ce", "anomaly_calls", f"step{S}", "rank0", "dump.h5")
+erc, ere = dump_of(efile) if os.path.exists(efile) else ([], {})
+check(erc == rc and set(ere) == set(re_) and all(ere[n][3:] == re_[n][3:] for n in ere),
+      f"compiled ring (eager): {erc} against the eager ring's {rc}")
+print(f"compiled ring: capture {crc}; eager {len(erc)} calls as the eager ring's "
+      f"({time.time() - t_compile:.1f} s)")
 
 print("torch monitor:", "FAIL" if fail else "ok", f"(spike at step {s})")
 sys.exit(1 if fail else 0)

@@ -256,8 +256,13 @@ class TrainerMon:
     read from torch.optim's state)."""
 
     def __init__(self, config_file_path, process_group=None, params_have_main_grad=True,
-                 opt_ty=None):
+                 opt_ty=None, torch_compile=None):
         self.config = _config(config_file_path)
+        # the ring's capture of a compiled model (docs/MONITOR.md "The ring
+        # under torch.compile"): "capture" (module rows around the compiled
+        # regions) or "eager" (compiled code run uncompiled while the ring
+        # captures); else $NPROBE_TORCH_COMPILE, as PrecisionDebugger's
+        self._compile_mode = _dbg._compile_mode(torch_compile)
         dist = torch.distributed
         on = dist.is_available() and dist.is_initialized()
         self.rank = dist.get_rank() if on else 0
@@ -367,15 +372,40 @@ class TrainerMon:
             return
         self._open()
         models = model if isinstance(model, (list, tuple)) else [model]
+        # a compiled model (torch.compile's wrapper, or compiled submodules):
+        # its modules and parameters named as the eager model's, the hooks
+        # kept out of dynamo's graphs (run eagerly at the compiled regions'
+        # boundaries, as PrecisionDebugger's module hooks)
+        compiled = any(_dbg._is_compile_wrapper(mod) for m in models for mod in m.modules())
+        hook = (lambda f: _dbg._eager_hook(_dbg._paused(f))) if compiled else _dbg._paused
+        c = self.config
+        if c["anomaly_calls"] or c["anomaly_calls_after"]:
+            from .ring import CallRing
+            # under torch.compile the API calls inside compiled regions are
+            # the compiler's: the ring keeps the module rows too (level mix),
+            # or, asked for, runs the compiled code uncompiled (every call)
+            eager = compiled and self._compile_mode == "eager"
+            self._ring = CallRing(os.path.join(c["dump_path"], "anomaly_calls"),
+                                  c["anomaly_calls"], c["anomaly_calls_after"], self.step,
+                                  self._recording_at,
+                                  level="mix" if compiled and not eager else "L1",
+                                  torch_compile="eager" if eager else "capture")
+            self._rules = _Rules(c["rules"])
+            for m in models:
+                # before the monitor's hooks: a module's row (level mix) is
+                # in the ring when the monitor's hook on its output fires it
+                self._ring.start(m)
         self.params = {}
         for m in models:
             for name, p in m.named_parameters():
-                self.params[p] = name
+                self.params[p] = _dbg._compiled_path(name)
         if self.config["xy_distribution"]:
             for m in models:
                 for name, mod in m.named_modules():
-                    if name and _matches(self.config["targets"], name):
-                        self.handles.append(mod.register_forward_hook(_dbg._paused(self._fwd(name))))
+                    name = _dbg._compiled_path(name)
+                    if name and not _dbg._is_compile_wrapper(mod) and \
+                            _matches(self.config["targets"], name):
+                        self.handles.append(mod.register_forward_hook(hook(self._fwd(name))))
         if self.config["wg_distribution"] and self.world > 1:
             # the gradient as backward hands it to the parameter, before
             # DDP's reduction (its hooks run after the accumulation)
@@ -383,18 +413,9 @@ class TrainerMon:
                 if p.requires_grad:
                     self.handles.append(p.register_hook(_dbg._paused(self._gpre(n))))
         for m in models:
-            self.handles.append(m.register_forward_hook(_dbg._paused(self._loss_hook)))
+            self.handles.append(m.register_forward_hook(hook(self._loss_hook)))
         self.handles.append(optimizer.register_step_pre_hook(_dbg._paused(self._pre_step)))
         self.handles.append(optimizer.register_step_post_hook(_dbg._paused(self._post_step)))
-        c = self.config
-        if c["anomaly_calls"] or c["anomaly_calls_after"]:
-            from .ring import CallRing
-            self._ring = CallRing(os.path.join(c["dump_path"], "anomaly_calls"),
-                                  c["anomaly_calls"], c["anomaly_calls_after"], self.step,
-                                  self._recording_at)
-            self._rules = _Rules(c["rules"])
-            for m in models:
-                self._ring.start(m)
 
     def _fwd(self, name):
         """The module's output (`activation`) and, by a hook on that tensor,

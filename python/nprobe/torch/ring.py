@@ -1,5 +1,6 @@
 """The monitor's ring of calls for PyTorch (TrainerMon's `anomaly_calls`,
-docs/MONITOR.md "The ring of calls in the package").
+docs/MONITOR.md "The ring of calls in the package"; a compiled model:
+"The ring under torch.compile").
 
 The package's capture (PrecisionDebugger's API wrappers and module hooks,
 a tensor task) with its writer held back: each call's tensors (inputs,
@@ -35,15 +36,15 @@ class CallRing(_dbg.PrecisionDebugger):
 
     _use_env = False    # its own config, also under `nprobe dump` ($NPROBE_DUMP_CONFIG)
 
-    def __init__(self, dump_path, before, after, step, want):
+    def __init__(self, dump_path, before, after, step, want, level="L1", torch_compile="capture"):
         parent = os.path.dirname(dump_path)
         cfg = os.path.join(parent, f".anomaly_calls.{os.getpid()}.json")
         with open(cfg, "w") as f:
-            json.dump({"task": "tensor", "dump_path": dump_path, "level": "L1", "rank": [],
+            json.dump({"task": "tensor", "dump_path": dump_path, "level": level, "rank": [],
                        "step": []}, f)
         latest = _dbg.PrecisionDebugger._latest
         try:
-            super().__init__(cfg)
+            super().__init__(cfg, torch_compile=torch_compile)
         finally:
             os.unlink(cfg)
             # PrecisionDebugger.step() and friends, called on the class, stay the user's
@@ -140,6 +141,14 @@ class CallRing(_dbg.PrecisionDebugger):
         if self.state == "after":
             super()._safe_leaf(call, role, key, t, known)
 
+    def _flush_param_grads(self):
+        # level mix (a compiled model): the parameters' gradients are rows
+        # of the step's end, not calls; written only after the anomaly
+        if self.state == "keep":
+            self._pgrads = {}
+            return
+        super()._flush_param_grads()
+
     # ---- the anomaly ----------------------------------------------------------
     def fire(self):
         """The run's first anomaly: the kept calls are written as the step's
@@ -179,7 +188,8 @@ class CallRing(_dbg.PrecisionDebugger):
         self.finish()
 
     def finish(self):
-        """Stop capturing; the dump's step in progress is completed."""
+        """Stop capturing; the dump's step in progress is completed (and a
+        compiled model runs compiled again: torch_compile "eager")."""
         if self.state == "done" or self._closed:
             return
         after = self.state == "after"
