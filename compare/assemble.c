@@ -1257,6 +1257,13 @@ static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, hold
             snprintf(a->first_defect, sizeof a->first_defect, "%s", why);
         return 1;
     }
+    /* an empty piece (an expert no token reached on that rank) holds
+     * nothing and stores no payload: left out (one kept if all are) */
+    int kept = 0;
+    for (int i = 0; i < np; i++)
+        if (pieces[i].e->numel > 0 || (i == np - 1 && kept == 0))
+            pieces[kept++] = pieces[i];
+    np = l.n = kept;
     int has_data = 1;
     for (int i = 0; i < np; i++)
         has_data &= pieces[i].e->has_data != 0;
@@ -2059,7 +2066,9 @@ const char *cmp_assembly_blame(cmp_dump *cd, const np_cmp_side *cs, cmp_dump *bd
     if (!e)
         goto done;
     for (int i = 0; i < n; i++) {
-        double *nv = realloc(v, (size_t)(h[i].e->numel > 0 ? h[i].e->numel : 1) * sizeof *v);
+        if (h[i].e->numel == 0)
+            continue; /* an empty piece (no payload): nothing of it differs */
+        double *nv = realloc(v, (size_t)h[i].e->numel * sizeof *v);
         if (!nv)
             goto done;
         v = nv;

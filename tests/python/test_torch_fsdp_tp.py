@@ -244,6 +244,13 @@ def rank_main(rank, tmp):
                        group=emesh["ep"].get_group(), bug=label.startswith("bug") and rank == 3,
                        dp_group=emesh["dp"].get_group())
         out[label] = {"warnings": w, "summary": d.summary}
+    # several data_parallel dimensions without a device mesh: a warning
+    d = PrecisionDebugger(f"{tmp}/dpep_nomesh.json", data_parallel=("dp", "ep"),
+                          data_parallel_reduce="sum", experts="moe.experts")
+    out["dpep_nomesh"] = ep_moe.run(ep_moe.model(held=(rank % 2,)), d,
+                                    ep_moe.batch(24)[6 * rank:6 * rank + 6],
+                                    group=emesh["ep"].get_group(),
+                                    dp_group=emesh["dp"].get_group())
     # DDP on a subgroup (ranks {0, 1} and {2, 3}, each pair its halves of
     # the batch) under data_parallel: not the world's dp, so no mesh
     from torch.nn.parallel import DistributedDataParallel
@@ -387,6 +394,9 @@ def check_dpep(tmp):
             res = json.load(f)
         for label in ("dpep", "dpep_l0", "bug_dpep"):
             check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
+        w = res["dpep_nomesh"]
+        check(len(w) == 1 and "names several mesh dimensions" in w[0] and "device_mesh" in w[0],
+              f"dpep_nomesh rank {r}: one warning asking for device_mesh: {w}")
     # expert 0's input: ranks 0 and 2's tokens (dp 0's and dp 1's), as many
     # as one process's expert 0 gets
     leaf = "Module.moe.experts.0.Expert.forward.0.input.0"
@@ -528,7 +538,7 @@ def main():
                             "dppp_plain", "bug_dppp_plain", "ddp_sub_mesh", "single_wrap",
                             "dppp_odd", "bug_dppp_odd", "single_odd", "pp4_odd",
                             "hf_fsdp_tp", "single_hf", "dpep", "dpep_l0", "bug_dpep",
-                            "single_dpep", "single_dpep_l0"))
+                            "single_dpep", "single_dpep_l0", "dpep_nomesh"))
         fsdp2_probe(tmp)
         pp1f1b_probe(tmp, "the 1F1B parts (the pp_tp4, bug_pp_tp4, dppp, dppp_plain and "
                      "bug_dppp_plain runs and their checks)")

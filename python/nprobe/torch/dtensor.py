@@ -492,6 +492,13 @@ def set_mesh(d, world_size):
             return
         rank = dist.get_rank()
         mesh = Mesh(dp_names(d), (world_size,), (rank,), list(range(world_size)))
+    if mesh is None and d._dp is not None and len(dp_names(d)) > 1 and world_size > 1:
+        import warnings
+        warnings.warn(f"nprobe: data_parallel={d._dp!r} names several mesh dimensions but the "
+                      f"model has no DTensors and no device_mesh was given: no device mesh is "
+                      f"written; each rank's dump compares on its own", stacklevel=4)
+        d._mesh = False
+        return
     if mesh is None:
         return
     d._mesh = mesh
