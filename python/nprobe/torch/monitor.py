@@ -214,6 +214,8 @@ class _Rules:
 
 def _f32(t):
     """t's values as a contiguous float32 CPU tensor (t itself when it is one)."""
+    if t.dtype == torch.float32 and t.is_cpu and t.is_contiguous():
+        return t
     x = t.detach()
     if x.dtype != torch.float32:
         x = x.float()
@@ -276,9 +278,9 @@ def tensor_stats_many(ts, befores=None, copies=None):
         dst = ptr(*[0 if c is None else c[1].data_ptr() for c in copies])
     _stats_f32_many(out.ctypes.data, zeros.ctypes.data, dn.ctypes.data, data, before,
                     numel.ctypes.data, n, src, dst)
-    nrm, mn, mx, mean = (out[f].tolist() for f in ("norm", "min", "max", "mean"))
-    nan, inf = out["nan"].tolist(), (out["pinf"] + out["ninf"]).tolist()
-    st = list(zip(numel.tolist(), nrm, mn, mx, mean, zeros.tolist(), nan, inf))
+    st = list(zip(numel.tolist(), out["norm"].tolist(), out["min"].tolist(), out["max"].tolist(),
+                  out["mean"].tolist(), zeros.tolist(), out["nan"].tolist(),
+                  (out["pinf"] + out["ninf"]).tolist()))
     if bs is None:
         return st
     return [(a, None if b is None else d) for a, b, d in zip(st, bs, dn.tolist())]
@@ -322,6 +324,7 @@ class TrainerMon:
         self._keys, self._key_rows, self._rec = {}, [], []
         self._flushed_keys = 0
         self._rows = 0
+        self._nsteps = 0        # rows of /steps written
         self._before = {}
         self._snap = {}
         self.path = None
@@ -356,7 +359,7 @@ class TrainerMon:
         self.file = f
 
     @staticmethod
-    def _append(d, rows):
+    def _append(d, rows, n):
         """rows appended to d, then d flushed (a reader sees them). The rows
         are written with the dataset's own type as the memory type: the
         array's dtype is the one the dataset was created from (the same
@@ -365,7 +368,6 @@ class TrainerMon:
         us for a step's 80 records, this 35 us)."""
         if len(rows):
             from h5py import h5s
-            n = d.shape[0]
             d.resize((n + len(rows),))
             ft = d.id.get_type()
             if rows.dtype.itemsize == ft.get_size() and rows.flags.c_contiguous:
@@ -413,13 +415,16 @@ class TrainerMon:
         """The step's records and new keys, flushed, then its /steps row."""
         recs = np.array(self._rec, dtype=REC_DTYPE)
         keys = np.array(self._key_rows[self._flushed_keys:], dtype=KEY_DTYPE)
-        self._append(self.d_rec, recs)
+        # the extents are this writer's own counts (rows, keys, steps so far): no
+        # dataset extent read a step
+        self._append(self.d_rec, recs, self._rows)
         if len(keys):   # a step with no new key: no write, no flush (one less a step)
-            self._append(self.d_key, keys)
+            self._append(self.d_key, keys, self._flushed_keys)
         self._rows += len(recs)
         self._flushed_keys = len(self._key_rows)
         self._append(self.d_step, np.array([(self.step, self._rows, self._flushed_keys)],
-                                           dtype=STEP_DTYPE))
+                                           dtype=STEP_DTYPE), self._nsteps)
+        self._nsteps += 1
         self.collected += 1
 
     # ---- hooks ---------------------------------------------------------
@@ -541,12 +546,13 @@ class TrainerMon:
                     before[p] = self._snapshot(p)
                 else:
                     before[p] = copy[p] = b
-        items = [(p, n) for p, n in self.params.items() if p.grad is not None]
-        stats = tensor_stats_many([p.grad for p, _ in items],
-                                  copies=[(p.detach(), copy[p]) if p in copy else None
-                                          for p, _ in items] if copy else None)
+        items = [(p, n, p.grad) for p, n in self.params.items()]
+        items = [it for it in items if it[2] is not None]
+        stats = tensor_stats_many([g for _, _, g in items],
+                                  copies=[(p, copy[p]) if p in copy else None
+                                          for p, _, _ in items] if copy else None)
         total, want = 0.0, set(p for p, _ in sel) if c["wg_distribution"] else set()
-        for (p, n), st in zip(items, stats):
+        for (p, n, _), st in zip(items, stats):
             total += st[1] ** 2
             if p in want:
                 self._add(n, "grad", st)
@@ -557,12 +563,11 @@ class TrainerMon:
         """The buffer kept for the run that p's snapshot is copied into by
         the statistics' call (a float32 contiguous CPU parameter), or None
         (then _snapshot copies it)."""
-        x = p.detach()
-        if x.device.type != "cpu" or x.dtype != torch.float32 or not x.is_contiguous():
+        if not p.is_cpu or p.dtype != torch.float32 or not p.is_contiguous():
             return None
         b = self._snap.get(p)
-        if b is None or b.shape != x.shape or b.dtype != x.dtype:
-            b = self._snap[p] = torch.empty_like(x, memory_format=torch.contiguous_format)
+        if b is None or b.shape != p.shape or b.dtype != p.dtype:
+            b = self._snap[p] = torch.empty_like(p.detach(), memory_format=torch.contiguous_format)
         return b
 
     def _snapshot(self, p):
