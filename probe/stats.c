@@ -8,6 +8,7 @@
  * when the CPU has them (picked at run time) with the same lanes and order,
  * so every CPU gives the same bits. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <omp.h>
@@ -636,6 +637,95 @@ __attribute__((target("avx512f"))) static void chunk_extra_avx512(part *p, const
     _mm512_storeu_pd(ql, q);
     p->dsumsq += extra_fold(ql, x, prev, nb, n);
 }
+
+/* The statistics and the extras of one float32 chunk in a single pass
+ * (the package's monitor: np_probe_tensor_stats_f32), x and prev read once:
+ * chunk_f32_fast_avx512's lanes, order and tail for the statistics, the
+ * zeros counted from a compare mask per 16 elements, and the difference's
+ * squares added to their lanes without chunk_extra_avx512's finiteness
+ * mask: a non-finite difference (x or prev not finite) leaves its lane sum
+ * NaN or +Inf for good (the squares are >= 0, so no Inf - Inf), and a
+ * finite one adds what the masked add would; a finite difference of two
+ * floats squared is at most 4.7e77, so 8192 of them in a lane never
+ * overflow. So: all lanes finite, the same bits as the masked loop; else
+ * the chunk's norm is redone by chunk_extra_avx512 (as the statistics are
+ * by the slow path when x holds a NaN/Inf). Same results as run_chunk +
+ * chunk_extra, bit for bit (test_probe_stats). has_prev is a constant at
+ * each call (the loop without the difference when there is none). */
+__attribute__((target("avx512f"), always_inline)) static inline void
+chunk_mon_avx512_body(part *p, const float *x, const float *prev, int64_t n, int zeros,
+                      int has_prev)
+{
+    __m512d s = _mm512_setzero_pd(), q = s, dq = s;
+    __m512 vmx = _mm512_set1_ps(-INFINITY), vmn = _mm512_set1_ps(INFINITY);
+    const __m512 zero = _mm512_setzero_ps();
+    int64_t nb = n - n % FLANES, n16 = n - n % 16, i = 0, z = 0;
+    for (; i < n16; i += 16) {
+        if (i + PREFETCH < n) {
+            _mm_prefetch((const char *)(x + i + PREFETCH), _MM_HINT_T0);
+            if (has_prev)
+                _mm_prefetch((const char *)(prev + i + PREFETCH), _MM_HINT_T0);
+        }
+        __m512 v = _mm512_loadu_ps(x + i);
+        vmx = _mm512_max_ps(vmx, v);
+        vmn = _mm512_min_ps(vmn, v);
+        if (zeros)
+            z += __builtin_popcount((unsigned)_mm512_cmp_ps_mask(v, zero, _CMP_EQ_OQ));
+        __m512d lo = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+        __m512d hi = _mm512_cvtps_pd(_mm256_loadu_ps(x + i + 8));
+        s = _mm512_add_pd(s, lo);
+        q = _mm512_add_pd(q, _mm512_mul_pd(lo, lo));
+        s = _mm512_add_pd(s, hi);
+        q = _mm512_add_pd(q, _mm512_mul_pd(hi, hi));
+        if (has_prev) {
+            __m512d dlo = _mm512_sub_pd(lo, _mm512_cvtps_pd(_mm256_loadu_ps(prev + i)));
+            __m512d dhi = _mm512_sub_pd(hi, _mm512_cvtps_pd(_mm256_loadu_ps(prev + i + 8)));
+            dq = _mm512_add_pd(dq, _mm512_mul_pd(dlo, dlo));
+            dq = _mm512_add_pd(dq, _mm512_mul_pd(dhi, dhi));
+        }
+    }
+    float zs = lanes_finite_zs(s);
+    float fmx = _mm512_reduce_max_ps(vmx), fmn = _mm512_reduce_min_ps(vmn);
+    if (i < nb) { /* one block of 8 left (its finiteness: fast_tail) */
+        __m512d d = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+        s = _mm512_add_pd(s, d);
+        q = _mm512_add_pd(q, _mm512_mul_pd(d, d));
+        if (has_prev) {
+            __m512d dd = _mm512_sub_pd(d, _mm512_cvtps_pd(_mm256_loadu_ps(prev + i)));
+            dq = _mm512_add_pd(dq, _mm512_mul_pd(dd, dd));
+        }
+    }
+    if (zeros) {
+        for (int64_t k = n16; k < n; k++)
+            z += x[k] == 0.0f;
+        p->zeros += z;
+    }
+    NP_ZMM_ALIGN double sa[FLANES];
+    NP_ZMM_ALIGN double qa[FLANES];
+    _mm512_storeu_pd(sa, s);
+    _mm512_storeu_pd(qa, q);
+    if (!fast_tail(p, x, i, nb, n, zs, fmx, fmn, sa, qa))
+        chunk_f32_slow_avx512(p, x, n);
+    if (has_prev) {
+        if (isnan(lanes_finite_zs(dq))) {
+            chunk_extra_avx512(p, x, prev, n, 0);
+        } else {
+            NP_ZMM_ALIGN double dl[FLANES];
+            _mm512_storeu_pd(dl, dq);
+            p->dsumsq += extra_fold(dl, x, prev, nb, n);
+        }
+    }
+}
+
+__attribute__((target("avx512f"))) static void chunk_mon_avx512(part *p, const float *x,
+                                                                 const float *prev, int64_t n,
+                                                                 int zeros)
+{
+    if (prev)
+        chunk_mon_avx512_body(p, x, prev, n, zeros, 1);
+    else
+        chunk_mon_avx512_body(p, x, NULL, n, zeros, 0);
+}
 #endif
 
 static void chunk_extra(part *p, const float *x, const float *prev, int64_t n, int zeros)
@@ -654,6 +744,23 @@ static void chunk_extra(part *p, const float *x, const float *prev, int64_t n, i
 static int run_pair(part *pp, np_dtype dt, const void *data, int64_t c, int64_t nchunks,
                     int64_t numel, int want_crc, const np_stats_extra *ex)
 {
+#if NP_STATS_X86
+    if (ex && !simd_off && __builtin_cpu_supports("avx512f")) {
+        /* statistics and extras in one pass (chunk_mon_avx512) */
+        int m = c + 1 < nchunks ? 2 : 1;
+        for (int k = 0; k < m; k++) {
+            int64_t off = (c + k) * CHUNK;
+            int64_t n = numel - off < CHUNK ? numel - off : CHUNK;
+            const float *x = (const float *)data + off;
+            part_init(&pp[k]);
+            chunk_mon_avx512(&pp[k], x, ex->prev ? ex->prev + off : NULL, n, ex->zeros);
+            pp[k].nbytes = (size_t)n * sizeof(float);
+            if (want_crc)
+                pp[k].crc = np_crc32(0, x, pp[k].nbytes);
+        }
+        return m;
+    }
+#endif
     int m = run_pair_stats(pp, dt, data, c, nchunks, numel, want_crc);
     if (ex) {
         for (int k = 0; k < m; k++) {
@@ -792,4 +899,57 @@ void np_probe_tensor_stats_f32(np_probe_stats *out, int64_t *zeros, double *diff
         *zeros = ex.zeros_out;
     if (diff_norm)
         *diff_norm = before ? sqrt(ex.diff_sumsq_out) : NAN;
+}
+
+/* dst = src (n floats) with stores that bypass the cache where the CPU has
+ * AVX-512 (a snapshot written now and read after the optimizer's step has
+ * streamed its state through the cache: no read of dst's lines first, no
+ * eviction of what the step will read next) */
+#if NP_STATS_X86
+__attribute__((target("avx512f"))) static void copy_stream_avx512(float *dst, const float *src,
+                                                                   int64_t n)
+{
+    int64_t i = 0;
+    for (; i < n && ((uintptr_t)(dst + i) & 63); i++)
+        dst[i] = src[i];
+    for (; i + 16 <= n; i += 16) {
+        if (i + PREFETCH < n)
+            _mm_prefetch((const char *)(src + i + PREFETCH), _MM_HINT_T0);
+        _mm512_stream_ps(dst + i, _mm512_loadu_ps(src + i));
+    }
+    for (; i < n; i++)
+        dst[i] = src[i];
+    _mm_sfence();
+}
+#endif
+
+static void copy_f32(float *dst, const float *src, int64_t n)
+{
+#if NP_STATS_X86
+    if (!simd_off && ((uintptr_t)dst & 3) == 0 && __builtin_cpu_supports("avx512f")) {
+        copy_stream_avx512(dst, src, n);
+        return;
+    }
+#endif
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+void np_probe_tensor_stats_f32_many(np_probe_stats *out, int64_t *zeros, double *diff_norm,
+                                    const float *const *data, const float *const *before,
+                                    const int64_t *numel, int64_t count,
+                                    const float *const *copy_src, float *const *copy_dst)
+{
+    np_stats_scratch s = {NULL, 0};
+    for (int64_t k = 0; k < count; k++) {
+        const float *b = before ? before[k] : NULL;
+        np_stats_extra ex = {b, zeros != NULL, 0, 0.0};
+        np_stats_compute_ex(&out[k], NULL, NP_FLOAT32, data[k], numel[k], &s, &ex);
+        if (zeros)
+            zeros[k] = ex.zeros_out;
+        if (diff_norm)
+            diff_norm[k] = b ? sqrt(ex.diff_sumsq_out) : NAN;
+        if (copy_src && copy_src[k] && copy_dst && copy_dst[k] && numel[k] > 0)
+            copy_f32(copy_dst[k], copy_src[k], numel[k]);
+    }
+    np_stats_scratch_free(&s);
 }

@@ -357,6 +357,21 @@ void np_probe_tensor_stats(np_probe_stats *out, uint32_t *crc, np_dtype dt,
  * weight's and its update's norm in another (docs/MONITOR.md). */
 void np_probe_tensor_stats_f32(np_probe_stats *out, int64_t *zeros, double *diff_norm,
                                const float *data, const float *before, int64_t numel);
+/* np_probe_tensor_stats_f32 over `count` tensors in one call (the package's
+ * monitor: one call an optimizer hook, not one a parameter). Tensor k is
+ * data[k], numel[k] float32 values; its statistics go to out[k], its zero
+ * count to zeros[k] (zeros may be NULL: not counted) and, when `before` and
+ * before[k] are not NULL, its difference norm to diff_norm[k] (NaN
+ * otherwise; diff_norm may be NULL), the same bits as one
+ * np_probe_tensor_stats_f32 call each. When copy_src and copy_src[k] are
+ * not NULL, copy_src[k] (numel[k] floats) is copied into copy_dst[k] right
+ * after tensor k's statistics, with stores that bypass the cache where the
+ * CPU allows (the weights' snapshot for the update ratio, taken beside the
+ * gradients' statistics). */
+void np_probe_tensor_stats_f32_many(np_probe_stats *out, int64_t *zeros, double *diff_norm,
+                                    const float *const *data, const float *const *before,
+                                    const int64_t *numel, int64_t count,
+                                    const float *const *copy_src, float *const *copy_dst);
 
 #ifdef __cplusplus
 }

@@ -168,9 +168,127 @@ static void test_extras(void)
     free(w);
 }
 
+/* One np_probe_tensor_stats_f32_many call over tensors xs[k] (bs[k] the
+ * "before" array or NULL) against one np_probe_tensor_stats_f32 call each
+ * on the portable kernel (chunk_f32_fast_c + chunk_extra_c: the order the
+ * vector kernels must keep), bit for bit; and the copies cs[k] -> ds[k]
+ * made in the same call equal to their sources. */
+static void check_many(const float *const *xs, const float *const *bs, const int64_t *ns,
+                       int count, const float *const *cs, float *const *ds, const char *what)
+{
+    np_probe_stats st[8], ref_st;
+    int64_t z[8], ref_z;
+    double dn[8], ref_dn;
+    fprintf(stderr, "many %s (%d tensors)\n", what, count);
+    np_probe_tensor_stats_f32_many(st, z, dn, xs, bs, ns, count, cs, ds);
+    for (int k = 0; k < count; k++) {
+        np_stats_force_portable(1);
+        np_probe_tensor_stats_f32(&ref_st, &ref_z, &ref_dn, xs[k], bs ? bs[k] : NULL, ns[k]);
+        np_stats_force_portable(0);
+        CHECK(memcmp(&st[k], &ref_st, sizeof ref_st) == 0);
+        CHECK_EQ_INT(z[k], ref_z);
+        CHECK(memcmp(&dn[k], &ref_dn, sizeof ref_dn) == 0 || (isnan(dn[k]) && isnan(ref_dn)));
+        if (cs && cs[k])
+            CHECK(memcmp(ds[k], cs[k], (size_t)ns[k] * sizeof(float)) == 0);
+    }
+}
+
+static void test_many(void)
+{
+    /* by hand: x = {1, 0, -2, 3}, b = {1, 1, -2, 0}: 1 zero, |x| = sqrt(14),
+     * mean 0.5, |x - b| = sqrt(0 + 1 + 0 + 9); the second tensor has no
+     * before (NaN), the third is empty */
+    {
+        const float x[4] = {1.0f, 0.0f, -2.0f, 3.0f}, b[4] = {1.0f, 1.0f, -2.0f, 0.0f};
+        const float y[2] = {-0.0f, 5.0f};
+        const float *xs[3] = {x, y, NULL}, *bs[3] = {b, NULL, NULL};
+        const int64_t ns[3] = {4, 2, 0};
+        np_probe_stats st[3];
+        int64_t z[3];
+        double dn[3];
+        np_probe_tensor_stats_f32_many(st, z, dn, xs, bs, ns, 3, NULL, NULL);
+        CHECK_EQ_INT(z[0], 1);
+        CHECK_EQ_FLOAT(st[0].norm, sqrt(14.0));
+        CHECK_EQ_FLOAT(st[0].mean, 0.5);
+        CHECK_EQ_FLOAT(st[0].max, 3.0);
+        CHECK_EQ_FLOAT(st[0].min, -2.0);
+        CHECK_EQ_FLOAT(dn[0], sqrt(10.0));
+        CHECK_EQ_INT(z[1], 1);
+        CHECK_EQ_FLOAT(st[1].norm, 5.0);
+        CHECK(isnan(dn[1]));
+        CHECK_EQ_INT(z[2], 0);
+        CHECK(isnan(st[2].norm) && isnan(dn[2]));
+    }
+    /* differences as large as float32 allows: each is finite in double and
+     * so is the sum of their squares (3 x (6.8e38)^2 = 1.4e78), so the
+     * one-pass sum holds: 0 NaN/Inf, the norm sqrt(3) x 6.8e38 */
+    {
+        const float big = 3.4e38f;
+        float x[24], b[24];
+        for (int i = 0; i < 24; i++) {
+            x[i] = i < 3 ? big : 1.0f;
+            b[i] = i < 3 ? -big : 1.0f;
+        }
+        const float *xs[1] = {x}, *bs[1] = {b};
+        const int64_t ns[1] = {24};
+        np_probe_stats st;
+        int64_t z;
+        double dn;
+        np_probe_tensor_stats_f32_many(&st, &z, &dn, xs, bs, ns, 1, NULL, NULL);
+        CHECK_EQ_INT(st.nan_count + st.posinf_count + st.neginf_count, 0);
+        CHECK_CLOSE(dn, sqrt(3.0) * 2.0 * (double)big, 0.0, 1e-15);
+        CHECK_EQ_INT(z, 0);
+        check_many(xs, bs, ns, 1, NULL, NULL, "the largest differences");
+    }
+    /* tails of every kind, a chunk with a NaN in x, one with an Inf or a NaN
+     * only in before (its difference norm redone with the mask), two and
+     * five chunks (the parallel path), copies beside them (one to an
+     * unaligned destination) */
+    const int64_t sizes[7] = {5, 8, 15, 16, 24, 65536 + 24, 5 * 65536 + 13};
+    float *x[7], *b[7], *c[7], *d[7];
+    uint32_t s = 11;
+    for (int k = 0; k < 7; k++) {
+        int64_t n = sizes[k];
+        x[k] = malloc((size_t)n * sizeof(float));
+        b[k] = malloc((size_t)n * sizeof(float));
+        c[k] = malloc((size_t)n * sizeof(float));
+        d[k] = malloc((size_t)(n + 1) * sizeof(float));
+        for (int64_t i = 0; i < n; i++) {
+            s = s * 1664525u + 1013904223u;
+            x[k][i] = (s >> 27) == 0 ? 0.0f : ((float)(s >> 8) / 16777216.0f - 0.5f);
+            b[k][i] = x[k][i] - ((float)(s & 255) - 128.0f) * 1e-5f;
+            c[k][i] = (float)i * 0.25f;
+        }
+    }
+    b[4][21] = INFINITY;       /* the 8-block after the 16s */
+    b[5][70000] = NAN;         /* second chunk, before only */
+    x[6][3 * 65536 + 5] = NAN; /* fourth chunk, x: the statistics' slow path too */
+    b[6][65536 + 17] = -INFINITY;
+    const float *xs[7], *bs[7], *cs[7];
+    float *ds[7];
+    for (int k = 0; k < 7; k++) {
+        xs[k] = x[k];
+        bs[k] = k == 2 ? NULL : b[k];
+        cs[k] = k == 3 ? NULL : c[k];
+        ds[k] = k == 5 ? d[k] + 1 : d[k];
+    }
+    check_many(xs, bs, sizes, 7, cs, ds, "tails, NaN/Inf, chunks, copies");
+    check_many(xs, NULL, sizes, 7, NULL, NULL, "no before, no copy");
+    omp_set_num_threads(1);
+    check_many(xs, bs, sizes, 7, cs, ds, "one thread");
+    omp_set_num_threads(2);
+    for (int k = 0; k < 7; k++) {
+        free(x[k]);
+        free(b[k]);
+        free(c[k]);
+        free(d[k]);
+    }
+}
+
 int main(void)
 {
     test_extras();
+    test_many();
     /* empty */
     check_f32(NULL, 0, NP_FLOAT32, "empty");
     {
