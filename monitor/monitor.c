@@ -1145,8 +1145,15 @@ static int on_step(const np_hook_event *ev, void *user)
         return 0;
     double t0 = cpu_now();
     on_event(ev, user);
-    if (m->calls) /* at once: the ring still holds the calls up to this module's */
-        calls_agree(m, rules_feed(m));
+    if (m->calls) { /* at once: the ring still holds the calls up to this module's */
+        int now = rules_feed(m);
+        /* the ranks agree only where a record can be made (a target's
+         * output), the same modules on every rank, failed or not */
+        char path[NP_MONITOR_NAME_LEN];
+        module_path(path, sizeof path, ev->name ? ev->name : "");
+        if (m->cfg.xy && path[0] && matches(m, path))
+            calls_agree(m, now);
+    }
     m->cpu_s += cpu_now() - t0;
     return 0;
 }
