@@ -83,8 +83,16 @@ void np_mon_calls_free(np_mon_calls *c);
 void np_mon_calls_reset(np_mon_calls *c, int64_t step, double loss_scale);
 int np_mon_calls_take(np_mon_calls *c, const np_hook_event *ev, int micro);
 int np_mon_calls_count(const np_mon_calls *c);
+/* calls taken this step (the next one's number); keep: only the last
+ * `keep` calls before the anomaly are written (a ring with a margin) */
+int64_t np_mon_calls_taken(const np_mon_calls *c);
+void np_mon_calls_keep(np_mon_calls *c, int keep);
+/* upto: the calls numbered below it are before the anomaly (< 0: all); the
+ * ring's later ones are written first among the `after` */
 np_status np_mon_calls_fire(np_mon_calls *c, const char *dir, const char *precision, int rank,
-                            int world, int after, const np_mon_layout *lay, np_error *err);
+                            int world, int after, int64_t upto, const np_mon_layout *lay,
+                            np_error *err);
+int np_mon_calls_before(const np_mon_calls *c);
 int np_mon_calls_follow(np_mon_calls *c, const np_hook_event *ev, int micro, np_error *err,
                         np_status *st);
 int np_mon_calls_after(const np_mon_calls *c);

@@ -393,6 +393,8 @@ struct np_monitor {
     int calls_n;           /* calls written at the anomaly (0: none) */
     int calls_fired;       /* the kept calls were written (or could not be): no more kept */
     int calls_sync;        /* tensor parallel: the ranks agree on writing them (calls_agree) */
+    int64_t calls_mark;    /* calls_sync: the calls taken at this rank's first anomaly (-1) */
+    int64_t calls_seen;    /* calls_sync: the calls seen while the ring waits (agreements) */
     int64_t calls_step;    /* the step they were written at */
     int calls_open;        /* the dump is open for the calls after it (anomaly_calls_after) */
     const np_mon_layout *lay; /* the run's mesh and placements for that dump (NULL: one process) */
@@ -407,6 +409,10 @@ struct np_monitor {
     np_status st;          /* first write error */
     np_error err;
 };
+
+/* --tp with kept calls: the ranks agree every this many calls (and the
+ * ring holds this many more) */
+#define NP_MON_CALLS_MARGIN 16
 
 static uint64_t hash_key(const char *name, const char *metric)
 {
@@ -809,8 +815,9 @@ static void ring_take(np_monitor *m)
 }
 
 /* The kept calls written as the anomaly's step's dump (anomaly_calls),
- * the dump left open for the calls after it (anomaly_calls_after). */
-static void calls_fire(np_monitor *m)
+ * those numbered below upto before it (< 0: all), the dump left open for
+ * the calls after it (anomaly_calls_after). */
+static void calls_fire(np_monitor *m, int64_t upto)
 {
     if (!m->calls || m->calls_fired)
         return;
@@ -824,26 +831,40 @@ static void calls_fire(np_monitor *m)
     snprintf(m->calls_dir, sizeof m->calls_dir, "%s/anomaly_calls", m->cfg.dump_path);
     np_error e;
     np_error_clear(&e);
-    m->calls_n = np_mon_calls_count(m->calls);
     if (np_mon_calls_fire(m->calls, m->calls_dir, prec, m->rank, m->world,
-                          m->cfg.anomaly_calls_after, m->lay, &e)) {
+                          m->cfg.anomaly_calls_after, upto, m->lay, &e)) {
         fail(m, e.status, "cannot write the calls kept on anomaly");
-        m->calls_n = 0;
         m->calls_dir[0] = '\0';
     } else {
-        m->calls_open = m->cfg.anomaly_calls_after > 0;
+        m->calls_n = np_mon_calls_before(m->calls);
+        m->calls_open = np_mon_calls_open(m->calls);
     }
 }
 
-/* Tensor parallel with kept calls (calls_sync): after each feeding of the
- * rules every rank tells the others whether it saw the run's first anomaly
- * now; at the first that any did, every rank writes its kept calls (the
- * same calls, each rank's shards). */
-static void calls_agree(np_monitor *m, int now)
+/* Tensor parallel with kept calls (calls_sync): the ranks run the same
+ * calls, so every NP_MON_CALLS_MARGIN calls (and at the update) they tell
+ * each other the call at which each saw its first anomaly; at the first
+ * agreement that one did, every rank writes its ring cut at the earliest
+ * such call (the ring holds K + the margin, so those K are still in it) and
+ * what followed it as calls after. */
+static void calls_agree(np_monitor *m)
 {
-    if (m->calls_sync && !m->calls_fired &&
-        any_rank(m, now, "cannot agree on the calls kept on anomaly with the other ranks"))
-        calls_fire(m);
+    if (!m->calls_sync || m->calls_fired)
+        return;
+    const np_train_opts *o = np_trainer_opts(m->tr);
+    int n = o->dist.world_size, mine = m->calls_mark < 0 ? -1 : (int)m->calls_mark, first = -1;
+    int *all = calloc((size_t)n, sizeof *all);
+    if (!all || o->dist.allgather(all, &mine, sizeof mine, o->dist.user)) {
+        free(all);
+        fail(m, NP_ERR_NOMEM, "cannot agree on the calls kept on anomaly with the other ranks");
+        return;
+    }
+    for (int r = 0; r < n; r++)
+        if (all[r] >= 0 && (first < 0 || all[r] < first))
+            first = all[r];
+    free(all);
+    if (first >= 0)
+        calls_fire(m, first);
 }
 
 /* The rules over the step's records not yet fed (the same history as
@@ -874,7 +895,9 @@ static int rules_feed(np_monitor *m)
     m->anom = 1;
     m->anom_step = m->step;
     if (!m->calls_sync)
-        calls_fire(m);
+        calls_fire(m, -1);
+    else if (m->calls && m->calls_mark < 0 && !m->calls_fired)
+        m->calls_mark = np_mon_calls_taken(m->calls);
     return 1;
 }
 
@@ -886,7 +909,9 @@ static void online_check(np_monitor *m, int before_update)
 {
     if ((!m->cfg.anomaly_checkpoint && !m->calls) || (m->st && !collective(m)))
         return;
-    calls_agree(m, m->st ? 0 : rules_feed(m));
+    if (!m->st)
+        rules_feed(m);
+    calls_agree(m);
     if (m->ck_done || !m->cfg.anomaly_checkpoint)
         return;
     /* under tensor and pipeline parallelism every rank takes part, as long
@@ -1132,12 +1157,15 @@ static int on_step(const np_hook_event *ev, void *user)
     }
     if (ev->kind == NP_EV_API_FORWARD || ev->kind == NP_EV_API_BACKWARD || ev->kind == NP_EV_STEP_BEGIN)
         m->last_data = NULL;
-    if (m->on && m->calls && !m->calls_fired && !m->st &&
+    if (m->on && m->calls && !m->calls_fired &&
         (ev->kind == NP_EV_API_FORWARD || ev->kind == NP_EV_API_BACKWARD)) {
         /* the ring of call inputs: a copy of the call (anomaly_calls) */
         double t0 = cpu_now();
-        if (np_mon_calls_take(m->calls, ev, m->ctx ? np_ctx_micro_batch(m->ctx) : 0))
+        if (!m->st && np_mon_calls_take(m->calls, ev, m->ctx ? np_ctx_micro_batch(m->ctx) : 0))
             fail(m, NP_ERR_NOMEM, "out of memory for a call kept (anomaly_calls)");
+        /* every rank counts the same calls, failed or not */
+        if (m->calls_sync && ++m->calls_seen % NP_MON_CALLS_MARGIN == 0)
+            calls_agree(m);
         m->cpu_s += cpu_now() - t0;
         return 0;
     }
@@ -1145,8 +1173,8 @@ static int on_step(const np_hook_event *ev, void *user)
         return 0;
     double t0 = cpu_now();
     on_event(ev, user);
-    if (m->calls) /* at once: the ring still holds the calls up to this module's */
-        calls_agree(m, rules_feed(m));
+    if (m->calls)
+        rules_feed(m); /* at once: the ring still holds the calls up to this module's */
     m->cpu_s += cpu_now() - t0;
     return 0;
 }
@@ -1171,6 +1199,15 @@ np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error
      * calls, the stage that saw it writes its own */
     m->calls_sync = m->calls && o->dist.tp > 1 && o->dist.pp <= 1 && o->dist.world_size > 1 &&
                     o->dist.allgather && m->cfg.n_ranks == 0; /* every rank monitors */
+    m->calls_mark = -1;
+    if (m->calls_sync) {
+        /* the ring with a margin: the calls between an anomaly and the
+         * agreement that follows it */
+        np_mon_calls_free(m->calls);
+        if (!(m->calls = np_mon_calls_new(m->cfg.anomaly_calls + NP_MON_CALLS_MARGIN)))
+            return np_error_set(err, NP_ERR_NOMEM, NULL, "anomaly_calls", "out of memory");
+        np_mon_calls_keep(m->calls, m->cfg.anomaly_calls);
+    }
     /* the events only for the modules' outputs or the ring of calls: an
      * observer makes the runtime name and emit every call (a third of
      * the monitor's own instructions a step without them) */

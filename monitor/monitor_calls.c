@@ -16,6 +16,7 @@
 typedef struct mon_call {
     np_hook_event ev;       /* its pointers into the buffers below */
     int micro;              /* the micro-batch it ran in (its placements) */
+    int64_t idx;            /* its number among the step's calls taken */
     char *strs;             /* name, parent, callsite, the tensors' and scalars' keys */
     size_t cap_strs;
     np_hook_tensor *ht;
@@ -29,12 +30,14 @@ typedef struct mon_call {
 struct np_mon_calls {
     mon_call *slot;
     int cap, head, n;
+    int keep;               /* the calls before the anomaly written (cap, or less: a margin) */
+    int64_t taken;          /* calls taken this step */
     int64_t step;
     double loss_scale;
     /* after the anomaly: the dump stays open for the next `left` calls */
     np_probe *live;
     const np_mon_layout *lay;
-    int left, after, in_step;
+    int left, after, in_step, n_before;
 };
 
 np_mon_calls *np_mon_calls_new(int cap)
@@ -44,7 +47,7 @@ np_mon_calls *np_mon_calls_new(int cap)
         free(c);
         return NULL;
     }
-    c->cap = cap;
+    c->cap = c->keep = cap;
     c->loss_scale = 1.0;
     return c;
 }
@@ -68,11 +71,16 @@ void np_mon_calls_free(np_mon_calls *c)
 void np_mon_calls_reset(np_mon_calls *c, int64_t step, double loss_scale)
 {
     c->head = c->n = 0;
+    c->taken = 0;
     c->step = step;
     c->loss_scale = loss_scale;
 }
 
 int np_mon_calls_count(const np_mon_calls *c) { return c ? c->n : 0; }
+
+int64_t np_mon_calls_taken(const np_mon_calls *c) { return c ? c->taken : 0; }
+
+void np_mon_calls_keep(np_mon_calls *c, int keep) { c->keep = keep < c->cap ? keep : c->cap; }
 
 static size_t slen(const char *s) { return s ? strlen(s) + 1 : 0; }
 
@@ -149,6 +157,7 @@ int np_mon_calls_take(np_mon_calls *c, const np_hook_event *ev, int micro)
         s->sc[i].key = put(&w, ev->scalars[i].key);
     }
     s->micro = micro;
+    s->idx = c->taken++;
     s->ev.tensors = s->ht;
     s->ev.scalars = s->sc;
     return 0;
@@ -157,7 +166,8 @@ int np_mon_calls_take(np_mon_calls *c, const np_hook_event *ev, int micro)
 /* The dump of the anomaly's step: its kept calls, then (after > 0) the
  * probe stays open for the next `after` calls as they come (follow). */
 np_status np_mon_calls_fire(np_mon_calls *c, const char *dir, const char *precision, int rank,
-                            int world, int after, const np_mon_layout *lay, np_error *err)
+                            int world, int after, int64_t upto, const np_mon_layout *lay,
+                            np_error *err)
 {
     json_t *cfg = json_pack("{s:s, s:s, s:s, s:[], s:[]}", "task", "tensor", "level", "L1",
                             "dump_path", dir, "step", "rank");
@@ -185,14 +195,30 @@ np_status np_mon_calls_fire(np_mon_calls *c, const char *dir, const char *precis
     b.n_scalars = 1;
     np_probe_on_event(&b, p);
     c->in_step = 1;
+    /* the calls before the anomaly (numbered below upto; < 0: all), the
+     * last `keep` of them, then those after it the ring already holds (a
+     * margin: they count among the `after`) */
+    int before = 0;
+    for (int i = 0; i < c->n; i++)
+        before += upto < 0 || c->slot[(c->head + i) % c->cap].idx < upto;
+    c->after = 0;
+    c->left = after;
+    c->n_before = 0;
     for (int i = 0; i < c->n; i++) {
         const mon_call *k = &c->slot[(c->head + i) % c->cap];
+        int is_after = upto >= 0 && k->idx >= upto;
+        if (is_after ? c->left <= 0 : i < before - c->keep)
+            continue;
         np_probe_on_event(&k->ev, p);
         if (lay && lay->place)
             lay->place(p, &k->ev, k->micro, lay->user);
+        if (is_after) {
+            c->after++;
+            c->left--;
+        } else {
+            c->n_before++;
+        }
     }
-    c->after = 0;
-    c->left = after;
     return c->left > 0 ? NP_OK : np_mon_calls_finish(c, err);
 }
 
@@ -219,6 +245,8 @@ int np_mon_calls_follow(np_mon_calls *c, const np_hook_event *ev, int micro, np_
 }
 
 int np_mon_calls_after(const np_mon_calls *c) { return c ? c->after : 0; }
+
+int np_mon_calls_before(const np_mon_calls *c) { return c ? c->n_before : 0; }
 
 int np_mon_calls_open(const np_mon_calls *c) { return c && c->live; }
 
