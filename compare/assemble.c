@@ -114,6 +114,8 @@ struct cmp_assembly {
     /* what the notes say */
     size_t n_assembled, n_replica_diff, n_partial_skipped, n_not_here, n_defects;
     size_t n_local;        /* Local() leaves left out on both sides */
+    np_strmap local_io;    /* call -> which of its leaves were Local() and left out (1 an
+                            * input, parameter or scalar argument, 2 an output) */
     size_t n_others;       /* leaves held only by other ranks, merged in (merge_others) */
     char first_replica[800], first_defect[800];
     char missing_ranks[160];
@@ -162,6 +164,7 @@ void cmp_assembly_free(cmp_assembly *a)
     free(a->leaves);
     np_strmap_free(&a->leaf_map);
     np_strmap_free(&a->skipped);
+    np_strmap_free(&a->local_io);
     np_strmap_free(&a->parted);
     np_strmap_free(&a->call_rank);
     free(a);
@@ -1159,19 +1162,24 @@ static np_status partial_stats(np_cmp_side *s, const cmp_assembly *a, const asm_
 /* 1 when a holder's placement says Local() on some mesh dimension: the
  * leaf is each rank's own values (an expert-parallel run's routing
  * positions), no piece of a logical tensor; left out on both sides (the
- * skipped map), counted for the note. */
-static int skip_local(cmp_assembly *a, const char *name, cmp_arena *arena, np_error *err,
+ * skipped map), counted for the note, and its call marked (local_io: the
+ * root cause takes such a call's inputs for unknown, not for passing). */
+static int skip_local(cmp_assembly *a, const np_cmp_side *s, cmp_arena *arena, np_error *err,
                       np_status *st)
 {
     a->n_local++;
-    const char *nm = cmp_arena_strdup(arena, name);
+    const char *nm = cmp_arena_strdup(arena, s->name);
+    int io = s->role && !strcmp(s->role, "output") ? 2 : 1;
+    int was = s->call && a->local_io.cap ? np_strmap_get(&a->local_io, s->call) : -1;
     if ((!a->skipped.cap && np_strmap_init(&a->skipped, 64) != 0) || !nm ||
-        np_strmap_put(&a->skipped, nm, 1) != 0)
-        *st = np_error_set(err, NP_ERR_NOMEM, NULL, name, "out of memory");
+        np_strmap_put(&a->skipped, nm, 1) != 0 ||
+        (!a->local_io.cap && np_strmap_init(&a->local_io, 64) != 0) ||
+        (s->call && np_strmap_put(&a->local_io, s->call, (was < 0 ? 0 : was) | io) != 0))
+        *st = np_error_set(err, NP_ERR_NOMEM, NULL, s->name, "out of memory");
     return 1;
 }
 
-static int local_leaf(cmp_assembly *a, const char *name, const holder *h, int n,
+static int local_leaf(cmp_assembly *a, const np_cmp_side *s, const holder *h, int n,
                       cmp_arena *arena, np_error *err, np_status *st)
 {
     char kind[NP_FMT_MESH_MAX];
@@ -1181,7 +1189,7 @@ static int local_leaf(cmp_assembly *a, const char *name, const holder *h, int n,
         for (int k = 0; h[i].pl && k < a->mesh.ndim; k++)
             local |= kind[k] == 'L';
     }
-    return local ? skip_local(a, name, arena, err, st) : 0;
+    return local ? skip_local(a, s, arena, err, st) : 0;
 }
 
 /* 1 when scalar argument s (kwargs) belongs to a call whose first input or
@@ -1215,9 +1223,9 @@ static int assemble_leaf(cmp_assembly *a, np_cmp_side *s, cmp_arena *arena, hold
 {
     int partial = 0;
     int n = holders_of(a, s->name, h, &partial);
-    if (n > 0 && local_leaf(a, s->name, h, n, arena, err, st))
+    if (n > 0 && local_leaf(a, s, h, n, arena, err, st))
         return 0;
-    if (n > 0 && local_scalar(a, s) && skip_local(a, s->name, arena, err, st))
+    if (n > 0 && local_scalar(a, s) && skip_local(a, s, arena, err, st))
         return 0;
     if (n < 0) {
         s->defect = "placed on some ranks and not on others";
@@ -1934,6 +1942,13 @@ void cmp_assembly_drop_skipped(const cmp_dump *from, cmp_dump *other)
         if (np_strmap_get(&a->skipped, other->entries[i].name) < 0)
             other->entries[k++] = other->entries[i];
     other->n_entries = k;
+}
+
+int cmp_assembly_local_io(const cmp_dump *d, const char *call)
+{
+    const cmp_assembly *a = d->assembly;
+    int v = a && a->local_io.cap && call ? np_strmap_get(&a->local_io, call) : -1;
+    return v < 0 ? 0 : v;
 }
 
 size_t cmp_assembly_notes(const cmp_dump *d, void (*note)(void *, const char *), void *user)

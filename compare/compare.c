@@ -761,7 +761,28 @@ static np_status stage_verdicts(cmp_run *r, np_error *err)
     return NP_OK;
 }
 
-static np_status stage_root_cause(cmp_run *r, np_error *err) { return cmp_root_cause(r->p, err); }
+/* root cause: the walk over the calls (verdict.c); a sharded side's calls
+ * with Local() leaves left out are marked first (their inputs unknown). */
+static np_status stage_root_cause(cmp_run *r, np_error *err)
+{
+    np_cmp_pair *p = r->p;
+    cmp_pair_priv *pv = r->pv;
+    pv->local_io = NULL;
+    for (size_t k = 0; k < p->n_calls && (r->cd.assembly || r->bd.assembly); k++) {
+        int io = cmp_assembly_local_io(&r->cd, p->calls[k].name) |
+                 cmp_assembly_local_io(&r->bd, p->calls[k].name);
+        if (!io)
+            continue;
+        if (!pv->local_io) {
+            pv->local_io = cmp_arena_alloc(&pv->arena, p->n_calls, 1);
+            if (!pv->local_io)
+                return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
+            memset(pv->local_io, 0, p->n_calls);
+        }
+        pv->local_io[k] = (unsigned char)io;
+    }
+    return cmp_root_cause(p, err);
+}
 
 static np_status stage_replay(cmp_run *r, np_error *err)
 {

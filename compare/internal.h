@@ -112,6 +112,10 @@ const char *cmp_assembly_p2p(const cmp_dump *d, const char **leaf);
 int cmp_assembly_files(const cmp_dump *d);
 const char *cmp_assembly_file(const cmp_dump *d, int i);
 int cmp_assembly_call_file(const cmp_dump *d, const char *call);
+/* Which of call `call`'s leaves the assembly left out as Local() (each
+ * rank's own values: an expert-parallel run's routing): 1 an input,
+ * parameter or scalar argument, 2 an output, 3 both; 0 none. */
+int cmp_assembly_local_io(const cmp_dump *d, const char *call);
 /* Leave out of `other` the leaves `from`'s assembly left out (Partial(sum)
  * in a statistics dump), so they do not stand as one-sided rows. */
 void cmp_assembly_drop_skipped(const cmp_dump *from, cmp_dump *other);
@@ -285,6 +289,9 @@ typedef struct cmp_pair_priv {
     int n_gaps;
     /* the same rank's files of the step before, both sides (NULL: none) */
     const np_dumpio_ref *prev_bench, *prev_cmp;
+    unsigned char *local_io;  /* per call (p->calls), from the root-cause stage on: which of its
+                               * leaves a sharded side left out as Local() (bits as
+                               * cmp_assembly_local_io); NULL when none */
     const cmp_dump *cmp_side; /* while the replay stage runs: the cmp side (a pipeline's
                                * stage files, cmp_assembly_files) */
 } cmp_pair_priv;

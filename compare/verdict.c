@@ -1558,6 +1558,11 @@ typedef struct rc_call {
     const char *one_why; /* that row's reason when a check of the side's ranks set it (the
                           * replicas and pipeline stages: "replicas: ...", "pipeline: ...") */
     char lowp_sat;     /* a quantization statistic says an operand saturates (tol_lowp.c) */
+    char coll_cmp;     /* a collective (Distributed.*): of the cmp side only when it has */
+    char has_bench;    /* no row of the bench's (the calls of rows-less calls are the cmp's) */
+    char local_in;     /* an input left out as Local() (a sharded side: each rank's own
+                        * values): its inputs are unknown, not passing (a backward call:
+                        * its forward's too) */
     char in_warn;      /* a row of its inputs is at least a warning (statistics mode) */
     char out_warn;     /* a row of its outputs is at least a warning */
     char has_cul;      /* the module pass: contains a culprit */
@@ -1576,6 +1581,14 @@ typedef struct rc_walk {
     np_strmap byname;
 } rc_walk;
 
+/* 1 when call k had an input (or scalar argument) left out as Local()
+ * (compare.c stage_root_cause). */
+static char pv_local_in(const np_cmp_pair *p, size_t k)
+{
+    const cmp_pair_priv *pv = p->priv;
+    return pv && pv->local_io && (pv->local_io[k] & 1);
+}
+
 /* Pass 1: reset the calls' statuses and gather their rows' facts. */
 static void rc_gather(rc_walk *w)
 {
@@ -1588,6 +1601,8 @@ static void rc_gather(rc_walk *w)
         c->status = NP_CALL_PASS;
         c->reason = "";
         w->cc[k].par_row = -1;
+        w->cc[k].local_in = pv_local_in(p, k);
+        w->cc[k].coll_cmp = !strncmp(c->name, "Distributed.", 12);
         np_strmap_put(&w->byname, c->name, (int)k);
     }
     for (size_t i = 0; i < p->n_rows; i++) {
@@ -1597,6 +1612,7 @@ static void rc_gather(rc_walk *w)
         np_cmp_call *c = &p->calls[r->call_index];
         rc_call *f = &w->cc[r->call_index];
         c->n_rows++;
+        f->has_bench |= r->bench != NULL;
         /* one side only: a warning says nothing; an error is evidence */
         if ((!r->bench || !r->cmp) && r->verdict != NP_VERDICT_ERROR)
             continue;
@@ -1664,6 +1680,7 @@ static void rc_backward_inputs(rc_walk *w)
         if (w->cc[k].par_row < 0)
             w->cc[k].par_row = w->cc[f].par_row;
         w->cc[k].in_warn |= w->cc[f].in_warn;
+        w->cc[k].local_in |= w->cc[f].local_in;
     }
 }
 
@@ -1702,7 +1719,7 @@ static const char *rc_params_reason(const rc_walk *w, int row)
 static void rc_calls(rc_walk *w)
 {
     np_cmp_pair *p = w->p;
-    int failed_before = 0, api_failed_before = 0;
+    int failed_before = 0, api_failed_before = 0, coll = -1;
     for (size_t k = 0; k < w->nc; k++) {
         np_cmp_call *c = &p->calls[k];
         const rc_call *f = &w->cc[k];
@@ -1733,9 +1750,18 @@ static void rc_calls(rc_walk *w)
             int pr = rc_params_bad(w, k);
             c->status = NP_CALL_CULPRIT;
             c->reason = pr >= 0 ? rc_params_reason(w, pr)
-                                : "its inputs already fail, but no earlier dumped call fails: the "
-                                  "error starts before it, in an op that is not dumped (the config's "
-                                  "list or scope left it out) or in the input data";
+                        : coll >= 0
+                            ? cmp_arena_printf(w->arena,
+                                               "its inputs already fail, but no earlier compared "
+                                               "call fails: the error starts before it, in %s (a "
+                                               "collective of the cmp side only, with nothing of "
+                                               "the bench's to compare: the parallel program's "
+                                               "own communication), in an op that is not dumped "
+                                               "or in the input data",
+                                               p->calls[coll].name)
+                            : "its inputs already fail, but no earlier dumped call fails: the "
+                              "error starts before it, in an op that is not dumped (the config's "
+                              "list or scope left it out) or in the input data";
         } else if (!is_api && f->par_row >= 0 && !failed_before) {
             /* a module whose own parameters differ before anything dumped
              * fails (an L0 dump has no API call to name): the module is the
@@ -1746,6 +1772,16 @@ static void rc_calls(rc_walk *w)
         } else if (c->sev_in > 1) {
             c->status = NP_CALL_PROPAGATED;
             c->reason = "its inputs already fail";
+        } else if (f->local_in) {
+            /* the inputs compared pass, but one is not compared: unknown,
+             * so "inputs pass" is not known (docs/COMPARE.md) */
+            c->status = failed_before ? NP_CALL_PROPAGATED : NP_CALL_CULPRIT;
+            c->reason = failed_before ? "an input is Local() (each rank's own values, left out of "
+                                        "the compare: unknown) and an earlier call already fails"
+                                      : "outputs fail and no earlier call fails; its compared "
+                                        "inputs pass, but an input is Local() (each rank's own "
+                                        "values, left out of the compare): the error may come "
+                                        "from it (the routing before this call)";
         } else if (c->sev_out < AMPLIFICATION * c->sev_in) {
             c->status = NP_CALL_PROPAGATED;
             c->reason = cmp_arena_printf(w->arena,
@@ -1762,6 +1798,8 @@ static void rc_calls(rc_walk *w)
             failed_before = 1;
             api_failed_before |= is_api;
         }
+        if (f->coll_cmp && !f->has_bench)
+            coll = (int)k; /* the last collective of the cmp side only so far */
     }
 }
 
@@ -2155,13 +2193,28 @@ static void gap_rename(np_cmp_pair *p, int c, int gap, const char *mod, const ch
     }
 }
 
+/* 1 when module `mod` (a call name) itself (not a module inside it) makes
+ * a collective (Distributed.*) on the cmp side only (coll[]): the
+ * parallel program communicates there where the one process does not (an
+ * expert-parallel dispatch and combine in place of the one process's split
+ * and cat), so its calls differ from the bench's by design and a call or
+ * a count missing in it is no gap. */
+static int communicates(const np_cmp_pair *p, const char *coll, const char *mod)
+{
+    for (size_t j = 0; mod && mod[0] && j < p->n_calls; j++)
+        if (coll[j] && p->calls[j].parent && !strcmp(p->calls[j].parent, mod))
+            return 1;
+    return 0;
+}
+
 np_status cmp_gaps(np_cmp_pair *p, np_error *err)
 {
     size_t nc = p->n_calls;
-    char *one_sided = calloc(nc + 1, 1), *two = calloc(nc + 1, 1);
-    if (!one_sided || !two) {
+    char *one_sided = calloc(nc + 1, 1), *two = calloc(nc + 1, 1), *coll = calloc(nc + 1, 1);
+    if (!one_sided || !two || !coll) {
         free(one_sided);
         free(two);
+        free(coll);
         return np_error_set(err, NP_ERR_NOMEM, NULL, NULL, "out of memory");
     }
     for (size_t i = 0; i < p->n_rows; i++) {
@@ -2172,7 +2225,13 @@ np_status cmp_gaps(np_cmp_pair *p, np_error *err)
             two[r->call_index] = 1;
         else
             one_sided[r->call_index] = 1;
+        if (r->bench)
+            coll[r->call_index] = 1; /* a bench row: not the cmp side's only */
     }
+    /* a collective without a bench row (a call without rows, its leaves
+     * Local() and left out, is the cmp side's: compare.c build_calls) */
+    for (size_t k = 0; k < nc; k++)
+        coll[k] = !coll[k] && !strncmp(p->calls[k].name, "Distributed.", 12);
     int renamed = 0;
     for (size_t k = 0; k < nc; k++) {
         np_cmp_call *c = &p->calls[k];
@@ -2183,14 +2242,15 @@ np_status cmp_gaps(np_cmp_pair *p, np_error *err)
         for (int d = 0; par && par[0] && d < 64; d++) {
             int gap = 0, found = 0;
             for (size_t g = 0; g < nc && !found; g++)
-                if (one_sided[g] && !two[g] && holds(p, par, p->calls[g].name)) {
+                if (one_sided[g] && !two[g] && holds(p, par, p->calls[g].name) &&
+                    !communicates(p, coll, p->calls[g].parent)) {
                     gap = (int)g;
                     found = 1;
                 }
             const cmp_pair_priv *pv = p->priv;
             const char *named = par;
             for (int g = 0; g < pv->n_gaps && !found; g++)
-                if (!strcmp(pv->gap_mod[g], par)) {
+                if (!strcmp(pv->gap_mod[g], par) && !communicates(p, coll, par)) {
                     gap = -1 - g;
                     found = 1;
                 }
@@ -2201,7 +2261,8 @@ np_status cmp_gaps(np_cmp_pair *p, np_error *err)
              * the culprit in the experts); the gap's own module is named */
             for (int g = 0; g < pv->n_gaps && !found; g++) {
                 int gm = call_index(p, pv->gap_mod[g]);
-                if (gm >= 0 && gm < (int)k && holds(p, par, pv->gap_mod[g])) {
+                if (gm >= 0 && gm < (int)k && holds(p, par, pv->gap_mod[g]) &&
+                    !communicates(p, coll, pv->gap_mod[g])) {
                     gap = -1 - g;
                     named = pv->gap_mod[g];
                     found = 1;
@@ -2218,6 +2279,7 @@ np_status cmp_gaps(np_cmp_pair *p, np_error *err)
     }
     free(one_sided);
     free(two);
+    free(coll);
     if (!renamed)
         return NP_OK;
     size_t n = 0;

@@ -69,8 +69,9 @@ spawn for everything):
   rank 1 (ep=1); at mix and L1 the API calls inside and after the experts
   carry their one-process names (rank 1's experts.1: Functional.linear.3,
   gelu.1, linear.4; linear.5 after), compare clean; the wrong split named
-  inside Module.moe.MoE.forward.0 (mix) and at Functional.linear.1.forward,
-  expert 0's first call, given a token too many (L1); unequal experts (3
+  at Functional.linear.1.forward, expert 0's first call, given a token too
+  many (mix: the dispatch, Distributed.all_to_all_single.1, in its reason;
+  and L1); unequal experts (3
   on 2 ranks as 2 + 1, the tokens regrouped by expert on rank 0): rank
   1's experts.2 calls linear.5, gelu.2, linear.6 (linear.7 after), compare
   clean at mix and L0 with every one-process leaf paired but the Local()
@@ -1163,7 +1164,22 @@ def check_ep(tmp):
               [f"Functional.{w}.forward" for w in (want[0], want[2], want[1], want[3])],
               f"ep_mix rank {r}: the API calls by their one-process names: {fw}")
     compare(tmp, "ep_mix", bench="single_ep_mix")
-    compare(tmp, "bug_ep_mix", bench="single_ep_mix", want="Module.moe.MoE.forward.0")
+    # the wrong split at mix, by hand: in call order the router's linear.0,
+    # softmax, max, argsort's input, bincount and x[order]'s input pass (the
+    # same tokens on both sides); argsort's output and the gathered tokens
+    # are Local() (left out); rank 1's counts + [1, -1] (Tensor.__add__.0)
+    # and the exchange and dispatch (Distributed.all_to_all_single.0/.1)
+    # are the EP side's only, the one process's Torch.split.0 its own; the
+    # first compared leaf that is wrong is Functional.linear.1's input
+    # (expert 0's tokens: rank 0's 3 + rank 1's 3 against the one process's
+    # 5). So linear.1 is named, the dispatch in its reason; not MoE.forward
+    # for the one process's split (a "gap"), nor Tensor.index_copy.0 after
+    # the combine, whose source is Local(): unknown, not "inputs pass"
+    out = compare(tmp, "bug_ep_mix", bench="single_ep_mix",
+                  want="Functional.linear.1.forward (in Module.moe.experts.0.w1.Linear.forward.0)")
+    first = next((ln for ln in out.splitlines() if "first culprit:" in ln), "")
+    check("in Distributed.all_to_all_single.1.forward (a collective of the cmp side only" in first,
+          f"bug_ep_mix: the culprit's reason names the dispatch: {first[:600]!r}")
     # L1 (no module rows): clean; the wrong split named at the first call
     # whose input is wrong, rank 0's expert 0 given one token too many
     check(not ep_moe.run(ep_moe.model(), PrecisionDebugger(f"{tmp}/single_ep_l1.json"),
