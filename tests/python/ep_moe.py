@@ -146,11 +146,18 @@ def batch(rows=12):
     return torch.randn(rows, 8, generator=g)
 
 
-def run(m, d, x, group=None, bug=False, dp_group=None):
+def run(m, d, x, group=None, bug=False, dp_group=None, step_in=False, lr_bug=False):
     """One SGD step on rows x, dumped; under EP the router's and the output
     layer's gradients summed over the world, the experts' over dp_group
-    (the program's own reduction)."""
-    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    (the program's own reduction). step_in: the optimizer's step inside
+    the dumped region (its calls dumped: SGD's Tensor.add_ per parameter);
+    lr_bug: the experts held here updated at 1.5 x the learning rate (one
+    group per parameter)."""
+    if lr_bug:
+        opt = torch.optim.SGD([{"params": [p], "lr": 0.15 if ".experts." in n else 0.1}
+                               for n, p in m.named_parameters()], lr=0.1)
+    else:
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         d.start(m)
@@ -161,8 +168,11 @@ def run(m, d, x, group=None, bug=False, dp_group=None):
                     dist.all_reduce(p.grad, group=group if dp_group is None else None)
                 elif dp_group is not None:
                     dist.all_reduce(p.grad, group=dp_group)
+        if step_in:
+            opt.step()
         d.stop()
-        opt.step()
+        if not step_in:
+            opt.step()
         opt.zero_grad()
         d.step()
         d.close()

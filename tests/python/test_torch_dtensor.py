@@ -71,7 +71,11 @@ spawn for everything):
   gelu.1, linear.4; linear.5 after), compare clean; the wrong split named
   at Functional.linear.1.forward, expert 0's first call, given a token too
   many (mix: the dispatch, Distributed.all_to_all_single.1, in its reason;
-  and L1); unequal experts (3
+  and L1); at mix the SGD step dumped too: each rank's Tensor.add_ per
+  parameter by its one-process number (rank 1's experts.1: add_.5-8, out's
+  9-10), every one-process optimizer call paired and passing, and rank 1's
+  experts updated at 1.5 x the learning rate named at Tensor.add_.5.forward;
+  unequal experts (3
   on 2 ranks as 2 + 1, the tokens regrouped by expert on rank 0): rank
   1's experts.2 calls linear.5, gelu.2, linear.6 (linear.7 after), compare
   clean at mix and L0 with every one-process leaf paired but the Local()
@@ -534,16 +538,24 @@ def hf_runs(rank, tmp, mesh, out):
         out[label] = {"warnings": hf_tp.run(m, d, bf16), "summary": d.summary}
 
 
+EP_LABELS = ("ep", "bug_ep_split", "ep_mix", "bug_ep_mix", "bug_ep_opt", "ep_l1", "bug_ep_l1")
+
+
 def ep_runs(rank, tmp, out):
     """Expert parallel (ep_moe.py): rank e holds experts.e, each rank its
-    half of the batch; clean, and rank 1's all_to_all with a wrong split."""
+    half of the batch; clean, and rank 1's all_to_all with a wrong split;
+    at mix the optimizer's step dumped too, and rank 1's experts updated at
+    1.5 x the learning rate (bug_ep_opt)."""
     import ep_moe
     from nprobe.torch import PrecisionDebugger
-    for label in ("ep", "bug_ep_split", "ep_mix", "bug_ep_mix", "ep_l1", "bug_ep_l1"):
+    for label in EP_LABELS:
         d = PrecisionDebugger(f"{tmp}/{label}.json", data_parallel="ep",
                               data_parallel_reduce="sum", experts="moe.experts")
+        bug = label.startswith("bug") and rank == 1
         w = ep_moe.run(ep_moe.model(held=(rank,)), d, ep_moe.batch()[6 * rank:6 * rank + 6],
-                       group=dist.group.WORLD, bug=label.startswith("bug") and rank == 1)
+                       group=dist.group.WORLD, bug=bug and label != "bug_ep_opt",
+                       step_in=label in ("ep_mix", "bug_ep_mix", "bug_ep_opt"),
+                       lr_bug=bug and label == "bug_ep_opt")
         out[label] = {"warnings": w, "summary": d.summary}
     # unequal experts: 3 on 2 ranks as 2 + 1 (rank 0 experts 0, 1; rank 1
     # expert 2; the ModuleDict keys the global indices, the total given)
@@ -1145,7 +1157,7 @@ def check_ep(tmp):
     for r in (0, 1):
         with open(f"{tmp}/rank{r}.json") as f:
             res = json.load(f)
-        for label in ("ep", "bug_ep_split", "ep_mix", "bug_ep_mix", "ep_l1", "bug_ep_l1"):
+        for label in EP_LABELS:
             check_dumped(f"{label} rank {r}", res[label]["warnings"], res[label]["summary"])
     out = compare(tmp, "ep", bench="single_ep")
     check("held only by other ranks of the step" in out and "compared from their holders'" in out,
@@ -1155,15 +1167,41 @@ def check_ep(tmp):
     # one process numbers them (rank 1's experts.1: Functional.linear.3/4,
     # gelu.1; the output layer linear.5 on both ranks)
     check(not ep_moe.run(ep_moe.model(), PrecisionDebugger(f"{tmp}/single_ep_mix.json"),
-                         ep_moe.batch()), "one process (MoE, mix): no warning")
-    for r, want in ((0, ("linear.1", "linear.2", "gelu.0", "linear.5")),
-                    (1, ("linear.3", "linear.4", "gelu.1", "linear.5"))):
+                         ep_moe.batch(), step_in=True), "one process (MoE, mix): no warning")
+    # SGD's step (for-loop on CPU): Tensor.add_ per parameter, in the
+    # parameters' order; one process: router 0, experts.0's w1/w2 weight
+    # and bias 1-4, experts.1's 5-8, out 9-10. Rank 0 updates 0-4 and 9-10,
+    # rank 1 0, 5-8, 9-10 (ep_optim: experts.1's parameters counted past
+    # experts.0's, out past both)
+    for r, want, opt in ((0, ("linear.1", "linear.2", "gelu.0", "linear.5"), (0, 1, 2, 3, 4, 9, 10)),
+                         (1, ("linear.3", "linear.4", "gelu.1", "linear.5"), (0, 5, 6, 7, 8, 9, 10))):
         calls, _, _, _ = read(f"{tmp}/dump_ep_mix/step0/rank{r}/dump.h5")
         fw = [c for c in calls if c.startswith("Functional.") and c.endswith(".forward")]
         check(fw == ["Functional.linear.0.forward"] +
               [f"Functional.{w}.forward" for w in (want[0], want[2], want[1], want[3])],
               f"ep_mix rank {r}: the API calls by their one-process names: {fw}")
+        upd = [c for c in calls if c.startswith("Tensor.add_.")]
+        check(upd == [f"Tensor.add_.{n}.forward" for n in opt],
+              f"ep_mix rank {r}: the optimizer's calls by their one-process names: {upd}")
     compare(tmp, "ep_mix", bench="single_ep_mix")
+    # every one-process optimizer call paired and passing (11 parameters)
+    code, _first, _out, _err = compare_files(f"{tmp}/dump_single_ep_mix", f"{tmp}/dump_ep_mix",
+                                             f"{tmp}/rep_ep_mix_csv")
+    rows = []
+    for path in glob.glob(f"{tmp}/rep_ep_mix_csv/*.csv"):
+        with open(path, newline="") as f:
+            rows += [r for r in csv.DictReader(f) if r["Bench Name"].startswith("Tensor.add_.")]
+    names = {r["Bench Name"].rsplit(".", 2)[0] for r in rows}
+    bad = [(r["Bench Name"], r["NPU Name"], r["Verdict"]) for r in rows
+           if r["NPU Name"] != r["Bench Name"] or r["Verdict"] != "pass"]
+    check(code == 0 and len(names) == len(list(ep_moe.model().parameters())) == 11 and not bad,
+          f"ep_mix: the one process's {len(names)} optimizer calls each paired and passing "
+          f"({bad[:4]})")
+    # rank 1's experts at 1.5 x the learning rate: named at the update of
+    # experts.1.w1.weight, the first of them (its alpha, -0.15 for -0.1)
+    out = compare(tmp, "bug_ep_opt", bench="single_ep_mix", want="Tensor.add_.5.forward")
+    first = next((ln for ln in out.splitlines() if "first culprit:" in ln), "")
+    check("a scalar argument differs" in first, f"bug_ep_opt: the learning rate: {first[:300]!r}")
     # the wrong split at mix, by hand: in call order the router's linear.0,
     # softmax, max, argsort's input, bincount and x[order]'s input pass (the
     # same tokens on both sides); argsort's output and the gathered tokens
@@ -1546,7 +1584,7 @@ def main():
                             "bug_pp_scaled", "pp_tp", "il", "bug_il", "bug_il_api", "il_bfs", "uneq",
                             "single_uneq", "single_pp", "hf_tp", "bug_hf_row",
                             "single_hf", "ep", "bug_ep_split", "single_ep", "ep_mix",
-                            "bug_ep_mix", "single_ep_mix", "ep_l1", "bug_ep_l1",
+                            "bug_ep_mix", "bug_ep_opt", "single_ep_mix", "ep_l1", "bug_ep_l1",
                             "single_ep_l1", "ep3", "ep3_l0", "bug_ep3", "single_ep3",
                             "single_ep3_l0"))
         fsdp2_probe(tmp)

@@ -21,6 +21,7 @@ import torch
 from .. import _lib
 from . import ops
 from . import dtensor as _dtensor
+from . import ep_optim as _ep_optim
 from . import distributed as _distributed
 from . import pipeline as _pipeline
 
@@ -382,6 +383,47 @@ def _inplace_flag(fn, is_method, args, kwargs):
 _installed = False
 
 
+_opt_d = None           # the debugger whose optimizer step is being renumbered (ep_optim)
+
+
+def _opt_pre(opt, args, kwargs):
+    """Every optimizer's step, before: under expert parallel the step's API
+    calls are numbered as one process numbers them (ep_optim)."""
+    global _opt_d
+    d = _current
+    # a dump task's debugger with experts (the profile task's has none)
+    if d is None or not getattr(d, "_experts", None) or d._foreign or not d._in_step or \
+            not d._sel or _tls.depth:
+        return
+    try:
+        d._opt = _ep_optim.begin(d, opt)
+        _opt_d = d if d._opt is not None else None
+    except Exception as e:  # noqa: BLE001 - the user's step must not fail for the dump
+        d._opt = None
+        d._skip("optimizer " + type(e).__name__, "the optimizer's calls are numbered per "
+                f"rank ({type(e).__name__}: {e})")
+
+
+def _opt_post(opt, args, kwargs):
+    global _opt_d
+    d, _opt_d = _opt_d, None
+    if d is not None and getattr(d, "_opt", None) is not None:
+        with d._lock:
+            d._opt.finish()
+        d._opt = None
+
+
+def _patch_optimizer_steps():
+    """The global step hooks of torch.optim (torch >= 2.0) for ep_optim."""
+    try:
+        from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                           register_optimizer_step_pre_hook)
+    except ImportError:     # an older torch: the optimizer's calls numbered per rank
+        return
+    register_optimizer_step_pre_hook(_opt_pre)
+    register_optimizer_step_post_hook(_opt_post)
+
+
 def _install():
     global _installed
     if _installed:
@@ -412,6 +454,7 @@ def _install():
             "Functional.scaled_dot_product_attention", _sdpa, False)
     _patch_scaler()
     _patch_checkpoint()
+    _patch_optimizer_steps()
     # autograd's own entry points run torch code (ones_like for the seed
     # gradient, ...) that is not the model's
     torch.autograd.backward = _paused(torch.autograd.backward)
@@ -1067,6 +1110,7 @@ class PrecisionDebugger:
         self._param_ins = {}     # call -> its forward's Parameter inputs (dtensor.dp_rows)
         self._ep_calls = {}      # an API call inside an expert -> it (dtensor.expert_call)
         self._ep_rows = {}       # an expert (global path) -> its input's rows (dtensor.hook_expert)
+        self._opt = None         # an optimizer step's numbering under expert parallel (ep_optim)
         self._ckpt_calls = {}    # id(ctx) of a reentrant checkpoint -> its forward's calls
         self._errors = 0
         self._first_error = None
@@ -1517,10 +1561,14 @@ class PrecisionDebugger:
         return True
 
     # ---- API calls --------------------------------------------------------------
-    def _open_call(self, api):
+    def _open_call(self, api, args=(), kwargs=None):
         """A call's number in the step, forward name, enclosing module call
-        and callsite (the start every kind of API call shares)."""
+        and callsite (the start every kind of API call shares); in an
+        optimizer step under expert parallel its one-process number
+        (ep_optim: the call's arguments say which parameter it updates)."""
         with self._lock:        # threads: one number per call
+            if self._opt is not None:
+                self._opt.enter(api, args, kwargs)
             n = self._number(api, api)
         parent = self._mstack[-1] if self._mstack else None
         # _callsite <- _open_call <- _api_call/_alias_call/_inplace_call <-
@@ -1551,7 +1599,7 @@ class PrecisionDebugger:
     def _api_call(self, api, op, fn, is_method, args, kwargs):
         _tls.depth += 1
         try:
-            n, call, parent, site = self._open_call(api)
+            n, call, parent, site = self._open_call(api, args, kwargs)
             flat = _flat_tensors(args, kwargs)
             rec = None
             if torch.is_grad_enabled():
@@ -1612,7 +1660,7 @@ class PrecisionDebugger:
         that node takes the input directly."""
         _tls.depth += 1
         try:
-            n, call, parent, site = self._open_call(api)
+            n, call, parent, site = self._open_call(api, args, kwargs)
             flat = _flat_tensors(args, kwargs)
             y = fn(*args, **kwargs)
             outs = _out_tensors(y)
@@ -1640,7 +1688,7 @@ class PrecisionDebugger:
         comes from a hook on the autograd node the write made."""
         _tls.depth += 1
         try:
-            n, call, parent, site = self._open_call(api)
+            n, call, parent, site = self._open_call(api, args, kwargs)
             flat = _flat_tensors(args, kwargs)
             scalars = self._scalars(fn, is_method, args, kwargs)
             grad = torch.is_grad_enabled() and any(_grad_tensor(t) for _, t in flat)
