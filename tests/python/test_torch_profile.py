@@ -343,16 +343,14 @@ def nested(root, cfg):
     print("nested: %d slices, module backwards nested as the dump's" % len(pm))
 
 
-def composite(root, cfg):
-    """F.cross_entropy makes two autograd nodes (NllLossBackward0 first in
-    backward, LogSoftmaxBackward0 last): its backward slice starts at or
-    before the first node's pre-hook and ends after the last node's
-    pre-hook, before the logits' gradient arrives (hooks of this test on
-    the same clock); and its duration holds both nodes' time as
-    torch.profiler, running around the same step, measures them."""
+def composite_step(root, cfg, k):
+    """One step of F.cross_entropy on 256 x 20000 logits under the default
+    profile with torch.profiler around it: the test's own hook times
+    (perf_counter_ns), the trace's cross_entropy backward slices, and
+    torch.profiler's intervals of the two nodes' evaluate_function."""
     from torch.profiler import ProfilerActivity, profile
     with open(cfg, "w") as f:
-        json.dump({"task": "profile", "dump_path": os.path.join(root, "p6")}, f)
+        json.dump({"task": "profile", "dump_path": os.path.join(root, "p6.%d" % k)}, f)
     logits = torch.randn(256, 20000, requires_grad=True)
     tgt = torch.randint(0, 20000, (256,))
     seen = {}
@@ -377,32 +375,49 @@ def composite(root, cfg):
     check((type(nll).__name__, type(lsm).__name__) == ("NllLossBackward0", "LogSoftmaxBackward0"),
           "cross_entropy's nodes: %s %s" % (type(nll).__name__, type(lsm).__name__))
     ce = [e for e in slices(dbg.traces[0]) if e["name"] == "Functional.cross_entropy.0.backward"]
-    check(len(ce) == 1, "composite: %d cross_entropy backward slices" % len(ce))
-    if len(ce) != 1 or len(seen) != 3:
-        check(False, "composite: hooks seen %s" % seen)
-        return
-    e = ce[0]
-    check(e["t0"] <= seen["nll"] < seen["lsm"] <= e["t1"] <= seen["grad"],
-          "composite: slice [%d, %d], NllLoss pre %d, LogSoftmax pre %d, logits' gradient %d"
-          % (e["t0"], e["t1"], seen["nll"], seen["lsm"], seen["grad"]))
     nodes = {}
     for ev in prof.events():
-        for k in ("NllLossBackward0", "LogSoftmaxBackward0"):
-            if ev.name == "autograd::engine::evaluate_function: " + k:
-                nodes.setdefault(k, []).append(ev.time_range)
-    check(sorted(nodes) == ["LogSoftmaxBackward0", "NllLossBackward0"] and
-          all(len(v) == 1 for v in nodes.values()), "torch.profiler's nodes: %s" % nodes)
-    if len(nodes) == 2:
+        for name in ("NllLossBackward0", "LogSoftmaxBackward0"):
+            if ev.name == "autograd::engine::evaluate_function: " + name:
+                nodes.setdefault(name, []).append(ev.time_range)
+    return seen, ce, nodes
+
+
+def composite(root, cfg):
+    """F.cross_entropy makes two autograd nodes (NllLossBackward0 first in
+    backward, LogSoftmaxBackward0 last): its backward slice starts at or
+    before the first node's pre-hook and ends after the last node's
+    pre-hook, before the logits' gradient arrives (hooks of this test on
+    the same clock: every try); and it lasts at least 0.8 of the two nodes'
+    time as torch.profiler, running around the same step, measures them
+    (wall times on a shared machine, where a preemption outside the slice
+    but inside torch's event, e.g. the saved output's release after the
+    last node's hook, counts in one only: up to 3 tries, one suffices; the
+    last-node timing gave 0.25-0.5)."""
+    got = []
+    for k in range(3):
+        seen, ce, nodes = composite_step(root, cfg, k)
+        check(len(ce) == 1 and len(seen) == 3, "composite: %d cross_entropy backward slices, "
+              "hooks seen %s" % (len(ce), seen))
+        check(sorted(nodes) == ["LogSoftmaxBackward0", "NllLossBackward0"] and
+              all(len(v) == 1 for v in nodes.values()), "torch.profiler's nodes: %s" % nodes)
+        if len(ce) != 1 or len(seen) != 3 or len(nodes) != 2:
+            return
+        e = ce[0]
+        check(e["t0"] <= seen["nll"] < seen["lsm"] <= e["t1"] <= seen["grad"],
+              "composite: slice [%d, %d], NllLoss pre %d, LogSoftmax pre %d, logits' gradient %d"
+              % (e["t0"], e["t1"], seen["nll"], seen["lsm"], seen["grad"]))
         a, b = nodes["NllLossBackward0"][0], nodes["LogSoftmaxBackward0"][0]
         both = a.elapsed_us() + b.elapsed_us()
-        span = b.end - a.start
         dur = (e["t1"] - e["t0"]) / 1e3
-        check(0.75 * both <= dur <= span * 1.1 + 50,
-              "composite: cross_entropy's backward %.1f us, torch.profiler's two nodes %.1f us "
-              "(%.1f + %.1f), from the first's start to the last's end %.1f us" % (
-                  dur, both, a.elapsed_us(), b.elapsed_us(), span))
-        print("composite: cross_entropy backward %.1f us, torch.profiler's nodes %.1f + %.1f us"
-              % (dur, a.elapsed_us(), b.elapsed_us()))
+        got.append("%.1f us against %.1f + %.1f (%.2f)" % (dur, a.elapsed_us(), b.elapsed_us(),
+                                                           dur / both))
+        if 0.8 * both <= dur <= (b.end - a.start) * 1.1 + 50:
+            break
+    else:
+        check(False, "composite: cross_entropy's backward against torch.profiler's two nodes "
+              "(at least 0.8 of their sum, at most their span): %s" % "; ".join(got))
+    print("composite: cross_entropy backward %s" % "; ".join(got))
 
 
 class Keep(torch.nn.Module):

@@ -20,8 +20,7 @@ time.perf_counter_ns (CLOCK_MONOTONIC, the runtime's clock), per thread
 FLOPs estimated from the shapes for linear, matmul, mm, bmm, conv2d and
 scaled_dot_product_attention. A Memory counter (the process's resident
 bytes, /proc/self/statm; on CUDA also torch.cuda.memory_allocated) is
-sampled at the end of each module call and module backward (where its
-inputs' gradients are hooked) and at each step's start and end.
+sampled at the end of each module call and at each step's start and end.
 
 "torch_profiler": true runs torch.profiler instead (CPU, and CUDA when
 there is one: aten ops and kernels under torch's names), every module
@@ -380,34 +379,40 @@ class ProfileDebugger(PrecisionDebugger):
 
     def _hook_composite(self, node, s0, api, n, par):
         """A call that made several autograd nodes (F.cross_entropy: log_softmax
-        and nll_loss; a broadcast matmul: views around mm): its backward from
-        the first of them to start to the last to end. Its nodes are those
-        reachable from the output's node through nodes numbered from s0 to
-        the thread's next number (made during the call)."""
+        and nll_loss; F.linear on a 3-d input: t, view, mm, view): its
+        backward from the output's node's pre-hook to the hook of the node it
+        made first, found among the nodes reachable from the output's through
+        nodes numbered from s0 to the thread's next number (made during the
+        call). On one thread the engine runs the ready node numbered highest
+        first, and a node's consumers are numbered above it, so the node made
+        first runs last: it ends the call's backward."""
         s1 = _seq()
-        nodes, todo = {id(node): node}, [node]
-        while todo:
+        last, lo, todo, seen = node, node._sequence_nr(), [node], {id(node)}
+        while todo and lo > s0:
             for f, _ in todo.pop().next_functions:
-                if f is not None and id(f) not in nodes and s0 <= f._sequence_nr() < s1:
-                    nodes[id(f)] = f
-                    todo.append(f)
+                if f is not None and id(f) not in seen:
+                    seen.add(id(f))
+                    k = f._sequence_nr()
+                    if s0 <= k < s1:
+                        todo.append(f)
+                        if k < lo:
+                            last, lo = f, k
         ev, step = self._ev, self._steps
         r = [_BWD, api, n, 0, 0, 0, None, par]
 
         def pre(grad_outputs):
-            if not r[3] and self._steps == step and self._sel:
+            if self._steps == step and self._sel:
                 r[3], r[5] = _ns(), _tid()
-                ev.append(r)
 
         def post(grad_inputs, grad_outputs):
             if r[3]:
                 r[4] = _ns()
-        for f in nodes.values():
-            try:
-                f.register_prehook(pre)
-            except AttributeError:  # torch < 2.0
-                return
-            f.register_hook(post)
+                ev.append(r)
+        try:
+            node.register_prehook(pre)
+        except AttributeError:      # torch < 2.0
+            return
+        last.register_hook(post)
 
     def _collective(self, name, ins, run):
         """A torch.distributed collective (distributed.py's wrappers): timed
@@ -553,8 +558,6 @@ class ProfileDebugger(PrecisionDebugger):
             r[3], r[5] = t, _tid()
         r[4] = t
         self._ev.append(r)
-        if self._mem:
-            self._memory(self._ev)
 
     def _memory(self, ev):
         """A Memory sample: the process's resident bytes (statm's second
