@@ -545,7 +545,8 @@ def main():
         composite(root, cfg)
         memory(root, cfg)
         for sec, key in (({"activ": 2}, "activ"), ({"record_shapes": 1}, "record_shapes"),
-                         ({"torch_profiler": "yes"}, "torch_profiler")):
+                         ({"torch_profiler": "yes"}, "torch_profiler"),
+                         ({"profile_memory": 0}, "profile_memory")):
             with open(cfg, "w") as f:
                 json.dump({"task": "profile", "dump_path": "x", "profile": sec}, f)
             try:
