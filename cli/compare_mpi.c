@@ -528,14 +528,19 @@ int np_cli_compare_mpi(const char *bench, const char *cmp, const char *outdir, i
         free(ids);
         return NP_EXIT_USAGE;
     }
+    /* one replica check of the cmp side for all of this process's runs
+     * (without the cache, every pair's run would open every rank's file) */
+    np_cmp_options po = *o;
+    po.replicas = np_cmp_replicas_new();
     issue_list one_sided;
-    one_sided_issues(&one_sided, ids, n, bench, cmp, o);
+    one_sided_issues(&one_sided, ids, n, bench, cmp, &po);
     kept_pair keep = {0};
     size_t k = 0;
     for (size_t i = (size_t)rank; i < n; i += (size_t)world) {
-        run_pair(&recs[k], ids[i], bench, cmp, outdir, formats, o, now, &one_sided, &keep);
+        run_pair(&recs[k], ids[i], bench, cmp, outdir, formats, &po, now, &one_sided, &keep);
         recs[k++].owner = rank;
     }
+    np_cmp_replicas_free(po.replicas);
     free(ids);
     void *all = NULL;
     size_t total = 0;

@@ -1169,6 +1169,40 @@ static int check_replicas(np_rep_result *rep, const char *cmp)
     return 0;
 }
 
+struct np_cmp_replicas {
+    int state;          /* 0: not run yet; 1: rep holds the check; -1: no check */
+    np_rep_result rep;
+};
+
+np_cmp_replicas *np_cmp_replicas_new(void)
+{
+    return calloc(1, sizeof(np_cmp_replicas));
+}
+
+void np_cmp_replicas_free(np_cmp_replicas *c)
+{
+    if (!c)
+        return;
+    np_rep_result_free(&c->rep);
+    free(c);
+}
+
+/* The replica check for this run, NULL when there is none (a sharded or
+ * one-rank cmp side, a framework's dump, a check that could not run): the
+ * cache's when it holds one, else run here into the cache or into *own
+ * (then the caller's to free). */
+static const np_rep_result *replicas_for(np_cmp_replicas *cache, np_rep_result *own,
+                                         const side_files *lc, int cmp_sharded, const char *cmp)
+{
+    if (cache && cache->state)
+        return cache->state > 0 ? &cache->rep : NULL;
+    np_rep_result *rep = cache ? &cache->rep : own;
+    int ok = !cmp_sharded && several_ranks(lc) && check_replicas(rep, cmp);
+    if (cache)
+        cache->state = ok ? 1 : -1;
+    return ok ? rep : NULL;
+}
+
 static int unit_order(const void *x, const void *y)
 {
     const unit *a = x, *b = y;
@@ -1485,8 +1519,8 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
     const char *inputs[2] = {bench, cmp};
     /* several ranks of a step on the cmp side (data parallel, not a sharded
      * layout): their replicas and collectives checked against each other */
-    np_rep_result rep;
-    int rep_ok = !cmp_sharded && several_ranks(&lc) && check_replicas(&rep, cmp);
+    np_rep_result own;
+    const np_rep_result *rep = replicas_for(r->opts.replicas, &own, &lc, cmp_sharded, cmp);
     /* the one-sided pairs first: every report (written as its pair is done,
      * see on_pair) lists them all */
     for (size_t i = 0; i < n_keys; i++)
@@ -1503,14 +1537,14 @@ np_status np_cmp_run(np_cmp_result **out, const char *bench, const char *cmp,
         size_t before = r->n_pairs;
         if (!skip)
             compare_key(r, k, prev_key(keys, n_keys, k), chk, files, map, idx, (int)n_sel,
-                        single, rep_ok ? &rep : NULL);
+                        single, rep);
         idx++;
         if (r->n_pairs > before && r->opts.on_pair &&
             r->opts.on_pair(r, r->n_pairs - 1, r->opts.on_pair_user) != 0)
             break; /* the caller stopped the run */
     }
-    if (rep_ok)
-        np_rep_result_free(&rep);
+    if (rep == &own)
+        np_rep_result_free(&own);
     *out = r;
     r = NULL;
 fail:

@@ -75,6 +75,15 @@ typedef struct np_cmp_result np_cmp_result;
  * stops the run: the pairs compared so far are returned. */
 typedef int (*np_cmp_pair_fn)(np_cmp_result *r, size_t pair, void *user);
 
+/* The cmp side's replica check (docs/COMPARE.md, "Distributed") kept over
+ * several np_cmp_run calls on the same cmp input: the first run does it,
+ * the others reuse it. Compare over MPI runs once a pair, and the check
+ * opens every rank's file of the cmp side. */
+typedef struct np_cmp_replicas np_cmp_replicas;
+/* NULL: out of memory. *out is the caller's: np_cmp_replicas_free (NULL: no-op). */
+np_cmp_replicas *np_cmp_replicas_new(void);
+void np_cmp_replicas_free(np_cmp_replicas *c);
+
 typedef struct np_cmp_options {
     int step;                 /* only this step, -1 = all */
     int rank;                 /* only this rank, -1 = all */
@@ -97,6 +106,7 @@ typedef struct np_cmp_options {
                                * data-parallel rank shares with the single run on the same
                                * global batch are compared (roles parameters and
                                * parameters_grad); docs/COMPARE.md "Distributed" */
+    np_cmp_replicas *replicas; /* NULL: each run checks the replicas itself; borrowed */
 } np_cmp_options;
 
 /* Defaults: all steps and ranks, exact matching, per-dtype tolerances. */
