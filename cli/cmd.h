@@ -55,6 +55,14 @@ void np_cli_printf(const char *fmt, ...)
 void np_cli_report_line(const char *path);
 /* Print an np_error as "nprobe: [file[:line[:col]]: ][key: ]text". */
 void np_cli_report(const np_error *err);
+/* The step files below `path` and a checker already walking them
+ * (np_dumpio_find, np_dumpio_checker_start), for ls and show: 0, both the
+ * caller's to free; else the error reported, nothing to free, and the exit
+ * code (NP_EXIT_USAGE). */
+struct np_dumpio_ref;
+struct np_dumpio_checker;
+int np_cli_find_checked(struct np_dumpio_ref **refs, size_t *n, struct np_dumpio_checker **chk,
+                        const char *path);
 /* 1 if arg is -h or --help. */
 int np_cli_is_help(const char *arg);
 /* Parse a whole base-10 integer in [lo, hi]; 0 on success. On failure prints

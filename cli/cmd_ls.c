@@ -188,20 +188,12 @@ int np_cmd_ls(int argc, char **argv)
         np_cli_error("ls: missing arguments (see 'nprobe ls --help')");
         return NP_EXIT_USAGE;
     }
-    np_error err;
-    np_error_clear(&err);
     np_dumpio_ref *refs = NULL;
     size_t n = 0;
-    if (np_dumpio_find(&refs, &n, path, &err)) {
-        np_cli_report(&err);
-        return NP_EXIT_USAGE;
-    }
     np_dumpio_checker *chk = NULL;
-    if (np_dumpio_checker_start(&chk, refs, n, &err)) {
-        np_cli_report(&err);
-        free(refs);
-        return NP_EXIT_USAGE;
-    }
+    if ((rc = np_cli_find_checked(&refs, &n, &chk, path)) != 0)
+        return rc;
+    np_error err;
     int readable = 0;
     for (size_t i = 0; i < n; i++) {
         if (refs[i].state == NP_DUMPIO_TEMP || refs[i].state == NP_DUMPIO_MISSING)

@@ -138,20 +138,12 @@ int np_cmd_show(int argc, char **argv)
         np_cli_error("show: missing arguments (see 'nprobe show --help')");
         return NP_EXIT_USAGE;
     }
-    np_error err;
-    np_error_clear(&err);
     np_dumpio_ref *refs = NULL;
     size_t n = 0;
-    if (np_dumpio_find(&refs, &n, path, &err)) {
-        np_cli_report(&err);
-        return NP_EXIT_USAGE;
-    }
     np_dumpio_checker *chk = NULL;
-    if (np_dumpio_checker_start(&chk, refs, n, &err)) {
-        np_cli_report(&err);
-        free(refs);
-        return NP_EXIT_USAGE;
-    }
+    if ((rc = np_cli_find_checked(&refs, &n, &chk, path)) != 0)
+        return rc;
+    np_error err;
     int found = 0, failed = 0;
     char near[NP_FMT_NAME_LEN] = "";
     size_t near_d = (size_t)-1;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "nprobe/dumpio.h"
 
 /* Messages quote names, paths and values that are user data: control
  * characters other than newline and tab go to the terminal as \xNN. */
@@ -170,4 +171,24 @@ void np_cli_ignore_sigxfsz(void)
     sa.sa_handler = SIG_IGN;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGXFSZ, &sa, NULL);
+}
+
+int np_cli_find_checked(np_dumpio_ref **refs, size_t *n, np_dumpio_checker **chk, const char *path)
+{
+    np_error err;
+    np_error_clear(&err);
+    *refs = NULL;
+    *n = 0;
+    *chk = NULL;
+    if (np_dumpio_find(refs, n, path, &err)) {
+        np_cli_report(&err);
+        return NP_EXIT_USAGE;
+    }
+    if (np_dumpio_checker_start(chk, *refs, *n, &err)) {
+        np_cli_report(&err);
+        free(*refs);
+        *refs = NULL;
+        return NP_EXIT_USAGE;
+    }
+    return 0;
 }
