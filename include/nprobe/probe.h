@@ -383,11 +383,15 @@ void np_probe_tensor_stats_f32_many(np_probe_stats *out, int64_t *zeros, double 
  * lr / (1 - beta1^t) / c, K = (1 - c) / c, B = 1 / sqrt(1 - beta2^t), E =
  * eps, c = 1 - lr * weight_decay under AdamW's decoupled decay, else 1).
  * Each chunk of w is read again for it right after its statistics, from
- * cache. */
+ * cache. When mv_out is not NULL, m[k]'s and v[k]'s statistics (and zero
+ * counts into mv_zeros[2k], [2k+1] when it is not NULL) go to mv_out[2k]
+ * and mv_out[2k+1], taken just before w[k]'s (m and v then read again for
+ * the update from cache; they must not be NULL then). */
 void np_probe_tensor_stats_f32_adam(np_probe_stats *out, int64_t *zeros, double *upd_norm,
                                     const float *const *data, const float *const *m,
                                     const float *const *v, const double *coef,
-                                    const int64_t *numel, int64_t count);
+                                    const int64_t *numel, int64_t count, np_probe_stats *mv_out,
+                                    int64_t *mv_zeros);
 
 #ifdef __cplusplus
 }

@@ -69,7 +69,8 @@ _STATS_NP = np.dtype([("max", "<f8"), ("min", "<f8"), ("mean", "<f8"), ("norm", 
 assert _STATS_NP.itemsize == ctypes.sizeof(_Stats)
 _stats_f32_adam = _lib._sig("np_probe_tensor_stats_f32_adam", None, ctypes.c_void_p,
                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+                            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                            ctypes.c_void_p, ctypes.c_void_p)
 
 
 def _config(path):
@@ -118,9 +119,10 @@ def _config(path):
                              "call kept holds a copy of its tensors)")
         cfg[k] = v
     v = sec.get("update_source", "auto")
-    if v not in ("auto", "snapshot"):
-        raise ValueError(f"{where}: update_source: monitor.update_source: expected \"auto\" (Adam's "
-                         "update derived from its state where exact) or \"snapshot\" (always measured)")
+    if v not in ("auto", "snapshot", "derived"):
+        raise ValueError(f"{where}: update_source: monitor.update_source: expected \"auto\", "
+                         "\"derived\" (Adam's update derived from its state where exact) or "
+                         "\"snapshot\" (always measured)")
     cfg["update_source"] = v
     cfg["rules"] = _rules_config(sec.get("alert"), where)
     return cfg
@@ -301,11 +303,12 @@ def _stats_rows(numel, out, zeros):
                     out["nan"].tolist(), (out["pinf"] + out["ninf"]).tolist()))
 
 
-def tensor_stats_adam(ws, ms, vs, coefs):
+def tensor_stats_adam(ws, ms, vs, coefs, mv=False):
     """The weights' statistics (tensor_stats_many's, the same bits) and the
     norm of the update derived from Adam's state after the step, in one
-    libnprobe call (np_probe_tensor_stats_f32_adam): [(stats, update norm)].
-    coefs: (A, K, B, E) per weight (_adam_coef)."""
+    libnprobe call (np_probe_tensor_stats_f32_adam): [(stats, update norm)],
+    with mv [(stats, update norm, m's stats, v's stats)] (m and v read once
+    for both). coefs: (A, K, B, E) per weight (_adam_coef)."""
     xs = [_f32(t) for t in ws]
     n = len(xs)
     if n == 0:
@@ -322,10 +325,17 @@ def tensor_stats_adam(ws, ms, vs, coefs):
     zeros = np.empty(n, dtype=np.int64)
     un = np.empty(n, dtype=np.float64)
     coef = np.ascontiguousarray(coefs, dtype=np.float64).reshape(n, 4)
+    mv_out = np.empty(2 * n, dtype=_STATS_NP) if mv else None
+    mv_zeros = np.empty(2 * n, dtype=np.int64) if mv else None
     _stats_f32_adam(out.ctypes.data, zeros.ctypes.data, un.ctypes.data,
                     ptr(*[x.data_ptr() for x in xs]), ptr(*[a.data_ptr() for a in mm]),
-                    ptr(*[b.data_ptr() for b in vv]), coef.ctypes.data, numel.ctypes.data, n)
-    return list(zip(_stats_rows(numel, out, zeros), un.tolist()))
+                    ptr(*[b.data_ptr() for b in vv]), coef.ctypes.data, numel.ctypes.data, n,
+                    mv_out.ctypes.data if mv else None, mv_zeros.ctypes.data if mv else None)
+    res = list(zip(_stats_rows(numel, out, zeros), un.tolist()))
+    if not mv:
+        return res
+    mvs = _stats_rows(np.repeat(numel, 2), mv_out, mv_zeros)
+    return [(w, u, mvs[2 * k], mvs[2 * k + 1]) for k, (w, u) in enumerate(res)]
 
 
 def _adam_groups(optimizer, own_hooks):
@@ -631,13 +641,18 @@ class TrainerMon:
         sel = self._selected()
         before, copy = {}, {}
         self._adam = {}
-        if c["param_distribution"] and c["update_source"] == "auto":
-            # Adam's update derived after the step from its state: no snapshot
+        src = c["update_source"]
+        if c["param_distribution"] and (src == "derived" or src == "auto" and c["mv_distribution"]):
+            # Adam's update derived after the step from its state: no
+            # snapshot. "auto" only where mv_distribution reads m and v
+            # anyway (reading them for the update alone costs more than the
+            # snapshot: docs/PERFORMANCE.md "The update without a snapshot")
             self._adam = _adam_groups(optimizer, self._own_hooks)
         if c["param_distribution"]:
             for p, _ in sel:
                 if p in self._adam and p.grad is not None and not p.grad.is_sparse and \
-                        p.dtype == torch.float32 and not p.is_complex():
+                        p.dtype == torch.float32 and not p.is_complex() and \
+                        not (src == "auto" and self._adam[p].get("amsgrad")):
                     before[p] = _DERIVED
                     continue
                 b = self._snap_buffer(p) if p.grad is not None else None
@@ -712,21 +727,33 @@ class TrainerMon:
                         ts.append(p)
                         bs.append(b)
                         self.update_paths[n] = "snapshot" if b is not None else None
-                if c["mv_distribution"]:
+                if c["mv_distribution"] and not (p in derived and self._fused_mv(p)):
                     st = optimizer.state.get(p, {})
                     for s in ("exp_avg", "exp_avg_sq", "momentum_buffer"):
                         if isinstance(st.get(s), torch.Tensor):
                             ts.append(st[s])
                             bs.append(None)
             res = iter(tensor_stats_many(ts, befores=bs))
-            dres = tensor_stats_adam(ws, ms, vs, cs)
+            # the derived weights: with mv_distribution m's and v's
+            # statistics in the same call, m and v read once for both
+            dres = tensor_stats_adam(ws, ms, vs, cs, mv=c["mv_distribution"])
             for p, n in sel:
+                mv = None
                 if c["param_distribution"]:
-                    w, d = dres[derived[p]] if p in derived else next(res)
+                    if p in derived:
+                        r = dres[derived[p]]
+                        w, d = r[0], r[1]
+                        if self._fused_mv(p):
+                            mv = r[2:]
+                    else:
+                        w, d = next(res)
                     self._add(n, "weight", w)
                     if d is not None:
                         self._add_scalar(n, "update_ratio", d / w[1] if w[1] > 0 else 0.0)
-                if c["mv_distribution"]:
+                if mv is not None:
+                    self._add(n, "exp_avg", mv[0])
+                    self._add(n, "exp_avg_sq", mv[1])
+                elif c["mv_distribution"]:
                     st = optimizer.state.get(p, {})
                     for s in ("exp_avg", "exp_avg_sq", "momentum_buffer"):
                         if isinstance(st.get(s), torch.Tensor):
@@ -738,6 +765,11 @@ class TrainerMon:
         self.step += 1
         if self._ring is not None:
             self._ring.step()
+
+    def _fused_mv(self, p):
+        """p's exp_avg and exp_avg_sq records come from the derived update's
+        call (its v is exp_avg_sq: not under amsgrad)"""
+        return self.config["mv_distribution"] and not self._adam[p].get("amsgrad")
 
     def stop(self):
         """Remove the hooks and close the file (also at garbage collection)."""
