@@ -793,11 +793,11 @@ __attribute__((target("avx512f"))) static void chunk_adam_avx512(part *p, const 
         /* sqrt(v) as v * rsqrt(v) and 1 / den by rcp, each estimate (2^-14)
          * refined by one Newton step (about 2^-23 after it): no sqrt or
          * divide, whose throughput bound the loop (2 ms of 4.7 M elements);
-         * v = 0 gives 0 (not 0 * inf) */
+         * v = 0 gives 0 (not 0 * inf), a NaN v NaN */
         __m512 vv = _mm512_loadu_ps(v + i);
         __m512 r = _mm512_rsqrt14_ps(vv);
         r = _mm512_mul_ps(r, _mm512_fnmadd_ps(_mm512_mul_ps(h, vv), _mm512_mul_ps(r, r), th));
-        __m512 sq = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(vv, _mm512_setzero_ps(), _CMP_GT_OQ),
+        __m512 sq = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(vv, _mm512_setzero_ps(), _CMP_NEQ_UQ),
                                         vv, r);
         __m512 den = _mm512_fmadd_ps(sq, b, e);
         __m512 ri = _mm512_rcp14_ps(den);
