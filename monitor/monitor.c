@@ -172,6 +172,7 @@ static const char *const section_keys[] = {
     "targets", "step_interval", "start_step", "collect_times", "xy_distribution",
     "wg_distribution", "mv_distribution", "param_distribution", "alert", "format", "ops", "eps",
     "anomaly_checkpoint", "anomaly_ring", "anomaly_calls", "anomaly_calls_after",
+    "update_source", /* the package's (docs/MONITOR.md); the runtime's update is its own */
 };
 
 /* monitor.targets: a list of patterns, or msprobe's object {"name": {}}. */

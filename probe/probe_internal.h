@@ -90,6 +90,11 @@ void np_stats_scratch_free(np_stats_scratch *s);
 typedef struct np_stats_extra {
     const float *prev;
     int zeros;
+    /* Adam's derived update (prev NULL): m, v (or max_exp_avg_sq) of the
+     * same numel and coef[4] (np_probe_tensor_stats_f32_adam); its sum of
+     * squares goes to diff_sumsq_out */
+    const float *m, *v;
+    const double *coef;
     int64_t zeros_out;
     double diff_sumsq_out;
 } np_stats_extra;

@@ -739,6 +739,109 @@ static void chunk_extra(part *p, const float *x, const float *prev, int64_t n, i
     chunk_extra_c(p, x, prev, n, zeros);
 }
 
+/* Adam's update derived from what the optimizer holds after its step (the
+ * package's monitor: np_probe_tensor_stats_f32_adam): per element, in
+ * float32, u = A * m / (sqrt(v) * B + E) + K * x (coef = A, K, B, E), its
+ * square added in double to lane i % FLANES, a non-finite u skipped (as the
+ * difference norm skips a non-finite difference); the lanes folded as
+ * extra_fold's, then the tail one by one. The AVX-512 loop fuses sqrt(v) *
+ * B + E (one rounding less than the portable loop): the two paths agree to
+ * a few float32 roundings of u, not bit for bit. */
+static inline float adam_u(float x, float m, float v, const float *c)
+{
+    return c[0] * (m / (sqrtf(v) * c[2] + c[3])) + c[1] * x;
+}
+
+static double adam_fold(const double *q, const float *x, const float *m, const float *v,
+                        int64_t nb, int64_t n, const float *c)
+{
+    double t = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+    for (int64_t i = nb; i < n; i++) {
+        double d = (double)adam_u(x[i], m[i], v[i], c);
+        if (fabs(d) < INFINITY)
+            t += d * d;
+    }
+    return t;
+}
+
+static void chunk_adam_c(part *p, const float *x, const float *m, const float *v, int64_t n,
+                         const float *c)
+{
+    double q[FLANES] = {0};
+    int64_t nb = n - n % FLANES;
+    for (int64_t i = 0; i < nb; i += FLANES) {
+        for (int l = 0; l < FLANES; l++) {
+            double d = (double)adam_u(x[i + l], m[i + l], v[i + l], c);
+            d = fabs(d) < INFINITY ? d : 0.0;
+            q[l] += d * d;
+        }
+    }
+    p->dsumsq += adam_fold(q, x, m, v, nb, n, c);
+}
+
+#if NP_STATS_X86
+__attribute__((target("avx512f"))) static void chunk_adam_avx512(part *p, const float *x,
+                                                                  const float *m, const float *v,
+                                                                  int64_t n, const float *c)
+{
+    const __m512 a = _mm512_set1_ps(c[0]), k = _mm512_set1_ps(c[1]), b = _mm512_set1_ps(c[2]),
+                 e = _mm512_set1_ps(c[3]);
+    const __m512 h = _mm512_set1_ps(0.5f), th = _mm512_set1_ps(1.5f), two = _mm512_set1_ps(2.0f);
+    __m512d q = _mm512_setzero_pd();
+    int64_t nb = n - n % FLANES, i = 0;
+    for (; i + 16 <= nb; i += 16) {
+        /* sqrt(v) as v * rsqrt(v) and 1 / den by rcp, each estimate (2^-14)
+         * refined by one Newton step (about 2^-23 after it): no sqrt or
+         * divide, whose throughput bound the loop (2 ms of 4.7 M elements);
+         * v = 0 gives 0 (not 0 * inf), a NaN v NaN */
+        __m512 vv = _mm512_loadu_ps(v + i);
+        __m512 r = _mm512_rsqrt14_ps(vv);
+        r = _mm512_mul_ps(r, _mm512_fnmadd_ps(_mm512_mul_ps(h, vv), _mm512_mul_ps(r, r), th));
+        __m512 sq = _mm512_maskz_mul_ps(_mm512_cmp_ps_mask(vv, _mm512_setzero_ps(), _CMP_NEQ_UQ),
+                                        vv, r);
+        __m512 den = _mm512_fmadd_ps(sq, b, e);
+        __m512 ri = _mm512_rcp14_ps(den);
+        ri = _mm512_mul_ps(ri, _mm512_fnmadd_ps(den, ri, two));
+        __m512 u = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(m + i), ri), a,
+                                   _mm512_mul_ps(_mm512_loadu_ps(x + i), k));
+        __m512d lo = _mm512_cvtps_pd(_mm512_castps512_ps256(u));
+        __m512d hi = _mm512_cvtps_pd(
+            _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1)));
+        /* no finiteness mask: a non-finite u leaves its lane NaN or +Inf
+         * (squares >= 0), and then the chunk is redone by the portable
+         * loop, which skips it (chunk_mon_avx512's way) */
+        q = _mm512_fmadd_pd(lo, lo, q);
+        q = _mm512_fmadd_pd(hi, hi, q);
+    }
+    NP_ZMM_ALIGN double ql[FLANES];
+    _mm512_storeu_pd(ql, q);
+    if (isnan(lanes_finite_zs(q))) {
+        chunk_adam_c(p, x, m, v, n, c);
+        return;
+    }
+    for (; i < nb; i += FLANES) { /* one block of 8 left */
+        for (int l = 0; l < FLANES; l++) {
+            double d = (double)adam_u(x[i + l], m[i + l], v[i + l], c);
+            ql[l] += fabs(d) < INFINITY ? d * d : 0.0;
+        }
+    }
+    p->dsumsq += adam_fold(ql, x, m, v, nb, n, c);
+}
+#endif
+
+static void chunk_adam(part *p, const float *x, const float *m, const float *v, int64_t n,
+                       const double *coef)
+{
+    const float c[4] = {(float)coef[0], (float)coef[1], (float)coef[2], (float)coef[3]};
+#if NP_STATS_X86
+    if (!simd_off && __builtin_cpu_supports("avx512f")) {
+        chunk_adam_avx512(p, x, m, v, n, c);
+        return;
+    }
+#endif
+    chunk_adam_c(p, x, m, v, n, c);
+}
+
 /* run_pair_stats, then the extras of each chunk it did (ex NULL: none;
  * float32 storage only, as np_stats_compute_ex checks). */
 static int run_pair(part *pp, np_dtype dt, const void *data, int64_t c, int64_t nchunks,
@@ -754,6 +857,8 @@ static int run_pair(part *pp, np_dtype dt, const void *data, int64_t c, int64_t 
             const float *x = (const float *)data + off;
             part_init(&pp[k]);
             chunk_mon_avx512(&pp[k], x, ex->prev ? ex->prev + off : NULL, n, ex->zeros);
+            if (ex->m) /* the chunk again, from L2 */
+                chunk_adam(&pp[k], x, ex->m + off, ex->v + off, n, ex->coef);
             pp[k].nbytes = (size_t)n * sizeof(float);
             if (want_crc)
                 pp[k].crc = np_crc32(0, x, pp[k].nbytes);
@@ -768,6 +873,9 @@ static int run_pair(part *pp, np_dtype dt, const void *data, int64_t c, int64_t 
             int64_t n = numel - off < CHUNK ? numel - off : CHUNK;
             chunk_extra(&pp[k], (const float *)data + off, ex->prev ? ex->prev + off : NULL, n,
                         ex->zeros);
+            if (ex->m)
+                chunk_adam(&pp[k], (const float *)data + off, ex->m + off, ex->v + off, n,
+                           ex->coef);
         }
     }
     return m;
@@ -892,7 +1000,7 @@ void np_probe_tensor_stats_f32(np_probe_stats *out, int64_t *zeros, double *diff
                                const float *data, const float *before, int64_t numel)
 {
     np_stats_scratch s = {NULL, 0};
-    np_stats_extra ex = {before, zeros != NULL, 0, 0.0};
+    np_stats_extra ex = {.prev = before, .zeros = zeros != NULL};
     np_stats_compute_ex(out, NULL, NP_FLOAT32, data, numel, &s, &ex);
     np_stats_scratch_free(&s);
     if (zeros)
@@ -942,7 +1050,7 @@ void np_probe_tensor_stats_f32_many(np_probe_stats *out, int64_t *zeros, double 
     np_stats_scratch s = {NULL, 0};
     for (int64_t k = 0; k < count; k++) {
         const float *b = before ? before[k] : NULL;
-        np_stats_extra ex = {b, zeros != NULL, 0, 0.0};
+        np_stats_extra ex = {.prev = b, .zeros = zeros != NULL};
         np_stats_compute_ex(&out[k], NULL, NP_FLOAT32, data[k], numel[k], &s, &ex);
         if (zeros)
             zeros[k] = ex.zeros_out;
@@ -950,6 +1058,33 @@ void np_probe_tensor_stats_f32_many(np_probe_stats *out, int64_t *zeros, double 
             diff_norm[k] = b ? sqrt(ex.diff_sumsq_out) : NAN;
         if (copy_src && copy_src[k] && copy_dst && copy_dst[k] && numel[k] > 0)
             copy_f32(copy_dst[k], copy_src[k], numel[k]);
+    }
+    np_stats_scratch_free(&s);
+}
+
+void np_probe_tensor_stats_f32_adam(np_probe_stats *out, int64_t *zeros, double *upd_norm,
+                                    const float *const *data, const float *const *m,
+                                    const float *const *v, const double *coef,
+                                    const int64_t *numel, int64_t count, np_probe_stats *mv_out,
+                                    int64_t *mv_zeros)
+{
+    np_stats_scratch s = {NULL, 0};
+    for (int64_t k = 0; k < count; k++) {
+        np_stats_extra ex = {.zeros = zeros != NULL, .m = m[k], .v = v[k], .coef = coef + 4 * k};
+        if (!ex.m || !ex.v)
+            ex.m = ex.v = NULL;
+        for (int j = 0; mv_out && j < 2; j++) { /* m, v first: read again below from cache */
+            np_stats_extra e2 = {.zeros = mv_zeros != NULL};
+            np_stats_compute_ex(&mv_out[2 * k + j], NULL, NP_FLOAT32, j ? v[k] : m[k], numel[k],
+                                &s, &e2);
+            if (mv_zeros)
+                mv_zeros[2 * k + j] = e2.zeros_out;
+        }
+        np_stats_compute_ex(&out[k], NULL, NP_FLOAT32, data[k], numel[k], &s, &ex);
+        if (zeros)
+            zeros[k] = ex.zeros_out;
+        if (upd_norm)
+            upd_norm[k] = ex.m ? sqrt(ex.diff_sumsq_out) : NAN;
     }
     np_stats_scratch_free(&s);
 }

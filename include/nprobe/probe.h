@@ -372,6 +372,26 @@ void np_probe_tensor_stats_f32_many(np_probe_stats *out, int64_t *zeros, double 
                                     const float *const *data, const float *const *before,
                                     const int64_t *numel, int64_t count,
                                     const float *const *copy_src, float *const *copy_dst);
+/* The statistics and zeros of `count` float32 tensors as
+ * np_probe_tensor_stats_f32_many gives them (the same bits), and, where
+ * m[k] and v[k] are not NULL (numel[k] floats each: Adam's exp_avg and
+ * exp_avg_sq, or max_exp_avg_sq under amsgrad, after the step), the norm of
+ * the update derived from them into upd_norm[k] (NaN otherwise): the L2
+ * norm over the finite elements of u = A * m / (sqrt(v) * B + E) + K * w,
+ * each taken in float32 and squared in double, with (A, K, B, E) =
+ * coef[4k .. 4k+3] (docs/MONITOR.md "The update without a snapshot": A =
+ * lr / (1 - beta1^t) / c, K = (1 - c) / c, B = 1 / sqrt(1 - beta2^t), E =
+ * eps, c = 1 - lr * weight_decay under AdamW's decoupled decay, else 1).
+ * Each chunk of w is read again for it right after its statistics, from
+ * cache. When mv_out is not NULL, m[k]'s and v[k]'s statistics (and zero
+ * counts into mv_zeros[2k], [2k+1] when it is not NULL) go to mv_out[2k]
+ * and mv_out[2k+1], taken just before w[k]'s (m and v then read again for
+ * the update from cache; they must not be NULL then). */
+void np_probe_tensor_stats_f32_adam(np_probe_stats *out, int64_t *zeros, double *upd_norm,
+                                    const float *const *data, const float *const *m,
+                                    const float *const *v, const double *coef,
+                                    const int64_t *numel, int64_t count, np_probe_stats *mv_out,
+                                    int64_t *mv_zeros);
 
 #ifdef __cplusplus
 }

@@ -89,6 +89,58 @@ def train(name, spike=None):
         return r.returncode, {}, r.stdout[:400] + r.stderr
 
 
+def ratios(wd):
+    """6 steps of the Llama under AdamW (weight decay wd), the monitor's
+    update_ratio records (derived from AdamW's state, no snapshot) against
+    torch's ||W_after - W_before|| / ||W_after|| in float64: the largest
+    |difference| / 2^-24 (2 + 16 r) (docs/MONITOR.md), the paths taken."""
+    import h5py
+    torch.manual_seed(4)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                      num_hidden_layers=LAYERS, num_attention_heads=2, num_key_value_heads=2,
+                      max_position_embeddings=32)
+    model = LlamaForCausalLM(cfg)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=wd)
+    name = f"ratio_{wd}"
+    path = os.path.join(tmp, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump({"task": "monitor", "dump_path": os.path.join(tmp, name),
+                   "monitor": {"xy_distribution": False, "mv_distribution": True}}, f)
+    mon = TrainerMon(path)
+    mon.set_monitor(model, opt)
+    g = torch.Generator().manual_seed(6)
+    want, paths = {}, set()
+    for s in range(6):
+        x = torch.randint(0, cfg.vocab_size, (4, 16), generator=g)
+        model(input_ids=x, labels=x).loss.backward()
+        b = {n: p.detach().clone() for n, p in model.named_parameters()}
+        opt.step()
+        opt.zero_grad()
+        for n, p in model.named_parameters():
+            want[(s, n)] = float(torch.linalg.vector_norm((p.detach() - b[n]).double())
+                                 / torch.linalg.vector_norm(p.detach().double()))
+        paths |= set(mon.update_paths.values())
+    mon.stop()
+    worst, count = 0.0, 0
+    with h5py.File(os.path.join(tmp, name, "monitor_rank0.h5"), "r") as f:
+        keys = [(a.decode(), b.decode()) for a, b in f["keys"][:]]
+        for r in f["records"][:]:
+            n, m = keys[r["key"]]
+            if m == "update_ratio":
+                w = want[(int(r["step"]), n)]
+                worst = max(worst, abs(float(r["mean"]) - w) / (2.0 ** -24 * (2 + 16 * w)))
+                count += 1
+    return worst, paths, count, len(want)
+
+
+for wd in (0.0, 0.1):
+    worst, paths, count, n = ratios(wd)
+    check(paths == {"derived"} and count == n and worst <= 1.0,
+          f"Llama AdamW wd {wd}: paths {paths}, {count} of {n} ratios, largest difference "
+          f"{worst:.3g} of the bound")
+    print(f"Llama AdamW wd {wd}: {count} update ratios derived, largest |difference| "
+          f"{worst:.3g} of 2^-24 (2 + 16 r)")
+
 rc, rep, err = train("clean")
 anom = rep.get("anomalies", [])
 check(rc == 0 and not anom,

@@ -38,11 +38,12 @@ NAME_LEN, METRIC_LEN = 192, 32
 _SECTION_KEYS = ("targets", "step_interval", "start_step", "collect_times", "xy_distribution",
                  "wg_distribution", "mv_distribution", "param_distribution", "alert", "format",
                  "ops", "eps", "anomaly_checkpoint", "anomaly_ring",
-                 "anomaly_calls", "anomaly_calls_after")  # anomaly_checkpoint, anomaly_ring: the runtime's
+                 "anomaly_calls", "anomaly_calls_after", "update_source")  # anomaly_checkpoint, anomaly_ring: the runtime's
 _RULES = ("AnomalyNan", "AnomalyTurbulence", "AnomalySpike", "AnomalyUpdateRatio")
 _EMA = 0.9   # the turbulence rule's running mean: weight on the past (monitor_read.c)
 _SCALAR_METRICS = ("loss", "grad_norm", "loss_scale", "update_ratio")
 _TURBULENT_METRICS = ("activation", "activation_grad", "grad_pre", "grad")
+_DERIVED = object()   # a weight whose update is derived from Adam's state (no snapshot)
 REC_DTYPE = np.dtype([("step", "<i8"), ("seq", "<i4"), ("key", "<i4"), ("numel", "<i8"),
                       ("norm", "<f8"), ("min", "<f8"), ("max", "<f8"), ("mean", "<f8"),
                       ("zeros", "<i8"), ("nans", "<i8"), ("infs", "<i8")])
@@ -66,6 +67,10 @@ _stats_f32_many = _lib._sig("np_probe_tensor_stats_f32_many", None, ctypes.c_voi
 _STATS_NP = np.dtype([("max", "<f8"), ("min", "<f8"), ("mean", "<f8"), ("norm", "<f8"),
                       ("nan", "<i8"), ("pinf", "<i8"), ("ninf", "<i8")])
 assert _STATS_NP.itemsize == ctypes.sizeof(_Stats)
+_stats_f32_adam = _lib._sig("np_probe_tensor_stats_f32_adam", None, ctypes.c_void_p,
+                            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                            ctypes.c_void_p, ctypes.c_void_p)
 
 
 def _config(path):
@@ -113,6 +118,12 @@ def _config(path):
             raise ValueError(f"{where}: {k}: monitor.{k}: expected an integer 0 .. 65536 (each "
                              "call kept holds a copy of its tensors)")
         cfg[k] = v
+    v = sec.get("update_source", "auto")
+    if v not in ("auto", "snapshot", "derived"):
+        raise ValueError(f"{where}: update_source: monitor.update_source: expected \"auto\", "
+                         "\"derived\" (Adam's update derived from its state where exact) or "
+                         "\"snapshot\" (always measured)")
+    cfg["update_source"] = v
     cfg["rules"] = _rules_config(sec.get("alert"), where)
     return cfg
 
@@ -286,6 +297,92 @@ def tensor_stats_many(ts, befores=None, copies=None):
     return [(a, None if b is None else d) for a, b, d in zip(st, bs, dn.tolist())]
 
 
+def _stats_rows(numel, out, zeros):
+    return list(zip(numel.tolist(), out["norm"].tolist(), out["min"].tolist(),
+                    out["max"].tolist(), out["mean"].tolist(), zeros.tolist(),
+                    out["nan"].tolist(), (out["pinf"] + out["ninf"]).tolist()))
+
+
+def tensor_stats_adam(ws, ms, vs, coefs, mv=False):
+    """The weights' statistics (tensor_stats_many's, the same bits) and the
+    norm of the update derived from Adam's state after the step, in one
+    libnprobe call (np_probe_tensor_stats_f32_adam): [(stats, update norm)],
+    with mv [(stats, update norm, m's stats, v's stats)] (m and v read once
+    for both). coefs: (A, K, B, E) per weight (_adam_coef)."""
+    xs = [_f32(t) for t in ws]
+    n = len(xs)
+    if n == 0:
+        return []
+    mm = [_f32(t) for t in ms]
+    vv = [_f32(t) for t in vs]
+    for x, a, b in zip(xs, mm, vv):
+        if a.numel() != x.numel() or b.numel() != x.numel():
+            raise ValueError(f"tensor_stats_adam: the state holds {a.numel()}/{b.numel()} "
+                             f"elements, the weight {x.numel()}")
+    ptr = ctypes.c_void_p * n
+    numel = np.array([x.numel() for x in xs], dtype=np.int64)
+    out = np.empty(n, dtype=_STATS_NP)
+    zeros = np.empty(n, dtype=np.int64)
+    un = np.empty(n, dtype=np.float64)
+    coef = np.ascontiguousarray(coefs, dtype=np.float64).reshape(n, 4)
+    mv_out = np.empty(2 * n, dtype=_STATS_NP) if mv else None
+    mv_zeros = np.empty(2 * n, dtype=np.int64) if mv else None
+    _stats_f32_adam(out.ctypes.data, zeros.ctypes.data, un.ctypes.data,
+                    ptr(*[x.data_ptr() for x in xs]), ptr(*[a.data_ptr() for a in mm]),
+                    ptr(*[b.data_ptr() for b in vv]), coef.ctypes.data, numel.ctypes.data, n,
+                    mv_out.ctypes.data if mv else None, mv_zeros.ctypes.data if mv else None)
+    res = list(zip(_stats_rows(numel, out, zeros), un.tolist()))
+    if not mv:
+        return res
+    mvs = _stats_rows(np.repeat(numel, 2), mv_out, mv_zeros)
+    return [(w, u, mvs[2 * k], mvs[2 * k + 1]) for k, (w, u) in enumerate(res)]
+
+
+def _adam_groups(optimizer, own_hooks):
+    """{param: its group} for the parameters whose update torch.optim.Adam or
+    AdamW makes by the formula the derived update ratio assumes (the
+    single-tensor or foreach implementation: not fused, capturable or
+    differentiable), where no other step hook can change a weight between
+    the monitor's two hooks; {} for any other optimizer (then every update
+    ratio is measured from a snapshot)."""
+    if type(optimizer) not in (torch.optim.Adam, torch.optim.AdamW):
+        return {}
+    from torch.optim import optimizer as _o
+    if len(getattr(optimizer, "_optimizer_step_pre_hooks", {})) > own_hooks or \
+            len(getattr(optimizer, "_optimizer_step_post_hooks", {})) > own_hooks or \
+            getattr(_o, "_global_optimizer_pre_hooks", None) or \
+            getattr(_o, "_global_optimizer_post_hooks", None):
+        return {}
+    res = {}
+    for g in optimizer.param_groups:
+        if g.get("fused") or g.get("capturable") or g.get("differentiable"):
+            continue
+        for p in g["params"]:
+            res[p] = g
+    return res
+
+
+def _adam_coef(optimizer, p, g):
+    """(m, v, (A, K, B, E)) of p's update after the step (np_probe_tensor_stats_f32_adam):
+    torch's W_after = c W_before - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps),
+    c = float32(1 - lr wd) under the decoupled decay (AdamW) else 1, so
+    W_after - W_before = -(lr / (1 - b1^t) / c * m / (...) + (1 - c) / c * W_after);
+    None when the state is not there."""
+    st = optimizer.state.get(p)
+    if not st or "step" not in st or "exp_avg" not in st:
+        return None
+    v = st.get("max_exp_avg_sq") if g.get("amsgrad") else st.get("exp_avg_sq")
+    if not isinstance(v, torch.Tensor):
+        return None
+    t = float(st["step"])
+    lr, b1, b2 = float(g["lr"]), float(g["betas"][0]), float(g["betas"][1])
+    wd = float(g["weight_decay"])
+    decoupled = g.get("decoupled_weight_decay", isinstance(optimizer, torch.optim.AdamW))
+    c = float(np.float32(1.0 - lr * wd)) if decoupled and wd != 0 else 1.0
+    return (st["exp_avg"], v, (lr / (1.0 - b1 ** t) / c, (1.0 - c) / c,
+                               1.0 / math.sqrt(1.0 - b2 ** t), float(g["eps"])))
+
+
 def _matches(targets, name):
     if not targets:
         return True
@@ -327,6 +424,9 @@ class TrainerMon:
         self._nsteps = 0        # rows of /steps written
         self._before = {}
         self._snap = {}
+        self._adam = {}         # {param: group} whose update is derived (_adam_groups)
+        self._own_hooks = 0     # this monitor's step hooks on the optimizer (pre, post: 1 each)
+        self.update_paths = {}  # {parameter name: "derived" | "snapshot"}: how its last update_ratio was taken
         self.path = None
         self._ring = None       # the ring of calls (anomaly_calls: ring.py)
         self._rules = None      # the rules, online, while the ring waits for an anomaly
@@ -481,6 +581,7 @@ class TrainerMon:
             self.handles.append(m.register_forward_hook(hook(self._loss_hook)))
         self.handles.append(optimizer.register_step_pre_hook(_dbg._paused(self._pre_step)))
         self.handles.append(optimizer.register_step_post_hook(_dbg._paused(self._post_step)))
+        self._own_hooks = 1
 
     def _fwd(self, name):
         """The module's output (`activation`) and, by a hook on that tensor,
@@ -539,8 +640,21 @@ class TrainerMon:
         c = self.config
         sel = self._selected()
         before, copy = {}, {}
+        self._adam = {}
+        src = c["update_source"]
+        if c["param_distribution"] and (src == "derived" or src == "auto" and c["mv_distribution"]):
+            # Adam's update derived after the step from its state: no
+            # snapshot. "auto" only where mv_distribution reads m and v
+            # anyway (reading them for the update alone costs more than the
+            # snapshot: docs/PERFORMANCE.md "The update without a snapshot")
+            self._adam = _adam_groups(optimizer, self._own_hooks)
         if c["param_distribution"]:
             for p, _ in sel:
+                if p in self._adam and p.grad is not None and not p.grad.is_sparse and \
+                        p.dtype == torch.float32 and not p.is_complex() and \
+                        not (src == "auto" and self._adam[p].get("amsgrad")):
+                    before[p] = _DERIVED
+                    continue
                 b = self._snap_buffer(p) if p.grad is not None else None
                 if b is None:
                     before[p] = self._snapshot(p)
@@ -593,24 +707,53 @@ class TrainerMon:
             # weights (with their snapshot: the update's norm in the same
             # pass) and the optimizer's state tensors
             ts, bs = [], []
+            ws, ms, vs, cs, derived = [], [], [], [], {}
             for p, n in sel:
                 if c["param_distribution"]:
-                    ts.append(p)
-                    bs.append(self._before.get(p))
-                if c["mv_distribution"]:
+                    b = self._before.get(p)
+                    if b is _DERIVED:
+                        mvc = _adam_coef(optimizer, p, self._adam[p])
+                        if mvc is not None:
+                            derived[p] = len(ws)
+                            ws.append(p)
+                            ms.append(mvc[0])
+                            vs.append(mvc[1])
+                            cs.append(mvc[2])
+                            self.update_paths[n] = "derived"
+                            b = _DERIVED
+                        else:
+                            b = None
+                    if b is not _DERIVED:
+                        ts.append(p)
+                        bs.append(b)
+                        self.update_paths[n] = "snapshot" if b is not None else None
+                if c["mv_distribution"] and not (p in derived and self._fused_mv(p)):
                     st = optimizer.state.get(p, {})
                     for s in ("exp_avg", "exp_avg_sq", "momentum_buffer"):
                         if isinstance(st.get(s), torch.Tensor):
                             ts.append(st[s])
                             bs.append(None)
             res = iter(tensor_stats_many(ts, befores=bs))
+            # the derived weights: with mv_distribution m's and v's
+            # statistics in the same call, m and v read once for both
+            dres = tensor_stats_adam(ws, ms, vs, cs, mv=c["mv_distribution"])
             for p, n in sel:
+                mv = None
                 if c["param_distribution"]:
-                    w, d = next(res)
+                    if p in derived:
+                        r = dres[derived[p]]
+                        w, d = r[0], r[1]
+                        if self._fused_mv(p):
+                            mv = r[2:]
+                    else:
+                        w, d = next(res)
                     self._add(n, "weight", w)
                     if d is not None:
                         self._add_scalar(n, "update_ratio", d / w[1] if w[1] > 0 else 0.0)
-                if c["mv_distribution"]:
+                if mv is not None:
+                    self._add(n, "exp_avg", mv[0])
+                    self._add(n, "exp_avg_sq", mv[1])
+                elif c["mv_distribution"]:
                     st = optimizer.state.get(p, {})
                     for s in ("exp_avg", "exp_avg_sq", "momentum_buffer"):
                         if isinstance(st.get(s), torch.Tensor):
@@ -622,6 +765,11 @@ class TrainerMon:
         self.step += 1
         if self._ring is not None:
             self._ring.step()
+
+    def _fused_mv(self, p):
+        """p's exp_avg and exp_avg_sq records come from the derived update's
+        call (its v is exp_avg_sq: not under amsgrad)"""
+        return self.config["mv_distribution"] and not self._adam[p].get("amsgrad")
 
     def stop(self):
         """Remove the hooks and close the file (also at garbage collection)."""
