@@ -306,16 +306,21 @@ typedef struct outbuf {
 } outbuf;
 
 /* The report file: a temporary beside `path`, renamed onto it when complete
- * (common/outfile.c). */
-static np_status report_open(FILE **f, np_out *o, const char *path, np_error *err)
+ * (common/outfile.c), and its buffered writer *b (report_close flushes,
+ * frees and renames). */
+static np_status report_open(np_out *o, outbuf **b, const char *path, np_error *err)
 {
     np_status st = np_out_begin(o, path, NULL, err);
     if (st != NP_OK)
         return st;
-    if (!(*f = np_out_stream(o))) {
+    FILE *f = np_out_stream(o);
+    *b = f ? malloc(sizeof **b) : NULL;
+    if (!*b) {
         np_out_abort(o);
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     }
+    (*b)->n = 0;
+    (*b)->f = f;
     return NP_OK;
 }
 
@@ -324,6 +329,13 @@ static void ob_flush(outbuf *b)
     if (b->n)
         fwrite(b->data, 1, b->n, b->f);
     b->n = 0;
+}
+
+static np_status report_close(np_out *o, outbuf *b, np_error *err)
+{
+    ob_flush(b);
+    free(b);
+    return np_out_commit(o, 0, err);
 }
 
 static void ob_put(outbuf *b, const char *s, size_t len)
@@ -391,17 +403,10 @@ np_status np_cmp_write_csv(const np_cmp_pair *p, const char *path, np_error *err
     if (p->shrunk)
         return cmp_shrunk_error(path, err);
     np_out o;
-    FILE *f;
-    np_status st = report_open(&f, &o, path, err);
+    outbuf *b;
+    np_status st = report_open(&o, &b, path, err);
     if (st != NP_OK)
         return st;
-    outbuf *b = malloc(sizeof *b);
-    if (!b) {
-        np_out_abort(&o);
-        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    }
-    b->n = 0;
-    b->f = f;
     int nh;
     const char *const *h = np_cmp_headers(p->mode, &nh);
     for (int i = 0; i < nh; i++) {
@@ -424,9 +429,7 @@ np_status np_cmp_write_csv(const np_cmp_pair *p, const char *path, np_error *err
         }
         ob_putc(b, '\n');
     }
-    ob_flush(b);
-    free(b);
-    return np_out_commit(&o, 0, err);
+    return report_close(&o, b, err);
 }
 
 /* ---- json ------------------------------------------------------------------- */
@@ -665,17 +668,10 @@ np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const 
     if (p->shrunk)
         return cmp_shrunk_error(path, err);
     np_out o;
-    FILE *fp;
-    np_status st = report_open(&fp, &o, path, err);
+    outbuf *f;
+    np_status st = report_open(&o, &f, path, err);
     if (st != NP_OK)
         return st;
-    outbuf *f = malloc(sizeof *f);
-    if (!f) {
-        np_out_abort(&o);
-        return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
-    }
-    f->n = 0;
-    f->f = fp;
     json_inputs(f, r, p);
     ob_puts(f, "},\n\"summary\": {");
     for (int v = 0; v < 3; v++)
@@ -710,9 +706,7 @@ np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const 
     }
     json_rows(f, p);
     ob_puts(f, "\n]\n}\n");
-    ob_flush(f);
-    free(f);
-    return np_out_commit(&o, 0, err);
+    return report_close(&o, f, err);
 }
 
 /* ---- generic tables (report_internal.h): nprobe replay's reports ----------- */
@@ -722,29 +716,21 @@ np_status np_cmp_write_json(const np_cmp_result *r, const np_cmp_pair *p, const 
 static np_status table_begin(np_out *o, outbuf **b, cmp_cells **cells, const char *path,
                              np_error *err)
 {
-    FILE *f;
-    np_status st = report_open(&f, o, path, err);
+    np_status st = report_open(o, b, path, err);
     if (st != NP_OK)
         return st;
-    *b = malloc(sizeof **b);
-    *cells = malloc(sizeof **cells);
-    if (!*b || !*cells) {
+    if (!(*cells = malloc(sizeof **cells))) {
         free(*b);
-        free(*cells);
         np_out_abort(o);
         return np_error_set(err, NP_ERR_NOMEM, path, NULL, "out of memory");
     }
-    (*b)->n = 0;
-    (*b)->f = f;
     return NP_OK;
 }
 
 static np_status table_end(np_out *o, outbuf *b, cmp_cells *cells, np_error *err)
 {
-    ob_flush(b);
-    free(b);
     free(cells);
-    return np_out_commit(o, 0, err);
+    return report_close(o, b, err);
 }
 
 static void table_cell_csv(outbuf *b, const cmp_cell *c)
