@@ -210,21 +210,12 @@ class Mesh:
     def group_dim(self, group):
         """(mesh dimension, this rank's position) of a process group given
         by its global ranks in order: the dimension along which exactly
-        those ranks lie with this rank's other coordinates; None if none."""
-        if self.ranks is None:
+        those ranks lie with this rank's other coordinates; None if none
+        (group_dims restricted to one dimension)."""
+        g = self.group_dims(group)
+        if g is None or len(g[0]) != 1:
             return None
-        for k in range(len(self.shape)):
-            line = []
-            for i in range(self.shape[k]):
-                c = list(self.coords)
-                c[k] = i
-                r = self.ranks
-                for x in c:
-                    r = r[x]
-                line.append(r)
-            if line == list(group):
-                return k, self.coords[k]
-        return None
+        return g[0][0], g[1]
 
     def group_dims(self, group):
         """(mesh dimensions, this rank's position) of a process group given

@@ -257,6 +257,12 @@ def tensor_stats(t, before=None):
     return st if before is None else (st, d.value)
 
 
+def _stats_rows(numel, out, zeros):
+    return list(zip(numel.tolist(), out["norm"].tolist(), out["min"].tolist(),
+                    out["max"].tolist(), out["mean"].tolist(), zeros.tolist(),
+                    out["nan"].tolist(), (out["pinf"] + out["ninf"]).tolist()))
+
+
 def tensor_stats_many(ts, befores=None, copies=None):
     """tensor_stats over a list of tensors in one libnprobe call
     (np_probe_tensor_stats_f32_many: the same bits as one call each):
@@ -289,18 +295,10 @@ def tensor_stats_many(ts, befores=None, copies=None):
         dst = ptr(*[0 if c is None else c[1].data_ptr() for c in copies])
     _stats_f32_many(out.ctypes.data, zeros.ctypes.data, dn.ctypes.data, data, before,
                     numel.ctypes.data, n, src, dst)
-    st = list(zip(numel.tolist(), out["norm"].tolist(), out["min"].tolist(), out["max"].tolist(),
-                  out["mean"].tolist(), zeros.tolist(), out["nan"].tolist(),
-                  (out["pinf"] + out["ninf"]).tolist()))
+    st = _stats_rows(numel, out, zeros)
     if bs is None:
         return st
     return [(a, None if b is None else d) for a, b, d in zip(st, bs, dn.tolist())]
-
-
-def _stats_rows(numel, out, zeros):
-    return list(zip(numel.tolist(), out["norm"].tolist(), out["min"].tolist(),
-                    out["max"].tolist(), out["mean"].tolist(), zeros.tolist(),
-                    out["nan"].tolist(), (out["pinf"] + out["ninf"]).tolist()))
 
 
 def tensor_stats_adam(ws, ms, vs, coefs, mv=False):
