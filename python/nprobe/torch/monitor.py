@@ -263,6 +263,14 @@ def _stats_rows(numel, out, zeros):
                     out["nan"].tolist(), (out["pinf"] + out["ninf"]).tolist()))
 
 
+def _many_buffers(xs):
+    """The pointer-array type, numel array and statistics/zero-count outputs
+    of a many-tensor libnprobe statistics call over xs."""
+    n = len(xs)
+    return (ctypes.c_void_p * n, np.array([x.numel() for x in xs], dtype=np.int64),
+            np.empty(n, dtype=_STATS_NP), np.empty(n, dtype=np.int64))
+
+
 def tensor_stats_many(ts, befores=None, copies=None):
     """tensor_stats over a list of tensors in one libnprobe call
     (np_probe_tensor_stats_f32_many: the same bits as one call each):
@@ -282,10 +290,7 @@ def tensor_stats_many(ts, befores=None, copies=None):
             if b is not None and b.numel() != x.numel():
                 raise ValueError(f"tensor_stats: before has {b.numel()} elements, the tensor "
                                  f"{x.numel()}")
-    ptr = ctypes.c_void_p * n
-    numel = np.array([x.numel() for x in xs], dtype=np.int64)
-    out = np.empty(n, dtype=_STATS_NP)
-    zeros = np.empty(n, dtype=np.int64)
+    ptr, numel, out, zeros = _many_buffers(xs)
     dn = np.empty(n, dtype=np.float64)
     data = ptr(*[x.data_ptr() for x in xs])
     before = ptr(*[0 if b is None else b.data_ptr() for b in bs]) if bs is not None else None
@@ -317,10 +322,7 @@ def tensor_stats_adam(ws, ms, vs, coefs, mv=False):
         if a.numel() != x.numel() or b.numel() != x.numel():
             raise ValueError(f"tensor_stats_adam: the state holds {a.numel()}/{b.numel()} "
                              f"elements, the weight {x.numel()}")
-    ptr = ctypes.c_void_p * n
-    numel = np.array([x.numel() for x in xs], dtype=np.int64)
-    out = np.empty(n, dtype=_STATS_NP)
-    zeros = np.empty(n, dtype=np.int64)
+    ptr, numel, out, zeros = _many_buffers(xs)
     un = np.empty(n, dtype=np.float64)
     coef = np.ascontiguousarray(coefs, dtype=np.float64).reshape(n, 4)
     mv_out = np.empty(2 * n, dtype=_STATS_NP) if mv else None
