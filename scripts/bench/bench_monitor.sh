@@ -13,7 +13,7 @@
 #    inflates it far less than the wall time (the monitor's gradient, Adam
 #    and weight statistics run inside the optimizer's update loop, so its
 #    own callbacks' CPU time, the last column, leaves them out).
-# A fourth variant, wg2 (wg every 2nd step), gives the optimizer update's
+# Two more variants, wg2 and gw2 (wg, gw every 2nd step), give the optimizer update's
 # thread CPU time on recorded steps against the others in one process (the
 # run's first update, which first touches the optimizer's zeroed state, not
 # counted); a fifth, short (off for 2 steps), gives a step's CPU without the
@@ -35,11 +35,13 @@ printf '{"task": "monitor", "dump_path": "%s/m", "monitor": {"xy_distribution": 
 # wg every 2nd step: the optimizer update's own CPU time on recorded steps
 # against the others, in one process (nprobe train prints both)
 printf '{"task": "monitor", "dump_path": "%s/m", "monitor": {"xy_distribution": false, "step_interval": 2}}\n' "$tmp" > "$tmp/wg2.json"
+# gw every 2nd step: the same for gradients and weights alone
+printf '{"task": "monitor", "dump_path": "%s/m", "monitor": {"xy_distribution": false, "mv_distribution": false, "step_interval": 2}}\n' "$tmp" > "$tmp/gw2.json"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for b in $batches; do
   args=(train --model gpt --layers 4 --width 256 --heads 4 --batch "$b" --steps "$steps" --threads "${THREADS:-1}")
   for r in $(seq 1 "$rounds"); do
-    for v in off gw wg all wg2 short; do
+    for v in off gw wg all wg2 gw2 short; do
       rm -rf "$tmp/m"
       extra=()
       case $v in
@@ -57,9 +59,10 @@ python3 - "$tmp" "$rounds" "$steps" $batches <<'PY'
 import re, statistics, sys
 tmp, rounds, steps, batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
 upd = {}
+within = {}
 for b in batches:
     med, cpu, proc = {}, {}, {}
-    for v in ("off", "gw", "wg", "all", "wg2", "short"):
+    for v in ("off", "gw", "wg", "all", "wg2", "gw2", "short"):
         per, share, pc = [], [], []
         for r in range(1, rounds + 1):
             text = open(f"{tmp}/{b}.{v}.{r}.log").read()
@@ -71,9 +74,17 @@ for b in batches:
                 share.append(float(m.group(1)))
             u, s_ = open(f"{tmp}/{b}.{v}.{r}.time").read().split("cputime ")[1].split()[:2]
             pc.append(float(u) + float(s_))
+            if v in ("wg2", "gw2"):
+                # within the process: recorded steps (even) over the others (odd), first 2 dropped
+                st = {int(k): 1.0 / float(t) for k, t in
+                      re.findall(r"^step (\d+) loss \S+ lr \S+\s+(\S+) tok/s", text, re.M)}
+                rec = [t for k, t in st.items() if k >= 2 and k % 2 == 0]
+                oth = [t for k, t in st.items() if k >= 2 and k % 2 == 1]
+                if rec and oth:
+                    within.setdefault((b, v), []).append(statistics.median(rec) / statistics.median(oth))
             m = re.search(r"optimizer update ([0-9.]+) ms .* ([0-9.]+) ms on the others", text)
             if m:
-                upd.setdefault(b, []).append((float(m.group(1)), float(m.group(2))))
+                upd.setdefault((b, v), []).append((float(m.group(1)), float(m.group(2))))
         med[v] = statistics.median(per) if per else 0.0
         cpu[v] = statistics.median(share) if share else 0.0
         proc[v] = statistics.median(pc)
@@ -82,11 +93,18 @@ for b in batches:
         print(f"batch {b:>3} ({tokens} tokens/step) {v:4s} step {med[v] * tokens * 1e3:8.1f} ms  "
               f"wall x{med[v] / med['off']:.3f}  process cpu {proc[v]:.2f} s x{proc[v] / proc['off']:.3f}  "
               f"monitor callbacks {cpu[v]:.2f}% of the process")
-    if upd.get(b):
-        on = statistics.median(x[0] for x in upd[b])
-        off = statistics.median(x[1] for x in upd[b])
+    for v2 in ("wg2", "gw2"):
+        if not upd.get((b, v2)):
+            continue
+        on = statistics.median(x[0] for x in upd[(b, v2)])
+        off = statistics.median(x[1] for x in upd[(b, v2)])
         step_ms = (proc["off"] - proc["short"]) * 1e3 / (steps - 2)  # a step's CPU, start-up left out
-        print(f"batch {b:>3} optimizer update (wg2, thread cpu, median): recorded {on:.2f} ms, "
+        print(f"batch {b:>3} optimizer update ({v2}, thread cpu, median): recorded {on:.2f} ms, "
               f"others {off:.2f} ms: +{on - off:.2f} ms a recorded step = "
               f"{100 * (on - off) / step_ms:.2f}% of off's {step_ms:.1f} ms CPU a step")
+        w = within.get((b, v2))
+        if w:
+            print(f"batch {b:>3} {v2}: recorded/unrecorded step wall time in the same process, "
+                  f"median of {len(w)} runs x{statistics.median(w):.4f} "
+                  f"(runs x{min(w):.4f}-x{max(w):.4f})")
 PY

@@ -3,7 +3,7 @@
 Llama, in one benchmark run (issue 27; docs/PERFORMANCE.md "Monitor").
 
 transformers' LlamaForCausalLM (LAYERS x WIDTH, random weights), AdamW,
-batch 8 x sequence 128, one thread. Configurations, each in a process of
+batch 8 x sequence 128 (--seq), one thread. Configurations, each in a process of
 its own per round (a monitor's hooks stay on its model), rounds
 interleaved:
 
@@ -41,7 +41,7 @@ optimizer pre-step and post-step hooks per recorded step (ms; the hook
 methods wrapped before set_monitor registers them), as two more columns.
 
 usage: PYTHONPATH=python NPROBE_LIB=build/release/lib/libnprobe.so \\
-       python scripts/bench/torch_monitor_cost.py [--rounds 3] [--steps 6] [--layers 4] [--width 256]
+       python scripts/bench/torch_monitor_cost.py [--rounds 3] [--steps 6] [--layers 4] [--width 256] [--seq 128]
            [--configs np_wg,ms_wg,np_xy,ms_xy,np_all,ms_all,np_ring] (default: all but np_ring)
            [--alternate] [--hooks]
 """
@@ -67,7 +67,7 @@ def _timed(fn, into):
     return wrapped
 
 
-def one(cfg, steps, warm, layers, width, out, interval=1, hooks=False):
+def one(cfg, steps, warm, layers, width, out, interval=1, hooks=False, seq=128):
     """train in this process under cfg; print {cpu, wall} medians per step"""
     import warnings
     warnings.simplefilter("ignore")
@@ -77,7 +77,7 @@ def one(cfg, steps, warm, layers, width, out, interval=1, hooks=False):
     torch.manual_seed(3)
     mc = LlamaConfig(vocab_size=1000, hidden_size=width, intermediate_size=width * 8 // 3,
                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
-                     max_position_embeddings=128)
+                     max_position_embeddings=max(128, seq))
     model = LlamaForCausalLM(mc)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     xy = cfg.endswith("_all") or cfg.endswith("_xy")
@@ -118,7 +118,7 @@ def one(cfg, steps, warm, layers, width, out, interval=1, hooks=False):
     g = torch.Generator().manual_seed(5)
     cpu, wall = [], []
     for s in range(warm + steps):
-        x = torch.randint(0, mc.vocab_size, (8, 128), generator=g)
+        x = torch.randint(0, mc.vocab_size, (8, seq), generator=g)
         c0, w0 = time.process_time(), time.perf_counter()
         loss = model(input_ids=x, labels=x).loss
         loss.backward()
@@ -151,6 +151,9 @@ def main():
     ap.add_argument("--warm", type=int, default=2)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--seq", type=int, default=128,
+                    help="sequence length (batch 8: 8 x SEQ tokens a step; the monitor's cost is per "
+                         "parameter, so its share of a step falls as the tokens grow)")
     ap.add_argument("--configs", default=",".join(CONFIGS[:-1]),
                     help="comma-separated subset of " + ",".join(CONFIGS) + " (plain is always run)")
     ap.add_argument("--alternate", action="store_true",
@@ -161,7 +164,7 @@ def main():
     ap.add_argument("--out", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one:
-        one(a.one, a.steps, a.warm, a.layers, a.width, a.out, 2 if a.alternate else 1, a.hooks)
+        one(a.one, a.steps, a.warm, a.layers, a.width, a.out, 2 if a.alternate else 1, a.hooks, a.seq)
         return
     env = dict(os.environ, OMP_NUM_THREADS="1")
     want = set(a.configs.split(",")) | {"plain"}
@@ -178,7 +181,7 @@ def main():
                 os.makedirs(out)
                 p = subprocess.run([sys.executable, __file__, "--one", c, "--out", out,
                                     "--steps", str(a.steps), "--warm", str(a.warm),
-                                    "--layers", str(a.layers), "--width", str(a.width)]
+                                    "--layers", str(a.layers), "--width", str(a.width), "--seq", str(a.seq)]
                                    + (["--alternate"] if a.alternate else [])
                                    + (["--hooks"] if a.hooks else []),
                                    env=env, capture_output=True, text=True)
