@@ -865,20 +865,28 @@ static unsigned api_before(np_ctx *ctx, const rt_node *nd, int backward, const n
     return emit_before(ctx, &ev);
 }
 
-/* The before event of module call c's forward (no tensors) or backward
- * (ts: the gradients arriving at its outputs); the mask of observers
- * declining it. */
+/* The event of module call c's forward or backward with the tensors
+ * ts[0..nt) (module_before: its before event, no tensors forward, the
+ * gradients arriving at its outputs backward; the mask of observers
+ * declining it). */
+static void module_event(np_ctx *ctx, np_hook_event *ev, const rt_mcall *c, int backward,
+                         const np_hook_tensor *ts, int nt)
+{
+    memset(ev, 0, sizeof *ev);
+    ev->kind = backward ? NP_EV_MODULE_BACKWARD : NP_EV_MODULE_FORWARD;
+    ev->name = backward ? c->bwd_name : c->fwd_name;
+    ev->is_module = 1;
+    ev->parent = parent_name(ctx, c->parent, backward);
+    ev->callsite = site_str(ctx, &c->site);
+    ev->tensors = ts;
+    ev->n_tensors = nt;
+}
+
 static unsigned module_before(np_ctx *ctx, const rt_mcall *c, int backward,
                               const np_hook_tensor *ts, int nt)
 {
-    np_hook_event ev = {0};
-    ev.kind = backward ? NP_EV_MODULE_BACKWARD : NP_EV_MODULE_FORWARD;
-    ev.name = backward ? c->bwd_name : c->fwd_name;
-    ev.is_module = 1;
-    ev.parent = parent_name(ctx, c->parent, backward);
-    ev.callsite = site_str(ctx, &c->site);
-    ev.tensors = ts;
-    ev.n_tensors = nt;
+    np_hook_event ev;
+    module_event(ctx, &ev, c, backward, ts, nt);
     return emit_before(ctx, &ev);
 }
 
@@ -1064,14 +1072,8 @@ np_status np_module_end(np_ctx *ctx, np_module *m, np_tensor *const *inputs, int
     for (int i = 0; i < c->n_out; i++)
         if (c->out[i])
             ts[k++] = (np_hook_tensor){NP_ROLE_OUTPUT, i, NULL, c->out[i]};
-    np_hook_event ev = {0};
-    ev.kind = NP_EV_MODULE_FORWARD;
-    ev.name = c->fwd_name;
-    ev.is_module = 1;
-    ev.parent = parent_name(ctx, c->parent, 0);
-    ev.callsite = site_str(ctx, &c->site);
-    ev.tensors = ts;
-    ev.n_tensors = k;
+    np_hook_event ev;
+    module_event(ctx, &ev, c, 0, ts, k);
     emit_masked(ctx, &ev, c->declined_fwd);
     rt_node nd;
     memset(&nd, 0, sizeof nd);
@@ -1306,14 +1308,8 @@ static void module_bwd_close(np_ctx *ctx, rt_mcall *c)
             int k = 0;
             grad_tensors(ctx, c->out, c->n_out, NP_ROLE_INPUT, ts, &k, NULL, NULL);
             grad_tensors(ctx, c->in, c->n_in, NP_ROLE_OUTPUT, ts, &k, NULL, NULL);
-            np_hook_event ev = {0};
-            ev.kind = NP_EV_MODULE_BACKWARD;
-            ev.name = c->bwd_name;
-            ev.is_module = 1;
-            ev.parent = parent_name(ctx, c->parent, 1);
-            ev.callsite = site_str(ctx, &c->site);
-            ev.tensors = ts;
-            ev.n_tensors = k;
+            np_hook_event ev;
+            module_event(ctx, &ev, c, 1, ts, k);
             emit_masked(ctx, &ev, c->declined_bwd);
         } else if (!ctx->n_obs) {
             ctx->seq++;
