@@ -271,6 +271,9 @@ def rank_main(rank, tmp):
     d = PrecisionDebugger(f"{tmp}/ddp_sub_mesh.json", data_parallel="dp", device_mesh=rmesh)
     out["ddp_sub_mesh"] = {"warnings": run(m, d, x=batch()[3 * (rank % 2):3 * (rank % 2) + 3],
                                            mean=True), "summary": d.summary}
+    # the package's monitor of the collectives (cc_distribution: monitor_cc.py)
+    import monitor_cc
+    out["cc"] = monitor_cc.rank_part(rank, tmp, mesh["tp"])
     with open(f"{tmp}/rank{rank}.json", "w") as f:
         json.dump(out, f)
     dist.destroy_process_group()
@@ -543,6 +546,8 @@ def main():
         pp1f1b_probe(tmp, "the 1F1B parts (the pp_tp4, bug_pp_tp4, dppp, dppp_plain and "
                      "bug_dppp_plain runs and their checks)")
         T.hf_probe()
+        import monitor_cc
+        monitor_cc.configs(tmp)
         fork_ranks(rank_main, tmp, WORLD)
         single_runs(tmp)
         for r in range(WORLD):
@@ -550,6 +555,10 @@ def main():
                 res = json.load(f)
             for fail in res["fails"]:
                 check(False, fail)
+        cc = [json.load(open(f"{tmp}/rank{r}.json"))["cc"] for r in range(WORLD)]
+        for fail in monitor_cc.check(tmp, WORLD, cc, os.environ["NPROBE_BIN"]) + \
+                monitor_cc.check_config(tmp):
+            check(False, fail)
         if T.FSDP2_ERR is None:
             check_fsdp_tp(tmp)
         check_hf(tmp)

@@ -20,6 +20,11 @@
   in the program's place (a second wait hangs gloo's point-to-point). A
   functional collective's pending result is waited for (AsyncCollectiveTensor
   waits once, whoever asks).
+- Observers (add_observer: TrainerMon's cc_distribution, monitor_cc.py):
+  before(dname, ins) and after(outs) around each collective, run whether
+  or not a debugger captures (inside its record when one does), their own
+  torch calls paused from any capture; none: the wrappers' fast path is
+  the same but for one test of an empty list.
 - torch's own distributed code: a Torch/Tensor/Functional API called
   directly from torch/distributed/ (DTensor's from_local/to_local views,
   parallel styles' hooks, FSDP2's flattening and copies) is torch's work,
@@ -91,6 +96,28 @@ class _Tls(threading.local):
 
 
 _tls = _Tls()
+
+# Observers of the collectives (TrainerMon's cc_distribution): objects with
+# before(dname, ins) -> None or after(outs), run by the wrappers whether or
+# not a debugger captures. Empty: the wrappers' fast path is one more test.
+_observers = []
+
+
+def add_observer(ob):
+    """Run ob.before(dname, ins) before each collective (dname the dump's
+    name: all_reduce, all_gather_into_tensor, ...; ins the tensors sent, not
+    yet read by the collective) and, when it returns a callable, that with
+    the tensors that arrived after the collective ([] for an asynchronous
+    one). A collective inside another is one call; an observer's own torch
+    calls are not captured; an exception in one is a warning and removes it
+    (the program's collective runs whatever the observer does)."""
+    if ob not in _observers:
+        _observers.append(ob)
+
+
+def remove_observer(ob):
+    if ob in _observers:
+        _observers.remove(ob)
 
 
 # torch's plumbing between a caller and what it calls (an autograd
@@ -260,6 +287,76 @@ def _capturing():
     return d
 
 
+def _observer_failed(ob, e):
+    import warnings
+    remove_observer(ob)
+    warnings.warn(f"nprobe: a collective's observer failed and is removed ({type(e).__name__}: "
+                  f"{e}); the program goes on", RuntimeWarning, stacklevel=3)
+
+
+def _before(dname, ins):
+    """The observers' before(): [(observer, after)] of those that want the
+    outputs. Their torch calls paused from any capture."""
+    from . import debugger
+    pending = []
+    debugger._tls.depth += 1
+    try:
+        for ob in list(_observers):
+            try:
+                after = ob.before(dname, ins)
+            except Exception as e:  # noqa: BLE001 - an observer never fails the program
+                _observer_failed(ob, e)
+                continue
+            if after is not None:
+                pending.append((ob, after))
+    finally:
+        debugger._tls.depth -= 1
+    return pending
+
+
+def _after(pending, outs_fn, y):
+    from . import debugger
+    debugger._tls.depth += 1
+    try:
+        outs = outs_fn(y)
+        for ob, after in pending:
+            try:
+                after(outs)
+            except Exception as e:  # noqa: BLE001
+                _observer_failed(ob, e)
+    finally:
+        debugger._tls.depth -= 1
+
+
+def _observed(dname, ins, outs_fn, run):
+    """A collective no debugger captures, with observers: before, run(),
+    after (one inside it, a functional collective's c10d call, is its own
+    work: not observed; nor one dynamo traces)."""
+    from . import debugger
+    if _tls.inside or not _observers or debugger._compiling():
+        return run()
+    _tls.inside = True
+    try:
+        pending = _before(dname, ins)
+        y = run()
+        if pending:
+            _after(pending, outs_fn, y)
+        return y
+    finally:
+        _tls.inside = False
+
+
+def _observing(dname, ins, outs_fn, run):
+    """run() with the observers around it (inside a debugger's record)."""
+    def go():
+        pending = _before(dname, ins)
+        y = run()
+        if pending:
+            _after(pending, outs_fn, y)
+        return y
+    return go
+
+
 # ---- the wrappers ---------------------------------------------------------------
 
 def _record(d, dname, ins, outs_fn, scalars, run):
@@ -270,9 +367,16 @@ def _record(d, dname, ins, outs_fn, scalars, run):
     if d._timed is not None:       # the profile task (profile.py): timed, its bytes
         _tls.inside = True
         try:
-            return d._collective(f"Distributed.{dname}", ins, run)
+            # the observers outside the timed collective
+            pending = _before(dname, ins) if _observers else ()
+            y = d._collective(f"Distributed.{dname}", ins, run)
+            if pending:
+                _after(pending, outs_fn, y)
+            return y
         finally:
             _tls.inside = False
+    if _observers:
+        run = _observing(dname, ins, outs_fn, run)
     debugger._tls.depth += 1
     _tls.inside = True
     try:
@@ -344,22 +448,23 @@ def _c10d_wrapper(name, spec, orig):
 
     def wrapper(*args, **kwargs):
         d = _capturing()
-        if d is None:
+        if d is None and not _observers:
             return orig(*args, **kwargs)
         try:
             b = _bind(_sigs, orig, args, kwargs)
         except TypeError:
             return orig(*args, **kwargs)       # torch says what is wrong
         ins = _tensors(b, in_names)
+        # asynchronous: the outputs are not there before the program waits,
+        # and a second wait hangs on gloo's point-to-point: the inputs only
+        asy = bool(b.get("async_op"))
+        outs_fn = (lambda _y: []) if asy else (lambda _y: _tensors(b, out_names))
+        if d is None:
+            return _observed(dname, ins, outs_fn, lambda: orig(*args, **kwargs))
         scalars = _scalars(b, sc_names, b.get("group"))
-        if b.get("async_op"):
-            # the outputs are not there before the program waits, and a
-            # second wait hangs on gloo's point-to-point: the inputs only
+        if asy:
             scalars.append(("async_op", 1.0))
-            return _record(d, dname, ins, lambda _y: [], scalars,
-                           lambda: orig(*args, **kwargs))
-        return _record(d, dname, ins, lambda _y: _tensors(b, out_names), scalars,
-                       lambda: orig(*args, **kwargs))
+        return _record(d, dname, ins, outs_fn, scalars, lambda: orig(*args, **kwargs))
     wrapper._nprobe_orig = orig
     wrapper.__wrapped__ = orig
     wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__
@@ -373,13 +478,16 @@ def _batch_wrapper(orig):
     wait)."""
     def wrapper(p2p_op_list):
         d = _capturing()
-        if d is None:
+        if d is None and not _observers:
             return orig(p2p_op_list)
         sends, scalars = [], []
         for j, op in enumerate(p2p_op_list):
             if getattr(op.op, "__name__", "") == "isend":
                 sends.append(op.tensor)
             scalars.append((f"peer.{j}", float(op.peer)))
+        if d is None:
+            return _observed("batch_isend_irecv", sends, lambda _y: [],
+                             lambda: orig(p2p_op_list))
         group = getattr(p2p_op_list[0], "group", None) if p2p_op_list else None
         scalars.extend((f"ranks.{j}", float(r)) for j, r in enumerate(group_ranks(group)))
 
@@ -399,16 +507,20 @@ def _funcol_wrapper(name, spec, orig):
 
     def wrapper(*args, **kwargs):
         d = _capturing()
-        if d is None:
+        if d is None and not _observers:
             return orig(*args, **kwargs)
         try:
             b = _bind(_sigs, orig, args, kwargs)
         except TypeError:
             return orig(*args, **kwargs)
         ins = _tensors(b, in_names)
+
+        def outs_fn(y):
+            return [y] if isinstance(y, torch.Tensor) else []
+        if d is None:
+            return _observed(dname, ins, outs_fn, lambda: orig(*args, **kwargs))
         scalars = _scalars(b, sc_names, b.get("group"), funcol=True)
-        return _record(d, dname, ins, lambda y: [y] if isinstance(y, torch.Tensor) else [],
-                       scalars, lambda: orig(*args, **kwargs))
+        return _record(d, dname, ins, outs_fn, scalars, lambda: orig(*args, **kwargs))
     wrapper._nprobe_orig = orig
     wrapper.__wrapped__ = orig
     wrapper.__name__, wrapper.__doc__ = orig.__name__, orig.__doc__

@@ -38,11 +38,12 @@ NAME_LEN, METRIC_LEN = 192, 32
 _SECTION_KEYS = ("targets", "step_interval", "start_step", "collect_times", "xy_distribution",
                  "wg_distribution", "mv_distribution", "param_distribution", "alert", "format",
                  "ops", "eps", "anomaly_checkpoint", "anomaly_ring",
-                 "anomaly_calls", "anomaly_calls_after", "update_source")  # anomaly_checkpoint, anomaly_ring: the runtime's
+                 "anomaly_calls", "anomaly_calls_after", "update_source",
+                 "cc_distribution")  # anomaly_checkpoint, anomaly_ring: the runtime's
 _RULES = ("AnomalyNan", "AnomalyTurbulence", "AnomalySpike", "AnomalyUpdateRatio")
 _EMA = 0.9   # the turbulence rule's running mean: weight on the past (monitor_read.c)
 _SCALAR_METRICS = ("loss", "grad_norm", "loss_scale", "update_ratio")
-_TURBULENT_METRICS = ("activation", "activation_grad", "grad_pre", "grad")
+_TURBULENT_METRICS = ("activation", "activation_grad", "grad_pre", "grad", "comm_in", "comm_out")
 _DERIVED = object()   # a weight whose update is derived from Adam's state (no snapshot)
 REC_DTYPE = np.dtype([("step", "<i8"), ("seq", "<i4"), ("key", "<i4"), ("numel", "<i8"),
                       ("norm", "<f8"), ("min", "<f8"), ("max", "<f8"), ("mean", "<f8"),
@@ -124,6 +125,8 @@ def _config(path):
                          "\"derived\" (Adam's update derived from its state where exact) or "
                          "\"snapshot\" (always measured)")
     cfg["update_source"] = v
+    from . import monitor_cc
+    cfg["cc"] = monitor_cc.config(sec.get("cc_distribution"), where)
     cfg["rules"] = _rules_config(sec.get("alert"), where)
     return cfg
 
@@ -432,6 +435,7 @@ class TrainerMon:
         self._rules = None      # the rules, online, while the ring waits for an anomaly
         self.anomaly = None     # the run's first anomaly seen online: step, name, metric, rule, value
         self.anomaly_calls = None  # what the ring wrote: step, before, after, bytes, dir
+        self._cc = None         # the collectives' observer (cc_distribution: monitor_cc.py)
 
     # ---- the file ------------------------------------------------------
 
@@ -582,6 +586,26 @@ class TrainerMon:
         self.handles.append(optimizer.register_step_pre_hook(_dbg._paused(self._pre_step)))
         self.handles.append(optimizer.register_step_post_hook(_dbg._paused(self._post_step)))
         self._own_hooks = 1
+        self._watch_collectives()
+
+    def _watch_collectives(self):
+        """cc_distribution: the collectives' observer, when torch.distributed
+        is initialised (distributed.install() wraps its collectives)."""
+        dist = torch.distributed
+        if not self.config["cc"]["enable"] or self._cc is not None or \
+                not (dist.is_available() and dist.is_initialized()):
+            return
+        from . import distributed, dtensor, monitor_cc
+        distributed.install()
+        dtensor.refresh()       # funcol's AsyncCollectiveTensor, imported by install()
+        self._cc = monitor_cc.CommRecorder(self, self.config["cc"])
+        distributed.add_observer(self._cc)
+
+    def _unwatch_collectives(self):
+        if self._cc is not None:
+            from . import distributed
+            distributed.remove_observer(self._cc)
+            self._cc = None
 
     def _fwd(self, name):
         """The module's output (`activation`) and, by a hook on that tensor,
@@ -700,7 +724,8 @@ class TrainerMon:
         return b.copy_(x)
 
     def _post_step(self, optimizer, args, kwargs):
-        if self._recording():
+        recorded = self._recording()
+        if recorded:
             c = self.config
             sel = self._selected()
             # every tensor of the step's records in one libnprobe call: the
@@ -762,6 +787,8 @@ class TrainerMon:
             self._flush()
         self._rec = []
         self._before = {}
+        if self._cc is not None and self._cc.step_end(recorded):
+            self._unwatch_collectives()       # cc_log_only: the stacks are written
         self.step += 1
         if self._ring is not None:
             self._ring.step()
@@ -776,6 +803,7 @@ class TrainerMon:
         for h in self.handles:
             h.remove()
         self.handles = []
+        self._unwatch_collectives()
         if self._ring is not None:
             self._ring.finish()
         if self.file is not None:
