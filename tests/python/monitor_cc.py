@@ -41,7 +41,8 @@ def configs(tmp):
             "cc_log": dict(CC, cc_log_only=True, cc_pre_hook=True),
             "cc_line": dict(CC, cc_codeline=[r"monitor_cc\.py\[\d+\]   only_this"])}
     for name, cc in runs.items():
-        sec = {"targets": ["fc"], "xy_distribution": False, "mv_distribution": False}
+        sec = {"targets": ["fc"], "xy_distribution": False, "mv_distribution": False,
+               "step_interval": 2 if name == "cc_line" else 1}
         if cc is not None:
             sec["cc_distribution"] = cc
         with open(f"{tmp}/{name}.json", "w") as f:
@@ -76,8 +77,11 @@ def only_this(t):
 def train(cfg, rank, nan_step, expect=None, steps=4):
     """4 SGD steps, the gradients averaged by all_reduce (no DDP); at
     nan_step rank 2's fc.weight gradient gets a NaN before it. With expect:
-    step 0's collectives' float64 statistics (sent, received)."""
+    step 0's collectives' float64 statistics (sent, received). Returns the
+    number of the collectives' observers at each step's end."""
     from nprobe.torch import TrainerMon
+    from nprobe.torch import distributed as D
+    obs = []
     torch.manual_seed(0)
     m = Net()
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
@@ -110,9 +114,11 @@ def train(cfg, rank, nan_step, expect=None, steps=4):
                 expect["all_gather.0"] = [stats64([t]), stats64(outs)]
                 expect["all_reduce.2"] = [sent_a, None]
                 expect["all_reduce.3"] = [sent_u, stats64([u])]
+        obs.append(len(D._observers))
         opt.step()
         opt.zero_grad()
     mon.stop()
+    return obs + [len(D._observers)]
 
 
 def tp_run(cfg, dump_cfg, rank, tp_mesh, out):
@@ -153,8 +159,8 @@ def rank_part(rank, tmp, tp_mesh):
     out = {"expect": expect}
     train(f"{tmp}/cc_nan.json", rank, s, expect)
     train(f"{tmp}/nocc_nan.json", rank, s)
-    train(f"{tmp}/cc_log.json", rank, -1, steps=2)
-    train(f"{tmp}/cc_line.json", rank, -1, steps=1)
+    out["obs_log"] = train(f"{tmp}/cc_log.json", rank, -1, steps=2)
+    out["obs_line"] = train(f"{tmp}/cc_line.json", rank, -1, steps=3)
     tp_run(f"{tmp}/cc_tp.json", f"{tmp}/cc_tp_dump.json", rank, tp_mesh, out)
     return out
 
@@ -274,6 +280,12 @@ def check(tmp, world, res, nprobe):
             fails.append(f"cc_log_only rank {r}: stacks {json.dumps(stacks)[:600]}")
         if any(k[1].startswith("comm_") for k in rec) or ("fc.weight", "grad") not in rec:
             fails.append(f"cc_log_only rank {r}: records {sorted(rec)}")
+        # the observer in the wrappers' list on recorded steps only, and
+        # after cc_log_only's first step and stop() no longer
+        if res[r]["obs_log"] != [1, 0, 0] or res[r]["obs_line"] != [1, 0, 1, 0]:
+            fails.append(f"rank {r}: observers at the steps' ends: cc_log_only "
+                         f"{res[r]['obs_log']} (want [1, 0, 0]), step_interval 2 "
+                         f"{res[r]['obs_line']} (want [1, 0, 1, 0])")
         rec = records(f"{tmp}/mon_cc_line/monitor_rank{r}.h5")
         comm = sorted(k for k in rec if k[1].startswith("comm_"))
         if comm != [("Distributed.all_reduce.3.forward", "comm_in"),

@@ -599,7 +599,16 @@ class TrainerMon:
         distributed.install()
         dtensor.refresh()       # funcol's AsyncCollectiveTensor, imported by install()
         self._cc = monitor_cc.CommRecorder(self, self.config["cc"])
-        distributed.add_observer(self._cc)
+        self._arm_collectives()
+
+    def _arm_collectives(self):
+        """The observer in the wrappers' list on a recorded step only: the
+        collectives of the others take the wrappers' fast path."""
+        from . import distributed
+        if self._recording():
+            distributed.add_observer(self._cc)
+        else:
+            distributed.remove_observer(self._cc)
 
     def _unwatch_collectives(self):
         if self._cc is not None:
@@ -790,6 +799,8 @@ class TrainerMon:
         if self._cc is not None and self._cc.step_end(recorded):
             self._unwatch_collectives()       # cc_log_only: the stacks are written
         self.step += 1
+        if self._cc is not None:
+            self._arm_collectives()
         if self._ring is not None:
             self._ring.step()
 

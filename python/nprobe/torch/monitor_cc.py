@@ -18,6 +18,9 @@ import weakref
 
 import torch
 
+from . import dtensor
+from .monitor import tensor_stats, tensor_stats_many
+
 CC_KEYS = ("enable", "cc_codeline", "cc_pre_hook", "cc_log_only")
 _PKG = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
 # frames left out of a call stack (as msprobe's stack filter: the hook
@@ -81,8 +84,6 @@ def merged_stats(ts):
     tensor's weighted by its finite count); None when there is no element.
     A DTensor is its local shard, a pending functional collective is waited
     for (the program needs its result anyway)."""
-    from . import dtensor
-    from .monitor import tensor_stats_many
     xs = []
     for t in ts:
         t = dtensor.local(t)
@@ -90,9 +91,9 @@ def merged_stats(ts):
             xs.append(t)
     if not xs:
         return None
+    if len(xs) == 1:
+        return tensor_stats(xs[0])
     rows = tensor_stats_many(xs)
-    if len(rows) == 1:
-        return rows[0]
     numel = zeros = nans = infs = fin = 0
     ss = tot = 0.0
     lo, hi = math.inf, -math.inf
