@@ -15,8 +15,10 @@ after):
         all-reduce: 2 x 2 x LAYERS records more a step)
 
 Each runs WARM + STEPS steps; rank 0 prints the median wall time per step
-over the last STEPS and the process CPU time per step, per configuration
-and round, and the median over rounds of cc / off.
+over the last STEPS, the process CPU time per step (gloo's threads
+included) and, under cc, the observer's own thread CPU a step (its
+before/after calls: statistics and records), per configuration and
+round, and the medians over rounds of cc / off.
 
 Then the wrappers' per-call cost, all_reduce of one float32 element
 (median of CALLS calls each, interleaved in blocks): torch's own function
@@ -28,6 +30,8 @@ wrappers' list on recorded steps only), and on one it records.
 usage: PYTHONPATH=python NPROBE_LIB=build/release/lib/libnprobe.so \\
        python scripts/bench/torch_monitor_cc_cost.py [--rounds 5] [--steps 20] [--warm 3]
            [--layers 8] [--width 512] [--calls 2000]
+       python scripts/bench/torch_monitor_cc_cost.py --wrapper [--calls 2000]
+           (the fast path alone: wrapper_cost)
 """
 import argparse
 import json
@@ -57,12 +61,32 @@ def train(cfg, a, rank, tmp, tag):
     dist.barrier()
     mon = TrainerMon(path)
     mon.set_monitor(m, opt)
+    spent = []
+    if mon._cc is not None:
+        # the observer's own CPU (its before and after: the statistics and records)
+        cc = mon._cc
+        before = cc.before
+
+        def timed_before(dname, ins):
+            t0 = time.thread_time()
+            after = before(dname, ins)
+            spent.append(time.thread_time() - t0)
+            if after is None:
+                return None
+
+            def timed_after(outs):
+                t1 = time.thread_time()
+                after(outs)
+                spent.append(time.thread_time() - t1)
+            return timed_after
+        cc.before = timed_before
     x = torch.randn(64, a.width, generator=torch.Generator().manual_seed(rank))
     walls = []
     c0 = 0.0
     for s in range(a.warm + a.steps):
         if s == a.warm:
             c0 = time.process_time()
+            spent.clear()
         t0 = time.perf_counter()
         m(x).square().mean().backward()
         for p in m.parameters():
@@ -74,7 +98,7 @@ def train(cfg, a, rank, tmp, tag):
     cpu = (time.process_time() - c0) / a.steps
     mon.stop()
     dist.barrier()
-    return statistics.median(walls[a.warm:]), cpu
+    return statistics.median(walls[a.warm:]), cpu, sum(spent) / a.steps
 
 
 def per_call(a, rank, tmp):
@@ -138,8 +162,36 @@ def rank_main(rank, a, tmp):
     dist.destroy_process_group()
 
 
+def wrapper_cost(calls, rounds=7):
+    """The c10d wrapper's fast path alone (no debugger, no observer: what
+    every collective pays once nprobe.torch.distributed is installed), ns a
+    call over the function it wraps: a do-nothing function with
+    all_reduce's signature, wrapped as install() wraps torch's; medians of
+    interleaved rounds of `calls` calls. Runs under any nprobe tree on
+    PYTHONPATH (main's, to compare the fast path before and after)."""
+    import torch
+    from nprobe.torch import distributed as D
+
+    def dummy(tensor, op=None, group=None, async_op=False):
+        return None
+    w = D._c10d_wrapper("all_reduce", D._C10D["all_reduce"], dummy)
+    t = torch.ones(1)
+    res = {"plain": [], "wrapper": []}
+    for _ in range(rounds):
+        for k, fn in (("plain", dummy), ("wrapper", w)):
+            t0 = time.perf_counter_ns()
+            for _ in range(calls):
+                fn(t)
+            res[k].append((time.perf_counter_ns() - t0) / calls)
+    p, q = statistics.median(res["plain"]), statistics.median(res["wrapper"])
+    print(f"c10d wrapper fast path: {q - p:.0f} ns a call over the wrapped function "
+          f"({p:.0f} -> {q:.0f} ns; median of {rounds} rounds of {calls} calls)")
+
+
 def main():
     ap = argparse.ArgumentParser()
+    ap.add_argument("--wrapper", action="store_true",
+                    help="only the wrapper's fast path (wrapper_cost), one process")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warm", type=int, default=3)
@@ -147,6 +199,9 @@ def main():
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--calls", type=int, default=2000)
     a = ap.parse_args()
+    if a.wrapper:
+        wrapper_cost(a.calls * 100)
+        return 0
     import torch.multiprocessing as mp
     with tempfile.TemporaryDirectory() as tmp:
         import nprobe.torch  # noqa: F401 - imported once, before the fork
@@ -155,14 +210,17 @@ def main():
             res = json.load(f)
     print(f"MLP {a.layers} x {a.width}, batch 64, 2 gloo ranks, {a.layers * 2} all-reduces a "
           f"step; {a.rounds} rounds of {a.warm} + {a.steps} steps")
-    print("| round | off wall ms | cc wall ms | off cpu ms | cc cpu ms |")
-    print("|---|---|---|---|---|")
+    print("| round | off wall ms | cc wall ms | off cpu ms | cc cpu ms | cc observer ms |")
+    print("|---|---|---|---|---|---|")
     for i, row in enumerate(res["rows"]):
         print(f"| {i} | {row['off'][0] * 1e3:.2f} | {row['cc'][0] * 1e3:.2f} | "
-              f"{row['off'][1] * 1e3:.2f} | {row['cc'][1] * 1e3:.2f} |")
+              f"{row['off'][1] * 1e3:.2f} | {row['cc'][1] * 1e3:.2f} | "
+              f"{row['cc'][2] * 1e3:.2f} |")
     w = statistics.median(r["cc"][0] / r["off"][0] for r in res["rows"])
     c = statistics.median(r["cc"][1] / r["off"][1] for r in res["rows"])
-    print(f"cc / off: wall x{w:.3f}, cpu x{c:.3f} (medians of the rounds' ratios)")
+    o = statistics.median(r["cc"][2] / r["off"][1] for r in res["rows"])
+    print(f"cc / off: wall x{w:.3f}, cpu x{c:.3f}; the observer's thread CPU {o * 100:.1f} % "
+          "of off's process CPU a step (medians of the rounds' ratios)")
     print("all_reduce of one element, us a call (median): " +
           ", ".join(f"{k} {v:.2f}" for k, v in res["calls"].items()))
     return 0
