@@ -14,6 +14,8 @@ check(tmp, world) in the parent (a list of failures).
   the tensors the PrecisionDebugger dumped of the same call and the module's
   output; a bf16 all_reduce under the debugger: the monitor's float() not
   in the dump;
+- with anomaly_calls, the ring fires online at that comm_in on rank 2 (at
+  comm_out on the others) and its dump holds the all-reduce with the NaN;
 - msprobe's config with all four keys loads; cc_log_only writes
   cc_stacks_rank{R}.json (this file's line in the all_reduce's stack) and no
   comm record; cc_codeline keeps only the calls whose stack matches.
@@ -37,7 +39,7 @@ def configs(tmp):
     s = random.Random().randint(1, 3)
     with open(f"{tmp}/cc_step", "w") as f:
         f.write(str(s))
-    runs = {"cc_nan": CC, "nocc_nan": None, "cc_tp": CC,
+    runs = {"cc_nan": CC, "nocc_nan": None, "cc_tp": CC, "cc_ring": CC,
             "cc_log": dict(CC, cc_log_only=True, cc_pre_hook=True),
             "cc_line": dict(CC, cc_codeline=[r"monitor_cc\.py\[\d+\]   only_this"])}
     for name, cc in runs.items():
@@ -45,6 +47,8 @@ def configs(tmp):
                "step_interval": 2 if name == "cc_line" else 1}
         if cc is not None:
             sec["cc_distribution"] = cc
+        if name == "cc_ring":
+            sec.update(anomaly_calls=4, anomaly_calls_after=2)
         with open(f"{tmp}/{name}.json", "w") as f:
             json.dump({"task": "monitor", "dump_path": f"{tmp}/mon_{name}", "monitor": sec}, f)
     with open(f"{tmp}/cc_tp_dump.json", "w") as f:
@@ -74,7 +78,7 @@ def only_this(t):
     dist.all_reduce(t)          # the call cc_codeline selects (by this function's name)
 
 
-def train(cfg, rank, nan_step, expect=None, steps=4):
+def train(cfg, rank, nan_step, expect=None, steps=4, info=None):
     """4 SGD steps, the gradients averaged by all_reduce (no DDP); at
     nan_step rank 2's fc.weight gradient gets a NaN before it. With expect:
     step 0's collectives' float64 statistics (sent, received). Returns the
@@ -118,6 +122,8 @@ def train(cfg, rank, nan_step, expect=None, steps=4):
         opt.step()
         opt.zero_grad()
     mon.stop()
+    if info is not None:
+        info["anomaly"] = mon.anomaly
     return obs + [len(D._observers)]
 
 
@@ -148,8 +154,15 @@ def tp_run(cfg, dump_cfg, rank, tp_mesh, out):
     opt.step()
     d.step()
     d.close()
-    mon.stop()
     out["tp_down"] = stats64(got)
+    # step 1 without the dump: the observer on its own around the
+    # functional collective (its pending result waited for by the record)
+    got.clear()
+    opt.zero_grad()
+    m(x).square().sum().backward()
+    opt.step()
+    mon.stop()
+    out["tp_down1"] = stats64(got)
 
 
 def rank_part(rank, tmp, tp_mesh):
@@ -159,6 +172,7 @@ def rank_part(rank, tmp, tp_mesh):
     out = {"expect": expect}
     train(f"{tmp}/cc_nan.json", rank, s, expect)
     train(f"{tmp}/nocc_nan.json", rank, s)
+    train(f"{tmp}/cc_ring.json", rank, s, info=out)
     out["obs_log"] = train(f"{tmp}/cc_log.json", rank, -1, steps=2)
     out["obs_line"] = train(f"{tmp}/cc_line.json", rank, -1, steps=3)
     tp_run(f"{tmp}/cc_tp.json", f"{tmp}/cc_tp_dump.json", rank, tp_mesh, out)
@@ -220,6 +234,16 @@ def check_tp(tmp, world, res, fails):
             "Distributed.all_reduce.")]
         if not any(close(o, res[r]["tp_down"]) for o in outs):
             fails.append(f"cc tp rank {r}: no comm_out equals down's output {res[r]['tp_down']}")
+        # step 1, no dump: the forward's all_reduce (the first call) brought
+        # down's output
+        rec1 = records(f"{tmp}/mon_cc_tp/monitor_rank{r}.h5", step=1)
+        name = "Distributed.all_reduce.0.forward"
+        if not close(rec1.get((name, "comm_out")), res[r]["tp_down1"]) or \
+                rec1.get((name, "comm_in")) is None or \
+                rec1[(name, "comm_in")]["numel"] != res[r]["tp_down1"][0]:
+            fails.append(f"cc tp rank {r}: step 1 (no dump) {name} "
+                         f"{rec1.get((name, 'comm_in'))} {rec1.get((name, 'comm_out'))} "
+                         f"against down's output {res[r]['tp_down1']}")
         # the bf16 all_reduce: recorded (its float32 values), the monitor's
         # conversion not a call of the dump
         bf = [k for k in rec if k[1] == "comm_in" and rec[k]["numel"] == 4
@@ -242,6 +266,27 @@ def check(tmp, world, res, nprobe):
     print(f"no cc: {line}")
     if rc != 1 or not line.startswith(f"first anomaly: step {s} rank 0 fc.weight grad"):
         fails.append(f"no cc: the NaN first seen on rank 0's fc.weight grad: exit {rc}, {line!r}")
+    # the ring of calls (anomaly_calls) fired online by the comm records:
+    # rank 2 by what it sent, the others by what arrived; rank 2's dump of
+    # the kept calls holds the all-reduce with the NaN it sent
+    from test_torch_dtensor import read
+    name = "Distributed.all_reduce.0.forward"
+    for r in range(world):
+        a = res[r].get("anomaly") or {}
+        metric = "comm_in" if r == WORLD_NAN_RANK else "comm_out"
+        if (a.get("step"), a.get("name"), a.get("metric"), a.get("rule")) != \
+                (s, name, metric, "nan"):
+            fails.append(f"cc ring rank {r}: online anomaly {a}, want step {s} {name} {metric}")
+    try:
+        _c, data, _p, _a = read(f"{tmp}/mon_cc_ring/anomaly_calls/step{s}/rank{WORLD_NAN_RANK}/"
+                                "dump.h5")
+        x = data.get(f"{name}.input.0")
+    except OSError as e:
+        x = e
+    if not isinstance(x, np.ndarray) or x.shape != (4, 8) or not np.isnan(x[1, 2]) or \
+            np.isnan(x).sum() != 1:
+        fails.append(f"cc ring: rank {WORLD_NAN_RANK}'s kept calls at step {s}: {name}.input.0 "
+                     f"{x}")
     # (b) the statistics on the clean step 0, every rank
     for r in range(world):
         rec = records(f"{tmp}/mon_cc_nan/monitor_rank{r}.h5")
