@@ -13,7 +13,10 @@ check(tmp, world) in the parent (a list of failures).
   (parallelize_module on the tp line: the RowwiseParallel output's) against
   the tensors the PrecisionDebugger dumped of the same call and the module's
   output; a bf16 all_reduce under the debugger: the monitor's float() not
-  in the dump;
+  in the dump; FSDP2's all-gather (the full parameters, padded) and
+  reduce-scatter (the local gradient shards), and the monitor's grad_norm
+  of FSDP2's DTensor gradients (their local shards: a DTensor's data
+  pointer is 0, which crashed the statistics kernel before);
 - with anomaly_calls, the ring fires online at that comm_in on rank 2 (at
   comm_out on the others) and its dump holds the all-reduce with the NaN;
 - msprobe's config with all four keys loads; cc_log_only writes
@@ -39,7 +42,7 @@ def configs(tmp):
     s = random.Random().randint(1, 3)
     with open(f"{tmp}/cc_step", "w") as f:
         f.write(str(s))
-    runs = {"cc_nan": CC, "nocc_nan": None, "cc_tp": CC, "cc_ring": CC,
+    runs = {"cc_nan": CC, "nocc_nan": None, "cc_tp": CC, "cc_ring": CC, "cc_fsdp": CC,
             "cc_log": dict(CC, cc_log_only=True, cc_pre_hook=True),
             "cc_line": dict(CC, cc_codeline=[r"monitor_cc\.py\[\d+\]   only_this"])}
     for name, cc in runs.items():
@@ -165,7 +168,51 @@ def tp_run(cfg, dump_cfg, rank, tp_mesh, out):
     out["tp_down1"] = stats64(got)
 
 
-def rank_part(rank, tmp, tp_mesh):
+def fsdp_run(cfg, rank, dp_mesh, out):
+    """FSDP2 (fully_shard on the dp line) over a Linear(8, 5) (uneven
+    shards: padded), one step: the full parameters' and this rank's local
+    gradients' float64 norms kept (the all-gather brings the former; the
+    gradients are DTensors: the monitor reads their local shards)."""
+    from nprobe.torch import TrainerMon
+    from torch.distributed.fsdp import fully_shard
+    torch.manual_seed(4)
+    m = torch.nn.Linear(8, 5)
+    out["fsdp_full"] = stats64(list(m.parameters()))
+    fully_shard(m, mesh=dp_mesh)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    mon = TrainerMon(cfg)
+    mon.set_monitor(m, opt)
+    x = torch.randn(3, 8, generator=torch.Generator().manual_seed(rank))
+    m(x).square().mean().backward()
+    out["fsdp_grad"] = stats64([p.grad.to_local() for p in m.parameters()])
+    opt.step()
+    mon.stop()
+
+
+def check_fsdp(tmp, world, res, fails):
+    """FSDP2's all-gather brought the full parameters (its padding zeros
+    add to numel and zeros, not to the norm, min or max), the
+    reduce-scatter's comm_out is this rank's gradient shards (+ padding),
+    and grad_norm is the norm of the local gradients."""
+    for r in range(world):
+        rec = records(f"{tmp}/mon_cc_fsdp/monitor_rank{r}.h5")
+        full, grad = res[r]["fsdp_full"], res[r]["fsdp_grad"]
+        ag = rec.get(("Distributed.all_gather_into_tensor.0.forward", "comm_out"))
+        rs = rec.get(("Distributed.reduce_scatter_tensor.0.forward", "comm_out"))
+        gn = rec.get(("grad_norm", "grad_norm"))
+        ok = ag is not None and ag["numel"] == 54 and ag["zeros"] == 9 and \
+            abs(ag["norm"] - full[1]) <= 1e-6 * full[1] and ag["min"] == full[2] and \
+            ag["max"] == full[3]
+        ok = ok and rs is not None and abs(rs["norm"] - grad[1]) <= 1e-6 * grad[1] and \
+            rs["numel"] == 27
+        ok = ok and gn is not None and abs(gn["mean"] - grad[1]) <= 1e-6 * grad[1]
+        if not ok:
+            fails.append(f"cc fsdp rank {r}: all-gather {ag} against the parameters {full}; "
+                         f"reduce-scatter {rs} and grad_norm {gn} against the local "
+                         f"gradients {grad}")
+
+
+def rank_part(rank, tmp, tp_mesh, dp_mesh=None):
     with open(f"{tmp}/cc_step") as f:
         s = int(f.read())
     expect = {}
@@ -176,6 +223,8 @@ def rank_part(rank, tmp, tp_mesh):
     out["obs_log"] = train(f"{tmp}/cc_log.json", rank, -1, steps=2)
     out["obs_line"] = train(f"{tmp}/cc_line.json", rank, -1, steps=3)
     tp_run(f"{tmp}/cc_tp.json", f"{tmp}/cc_tp_dump.json", rank, tp_mesh, out)
+    if dp_mesh is not None:
+        fsdp_run(f"{tmp}/cc_fsdp.json", rank, dp_mesh, out)
     return out
 
 
@@ -308,6 +357,8 @@ def check(tmp, world, res, nprobe):
                                                           f"monitor_rank{r}.h5")):
             fails.append(f"no cc rank {r}: comm records")
     check_tp(tmp, world, res, fails)
+    if "fsdp_full" in res[0]:
+        check_fsdp(tmp, world, res, fails)
     # (c) cc_log_only: the stacks, no comm record; cc_codeline: only_this's
     for r in range(world):
         rec = records(f"{tmp}/mon_cc_log/monitor_rank{r}.h5")

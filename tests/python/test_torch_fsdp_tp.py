@@ -273,7 +273,8 @@ def rank_main(rank, tmp):
                                            mean=True), "summary": d.summary}
     # the package's monitor of the collectives (cc_distribution: monitor_cc.py)
     import monitor_cc
-    out["cc"] = monitor_cc.rank_part(rank, tmp, mesh["tp"])
+    out["cc"] = monitor_cc.rank_part(rank, tmp, mesh["tp"],
+                                     mesh["dp"] if T.FSDP2_ERR is None else None)
     with open(f"{tmp}/rank{rank}.json", "w") as f:
         json.dump(out, f)
     dist.destroy_process_group()

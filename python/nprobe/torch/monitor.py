@@ -32,6 +32,7 @@ import torch
 
 from .. import _lib
 from . import debugger as _dbg
+from . import dtensor as _dtensor
 
 FORMAT, VERSION = "nprobe-monitor", 1
 NAME_LEN, METRIC_LEN = 192, 32
@@ -227,7 +228,12 @@ class _Rules:
 
 
 def _f32(t):
-    """t's values as a contiguous float32 CPU tensor (t itself when it is one)."""
+    """t's values as a contiguous float32 CPU tensor (t itself when it is one).
+    A DTensor (FSDP2's, tensor parallel's parameters and gradients) is its
+    local shard (its own data pointer is 0: no storage), a pending
+    functional collective its result."""
+    if _dtensor._WRAPPED and isinstance(t, _dtensor._WRAPPED):
+        t = _dtensor.local(t)
     if t.dtype == torch.float32 and t.is_cpu and t.is_contiguous():
         return t
     x = t.detach()
@@ -539,6 +545,7 @@ class TrainerMon:
         self.step = int(start_iteration)
         if not self.active:
             return
+        _dtensor.refresh()      # DTensor's class, when the model has them (_f32)
         self._open()
         models = model if isinstance(model, (list, tuple)) else [model]
         # a compiled model (torch.compile's wrapper, or compiled submodules):
