@@ -602,9 +602,9 @@ class TrainerMon:
         if not self.config["cc"]["enable"] or self._cc is not None or \
                 not (dist.is_available() and dist.is_initialized()):
             return
-        from . import distributed, dtensor, monitor_cc
+        from . import distributed, monitor_cc
         distributed.install()
-        dtensor.refresh()       # funcol's AsyncCollectiveTensor, imported by install()
+        _dtensor.refresh()      # funcol's AsyncCollectiveTensor, imported by install()
         self._cc = monitor_cc.CommRecorder(self, self.config["cc"])
         self._arm_collectives()
 
