@@ -561,7 +561,9 @@ def main():
 def collective(root, cfg):
     """A torch.distributed collective under the default profile (a gloo
     world of one process): one slice Distributed.all_reduce.0.forward, its
-    input bytes 6 x 4 in args, inside the module call that makes it."""
+    input bytes 6 x 4 in args, inside the module call that makes it; a
+    TrainerMon with cc_distribution beside it records the collective's
+    comm_in and comm_out (its observer outside the timed slice)."""
     import torch.distributed as dist
     dist.init_process_group("gloo", init_method="file://" + os.path.join(root, "store"),
                             rank=0, world_size=1)
@@ -573,18 +575,39 @@ def collective(root, cfg):
     model = torch.nn.Sequential(Reduce())
     with open(cfg, "w") as f:
         json.dump({"task": "profile", "dump_path": os.path.join(root, "p4")}, f)
+    # beside it TrainerMon with cc_distribution: the collective's records
+    # taken outside its timed slice (the profile's slices unchanged)
+    from nprobe.torch import TrainerMon
+    mcfg = os.path.join(root, "mon_cc.json")
+    with open(mcfg, "w") as f:
+        json.dump({"task": "monitor", "dump_path": os.path.join(root, "mon_cc"),
+                   "monitor": {"cc_distribution": {"enable": True}}}, f)
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+    mon = TrainerMon(mcfg)
+    mon.set_monitor(model, opt)
     dbg = PrecisionDebugger(config_path=cfg)
     dbg.start(model)
-    model(torch.ones(2, 3))
+    model(torch.full((2, 3), -2.0))
     dbg.stop()
+    opt.step()
     dbg.step()
     dbg.close()
+    mon.stop()
     dist.destroy_process_group()
     xs = slices(dbg.traces[0])
     par = parents(xs)
     ar = [(e["name"], e["args"].get("bytes"), par[id(e)]) for e in xs if e["name"].startswith("Distributed.")]
     check(ar == [("Distributed.all_reduce.0.forward", 24, "Module.0.Reduce.forward.0")],
           "the collective's slice: %s" % ar)
+    import h5py
+    with h5py.File(os.path.join(root, "mon_cc", "monitor_rank0.h5"), "r") as f:
+        keys = [(a.decode(), b.decode()) for a, b in f["keys"][:]]
+        rec = {keys[x["key"]]: (int(x["numel"]), float(x["norm"]), float(x["mean"]))
+               for x in f["records"][:]}
+    got = [rec.get(("Distributed.all_reduce.0.forward", m)) for m in ("comm_in", "comm_out")]
+    check(all(g is not None and g[0] == 6 and abs(g[1] - 2.0 * 6 ** 0.5) <= 1e-12 and
+              g[2] == -2.0 for g in got),
+          "the monitor's comm records beside the profile: %s" % rec)
 
 
 if __name__ == "__main__":
