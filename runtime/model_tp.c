@@ -55,6 +55,8 @@ struct np_tp {
     int sp;               /* sequence parallel */
     np_tensor **norms;    /* sequence parallel: the layer norms' parameters */
     int n_norms;
+    np_train_coll_fn coll_fn; /* the collectives told to a monitor (np_trainer_set_coll_watch) */
+    void *coll_user;
 };
 
 /* ---- the all-reduce ------------------------------------------------------------ */
@@ -123,6 +125,22 @@ static int allreduce_sum(np_tp *tp, float *x, int64_t n)
     return 0;
 }
 
+/* The collectives are no hook events (a TP run keeps one process's
+ * calls): a monitor's cc_distribution is told what this rank sends
+ * (received 0, before the collective) and what it got (1). */
+static void coll_tell(const np_tp *tp, const char *op, int bwd, int received, const float *x,
+                      int64_t n)
+{
+    if (tp->coll_fn)
+        tp->coll_fn(op, bwd, received, x, n, tp->coll_user);
+}
+
+void np_tp_set_coll_watch(np_tp *tp, np_train_coll_fn fn, void *user)
+{
+    tp->coll_fn = fn;
+    tp->coll_user = fn ? user : NULL;
+}
+
 static np_tensor *copy_of(np_ctx *ctx, np_tensor *x)
 {
     np_tensor *y = rt_new(ctx, x->dtype, x->ndim, x->shape);
@@ -138,8 +156,11 @@ static void f_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gi
     if (!gin[0])
         return;
     memcpy(gin[0], gout[0], (size_t)nd->in[0]->numel * sizeof(float));
+    coll_tell(tp, "all_reduce", 1, 0, gin[0], nd->in[0]->numel);
     if (allreduce_sum(tp, gin[0], nd->in[0]->numel) != 0)
         rt_fail(ctx, NP_ERR_IO, "tp", "tensor parallel: the all-reduce of a gradient failed");
+    else
+        coll_tell(tp, "all_reduce", 1, 1, gin[0], nd->in[0]->numel);
 }
 
 /* g backward: the identity. */
@@ -173,9 +194,13 @@ static np_tensor *tp_reduce(np_ctx *ctx, np_tp *tp, np_tensor *x, int skip)
         return NULL;
     if (!np_tensor_f32(x))
         return rt_fail(ctx, NP_ERR_ARG, "tp", "tensor parallel: floating activations only");
+    if (!skip)
+        coll_tell(tp, "all_reduce", 0, 0, np_tensor_f32(y), y->numel);
     if (!skip && allreduce_sum(tp, np_tensor_f32(y), y->numel) != 0)
         return rt_fail(ctx, NP_ERR_IO, "tp", "tensor parallel: the all-reduce of an output failed");
     rt_round_buf(np_tensor_f32(y), y->numel, y->dtype); /* autocast: the sum in its dtype */
+    if (!skip)
+        coll_tell(tp, "all_reduce", 0, 1, np_tensor_f32(y), y->numel);
     rt_node nd;
     rt_quiet_init(ctx, &nd, &x, 1);
     nd.gin_full = 1;
@@ -290,8 +315,11 @@ static void sp_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *g
         fail = !t;
         if (t) {
             memcpy(t, gout[0], n * sizeof *t);
+            coll_tell(tp, "reduce_scatter", 1, 0, t, (int64_t)n);
             fail = allreduce_sum(tp, t, (int64_t)n);
             seq_slice(tp, gin[0], t, B, Ts, C);
+            if (!fail)
+                coll_tell(tp, "reduce_scatter", 1, 1, gin[0], B * Ts * C);
         }
         free(t);
     } else {
@@ -325,11 +353,15 @@ static np_tensor *sp_node(np_ctx *ctx, np_tp *tp, np_tensor *x, int op, int skip
         seq_slice(tp, np_tensor_f32(y), np_tensor_f32(x), B, Ts, C);
     } else if (op == SP_RSCATTER) {
         np_tensor *t = copy_of(ctx, x);
+        if (t && !skip)
+            coll_tell(tp, "reduce_scatter", 0, 0, np_tensor_f32(t), t->numel);
         fail = !t || (!skip && allreduce_sum(tp, np_tensor_f32(t), t->numel) != 0);
         if (t && !fail)
             rt_round_buf(np_tensor_f32(t), t->numel, t->dtype);
         if (t)
             seq_slice(tp, np_tensor_f32(y), np_tensor_f32(t), B, Ts, C);
+        if (t && !fail && !skip)
+            coll_tell(tp, "reduce_scatter", 0, 1, np_tensor_f32(y), y->numel);
     } else {
         fail = seq_gather(tp, np_tensor_f32(y), np_tensor_f32(x), B, Ts, C);
     }
