@@ -605,13 +605,23 @@ void np_tp_free(np_tp *tp)
     free(tp);
 }
 
+/* allreduce_sum of a gradient after the backward, told to the watcher */
+static int allreduce_told(np_tp *tp, float *x, int64_t n)
+{
+    coll_tell(tp, "all_reduce", 0, 0, x, n);
+    int rc = allreduce_sum(tp, x, n);
+    if (!rc)
+        coll_tell(tp, "all_reduce", 0, 1, x, n);
+    return rc;
+}
+
 np_status np_tp_sync_grads(np_tp *tp, np_error *err)
 {
     /* sequence parallel: each rank's layer-norm gradients are its slice's
      * (sp_norm_grad_unreduced leaves them so) */
     for (int i = 0; tp->fault != NP_DIST_FAULT_SP_NORM_GRAD_UNREDUCED && i < tp->n_norms; i++) {
         np_tensor *t = tp->norms[i];
-        if (t->grad && allreduce_sum(tp, t->grad, t->numel) != 0)
+        if (t->grad && allreduce_told(tp, t->grad, t->numel) != 0)
             return np_error_set(err, NP_ERR_IO, NULL, "sp",
                                 "sequence parallel: the all-reduce of %s's gradient failed",
                                 t->name ? t->name : "a layer norm");
@@ -622,7 +632,7 @@ np_status np_tp_sync_grads(np_tp *tp, np_error *err)
             continue;
         if (tp->rank != 0)
             memset(t->grad, 0, (size_t)t->numel * sizeof(float));
-        if (allreduce_sum(tp, t->grad, t->numel) != 0)
+        if (allreduce_told(tp, t->grad, t->numel) != 0)
             return np_error_set(err, NP_ERR_IO, NULL, "tp",
                                 "tensor parallel: the all-reduce of %s's gradient failed",
                                 t->name ? t->name : "a bias");
@@ -686,17 +696,24 @@ np_status np_tp_dp_reduce(np_tp *tp, np_tensor *const *p, int n, double *loss, n
     for (int i = 0; i < n; off += (size_t)p[i]->numel, i++) {
         if (!p[i]->grad)
             continue;
+        /* one all-reduce per gradient as a data-parallel run's (its sent values
+         * still in tp->send) */
+        coll_tell(tp, "all_reduce", 0, 0, tp->send + off, p[i]->numel);
         for (int64_t e = 0; e < p[i]->numel; e++) {
             double acc = 0.0;
             for (int d = 0; d < tp->dp; d++)
                 acc += (double)tp->buf[(r0 + (size_t)d * rs) * total + off + (size_t)e];
             p[i]->grad[e] = (float)(acc * scale);
         }
+        coll_tell(tp, "all_reduce", 0, 1, p[i]->grad, p[i]->numel);
     }
     double lsum = 0.0;
     for (int d = 0; d < tp->dp; d++)
         lsum += (double)tp->buf[(r0 + (size_t)d * rs) * total + off];
-    *loss = (double)(float)(lsum / tp->dp);
+    float lmean = (float)(lsum / tp->dp);
+    coll_tell(tp, "all_reduce", 0, 0, tp->send + off, 1);
+    coll_tell(tp, "all_reduce", 0, 1, &lmean, 1);
+    *loss = (double)lmean;
     return NP_OK;
 }
 

@@ -182,7 +182,7 @@ fi
 [ -n "$faults" ] && { "$py" - $faults <<'PY' || fail=1
 import glob, json, subprocess, sys, os
 import h5py, numpy as np
-turb = {"activation", "activation_grad", "grad_pre", "grad"}
+turb = {"activation", "activation_grad", "grad_pre", "grad", "comm_in", "comm_out"}
 for d in sys.argv[1:]:
     found = []
     for path in sorted(glob.glob(f"{d}/monitor_rank*.h5")):
@@ -222,9 +222,11 @@ print("rules: ok")
 PY
 }
 
-# -- 4 ranks, one rank's input NaN before the all-reduce: that rank is first
+# -- 4 ranks, one rank's input NaN before the all-reduce: that rank is first;
+# with the collectives' records, the first of them is that rank's comm_in of
+# a gradient's all-reduce, and the NaN arrives in every rank's comm_out
 s=$s_nan; r=$((RANDOM % k_nan))
-cfg four
+cfg four 0 '"cc_distribution": {"enable": true}'
 mpirun_k $k_nan "$nprobe" "${model[@]}" --steps $steps --dump-config cfg_four.json --fault nan_input \
   --fault-step $s --fault-rank $r > four.log 2>&1 || { echo "FAIL 4-rank run"; cat four.log; fail=1; }
 "$nprobe" monitor four --format json > four.json
@@ -240,6 +242,10 @@ assert (first["step"], first["rank"], first["name"], first["rule"]) == (s, r, "w
 # the reduced gradient carries the NaN to every rank, after the source rank's own
 ranks_grad = {x["rank"] for x in a if x["metric"] == "grad" and x["step"] == s}
 assert ranks_grad == set(range(k)), ranks_grad
+c = [x for x in a if x["metric"].startswith("comm_") and x["step"] == s]
+assert c and (c[0]["rank"], c[0]["metric"], c[0]["rule"]) == (r, "comm_in", "nan") and \
+    c[0]["name"].startswith("Distributed.all_reduce."), c[:2]
+assert {x["rank"] for x in c if x["metric"] == "comm_out" and x["name"] == c[0]["name"]} == set(range(k)), c
 rows = list(csv.DictReader(open("four.csv")))
 assert len(rows) == len(a) and int(rows[0]["rank"]) == r and rows[0]["name"] == "wte", rows[0]
 print(f"{k} ranks: ok")
