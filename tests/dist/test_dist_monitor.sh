@@ -124,6 +124,37 @@ for k, r in ((k0, r0), (k1, r1)):
         assert abs(np.sqrt(out[(one[1][1], s)]["mean"]) - gn) <= 1e-12 * gn, s
 print("records: ok")
 PY
+# the collectives' records of step 2 against a tensor dump of that step of
+# the same run (a separate run, the same seed): every Distributed.* call of
+# the dump is a record under its call name, comm_in its input.0's
+# statistics and comm_out its output.0's in float64, to MONITOR.md's bound
+printf '{"task": "tensor", "dump_path": "dp_dump", "step": [2]}\n' > cfg_dp_dump.json
+mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --stop-after 3 --dump-config cfg_dp_dump.json > dp_dump.log 2>&1 ||
+  { echo "FAIL data-parallel tensor dump"; cat dp_dump.log; fail=1; }
+"$py" - <<'PY' || fail=1
+import h5py, numpy as np
+u512, n, worst = 512 * 2.0 ** -24, 0, 0.0
+for r in (0, 1):
+    with h5py.File(f"clean/monitor_rank{r}.h5", "r", swmr=True) as f:
+        keys = [(k["name"].decode(), k["metric"].decode()) for k in f["keys"][()]]
+        rec = {keys[x["key"]]: x for x in f["records"][()] if x["step"] == 2}
+    with h5py.File(f"dp_dump/step2/rank{r}/dump.h5") as a:
+        calls = [c.decode() for c in a["calls"]["call"] if c.startswith(b"Distributed.")]
+        assert len(calls) >= 30, calls
+        assert {k for k, m in rec if m.startswith("comm_")} == set(calls)
+        for c in calls:
+            for metric, leaf in (("comm_in", "input.0"), ("comm_out", "output.0")):
+                x = a["data"][f"{c}.{leaf}"][()].astype(np.float64).ravel()
+                got = rec[(c, metric)]
+                assert got["numel"] == x.size and got["min"] == x.min() and got["max"] == x.max() and \
+                    got["zeros"] == (x == 0).sum() and got["nans"] == got["infs"] == 0, (r, c, metric)
+                norm = np.sqrt((x * x).sum())
+                assert abs(got["norm"] - norm) <= u512 / 2 * norm, (r, c, metric, got["norm"], norm)
+                assert abs(got["mean"] - x.mean()) <= u512 * np.abs(x).mean(), (r, c, metric)
+                worst = max(worst, abs(got["norm"] - norm) / (norm or 1.0))
+                n += 1
+print(f"data-parallel collectives: {n} records equal the dump's leaves (norm within {worst:.1e})")
+PY
 
 # -- one-time faults at a random step (past the rules' warmup) and rank
 module_of() { case $1 in gemm_bitflip) echo h.0.mlp.c_fc;; outlier_batch|nan_input) echo wte;;
