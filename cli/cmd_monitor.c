@@ -30,7 +30,9 @@ static const char help_after[] =
     "Rules come from --config's monitor.alert.rules (msprobe's rule names), then\n"
     "these options. Anomalies are ordered by step, call order in the step, rank:\n"
     "a NaN that reaches every rank through the gradient all-reduce is the rank's\n"
-    "whose own gradient (grad_pre) or activation carried it first.\n"
+    "whose own gradient (grad_pre) or activation carried it first, or, with the\n"
+    "collectives recorded (monitor.cc_distribution), its input to the collective\n"
+    "(comm_in) before what arrived (comm_out).\n"
     "\n"
     "exit codes: 0 no anomaly, 1 anomalies found, 2 usage or input error\n";
 

@@ -173,7 +173,42 @@ static const char *const section_keys[] = {
     "wg_distribution", "mv_distribution", "param_distribution", "alert", "format", "ops", "eps",
     "anomaly_checkpoint", "anomaly_ring", "anomaly_calls", "anomaly_calls_after",
     "update_source", /* the package's (docs/MONITOR.md); the runtime's update is its own */
+    "cc_distribution",
 };
+
+/* monitor.cc_distribution (msprobe's keys): enable; cc_pre_hook accepted
+ * and ignored (the inputs are always recorded: they name the source rank);
+ * cc_codeline (regexes over the Python call stack) and cc_log_only refused
+ * when they ask for anything: the runtime has no Python stack. */
+static np_status parse_cc(np_monitor_config *c, json_t *v, const char *path, np_error *err)
+{
+    if (!json_is_object(v))
+        return cfg_bad(err, path, "cc_distribution", "monitor.cc_distribution: expected an object");
+    const char *key;
+    json_t *it;
+    json_object_foreach(v, key, it) {
+        if (!strcmp(key, "enable") || !strcmp(key, "cc_pre_hook")) {
+            if (!json_is_boolean(it))
+                return np_error_set(err, NP_ERR_CONFIG, path, key, "monitor.cc_distribution.%s: "
+                                    "expected true or false", key);
+        } else if (!strcmp(key, "cc_codeline") || !strcmp(key, "cc_log_only")) {
+            /* the no-op values of msprobe's own config (an empty list, false) port as they are */
+            if (!strcmp(key, "cc_codeline") ? !json_is_array(it) || json_array_size(it) > 0
+                                            : !json_is_false(it))
+                return np_error_set(err, NP_ERR_CONFIG, path, key,
+                                    "monitor.cc_distribution.%s: not supported by the runtime, "
+                                    "which has no Python call stack to select or log collectives "
+                                    "by (every collective of a recorded step is recorded; narrow "
+                                    "the modules with \"targets\")", key);
+        } else {
+            return np_error_set(err, NP_ERR_CONFIG, path, key, "monitor.cc_distribution: unknown "
+                                "key \"%s\" (allowed: enable, cc_pre_hook, cc_codeline, "
+                                "cc_log_only)", key);
+        }
+    }
+    c->cc = json_is_true(json_object_get(v, "enable"));
+    return NP_OK;
+}
 
 /* monitor.targets: a list of patterns, or msprobe's object {"name": {}}. */
 static np_status parse_targets(np_monitor_config *c, json_t *v, const char *path, np_error *err)
@@ -260,7 +295,8 @@ np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_erro
                               "monitor: unknown key \"%s\" (allowed: targets, step_interval, "
                               "start_step, collect_times, xy_distribution, wg_distribution, "
                               "mv_distribution, param_distribution, anomaly_checkpoint, "
-                              "anomaly_ring, anomaly_calls, anomaly_calls_after, alert)", key);
+                              "anomaly_ring, anomaly_calls, anomaly_calls_after, "
+                              "cc_distribution, alert)", key);
             goto out;
         }
     }
@@ -305,6 +341,8 @@ np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_erro
         goto out;
     }
     c->anomaly_calls_after = (int)x;
+    if ((v = json_object_get(sec, "cc_distribution")) && (st = parse_cc(c, v, path, err)))
+        goto out;
     if ((v = json_object_get(sec, "alert")))
         st = parse_rules(&c->rules, v, path, err);
 out:
@@ -407,6 +445,7 @@ struct np_monitor {
     const void *last_data; /* the last module tensor measured, while no API call ran since */
     int64_t last_numel;
     size_t last_rec;
+    int cc_n[2];           /* cc_distribution: the step's TP all-reduces, reduce-scatters so far */
     np_status st;          /* first write error */
     np_error err;
 };
@@ -508,6 +547,84 @@ static void add_scalar(np_monitor *m, const char *name, const char *metric, doub
     np_mon_record *r = add(m, name, metric);
     if (r)
         scalar_stats(r, v);
+}
+
+/* ==== collectives (cc_distribution) ====================================== */
+
+static double cpu_now(void);
+
+/* t += the statistics of a float64 tensor, element by element (a
+ * collective of a scalar: the data-parallel squared gradient norm) */
+static void tstats_add_f64(np_optim_tstats *t, const double *x, int64_t n)
+{
+    for (int64_t k = 0; k < n; k++) {
+        double v = x[k];
+        if (isnan(v)) {
+            t->nans++;
+        } else if (isinf(v)) {
+            t->infs++;
+        } else {
+            t->finite++;
+            t->zeros += v == 0.0;
+            t->sum += v;
+            t->sumsq += v * v;
+            t->min = v < t->min ? v : t->min;
+            t->max = v > t->max ? v : t->max;
+        }
+    }
+}
+
+/* One record of the event's tensors of role `role` merged (norm over all,
+ * min, max, counts over all, mean weighted by the finite elements); none
+ * when it has none. */
+static void cc_record(np_monitor *m, const np_hook_event *ev, np_role role, const char *metric)
+{
+    np_optim_tstats t = {0, 0, INFINITY, -INFINITY, 0, 0, 0, 0};
+    int64_t n = 0;
+    int any = 0;
+    for (int i = 0; i < ev->n_tensors; i++) {
+        const np_tensor *x = ev->tensors[i].t;
+        if (ev->tensors[i].role != role || !x || !x->data || !np_dtype_is_floating(x->dtype))
+            continue;
+        if (x->dtype == NP_FLOAT64)
+            tstats_add_f64(&t, x->data, x->numel);
+        else
+            np_optim_tstats_add(&t, x->data, x->numel);
+        n += x->numel;
+        any = 1;
+    }
+    np_mon_record *r = any ? add(m, ev->name, metric) : NULL;
+    if (r)
+        rec_from_tstats(r, &t, n);
+}
+
+/* A Distributed.* call event (data parallel's all-reduces, a pipeline's
+ * send and recv): what this rank sent (its inputs, read before the
+ * collective ran) and what arrived (its outputs). */
+static void cc_event(np_monitor *m, const np_hook_event *ev)
+{
+    double t0 = cpu_now();
+    cc_record(m, ev, NP_ROLE_INPUT, "comm_in");
+    cc_record(m, ev, NP_ROLE_OUTPUT, "comm_out");
+    m->cpu_s += cpu_now() - t0;
+}
+
+/* Tensor parallel's collectives (no hook events: np_trainer_set_coll_watch),
+ * named as a dump names a call: Distributed.{op}.{k}.{forward|backward},
+ * k counting the step's calls of that op. */
+static void on_coll(const char *op, int bwd, int received, const float *x, int64_t n, void *user)
+{
+    np_monitor *m = user;
+    if (!m->on || m->st)
+        return;
+    double t0 = cpu_now();
+    int *k = &m->cc_n[op[0] == 'r'];
+    char name[64];
+    snprintf(name, sizeof name, "Distributed.%s.%d.%s", op, *k, bwd ? "backward" : "forward");
+    add_tensor(m, name, received ? "comm_out" : "comm_in", x, n);
+    *k += received;
+    m->last_data = NULL;
+    m->cpu_s += cpu_now() - t0;
 }
 
 static hid_t make_table(hid_t file, const char *name, hid_t type, hsize_t chunk)
@@ -1100,6 +1217,7 @@ static void step_begin(np_monitor *m, int64_t step)
     m->seq = 0;
     m->n_rec = 0;
     m->fed = 0;
+    m->cc_n[0] = m->cc_n[1] = 0;
     m->on = step_selected(m, step);
     if (m->on)
         ring_take(m);
@@ -1158,6 +1276,9 @@ static int on_step(const np_hook_event *ev, void *user)
     }
     if (ev->kind == NP_EV_API_FORWARD || ev->kind == NP_EV_API_BACKWARD || ev->kind == NP_EV_STEP_BEGIN)
         m->last_data = NULL;
+    if (m->cfg.cc && m->on && !m->st && (ev->kind == NP_EV_API_FORWARD || ev->kind == NP_EV_API_BACKWARD) &&
+        ev->name && !strncmp(ev->name, "Distributed.", 12))
+        cc_event(m, ev);
     if (m->on && m->calls && !m->calls_fired &&
         (ev->kind == NP_EV_API_FORWARD || ev->kind == NP_EV_API_BACKWARD)) {
         /* the ring of call inputs: a copy of the call (anomaly_calls) */
@@ -1212,7 +1333,7 @@ np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error
     /* the events only for the modules' outputs or the ring of calls: an
      * observer makes the runtime name and emit every call (a third of
      * the monitor's own instructions a step without them) */
-    if (m->cfg.xy || m->calls) {
+    if (m->cfg.xy || m->calls || m->cfg.cc) {
         np_observer obs = {10, NULL, on_step, m};
         np_status st = np_ctx_add_observer(ctx, &obs, err);
         if (st)
@@ -1222,6 +1343,8 @@ np_status np_monitor_attach(np_monitor *m, np_ctx *ctx, np_trainer *tr, np_error
     m->ctx = ctx;
     m->tr = tr;
     np_trainer_set_watch(tr, on_train, m);
+    if (m->cfg.cc) /* off: no watcher, nothing added to a collective */
+        np_trainer_set_coll_watch(tr, on_coll, m);
     return NP_OK;
 }
 
@@ -1252,6 +1375,8 @@ np_status np_monitor_close(np_monitor *m, np_error *err)
     m->observing = 0;
     if (m->tr)
         np_trainer_set_watch(m->tr, NULL, NULL);
+    if (m->tr && m->cfg.cc)
+        np_trainer_set_coll_watch(m->tr, NULL, NULL);
     m->ctx = NULL;
     m->tr = NULL;
     if (m->d_rec >= 0) H5Dclose(m->d_rec);

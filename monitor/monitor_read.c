@@ -211,7 +211,7 @@ static int is_scalar_metric(const char *m)
 static int turbulent_metric(const char *m)
 {
     return !strcmp(m, "activation") || !strcmp(m, "activation_grad") || !strcmp(m, "grad_pre") ||
-           !strcmp(m, "grad");
+           !strcmp(m, "grad") || !strcmp(m, "comm_in") || !strcmp(m, "comm_out");
 }
 
 /* The rules' history over the records fed so far, per key (the writer's
@@ -335,8 +335,13 @@ static int apply_rules(anomalies *A, const rank_data *rd, const np_monitor_rules
 /* a record's phase in a pipeline's step: the forward (activations) runs
  * stage 0 first, the backward (the gradients at the outputs) the last
  * stage first, the rest (parameter gradients, optimizer, loss) after */
-static int pp_phase(const char *metric)
+static int pp_phase(const char *metric, const char *name)
 {
+    if (!strncmp(metric, "comm_", 5)) {
+        /* a collective: its call's direction (a pipeline's send and recv, TP's all-reduces) */
+        size_t n = strlen(name);
+        return n > 9 && !strcmp(name + n - 9, ".backward") ? 1 : 0;
+    }
     return !strcmp(metric, "activation") ? 0 : !strcmp(metric, "activation_grad") ? 1 : 2;
 }
 
@@ -351,7 +356,7 @@ static int cmp_anomaly(const void *pa, const void *pb)
     if (a->stage >= 0 && b->stage >= 0) {
         /* the key (phase, stage in the phase's order, seq, rank): within
          * a stage the phases follow its call order already */
-        int ph_a = pp_phase(a->metric), ph_b = pp_phase(b->metric);
+        int ph_a = pp_phase(a->metric, a->name), ph_b = pp_phase(b->metric, b->name);
         if (ph_a != ph_b)
             return ph_a < ph_b ? -1 : 1;
         if (ph_a < 2 && a->stage != b->stage)

@@ -55,6 +55,8 @@ struct np_tp {
     int sp;               /* sequence parallel */
     np_tensor **norms;    /* sequence parallel: the layer norms' parameters */
     int n_norms;
+    np_train_coll_fn coll_fn; /* the collectives told to a monitor (np_trainer_set_coll_watch) */
+    void *coll_user;
 };
 
 /* ---- the all-reduce ------------------------------------------------------------ */
@@ -123,6 +125,22 @@ static int allreduce_sum(np_tp *tp, float *x, int64_t n)
     return 0;
 }
 
+/* The collectives are no hook events (a TP run keeps one process's
+ * calls): a monitor's cc_distribution is told what this rank sends
+ * (received 0, before the collective) and what it got (1). */
+static void coll_tell(const np_tp *tp, const char *op, int bwd, int received, const float *x,
+                      int64_t n)
+{
+    if (tp->coll_fn)
+        tp->coll_fn(op, bwd, received, x, n, tp->coll_user);
+}
+
+void np_tp_set_coll_watch(np_tp *tp, np_train_coll_fn fn, void *user)
+{
+    tp->coll_fn = fn;
+    tp->coll_user = fn ? user : NULL;
+}
+
 static np_tensor *copy_of(np_ctx *ctx, np_tensor *x)
 {
     np_tensor *y = rt_new(ctx, x->dtype, x->ndim, x->shape);
@@ -138,8 +156,11 @@ static void f_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *gi
     if (!gin[0])
         return;
     memcpy(gin[0], gout[0], (size_t)nd->in[0]->numel * sizeof(float));
+    coll_tell(tp, "all_reduce", 1, 0, gin[0], nd->in[0]->numel);
     if (allreduce_sum(tp, gin[0], nd->in[0]->numel) != 0)
         rt_fail(ctx, NP_ERR_IO, "tp", "tensor parallel: the all-reduce of a gradient failed");
+    else
+        coll_tell(tp, "all_reduce", 1, 1, gin[0], nd->in[0]->numel);
 }
 
 /* g backward: the identity. */
@@ -173,9 +194,13 @@ static np_tensor *tp_reduce(np_ctx *ctx, np_tp *tp, np_tensor *x, int skip)
         return NULL;
     if (!np_tensor_f32(x))
         return rt_fail(ctx, NP_ERR_ARG, "tp", "tensor parallel: floating activations only");
+    if (!skip)
+        coll_tell(tp, "all_reduce", 0, 0, np_tensor_f32(y), y->numel);
     if (!skip && allreduce_sum(tp, np_tensor_f32(y), y->numel) != 0)
         return rt_fail(ctx, NP_ERR_IO, "tp", "tensor parallel: the all-reduce of an output failed");
     rt_round_buf(np_tensor_f32(y), y->numel, y->dtype); /* autocast: the sum in its dtype */
+    if (!skip)
+        coll_tell(tp, "all_reduce", 0, 1, np_tensor_f32(y), y->numel);
     rt_node nd;
     rt_quiet_init(ctx, &nd, &x, 1);
     nd.gin_full = 1;
@@ -290,8 +315,11 @@ static void sp_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *g
         fail = !t;
         if (t) {
             memcpy(t, gout[0], n * sizeof *t);
+            coll_tell(tp, "reduce_scatter", 1, 0, t, (int64_t)n);
             fail = allreduce_sum(tp, t, (int64_t)n);
             seq_slice(tp, gin[0], t, B, Ts, C);
+            if (!fail)
+                coll_tell(tp, "reduce_scatter", 1, 1, gin[0], B * Ts * C);
         }
         free(t);
     } else {
@@ -325,11 +353,15 @@ static np_tensor *sp_node(np_ctx *ctx, np_tp *tp, np_tensor *x, int op, int skip
         seq_slice(tp, np_tensor_f32(y), np_tensor_f32(x), B, Ts, C);
     } else if (op == SP_RSCATTER) {
         np_tensor *t = copy_of(ctx, x);
+        if (t && !skip)
+            coll_tell(tp, "reduce_scatter", 0, 0, np_tensor_f32(t), t->numel);
         fail = !t || (!skip && allreduce_sum(tp, np_tensor_f32(t), t->numel) != 0);
         if (t && !fail)
             rt_round_buf(np_tensor_f32(t), t->numel, t->dtype);
         if (t)
             seq_slice(tp, np_tensor_f32(y), np_tensor_f32(t), B, Ts, C);
+        if (t && !fail && !skip)
+            coll_tell(tp, "reduce_scatter", 0, 1, np_tensor_f32(y), y->numel);
     } else {
         fail = seq_gather(tp, np_tensor_f32(y), np_tensor_f32(x), B, Ts, C);
     }
@@ -573,13 +605,23 @@ void np_tp_free(np_tp *tp)
     free(tp);
 }
 
+/* allreduce_sum of a gradient after the backward, told to the watcher */
+static int allreduce_told(np_tp *tp, float *x, int64_t n)
+{
+    coll_tell(tp, "all_reduce", 0, 0, x, n);
+    int rc = allreduce_sum(tp, x, n);
+    if (!rc)
+        coll_tell(tp, "all_reduce", 0, 1, x, n);
+    return rc;
+}
+
 np_status np_tp_sync_grads(np_tp *tp, np_error *err)
 {
     /* sequence parallel: each rank's layer-norm gradients are its slice's
      * (sp_norm_grad_unreduced leaves them so) */
     for (int i = 0; tp->fault != NP_DIST_FAULT_SP_NORM_GRAD_UNREDUCED && i < tp->n_norms; i++) {
         np_tensor *t = tp->norms[i];
-        if (t->grad && allreduce_sum(tp, t->grad, t->numel) != 0)
+        if (t->grad && allreduce_told(tp, t->grad, t->numel) != 0)
             return np_error_set(err, NP_ERR_IO, NULL, "sp",
                                 "sequence parallel: the all-reduce of %s's gradient failed",
                                 t->name ? t->name : "a layer norm");
@@ -590,7 +632,7 @@ np_status np_tp_sync_grads(np_tp *tp, np_error *err)
             continue;
         if (tp->rank != 0)
             memset(t->grad, 0, (size_t)t->numel * sizeof(float));
-        if (allreduce_sum(tp, t->grad, t->numel) != 0)
+        if (allreduce_told(tp, t->grad, t->numel) != 0)
             return np_error_set(err, NP_ERR_IO, NULL, "tp",
                                 "tensor parallel: the all-reduce of %s's gradient failed",
                                 t->name ? t->name : "a bias");
@@ -654,17 +696,24 @@ np_status np_tp_dp_reduce(np_tp *tp, np_tensor *const *p, int n, double *loss, n
     for (int i = 0; i < n; off += (size_t)p[i]->numel, i++) {
         if (!p[i]->grad)
             continue;
+        /* one all-reduce per gradient as a data-parallel run's (its sent values
+         * still in tp->send) */
+        coll_tell(tp, "all_reduce", 0, 0, tp->send + off, p[i]->numel);
         for (int64_t e = 0; e < p[i]->numel; e++) {
             double acc = 0.0;
             for (int d = 0; d < tp->dp; d++)
                 acc += (double)tp->buf[(r0 + (size_t)d * rs) * total + off + (size_t)e];
             p[i]->grad[e] = (float)(acc * scale);
         }
+        coll_tell(tp, "all_reduce", 0, 1, p[i]->grad, p[i]->numel);
     }
     double lsum = 0.0;
     for (int d = 0; d < tp->dp; d++)
         lsum += (double)tp->buf[(r0 + (size_t)d * rs) * total + off];
-    *loss = (double)(float)(lsum / tp->dp);
+    float lmean = (float)(lsum / tp->dp);
+    coll_tell(tp, "all_reduce", 0, 0, tp->send + off, 1);
+    coll_tell(tp, "all_reduce", 0, 1, &lmean, 1);
+    *loss = (double)lmean;
     return NP_OK;
 }
 

@@ -175,6 +175,12 @@ void np_trainer_set_watch(np_trainer *tr, np_train_watch_fn fn, void *user)
     tr->watch_user = fn ? user : NULL;
 }
 
+void np_trainer_set_coll_watch(np_trainer *tr, np_train_coll_fn fn, void *user)
+{
+    if (tr->tp)
+        np_tp_set_coll_watch(tr->tp, fn, user);
+}
+
 static void watch(np_trainer *tr, np_train_point pt, const np_step_result *res)
 {
     if (tr->watch)

@@ -60,6 +60,8 @@ np_status np_pp_gather_whole(np_pp *pp, const struct np_tp *tp, const np_tensor 
  * rank 0 computes; the norm counts the shards once over the ranks. */
 np_status np_tp_setup(np_trainer *tr, np_error *err);
 void np_tp_free(struct np_tp *tp);
+/* The group's all-reduces and reduce-scatters told to fn (NULL: none). */
+void np_tp_set_coll_watch(struct np_tp *tp, np_train_coll_fn fn, void *user);
 /* Checkpoints of a TP run hold the one-process (whole) tensors. The
  * dimension parameter t is split along (-1: whole on every rank), *whole
  * its one-process shape; the whole tensor gathered from the TP group's

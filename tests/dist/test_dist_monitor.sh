@@ -34,8 +34,9 @@ cfg() { # DIR [KEPT [MORE]] -> config file mon_DIR.json (the checkpoint on anoma
     "$1" "${2:-0}" "${3:+, $3}" > "cfg_$1.json"
 }
 
-# -- clean run: no anomaly, records against independent answers
-cfg clean
+# -- clean run: no anomaly, records against independent answers; with the
+# collectives' records (cc_distribution): none raises an anomaly either
+cfg clean 0 '"cc_distribution": {"enable": true, "cc_pre_hook": false, "cc_codeline": [], "cc_log_only": false}'
 mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --dump-config cfg_clean.json --save ck.h5 \
   > clean.log 2> clean.err || { echo "FAIL clean run"; cat clean.log clean.err; exit 1; }
 # the same run without the monitor: the same weights and optimizer state to
@@ -106,7 +107,53 @@ with h5py.File("ck.h5", "r") as ck:
 # every module of every step has an activation and an activation gradient
 for m in ("activation", "activation_grad"):
     assert len(series(k0, r0, "h.1.mlp", m, "norm")) == steps, m
+# the collectives (cc_distribution): the data-parallel all-reduces of one
+# element are the loss's (its comm_in the rank's loss, its comm_out the
+# printed mean) and the squared gradient norm's (comm_out = grad_norm^2)
+for k, r in ((k0, r0), (k1, r1)):
+    cc = [(k[x["key"]][0], x) for x in r if k[x["key"]][1] == "comm_in"]
+    out = {(k[x["key"]][0], int(x["step"])): x for x in r if k[x["key"]][1] == "comm_out"}
+    assert len(cc) == len(out) > steps * 20, (len(cc), len(out))
+    for s in range(steps):
+        one = sorted((x["seq"], n) for n, x in cc if x["step"] == s and x["numel"] == 1)
+        assert len(one) == 2 and all(n.startswith("Distributed.all_reduce.") for _, n in one), one
+        loss_in = [x for n, x in cc if n == one[0][1] and x["step"] == s][0]
+        assert loss_in["mean"] == np.float32(series(k, r, "loss", "loss", "mean")[s]), s
+        assert abs(out[(one[0][1], s)]["mean"] - printed[s]) <= 2e-6, s
+        gn = series(k, r, "grad_norm", "grad_norm", "mean")[s]
+        assert abs(np.sqrt(out[(one[1][1], s)]["mean"]) - gn) <= 1e-12 * gn, s
 print("records: ok")
+PY
+# the collectives' records of step 2 against a tensor dump of that step of
+# the same run (a separate run, the same seed): every Distributed.* call of
+# the dump is a record under its call name, comm_in its input.0's
+# statistics and comm_out its output.0's in float64, to MONITOR.md's bound
+printf '{"task": "tensor", "dump_path": "dp_dump", "step": [2]}\n' > cfg_dp_dump.json
+mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --stop-after 3 --dump-config cfg_dp_dump.json > dp_dump.log 2>&1 ||
+  { echo "FAIL data-parallel tensor dump"; cat dp_dump.log; fail=1; }
+"$py" - <<'PY' || fail=1
+import h5py, numpy as np
+u512, n, worst = 512 * 2.0 ** -24, 0, 0.0
+for r in (0, 1):
+    with h5py.File(f"clean/monitor_rank{r}.h5", "r", swmr=True) as f:
+        keys = [(k["name"].decode(), k["metric"].decode()) for k in f["keys"][()]]
+        rec = {keys[x["key"]]: x for x in f["records"][()] if x["step"] == 2}
+    with h5py.File(f"dp_dump/step2/rank{r}/dump.h5") as a:
+        calls = [c.decode() for c in a["calls"]["call"] if c.startswith(b"Distributed.")]
+        assert len(calls) >= 30, calls
+        assert {k for k, m in rec if m.startswith("comm_")} == set(calls)
+        for c in calls:
+            for metric, leaf in (("comm_in", "input.0"), ("comm_out", "output.0")):
+                x = a["data"][f"{c}.{leaf}"][()].astype(np.float64).ravel()
+                got = rec[(c, metric)]
+                assert got["numel"] == x.size and got["min"] == x.min() and got["max"] == x.max() and \
+                    got["zeros"] == (x == 0).sum() and got["nans"] == got["infs"] == 0, (r, c, metric)
+                norm = np.sqrt((x * x).sum())
+                assert abs(got["norm"] - norm) <= u512 / 2 * norm, (r, c, metric, got["norm"], norm)
+                assert abs(got["mean"] - x.mean()) <= u512 * np.abs(x).mean(), (r, c, metric)
+                worst = max(worst, abs(got["norm"] - norm) / (norm or 1.0))
+                n += 1
+print(f"data-parallel collectives: {n} records equal the dump's leaves (norm within {worst:.1e})")
 PY
 
 # -- one-time faults at a random step (past the rules' warmup) and rank
@@ -166,7 +213,7 @@ fi
 [ -n "$faults" ] && { "$py" - $faults <<'PY' || fail=1
 import glob, json, subprocess, sys, os
 import h5py, numpy as np
-turb = {"activation", "activation_grad", "grad_pre", "grad"}
+turb = {"activation", "activation_grad", "grad_pre", "grad", "comm_in", "comm_out"}
 for d in sys.argv[1:]:
     found = []
     for path in sorted(glob.glob(f"{d}/monitor_rank*.h5")):
@@ -206,9 +253,11 @@ print("rules: ok")
 PY
 }
 
-# -- 4 ranks, one rank's input NaN before the all-reduce: that rank is first
+# -- 4 ranks, one rank's input NaN before the all-reduce: that rank is first;
+# with the collectives' records, the first of them is that rank's comm_in of
+# a gradient's all-reduce, and the NaN arrives in every rank's comm_out
 s=$s_nan; r=$((RANDOM % k_nan))
-cfg four
+cfg four 0 '"cc_distribution": {"enable": true}'
 mpirun_k $k_nan "$nprobe" "${model[@]}" --steps $steps --dump-config cfg_four.json --fault nan_input \
   --fault-step $s --fault-rank $r > four.log 2>&1 || { echo "FAIL 4-rank run"; cat four.log; fail=1; }
 "$nprobe" monitor four --format json > four.json
@@ -224,6 +273,10 @@ assert (first["step"], first["rank"], first["name"], first["rule"]) == (s, r, "w
 # the reduced gradient carries the NaN to every rank, after the source rank's own
 ranks_grad = {x["rank"] for x in a if x["metric"] == "grad" and x["step"] == s}
 assert ranks_grad == set(range(k)), ranks_grad
+c = [x for x in a if x["metric"].startswith("comm_") and x["step"] == s]
+assert c and (c[0]["rank"], c[0]["metric"], c[0]["rule"]) == (r, "comm_in", "nan") and \
+    c[0]["name"].startswith("Distributed.all_reduce."), c[:2]
+assert {x["rank"] for x in c if x["metric"] == "comm_out" and x["name"] == c[0]["name"]} == set(range(k)), c
 rows = list(csv.DictReader(open("four.csv")))
 assert len(rows) == len(a) and int(rows[0]["rank"]) == r and rows[0]["name"] == "wte", rows[0]
 print(f"{k} ranks: ok")
@@ -249,7 +302,7 @@ if [ -z "${NP_SANITIZED:-}" ]; then
     grep -q "^checkpoint: tp/anomaly_rank0.step$s.h5 " tri_tp.txt && grep -q "^class: code " tri_tp.txt &&
     grep -q "^op: Functional\.linear\.[0-9]*\.forward (in h.0.attn.c_attn; the replay" tri_tp.txt ||
     { echo "FAIL triage of --tp 2 rare_pattern at step $s"; ls tp; cat tri_tp.txt; fail=1; }
-  printf '{"task": "monitor", "dump_path": "pp", "monitor": {"targets": []}}\n' > cfg_pp.json
+  printf '{"task": "monitor", "dump_path": "pp", "monitor": {"targets": [], "cc_distribution": {"enable": true}}}\n' > cfg_pp.json
   mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --pp 2 --micro-batches 2 --dump-config cfg_pp.json \
     --fault nan_input --fault-step $s > pp.log 2>&1 || { echo "FAIL --pp 2 run"; cat pp.log; fail=1; }
   "$nprobe" monitor pp --format json > pp.json
@@ -261,7 +314,28 @@ assert a and (a[0]["rank"], a[0]["name"], a[0]["rule"]) == (0, "wte", "nan"), a[
 ranks = [x["rank"] for x in a]
 assert 1 in ranks and ranks == sorted(ranks), ranks   # stage 0's forward, then stage 1's
 assert any(x["rank"] == 1 and x["call"] < max(y["call"] for y in a if y["rank"] == 0) for x in a)
-print("pipeline order: ok")
+# the collectives: what stage 0 sent (Distributed.send.K.forward, comm_in)
+# is what stage 1 received (Distributed.recv.K.forward, comm_out), field
+# for field, and the gradients back the same way, at every clean step
+import h5py
+def cc(r):
+    with h5py.File(f"pp/monitor_rank{r}.h5", "r", swmr=True) as f:
+        keys = [(k["name"].decode(), k["metric"].decode()) for k in f["keys"][()]]
+        return {keys[x["key"]] + (int(x["step"]),): x for x in f["records"][()]
+                if keys[x["key"]][1].startswith("comm_")}
+c0, c1 = cc(0), cc(1)
+pairs = [(("send", "forward", "comm_in"), ("recv", "forward", "comm_out")),
+         (("send", "backward", "comm_out"), ("recv", "backward", "comm_in"))]
+n = 0
+for st in range(s):
+    for m in range(2):   # 2 micro-batches: the boundary's calls K = 0, 1
+        for (o0, d0, m0), (o1, d1, m1) in pairs:
+            a0 = c0[(f"Distributed.{o0}.{m}.{d0}", m0, st)]
+            a1 = c1[(f"Distributed.{o1}.{m}.{d1}", m1, st)]
+            assert a0["numel"] > 0 and all(a0[f] == a1[f] for f in ("numel", "norm", "min", "max", "mean", "zeros")), (st, m, o0, d0)
+            n += 1
+assert len(c0) == len(c1) == 4 * 14 and n == 4 * s, (len(c0), len(c1), n)
+print(f"pipeline order: ok; {n} send/recv pairs recorded alike")
 PY
   # --pp 2: the checkpoint on anomaly is a collective (every stage's tensors
   # gathered, rank 0 writing anomaly_rank0 whichever rank saw the anomaly),
@@ -358,6 +432,68 @@ print(f"{d}: kept state of step {s - 1} and calls of step {s} ok")
 PY
   done
   echo "kept states and calls under --tp and --pp: $((SECONDS - t_ring)) s"
+  # -- the collectives (cc_distribution) under --tp 2: gemm_bitflip on rank
+  # 1 at step S (the run above), the targets the second block only (c_fc's
+  # own activation is not recorded): the first anomaly is rank 1's comm_in
+  # of h.0.mlp.c_proj's all-reduce (Distributed.all_reduce.1.forward, the
+  # partial sum the flipped bit reached); the same run without it names
+  # rank 0's h.1 (the damage after the all-reduce, on every rank alike).
+  # Step S's records against the plain dump of the same run (d_tp_ring):
+  # the k-th forward all-reduce's comm_in is that rank's k-th row-parallel
+  # linear output (a c_proj's partial sum), its comm_out the two ranks'
+  # sum in float64 rounded to float32 and then bf16 (the run's autocast),
+  # statistics in float64 to MONITOR.md's bound
+  t_cc=$SECONDS
+  for c in true false; do
+    printf '{"task": "monitor", "dump_path": "cc_%s", "monitor": {"targets": ["h.1"], "cc_distribution": {"enable": %s}}}\n' $c $c > cfg_cc_$c.json
+    mpirun_k 2 "$nprobe" "${model[@]}" --steps $steps --tp 2 --fault gemm_bitflip --fault-rank 1 --fault-step $s \
+      --stop-after $((s + 1)) --dump-config cfg_cc_$c.json > cc_$c.log 2>&1 || { echo "FAIL --tp 2 cc $c run"; cat cc_$c.log; fail=1; }
+    "$nprobe" monitor cc_$c > cc_$c.mon
+  done
+  grep -q "^first anomaly: step $s rank 1 Distributed\.all_reduce\.1\.forward comm_in " cc_true.mon &&
+    grep -q "^first anomaly: step $s rank 0 h\.1[ .]" cc_false.mon ||
+    { echo "FAIL --tp 2 gemm_bitflip on rank 1 at step $s: the collectives' first anomaly"; cat cc_true.mon cc_false.mon; fail=1; }
+  "$py" - $s <<'PY' || fail=1
+import re, sys
+import h5py, numpy as np
+s = int(sys.argv[1])
+def bf16(x):   # round-to-nearest-even of float32 to bfloat16, kept in float32
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32)
+def stats(x):
+    x = x.astype(np.float64).ravel()
+    f = x[np.isfinite(x)]
+    return dict(numel=x.size, norm=np.sqrt((f * f).sum()), min=f.min(), max=f.max(), mean=f.mean(),
+                zeros=int((x == 0).sum()), nans=int(np.isnan(x).sum()), infs=int(np.isinf(x).sum()),
+                mag=np.abs(f).mean())
+part = []
+for r in (0, 1):
+    with h5py.File(f"d_tp_ring/step{s}/rank{r}/dump.h5") as a:
+        calls = [(c.decode(), p.decode()) for c, p in zip(a["calls"]["call"], a["calls"]["parent"])]
+        row = [c for c, p in calls if c.endswith(".forward") and c.startswith("Functional.linear.")
+               and re.match(r"Module\.h\.\d+\.(attn|mlp)\.c_proj\.", p)]
+        part.append([a["data"][f"{c}.output.0"][()] for c in row])
+assert len(part[0]) == len(part[1]) == 4, [len(p) for p in part]
+u512, worst, n = 512 * 2.0 ** -24, 0.0, 0
+for r in (0, 1):
+    with h5py.File(f"cc_true/monitor_rank{r}.h5", "r", swmr=True) as f:
+        keys = [(k["name"].decode(), k["metric"].decode()) for k in f["keys"][()]]
+        rec = {keys[x["key"]]: x for x in f["records"][()] if x["step"] == s}
+    for k in range(4):
+        summed = bf16((part[0][k].astype(np.float64) + part[1][k].astype(np.float64)).astype(np.float32))
+        for metric, x in (("comm_in", part[r][k]), ("comm_out", summed)):
+            got, want = rec[(f"Distributed.all_reduce.{k}.forward", metric)], stats(x)
+            for c in ("numel", "min", "max", "zeros", "nans", "infs"):
+                assert got[c] == want[c], (r, k, metric, c, got[c], want[c])
+            assert abs(got["norm"] - want["norm"]) <= u512 / 2 * want["norm"], (r, k, metric)
+            assert abs(got["mean"] - want["mean"]) <= u512 * want["mag"], (r, k, metric)
+            worst = max(worst, abs(got["norm"] - want["norm"]) / want["norm"])
+            n += 1
+    assert rec[("Distributed.all_reduce.1.forward", "comm_in")]["norm"] > (1e30 if r else 0), r
+print(f"--tp 2 collectives: {n} records against the dump, largest relative error of a norm {worst:.2e}")
+PY
+  echo "the collectives under --tp 2: $((SECONDS - t_cc)) s"
   # the checkpoint on anomaly is a collective: a "rank" list would leave a
   # rank out of it (it hung waiting for that rank); refused on every rank
   printf '{"task": "monitor", "dump_path": "rk", "rank": [1], "monitor": {"anomaly_checkpoint": true}}\n' > cfg_rk.json
@@ -410,11 +546,17 @@ assert len(a) >= 60 and a == want, (len(a), len(want), sorted(set(a) ^ set(want)
 print(f"without activations: {len(a)} records equal: ok")
 PY
 
-# -- bad config: named key, exit 2
-printf '{"task": "monitor", "dump_path": "bad", "monitor": {"step_intervall": 2}}\n' > bad.json
-"$nprobe" "${model[@]}" --steps 1 --dump-config bad.json > bad.log 2>&1; rc=$?
-[ $rc = 2 ] && grep -q 'step_intervall' bad.log && [ ! -e bad ] ||
-  { echo "FAIL bad config: exit $rc"; cat bad.log; fail=1; }
+# -- bad config: named key, exit 2 (cc_distribution: msprobe's Python-stack
+# keys are refused when they ask for anything, an unknown key is named)
+for sec in '"step_intervall": 2|step_intervall' \
+           '"cc_distribution": {"enable": true, "cc_codeline": ["train.py"]}|cc_codeline: not supported by the runtime, which has no Python call stack' \
+           '"cc_distribution": {"cc_log_only": true}|cc_log_only: not supported' \
+           '"cc_distribution": {"enable": true, "cc_hook": true}|unknown key "cc_hook"'; do
+  printf '{"task": "monitor", "dump_path": "bad", "monitor": {%s}}\n' "${sec%%|*}" > bad.json
+  "$nprobe" "${model[@]}" --steps 1 --dump-config bad.json > bad.log 2>&1; rc=$?
+  [ $rc = 2 ] && grep -qF "${sec#*|}" bad.log && [ ! -e bad ] ||
+    { echo "FAIL bad config ${sec%%|*}: exit $rc"; cat bad.log; fail=1; }
+done
 
 # -- kill -9: readable while running and after, up to the last finished step
 cfg kill

@@ -74,6 +74,8 @@ typedef struct np_monitor_config {
                                under {dump_path}/anomaly_calls (0: none, no cost) */
     int anomaly_calls_after; /* and the next N API calls after it, into the same dump (the
                                next step's file when the step ends first) */
+    int cc;                 /* cc_distribution.enable: the collectives' inputs and outputs
+                               (comm_in, comm_out; docs/MONITOR.md "Collectives") (0) */
     np_monitor_rules rules;
     int pp_stages, pp_stage; /* not read from the file: the caller's pipeline (pp_stages > 1:
                                written as the file's pp_stages/pp_stage attributes, which order
