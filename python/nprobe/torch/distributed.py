@@ -337,11 +337,7 @@ def _observed(dname, ins, outs_fn, run):
         return run()
     _tls.inside = True
     try:
-        pending = _before(dname, ins)
-        y = run()
-        if pending:
-            _after(pending, outs_fn, y)
-        return y
+        return _observing(dname, ins, outs_fn, run)()
     finally:
         _tls.inside = False
 
@@ -367,12 +363,10 @@ def _record(d, dname, ins, outs_fn, scalars, run):
     if d._timed is not None:       # the profile task (profile.py): timed, its bytes
         _tls.inside = True
         try:
+            def timed():
+                return d._collective(f"Distributed.{dname}", ins, run)
             # the observers outside the timed collective
-            pending = _before(dname, ins) if _observers else ()
-            y = d._collective(f"Distributed.{dname}", ins, run)
-            if pending:
-                _after(pending, outs_fn, y)
-            return y
+            return _observing(dname, ins, outs_fn, timed)() if _observers else timed()
         finally:
             _tls.inside = False
     if _observers:
