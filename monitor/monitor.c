@@ -445,7 +445,8 @@ struct np_monitor {
     const void *last_data; /* the last module tensor measured, while no API call ran since */
     int64_t last_numel;
     size_t last_rec;
-    int cc_n[2];           /* cc_distribution: the step's TP all-reduces, reduce-scatters so far */
+    int cc_n[3];           /* cc_distribution: the step's TP all-reduces, reduce-scatters and
+                              all-gathers so far */
     np_status st;          /* first write error */
     np_error err;
 };
@@ -618,7 +619,8 @@ static void on_coll(const char *op, int bwd, int received, const float *x, int64
     if (!m->on || m->st)
         return;
     double t0 = cpu_now();
-    int *k = &m->cc_n[op[0] == 'r'];
+    /* all_reduce, reduce_scatter, all_gather_into_tensor */
+    int *k = &m->cc_n[op[0] == 'r' ? 1 : op[4] == 'g' ? 2 : 0];
     char name[64];
     snprintf(name, sizeof name, "Distributed.%s.%d.%s", op, *k, bwd ? "backward" : "forward");
     add_tensor(m, name, received ? "comm_out" : "comm_in", x, n);
@@ -1217,7 +1219,7 @@ static void step_begin(np_monitor *m, int64_t step)
     m->seq = 0;
     m->n_rec = 0;
     m->fed = 0;
-    m->cc_n[0] = m->cc_n[1] = 0;
+    m->cc_n[0] = m->cc_n[1] = m->cc_n[2] = 0;
     m->on = step_selected(m, step);
     if (m->on)
         ring_take(m);

@@ -273,10 +273,13 @@ typedef struct sp_at {
     int op;
 } sp_at;
 
-/* out (B, Ts*size, C) from every group rank's x (B, Ts, C). */
-static int seq_gather(np_tp *tp, float *out, const float *x, int64_t B, int64_t Ts, int64_t C)
+/* out (B, Ts*size, C) from every group rank's x (B, Ts, C) (an all-gather,
+ * told to the watcher: bwd 1 inside the backward). */
+static int seq_gather(np_tp *tp, float *out, const float *x, int64_t B, int64_t Ts, int64_t C,
+                      int bwd)
 {
     size_t n = (size_t)(B * Ts * C);
+    coll_tell(tp, "all_gather_into_tensor", bwd, 0, x, (int64_t)n);
     if (reserve(tp, n * sizeof(float) * (size_t)tp->world) != 0 ||
         group_gather(tp, x, n * sizeof(float)) != 0)
         return -1;
@@ -285,6 +288,7 @@ static int seq_gather(np_tp *tp, float *out, const float *x, int64_t B, int64_t 
         for (int64_t b = 0; b < B; b++)
             memcpy(out + (b * T + r * Ts) * C, tp->buf + (size_t)(tp->base + r) * n + (size_t)(b * Ts * C),
                    (size_t)(Ts * C) * sizeof(float));
+    coll_tell(tp, "all_gather_into_tensor", bwd, 1, out, (int64_t)n * tp->size);
     return 0;
 }
 
@@ -308,7 +312,7 @@ static void sp_bwd(np_ctx *ctx, rt_node *nd, float *const *gout, float *const *g
     int64_t Ts = at->op == SP_SCATTER || at->op == SP_RSCATTER ? x->shape[1] / tp->size : x->shape[1];
     int fail = 0;
     if (at->op == SP_SCATTER || at->op == SP_RSCATTER) {
-        fail = seq_gather(tp, gin[0], gout[0], B, Ts, C);
+        fail = seq_gather(tp, gin[0], gout[0], B, Ts, C, 1);
     } else if (at->op == SP_GATHER) {
         size_t n = (size_t)(B * Ts * tp->size * C);
         float *t = malloc(n * sizeof *t);
@@ -363,7 +367,7 @@ static np_tensor *sp_node(np_ctx *ctx, np_tp *tp, np_tensor *x, int op, int skip
         if (t && !fail && !skip)
             coll_tell(tp, "reduce_scatter", 0, 1, np_tensor_f32(y), y->numel);
     } else {
-        fail = seq_gather(tp, np_tensor_f32(y), np_tensor_f32(x), B, Ts, C);
+        fail = seq_gather(tp, np_tensor_f32(y), np_tensor_f32(x), B, Ts, C, 0);
     }
     if (fail)
         return rt_fail(ctx, NP_ERR_IO, "sp", "sequence parallel: a collective of an output failed");

@@ -494,6 +494,35 @@ for r in (0, 1):
 print(f"--tp 2 collectives: {n} records against the dump, largest relative error of a norm {worst:.2e}")
 PY
   echo "the collectives under --tp 2: $((SECONDS - t_cc)) s"
+  # --sp: the sequence's all-gathers are recorded too (Distributed.
+  # all_gather_into_tensor, forward and backward); what arrived is the two
+  # ranks' pieces: its numel, min, max and counts are those of the ranks'
+  # comm_in together, its square norm their sum (to 512 u), and both ranks
+  # hold the same record
+  printf '{"task": "monitor", "dump_path": "cc_sp", "monitor": {"targets": [], "cc_distribution": {"enable": true}}}\n' > cfg_cc_sp.json
+  mpirun_k 2 "$nprobe" "${model[@]}" --steps 2 --tp 2 --sp --dump-config cfg_cc_sp.json > cc_sp.log 2>&1 ||
+    { echo "FAIL --tp 2 --sp cc run"; cat cc_sp.log; fail=1; }
+  "$py" - <<'PY' || fail=1
+import h5py
+recs = []
+for r in (0, 1):
+    with h5py.File(f"cc_sp/monitor_rank{r}.h5", "r", swmr=True) as f:
+        keys = [(k["name"].decode(), k["metric"].decode()) for k in f["keys"][()]]
+        recs.append({(int(x["step"]),) + keys[x["key"]]: x for x in f["records"][()]})
+ag = sorted({k[:2] for k in recs[0] if ".all_gather_into_tensor." in k[1]})
+assert any(n.endswith(".forward") for _, n in ag) and any(n.endswith(".backward") for _, n in ag), ag
+for st, name in ag:
+    i = [recs[r][(st, name, "comm_in")] for r in (0, 1)]
+    o = [recs[r][(st, name, "comm_out")] for r in (0, 1)]
+    assert o[0].tobytes() == o[1].tobytes(), name
+    assert o[0]["numel"] == i[0]["numel"] + i[1]["numel"] and i[0]["numel"] == i[1]["numel"], name
+    assert o[0]["min"] == min(x["min"] for x in i) and o[0]["max"] == max(x["max"] for x in i), name
+    for c in ("zeros", "nans", "infs"):
+        assert o[0][c] == i[0][c] + i[1][c], (name, c)
+    ss = sum(x["norm"] ** 2 for x in i)
+    assert abs(o[0]["norm"] ** 2 - ss) <= 512 * 2.0 ** -24 * ss, (name, o[0]["norm"] ** 2, ss)
+print(f"--tp 2 --sp: {len(ag)} all-gathers' records ok")
+PY
   # the checkpoint on anomaly is a collective: a "rank" list would leave a
   # rank out of it (it hung waiting for that rank); refused on every rank
   printf '{"task": "monitor", "dump_path": "rk", "rank": [1], "monitor": {"anomaly_checkpoint": true}}\n' > cfg_rk.json

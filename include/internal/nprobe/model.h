@@ -403,11 +403,12 @@ typedef int (*np_train_watch_fn)(np_train_point pt, np_trainer *tr, const np_ste
 /* Set (NULL fn: clear) the trainer's watcher; `user` is borrowed. */
 void np_trainer_set_watch(np_trainer *tr, np_train_watch_fn fn, void *user);
 /* The collectives that are no hook events (tensor parallel's all-reduces
- * and, under --sp, reduce-scatters inside the forward and the backward:
- * a TP run keeps the calls of one process, docs/RUNTIME.md): fn is told,
- * on the calling thread, what this rank sends (received 0, before the
- * collective) and then what it got (received 1); `op` "all_reduce" or
- * "reduce_scatter", backward 1 inside the backward. For the monitor's
+ * and, under --sp, reduce-scatters and all-gathers inside the forward and
+ * the backward: a TP run keeps the calls of one process, docs/RUNTIME.md):
+ * fn is told, on the calling thread, what this rank sends (received 0,
+ * before the collective) and then what it got (received 1); `op`
+ * "all_reduce", "reduce_scatter" or "all_gather_into_tensor", backward 1
+ * inside the backward. For the monitor's
  * cc_distribution (docs/MONITOR.md "Collectives"). NULL fn: none (the
  * default: a NULL test per collective). A run without --tp has none (its
  * collectives are Distributed.* hook events). */
