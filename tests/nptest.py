@@ -2,7 +2,8 @@
 check() records a failure and goes on, run() runs nprobe, train_dump() runs
 nprobe train with a dump config, finish() prints the count and gives the
 exit status, edit_table() rewrites a table of an
-HDF5 dump with h5py, foreign_env() is the environment of a process that
+HDF5 dump with h5py, h5_same() compares two HDF5 groups byte for byte,
+foreign_env() is the environment of a process that
 loads no nprobe code (msprobe's own runs). A script imports it with
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     from nptest import check, run, finish"""
@@ -70,3 +71,19 @@ def edit_table(path, table, fn):
         rows = fn(f[table][...], f)
         del f[table]
         f.create_dataset(table, data=rows)
+
+
+def h5_same(a, b, n=0):
+    """Two h5py groups hold the same names and every dataset the same bytes
+    (AssertionError naming the first that differs); the number of datasets
+    compared (+ n). The shell tests' heredocs import it with PYTHONPATH set
+    to tests/."""
+    import h5py
+    assert set(a) == set(b), (sorted(a), sorted(b))
+    for k in a:
+        if isinstance(a[k], h5py.Dataset):
+            assert a[k][()].tobytes() == b[k][()].tobytes(), k
+            n += 1
+        else:
+            n = h5_same(a[k], b[k], n)
+    return n

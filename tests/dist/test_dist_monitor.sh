@@ -22,6 +22,8 @@
 # dump (below).
 set -u
 . "$(dirname "$0")/mpi_env.sh"
+# tests/ on the heredocs' import path (nptest.h5_same)
+export PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
 # plain: 14 steps, the faults past the turbulence rule's warmup (10 records);
 # sanitized: 6 steps, the NaN on one rank (no warmup) on 2 ranks only
 steps=14 faults="gemm_bitflip outlier_batch logit_growth rare_pattern" k_nan=4 s_nan=$((11 + RANDOM % 3))
@@ -403,15 +405,7 @@ PY
 import sys
 import h5py
 d, s = sys.argv[1], int(sys.argv[2])
-def same(a, b, n=0):
-    assert set(a) == set(b), (sorted(a), sorted(b))
-    for k in a:
-        if isinstance(a[k], h5py.Dataset):
-            assert a[k][()].tobytes() == b[k][()].tobytes(), k
-            n += 1
-        else:
-            n = same(a[k], b[k], n)
-    return n
+from nptest import h5_same as same
 with h5py.File(f"{d}/anomaly_rank0.step{s - 1}.h5") as a, h5py.File(f"ck_{d}.h5") as b:
     assert a.attrs["step"] == s - 1 and same(a["params"], b["params"]) >= 20 and same(a["optim"], b["optim"]) >= 40
 for r in (0, 1):

@@ -16,6 +16,8 @@
 # inputs (anomaly_calls) and the op it names: see below and gemm_bitflip.
 set -u
 nprobe=${NPROBE_BIN:-nprobe}
+# tests/ on the heredocs' import path (nptest.h5_same)
+export PYTHONPATH="$(cd "$(dirname "$0")/.." && pwd)${PYTHONPATH:+:$PYTHONPATH}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$tmp"
@@ -110,15 +112,7 @@ fi
 import sys
 import h5py, numpy as np
 s = int(sys.argv[1])
-def same(a, b, n=0):
-    assert set(a) == set(b), (sorted(a), sorted(b))
-    for k in a:
-        if isinstance(a[k], h5py.Dataset):
-            assert a[k][()].tobytes() == b[k][()].tobytes(), k
-            n += 1
-        else:
-            n = same(a[k], b[k], n)
-    return n
+from nptest import h5_same as same
 for ours, theirs, step in ((f"m_ring/anomaly_rank0.step{s}.h5", "ck.h5", s),
                            (f"m_ring/anomaly_rank0.step{s - 1}.h5", "ckp.h5", s - 1)):
     with h5py.File(ours) as a, h5py.File(theirs) as b:
