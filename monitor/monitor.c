@@ -554,27 +554,6 @@ static void add_scalar(np_monitor *m, const char *name, const char *metric, doub
 
 static double cpu_now(void);
 
-/* t += the statistics of a float64 tensor, element by element (a
- * collective of a scalar: the data-parallel squared gradient norm) */
-static void tstats_add_f64(np_optim_tstats *t, const double *x, int64_t n)
-{
-    for (int64_t k = 0; k < n; k++) {
-        double v = x[k];
-        if (isnan(v)) {
-            t->nans++;
-        } else if (isinf(v)) {
-            t->infs++;
-        } else {
-            t->finite++;
-            t->zeros += v == 0.0;
-            t->sum += v;
-            t->sumsq += v * v;
-            t->min = v < t->min ? v : t->min;
-            t->max = v > t->max ? v : t->max;
-        }
-    }
-}
-
 /* One record of the event's tensors of role `role` merged (norm over all,
  * min, max, counts over all, mean weighted by the finite elements); none
  * when it has none. */
@@ -588,7 +567,7 @@ static void cc_record(np_monitor *m, const np_hook_event *ev, np_role role, cons
         if (ev->tensors[i].role != role || !x || !x->data || !np_dtype_is_floating(x->dtype))
             continue;
         if (x->dtype == NP_FLOAT64)
-            tstats_add_f64(&t, x->data, x->numel);
+            np_optim_tstats_add_f64(&t, x->data, x->numel);
         else
             np_optim_tstats_add(&t, x->data, x->numel);
         n += x->numel;

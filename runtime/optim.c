@@ -226,23 +226,33 @@ static void tst_init(np_optim_tstats *t)
     t->max = -INFINITY;
 }
 
+/* one value into t, in float64 (a float32 value exactly: the same sums) */
+static inline void tst_add_one(np_optim_tstats *t, double v)
+{
+    if (isnan(v)) {
+        t->nans++;
+    } else if (isinf(v)) {
+        t->infs++;
+    } else {
+        t->sum += v;
+        t->sumsq += v * v;
+        if (v < t->min) t->min = v;
+        if (v > t->max) t->max = v;
+        t->finite++;
+        t->zeros += v == 0.0;
+    }
+}
+
+void np_optim_tstats_add_f64(np_optim_tstats *t, const double *x, int64_t n)
+{
+    for (int64_t k = 0; k < n; k++)
+        tst_add_one(t, x[k]);
+}
+
 static void tst_add_slow(np_optim_tstats *t, const float *x, int64_t n)
 {
-    for (int64_t k = 0; k < n; k++) {
-        float v = x[k];
-        if (isnan(v)) {
-            t->nans++;
-        } else if (isinf(v)) {
-            t->infs++;
-        } else {
-            t->sum += v;
-            t->sumsq += (double)v * v;
-            if (v < t->min) t->min = v;
-            if (v > t->max) t->max = v;
-            t->finite++;
-            t->zeros += v == 0.0f;
-        }
-    }
+    for (int64_t k = 0; k < n; k++)
+        tst_add_one(t, x[k]);
 }
 
 /* One block x[0, n), n <= ST_BLOCK: float32 sums in an OpenMP simd

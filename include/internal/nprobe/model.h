@@ -294,6 +294,9 @@ void np_optim_collect_mask(np_optim *o, unsigned mask);
  * finite, or one float32 cannot hold, taken in double element by element);
  * min, max and the counts exact. The monitor's one-pass kernel. */
 void np_optim_tstats_add(np_optim_tstats *t, const float *x, int64_t n);
+/* The same over float64 values, element by element (a collective of a
+ * float64 scalar: the monitor's cc_distribution). */
+void np_optim_tstats_add_f64(np_optim_tstats *t, const double *x, int64_t n);
 
 /* Global L2 norm of the gradients, accumulated in double. */
 double np_grad_norm(np_tensor *const *params, int n);
