@@ -3,6 +3,8 @@ check() records a failure and goes on, run() runs nprobe, train_dump() runs
 nprobe train with a dump config, finish() prints the count and gives the
 exit status, edit_table() rewrites a table of an
 HDF5 dump with h5py, h5_same() compares two HDF5 groups byte for byte,
+step_ratios() and ratio_worst() measure a step's update ratios with torch
+and hold the monitor's update_ratio records against them,
 foreign_env() is the environment of a process that
 loads no nprobe code (msprobe's own runs). A script imports it with
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -87,3 +89,32 @@ def h5_same(a, b, n=0):
         else:
             n = h5_same(a[k], b[k], n)
     return n
+
+
+def step_ratios(model, step):
+    """step() (an optimizer's step) with the model's weights cloned around
+    it: {parameter name: ||W_after - W_before|| / ||W_after||} in float64,
+    torch's own measure of the update ratio."""
+    import torch
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    step()
+    return {n: float(torch.linalg.vector_norm((p.detach() - before[n]).double())
+                     / torch.linalg.vector_norm(p.detach().double()))
+            for n, p in model.named_parameters()}
+
+
+def ratio_worst(path, want):
+    """The update_ratio records of monitor file `path` against want[(step,
+    name)] (step_ratios' figures): (the largest |difference| / the bound
+    2^-24 (2 + 16 r) of docs/MONITOR.md, the records' count)."""
+    import h5py
+    worst, count = 0.0, 0
+    with h5py.File(path, "r") as f:
+        keys = [(a.decode(), b.decode()) for a, b in f["keys"][:]]
+        for r in f["records"][:]:
+            n, m = keys[r["key"]]
+            if m == "update_ratio":
+                w = want[(int(r["step"]), n)]
+                worst = max(worst, abs(float(r["mean"]) - w) / (2.0 ** -24 * (2 + 16 * w)))
+                count += 1
+    return worst, count

@@ -23,6 +23,9 @@ import torch
 
 from nprobe.torch import TrainerMon
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from nptest import ratio_worst, step_ratios  # noqa: E402
+
 torch.manual_seed(0)
 nprobe = os.environ["NPROBE_BIN"]
 tmp = tempfile.mkdtemp()
@@ -88,7 +91,6 @@ def ratio_run(name, make_opt, source="derived", steps=5, mv=False):
     update_ratio records against torch's own ||W_after - W_before|| /
     ||W_after|| (clones around opt.step(), in float64); returns the largest
     |difference| / bound, the paths taken and the records' count."""
-    import h5py
     torch.manual_seed(2)
     model = Net()
     opt = make_opt(model.parameters())
@@ -103,22 +105,10 @@ def ratio_run(name, make_opt, source="derived", steps=5, mv=False):
     for s in range(steps):
         opt.zero_grad()
         torch.nn.functional.mse_loss(model(torch.randn(4, 16)), torch.randn(4, 8)).backward()
-        b = {n: p.detach().clone() for n, p in model.named_parameters()}
-        opt.step()
-        for n, p in model.named_parameters():
-            want[(s, n)] = float(torch.linalg.vector_norm((p.detach() - b[n]).double())
-                                 / torch.linalg.vector_norm(p.detach().double()))
+        want.update(((s, n), r) for n, r in step_ratios(model, opt.step).items())
         paths |= set(mon.update_paths.values())
     mon.stop()
-    with h5py.File(os.path.join(tmp, name, "monitor_rank0.h5"), "r") as f:
-        keys = [(a.decode(), b.decode()) for a, b in f["keys"][:]]
-        worst, count = 0.0, 0
-        for r in f["records"][:]:
-            n, m = keys[r["key"]]
-            if m == "update_ratio":
-                w = want[(int(r["step"]), n)]
-                worst = max(worst, abs(float(r["mean"]) - w) / (U32 * (2 + 16 * w)))
-                count += 1
+    worst, count = ratio_worst(os.path.join(tmp, name, "monitor_rank0.h5"), want)
     return worst, paths, count
 
 

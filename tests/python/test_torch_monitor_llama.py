@@ -29,6 +29,9 @@ import torch  # noqa: E402
 
 from nprobe.torch import TrainerMon  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from nptest import ratio_worst, step_ratios  # noqa: E402
+
 try:
     from transformers import LlamaConfig, LlamaForCausalLM
 except ImportError:
@@ -94,7 +97,6 @@ def ratios(wd):
     update_ratio records (derived from AdamW's state, no snapshot) against
     torch's ||W_after - W_before|| / ||W_after|| in float64: the largest
     |difference| / 2^-24 (2 + 16 r) (docs/MONITOR.md), the paths taken."""
-    import h5py
     torch.manual_seed(4)
     cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
                       num_hidden_layers=LAYERS, num_attention_heads=2, num_key_value_heads=2,
@@ -113,23 +115,11 @@ def ratios(wd):
     for s in range(6):
         x = torch.randint(0, cfg.vocab_size, (4, 16), generator=g)
         model(input_ids=x, labels=x).loss.backward()
-        b = {n: p.detach().clone() for n, p in model.named_parameters()}
-        opt.step()
+        want.update(((s, n), r) for n, r in step_ratios(model, opt.step).items())
         opt.zero_grad()
-        for n, p in model.named_parameters():
-            want[(s, n)] = float(torch.linalg.vector_norm((p.detach() - b[n]).double())
-                                 / torch.linalg.vector_norm(p.detach().double()))
         paths |= set(mon.update_paths.values())
     mon.stop()
-    worst, count = 0.0, 0
-    with h5py.File(os.path.join(tmp, name, "monitor_rank0.h5"), "r") as f:
-        keys = [(a.decode(), b.decode()) for a, b in f["keys"][:]]
-        for r in f["records"][:]:
-            n, m = keys[r["key"]]
-            if m == "update_ratio":
-                w = want[(int(r["step"]), n)]
-                worst = max(worst, abs(float(r["mean"]) - w) / (2.0 ** -24 * (2 + 16 * w)))
-                count += 1
+    worst, count = ratio_worst(os.path.join(tmp, name, "monitor_rank0.h5"), want)
     return worst, paths, count, len(want)
 
 
