@@ -173,7 +173,7 @@ static const char *const section_keys[] = {
     "wg_distribution", "mv_distribution", "param_distribution", "alert", "format", "ops", "eps",
     "anomaly_checkpoint", "anomaly_ring", "anomaly_calls", "anomaly_calls_after",
     "update_source", /* the package's (docs/MONITOR.md); the runtime's update is its own */
-    "cc_distribution",
+    "cc_distribution", "ur_distribution",
 };
 
 /* monitor.cc_distribution (msprobe's keys): enable; cc_pre_hook accepted
@@ -242,7 +242,7 @@ np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_erro
 {
     memset(c, 0, sizeof *c);
     c->step_interval = 1;
-    c->xy = c->wg = c->mv = c->param = 1;
+    c->xy = c->wg = c->mv = c->param = c->ur = 1;
     np_monitor_rules_default(&c->rules);
     json_error_t je;
     const char *why = NULL;
@@ -296,7 +296,7 @@ np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_erro
                               "start_step, collect_times, xy_distribution, wg_distribution, "
                               "mv_distribution, param_distribution, anomaly_checkpoint, "
                               "anomaly_ring, anomaly_calls, anomaly_calls_after, "
-                              "cc_distribution, alert)", key);
+                              "cc_distribution, ur_distribution, alert)", key);
             goto out;
         }
     }
@@ -313,6 +313,11 @@ np_status np_monitor_config_load(np_monitor_config *c, const char *path, np_erro
         (st = get_bool(&c->mv, sec, "mv_distribution", path, err)) ||
         (st = get_bool(&c->param, sec, "param_distribution", path, err)) ||
         (st = get_bool(&c->anomaly_checkpoint, sec, "anomaly_checkpoint", path, err)))
+        goto out;
+    /* msprobe's key for its own update view; here the update_ratio records,
+     * following param_distribution unless given */
+    c->ur = c->param;
+    if ((st = get_bool(&c->ur, sec, "ur_distribution", path, err)))
         goto out;
     x = 0;
     if ((st = get_int(&x, sec, "anomaly_ring", 0, path, err)))
@@ -1125,7 +1130,7 @@ static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *
         /* the gradients the update reads, its state and weights after it and
          * ||W_after - W_before||: gathered inside the optimizer's own loop
          * (np_optim_collect_stats), no pass over the parameters of ours */
-        if (!o || (!m->cfg.wg && !m->cfg.param && !m->cfg.mv))
+        if (!o || (!m->cfg.wg && !m->cfg.param && !m->cfg.ur && !m->cfg.mv))
             return 0;
         if (m->n_ost != n) {
             free(m->ost);
@@ -1140,7 +1145,8 @@ static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *
             /* only what the config asks: the others cost nothing */
             np_optim_collect_mask(o, (m->cfg.wg ? 1u << NP_OPTIM_ST_GRAD : 0) |
                                          (m->cfg.mv ? 1u << NP_OPTIM_ST_SLOT0 | 1u << NP_OPTIM_ST_SLOT1 : 0) |
-                                         (m->cfg.param ? 1u << NP_OPTIM_ST_WEIGHT | 1u << NP_OPTIM_ST_DELTA : 0));
+                                         (m->cfg.param || m->cfg.ur ? 1u << NP_OPTIM_ST_WEIGHT : 0) |
+                                         (m->cfg.ur ? 1u << NP_OPTIM_ST_DELTA : 0));
             np_optim_collect_stats(o, m->ost, m->want);
             m->ost_pending = 1;
         }
@@ -1157,7 +1163,7 @@ static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *
                     rec_from_tstats(r, &m->ost[(size_t)i * NP_OPTIM_ST_N + NP_OPTIM_ST_GRAD],
                                     p[i]->numel);
             }
-    if (m->cfg.param || m->cfg.mv) {
+    if (m->cfg.param || m->cfg.ur || m->cfg.mv) {
         for (int i = 0; i < n; i++) {
             if (!p[i]->name || !matches(m, p[i]->name))
                 continue;
@@ -1168,11 +1174,13 @@ static int train_point(np_train_point pt, np_trainer *tr, const np_step_result *
                     rec_from_tstats(wr, &t[NP_OPTIM_ST_WEIGHT], p[i]->numel);
                 else if (wr)
                     np_mon_stats(wr, p[i]->data, p[i]->numel);
-                if (wr && t) {
-                    /* ||W_after - W_before|| / ||W_after|| */
-                    double wn = wr->norm, dn = sqrt(t[NP_OPTIM_ST_DELTA].sumsq);
-                    add_scalar(m, p[i]->name, "update_ratio", wn > 0 ? dn / wn : 0.0);
-                }
+            }
+            if (m->cfg.ur && t) {
+                /* ||W_after - W_before|| / ||W_after|| */
+                np_mon_record w;
+                rec_from_tstats(&w, &t[NP_OPTIM_ST_WEIGHT], p[i]->numel);
+                double wn = w.norm, dn = sqrt(t[NP_OPTIM_ST_DELTA].sumsq);
+                add_scalar(m, p[i]->name, "update_ratio", wn > 0 ? dn / wn : 0.0);
             }
             for (int s = 0; m->cfg.mv && o && s < np_optim_n_slots(o); s++) {
                 np_mon_record *r = add(m, p[i]->name, np_optim_slot_name(o, s));

@@ -547,9 +547,15 @@ PY
 # -- without activations (no observer: the step starts at the trainer's
 # first watch point), every other step: the records of steps 0 and 2 are
 # those of the run above (activations on, every step), field for field
+# (and ur_distribution: the update ratio apart from the weights, either one
+# alone gives exactly its records of that run)
 printf '{"task": "monitor", "dump_path": "noxy", "monitor": {"targets": [], "xy_distribution": false, "step_interval": 2}}\n' > cfg_noxy.json
-"$nprobe" "${model[@]}" --steps 3 --dump-config cfg_noxy.json > noxy.log 2>&1 ||
-  { echo "FAIL run without activations"; cat noxy.log; fail=1; }
+printf '{"task": "monitor", "dump_path": "nour", "monitor": {"targets": [], "xy_distribution": false, "step_interval": 2, "ur_distribution": false}}\n' > cfg_nour.json
+printf '{"task": "monitor", "dump_path": "urw", "monitor": {"targets": [], "xy_distribution": false, "step_interval": 2, "param_distribution": false, "ur_distribution": true}}\n' > cfg_urw.json
+for c in noxy nour urw; do
+  "$nprobe" "${model[@]}" --steps 3 --dump-config cfg_$c.json > $c.log 2>&1 ||
+    { echo "FAIL run without activations ($c)"; cat $c.log; fail=1; }
+done
 "$py" - <<'PY' || { echo "FAIL records without activations"; fail=1; }
 import h5py
 def rows(d):
@@ -567,6 +573,12 @@ assert not [k for k in a if k[1].startswith("activation")], "activations recorde
 want = {k: v for k, v in b.items() if k[2] in (0, 2) and not k[1].startswith("activation")}
 assert len(a) >= 60 and a == want, (len(a), len(want), sorted(set(a) ^ set(want))[:5])
 print(f"without activations: {len(a)} records equal: ok")
+for d, drop in (("nour", "update_ratio"), ("urw", "weight")):
+    n_c, c = rows(d)
+    w = {k: v for k, v in want.items() if k[1] != drop}
+    assert n_c == 2 and len(w) < len(want) and c == w, \
+        (d, len(c), len(w), sorted(set(c) ^ set(w))[:5])
+    print(f"{d}: {len(c)} records, those of the run without {drop}: ok")
 PY
 
 # -- bad config: named key, exit 2 (cc_distribution: msprobe's Python-stack
@@ -574,7 +586,8 @@ PY
 for sec in '"step_intervall": 2|step_intervall' \
            '"cc_distribution": {"enable": true, "cc_codeline": ["train.py"]}|cc_codeline: not supported by the runtime, which has no Python call stack' \
            '"cc_distribution": {"cc_log_only": true}|cc_log_only: not supported' \
-           '"cc_distribution": {"enable": true, "cc_hook": true}|unknown key "cc_hook"'; do
+           '"cc_distribution": {"enable": true, "cc_hook": true}|unknown key "cc_hook"' \
+           '"ur_distribution": 1|monitor.ur_distribution: expected true or false'; do
   printf '{"task": "monitor", "dump_path": "bad", "monitor": {%s}}\n' "${sec%%|*}" > bad.json
   "$nprobe" "${model[@]}" --steps 1 --dump-config bad.json > bad.log 2>&1; rc=$?
   [ $rc = 2 ] && grep -qF "${sec#*|}" bad.log && [ ! -e bad ] ||

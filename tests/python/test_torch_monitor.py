@@ -86,19 +86,20 @@ def run(name, spike_step=None, steps=14):
 U32 = 2.0 ** -24   # float32's unit roundoff
 
 
-def ratio_run(name, make_opt, source="derived", steps=5, mv=False):
+def ratio_run(name, make_opt, source="derived", steps=5, mv=False, extra=None):
     """Net trained `steps` steps under make_opt(params); every step's
     update_ratio records against torch's own ||W_after - W_before|| /
     ||W_after|| (clones around opt.step(), in float64); returns the largest
-    |difference| / bound, the paths taken and the records' count."""
+    |difference| / bound, the paths taken, the records' count and the
+    weights' snapshots the monitor holds. extra: more monitor keys."""
     torch.manual_seed(2)
     model = Net()
     opt = make_opt(model.parameters())
     cfg = os.path.join(tmp, f"{name}.json")
     with open(cfg, "w") as f:
         json.dump({"task": "monitor", "dump_path": os.path.join(tmp, name),
-                   "monitor": {"xy_distribution": False, "mv_distribution": mv,
-                               "update_source": source}}, f)
+                   "monitor": dict({"xy_distribution": False, "mv_distribution": mv,
+                                    "update_source": source}, **(extra or {}))}, f)
     mon = TrainerMon(cfg)
     mon.set_monitor(model, opt)
     want, paths = {}, set()
@@ -109,7 +110,7 @@ def ratio_run(name, make_opt, source="derived", steps=5, mv=False):
         paths |= set(mon.update_paths.values())
     mon.stop()
     worst, count = ratio_worst(os.path.join(tmp, name, "monitor_rank0.h5"), want)
-    return worst, paths, count
+    return worst, paths, count, len(mon._snap)
 
 
 def records(d):
@@ -183,11 +184,37 @@ for name, mk, source, path in (
         ("adamw_ams_auto", lambda p: AW(p, lr=1e-2, amsgrad=True), "auto+mv", "snapshot"),
         ("adamw_forced", lambda p: AW(p, lr=1e-2), "snapshot+mv", "snapshot"),
         ("sgd", lambda p: SGD(p, lr=1e-2, momentum=0.9), "derived", "snapshot")):
-    worst, paths, count = ratio_run(name, mk, source.split("+")[0], mv="+mv" in source)
+    worst, paths, count, _ = ratio_run(name, mk, source.split("+")[0], mv="+mv" in source)
     check(paths == {path} and count == 5 * 4 and worst <= 1.0,
           f"update ratio {name}: paths {paths} (want {path}), {count} records, "
           f"largest difference {worst:.3g} of the bound")
     print(f"update ratio {name}: {path}, largest |difference| {worst:.3g} of U32 (2 + 16 r)")
+
+# ur_distribution (msprobe's key): the update ratio apart from the weights.
+# Off: no update_ratio record and no snapshot of the weights taken, the
+# weights still recorded; alone (param_distribution off): the same ratios
+# as above and no weight record
+for name, extra, want_ur, want_w in (
+        ("ur_off", {"ur_distribution": False}, False, True),
+        ("ur_only", {"param_distribution": False, "ur_distribution": True}, True, False)):
+    worst, paths, count, snaps = ratio_run(name, lambda p: AW(p, lr=1e-2), "auto", extra=extra)
+    got_k, _ = records(os.path.join(tmp, name))
+    n_w = sum(1 for _, m in got_k if m == "weight")
+    n_g = sum(1 for _, m in got_k if m == "grad")
+    check(n_g == 4 and n_w == (4 if want_w else 0) and
+          (count == 5 * 4 and worst <= 1.0 and snaps == 4 if want_ur else
+           count == 0 and paths == set() and snaps == 0),
+          f"{name}: {n_g} grad and {n_w} weight records a step, {count} update ratios "
+          f"(largest difference {worst:.3g} of the bound), {snaps} snapshots")
+    print(f"{name}: {n_w} weight records a step, {count} update ratios, {snaps} snapshots: ok")
+bad_ur = os.path.join(tmp, "bad_ur.json")
+with open(bad_ur, "w") as f:
+    json.dump({"task": "monitor", "dump_path": tmp, "monitor": {"ur_distribution": "yes"}}, f)
+try:
+    TrainerMon(bad_ur)
+    check(False, "ur_distribution \"yes\" accepted")
+except ValueError as e:
+    check("ur_distribution" in str(e), f"error names ur_distribution: {e}")
 
 # TensorBoard event files of the same file, read by tensorboard's own reader:
 # every record's norm (tensors) or value (scalars) at its step

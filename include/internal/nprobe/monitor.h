@@ -64,7 +64,8 @@ typedef struct np_monitor_config {
     int xy;                 /* activations and activation gradients (default 1) */
     int wg;                 /* parameter gradients, before and after the reduction (1) */
     int mv;                 /* Adam m and v norms (1) */
-    int param;              /* weights and the update-to-weight ratio (1) */
+    int param;              /* weights after the update (1) */
+    int ur;                 /* the update-to-weight ratio ("ur_distribution"; default: param) */
     int anomaly_checkpoint; /* on the run's first anomalous step S, write the state S began
                                from as {dump_path}/anomaly_rank{R}.step{S}.h5 (0) */
     int anomaly_ring;       /* copies kept of the last N recorded steps' starting state, for

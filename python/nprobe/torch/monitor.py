@@ -40,7 +40,7 @@ _SECTION_KEYS = ("targets", "step_interval", "start_step", "collect_times", "xy_
                  "wg_distribution", "mv_distribution", "param_distribution", "alert", "format",
                  "ops", "eps", "anomaly_checkpoint", "anomaly_ring",
                  "anomaly_calls", "anomaly_calls_after", "update_source",
-                 "cc_distribution")  # anomaly_checkpoint, anomaly_ring: the runtime's
+                 "cc_distribution", "ur_distribution")  # anomaly_checkpoint, anomaly_ring: the runtime's
 _RULES = ("AnomalyNan", "AnomalyTurbulence", "AnomalySpike", "AnomalyUpdateRatio")
 _EMA = 0.9   # the turbulence rule's running mean: weight on the past (monitor_read.c)
 _SCALAR_METRICS = ("loss", "grad_norm", "loss_scale", "update_ratio")
@@ -114,6 +114,12 @@ def _config(path):
         if not isinstance(v, bool):
             raise ValueError(f"{where}: {k}: monitor.{k}: expected true or false")
         cfg[k] = v
+    # the update ratio: msprobe's key for its own update view (off there by
+    # default); here it follows param_distribution unless given
+    v = sec.get("ur_distribution", cfg["param_distribution"])
+    if not isinstance(v, bool):
+        raise ValueError(f"{where}: ur_distribution: monitor.ur_distribution: expected true or false")
+    cfg["ur_distribution"] = v
     for k in ("anomaly_calls", "anomaly_calls_after"):
         v = sec.get(k, 0)
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= 65536:
@@ -682,13 +688,13 @@ class TrainerMon:
         before, copy = {}, {}
         self._adam = {}
         src = c["update_source"]
-        if c["param_distribution"] and (src == "derived" or src == "auto" and c["mv_distribution"]):
+        if c["ur_distribution"] and (src == "derived" or src == "auto" and c["mv_distribution"]):
             # Adam's update derived after the step from its state: no
             # snapshot. "auto" only where mv_distribution reads m and v
             # anyway (reading them for the update alone costs more than the
             # snapshot: docs/PERFORMANCE.md "The update without a snapshot")
             self._adam = _adam_groups(optimizer, self._own_hooks)
-        if c["param_distribution"]:
+        if c["ur_distribution"]:
             for p, _ in sel:
                 if p in self._adam and p.grad is not None and not p.grad.is_sparse and \
                         p.dtype == torch.float32 and not p.is_complex() and \
@@ -749,8 +755,10 @@ class TrainerMon:
             # pass) and the optimizer's state tensors
             ts, bs = [], []
             ws, ms, vs, cs, derived = [], [], [], [], {}
+            ur = c["ur_distribution"]
+            want_w = c["param_distribution"] or ur   # the ratio's denominator is the weight's norm
             for p, n in sel:
-                if c["param_distribution"]:
+                if want_w:
                     b = self._before.get(p)
                     if b is _DERIVED:
                         mvc = _adam_coef(optimizer, p, self._adam[p])
@@ -767,7 +775,8 @@ class TrainerMon:
                     if b is not _DERIVED:
                         ts.append(p)
                         bs.append(b)
-                        self.update_paths[n] = "snapshot" if b is not None else None
+                        if ur:
+                            self.update_paths[n] = "snapshot" if b is not None else None
                 if c["mv_distribution"] and not (p in derived and self._fused_mv(p)):
                     st = optimizer.state.get(p, {})
                     for s in ("exp_avg", "exp_avg_sq", "momentum_buffer"):
@@ -780,7 +789,7 @@ class TrainerMon:
             dres = tensor_stats_adam(ws, ms, vs, cs, mv=c["mv_distribution"])
             for p, n in sel:
                 mv = None
-                if c["param_distribution"]:
+                if want_w:
                     if p in derived:
                         r = dres[derived[p]]
                         w, d = r[0], r[1]
@@ -788,7 +797,8 @@ class TrainerMon:
                             mv = r[2:]
                     else:
                         w, d = next(res)
-                    self._add(n, "weight", w)
+                    if c["param_distribution"]:
+                        self._add(n, "weight", w)
                     if d is not None:
                         self._add_scalar(n, "update_ratio", d / w[1] if w[1] > 0 else 0.0)
                 if mv is not None:
