@@ -8,33 +8,19 @@
 #include <stdint.h>
 
 #include "nprobe/hook.h"
+#include "nprobe/monfile.h"
 #include "nprobe/monitor.h"
 
-#define NP_MON_FORMAT "nprobe-monitor"
-#define NP_MON_VERSION 1
+#define NP_MON_FORMAT NP_MONITOR_FILE_FORMAT
+#define NP_MON_VERSION NP_MONITOR_FILE_VERSION
 
-/* /records: one row per statistic set, appended per step */
-typedef struct np_mon_record {
-    int64_t step;
-    int32_t seq;     /* call order inside the step (the same call has the same seq on every rank) */
-    int32_t key;     /* row of /keys */
-    int64_t numel;
-    double norm, min, max, mean;   /* over the finite elements; NaN when none is */
-    int64_t zeros, nans, infs;
-} np_mon_record;
-
-/* /keys: (name, metric), row i is key i */
-typedef struct np_mon_key {
-    char name[NP_MONITOR_NAME_LEN];
-    char metric[NP_MONITOR_METRIC_LEN];
-} np_mon_key;
-
-/* /steps: one row per finished step: the records and keys that cover it */
-typedef struct np_mon_step {
-    int64_t step;
-    int64_t records;  /* /records rows up to and including this step */
-    int64_t keys;     /* /keys rows at the end of this step */
-} np_mon_step;
+/* the rows (nprobe/probe.h, nprobe/monfile.h: one writer of the format,
+ * probe/monfile.c, for the runtime and the package) */
+typedef np_monitor_record np_mon_record;
+typedef np_monitor_key np_mon_key;
+typedef np_monitor_step np_mon_step;
+_Static_assert(NP_MONITOR_NAME_LEN == NP_MONITOR_FILE_NAME_LEN &&
+               NP_MONITOR_METRIC_LEN == NP_MONITOR_FILE_METRIC_LEN, "the key row's lengths");
 
 /* One rank's file, read up to its last finished step. */
 typedef struct rank_data {
@@ -48,9 +34,9 @@ typedef struct rank_data {
 } rank_data;
 np_status np_mon_read_rank(rank_data *rd, const char *path, np_error *err);
 
-hid_t np_mon_type_record(void);
-hid_t np_mon_type_key(void);
-hid_t np_mon_type_step(void);
+#define np_mon_type_record np_monfile_type_record
+#define np_mon_type_key np_monfile_type_key
+#define np_mon_type_step np_monfile_type_step
 /* The rules record by record (nprobe monitor's reading and the writer's
  * online check for the checkpoint on anomaly): feed the records in the
  * file's order; hit->rule is the rule that fired on r, or NULL. -1 on a

@@ -401,8 +401,7 @@ struct np_monitor {
     np_monitor_config cfg;
     int rank, world, active;
     char path[4200];
-    hid_t file, d_rec, d_key, d_step;
-    hid_t t_rec, t_key, t_step;
+    np_monitor_file *file; /* the writer (probe/monfile.c) */
     np_ctx *ctx;
     np_trainer *tr;
     int observing;         /* an observer of ctx's events (np_monitor_attach) */
@@ -613,40 +612,6 @@ static void on_coll(const char *op, int bwd, int received, const float *x, int64
     m->cpu_s += cpu_now() - t0;
 }
 
-static hid_t make_table(hid_t file, const char *name, hid_t type, hsize_t chunk)
-{
-    hsize_t zero = 0, unl = H5S_UNLIMITED;
-    hid_t sp = H5Screate_simple(1, &zero, &unl);
-    hid_t pl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_chunk(pl, 1, &chunk);
-    /* rows are written as the table grows, and read up to the last steps
-     * row: no fill values (their writing took a third of the monitor's
-     * own instructions a step) */
-    H5Pset_fill_time(pl, H5D_FILL_TIME_NEVER);
-    hid_t d = H5Dcreate2(file, name, type, sp, H5P_DEFAULT, pl, H5P_DEFAULT);
-    H5Pclose(pl);
-    H5Sclose(sp);
-    return d;
-}
-
-/* rows appended after the cur rows the table holds (the writer counts
- * them: no read of the extent) */
-static int append(hid_t d, hid_t type, const void *rows, hsize_t n, hsize_t cur)
-{
-    if (!n)
-        return 0;
-    hsize_t nd = cur + n;
-    if (H5Dset_extent(d, &nd) < 0)
-        return -1;
-    hid_t sp = H5Dget_space(d);
-    H5Sselect_hyperslab(sp, H5S_SELECT_SET, &cur, NULL, &n, NULL);
-    hid_t ms = H5Screate_simple(1, &n, NULL);
-    herr_t e = H5Dwrite(d, type, ms, sp, H5P_DEFAULT, rows);
-    H5Sclose(ms);
-    H5Sclose(sp);
-    return e < 0 ? -1 : 0;
-}
-
 np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int rank,
                           int world_size, np_error *err)
 {
@@ -657,11 +622,7 @@ np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int ra
     m->cfg = *cfg;
     m->rank = rank;
     m->world = world_size;
-    m->file = m->d_rec = m->d_key = m->d_step = -1;
     m->upd_t0 = -1;
-    m->t_rec = np_mon_type_record();
-    m->t_key = np_mon_type_key();
-    m->t_step = np_mon_type_step();
     m->active = cfg->n_ranks == 0;
     for (int i = 0; i < cfg->n_ranks; i++)
         m->active |= cfg->ranks[i] == rank;
@@ -675,40 +636,8 @@ np_status np_monitor_open(np_monitor **out, const np_monitor_config *cfg, int ra
         return np_error_set(err, NP_ERR_IO, cfg->dump_path, "dump_path", "cannot create: %s",
                             strerror(errno));
     snprintf(m->path, sizeof m->path, "%s/monitor_rank%d.h5", cfg->dump_path, rank);
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
-    np_status st = NP_OK;
-    H5E_BEGIN_TRY {
-        m->file = H5Fcreate(m->path, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
-    } H5E_END_TRY;
-    H5Pclose(fapl);
-    if (m->file < 0)
-        return np_error_set(err, NP_ERR_IO, m->path, NULL,
-                            "cannot create the monitor file (does it exist already? the monitor "
-                            "never overwrites a run's record)");
-    np_h5_attr_set_str(m->file, "format", NP_MON_FORMAT);
-    np_h5_attr_set_i64(m->file, "version", NP_MON_VERSION);
-    np_h5_attr_set_i64(m->file, "rank", rank);
-    np_h5_attr_set_i64(m->file, "world_size", world_size);
-    np_h5_attr_set_i64(m->file, "step_interval", cfg->step_interval);
-    if (cfg->pp_stages > 1) {
-        np_h5_attr_set_i64(m->file, "pp_stages", cfg->pp_stages);
-        np_h5_attr_set_i64(m->file, "pp_stage", cfg->pp_stage);
-    }
-    herr_t swmr = -1;
-    H5E_BEGIN_TRY {
-        /* 512 rows (40 KiB) a chunk: each step's flush writes the
-         * last chunk whole (a 4096-row chunk wrote 320 KiB a step for
-         * a step's few dozen records) */
-        m->d_rec = make_table(m->file, "records", m->t_rec, 512);
-        m->d_key = make_table(m->file, "keys", m->t_key, 256);
-        m->d_step = make_table(m->file, "steps", m->t_step, 256);
-        if (m->d_rec >= 0 && m->d_key >= 0 && m->d_step >= 0)
-            swmr = H5Fstart_swmr_write(m->file);
-    } H5E_END_TRY;
-    if (swmr < 0)
-        st = np_error_set(err, NP_ERR_HDF5, m->path, NULL, "cannot set up the monitor file");
-    return st;
+    return np_monitor_file_create(&m->file, m->path, rank, world_size, cfg->step_interval,
+                                  cfg->pp_stages, cfg->pp_stage, err);
 }
 
 /* ==== events ============================================================= */
@@ -804,42 +733,27 @@ static void grads(np_monitor *m, np_tensor *const *p, int n, const char *metric)
             add_tensor(m, p[i]->name, metric, p[i]->grad, p[i]->numel);
 }
 
-static void flush_step_quiet(np_monitor *m)
+/* The step's records, the keys it added, then its /steps row
+ * (np_monitor_file_append). The library never prints: the first error is
+ * kept (np_monitor_close returns it). */
+static void flush_step(np_monitor *m)
 {
-    if (m->st)
+    if (m->st || !m->file)
         return;
-    int new_keys = m->n_keys > m->keys_flushed;
-    if (append(m->d_rec, m->t_rec, m->rec, m->n_rec, (hsize_t)m->rows) ||
-        append(m->d_key, m->t_key, m->keys + m->keys_flushed,
-               (hsize_t)(m->n_keys - m->keys_flushed), (hsize_t)m->keys_flushed)) {
-        fail(m, NP_ERR_IO, "cannot append a step's records");
+    np_error e;
+    np_error_clear(&e);
+    if (np_monitor_file_append(m->file, m->step, m->rec, (int64_t)m->n_rec,
+                               m->keys + m->keys_flushed, m->n_keys - m->keys_flushed, &e)) {
+        if (!m->st) {
+            m->st = e.status;
+            m->err = e;
+        }
         return;
     }
     m->rows += (int64_t)m->n_rec;
     m->keys_flushed = m->n_keys;
-    /* the records and keys reach the file before the steps row that covers
-     * them (the keys only when the step added some: after the first
-     * recorded step seldom) */
-    if (H5Dflush(m->d_rec) < 0 || (new_keys && H5Dflush(m->d_key) < 0)) {
-        fail(m, NP_ERR_IO, "cannot flush a step's records");
-        return;
-    }
-    np_mon_step row = {m->step, m->rows, m->n_keys};
-    if (append(m->d_step, m->t_step, &row, 1, (hsize_t)m->steps_done) || H5Dflush(m->d_step) < 0) {
-        fail(m, NP_ERR_IO, "cannot append a step");
-        return;
-    }
     m->steps_done++;
     m->collected++;
-}
-
-/* The library never prints: HDF5's error stack stays quiet, the first
- * error is kept (np_monitor_close returns it). */
-static void flush_step(np_monitor *m)
-{
-    H5E_BEGIN_TRY {
-        flush_step_quiet(m);
-    } H5E_END_TRY;
 }
 
 /* ==== the checkpoint on anomaly ========================================== */
@@ -1368,17 +1282,15 @@ np_status np_monitor_close(np_monitor *m, np_error *err)
         np_trainer_set_coll_watch(m->tr, NULL, NULL);
     m->ctx = NULL;
     m->tr = NULL;
-    if (m->d_rec >= 0) H5Dclose(m->d_rec);
-    if (m->d_key >= 0) H5Dclose(m->d_key);
-    if (m->d_step >= 0) H5Dclose(m->d_step);
-    m->d_rec = m->d_key = m->d_step = -1;
-    herr_t ce = 0;
-    H5E_BEGIN_TRY {
-        ce = m->file >= 0 ? H5Fclose(m->file) : 0;
-    } H5E_END_TRY;
-    if (ce < 0)
-        fail(m, NP_ERR_IO, "cannot close the monitor file");
-    m->file = -1;
+    if (m->file) {
+        np_error e;
+        np_error_clear(&e);
+        if (np_monitor_file_close(m->file, &e) && !m->st) {
+            m->st = e.status;
+            m->err = e;
+        }
+        m->file = NULL;
+    }
     if (m->st && err)
         *err = m->err;
     return m->st;
@@ -1389,9 +1301,6 @@ void np_monitor_free(np_monitor *m)
     if (!m)
         return;
     np_monitor_close(m, NULL);
-    H5Tclose(m->t_rec);
-    H5Tclose(m->t_key);
-    H5Tclose(m->t_step);
     for (int i = 0; m->ring && i < m->cfg.anomaly_ring; i++)
         np_train_state_free(m->ring[i]);
     free(m->ring);

@@ -12,51 +12,6 @@
 /* the running mean of a norm: m = EMA m + (1 - EMA) x */
 #define NP_MON_EMA 0.9
 
-hid_t np_mon_type_record(void)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(np_mon_record));
-    H5Tinsert(t, "step", HOFFSET(np_mon_record, step), H5T_NATIVE_INT64);
-    H5Tinsert(t, "seq", HOFFSET(np_mon_record, seq), H5T_NATIVE_INT32);
-    H5Tinsert(t, "key", HOFFSET(np_mon_record, key), H5T_NATIVE_INT32);
-    H5Tinsert(t, "numel", HOFFSET(np_mon_record, numel), H5T_NATIVE_INT64);
-    H5Tinsert(t, "norm", HOFFSET(np_mon_record, norm), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "min", HOFFSET(np_mon_record, min), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "max", HOFFSET(np_mon_record, max), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "mean", HOFFSET(np_mon_record, mean), H5T_NATIVE_DOUBLE);
-    H5Tinsert(t, "zeros", HOFFSET(np_mon_record, zeros), H5T_NATIVE_INT64);
-    H5Tinsert(t, "nans", HOFFSET(np_mon_record, nans), H5T_NATIVE_INT64);
-    H5Tinsert(t, "infs", HOFFSET(np_mon_record, infs), H5T_NATIVE_INT64);
-    return t;
-}
-
-static hid_t fixed_str(size_t n)
-{
-    hid_t s = H5Tcopy(H5T_C_S1);
-    H5Tset_size(s, n);
-    H5Tset_strpad(s, H5T_STR_NULLTERM);
-    return s;
-}
-
-hid_t np_mon_type_key(void)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(np_mon_key));
-    hid_t a = fixed_str(NP_MONITOR_NAME_LEN), b = fixed_str(NP_MONITOR_METRIC_LEN);
-    H5Tinsert(t, "name", HOFFSET(np_mon_key, name), a);
-    H5Tinsert(t, "metric", HOFFSET(np_mon_key, metric), b);
-    H5Tclose(a);
-    H5Tclose(b);
-    return t;
-}
-
-hid_t np_mon_type_step(void)
-{
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(np_mon_step));
-    H5Tinsert(t, "step", HOFFSET(np_mon_step, step), H5T_NATIVE_INT64);
-    H5Tinsert(t, "records", HOFFSET(np_mon_step, records), H5T_NATIVE_INT64);
-    H5Tinsert(t, "keys", HOFFSET(np_mon_step, keys), H5T_NATIVE_INT64);
-    return t;
-}
-
 /* Rows [0, n) of a 1-D dataset into a new buffer (n <= its extent). */
 static void *read_rows(hid_t file, const char *name, hid_t type, size_t row, hsize_t n)
 {

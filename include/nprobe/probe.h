@@ -149,7 +149,7 @@ np_status np_probe_step_end(np_probe *p, np_error *err);
 /* libnprobe (the shared library): its version ("0.1.0") and ABI level.
  * NP_LIB_ABI grows when functions or struct fields are added; a loader built
  * against level N works with any library of level >= N and the same soname. */
-#define NP_LIB_ABI 5
+#define NP_LIB_ABI 6
 const char *np_lib_version(void);
 int np_lib_abi(void);
 
@@ -392,6 +392,60 @@ void np_probe_tensor_stats_f32_adam(np_probe_stats *out, int64_t *zeros, double 
                                     const float *const *v, const double *coef,
                                     const int64_t *numel, int64_t count, np_probe_stats *mv_out,
                                     int64_t *mv_zeros);
+
+/* ==== the monitor file ===================================================
+ *
+ * The monitor task's file (docs/MONITOR.md "File format"): one per rank,
+ * HDF5, append-only, SWMR (readable while it is written and after a kill
+ * -9 up to the last finished step). The runtime's monitor writes through
+ * it, and so does the Python package's (nprobe.torch.TrainerMon): one
+ * writer of the format. */
+
+#define NP_MONITOR_FILE_NAME_LEN 192   /* a key's name, NUL-terminated */
+#define NP_MONITOR_FILE_METRIC_LEN 32  /* a key's metric, NUL-terminated */
+
+/* /records: one row per statistic set (80 bytes, no padding) */
+typedef struct np_monitor_record {
+    int64_t step;
+    int32_t seq;     /* call order inside the step (the same call has the same seq on every rank) */
+    int32_t key;     /* row of /keys */
+    int64_t numel;
+    double norm, min, max, mean;   /* over the finite elements; NaN when none is */
+    int64_t zeros, nans, infs;
+} np_monitor_record;
+
+/* /keys: (name, metric), row i is key i (224 bytes) */
+typedef struct np_monitor_key {
+    char name[NP_MONITOR_FILE_NAME_LEN];
+    char metric[NP_MONITOR_FILE_METRIC_LEN];
+} np_monitor_key;
+
+typedef struct np_monitor_file np_monitor_file;
+
+/* Create `path` (never an existing file: NP_ERR_IO naming it) with the
+ * format's attributes (format, version, rank, world_size, step_interval;
+ * pp_stages and pp_stage when pp_stages > 1: a pipeline stage's file) and
+ * its three empty tables, and start SWMR writing (no attribute can be
+ * added after that). */
+np_status np_monitor_file_create(np_monitor_file **out, const char *path, int rank,
+                                 int world_size, int step_interval, int pp_stages, int pp_stage,
+                                 np_error *err);
+
+/* One finished step: its n_records records and the n_keys keys it added
+ * appended and flushed, then its /steps row (step, records so far, keys so
+ * far) appended and flushed: a reader that trusts the last /steps row
+ * never sees a record or key it does not cover. After a failure the file
+ * takes no more steps (each later call returns the first error). */
+np_status np_monitor_file_append(np_monitor_file *f, int64_t step,
+                                 const np_monitor_record *records, int64_t n_records,
+                                 const np_monitor_key *keys, int64_t n_keys, np_error *err);
+
+/* Rows written so far: records, keys, steps (any may be NULL). */
+void np_monitor_file_counts(const np_monitor_file *f, int64_t *records, int64_t *keys,
+                            int64_t *steps);
+
+/* Close and free f (NULL: nothing); the first error of its life, if any. */
+np_status np_monitor_file_close(np_monitor_file *f, np_error *err);
 
 #ifdef __cplusplus
 }

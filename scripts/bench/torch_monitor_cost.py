@@ -8,9 +8,12 @@ its own per round (a monitor's hooks stay on its model), rounds
 interleaved:
 
   plain    no monitor
-  np_wg    nprobe, gradients, weights and the update ratio (xy and mv off:
-           issue 27's "gradients and weights every step")
-  ms_wg    msprobe, the same switches
+  np_wg    nprobe, gradients and weights (wg_distribution and
+           param_distribution; xy, mv and ur_distribution off: issue 27's
+           "gradients and weights every step")
+  ms_wg    msprobe, the same switches (its ur_distribution is off by default)
+  np_wgu   np_wg and the update ratio (ur_distribution on: the weights'
+           snapshot before the step, read again after it)
   np_xy    nprobe, the activations and activation gradients of every
            decoder block (targets model.layers.0 ... model.layers.L-1, the
            blocks themselves; nothing else: issue 27's "activations of every
@@ -44,7 +47,7 @@ methods wrapped before set_monitor registers them), as two more columns.
 
 usage: PYTHONPATH=python NPROBE_LIB=build/release/lib/libnprobe.so \\
        python scripts/bench/torch_monitor_cost.py [--rounds 3] [--steps 6] [--layers 4] [--width 256] [--seq 128]
-           [--configs np_wg,ms_wg,np_xy,ms_xy,np_all,ms_all,np_ring] (default: all but np_ring)
+           [--configs np_wg,ms_wg,np_xy,ms_xy,np_all,ms_all,np_ring,np_wgu] (default: all but np_ring and np_wgu)
            [--alternate] [--hooks]
 """
 import argparse
@@ -56,7 +59,7 @@ import sys
 import tempfile
 import time
 
-CONFIGS = ("plain", "np_wg", "ms_wg", "np_xy", "ms_xy", "np_all", "ms_all", "np_ring")
+CONFIGS = ("plain", "np_wg", "ms_wg", "np_xy", "ms_xy", "np_all", "ms_all", "np_ring", "np_wgu")
 
 
 def _timed(fn, into):
@@ -87,6 +90,8 @@ def one(cfg, steps, warm, layers, width, out, interval=1, hooks=False, seq=128):
     sec = {"targets": {}, "xy_distribution": xy, "wg_distribution": not only_xy,
            "mv_distribution": cfg.endswith("_all"), "param_distribution": not only_xy,
            "step_interval": interval}
+    if cfg.startswith("np_"):
+        sec["ur_distribution"] = cfg in ("np_all", "np_wgu")
     if only_xy:
         sec["targets"] = {f"model.layers.{i}": {} for i in range(layers)}
         if cfg.startswith("np_"):
@@ -157,7 +162,7 @@ def main():
     ap.add_argument("--seq", type=int, default=128,
                     help="sequence length (batch 8: 8 x SEQ tokens a step; the monitor's cost is per "
                          "parameter, so its share of a step falls as the tokens grow)")
-    ap.add_argument("--configs", default=",".join(CONFIGS[:-1]),
+    ap.add_argument("--configs", default=",".join(CONFIGS[:-2]),
                     help="comma-separated subset of " + ",".join(CONFIGS) + " (plain is always run)")
     ap.add_argument("--alternate", action="store_true",
                     help="monitors record every other step; adds the in-process recorded/unrecorded ratio")

@@ -7,8 +7,9 @@
         loss = model(batch); loss.backward(); optimizer.step()   # one step a optimizer.step()
 
 Per recorded step it writes the runtime monitor's file, {dump_path}/
-monitor_rank{R}.h5 (the same tables, HDF5 SWMR, readable while the run goes
-on), which `nprobe monitor DIR` reads: module outputs (`activation`) and the
+monitor_rank{R}.h5, by the runtime's own writer in libnprobe
+(np_monitor_file_append: the same tables, HDF5 SWMR, readable while the run
+goes on and after a kill -9 up to its last finished step), which `nprobe monitor DIR` reads: module outputs (`activation`) and the
 gradients arriving at them (`activation_grad`) of the modules the targets
 select, parameter gradients as the optimizer reads them (`grad`) and, in a
 run of several ranks, as this rank's backward made them before a
@@ -18,8 +19,7 @@ the update-to-weight ratio, the optimizer's state tensors (Adam's
 loss (`loss`: the model's output's `.loss` or `["loss"]`, as Hugging Face
 models return it, or record_loss(loss)). The statistics are libnprobe's kernel (float64 sums over the
 float32 values, the dump's statistics) with a count of the zeros, in one
-pass (np_probe_tensor_stats_f32). Writing
-needs h5py.
+pass (np_probe_tensor_stats_f32).
 """
 import ctypes
 import fnmatch
@@ -69,6 +69,17 @@ _stats_f32_many = _lib._sig("np_probe_tensor_stats_f32_many", None, ctypes.c_voi
 _STATS_NP = np.dtype([("max", "<f8"), ("min", "<f8"), ("mean", "<f8"), ("norm", "<f8"),
                       ("nan", "<i8"), ("pinf", "<i8"), ("ninf", "<i8")])
 assert _STATS_NP.itemsize == ctypes.sizeof(_Stats)
+# the monitor file's writer (nprobe/probe.h np_monitor_file_*: the runtime's
+# own, one writer of the format); the rows as REC_DTYPE/KEY_DTYPE lay them out
+_file_create = _lib._sig("np_monitor_file_create", ctypes.c_int, ctypes.POINTER(ctypes.c_void_p),
+                         ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                         ctypes.c_int, ctypes.POINTER(_lib.Error))
+_file_append = _lib._sig("np_monitor_file_append", ctypes.c_int, ctypes.c_void_p, ctypes.c_int64,
+                         ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64,
+                         ctypes.POINTER(_lib.Error))
+_file_close = _lib._sig("np_monitor_file_close", ctypes.c_int, ctypes.c_void_p,
+                        ctypes.POINTER(_lib.Error))
+assert REC_DTYPE.itemsize == 80 and KEY_DTYPE.itemsize == 224
 _stats_f32_adam = _lib._sig("np_probe_tensor_stats_f32_adam", None, ctypes.c_void_p,
                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
@@ -436,7 +447,6 @@ class TrainerMon:
         self._keys, self._key_rows, self._rec = {}, [], []
         self._flushed_keys = 0
         self._rows = 0
-        self._nsteps = 0        # rows of /steps written
         self._before = {}
         self._snap = {}
         self._adam = {}         # {param: group} whose update is derived (_adam_groups)
@@ -452,47 +462,32 @@ class TrainerMon:
     # ---- the file ------------------------------------------------------
 
     def _open(self):
-        import h5py
         d = self.config["dump_path"]
         os.makedirs(d, exist_ok=True)
         self.path = os.path.join(d, f"monitor_rank{self.rank}.h5")
-        try:
-            # SWMR needs the 1.10 format; its upper bound keeps the file readable by
-            # an HDF5 1.10 (h5py may bundle a newer library than nprobe links)
-            f = h5py.File(self.path, "x", libver=("v110", "v110"))
-        except (FileExistsError, OSError) as e:
-            raise FileExistsError(f"{self.path}: cannot create the monitor file (does it exist "
-                                  f"already? the monitor never overwrites a run's record): {e}")
-        f.attrs["format"] = np.bytes_(FORMAT)
-        f.attrs["version"] = np.int64(VERSION)
-        f.attrs["rank"] = np.int64(self.rank)
-        f.attrs["world_size"] = np.int64(self.world)
-        f.attrs["step_interval"] = np.int64(self.config["step_interval"])
-        self.d_rec = f.create_dataset("records", (0,), REC_DTYPE, maxshape=(None,), chunks=(512,))  # the runtime's
-        self.d_key = f.create_dataset("keys", (0,), KEY_DTYPE, maxshape=(None,), chunks=(256,))
-        self.d_step = f.create_dataset("steps", (0,), STEP_DTYPE, maxshape=(None,), chunks=(256,))
-        f.swmr_mode = True
-        self.file = f
+        h, err = ctypes.c_void_p(), _lib.Error()
+        if _file_create(ctypes.byref(h), _lib.path_arg(self.path, "dump_path"), self.rank,
+                        self.world, self.config["step_interval"], 0, 0, ctypes.byref(err)):
+            e = err.exception()
+            if e.status == 3:   # NP_ERR_IO: the file cannot be created (it exists)
+                raise FileExistsError(str(e))
+            raise e
+        self.file = h
 
-    @staticmethod
-    def _append(d, rows, n):
-        """rows appended to d, then d flushed (a reader sees them). The rows
-        are written with the dataset's own type as the memory type: the
-        array's dtype is the one the dataset was created from (the same
-        packed layout), so HDF5 copies the bytes as they are instead of
-        converting the compound member by member (h5py's d[n:] = rows: 170
-        us for a step's 80 records, this 35 us)."""
-        if len(rows):
-            from h5py import h5s
-            d.resize((n + len(rows),))
-            ft = d.id.get_type()
-            if rows.dtype.itemsize == ft.get_size() and rows.flags.c_contiguous:
-                fs = d.id.get_space()
-                fs.select_hyperslab((n,), (len(rows),))
-                d.id.write(h5s.create_simple((len(rows),)), fs, rows, mtype=ft)
-            else:
-                d[n:] = rows
-        d.flush()
+    def _write(self, recs, keys):
+        """The step's records and new keys, flushed, then its /steps row,
+        by libnprobe's writer (np_monitor_file_append). A write error
+        (a full disk) stops the recording with a warning: the program
+        goes on."""
+        err = _lib.Error()
+        if _file_append(self.file, self.step, recs.ctypes.data if len(recs) else None, len(recs),
+                        keys.ctypes.data if len(keys) else None, len(keys), ctypes.byref(err)):
+            import warnings
+            warnings.warn(f"nprobe monitor: {err.exception()}; the monitor stops recording",
+                          RuntimeWarning)
+            self.active = False
+            return False
+        return True
 
     def _key(self, name, metric):
         k = (name, metric)
@@ -531,16 +526,10 @@ class TrainerMon:
         """The step's records and new keys, flushed, then its /steps row."""
         recs = np.array(self._rec, dtype=REC_DTYPE)
         keys = np.array(self._key_rows[self._flushed_keys:], dtype=KEY_DTYPE)
-        # the extents are this writer's own counts (rows, keys, steps so far): no
-        # dataset extent read a step
-        self._append(self.d_rec, recs, self._rows)
-        if len(keys):   # a step with no new key: no write, no flush (one less a step)
-            self._append(self.d_key, keys, self._flushed_keys)
+        if not self._write(recs, keys):
+            return
         self._rows += len(recs)
         self._flushed_keys = len(self._key_rows)
-        self._append(self.d_step, np.array([(self.step, self._rows, self._flushed_keys)],
-                                           dtype=STEP_DTYPE), self._nsteps)
-        self._nsteps += 1
         self.collected += 1
 
     # ---- hooks ---------------------------------------------------------
@@ -835,8 +824,12 @@ class TrainerMon:
         if self._ring is not None:
             self._ring.finish()
         if self.file is not None:
-            self.file.close()
+            err = _lib.Error()
+            st = _file_close(self.file, ctypes.byref(err))
             self.file = None
+            if st:
+                import warnings
+                warnings.warn(f"nprobe monitor: {err.exception()}", RuntimeWarning)
 
     def __del__(self):
         try:
