@@ -4,11 +4,13 @@
  * sees every finished step while the run goes on and after a kill -9. The
  * runtime's monitor (monitor/monitor.c) and the Python package's
  * (nprobe.torch.TrainerMon, through libnprobe) both write through it. */
+#include <errno.h>
 #include <hdf5.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nprobe/monfile.h"
+#include "probe_internal.h"
 
 _Static_assert(sizeof(np_monitor_record) == 80, "the record row is 80 bytes, packed");
 _Static_assert(sizeof(np_monitor_key) == 224, "the key row is 224 bytes");
@@ -17,6 +19,7 @@ struct np_monitor_file {
     char *path;
     hid_t file, d_rec, d_key, d_step;
     hid_t t_rec, t_key, t_step;
+    void *vf;              /* the file's driver (h5vfd.c: a failed write never fails a close) */
     int64_t rows, keys, steps;
     np_status st;          /* the first error: the file takes no more steps */
     np_error err;
@@ -109,11 +112,25 @@ static void close_handles(np_monitor_file *f)
     f->d_rec = f->d_key = f->d_step = -1;
 }
 
+/* The first error is kept: the file takes no more steps. A write the
+ * file system refused for space (errno ENOSPC, EFBIG, EDQUOT, as HDF5's
+ * write left it) is NP_ERR_NOSPACE with the system's words. */
 static np_status fail(np_monitor_file *f, np_status st, const char *what, np_error *err)
 {
     if (!f->st) {
-        f->st = st;
-        np_error_set(&f->err, st, f->path, NULL, "%s", what);
+        int e = errno;
+        /* nothing more reaches the file: it stays as it was at its last
+         * finished step, like a killed run's, and its close cannot fail
+         * (an HDF5 1.10 close that fails leaves a freed file id that the
+         * library closes again at exit: h5vfd.c) */
+        np_vfd_set_mode(f->vf, NP_VFD_DISCARD, NULL);
+        if (st == NP_ERR_IO && (e == ENOSPC || e == EFBIG || e == EDQUOT)) {
+            f->st = NP_ERR_NOSPACE;
+            np_error_set(&f->err, f->st, f->path, NULL, "%s: %s", what, strerror(e));
+        } else {
+            f->st = st;
+            np_error_set(&f->err, st, f->path, NULL, "%s", what);
+        }
     }
     if (err && err->status == NP_OK)
         *err = f->err;
@@ -136,10 +153,14 @@ np_status np_monitor_file_create(np_monitor_file **out, const char *path, int ra
     f->t_step = np_monfile_type_step();
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+    hid_t vfd = (hid_t)np_vfd_id();
+    if (vfd >= 0)
+        H5Pset_driver(fapl, vfd, NULL);
     H5E_BEGIN_TRY {
         f->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
     } H5E_END_TRY;
     H5Pclose(fapl);
+    f->vf = f->file >= 0 ? np_vfd_of(f->file) : NULL;
     if (f->file < 0) {
         np_monitor_file_close(f, NULL);
         return np_error_set(err, NP_ERR_IO, path, NULL,
@@ -184,6 +205,7 @@ np_status np_monitor_file_append(np_monitor_file *f, int64_t step,
         return np_error_set(err, NP_ERR_ARG, f->path, NULL, "np_monitor_file_append: %lld "
                             "records, %lld keys", (long long)n_records, (long long)n_keys);
     np_status st = NP_OK;
+    errno = 0;   /* what a failed write leaves names the cause (fail) */
     H5E_BEGIN_TRY {
         if (append(f->d_rec, f->t_rec, records, (hsize_t)n_records, (hsize_t)f->rows) ||
             append(f->d_key, f->t_key, keys, (hsize_t)n_keys, (hsize_t)f->keys)) {
@@ -219,13 +241,21 @@ np_status np_monitor_file_close(np_monitor_file *f, np_error *err)
 {
     if (!f)
         return NP_OK;
+    /* a write failing now is reported, never returned to H5Fclose */
+    int report = 0;
+    if (!f->st)
+        np_vfd_set_mode(f->vf, NP_VFD_REPORT, &report);
     close_handles(f);
+    f->vf = NULL;          /* the driver's state goes with the file */
     herr_t ce = 0;
+    errno = 0;
     H5E_BEGIN_TRY {
         ce = f->file >= 0 ? H5Fclose(f->file) : 0;
     } H5E_END_TRY;
-    if (ce < 0)
+    if (ce < 0 || report) {
+        errno = report ? report : errno;
         fail(f, NP_ERR_IO, "cannot close the monitor file", NULL);
+    }
     H5Tclose(f->t_rec);
     H5Tclose(f->t_key);
     H5Tclose(f->t_step);

@@ -10,7 +10,9 @@
 # and "No space left on device", leave nothing partial under a final name
 # and no temporary, and leave what was finished before (a dump's earlier
 # steps, earlier reports, a pack or checkpoint under the same name) intact
-# and readable (h5py, zipfile, json). The tmpfs is unmounted in a trap.
+# and readable (h5py, zipfile, json). The monitor (runtime and package) on
+# a full disk: the training goes on, one message naming its file, the file
+# readable up to its last finished step. The tmpfs is unmounted in a trap.
 set -u
 nprobe=${NPROBE_BIN:?NPROBE_BIN not set}
 py=${NP_PYTHON:-python3}
@@ -165,6 +167,33 @@ readable fs/p.zip fs/cc/result.json fs/ck.h5
 [ ! -e fs/p2.zip ] && [ ! -e fs/cc/result.xlsx ] && [ ! -e fs/ccout.zip ] ||
   bad "a file was left under a final name: $(ls -R fs)"
 no_temporaries fs
+
+# the monitor (runtime and package): the training goes on to its last step,
+# the monitor stops recording at the first refused write and says so once,
+# naming its file; its file stays readable up to its last finished step
+printf '{"task": "monitor", "dump_path": "fs/mon", "monitor": {}}\n' > mon.json
+fill 262144
+"$nprobe" "${train[@]}" --steps 400 --dump-config mon.json >mon.out 2>mon.err
+one_error mon fs/mon/monitor_rank0.h5 $?
+grep -q "monitor: [1-9][0-9]* step(s)" mon.err || bad "monitor: no steps recorded: $(cat mon.err)"
+"$nprobe" monitor fs/mon >monr.out 2>monr.err; rc=$?
+[ $rc -le 1 ] && grep -q " [1-9][0-9]* step(s)" monr.out ||
+  bad "nprobe monitor of the runtime's file after the full disk: exit $rc $(cat monr.out monr.err)"
+echo "runtime monitor on a full disk: $(grep -m1 'monitor: [0-9]* step' mon.err); $(grep -m1 'No space' mon.err)"
+unfill
+fill 262144
+# pyrun.sh: this tree's package and libnprobe (the sanitizers' runtimes
+# preloaded in the sanitized pass); 77: no torch or h5py
+"${NP_SOURCE_DIR:?}/tests/python/pyrun.sh" "$NP_SOURCE_DIR/tests/python/monitor_full_disk.py" \
+  fs/pmon "$tmp" >pmon.out 2>&1; rc=$?
+if [ $rc = 77 ]; then
+  echo "the package's monitor on a full disk: skipped ($(cat pmon.out))"
+elif [ $rc != 0 ]; then
+  bad "the package's monitor on a full disk: exit $rc"; cat pmon.out
+else
+  tail -1 pmon.out
+fi
+unfill
 
 [ $fail -eq 0 ] && echo "full-disk checks passed"
 exit $fail

@@ -458,6 +458,7 @@ class TrainerMon:
         self.anomaly = None     # the run's first anomaly seen online: step, name, metric, rule, value
         self.anomaly_calls = None  # what the ring wrote: step, before, after, bytes, dir
         self._cc = None         # the collectives' observer (cc_distribution: monitor_cc.py)
+        self._warned = False    # a write error was told (once: the recording stopped there)
 
     # ---- the file ------------------------------------------------------
 
@@ -483,9 +484,10 @@ class TrainerMon:
         if _file_append(self.file, self.step, recs.ctypes.data if len(recs) else None, len(recs),
                         keys.ctypes.data if len(keys) else None, len(keys), ctypes.byref(err)):
             import warnings
-            warnings.warn(f"nprobe monitor: {err.exception()}; the monitor stops recording",
-                          RuntimeWarning)
+            warnings.warn(f"nprobe monitor: {err.exception()}; the monitor stops recording "
+                          "(its file keeps the steps before)", RuntimeWarning)
             self.active = False
+            self._warned = True
             return False
         return True
 
@@ -827,7 +829,7 @@ class TrainerMon:
             err = _lib.Error()
             st = _file_close(self.file, ctypes.byref(err))
             self.file = None
-            if st:
+            if st and not self._warned:     # a write error was told when it came
                 import warnings
                 warnings.warn(f"nprobe monitor: {err.exception()}", RuntimeWarning)
 
