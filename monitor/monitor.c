@@ -596,7 +596,8 @@ static void cc_event(np_monitor *m, const np_hook_event *ev)
 /* Tensor parallel's collectives (no hook events: np_trainer_set_coll_watch),
  * named as a dump names a call: Distributed.{op}.{k}.{forward|backward},
  * k counting the step's calls of that op. */
-static void on_coll(const char *op, int bwd, int received, const float *x, int64_t n, void *user)
+static void on_coll(const char *op, int bwd, int received, const void *x, np_dtype dt, int64_t n,
+                    void *user)
 {
     np_monitor *m = user;
     if (!m->on || m->st)
@@ -606,7 +607,17 @@ static void on_coll(const char *op, int bwd, int received, const float *x, int64
     int *k = &m->cc_n[op[0] == 'r' ? 1 : op[4] == 'g' ? 2 : 0];
     char name[64];
     snprintf(name, sizeof name, "Distributed.%s.%d.%s", op, *k, bwd ? "backward" : "forward");
-    add_tensor(m, name, received ? "comm_out" : "comm_in", x, n);
+    if (dt == NP_FLOAT64) {
+        /* the gradient norm's squares: taken in float64, as a data-parallel
+         * run's all-reduce of them (cc_record) */
+        np_optim_tstats t = {0, 0, INFINITY, -INFINITY, 0, 0, 0, 0};
+        np_optim_tstats_add_f64(&t, x, n);
+        np_mon_record *r = add(m, name, received ? "comm_out" : "comm_in");
+        if (r)
+            rec_from_tstats(r, &t, n);
+    } else {
+        add_tensor(m, name, received ? "comm_out" : "comm_in", x, n);
+    }
     *k += received;
     m->last_data = NULL;
     m->cpu_s += cpu_now() - t0;

@@ -60,7 +60,7 @@ np_tensor *np_sp_leave(np_ctx *ctx, np_tp *tp, np_tensor *x);
  * the group). */
 np_tensor *np_tp_head_input(np_ctx *ctx, np_tp *tp, np_tensor *x);
 np_tensor *np_tp_reduce_quiet(np_ctx *ctx, np_tp *tp, np_tensor *x);
-const void *np_tp_gather_group(np_tp *tp, const void *x, size_t bytes);
+const void *np_tp_gather_group(np_tp *tp, const void *x, size_t bytes, np_dtype dt);
 void np_tp_group(const np_tp *tp, int *rank, int *size);
 int np_tp_add_sharded(np_tp *tp, np_tensor *t, int dim);
 

@@ -128,11 +128,17 @@ static int allreduce_sum(np_tp *tp, float *x, int64_t n)
 /* The collectives are no hook events (a TP run keeps one process's
  * calls): a monitor's cc_distribution is told what this rank sends
  * (received 0, before the collective) and what it got (1). */
+static void coll_tell_dt(const np_tp *tp, const char *op, int bwd, int received, const void *x,
+                         np_dtype dt, int64_t n)
+{
+    if (tp->coll_fn)
+        tp->coll_fn(op, bwd, received, x, dt, n, tp->coll_user);
+}
+
 static void coll_tell(const np_tp *tp, const char *op, int bwd, int received, const float *x,
                       int64_t n)
 {
-    if (tp->coll_fn)
-        tp->coll_fn(op, bwd, received, x, n, tp->coll_user);
+    coll_tell_dt(tp, op, bwd, received, x, NP_FLOAT32, n);
 }
 
 void np_tp_set_coll_watch(np_tp *tp, np_train_coll_fn fn, void *user)
@@ -400,11 +406,15 @@ np_tensor *np_tp_reduce_quiet(np_ctx *ctx, np_tp *tp, np_tensor *x)
     return tp_reduce(ctx, tp, x, 0);
 }
 
-const void *np_tp_gather_group(np_tp *tp, const void *x, size_t bytes)
+const void *np_tp_gather_group(np_tp *tp, const void *x, size_t bytes, np_dtype dt)
 {
+    int64_t n = (int64_t)(bytes / np_dtype_storage_size(dt));
+    coll_tell_dt(tp, "all_gather_into_tensor", 0, 0, x, dt, n);
     if (reserve(tp, bytes * (size_t)tp->world) != 0 || group_gather(tp, x, bytes) != 0)
         return NULL;
-    return (const char *)tp->buf + (size_t)tp->base * bytes;
+    const void *got = (const char *)tp->buf + (size_t)tp->base * bytes;
+    coll_tell_dt(tp, "all_gather_into_tensor", 0, 1, got, dt, n * tp->size);
+    return got;
 }
 
 void np_tp_group(const np_tp *tp, int *rank, int *size)
@@ -809,11 +819,15 @@ np_status np_tp_grad_norm(np_tp *tp, np_tensor *const *params, int n, double cli
     if (tp->allgather(tp->buf, &mine, sizeof mine, tp->user) != 0)
         return np_error_set(err, NP_ERR_IO, NULL, "tp",
                             "tensor parallel: the all-reduce of the gradient norm failed");
-    double sq = whole, x;
+    double sq = whole, x, red = 0.0;
     for (int r = tp->base; r < tp->base + tp->size; r++) {
         memcpy(&x, (const char *)tp->buf + (size_t)r * sizeof x, sizeof x);
         sq += x;
+        red += x;
     }
+    /* told as the all-reduce of the shards' squares it is (float64) */
+    coll_tell_dt(tp, "all_reduce", 0, 0, &mine, NP_FLOAT64, 1);
+    coll_tell_dt(tp, "all_reduce", 0, 1, &red, NP_FLOAT64, 1);
     *norm = sqrt(sq);
     double coef = clip / (*norm + 1e-6);
     if (clip > 0 && coef < 1.0) {

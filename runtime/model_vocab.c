@@ -194,7 +194,7 @@ static int combine_rows(const np_vocab *v, const float *x, const int64_t *t, int
                 m = x[r * Cr + c];
         mx[r] = m;
     }
-    const float *all = np_tp_gather_group(v->tp, mx, (size_t)R * sizeof *mx);
+    const float *all = np_tp_gather_group(v->tp, mx, (size_t)R * sizeof *mx, NP_FLOAT32);
     if (!all)
         return -1;
     for (int64_t r = 0; r < R; r++) {
@@ -209,7 +209,7 @@ static int combine_rows(const np_vocab *v, const float *x, const int64_t *t, int
         sum[r] = s;
         xt[r] = t[r] != ignore && t[r] >= v->v0 && t[r] < v->v1 ? x[r * Cr + t[r] - v->v0] : 0.0f;
     }
-    const double *sums = np_tp_gather_group(v->tp, sum, (size_t)R * sizeof *sum);
+    const double *sums = np_tp_gather_group(v->tp, sum, (size_t)R * sizeof *sum, NP_FLOAT64);
     if (!sums)
         return -1;
     for (int64_t r = 0; r < R; r++) {
@@ -218,7 +218,7 @@ static int combine_rows(const np_vocab *v, const float *x, const int64_t *t, int
             s += sums[(size_t)k * (size_t)R + (size_t)r];
         sum[r] = s;
     }
-    const float *xts = np_tp_gather_group(v->tp, xt, (size_t)R * sizeof *xt);
+    const float *xts = np_tp_gather_group(v->tp, xt, (size_t)R * sizeof *xt, NP_FLOAT32);
     if (!xts)
         return -1;
     for (int64_t r = 0; r < R; r++) {

@@ -493,30 +493,61 @@ PY
   # ranks' pieces: its numel, min, max and counts are those of the ranks'
   # comm_in together, its square norm their sum (to 512 u), and both ranks
   # hold the same record
-  printf '{"task": "monitor", "dump_path": "cc_sp", "monitor": {"targets": [], "cc_distribution": {"enable": true}}}\n' > cfg_cc_sp.json
+  # (and --vocab-parallel: its cross-entropy's three gathers a step)
+  for c in sp vp; do
+    printf '{"task": "monitor", "dump_path": "cc_%s", "monitor": {"targets": [], "cc_distribution": {"enable": true}}}\n' $c > cfg_cc_$c.json
+  done
   mpirun_k 2 "$nprobe" "${model[@]}" --steps 2 --tp 2 --sp --dump-config cfg_cc_sp.json > cc_sp.log 2>&1 ||
     { echo "FAIL --tp 2 --sp cc run"; cat cc_sp.log; fail=1; }
-  "$py" - <<'PY' || fail=1
+  mpirun_k 2 "$nprobe" "${model[@]}" --steps 2 --tp 2 --vocab-parallel --dump-config cfg_cc_vp.json > cc_vp.log 2>&1 ||
+    { echo "FAIL --tp 2 --vocab-parallel cc run"; cat cc_vp.log; fail=1; }
+  for c in sp vp; do
+  "$py" - $c <<'PY' || fail=1
+import sys
 import h5py
+c = sys.argv[1]
 recs = []
 for r in (0, 1):
-    with h5py.File(f"cc_sp/monitor_rank{r}.h5", "r", swmr=True) as f:
+    with h5py.File(f"cc_{c}/monitor_rank{r}.h5", "r", swmr=True) as f:
         keys = [(k["name"].decode(), k["metric"].decode()) for k in f["keys"][()]]
         recs.append({(int(x["step"]),) + keys[x["key"]]: x for x in f["records"][()]})
 ag = sorted({k[:2] for k in recs[0] if ".all_gather_into_tensor." in k[1]})
-assert any(n.endswith(".forward") for _, n in ag) and any(n.endswith(".backward") for _, n in ag), ag
+if c == "sp":
+    assert any(n.endswith(".forward") for _, n in ag) and any(n.endswith(".backward") for _, n in ag), ag
+else:
+    # only the cross-entropy's gathers, each of the rows (batch x context) of both ranks
+    assert [n for _, n in ag] == [f"Distributed.all_gather_into_tensor.{k}.forward" for k in range(3)] * 2, ag
+    for st, name in ag:
+        assert recs[0][(st, name, "comm_in")]["numel"] == recs[1][(st, name, "comm_in")]["numel"], name
 for st, name in ag:
     i = [recs[r][(st, name, "comm_in")] for r in (0, 1)]
     o = [recs[r][(st, name, "comm_out")] for r in (0, 1)]
     assert o[0].tobytes() == o[1].tobytes(), name
     assert o[0]["numel"] == i[0]["numel"] + i[1]["numel"] and i[0]["numel"] == i[1]["numel"], name
     assert o[0]["min"] == min(x["min"] for x in i) and o[0]["max"] == max(x["max"] for x in i), name
-    for c in ("zeros", "nans", "infs"):
-        assert o[0][c] == i[0][c] + i[1][c], (name, c)
+    for col in ("zeros", "nans", "infs"):
+        assert o[0][col] == i[0][col] + i[1][col], (name, col)
     ss = sum(x["norm"] ** 2 for x in i)
     assert abs(o[0]["norm"] ** 2 - ss) <= 512 * 2.0 ** -24 * ss, (name, o[0]["norm"] ** 2, ss)
-print(f"--tp 2 --sp: {len(ag)} all-gathers' records ok")
+run = "--sp" if c == "sp" else "--vocab-parallel"
+print(f"--tp 2 {run}: {len(ag)} all-gathers' records ok")
+# the gradient norm's float64 sum of squares over the TP group is the
+# step's last all-reduce: what arrived is the two ranks' values summed
+# (exactly, in rank order), on both ranks alike, and at most the squared
+# grad_norm (which adds the whole parameters' squares)
+steps = sorted({k[0] for k in recs[0]})
+for st in steps:
+    ar = max((int(n.split(".")[2]), n) for s_, n, m in recs[0]
+             if s_ == st and m == "comm_out" and n.startswith("Distributed.all_reduce."))[1]
+    i = [recs[r][(st, ar, "comm_in")] for r in (0, 1)]
+    o = [recs[r][(st, ar, "comm_out")] for r in (0, 1)]
+    assert o[0]["numel"] == 1 and o[0].tobytes() == o[1].tobytes(), ar
+    assert o[0]["mean"] == i[0]["mean"] + i[1]["mean"] > 0, (ar, o[0]["mean"], i[0]["mean"], i[1]["mean"])
+    gn = recs[0][(st, "grad_norm", "grad_norm")]["mean"]
+    assert o[0]["mean"] <= gn * gn * (1 + 1e-12), (ar, o[0]["mean"], gn)
+print(f"--tp 2 {run}: the gradient norm's all-reduce of {len(steps)} steps ok")
 PY
+  done
   # the checkpoint on anomaly is a collective: a "rank" list would leave a
   # rank out of it (it hung waiting for that rank); refused on every rank
   printf '{"task": "monitor", "dump_path": "rk", "rank": [1], "monitor": {"anomaly_checkpoint": true}}\n' > cfg_rk.json

@@ -415,8 +415,8 @@ void np_trainer_set_watch(np_trainer *tr, np_train_watch_fn fn, void *user);
  * cc_distribution (docs/MONITOR.md "Collectives"). NULL fn: none (the
  * default: a NULL test per collective). A run without --tp has none (its
  * collectives are Distributed.* hook events). */
-typedef void (*np_train_coll_fn)(const char *op, int backward, int received, const float *x,
-                                 int64_t n, void *user);
+typedef void (*np_train_coll_fn)(const char *op, int backward, int received, const void *x,
+                                 np_dtype dtype, int64_t n, void *user); /* NP_FLOAT32 or NP_FLOAT64 */
 void np_trainer_set_coll_watch(np_trainer *tr, np_train_coll_fn fn, void *user);
 
 /* ==== checkpoints (HDF5, docs/CONTRACTS.md "Checkpoint file") ============ */
