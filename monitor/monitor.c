@@ -558,6 +558,15 @@ static void add_scalar(np_monitor *m, const char *name, const char *metric, doub
 
 static double cpu_now(void);
 
+/* x's values (float32, or float64 taken in float64) added to t */
+static void tstats_add(np_optim_tstats *t, const void *x, np_dtype dt, int64_t n)
+{
+    if (dt == NP_FLOAT64)
+        np_optim_tstats_add_f64(t, x, n);
+    else
+        np_optim_tstats_add(t, x, n);
+}
+
 /* One record of the event's tensors of role `role` merged (norm over all,
  * min, max, counts over all, mean weighted by the finite elements); none
  * when it has none. */
@@ -570,10 +579,7 @@ static void cc_record(np_monitor *m, const np_hook_event *ev, np_role role, cons
         const np_tensor *x = ev->tensors[i].t;
         if (ev->tensors[i].role != role || !x || !x->data || !np_dtype_is_floating(x->dtype))
             continue;
-        if (x->dtype == NP_FLOAT64)
-            np_optim_tstats_add_f64(&t, x->data, x->numel);
-        else
-            np_optim_tstats_add(&t, x->data, x->numel);
+        tstats_add(&t, x->data, x->dtype, x->numel);
         n += x->numel;
         any = 1;
     }
@@ -607,17 +613,13 @@ static void on_coll(const char *op, int bwd, int received, const void *x, np_dty
     int *k = &m->cc_n[op[0] == 'r' ? 1 : op[4] == 'g' ? 2 : 0];
     char name[64];
     snprintf(name, sizeof name, "Distributed.%s.%d.%s", op, *k, bwd ? "backward" : "forward");
-    if (dt == NP_FLOAT64) {
-        /* the gradient norm's squares: taken in float64, as a data-parallel
-         * run's all-reduce of them (cc_record) */
-        np_optim_tstats t = {0, 0, INFINITY, -INFINITY, 0, 0, 0, 0};
-        np_optim_tstats_add_f64(&t, x, n);
-        np_mon_record *r = add(m, name, received ? "comm_out" : "comm_in");
-        if (r)
-            rec_from_tstats(r, &t, n);
-    } else {
-        add_tensor(m, name, received ? "comm_out" : "comm_in", x, n);
-    }
+    /* (float64: the gradient norm's squares, as a data-parallel run's
+     * all-reduce of them in cc_record) */
+    np_optim_tstats t = {0, 0, INFINITY, -INFINITY, 0, 0, 0, 0};
+    tstats_add(&t, x, dt, n);
+    np_mon_record *r = add(m, name, received ? "comm_out" : "comm_in");
+    if (r)
+        rec_from_tstats(r, &t, n);
     *k += received;
     m->last_data = NULL;
     m->cpu_s += cpu_now() - t0;

@@ -15,6 +15,8 @@ import struct
 SONAME = "libnprobe.so.0"
 ABI = 6   # np_monitor_file_* (5: np_probe_set_dp_grad_scale; 4: np_probe_set_mesh, np_probe_place; 3: np_probe_abandon, 2: np_probe_dump_call)
 
+# np_status (nprobe/common.h): the ones the package tells apart
+ERR_IO = 3
 # np_role
 ROLE_INPUT, ROLE_OUTPUT, ROLE_PARAMETERS, ROLE_KWARGS, ROLE_PARAMETERS_GRAD = range(5)
 # np_dtype

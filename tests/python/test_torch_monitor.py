@@ -207,6 +207,19 @@ for name, extra, want_ur, want_w in (
           f"{name}: {n_g} grad and {n_w} weight records a step, {count} update ratios "
           f"(largest difference {worst:.3g} of the bound), {snaps} snapshots")
     print(f"{name}: {n_w} weight records a step, {count} update ratios, {snaps} snapshots: ok")
+# a run's record is never overwritten: a second monitor on the same folder
+# is refused naming the file (FileExistsError), which stays as it was
+kept = os.path.join(tmp, "ur_off", "monitor_rank0.h5")
+with open(kept, "rb") as f:
+    kept_bytes = f.read()
+again = TrainerMon(os.path.join(tmp, "ur_off.json"))
+try:
+    again.set_monitor(Net(), torch.optim.SGD(Net().parameters(), lr=0.1))
+    check(False, "a second monitor overwrote " + kept)
+except FileExistsError as e:
+    check(kept in str(e) and "never overwrites" in str(e), f"the error names the file: {e}")
+with open(kept, "rb") as f:
+    check(f.read() == kept_bytes, kept + " changed")
 bad_ur = os.path.join(tmp, "bad_ur.json")
 with open(bad_ur, "w") as f:
     json.dump({"task": "monitor", "dump_path": tmp, "monitor": {"ur_distribution": "yes"}}, f)

@@ -9,8 +9,8 @@
 Per recorded step it writes the runtime monitor's file, {dump_path}/
 monitor_rank{R}.h5, by the runtime's own writer in libnprobe
 (np_monitor_file_append: the same tables, HDF5 SWMR, readable while the run
-goes on and after a kill -9 up to its last finished step), which `nprobe monitor DIR` reads: module outputs (`activation`) and the
-gradients arriving at them (`activation_grad`) of the modules the targets
+goes on and after a kill -9 up to its last finished step), which `nprobe
+monitor DIR` reads: module outputs (`activation`) and the gradients arriving at them (`activation_grad`) of the modules the targets
 select, parameter gradients as the optimizer reads them (`grad`) and, in a
 run of several ranks, as this rank's backward made them before a
 data-parallel reduction (`grad_pre`), weights after the update (`weight`),
@@ -34,7 +34,6 @@ from .. import _lib
 from . import debugger as _dbg
 from . import dtensor as _dtensor
 
-FORMAT, VERSION = "nprobe-monitor", 1
 NAME_LEN, METRIC_LEN = 192, 32
 _SECTION_KEYS = ("targets", "step_interval", "start_step", "collect_times", "xy_distribution",
                  "wg_distribution", "mv_distribution", "param_distribution", "alert", "format",
@@ -50,7 +49,6 @@ REC_DTYPE = np.dtype([("step", "<i8"), ("seq", "<i4"), ("key", "<i4"), ("numel",
                       ("norm", "<f8"), ("min", "<f8"), ("max", "<f8"), ("mean", "<f8"),
                       ("zeros", "<i8"), ("nans", "<i8"), ("infs", "<i8")])
 KEY_DTYPE = np.dtype([("name", f"S{NAME_LEN}"), ("metric", f"S{METRIC_LEN}")])
-STEP_DTYPE = np.dtype([("step", "<i8"), ("records", "<i8"), ("keys", "<i8")])
 
 
 class _Stats(ctypes.Structure):
@@ -470,7 +468,7 @@ class TrainerMon:
         if _file_create(ctypes.byref(h), _lib.path_arg(self.path, "dump_path"), self.rank,
                         self.world, self.config["step_interval"], 0, 0, ctypes.byref(err)):
             e = err.exception()
-            if e.status == 3:   # NP_ERR_IO: the file cannot be created (it exists)
+            if e.status == _lib.ERR_IO:   # the file cannot be created (it exists)
                 raise FileExistsError(str(e))
             raise e
         self.file = h
