@@ -8,6 +8,7 @@
 #include <hdf5.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nprobe/monfile.h"
 #include "probe_internal.h"
@@ -156,16 +157,21 @@ np_status np_monitor_file_create(np_monitor_file **out, const char *path, int ra
     hid_t vfd = (hid_t)np_vfd_id();
     if (vfd >= 0)
         H5Pset_driver(fapl, vfd, NULL);
+    errno = 0;
     H5E_BEGIN_TRY {
         f->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
     } H5E_END_TRY;
+    int en = errno;
     H5Pclose(fapl);
     f->vf = f->file >= 0 ? np_vfd_of(f->file) : NULL;
     if (f->file < 0) {
         np_monitor_file_close(f, NULL);
-        return np_error_set(err, NP_ERR_IO, path, NULL,
-                            "cannot create the monitor file (does it exist already? the monitor "
-                            "never overwrites a run's record)");
+        if (en == EEXIST || (en == 0 && access(path, F_OK) == 0))
+            return np_error_set(err, NP_ERR_IO, path, NULL, "cannot create the monitor file: it "
+                                "exists already (the monitor never overwrites a run's record)");
+        return np_error_set(err, en == ENOSPC || en == EDQUOT ? NP_ERR_NOSPACE : NP_ERR_IO, path,
+                            NULL, "cannot create the monitor file: %s",
+                            en ? strerror(en) : "HDF5 refused it");
     }
     np_h5_attr_set_str(f->file, "format", NP_MONITOR_FILE_FORMAT);
     np_h5_attr_set_i64(f->file, "version", NP_MONITOR_FILE_VERSION);

@@ -3,7 +3,8 @@
  * types of the test's own (the format's member names of docs/MONITOR.md
  * "File format", not the writer's types): three steps' records, keys and
  * /steps rows, the root attributes (with a pipeline stage's), an existing
- * file refused naming it and left as it was, a bad call refused. */
+ * file refused naming it and left as it was, a missing folder named with
+ * the system's words, a bad call refused. */
 #include <hdf5.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -84,6 +85,13 @@ int main(void)
     np_monitor_file *g = NULL;
     CHECK_EQ_INT(np_monitor_file_create(&g, path, 0, 1, 1, 0, 0, &err), NP_ERR_IO);
     CHECK(g == NULL && strcmp(err.file, path) == 0 && strstr(err.text, "exist"));
+    np_error_clear(&err);
+    /* a folder that is not there: the system's words */
+    char nodir[300];
+    snprintf(nodir, sizeof nodir, "%s/none/monitor_rank0.h5", dir);
+    CHECK_EQ_INT(np_monitor_file_create(&g, nodir, 0, 1, 1, 0, 0, &err), NP_ERR_IO);
+    CHECK_MSG(g == NULL && strcmp(err.file, nodir) == 0 && strstr(err.text, "No such file"),
+              "%s", err.text);
     np_error_clear(&err);
     /* a pipeline stage's file has its two attributes more */
     CHECK_EQ_INT(np_monitor_file_create(&g, path2, 1, 2, 1, 2, 1, &err), NP_OK);

@@ -468,8 +468,8 @@ class TrainerMon:
         if _file_create(ctypes.byref(h), _lib.path_arg(self.path, "dump_path"), self.rank,
                         self.world, self.config["step_interval"], 0, 0, ctypes.byref(err)):
             e = err.exception()
-            if e.status == _lib.ERR_IO:   # the file cannot be created (it exists)
-                raise FileExistsError(str(e))
+            if e.status == _lib.ERR_IO and os.path.exists(self.path):
+                raise FileExistsError(str(e))   # a run's record is never overwritten
             raise e
         self.file = h
 
