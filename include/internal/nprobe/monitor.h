@@ -4,7 +4,8 @@
  * config.json with "task": "monitor" and a "monitor" section selects it
  * (msprobe's TrainerMon keys where they exist: targets, step_interval,
  * start_step, collect_times, xy_distribution, wg_distribution,
- * mv_distribution, param_distribution, alert.rules).
+ * mv_distribution, param_distribution, ur_distribution, cc_distribution,
+ * alert.rules).
  *
  * Writing: np_monitor_open, then np_monitor_attach on a runtime context
  * (an observer: module activations and activation gradients, the reduced
