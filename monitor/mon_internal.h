@@ -1,5 +1,6 @@
-/* monitor/mon_internal.h - the monitor file's rows and their HDF5 types
- * (docs/MONITOR.md "File format"), shared by the writer and the reader.
+/* monitor/mon_internal.h - the monitor's reader and rules, shared by the
+ * writer (monitor.c) and the reader (monitor_read.c); the file's rows and
+ * HDF5 types are nprobe/monfile.h's (docs/MONITOR.md "File format").
  * Private to monitor/. */
 #ifndef NPROBE_MONITOR_MON_INTERNAL_H
 #define NPROBE_MONITOR_MON_INTERNAL_H
@@ -10,9 +11,6 @@
 #include "nprobe/hook.h"
 #include "nprobe/monfile.h"
 #include "nprobe/monitor.h"
-
-#define NP_MON_FORMAT NP_MONITOR_FILE_FORMAT
-#define NP_MON_VERSION NP_MONITOR_FILE_VERSION
 
 /* the rows (nprobe/probe.h, nprobe/monfile.h: one writer of the format,
  * probe/monfile.c, for the runtime and the package) */
@@ -34,9 +32,6 @@ typedef struct rank_data {
 } rank_data;
 np_status np_mon_read_rank(rank_data *rd, const char *path, np_error *err);
 
-#define np_mon_type_record np_monfile_type_record
-#define np_mon_type_key np_monfile_type_key
-#define np_mon_type_step np_monfile_type_step
 /* The rules record by record (nprobe monitor's reading and the writer's
  * online check for the checkpoint on anomaly): feed the records in the
  * file's order; hit->rule is the rule that fired on r, or NULL. -1 on a

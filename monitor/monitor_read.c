@@ -64,7 +64,8 @@ np_status np_mon_read_rank(rank_data *rd, const char *path, np_error *err)
     if (f < 0)
         return np_error_set(err, NP_ERR_FORMAT, path, NULL, "not a readable monitor file");
     np_status st = NP_OK;
-    hid_t ts = np_mon_type_step(), tk = np_mon_type_key(), tr = np_mon_type_record();
+    hid_t ts = np_monfile_type_step(), tk = np_monfile_type_key(),
+          tr = np_monfile_type_record();
     H5E_BEGIN_TRY {
         long long rank = -1;
         hid_t a = H5Aopen(f, "rank", H5P_DEFAULT);

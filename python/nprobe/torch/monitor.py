@@ -26,6 +26,7 @@ import fnmatch
 import json
 import math
 import os
+import warnings
 
 import numpy as np
 import torch
@@ -481,7 +482,6 @@ class TrainerMon:
         err = _lib.Error()
         if _file_append(self.file, self.step, recs.ctypes.data if len(recs) else None, len(recs),
                         keys.ctypes.data if len(keys) else None, len(keys), ctypes.byref(err)):
-            import warnings
             warnings.warn(f"nprobe monitor: {err.exception()}; the monitor stops recording "
                           "(its file keeps the steps before)", RuntimeWarning)
             self.active = False
@@ -828,7 +828,6 @@ class TrainerMon:
             st = _file_close(self.file, ctypes.byref(err))
             self.file = None
             if st and not self._warned:     # a write error was told when it came
-                import warnings
                 warnings.warn(f"nprobe monitor: {err.exception()}", RuntimeWarning)
 
     def __del__(self):
